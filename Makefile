@@ -1,0 +1,63 @@
+# Two commands do everything on a fresh machine: `make reproduce` and `make test`.
+SHELL := /bin/bash
+VENV ?= .venv
+PYTHON ?= python3
+PROFILE ?= local
+SUITES ?=
+TARGET ?= local
+RESULTS ?= results
+INVENTORY ?= ansible/inventories/lab.yml
+# torch is installed first and on its own so that pip does not pull a CUDA build through
+# the experiments' dependencies; add e.g. --index-url for a CPU-only wheel index here.
+TORCH_SPEC ?= torch==2.13.0
+TORCH_PIP_ARGS ?=
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+DEBIAN_RUNTIME := redis-server:redis-server redis-cli:redis-tools redis-benchmark:redis-tools
+DEBIAN_TEST := $(DEBIAN_RUNTIME) prometheus:prometheus prometheus-redis-exporter:prometheus-redis-exporter \
+	prometheus-node-exporter:prometheus-node-exporter ansible-playbook:ansible chromium:chromium
+
+.PHONY: setup setup-test reproduce test bench provision lint clean cluster-up cluster-down
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip >/dev/null
+	$(VENV)/bin/pip install -q $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
+	$(VENV)/bin/pip install -q -e ".[experiments,test]"
+	@touch $@
+
+setup: $(VENV)/.installed
+	@infra/scripts/ensure-debian-packages.sh $(DEBIAN_RUNTIME)
+
+setup-test: $(VENV)/.installed
+	@infra/scripts/ensure-debian-packages.sh $(DEBIAN_TEST)
+
+## Start what is needed, run every suite with the local profile, write the report, stop everything.
+reproduce: setup
+	$(VENV)/bin/harness run $(SUITES) --profile $(PROFILE) --target $(TARGET) --results-dir $(RESULTS)
+
+## The tests against real redis-server processes (and the real models).
+test: setup-test
+	@$(VENV)/bin/pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
+
+## Benchmarks kept in the repo (pytest-benchmark); see README.
+bench: setup
+	$(VENV)/bin/pytest -q tests/benchmarks --benchmark-enable --benchmark-only $(PYTEST_ARGS)
+
+provision:
+	ansible-playbook -i $(INVENTORY) ansible/site.yml
+
+lint: setup-test
+	$(VENV)/bin/ansible-lint ansible/
+
+cluster-up: setup
+	$(VENV)/bin/harness cluster up
+
+cluster-down:
+	$(VENV)/bin/harness cluster down
+
+clean:
+	-$(VENV)/bin/harness cluster down 2>/dev/null
+	rm -rf .harness results .pytest_cache

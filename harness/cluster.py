@@ -1,0 +1,204 @@
+"""The local Redis Cluster on loopback: 3 primaries + 3 replicas by default.
+
+Used by `harness cluster up|down|status`, by `harness run --target local`, by
+`make reproduce` and by the test fixtures. Its state (pids, ports) lives in a state file
+so that `down` works from another process; every process it started is stopped on
+success, failure and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from harness.drivers import Node, Target
+from harness.errors import BadInput, EnvironmentProblem
+from harness.paths import STATE_DIR
+from harness.redis_server import RedisProcess, check_ports_free, pid_alive, require_tool, stop_pid
+
+
+class LocalCluster:
+    def __init__(self, host: str = "127.0.0.1", base_port: int = 7000, primaries: int = 3,
+                 replicas: int = 1, state_dir: Path | None = None):
+        if primaries < 3:
+            raise BadInput(f"a Redis Cluster needs at least 3 primaries, got {primaries}")
+        if replicas < 0:
+            raise BadInput(f"replicas per primary must be >= 0, got {replicas}")
+        if not 1 <= base_port <= 65535 - 10000 - primaries * (replicas + 1):
+            raise BadInput(f"base port {base_port} leaves no room for the nodes and their bus ports (+10000)")
+        self.host, self.base_port = host, base_port
+        self.primaries, self.replicas = primaries, replicas
+        self.state_dir = Path(state_dir or STATE_DIR / f"cluster-{host}-{base_port}")
+        self.processes: list[RedisProcess] = []
+
+    @property
+    def ports(self) -> list[int]:
+        return list(range(self.base_port, self.base_port + self.primaries * (1 + self.replicas)))
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "state.json"
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    def up(self, timeout: float = 60.0, log=lambda msg: None) -> Target:
+        """Start the nodes, create the cluster, wait until it is healthy."""
+        require_tool("redis-server")
+        require_tool("redis-cli")
+        if self.is_running():
+            raise EnvironmentProblem(
+                f"a local cluster is already running on {self.host}:{self.base_port}; "
+                f"use it, or stop it with: harness cluster down --base-port {self.base_port}")
+        all_ports = self.ports + [p + 10000 for p in self.ports]
+        check_ports_free(self.host, all_ports, "the local Redis Cluster")
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            for port in self.ports:
+                log(f"starting redis-server {self.host}:{port}")
+                proc = RedisProcess(self.host, port, self.state_dir / f"node-{port}", cluster=True)
+                self.processes.append(proc)
+                proc.start()
+                self._write_state()
+            self._create(timeout)
+            log("waiting for cluster_state:ok and replica links")
+            self.wait_healthy(timeout)
+        except BaseException:
+            self.down()
+            raise
+        return self.target()
+
+    def _create(self, timeout: float) -> None:
+        addrs = [f"{self.host}:{p}" for p in self.ports]
+        cmd = ["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas", str(self.replicas),
+               "--cluster-yes"]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise EnvironmentProblem(f"redis-cli --cluster create did not finish in {timeout:.0f} s") from None
+        (self.state_dir / "cluster-create.log").write_text(out.stdout + out.stderr)
+        if out.returncode != 0 or "[OK] All 16384 slots covered" not in out.stdout:
+            tail = " | ".join((out.stdout + out.stderr).strip().splitlines()[-3:])
+            raise EnvironmentProblem(f"redis-cli --cluster create failed (exit {out.returncode}): {tail}")
+
+    def wait_healthy(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        problem = "not checked"
+        while time.monotonic() < deadline:
+            problem = self.health_problem()
+            if problem is None:
+                return
+            time.sleep(0.2)
+        raise EnvironmentProblem(f"the local cluster did not become healthy in {timeout:.0f} s: {problem}")
+
+    def health_problem(self) -> str | None:
+        """None when every node says cluster_state:ok, there are the expected primaries with
+        all slots and every replica's link to its primary is up; else what is wrong."""
+        import redis
+
+        try:
+            for port in self.ports:
+                c = redis.Redis(host=self.host, port=port, socket_timeout=2, decode_responses=True)
+                info = c.execute_command("CLUSTER INFO")
+                state = info.get("cluster_state") if isinstance(info, dict) else None
+                if state is None:
+                    state = dict(line.split(":", 1) for line in str(info).splitlines() if ":" in line).get("cluster_state")
+                if state != "ok":
+                    return f"{self.host}:{port} reports cluster_state:{state}"
+            nodes = self.nodes()
+            prim = [n for n in nodes if n.role == "primary"]
+            reps = [n for n in nodes if n.role == "replica"]
+            if len(prim) != self.primaries or len(reps) != self.primaries * self.replicas:
+                return f"{len(prim)} primaries and {len(reps)} replicas, expected {self.primaries} and {self.primaries * self.replicas}"
+            for n in reps:
+                repl = redis.Redis(host=n.host, port=n.port, socket_timeout=2, decode_responses=True).info("replication")
+                if repl.get("master_link_status") != "up":
+                    return f"replica {n.address} link to its primary is {repl.get('master_link_status')}"
+        except redis.RedisError as e:
+            return f"{type(e).__name__}: {e}"
+        return None
+
+    def nodes(self) -> list[Node]:
+        """Nodes with their roles, from CLUSTER NODES of the first reachable node."""
+        import redis
+
+        last = None
+        for port in self.ports:
+            try:
+                text = redis.Redis(host=self.host, port=port, socket_timeout=2,
+                                   decode_responses=True).execute_command("CLUSTER NODES")
+                break
+            except redis.RedisError as e:
+                last = e
+        else:
+            raise EnvironmentProblem(f"no node of the local cluster answers ({last})")
+        return parse_cluster_nodes(text)
+
+    def target(self) -> Target:
+        return Target(name="local", kind="cluster", nodes=self.nodes())
+
+    def down(self) -> int:
+        """Stop every node this cluster started (or that its state file names)."""
+        pids = {p.pid for p in self.processes if p.pid}
+        pids |= set(self._read_state().get("pids", []))
+        stopped = 0
+        for pid in pids:
+            if pid_alive(pid):
+                stop_pid(pid)
+                stopped += 1
+        for p in self.processes:
+            p.stop()
+        self.processes = []
+        self.state_file.unlink(missing_ok=True)
+        return stopped
+
+    def is_running(self) -> bool:
+        pids = self._read_state().get("pids", [])
+        return bool(pids) and any(pid_alive(p) for p in pids)
+
+    def status(self) -> dict:
+        st = self._read_state()
+        alive = [p for p in st.get("pids", []) if pid_alive(p)]
+        out = {"host": self.host, "base_port": self.base_port, "ports": self.ports,
+               "pids_alive": alive, "running": bool(alive)}
+        if alive:
+            out["health"] = self.health_problem() or "ok"
+        return out
+
+    # ---- state file ----------------------------------------------------------------------
+    def _write_state(self) -> None:
+        self.state_file.write_text(json.dumps({
+            "host": self.host, "base_port": self.base_port, "ports": self.ports,
+            "pids": [p.pid for p in self.processes if p.pid]}))
+
+    def _read_state(self) -> dict:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, json.JSONDecodeError):
+            return {}
+
+    def __enter__(self):
+        self.up()
+        return self
+
+    def __exit__(self, *exc):
+        self.down()
+
+
+def parse_cluster_nodes(text) -> list[Node]:
+    """Parse CLUSTER NODES output: `<id> <ip:port@cport> <flags> <master> ...` per line.
+    Also takes redis-py's parsed form ({"ip:port@cport": {"flags": ...}})."""
+    if isinstance(text, dict):
+        entries = [(addr, str(v.get("flags", ""))) for addr, v in text.items()]
+    else:
+        entries = [(p[1], p[2]) for p in (line.split() for line in text.strip().splitlines()) if len(p) >= 8]
+    nodes = []
+    for addr_full, flag_text in entries:
+        addr = addr_full.split("@")[0]
+        host, _, port = addr.rpartition(":")
+        flags = flag_text.split(",")
+        if "fail" in flags or "noaddr" in flags:
+            continue
+        role = "primary" if "master" in flags else "replica" if "slave" in flags else None
+        nodes.append(Node(host, int(port), role))
+    return sorted(nodes, key=lambda n: (n.role != "primary", n.port))

@@ -1,0 +1,179 @@
+"""Start and stop real redis-server processes on loopback (no systemd here)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from string import Template
+
+from harness.errors import EnvironmentProblem
+from harness.paths import INFRA_DIR
+
+INSTALL_HINT = "install it with: apt-get install -y redis-server redis-tools"
+
+
+def require_tool(name: str, hint: str = INSTALL_HINT) -> str:
+    path = shutil.which(name)
+    if not path:
+        raise EnvironmentProblem(f"{name} not found on PATH; {hint}")
+    return path
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def check_ports_free(host: str, ports: list[int], what: str, flag: str = "--base-port") -> None:
+    busy = [p for p in ports if not port_is_free(host, p)]
+    if busy:
+        raise EnvironmentProblem(
+            f"port {busy[0]} on {host} is busy (needed by {what}); stop what listens there "
+            f"(ss -ltnp 'sport = :{busy[0]}') or choose other ports with {flag}"
+        )
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is not alive
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def is_redis_pid(pid: int) -> bool:
+    try:
+        return b"redis-server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+class RedisProcess:
+    """One redis-server process with its own folder, config file and log."""
+
+    def __init__(self, host: str, port: int, folder: Path, *, cluster: bool = False,
+                 config: dict | None = None):
+        self.host, self.port, self.folder = host, port, Path(folder)
+        self.cluster = cluster
+        self.config = config or {}
+        self.proc: subprocess.Popen | None = None
+        self.pid: int | None = None
+
+    @property
+    def logfile(self) -> Path:
+        return self.folder / "redis.log"
+
+    def render_config(self) -> str:
+        tmpl = Template((INFRA_DIR / "redis" / "node.conf").read_text())
+        cluster = (INFRA_DIR / "redis" / "cluster.conf").read_text() if self.cluster else ""
+        text = tmpl.substitute(port=self.port, host=self.host, dir=self.folder,
+                               logfile=self.logfile, cluster=cluster)
+        for k, v in self.config.items():
+            text += f"{k} {v}\n"
+        return text
+
+    def start(self, timeout: float = 10.0) -> "RedisProcess":
+        exe = require_tool("redis-server")
+        check_ports_free(self.host, [self.port] + ([self.port + 10000] if self.cluster else []),
+                         f"redis-server {self.host}:{self.port}")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for stale in ("nodes.conf", "dump.rdb", "redis.log"):
+            (self.folder / stale).unlink(missing_ok=True)
+        conf = self.folder / "redis.conf"
+        conf.write_text(self.render_config())
+        self.proc = subprocess.Popen([exe, str(conf)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, start_new_session=True)
+        self.pid = self.proc.pid
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float) -> None:
+        import redis
+
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                err = (self.proc.stderr.read() or b"").decode(errors="replace").strip()
+                raise EnvironmentProblem(
+                    f"redis-server on {self.host}:{self.port} exited with code {self.proc.returncode}: "
+                    f"{err or self.log_tail()}"
+                )
+            try:
+                if redis.Redis(host=self.host, port=self.port, socket_timeout=1).ping():
+                    return
+            except redis.RedisError as e:
+                last = e
+            time.sleep(0.05)
+        self.stop()
+        raise EnvironmentProblem(f"redis-server on {self.host}:{self.port} did not answer PING "
+                                 f"within {timeout:.0f} s ({last}); log: {self.log_tail()}")
+
+    def log_tail(self, lines: int = 3) -> str:
+        try:
+            return " | ".join(self.logfile.read_text(errors="replace").strip().splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def client(self, **kwargs):
+        import redis
+
+        return redis.Redis(host=self.host, port=self.port, **kwargs)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self.pid is None:
+            return
+        stop_pid(self.pid, timeout)
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass
+            if self.proc.stderr:
+                self.proc.stderr.close()
+        self.pid = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def stop_pid(pid: int, timeout: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL after `timeout` seconds; only redis-server processes."""
+    if not pid_alive(pid) or not is_redis_pid(pid):
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:  # reap it if it is our child
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        if not pid_alive(pid):
+            return
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

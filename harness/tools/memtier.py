@@ -1,0 +1,218 @@
+"""memtier_benchmark: build the command line, run it, parse its --json-out-file, validate.
+
+memtier exits 0 on failed runs, so the exit code proves nothing: a run is valid only when
+it did work (Count > 0, Ops/sec > 0, a positive duration), had no connection errors and no
+error responses, and every percentile is a finite number > 0 that lies within the
+section's min/max latency.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+from dataclasses import dataclass, field
+
+from harness.drivers import CaseContext, CaseOutcome, Metric, Param, register
+from harness.errors import BadInput
+from harness.process import run_tool
+
+NOT_FOUND = "memtier_benchmark not found"
+SECTION_PREFERENCE = ("ALL STATS",)  # one run: the only section worth reading
+ROW_KINDS = ("Sets", "Gets", "Totals")
+ERROR_PATTERNS = (re.compile(r"Connection error", re.I), re.compile(r"handle error response", re.I),
+                  re.compile(r"server returned error", re.I))
+
+PARAMS = {
+    "clients": Param(int, 50, "--clients: connections per thread"),
+    "threads": Param(int, 4, "--threads"),
+    "ratio": Param(str, "1:1", "--ratio SET:GET"),
+    "test_time": Param(int, 10, "--test-time seconds (0: use requests)"),
+    "requests": Param(int, 0, "--requests per client (when test_time is 0)"),
+    "key_maximum": Param(int, 100000, "--key-maximum"),
+    "data_size": Param(int, 32, "--data-size bytes"),
+    "pipeline": Param(int, 1, "--pipeline"),
+    "key_pattern": Param(str, "R:R", "--key-pattern SET:GET"),
+    "percentiles": Param(list, [50, 99, 99.9], "--print-percentiles"),
+    "timeout_s": Param(int, 900, "kill memtier_benchmark after this many seconds"),
+}
+
+
+def _check(where: str, p: dict) -> None:
+    if not re.fullmatch(r"\d+:\d+", p["ratio"]):
+        raise BadInput(f"{where}.ratio: expected SET:GET such as 1:10, got {p['ratio']!r}")
+    if (p["test_time"] > 0) == (p["requests"] > 0):
+        raise BadInput(f"{where}: give exactly one of test_time or requests a positive value")
+    for k in ("clients", "threads", "key_maximum", "data_size", "pipeline"):
+        if p[k] < 1:
+            raise BadInput(f"{where}.{k}: must be at least 1, got {p[k]}")
+
+
+def build_command(p: dict, host: str, port: int, cluster: bool, json_path: str,
+                  password: str | None = None) -> list[str]:
+    cmd = ["memtier_benchmark", "-s", host, "-p", str(port), "--protocol=redis",
+           f"--clients={p['clients']}", f"--threads={p['threads']}", f"--ratio={p['ratio']}",
+           f"--key-maximum={p['key_maximum']}", f"--data-size={p['data_size']}",
+           f"--pipeline={p['pipeline']}", f"--key-pattern={p['key_pattern']}",
+           "--run-count=1", "--hide-histogram", f"--json-out-file={json_path}",
+           "--print-percentiles=" + ",".join(f"{q:g}" for q in p["percentiles"])]
+    cmd.append(f"--test-time={p['test_time']}" if p["test_time"] else f"--requests={p['requests']}")
+    if cluster:
+        cmd.append("--cluster-mode")  # without it a cluster answers MOVED and memtier "succeeds"
+    if password:
+        cmd.append(f"--authenticate={password}")
+    return cmd
+
+
+def percentile_name(key: str) -> str:
+    """'p99.90' -> 'p99.9', 'p50.00' -> 'p50', 'p99.999' -> 'p99.999'."""
+    num = key[1:]
+    return "p" + (num.rstrip("0").rstrip(".") if "." in num else num)
+
+
+@dataclass
+class Section:
+    name: str
+    rows: dict[str, dict]  # Sets / Gets / Totals -> the JSON row
+    duration_ms: float | None
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class MemtierResult:
+    sections: dict[str, Section]
+    chosen: str | None
+    problems: list[str]  # empty = valid
+    metrics: dict[str, Metric]
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems and self.chosen is not None
+
+
+def _section_problems(name: str, rows: dict, duration_ms: float | None) -> list[str]:
+    problems = []
+    totals = rows.get("Totals")
+    if totals is None:
+        return [f"{name}: no Totals row"]
+    if not totals.get("Count", 0) > 0:
+        problems.append(f"{name}: Count is {totals.get('Count')}: the run did no work")
+    ops = totals.get("Ops/sec")
+    if not (isinstance(ops, (int, float)) and math.isfinite(ops) and ops > 0):
+        problems.append(f"{name}: Totals Ops/sec is {ops}")
+    if duration_ms is not None and duration_ms <= 0 and not name.startswith("AGGREGATED"):
+        problems.append(f"{name}: Runtime 'Total duration' is {duration_ms} ms")
+    for kind in ROW_KINDS:
+        row = rows.get(kind)
+        if not row:
+            continue
+        if row.get("Connection Errors", 0):
+            problems.append(f"{name}: {kind} had {row['Connection Errors']} connection errors")
+        if not row.get("Count", 0):
+            continue
+        lo, hi = row.get("Min Latency"), row.get("Max Latency")
+        for key, value in (row.get("Percentile Latencies") or {}).items():
+            if not key.startswith("p"):
+                continue
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                problems.append(f"{name}: {kind} {key} is {value}")
+            elif isinstance(hi, (int, float)) and hi > 0 and not (lo - 1e-9 <= value <= hi + 1e-9):
+                problems.append(f"{name}: {kind} {key} = {value} ms lies outside min/max latency {lo}..{hi} ms")
+            elif isinstance(hi, (int, float)) and hi <= 0:
+                problems.append(f"{name}: {kind} {key} = {value} ms but max latency is {hi} ms (empty histogram)")
+                break
+    return problems
+
+
+def parse_json(data: dict, stderr: str = "") -> MemtierResult:
+    """Read every results section of a memtier JSON file and validate it.
+
+    Layouts: 'ALL STATS' (one run), or 'BEST RUN RESULTS' / 'WORST RUN RESULTS' /
+    'AGGREGATED AVERAGE RESULTS (N runs)' / 'RUN #i RESULTS' (--run-count > 1).
+    Metrics come from 'ALL STATS' or else from the aggregated section; the aggregated
+    section's percentiles are averages of per-run percentiles (not percentiles), which the
+    metric note says.
+    """
+    sections: dict[str, Section] = {}
+    for name, body in data.items():
+        if name in ("configuration", "run information") or not isinstance(body, dict):
+            continue
+        if "Totals" not in body:
+            continue
+        rows = {k: body[k] for k in ROW_KINDS if isinstance(body.get(k), dict)}
+        dur = (body.get("Runtime") or {}).get("Total duration")
+        sections[name] = Section(name, rows, dur, _section_problems(name, rows, dur))
+    chosen = None
+    if "ALL STATS" in sections:
+        chosen = "ALL STATS"
+    else:
+        agg = [n for n in sections if n.startswith("AGGREGATED")]
+        chosen = agg[0] if agg else (next(iter(sections)) if sections else None)
+    problems = []
+    if chosen is None:
+        problems.append("no results section in the JSON")
+    else:
+        problems += sections[chosen].problems
+    err_lines = [l.strip() for l in stderr.splitlines() if any(p.search(l) for p in ERROR_PATTERNS)]
+    if err_lines:
+        problems.append(f"stderr reports errors ({len(err_lines)} lines), first: {err_lines[0]}")
+    metrics = section_metrics(sections[chosen]) if chosen else {}
+    return MemtierResult(sections, chosen, problems, metrics)
+
+
+def section_metrics(section: Section) -> dict[str, Metric]:
+    note = ("average of per-run percentiles, not a percentile"
+            if section.name.startswith("AGGREGATED") else "")
+    out: dict[str, Metric] = {}
+    for kind, row in section.rows.items():
+        if not row.get("Count"):
+            continue
+        ops = row.get("Ops/sec")
+        if isinstance(ops, (int, float)) and math.isfinite(ops):
+            out[f"{kind}.ops_per_sec"] = Metric(ops, "ops/s", "higher")
+        acc, count = row.get("Accumulated Latency"), row.get("Count")
+        if isinstance(acc, (int, float)) and acc > 0 and count:
+            # memtier's JSON rounds the Totals 'Average Latency' (2.0 where stdout says
+            # 2.514): the accumulated latency over the count is exact.
+            out[f"{kind}.avg_ms"] = Metric(acc / count, "ms", "lower", "Accumulated Latency / Count")
+        for key, value in (row.get("Percentile Latencies") or {}).items():
+            if key.startswith("p") and isinstance(value, (int, float)) and math.isfinite(value):
+                out[f"{kind}.{percentile_name(key)}_ms"] = Metric(value, "ms", "lower", note)
+        if kind == "Gets":
+            for k, name in (("Hits/sec", "hits_per_sec"), ("Misses/sec", "misses_per_sec")):
+                v = row.get(k)
+                if isinstance(v, (int, float)) and math.isfinite(v):
+                    out[f"Gets.{name}"] = Metric(v, "ops/s", None)
+    return out
+
+
+def parse_files(json_text: str, stderr: str = "") -> MemtierResult:
+    try:
+        data = json.loads(json_text)
+    except json.JSONDecodeError as e:
+        return MemtierResult({}, None, [f"the JSON output is not valid JSON ({e})"], {})
+    return parse_json(data, stderr)
+
+
+@register("memtier", params=PARAMS, needs="cluster", check=_check,
+          description="memtier_benchmark with --json-out-file (and --cluster-mode on a cluster)")
+def run(ctx: CaseContext) -> CaseOutcome:
+    if not shutil.which("memtier_benchmark"):
+        return CaseOutcome("skipped", f"{NOT_FOUND} (the Ansible loadgen role installs it on lab hosts)")
+    node = ctx.target.entry
+    json_path = ctx.raw_path("memtier.json")
+    cmd = build_command(ctx.params, node.host, node.port, ctx.target.kind == "cluster",
+                        str(json_path), ctx.target.password)
+    ctx.log(f"memtier_benchmark --clients={ctx.params['clients']} --threads={ctx.params['threads']} --ratio={ctx.params['ratio']}")
+    res = run_tool(cmd, ctx.raw_dir, "memtier", ctx.params["timeout_s"])
+    if res.timed_out or res.returncode not in (0,):
+        return CaseOutcome("failed", res.failure("memtier_benchmark"))
+    if not json_path.exists():
+        return CaseOutcome("invalid", "memtier_benchmark wrote no JSON file (see memtier.stderr)")
+    parsed = parse_files(json_path.read_text(errors="replace"), res.stderr)
+    details = {"command": " ".join(cmd), "section": parsed.chosen,
+               "sections": {n: s.problems for n, s in parsed.sections.items()}}
+    if not parsed.valid:
+        return CaseOutcome("invalid", "; ".join(parsed.problems), parsed.metrics, details)
+    return CaseOutcome("ok", metrics=parsed.metrics, details=details)
