@@ -18,7 +18,7 @@ DEBIAN_RUNTIME := redis-server:redis-server redis-cli:redis-tools redis-benchmar
 DEBIAN_TEST := $(DEBIAN_RUNTIME) prometheus:prometheus prometheus-redis-exporter:prometheus-redis-exporter \
 	prometheus-node-exporter:prometheus-node-exporter ansible-playbook:ansible chromium:chromium
 
-.PHONY: setup setup-test reproduce test bench provision lint clean cluster-up cluster-down
+.PHONY: setup setup-test reproduce test bench bench-overhead provision lint clean cluster-up cluster-down
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,10 @@ test: setup-test
 ## Benchmarks kept in the repo (pytest-benchmark); see README.
 bench: setup
 	$(VENV)/bin/pytest -q tests/benchmarks --benchmark-enable --benchmark-only $(PYTEST_ARGS)
+
+## The harness must reach redis-benchmark's own requests/s within 5% (median of 3).
+bench-overhead: setup
+	$(VENV)/bin/python -m tests.benchmarks.harness_vs_direct --runs 3
 
 provision:
 	ansible-playbook -i $(INVENTORY) ansible/site.yml

@@ -84,7 +84,7 @@ def target_for(plans: list[Plan], target: str, base_port: int, log: Callable[[st
         yield load_target(target)
         return
     cluster = LocalCluster(base_port=base_port)
-    if cluster.is_running() and cluster.health_problem() is None:
+    if cluster.health_problem() is None:  # a healthy cluster already answers there: use it
         log(f"using the running local cluster on 127.0.0.1:{base_port}")
         yield cluster.target()
         return

@@ -90,6 +90,26 @@ def parse_csv(text: str) -> dict[str, dict[str, float]]:
     return rows
 
 
+SIMPLE_TITLES = {"GET", "SET", "INCR", "LPUSH", "RPUSH", "LPOP", "RPOP", "SADD", "HSET", "SPOP",
+                 "ZADD", "ZPOPMIN", "XADD", "PING_INLINE", "PING_MBULK"}
+
+
+def error_lines(stderr: str) -> list[str]:
+    """Lines of stderr that report errors (e.g. 'Error from server: MOVED ...')."""
+    return [l.strip() for l in stderr.splitlines() if l.strip().lower().startswith(("error", "err "))
+            or "Could not connect" in l]
+
+
+def _ping(ctx: CaseContext, node) -> str:
+    import redis
+
+    try:
+        ctx.target.client(node, socket_timeout=3).ping()
+    except redis.RedisError as e:
+        return f"cannot reach Redis at {node.address} ({e}); is the cluster up?"
+    return ""
+
+
 def to_metrics(rows: dict[str, dict[str, float]]) -> tuple[dict[str, Metric], list[str]]:
     """Metrics named TITLE.suffix, and the problems that make the run invalid."""
     metrics, problems = {}, []
@@ -113,6 +133,9 @@ def run(ctx: CaseContext) -> CaseOutcome:
     if not shutil.which("redis-benchmark"):
         return CaseOutcome("skipped", "redis-benchmark not found (apt-get install redis-tools)")
     node = ctx.target.entry
+    reachable = _ping(ctx, node)
+    if reachable:  # redis-benchmark retries a refused connection until it is killed
+        return CaseOutcome("failed", reachable)
     cmd = build_command(ctx.params, node.host, node.port, ctx.target.kind == "cluster", ctx.target.password)
     ctx.log(f"redis-benchmark -t {','.join(ctx.params['tests'])} -c {ctx.params['clients']} -n {ctx.params['requests']}")
     res = run_tool(cmd, ctx.raw_dir, "redis-benchmark", ctx.params["timeout_s"])
@@ -120,12 +143,17 @@ def run(ctx: CaseContext) -> CaseOutcome:
         return CaseOutcome("failed", res.failure("redis-benchmark"))
     rows = parse_csv(res.stdout)
     metrics, problems = to_metrics(rows)
-    expected = {t.upper() for t in ctx.params["tests"] if t.upper() in ("GET", "SET", "INCR", "LPUSH", "RPUSH", "LPOP", "RPOP", "SADD", "HSET", "SPOP", "ZADD", "ZPOPMIN", "XADD")}
-    missing = sorted(expected - set(rows))
+    asked = {t.upper() for t in ctx.params["tests"]} & SIMPLE_TITLES
+    missing = sorted(asked - set(rows))
     if missing:
         problems.append(f"no CSV row for {', '.join(missing)}")
-    if "Error" in res.stderr or "ERR" in res.stdout.split('"test"')[0]:
-        problems.append("error responses: " + " | ".join(l for l in (res.stderr + res.stdout).splitlines() if "rr" in l)[:300])
+    errors = error_lines(res.stderr)
+    if errors:
+        problems.append(f"error responses ({len(errors)} lines), first: {errors[0]}")
+    if ctx.target.kind == "cluster":  # the topology the numbers were measured on
+        roles = [n.role for n in ctx.target.nodes]
+        metrics["cluster.primaries"] = Metric(roles.count("primary"), "nodes")
+        metrics["cluster.replicas"] = Metric(roles.count("replica"), "nodes")
     if problems:
         return CaseOutcome("invalid", "; ".join(problems), metrics)
     return CaseOutcome("ok", metrics=metrics, details={"command": " ".join(cmd), "rows": rows})

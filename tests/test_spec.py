@@ -1,0 +1,88 @@
+"""Suite specs: every field checked, unknown fields refused, with file, field and fix."""
+
+import copy
+
+import pytest
+import yaml
+
+from harness import spec
+from harness.errors import BadInput
+from harness.paths import SUITES_DIR
+
+BASE = {
+    "name": "demo",
+    "description": "d",
+    "claim": {"section": "2.5", "text": "t", "ids": ["C12"]},
+    "target": "cluster",
+    "cases": [{"name": "rb", "driver": "redis-benchmark", "params": {"tests": ["get"]}}],
+    "profiles": {"local": {"repetitions": 2, "params": {"rb": {"requests": 1000}},
+                           "thresholds": [{"case": "rb", "metric": "GET.p99_ms", "op": "<", "value": 5,
+                                           "unit": "ms", "reason": "r"}]}},
+}
+
+
+def parse(mutate=None):
+    d = copy.deepcopy(BASE)
+    if mutate:
+        mutate(d)
+    return spec.parse_suite(d)
+
+
+def test_valid_spec_resolves_params_with_defaults():
+    s = parse()
+    params = s.case_params(s.case("rb"), "local")
+    assert params["requests"] == 1000 and params["clients"] == 50 and params["tests"] == ["get"]
+
+
+@pytest.mark.parametrize("mutate,needle", [
+    (lambda d: d.update(descripton="x"), "unknown field 'descripton' (did you mean 'description'?)"),
+    (lambda d: d["cases"][0].update(parms={}), "unknown field 'parms' (did you mean 'params'?)"),
+    (lambda d: d["cases"][0]["params"].update(client=3), "unknown parameter 'client' for driver 'redis-benchmark' (did you mean 'clients'?)"),
+    (lambda d: d["cases"][0]["params"].update(clients="many"), "expected int, got str"),
+    (lambda d: d["cases"][0]["params"].update(tests=["gett"]), "'gett' is not one of"),
+    (lambda d: d["profiles"]["local"]["thresholds"][0].update(op="=<"), "'=<' is not one of"),
+    (lambda d: d["profiles"]["local"]["thresholds"][0].pop("reason"), "give the threshold a reason"),
+    (lambda d: d["profiles"]["local"]["thresholds"][0].update(case="rbb"), "no case named 'rbb' (did you mean 'rb'?)"),
+    (lambda d: d["profiles"]["local"].update(repetitions=0), "must be at least 1"),
+    (lambda d: d["cases"][0].update(driver="redis-bench"), "unknown driver 'redis-bench'"),
+    (lambda d: d.update(target="none"), "needs a cluster; set target: cluster"),
+    (lambda d: d.pop("cases"), "field 'cases' is missing"),
+    (lambda d: d["profiles"]["local"]["params"].update(nosuch={}), "no case named 'nosuch'"),
+])
+def test_spec_errors_name_the_field_and_the_fix(mutate, needle):
+    with pytest.raises(BadInput) as e:
+        parse(mutate)
+    assert needle in str(e.value)
+
+
+def test_unknown_profile_lists_the_known_ones():
+    s = parse()
+    with pytest.raises(BadInput, match="has no profile 'lab'.*its profiles: local"):
+        s.profile("lab")
+
+
+def test_every_shipped_suite_and_the_claims_ledger_validate():
+    lines = spec.validate_paths([])
+    assert any("redis-cluster" in l for l in lines)
+    assert lines[-1].endswith("claims)")
+
+
+def test_the_ledger_refuses_a_check_on_an_unknown_case(tmp_path):
+    (tmp_path / "demo.yaml").write_text(yaml.safe_dump(BASE))
+    (tmp_path / "claims.yaml").write_text(yaml.safe_dump({"claims": [
+        {"id": "C1", "section": "1", "text": "t",
+         "checks": [{"suite": "demo", "case": "nope", "metric": "m", "op": "<", "value": 1}]}]}))
+    with pytest.raises(BadInput, match="suite 'demo' has no case 'nope'"):
+        spec.load_claims(tmp_path)
+
+
+def test_redis_cluster_profiles_carry_the_source_numbers_verbatim():
+    s = spec.load_suite_file(SUITES_DIR / "redis-cluster.yaml")
+    lab = s.profile("lab-a100")
+    rb = s.case_params(s.case("redis-benchmark"), "lab-a100")
+    assert rb["clients"] == 200 and rb["requests"] == 1000000 and rb["tests"] == ["get", "set"]
+    mt = s.case_params(s.case("memtier"), "lab-a100")
+    assert (mt["clients"], mt["threads"], mt["ratio"]) == (32, 8, "1:1")
+    limits = {(t.metric, t.op, t.value) for t in lab.thresholds}
+    assert ("GET.p99_ms", "<", 1.2) in limits and ("Totals.ops_per_sec", ">", 1800000) in limits
+    assert all(t.reason for p in s.profiles.values() for t in p.thresholds)
