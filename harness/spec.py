@@ -270,6 +270,7 @@ LEDGER_FIELDS = {
     "text": (str, "the claim in words"),
     "checks": (list, "a list of {suite, case, metric, op, value, unit} that test the claim"),
     "not_measurable": (str, "why this claim cannot be measured by the harness"),
+    "not_measured": (str, "why this version does not measure the claim yet (it could be)"),
     "differs": (str, "what in the claim does not exist or differs from what is measured"),
 }
 CHECK_FIELDS = {
@@ -297,6 +298,7 @@ class Claim:
     checks: list[ClaimCheck]
     not_measurable: str = ""
     differs: str = ""
+    not_measured: str = ""
 
 
 def load_claims(directory: Path = SUITES_DIR, suites: dict[str, Suite] | None = None) -> list[Claim]:
@@ -327,11 +329,11 @@ def load_claims(directory: Path = SUITES_DIR, suites: dict[str, Suite] | None = 
                 raise BadInput(f"{w}.checks[{j}].case: suite {c.suite!r} has no case {c.case!r}")
             checks.append(c)
         claim = Claim(f.get("id"), f.get("section"), f.get("text"), checks,
-                      f.get("not_measurable", ""), f.get("differs", ""))
+                      f.get("not_measurable", ""), f.get("differs", ""), f.get("not_measured", ""))
         if claim.id in seen:
             raise BadInput(f"{w}.id: {claim.id!r} is listed twice")
-        if not checks and not claim.not_measurable:
-            raise BadInput(f"{w}: claim {claim.id} needs checks or a not_measurable reason")
+        if not checks and not (claim.not_measurable or claim.not_measured):
+            raise BadInput(f"{w}: claim {claim.id} needs checks, or a not_measurable or not_measured reason")
         seen.add(claim.id)
         claims.append(claim)
     return claims

@@ -1,0 +1,111 @@
+"""ONNX Runtime (CPU) behind the engine interface.
+
+`InferenceSession` is created from the verified bytes (never from the path, so the bytes
+that were checked are the bytes that run). ONNX Runtime has no execution context: a
+session's `run()` may be called from several threads at once, so "create contexts" only
+makes the RunOptions the calls use, and there is one implicit profile (dynamic
+dimensions unbounded).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.experiments.engine.lifecycle import (Engine, EngineError, Profile, TensorSpec,
+                                                  implicit_profile)
+
+OPT_LEVELS = ("disabled", "basic", "extended", "all")
+_ORT_TYPES = {"tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(float)": "float32",
+              "tensor(float16)": "float16", "tensor(double)": "float64", "tensor(bool)": "bool",
+              "tensor(int8)": "int8", "tensor(uint8)": "uint8"}
+
+
+def _level(name: str):
+    import onnxruntime as ort
+
+    return {"disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[name]
+
+
+def session_options(intra_op_threads: int = 1, opt_level: str = "all", optimized_path: Path | None = None):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = intra_op_threads  # 0 = ONNX Runtime's default (all cores)
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = _level(opt_level)
+    so.log_severity_level = 3
+    if optimized_path is not None:
+        so.optimized_model_filepath = str(optimized_path)
+    return so
+
+
+def _dims(shape) -> tuple:
+    return tuple(d if isinstance(d, int) and d >= 0 else -1 for d in shape)
+
+
+@dataclass
+class OrtEngine(Engine):
+    intra_op_threads: int = 1
+    opt_level: str = "all"
+    _session: object = field(default=None, init=False, repr=False)
+    _io: list = field(default_factory=list, init=False, repr=False)
+    _out_names: list = field(default_factory=list, init=False, repr=False)
+    _run_options: object = field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        self.backend = "onnxruntime"
+        if self.opt_level not in OPT_LEVELS:
+            raise ValueError(f"opt_level must be one of {OPT_LEVELS}")
+
+    def _deserialize(self, data: bytes, path: Path) -> None:
+        import onnxruntime as ort
+
+        try:
+            self._session = ort.InferenceSession(data, session_options(self.intra_op_threads, self.opt_level),
+                                                 providers=["CPUExecutionProvider"])
+        except Exception as e:  # ORT raises its own Fail/InvalidGraph/... types
+            raise EngineError(f"ONNX Runtime could not load {path.name}: {type(e).__name__}: {e}") from None
+        s = self._session
+        self._io = ([TensorSpec(i.name, "input", _ORT_TYPES.get(i.type, i.type), _dims(i.shape)) for i in s.get_inputs()]
+                    + [TensorSpec(o.name, "output", _ORT_TYPES.get(o.type, o.type), _dims(o.shape)) for o in s.get_outputs()])
+        self._out_names = [o.name for o in s.get_outputs()]
+
+    def _create_contexts(self) -> None:
+        import onnxruntime as ort
+
+        self._run_options = ort.RunOptions()
+        self._run_options.log_severity_level = 3
+
+    def io(self) -> list[TensorSpec]:
+        return list(self._io)
+
+    def profiles(self) -> list[Profile]:
+        return [implicit_profile(self._io)]
+
+    def _run(self, feeds, profile):
+        if self._session is None:
+            raise EngineError("engine is not loaded")
+        outs = self._session.run(self._out_names, feeds, self._run_options)
+        return dict(zip(self._out_names, outs))
+
+    def _close(self) -> None:
+        self._session = None
+        self._run_options = None
+
+
+def save_optimized(src: Path, dst: Path, opt_level: str = "extended") -> Path:
+    """Write ONNX Runtime's optimized graph of `src` to `dst` once (a second version of the
+    same model with the same IO tensors, used as the swap's new engine file)."""
+    import onnxruntime as ort
+
+    dst = Path(dst)
+    if dst.exists():
+        return dst
+    tmp = dst.with_name(dst.name + ".tmp.onnx")
+    ort.InferenceSession(str(src), session_options(1, opt_level, tmp), providers=["CPUExecutionProvider"])
+    tmp.rename(dst)
+    return dst

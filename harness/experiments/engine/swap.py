@@ -1,0 +1,170 @@
+"""Hot swap: the application's job, not the runtime's (TensorRT has no in-place replace).
+
+    new = load aside (verified) -> contexts -> compatibility check -> prewarm aside
+    -> switch one reference (under a lock held for microseconds)
+    -> wait until the calls in flight on the old engine have finished -> close the old one
+
+Compatibility (`io_problems`): the new engine must have the same IO tensors by name, each
+with the same mode, dtype, location and format (where the backend has them), the same
+fixed dimensions, and optimization profiles whose ranges cover every shape the service
+sends. An incompatible engine is refused with a message naming the tensor that differs;
+the old engine keeps serving.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from harness.errors import EXIT_BAD_INPUT, HarnessError
+from harness.experiments.engine.lifecycle import (Bucket, Engine, FeedsFor, Profile, TensorSpec,
+                                                  covering_profiles, served_shapes)
+
+
+class IncompatibleEngine(HarnessError):
+    exit_code = EXIT_BAD_INPUT
+
+
+def _fixed_dims_differ(a: tuple, b: tuple) -> bool:
+    if len(a) != len(b):
+        return True
+    return any(x >= 0 and y >= 0 and x != y for x, y in zip(a, b))
+
+
+def io_problems(old_io: list[TensorSpec], new_io: list[TensorSpec], new_profiles: list[Profile],
+                buckets: list[Bucket]) -> list[str]:
+    """Every reason the new engine cannot replace the old one, each naming its tensor."""
+    problems = []
+    old = {t.name: t for t in old_io}
+    new = {t.name: t for t in new_io}
+    for name in old:
+        if name not in new:
+            problems.append(f"tensor {name!r} ({old[name].mode}) is missing from the new engine "
+                            f"(its {old[name].mode}s: {', '.join(t.name for t in new_io if t.mode == old[name].mode) or 'none'})")
+    for name in new:
+        if name not in old:
+            problems.append(f"tensor {name!r} ({new[name].mode}) of the new engine does not exist in the served engine")
+    for name in old.keys() & new.keys():
+        a, b = old[name], new[name]
+        for attr in ("mode", "dtype", "location", "format"):
+            va, vb = getattr(a, attr), getattr(b, attr)
+            if va is not None and vb is not None and va != vb:
+                problems.append(f"tensor {name!r}: {attr} {vb} in the new engine, {va} in the served one")
+        if _fixed_dims_differ(a.shape, b.shape):
+            problems.append(f"tensor {name!r}: shape {list(b.shape)} in the new engine, {list(a.shape)} in the "
+                            "served one (-1 = dynamic; fixed dimensions must match)")
+    if problems:
+        return problems
+    for bucket in buckets:
+        shapes = served_shapes(old_io, bucket)  # what the service sends today
+        if not covering_profiles(new_profiles, shapes):
+            worst = _first_uncovered(new_profiles, shapes)
+            problems.append(f"tensor {worst!r}: served shape {list(shapes[worst])} (bucket {bucket.name}) is outside "
+                            f"every optimization profile of the new engine")
+    return problems
+
+
+def _first_uncovered(profiles: list[Profile], shapes: dict) -> str:
+    for name, shape in shapes.items():
+        ok = False
+        for p in profiles:
+            lo, _, hi = p.ranges.get(name, ((), (), ()))
+            if len(lo) == len(shape) and all(a <= s <= c for s, a, c in zip(shape, lo, hi)):
+                ok = True
+                break
+        if not ok:
+            return name
+    return next(iter(shapes))
+
+
+def check_compatible(old: Engine, new: Engine, buckets: list[Bucket]) -> None:
+    problems = io_problems(old.io(), new.io(), new.profiles(), buckets)
+    if problems:
+        raise IncompatibleEngine("swap refused: " + "; ".join(problems))
+
+
+@dataclass
+class SwapReport:
+    started: float  # perf_counter timestamps
+    loaded: float = 0.0
+    checked: float = 0.0
+    warmed: float = 0.0
+    switched: float = 0.0
+    drained: float = 0.0
+    released: float = 0.0
+    switch_s: float = 0.0  # time the lock was held to switch the reference
+    inflight_at_switch: int = 0
+    old_label: str = ""
+    new_label: str = ""
+    version: int = 0
+    prewarm: list = field(default_factory=list)
+
+    def durations_ms(self) -> dict:
+        return {"load_ms": (self.loaded - self.started) * 1e3, "check_ms": (self.checked - self.loaded) * 1e3,
+                "prewarm_ms": (self.warmed - self.checked) * 1e3, "switch_ms": self.switch_s * 1e3,
+                "drain_ms": (self.drained - self.switched) * 1e3, "release_ms": (self.released - self.drained) * 1e3,
+                "to_serving_ms": (self.switched - self.started) * 1e3}
+
+
+class EngineSlot:
+    """One reference to the serving engine, with a count of calls in flight per engine."""
+
+    def __init__(self, engine: Engine):
+        self._cond = threading.Condition()
+        self._engine = engine
+        self._inflight: dict[int, int] = {id(engine): 0}
+        self.version = 0
+        self.swapping = threading.Lock()
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    def infer(self, feeds) -> tuple[dict, int]:
+        with self._cond:
+            eng, version = self._engine, self.version
+            self._inflight[id(eng)] += 1
+        try:
+            return eng.infer(feeds), version
+        finally:
+            with self._cond:
+                self._inflight[id(eng)] -= 1
+                if self._inflight[id(eng)] == 0:
+                    self._cond.notify_all()
+
+    def swap(self, load_new: Callable[[], Engine], buckets: list[Bucket], feeds_for: FeedsFor,
+             drain_timeout_s: float = 60.0) -> SwapReport:
+        """Load, check and warm a new engine aside, switch, drain and close the old one.
+        On any failure before the switch the new engine is closed and the old one serves on."""
+        with self.swapping:
+            rep = SwapReport(time.perf_counter())
+            new = load_new()
+            rep.loaded = time.perf_counter()
+            try:
+                check_compatible(self._engine, new, buckets)
+                rep.checked = time.perf_counter()
+                rep.prewarm = [vars(r) for r in new.prewarm(buckets, feeds_for)]
+                rep.warmed = time.perf_counter()
+            except BaseException:
+                new.close()
+                raise
+            t0 = time.perf_counter()
+            with self._cond:
+                old = self._engine
+                self._inflight.setdefault(id(new), 0)
+                self._engine = new
+                self.version += 1
+                rep.inflight_at_switch = self._inflight[id(old)]
+            rep.switched = time.perf_counter()
+            rep.switch_s = rep.switched - t0
+            rep.version, rep.old_label, rep.new_label = self.version, old.label, new.label
+            with self._cond:
+                if not self._cond.wait_for(lambda: self._inflight[id(old)] == 0, timeout=drain_timeout_s):
+                    raise HarnessError(f"calls on the old engine did not finish within {drain_timeout_s} s")
+                del self._inflight[id(old)]
+            rep.drained = time.perf_counter()
+            old.close()
+            rep.released = time.perf_counter()
+            return rep

@@ -1,0 +1,168 @@
+"""Requests for the engine cases: real query texts tokenized per shape bucket, latency
+summaries, and the multi-threaded request stream used around a hot swap.
+
+Texts: the `similar` strings of data/gptcache_mock_data.json (GPTCache's benchmark
+queries), tokenized by all-MiniLM-L6-v2's own tokenizer, padded or truncated to the
+bucket's sequence length. Token values do not change a BERT model's cost; the shapes do.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import stats
+from harness.errors import BadInput
+from harness.experiments.engine.lifecycle import Bucket, TensorSpec, inputs_of, input_shape
+
+VARIANTS = 8  # distinct request batches per bucket, cycled
+
+
+def load_texts(path: Path) -> list[str]:
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise BadInput(f"texts file {path} does not exist; give a JSON list of strings or of "
+                       "{origin, similar} records (default: data/gptcache_mock_data.json)") from None
+    except json.JSONDecodeError as e:
+        raise BadInput(f"texts file {path} is not JSON: {e}") from None
+    out = []
+    for rec in data if isinstance(data, list) else []:
+        if isinstance(rec, str):
+            out.append(rec)
+        elif isinstance(rec, dict) and isinstance(rec.get("similar"), str):
+            out.append(rec["similar"])
+    if not out:
+        raise BadInput(f"{path} holds no texts (a JSON list of strings or of records with a 'similar' string)")
+    return out
+
+
+class TextFeeds:
+    """Input arrays for a bucket and an IO description, made once and cycled."""
+
+    def __init__(self, texts: list[str], tokenizer=None):
+        if tokenizer is None:
+            from transformers import AutoTokenizer
+
+            from harness.models import minilm_path
+
+            tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()))
+        self.texts, self.tok = texts, tokenizer
+        self._cache: dict = {}
+        self._lock = threading.Lock()
+
+    def _tokens(self, bucket: Bucket, variant: int) -> dict:
+        import numpy as np
+
+        key = (bucket, variant)
+        with self._lock:
+            if key not in self._cache:
+                start = (variant * bucket.batch) % len(self.texts)
+                batch = [self.texts[(start + i) % len(self.texts)] for i in range(bucket.batch)]
+                enc = self.tok(batch, padding="max_length", truncation=True, max_length=bucket.seq,
+                               return_tensors="np")
+                self._cache[key] = {k: np.asarray(v) for k, v in enc.items()}
+            return self._cache[key]
+
+    def feeds(self, io: list[TensorSpec], bucket: Bucket, variant: int = 0) -> dict:
+        import numpy as np
+
+        tok = self._tokens(bucket, variant % VARIANTS)
+        out = {}
+        for t in inputs_of(io):
+            shape = input_shape(t, bucket)
+            src = tok.get(t.name)
+            if src is not None and tuple(src.shape) == shape:
+                out[t.name] = src.astype(t.dtype, copy=False)
+            else:
+                out[t.name] = np.ones(shape, dtype=t.dtype)
+        return out
+
+    def feeds_for(self, io: list[TensorSpec], variant: int = 0):
+        return lambda bucket: self.feeds(io, bucket, variant)
+
+
+def summary(latencies_ms: list[float]) -> dict:
+    """n, p50, p99, mean and max of a latency list (percentiles by linear interpolation)."""
+    if not latencies_ms:
+        return {"n": 0}
+    return {"n": len(latencies_ms), "p50": stats.percentile(latencies_ms, 50),
+            "p99": stats.percentile(latencies_ms, 99), "mean": sum(latencies_ms) / len(latencies_ms),
+            "max": max(latencies_ms)}
+
+
+@dataclass
+class Request:
+    t: float  # start, seconds since the stream's t0
+    ms: float
+    ok: bool
+    thread: int
+    bucket: str
+    version: int = -1
+    error: str = ""
+
+
+class RequestStream:
+    """`threads` threads each sending requests through `call(bucket, i)` until stopped.
+
+    Each thread paces itself to one request every `interval_ms` (0 = back to back); a
+    request that runs late starts the next one at once (no catch-up burst)."""
+
+    def __init__(self, call, buckets: list[Bucket], threads: int, interval_ms: float, t0: float):
+        self.call, self.buckets, self.n, self.interval = call, buckets, threads, interval_ms / 1e3
+        self.t0 = t0
+        self.records: list[Request] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def _worker(self, k: int):
+        i = 0
+        nxt = time.perf_counter()
+        while not self._stop.is_set():
+            b = self.buckets[(i + k) % len(self.buckets)]
+            t = time.perf_counter()
+            try:
+                version = self.call(b, i)
+                rec = Request(t - self.t0, (time.perf_counter() - t) * 1e3, True, k, b.name, version)
+            except Exception as e:  # a failed request is data, not a crash
+                rec = Request(t - self.t0, (time.perf_counter() - t) * 1e3, False, k, b.name, -1,
+                              f"{type(e).__name__}: {e}"[:300])
+            with self._lock:
+                self.records.append(rec)
+            i += 1
+            if self.interval > 0:
+                nxt = max(nxt + self.interval, time.perf_counter())
+                self._stop.wait(max(0.0, nxt - time.perf_counter()))
+
+    def start(self) -> "RequestStream":
+        for k in range(self.n):
+            th = threading.Thread(target=self._worker, args=(k,), name=f"requests-{k}", daemon=True)
+            th.start()
+            self._threads.append(th)
+        return self
+
+    def stop(self) -> list[Request]:
+        self._stop.set()
+        for th in self._threads:
+            th.join(timeout=60)
+        with self._lock:
+            return sorted(self.records, key=lambda r: r.t)
+
+
+def windows(records: list[Request], width_s: float) -> list[dict]:
+    """Per time window: start, count, p50 and max latency, failures."""
+    if not records:
+        return []
+    out, by = [], {}
+    for r in records:
+        by.setdefault(int(r.t // width_s), []).append(r)
+    for k in sorted(by):
+        rs = by[k]
+        lat = [r.ms for r in rs]
+        out.append({"t": k * width_s, "n": len(rs), "p50": stats.percentile(lat, 50), "max": max(lat),
+                    "failed": sum(not r.ok for r in rs)})
+    return out

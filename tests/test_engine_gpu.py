@@ -1,0 +1,104 @@
+"""NVML telemetry and the TensorRT backend's skip path.
+
+The machine these tests were written on has neither a GPU nor tensorrt: the TensorRT
+backend is checked for importability, its pure helpers and its skip reason; it runs for
+real only on a GPU host (the trt-* cases of suites/engine-hotload.yaml).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import types
+
+import pytest
+
+from harness.drivers import CaseContext, Target
+from harness.experiments.engine import gpu
+from harness.experiments.engine.backend_trt import profile_shapes, unavailable_reason
+
+HAS_TRT = importlib.util.find_spec("tensorrt") is not None
+
+
+def _nvml_without_driver():
+    """An NVML module whose nvmlInit fails the way pynvml does on a host without a driver
+    (the GPU is the hardware not here; the exception is pynvml's own)."""
+    import pynvml
+
+    def init():
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    return types.SimpleNamespace(nvmlInit=init, nvmlShutdown=lambda: None)
+
+
+def test_nvml_absent_is_reported_with_the_reason():
+    st = gpu.nvml_status(_nvml_without_driver())
+    assert st["present"] is False and st["devices"] == []
+    assert "NVML did not initialise" in st["reason"] and "NVMLError_LibraryNotFound" in st["reason"]
+
+
+def test_nvml_status_on_this_machine_never_raises():
+    st = gpu.nvml_status()
+    if st["present"]:
+        assert st["devices"] and st["devices"][0]["memory_total_mib"] > 0
+    else:
+        assert st["reason"].startswith("no GPU")
+
+
+def test_memory_sampler_without_gpu_still_samples_rss():
+    import time
+
+    s = gpu.MemorySampler(interval_s=0.005, nvml=_nvml_without_driver()).start()
+    time.sleep(0.03)
+    block = bytearray(64 * 2**20)  # touch 64 MiB so the RSS rises
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    time.sleep(0.05)
+    samples = s.stop()
+    assert s.gpu["present"] is False and "NVML" in s.gpu["reason"]
+    assert len(samples) >= 3 and all(x.gpu_used_bytes is None for x in samples)
+    base, extra = gpu.peak_extra(samples, 0.0, samples[-1].t)
+    assert base > 0 and extra >= 32 * 2**20  # the 64 MiB block shows up in the sampled RSS
+    del block
+
+
+def test_peak_extra_uses_the_last_sample_before_the_window():
+    S = gpu.Sample
+    samples = [S(0.0, 100), S(1.0, 110), S(2.0, 300), S(3.0, 150), S(4.0, 500)]
+    assert gpu.peak_extra(samples, 1.5, 3.5) == (110.0, 190.0)
+    assert gpu.peak_extra(samples, -1.0, 0.5) == (100.0, 0.0)
+
+
+def test_profile_shapes_fill_batch_and_sequence():
+    rng = [[1, 1], [4, 16], [8, 32]]
+    assert profile_shapes((-1, -1), rng) == ((1, 1), (4, 16), (8, 32))
+    assert profile_shapes((-1, 7), rng) == ((1, 7), (4, 7), (8, 7))
+
+
+@pytest.mark.skipif(HAS_TRT, reason="tensorrt is installed here; the skip path is for hosts without it")
+def test_trt_unavailable_reason_names_tensorrt_and_the_gpu():
+    why = unavailable_reason(nvml=_nvml_without_driver())
+    assert "tensorrt is not installed" in why and "pip install tensorrt" in why
+    assert "no GPU" in why
+
+
+def test_trt_cases_are_skipped_with_the_reason_where_trt_or_gpu_is_missing(tmp_path):
+    from harness.drivers import load_all
+
+    drivers = load_all()
+    why = unavailable_reason()
+    if why is None:
+        pytest.skip("tensorrt and a GPU are present: the trt cases run for real (suite engine-hotload)")
+    for name in ("engine-cold-start", "engine-prewarm", "engine-hot-swap", "engine-incompatible-swap"):
+        d = drivers[name]
+        params = d.resolve_params("test", {"backend": "trt"})
+        ctx = CaseContext("engine-hotload", "trt", 1, "local", params, tmp_path, Target("none"), log=lambda m: None)
+        out = d.run(ctx)
+        assert out.status == "skipped" and out.reason.startswith("TensorRT case skipped: ")
+        assert why in out.reason
+
+
+def test_trt_engine_class_is_importable_without_tensorrt():
+    from harness.experiments.engine.backend_trt import TrtEngine
+
+    eng = TrtEngine(label="x")
+    assert eng.backend == "tensorrt" and eng.io() == [] and eng.memory() == {}
