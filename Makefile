@@ -18,7 +18,7 @@ DEBIAN_RUNTIME := redis-server:redis-server redis-cli:redis-tools redis-benchmar
 DEBIAN_TEST := $(DEBIAN_RUNTIME) prometheus:prometheus prometheus-redis-exporter:prometheus-redis-exporter \
 	prometheus-node-exporter:prometheus-node-exporter ansible-playbook:ansible chromium:chromium
 
-.PHONY: setup setup-test reproduce test bench bench-overhead provision lint clean cluster-up cluster-down
+.PHONY: setup setup-test reproduce test bench bench-overhead provision unprovision lint clean cluster-up cluster-down
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -m venv $(VENV)
@@ -50,8 +50,12 @@ bench: setup
 bench-overhead: setup
 	$(VENV)/bin/python -m tests.benchmarks.harness_vs_direct --runs 3
 
+## Lab hardware (or the local inventory): provision with Ansible, and take it down again.
 provision:
-	ansible-playbook -i $(INVENTORY) ansible/site.yml
+	ANSIBLE_CONFIG=ansible/ansible.cfg ansible-playbook -i $(INVENTORY) ansible/site.yml $(ANSIBLE_ARGS)
+
+unprovision:
+	ANSIBLE_CONFIG=ansible/ansible.cfg ansible-playbook -i $(INVENTORY) ansible/teardown.yml $(ANSIBLE_ARGS)
 
 lint: setup-test
 	$(VENV)/bin/ansible-lint ansible/

@@ -1,4 +1,5 @@
-"""Targets from an Ansible inventory (YAML): the hosts of the `redis` group.
+"""Targets from an Ansible inventory (YAML): the hosts of the `redis` group, and the
+Prometheus of its `monitoring` group (prometheus_url).
 
 Each host gives its address (`ansible_host`, else the host name) and its port
 (`redis_cluster_port`, else 6379). The cluster's roles are read from the live cluster.
@@ -95,3 +96,29 @@ def _with_roles(target: Target) -> Target:
         return target
     raise EnvironmentProblem(f"no Redis node of {target.name} answers ({errors[0] if errors else 'no nodes'}); "
                              f"provision it first: make provision INVENTORY={target.name}")
+
+
+MONITORING_GROUP = "monitoring"
+
+
+def prometheus_url(path: str | Path) -> str | None:
+    """The Prometheus that the `monitoring` role runs for this inventory: the first host
+    of the `monitoring` group, port `monitoring_prometheus_port` (default 9090); None when
+    the inventory has no such host."""
+    path = Path(path)
+    try:
+        tree = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(tree, dict):
+        return None
+    group = _find_group(tree, MONITORING_GROUP)
+    if group is None:
+        return None
+    base_vars = {**_group_vars(path, "all"), **((tree.get("all") or {}).get("vars") or {}),
+                 **_group_vars(path, MONITORING_GROUP)}
+    hosts: dict = {}
+    _walk(group, base_vars, hosts)
+    for name, hv in hosts.items():
+        return f"http://{hv.get('ansible_host', name)}:{hv.get('monitoring_prometheus_port', 9090)}"
+    return None

@@ -13,12 +13,28 @@ def junit_xml(a: Analysis) -> str:
     by_suite: dict[str, list] = {}
     for t in a.thresholds:
         by_suite.setdefault(t.suite, []).append(t)
-    for c in a.cases:  # a suite with no thresholds still shows its case statuses
+    checked = {(t.suite, t.case) for t in a.thresholds}
+    unchecked: dict[str, list] = {}
+    for c in a.cases:  # a case without thresholds still shows its status
         by_suite.setdefault(c.suite, [])
+        if (c.suite, c.case) not in checked:
+            unchecked.setdefault(c.suite, []).append(c)
     for suite, verdicts in by_suite.items():
-        el = ET.SubElement(suites, "testsuite", name=suite, tests=str(len(verdicts)),
-                           failures=str(sum(v.verdict in ("fail", "missing") for v in verdicts)),
-                           skipped=str(sum(v.verdict == "skipped" for v in verdicts)))
+        extra = unchecked.get(suite, [])
+        broken = [c for c in extra if c.statuses.get("failed") or c.statuses.get("invalid")]
+        el = ET.SubElement(suites, "testsuite", name=suite, tests=str(len(verdicts) + len(extra)),
+                           failures=str(sum(v.verdict in ("fail", "missing") for v in verdicts) + len(broken)),
+                           skipped=str(sum(v.verdict == "skipped" for v in verdicts)
+                                       + sum(set(c.statuses) == {"skipped"} for c in extra)))
+        for c in extra:
+            tc = ET.SubElement(el, "testcase", classname=f"{suite}.{c.case}", name="status")
+            text = ", ".join(f"{n} {k}" for k, n in c.statuses.items()) + ("; " + "; ".join(c.reasons) if c.reasons else "")
+            if c in broken:
+                ET.SubElement(tc, "failure", message=text[:200]).text = text
+            elif set(c.statuses) == {"skipped"}:
+                ET.SubElement(tc, "skipped", message=text[:200])
+            else:
+                ET.SubElement(tc, "system-out").text = text
         for v in verdicts:
             tc = ET.SubElement(el, "testcase", classname=f"{suite}.{v.case}", name=f"{v.metric} {v.threshold}")
             text = f"measured {v.measured}; threshold {v.threshold}; {v.reason}" + (f"; {v.detail}" if v.detail else "")
