@@ -60,9 +60,13 @@ def test_report_of_a_folder_that_is_not_a_run_exit_2(tmp_path):
 
 def test_busy_port_exit_3(tmp_path):
     s = socket.socket()
-    s.bind(("127.0.0.1", 0))
+    for port in range(7950, 7999):  # low enough to leave room for the bus ports (+10000)
+        try:
+            s.bind(("127.0.0.1", port))
+            break
+        except OSError:
+            continue
     s.listen()
-    port = s.getsockname()[1]
     try:
         p = harness("cluster", "up", "--base-port", str(port))
         assert_one_line(p, 3, f"port {port} on 127.0.0.1 is busy")
