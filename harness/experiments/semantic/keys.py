@@ -1,0 +1,95 @@
+"""Cache key schemes: exact prompt hash, 64-bit random-hyperplane LSH, cosine NN reference.
+
+LSH (Charikar's SimHash): bit j of a signature is sign(v . p_j) for 64 Gaussian
+hyperplanes p_j drawn from numpy's PCG64 with a seed; the projection is saved with the run
+so that a signature can be reproduced. The Redis key is `sem_<16 hex digits>`.
+
+Radius lookup uses banding (multi-index hashing without probing): the 64 bits are cut
+into `bands` equal bands, each band value indexes the signatures that carry it. A stored
+signature within Hamming distance r < bands of the query shares at least one band exactly
+(pigeonhole), so for r < bands the candidate set contains every signature within r and the
+lookup is exact; for r >= bands it may miss some. Candidates are then ranked by their
+exact Hamming distance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+import numpy as np
+
+BITS = 64
+_PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
+_SPACE = re.compile(r"\s+")
+
+
+def normalize(text: str) -> str:
+    """Case-folded, NFKC, punctuation removed, white space collapsed."""
+    t = unicodedata.normalize("NFKC", text).casefold()
+    t = _PUNCT.sub(" ", t)
+    return _SPACE.sub(" ", t).strip()
+
+
+def exact_key(text: str, normalized: bool = False) -> str:
+    """`hash_<sha256>` of the raw prompt, or `hashn_<sha256>` of the normalized prompt."""
+    if normalized:
+        return "hashn_" + hashlib.sha256(normalize(text).encode()).hexdigest()
+    return "hash_" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def projection(dim: int, seed: int, bits: int = BITS) -> np.ndarray:
+    """The (dim, bits) float32 matrix of random hyperplane normals for a seed."""
+    return np.random.default_rng(seed).standard_normal((dim, bits)).astype(np.float32)
+
+
+def signatures(vectors: np.ndarray, proj: np.ndarray) -> np.ndarray:
+    """64-bit signatures (uint64, most significant bit = hyperplane 0) of row vectors."""
+    v = np.asarray(vectors, dtype=np.float32)
+    if v.ndim == 1:
+        v = v[None, :]
+    bits = (v @ proj) > 0
+    packed = np.packbits(bits, axis=1, bitorder="big")  # (n, 8) uint8
+    return packed.view(">u8").reshape(-1).astype(np.uint64)
+
+
+def sem_key(sig: int) -> str:
+    return f"sem_{int(sig):016x}"
+
+
+def hamming(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
+    """Bitwise Hamming distance between uint64 signatures (broadcasting)."""
+    x = np.bitwise_xor(np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64))
+    return np.bitwise_count(x).astype(np.int64)
+
+
+def band_values(sig: int, bands: int) -> list[int]:
+    """The `bands` band values of a signature, most significant band first."""
+    if BITS % bands:
+        raise ValueError(f"bands must divide {BITS}, got {bands}")
+    width = BITS // bands
+    mask = (1 << width) - 1
+    s = int(sig)
+    return [(s >> (BITS - width * (i + 1))) & mask for i in range(bands)]
+
+
+def band_keys(sig: int, bands: int) -> list[str]:
+    """Redis keys of the band index sets: `semb<bands>_<i>_<hex>`."""
+    width = BITS // bands
+    digits = max(1, (width + 3) // 4)
+    return [f"semb{bands}_{i}_{v:0{digits}x}" for i, v in enumerate(band_values(sig, bands))]
+
+
+def nearest_hamming(query_sigs: np.ndarray, stored_sigs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Exhaustive reference: index and distance of the nearest stored signature per query."""
+    d = hamming(np.asarray(query_sigs)[:, None], np.asarray(stored_sigs)[None, :])
+    idx = d.argmin(axis=1)
+    return idx, d[np.arange(len(idx)), idx]
+
+
+def nearest_cosine(queries: np.ndarray, stored: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Exact nearest neighbour by cosine of unit vectors: index and similarity per query."""
+    sims = np.asarray(queries, dtype=np.float32) @ np.asarray(stored, dtype=np.float32).T
+    idx = sims.argmax(axis=1)
+    return idx, sims[np.arange(len(idx)), idx]

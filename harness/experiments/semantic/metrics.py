@@ -1,0 +1,153 @@
+"""Hit rate, correct and wrong hits, precision and recall of a cache; pure functions.
+
+Cache level (one lookup per query): a hit is *correct* when the matched entry's label
+equals the query's label, *wrong* otherwise; a query *should hit* when its label was
+inserted. hit rate = hits / queries; precision = correct / hits (1 - false-hit share);
+recall = correct / queries that should hit.
+
+Pair level (labelled pairs): a pair is predicted "same" when the key scheme matches its
+two sentences; TP = predicted and label 1, FP = predicted and label 0, FN = not predicted
+and label 1. precision = TP / (TP + FP), recall = TP / (TP + FN), hit rate = predicted /
+pairs. An empty denominator gives 0 (nothing was claimed, nothing was found).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else 0.0
+
+
+@dataclass(frozen=True)
+class CacheCounts:
+    queries: int
+    hits: int
+    correct: int
+    wrong: int
+    should_hit: int
+    false_hits_on_new: int  # hits on queries whose answer was never inserted
+
+    @property
+    def misses(self) -> int:
+        return self.queries - self.hits
+
+    @property
+    def hit_rate(self) -> float:
+        return _ratio(self.hits, self.queries)
+
+    @property
+    def precision(self) -> float:
+        return _ratio(self.correct, self.hits)
+
+    @property
+    def recall(self) -> float:
+        return _ratio(self.correct, self.should_hit)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "misses": self.misses, "hit_rate": self.hit_rate,
+                "precision": self.precision, "recall": self.recall}
+
+
+def cache_counts(hit: Sequence[bool], matched_label: Sequence, query_label: Sequence,
+                 should_hit: Sequence[bool]) -> CacheCounts:
+    """Counts for one lookup per query. `matched_label[i]` is ignored when not `hit[i]`."""
+    n = len(hit)
+    if not (len(matched_label) == len(query_label) == len(should_hit) == n):
+        raise ValueError("hit, matched_label, query_label and should_hit must have one entry per query")
+    hits = correct = new_hits = 0
+    for h, m, q, s in zip(hit, matched_label, query_label, should_hit):
+        if h:
+            hits += 1
+            correct += m == q
+            new_hits += not s
+    return CacheCounts(n, hits, correct, hits - correct, sum(map(bool, should_hit)), new_hits)
+
+
+@dataclass(frozen=True)
+class PairCounts:
+    pairs: int
+    tp: int
+    fp: int
+    fn: int
+    tn: int
+
+    @property
+    def hit_rate(self) -> float:
+        return _ratio(self.tp + self.fp, self.pairs)
+
+    @property
+    def precision(self) -> float:
+        return _ratio(self.tp, self.tp + self.fp)
+
+    @property
+    def recall(self) -> float:
+        return _ratio(self.tp, self.tp + self.fn)
+
+    @property
+    def f1(self) -> float:
+        return _ratio(2 * self.precision * self.recall, self.precision + self.recall)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "hit_rate": self.hit_rate, "precision": self.precision,
+                "recall": self.recall, "f1": self.f1}
+
+
+def pair_counts(predicted: Sequence[bool], labels: Sequence[int]) -> PairCounts:
+    if len(predicted) != len(labels):
+        raise ValueError("predicted and labels must have the same length")
+    tp = sum(1 for p, y in zip(predicted, labels) if p and y == 1)
+    fp = sum(1 for p, y in zip(predicted, labels) if p and y != 1)
+    fn = sum(1 for p, y in zip(predicted, labels) if not p and y == 1)
+    return PairCounts(len(labels), tp, fp, fn, len(labels) - tp - fp - fn)
+
+
+def roc_auc(scores: Sequence[float], labels: Sequence[int]) -> float:
+    """Area under the ROC curve by the rank-sum (Mann-Whitney) formula, ties averaged.
+    0.5 when only one class is present."""
+    pos = sum(1 for y in labels if y == 1)
+    neg = len(labels) - pos
+    if pos == 0 or neg == 0:
+        return 0.5
+    order = sorted(range(len(scores)), key=lambda i: scores[i])
+    ranks = [0.0] * len(scores)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and scores[order[j + 1]] == scores[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    rank_pos = sum(r for r, y in zip(ranks, labels) if y == 1)
+    return (rank_pos - pos * (pos + 1) / 2) / (pos * neg)
+
+
+def dynamic_threshold(entropy_bits: float, r: float) -> float:
+    """The source's section 2.2 formula: max(0.4, 0.85 * (1 - (H/8) * (1 - |r|)))."""
+    return max(0.4, 0.85 * (1 - (entropy_bits / 8) * (1 - abs(r))))
+
+
+def shannon_entropy_bits(symbols: Sequence) -> float:
+    """Plug-in Shannon entropy (bits) of the empirical distribution of `symbols`."""
+    import math
+    from collections import Counter
+
+    n = len(symbols)
+    if n == 0:
+        return 0.0
+    return -sum(c / n * math.log2(c / n) for c in Counter(symbols).values())
+
+
+def lag1_pearson(xs: Sequence[float]) -> float:
+    """Pearson correlation of (x_t, x_{t+1}); 0 when undefined (constant or < 3 values)."""
+    if len(xs) < 3:
+        return 0.0
+    a, b = xs[:-1], xs[1:]
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(a, b))
+    va = sum((x - ma) ** 2 for x in a)
+    vb = sum((y - mb) ** 2 for y in b)
+    return cov / (va * vb) ** 0.5 if va > 0 and vb > 0 else 0.0

@@ -1,0 +1,116 @@
+"""Time to first token of SmolLM2-135M-Instruct, with and without a cache in front.
+
+TTFT of one request = time from receiving the prompt to having its first answer token:
+- no cache: chat template + tokenize + prefill + the first greedy token (a manual
+  prefill/decode loop on the model's KV cache, so the first token is timed exactly);
+- with a cache: key computation + Redis lookup; on a hit the stored answer is returned
+  (its first token is there at once), on a miss the model runs as above, then decodes up
+  to `max_new_tokens` and the answer is stored under the request's key.
+Memory: peak resident set size of this process (psutil, sampled every 10 ms) per mode, and
+on a GPU the peak of torch's allocator and NVML's used memory.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Generation:
+    ttft_s: float
+    text: str
+    tokens: int
+
+
+def prompt_ids(tok, prompt: str, device: str = "cpu"):
+    ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                  return_tensors="pt")
+    if not hasattr(ids, "shape"):
+        ids = ids["input_ids"]
+    return ids.to(device)
+
+
+def generate(tok, model, prompt: str, max_new_tokens: int, t0: float | None = None,
+             first_only: bool = False) -> Generation:
+    """Greedy decoding; ttft_s is measured from t0 (default: now) to the first token."""
+    import torch
+
+    t0 = time.perf_counter() if t0 is None else t0
+    dev = next(model.parameters()).device
+    with torch.inference_mode():
+        ids = prompt_ids(tok, prompt, str(dev))
+        out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+        nxt = out.logits[:, -1].argmax(-1)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        ttft = time.perf_counter() - t0
+        toks = [int(nxt)]
+        if not first_only:
+            past = _cache_of(out)
+            eos = tok.eos_token_id
+            for _ in range(max_new_tokens - 1):
+                if toks[-1] == eos:
+                    break
+                out = model(input_ids=nxt[:, None], cache=past, use_cache=True, logits_to_keep=1)
+                past = _cache_of(out)
+                nxt = out.logits[:, -1].argmax(-1)
+                toks.append(int(nxt))
+    return Generation(ttft, tok.decode(toks, skip_special_tokens=True), len(toks))
+
+
+def _cache_of(out):
+    c = getattr(out, "cache", None)
+    return c if c is not None else out.past_key_values
+
+
+class PeakRSS:
+    """Samples this process's RSS in a thread; `.peak` in bytes."""
+
+    def __init__(self, interval_s: float = 0.01):
+        import psutil
+
+        self.proc = psutil.Process()
+        self.interval_s = interval_s
+        self.peak = self.proc.memory_info().rss
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.wait(self.interval_s):
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+        self.peak = max(self.peak, self.proc.memory_info().rss)
+
+
+def nvml_used_bytes() -> int | None:
+    """GPU 0 memory in use (all processes) through NVML; None without a GPU."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).used)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return None
+
+
+@dataclass
+class ModeResult:
+    name: str
+    ttft_s: list[float] = field(default_factory=list)
+    hit: list[bool] = field(default_factory=list)
+    matched: list = field(default_factory=list)
+    rss_peak: int = 0
+    gpu_peak_alloc: int | None = None
+    nvml_used: int | None = None
