@@ -6,6 +6,7 @@ PROFILE ?= local
 SUITES ?=
 TARGET ?= local
 RESULTS ?= results
+MONITORING ?=
 INVENTORY ?= ansible/inventories/lab.yml
 # torch is installed first and on its own so that pip does not pull a CUDA build through
 # the experiments' dependencies; add e.g. --index-url for a CPU-only wheel index here.
@@ -35,7 +36,7 @@ setup-test: $(VENV)/.installed
 
 ## Start what is needed, run every suite with the local profile, write the report, stop everything.
 reproduce: setup
-	$(VENV)/bin/harness run $(SUITES) --profile $(PROFILE) --target $(TARGET) --results-dir $(RESULTS)
+	$(VENV)/bin/harness run $(SUITES) --profile $(PROFILE) --target $(TARGET) --results-dir $(RESULTS) $(MONITORING)
 
 ## The tests against real redis-server processes (and the real models).
 test: setup-test

@@ -197,7 +197,9 @@ def claim_verdicts(run: RunData, a: Analysis) -> list[ClaimVerdict]:
                 verdicts.append("not measured")
                 reasons.append(f"{chk['case']}: " + ("; ".join(cs.reasons) if cs and cs.reasons else f"no metric {chk['metric']}"))
                 continue
-            measured.append(f"{chk['metric']} = {m.describe()}")
+            line = f"{chk['metric']} = {m.describe()}"
+            if line not in measured:
+                measured.append(line)
             verdicts.append("reproduced" if _holds(chk["op"], m.median, chk["value"]) else "not reproduced")
         if "not reproduced" in verdicts:
             v = "not reproduced"

@@ -69,7 +69,8 @@ class RedisProcess:
 
     def __init__(self, host: str, port: int, folder: Path, *, cluster: bool = False,
                  config: dict | None = None):
-        self.host, self.port, self.folder = host, port, Path(folder)
+        # absolute: redis-server resolves logfile and pidfile after it changes into `dir`
+        self.host, self.port, self.folder = host, port, Path(folder).resolve()
         self.cluster = cluster
         self.config = config or {}
         self.proc: subprocess.Popen | None = None

@@ -108,9 +108,15 @@ def suite_as_run(plan: Plan, profile: str) -> dict:
     }
 
 
+def _claim_order(claim) -> tuple:
+    digits = "".join(ch for ch in claim.id if ch.isdigit())
+    return (int(digits) if digits else 10**9, claim.id)
+
+
 def claims_as_run() -> list[dict]:
+    """The ledger in claim order (C1, C2, ... C22), as stored with the run."""
     return [{"id": c.id, "section": c.section, "text": c.text, "not_measurable": c.not_measurable,
-             "differs": c.differs, "not_measured": c.not_measured, "checks": [vars(k) for k in c.checks]} for c in spec.load_claims()]
+             "differs": c.differs, "not_measured": c.not_measured, "checks": [vars(k) for k in c.checks]} for c in sorted(spec.load_claims(), key=_claim_order)]
 
 
 def run_suites(names: list[str], *, profile: str = "local", target: str = "local",

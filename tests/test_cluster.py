@@ -45,3 +45,13 @@ def test_up_and_down_leave_no_process(tmp_path):
     stopped = LocalCluster(base_port=base, state_dir=tmp_path).down()  # from another instance, via the state file
     assert stopped == 6
     assert not any(pid_alive(p) for p in pids)
+
+
+def test_a_server_in_a_relative_folder_starts(tmp_path, monkeypatch):
+    """redis-server changes into `dir` before it opens the log file: paths must be absolute."""
+    from harness.redis_server import RedisProcess
+
+    monkeypatch.chdir(tmp_path)
+    with RedisProcess("127.0.0.1", free_port(), "relative/node") as p:
+        assert p.client().ping()
+        assert (tmp_path / "relative" / "node" / "redis.log").exists()
