@@ -194,7 +194,8 @@ def run_case(plan: Plan, case: spec.Case, rep: int, profile: str, tgt: Target, r
     ctx = CaseContext(suite, case.name, rep, profile, plan.params[case.name], raw_dir, tgt,
                       log=lambda msg: log("    " + msg))
     details: dict = {}
-    if tgt.kind == "cluster" and tgt.nodes:
+    on_cluster = plan.suite.target == "cluster" and tgt.kind == "cluster" and bool(tgt.nodes)
+    if on_cluster:
         failed = server_stats.reset_stats(tgt)
         if failed:
             details["resetstat_failed"] = failed
@@ -204,10 +205,6 @@ def run_case(plan: Plan, case: spec.Case, rep: int, profile: str, tgt: Target, r
         outcome = drv.run(ctx)
         if not isinstance(outcome, CaseOutcome):
             raise TypeError(f"driver {case.driver} returned {type(outcome).__name__}, not CaseOutcome")
-    except KeyboardInterrupt:
-        outcome = CaseOutcome("failed", "interrupted (Ctrl-C)")
-        _finish(suite, case, rep, outcome, details, raw_dir, run_dir, started, t0, plan, tgt)
-        raise
     except BadInput as e:
         outcome = CaseOutcome("failed", str(e))
         details["bad_input"] = True
@@ -216,12 +213,8 @@ def run_case(plan: Plan, case: spec.Case, rep: int, profile: str, tgt: Target, r
     except Exception as e:  # a bug or a tool crash: keep the traceback with the record
         (raw_dir / "traceback.txt").write_text(traceback.format_exc())
         outcome = CaseOutcome("failed", f"{type(e).__name__}: {e} (traceback in raw/)")
-    return _finish(suite, case, rep, outcome, details, raw_dir, run_dir, started, t0, plan, tgt)
-
-
-def _finish(suite, case, rep, outcome, details, raw_dir, run_dir, started, t0, plan, tgt) -> Record:
     duration = time.monotonic() - t0
-    if tgt.kind == "cluster" and tgt.nodes:
+    if on_cluster:
         details["server_info"] = server_stats.collect_info(tgt, raw_dir)
     details.update(outcome.details)
     raw_files = sorted(str(p.relative_to(run_dir)) for p in raw_dir.rglob("*") if p.is_file())
