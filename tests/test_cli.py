@@ -2,13 +2,11 @@
 environment, never a traceback."""
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent

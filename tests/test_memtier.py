@@ -1,6 +1,5 @@
 """The memtier wrapper on recorded real outputs (memtier is not installable here)."""
 
-import json
 import os
 import stat
 import sys

@@ -3,7 +3,6 @@ rebuild from the folder alone."""
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 import yaml
@@ -99,7 +98,6 @@ def test_schema_version_mismatch_says_what_to_do(run, tmp_path):
 
 
 def test_report_is_self_contained_and_escapes(run, tmp_path):
-    html = (run.run_dir / "report.html").read_text() if (run.run_dir / "report.html").exists() else ""
     data = results.load_run(run.run_dir)
     data.suites["tiny-cluster"]["description"] = "<script>alert(1)</script>"
     html = render_report(data, analyze(data), out=tmp_path / "r.html").read_text()

@@ -8,36 +8,21 @@ bucket's sequence length. Token values do not change a BERT model's cost; the sh
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness import stats
-from harness.errors import BadInput
+from harness.text_data import texts_from_records
 from harness.experiments.engine.lifecycle import Bucket, TensorSpec, inputs_of, input_shape
 
 VARIANTS = 8  # distinct request batches per bucket, cycled
 
 
 def load_texts(path: Path) -> list[str]:
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise BadInput(f"texts file {path} does not exist; give a JSON list of strings or of "
-                       "{origin, similar} records (default: data/gptcache_mock_data.json)") from None
-    except json.JSONDecodeError as e:
-        raise BadInput(f"texts file {path} is not JSON: {e}") from None
-    out = []
-    for rec in data if isinstance(data, list) else []:
-        if isinstance(rec, str):
-            out.append(rec)
-        elif isinstance(rec, dict) and isinstance(rec.get("similar"), str):
-            out.append(rec["similar"])
-    if not out:
-        raise BadInput(f"{path} holds no texts (a JSON list of strings or of records with a 'similar' string)")
-    return out
+    """The `similar` strings (GPTCache's benchmark queries) of a JSON list of records."""
+    return texts_from_records(path, ("similar",), "engine requests")
 
 
 class TextFeeds:

@@ -12,7 +12,6 @@ Definitions used everywhere in the eviction experiment:
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ import numpy as np
 
 from harness.errors import BadInput
 from harness.paths import DATA_DIR
+from harness.text_data import texts_from_records
 
 DATA_FILE = DATA_DIR / "gptcache_mock_data.json"
 TOKENIZERS = ("minilm",)
@@ -58,25 +58,7 @@ class Trace:
 
 def load_texts(path: Path = DATA_FILE) -> list[str]:
     """Every `origin` and `similar` string of the GPTCache mock data, in file order."""
-    path = Path(path)
-    if not path.exists():
-        raise BadInput(f"{path}: text file not found; the eviction trace needs data/gptcache_mock_data.json "
-                       f"(see data/README.md) or a JSON list of objects with 'origin'/'similar' strings")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise BadInput(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(data, list) or not data:
-        raise BadInput(f"{path}: expected a non-empty JSON list of records")
-    texts = []
-    for i, rec in enumerate(data):
-        if isinstance(rec, str):
-            texts.append(rec)
-            continue
-        if not isinstance(rec, dict) or not any(isinstance(rec.get(k), str) for k in ("origin", "similar")):
-            raise BadInput(f"{path}: record {i} has no 'origin' or 'similar' string")
-        texts += [rec[k] for k in ("origin", "similar") if isinstance(rec.get(k), str)]
-    return texts
+    return texts_from_records(path, ("origin", "similar"), "the eviction trace")
 
 
 def load_tokenizer(name: str = "minilm"):

@@ -17,12 +17,12 @@ N tokens, so prompts of different lengths share their prefixes).
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import BadInput
 from harness.paths import DATA_DIR
+from harness.text_data import texts_from_records
 
 DEFAULT_CHUNK_TOKENS = 32
 DEFAULT_TEXT = DATA_DIR / "gptcache_mock_data.json"
@@ -45,16 +45,7 @@ def chunk_keys(token_ids: list[int], chunk_tokens: int) -> list[str]:
 
 def prompt_text(path: Path = DEFAULT_TEXT) -> str:
     """The real text prompts are cut from: every `origin` of a GPTCache mock-data file."""
-    path = Path(path)
-    if not path.exists():
-        raise BadInput(f"{path}: text file not found; give text_path a JSON list of {{origin: ...}} "
-                       f"objects (data/gptcache_mock_data.json ships with the repository)")
-    try:
-        rows = json.loads(path.read_text())
-        parts = [r["origin"] for r in rows]
-    except (ValueError, TypeError, KeyError) as e:
-        raise BadInput(f"{path}: expected a JSON list of objects with an 'origin' string ({e})") from None
-    return " ".join(parts)
+    return " ".join(texts_from_records(path, ("origin",), "kv-tiers prompts"))
 
 
 def prompt_ids(tokenizer, n_tokens: int, path: Path = DEFAULT_TEXT) -> list[int]:
