@@ -41,6 +41,9 @@ URL_ENV = "HARNESS_PROMETHEUS_URL"
 DEFAULT_PORT = 9090
 SCRAPE_INTERVAL_S = 1
 RATE_WINDOW = "5s"  # irate() over the last two scrapes in 5 s: per-second values at a 1 s scrape interval
+# A run shorter than this is charted over this long from its start (a 1 s window gives one
+# or two points per series, which says nothing); the report's reason names the padding.
+MIN_CHART_WINDOW_S = 5
 TEMPLATE = INFRA_DIR / "prometheus" / "prometheus.yml.j2"
 INSTALL_HINT = "install them with: apt-get install -y prometheus prometheus-redis-exporter prometheus-node-exporter"
 # Executable names: Debian's first, then upstream's.
@@ -430,11 +433,13 @@ class Monitor:
 
         from prometheus_api_client import PrometheusConnect
 
-        start, end = float(window["start"]), float(window["end"])
+        start, run_end = float(window["start"]), float(window["end"])
+        end = max(run_end, start + MIN_CHART_WINDOW_S)
+        padded = "" if end == run_end else f" (the run took {run_end - start:.1f} s; charted over {MIN_CHART_WINDOW_S} s)"
         # Prometheus needs a scrape after the window's end (and rate() a few around it).
         wait = end + 2 * SCRAPE_INTERVAL_S + 0.5 - time.time()
         if wait > 0:
-            time.sleep(min(wait, 5))
+            time.sleep(min(wait, MIN_CHART_WINDOW_S + 3))
         pc = PrometheusConnect(url=self.url, disable_ssl=True, timeout=30)
         step = max(SCRAPE_INTERVAL_S, math.ceil((end - start) / 500))
         t_start = dt.datetime.fromtimestamp(math.floor(start), dt.timezone.utc)
@@ -455,7 +460,7 @@ class Monitor:
                                f"({end - start:.0f} s); raw answers in raw/monitoring/")
         return {"status": "ok",
                 "reason": f"{self.url}, scrape interval {SCRAPE_INTERVAL_S} s, step {step} s, "
-                          f"window {end - start:.0f} s; raw answers in raw/monitoring/",
+                          f"window {end - start:.0f} s{padded}; raw answers in raw/monitoring/",
                 "charts": charts, "tables": build_tables(series, self.roles)}
 
 
