@@ -1,0 +1,351 @@
+"""Compare-and-swap of prompt/response pairs with version vectors (source section 4.3, C20).
+
+Each pair lives in one Redis hash (`prompt`, `response`, `vv`) on the real cluster; `vv` is
+a version vector with one counter per writer. Writer threads read a pair, pick a new
+(prompt, response) from real text, and write it back under one of these rules:
+
+- `plain`: no CAS; three separate HSETs (prompt, response, vector), as a naive client does.
+  The control: the checker must see mix-ups and lost updates here, or its zeros below
+  prove nothing.
+- `as-written`: the source's rule taken literally: apply only when the stored vector is
+  dominated by the client's, the client sending the vector it read (its context). The
+  stored vector then equals the client's, which is not dominated, so nothing is applied.
+- `incremented`: the same dominance rule, the client sending the vector it read with its
+  own counter incremented. Stored <= read < sent, so "stored dominated by sent" holds
+  exactly when stored == read: a real CAS.
+- `equal`: the classic CAS: apply when the stored vector equals the one the client read;
+  the server increments the writer's counter.
+
+The CAS rules run as one Lua script (atomic on the primary, replicated as a whole).
+Readers check every pair they see on the primaries and, with READONLY, on the replicas:
+a response that is not its prompt's partner is a mix-up. After each rule the replicas
+must converge to their primaries; the final vectors give lost updates (an applied update
+adds exactly 1 to its vector's sum, so applied - final sum counts updates overwritten
+without being seen).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+from harness.drivers import CaseContext, CaseOutcome, Metric, Param, register
+from harness.errors import BadInput
+from harness.text_data import GPTCACHE_FILE
+
+MODES = ("plain", "as-written", "incremented", "equal")
+
+# KEYS[1]: the pair's hash. ARGV: rule ('dominated' | 'equal'), the client's vector,
+# prompt, response, the writer's 1-based index. Returns 1 when applied, 0 when refused.
+CAS_LUA = """
+local function parse(s)
+  local t = {}
+  for x in string.gmatch(s or '', '[^,]+') do t[#t + 1] = tonumber(x) end
+  return t
+end
+local s = parse(redis.call('HGET', KEYS[1], 'vv'))
+local c = parse(ARGV[2])
+if #s ~= #c then
+  return redis.error_reply('version vector: ' .. #s .. ' counters stored, ' .. #c .. ' sent')
+end
+local le, eq = true, true
+for i = 1, #c do
+  if s[i] > c[i] then le = false end
+  if s[i] ~= c[i] then eq = false end
+end
+local new
+if ARGV[1] == 'dominated' then
+  if not (le and not eq) then return 0 end
+  new = ARGV[2]
+elseif ARGV[1] == 'equal' then
+  if not eq then return 0 end
+  local w = tonumber(ARGV[5])
+  c[w] = c[w] + 1
+  new = table.concat(c, ',')
+else
+  return redis.error_reply('unknown rule ' .. tostring(ARGV[1]))
+end
+redis.call('HSET', KEYS[1], 'prompt', ARGV[3], 'response', ARGV[4], 'vv', new)
+return 1
+"""
+
+PARAMS = {
+    "modes": Param(list, list(MODES), "update rules to run, in order", choices=MODES),
+    "seconds": Param(float, 3.0, "how long writers and readers run per rule"),
+    "writers": Param(int, 8, "writer threads (one version-vector counter each)"),
+    "readers": Param(int, 2, "reader threads; each alternates between primaries and replicas"),
+    "keys": Param(int, 8, "pairs written concurrently (fewer keys, more contention)"),
+    "pairs": Param(str, str(GPTCACHE_FILE),
+                   "JSON list of {origin, similar}: origin is the prompt, similar its only correct partner"),
+    "seed": Param(int, 20261129, "seed of the writers' choices"),
+}
+
+
+def _check(where: str, p: dict) -> None:
+    for name in ("writers", "readers", "keys"):
+        if p[name] < 1:
+            raise BadInput(f"{where}.{name}: must be at least 1, got {p[name]}")
+    if p["seconds"] <= 0:
+        raise BadInput(f"{where}.seconds: must be positive, got {p['seconds']}")
+    if not p["modes"]:
+        raise BadInput(f"{where}.modes: give at least one of {', '.join(MODES)}")
+
+
+def load_pairs(path: str) -> dict[str, str]:
+    """prompt -> its one correct response, from a JSON list of {origin, similar}. A prompt
+    that appears twice with different partners is dropped (it has no single partner)."""
+    from harness.text_data import texts_from_records
+
+    texts = texts_from_records(path, ("origin", "similar"), "prompt-cas pairs")
+    if len(texts) % 2:
+        raise BadInput(f"{path}: every record needs both 'origin' and 'similar' (prompt and response)")
+    pairs: dict[str, str] = {}
+    clash = set()
+    for prompt, response in zip(texts[0::2], texts[1::2]):
+        if pairs.get(prompt, response) != response:
+            clash.add(prompt)
+        pairs[prompt] = response
+    for p in clash:
+        del pairs[p]
+    if len(pairs) < 2:
+        raise BadInput(f"{path}: fewer than 2 prompts with a single partner; give more pairs")
+    return pairs
+
+
+def encode(vv: list[int]) -> str:
+    return ",".join(str(int(x)) for x in vv)
+
+
+def decode(text: bytes | str | None, n: int) -> list[int]:
+    if text is None:
+        return [0] * n
+    if isinstance(text, bytes):
+        text = text.decode()
+    return [int(float(x)) for x in text.split(",")]
+
+
+def _s(v) -> str | None:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+class Tally:
+    """Counters shared by the threads of one rule."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.n = {"attempts": 0, "applied": 0, "errors": 0, "reads": 0, "mixups_read": 0,
+                  "replica_reads": 0, "replica_mixups_read": 0}
+        self.latencies: list[float] = []
+        self.applied_per_key: dict[str, int] = {}
+        self.first_error = ""
+
+    def add(self, **kw):
+        with self.lock:
+            for k, v in kw.items():
+                self.n[k] += v
+
+
+def slot_owners(target) -> dict[int, tuple]:
+    """slot -> (primary Node, [replica Nodes]): primaries from CLUSTER SLOTS, replicas from
+    each replica's ROLE (CLUSTER SLOTS leaves out replicas it has not yet seen synced)."""
+    by_addr = {(n.host, n.port): n for n in target.nodes}
+    replicas_of: dict[tuple, list] = {}
+    for n in target.nodes:
+        c = target.client(n)
+        try:
+            role = c.execute_command("ROLE")
+        finally:
+            c.close()
+        if _s(role[0]) == "slave":
+            replicas_of.setdefault((_s(role[1]), int(role[2])), []).append(n)
+    out: dict[int, tuple] = {}
+    for start, end, primary, *_ in target.client(target.entry).execute_command("CLUSTER", "SLOTS"):
+        addr = (_s(primary[0]), int(primary[1]))
+        entry = (by_addr.get(addr), replicas_of.get(addr, []))
+        for slot in range(int(start), int(end) + 1):
+            out[slot] = entry
+    return out
+
+
+def _writer(target, mode: str, w: int, n: int, keys: list[str], pairs: list[tuple], seed: int,
+            deadline: float, tally: Tally) -> None:
+    rng = random.Random(seed * 1000 + w)
+    c = target.cluster_client()
+    script = c.register_script(CAS_LUA)
+    lat, applied_keys = [], {}
+    try:
+        while time.monotonic() < deadline:
+            key = rng.choice(keys)
+            prompt, response = rng.choice(pairs)
+            t0 = time.perf_counter()
+            try:
+                read = decode(c.hget(key, "vv"), n)
+                if mode == "plain":
+                    read[w] += 1
+                    c.hset(key, "prompt", prompt)
+                    c.hset(key, "response", response)
+                    c.hset(key, "vv", encode(read))
+                    ok = 1
+                else:
+                    sent = list(read)
+                    if mode == "incremented":
+                        sent[w] += 1
+                    rule = "equal" if mode == "equal" else "dominated"
+                    ok = int(script(keys=[key], args=[rule, encode(sent), prompt, response, w + 1]))
+            except Exception as e:  # noqa: BLE001 - counted and reported, the run goes on
+                tally.add(attempts=1, errors=1)
+                tally.first_error = tally.first_error or f"{type(e).__name__}: {e}"
+                continue
+            lat.append(time.perf_counter() - t0)
+            tally.add(attempts=1, applied=ok)
+            if ok:
+                applied_keys[key] = applied_keys.get(key, 0) + 1
+    finally:
+        c.close()
+        with tally.lock:
+            tally.latencies += lat
+            for k, v in applied_keys.items():
+                tally.applied_per_key[k] = tally.applied_per_key.get(k, 0) + v
+
+
+def _reader(target, r: int, keys: list[str], owners: dict, pairs: dict, deadline: float, tally: Tally) -> None:
+    from redis.crc import key_slot
+
+    rng = random.Random(r)
+    clients = {}
+
+    def conn(node, replica: bool):
+        k = (node.address, replica)
+        if k not in clients:
+            clients[k] = target.client(node)
+            if replica:
+                clients[k].execute_command("READONLY")
+        return clients[k]
+
+    try:
+        i = 0
+        while time.monotonic() < deadline:
+            key = rng.choice(keys)
+            primary, replicas = owners[key_slot(key.encode())]
+            replica = bool(replicas) and i % 2 == 1
+            node = rng.choice(replicas) if replica else primary
+            i += 1
+            h = conn(node, replica).hgetall(key)
+            bad = int(pairs.get(_s(h.get(b"prompt"))) != _s(h.get(b"response")))
+            if replica:
+                tally.add(replica_reads=1, replica_mixups_read=bad)
+            else:
+                tally.add(reads=1, mixups_read=bad)
+    finally:
+        for cl in clients.values():
+            cl.close()
+
+
+def _final_state(target, keys, owners, pairs, n, wait_s: float = 5.0) -> dict:
+    """Primary state per key, replica convergence, final mix-ups and vector sums."""
+    from redis.crc import key_slot
+
+    out = {"mixups_final": 0, "replica_mixups_final": 0, "replica_diverged_keys": 0, "vv_sum": {}}
+    deadline = time.monotonic() + wait_s
+    for key in keys:
+        primary, replicas = owners[key_slot(key.encode())]
+        pc = target.client(primary)
+        ph = pc.hgetall(key)
+        pc.close()
+        out["mixups_final"] += int(pairs.get(_s(ph.get(b"prompt"))) != _s(ph.get(b"response")))
+        out["vv_sum"][key] = sum(decode(ph.get(b"vv"), n))
+        for rep in replicas:
+            rc = target.client(rep)
+            rc.execute_command("READONLY")
+            rh = rc.hgetall(key)
+            while rh != ph and time.monotonic() < deadline:
+                time.sleep(0.05)
+                rh = rc.hgetall(key)
+            rc.close()
+            out["replica_diverged_keys"] += int(rh != ph)
+            out["replica_mixups_final"] += int(pairs.get(_s(rh.get(b"prompt"))) != _s(rh.get(b"response")))
+    return out
+
+
+def run_mode(target, mode: str, p: dict, pairs: dict, owners: dict, log) -> dict:
+    n = p["writers"]
+    keys = [f"pp:{{k{i}}}" for i in range(p["keys"])]
+    items = sorted(pairs.items())
+    c = target.cluster_client()
+    try:  # every rule starts from the same seeded pairs, vectors at zero
+        for i, key in enumerate(keys):
+            prompt, response = items[i % len(items)]
+            c.delete(key)
+            c.hset(key, mapping={"prompt": prompt, "response": response, "vv": encode([0] * n)})
+    finally:
+        c.close()
+    tally = Tally()
+    deadline = time.monotonic() + p["seconds"]
+    threads = [threading.Thread(target=_writer, args=(target, mode, w, n, keys, items, p["seed"], deadline, tally))
+               for w in range(n)]
+    threads += [threading.Thread(target=_reader, args=(target, r, keys, owners, pairs, deadline, tally))
+                for r in range(p["readers"])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    final = _final_state(target, keys, owners, pairs, n)
+    lost = sum(tally.applied_per_key.get(k, 0) - final["vv_sum"][k] for k in keys)
+    lat = sorted(tally.latencies)
+    out = dict(tally.n, lost_updates=lost, mixups_final=final["mixups_final"],
+               replica_mixups_final=final["replica_mixups_final"],
+               replica_diverged_keys=final["replica_diverged_keys"],
+               p50_ms=_pct(lat, 50), p99_ms=_pct(lat, 99), first_error=tally.first_error)
+    log(f"{mode}: {out['attempts']} attempts, {out['applied']} applied, {lost} lost, mix-ups seen "
+        f"{out['mixups_read']}/{out['reads']} on primaries and {out['replica_mixups_read']}/{out['replica_reads']} "
+        f"on replicas, {out['errors']} errors")
+    return out
+
+
+def _pct(sorted_s: list[float], q: float) -> float | None:
+    if not sorted_s:
+        return None
+    return 1000 * sorted_s[min(len(sorted_s) - 1, int(round(q / 100 * (len(sorted_s) - 1))))]
+
+
+@register("prompt-cas", params=PARAMS, needs="cluster", check=_check,
+          description="prompt/response pairs updated by concurrent writers under version-vector CAS rules")
+def run(ctx: CaseContext) -> CaseOutcome:
+    p = ctx.params
+    pairs = load_pairs(p["pairs"])
+    owners = slot_owners(ctx.target)
+    metrics, rows = {}, []
+    for mode in p["modes"]:
+        r = run_mode(ctx.target, mode, p, pairs, owners, ctx.log)
+        if r["errors"] and r["errors"] == r["attempts"]:
+            return CaseOutcome("failed", f"{mode}: every update failed; first error: {r['first_error']}",
+                               metrics=metrics)
+        applied_pct = 100.0 * r["applied"] / r["attempts"] if r["attempts"] else None
+        m = {
+            "attempts": Metric(r["attempts"], "updates"),
+            "applied_pct": Metric(applied_pct, "%", "higher"),
+            "lost_updates": Metric(r["lost_updates"], "updates", "lower"),
+            "mixups_read": Metric(r["mixups_read"], "reads", "lower"),
+            "replica_mixups_read": Metric(r["replica_mixups_read"], "reads", "lower"),
+            "mixups_final": Metric(r["mixups_final"], "keys", "lower"),
+            "replica_mixups_final": Metric(r["replica_mixups_final"], "keys", "lower"),
+            "replica_diverged_keys": Metric(r["replica_diverged_keys"], "keys", "lower"),
+            "errors": Metric(r["errors"], "updates", "lower"),
+            "update_p50_ms": Metric(r["p50_ms"], "ms", "lower"),
+            "update_p99_ms": Metric(r["p99_ms"], "ms", "lower"),
+        }
+        metrics.update({f"{mode}.{k}": v for k, v in m.items()})
+        rows.append([mode, r["attempts"], r["applied"], f"{applied_pct:.1f}" if applied_pct is not None else "-",
+                     r["lost_updates"], f"{r['mixups_read']} / {r['reads']}",
+                     f"{r['replica_mixups_read']} / {r['replica_reads']}", r["mixups_final"],
+                     r["replica_diverged_keys"], r["errors"]])
+    note = (f"{p['writers']} writers and {p['readers']} readers on {p['keys']} pairs for {p['seconds']:g} s per rule. "
+            "as-written: apply when the stored vector is dominated by the vector the client read (never, since they "
+            "are equal); incremented: the client increments its own counter first; equal: classic CAS. "
+            "A mix-up is a response that is not its prompt's partner; lost = applied - final vector sum.")
+    return CaseOutcome("ok", metrics=metrics, details={"tables": [{
+        "title": "Prompt/response updates under each rule", "note": note,
+        "columns": ["rule", "attempts", "applied", "applied %", "lost updates", "mix-ups / reads (primaries)",
+                    "mix-ups / reads (replicas)", "mixed pairs at the end", "replica keys not converged", "errors"],
+        "rows": rows}]})
