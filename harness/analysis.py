@@ -98,7 +98,7 @@ def fmt(x: float) -> str:
     if a >= 1000:
         return f"{x:,.0f}"
     if a >= 100:
-        return f"{x:.1f}"
+        return f"{x:.1f}".rstrip("0").rstrip(".")
     if a >= 1 or a == 0:
         return f"{x:.3g}" if a < 10 else f"{x:.2f}".rstrip("0").rstrip(".")
     return f"{x:.3g}"

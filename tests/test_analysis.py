@@ -56,3 +56,10 @@ def test_compare_needs_size_and_separation():
     assert compare(base, overlapping)[0]["assessment"] in ("within noise", "no change")
     faster = analyze(run_of({"lat": [8.0, 8.1, 7.9]}))
     assert compare(base, faster)[0]["assessment"].startswith("improvement")
+
+
+def test_numbers_for_people():
+    from harness.analysis import fmt
+
+    assert [fmt(v) for v in (347.0, 123.45, 1092.0, 12.0, 0.863, 0.0, None)] == \
+        ["347", "123.5", "1,092", "12", "0.863", "0", "-"]
