@@ -74,7 +74,7 @@ def test_series_stats_and_tables():
               "clients": [], "evicted": [],
               "cpu": [{"name": "box", "points": [[0, 10.0], [1, 30.0]]}]}
     node_table, cpu_table = monitoring.build_tables(series, {"n:1": "primary"})
-    assert node_table["rows"] == [["n:1", "primary", "200.0", "300.0", "2.5", "-", "-"]]
+    assert node_table["rows"] == [["n:1", "primary", "200", "300", "2.5", "-", "-"]]
     assert cpu_table["rows"] == [["box", "20.00", "30.00"]] or cpu_table["rows"] == [["box", "20", "30"]]
 
 
