@@ -202,3 +202,34 @@ def parse_cluster_nodes(text) -> list[Node]:
         role = "primary" if "master" in flags else "replica" if "slave" in flags else None
         nodes.append(Node(host, int(port), role))
     return sorted(nodes, key=lambda n: (n.role != "primary", n.port))
+
+
+def _text(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def slot_owners(target) -> dict[int, tuple]:
+    """slot -> (primary Node, [replica Nodes]): primaries from CLUSTER SLOTS, replicas from
+    each replica's ROLE (CLUSTER SLOTS leaves out replicas it has not yet seen synced)."""
+    by_addr = {(n.host, n.port): n for n in target.nodes}
+    replicas_of: dict[tuple, list] = {}
+    for n in target.nodes:
+        c = target.client(n)
+        try:
+            role = c.execute_command("ROLE")
+        finally:
+            c.close()
+        if _text(role[0]) == "slave":
+            replicas_of.setdefault((_text(role[1]), int(role[2])), []).append(n)
+    c = target.client(target.entry)
+    try:
+        ranges = c.execute_command("CLUSTER", "SLOTS")
+    finally:
+        c.close()
+    out: dict[int, tuple] = {}
+    for start, end, primary, *_ in ranges:
+        addr = (_text(primary[0]), int(primary[1]))
+        entry = (by_addr.get(addr), replicas_of.get(addr, []))
+        for slot in range(int(start), int(end) + 1):
+            out[slot] = entry
+    return out

@@ -30,6 +30,7 @@ import random
 import threading
 import time
 
+from harness.cluster import slot_owners
 from harness.drivers import CaseContext, CaseOutcome, Metric, Param, register
 from harness.errors import BadInput
 from harness.text_data import GPTCACHE_FILE
@@ -129,6 +130,11 @@ def _s(v) -> str | None:
     return v.decode() if isinstance(v, bytes) else v
 
 
+def _mixed(pairs: dict[str, str], h: dict) -> int:
+    """1 when the hash's response is not its prompt's partner (an HGETALL reply), else 0."""
+    return int(pairs.get(_s(h.get(b"prompt"))) != _s(h.get(b"response")))
+
+
 class Tally:
     """Counters shared by the threads of one rule."""
 
@@ -144,28 +150,6 @@ class Tally:
         with self.lock:
             for k, v in kw.items():
                 self.n[k] += v
-
-
-def slot_owners(target) -> dict[int, tuple]:
-    """slot -> (primary Node, [replica Nodes]): primaries from CLUSTER SLOTS, replicas from
-    each replica's ROLE (CLUSTER SLOTS leaves out replicas it has not yet seen synced)."""
-    by_addr = {(n.host, n.port): n for n in target.nodes}
-    replicas_of: dict[tuple, list] = {}
-    for n in target.nodes:
-        c = target.client(n)
-        try:
-            role = c.execute_command("ROLE")
-        finally:
-            c.close()
-        if _s(role[0]) == "slave":
-            replicas_of.setdefault((_s(role[1]), int(role[2])), []).append(n)
-    out: dict[int, tuple] = {}
-    for start, end, primary, *_ in target.client(target.entry).execute_command("CLUSTER", "SLOTS"):
-        addr = (_s(primary[0]), int(primary[1]))
-        entry = (by_addr.get(addr), replicas_of.get(addr, []))
-        for slot in range(int(start), int(end) + 1):
-            out[slot] = entry
-    return out
 
 
 def _writer(target, mode: str, w: int, n: int, keys: list[str], pairs: list[tuple], seed: int,
@@ -232,7 +216,7 @@ def _reader(target, r: int, keys: list[str], owners: dict, pairs: dict, deadline
             node = rng.choice(replicas) if replica else primary
             i += 1
             h = conn(node, replica).hgetall(key)
-            bad = int(pairs.get(_s(h.get(b"prompt"))) != _s(h.get(b"response")))
+            bad = _mixed(pairs, h)
             if replica:
                 tally.add(replica_reads=1, replica_mixups_read=bad)
             else:
@@ -253,7 +237,7 @@ def _final_state(target, keys, owners, pairs, n, wait_s: float = 5.0) -> dict:
         pc = target.client(primary)
         ph = pc.hgetall(key)
         pc.close()
-        out["mixups_final"] += int(pairs.get(_s(ph.get(b"prompt"))) != _s(ph.get(b"response")))
+        out["mixups_final"] += _mixed(pairs, ph)
         out["vv_sum"][key] = sum(decode(ph.get(b"vv"), n))
         for rep in replicas:
             rc = target.client(rep)
@@ -264,14 +248,15 @@ def _final_state(target, keys, owners, pairs, n, wait_s: float = 5.0) -> dict:
                 rh = rc.hgetall(key)
             rc.close()
             out["replica_diverged_keys"] += int(rh != ph)
-            out["replica_mixups_final"] += int(pairs.get(_s(rh.get(b"prompt"))) != _s(rh.get(b"response")))
+            out["replica_mixups_final"] += _mixed(pairs, rh)
     return out
 
 
-def run_mode(target, mode: str, p: dict, pairs: dict, owners: dict, log) -> dict:
+def run_mode(target, mode: str, p: dict, pairs: dict, items: list[tuple], owners: dict, log) -> dict:
+    """One rule: seed the pairs, run writers and readers, then check the final state.
+    `items` is `pairs` as a sorted list (what the writers pick from)."""
     n = p["writers"]
     keys = [f"pp:{{k{i}}}" for i in range(p["keys"])]
-    items = sorted(pairs.items())
     c = target.cluster_client()
     try:  # every rule starts from the same seeded pairs, vectors at zero
         for i, key in enumerate(keys):
@@ -314,10 +299,11 @@ def _pct(sorted_s: list[float], q: float) -> float | None:
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
     pairs = load_pairs(p["pairs"])
+    items = sorted(pairs.items())
     owners = slot_owners(ctx.target)
     metrics, rows = {}, []
     for mode in p["modes"]:
-        r = run_mode(ctx.target, mode, p, pairs, owners, ctx.log)
+        r = run_mode(ctx.target, mode, p, pairs, items, owners, ctx.log)
         if r["errors"] and r["errors"] == r["attempts"]:
             return CaseOutcome("failed", f"{mode}: every update failed; first error: {r['first_error']}",
                                metrics=metrics)

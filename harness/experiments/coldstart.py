@@ -135,13 +135,12 @@ def _client_thread(target, store_path, keys, slots, start: float, rate: int, k0:
             log.errors += errors
 
 
-def _owned_slots(target, node) -> set[int]:
-    out = set()
-    for start, end, primary, *_ in target.client(target.entry).execute_command("CLUSTER", "SLOTS"):
-        host = primary[0].decode() if isinstance(primary[0], bytes) else primary[0]
-        if (host, int(primary[1])) == (node.host, node.port):
-            out.update(range(int(start), int(end) + 1))
-    return out
+def _flushall(target, node) -> None:
+    c = target.client(node)
+    try:
+        c.flushall()
+    finally:
+        c.close()
 
 
 @register("cold-node", params=PARAMS, needs="cluster", check=_check,
@@ -149,6 +148,7 @@ def _owned_slots(target, node) -> set[int]:
 def run(ctx: CaseContext) -> CaseOutcome:
     from redis.crc import key_slot
 
+    from harness.cluster import slot_owners
     from harness.experiments.eviction.traces import real_trace
 
     p = ctx.params
@@ -169,8 +169,9 @@ def run(ctx: CaseContext) -> CaseOutcome:
     store_path.unlink(missing_ok=True)
     _make_store(store_path, keys, p["value_bytes"])
     for node in primaries:
-        tgt.client(node).flushall()
-    cold_slots = _owned_slots(tgt, cold)
+        _flushall(tgt, node)
+    cold_slots = {slot for slot, (owner, _) in slot_owners(tgt).items()
+                  if owner is not None and owner.address == cold.address}
     ctx.log(f"{n} requests at {p['rate']}/s over {total_s:g} s, {trace.n_distinct} distinct keys; "
             f"flushing {cold.address} ({len(cold_slots)} slots) after {p['warm_seconds']:g} s")
 
@@ -185,7 +186,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
     t_flush = start + p["warm_seconds"]
     time.sleep(max(0.0, t_flush - time.monotonic()))
     t_flush = time.monotonic()
-    tgt.client(cold).flushall()
+    _flushall(tgt, cold)
     for t in threads:
         t.join()
     if log.errors and not log.requests:
