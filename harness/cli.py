@@ -34,7 +34,9 @@ def list_cmd():
         click.echo(f"    {s.description.strip().splitlines()[0] if s.description else ''}")
         for c in s.cases:
             click.echo(f"    - {c.name} [{c.driver}] {c.description}")
-    click.echo("\ndrivers: " + ", ".join(sorted(drivers.load_all())))
+    click.echo("\ndrivers:")
+    for name, d in sorted(drivers.load_all().items()):
+        click.echo(f"    {name}  ({d.module}){'  [own process]' if d.isolate else ''}")
 
 
 @cli.command()
@@ -46,13 +48,16 @@ def list_cmd():
 @click.option("--set", "overrides", multiple=True, metavar="CASE.PARAM=VALUE", help="override a case parameter")
 @click.option("--base-port", default=7000, show_default=True, help="first port of the local cluster")
 @click.option("--monitoring", is_flag=True, help="query Prometheus for server-side series of the run")
-def run(suites, profile, target, results_dir, repeat, overrides, base_port, monitoring):
+@click.option("--allow-skipped", is_flag=True,
+              help="accept skipped cases in a profile where a skip fails the run (lab-a100)")
+def run(suites, profile, target, results_dir, repeat, overrides, base_port, monitoring, allow_skipped):
     """Run SUITES (all when none are named), write the results folder and the report."""
     from harness.runner import run_suites
     from harness.summary import summary_text
 
     out = run_suites(list(suites), profile=profile, target=target, results_dir=results_dir, repeat=repeat,
-                     overrides=list(overrides), base_port=base_port, monitoring=monitoring, log=_log)
+                     overrides=list(overrides), base_port=base_port, monitoring=monitoring,
+                     allow_skipped=allow_skipped, log=_log)
     click.echo(summary_text(out.analysis))
     click.echo(f"\nresults: {out.run_dir}\nreport:  {out.report}\njunit:   {out.run_dir / 'junit.xml'}")
     if out.exit_code:

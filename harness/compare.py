@@ -9,7 +9,8 @@ possible p is 0.1), so the range rule carries the decision and the p-value infor
 from __future__ import annotations
 
 from harness import stats
-from harness.analysis import Analysis, fmt
+from harness.analysis import Analysis
+from harness.report.format import fmt
 
 FACTOR = 0.05  # 5%: past this a change in the worse direction is a regression
 

@@ -1,12 +1,16 @@
-"""The contract between the runner and everything that measures.
+"""The contract between the runner and everything that measures, and the driver toolkit.
 
 A *driver* is one function that runs one case once (one repetition) and returns a
-CaseOutcome. Tool wrappers (`harness/tools/`) and experiments (`harness/experiments/`)
-register drivers with `@register(...)`, declaring their parameters so that
+CaseOutcome: metrics (numbers) and series (raw sequences). Drivers measure; they never
+build report tables or charts (each suite's view in harness/report/views/ does). Every
+experiment lives in harness/experiments/<suite>/ and registers its drivers with
+`@register("<suite>-<what>", params=...)`, declaring their parameters so that
 `harness validate` can check a spec without running anything.
 
 Driver modules must stay cheap to import: import heavy libraries (torch, onnxruntime,
-libcachesim, ...) inside the driver function, never at module level.
+libcachesim, ...) inside the driver function, never at module level. A driver whose
+metrics depend on process state (RSS peaks, first-use costs, cached models) registers with
+`isolate=True`: the runner then runs each repetition in a fresh process.
 """
 
 from __future__ import annotations
@@ -18,37 +22,64 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.errors import BadInput
+from harness.errors import BadInput, did_you_mean
+from harness.results import STATUSES, Metric, Series
+from harness.target import Node, Target
+
+__all__ = ["REQUIRED", "Param", "Metric", "Series", "CaseOutcome", "CaseContext", "Driver", "Node", "Target",
+           "register", "get", "load_all", "INPUT_FILE"]
 
 REQUIRED = object()
-STATUSES = ("ok", "failed", "invalid", "skipped")
 TARGET_KINDS = ("cluster", "none")
+INPUT_FILE = "input-file"  # Param kind: a path to a file the user gives (relative to the repo or absolute)
 
 
 @dataclass(frozen=True)
 class Param:
-    """One declared driver parameter: its type, default and a line of help."""
+    """One declared driver parameter: its type, default, a line of help, and optional
+    `choices`, `min`/`max` (numbers, or every number of a list) and `kind`
+    (INPUT_FILE: a path that must name an existing file)."""
 
     type: type | tuple
     default: Any = REQUIRED
     help: str = ""
     choices: tuple | None = None
+    min: float | None = None
+    max: float | None = None
+    kind: str = ""
 
     def check(self, where: str, value: Any) -> Any:
         types = self.type if isinstance(self.type, tuple) else (self.type,)
         if float in types and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
+            try:
+                value = float(value)
+            except OverflowError:
+                raise BadInput(f"{where}: {value} is too large for a number") from None
         if bool not in types and isinstance(value, bool):
             raise BadInput(f"{where}: expected {_type_names(types)}, got a boolean ({value!r})")
+        if value is None and type(None) not in types:
+            raise BadInput(f"{where}: expected {_type_names(types)}, got null; give a value or remove the line")
         if value is not None and not isinstance(value, types):
-            raise BadInput(
-                f"{where}: expected {_type_names(types)}, got {type(value).__name__} ({value!r})"
-            )
+            raise BadInput(f"{where}: expected {_type_names(types)}, got {type(value).__name__} ({str(value)[:60]!r})")
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if isinstance(v, float) and not math.isfinite(v):
+                raise BadInput(f"{where}: {v} is not a finite number")
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                if self.min is not None and v < self.min:
+                    raise BadInput(f"{where}: must be at least {self.min:g}, got {v:g}")
+                if self.max is not None and v > self.max:
+                    raise BadInput(f"{where}: must be at most {self.max:g}, got {v:g}")
         if self.choices is not None:
-            values = value if isinstance(value, list) else [value]
             bad = [v for v in values if v not in self.choices]
             if bad:
-                raise BadInput(f"{where}: {bad[0]!r} is not one of {', '.join(map(str, self.choices))}")
+                raise BadInput(f"{where}: {bad[0]!r} is not one of {', '.join(map(str, self.choices))}"
+                               f"{did_you_mean(bad[0], self.choices)}")
+        if self.kind == INPUT_FILE and value:
+            path = input_path(value)
+            if not path.is_file():
+                raise BadInput(f"{where}: {value!r}: no such file ({path}); give a path relative to the "
+                               f"repository or an absolute one")
         return value
 
 
@@ -56,51 +87,25 @@ def _type_names(types: tuple) -> str:
     return " or ".join("null" if t is type(None) else t.__name__ for t in types)
 
 
-@dataclass(frozen=True)
-class Metric:
-    """A measured value with its unit and which direction is better."""
+def input_path(value: str) -> Path:
+    """The one rule for paths users give in specs: relative to the repository, or absolute."""
+    from harness.paths import REPO_ROOT
 
-    value: float | None
-    unit: str
-    better: str | None = None  # "lower", "higher" or None (neither)
-    note: str = ""
-
-    def __post_init__(self):
-        if self.better not in (None, "lower", "higher"):
-            raise ValueError(f"Metric.better must be 'lower', 'higher' or None, not {self.better!r}")
-        if self.value is not None:
-            v = float(self.value)
-            if math.isnan(v) or math.isinf(v):
-                raise ValueError(f"Metric value must be finite, got {self.value!r}")
-            object.__setattr__(self, "value", v)
-
-    def to_json(self) -> dict:
-        out = {"value": self.value, "unit": self.unit}
-        if self.better:
-            out["better"] = self.better
-        if self.note:
-            out["note"] = self.note
-        return out
-
-    @classmethod
-    def from_json(cls, data: dict) -> "Metric":
-        return cls(data["value"], data["unit"], data.get("better"), data.get("note", ""))
+    p = Path(value)
+    return p if p.is_absolute() else REPO_ROOT / p
 
 
 @dataclass
 class CaseOutcome:
-    """What one repetition of one case produced.
-
-    `details` is free JSON for the report: a list of `tables`
-    ({title, columns, rows, note}) and `charts` ({title, x_label, y_label, kind
-    'line'|'scatter'|'bar', x_log, series: [{name, points: [[x, y], ...]}]}), plus anything
-    the experiment wants to keep.
-    """
+    """What one repetition of one case produced: metrics (numbers with units), series (raw
+    sequences for the suite's view) and details (free JSON worth keeping, such as the
+    command that ran; never tables or charts)."""
 
     status: str = "ok"
     reason: str = ""
     metrics: dict[str, Metric] = field(default_factory=dict)
     details: dict = field(default_factory=dict)
+    series: dict[str, Series] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -108,54 +113,15 @@ class CaseOutcome:
         if self.status != "ok" and not self.reason:
             raise ValueError(f"a {self.status} outcome needs a reason")
 
-
-@dataclass
-class Node:
-    host: str
-    port: int
-    role: str | None = None  # "primary", "replica" or None when unknown
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
-@dataclass
-class Target:
-    """Where a suite's servers are: the local cluster, an inventory's hosts, or nothing."""
-
-    name: str
-    kind: str = "none"
-    nodes: list[Node] = field(default_factory=list)
-    password: str | None = None
-    username: str | None = None
-
-    @property
-    def primaries(self) -> list[Node]:
-        return [n for n in self.nodes if n.role == "primary"] or self.nodes[:1]
-
-    @property
-    def entry(self) -> Node:
-        if not self.nodes:
-            raise BadInput(f"target {self.name!r} has no Redis nodes; this case needs a cluster")
-        return self.primaries[0]
-
-    def client(self, node: Node, **kwargs):
-        import redis
-
-        return redis.Redis(host=node.host, port=node.port, password=self.password,
-                           username=self.username, **kwargs)
-
-    def cluster_client(self, **kwargs):
-        from redis.cluster import RedisCluster
-
-        e = self.entry
-        return RedisCluster(host=e.host, port=e.port, password=self.password,
-                            username=self.username, **kwargs)
-
     def to_json(self) -> dict:
-        return {"name": self.name, "kind": self.kind,
-                "nodes": [{"host": n.host, "port": n.port, "role": n.role} for n in self.nodes]}
+        return {"status": self.status, "reason": self.reason,
+                "metrics": {k: m.to_json() for k, m in self.metrics.items()},
+                "series": {k: s.to_json() for k, s in self.series.items()}, "details": self.details}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "CaseOutcome":
+        return cls(d["status"], d.get("reason", ""), {k: Metric.from_json(m) for k, m in d.get("metrics", {}).items()},
+                   d.get("details", {}), {k: Series.from_json(s) for k, s in d.get("series", {}).items()})
 
 
 @dataclass
@@ -172,7 +138,10 @@ class CaseContext:
     log: Callable[[str], None] = print
 
     def raw_path(self, name: str) -> Path:
-        """A path in this repetition's raw folder; the runner lists every file there."""
+        """A path in this repetition's raw folder (the runner lists every file there). `name`
+        is a plain file name chosen by the driver: no folders, nothing outside raw_dir."""
+        if not name or "/" in name or "\\" in name or name in (".", ".."):
+            raise ValueError(f"raw file name {name!r} must be a plain file name")
         self.raw_dir.mkdir(parents=True, exist_ok=True)
         return self.raw_dir / name
 
@@ -185,19 +154,18 @@ class Driver:
     needs: str = "none"  # target kind the driver needs
     description: str = ""
     check: Callable[[str, dict], None] | None = None  # extra spec checks; raise BadInput
+    isolate: bool = False  # run each repetition in a fresh process
+    module: str = ""
 
     def resolve_params(self, where: str, given: dict) -> dict:
         """Check `given` against the declared parameters and fill in defaults."""
         if not isinstance(given, dict):
             raise BadInput(f"{where}: params must be a mapping, got {type(given).__name__}")
-        unknown = sorted(set(given) - set(self.params))
+        unknown = sorted((k for k in given if k not in self.params), key=str)
         if unknown:
             known = ", ".join(sorted(self.params)) or "none"
-            hint = _close_match(unknown[0], self.params)
-            raise BadInput(
-                f"{where}: unknown parameter {unknown[0]!r} for driver {self.name!r}"
-                f"{hint}; known parameters: {known}"
-            )
+            raise BadInput(f"{where}: unknown parameter {unknown[0]!r} for driver {self.name!r}"
+                           f"{did_you_mean(unknown[0], self.params)}; known parameters: {known}")
         out = {}
         for name, p in self.params.items():
             if name in given:
@@ -211,18 +179,11 @@ class Driver:
         return out
 
 
-def _close_match(word: str, options) -> str:
-    import difflib
-
-    m = difflib.get_close_matches(word, list(options), n=1)
-    return f" (did you mean {m[0]!r}?)" if m else ""
-
-
 REGISTRY: dict[str, Driver] = {}
 
 
 def register(name: str, *, params: dict[str, Param], needs: str = "none", description: str = "",
-             check: Callable[[str, dict], None] | None = None):
+             check: Callable[[str, dict], None] | None = None, isolate: bool = False):
     """Decorator: register `fn(ctx) -> CaseOutcome` as the driver called `name`."""
     if needs not in TARGET_KINDS:
         raise ValueError(f"needs must be one of {TARGET_KINDS}")
@@ -230,7 +191,8 @@ def register(name: str, *, params: dict[str, Param], needs: str = "none", descri
     def deco(fn):
         if name in REGISTRY and REGISTRY[name].run is not fn:
             raise ValueError(f"driver {name!r} registered twice")
-        REGISTRY[name] = Driver(name, fn, params, needs, description or (fn.__doc__ or "").strip(), check)
+        REGISTRY[name] = Driver(name, fn, params, needs, description or (fn.__doc__ or "").strip(), check,
+                                isolate, fn.__module__)
         return fn
 
     return deco
@@ -240,15 +202,13 @@ _LOADED = False
 
 
 def load_all() -> dict[str, Driver]:
-    """Import every tool wrapper and experiment module so that they register."""
+    """Import every experiment module so that their drivers register."""
     global _LOADED
     if not _LOADED:
         import harness.experiments
-        import harness.tools
 
-        for pkg in (harness.tools, harness.experiments):
-            for mod in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
-                importlib.import_module(mod.name)
+        for mod in pkgutil.walk_packages(harness.experiments.__path__, harness.experiments.__name__ + "."):
+            importlib.import_module(mod.name)
         _LOADED = True
     return REGISTRY
 
@@ -256,8 +216,6 @@ def load_all() -> dict[str, Driver]:
 def get(name: str, where: str = "driver") -> Driver:
     drivers = load_all()
     if name not in drivers:
-        raise BadInput(
-            f"{where}: unknown driver {name!r}{_close_match(name, drivers)}; "
-            f"known drivers: {', '.join(sorted(drivers))}"
-        )
+        raise BadInput(f"{where}: unknown driver {name!r}{did_you_mean(name, drivers)}; "
+                       f"known drivers: {', '.join(sorted(drivers))}")
     return drivers[name]

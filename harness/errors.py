@@ -32,3 +32,11 @@ class EnvironmentProblem(HarnessError):
     """The machine cannot do what was asked: a server, a port, a tool (exit 3)."""
 
     exit_code = EXIT_ENVIRONMENT
+
+
+def did_you_mean(word, options) -> str:
+    """' (did you mean 'x'?)' for the closest of `options`, or ''. The one close-match hint."""
+    import difflib
+
+    m = difflib.get_close_matches(str(word), [str(o) for o in options], n=1)
+    return f" (did you mean {m[0]!r}?)" if m else ""

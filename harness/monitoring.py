@@ -6,7 +6,8 @@ Two halves:
   `harness cluster up --monitoring` or by `harness run --monitoring` when none runs;
 - the queries: after a run, its time window is read back from Prometheus through
   prometheus-api-client (ops/s, memory and connected clients per node, evicted keys, host
-  CPU) and turned into the report's charts and tables (manifest["monitoring"]).
+  CPU) and kept with the results (results.json "monitoring", raw answers under
+  raw/monitoring/); the report's monitoring view turns them into charts and tables.
 
 On the lab the Ansible role `monitoring` runs Prometheus; `harness run --monitoring
 --target INVENTORY` queries the Prometheus of the inventory's `monitoring` group (or the
@@ -315,42 +316,8 @@ def matrix_to_series(result: list[dict], label: str, t0: float) -> list[dict]:
     return sorted(out, key=lambda s: s["name"])
 
 
-def series_stats(points: list[list[float]]) -> dict:
-    """Mean, peak and last value of a series' y values (None when empty)."""
-    ys = [p[1] for p in points]
-    if not ys:
-        return {"mean": None, "peak": None, "last": None}
-    return {"mean": sum(ys) / len(ys), "peak": max(ys), "last": ys[-1]}
-
-
-def build_tables(series: dict[str, list[dict]], roles: dict[str, str]) -> list[dict]:
-    """Per-node and per-host summary tables of the queried series."""
-    from harness.analysis import fmt
-
-    def stat(key: str, name: str, which: str):
-        for s in series.get(key, []):
-            if s["name"] == name:
-                v = series_stats(s["points"])[which]
-                return "-" if v is None else fmt(v)
-        return "-"
-
-    nodes = sorted({s["name"] for k in ("ops", "memory", "clients", "evicted") for s in series.get(k, [])})
-    rows = [[n, roles.get(n, ""), stat("ops", n, "mean"), stat("ops", n, "peak"), stat("memory", n, "peak"),
-             stat("clients", n, "peak"), stat("evicted", n, "peak")] for n in nodes]
-    tables = [{"title": "Per node over the run window (Prometheus)",
-               "columns": ["node", "role", "ops/s mean", "ops/s peak", "memory peak (MiB)",
-                           "clients peak", "evicted keys (peak of counter)"],
-               "rows": rows}]
-    hosts = [s["name"] for s in series.get("cpu", [])]
-    if hosts:
-        tables.append({"title": "Host CPU over the run window (node exporter)",
-                       "columns": ["host", "CPU busy mean (%)", "CPU busy peak (%)"],
-                       "rows": [[h, stat("cpu", h, "mean"), stat("cpu", h, "peak")] for h in hosts]})
-    return tables
-
-
 def unavailable(reason: str) -> dict:
-    return {"status": "unavailable", "reason": reason, "charts": [], "tables": []}
+    return {"status": "unavailable", "reason": reason, "queries": [], "roles": {}}
 
 
 # ---- the monitor of one run -----------------------------------------------------------
@@ -446,22 +413,20 @@ class Monitor:
         t_end = dt.datetime.fromtimestamp(math.ceil(end), dt.timezone.utc)
         raw_dir = run_dir / "raw" / "monitoring"
         raw_dir.mkdir(parents=True, exist_ok=True)
-        series: dict[str, list[dict]] = {}
-        charts = []
+        queries = []
         for q in QUERIES:
             result = pc.custom_query_range(q.promql, start_time=t_start, end_time=t_end, step=f"{step}s")
             (raw_dir / f"{q.key}.json").write_text(json.dumps(
                 {"query": q.promql, "start": start, "end": end, "step_s": step, "url": self.url, "result": result}))
-            series[q.key] = matrix_to_series(result, q.label, start)
-            charts.append({"title": q.title, "x_label": "seconds since the run window opened", "y_label": q.unit,
-                           "kind": "line", "series": series[q.key]})
-        if not any(series[k] for k in series):
+            queries.append({"key": q.key, "title": q.title, "unit": q.unit, "label": q.label,
+                            "series": matrix_to_series(result, q.label, start)})
+        if not any(q["series"] for q in queries):
             return unavailable(f"Prometheus at {self.url} returned no samples for the run window "
                                f"({end - start:.0f} s); raw answers in raw/monitoring/")
         return {"status": "ok",
                 "reason": f"{self.url}, scrape interval {SCRAPE_INTERVAL_S} s, step {step} s, "
                           f"window {end - start:.0f} s{padded}; raw answers in raw/monitoring/",
-                "charts": charts, "tables": build_tables(series, self.roles)}
+                "queries": queries, "roles": self.roles}
 
 
 def _inventory_url(target: Target) -> str | None:

@@ -1,24 +1,36 @@
 """Runs suites: resolves every parameter first, starts the target, runs each case's
-repetitions, writes a record after each one, stops what it started."""
+repetitions, writes a record after each one, stops what it started.
+
+A case whose driver registered `isolate=True` runs each repetition in a fresh Python
+process (`python -m harness.worker`), so that it never measures what an earlier case left
+behind in this one (loaded models, RSS peaks, first-use costs). An interrupted run is
+marked as such in results.json and still gets its report and JUnit file.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import yaml
-
 from harness import drivers, manifest, server_stats, spec
 from harness.analysis import Analysis, analyze
 from harness.cluster import LocalCluster
 from harness.drivers import CaseContext, CaseOutcome, Target
-from harness.errors import BadInput, HarnessError
+from harness.errors import BadInput, EnvironmentProblem, HarnessError
 from harness.results import Record, load_run, write_manifest, write_results
+
+PASSWORD_ENV = "HARNESS_TARGET_PASSWORD"  # how an isolated case gets the target's password (never argv)
 
 
 @dataclass
@@ -30,25 +42,49 @@ class RunOutcome:
 
 
 def parse_overrides(items: list[str]) -> dict[str, dict]:
-    """--set CASE.PARAM=VALUE (VALUE read as YAML) -> {case: {param: value}}."""
+    """--set CASE.PARAM=VALUE (VALUE read as YAML, aliases refused) -> {case: {param: value}}."""
     out: dict[str, dict] = {}
     for item in items:
         key, sep, value = item.partition("=")
         case, dot, param = key.partition(".")
         if not sep or not dot or not case or not param:
             raise BadInput(f"--set {item!r}: expected CASE.PARAM=VALUE, e.g. --set semantic.dataset=pairs.tsv")
+        if value.strip() == "":
+            raise BadInput(f"--set {item!r}: the value is empty; give one after '=' (quote it for an empty string: '\"\"')")
         try:
-            out.setdefault(case, {})[param] = yaml.safe_load(value)
-        except yaml.YAMLError:
-            out.setdefault(case, {})[param] = value
+            parsed = spec.parse_yaml_text(value, f"--set {key}")
+        except BadInput:
+            parsed = value
+        out.setdefault(case, {})[param] = parsed
     return out
 
 
 @dataclass
 class Plan:
     suite: spec.Suite
-    repetitions: int
-    params: dict[str, dict]  # case name -> resolved params
+    run: spec.SuiteRun
+
+    @property
+    def repetitions(self) -> int:
+        return self.run.repetitions
+
+    def params(self, case: str) -> dict:
+        return next(c.params for c in self.run.cases if c.name == case)
+
+
+def choose_suites(names: list[str], profile: str, log: Callable[[str], None]) -> list[spec.Suite]:
+    """Named suites; with none named, every suite that has the profile (saying which not)."""
+    suites = spec.select_suites(names)
+    if names:
+        return suites
+    having = [s for s in suites if profile in s.profiles]
+    left = [s.name for s in suites if profile not in s.profiles]
+    if not having:
+        raise BadInput(f"no suite has a profile {profile!r}; profiles: "
+                       f"{', '.join(sorted({p for s in suites for p in s.profiles}))}")
+    if left:
+        log(f"profile {profile}: not in {', '.join(left)}; running {', '.join(s.name for s in having)}")
+    return having
 
 
 def make_plans(suites: list[spec.Suite], profile: str, repeat: int | None,
@@ -59,12 +95,10 @@ def make_plans(suites: list[spec.Suite], profile: str, repeat: int | None,
         prof = s.profile(profile)
         params = {}
         for case in s.cases:
-            merged = {**case.params, **prof.params.get(case.name, {}), **overrides.get(case.name, {})}
             if case.name in overrides:
                 used.add(case.name)
-            where = f"{s.path or s.name}: cases.{case.name}.params (profile {profile})"
-            params[case.name] = drivers.get(case.driver, where).resolve_params(where, merged)
-        plans.append(Plan(s, repeat or prof.repetitions, params))
+            params[case.name] = s.case_params(case, profile, overrides.get(case.name))
+        plans.append(Plan(s, s.as_run(profile, repeat or prof.repetitions, params)))
     unknown = set(overrides) - used
     if unknown:
         raise BadInput(f"--set names case {sorted(unknown)[0]!r}, which no selected suite has")
@@ -96,53 +130,36 @@ def target_for(plans: list[Plan], target: str, base_port: int, log: Callable[[st
         log(f"stopped the local cluster ({n} processes)")
 
 
-def suite_as_run(plan: Plan, profile: str) -> dict:
-    s, prof = plan.suite, plan.suite.profiles[profile]
-    return {
-        "description": s.description, "claim": s.claim, "target": s.target, "profile": profile,
-        "profile_description": prof.description, "repetitions": plan.repetitions,
-        "cases": [{"name": c.name, "driver": c.driver, "description": c.description,
-                   "params": plan.params[c.name]} for c in s.cases],
-        "thresholds": [{"case": t.case, "metric": t.metric, "op": t.op, "value": t.value,
-                        "unit": t.unit, "reason": t.reason} for t in prof.thresholds],
-    }
-
-
-def _claim_order(claim) -> tuple:
-    digits = "".join(ch for ch in claim.id if ch.isdigit())
-    return (int(digits) if digits else 10**9, claim.id)
-
-
-def claims_as_run() -> list[dict]:
-    """The ledger in claim order (C1, C2, ... C22), as stored with the run."""
-    return [{"id": c.id, "section": c.section, "text": c.text, "not_measurable": c.not_measurable,
-             "differs": c.differs, "not_measured": c.not_measured, "checks": [vars(k) for k in c.checks]} for c in sorted(spec.load_claims(), key=_claim_order)]
-
-
 def run_suites(names: list[str], *, profile: str = "local", target: str = "local",
                results_dir: Path = Path("results"), repeat: int | None = None,
                overrides: list[str] = (), base_port: int = 7000, monitoring: bool = False,
-               log: Callable[[str], None] = print) -> RunOutcome:
-    if repeat is not None and repeat < 1:
-        raise BadInput(f"--repeat must be at least 1, got {repeat}")
-    suites = spec.select_suites(names)
+               allow_skipped: bool = False, log: Callable[[str], None] = print) -> RunOutcome:
+    if repeat is not None and not 1 <= repeat <= 1000:
+        raise BadInput(f"--repeat must be between 1 and 1000, got {repeat}")
+    suites = choose_suites(list(names), profile, log)
     plans = make_plans(suites, profile, repeat, parse_overrides(list(overrides)))
-    claims = claims_as_run()
-    run_id = manifest.new_run_id()
-    run_dir = Path(results_dir) / run_id
-    (run_dir / "raw").mkdir(parents=True, exist_ok=False)
-    man = {"run_id": run_id, "profile": profile, "target": target, "suites": [p.suite.name for p in plans],
+    claims = spec.load_claims()
+    run_dir = _make_run_dir(Path(results_dir))
+    man = {"run_id": run_dir.name, "profile": profile, "target": target, "suites": [p.suite.name for p in plans],
            "started": time.time(), "ended": None, **manifest.collect_all()}
     write_manifest(run_dir, man)
-    suites_json = {p.suite.name: suite_as_run(p, profile) for p in plans}
+    suite_runs = {p.suite.name: p.run for p in plans}
     records: list[Record] = []
-    write_results(run_dir, records, suites_json, claims)
-    log(f"run {run_id}: {len(plans)} suite(s), profile {profile}, results in {run_dir}")
+    state: dict = {"monitoring": None, "interrupted": None, "current": ""}
+
+    def save() -> None:
+        write_results(run_dir, records, suite_runs, claims, monitoring=state["monitoring"],
+                      interrupted=state["interrupted"])
+
+    save()
+    log(f"run {run_dir.name}: {len(plans)} suite(s), profile {profile}, results in {run_dir}")
     bad_input: BadInput | None = None
+    interrupt: BaseException | None = None
     try:
         with target_for(plans, target, base_port, log) as tgt:
             man["target_nodes"] = tgt.to_json()
             man["servers"] = _server_versions(tgt)
+            write_manifest(run_dir, man)
             monitor = _start_monitoring(tgt, run_dir, log) if monitoring else None
             man["window"] = {"start": time.time()}
             try:
@@ -152,48 +169,94 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
                     for case in plan.suite.cases:
                         for rep in range(1, plan.repetitions + 1):
                             done += 1
+                            state["current"] = f"{plan.suite.name}/{case.name}/repetition {rep}"
                             log(f"[{done}/{total}] {plan.suite.name} / {case.name} / repetition {rep}/{plan.repetitions}")
                             rec = run_case(plan, case, rep, profile, tgt, run_dir, log)
                             records.append(rec)
-                            write_results(run_dir, records, suites_json, claims)
+                            save()
                             log(f"    {rec.status}{': ' + rec.reason if rec.reason else ''} ({rec.duration_s:.1f} s)")
                             if rec.status == "skipped":  # the next repetitions would skip too
                                 for r2 in range(rep + 1, plan.repetitions + 1):
                                     records.append(Record(plan.suite.name, case.name, r2, "skipped", rec.reason))
-                                write_results(run_dir, records, suites_json, claims)
+                                save()
                                 break
-                            if rec.details.get("bad_input"):
+                            if rec.bad_input:
                                 raise BadInput(rec.reason)
+                state["current"] = ""
             finally:
                 man["window"]["end"] = time.time()
                 if monitor is not None:
-                    man["monitoring"] = monitor.finish(man["window"], run_dir)
+                    state["monitoring"] = monitor.finish(man["window"], run_dir)
     except BadInput as e:
         bad_input = e
+    except KeyboardInterrupt as e:
+        interrupt = e
+        state["interrupted"] = {"at": time.time(), "case": state["current"] or "between cases",
+                                "signal": getattr(e, "signal_name", "SIGINT")}
     finally:
         man["ended"] = time.time()
         write_manifest(run_dir, man)
-    data = load_run(run_dir)
-    a = analyze(data)
-    from harness.report.junit import write_junit
-    from harness.report.render import render_report
+        save()
+    with _shielded():
+        data = load_run(run_dir)
+        a = analyze(data, allow_skipped=allow_skipped)
+        from harness.report.junit import write_junit
+        from harness.report.render import render_report
 
-    report = render_report(data, a)
-    write_junit(run_dir / "junit.xml", a)
+        report = render_report(data, a)
+        write_junit(run_dir / "junit.xml", a)
+    if interrupt is not None:
+        log(f"interrupted during {state['interrupted']['case']}; what was measured is in {run_dir} "
+            f"(report: {report})")
+        raise interrupt
     if bad_input is not None:
         raise bad_input
     return RunOutcome(run_dir, a, a.exit_code, report)
+
+
+@contextlib.contextmanager
+def _shielded():
+    """Let a second Ctrl-C wait until the report of what was measured is written."""
+    old = signal.getsignal(signal.SIGINT)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def _make_run_dir(results_dir: Path) -> Path:
+    if results_dir.exists() and not results_dir.is_dir():
+        raise BadInput(f"--results-dir {results_dir}: is a file, not a folder; give a folder")
+    for _ in range(5):
+        run_dir = results_dir / manifest.new_run_id()
+        try:
+            (run_dir / "raw").mkdir(parents=True, exist_ok=False)
+            return run_dir
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise BadInput(f"--results-dir {results_dir}: cannot create a run folder there "
+                           f"({e.strerror or e}); give a writable folder") from None
+    raise EnvironmentProblem(f"could not make a new run folder under {results_dir}")
 
 
 def run_case(plan: Plan, case: spec.Case, rep: int, profile: str, tgt: Target, run_dir: Path,
              log: Callable[[str], None]) -> Record:
     suite = plan.suite.name
     raw_dir = run_dir / "raw" / suite / case.name / f"rep{rep}"
+    if not raw_dir.resolve().is_relative_to((run_dir / "raw").resolve()):  # names are checked by spec too
+        raise BadInput(f"case {case.name!r} of suite {suite!r} would write outside the results folder")
     raw_dir.mkdir(parents=True, exist_ok=True)
     drv = drivers.get(case.driver)
-    ctx = CaseContext(suite, case.name, rep, profile, plan.params[case.name], raw_dir, tgt,
-                      log=lambda msg: log("    " + msg))
+    params = plan.params(case.name)
+    ctx = CaseContext(suite, case.name, rep, profile, params, raw_dir, tgt, log=lambda msg: log("    " + msg))
     details: dict = {}
+    bad = False
     on_cluster = plan.suite.target == "cluster" and tgt.kind == "cluster" and bool(tgt.nodes)
     if on_cluster:
         failed = server_stats.reset_stats(tgt)
@@ -202,14 +265,16 @@ def run_case(plan: Plan, case: spec.Case, rep: int, profile: str, tgt: Target, r
     started = time.time()
     t0 = time.monotonic()
     try:
-        outcome = drv.run(ctx)
+        outcome = _run_isolated(drv, ctx) if drv.isolate else drv.run(ctx)
         if not isinstance(outcome, CaseOutcome):
             raise TypeError(f"driver {case.driver} returned {type(outcome).__name__}, not CaseOutcome")
     except BadInput as e:
         outcome = CaseOutcome("failed", str(e))
-        details["bad_input"] = True
+        bad = True
     except HarnessError as e:
         outcome = CaseOutcome("failed", str(e))
+    except KeyboardInterrupt:
+        raise
     except Exception as e:  # a bug or a tool crash: keep the traceback with the record
         (raw_dir / "traceback.txt").write_text(traceback.format_exc())
         outcome = CaseOutcome("failed", f"{type(e).__name__}: {e} (traceback in raw/)")
@@ -217,11 +282,58 @@ def run_case(plan: Plan, case: spec.Case, rep: int, profile: str, tgt: Target, r
     if on_cluster:
         details["server_info"] = server_stats.collect_info(tgt, raw_dir)
     details.update(outcome.details)
+    if drv.isolate:
+        details["process"] = "its own"
     raw_files = sorted(str(p.relative_to(run_dir)) for p in raw_dir.rglob("*") if p.is_file())
     if not raw_files:
         shutil.rmtree(raw_dir, ignore_errors=True)
     return Record(suite, case.name, rep, outcome.status, outcome.reason, outcome.metrics, raw_files,
-                  details, plan.params[case.name], started, duration)
+                  details, params, started, duration, outcome.series, bad)
+
+
+def _run_isolated(drv: drivers.Driver, ctx: CaseContext) -> CaseOutcome:
+    """One repetition in a fresh `python -m harness.worker` process; its log lines are
+    passed on as they come, its outcome read back from a JSON file."""
+    with tempfile.TemporaryDirectory(prefix="harness-case-") as tmp:
+        job, out = Path(tmp) / "job.json", Path(tmp) / "outcome.json"
+        job.write_text(json.dumps({"driver": drv.name, "suite": ctx.suite, "case": ctx.case,
+                                   "repetition": ctx.repetition, "profile": ctx.profile, "params": ctx.params,
+                                   "raw_dir": str(ctx.raw_dir), "target": ctx.target.to_json(),
+                                   "username": ctx.target.username, "outcome": str(out)}))
+        env = dict(os.environ)
+        if ctx.target.password:
+            env[PASSWORD_ENV] = ctx.target.password
+        proc = subprocess.Popen([sys.executable, "-m", "harness.worker", str(job)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+        tail: list[str] = []
+        try:
+            for line in proc.stderr:
+                line = line.rstrip("\n")
+                if line.startswith("LOG "):
+                    ctx.log(line[4:])
+                else:
+                    tail = (tail + [line])[-20:]
+            proc.wait()
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        if not out.exists():
+            (ctx.raw_dir / "worker.stderr").write_text("\n".join(tail) + "\n")
+            raise EnvironmentProblem(f"the case's own process exited with code {proc.returncode} and no outcome: "
+                                     f"{' | '.join(tail[-3:]) or '(no output)'} (worker.stderr in raw/)")
+        data = json.loads(out.read_text())
+    if data.get("error"):
+        kind, msg = data["error"]["kind"], data["error"]["message"]
+        if data["error"].get("traceback"):
+            (ctx.raw_dir / "traceback.txt").write_text(data["error"]["traceback"])
+        if kind == "BadInput":
+            raise BadInput(msg)
+        if kind == "HarnessError":
+            raise HarnessError(msg)
+        raise RuntimeError(msg)
+    return CaseOutcome.from_json(data["outcome"])
 
 
 def _server_versions(tgt: Target) -> dict:

@@ -1,13 +1,17 @@
-"""Suite specs (YAML in suites/): loading and strict validation.
+"""Suite specs (YAML in suites/) and the claims ledger (suites/claims.yaml): loading,
+strict validation, and the typed objects that the runner stores with a run and the
+analysis reads back (each serialises and loads itself).
 
 Every field is checked; an unknown field is an error naming the file, the field and the
-fix, so that a typo never passes silently. The claims ledger (suites/claims.yaml) is
-checked here too.
+fix, so that a typo never passes silently. Names that become paths (suite, case, profile)
+are checked when the spec is loaded. YAML aliases are refused (a 1 KB alias bomb expands
+to gigabytes), as are non-finite numbers and files that are not UTF-8 text.
 """
 
 from __future__ import annotations
 
-import difflib
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,13 +19,132 @@ from typing import Any
 import yaml
 
 from harness import drivers
-from harness.errors import BadInput
+from harness.errors import BadInput, did_you_mean
 from harness.paths import SUITES_DIR
 
 OPS = ("<", "<=", ">", ">=")
 CLAIMS_FILE = "claims.yaml"
+MAX_SPEC_BYTES = 1 << 20  # 1 MiB: a suite spec is a page of YAML
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME_RULE = "letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64 characters"
+METRIC_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
 
 
+def compare(op: str, measured: float, limit: float) -> bool:
+    """The one threshold test: `measured OP limit`."""
+    return {"<": measured < limit, "<=": measured <= limit, ">": measured > limit, ">=": measured >= limit}[op]
+
+
+def check_name(where: str, kind: str, name: Any) -> str:
+    """Names become folder names, HTML ids and log words: refuse anything else."""
+    if not isinstance(name, str) or not NAME_RE.match(name) or name in (".", ".."):
+        raise BadInput(f"{where}: {kind} name {name!r} is not allowed; use {NAME_RULE}")
+    return name
+
+
+# ---- YAML loading -------------------------------------------------------------------------
+class _NoAliasLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases (and so alias bombs) and keeps keys as they are."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            ev = self.peek_event()
+            raise BadInput(f"YAML aliases (*{ev.anchor}) are not allowed in specs; write the value out "
+                           f"(line {ev.start_mark.line + 1})")
+        return super().compose_node(parent, index)
+
+
+def parse_yaml_text(text: str, where: str):
+    try:
+        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+    except BadInput as e:
+        raise BadInput(f"{where}: {e}") from None
+    except yaml.YAMLError as e:
+        raise BadInput(f"{where}: not valid YAML: {e}".replace("\n", " ")) from None
+    except (RecursionError, ValueError, OverflowError) as e:
+        raise BadInput(f"{where}: YAML that cannot be read ({type(e).__name__}); simplify the file") from None
+
+
+def load_yaml(path: Path, what: str = "spec file"):
+    """Read a YAML file, refusing folders, devices, huge or binary files with one line."""
+    path = Path(path)
+    try:
+        if not path.exists():
+            raise BadInput(f"{path}: no such {what}")
+        if path.is_dir():
+            raise BadInput(f"{path}: is a folder, not a {what}; give a .yaml file")
+        if not path.is_file():
+            raise BadInput(f"{path}: is not a regular file (a device or a pipe?); give a .yaml file")
+        size = path.stat().st_size
+        if size > MAX_SPEC_BYTES:
+            raise BadInput(f"{path}: {size} bytes is too large for a {what} (at most {MAX_SPEC_BYTES})")
+        raw = path.read_bytes()
+    except OSError as e:
+        raise BadInput(f"{path}: cannot be read ({e.strerror or e})") from None
+    if b"\x00" in raw:
+        raise BadInput(f"{path}: is a binary file, not a YAML {what}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"{path}: is not UTF-8 text; save the {what} as UTF-8") from None
+    return parse_yaml_text(text, str(path))
+
+
+# ---- field reader -------------------------------------------------------------------------
+class _Fields:
+    """Reads one mapping of a spec, refusing unknown keys and wrong types."""
+
+    def __init__(self, where: str, data: Any, allowed: dict[str, tuple]):
+        if not isinstance(data, dict):
+            raise BadInput(f"{where}: expected a mapping, got {type(data).__name__}")
+        for k in data:
+            if not isinstance(k, str):
+                raise BadInput(f"{where}: field names must be text, got {k!r}; quote it or remove it")
+        unknown = [k for k in data if k not in allowed]
+        if unknown:
+            k = unknown[0]
+            raise BadInput(f"{where}: unknown field {k!r}{did_you_mean(k, allowed)}; "
+                           f"allowed fields: {', '.join(allowed)}")
+        self.where, self.data, self.allowed = where, data, allowed
+
+    def get(self, key: str, default: Any = drivers.REQUIRED):
+        types = self.allowed[key]
+        if key not in self.data or self.data[key] is None:
+            if default is drivers.REQUIRED:
+                raise BadInput(f"{self.where}: field {key!r} is missing; add it ({types[1]})")
+            return default
+        value = self.data[key]
+        want = types[0]
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            try:
+                value = float(value)
+            except OverflowError:
+                raise BadInput(f"{self.where}.{key}: {value} is too large for a number; {types[1]}") from None
+        if not isinstance(value, want) or (isinstance(value, bool) and want is not bool):
+            raise BadInput(f"{self.where}.{key}: expected {getattr(want, '__name__', want)}, "
+                           f"got {type(value).__name__} ({str(value)[:60]!r}); {types[1]}")
+        if want is float and not math.isfinite(value):
+            raise BadInput(f"{self.where}.{key}: {value} is not a finite number; {types[1]}")
+        if want is dict:
+            for k in value:
+                if not isinstance(k, str):
+                    raise BadInput(f"{self.where}.{key}: keys must be text, got {k!r}")
+        return value
+
+
+def _finite(where: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise BadInput(f"{where}: expected a number, got {type(v).__name__} ({str(v)[:60]!r})")
+    try:
+        f = float(v)
+    except OverflowError:
+        raise BadInput(f"{where}: {v} is too large for a number") from None
+    if not math.isfinite(f):
+        raise BadInput(f"{where}: {v} is not a finite number")
+    return f
+
+
+# ---- suite objects ------------------------------------------------------------------------
 @dataclass
 class Threshold:
     case: str
@@ -31,12 +154,16 @@ class Threshold:
     unit: str = ""
     reason: str = ""
 
-    def describe(self) -> str:
-        return f"{self.op} {self.value:g} {self.unit}".strip()
-
     def holds(self, measured: float) -> bool:
-        return {"<": measured < self.value, "<=": measured <= self.value,
-                ">": measured > self.value, ">=": measured >= self.value}[self.op]
+        return compare(self.op, measured, self.value)
+
+    def to_json(self) -> dict:
+        return {"case": self.case, "metric": self.metric, "op": self.op, "value": self.value,
+                "unit": self.unit, "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Threshold":
+        return cls(d["case"], d["metric"], d["op"], float(d["value"]), d.get("unit", ""), d.get("reason", ""))
 
 
 @dataclass
@@ -46,6 +173,8 @@ class Profile:
     repetitions: int = 3
     params: dict[str, dict] = field(default_factory=dict)  # case name -> overrides
     thresholds: list[Threshold] = field(default_factory=list)
+    conditions: dict[str, Any] = field(default_factory=dict)  # what this profile runs on (hosts, clients...)
+    skipped_fails: bool = False  # a skipped case fails the run (lab profiles) unless --allow-skipped
 
 
 @dataclass
@@ -55,12 +184,34 @@ class Case:
     description: str = ""
     params: dict = field(default_factory=dict)
 
+    def to_json(self) -> dict:
+        return {"name": self.name, "driver": self.driver, "description": self.description, "params": self.params}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Case":
+        return cls(d["name"], d["driver"], d.get("description", ""), dict(d.get("params") or {}))
+
+
+@dataclass
+class SuiteClaim:
+    section: str
+    text: str
+    ids: list[str] = field(default_factory=list)
+    differs: str = ""
+
+    def to_json(self) -> dict:
+        return {"section": self.section, "text": self.text, "ids": self.ids, "differs": self.differs}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "SuiteClaim":
+        return cls(str(d.get("section", "")), d.get("text", ""), list(d.get("ids") or []), d.get("differs", ""))
+
 
 @dataclass
 class Suite:
     name: str
     description: str
-    claim: dict
+    claim: SuiteClaim
     target: str
     cases: list[Case]
     profiles: dict[str, Profile]
@@ -74,59 +225,60 @@ class Suite:
 
     def profile(self, name: str) -> Profile:
         if name not in self.profiles:
-            raise BadInput(
-                f"suite {self.name!r} has no profile {name!r}{_hint(name, self.profiles)}; "
-                f"its profiles: {', '.join(sorted(self.profiles))}"
-            )
+            raise BadInput(f"suite {self.name!r} has no profile {name!r}{did_you_mean(name, self.profiles)}; "
+                           f"its profiles: {', '.join(sorted(self.profiles))}")
         return self.profiles[name]
 
-    def case_params(self, case: Case, profile: str) -> dict:
-        """The case's parameters for a profile, checked against its driver, defaults filled."""
-        merged = dict(case.params)
-        merged.update(self.profile(profile).params.get(case.name, {}))
+    def case_params(self, case: Case, profile: str, overrides: dict | None = None) -> dict:
+        """The one parameter merge: the case's params, then the profile's, then --set
+        overrides; checked against the driver, defaults filled."""
+        merged = {**case.params, **self.profile(profile).params.get(case.name, {}), **(overrides or {})}
         where = f"{self._where()}: cases.{case.name}.params (profile {profile})"
         return drivers.get(case.driver, where).resolve_params(where, merged)
+
+    def as_run(self, profile: str, repetitions: int, params: dict[str, dict]) -> "SuiteRun":
+        prof = self.profile(profile)
+        return SuiteRun(self.name, self.description, self.claim, self.target, profile, prof.description,
+                        repetitions, [Case(c.name, c.driver, c.description, params[c.name]) for c in self.cases],
+                        list(prof.thresholds), dict(prof.conditions), prof.skipped_fails)
 
     def _where(self) -> str:
         return str(self.path) if self.path else self.name
 
 
-def _hint(word: str, options) -> str:
-    m = difflib.get_close_matches(word, list(options), n=1)
-    return f" (did you mean {m[0]!r}?)" if m else ""
+@dataclass
+class SuiteRun:
+    """A suite as it ran: one profile, the resolved parameters of every case."""
 
+    name: str
+    description: str
+    claim: SuiteClaim
+    target: str
+    profile: str
+    profile_description: str
+    repetitions: int
+    cases: list[Case]
+    thresholds: list[Threshold]
+    conditions: dict = field(default_factory=dict)
+    skipped_fails: bool = False
 
-class _Fields:
-    """Reads one mapping of a spec, refusing unknown keys and wrong types."""
+    def to_json(self) -> dict:
+        return {"description": self.description, "claim": self.claim.to_json(), "target": self.target,
+                "profile": self.profile, "profile_description": self.profile_description,
+                "repetitions": self.repetitions, "cases": [c.to_json() for c in self.cases],
+                "thresholds": [t.to_json() for t in self.thresholds], "conditions": self.conditions,
+                "skipped_fails": self.skipped_fails}
 
-    def __init__(self, where: str, data: Any, allowed: dict[str, tuple]):
-        if not isinstance(data, dict):
-            raise BadInput(f"{where}: expected a mapping, got {type(data).__name__}")
-        unknown = [k for k in data if k not in allowed]
-        if unknown:
-            k = unknown[0]
-            raise BadInput(
-                f"{where}: unknown field {k!r}{_hint(str(k), allowed)}; "
-                f"allowed fields: {', '.join(allowed)}"
-            )
-        self.where, self.data, self.allowed = where, data, allowed
+    @classmethod
+    def from_json(cls, name: str, d: dict) -> "SuiteRun":
+        return cls(name, d.get("description", ""), SuiteClaim.from_json(d.get("claim") or {}),
+                   d.get("target", "none"), d.get("profile", ""), d.get("profile_description", ""),
+                   int(d.get("repetitions") or 1), [Case.from_json(c) for c in d.get("cases", [])],
+                   [Threshold.from_json(t) for t in d.get("thresholds", [])], dict(d.get("conditions") or {}),
+                   bool(d.get("skipped_fails", False)))
 
-    def get(self, key: str, default: Any = drivers.REQUIRED):
-        types = self.allowed[key]
-        if key not in self.data or self.data[key] is None:
-            if default is drivers.REQUIRED:
-                raise BadInput(f"{self.where}: field {key!r} is missing; add it ({types[1]})")
-            return default
-        value = self.data[key]
-        want = types[0]
-        if want is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, want) or (isinstance(value, bool) and want is not bool):
-            raise BadInput(
-                f"{self.where}.{key}: expected {getattr(want, '__name__', want)}, "
-                f"got {type(value).__name__} ({value!r}); {types[1]}"
-            )
-        return value
+    def case_names(self) -> list[str]:
+        return [c.name for c in self.cases]
 
 
 SUITE_FIELDS = {
@@ -154,6 +306,8 @@ PROFILE_FIELDS = {
     "repetitions": (int, "how many times each case runs (>= 1)"),
     "params": (dict, "per-case parameter overrides: {case: {param: value}}"),
     "thresholds": (list, "a list of {case, metric, op, value, unit, reason}"),
+    "conditions": (dict, "what the profile runs on, compared with a claim's conditions, e.g. {hosts: '6 hosts', clients: 200}"),
+    "skipped_fails": (bool, "true: a skipped case fails the run (lab profiles) unless --allow-skipped is given"),
 }
 THRESHOLD_FIELDS = {
     "case": (str, "the case whose metric is checked"),
@@ -165,20 +319,29 @@ THRESHOLD_FIELDS = {
 }
 
 
+def _metric_name(where: str, name: str) -> str:
+    if not METRIC_RE.match(name):
+        raise BadInput(f"{where}: metric name {name[:60]!r} must be 1-200 printable characters")
+    return name
+
+
 def parse_suite(data: Any, path: Path | None = None) -> Suite:
     where = str(path) if path else "suite"
     f = _Fields(where, data, SUITE_FIELDS)
-    name = f.get("name")
+    name = check_name(f"{where}.name", "suite", f.get("name"))
     target = f.get("target", "none")
     if target not in drivers.TARGET_KINDS:
         raise BadInput(f"{where}.target: {target!r} is not one of {', '.join(drivers.TARGET_KINDS)}")
     claim_f = _Fields(f"{where}.claim", f.get("claim"), CLAIM_FIELDS)
-    claim = {"section": claim_f.get("section"), "text": claim_f.get("text"),
-             "ids": claim_f.get("ids", []), "differs": claim_f.get("differs", "")}
+    ids = claim_f.get("ids", [])
+    if not all(isinstance(i, str) for i in ids):
+        raise BadInput(f"{where}.claim.ids: expected a list of claim ids such as [C12, C13]")
+    claim = SuiteClaim(claim_f.get("section"), claim_f.get("text"), ids, claim_f.get("differs", ""))
     cases: list[Case] = []
     for i, raw in enumerate(f.get("cases")):
         cf = _Fields(f"{where}.cases[{i}]", raw, CASE_FIELDS)
-        case = Case(cf.get("name"), cf.get("driver"), cf.get("description", ""), cf.get("params", {}))
+        case = Case(check_name(f"{where}.cases[{i}].name", "case", cf.get("name")), cf.get("driver"),
+                    cf.get("description", ""), cf.get("params", {}))
         if any(c.name == case.name for c in cases):
             raise BadInput(f"{where}.cases[{i}]: case name {case.name!r} is used twice; rename one")
         drv = drivers.get(case.driver, f"{where}.cases[{i}].driver")
@@ -187,32 +350,36 @@ def parse_suite(data: Any, path: Path | None = None) -> Suite:
         cases.append(case)
     if not cases:
         raise BadInput(f"{where}.cases: a suite needs at least one case")
+    case_names = [c.name for c in cases]
     profiles: dict[str, Profile] = {}
     for pname, praw in f.get("profiles").items():
         pw = f"{where}.profiles.{pname}"
+        check_name(pw, "profile", pname)
         pf = _Fields(pw, praw, PROFILE_FIELDS)
         reps = pf.get("repetitions", 3)
-        if reps < 1:
-            raise BadInput(f"{pw}.repetitions: must be at least 1, got {reps}")
+        if not 1 <= reps <= 1000:
+            raise BadInput(f"{pw}.repetitions: must be between 1 and 1000, got {reps}")
         overrides = pf.get("params", {})
         for cname, over in overrides.items():
-            if cname not in {c.name for c in cases}:
-                raise BadInput(f"{pw}.params: no case named {cname!r}{_hint(cname, [c.name for c in cases])}")
+            if cname not in case_names:
+                raise BadInput(f"{pw}.params: no case named {cname!r}{did_you_mean(cname, case_names)}")
             if not isinstance(over, dict):
                 raise BadInput(f"{pw}.params.{cname}: expected a mapping of parameters")
         thresholds = []
         for j, traw in enumerate(pf.get("thresholds", [])):
-            tf = _Fields(f"{pw}.thresholds[{j}]", traw, THRESHOLD_FIELDS)
-            t = Threshold(tf.get("case"), tf.get("metric"), tf.get("op"), tf.get("value"),
+            tw = f"{pw}.thresholds[{j}]"
+            tf = _Fields(tw, traw, THRESHOLD_FIELDS)
+            t = Threshold(tf.get("case"), _metric_name(tw, tf.get("metric")), tf.get("op"), tf.get("value"),
                           tf.get("unit", ""), tf.get("reason", ""))
-            if t.case not in {c.name for c in cases}:
-                raise BadInput(f"{pw}.thresholds[{j}].case: no case named {t.case!r}{_hint(t.case, [c.name for c in cases])}")
+            if t.case not in case_names:
+                raise BadInput(f"{tw}.case: no case named {t.case!r}{did_you_mean(t.case, case_names)}")
             if t.op not in OPS:
-                raise BadInput(f"{pw}.thresholds[{j}].op: {t.op!r} is not one of {' '.join(OPS)}")
+                raise BadInput(f"{tw}.op: {t.op!r} is not one of {' '.join(OPS)}")
             if not t.reason:
-                raise BadInput(f"{pw}.thresholds[{j}]: give the threshold a reason (why this limit for this profile)")
+                raise BadInput(f"{tw}: give the threshold a reason (why this limit for this profile)")
             thresholds.append(t)
-        profiles[pname] = Profile(pname, pf.get("description", ""), reps, overrides, thresholds)
+        profiles[pname] = Profile(pname, pf.get("description", ""), reps, overrides, thresholds,
+                                  pf.get("conditions", {}), pf.get("skipped_fails", False))
     if not profiles:
         raise BadInput(f"{where}.profiles: a suite needs at least one profile (local)")
     suite = Suite(name, f.get("description"), claim, target, cases, profiles, path)
@@ -223,13 +390,7 @@ def parse_suite(data: Any, path: Path | None = None) -> Suite:
 
 
 def load_suite_file(path: Path) -> Suite:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such spec file") from None
-    except yaml.YAMLError as e:
-        raise BadInput(f"{path}: not valid YAML: {e}".replace("\n", " ")) from None
-    return parse_suite(data, path)
+    return parse_suite(load_yaml(Path(path)), Path(path))
 
 
 def suite_files(directory: Path = SUITES_DIR) -> list[Path]:
@@ -247,37 +408,97 @@ def load_all_suites(directory: Path = SUITES_DIR) -> dict[str, Suite]:
 
 
 def select_suites(names: list[str], directory: Path = SUITES_DIR) -> list[Suite]:
-    """Suites by name or by spec path; all suites when names is empty."""
+    """Suites by name or by spec path, each once; all suites when names is empty."""
     available = load_all_suites(directory)
     if not names:
         return list(available.values())
-    chosen = []
+    chosen: list[Suite] = []
     for n in names:
         if n.endswith((".yaml", ".yml")) or "/" in n:
-            chosen.append(load_suite_file(Path(n)))
+            s = load_suite_file(Path(n))
         elif n in available:
-            chosen.append(available[n])
+            s = available[n]
         else:
-            raise BadInput(f"no suite named {n!r}{_hint(n, available)}; known suites: {', '.join(sorted(available))}")
+            raise BadInput(f"no suite named {n!r}{did_you_mean(n, available)}; known suites: {', '.join(sorted(available))}")
+        if any(c.name == s.name for c in chosen):
+            raise BadInput(f"suite {s.name!r} is named twice; name each suite once")
+        chosen.append(s)
     return chosen
 
 
-# ---- the claims ledger -------------------------------------------------------------------
-
+# ---- the claims ledger ----------------------------------------------------------------------
 LEDGER_FIELDS = {
     "id": (str, "C1, C2, ..."),
     "section": (str, "the source's section, quoted"),
     "text": (str, "the claim in words"),
-    "checks": (list, "a list of {suite, case, metric, op, value, unit} that test the claim"),
+    "checks": (list, "a list of checks {suite, case, metric, op+value or band, control, ...} that test the claim"),
+    "figures": (dict, "the source's numbers that views show beside measurements: {name: number or list of numbers}"),
     "not_measurable": (str, "why this claim cannot be measured by the harness"),
     "not_measured": (str, "why this version does not measure the claim yet (it could be)"),
     "differs": (str, "what in the claim does not exist or differs from what is measured"),
 }
 CHECK_FIELDS = {
     "suite": (str, "suite name"), "case": (str, "case name"), "metric": (str, "metric name"),
-    "op": (str, "one of < <= > >="), "value": (float, "the claimed number"),
+    "op": (str, "one-sided claims ('at least', 'below'): one of < <= > >="),
+    "value": (float, "the claimed number (with op)"),
+    "band": (list, "two-sided claims ('~X', 'X -> Y'): [low, high] inside which the claim counts as reproduced"),
+    "band_reason": (str, "why the band is this wide"),
+    "direction": (dict, "{op, value}: the ordering or sign the claim implies; outside the band but in this "
+                        "direction is 'direction reproduced, magnitude differs'"),
+    "control": (dict, "{metric, op, value | than [, factor], text}: the same workload with the mechanism off; "
+                      "it must differ as stated, else the verdict is inconclusive"),
+    "conditions": (dict, "the claim's conditions (hosts, clients, hardware...); a profile whose conditions "
+                         "differ gives 'not comparable here'"),
     "unit": (str, "unit of the claimed number"),
 }
+CONTROL_FIELDS = {
+    "metric": (str, "the control's metric, measured in the same case with the mechanism off"),
+    "op": (str, "one of < <= > >="),
+    "value": (float, "compare the control's metric with this number"),
+    "than": (str, "or compare it with this other metric of the case (the mechanism on)"),
+    "factor": (float, "with 'than': compare with factor x that metric (default 1)"),
+    "text": (str, "what the control is, in words (e.g. 'prewarm off: first request on a fresh engine')"),
+}
+DIRECTION_FIELDS = {"op": (str, "one of < <= > >="), "value": (float, "the boundary, e.g. 0 for a sign")}
+
+
+@dataclass
+class Condition:
+    op: str
+    value: float
+
+    def holds(self, measured: float) -> bool:
+        return compare(self.op, measured, self.value)
+
+    def to_json(self) -> dict:
+        return {"op": self.op, "value": self.value}
+
+
+@dataclass
+class Control:
+    metric: str
+    op: str
+    text: str
+    value: float | None = None
+    than: str | None = None
+    factor: float = 1.0
+
+    def describe(self) -> str:
+        rhs = f"{self.factor:g} x {self.than}" if self.than and self.factor != 1 else (self.than or f"{self.value:g}")
+        return f"{self.metric} {self.op} {rhs}"
+
+    def to_json(self) -> dict:
+        out = {"metric": self.metric, "op": self.op, "text": self.text}
+        if self.value is not None:
+            out["value"] = self.value
+        if self.than is not None:
+            out["than"] = self.than
+            out["factor"] = self.factor
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Control":
+        return cls(d["metric"], d["op"], d.get("text", ""), d.get("value"), d.get("than"), float(d.get("factor", 1.0)))
 
 
 @dataclass
@@ -285,9 +506,49 @@ class ClaimCheck:
     suite: str
     case: str
     metric: str
-    op: str
-    value: float
+    op: str | None = None
+    value: float | None = None
     unit: str = ""
+    band: tuple[float, float] | None = None
+    band_reason: str = ""
+    direction: Condition | None = None
+    control: Control | None = None
+    conditions: dict = field(default_factory=dict)
+
+    def in_claim(self, measured: float) -> bool:
+        if self.band is not None:
+            return self.band[0] <= measured <= self.band[1]
+        return compare(self.op, measured, self.value)
+
+    def describe(self) -> str:
+        if self.band is not None:
+            return f"{self.metric} in [{self.band[0]:g}, {self.band[1]:g}] {self.unit}".strip()
+        return f"{self.metric} {self.op} {self.value:g} {self.unit}".strip()
+
+    def to_json(self) -> dict:
+        out: dict = {"suite": self.suite, "case": self.case, "metric": self.metric, "unit": self.unit}
+        if self.band is not None:
+            out["band"] = list(self.band)
+            out["band_reason"] = self.band_reason
+        else:
+            out["op"], out["value"] = self.op, self.value
+        if self.direction is not None:
+            out["direction"] = self.direction.to_json()
+        if self.control is not None:
+            out["control"] = self.control.to_json()
+        if self.conditions:
+            out["conditions"] = self.conditions
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ClaimCheck":
+        band = d.get("band")
+        direction = d.get("direction")
+        control = d.get("control")
+        return cls(d["suite"], d["case"], d["metric"], d.get("op"), d.get("value"), d.get("unit", ""),
+                   tuple(band) if band else None, d.get("band_reason", ""),
+                   Condition(direction["op"], float(direction["value"])) if direction else None,
+                   Control.from_json(control) if control else None, dict(d.get("conditions") or {}))
 
 
 @dataclass
@@ -299,16 +560,77 @@ class Claim:
     not_measurable: str = ""
     differs: str = ""
     not_measured: str = ""
+    figures: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "section": self.section, "text": self.text, "not_measurable": self.not_measurable,
+                "differs": self.differs, "not_measured": self.not_measured, "figures": self.figures,
+                "checks": [c.to_json() for c in self.checks]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Claim":
+        return cls(d["id"], str(d.get("section", "")), d.get("text", ""),
+                   [ClaimCheck.from_json(c) for c in d.get("checks", [])], d.get("not_measurable", ""),
+                   d.get("differs", ""), d.get("not_measured", ""), dict(d.get("figures") or {}))
+
+    @property
+    def order(self) -> tuple:
+        digits = "".join(ch for ch in self.id if ch.isdigit())
+        return (int(digits) if digits else 10**9, self.id)
+
+
+def _op(where: str, op: Any) -> str:
+    if op not in OPS:
+        raise BadInput(f"{where}: {op!r} is not one of {' '.join(OPS)}")
+    return op
+
+
+def _parse_check(w: str, craw: Any, suites: dict[str, Suite]) -> ClaimCheck:
+    cf = _Fields(w, craw, CHECK_FIELDS)
+    suite, case = cf.get("suite"), cf.get("case")
+    if suite not in suites:
+        raise BadInput(f"{w}.suite: no suite named {suite!r}{did_you_mean(suite, suites)}")
+    if case not in {x.name for x in suites[suite].cases}:
+        raise BadInput(f"{w}.case: suite {suite!r} has no case {case!r}")
+    metric = _metric_name(w, cf.get("metric"))
+    band_raw, op = cf.get("band", None), cf.get("op", None)
+    if (band_raw is None) == (op is None):
+        raise BadInput(f"{w}: give either op + value (a one-sided claim) or band: [low, high] (a two-sided one)")
+    band, value = None, None
+    if band_raw is not None:
+        if len(band_raw) != 2:
+            raise BadInput(f"{w}.band: expected [low, high]")
+        band = (_finite(f"{w}.band", band_raw[0]), _finite(f"{w}.band", band_raw[1]))
+        if band[0] > band[1]:
+            raise BadInput(f"{w}.band: low {band[0]:g} is above high {band[1]:g}")
+        if not cf.get("band_reason", ""):
+            raise BadInput(f"{w}: a band needs band_reason (why it is this wide)")
+    else:
+        _op(f"{w}.op", op)
+        value = cf.get("value")
+    direction = None
+    if cf.get("direction", None) is not None:
+        df = _Fields(f"{w}.direction", cf.get("direction"), DIRECTION_FIELDS)
+        direction = Condition(_op(f"{w}.direction.op", df.get("op")), df.get("value"))
+    control = None
+    if cf.get("control", None) is not None:
+        kw = f"{w}.control"
+        kf = _Fields(kw, cf.get("control"), CONTROL_FIELDS)
+        value_c, than = kf.get("value", None), kf.get("than", None)
+        if (value_c is None) == (than is None):
+            raise BadInput(f"{kw}: give either value (a number) or than (another metric of the case)")
+        control = Control(_metric_name(kw, kf.get("metric")), _op(f"{kw}.op", kf.get("op")), kf.get("text"),
+                          value_c, than, kf.get("factor", 1.0))
+    return ClaimCheck(suite, case, metric, op, value, cf.get("unit", ""), band, cf.get("band_reason", ""),
+                      direction, control, cf.get("conditions", {}))
 
 
 def load_claims(directory: Path = SUITES_DIR, suites: dict[str, Suite] | None = None) -> list[Claim]:
+    """The ledger in claim order (C1, C2, ... C22)."""
     path = directory / CLAIMS_FILE
     if not path.exists():
         return []
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise BadInput(f"{path}: not valid YAML: {e}".replace("\n", " ")) from None
+    data = load_yaml(path, "claims ledger")
     if not isinstance(data, dict) or set(data) != {"claims"} or not isinstance(data["claims"], list):
         raise BadInput(f"{path}: expected one top-level field 'claims' holding a list")
     suites = suites if suites is not None else load_all_suites(directory)
@@ -316,27 +638,29 @@ def load_claims(directory: Path = SUITES_DIR, suites: dict[str, Suite] | None = 
     for i, raw in enumerate(data["claims"]):
         w = f"{path}: claims[{i}]"
         f = _Fields(w, raw, LEDGER_FIELDS)
-        checks = []
-        for j, craw in enumerate(f.get("checks", [])):
-            cf = _Fields(f"{w}.checks[{j}]", craw, CHECK_FIELDS)
-            c = ClaimCheck(cf.get("suite"), cf.get("case"), cf.get("metric"), cf.get("op"),
-                           cf.get("value"), cf.get("unit", ""))
-            if c.op not in OPS:
-                raise BadInput(f"{w}.checks[{j}].op: {c.op!r} is not one of {' '.join(OPS)}")
-            if c.suite not in suites:
-                raise BadInput(f"{w}.checks[{j}].suite: no suite named {c.suite!r}{_hint(c.suite, suites)}")
-            if c.case not in {x.name for x in suites[c.suite].cases}:
-                raise BadInput(f"{w}.checks[{j}].case: suite {c.suite!r} has no case {c.case!r}")
-            checks.append(c)
-        claim = Claim(f.get("id"), f.get("section"), f.get("text"), checks,
-                      f.get("not_measurable", ""), f.get("differs", ""), f.get("not_measured", ""))
+        checks = [_parse_check(f"{w}.checks[{j}]", craw, suites) for j, craw in enumerate(f.get("checks", []))]
+        figures = f.get("figures", {})
+        for k, v in figures.items():
+            vals = v if isinstance(v, list) else [v]
+            for x in vals:
+                _finite(f"{w}.figures.{k}", x)
+        claim = Claim(f.get("id"), f.get("section"), f.get("text"), checks, f.get("not_measurable", ""),
+                      f.get("differs", ""), f.get("not_measured", ""), figures)
         if claim.id in seen:
             raise BadInput(f"{w}.id: {claim.id!r} is listed twice")
         if not checks and not (claim.not_measurable or claim.not_measured):
             raise BadInput(f"{w}: claim {claim.id} needs checks, or a not_measurable or not_measured reason")
         seen.add(claim.id)
         claims.append(claim)
-    return claims
+    return sorted(claims, key=lambda c: c.order)
+
+
+def claim_figure(claims: list[Claim], claim_id: str, name: str):
+    """A claimed number (or list of numbers) from the ledger's `figures`; None when absent."""
+    for c in claims:
+        if c.id == claim_id:
+            return c.figures.get(name)
+    return None
 
 
 def validate_paths(paths: list[str], directory: Path = SUITES_DIR) -> list[str]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from harness.analysis import Analysis
+from harness.analysis import Analysis, Verdict
+from harness.report.format import describe, threshold_text
 
 
 def table(headers: list[str], rows: list[list[str]], max_width: int = 48) -> str:
@@ -16,7 +17,8 @@ def table(headers: list[str], rows: list[list[str]], max_width: int = 48) -> str
 
 def summary_text(a: Analysis) -> str:
     parts = []
-    rows = [[t.suite, t.case, t.metric, t.threshold, t.measured, t.verdict.upper() if t.verdict != "pass" else "pass"]
+    rows = [[t.suite, t.case, t.metric, threshold_text(t.threshold), describe(t.summary),
+             t.verdict.value if t.verdict is Verdict.PASS else t.verdict.value.upper()]
             for t in a.thresholds]
     if rows:
         parts.append(table(["suite", "case", "metric", "threshold", "median (min-max)", "verdict"], rows))
@@ -24,8 +26,7 @@ def summary_text(a: Analysis) -> str:
              for c in a.cases if set(c.statuses) != {"ok"}]
     if notes:
         parts.append(table(["suite", "case", "status", "reason"], notes, max_width=90))
-    counts = {k: sum(t.verdict == k for t in a.thresholds) for k in ("pass", "fail", "missing", "skipped")}
-    parts.append("thresholds: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
+    parts.append("thresholds: " + ", ".join(f"{n} {v.value}" for v, n in a.counts().items()))
     return "\n\n".join(parts)
 
 

@@ -3,7 +3,7 @@
 import redis
 
 from harness.drivers import CaseContext
-from harness.experiments import acl
+from harness.experiments.redis_cluster import acl
 
 
 def test_source_rule_grants_nothing_and_the_fixed_order_reads_only(cluster, tmp_path):

@@ -10,7 +10,7 @@ import redis
 
 from harness.drivers import CaseContext
 from harness.errors import BadInput
-from harness.experiments import cas
+from harness.experiments.prompt_cas import drivers as cas
 
 
 def test_vectors_round_trip():

@@ -7,7 +7,7 @@ import pytest
 
 from harness.drivers import CaseContext
 from harness.errors import BadInput
-from harness.experiments import coldstart as cs
+from harness.experiments.cold_start import drivers as cs
 
 
 def test_per_second_buckets_around_the_flush():

@@ -13,8 +13,8 @@ import types
 import pytest
 
 from harness.drivers import CaseContext, Target
-from harness.experiments.engine import gpu
-from harness.experiments.engine.backend_trt import profile_shapes, unavailable_reason
+from harness.experiments.engine_hotload import gpu
+from harness.experiments.engine_hotload.backend_trt import profile_shapes, unavailable_reason
 
 HAS_TRT = importlib.util.find_spec("tensorrt") is not None
 
@@ -91,7 +91,7 @@ def test_trt_cases_are_skipped_with_the_reason_where_trt_or_gpu_is_missing(tmp_p
     why = unavailable_reason()
     if why is None:
         pytest.skip("tensorrt and a GPU are present: the trt cases run for real (suite engine-hotload)")
-    for name in ("engine-cold-start", "engine-prewarm", "engine-hot-swap", "engine-incompatible-swap"):
+    for name in ("engine-hotload-cold-start", "engine-hotload-prewarm", "engine-hotload-hot-swap", "engine-hotload-incompatible-swap"):
         d = drivers[name]
         params = d.resolve_params("test", {"backend": "trt"})
         ctx = CaseContext("engine-hotload", "trt", 1, "local", params, tmp_path, Target("none"), log=lambda m: None)
@@ -101,7 +101,7 @@ def test_trt_cases_are_skipped_with_the_reason_where_trt_or_gpu_is_missing(tmp_p
 
 
 def test_trt_engine_class_is_importable_without_tensorrt():
-    from harness.experiments.engine.backend_trt import TrtEngine
+    from harness.experiments.engine_hotload.backend_trt import TrtEngine
 
     eng = TrtEngine(label="x")
     assert eng.backend == "tensorrt" and eng.io() == [] and eng.memory() == {}

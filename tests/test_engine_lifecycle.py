@@ -8,9 +8,9 @@ import time
 import numpy as np
 import pytest
 
-from harness.experiments.engine.lifecycle import (Bucket, Profile, TensorSpec, implicit_profile, input_shape,
+from harness.experiments.engine_hotload.lifecycle import (Bucket, Profile, TensorSpec, implicit_profile, input_shape,
                                                   open_engine, parse_buckets, prewarm_plan)
-from harness.experiments.engine.swap import EngineSlot, IncompatibleEngine, check_compatible, io_problems
+from harness.experiments.engine_hotload.swap import EngineSlot, IncompatibleEngine, check_compatible, io_problems
 
 BUCKETS = [Bucket(1, 16), Bucket(1, 64), Bucket(8, 16), Bucket(8, 64)]
 MINILM_IO = [TensorSpec("input_ids", "input", "int64", (-1, -1)),
@@ -97,14 +97,14 @@ def test_location_and_format_are_compared_where_the_backend_has_them():
 
 @pytest.fixture(scope="module")
 def minilm():
-    from harness.experiments.engine.export import minilm_onnx
+    from harness.experiments.engine_hotload.export import minilm_onnx
 
     return minilm_onnx()
 
 
 @pytest.fixture(scope="module")
 def feeds():
-    from harness.experiments.engine.workload import TextFeeds, load_texts
+    from harness.experiments.engine_hotload.workload import TextFeeds, load_texts
     from harness.paths import DATA_DIR
 
     return TextFeeds(load_texts(DATA_DIR / "gptcache_mock_data.json"))
@@ -145,7 +145,7 @@ def test_prewarm_runs_every_bucket_once_and_times_the_split(minilm, feeds):
 
 
 def test_hot_swap_under_load_from_several_threads_fails_no_request(minilm, feeds):
-    from harness.experiments.engine.workload import RequestStream
+    from harness.experiments.engine_hotload.workload import RequestStream
 
     buckets = [Bucket(1, 16), Bucket(2, 16)]
     first = open_engine("ort", minilm, label="v0")
@@ -191,7 +191,7 @@ def test_hot_swap_under_load_from_several_threads_fails_no_request(minilm, feeds
 
 @pytest.fixture(scope="module")
 def variants(tmp_path_factory):
-    from harness.experiments.engine.cases import incompatible_variants
+    from harness.experiments.engine_hotload.cases import incompatible_variants
 
     return incompatible_variants(tmp_path_factory.mktemp("variants"))
 
@@ -228,9 +228,9 @@ def test_suite_spec_validates_and_bad_params_are_bad_input():
     from harness.paths import SUITES_DIR
 
     suite = spec.load_suite_file(SUITES_DIR / "engine-hotload.yaml")
-    assert {c.driver for c in suite.cases} == {"engine-cold-start", "engine-prewarm", "engine-hot-swap",
-                                               "engine-incompatible-swap", "engine-signed-load"}
-    drv = get("engine-prewarm")
+    assert {c.driver for c in suite.cases} == {"engine-hotload-cold-start", "engine-hotload-prewarm", "engine-hotload-hot-swap",
+                                               "engine-hotload-incompatible-swap", "engine-hotload-signed-load"}
+    drv = get("engine-hotload-prewarm")
     with pytest.raises(BadInput, match="buckets"):
         drv.resolve_params("t", {"buckets": [[0, 16]]})
     with pytest.raises(BadInput, match="min <= opt <= max"):

@@ -9,9 +9,9 @@ import shutil
 import pytest
 
 from harness.errors import BadInput
-from harness.experiments.engine.backend_ort import OrtEngine
-from harness.experiments.engine.export import tiny_onnx
-from harness.experiments.engine.signing import (ModelRefused, Verifier, generate_keypair, sha256_bytes,
+from harness.experiments.engine_hotload.backend_ort import OrtEngine
+from harness.experiments.engine_hotload.export import tiny_onnx
+from harness.experiments.engine_hotload.signing import (ModelRefused, Verifier, generate_keypair, sha256_bytes,
                                                 sign_manifest, signature_path, write_manifest)
 
 

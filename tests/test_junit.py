@@ -6,9 +6,9 @@ from __future__ import annotations
 from xml.etree import ElementTree as ET
 
 from harness.analysis import analyze
-from harness.drivers import Metric
 from harness.report.junit import junit_xml, write_junit
-from harness.results import Record, RunData
+from harness.results import Metric, Record, RunData
+from harness.spec import SuiteRun
 
 THRESHOLDS = [
     {"case": "bench", "metric": "GET.p99_ms", "op": "<", "value": 5.0, "unit": "ms", "reason": "r1"},
@@ -26,7 +26,8 @@ def _run(tmp_path) -> RunData:
             "GET.p99_ms": Metric(g, "ms", "lower"), "SET.p99_ms": Metric(s, "ms", "lower")}))
     recs.append(Record("suite-a", "memtier", 1, "skipped", "memtier_benchmark not found"))
     recs.append(Record("suite-a", "broken", 1, "failed", "the tool crashed"))
-    suites = {"suite-a": {"thresholds": THRESHOLDS}, "suite-b": {"thresholds": []}}
+    suites = {"suite-a": SuiteRun.from_json("suite-a", {"thresholds": THRESHOLDS}),
+              "suite-b": SuiteRun.from_json("suite-b", {"thresholds": []})}
     return RunData(tmp_path, {"run_id": "t"}, recs, suites, [])
 
 

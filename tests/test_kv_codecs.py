@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.experiments.kv import codecs
-from harness.experiments.kv.codecs import AlignedCodec, CodecError, JsonCodec, RawCodec
+from harness.experiments.kv_tiers import codecs
+from harness.experiments.kv_tiers.codecs import AlignedCodec, CodecError, JsonCodec, RawCodec
 
 SHAPE = (2, 2, 3, 4, 8)
 
@@ -124,7 +124,7 @@ def test_bad_alignment_and_unknown_codec_are_refused():
 
 
 def test_codec_bench_checks_round_trips_on_arrays():
-    from harness.experiments.kv.codec_bench import time_codec
+    from harness.experiments.kv_tiers.codec_bench import time_codec
 
     arrays = [codecs.to_numpy(_tensor(seed=s))[0] for s in range(2)]
     t = time_codec(AlignedCodec(64), arrays, repeats=2)

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from harness.errors import BadInput
-from harness.experiments.kv import extract, ttft
+from harness.experiments.kv_tiers import extract, ttft
 
 
 def test_chunk_keys_are_shared_by_shared_prefixes_only():
@@ -40,13 +40,13 @@ def test_breakeven_needs_every_longer_length_to_win():
 def test_ttft_params_are_checked():
     from harness import drivers
 
-    drv = drivers.get("kv-ttft")
+    drv = drivers.get("kv-tiers-ttft")
     with pytest.raises(BadInput, match="8192"):
         drv.resolve_params("t", {"lengths": [128, 10000]})
     with pytest.raises(BadInput, match="no whole"):
         drv.resolve_params("t", {"lengths": [40]})
     with pytest.raises(BadInput, match="aligned128"):
-        drivers.get("kv-codecs").resolve_params("t", {"codecs": ["json", "raw"]})
+        drivers.get("kv-tiers-codecs").resolve_params("t", {"codecs": ["json", "raw"]})
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +83,8 @@ def test_real_prompt_chunks_reassemble_exactly(smol):
 
 
 def test_ttft_point_restores_the_same_first_token_from_every_tier(smol, cluster_client, tmp_path):
-    from harness.experiments.kv.codecs import AlignedCodec
-    from harness.experiments.kv.tiers import L1, L2, L3, TieredStore
+    from harness.experiments.kv_tiers.codecs import AlignedCodec
+    from harness.experiments.kv_tiers.tiers import L1, L2, L3, TieredStore
 
     tok, model = smol
     ids = extract.prompt_ids(tok, 90)
@@ -101,10 +101,10 @@ def test_ttft_point_restores_the_same_first_token_from_every_tier(smol, cluster_
 
 
 @pytest.mark.parametrize("driver,params", [
-    ("kv-codecs", {"prompt_tokens": 32, "decode_repeats": 1, "json_repeats": 1, "qps_seconds": 0.05,
+    ("kv-tiers-codecs", {"prompt_tokens": 32, "decode_repeats": 1, "json_repeats": 1, "qps_seconds": 0.05,
                    "codecs": ["json", "aligned128"]}),
-    ("kv-tier-latency", {"prompt_tokens": 64, "rounds": 1, "write_behind_every": 1}),
-    ("kv-ttft", {"lengths": [64, 80], "repeats": 1}),
+    ("kv-tiers-latency", {"prompt_tokens": 64, "rounds": 1, "write_behind_every": 1}),
+    ("kv-tiers-ttft", {"lengths": [64, 80], "repeats": 1}),
 ])
 def test_drivers_run_end_to_end(smol, cluster, tmp_path, driver, params):
     """Each driver on tiny inputs: ok, finite metrics, its tables (and chart) attached, and
@@ -119,12 +119,12 @@ def test_drivers_run_end_to_end(smol, cluster, tmp_path, driver, params):
     assert out.status == "ok", out.reason
     assert out.metrics and all(m.value is not None for m in out.metrics.values())
     assert out.details["tables"] and out.details["tables"][0]["rows"]
-    if driver == "kv-codecs":
+    if driver == "kv-tiers-codecs":
         assert out.metrics["decode_speedup.aligned128_vs_json"].value > 1
-    if driver == "kv-tier-latency":
+    if driver == "kv-tiers-latency":
         assert out.metrics["mismatches"].value == 0 and out.metrics["write_behind.batches"].value == 2
         assert out.metrics["hits.L3"].value == 2
-    if driver == "kv-ttft":
+    if driver == "kv-tiers-ttft":
         assert out.metrics["first_token_mismatches"].value == 0
         assert {s["name"] for s in out.details["charts"][0]["series"]} == {
             "full prefill", "prefix KV from L1", "prefix KV from L2", "prefix KV from L3"}

@@ -14,9 +14,9 @@ import uuid
 import pytest
 import torch
 
-from harness.experiments.kv import tiers
-from harness.experiments.kv.codecs import AlignedCodec
-from harness.experiments.kv.tiers import L1, L2, L3, TieredStore
+from harness.experiments.kv_tiers import tiers
+from harness.experiments.kv_tiers.codecs import AlignedCodec
+from harness.experiments.kv_tiers.tiers import L1, L2, L3, TieredStore
 
 SHAPE = (2, 2, 3, 8, 16)
 
@@ -123,8 +123,8 @@ def test_write_behind_batches_every_n_writes_off_the_request_path(cluster_client
 
 WRITER = r"""
 import hashlib, sys, threading, time, torch
-from harness.experiments.kv.codecs import AlignedCodec
-from harness.experiments.kv.tiers import L3, WriteBehind
+from harness.experiments.kv_tiers.codecs import AlignedCodec
+from harness.experiments.kv_tiers.tiers import L3, WriteBehind
 path, every = sys.argv[1], int(sys.argv[2])
 codec = AlignedCodec(128)
 lock = threading.Lock()

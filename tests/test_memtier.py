@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.drivers import CaseContext, Node, Target
+from harness.experiments.redis_cluster import drivers as drv
 from harness.tools import memtier
 
 FIX = Path(__file__).parent / "fixtures" / "memtier"
@@ -65,7 +66,7 @@ def test_not_json_is_invalid():
 
 
 def test_command_always_adds_cluster_mode_on_a_cluster():
-    p = memtier.PARAMS
+    p = drv.MEMTIER_PARAMS
     params = {k: v.default for k, v in p.items()}
     cmd = memtier.build_command(params, "127.0.0.1", 7000, True, "/tmp/x.json")
     assert "--cluster-mode" in cmd and "--run-count=1" in cmd and "--json-out-file=/tmp/x.json" in cmd
@@ -93,10 +94,10 @@ sys.stderr.write(open({str(FIX / (name + '.stderr'))!r}).read())
 @pytest.mark.parametrize("name,status", [("cluster_ratio1-1", "ok"), ("refused", "invalid")])
 def test_driver_replaying_recorded_runs(tmp_path, monkeypatch, name, status):
     monkeypatch.setenv("PATH", f"{_replayer(tmp_path, name)}{os.pathsep}{os.environ['PATH']}")
-    params = {k: v.default for k, v in memtier.PARAMS.items()}
+    params = {k: v.default for k, v in drv.MEMTIER_PARAMS.items()}
     ctx = CaseContext("s", "memtier", 1, "local", params, tmp_path / "raw",
                       Target("t", "cluster", [Node("127.0.0.1", 7000, "primary")]), log=lambda m: None)
-    out = memtier.run(ctx)
+    out = drv.run_memtier(ctx)
     assert out.status == status
     assert (tmp_path / "raw" / "memtier.json").exists() and (tmp_path / "raw" / "memtier.stderr").exists()
     if status == "ok":
@@ -107,8 +108,8 @@ def test_driver_replaying_recorded_runs(tmp_path, monkeypatch, name, status):
 
 def test_driver_skips_without_memtier(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    params = {k: v.default for k, v in memtier.PARAMS.items()}
+    params = {k: v.default for k, v in drv.MEMTIER_PARAMS.items()}
     ctx = CaseContext("s", "memtier", 1, "local", params, tmp_path / "raw",
                       Target("t", "cluster", [Node("127.0.0.1", 7000, "primary")]), log=lambda m: None)
-    out = memtier.run(ctx)
+    out = drv.run_memtier(ctx)
     assert out.status == "skipped" and out.reason.startswith("memtier_benchmark not found")

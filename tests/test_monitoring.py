@@ -27,7 +27,7 @@ def redis_suite(tmp_path: Path) -> str:
     """The committed redis-cluster suite, cut down to its redis-benchmark and memtier cases
     (other cases may be added by other experiments; these tests are about telemetry)."""
     spec = yaml.safe_load((REPO_ROOT / "suites" / "redis-cluster.yaml").read_text())
-    spec["cases"] = [c for c in spec["cases"] if c["driver"] in ("redis-benchmark", "memtier")]
+    spec["cases"] = [c for c in spec["cases"] if c["driver"] in ("redis-cluster-benchmark", "redis-cluster-memtier")]
     names = {c["name"] for c in spec["cases"]}
     for prof in spec["profiles"].values():
         prof["params"] = {k: v for k, v in (prof.get("params") or {}).items() if k in names}
@@ -67,15 +67,17 @@ def test_matrix_to_series_names_offsets_and_drops_nan():
 
 
 def test_series_stats_and_tables():
-    assert monitoring.series_stats([[0, 1.0], [1, 3.0], [2, 2.0]]) == {"mean": 2.0, "peak": 3.0, "last": 2.0}
-    assert monitoring.series_stats([]) == {"mean": None, "peak": None, "last": None}
+    from harness.report.views import monitoring as view
+
+    assert view.series_stats([[0, 1.0], [1, 3.0], [2, 2.0]]) == {"mean": 2.0, "peak": 3.0, "last": 2.0}
+    assert view.series_stats([]) == {"mean": None, "peak": None, "last": None}
     series = {"ops": [{"name": "n:1", "points": [[0, 100.0], [1, 300.0]]}],
               "memory": [{"name": "n:1", "points": [[0, 1.5], [1, 2.5]]}],
               "clients": [], "evicted": [],
               "cpu": [{"name": "box", "points": [[0, 10.0], [1, 30.0]]}]}
-    node_table, cpu_table = monitoring.build_tables(series, {"n:1": "primary"})
-    assert node_table["rows"] == [["n:1", "primary", "200", "300", "2.5", "-", "-"]]
-    assert cpu_table["rows"] == [["box", "20.00", "30.00"]] or cpu_table["rows"] == [["box", "20", "30"]]
+    node_table, cpu_table = view.build_tables(series, {"n:1": "primary"})
+    assert node_table.rows == [["n:1", "primary", 200.0, 300.0, 2.5, "-", "-"]]
+    assert cpu_table.rows == [["box", 20.0, 30.0]]
 
 
 def test_inventory_names_its_prometheus():
@@ -102,7 +104,7 @@ def test_monitor_without_prometheus_says_why(tmp_path, monkeypatch):
     out = mon.finish({"start": 0.0, "end": 1.0}, tmp_path)
     assert out["status"] == "unavailable"
     assert "prometheus" in out["reason"] and "apt-get install" in out["reason"]
-    assert out["charts"] == [] and out["tables"] == []
+    assert out["queries"] == []
     json.dumps(out)
 
 
@@ -123,9 +125,10 @@ def test_run_with_monitoring_shows_prometheus_series(tmp_path, monkeypatch):
     out = run_suites([suite_file], repeat=1, overrides=["redis-benchmark.requests=20000"],
                      base_port=CLUSTER_PORT, monitoring=True, results_dir=tmp_path / "results", log=lambda m: None)
     man = json.loads((out.run_dir / "manifest.json").read_text())
-    mon = man["monitoring"]
+    assert "monitoring" not in man, "the series go into the results, not the manifest"
+    mon = json.loads((out.run_dir / "results.json").read_text())["monitoring"]
     assert mon["status"] == "ok", mon["reason"]
-    charts = {c["title"].split(" (")[0]: c for c in mon["charts"]}
+    charts = {q["title"].split(" (")[0]: q for q in mon["queries"]}
     ops = charts["Server-side ops/s per node"]["series"]
     nodes = {f"127.0.0.1:{CLUSTER_PORT + i}" for i in range(6)}
     assert {s["name"] for s in ops} == nodes
@@ -135,7 +138,9 @@ def test_run_with_monitoring_shows_prometheus_series(tmp_path, monkeypatch):
     assert max(p[1] for s in ops for p in s["points"]) > 100
     assert {s["name"] for s in charts["Used memory per node"]["series"]} == nodes
     assert len(charts["Host CPU busy"]["series"]) == 1
-    assert len(mon["tables"][0]["rows"]) == 6
+    from harness.report.views import monitoring as view
+
+    assert len(view.blocks(mon)[-2].rows) == 6  # the per-node table
     assert (out.run_dir / "raw" / "monitoring" / "ops.json").exists()
     html = (out.run_dir / "report.html").read_text()
     section = html[html.index('id="monitoring"'):]
@@ -157,10 +162,9 @@ def test_run_without_prometheus_still_works_and_says_why(tmp_path, monkeypatch):
     out = run_suites([redis_suite(tmp_path)], repeat=1, overrides=["redis-benchmark.requests=5000"],
                      base_port=NO_PROM_CLUSTER_PORT, monitoring=True, results_dir=tmp_path / "results",
                      log=lambda m: None)
-    man = json.loads((out.run_dir / "manifest.json").read_text())
-    assert man["monitoring"]["status"] == "unavailable"
-    assert "prometheus-node-exporter not found on PATH" in man["monitoring"]["reason"]
     results = json.loads((out.run_dir / "results.json").read_text())
+    assert results["monitoring"]["status"] == "unavailable"
+    assert "prometheus-node-exporter not found on PATH" in results["monitoring"]["reason"]
     bench = [r for r in results["records"] if r["case"] == "redis-benchmark"]
     assert bench and bench[0]["status"] == "ok" and "GET.p99_ms" in bench[0]["metrics"]
     html = (out.run_dir / "report.html").read_text()

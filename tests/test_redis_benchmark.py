@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from harness.drivers import CaseContext, Node, Target
+from harness.experiments.redis_cluster import drivers as drv
 from harness.tools import redis_benchmark as rb
 
 FIX = Path(__file__).parent / "fixtures" / "redis-benchmark"
@@ -44,20 +45,20 @@ def test_zero_rps_is_a_problem():
 
 
 def test_command_line():
-    p = {k: v.default for k, v in rb.PARAMS.items()}
+    p = {k: v.default for k, v in drv.BENCHMARK_PARAMS.items()}
     cmd = rb.build_command(p, "127.0.0.1", 7000, True)
     assert cmd[:5] == ["redis-benchmark", "-h", "127.0.0.1", "-p", "7000"]
     assert "--cluster" in cmd and "--csv" in cmd and cmd[cmd.index("-t") + 1] == "get,set"
 
 
 def _ctx(tmp_path, target, **params):
-    p = {k: v.default for k, v in rb.PARAMS.items()}
+    p = {k: v.default for k, v in drv.BENCHMARK_PARAMS.items()}
     p.update(params)
     return CaseContext("s", "redis-benchmark", 1, "local", p, tmp_path, target, log=lambda m: None)
 
 
 def test_driver_against_the_real_cluster(cluster, tmp_path):
-    out = rb.run(_ctx(tmp_path, cluster, requests=5000, clients=10))
+    out = drv.run_benchmark(_ctx(tmp_path, cluster, requests=5000, clients=10))
     assert out.status == "ok", out.reason
     for cmd in ("GET", "SET"):
         assert out.metrics[f"{cmd}.rps"].value > 0
@@ -68,5 +69,5 @@ def test_driver_against_the_real_cluster(cluster, tmp_path):
 def test_driver_fails_fast_when_nothing_listens(tmp_path):
     from tests.conftest import free_port
 
-    out = rb.run(_ctx(tmp_path, Target("t", "cluster", [Node("127.0.0.1", free_port(), "primary")])))
+    out = drv.run_benchmark(_ctx(tmp_path, Target("t", "cluster", [Node("127.0.0.1", free_port(), "primary")])))
     assert out.status == "failed" and "cannot reach Redis" in out.reason

@@ -18,8 +18,8 @@ SUITE = {
     "description": "a small redis-benchmark run",
     "claim": {"section": "2.5", "text": "GET/SET P99 < 1.2 ms", "ids": ["C12"]},
     "target": "cluster",
-    "cases": [{"name": "redis-benchmark", "driver": "redis-benchmark", "params": {"tests": ["get", "set"]}},
-              {"name": "memtier", "driver": "memtier"}],
+    "cases": [{"name": "redis-benchmark", "driver": "redis-cluster-benchmark", "params": {"tests": ["get", "set"]}},
+              {"name": "memtier", "driver": "redis-cluster-memtier"}],
     "profiles": {"local": {"repetitions": 2, "params": {"redis-benchmark": {"requests": 4000, "clients": 10}},
                            "thresholds": [
                                {"case": "redis-benchmark", "metric": "GET.rps", "op": ">", "value": 1, "reason": "it ran"},
@@ -99,7 +99,7 @@ def test_schema_version_mismatch_says_what_to_do(run, tmp_path):
 
 def test_report_is_self_contained_and_escapes(run, tmp_path):
     data = results.load_run(run.run_dir)
-    data.suites["tiny-cluster"]["description"] = "<script>alert(1)</script>"
+    data.suites["tiny-cluster"].description = "<script>alert(1)</script>"
     html = render_report(data, analyze(data), out=tmp_path / "r.html").read_text()
     assert "<script>alert(1)" not in html and "&lt;script&gt;" in html
     assert "<script src" not in html and 'rel="stylesheet"' not in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")

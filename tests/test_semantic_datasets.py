@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import BadInput
-from harness.experiments.semantic import datasets as D
+from harness.experiments.semantic_cache import datasets as D
 
 FIX = Path(__file__).parent / "fixtures" / "semantic"
 REPO = Path(__file__).resolve().parent.parent

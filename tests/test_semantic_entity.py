@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.experiments.semantic import entity_keys as E
+from harness.experiments.semantic_cache import entity_keys as E
 
 
 def test_extractor_finds_typed_entities():

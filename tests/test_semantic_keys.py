@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from harness.experiments.semantic import keys as K
+from harness.experiments.semantic_cache import keys as K
 
 
 def test_normalize_and_exact_keys():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.experiments.semantic import metrics as M
+from harness.experiments.semantic_cache import metrics as M
 
 
 def test_cache_counts_on_a_labelled_example():

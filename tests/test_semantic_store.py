@@ -9,8 +9,8 @@ import pytest
 
 from harness import drivers
 from harness.drivers import CaseContext
-from harness.experiments.semantic import keys as K
-from harness.experiments.semantic.store import Entry, Store
+from harness.experiments.semantic_cache import keys as K
+from harness.experiments.semantic_cache.store import Entry, Store
 
 FIX = Path(__file__).parent / "fixtures" / "semantic"
 
@@ -44,7 +44,7 @@ def test_banded_lookup_through_redis_matches_exhaustive_search(cluster_client):
 
 @pytest.fixture(scope="module")
 def embedder():
-    from harness.experiments.semantic.embed import Embedder
+    from harness.experiments.semantic_cache.embed import Embedder
 
     return Embedder.load()
 
@@ -72,7 +72,7 @@ def test_paraphrases_share_more_lsh_bits_than_unrelated_pairs(embedder):
 
 
 def test_semantic_keys_driver_on_a_pairs_tsv(cluster, tmp_path):
-    drv = drivers.get("semantic-keys")
+    drv = drivers.get("semantic-cache-keys")
     p = drv.resolve_params("test", {"dataset": str(FIX / "pairs_small.tsv"), "latency_queries": 5,
                                     "radii": [0, 4, 8], "thresholds": [0.7, 0.9], "torch_threads": 1})
     ctx = CaseContext("semantic-cache", "semantic", 1, "local", p, tmp_path, cluster, log=lambda m: None)
@@ -95,7 +95,7 @@ def test_semantic_keys_driver_on_a_pairs_tsv(cluster, tmp_path):
 
 
 def test_ttft_driver_runs_smollm2_on_a_short_stream(cluster, tmp_path):
-    drv = drivers.get("semantic-ttft")
+    drv = drivers.get("semantic-cache-ttft")
     p = drv.resolve_params("test", {"dataset": str(FIX / "gptcache_small.json"), "queries": 3,
                                     "max_new_tokens": 2, "torch_threads": 1, "device": "cpu"})
     ctx = CaseContext("semantic-cache", "ttft", 1, "local", p, tmp_path, cluster, log=lambda m: None)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-from harness.analysis import Analysis
+from harness.analysis import Analysis, Verdict
+from harness.report.format import describe, threshold_text
 
 
 def junit_xml(a: Analysis) -> str:
@@ -23,8 +24,8 @@ def junit_xml(a: Analysis) -> str:
         extra = unchecked.get(suite, [])
         broken = [c for c in extra if c.statuses.get("failed") or c.statuses.get("invalid")]
         el = ET.SubElement(suites, "testsuite", name=suite, tests=str(len(verdicts) + len(extra)),
-                           failures=str(sum(v.verdict in ("fail", "missing") for v in verdicts) + len(broken)),
-                           skipped=str(sum(v.verdict == "skipped" for v in verdicts)
+                           failures=str(sum(v.verdict in (Verdict.FAIL, Verdict.MISSING) for v in verdicts) + len(broken)),
+                           skipped=str(sum(v.verdict is Verdict.SKIPPED for v in verdicts)
                                        + sum(set(c.statuses) == {"skipped"} for c in extra)))
         for c in extra:
             tc = ET.SubElement(el, "testcase", classname=f"{suite}.{c.case}", name="status")
@@ -36,13 +37,14 @@ def junit_xml(a: Analysis) -> str:
             else:
                 ET.SubElement(tc, "system-out").text = text
         for v in verdicts:
-            tc = ET.SubElement(el, "testcase", classname=f"{suite}.{v.case}", name=f"{v.metric} {v.threshold}")
-            text = f"measured {v.measured}; threshold {v.threshold}; {v.reason}" + (f"; {v.detail}" if v.detail else "")
-            if v.verdict == "fail":
-                ET.SubElement(tc, "failure", message=f"{v.metric} = {v.measured}, not {v.threshold}").text = text
-            elif v.verdict == "missing":
+            limit, measured = threshold_text(v.threshold), describe(v.summary)
+            tc = ET.SubElement(el, "testcase", classname=f"{suite}.{v.case}", name=f"{v.metric} {limit}")
+            text = f"measured {measured}; threshold {limit}; {v.threshold.reason}" + (f"; {v.detail}" if v.detail else "")
+            if v.verdict is Verdict.FAIL:
+                ET.SubElement(tc, "failure", message=f"{v.metric} = {measured}, not {limit}").text = text
+            elif v.verdict is Verdict.MISSING:
                 ET.SubElement(tc, "failure", message=f"{v.metric} missing: {v.detail}").text = text
-            elif v.verdict == "skipped":
+            elif v.verdict is Verdict.SKIPPED:
                 ET.SubElement(tc, "skipped", message=v.detail or "case skipped")
             else:
                 ET.SubElement(tc, "system-out").text = text

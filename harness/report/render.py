@@ -1,69 +1,90 @@
 """Builds the report's data from a results folder and renders reports/templates/report.html.j2.
 
 The template receives computed data only (strings, numbers, lists); charts arrive as
-ready SVG markup. The report never re-runs anything.
+ready SVG markup built by svg.py from the views' Chart blocks. Every string that reaches
+the page is escaped by Jinja's autoescape or by format.esc (quotes included), and the
+page carries a Content-Security-Policy that allows no script at all. The report never
+re-runs anything.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import html
 import re
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
-from harness.analysis import Analysis, fmt
+from harness.analysis import Analysis, Verdict
 from harness.paths import REPORTS_DIR
+from harness.report import format as F
+from harness.report import views
 from harness.report.svg import chart
 from harness.results import RunData
 
 PCT = re.compile(r"^(?P<cmd>.+)\.p(?P<q>\d+(?:\.\d+)?)_(?P<unit>ms|us|s)$")
 REPORT_NAME = "report.html"
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 
 
 def _time(ts) -> str:
-    if not ts:
+    if not ts or not isinstance(ts, (int, float)):
         return "-"
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):
+        return "-"
+
+
+def svg(c: views.Chart) -> Markup:
+    return Markup(chart(c.title, c.series, c.x_label, c.y_label, c.kind, c.x_log, c.y_log))
 
 
 def percentile_charts(a: Analysis, suite: str, case: str) -> list[Markup]:
-    series: dict[tuple, list] = {}
+    series: dict[str, list] = {}
     for m in a.metrics:
         if m.suite != suite or m.case != case:
             continue
         mt = PCT.match(m.metric)
         if mt:
-            series.setdefault((mt["unit"],), []).append((mt["cmd"], float(mt["q"]), m.median))
+            series.setdefault(mt["unit"], []).append((mt["cmd"], float(mt["q"]), m))
     out = []
-    for (unit,), rows in series.items():
+    for unit, rows in series.items():
         by_cmd: dict[str, list] = {}
-        for cmd, q, v in sorted(rows, key=lambda r: r[1]):
-            by_cmd.setdefault(cmd, []).append([f"p{q:g}", v])
+        for cmd, q, m in sorted(rows, key=lambda r: r[1]):
+            by_cmd.setdefault(cmd, []).append([f"p{q:g}", m.median, m.min, m.max])
         if sum(len(v) for v in by_cmd.values()) < 2:
             continue
-        out.append(Markup(chart(f"{case}: latency percentiles (median of repetitions)",
-                                [{"name": k, "points": v} for k, v in by_cmd.items()],
-                                "percentile", unit, kind="line")))
+        out.append(svg(views.Chart(f"{case}: latency percentiles (median of repetitions, min-max whiskers)",
+                                   [{"name": k, "points": v} for k, v in by_cmd.items()], "percentile", unit)))
     return out
 
 
-def _detail_blocks(run: RunData, suite: str, case: str) -> dict:
-    """Tables and charts an experiment attached, from its last ok repetition."""
-    recs = [r for r in run.records if r.suite == suite and r.case == case and r.status == "ok"]
+def _cell(v) -> str:
+    if isinstance(v, tuple) and len(v) == 3:
+        return f"{F.fmt(v[0])} ({F.fmt(v[1])}-{F.fmt(v[2])})"
+    return F.fmt(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else ("-" if v is None else str(v))
+
+
+def _table(t: views.Table) -> dict:
+    return {"title": t.title, "columns": t.columns, "note": t.note, "rows": [[_cell(c) for c in r] for r in t.rows]}
+
+
+def _legacy_blocks(run: RunData, suite: str, case: str) -> list:
+    """Schema-1 folders (and drivers not yet converted) kept tables/charts in details: show
+    the last ok repetition's, labelled as such."""
+    recs = [r for r in run.ok_records(suite, case) if r.details.get("tables") or r.details.get("charts")]
     if not recs:
-        return {"tables": [], "charts": [], "repetition": None}
+        return []
     r = recs[-1]
-    tables = []
-    for t in r.details.get("tables", []):
-        tables.append({"title": t.get("title", ""), "columns": t.get("columns", []), "note": t.get("note", ""),
-                       "rows": [[fmt(c) if isinstance(c, float) else c for c in row] for row in t.get("rows", [])]})
-    charts = [Markup(chart(c.get("title", ""), c.get("series", []), c.get("x_label", ""), c.get("y_label", ""),
-                           c.get("kind", "line"), c.get("x_log", False), c.get("y_log", False)))
-              for c in r.details.get("charts", [])]
-    return {"tables": tables, "charts": charts, "repetition": r.repetition}
+    out: list = [views.Table(t.get("title", ""), t.get("columns", []), t.get("rows", []),
+                             (t.get("note", "") + f" (repetition {r.repetition} only)").strip(), case)
+                 for t in r.details.get("tables", [])]
+    out += [views.Chart(c.get("title", "") + f" (repetition {r.repetition})", c.get("series", []),
+                        c.get("x_label", ""), c.get("y_label", ""), c.get("kind", "line"), c.get("x_log", False),
+                        c.get("y_log", False), case=case) for c in r.details.get("charts", [])]
+    return out
 
 
 def _server_summary(run: RunData, suite: str, case: str) -> list[dict]:
@@ -72,65 +93,130 @@ def _server_summary(run: RunData, suite: str, case: str) -> list[dict]:
         return []
     rows = []
     for addr, s in recs[-1].details["server_info"].items():
-        if "error" in s:
-            rows.append({"node": addr, "role": "-", "commands": s["error"], "hits": "", "misses": "", "evicted": "", "memory": ""})
+        if not isinstance(s, dict):
             continue
-        rows.append({"node": addr, "role": s.get("role") or "-", "commands": f"{s.get('total_commands_processed', 0):,}",
-                     "hits": f"{s.get('keyspace_hits', 0):,}", "misses": f"{s.get('keyspace_misses', 0):,}",
-                     "evicted": f"{s.get('evicted_keys', 0):,}",
-                     "memory": f"{s.get('used_memory', 0) / 2**20:.1f} MiB"})
+        if "error" in s:
+            rows.append({"node": addr, "role": "-", "commands": s["error"], "hits": "", "misses": "", "evicted": "",
+                         "memory": ""})
+            continue
+        rows.append({"node": addr, "role": s.get("role") or "-", "commands": F.fmt(s.get("total_commands_processed", 0)),
+                     "hits": F.fmt(s.get("keyspace_hits", 0)), "misses": F.fmt(s.get("keyspace_misses", 0)),
+                     "evicted": F.fmt(s.get("evicted_keys", 0)),
+                     "memory": f"{(s.get('used_memory') or 0) / 2**20:.1f} MiB"})
     return rows
+
+
+def _thresholds(a: Analysis, suite: str) -> list[dict]:
+    return [{"case": t.case, "metric": t.metric, "claimed": F.claimed_text(t) or "-",
+             "threshold": F.threshold_text(t.threshold), "measured": F.describe(t.summary),
+             "verdict": t.verdict.value, "css": F.css_class(t.verdict),
+             "detail": t.detail or F.noisy_text(t.summary), "reason": t.threshold.reason,
+             "anchor": f"claim-{t.claim_id}" if t.claim_id else ""}
+            for t in a.thresholds if t.suite == suite]
+
+
+def _claims(a: Analysis) -> list[dict]:
+    out = []
+    for cv in a.claims:
+        checks = []
+        for k in cv.checks:
+            ctl = k.check.control
+            if ctl is None:
+                control, control_outcome = "none", "-"
+            else:
+                control = f"{ctl.text} ({ctl.metric} {ctl.op} " + (
+                    f"{F.fmt(ctl.factor)} x {ctl.than})" if ctl.than and ctl.factor != 1 else f"{ctl.than or F.fmt(ctl.value)})")
+                if k.control is None:
+                    control_outcome = "not measured"
+                else:
+                    control_outcome = (f"{F.fmt(k.control.median)} {k.control.unit} vs "
+                                       f"{F.fmt(k.control_reference)}: "
+                                       + ("differs as expected" if k.control_held else "did NOT differ"))
+            checks.append({"check": F.check_text(k.check), "measured": F.describe(k.summary),
+                           "control": control, "control_outcome": control_outcome,
+                           "held": k.control_held, "verdict": k.outcome.value, "css": F.css_class(k.outcome),
+                           "reason": k.reason, "band_reason": k.check.band_reason, "where": f"{k.check.suite} / {k.check.case}"})
+        out.append({"id": cv.id, "section": cv.claim.section, "text": cv.claim.text, "verdict": cv.outcome.value,
+                    "css": F.css_class(cv.outcome), "note": cv.note, "differs": cv.claim.differs, "checks": checks})
+    return out
+
+
+def _monitoring(run: RunData) -> dict | None:
+    mon = run.monitoring
+    if not isinstance(mon, dict):
+        return None
+    from harness.report.views import monitoring as monitoring_view
+
+    blocks = monitoring_view.blocks(mon) if mon.get("status") == "ok" else []
+    legacy_charts = [views.Chart(c.get("title", ""), c.get("series", []), c.get("x_label", ""), c.get("y_label", ""))
+                     for c in mon.get("charts", [])]
+    return {"status": mon.get("status", ""), "reason": mon.get("reason", ""),
+            "charts": [svg(b) for b in blocks if isinstance(b, views.Chart)] + [svg(c) for c in legacy_charts],
+            "tables": [_table(b) for b in blocks if isinstance(b, views.Table)]
+            + [{"title": t.get("title", ""), "columns": t.get("columns", []), "note": "",
+                "rows": [[_cell(c) for c in r] for r in t.get("rows", [])]} for t in mon.get("tables", [])]}
 
 
 def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = None) -> dict:
     man = run.manifest
-    counts = {k: sum(t.verdict == k for t in a.thresholds) for k in ("pass", "fail", "missing", "skipped")}
+    counts = a.counts()
     suites = []
-    for name, spec in run.suites.items():
+    for name, srun in run.suites.items():
+        blocks = views.build(run, a, name)
         cases = []
-        for c in spec.get("cases", []):
-            cs = a.case_status(name, c["name"])
-            recs = [r for r in run.records if r.suite == name and r.case == c["name"]]
+        for c in srun.cases:
+            cs = a.case_status(name, c.name)
+            recs = [r for r in run.records if r.suite == name and r.case == c.name]
+            own = [b for b in blocks if b.case == c.name] or _legacy_blocks(run, name, c.name)
             cases.append({
-                "name": c["name"], "driver": c["driver"], "description": c.get("description", ""),
-                "params": ", ".join(f"{k}={v}" for k, v in c.get("params", {}).items()),
+                "name": c.name, "driver": c.driver, "description": c.description,
+                "params": ", ".join(f"{k}={v}" for k, v in c.params.items()),
                 "statuses": ", ".join(f"{n} {k}" for k, n in (cs.statuses.items() if cs else [])) or "not run",
                 "reasons": cs.reasons if cs else [],
-                "metrics": [m for m in a.metrics if m.suite == name and m.case == c["name"]],
-                "percentile_charts": percentile_charts(a, name, c["name"]),
-                "details": _detail_blocks(run, name, c["name"]),
-                "servers": _server_summary(run, name, c["name"]),
+                "metrics": [{"name": m.metric, "median": F.fmt(m.median), "min": F.fmt(m.min), "max": F.fmt(m.max),
+                             "unit": m.unit, "n": len(m.values), "spread": f"{m.spread * 100:.1f}%" if m.spread != float("inf") else "inf",
+                             "noisy": m.noisy, "note": m.note}
+                            for m in a.metrics if m.suite == name and m.case == c.name],
+                "percentile_charts": percentile_charts(a, name, c.name),
+                "charts": [svg(b) for b in own if isinstance(b, views.Chart)],
+                "tables": [_table(b) for b in own if isinstance(b, views.Table)],
+                "servers": _server_summary(run, name, c.name),
                 "raw": sorted({f for r in recs for f in r.raw_files}),
+                "hosts": sorted({str(r.details.get("ran_on")) for r in recs if r.details.get("ran_on")}),
             })
-        suites.append({"name": name, "description": spec.get("description", ""), "claim": spec.get("claim", {}),
-                       "profile": spec.get("profile"), "profile_description": spec.get("profile_description", ""),
-                       "repetitions": spec.get("repetitions"),
-                       "thresholds": [t for t in a.thresholds if t.suite == name], "cases": cases})
-    host = man.get("host", {})
+        suite_blocks = [b for b in blocks if not b.case]
+        suites.append({"name": name, "description": srun.description, "claim": srun.claim,
+                       "profile": srun.profile, "profile_description": srun.profile_description,
+                       "repetitions": srun.repetitions, "conditions": srun.conditions,
+                       "thresholds": _thresholds(a, name), "cases": cases,
+                       "charts": [svg(b) for b in suite_blocks if isinstance(b, views.Chart)],
+                       "tables": [_table(b) for b in suite_blocks if isinstance(b, views.Table)]})
+    host = man.get("host", {}) if isinstance(man.get("host"), dict) else {}
+    git = man.get("git", {}) if isinstance(man.get("git"), dict) else {}
     env = [("CPU", f"{host.get('cpu_model', '?')} ({host.get('cpu_logical', '?')} logical cores)"),
            ("Memory", f"{host.get('memory_total_gib', '?')} GiB"), ("Kernel", host.get("kernel", "?")),
            ("Python", host.get("python", "?")),
-           ("GPU", _gpu_line(man.get("gpu", {}))),
-           ("Git revision", f"{man.get('git', {}).get('revision', '?')}{' (uncommitted changes)' if man.get('git', {}).get('dirty') else ''}")]
-    tools = [(k, v.get("version") or v.get("missing") or "-") for k, v in man.get("tools", {}).items()]
-    packages = [(k, v or "not installed") for k, v in man.get("packages", {}).items()]
-    servers = [(k, v.get("redis_version") or v.get("error"), v.get("role") or "") for k, v in man.get("servers", {}).items()]
-    mon = man.get("monitoring")
-    monitoring = None
-    if mon is not None:
-        monitoring = {"status": mon.get("status", ""), "reason": mon.get("reason", ""),
-                      "charts": [Markup(chart(c.get("title", ""), c.get("series", []), c.get("x_label", ""),
-                                              c.get("y_label", ""), c.get("kind", "line")))
-                                 for c in mon.get("charts", [])],
-                      "tables": mon.get("tables", [])}
+           ("GPU", _gpu_line(man.get("gpu", {}) if isinstance(man.get("gpu"), dict) else {})),
+           ("Git revision", f"{git.get('revision', '?')}{' (uncommitted changes)' if git.get('dirty') else ''}")]
+    tools = [(k, (v or {}).get("version") or (v or {}).get("missing") or "-")
+             for k, v in (man.get("tools") or {}).items() if isinstance(v, dict)]
+    packages = [(k, v or "not installed") for k, v in (man.get("packages") or {}).items()]
+    servers = [(k, v.get("redis_version") or v.get("error"), v.get("role") or "")
+               for k, v in (man.get("servers") or {}).items() if isinstance(v, dict)]
+    interrupted = run.interrupted
     return {
-        "title": f"Cache reproduction report - {man.get('run_id', run.run_dir.name)}",
+        "title": f"Cache reproduction report - {man.get('run_id', run.run_dir.name)}", "csp": CSP,
         "run_id": man.get("run_id", run.run_dir.name), "profile": man.get("profile"),
         "target": man.get("target"), "started": _time(man.get("started")), "ended": _time(man.get("ended")),
-        "duration": f"{(man.get('ended') or 0) - (man.get('started') or 0):.0f} s" if man.get("ended") else "-",
-        "exit_code": a.exit_code, "exit_reason": a.exit_reason, "counts": counts, "suites": suites,
-        "claims": a.claims, "env": env, "tools": tools, "packages": packages, "servers": servers,
-        "monitoring": monitoring, "comparison": comparison,
+        "duration": f"{(man.get('ended') or 0) - (man.get('started') or 0):.0f} s"
+        if isinstance(man.get("ended"), (int, float)) and isinstance(man.get("started"), (int, float)) else "-",
+        "exit_code": a.exit_code, "exit_reason": a.exit_reason,
+        "counts": {v.value: n for v, n in counts.items()}, "suites": suites,
+        "claims": _claims(a), "env": env, "tools": tools, "packages": packages, "servers": servers,
+        "monitoring": _monitoring(run), "comparison": comparison,
+        "interrupted": None if not interrupted else
+        {"at": _time(interrupted.get("at")), "case": interrupted.get("case", ""), "signal": interrupted.get("signal", "")},
+        "hosts": man.get("hosts") if isinstance(man.get("hosts"), dict) else {},
         "generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
     }
 
@@ -138,21 +224,22 @@ def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = Non
 def _gpu_line(gpu: dict) -> str:
     if not gpu.get("present"):
         return gpu.get("reason") or "no GPU"
-    return "; ".join(f"{g['name']} ({g['memory_total_mib']} MiB)" for g in gpu.get("gpus", [])) + \
+    return "; ".join(f"{g.get('name')} ({g.get('memory_total_mib')} MiB)" for g in gpu.get("gpus", [])) + \
         f", driver {gpu.get('driver', '?')}"
 
 
 def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(str(REPORTS_DIR / "templates")),
                       autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
-    env.filters["fmt"] = fmt
+    env.filters["fmt"] = F.fmt
     return env
 
 
 def render_html(run: RunData, a: Analysis, comparison: list[dict] | None = None) -> str:
     env = _env()
     css = (REPORTS_DIR / "templates" / "report.css").read_text()
-    return env.get_template("report.html.j2").render(css=Markup(css), **build_context(run, a, comparison))
+    return env.get_template("report.html.j2").render(css=Markup(css), pass_verdict=Verdict.PASS.value,
+                                                     **build_context(run, a, comparison))
 
 
 def render_report(run: RunData, a: Analysis, comparison: list[dict] | None = None,
@@ -160,7 +247,3 @@ def render_report(run: RunData, a: Analysis, comparison: list[dict] | None = Non
     out = out or run.run_dir / REPORT_NAME
     out.write_text(render_html(run, a, comparison))
     return out
-
-
-def escape(s: str) -> str:
-    return html.escape(s)

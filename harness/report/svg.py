@@ -1,9 +1,11 @@
-"""Inline SVG charts (no JavaScript, no external files): line, scatter and bar charts."""
+"""Inline SVG charts (no JavaScript, no external files): line, scatter and bar charts, with
+optional min-max whiskers per point ([x, y, ymin, ymax]). Every text and attribute value
+goes through harness.report.format.esc (quotes included)."""
 
 from __future__ import annotations
 
 import math
-from xml.sax.saxutils import escape
+from harness.report.format import esc as escape
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939")
@@ -34,6 +36,12 @@ def _label(v: float) -> str:
     return f"{v:g}"
 
 
+def _range(p) -> str:
+    if len(p) >= 4 and p[2] is not None and p[3] is not None:
+        return f"; min {p[2]:g}, max {p[3]:g}"
+    return ""
+
+
 def chart(title: str, series: list[dict], x_label: str = "", y_label: str = "",
           kind: str = "line", x_log: bool = False, y_log: bool = False) -> str:
     """series: [{"name": str, "points": [[x, y], ...]}]; x may be strings (categories)."""
@@ -61,7 +69,7 @@ def chart(title: str, series: list[dict], x_label: str = "", y_label: str = "",
         xlo, xhi = min(xs), max(xs)
         if xlo == xhi:
             xlo, xhi = xlo - 1, xhi + 1
-    ys = [ty(p[1]) for p in pts_all]
+    ys = [ty(v) for p in pts_all for v in ([p[1]] + [w for w in p[2:4] if w is not None and (not y_log or w > 0)])]
     ylo, yhi = min(ys), max(ys)
     if not y_log:
         ylo = min(0.0, ylo)
@@ -119,10 +127,13 @@ def chart(title: str, series: list[dict], x_label: str = "", y_label: str = "",
                 d = " ".join(f"{x:.1f},{y:.1f}" for x, y, _ in coords)
                 out.append(f'<polyline points="{d}" fill="none" stroke="{color}" stroke-width="1.8"/>')
             for x, y, p in coords:
+                if len(p) >= 4 and p[2] is not None and p[3] is not None and (not y_log or min(p[2], p[3]) > 0):
+                    out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{py(p[2]):.1f}" y2="{py(p[3]):.1f}" '
+                               f'stroke="{color}" stroke-width="1" opacity="0.6"/>')
                 out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{2.5 if kind == "line" else 3}" fill="{color}">'
-                           f'<title>{escape(s["name"])}: ({escape(str(p[0]))}, {p[1]:g})</title></circle>')
+                           f'<title>{escape(s["name"])}: ({escape(str(p[0]))}, {p[1]:g}{_range(p)})</title></circle>')
         ly = MT + 6 + i * 16
         out.append(f'<rect x="{W - MR + 10}" y="{ly}" width="10" height="10" fill="{color}"/>'
-                   f'<text x="{W - MR + 24}" y="{ly + 9}" class="lg">{escape(str(s["name"]))[:22]}</text>')
+                   f'<text x="{W - MR + 24}" y="{ly + 9}" class="lg">{escape(str(s["name"])[:22])}</text>')
     out.append("</svg>")
     return "".join(out)

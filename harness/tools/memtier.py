@@ -11,43 +11,15 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 from dataclasses import dataclass, field
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, register
-from harness.errors import BadInput
-from harness.process import run_tool
+from harness.drivers import Metric
 
 NOT_FOUND = "memtier_benchmark not found"
 SECTION_PREFERENCE = ("ALL STATS",)  # one run: the only section worth reading
 ROW_KINDS = ("Sets", "Gets", "Totals")
 ERROR_PATTERNS = (re.compile(r"Connection error", re.I), re.compile(r"handle error response", re.I),
                   re.compile(r"server returned error", re.I))
-
-PARAMS = {
-    "clients": Param(int, 50, "--clients: connections per thread"),
-    "threads": Param(int, 4, "--threads"),
-    "ratio": Param(str, "1:1", "--ratio SET:GET"),
-    "test_time": Param(int, 10, "--test-time seconds (0: use requests)"),
-    "requests": Param(int, 0, "--requests per client (when test_time is 0)"),
-    "key_maximum": Param(int, 100000, "--key-maximum"),
-    "data_size": Param(int, 32, "--data-size bytes"),
-    "pipeline": Param(int, 1, "--pipeline"),
-    "key_pattern": Param(str, "R:R", "--key-pattern SET:GET"),
-    "percentiles": Param(list, [50, 99, 99.9], "--print-percentiles"),
-    "timeout_s": Param(int, 900, "kill memtier_benchmark after this many seconds"),
-}
-
-
-def _check(where: str, p: dict) -> None:
-    if not re.fullmatch(r"\d+:\d+", p["ratio"]):
-        raise BadInput(f"{where}.ratio: expected SET:GET such as 1:10, got {p['ratio']!r}")
-    if (p["test_time"] > 0) == (p["requests"] > 0):
-        raise BadInput(f"{where}: give exactly one of test_time or requests a positive value")
-    for k in ("clients", "threads", "key_maximum", "data_size", "pipeline"):
-        if p[k] < 1:
-            raise BadInput(f"{where}.{k}: must be at least 1, got {p[k]}")
-
 
 def build_command(p: dict, host: str, port: int, cluster: bool, json_path: str,
                   password: str | None = None) -> list[str]:
@@ -195,24 +167,3 @@ def parse_files(json_text: str, stderr: str = "") -> MemtierResult:
     return parse_json(data, stderr)
 
 
-@register("memtier", params=PARAMS, needs="cluster", check=_check,
-          description="memtier_benchmark with --json-out-file (and --cluster-mode on a cluster)")
-def run(ctx: CaseContext) -> CaseOutcome:
-    if not shutil.which("memtier_benchmark"):
-        return CaseOutcome("skipped", f"{NOT_FOUND} (the Ansible loadgen role installs it on lab hosts)")
-    node = ctx.target.entry
-    json_path = ctx.raw_path("memtier.json")
-    cmd = build_command(ctx.params, node.host, node.port, ctx.target.kind == "cluster",
-                        str(json_path), ctx.target.password)
-    ctx.log(f"memtier_benchmark --clients={ctx.params['clients']} --threads={ctx.params['threads']} --ratio={ctx.params['ratio']}")
-    res = run_tool(cmd, ctx.raw_dir, "memtier", ctx.params["timeout_s"])
-    if res.timed_out or res.returncode not in (0,):
-        return CaseOutcome("failed", res.failure("memtier_benchmark"))
-    if not json_path.exists():
-        return CaseOutcome("invalid", "memtier_benchmark wrote no JSON file (see memtier.stderr)")
-    parsed = parse_files(json_path.read_text(errors="replace"), res.stderr)
-    details = {"command": " ".join(cmd), "section": parsed.chosen,
-               "sections": {n: s.problems for n, s in parsed.sections.items()}}
-    if not parsed.valid:
-        return CaseOutcome("invalid", "; ".join(parsed.problems), parsed.metrics, details)
-    return CaseOutcome("ok", metrics=parsed.metrics, details=details)

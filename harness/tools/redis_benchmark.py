@@ -5,11 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import math
-import shutil
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, register
-from harness.errors import BadInput
-from harness.process import run_tool
+from harness.drivers import Metric
 
 CSV_COLUMNS = {  # redis-benchmark 6.2+ column -> (metric suffix, unit, better)
     "rps": ("rps", "req/s", "higher"),
@@ -23,28 +20,6 @@ CSV_COLUMNS = {  # redis-benchmark 6.2+ column -> (metric suffix, unit, better)
 VALID_TESTS = ("ping_inline", "ping_mbulk", "set", "get", "incr", "lpush", "rpush", "lpop", "rpop",
                "sadd", "hset", "spop", "zadd", "zpopmin", "lrange", "lrange_100", "lrange_300",
                "lrange_500", "lrange_600", "mset", "xadd")
-
-PARAMS = {
-    "tests": Param(list, ["get", "set"], "redis-benchmark -t: the tests to run", VALID_TESTS),
-    "clients": Param(int, 50, "-c: parallel connections"),
-    "requests": Param(int, 100000, "-n: total requests per test"),
-    "data_size": Param(int, 3, "-d: SET/GET value size in bytes"),
-    "pipeline": Param(int, 1, "-P: requests per pipeline"),
-    "keyspace": Param(int, 100000, "-r: random keys from this range (0 = one key)"),
-    "threads": Param(int, 0, "--threads: client threads (0 = single-threaded client)"),
-    "timeout_s": Param(int, 600, "kill redis-benchmark after this many seconds"),
-}
-
-
-def _check(where: str, p: dict) -> None:
-    for k in ("clients", "requests", "data_size", "pipeline"):
-        if p[k] < 1:
-            raise BadInput(f"{where}.{k}: must be at least 1, got {p[k]}")
-    if p["keyspace"] < 0 or p["threads"] < 0:
-        raise BadInput(f"{where}: keyspace and threads must be >= 0")
-    if not p["tests"]:
-        raise BadInput(f"{where}.tests: name at least one test, e.g. [get, set]")
-
 
 def build_command(p: dict, host: str, port: int, cluster: bool, password: str | None = None) -> list[str]:
     cmd = ["redis-benchmark", "-h", host, "-p", str(port), "-t", ",".join(p["tests"]),
@@ -100,16 +75,6 @@ def error_lines(stderr: str) -> list[str]:
             or "Could not connect" in l]
 
 
-def _ping(ctx: CaseContext, node) -> str:
-    import redis
-
-    try:
-        ctx.target.client(node, socket_timeout=3).ping()
-    except redis.RedisError as e:
-        return f"cannot reach Redis at {node.address} ({e}); is the cluster up?"
-    return ""
-
-
 def to_metrics(rows: dict[str, dict[str, float]]) -> tuple[dict[str, Metric], list[str]]:
     """Metrics named TITLE.suffix, and the problems that make the run invalid."""
     metrics, problems = {}, []
@@ -127,33 +92,3 @@ def to_metrics(rows: dict[str, dict[str, float]]) -> tuple[dict[str, Metric], li
     return metrics, problems
 
 
-@register("redis-benchmark", params=PARAMS, needs="cluster", check=_check,
-          description="redis-benchmark --csv against the target (with --cluster on a cluster)")
-def run(ctx: CaseContext) -> CaseOutcome:
-    if not shutil.which("redis-benchmark"):
-        return CaseOutcome("skipped", "redis-benchmark not found (apt-get install redis-tools)")
-    node = ctx.target.entry
-    reachable = _ping(ctx, node)
-    if reachable:  # redis-benchmark retries a refused connection until it is killed
-        return CaseOutcome("failed", reachable)
-    cmd = build_command(ctx.params, node.host, node.port, ctx.target.kind == "cluster", ctx.target.password)
-    ctx.log(f"redis-benchmark -t {','.join(ctx.params['tests'])} -c {ctx.params['clients']} -n {ctx.params['requests']}")
-    res = run_tool(cmd, ctx.raw_dir, "redis-benchmark", ctx.params["timeout_s"])
-    if not res.ok:
-        return CaseOutcome("failed", res.failure("redis-benchmark"))
-    rows = parse_csv(res.stdout)
-    metrics, problems = to_metrics(rows)
-    asked = {t.upper() for t in ctx.params["tests"]} & SIMPLE_TITLES
-    missing = sorted(asked - set(rows))
-    if missing:
-        problems.append(f"no CSV row for {', '.join(missing)}")
-    errors = error_lines(res.stderr)
-    if errors:
-        problems.append(f"error responses ({len(errors)} lines), first: {errors[0]}")
-    if ctx.target.kind == "cluster":  # the topology the numbers were measured on
-        roles = [n.role for n in ctx.target.nodes]
-        metrics["cluster.primaries"] = Metric(roles.count("primary"), "nodes")
-        metrics["cluster.replicas"] = Metric(roles.count("replica"), "nodes")
-    if problems:
-        return CaseOutcome("invalid", "; ".join(problems), metrics)
-    return CaseOutcome("ok", metrics=metrics, details={"command": " ".join(cmd), "rows": rows})

@@ -14,7 +14,7 @@ from statistics import median
 
 import numpy as np
 
-from harness.experiments.kv.codecs import CodecError, plain_copy
+from harness.experiments.kv_tiers.codecs import CodecError, plain_copy
 
 
 @dataclass

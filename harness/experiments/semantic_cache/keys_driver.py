@@ -11,9 +11,9 @@ import numpy as np
 
 from harness.drivers import CaseContext, CaseOutcome, Metric, Param, register
 from harness.errors import BadInput
-from harness.experiments.semantic import common, datasets
-from harness.experiments.semantic import keys as K
-from harness.experiments.semantic import metrics as M
+from harness.experiments.semantic_cache import common, datasets
+from harness.experiments.semantic_cache import keys as K
+from harness.experiments.semantic_cache import metrics as M
 
 PARAMS = {
     **common.dataset_params(),
@@ -67,7 +67,7 @@ COLUMNS = ["scheme", "setting", "queries", "hits", "correct", "wrong", "hits on 
            "hit rate %", "precision %", "recall %"]
 
 
-@register("semantic-keys", params=PARAMS, needs="cluster", check=_check,
+@register("semantic-cache-keys", params=PARAMS, needs="cluster", check=_check,
           description="semantic cache keys: exact hash, 64-bit LSH, cosine NN; sweeps and latency split")
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
@@ -75,7 +75,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
     wl = datasets.workload(ds, p["insert_fraction"], p["split_seed"])
     seed = p["lsh_seed"] + ctx.repetition - 1
     ctx.log(f"{wl.name}; {len(wl.queries)} queries; LSH seed {seed}")
-    from harness.experiments.semantic.embed import Embedder, cached_encode
+    from harness.experiments.semantic_cache.embed import Embedder, cached_encode
 
     with common.torch_threads(p["torch_threads"]):
         emb = Embedder.load()
@@ -91,7 +91,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
                        "file": "lsh_projection.npy", "sha256_of_float32": _sha(proj)})
     ins_sig, q_sig = K.signatures(ins_vec, proj), K.signatures(q_vec, proj)
 
-    from harness.experiments.semantic.store import Entry, Store
+    from harness.experiments.semantic_cache.store import Entry, Store
 
     client = ctx.target.cluster_client()
     store = Store(client, p["ttl_s"], p["bands"])
@@ -258,7 +258,7 @@ def _latency(ctx, p, wl, store, emb, proj) -> dict[str, Metric]:
 
 def _dataset_extras(ctx, p, ds, wl, emb, proj, details) -> dict[str, Metric]:
     out: dict[str, Metric] = {}
-    from harness.experiments.semantic.embed import cached_encode
+    from harness.experiments.semantic_cache.embed import cached_encode
 
     if ds.fmt == "pairs":
         with common.torch_threads(p["torch_threads"]):

@@ -9,7 +9,7 @@ import numpy as np
 
 from harness.drivers import Metric, Param
 from harness.errors import BadInput
-from harness.experiments.semantic import datasets
+from harness.experiments.semantic_cache import datasets
 
 KEY_PATTERNS = ("hash_*", "hashn_*", "sem_*", "semb*", "semnn_*", "tpl_*", "tplsem_*")
 

@@ -143,7 +143,7 @@ def _flushall(target, node) -> None:
         c.close()
 
 
-@register("cold-node", params=PARAMS, needs="cluster", check=_check,
+@register("cold-start-flush", params=PARAMS, needs="cluster", check=_check,
           description="one primary flushed under steady cache-aside traffic: backing-store reads per second")
 def run(ctx: CaseContext) -> CaseOutcome:
     from redis.crc import key_slot
@@ -229,7 +229,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
                             f"though 1.8^6 and 1.8^7 give 3401 and 6122). {trace.n_distinct} distinct keys, "
                             f"rate {p['rate']}/s, {p['threads']} threads, TTL {p['ttl_s']} s, seed {seed}.",
                     "columns": ["second", "requests", "store reads (all)", "store reads (cold node)", "hit rate %",
-                                "claimed cold-node QPS"],
+                                "claimed cold-start-flush QPS"],
                     "rows": rows}],
         "charts": [{"title": "Backing-store reads per second (flush at 0)", "x_label": "seconds since the flush",
                     "y_label": "reads/s", "kind": "line",

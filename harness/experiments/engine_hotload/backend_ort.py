@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.experiments.engine.lifecycle import (Engine, EngineError, Profile, TensorSpec,
+from harness.experiments.engine_hotload.lifecycle import (Engine, EngineError, Profile, TensorSpec,
                                                   implicit_profile)
 
 OPT_LEVELS = ("disabled", "basic", "extended", "all")

@@ -45,7 +45,7 @@ def _try(target, node, user: str, password: str, cmd: str, args: tuple) -> str:
         c.close()
 
 
-@register("redis-acl", params=PARAMS, needs="cluster",
+@register("redis-cluster-acl", params=PARAMS, needs="cluster",
           description="a read-only cache user from ACL rules, tried on the cluster")
 def run(ctx: CaseContext) -> CaseOutcome:
     tgt = ctx.target

@@ -10,8 +10,8 @@ import numpy as np
 
 from harness.drivers import CaseContext, CaseOutcome, Metric, Param, register
 from harness.errors import BadInput
-from harness.experiments.semantic import common, datasets
-from harness.experiments.semantic import keys as K
+from harness.experiments.semantic_cache import common, datasets
+from harness.experiments.semantic_cache import keys as K
 
 PARAMS = {
     "dataset": Param(str, datasets.DEFAULT_DATASET, "texts to embed (any supported format)"),
@@ -44,11 +44,11 @@ def texts_of(ds: datasets.Dataset) -> list[str]:
     return [r[1] for r in ds.rows]
 
 
-@register("semantic-embed-perf", params=PARAMS, check=_check,
+@register("semantic-cache-embed-perf", params=PARAMS, check=_check,
           description="embedding throughput (ours vs sentence-transformers), single-query rate, LSH signing speed")
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
-    from harness.experiments.semantic.embed import Embedder
+    from harness.experiments.semantic_cache.embed import Embedder
 
     texts = texts_of(datasets.load(p["dataset"], p["dataset_format"]))
     texts = (texts * (p["texts"] // len(texts) + 1))[:p["texts"]]

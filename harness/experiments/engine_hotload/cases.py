@@ -38,7 +38,7 @@ COMMON = {
 
 
 def _check_common(where: str, p: dict) -> None:
-    from harness.experiments.engine.lifecycle import parse_buckets
+    from harness.experiments.engine_hotload.lifecycle import parse_buckets
 
     try:
         parse_buckets(p["buckets"])
@@ -65,7 +65,7 @@ def _path(p: str) -> Path:
 
 @lru_cache(maxsize=4)
 def _feeds(texts_path: str):
-    from harness.experiments.engine.workload import TextFeeds, load_texts
+    from harness.experiments.engine_hotload.workload import TextFeeds, load_texts
 
     return TextFeeds(load_texts(_path(texts_path)))
 
@@ -74,8 +74,8 @@ class _Served:
     """What a case serves: the engine file, its manifest verifier, and how to open it."""
 
     def __init__(self, ctx: CaseContext):
-        from harness.experiments.engine.export import engine_cache_dir, minilm_onnx
-        from harness.experiments.engine.lifecycle import parse_buckets
+        from harness.experiments.engine_hotload.export import engine_cache_dir, minilm_onnx
+        from harness.experiments.engine_hotload.lifecycle import parse_buckets
 
         p = ctx.params
         self.params, self.backend = p, p["backend"]
@@ -88,7 +88,7 @@ class _Served:
             onnx = minilm_onnx(log=ctx.log)
         self.onnx = onnx
         if self.backend == "trt":
-            from harness.experiments.engine.backend_trt import cached_plan
+            from harness.experiments.engine_hotload.backend_trt import cached_plan
 
             self.file = cached_plan(onnx, p["trt_profiles"], engine_cache_dir(), log=ctx.log)
         else:
@@ -102,7 +102,7 @@ class _Served:
         return {}
 
     def open(self, path: Path | None = None, label: str = "", verifier=None):
-        from harness.experiments.engine.lifecycle import open_engine
+        from harness.experiments.engine_hotload.lifecycle import open_engine
 
         path = path or self.file
         return open_engine(self.backend, path, verifier=verifier or self.verifier, label=label or path.name,
@@ -112,7 +112,7 @@ class _Served:
 def trusted_manifest(file: Path):
     """The SHA-256 manifest kept next to a cached engine file (written when the file was made
     or first seen), as a Verifier; every load checks the file against it."""
-    from harness.experiments.engine.signing import Verifier, write_manifest
+    from harness.experiments.engine_hotload.signing import Verifier, write_manifest
 
     man = file.with_name(file.name + ".manifest.json")
     if not man.exists():
@@ -123,7 +123,7 @@ def trusted_manifest(file: Path):
 def _skip_reason(ctx: CaseContext) -> str | None:
     if ctx.params["backend"] != "trt":
         return None
-    from harness.experiments.engine.backend_trt import unavailable_reason
+    from harness.experiments.engine_hotload.backend_trt import unavailable_reason
 
     why = unavailable_reason()
     return f"TensorRT case skipped: {why}" if why else None
@@ -141,7 +141,7 @@ def _env_details(served: _Served, engine) -> dict:
            "io": [t.to_json() for t in engine.io()], "profiles": [p.to_json() for p in engine.profiles()],
            "memory": engine.memory()}
     if served.backend == "trt":
-        from harness.experiments.engine.backend_trt import environment
+        from harness.experiments.engine_hotload.backend_trt import environment
 
         out["tensorrt_environment"] = environment()
     else:
@@ -153,13 +153,13 @@ def _env_details(served: _Served, engine) -> dict:
 
 # ---- cold start ----------------------------------------------------------------------------
 
-@register("engine-cold-start", params={**COMMON, "cold_starts": Param(int, 5, "fresh loads per repetition")},
+@register("engine-hotload-cold-start", params={**COMMON, "cold_starts": Param(int, 5, "fresh loads per repetition")},
           check=_check_common,
           description="From nothing to the first result: read, verify, deserialize/session, contexts, first inference")
 def cold_start(ctx: CaseContext) -> CaseOutcome:
     if (why := _skip_reason(ctx)):
         return CaseOutcome("skipped", why)
-    from harness.experiments.engine.lifecycle import open_engine
+    from harness.experiments.engine_hotload.lifecycle import open_engine
 
     served = _Served(ctx)
     b0 = served.buckets[0]
@@ -225,7 +225,7 @@ def steady_state(engine, buckets, feeds, n: int) -> dict[str, list[float]]:
     return out
 
 
-@register("engine-prewarm", params=PREWARM_PARAMS, check=_check_common,
+@register("engine-hotload-prewarm", params=PREWARM_PARAMS, check=_check_common,
           description="First request per shape bucket with and without prewarm, against steady-state p50/p99")
 def prewarm(ctx: CaseContext) -> CaseOutcome:
     if (why := _skip_reason(ctx)):
@@ -325,7 +325,7 @@ def _second_version(served: _Served) -> Path:
     the same model saved once (another file, same IO); for TensorRT, the same plan."""
     if served.backend != "ort":
         return served.file
-    from harness.experiments.engine.backend_ort import save_optimized
+    from harness.experiments.engine_hotload.backend_ort import save_optimized
 
     dst = served.file.with_name(served.file.stem + "-ortopt.onnx")
     return save_optimized(served.file, dst, "extended")
@@ -333,7 +333,7 @@ def _second_version(served: _Served) -> Path:
 
 def _run_stream(ctx: CaseContext, served: _Served, slot, p: dict, t0: float, actions):
     """Run the request stream around `actions(stream)`; returns the stream's records."""
-    from harness.experiments.engine.workload import RequestStream
+    from harness.experiments.engine_hotload.workload import RequestStream
 
     feeds = served.feeds
 
@@ -349,14 +349,14 @@ def _run_stream(ctx: CaseContext, served: _Served, slot, p: dict, t0: float, act
     return records
 
 
-@register("engine-hot-swap", params=SWAP_PARAMS, check=_check_common,
+@register("engine-hotload-hot-swap", params=SWAP_PARAMS, check=_check_common,
           description="Hot swaps under a steady multi-threaded request stream: failures, switch time, memory peak")
 def hot_swap(ctx: CaseContext) -> CaseOutcome:
     if (why := _skip_reason(ctx)):
         return CaseOutcome("skipped", why)
-    from harness.experiments.engine.gpu import MemorySampler, peak_extra
-    from harness.experiments.engine.swap import EngineSlot
-    from harness.experiments.engine.workload import summary, windows
+    from harness.experiments.engine_hotload.gpu import MemorySampler, peak_extra
+    from harness.experiments.engine_hotload.swap import EngineSlot
+    from harness.experiments.engine_hotload.workload import summary, windows
 
     p = ctx.params
     served = _Served(ctx)
@@ -493,7 +493,7 @@ def hot_swap(ctx: CaseContext) -> CaseOutcome:
 
 def incompatible_variants(folder: Path) -> list[tuple[str, Path, bool]]:
     """(what differs, ONNX file, should be refused) for the refused-swap case."""
-    from harness.experiments.engine.export import tiny_onnx
+    from harness.experiments.engine_hotload.export import tiny_onnx
 
     dyn = ("batch", "sequence")
     return [
@@ -512,15 +512,15 @@ def incompatible_variants(folder: Path) -> list[tuple[str, Path, bool]]:
     ]
 
 
-@register("engine-incompatible-swap", params={**COMMON, "threads": Param(int, 2, "request threads during the attempts"),
+@register("engine-hotload-incompatible-swap", params={**COMMON, "threads": Param(int, 2, "request threads during the attempts"),
                                               "interval_ms": Param(float, 10.0, "per-thread request interval")},
           check=_check_common,
           description="Swaps to models with other IO tensors are refused, naming the tensor; the old engine serves on")
 def incompatible_swap(ctx: CaseContext) -> CaseOutcome:
     if (why := _skip_reason(ctx)):
         return CaseOutcome("skipped", why)
-    from harness.experiments.engine.signing import Verifier, write_manifest
-    from harness.experiments.engine.swap import EngineSlot, IncompatibleEngine
+    from harness.experiments.engine_hotload.signing import Verifier, write_manifest
+    from harness.experiments.engine_hotload.swap import EngineSlot, IncompatibleEngine
 
     p = ctx.params
     served = _Served(ctx)
@@ -528,8 +528,8 @@ def incompatible_swap(ctx: CaseContext) -> CaseOutcome:
     folder.mkdir(parents=True, exist_ok=True)
     variants = incompatible_variants(folder)
     if served.backend == "trt":
-        from harness.experiments.engine.backend_trt import cached_plan
-        from harness.experiments.engine.export import engine_cache_dir
+        from harness.experiments.engine_hotload.backend_trt import cached_plan
+        from harness.experiments.engine_hotload.export import engine_cache_dir
 
         variants = [(w, cached_plan(f, p["trt_profiles"] if "seq16" not in f.name else [[[1, 16], [4, 16], [8, 16]]],
                                     engine_cache_dir(), log=ctx.log), r) for w, f, r in variants]
@@ -589,7 +589,7 @@ class _CountingOrt:
 
     @classmethod
     def make(cls):
-        from harness.experiments.engine.backend_ort import OrtEngine
+        from harness.experiments.engine_hotload.backend_ort import OrtEngine
 
         class Counting(OrtEngine):
             def _deserialize(self, data, path):
@@ -599,15 +599,15 @@ class _CountingOrt:
         return Counting()
 
 
-@register("engine-signed-load", params={**COMMON}, check=_check_common,
+@register("engine-hotload-signed-load", params={**COMMON}, check=_check_common,
           description="SHA-256 manifest with an Ed25519 signature: verified load, and refused tampered, unknown and "
                       "unsigned files before deserialization")
 def signed_load(ctx: CaseContext) -> CaseOutcome:
     if ctx.params["backend"] != "ort":
         return CaseOutcome("skipped", "the signature check is backend-independent (it runs on the file's bytes "
                                       "before deserialization); it is measured with backend ort")
-    from harness.experiments.engine.export import tiny_onnx
-    from harness.experiments.engine.signing import (ModelRefused, Verifier, generate_keypair, sign_manifest,
+    from harness.experiments.engine_hotload.export import tiny_onnx
+    from harness.experiments.engine_hotload.signing import (ModelRefused, Verifier, generate_keypair, sign_manifest,
                                                     write_manifest)
 
     served = _Served(ctx)
@@ -630,7 +630,7 @@ def signed_load(ctx: CaseContext) -> CaseOutcome:
     data = bytearray(tiny.read_bytes())
     data[len(data) // 2] ^= 0x01  # one bit flipped
     tampered.write_bytes(bytes(data))
-    from harness.experiments.engine.signing import sha256_bytes
+    from harness.experiments.engine_hotload.signing import sha256_bytes
 
     doc["files"]["tiny.onnx"]["sha256"] = sha256_bytes(bytes(data))  # an attacker edits the manifest too
     edited.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.experiments.semantic import keys as K
+from harness.experiments.semantic_cache import keys as K
 
 TTL_S = 300
 

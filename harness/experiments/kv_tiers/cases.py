@@ -1,4 +1,4 @@
-"""The kv-tiers suite's drivers: kv-codecs, kv-tier-latency and kv-ttft.
+"""The kv-tiers suite's drivers: kv-tiers-codecs, kv-tiers-latency and kv-ttft.
 
 Heavy imports (torch, transformers, lmdb, redis) happen inside the drivers.
 """
@@ -45,7 +45,7 @@ def _check_common(where: str, p: dict) -> None:
 
 
 def _text_path(p: dict) -> Path:
-    from harness.experiments.kv.extract import DEFAULT_TEXT
+    from harness.experiments.kv_tiers.extract import DEFAULT_TEXT
 
     return Path(p["text_path"]) if p["text_path"] else DEFAULT_TEXT
 
@@ -77,8 +77,8 @@ def _model(ctx: CaseContext):
     """(tokenizer, model, device), warmed up by one short forward pass."""
     import torch
 
-    from harness.experiments.kv import extract
-    from harness.experiments.kv.tiers import default_device
+    from harness.experiments.kv_tiers import extract
+    from harness.experiments.kv_tiers.tiers import default_device
     from harness.models import smollm2
 
     torch.set_grad_enabled(False)
@@ -102,7 +102,7 @@ def _env_note(device: str) -> str:
     return (f"model and L1 on {device}; torch {torch.__version__} with {torch.get_num_threads()} threads")
 
 
-# ---- kv-codecs ---------------------------------------------------------------------------
+# ---- kv-tiers-codecs ---------------------------------------------------------------------------
 
 CODEC_PARAMS = {
     **COMMON,
@@ -126,11 +126,11 @@ def _check_codecs(where: str, p: dict) -> None:
             raise BadInput(f"{where}.codecs: must include {need} (the claim compares json with aligned128)")
 
 
-@register("kv-codecs", params=CODEC_PARAMS, needs="cluster", check=_check_codecs,
+@register("kv-tiers-codecs", params=CODEC_PARAMS, needs="cluster", check=_check_codecs,
           description="encode/decode time, bytes and store-plus-fetch QPS of real SmolLM2 KV chunks per codec")
 @_with_threads
 def run_codecs(ctx: CaseContext) -> CaseOutcome:
-    from harness.experiments.kv import codec_bench, codecs, extract
+    from harness.experiments.kv_tiers import codec_bench, codecs, extract
 
     p = ctx.params
     tok, model, device = _model(ctx)
@@ -218,7 +218,7 @@ def _codec_outcome(results: dict, p: dict, shape: list, device: str) -> CaseOutc
     return CaseOutcome("ok", metrics=metrics, details={"tables": [table], "codecs": results})
 
 
-# ---- kv-tier-latency ---------------------------------------------------------------------
+# ---- kv-tiers-latency ---------------------------------------------------------------------
 
 TIER_PARAMS = {
     **COMMON,
@@ -251,7 +251,7 @@ class _Store:
     """A TieredStore on the target's cluster and a (temporary) LMDB folder; cleans up."""
 
     def __init__(self, ctx: CaseContext, shape, device: str):
-        from harness.experiments.kv import codecs, tiers
+        from harness.experiments.kv_tiers import codecs, tiers
 
         p = ctx.params
         self.tmp = None if p["l3_dir"] else tempfile.mkdtemp(prefix="kv-l3-")
@@ -283,14 +283,14 @@ def _latency_metrics(name: str, seconds: list[float], metrics: dict) -> None:
         metrics[f"{name}.p99_us"] = Metric(_pct(us, 99), "us", "lower")
 
 
-@register("kv-tier-latency", params=TIER_PARAMS, needs="cluster", check=_check_tiers,
+@register("kv-tiers-latency", params=TIER_PARAMS, needs="cluster", check=_check_tiers,
           description="per-tier access latency and hits of real KV chunks in L1 / L2 (Redis Cluster) / L3 (LMDB)")
 @_with_threads
 def run_tiers(ctx: CaseContext) -> CaseOutcome:
     import torch
 
-    from harness.experiments.kv import extract
-    from harness.experiments.kv.ttft import prepare_tier
+    from harness.experiments.kv_tiers import extract
+    from harness.experiments.kv_tiers.ttft import prepare_tier
 
     p = ctx.params
     tok, model, device = _model(ctx)
@@ -393,7 +393,7 @@ def _small_get_latency(client, prefix: str, n: int) -> list[float]:
     return out
 
 
-# ---- kv-ttft -----------------------------------------------------------------------------
+# ---- kv-tiers-ttft -----------------------------------------------------------------------------
 
 TTFT_PARAMS = {
     **{k: v for k, v in TIER_PARAMS.items() if k not in ("prompt_tokens", "rounds")},
@@ -418,11 +418,11 @@ def _check_ttft(where: str, p: dict) -> None:
         raise BadInput(f"{where}: repeats and min_suffix must be at least 1")
 
 
-@register("kv-ttft", params=TTFT_PARAMS, needs="cluster", check=_check_ttft,
+@register("kv-tiers-ttft", params=TTFT_PARAMS, needs="cluster", check=_check_ttft,
           description="time to first token with the prefix KV from L1, L2, L3 or a full prefill, per prompt length")
 @_with_threads
 def run_ttft(ctx: CaseContext) -> CaseOutcome:
-    from harness.experiments.kv import extract, ttft
+    from harness.experiments.kv_tiers import extract, ttft
 
     p = ctx.params
     tok, model, device = _model(ctx)
@@ -444,7 +444,7 @@ def run_ttft(ctx: CaseContext) -> CaseOutcome:
 
 
 def _ttft_outcome(points, p: dict, device: str) -> CaseOutcome:
-    from harness.experiments.kv import ttft
+    from harness.experiments.kv_tiers import ttft
 
     metrics: dict[str, Metric] = {}
     mismatches = sum(pt.mismatches for pt in points)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from harness.errors import EXIT_BAD_INPUT, HarnessError
-from harness.experiments.engine.lifecycle import (Bucket, Engine, FeedsFor, Profile, TensorSpec,
+from harness.experiments.engine_hotload.lifecycle import (Bucket, Engine, FeedsFor, Profile, TensorSpec,
                                                   covering_profiles, served_shapes)
 
 

@@ -13,10 +13,10 @@ import numpy as np
 
 from harness.drivers import CaseContext, CaseOutcome, Metric, Param, register
 from harness.errors import BadInput
-from harness.experiments.semantic import common, datasets
-from harness.experiments.semantic import entity_keys as E
-from harness.experiments.semantic import keys as K
-from harness.experiments.semantic import metrics as M
+from harness.experiments.semantic_cache import common, datasets
+from harness.experiments.semantic_cache import entity_keys as E
+from harness.experiments.semantic_cache import keys as K
+from harness.experiments.semantic_cache import metrics as M
 
 PARAMS = {
     **common.dataset_params(),
@@ -51,14 +51,14 @@ def entity_lsh_key(sig: int, text: str) -> str:
     return f"tplsem_{int(sig):016x}_{hashlib.sha256(ents.encode()).hexdigest()[:16]}"
 
 
-@register("semantic-entity-keys", params=PARAMS, needs="cluster", check=_check,
+@register("semantic-cache-entity-keys", params=PARAMS, needs="cluster", check=_check,
           description="section 3.3: template + entity keys, equal-key dynamic batching vs token / LSH keys")
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
     ds = datasets.load(p["dataset"], p["dataset_format"])
     wl = datasets.workload(ds, p["insert_fraction"], p["split_seed"])
-    from harness.experiments.semantic.embed import Embedder, cached_encode
-    from harness.experiments.semantic.store import Entry, Store
+    from harness.experiments.semantic_cache.embed import Embedder, cached_encode
+    from harness.experiments.semantic_cache.store import Entry, Store
 
     with common.torch_threads(p["torch_threads"]):
         emb = Embedder.load()

@@ -111,7 +111,7 @@ class Verifier:
             raw = self.manifest_path.read_bytes()
         except FileNotFoundError:
             raise BadInput(f"manifest {manifest_path} does not exist; write one with "
-                           "harness.experiments.engine.signing.write_manifest") from None
+                           "harness.experiments.engine_hotload.signing.write_manifest") from None
         self.signed = False
         if public_key_path is not None:
             key = _load_public_key(Path(public_key_path))

@@ -29,7 +29,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Callable
 
-from harness.experiments.kv.codecs import decode_tensor
+from harness.experiments.kv_tiers.codecs import decode_tensor
 
 DEFAULT_TTL_S = {"L1": 30.0, "L2": 300.0, "L3": 3600.0}
 DEFAULT_WRITE_BEHIND_EVERY = 500

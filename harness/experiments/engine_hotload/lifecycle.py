@@ -249,11 +249,11 @@ class Engine:
 def open_engine(backend: str, path: Path, *, verifier=None, label: str = "", **options) -> Engine:
     """Load an engine of `backend` from `path` and create its contexts."""
     if backend == "ort":
-        from harness.experiments.engine.backend_ort import OrtEngine
+        from harness.experiments.engine_hotload.backend_ort import OrtEngine
 
         eng: Engine = OrtEngine(label=label, **options)
     elif backend == "trt":
-        from harness.experiments.engine.backend_trt import TrtEngine
+        from harness.experiments.engine_hotload.backend_trt import TrtEngine
 
         eng = TrtEngine(label=label, **options)
     else:

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from statistics import median
 
-from harness.experiments.kv import extract
+from harness.experiments.kv_tiers import extract
 
 TIER_ORDER = ("L1", "L2", "L3")
 

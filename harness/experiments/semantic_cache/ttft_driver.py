@@ -12,9 +12,9 @@ import numpy as np
 
 from harness.drivers import CaseContext, CaseOutcome, Metric, Param, register
 from harness.errors import BadInput
-from harness.experiments.semantic import common, datasets
-from harness.experiments.semantic import keys as K
-from harness.experiments.semantic import metrics as M
+from harness.experiments.semantic_cache import common, datasets
+from harness.experiments.semantic_cache import keys as K
+from harness.experiments.semantic_cache import metrics as M
 
 PARAMS = {
     **common.dataset_params(),
@@ -48,7 +48,7 @@ def _device(p) -> str:
     return p["device"]
 
 
-@register("semantic-ttft", params=PARAMS, needs="cluster", check=_check,
+@register("semantic-cache-ttft", params=PARAMS, needs="cluster", check=_check,
           description="SmolLM2 time to first token without cache, with a hash cache and with the LSH cache")
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
@@ -64,9 +64,9 @@ def run(ctx: CaseContext) -> CaseOutcome:
 def _run(ctx, p, wl, stream, present) -> CaseOutcome:
     import torch
 
-    from harness.experiments.semantic.embed import Embedder, cached_encode
-    from harness.experiments.semantic.store import Entry, Store
-    from harness.experiments.semantic.ttft import ModeResult, PeakRSS, generate, nvml_used_bytes
+    from harness.experiments.semantic_cache.embed import Embedder, cached_encode
+    from harness.experiments.semantic_cache.store import Entry, Store
+    from harness.experiments.semantic_cache.ttft import ModeResult, PeakRSS, generate, nvml_used_bytes
     from harness.models import smollm2
 
     dev = _device(p)

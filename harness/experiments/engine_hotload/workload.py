@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness import stats
 from harness.text_data import texts_from_records
-from harness.experiments.engine.lifecycle import Bucket, TensorSpec, inputs_of, input_shape
+from harness.experiments.engine_hotload.lifecycle import Bucket, TensorSpec, inputs_of, input_shape
 
 VARIANTS = 8  # distinct request batches per bucket, cycled
 
