@@ -8,8 +8,16 @@ import time
 import numpy as np
 import pytest
 
-from harness.experiments.engine_hotload.lifecycle import (Bucket, Profile, TensorSpec, implicit_profile, input_shape,
-                                                  open_engine, parse_buckets, prewarm_plan)
+from harness.experiments.engine_hotload.lifecycle import (
+    Bucket,
+    Profile,
+    TensorSpec,
+    implicit_profile,
+    input_shape,
+    open_engine,
+    parse_buckets,
+    prewarm_plan,
+)
 from harness.experiments.engine_hotload.swap import EngineSlot, IncompatibleEngine, check_compatible, io_problems
 
 BUCKETS = [Bucket(1, 16), Bucket(1, 64), Bucket(8, 16), Bucket(8, 64)]

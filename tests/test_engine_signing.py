@@ -11,8 +11,15 @@ import pytest
 from harness.errors import BadInput
 from harness.experiments.engine_hotload.backend_ort import OrtEngine
 from harness.experiments.engine_hotload.export import tiny_onnx
-from harness.experiments.engine_hotload.signing import (ModelRefused, Verifier, generate_keypair, sha256_bytes,
-                                                sign_manifest, signature_path, write_manifest)
+from harness.experiments.engine_hotload.signing import (
+    ModelRefused,
+    Verifier,
+    generate_keypair,
+    sha256_bytes,
+    sign_manifest,
+    signature_path,
+    write_manifest,
+)
 
 
 class CountingOrt(OrtEngine):

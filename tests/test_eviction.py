@@ -14,8 +14,7 @@ from harness.errors import BadInput
 from harness.experiments.eviction import reference as R
 from harness.experiments.eviction import simulate as S
 from harness.experiments.eviction import traces as T
-from harness.experiments.eviction.redis_replay import (
-    GET_OR_SET, key_names, parse_info, raw_info, replay)
+from harness.experiments.eviction.redis_replay import GET_OR_SET, key_names, parse_info, raw_info, replay
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -5,6 +5,7 @@ goes through harness.report.format.esc (quotes included)."""
 from __future__ import annotations
 
 import math
+
 from harness.report.format import esc as escape
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.experiments.engine_hotload.lifecycle import (Engine, EngineError, Profile, TensorSpec,
-                                                  implicit_profile)
+from harness.experiments.engine_hotload.lifecycle import Engine, EngineError, Profile, TensorSpec, implicit_profile
 
 OPT_LEVELS = ("disabled", "basic", "extended", "all")
 _ORT_TYPES = {"tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(float)": "float32",

@@ -36,8 +36,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.experiments.engine_hotload.lifecycle import (Engine, EngineError, Profile, TensorSpec, covering_profiles,
-                                                  inputs_of)
+from harness.experiments.engine_hotload.lifecycle import (
+    Engine,
+    EngineError,
+    Profile,
+    TensorSpec,
+    covering_profiles,
+    inputs_of,
+)
 
 H2D, D2H = 1, 2  # cudaMemcpyKind
 

@@ -607,8 +607,13 @@ def signed_load(ctx: CaseContext) -> CaseOutcome:
         return CaseOutcome("skipped", "the signature check is backend-independent (it runs on the file's bytes "
                                       "before deserialization); it is measured with backend ort")
     from harness.experiments.engine_hotload.export import tiny_onnx
-    from harness.experiments.engine_hotload.signing import (ModelRefused, Verifier, generate_keypair, sign_manifest,
-                                                    write_manifest)
+    from harness.experiments.engine_hotload.signing import (
+        ModelRefused,
+        Verifier,
+        generate_keypair,
+        sign_manifest,
+        write_manifest,
+    )
 
     served = _Served(ctx)
     work = ctx.raw_dir / "signing"

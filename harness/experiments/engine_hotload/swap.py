@@ -19,8 +19,15 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from harness.errors import EXIT_BAD_INPUT, HarnessError
-from harness.experiments.engine_hotload.lifecycle import (Bucket, Engine, FeedsFor, Profile, TensorSpec,
-                                                  covering_profiles, served_shapes)
+from harness.experiments.engine_hotload.lifecycle import (
+    Bucket,
+    Engine,
+    FeedsFor,
+    Profile,
+    TensorSpec,
+    covering_profiles,
+    served_shapes,
+)
 
 
 class IncompatibleEngine(HarnessError):

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import stats
+from harness.experiments.engine_hotload.lifecycle import Bucket, TensorSpec, input_shape, inputs_of
 from harness.text_data import texts_from_records
-from harness.experiments.engine_hotload.lifecycle import Bucket, TensorSpec, inputs_of, input_shape
 
 VARIANTS = 8  # distinct request batches per bucket, cycled
 

@@ -451,8 +451,9 @@ REDIS_NOTE = ("maxmemory = used_memory of the empty server + target keys x bytes
 @register("eviction-redis", params=REDIS_PARAMS, check=_check_redis,
           description="the trace replayed on standalone redis-servers, one per maxmemory-policy/knob")
 def run_redis(ctx: CaseContext) -> CaseOutcome:
-    from .redis_replay import key_names, replay_standalone
     from harness.redis_server import require_tool
+
+    from .redis_replay import key_names, replay_standalone
 
     require_tool("redis-server")
     p = ctx.params

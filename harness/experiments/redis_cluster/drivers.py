@@ -10,11 +10,9 @@ import shutil
 from harness.drivers import CaseContext, CaseOutcome, Metric, Param, register
 from harness.errors import BadInput
 from harness.process import run_tool
-from harness.tools import memtier as mtool
-from harness.tools import redis_benchmark as rbtool
-from harness.tools.memtier import NOT_FOUND, build_command as memtier_command, parse_files
-from harness.tools.redis_benchmark import (SIMPLE_TITLES, VALID_TESTS, build_command, error_lines, parse_csv,
-                                           to_metrics)
+from harness.tools.memtier import NOT_FOUND, parse_files
+from harness.tools.memtier import build_command as memtier_command
+from harness.tools.redis_benchmark import SIMPLE_TITLES, VALID_TESTS, build_command, error_lines, parse_csv, to_metrics
 
 # ---- redis-benchmark ------------------------------------------------------------------
 BENCHMARK_PARAMS = {
