@@ -70,3 +70,16 @@ cluster-down:
 clean:
 	-$(VENV)/bin/harness cluster down 2>/dev/null
 	rm -rf .harness results .pytest_cache
+
+## The lab in a box: seven simulated hosts (network namespaces on 127.77.0.0/24, each with
+## its own sshd); writes .harness/lab-sim/inventory.yml for make provision / make reproduce.
+DEBIAN_LAB_SIM := $(DEBIAN_RUNTIME) sshd:openssh-server ansible-playbook:ansible prometheus:prometheus \
+	prometheus-redis-exporter:prometheus-redis-exporter prometheus-node-exporter:prometheus-node-exporter
+LAB_SIM_INVENTORY ?= .harness/lab-sim/inventory.yml
+.PHONY: lab-sim-up lab-sim-down
+lab-sim-up:
+	@infra/scripts/ensure-debian-packages.sh $(DEBIAN_LAB_SIM)
+	@infra/lab-sim/up.sh
+
+lab-sim-down:
+	@infra/lab-sim/down.sh

@@ -1,0 +1,15 @@
+# Shared by up.sh, down.sh and status.sh: names, addresses and folders of the simulated lab.
+# Addresses are in 127.77.0.0/24 only (loopback range): bridge .1, hosts .11-.17.
+# shellcheck shell=bash
+LAB_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+LAB_DIR=${LAB_SIM_DIR:-$LAB_REPO/.harness/lab-sim}
+LAB_BRIDGE=ls-br0
+LAB_NET=127.77.0
+LAB_BRIDGE_ADDR=$LAB_NET.1
+LAB_LOCK=/run/lock/lab-sim.lock
+# index -> inventory name; address 127.77.0.1<index>; network namespace ls-h<index>
+LAB_NAMES=(_ redis-1 redis-2 redis-3 redis-4 redis-5 redis-6 loadgen-1)
+LAB_N=7
+
+lab_addr() { echo "$LAB_NET.1$1"; }
+lab_ns() { echo "ls-h$1"; }

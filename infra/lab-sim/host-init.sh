@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# PID 1 of one simulated host (run by up.sh inside the host's network namespace, under
+# `unshare --mount --uts --pid --fork --mount-proc --propagation private`).
+# Gives the host its own hostname, /etc and /var (overlays on the machine's), /run, /tmp
+# and /var/tmp (tmpfs), then runs its sshd and reaps orphans until it is killed.
+# Usage: host-init.sh NAME ADDRESS HOST_DIR HOSTS_FILE
+set -euo pipefail
+name=$1 addr=$2 dir=$3 hosts=$4
+hostname "$name"
+for d in etc var; do
+  mount -t overlay "lab-$d" -o "lowerdir=/$d,upperdir=$dir/upper/$d,workdir=$dir/work/$d" "/$d"
+done
+mount -t tmpfs -o mode=0755 lab-run /run
+mount -t tmpfs -o mode=1777 lab-tmp /tmp
+mount -t tmpfs -o mode=1777 lab-vartmp /var/tmp
+mkdir -p /run/sshd /run/lock
+cp "$hosts" /etc/hosts
+echo "$name" > /etc/hostname
+# sshd in the foreground as this host's only service; everything else comes over SSH.
+/usr/sbin/sshd -D -f "$dir/sshd_config" -E "$dir/sshd.log" &
+sshd_pid=$!
+trap 'kill -KILL -1 2>/dev/null; exit 0' TERM INT
+# PID 1 reaps every orphan (daemonized redis-server, exporters) while sshd runs.
+while kill -0 "$sshd_pid" 2>/dev/null; do
+  wait -n 2>/dev/null || sleep 1
+done
+echo "lab-sim: sshd of $name ($addr) exited" >&2
