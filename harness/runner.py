@@ -296,7 +296,7 @@ def _run_isolated(drv: drivers.Driver, ctx: CaseContext) -> CaseOutcome:
     passed on as they come, its outcome read back from a JSON file."""
     with tempfile.TemporaryDirectory(prefix="harness-case-") as tmp:
         job, out = Path(tmp) / "job.json", Path(tmp) / "outcome.json"
-        job.write_text(json.dumps({"driver": drv.name, "suite": ctx.suite, "case": ctx.case,
+        job.write_text(json.dumps({"driver": drv.name, "module": drv.module, "suite": ctx.suite, "case": ctx.case,
                                    "repetition": ctx.repetition, "profile": ctx.profile, "params": ctx.params,
                                    "raw_dir": str(ctx.raw_dir), "target": ctx.target.to_json(),
                                    "username": ctx.target.username, "outcome": str(out)}))

@@ -7,6 +7,7 @@ the environment (harness.runner.PASSWORD_ENV), never on the command line.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -21,6 +22,8 @@ def main(job_path: str) -> int:
     from harness.target import Target
 
     job = json.loads(Path(job_path).read_text())
+    if job.get("module"):  # the driver's own module registers it (also one outside harness.experiments)
+        importlib.import_module(job["module"])
     out = Path(job["outcome"])
     target = Target.from_json(job["target"])
     target.password = os.environ.get(PASSWORD_ENV) or None
