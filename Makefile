@@ -15,7 +15,8 @@ TORCH_PIP_ARGS ?=
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-DEBIAN_RUNTIME := redis-server:redis-server redis-cli:redis-tools redis-benchmark:redis-tools
+DEBIAN_RUNTIME := redis-server:redis-server redis-cli:redis-tools redis-benchmark:redis-tools \
+	pg_ctlcluster:postgresql
 DEBIAN_TEST := $(DEBIAN_RUNTIME) prometheus:prometheus prometheus-redis-exporter:prometheus-redis-exporter \
 	prometheus-node-exporter:prometheus-node-exporter ansible-playbook:ansible chromium:chromium
 
