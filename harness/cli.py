@@ -58,7 +58,7 @@ def run(suites, profile, target, results_dir, repeat, overrides, base_port, moni
     out = run_suites(list(suites), profile=profile, target=target, results_dir=results_dir, repeat=repeat,
                      overrides=list(overrides), base_port=base_port, monitoring=monitoring,
                      allow_skipped=allow_skipped, log=_log)
-    click.echo(summary_text(out.analysis))
+    click.echo(summary_text(out.analysis, out.suite_wall_s))
     click.echo(f"\nresults: {out.run_dir}\nreport:  {out.report}\njunit:   {out.run_dir / 'junit.xml'}")
     if out.exit_code:
         click.echo(f"exit {out.exit_code}: {out.analysis.exit_reason}", err=True)

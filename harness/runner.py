@@ -39,6 +39,7 @@ class RunOutcome:
     analysis: Analysis
     exit_code: int
     report: Path | None = None
+    suite_wall_s: dict | None = None
 
 
 def parse_overrides(items: list[str]) -> dict[str, dict]:
@@ -165,7 +166,9 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
             try:
                 total = sum(len(p.suite.cases) * p.repetitions for p in plans)
                 done = 0
+                man["suite_wall_s"] = {}
                 for plan in plans:
+                    suite_t0 = time.monotonic()
                     for case in plan.suite.cases:
                         for rep in range(1, plan.repetitions + 1):
                             done += 1
@@ -182,6 +185,7 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
                                 break
                             if rec.bad_input:
                                 raise BadInput(rec.reason)
+                    man["suite_wall_s"][plan.suite.name] = round(time.monotonic() - suite_t0, 1)
                 state["current"] = ""
             finally:
                 man["window"]["end"] = time.time()
@@ -211,7 +215,7 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
         raise interrupt
     if bad_input is not None:
         raise bad_input
-    return RunOutcome(run_dir, a, a.exit_code, report)
+    return RunOutcome(run_dir, a, a.exit_code, report, dict(man.get("suite_wall_s") or {}))
 
 
 @contextlib.contextmanager
