@@ -10,14 +10,53 @@ from pathlib import Path
 
 import click
 
-from harness.errors import EXIT_BAD_INPUT, HarnessError
+from harness.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, BadInput, EnvironmentProblem, HarnessError
 
 
 def _log(msg: str) -> None:
     click.echo(msg, err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+ENVIRONMENT = """Environment variables:
+
+\b
+  HARNESS_MONITORING_PORT  Prometheus port of the local monitoring stack (default 9090)
+  HARNESS_PROMETHEUS_URL   use this Prometheus instead of starting one (--monitoring)
+  HARNESS_LOADGEN          'local': run the load tools here even when the inventory has a loadgen host
+  REDIS_CLUSTER_PASSWORD   the password of an inventory's cluster (never written anywhere)
+  HARNESS_TEST_CLUSTER_PORT  first port of the tests' cluster (pytest)
+  HF_HUB_OFFLINE=1         set by the Makefile: nothing is downloaded at run time
+  NO_COLOR                 any value: no colour in progress lines (colour is only used on a terminal)
+"""
+
+
+def _complete_suites(ctx, param, incomplete):
+    """Shell completion: suite names and SUITE/CASE."""
+    from click.shell_completion import CompletionItem
+
+    try:
+        from harness import spec
+
+        suites = spec.load_all_suites()
+    except Exception:  # a broken spec must not break the shell
+        return []
+    names = [n for s in suites.values() for n in [s.name] + [f"{s.name}/{c.name}" for c in s.cases]]
+    return [CompletionItem(n) for n in names if n.startswith(incomplete)]
+
+
+def _complete_profiles(ctx, param, incomplete):
+    from click.shell_completion import CompletionItem
+
+    try:
+        from harness import spec
+
+        profiles = sorted({p for s in spec.load_all_suites().values() for p in s.profiles})
+    except Exception:
+        return []
+    return [CompletionItem(p) for p in profiles if p.startswith(incomplete)]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=ENVIRONMENT)
 @click.version_option(package_name="llm-cache-harness")
 def cli():
     """Runs LLM-serving cache claims as experiments on real systems and reports
@@ -25,10 +64,20 @@ def cli():
 
 
 @cli.command("list")
-def list_cmd():
+@click.option("--json", "as_json", is_flag=True, help="print JSON (suites, cases, profiles, drivers)")
+def list_cmd(as_json):
     """Suites, their cases and profiles; the registered drivers."""
     from harness import drivers, spec
 
+    if as_json:
+        click.echo(json.dumps({
+            "suites": [{"name": s.name, "file": s.path.name if s.path else None, "description": s.description,
+                        "target": s.target, "profiles": list(s.profiles),
+                        "cases": [{"name": c.name, "driver": c.driver, "description": c.description} for c in s.cases]}
+                       for s in spec.load_all_suites().values()],
+            "drivers": [{"name": n, "module": d.module, "own_process": bool(d.isolate)}
+                        for n, d in sorted(drivers.load_all().items())]}, indent=1))
+        return
     for s in spec.load_all_suites().values():
         click.echo(f"{s.name}  ({s.path.name})  profiles: {', '.join(s.profiles)}")
         click.echo(f"    {s.description.strip().splitlines()[0] if s.description else ''}")
@@ -39,9 +88,13 @@ def list_cmd():
         click.echo(f"    {name}  ({d.module}){'  [own process]' if d.isolate else ''}")
 
 
-@cli.command()
-@click.argument("suites", nargs=-1)
-@click.option("--profile", default="local", show_default=True, help="profile of the suite specs")
+@cli.command(epilog=ENVIRONMENT)
+@click.argument("suites", nargs=-1, shell_complete=_complete_suites)
+@click.option("-k", "keyword", metavar="PATTERN",
+              help="only cases whose SUITE/CASE contains PATTERN (or matches it as a glob: *, ?, [])")
+@click.option("--dry-run", is_flag=True, help="print the plan (suites, cases, repetitions, parameters, target) and exit")
+@click.option("--profile", default="local", show_default=True, help="profile of the suite specs",
+              shell_complete=_complete_profiles)
 @click.option("--target", default="local", show_default=True, help="'local' or an Ansible inventory file")
 @click.option("--results-dir", default="results", show_default=True, type=click.Path(path_type=Path))
 @click.option("--repeat", type=int, default=None, help="repetitions per case (default: the profile's)")
@@ -50,14 +103,30 @@ def list_cmd():
 @click.option("--monitoring", is_flag=True, help="query Prometheus for server-side series of the run")
 @click.option("--allow-skipped", is_flag=True,
               help="accept skipped cases in a profile where a skip fails the run (lab-a100)")
-def run(suites, profile, target, results_dir, repeat, overrides, base_port, monitoring, allow_skipped):
-    """Run SUITES (all when none are named), write the results folder and the report."""
+def run(suites, keyword, dry_run, profile, target, results_dir, repeat, overrides, base_port, monitoring,
+        allow_skipped):
+    """Run SUITES (all when none are named; SUITE/CASE for one case), write the results
+    folder and the report."""
     from harness.runner import run_suites
     from harness.summary import summary_text
 
+    if monitoring:
+        _need_monitoring_client()
+    if dry_run:
+        from harness.runner import make_plans, parse_overrides
+        from harness.selection import choose, plan_lines
+
+        if repeat is not None and not 1 <= repeat <= 1000:
+            raise BadInput(f"--repeat must be between 1 and 1000, got {repeat}")
+        plans = make_plans(choose(list(suites), profile, keyword, _log), profile, repeat,
+                           parse_overrides(list(overrides)))
+        for line in plan_lines(plans, profile=profile, target=target, base_port=base_port, results_dir=results_dir,
+                               monitoring=monitoring):
+            click.echo(line)
+        return
     out = run_suites(list(suites), profile=profile, target=target, results_dir=results_dir, repeat=repeat,
                      overrides=list(overrides), base_port=base_port, monitoring=monitoring,
-                     allow_skipped=allow_skipped, log=_log)
+                     allow_skipped=allow_skipped, log=_log, keyword=keyword)
     click.echo(summary_text(out.analysis, out.suite_wall_s))
     click.echo(f"\nresults: {out.run_dir}\nreport:  {out.report}\njunit:   {out.run_dir / 'junit.xml'}")
     if out.exit_code:
@@ -65,10 +134,22 @@ def run(suites, profile, target, results_dir, repeat, overrides, base_port, moni
     sys.exit(out.exit_code)
 
 
+def _need_monitoring_client() -> None:
+    """--monitoring needs prometheus-api-client (a core dependency): one line if it is gone."""
+    try:
+        import prometheus_api_client  # noqa: F401
+    except ImportError:
+        raise EnvironmentProblem("--monitoring needs the prometheus-api-client package, which is not installed; "
+                                 "run `make setup` (or pip install -c constraints.txt -e .)") from None
+
+
 @cli.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--baseline", type=click.Path(path_type=Path), help="an earlier results folder to compare with")
-def report(run_dir, baseline):
+@click.option("--history", "history", metavar="LOCATION",
+              help="where the history page is (a path relative to the report, or an https URL): "
+                   "threshold and claim rows link to their metric's history")
+def report(run_dir, baseline, history):
     """(Re)render RUN_DIR/report.html from the stored results alone."""
     from harness.analysis import analyze
     from harness.compare import compare
@@ -79,29 +160,58 @@ def report(run_dir, baseline):
     data = load_run(run_dir)
     a = analyze(data)
     comparison = compare(analyze(load_run(baseline)), a) if baseline else None
-    path = render_report(data, a, comparison)
+    path = render_report(data, a, comparison, history=history)
     write_junit(data.run_dir / "junit.xml", a)
     click.echo(f"report: {path}")
 
 
 @cli.command()
-@click.argument("run_a", type=click.Path(path_type=Path))
-@click.argument("run_b", type=click.Path(path_type=Path))
-@click.option("--factor", default=0.05, show_default=True, help="smallest relative change that counts")
-def compare(run_a, run_b, factor):
-    """Per-metric change from RUN_A (baseline) to RUN_B; exit 1 on a regression."""
-    from harness.analysis import analyze
-    from harness.compare import compare as do_compare
-    from harness.results import load_run
-    from harness.summary import comparison_text
+@click.argument("baseline", type=click.Path(path_type=Path))
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--last", default=7, show_default=True,
+              help="when BASELINE is a folder of results folders: pool the last N earlier runs (median of their medians)")
+@click.option("--factor", default=0.05, show_default=True,
+              help="smallest relative change that counts (raised to the baseline's coefficient of variation)")
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
+@click.option("--only-changed", is_flag=True, help="leave out metrics with no change or a change within the noise")
+@click.option("--allow-mismatch", is_flag=True,
+              help="compare even when the profile, host or key versions differ (a warning instead of exit 2)")
+@click.option("--output", type=click.Path(path_type=Path), help="also write the comparison to this file")
+def compare(baseline, run_dir, last, factor, fmt, only_changed, allow_mismatch, output):
+    """Per-metric change from BASELINE to RUN_DIR, regressions first; exit 1 on a
+    regression, 2 when the sides are not comparable or share no metric.
 
-    rows = do_compare(analyze(load_run(run_a)), analyze(load_run(run_b)), factor)
-    if not rows:
-        click.echo("no metric in common between the two runs")
-        return
-    click.echo(comparison_text(rows))
-    if any(r["regression"] for r in rows):
-        sys.exit(1)
+    BASELINE is one earlier results folder, or the folder that holds earlier results
+    folders: then the baseline is the median of the last --last runs that match RUN_DIR's
+    profile, host and versions. A change counts when it is past max(--factor, the
+    baseline's coefficient of variation) and the repetitions clear the baseline's range;
+    a metric whose baseline varies over 10% is marked unstable, never a regression."""
+    from harness import compare as C
+
+    c = C.compare_dirs(baseline, run_dir, last=last, factor=factor, allow_mismatch=allow_mismatch, log=_log)
+    rows = C.changed_only(c.rows) if only_changed else c.rows
+    text = {"text": C.format_text, "markdown": C.format_markdown, "json": C.format_json}[fmt](c, rows)
+    for w in c.warnings:
+        _log(f"warning: {w}")
+    click.echo(text)
+    if output:
+        output.write_text(text if text.endswith("\n") else text + "\n")
+    sys.exit(c.exit_code)
+
+
+@cli.command()
+@click.argument("results_root", type=click.Path(path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(path_type=Path),
+              help="folder for history.html and history.json (default: RESULTS_ROOT)")
+@click.option("--last", type=int, default=None, help="only the last N runs")
+def history(results_root, out_dir, last):
+    """Every metric's history over the results folders under RESULTS_ROOT: one
+    self-contained page (history.html) and history.json, with per-run whiskers, the
+    threshold, annotations and the steps found."""
+    from harness.history import write_history
+
+    html, js = write_history(results_root, out_dir, last, log=_log)
+    click.echo(f"history: {html}\njson:    {js}")
 
 
 @cli.group()
@@ -152,11 +262,27 @@ def cluster_down(host, base_port):
 
 @cluster.command("status")
 @_cluster_opts
-def cluster_status(host, base_port):
-    """Whether the local cluster runs and is healthy."""
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def cluster_status(host, base_port, as_json):
+    """Whether the local cluster runs and is healthy; exit 3 when it is down or unhealthy."""
     from harness.cluster import LocalCluster
 
-    click.echo(json.dumps(LocalCluster(host=host, base_port=base_port).status(), indent=1))
+    c = LocalCluster(host=host, base_port=base_port)
+    st = c.status()
+    if not st.get("running"):
+        problem = c.health_problem()  # one started elsewhere (no state file here) still counts
+        if problem is None:
+            st.update(running=True, health="ok", started_by="another process (no state file here)")
+        else:
+            st["health"] = f"down: {problem}"
+    healthy = st.get("running") and st.get("health") == "ok"
+    if as_json:
+        click.echo(json.dumps({**st, "healthy": bool(healthy)}, indent=1))
+    else:
+        click.echo(f"cluster on {host}:{base_port}-{base_port + 5}: "
+                   + ("healthy" if healthy else ("running, unhealthy: " if st.get("running") else "") + str(st.get("health"))))
+    if not healthy:
+        sys.exit(EXIT_ENVIRONMENT)
 
 
 @cli.command()
@@ -176,13 +302,20 @@ def main(argv=None):
     except HarnessError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(e.exit_code)
-    except click.exceptions.Abort:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
+    except click.exceptions.Abort as e:  # click turns KeyboardInterrupt (and Terminated) into Abort
+        _interrupted(e.__cause__ or e)
     except click.ClickException as e:
         e.show()
         sys.exit(EXIT_BAD_INPUT)
-    except KeyboardInterrupt:
-        click.echo("interrupted; what was measured so far is in the results folder", err=True)
-        sys.exit(130)
+    except KeyboardInterrupt as e:
+        _interrupted(e)
     sys.exit(0)
+
+
+def _interrupted(e: BaseException) -> None:
+    """Exit 130 for SIGINT, 143 for SIGTERM (128 + the signal's number), after one line."""
+    from harness.signals import signal_name
+
+    name = signal_name(e)
+    click.echo(f"interrupted ({name})", err=True)
+    sys.exit(143 if name == "SIGTERM" else 130)

@@ -1,44 +1,294 @@
-"""Per-metric change between two results folders, with significance and size.
+"""Per-metric change between a baseline and a run, with significance and size.
 
-A change counts only when it is both large (past FACTOR of the baseline median) and
-clear (the repetitions' ranges do not overlap); the Mann-Whitney p-value is shown beside
-it. With 3 repetitions per side no two-sided test can reach p < 0.05 (the smallest
-possible p is 0.1), so the range rule carries the decision and the p-value informs.
+The baseline is one earlier run (its repetitions) or a pooled baseline: the median of the
+last N runs' medians (default 7), the way Redis's benchmark runner compares. A change
+counts only when it is both
+
+- large: past max(FACTOR, the baseline's coefficient of variation), and
+- clear of the noise: the run's repetitions lie wholly outside the baseline's range (the
+  repetitions of one baseline run, or the per-run medians of a pool).
+
+A metric whose baseline varies by more than UNSTABLE_CV (10%) is marked unstable and is
+never a regression. The Mann-Whitney p-value is shown beside each change: with 3
+repetitions per side no two-sided test can reach p < 0.05 (the smallest possible p is
+0.1), so the range rule carries the decision and the p-value informs.
+
+The two sides must be comparable: the same profile, the same host class and the same key
+package and tool versions (harness.history.run_facts). Otherwise `check_sides` says what
+differs and the command exits 2, unless the user allows it (then it is a warning line).
 """
 
 from __future__ import annotations
 
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+
 from harness import stats
 from harness.analysis import Analysis
+from harness.errors import BadInput
 from harness.report.format import fmt
 
 FACTOR = 0.05  # 5%: past this a change in the worse direction is a regression
+UNSTABLE_CV = 0.10  # a baseline that varies more than this cannot show a regression
+POOL = 7  # runs in a pooled baseline
+# the order of the rows: regressions first
+ORDER = ("regression", "improvement", "changed", "unstable", "missing", "new", "within noise", "no change")
+
+
+@dataclass
+class Baseline:
+    """One metric's baseline: the values it pools (per-run medians, or one run's repetitions)."""
+
+    suite: str
+    case: str
+    metric: str
+    unit: str
+    better: str | None
+    values: list[float]
+    median: float
+    runs: int  # how many runs it pools
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation (sample stdev / |mean|); 0 for one value."""
+        if len(self.values) < 2:
+            return 0.0
+        mean = statistics.fmean(self.values)
+        sd = statistics.stdev(self.values)
+        if sd == 0:
+            return 0.0
+        return math.inf if mean == 0 else sd / abs(mean)
+
+
+def baseline_of(analyses: list[Analysis]) -> dict[tuple, Baseline]:
+    """One run: its repetitions; several: the median of their per-run medians."""
+    out: dict[tuple, Baseline] = {}
+    if len(analyses) == 1:
+        for m in analyses[0].metrics:
+            out[(m.suite, m.case, m.metric)] = Baseline(m.suite, m.case, m.metric, m.unit, m.better,
+                                                        list(m.values), m.median, 1)
+        return out
+    grouped: dict[tuple, list] = {}
+    for a in analyses:
+        for m in a.metrics:
+            grouped.setdefault((m.suite, m.case, m.metric), []).append(m)
+    for key, ms in grouped.items():
+        meds = [m.median for m in ms]
+        out[key] = Baseline(*key, ms[-1].unit, ms[-1].better, meds, stats.median(meds), len(ms))
+    return out
+
+
+def _row(b: Baseline, m, factor: float) -> dict:
+    change = stats.relative_change(b.median, m.median)
+    cv = b.cv
+    limit = max(factor, cv)
+    p = stats.mann_whitney_p(b.values, m.values)
+    clear = m.min > max(b.values) or m.max < min(b.values)
+    if cv > UNSTABLE_CV:
+        status = "unstable"
+    elif abs(change) <= limit:
+        status = "no change"
+    elif m.better is None:
+        status = "changed" if clear else "within noise"
+    elif not clear:
+        status = "within noise"
+    else:
+        worse = (change > 0) == (m.better == "lower")
+        status = "regression" if worse else "improvement"
+    assessment = status
+    if status == "unstable":
+        assessment = f"unstable: the baseline varies {cv:.0%} (over {UNSTABLE_CV:.0%}); not judged"
+    elif m.noisy and status in ("regression", "improvement"):
+        assessment += " (noisy: re-run with more repetitions)"
+    css = {"regression": "fail", "improvement": "pass", "unstable": "missing", "changed": "skipped",
+           "within noise": "skipped", "no change": "ok"}[status]
+    return {"suite": m.suite, "case": m.case, "metric": m.metric, "unit": m.unit, "better": m.better,
+            "baseline": f"{fmt(b.median)} {m.unit}".strip(), "current": f"{fmt(m.median)} {m.unit}".strip(),
+            "baseline_value": b.median, "current_value": m.median, "baseline_runs": b.runs,
+            "change_value": None if math.isinf(change) else change,
+            "change": "inf" if math.isinf(change) else f"{change:+.1%}",
+            "limit": f"{limit:.1%}", "cv": None if math.isinf(cv) else cv, "p": f"{p:.3f}",
+            "status": status, "assessment": assessment, "css": css, "regression": status == "regression"}
+
+
+def compare_baseline(base: dict[tuple, Baseline], new: Analysis, factor: float = FACTOR) -> list[dict]:
+    rows = []
+    seen = set()
+    for m in new.metrics:
+        key = (m.suite, m.case, m.metric)
+        b = base.get(key)
+        if b is None:
+            rows.append({"suite": m.suite, "case": m.case, "metric": m.metric, "unit": m.unit, "better": m.better,
+                         "baseline": "-", "current": f"{fmt(m.median)} {m.unit}".strip(), "baseline_value": None,
+                         "current_value": m.median, "baseline_runs": 0, "change_value": None, "change": "-",
+                         "limit": "-", "cv": None, "p": "-", "status": "new", "assessment": "new: not in the baseline",
+                         "css": "skipped", "regression": False})
+            continue
+        seen.add(key)
+        rows.append(_row(b, m, factor))
+    for key, b in base.items():
+        if key not in seen:
+            rows.append({"suite": b.suite, "case": b.case, "metric": b.metric, "unit": b.unit, "better": b.better,
+                         "baseline": f"{fmt(b.median)} {b.unit}".strip(), "current": "-", "baseline_value": b.median,
+                         "current_value": None, "baseline_runs": b.runs, "change_value": None, "change": "-",
+                         "limit": "-", "cv": None, "p": "-", "status": "missing",
+                         "assessment": "missing: measured in the baseline, not in this run", "css": "missing",
+                         "regression": False})
+    rows.sort(key=lambda r: (ORDER.index(r["status"]), r["suite"], r["case"], r["metric"]))
+    return rows
 
 
 def compare(base: Analysis, new: Analysis, factor: float = FACTOR) -> list[dict]:
-    rows = []
-    base_idx = {(m.suite, m.case, m.metric): m for m in base.metrics}
-    for m in new.metrics:
-        b = base_idx.get((m.suite, m.case, m.metric))
-        if b is None:
-            continue
-        change = stats.relative_change(b.median, m.median)
-        p = stats.mann_whitney_p(b.values, m.values)
-        overlap = not (m.min > b.max or m.max < b.min)
-        noisy = b.noisy or m.noisy
-        if abs(change) <= factor or m.better is None:
-            assessment, css = "no change", "ok" if abs(change) <= factor else "skipped"
-            if m.better is None and abs(change) > factor:
-                assessment = "changed"
-        elif overlap:
-            assessment, css = "within noise", "skipped"
-        else:
-            worse = (change > 0) == (m.better == "lower")
-            assessment, css = ("regression", "fail") if worse else ("improvement", "pass")
-        if noisy and assessment in ("regression", "improvement"):
-            assessment += " (noisy: re-run with more repetitions)"
-        rows.append({"suite": m.suite, "case": m.case, "metric": m.metric, "unit": m.unit,
-                     "baseline": f"{fmt(b.median)} {m.unit}".strip(), "current": f"{fmt(m.median)} {m.unit}".strip(),
-                     "change": "inf" if change == float("inf") else f"{change:+.1%}", "p": f"{p:.3f}",
-                     "assessment": assessment, "css": css, "regression": assessment.startswith("regression")})
-    return rows
+    """One run against another (the report's comparison section): the metrics of both."""
+    return [r for r in compare_baseline(baseline_of([base]), new, factor) if r["status"] not in ("new", "missing")]
+
+
+def check_sides(base_facts: list[dict], new_facts: dict) -> list[str]:
+    """What differs between the baseline runs and the run: profile, host, key versions."""
+    out = []
+    for name, label in (("profile", "profile"), ("host", "host")):
+        theirs = sorted({f[name] for f in base_facts})
+        if theirs != [new_facts[name]]:
+            out.append(f"{label}: baseline {' / '.join(theirs)}, this run {new_facts[name]}")
+    keys = sorted({k for f in base_facts for k in f["versions"]} | set(new_facts["versions"]))
+    for k in keys:
+        theirs = sorted({str(f["versions"].get(k)) for f in base_facts})
+        if theirs != [str(new_facts["versions"].get(k))]:
+            out.append(f"{k}: baseline {' / '.join(theirs)}, this run {new_facts['versions'].get(k)}")
+    cons = sorted({str(f.get("constraints")) for f in base_facts})
+    if cons != [str(new_facts.get("constraints"))]:
+        out.append("constraints file: the installed versions were pinned differently")
+    return out
+
+
+@dataclass
+class Comparison:
+    rows: list[dict]
+    baseline: str  # how the baseline was made, in words
+    current: str
+    warnings: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)  # pooled runs left out, with why
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(r["status"] == s for r in self.rows) for s in ORDER}
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(r["regression"] for r in self.rows) else 0
+
+    def header(self) -> str:
+        c = self.counts()
+        return (f"{c['regression']} regression(s), {c['improvement']} improvement(s), {c['unstable']} unstable, "
+                f"{c['changed'] + c['within noise'] + c['no change']} unchanged or within noise, "
+                f"{c['missing']} missing, {c['new']} new")
+
+    def to_json(self) -> dict:
+        return {"baseline": self.baseline, "current": self.current, "warnings": self.warnings,
+                "left_out": self.left_out, "counts": self.counts(), "exit_code": self.exit_code, "rows": self.rows}
+
+
+def changed_only(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r["status"] not in ("no change", "within noise")]
+
+
+COLUMNS = ("suite", "case", "metric", "baseline", "current", "change", "limit", "p", "assessment")
+
+
+def format_text(c: Comparison, rows: list[dict]) -> str:
+    from harness.summary import table
+
+    lines = [f"baseline: {c.baseline}", f"this run: {c.current}"] + [f"warning: {w}" for w in c.warnings]
+    lines += [f"left out of the pool: {x}" for x in c.left_out]
+    lines += [c.header(), ""]
+    lines.append(table(list(COLUMNS), [[r[k] for k in COLUMNS] for r in rows]) if rows else "(no rows to show)")
+    return "\n".join(lines)
+
+
+def _md(v) -> str:
+    return str(v).replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def format_markdown(c: Comparison, rows: list[dict]) -> str:
+    lines = [f"### {c.header()}", "", f"- baseline: {_md(c.baseline)}", f"- this run: {_md(c.current)}"]
+    lines += [f"- **warning**: {_md(w)}" for w in c.warnings] + [f"- left out of the pool: {_md(x)}" for x in c.left_out]
+    lines.append("")
+    if rows:
+        lines.append("| " + " | ".join(COLUMNS) + " |")
+        lines.append("|" + "---|" * len(COLUMNS))
+        for r in rows:
+            cells = [_md(r[k]) for k in COLUMNS]
+            if r["regression"]:
+                cells[-1] = f"**{cells[-1]}**"
+            lines.append("| " + " | ".join(cells) + " |")
+    else:
+        lines.append("(no rows to show)")
+    return "\n".join(lines) + "\n"
+
+
+def format_json(c: Comparison, rows: list[dict]) -> str:
+    return json.dumps({**c.to_json(), "rows": rows}, indent=1, allow_nan=False)
+
+
+def compare_dirs(baseline, current, *, last: int = POOL, factor: float = FACTOR, allow_mismatch: bool = False,
+                 log=None) -> Comparison:
+    """BASELINE: one results folder, or a folder of them (pooled: the last `last` runs
+    before CURRENT that match its profile, host and key versions; the others are left out
+    and named)."""
+    from pathlib import Path
+
+    from harness.analysis import analyze
+    from harness.history import find_runs, load_runs, run_facts
+    from harness.results import MANIFEST, load_run
+
+    if not 1 <= last <= 1000:
+        raise BadInput(f"--last must be between 1 and 1000, got {last}")
+    if factor < 0 or not math.isfinite(factor):
+        raise BadInput(f"--factor must be a non-negative fraction (0.05 = 5%), got {factor}")
+    new = load_run(Path(current))
+    nf = run_facts(new)
+    baseline = Path(baseline)
+    left_out: list[str] = []
+    if (baseline / MANIFEST).exists():
+        pool = [load_run(baseline)]
+        what = f"{baseline} (one run, {pool[0].manifest.get('profile', '?')} profile)"
+    else:
+        runs = [r for r in load_runs(find_runs(baseline), log)
+                if r.run_dir.resolve() != new.run_dir.resolve() and run_facts(r)["run_id"] != nf["run_id"]]
+        started = nf["started"]
+        if started is not None:
+            runs = [r for r in runs if (run_facts(r)["started"] or 0) < started]
+        matching = []
+        for r in runs:
+            diff = check_sides([run_facts(r)], nf)
+            if diff and not allow_mismatch:
+                left_out.append(f"{r.run_dir.name}: {diff[0]}")
+            else:
+                matching.append(r)
+        if not runs:
+            raise BadInput(f"{baseline}: no earlier results folder to compare with")
+        if not matching:
+            raise BadInput(f"{baseline}: none of its {len(runs)} earlier runs matches this run "
+                           f"({left_out[-1]}); compare like with like, or give --allow-mismatch")
+        pool = matching[-last:]
+        left_out = left_out[-last:]
+        what = (f"median of the last {len(pool)} run(s) under {baseline} "
+                f"({pool[0].run_dir.name} .. {pool[-1].run_dir.name})")
+    warnings = []
+    diff = check_sides([run_facts(r) for r in pool], nf)
+    if diff:
+        if not allow_mismatch:
+            raise BadInput(f"the sides are not comparable: {'; '.join(diff)}; compare runs of the same profile, "
+                           f"host and versions, or give --allow-mismatch to compare anyway")
+        warnings += [f"compared anyway (--allow-mismatch): {d}" for d in diff]
+    analyses = [analyze(r) for r in pool]
+    a_new = analyze(new)
+    base = baseline_of(analyses)
+    common = set(base) & {(m.suite, m.case, m.metric) for m in a_new.metrics}
+    if not common:
+        raise BadInput(f"no metric in common between the baseline ({len(base)} metrics) and {new.run_dir} "
+                       f"({len(a_new.metrics)} metrics); compare runs of the same suites and cases")
+    rows = compare_baseline(base, a_new, factor)
+    return Comparison(rows, what, f"{new.run_dir} ({nf['profile']} profile, revision {nf['revision'][:10]})",
+                      warnings, left_out)

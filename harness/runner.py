@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from harness import drivers, manifest, server_stats, spec
+from harness import drivers, manifest, progress, server_stats, spec
 from harness.analysis import Analysis, analyze
 from harness.cluster import LocalCluster
 from harness.drivers import CaseContext, CaseOutcome, Target
@@ -134,10 +134,13 @@ def target_for(plans: list[Plan], target: str, base_port: int, log: Callable[[st
 def run_suites(names: list[str], *, profile: str = "local", target: str = "local",
                results_dir: Path = Path("results"), repeat: int | None = None,
                overrides: list[str] = (), base_port: int = 7000, monitoring: bool = False,
-               allow_skipped: bool = False, log: Callable[[str], None] = print) -> RunOutcome:
+               allow_skipped: bool = False, log: Callable[[str], None] = print,
+               keyword: str | None = None) -> RunOutcome:
     if repeat is not None and not 1 <= repeat <= 1000:
         raise BadInput(f"--repeat must be between 1 and 1000, got {repeat}")
-    suites = choose_suites(list(names), profile, log)
+    from harness.selection import choose  # SUITE/CASE and -k PATTERN narrow the suites
+
+    suites = choose(list(names), profile, keyword, log)
     plans = make_plans(suites, profile, repeat, parse_overrides(list(overrides)))
     claims = spec.load_claims()
     run_dir = _make_run_dir(Path(results_dir))
@@ -166,6 +169,7 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
             try:
                 total = sum(len(p.suite.cases) * p.repetitions for p in plans)
                 done = 0
+                t_start = time.monotonic()
                 man["suite_wall_s"] = {}
                 for plan in plans:
                     suite_t0 = time.monotonic()
@@ -173,11 +177,13 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
                         for rep in range(1, plan.repetitions + 1):
                             done += 1
                             state["current"] = f"{plan.suite.name}/{case.name}/repetition {rep}"
-                            log(f"[{done}/{total}] {plan.suite.name} / {case.name} / repetition {rep}/{plan.repetitions}")
+                            log(f"{progress.progress(done - 1, total, time.monotonic() - t_start)} "
+                                f"{plan.suite.name} / {case.name} / repetition {rep}/{plan.repetitions}")
                             rec = run_case(plan, case, rep, profile, tgt, run_dir, log)
                             records.append(rec)
                             save()
-                            log(f"    {rec.status}{': ' + rec.reason if rec.reason else ''} ({rec.duration_s:.1f} s)")
+                            log(f"    {progress.colour(rec.status, rec.status)}{': ' + rec.reason if rec.reason else ''} "
+                                f"({rec.duration_s:.1f} s)")
                             if rec.status == "skipped":  # the next repetitions would skip too
                                 for r2 in range(rep + 1, plan.repetitions + 1):
                                     records.append(Record(plan.suite.name, case.name, r2, "skipped", rec.reason))

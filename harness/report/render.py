@@ -106,8 +106,17 @@ def _server_summary(run: RunData, suite: str, case: str) -> list[dict]:
     return rows
 
 
-def _thresholds(a: Analysis, suite: str) -> list[dict]:
-    return [{"case": t.case, "metric": t.metric, "claimed": F.claimed_text(t) or "-",
+def history_link(history: str | None, suite: str, case: str, metric: str) -> str:
+    """The link to a metric's chart on the history page (`harness report --history`), or ''."""
+    if not history:
+        return ""
+    from harness.history import anchor
+
+    return f"{history}#{anchor(suite, case, metric)}"
+
+
+def _thresholds(a: Analysis, suite: str, history: str | None = None) -> list[dict]:
+    return [{"history": history_link(history, suite, t.case, t.metric), "case": t.case, "metric": t.metric, "claimed": F.claimed_text(t) or "-",
              "threshold": F.threshold_text(t.threshold), "measured": F.describe(t.summary),
              "verdict": t.verdict.value, "css": F.css_class(t.verdict),
              "detail": t.detail or F.noisy_text(t.summary), "reason": t.threshold.reason,
@@ -115,7 +124,7 @@ def _thresholds(a: Analysis, suite: str) -> list[dict]:
             for t in a.thresholds if t.suite == suite]
 
 
-def _claims(a: Analysis) -> list[dict]:
+def _claims(a: Analysis, history: str | None = None) -> list[dict]:
     out = []
     for cv in a.claims:
         checks = []
@@ -135,7 +144,8 @@ def _claims(a: Analysis) -> list[dict]:
             checks.append({"check": F.check_text(k.check), "measured": F.describe(k.summary),
                            "control": control, "control_outcome": control_outcome,
                            "held": k.control_held, "verdict": k.outcome.value, "css": F.css_class(k.outcome),
-                           "reason": k.reason, "band_reason": k.check.band_reason, "where": f"{k.check.suite} / {k.check.case}"})
+                           "reason": k.reason, "band_reason": k.check.band_reason, "where": f"{k.check.suite} / {k.check.case}",
+                           "history": history_link(history, k.check.suite, k.check.case, k.check.metric)})
         out.append({"id": cv.id, "section": cv.claim.section, "text": cv.claim.text, "verdict": cv.outcome.value,
                     "css": F.css_class(cv.outcome), "note": cv.note, "differs": cv.claim.differs, "checks": checks})
     return out
@@ -157,7 +167,12 @@ def _monitoring(run: RunData) -> dict | None:
                 "rows": [[_cell(c) for c in r] for r in t.get("rows", [])]} for t in mon.get("tables", [])]}
 
 
-def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = None) -> dict:
+def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = None,
+                  history: str | None = None) -> dict:
+    if history and re.match(r"^\s*[a-zA-Z][a-zA-Z0-9+.-]*:", history) and not history.startswith(("https:", "http:")):
+        from harness.errors import BadInput
+
+        raise BadInput(f"--history {history!r}: give a relative path or an http(s) URL of the history page")
     man = run.manifest
     counts = a.counts()
     suites = []
@@ -188,7 +203,7 @@ def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = Non
         suites.append({"name": name, "description": srun.description, "claim": srun.claim,
                        "profile": srun.profile, "profile_description": srun.profile_description,
                        "repetitions": srun.repetitions, "conditions": srun.conditions,
-                       "thresholds": _thresholds(a, name), "cases": cases,
+                       "thresholds": _thresholds(a, name, history), "cases": cases,
                        "charts": [svg(b) for b in suite_blocks if isinstance(b, views.Chart)],
                        "tables": [_table(b) for b in suite_blocks if isinstance(b, views.Table)]})
     host = man.get("host", {}) if isinstance(man.get("host"), dict) else {}
@@ -212,7 +227,7 @@ def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = Non
         if isinstance(man.get("ended"), (int, float)) and isinstance(man.get("started"), (int, float)) else "-",
         "exit_code": a.exit_code, "exit_reason": a.exit_reason,
         "counts": {v.value: n for v, n in counts.items()}, "suites": suites,
-        "claims": _claims(a), "env": env, "tools": tools, "packages": packages, "servers": servers,
+        "claims": _claims(a, history), "env": env, "tools": tools, "packages": packages, "servers": servers,
         "monitoring": _monitoring(run), "comparison": comparison,
         "interrupted": None if not interrupted else
         {"at": _time(interrupted.get("at")), "case": interrupted.get("case", ""), "signal": interrupted.get("signal", "")},
@@ -235,15 +250,15 @@ def _env() -> Environment:
     return env
 
 
-def render_html(run: RunData, a: Analysis, comparison: list[dict] | None = None) -> str:
+def render_html(run: RunData, a: Analysis, comparison: list[dict] | None = None, history: str | None = None) -> str:
     env = _env()
     css = (REPORTS_DIR / "templates" / "report.css").read_text()
     return env.get_template("report.html.j2").render(css=Markup(css), pass_verdict=Verdict.PASS.value,
-                                                     **build_context(run, a, comparison))
+                                                     **build_context(run, a, comparison, history))
 
 
 def render_report(run: RunData, a: Analysis, comparison: list[dict] | None = None,
-                  out: Path | None = None) -> Path:
+                  out: Path | None = None, history: str | None = None) -> Path:
     out = out or run.run_dir / REPORT_NAME
-    out.write_text(render_html(run, a, comparison))
+    out.write_text(render_html(run, a, comparison, history))
     return out

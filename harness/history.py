@@ -1,0 +1,192 @@
+"""A metric's history across stored runs: `harness history RESULTS_ROOT`.
+
+RESULTS_ROOT holds results folders (each written by `harness run`). Every metric becomes a
+series over the runs, oldest first: the median of the run's repetitions with their min-max
+as whiskers, the threshold of the run's profile as a line, and the steps that
+harness.stepdetect finds in the medians. Each run is annotated with its date, git
+revision, profile, host and key package versions, so that a step can be read against
+what changed. Writes history.html (self-contained: inline SVG, no script, the report's
+Content-Security-Policy) and history.json.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import stats
+from harness.errors import BadInput
+from harness.results import MANIFEST, RESULTS, RunData, load_run
+from harness.stepdetect import detect_steps
+
+HISTORY_HTML = "history.html"
+HISTORY_JSON = "history.json"
+# Versions whose change can move a measurement: compared by `harness compare`, shown here.
+KEY_PACKAGES = ("redis", "numpy", "torch", "transformers", "sentence-transformers", "onnxruntime", "libcachesim",
+                "hdrhistogram")
+KEY_TOOLS = ("redis-server", "redis-benchmark", "memtier_benchmark")
+
+
+def anchor(suite: str, case: str, metric: str) -> str:
+    """A stable HTML id for a metric (any name is safe: unusual characters are replaced and
+    a short digest keeps ids distinct)."""
+    key = f"{suite}/{case}/{metric}"
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", key)[:80].strip("-")
+    return f"m-{slug}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+
+
+def run_facts(run: RunData) -> dict:
+    """What a run ran on: profile, host class, key versions; the sides of a comparison must
+    agree on these. The host is its hardware and the target (not the hostname, which a CI
+    runner changes every night)."""
+    man = run.manifest
+    host = man.get("host") if isinstance(man.get("host"), dict) else {}
+    git = man.get("git") if isinstance(man.get("git"), dict) else {}
+    packages = man.get("packages") if isinstance(man.get("packages"), dict) else {}
+    tools = man.get("tools") if isinstance(man.get("tools"), dict) else {}
+    versions = {k: packages.get(k) for k in KEY_PACKAGES if k in packages}
+    for t in KEY_TOOLS:
+        v = tools.get(t)
+        if isinstance(v, dict) and v.get("version"):
+            versions[t] = _tool_version(v["version"])
+    cons = man.get("constraints") if isinstance(man.get("constraints"), dict) else {}
+    return {
+        "run_id": str(man.get("run_id") or run.run_dir.name),
+        "started": man.get("started") if isinstance(man.get("started"), (int, float)) else None,
+        "revision": str(git.get("revision") or "unknown"), "dirty": bool(git.get("dirty")),
+        "profile": str(man.get("profile") or "?"),
+        "host": f"{host.get('cpu_model', '?')}, {host.get('cpu_logical', '?')} cores, "
+                f"{host.get('memory_total_gib', '?')} GiB; target {man.get('target', '?')}",
+        "hostname": str(host.get("hostname") or "?"),
+        "versions": versions,
+        "constraints": cons.get("sha256") if cons else None,
+    }
+
+
+def _tool_version(text: str) -> str:
+    """'Redis server v=7.0.15 sha=... build=...' -> '7.0.15' (the build id varies by package)."""
+    m = re.search(r"v=(\S+)", text) or re.search(r"(\d+\.\d+(?:\.\d+)?)", text)
+    return m.group(1) if m else text
+
+
+def date_text(ts) -> str:
+    if not isinstance(ts, (int, float)):
+        return "-"
+    try:
+        return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError):
+        return "-"
+
+
+def find_runs(root: Path, log=None) -> list[Path]:
+    """Results folders directly under root (or root itself), oldest first by start time."""
+    root = Path(root)
+    if not root.is_dir():
+        raise BadInput(f"{root}: no such folder; give the folder that holds the results folders of earlier runs")
+    if (root / MANIFEST).exists():
+        return [root]
+    dirs = [d for d in sorted(root.iterdir()) if d.is_dir() and (d / MANIFEST).exists() and (d / RESULTS).exists()]
+    if not dirs:
+        raise BadInput(f"{root}: holds no results folders (folders with manifest.json and results.json); "
+                       f"give the folder that 'harness run --results-dir' wrote into")
+    return dirs
+
+
+def load_runs(dirs: list[Path], log=None) -> list[RunData]:
+    """Loaded runs, oldest first; a damaged folder is left out with one line, not fatal."""
+    out = []
+    for d in dirs:
+        try:
+            out.append(load_run(d))
+        except BadInput as e:
+            if log:
+                log(f"left out: {e}")
+    out.sort(key=lambda r: (r.manifest.get("started") if isinstance(r.manifest.get("started"), (int, float))
+                            else 0.0, r.run_dir.name))
+    return out
+
+
+@dataclass
+class MetricHistory:
+    suite: str
+    case: str
+    metric: str
+    unit: str
+    better: str | None
+    points: list[dict] = field(default_factory=list)  # {"run": index, "median", "min", "max", "n"}
+    thresholds: list[dict] = field(default_factory=list)  # {"run": index, "op", "value"}
+    steps: list[dict] = field(default_factory=list)
+
+    @property
+    def anchor(self) -> str:
+        return anchor(self.suite, self.case, self.metric)
+
+    def to_json(self) -> dict:
+        return {"suite": self.suite, "case": self.case, "metric": self.metric, "unit": self.unit,
+                "better": self.better, "anchor": self.anchor, "points": self.points,
+                "thresholds": self.thresholds, "steps": self.steps}
+
+
+def build_history(runs: list[RunData]) -> dict:
+    """The history of every metric over `runs` (oldest first): {"runs": [...], "metrics": [...]}."""
+    from harness.analysis import analyze
+
+    facts, series = [], {}
+    for i, run in enumerate(runs):
+        facts.append({"index": i + 1, **run_facts(run), "date": date_text(run.manifest.get("started"))})
+        a = analyze(run)
+        for m in a.metrics:
+            h = series.setdefault((m.suite, m.case, m.metric), MetricHistory(m.suite, m.case, m.metric, m.unit, m.better))
+            h.points.append({"run": i + 1, "median": m.median, "min": m.min, "max": m.max, "n": len(m.values)})
+        for t in a.thresholds:
+            h = series.get((t.suite, t.case, t.metric))
+            if h is not None:
+                h.thresholds.append({"run": i + 1, "op": t.threshold.op, "value": t.threshold.value})
+    for h in series.values():
+        medians = [p["median"] for p in h.points]
+        for s in detect_steps(medians):
+            at = h.points[s.index]["run"]
+            worse = None if h.better is None else ((s.after > s.before) == (h.better == "lower"))
+            h.steps.append({**s.to_json(), "run": at, "run_id": facts[at - 1]["run_id"],
+                            "revision": facts[at - 1]["revision"], "date": facts[at - 1]["date"],
+                            "kind": "changed" if worse is None else ("regression" if worse else "improvement")})
+    metrics = sorted(series.values(), key=lambda h: (h.suite, h.case, h.metric))
+    return {"runs": facts, "metrics": [h.to_json() for h in metrics]}
+
+
+def level_points(h: dict) -> list[list]:
+    """The fitted levels (median of each segment between steps), one point per run."""
+    pts = h["points"]
+    cuts = [0] + [next(i for i, p in enumerate(pts) if p["run"] == s["run"]) for s in h["steps"]] + [len(pts)]
+    out = []
+    for a, b in zip(cuts, cuts[1:]):
+        if a == b:
+            continue
+        level = stats.median([p["median"] for p in pts[a:b]])
+        out += [[p["run"], level] for p in pts[a:b]]
+    return out
+
+
+def write_history(root: Path, out_dir: Path | None = None, last: int | None = None, log=None) -> tuple[Path, Path]:
+    import json
+
+    from harness.report.history import render_history
+
+    dirs = find_runs(Path(root))
+    runs = load_runs(dirs, log)
+    if last is not None:
+        if last < 1:
+            raise BadInput(f"--last must be at least 1, got {last}")
+        runs = runs[-last:]
+    if not runs:
+        raise BadInput(f"{root}: none of its results folders could be read; see the lines above")
+    data = build_history(runs)
+    out_dir = Path(out_dir or root)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    html, js = out_dir / HISTORY_HTML, out_dir / HISTORY_JSON
+    js.write_text(json.dumps(data, indent=1, allow_nan=False))
+    html.write_text(render_history(data, str(Path(root))))
+    return html, js

@@ -1,0 +1,69 @@
+"""Renders the history page (reports/templates/history.html.j2) from harness.history's data:
+one chart per metric (per-run median with min-max whiskers, the threshold, the fitted
+levels), its steps, and the runs with their annotations. Inline SVG only, the report's
+Content-Security-Policy, every string escaped (Jinja autoescape; svg.py uses format.esc)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from markupsafe import Markup
+
+from harness.history import level_points
+from harness.report import format as F
+from harness.report.render import CSP, _env
+from harness.report.svg import chart
+
+THRESHOLD_NAME = "threshold"
+
+
+def metric_chart(h: dict) -> Markup:
+    series = [{"name": "median (min-max)", "points": [[p["run"], p["median"], p["min"], p["max"]] for p in h["points"]]}]
+    if h["thresholds"]:
+        t = h["thresholds"]
+        series.append({"name": f"{THRESHOLD_NAME} {t[-1]['op']} {F.fmt(t[-1]['value'])}",
+                       "points": [[x["run"], x["value"]] for x in t]})
+    if h["steps"]:
+        series.append({"name": "fitted level", "points": level_points(h)})
+    title = f"{h['suite']} / {h['case']}: {h['metric']}"
+    return Markup(chart(title, series, "run", h["unit"] or "value"))
+
+
+def _step_text(h: dict, s: dict) -> str:
+    change = "" if s["change"] is None else f" ({s['change']:+.1%})"
+    return (f"run {s['run']} ({s['date']}, {s['revision'][:10]}): {F.fmt(s['before'])} -> {F.fmt(s['after'])} "
+            f"{h['unit']}{change}, p = {s['p']:.3f}").replace("  ", " ")
+
+
+def build_context(data: dict, root: str) -> dict:
+    runs = data["runs"]
+    # annotate only what varies: a version that never changed is one line, not a column
+    keys = sorted({k for r in runs for k in r["versions"]})
+    varying = [k for k in keys if len({r["versions"].get(k) for r in runs}) > 1]
+    constant = [(k, runs[-1]["versions"].get(k)) for k in keys if k not in varying]
+    rows = [{"index": r["index"], "date": r["date"], "run_id": r["run_id"],
+             "revision": r["revision"][:10] + (" (dirty)" if r["dirty"] else ""), "profile": r["profile"],
+             "host": r["host"], "hostname": r["hostname"],
+             "versions": ", ".join(f"{k} {r['versions'].get(k) or '-'}" for k in varying)} for r in runs]
+    groups: dict[tuple, list] = {}
+    steps = []
+    for h in data["metrics"]:
+        item = {"anchor": h["anchor"], "metric": h["metric"], "chart": metric_chart(h),
+                "steps": [{"text": _step_text(h, s), "kind": s["kind"],
+                           "css": {"regression": "v-fail", "improvement": "v-pass"}.get(s["kind"], "v-skipped")}
+                          for s in h["steps"]]}
+        groups.setdefault((h["suite"], h["case"]), []).append(item)
+        for s in item["steps"]:
+            steps.append({**s, "anchor": h["anchor"], "where": f"{h['suite']} / {h['case']}: {h['metric']}"})
+    return {"title": f"Metric history - {len(runs)} runs", "csp": CSP, "root": root, "runs": rows,
+            "varying": varying, "constant": constant, "steps": steps,
+            "groups": [{"suite": s, "case": c, "id": f"g-{i}", "metrics": ms}
+                       for i, ((s, c), ms) in enumerate(sorted(groups.items()))],
+            "generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}
+
+
+def render_history(data: dict, root: str) -> str:
+    from harness.paths import REPORTS_DIR
+
+    css = (REPORTS_DIR / "templates" / "report.css").read_text()
+    return _env().get_template("history.html.j2").render(css=Markup(css), **build_context(data, root))

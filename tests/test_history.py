@@ -1,0 +1,78 @@
+"""`harness history`: ten stored runs with a known injected step give a page with the step
+on the right metric and no step elsewhere; the page renders in headless Chromium."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.history import anchor, build_history, find_runs, load_runs, write_history
+from harness.report.format import esc
+from harness.report.render import CSP
+from tests.stored_runs import write_run, write_series
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def ten_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hist")
+    # get.p99_ms gets 30% worse from the 7th run on; everything else is noise around its level
+    write_series(root, 10, step_metric="get.p99_ms", step_at=6, step=0.30, seed=7)
+    return root
+
+
+def test_step_found_on_the_right_metric_only(ten_runs):
+    data = build_history(load_runs(find_runs(ten_runs)))
+    assert [r["index"] for r in data["runs"]] == list(range(1, 11))
+    steps = {m["metric"]: m["steps"] for m in data["metrics"]}
+    assert set(steps) == {"get.rps", "get.p99_ms", "set.rps"}
+    assert [(s["run"], s["kind"]) for s in steps["get.p99_ms"]] == [(7, "regression")]
+    assert steps["get.p99_ms"][0]["change"] == pytest.approx(0.30, abs=0.05)
+    assert steps["get.rps"] == [] and steps["set.rps"] == []
+    rps = next(m for m in data["metrics"] if m["metric"] == "get.rps")
+    assert len(rps["thresholds"]) == 10 and rps["thresholds"][0]["value"] == 50000
+    assert all(p["min"] <= p["median"] <= p["max"] for p in rps["points"])
+
+
+def test_history_command_writes_a_self_contained_page_and_json(ten_runs, tmp_path):
+    p = subprocess.run([sys.executable, "-m", "harness", "history", str(ten_runs), "--out", str(tmp_path)],
+                       capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    html = (tmp_path / "history.html").read_text()
+    data = json.loads((tmp_path / "history.json").read_text())
+    assert f'content="{esc(CSP)}"' in html and "<script" not in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+    a = anchor("kv", "bench", "get.p99_ms")
+    assert f'id="{a}"' in html and f'href="#{a}"' in html  # the steps table links to the chart
+    assert html.count("<svg") == 3
+    assert [m["metric"] for m in data["metrics"] if m["steps"]] == ["get.p99_ms"]
+    # annotations: date, revision, profile, host
+    assert data["runs"][0]["revision"] and data["runs"][0]["profile"] == "local" and "cores" in data["runs"][0]["host"]
+
+
+@pytest.mark.skipif(not shutil.which("chromium"), reason="chromium is not installed (make setup-test installs it)")
+def test_history_page_renders_its_charts_in_headless_chromium(ten_runs, tmp_path):
+    html, _ = write_history(ten_runs, tmp_path)
+    p = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                        html.as_uri()], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "HOME": str(tmp_path)})
+    dom = p.stdout
+    assert p.returncode == 0 and "</html>" in dom, p.stderr[-2000:]
+    assert dom.count("<svg") == 3 and dom.count("<polyline") >= 3  # charts parsed, lines drawn
+    assert "step: regression" in dom
+
+
+def test_hostile_names_are_escaped_and_empty_roots_refused(tmp_path):
+    write_run(tmp_path, 0, {"<script>alert(1)</script>": [1.0, 1.1, 1.0]}, case="a\"b'<c>")
+    html, _ = write_history(tmp_path, tmp_path / "out")
+    text = html.read_text()
+    assert "<script>" not in text and "&lt;script&gt;" in text
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    p = subprocess.run([sys.executable, "-m", "harness", "history", str(empty)], capture_output=True, text=True,
+                       cwd=REPO)
+    assert p.returncode == 2 and "holds no results folders" in p.stderr and "Traceback" not in p.stderr
