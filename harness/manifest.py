@@ -20,7 +20,7 @@ from harness.paths import REPO_ROOT
 
 PACKAGES = ("redis", "click", "jinja2", "pyyaml", "psutil", "numpy", "torch", "transformers",
             "sentence-transformers", "onnxruntime", "onnx", "libcachesim", "lmdb",
-            "nvidia-ml-py", "tensorrt", "prometheus-api-client", "cryptography", "gguf")
+            "nvidia-ml-py", "tensorrt", "prometheus-api-client", "cryptography", "gguf", "hdrhistogram")
 TOOLS = {
     "redis-server": ["redis-server", "--version"],
     "redis-benchmark": ["redis-benchmark", "--version"],
@@ -127,6 +127,35 @@ def collect_gpu() -> dict:
             pass
 
 
+CONSTRAINTS = REPO_ROOT / "constraints.txt"
+
+
+def collect_constraints(path: Path = CONSTRAINTS) -> dict:
+    """The pinned versions (constraints.txt): its digest, and every installed version that
+    differs from its pin (at most 20), so that a run says when it did not run as pinned."""
+    import hashlib
+    import re
+
+    try:
+        text = path.read_text()
+    except OSError as e:
+        return {"file": path.name, "sha256": None, "missing": f"{path.name}: {e.strerror or e}"}
+    differs = {}
+    for line in text.splitlines():
+        m = re.match(r"^([A-Za-z0-9_.-]+)==(\S+)", line.strip())
+        if not m:
+            continue
+        try:
+            have = metadata.version(m.group(1))
+        except metadata.PackageNotFoundError:
+            have = None
+        if have is None or have.split("+")[0] != m.group(2):
+            differs[m.group(1)] = f"installed {have or 'nothing'}, pinned {m.group(2)}"
+    return {"file": path.name, "sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "differs": dict(list(differs.items())[:20]), "differs_count": len(differs)}
+
+
 def collect_all() -> dict:
     return {"harness_version": __version__, "git": collect_git(), "host": collect_host(),
-            "tools": collect_tools(), "packages": collect_packages(), "gpu": collect_gpu()}
+            "tools": collect_tools(), "packages": collect_packages(), "gpu": collect_gpu(),
+            "constraints": collect_constraints()}

@@ -20,6 +20,7 @@ from harness.analysis import Analysis, Verdict
 from harness.paths import REPORTS_DIR
 from harness.report import format as F
 from harness.report import views
+from harness.report.pooled import pooled_tables
 from harness.report.svg import chart
 from harness.results import RunData
 
@@ -194,7 +195,8 @@ def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = Non
                             for m in a.metrics if m.suite == name and m.case == c.name],
                 "percentile_charts": percentile_charts(a, name, c.name),
                 "charts": [svg(b) for b in own if isinstance(b, views.Chart)],
-                "tables": [_table(b) for b in own if isinstance(b, views.Table)],
+                "tables": [_table(b) for b in own if isinstance(b, views.Table)]
+                + [_table(b) for b in pooled_tables(run, name, c.name)],  # memtier's merged histograms
                 "servers": _server_summary(run, name, c.name),
                 "raw": sorted({f for r in recs for f in r.raw_files}),
                 "hosts": sorted({str(r.details.get("ran_on")) for r in recs if r.details.get("ran_on")}),
