@@ -21,6 +21,7 @@ Pure noise therefore gives no step; a step at the very last run is the job of
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -56,9 +57,39 @@ def noise_sigma(values: Sequence[float]) -> float:
     return stats.median(diffs) / (0.6745 * math.sqrt(2))
 
 
-def _l1_cost(seg: list[float]) -> float:
-    m = stats.median(seg)
-    return sum(abs(v - m) for v in seg)
+def _segment_costs(y: list[float]) -> list[list[float]]:
+    """cost[i][j - i - 1] = sum |y[k] - median(y[i:j])| for every segment, O(n^2 log n): for
+    each start the segment grows one value at a time, its median kept by two heaps with
+    their sums (the L1 cost about the median is sum(upper) - sum(lower) - (odd: median))."""
+    n = len(y)
+    out = []
+    for i in range(n):
+        lo: list[float] = []  # max-heap (negated): the lower half, holds the median when odd
+        hi: list[float] = []  # min-heap: the upper half
+        s_lo = s_hi = 0.0
+        row = []
+        for j in range(i, n):
+            v = y[j]
+            if lo and v > -lo[0]:
+                heapq.heappush(hi, v)
+                s_hi += v
+            else:
+                heapq.heappush(lo, -v)
+                s_lo += v
+            if len(lo) > len(hi) + 1:
+                x = -heapq.heappop(lo)
+                s_lo -= x
+                heapq.heappush(hi, x)
+                s_hi += x
+            elif len(hi) > len(lo):
+                x = heapq.heappop(hi)
+                s_hi -= x
+                heapq.heappush(lo, -x)
+                s_lo += x
+            m = -lo[0]
+            row.append((s_hi - m * len(hi)) + (m * len(lo) - s_lo))
+        out.append(row)
+    return out
 
 
 def potts_l1(values: Sequence[float], gamma: float, min_size: int = 1) -> list[int]:
@@ -68,15 +99,14 @@ def potts_l1(values: Sequence[float], gamma: float, min_size: int = 1) -> list[i
     n = len(y)
     if n == 0:
         return []
+    cost = _segment_costs(y)
     best = [0.0] + [math.inf] * n  # best[j]: cost of y[:j]
     back = [0] * (n + 1)
     for j in range(1, n + 1):
         for i in range(0, j - min_size + 1):
-            if i and i < min_size:
+            if (i and i < min_size) or best[i] == math.inf:
                 continue
-            if best[i] == math.inf:
-                continue
-            c = best[i] + _l1_cost(y[i:j]) + gamma
+            c = best[i] + cost[i][j - i - 1] + gamma
             if c < best[j] - 1e-12:
                 best[j], back[j] = c, i
     cuts, j = [], n

@@ -52,3 +52,18 @@ def test_potts_l1_known_answer_and_sigma():
     assert potts_l1([0, 0, 0, 5, 5, 5], gamma=1.0) == [3]
     assert potts_l1([0, 0, 0, 5, 5, 5], gamma=100.0) == []  # a huge penalty fits one level
     assert noise_sigma([1.0, 1.0, 1.0]) == 0.0
+
+
+def test_segment_costs_are_the_l1_distance_to_the_median():
+    import statistics
+
+    from harness.stepdetect import _segment_costs
+
+    rnd = random.Random(11)
+    y = [rnd.random() for _ in range(25)]
+    cost = _segment_costs(y)
+    for i in range(25):
+        for j in range(i + 1, 26):
+            seg = y[i:j]
+            m = statistics.median(seg)
+            assert cost[i][j - i - 1] == pytest.approx(sum(abs(v - m) for v in seg), abs=1e-9)
