@@ -76,3 +76,35 @@ def test_hostile_names_are_escaped_and_empty_roots_refused(tmp_path):
     p = subprocess.run([sys.executable, "-m", "harness", "history", str(empty)], capture_output=True, text=True,
                        cwd=REPO)
     assert p.returncode == 2 and "holds no results folders" in p.stderr and "Traceback" not in p.stderr
+
+
+def _step(name_start: str) -> str:
+    import yaml
+
+    wf = yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())
+    return next(s for s in wf["jobs"]["local"]["steps"] if str(s.get("name", "")).startswith(name_start))
+
+
+def test_nightly_keeps_its_history_compares_pooled_and_publishes_the_page(tmp_path):
+    import yaml
+
+    wf = yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())
+    assert int(wf["env"]["HISTORY_RUNS"]) >= 30 and wf["env"]["POOL_RUNS"] == "7"
+    assert "--format markdown" in _step("Compare")["run"] and "GITHUB_STEP_SUMMARY" in _step("Compare")["run"]
+    assert "results/*/history.html" in _step("Keep the report")["with"]["path"]
+    assert _step("Save the history")["with"]["path"] == "history"
+    # run the step that adds tonight to the history, with 3 kept instead of 30
+    dirs = write_series(tmp_path / "results", 5, seed=2)
+    hist = tmp_path / "history"
+    hist.mkdir()
+    for d in dirs[:4]:
+        shutil.copytree(d, hist / d.name)
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    script = _step("Add tonight")["run"].replace("${{ steps.run.outputs.dir }}", str(dirs[-1]))
+    p = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "HISTORY_RUNS": "3"})
+    assert p.returncode == 0, p.stderr
+    assert sorted(x.name for x in hist.iterdir()) == [d.name for d in dirs[-3:]]
+    assert (dirs[-1] / "history.html").exists()
+    report = (dirs[-1] / "report.html").read_text()
+    assert f'href="history.html#{anchor("kv", "bench", "get.rps")}"' in report  # the threshold row links to it
