@@ -117,3 +117,28 @@ def load_run_of(values):
     recs = [Record("kv", "bench", i + 1, "ok", metrics={k: Metric(v[i], "ms", "lower") for k, v in values.items()})
             for i in range(3)]
     return RunData(Path("."), {}, recs, {"kv": suite_run()}, [])
+
+
+def test_the_manifest_records_the_pins_and_says_which_installed_version_differs(tmp_path):
+    from harness.manifest import collect_constraints
+
+    good = collect_constraints()
+    assert good["sha256"] and good["differs_count"] == 0, good["differs"]  # this .venv is what constraints.txt pins
+    f = tmp_path / "constraints.txt"
+    f.write_text("# pins\nclick==0.0.1\nno-such-package-xyz==1.0\n")
+    bad = collect_constraints(f)
+    assert bad["differs"]["click"].endswith("pinned 0.0.1") and bad["differs"]["no-such-package-xyz"].startswith(
+        "installed nothing")
+    assert bad["sha256"] != good["sha256"]
+
+
+def test_monitoring_without_its_client_is_one_line_and_starts_nothing(tmp_path):
+    shim = tmp_path / "shim" / "prometheus_api_client"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path / "shim")}
+    p = subprocess.run([sys.executable, "-m", "harness", "run", "redis-cluster/acl", "--monitoring",
+                        "--results-dir", str(tmp_path / "r"), "--base-port", "7875"],
+                       capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    assert p.returncode == 3 and "needs the prometheus-api-client package" in p.stderr
+    assert "Traceback" not in p.stderr and not (tmp_path / "r").exists()
