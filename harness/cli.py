@@ -4,7 +4,6 @@ functions, and `main` turns every HarnessError into one line and its exit code."
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from pathlib import Path
 
@@ -233,13 +232,22 @@ def cluster_up(host, base_port, monitoring):
     from harness.cluster import LocalCluster
 
     c = LocalCluster(host=host, base_port=base_port)
+    if monitoring:
+        from harness.monitoring import configured_port
+
+        configured_port()  # a bad HARNESS_MONITORING_PORT is refused before anything starts
     t = c.up(log=_log)
     for n in t.nodes:
         click.echo(f"{n.address}  {n.role}")
     if monitoring:
-        from harness.monitoring import start_stack
+        from harness.monitoring import cluster_owner, start_stack
 
-        for line in start_stack(t, log=_log):
+        try:
+            lines = start_stack(t, log=_log, owner=cluster_owner(host, base_port))
+        except BaseException:  # the cluster alone is no use to whoever asked for both
+            c.down()
+            raise
+        for line in lines:
             click.echo(line)
     click.echo(f"cluster_state:ok; stop it with: harness cluster down --base-port {base_port}")
 
@@ -247,16 +255,14 @@ def cluster_up(host, base_port, monitoring):
 @cluster.command("down")
 @_cluster_opts
 def cluster_down(host, base_port):
-    """Stop every process the cluster (and its monitoring stack) started."""
+    """Stop every process this cluster (and the monitoring stack it started) started; the
+    state files name them by pid, so another cluster's processes are never touched."""
     from harness.cluster import LocalCluster
+    from harness.monitoring import cluster_owner, stacks_owned_by, stop_stack
 
     n = LocalCluster(host=host, base_port=base_port).down()
-    try:
-        from harness.monitoring import stop_stack
-
-        n += stop_stack()
-    except ImportError:
-        pass
+    for port in stacks_owned_by(cluster_owner(host, base_port)):
+        n += stop_stack(port)
     click.echo(f"stopped {n} processes")
 
 
@@ -296,7 +302,9 @@ def validate(specs):
 
 
 def main(argv=None):
-    signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+    from harness import signals
+
+    signals.install()
     try:
         cli.main(args=argv, prog_name="harness", standalone_mode=False)
     except HarnessError as e:

@@ -16,7 +16,15 @@ from pathlib import Path
 from harness.drivers import Node, Target
 from harness.errors import BadInput, EnvironmentProblem
 from harness.paths import STATE_DIR
-from harness.redis_server import RedisProcess, check_ports_free, pid_alive, require_tool, stop_pid
+from harness.redis_server import (
+    RedisProcess,
+    check_port_number,
+    check_ports_free,
+    pid_alive,
+    require_tool,
+    stop_pids,
+)
+from harness.signals import deferred_interrupts
 
 
 class LocalCluster:
@@ -26,12 +34,14 @@ class LocalCluster:
             raise BadInput(f"a Redis Cluster needs at least 3 primaries, got {primaries}")
         if replicas < 0:
             raise BadInput(f"replicas per primary must be >= 0, got {replicas}")
+        check_port_number(base_port)
         if not 1 <= base_port <= 65535 - 10000 - primaries * (replicas + 1):
             raise BadInput(f"base port {base_port} leaves no room for the nodes and their bus ports (+10000)")
         self.host, self.base_port = host, base_port
         self.primaries, self.replicas = primaries, replicas
         self.state_dir = Path(state_dir or STATE_DIR / f"cluster-{host}-{base_port}")
         self.processes: list[RedisProcess] = []
+        self.owner_pid: int | None = None  # the `harness run` that started it (None: `cluster up`, kept)
 
     @property
     def ports(self) -> list[int]:
@@ -42,8 +52,11 @@ class LocalCluster:
         return self.state_dir / "state.json"
 
     # ---- lifecycle -----------------------------------------------------------------------
-    def up(self, timeout: float = 60.0, log=lambda msg: None) -> Target:
-        """Start the nodes, create the cluster, wait until it is healthy."""
+    def up(self, timeout: float = 60.0, log=lambda msg: None, owner_pid: int | None = None) -> Target:
+        """Start the nodes, create the cluster, wait until it is healthy. `owner_pid`: the
+        process whose end makes this cluster a leftover (a `harness run`); None keeps it
+        until `harness cluster down`. Every pid is in the state file before its server is
+        waited for, so that a later `down` (or the next run) finds it whatever interrupts."""
         require_tool("redis-server")
         require_tool("redis-cli")
         if self.is_running():
@@ -53,13 +66,13 @@ class LocalCluster:
         all_ports = self.ports + [p + 10000 for p in self.ports]
         check_ports_free(self.host, all_ports, "the local Redis Cluster")
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.owner_pid = owner_pid
         try:
             for port in self.ports:
                 log(f"starting redis-server {self.host}:{port}")
                 proc = RedisProcess(self.host, port, self.state_dir / f"node-{port}", cluster=True)
                 self.processes.append(proc)
-                proc.start()
-                self._write_state()
+                proc.start(on_spawn=lambda _p: self._write_state())
             self._create(timeout)
             log("waiting for cluster_state:ok and replica links")
             self.wait_healthy(timeout)
@@ -138,19 +151,30 @@ class LocalCluster:
         return Target(name="local", kind="cluster", nodes=self.nodes())
 
     def down(self) -> int:
-        """Stop every node this cluster started (or that its state file names)."""
-        pids = {p.pid for p in self.processes if p.pid}
-        pids |= set(self._read_state().get("pids", []))
-        stopped = 0
-        for pid in pids:
-            if pid_alive(pid):
-                stop_pid(pid)
-                stopped += 1
-        for p in self.processes:
-            p.stop()
-        self.processes = []
-        self.state_file.unlink(missing_ok=True)
+        """Stop every node this cluster started (or that its state file names); a second
+        Ctrl-C waits until they are all stopped."""
+        with deferred_interrupts():
+            pids = {p.pid for p in self.processes if p.pid}
+            pids |= set(self._read_state().get("pids", []))
+            stopped = stop_pids(sorted(pids))
+            for p in self.processes:
+                p.stop()
+            self.processes = []
+            self.state_file.unlink(missing_ok=True)
         return stopped
+
+    def leftover(self) -> str | None:
+        """When the nodes running here were started by a `harness run` that is gone (killed
+        with -9, say): which run; else None."""
+        st = self._read_state()
+        owner = st.get("owner_pid")
+        if not owner or not self.is_running() or pid_alive(owner):
+            return None
+        return f"started by harness run pid {owner}, which no longer runs"
+
+    def started_by(self) -> str:
+        owner = self._read_state().get("owner_pid")
+        return f"harness run pid {owner}" if owner else "harness cluster up"
 
     def is_running(self) -> bool:
         pids = self._read_state().get("pids", [])
@@ -169,13 +193,18 @@ class LocalCluster:
     def _write_state(self) -> None:
         self.state_file.write_text(json.dumps({
             "host": self.host, "base_port": self.base_port, "ports": self.ports,
-            "pids": [p.pid for p in self.processes if p.pid]}))
+            "pids": [p.pid for p in self.processes if p.pid], "owner_pid": self.owner_pid,
+            "started": time.time()}))
 
     def _read_state(self) -> dict:
         try:
-            return json.loads(self.state_file.read_text())
-        except (OSError, json.JSONDecodeError):
+            st = json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
             return {}
+        if not isinstance(st, dict):
+            return {}
+        st["pids"] = [p for p in st.get("pids") or [] if isinstance(p, int) and not isinstance(p, bool) and p > 1]
+        return st
 
     def __enter__(self):
         self.up()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -11,7 +12,7 @@ import time
 from pathlib import Path
 from string import Template
 
-from harness.errors import EnvironmentProblem
+from harness.errors import BadInput, EnvironmentProblem
 from harness.paths import INFRA_DIR
 
 INSTALL_HINT = "install it with: apt-get install -y redis-server redis-tools"
@@ -24,13 +25,30 @@ def require_tool(name: str, hint: str = INSTALL_HINT) -> str:
     return path
 
 
+def check_port_number(port, flag: str = "--base-port") -> None:
+    """A TCP port is 1-65535: anything else is the user's input (exit 2), not a busy port."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise BadInput(f"{flag}: {port!r} is not a TCP port (1-65535); give a port number in that range")
+
+
 def port_is_free(host: str, port: int) -> bool:
+    """Whether `port` on `host` can be bound. A host that does not resolve, or is not an
+    address of this machine, is an error of its own (never reported as a busy port)."""
+    check_port_number(port, "port")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
-        except OSError:
-            return False
+        except socket.gaierror as e:
+            raise BadInput(f"host {host!r} does not resolve ({e.strerror or e}); give an IP address or a "
+                           f"host name of this machine, e.g. --host 127.0.0.1") from None
+        except OSError as e:
+            if e.errno == errno.EADDRNOTAVAIL:
+                raise BadInput(f"host {host!r} is not an address of this machine; a local server can only "
+                               f"listen on one of its own addresses, e.g. --host 127.0.0.1") from None
+            if e.errno in (errno.EADDRINUSE, errno.EACCES):
+                return False
+            raise EnvironmentProblem(f"cannot bind {host}:{port} ({e.strerror or e})") from None
     return True
 
 
@@ -89,7 +107,9 @@ class RedisProcess:
             text += f"{k} {v}\n"
         return text
 
-    def start(self, timeout: float = 10.0) -> "RedisProcess":
+    def start(self, timeout: float = 10.0, on_spawn=None) -> "RedisProcess":
+        """Start and wait for PING. `on_spawn(self)` is called as soon as the process exists
+        (before the wait), so that its pid is recorded before anything can interrupt."""
         exe = require_tool("redis-server")
         check_ports_free(self.host, [self.port] + ([self.port + 10000] if self.cluster else []),
                          f"redis-server {self.host}:{self.port}")
@@ -101,6 +121,8 @@ class RedisProcess:
         self.proc = subprocess.Popen([exe, str(conf)], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, start_new_session=True)
         self.pid = self.proc.pid
+        if on_spawn is not None:
+            on_spawn(self)
         self.wait_ready(timeout)
         return self
 
@@ -155,6 +177,20 @@ class RedisProcess:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def stop_pids(pids: list[int], timeout: float = 5.0) -> int:
+    """Stop several redis-server processes at once (SIGTERM to all, then wait; SIGKILL after
+    `timeout`); returns how many were running. Other processes are never signalled."""
+    mine = [p for p in pids if pid_alive(p) and is_redis_pid(p)]
+    for pid in mine:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    for pid in mine:
+        stop_pid(pid, timeout)
+    return len(mine)
 
 
 def stop_pid(pid: int, timeout: float = 5.0) -> None:

@@ -272,8 +272,11 @@ def load_run(run_dir: Path) -> RunData:
             f"{run_dir / RESULTS}: schema_version {version!r}, this harness reads {', '.join(map(str, READABLE_VERSIONS))}; "
             + ("upgrade the harness to read it" if newer else "re-run the suites to write it anew")
         )
+    if not isinstance(data.get("records"), list):
+        raise BadInput(f"{run_dir / RESULTS}: no list of records (found {type(data.get('records')).__name__}); "
+                       f"the file is damaged, re-run the suites")
     try:
-        records = [Record.from_json(r) for r in data.get("records", [])]
+        records = [Record.from_json(r) for r in data["records"]]
         suites = {str(k): SuiteRun.from_json(str(k), v) for k, v in (data.get("suites") or {}).items()}
         claims = [Claim.from_json(c) for c in (data.get("claims") or [])]
     except BadInput:

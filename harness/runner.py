@@ -29,6 +29,7 @@ from harness.cluster import LocalCluster
 from harness.drivers import CaseContext, CaseOutcome, Target
 from harness.errors import BadInput, EnvironmentProblem, HarnessError
 from harness.results import Record, load_run, write_manifest, write_results
+from harness.signals import deferred_interrupts, signal_name
 
 PASSWORD_ENV = "HARNESS_TARGET_PASSWORD"  # how an isolated case gets the target's password (never argv)
 
@@ -54,7 +55,9 @@ def parse_overrides(items: list[str]) -> dict[str, dict]:
             raise BadInput(f"--set {item!r}: the value is empty; give one after '=' (quote it for an empty string: '\"\"')")
         try:
             parsed = spec.parse_yaml_text(value, f"--set {key}")
-        except BadInput:
+        except spec.AliasRefused:
+            raise
+        except BadInput:  # not YAML: the text as it is
             parsed = value
         out.setdefault(case, {})[param] = parsed
     return out
@@ -119,16 +122,65 @@ def target_for(plans: list[Plan], target: str, base_port: int, log: Callable[[st
         yield load_target(target)
         return
     cluster = LocalCluster(base_port=base_port)
-    if cluster.health_problem() is None:  # a healthy cluster already answers there: use it
-        log(f"using the running local cluster on 127.0.0.1:{base_port}")
+    left = cluster.leftover()
+    if left:  # a run killed with -9 left it, with that run's data: never measure on it
+        log(f"the local cluster on 127.0.0.1:{base_port} was {left}; it holds that run's data, "
+            f"so it is stopped and a fresh one started")
+        cluster.down()
+    elif cluster.health_problem() is None:  # a healthy cluster already answers there: use it
+        log(f"using the running local cluster on 127.0.0.1:{base_port} (started by {cluster.started_by()}); "
+            f"it keeps the data it holds ({_key_count(cluster)} keys now), nothing is flushed")
         yield cluster.target()
         return
     log(f"starting a local Redis Cluster (3 primaries + 3 replicas) on 127.0.0.1:{base_port}-{base_port + 5}")
     try:
-        yield cluster.up(log=log)
+        yield cluster.up(log=log, owner_pid=os.getpid())
     finally:
         n = cluster.down()
         log(f"stopped the local cluster ({n} processes)")
+
+
+def _key_count(cluster: LocalCluster) -> str:
+    import redis
+
+    try:
+        return str(sum(redis.Redis(host=n.host, port=n.port, socket_timeout=2).dbsize()
+                       for n in cluster.nodes() if n.role == "primary"))
+    except (redis.RedisError, HarnessError):
+        return "?"
+
+
+def refresh_topology(tgt: Target, log: Callable[[str], None]) -> None:
+    """Between cases: re-read the cluster's roles from the first node that answers, drop the
+    nodes it marks failed and put the current primaries first, so that a case after a
+    failover never uses a dead entry node. Leaves the target as it is when no node answers."""
+    import redis
+
+    from harness.cluster import parse_cluster_nodes
+
+    for node in list(tgt.nodes):
+        try:
+            c = tgt.client(node, socket_timeout=2, socket_connect_timeout=2, decode_responses=True)
+            try:
+                text = c.execute_command("CLUSTER NODES")
+            finally:
+                c.close()
+        except redis.RedisError:
+            continue
+        live = {(n.host, n.port): n.role for n in parse_cluster_nodes(text)}
+        kept = [n for n in tgt.nodes if (n.host, n.port) in live]
+        if not kept:
+            return
+        before = [(n.address, n.role) for n in tgt.nodes]
+        for n in kept:
+            n.role = live[(n.host, n.port)]
+        kept.sort(key=lambda n: (n.role != "primary", n.port))
+        if [(n.address, n.role) for n in kept] != before:
+            gone = sorted({a for a, _ in before} - {n.address for n in kept})
+            log(f"cluster topology changed: primaries now {', '.join(n.address for n in kept if n.role == 'primary')}"
+                + (f"; not answering or failed: {', '.join(gone)}" if gone else ""))
+            tgt.nodes[:] = kept
+        return
 
 
 def run_suites(names: list[str], *, profile: str = "local", target: str = "local",
@@ -138,6 +190,13 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
                keyword: str | None = None) -> RunOutcome:
     if repeat is not None and not 1 <= repeat <= 1000:
         raise BadInput(f"--repeat must be between 1 and 1000, got {repeat}")
+    from harness.redis_server import check_port_number
+
+    check_port_number(base_port)
+    if monitoring:
+        from harness.monitoring import configured_port
+
+        configured_port()  # a bad HARNESS_MONITORING_PORT is refused before anything starts
     from harness.selection import choose  # SUITE/CASE and -k PATTERN narrow the suites
 
     suites = choose(list(names), profile, keyword, log)
@@ -177,6 +236,8 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
                         for rep in range(1, plan.repetitions + 1):
                             done += 1
                             state["current"] = f"{plan.suite.name}/{case.name}/repetition {rep}"
+                            if plan.suite.target == "cluster" and tgt.kind == "cluster" and tgt.nodes:
+                                refresh_topology(tgt, log)
                             log(f"{progress.progress(done - 1, total, time.monotonic() - t_start)} "
                                 f"{plan.suite.name} / {case.name} / repetition {rep}/{plan.repetitions}")
                             rec = run_case(plan, case, rep, profile, tgt, run_dir, log)
@@ -196,17 +257,21 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
             finally:
                 man["window"]["end"] = time.time()
                 if monitor is not None:
-                    state["monitoring"] = monitor.finish(man["window"], run_dir)
+                    cut_short = isinstance(sys.exc_info()[1], KeyboardInterrupt)  # do not keep a Ctrl-C waiting
+                    state["monitoring"] = monitor.finish(man["window"], run_dir, wait=not cut_short)
     except BadInput as e:
         bad_input = e
     except KeyboardInterrupt as e:
         interrupt = e
         state["interrupted"] = {"at": time.time(), "case": state["current"] or "between cases",
-                                "signal": getattr(e, "signal_name", "SIGINT")}
+                                "signal": signal_name(e)}
     finally:
-        man["ended"] = time.time()
-        write_manifest(run_dir, man)
-        save()
+        with deferred_interrupts():
+            man["ended"] = time.time()
+            if state["interrupted"]:
+                man["interrupted"] = state["interrupted"]
+            write_manifest(run_dir, man)
+            save()
     with _shielded():
         data = load_run(run_dir)
         a = analyze(data, allow_skipped=allow_skipped)
@@ -226,17 +291,13 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
 
 @contextlib.contextmanager
 def _shielded():
-    """Let a second Ctrl-C wait until the report of what was measured is written."""
-    old = signal.getsignal(signal.SIGINT)
+    """Let a second Ctrl-C (or SIGTERM) wait until the report of what was measured is
+    written; when the run was interrupted anyway, the held signal adds nothing."""
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
+        with deferred_interrupts():
+            yield
+    except KeyboardInterrupt:
+        pass
 
 
 def _make_run_dir(results_dir: Path) -> Path:

@@ -43,13 +43,17 @@ def check_name(where: str, kind: str, name: Any) -> str:
 
 
 # ---- YAML loading -------------------------------------------------------------------------
+class AliasRefused(BadInput):
+    """A YAML alias in a spec or a --set value (refused: a 1 KB alias bomb expands to gigabytes)."""
+
+
 class _NoAliasLoader(yaml.SafeLoader):
     """SafeLoader that refuses aliases (and so alias bombs) and keeps keys as they are."""
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             ev = self.peek_event()
-            raise BadInput(f"YAML aliases (*{ev.anchor}) are not allowed in specs; write the value out "
+            raise AliasRefused(f"YAML aliases (*{ev.anchor}) are not allowed in specs; write the value out "
                            f"(line {ev.start_mark.line + 1})")
         return super().compose_node(parent, index)
 
@@ -58,7 +62,7 @@ def parse_yaml_text(text: str, where: str):
     try:
         return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
     except BadInput as e:
-        raise BadInput(f"{where}: {e}") from None
+        raise type(e)(f"{where}: {e}") from None
     except yaml.YAMLError as e:
         raise BadInput(f"{where}: not valid YAML: {e}".replace("\n", " ")) from None
     except (RecursionError, ValueError, OverflowError) as e:

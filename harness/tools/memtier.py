@@ -14,9 +14,6 @@ import re
 from dataclasses import dataclass, field
 
 from harness.drivers import Metric
-from harness.process import tool_missing
-
-INSTALL_HINT = "the Ansible loadgen role installs it on lab hosts"
 
 NOT_FOUND = "memtier_benchmark not found"
 SECTION_PREFERENCE = ("ALL STATS",)  # one run: the only section worth reading
@@ -35,16 +32,9 @@ def build_command(p: dict, host: str, port: int, cluster: bool, json_path: str,
     cmd.append(f"--test-time={p['test_time']}" if p["test_time"] else f"--requests={p['requests']}")
     if cluster:
         cmd.append("--cluster-mode")  # without it a cluster answers MOVED and memtier "succeeds"
-    if password:  # memtier has no environment form: redacted wherever the command is kept
+    if password:
         cmd.append(f"--authenticate={password}")
     return cmd
-
-
-def missing(target) -> str:
-    """'' when memtier_benchmark is where it will run (the inventory's load generator, or here)."""
-    from harness.inventory import loadgen_for
-
-    return tool_missing("memtier_benchmark", loadgen_for(target), INSTALL_HINT)
 
 
 def percentile_name(key: str) -> str:
@@ -59,6 +49,7 @@ class Section:
     rows: dict[str, dict]  # Sets / Gets / Totals -> the JSON row
     duration_ms: float | None
     problems: list[str] = field(default_factory=list)
+    histograms: dict[str, str] = field(default_factory=dict)  # kind -> memtier's compressed HDR histogram
 
 
 @dataclass
@@ -71,6 +62,12 @@ class MemtierResult:
     @property
     def valid(self) -> bool:
         return not self.problems and self.chosen is not None
+
+    @property
+    def histograms(self) -> dict[str, str]:
+        """The chosen section's latency histograms (kind -> compressed HDR histogram); for
+        --run-count > 1 the aggregated section's is empty (memtier does not merge them)."""
+        return self.sections[self.chosen].histograms if self.chosen else {}
 
 
 def _section_problems(name: str, rows: dict, duration_ms: float | None) -> list[str]:
@@ -124,7 +121,8 @@ def parse_json(data: dict, stderr: str = "") -> MemtierResult:
             continue
         rows = {k: body[k] for k in ROW_KINDS if isinstance(body.get(k), dict)}
         dur = (body.get("Runtime") or {}).get("Total duration")
-        sections[name] = Section(name, rows, dur, _section_problems(name, rows, dur))
+        sections[name] = Section(name, rows, dur, _section_problems(name, rows, dur),
+                                 {k: h for k, r in rows.items() if (h := histogram_text(r))})
     chosen = None
     if "ALL STATS" in sections:
         chosen = "ALL STATS"
@@ -136,7 +134,7 @@ def parse_json(data: dict, stderr: str = "") -> MemtierResult:
         problems.append("no results section in the JSON")
     else:
         problems += sections[chosen].problems
-    err_lines = [line.strip() for line in stderr.splitlines() if any(p.search(line) for p in ERROR_PATTERNS)]
+    err_lines = [l.strip() for l in stderr.splitlines() if any(p.search(l) for p in ERROR_PATTERNS)]
     if err_lines:
         problems.append(f"stderr reports errors ({len(err_lines)} lines), first: {err_lines[0]}")
     metrics = section_metrics(sections[chosen]) if chosen else {}
@@ -177,3 +175,49 @@ def parse_files(json_text: str, stderr: str = "") -> MemtierResult:
     return parse_json(data, stderr)
 
 
+# ---- pooled tail percentiles: memtier's HDR histograms merged across repetitions ----------
+# memtier records latencies in microseconds into an HdrHistogram (3 significant digits) and
+# writes it base64-compressed ("HISTFAAA...") under Percentile Latencies / Histogram log
+# format / Compressed Histogram; its printed percentiles are the histogram's values / 1000.
+# The median of per-run P99s is not a P99 of the pooled requests: merging the histograms
+# (the hdrhistogram package) gives the percentile of every request of every repetition.
+HISTOGRAM_US_PER_MS = 1000.0
+
+
+def histogram_text(row: dict) -> str | None:
+    """The compressed histogram of a Sets/Gets/Totals row, or None."""
+    pl = row.get("Percentile Latencies") if isinstance(row, dict) else None
+    fmt = pl.get("Histogram log format") if isinstance(pl, dict) else None
+    text = fmt.get("Compressed Histogram") if isinstance(fmt, dict) else None
+    return text if isinstance(text, str) and text else None
+
+
+def merge_histograms(encoded: list[str]):
+    """One HdrHistogram holding every recorded value of `encoded`; empty ones are skipped.
+    Raises ValueError on a histogram that does not decode."""
+    try:
+        from hdrh.histogram import HdrHistogram
+    except ImportError:  # a core dependency; say so in one line
+        raise ValueError("the hdrhistogram package is not installed (pip install -c constraints.txt -e .)") from None
+    merged = None
+    for text in encoded:
+        try:
+            h = HdrHistogram.decode(text)
+        except Exception as e:  # the package raises several kinds for damaged input
+            raise ValueError(f"a compressed histogram does not decode ({type(e).__name__})") from None
+        if h.get_total_count() == 0:
+            continue
+        if merged is None:
+            merged = h
+        else:
+            merged.add(h)
+    return merged
+
+
+def pooled_percentiles(encoded: list[str], qs=(50, 99, 99.9)) -> tuple[dict[float, float], int]:
+    """({q: latency in ms}, requests) over the merged histograms; ({}, 0) when all are empty."""
+    merged = merge_histograms(encoded)
+    if merged is None:
+        return {}, 0
+    return ({q: merged.get_value_at_percentile(q) / HISTOGRAM_US_PER_MS for q in qs},
+            merged.get_total_count())

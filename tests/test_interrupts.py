@@ -1,0 +1,225 @@
+"""Ctrl-C, SIGTERM and a double Ctrl-C at each stage of `harness run --monitoring`: no
+process the harness started remains, the folder says it was interrupted, the report and
+JUnit of what was measured are written and the folder's path is printed.
+
+Each run is a real `harness run` of a tiny spec in a subprocess: a real 6-node cluster on
+HARNESS_TEST_INTERRUPT_PORT (default 7570-7575) and a real monitoring stack on
+HARNESS_TEST_INTERRUPT_MONITORING_PORT (default 9550-9557). The case is a few seconds of
+real SET/GET traffic on that cluster (the driver below, registered by the subprocess's
+entry line), so these tests do not depend on any suite's driver.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness import drivers
+from harness.drivers import CaseOutcome, Metric, Param
+
+REPO = Path(__file__).resolve().parent.parent
+BASE_PORT = int(os.environ.get("HARNESS_TEST_INTERRUPT_PORT", "7570"))
+MON_PORT = int(os.environ.get("HARNESS_TEST_INTERRUPT_MONITORING_PORT", "9550"))
+TOOLS = ("redis-server", "redis-cli", "prometheus", "prometheus-redis-exporter", "prometheus-node-exporter")
+
+
+@drivers.register("test-interrupts-traffic", needs="cluster",
+                  params={"seconds": Param(float, 3.0, "how long to send SET/GET", min=0.1, max=60)})
+def _traffic(ctx):
+    """SET/GET on the cluster for `seconds` (the case an interrupt lands in)."""
+    c = ctx.target.cluster_client()
+    n, t0 = 0, time.monotonic()
+    try:
+        while time.monotonic() - t0 < ctx.params["seconds"]:
+            c.set(f"k{n % 100}", "v")
+            c.get(f"k{n % 100}")
+            n += 2
+    finally:
+        c.close()
+    return CaseOutcome(metrics={"ops_per_s": Metric(n / (time.monotonic() - t0), "ops/s", "higher")})
+
+
+SPEC = {"name": "interrupt-me", "description": "real traffic, to be interrupted",
+        "claim": {"section": "0", "text": "nothing is left running"}, "target": "cluster",
+        "cases": [{"name": "traffic", "driver": "test-interrupts-traffic", "params": {"seconds": 3}}],
+        "profiles": {"local": {"repetitions": 2}}}
+
+# Stage -> the log line after which the signal is sent, and how long after it.
+STAGES = {
+    "starting the cluster": ("starting redis-server 127.0.0.1:%d" % (BASE_PORT + 3), 0.0),
+    "starting monitoring": ("monitoring: starting redis_exporter", 0.0),
+    "waiting for targets": ("monitoring: waiting until Prometheus has scraped every exporter twice", 0.2),
+    "during a case": ("interrupt-me / traffic / repetition 1/2", 1.0),
+    "writing the report": ("stopped the local cluster", 0.0),
+}
+SIGNALS = {"SIGINT": [signal.SIGINT], "SIGTERM": [signal.SIGTERM], "double SIGINT": [signal.SIGINT, signal.SIGINT]}
+# The default selection: every stage, every signal kind, 8 runs (about 2 minutes here).
+DEFAULT = {("starting the cluster", "double SIGINT"), ("starting the cluster", "SIGTERM"),
+           ("starting monitoring", "SIGINT"), ("waiting for targets", "SIGINT"),
+           ("waiting for targets", "double SIGINT"), ("during a case", "SIGTERM"),
+           ("during a case", "SIGINT"), ("writing the report", "double SIGINT")}
+FULL = os.environ.get("HARNESS_FULL_INTERRUPT_MATRIX") == "1"
+
+
+def _ours(cmdline: str) -> bool:
+    """A process of this test's ports: a node, an exporter, Prometheus or a case worker."""
+    redis_ports = [f"127.0.0.1:{p}" for p in range(BASE_PORT, BASE_PORT + 6)]
+    mon_ports = [f"127.0.0.1:{p}" for p in range(MON_PORT, MON_PORT + 8)]
+    return (any(a in cmdline for a in mon_ports) or f"monitoring-{MON_PORT}" in cmdline
+            or ("redis-server" in cmdline and any(a in cmdline for a in redis_ports)))
+
+
+def leftovers() -> list[tuple[int, str]]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (d / "stat").read_text().split(") ", 1)[1][0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and _ours(cmd):
+            out.append((int(d.name), cmd.strip()))
+    return out
+
+
+def _kill(procs) -> None:
+    for pid, _ in procs:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture(scope="module")
+def spec_file(tmp_path_factory):
+    missing = [t for t in TOOLS if not shutil.which(t)]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)} (apt-get install redis-server redis-tools prometheus "
+                    f"prometheus-redis-exporter prometheus-node-exporter)")
+    stale = leftovers()
+    if stale:
+        _kill(stale)
+        pytest.fail(f"processes of this test's ports were running before it: {stale}")
+    f = tmp_path_factory.mktemp("interrupts") / "interrupt-me.yaml"
+    f.write_text(yaml.safe_dump(SPEC))
+    return f
+
+
+ENTRY = "import tests.test_interrupts; from harness.cli import main; main()"
+
+
+def run_and_signal(spec: Path, results: Path, marker: str, delay: float, sigs: list[int], timeout: float = 90):
+    env = {**os.environ, "HARNESS_MONITORING_PORT": str(MON_PORT), "PYTHONUNBUFFERED": "1"}
+    env.pop("HARNESS_PROMETHEUS_URL", None)
+    proc = subprocess.Popen([sys.executable, "-c", ENTRY, "run", str(spec), "--monitoring", "--base-port",
+                             str(BASE_PORT), "--results-dir", str(results)], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    err_lines: list[str] = []
+    seen = threading.Event()
+
+    def read_err():
+        for line in proc.stderr:
+            err_lines.append(line.rstrip("\n"))
+            if marker in line:
+                seen.set()
+
+    reader = threading.Thread(target=read_err, daemon=True)
+    reader.start()
+    try:
+        if not seen.wait(timeout):
+            raise AssertionError(f"never saw {marker!r}:\n" + "\n".join(err_lines[-20:]))
+        time.sleep(delay)
+        for i, s in enumerate(sigs):
+            if i:
+                time.sleep(0.1)  # the second lands while the first one's cleanup runs
+            if proc.poll() is None:
+                proc.send_signal(s)
+        proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reader.join(5)
+    return proc.returncode, "\n".join(err_lines)
+
+
+CASES = [(stage, sig) for stage in STAGES for sig in SIGNALS]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage,sig", CASES, ids=[f"{s}-{k}".replace(" ", "_") for s, k in CASES])
+def test_interrupt_leaves_nothing_running(spec_file, tmp_path, stage, sig):
+    if not FULL and (stage, sig) not in DEFAULT:
+        pytest.skip("outside the default 8 of the 15 stage x signal runs (every stage and every signal is "
+                    "in those); HARNESS_FULL_INTERRUPT_MATRIX=1 runs all 15 (about 2 more minutes)")
+    marker, delay = STAGES[stage]
+    results = tmp_path / "results"
+    try:
+        code, err = run_and_signal(spec_file, results, marker, delay, SIGNALS[sig])
+        time.sleep(0.2)
+        left = leftovers()
+        assert not left, f"left running after {sig} while {stage}: {left}\n{err[-2000:]}"
+    finally:
+        _kill(leftovers())
+    assert "Traceback" not in err, err[-3000:]
+    runs = list(results.iterdir())
+    assert len(runs) == 1
+    run_dir = runs[0]
+    data = json.loads((run_dir / "results.json").read_text())
+    assert (run_dir / "report.html").exists() and (run_dir / "junit.xml").exists(), err[-2000:]
+    if stage == "writing the report":  # the report is shielded: the run ends as it would have
+        assert code in (0, 1), err[-2000:]
+        assert "interrupted" not in data
+        return
+    expect_signal = "SIGTERM" if sig == "SIGTERM" else "SIGINT"
+    assert code == (143 if sig == "SIGTERM" else 130), (code, err[-2000:])
+    assert data["interrupted"]["signal"] == expect_signal
+    assert data["interrupted"]["case"] == ("interrupt-me/traffic/repetition 1" if stage == "during a case"
+                                           else "between cases")
+    assert json.loads((run_dir / "manifest.json").read_text())["interrupted"]["signal"] == expect_signal
+    assert str(run_dir) in err, "the folder's path is printed"
+    assert f"interrupted ({expect_signal})" in err.splitlines()[-1]
+    html = (run_dir / "report.html").read_text()
+    assert "INTERRUPTED" in html
+    assert "interrupt-me / traffic" in html
+
+
+def test_rerun_after_kill_9_does_not_reuse_the_old_cluster(spec_file, tmp_path):
+    """A run killed with -9 leaves its cluster (with its data); the next run says so and
+    starts a fresh one instead of measuring on the old data."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    results = tmp_path / "results"
+    cmd = [sys.executable, "-c", ENTRY, "run", str(spec_file), "--base-port", str(BASE_PORT),
+           "--results-dir", str(results)]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:
+            if "interrupt-me / traffic / repetition 1/2" in line:
+                break
+        proc.kill()
+        proc.wait()
+        assert any("redis-server" in c for _, c in leftovers()), "a -9 leaves the nodes (they are in their own session)"
+        import redis
+
+        redis.RedisCluster(host="127.0.0.1", port=BASE_PORT).set("left-behind", "old data")
+        p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        assert "Traceback" not in p.stderr
+        assert f"was started by harness run pid {proc.pid}, which no longer runs" in p.stderr, p.stderr[-2000:]
+        assert "a fresh one started" in p.stderr
+        assert not leftovers(), "the second run stops what it started (and what the first one left)"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _kill(leftovers())
