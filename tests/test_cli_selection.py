@@ -110,3 +110,11 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
     monkeypatch.setenv("TERM", "xterm")
     monkeypatch.setenv("NO_COLOR", "1")
     assert progress.colour("failed", "failed", Tty()) == "failed"
+
+
+def test_cluster_status_of_a_healthy_cluster_exits_0(cluster):
+    port = min(n.port for n in cluster.nodes)
+    p = harness("cluster", "status", "--base-port", str(port), "--json")
+    assert p.returncode == 0, p.stdout + p.stderr
+    st = json.loads(p.stdout)
+    assert st["healthy"] is True and st["health"] == "ok"

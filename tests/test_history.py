@@ -111,3 +111,10 @@ def test_nightly_keeps_its_history_compares_pooled_and_publishes_the_page(tmp_pa
     assert (dirs[-1] / "history.html").exists()
     report = (dirs[-1] / "report.html").read_text()
     assert f'href="history.html#{anchor("kv", "bench", "get.rps")}"' in report  # the threshold row links to it
+
+
+def test_report_history_location_must_be_a_path_or_http_url(ten_runs):
+    run = find_runs(ten_runs)[0]
+    p = subprocess.run([sys.executable, "-m", "harness", "report", str(run), "--history", "javascript:alert(1)"],
+                       capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 2 and "give a relative path or an http(s) URL" in p.stderr and "Traceback" not in p.stderr
