@@ -142,3 +142,14 @@ def test_monitoring_without_its_client_is_one_line_and_starts_nothing(tmp_path):
                        capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert p.returncode == 3 and "needs the prometheus-api-client package" in p.stderr
     assert "Traceback" not in p.stderr and not (tmp_path / "r").exists()
+
+
+def test_the_report_says_whether_the_run_was_installed_as_pinned(tmp_path):
+    from harness.report.render import render_html
+
+    d = write_run(tmp_path, 1, {"get.rps": [1.0, 1.0, 1.0]},
+                  man_extra={"constraints": {"file": "constraints.txt", "sha256": "ab" * 32,
+                                             "differs": {"numpy": "installed 9.9, pinned 2.4.6"}, "differs_count": 1}})
+    run = load_run(d)
+    html = render_html(run, analyze(run))
+    assert "Pinned versions" in html and "1 not as pinned: numpy installed 9.9, pinned 2.4.6" in html

@@ -214,7 +214,8 @@ def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = Non
            ("Memory", f"{host.get('memory_total_gib', '?')} GiB"), ("Kernel", host.get("kernel", "?")),
            ("Python", host.get("python", "?")),
            ("GPU", _gpu_line(man.get("gpu", {}) if isinstance(man.get("gpu"), dict) else {})),
-           ("Git revision", f"{git.get('revision', '?')}{' (uncommitted changes)' if git.get('dirty') else ''}")]
+           ("Git revision", f"{git.get('revision', '?')}{' (uncommitted changes)' if git.get('dirty') else ''}"),
+           ("Pinned versions", _constraints_line(man.get("constraints")))]
     tools = [(k, (v or {}).get("version") or (v or {}).get("missing") or "-")
              for k, v in (man.get("tools") or {}).items() if isinstance(v, dict)]
     packages = [(k, v or "not installed") for k, v in (man.get("packages") or {}).items()]
@@ -236,6 +237,20 @@ def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = Non
         "hosts": man.get("hosts") if isinstance(man.get("hosts"), dict) else {},
         "generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
     }
+
+
+def _constraints_line(c) -> str:
+    """constraints.txt as the manifest recorded it: its digest and what was not installed as pinned."""
+    if not isinstance(c, dict):
+        return "not recorded"
+    if not c.get("sha256"):
+        return c.get("missing") or "no constraints file"
+    head = f"{c.get('file', 'constraints.txt')} (sha256 {str(c['sha256'])[:12]})"
+    differs = c.get("differs") or {}
+    if not differs:
+        return head + ": every package installed as pinned"
+    return head + f": {c.get('differs_count', len(differs))} not as pinned: " + "; ".join(
+        f"{k} {v}" for k, v in list(differs.items())[:5])
 
 
 def _gpu_line(gpu: dict) -> str:
