@@ -9,6 +9,8 @@ success, failure and Ctrl-C.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -20,6 +22,7 @@ from harness.redis_server import (
     RedisProcess,
     check_port_number,
     check_ports_free,
+    is_redis_pid,
     pid_alive,
     require_tool,
     stop_pids,
@@ -29,7 +32,7 @@ from harness.signals import deferred_interrupts
 
 class LocalCluster:
     def __init__(self, host: str = "127.0.0.1", base_port: int = 7000, primaries: int = 3,
-                 replicas: int = 1, state_dir: Path | None = None):
+                 replicas: int = 1, state_dir: Path | None = None, node_timeout_ms: int | None = None):
         if primaries < 3:
             raise BadInput(f"a Redis Cluster needs at least 3 primaries, got {primaries}")
         if replicas < 0:
@@ -37,6 +40,9 @@ class LocalCluster:
         check_port_number(base_port)
         if not 1 <= base_port <= 65535 - 10000 - primaries * (replicas + 1):
             raise BadInput(f"base port {base_port} leaves no room for the nodes and their bus ports (+10000)")
+        if node_timeout_ms is not None and not 100 <= node_timeout_ms <= 3_600_000:
+            raise BadInput(f"cluster-node-timeout must be 100-3600000 ms, got {node_timeout_ms}")
+        self.node_timeout_ms = node_timeout_ms  # None: infra/redis/cluster.conf's setting
         self.host, self.base_port = host, base_port
         self.primaries, self.replicas = primaries, replicas
         self.state_dir = Path(state_dir or STATE_DIR / f"cluster-{host}-{base_port}")
@@ -70,7 +76,8 @@ class LocalCluster:
         try:
             for port in self.ports:
                 log(f"starting redis-server {self.host}:{port}")
-                proc = RedisProcess(self.host, port, self.state_dir / f"node-{port}", cluster=True)
+                config = {"cluster-node-timeout": self.node_timeout_ms} if self.node_timeout_ms else None
+                proc = RedisProcess(self.host, port, self.state_dir / f"node-{port}", cluster=True, config=config)
                 self.processes.append(proc)
                 proc.start(on_spawn=lambda _p: self._write_state())
             self._create(timeout)
@@ -175,6 +182,40 @@ class LocalCluster:
     def started_by(self) -> str:
         owner = self._read_state().get("owner_pid")
         return f"harness run pid {owner}" if owner else "harness cluster up"
+
+    # ---- one node (failover experiments) -------------------------------------------------
+    def _process(self, port: int) -> RedisProcess:
+        for p in self.processes:
+            if p.port == port:
+                return p
+        raise BadInput(f"port {port} is not a node this cluster started ({self.ports[0]}-{self.ports[-1]})")
+
+    def kill_node(self, port: int) -> None:
+        """SIGKILL one node (no shutdown, no save): a crashed server."""
+        p = self._process(port)
+        if p.pid is not None and pid_alive(p.pid) and is_redis_pid(p.pid):
+            os.kill(p.pid, signal.SIGKILL)
+            if p.proc is not None:
+                p.proc.wait(timeout=5)
+                if p.proc.stderr:
+                    p.proc.stderr.close()
+        p.pid = None
+
+    def restart_node(self, port: int, timeout: float = 10.0) -> None:
+        """Start a killed node again with its own redis.conf and nodes.conf (its cluster
+        identity), as a restarted server would; it answers PING when this returns."""
+        p = self._process(port)
+        if p.pid is not None and pid_alive(p.pid):
+            raise EnvironmentProblem(f"node {self.host}:{port} is still running; kill it first")
+        conf = p.folder / "redis.conf"
+        if not conf.is_file():
+            raise EnvironmentProblem(f"node {self.host}:{port} has no config at {conf}; it was never started")
+        check_ports_free(self.host, [port, port + 10000], f"redis-server {self.host}:{port}")
+        p.proc = subprocess.Popen([require_tool("redis-server"), str(conf)], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, start_new_session=True)
+        p.pid = p.proc.pid
+        self._write_state()
+        p.wait_ready(timeout)
 
     def is_running(self) -> bool:
         pids = self._read_state().get("pids", [])

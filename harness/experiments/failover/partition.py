@@ -1,0 +1,417 @@
+"""Partition: one primary's simulated host cut off (its link down) while a writer on its
+side keeps writing, then healed.
+
+Runs on the simulated lab (infra/lab-sim, `make lab-sim-up`): hosts are network namespaces
+ls-h1..ls-h6 at 127.77.0.11-16 on bridge ls-br0. The case starts its own redis-server in
+each of the six namespaces (`ip netns exec`, so they are its own processes, stopped when
+the case ends) and creates a 3 + 3 cluster across them. Per run: a writer process inside
+the victim primary's namespace writes keys of that primary's slots; writer threads here
+write keys of every slot. At the cut, `ip link set ls-hN-p down` takes the host's link
+down; after `cut_s` it comes back up. Every key is read back once the cluster is whole
+again: the writes the cut-off primary acknowledged and the cluster then dropped are
+counted, and how long the minority kept acknowledging them.
+
+Variants: `plain`, `min-replicas` (min-replicas-to-write 1 with min-replicas-max-lag as a
+parameter); control `no-cut` (the same schedule, the link left up).
+
+Where the lab cannot be used (not root, no `ip`, the lab-sim scripts missing, the lab not
+up and `start_lab` false, or its start failing) the case is skipped with the reason. With
+`start_lab` the case brings the lab up itself and takes it down again afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import redis
+
+from harness.drivers import CaseContext, CaseOutcome, Metric, Param, register
+from harness.errors import BadInput, EnvironmentProblem
+from harness.experiments.failover import client, history, measure
+from harness.experiments.failover.kill import _ranges, order
+from harness.experiments.failover.watch import Watcher, node_id, parse_nodes
+from harness.paths import INFRA_DIR, REPO_ROOT, STATE_DIR
+
+VARIANTS = ("plain", "min-replicas")
+CONTROLS = ("no-cut",)
+LAB_NET = "127.77.0"
+HOSTS = 6  # ls-h1..ls-h6; ls-h7 is the lab's load generator
+GROUPS = {"cut": "cut_range", "others": "other_ranges"}
+
+PARAMS = {
+    "node_timeout_ms": Param(int, 2000, "cluster-node-timeout of the case's cluster", min=500, max=120000),
+    "variants": Param(list, list(VARIANTS), "write variants to run", choices=VARIANTS),
+    "controls": Param(list, list(CONTROLS), "controls run interleaved with the variants", choices=CONTROLS),
+    "rate": Param(float, 100.0, "writes per second of the writer on the cut-off side", min=1, max=100000),
+    "writers": Param(int, 1, "writer threads on the majority side (all slots)", min=0, max=64),
+    "majority_rate": Param(float, 100.0, "writes per second per majority-side writer", min=1, max=100000),
+    "warm_s": Param(float, 1.5, "seconds of traffic before the cut", min=0.5, max=600),
+    "cut_s": Param((float, type(None)), None, "seconds the link stays down; null: node timeout x 1.5 + 3 s",
+                   min=0.5, max=3600),
+    "after_heal_s": Param(float, 3.0, "seconds of traffic after the link is back", min=0.5, max=600),
+    "min_replicas_max_lag": Param(int, 1, "min-replicas-max-lag of the min-replicas variant", min=1, max=3600),
+    "client_timeout_ms": Param(int, 250, "client connect and read timeout", min=10, max=60000),
+    "heal_timeout_s": Param(float, 30.0, "how long the cluster may take to be whole again", min=1, max=600),
+    "port_offset": Param(int, 30, "the case's nodes listen on the suite cluster's first port + this", min=0,
+                         max=1000),
+    "start_lab": Param(bool, False, "bring the simulated lab up (and down afterwards) when it is not up"),
+}
+
+
+def _check(where: str, p: dict) -> None:
+    if not p["variants"] and not p["controls"]:
+        raise BadInput(f"{where}: give at least one of variants or controls")
+
+
+# ---- the lab --------------------------------------------------------------------------------
+def lab_problem() -> str | None:
+    """Why the lab cannot be used from here (None: it can, if it is up or can be started)."""
+    if os.geteuid() != 0:
+        return "not root: network namespaces and link changes need root"
+    for tool in ("ip", "redis-server", "redis-cli"):
+        if not shutil.which(tool):
+            return f"{tool} not found (apt-get install -y iproute2 redis-server redis-tools)"
+    if not (INFRA_DIR / "lab-sim" / "up.sh").is_file():
+        return "the simulated lab's scripts (infra/lab-sim/up.sh) are not in this checkout"
+    return None
+
+
+def lab_is_up() -> bool:
+    return Path("/sys/class/net/ls-br0").exists() and all(
+        Path(f"/run/netns/ls-h{i}").exists() for i in range(1, HOSTS + 1))
+
+
+def _lab_script(name: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(INFRA_DIR / "lab-sim" / name)], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def link(i: int, up: bool, check: bool = True) -> None:
+    """Host i's link (its veth end on the bridge) up or down."""
+    r = subprocess.run(["ip", "link", "set", f"ls-h{i}-p", "up" if up else "down"], capture_output=True, text=True,
+                       timeout=10)
+    if check and r.returncode != 0:
+        raise EnvironmentProblem(f"ip link set ls-h{i}-p {'up' if up else 'down'} failed: {r.stderr.strip()} "
+                                 f"(was the simulated lab taken down during the case?)")
+
+
+# ---- the cluster across the lab's hosts ------------------------------------------------------
+class LabCluster:
+    def __init__(self, port: int, node_timeout_ms: int, folder: Path):
+        self.port, self.node_timeout_ms, self.folder = port, node_timeout_ms, folder
+        self.hosts = {i: f"{LAB_NET}.1{i}" for i in range(1, HOSTS + 1)}
+        self.procs: dict[int, object] = {}
+
+    @property
+    def addrs(self) -> list[tuple[str, int]]:
+        return [(a, self.port) for a in self.hosts.values()]
+
+    def up(self, timeout: float = 30.0) -> None:
+        from harness.redis_server import RedisProcess, require_tool
+
+        exe = require_tool("redis-server")
+        try:
+            for i, addr in self.hosts.items():
+                rp = RedisProcess(addr, self.port, self.folder / f"h{i}", cluster=True,
+                                  config={"cluster-node-timeout": self.node_timeout_ms})
+                rp.folder.mkdir(parents=True, exist_ok=True)
+                for stale in ("nodes.conf", "dump.rdb", "redis.log"):
+                    (rp.folder / stale).unlink(missing_ok=True)
+                conf = rp.folder / "redis.conf"
+                conf.write_text(rp.render_config())
+                rp.proc = subprocess.Popen(["ip", "netns", "exec", f"ls-h{i}", exe, str(conf)],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                           start_new_session=True)
+                rp.pid = rp.proc.pid
+                self.procs[i] = rp
+                rp.wait_ready(10)
+            out = subprocess.run(["redis-cli", "--cluster", "create", *[f"{a}:{p}" for a, p in self.addrs],
+                                  "--cluster-replicas", "1", "--cluster-yes"], capture_output=True, text=True,
+                                 timeout=timeout)
+            if out.returncode != 0 or "[OK] All 16384 slots covered" not in out.stdout:
+                tail = " | ".join((out.stdout + out.stderr).strip().splitlines()[-3:])
+                raise EnvironmentProblem(f"redis-cli --cluster create on the lab failed: {tail}")
+            self.wait_whole(timeout)
+        except BaseException:
+            self.down()
+            raise
+
+    def health_problem(self) -> str | None:
+        roles = Counter()
+        for addr, port in self.addrs:
+            c = client.plain_client(addr, port, 1.0)
+            try:
+                ci = c.execute_command("CLUSTER INFO")
+                state = ci.get("cluster_state") if isinstance(ci, dict) else \
+                    dict(x.split(":", 1) for x in str(ci).splitlines() if ":" in x).get("cluster_state")
+                if state != "ok":
+                    return f"{addr}:{port} reports cluster_state:{state}"
+                info = c.info("replication")
+                roles[info.get("role")] += 1
+                if info.get("role") == "slave" and info.get("master_link_status") != "up":
+                    return f"replica {addr}:{port} link is {info.get('master_link_status')}"
+            except redis.RedisError as e:
+                return f"{addr}:{port}: {e}"
+            finally:
+                c.close()
+        if roles["master"] != 3 or roles["slave"] != 3:
+            return f"{roles['master']} primaries and {roles['slave']} replicas"
+        return None
+
+    def wait_whole(self, timeout: float) -> float:
+        t0 = time.monotonic()
+        problem = None
+        while time.monotonic() - t0 < timeout:
+            problem = self.health_problem()
+            if problem is None:
+                return time.monotonic() - t0
+            time.sleep(0.1)
+        raise EnvironmentProblem(f"the lab cluster was not whole within {timeout:.0f} s: {problem}")
+
+    def down(self) -> None:
+        for rp in self.procs.values():
+            rp.stop()
+        self.procs = {}
+
+
+def _views_agree(addrs) -> bool:
+    seen = set()
+    for addr, port in addrs:
+        c = client.plain_client(addr, port, 1.0)
+        try:
+            slots = c.execute_command("CLUSTER", "SLOTS")
+        except redis.RedisError:
+            return False
+        finally:
+            c.close()
+        seen.add(tuple(sorted((int(s), int(e), str(p[0]), int(p[1])) for s, e, p, *_ in slots)))
+    return len(seen) == 1
+
+
+def _config_all(addrs, settings: dict) -> None:
+    for addr, port in addrs:
+        c = client.plain_client(addr, port, 2.0)
+        try:
+            for k, v in settings.items():
+                c.config_set(k, v)
+        finally:
+            c.close()
+
+
+def _tags_for(slots: set[int], n: int) -> list[str]:
+    """n hash-tagged key stems whose slots are all in `slots`."""
+    from redis.crc import key_slot
+
+    out, i = [], 0
+    while len(out) < n and i < 200000:
+        stem = f"{{t{i}}}"
+        if key_slot(stem.encode()) in slots:
+            out.append(stem)
+        i += 1
+    return out
+
+
+def run_once(ctx: CaseContext, lc: LabCluster, variant: str, p: dict) -> tuple[dict, dict, dict]:
+    from redis.crc import key_slot
+
+    cut = variant != "no-cut"
+    addrs = lc.addrs
+    for addr, port in addrs:  # start empty
+        c = client.plain_client(addr, port, 5.0)
+        try:
+            if c.info("replication").get("role") == "master":
+                c.flushall()
+        finally:
+            c.close()
+    if variant == "min-replicas":
+        _config_all(addrs, {"min-replicas-to-write": 1, "min-replicas-max-lag": p["min_replicas_max_lag"]})
+    timeout = p["client_timeout_ms"] / 1000
+    r0 = client.Router(addrs, timeout)
+    primaries = sorted({a for a in r0.slots if a})
+    victim = primaries[0]
+    victim_slots = {s for s in range(16384) if r0.slots[s] == victim}
+    r0.close()
+    host_index = next(i for i, a in lc.hosts.items() if a == victim[0])
+    vid = node_id(*victim)
+    c = client.plain_client(*victim, 2.0)
+    try:
+        rows = parse_nodes(c.execute_command("CLUSTER NODES"))
+    finally:
+        c.close()
+    victim_replicas = {addr for _, addr, _, primary in rows if primary == vid}
+
+    def group_of(key: str) -> str:
+        return "cut" if key_slot(key.encode()) in victim_slots else "others"
+
+    cut_s = p["cut_s"] if p["cut_s"] is not None else p["node_timeout_ms"] / 1000 * 1.5 + 3
+    start = time.monotonic() + 2.0  # the minority writer's process needs to start
+    t_cut = start + p["warm_s"]
+    t_heal = t_cut + cut_s
+    end = t_heal + p["after_heal_s"]
+    prefix = f"fo:{variant}:{ctx.repetition}"
+    out_path = ctx.raw_path(f"{variant}.minority.jsonl")
+    job_path = ctx.raw_path(f"{variant}.minority-job.json")
+    job_path.write_text(json.dumps({
+        "seeds": [list(victim)], "keys": [f"{prefix}:m:{t}" for t in _tags_for(victim_slots, 64)],
+        "name": "minority", "prefix": prefix, "rate": p["rate"], "start": start, "end": end, "timeout": timeout,
+        "group": "cut", "out": str(out_path)}))
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    minority = subprocess.Popen(["ip", "netns", "exec", f"ls-h{host_index}", sys.executable, "-m",
+                                 "harness.experiments.failover.minority_writer", str(job_path)],
+                                cwd=str(REPO_ROOT), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+    hist = client.History()
+
+    def router():
+        return client.Router(addrs, timeout)
+
+    threads = [threading.Thread(target=client.writer, args=(router, f"w{i}", prefix, p["majority_rate"], start, end,
+                                                            hist, group_of)) for i in range(p["writers"])]
+    threads.append(threading.Thread(target=client.reader, args=(router, 50.0, start, end, hist, group_of)))
+    watcher = Watcher(addrs, vid, victim_replicas)
+    details: dict = {"victim": f"{victim[0]}:{victim[1]}", "host": f"ls-h{host_index}", "cut": cut,
+                     "cut_slots": _ranges(sorted(victim_slots)), "cut_s": cut_s}
+    try:
+        watcher.start()
+        for t in threads:
+            t.start()
+        time.sleep(max(0.0, t_cut - time.monotonic()))
+        t_cut = time.monotonic()  # t = 0: the link goes down now
+        if cut:
+            link(host_index, False)
+        time.sleep(max(0.0, t_heal - time.monotonic()))
+        t_heal = time.monotonic()
+        if cut:
+            link(host_index, True)
+        for t in threads:
+            t.join()
+        try:
+            _, err = minority.communicate(timeout=max(10.0, end - time.monotonic() + 10))
+        except subprocess.TimeoutExpired:
+            minority.kill()
+            _, err = minority.communicate()
+        watcher.stop()
+    finally:
+        link(host_index, True, check=False)  # never leave a host cut off
+        if minority.poll() is None:
+            minority.kill()
+            minority.wait()
+    if minority.returncode != 0 or not out_path.exists():
+        raise EnvironmentProblem(f"the writer in ls-h{host_index} exited with code {minority.returncode}: "
+                                 f"{(err or '').strip().splitlines()[-1:] or 'no output'}")
+    minority_writes = [history.Write(**json.loads(line)) for line in out_path.read_text().splitlines() if line]
+    m: dict[str, Metric] = {}
+    try:
+        whole = lc.wait_whole(p["heal_timeout_s"])
+        details["whole_after_heal_s"] = round(time.monotonic() - t_heal, 2)
+    except EnvironmentProblem as e:
+        whole = None
+        details["not_whole"] = str(e)
+    m[f"{variant}.healthy_after"] = Metric(1 if whole is not None else 0, "bool", "higher",
+                                           "3 primaries + 3 replicas, links up, after the heal")
+    m[f"{variant}.slot_views_agree"] = Metric(1 if whole is not None and _views_agree(addrs) else 0, "bool", "higher",
+                                              "every node reports the same slot map after the heal")
+    c = client.plain_client(*victim, 2.0)
+    try:
+        m[f"{variant}.old_primary_is_replica"] = Metric(1 if c.info("replication").get("role") == "slave" else 0,
+                                                        "bool", note="the cut-off primary after the heal")
+    except redis.RedisError:
+        m[f"{variant}.old_primary_is_replica"] = Metric(None, "bool")
+    finally:
+        c.close()
+    if variant == "min-replicas":
+        _config_all(addrs, {"min-replicas-to-write": 0, "min-replicas-max-lag": 10})
+    all_writes = hist.writes + minority_writes
+    reader = router()
+    try:
+        final = client.read_back(reader, [w.key for w in all_writes])
+    finally:
+        reader.close()
+    m.update(measure.loss_metrics(variant, all_writes, final, 0))
+    mv = history.classify(minority_writes, final)
+    m[f"{variant}.minority.acked"] = Metric(mv.acknowledged, "writes", note="acknowledged to the writer on the cut-off side")
+    m[f"{variant}.minority.lost_acked"] = Metric(mv.counts[history.LOST], "writes", "lower",
+                                                 "acknowledged on the cut-off side, gone after the heal")
+    during = [w for w in minority_writes if w.ok and t_cut <= w.done < t_heal]
+    m[f"{variant}.minority.acked_during_cut"] = Metric(len(during), "writes")
+    m[f"{variant}.minority.accepting_s"] = Metric(max(w.done for w in during) - t_cut if during else 0.0, "s", "lower",
+                                                  "cut to the last write the cut-off side acknowledged before the heal")
+    m.update(measure.outage_metrics(variant, all_writes, t_cut, end, GROUPS))
+    for what in ("pfail", "fail", "promoted"):
+        t = watcher.first.get(what)
+        m[f"{variant}.{what}_s"] = Metric(None if t is None or not cut else t - t_cut, "s", "lower",
+                                          f"cut to {what} (majority side's views)")
+    m[f"{variant}.writes"] = Metric(len(all_writes), "writes")
+    if cut:
+        watcher.events.append((t_heal, details["victim"], "link up"))
+    series = {f"{variant}.timeline": measure.timeline(all_writes, hist.reads, t_cut, -p["warm_s"],
+                                                      cut_s + p["after_heal_s"], list(GROUPS), 0),
+              f"{variant}.events": measure.events_series(watcher.events, t_cut)}
+    hist.writes = all_writes
+    measure.write_history(ctx.raw_path(f"{variant}.writes.csv"), hist, t_cut)
+    details["error_kinds"] = dict(Counter(w.error for w in all_writes if not w.ok))
+    details["heal_at_s"] = round(t_heal - t_cut, 2)
+    return m, series, details
+
+
+@register("failover-partition", params=PARAMS, needs="cluster", check=_check,
+          description="one primary's simulated host cut off (link down) with a writer on its side, then healed: "
+                      "acknowledged-then-lost writes, how long the minority accepted them")
+def run(ctx: CaseContext) -> CaseOutcome:
+    p = ctx.params
+    problem = lab_problem()
+    if problem:
+        return CaseOutcome("skipped", f"the simulated lab cannot be used here: {problem}")
+    started = False
+    if not lab_is_up():
+        if not p["start_lab"]:
+            return CaseOutcome("skipped", "the simulated lab is not up; start it with make lab-sim-up "
+                                          "(or --set partition.start_lab=true)")
+        ctx.log("starting the simulated lab (infra/lab-sim/up.sh)")
+        r = _lab_script("up.sh", 180)
+        if r.returncode != 0:
+            _lab_script("down.sh", 60)
+            tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
+            return CaseOutcome("skipped", f"the simulated lab could not be started: {tail[0]}")
+        started = True
+    nodes = ctx.target.nodes
+    port = (min(n.port for n in nodes) if nodes else 7000) + p["port_offset"]
+    lc = LabCluster(port, p["node_timeout_ms"], STATE_DIR / f"failover-lab-{port}")
+    names = order(list(p["variants"]) + list(p["controls"]), ctx.repetition)
+    metrics: dict[str, Metric] = {}
+    series: dict = {}
+    details: dict = {"order": names, "node_timeout_ms": p["node_timeout_ms"], "lab_started_by_case": started,
+                     "nodes": [f"{a}:{port}" for a in lc.hosts.values()]}
+    try:
+        ctx.log(f"3 + 3 cluster on the lab's hosts {LAB_NET}.11-16:{port}, node timeout {p['node_timeout_ms']} ms")
+        lc.up()
+        for name in names:
+            m, s, d = run_once(ctx, lc, name, p)
+            metrics.update(m)
+            series.update(s)
+            details[name] = d
+            ctx.log(f"{name}: the cut-off side acknowledged writes for {_fmt(m.get(name + '.minority.accepting_s'))} s; "
+                    f"lost acknowledged {_fmt(m.get(name + '.minority.lost_acked'))} of "
+                    f"{_fmt(m.get(name + '.minority.acked'))} (cut-off side), "
+                    f"{_fmt(m.get(name + '.lost_acked'))} of {_fmt(m.get(name + '.acked'))} (all)")
+    finally:
+        lc.down()
+        if started:
+            r = _lab_script("down.sh", 120)
+            if r.returncode != 0:
+                ctx.log(f"lab-sim down.sh: {(r.stderr or r.stdout).strip()[-200:]}")
+    return CaseOutcome("ok", metrics=metrics, series=series, details=details)
+
+
+def _fmt(m) -> str:
+    if m is None or m.value is None:
+        return "-"
+    return f"{m.value:.2f}".rstrip("0").rstrip(".")
