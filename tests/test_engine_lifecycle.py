@@ -199,7 +199,7 @@ def test_hot_swap_under_load_from_several_threads_fails_no_request(minilm, feeds
 
 @pytest.fixture(scope="module")
 def variants(tmp_path_factory):
-    from harness.experiments.engine_hotload.cases import incompatible_variants
+    from harness.experiments.engine_hotload.swap_cases import incompatible_variants
 
     return incompatible_variants(tmp_path_factory.mktemp("variants"))
 
@@ -208,7 +208,7 @@ def test_compatibility_check_refuses_a_model_with_a_different_input(minilm, feed
     served = open_engine("ort", minilm, label="minilm")
     slot = EngineSlot(served)
     try:
-        for what, path, should_refuse in variants:
+        for _what, path, should_refuse in variants:
             new = open_engine("ort", path)
             try:
                 if should_refuse:

@@ -46,7 +46,7 @@ def test_ttft_params_are_checked():
     with pytest.raises(BadInput, match="no whole"):
         drv.resolve_params("t", {"lengths": [40]})
     with pytest.raises(BadInput, match="aligned128"):
-        drivers.get("kv-tiers-codecs").resolve_params("t", {"codecs": ["json", "raw"]})
+        drivers.get("kv-tiers-codecs").resolve_params("t", {"codecs": ["json", "raw"], "json_decode_target_ms": 1.0})
 
 
 @pytest.fixture(scope="module")
@@ -101,14 +101,14 @@ def test_ttft_point_restores_the_same_first_token_from_every_tier(smol, cluster_
 
 
 @pytest.mark.parametrize("driver,params", [
-    ("kv-tiers-codecs", {"prompt_tokens": 32, "decode_repeats": 1, "json_repeats": 1, "qps_seconds": 0.05,
-                   "codecs": ["json", "aligned128"]}),
-    ("kv-tiers-latency", {"prompt_tokens": 64, "rounds": 1, "write_behind_every": 1}),
+    ("kv-tiers-codecs", {"prompt_tokens": 32, "decode_repeats": 1, "json_repeats": 0, "qps_seconds": 0.05,
+                         "qps_slices": 1, "codecs": ["json", "aligned128"], "json_decode_target_ms": 0.2}),
+    ("kv-tiers-latency", {"prompt_tokens": 64, "rounds": 1, "write_behind_every": 1, "small_gets": 5}),
     ("kv-tiers-ttft", {"lengths": [64, 80], "repeats": 1}),
 ])
 def test_drivers_run_end_to_end(smol, cluster, tmp_path, driver, params):
-    """Each driver on tiny inputs: ok, finite metrics, its tables (and chart) attached, and
-    nothing of its keys left in the cluster."""
+    """Each driver on tiny inputs: ok, finite metrics, its series (never tables or charts),
+    and nothing of its keys left in the cluster."""
     from harness import drivers
     from harness.drivers import CaseContext
 
@@ -118,14 +118,20 @@ def test_drivers_run_end_to_end(smol, cluster, tmp_path, driver, params):
     out = drv.run(ctx)
     assert out.status == "ok", out.reason
     assert out.metrics and all(m.value is not None for m in out.metrics.values())
-    assert out.details["tables"] and out.details["tables"][0]["rows"]
+    assert out.series and all(len(s) for s in out.series.values())
+    assert "tables" not in out.details and "charts" not in out.details
     if driver == "kv-tiers-codecs":
-        assert out.metrics["decode_speedup.aligned128_vs_json"].value > 1
+        m = out.metrics
+        assert m["sized.elements"].value >= 64 and m["sized.decode_speedup.aligned128_vs_json"].value > 0
+        assert {"control.decode_speedup.json_vs_json", "control.qps_gain_pct.json_vs_json"} <= set(m)
+        assert set(out.series["codecs"].column("codec")) == {"json", "aligned128", "json (control)"}
     if driver == "kv-tiers-latency":
-        assert out.metrics["mismatches"].value == 0 and out.metrics["write_behind.batches"].value == 2
-        assert out.metrics["hits.L3"].value == 2
+        m = out.metrics
+        assert m["mismatches"].value == 0 and m["write_behind.batches"].value == 2
+        assert m["hits.L3"].value == 2
+        assert {"L1.fetch_copy.p50_us", "L2.fetch_decode.p50_us", "L2.small_get.p50_us", "L3.cold.p50_us",
+                "L3.warm.p50_us"} <= set(m)
     if driver == "kv-tiers-ttft":
         assert out.metrics["first_token_mismatches"].value == 0
-        assert {s["name"] for s in out.details["charts"][0]["series"]} == {
-            "full prefill", "prefix KV from L1", "prefix KV from L2", "prefix KV from L3"}
+        assert out.series["ttft"].column("tokens") == [64, 80]
     assert not [k for n in cluster.primaries for k in cluster.client(n).keys("kv*")]

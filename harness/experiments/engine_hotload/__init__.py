@@ -7,3 +7,6 @@ optional Ed25519 signature checked before any file is deserialized; NVML telemet
 Modules stay cheap to import: onnxruntime, torch, tensorrt and pynvml are imported inside
 functions.
 """
+
+# The backends register themselves with lifecycle.open_engine (lifecycle imports none of them).
+from harness.experiments.engine_hotload import backend_ort, backend_trt  # noqa: E402,F401

@@ -12,7 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.experiments.engine_hotload.lifecycle import Engine, EngineError, Profile, TensorSpec, implicit_profile
+from harness.experiments.engine_hotload.lifecycle import (
+    Engine,
+    EngineError,
+    Profile,
+    TensorSpec,
+    implicit_profile,
+    register_backend,
+)
 
 OPT_LEVELS = ("disabled", "basic", "extended", "all")
 _ORT_TYPES = {"tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(float)": "float32",
@@ -46,6 +53,7 @@ def _dims(shape) -> tuple:
     return tuple(d if isinstance(d, int) and d >= 0 else -1 for d in shape)
 
 
+@register_backend("ort")
 @dataclass
 class OrtEngine(Engine):
     intra_op_threads: int = 1
@@ -86,9 +94,10 @@ class OrtEngine(Engine):
         return [implicit_profile(self._io)]
 
     def _run(self, feeds, profile):
-        if self._session is None:
-            raise EngineError("engine is not loaded")
-        outs = self._session.run(self._out_names, feeds, self._run_options)
+        session = self._session  # one read: a concurrent close() cannot pull it away mid-call
+        if session is None:
+            raise EngineError(f"engine {self.label} is not loaded or was closed")
+        outs = session.run(self._out_names, feeds, self._run_options)
         return dict(zip(self._out_names, outs))
 
     def _close(self) -> None:

@@ -43,6 +43,7 @@ from harness.experiments.engine_hotload.lifecycle import (
     TensorSpec,
     covering_profiles,
     inputs_of,
+    register_backend,
 )
 
 H2D, D2H = 1, 2  # cudaMemcpyKind
@@ -299,6 +300,7 @@ class _Slot:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+@register_backend("trt")
 @dataclass
 class TrtEngine(Engine):
     _runtime: object = field(default=None, init=False, repr=False)

@@ -125,7 +125,7 @@ def tiny_onnx(path: Path, *, inputs: tuple[tuple[str, str, tuple], ...] | None =
     vis = [helper.make_tensor_value_info(n, types[t], list(s)) for n, t, s in inputs]
     out_name, out_type, out_shape = output
     nodes, names = [], []
-    for n, t, _ in inputs:
+    for n, _dtype, _ in inputs:
         nodes.append(helper.make_node("Cast", [n], [f"{n}_f"], to=TensorProto.FLOAT))
         names.append(f"{n}_f")
     prod = names[0]

@@ -138,6 +138,41 @@ def prewarm_plan(profiles: list[Profile], io: list[TensorSpec], buckets: list[Bu
     return plan
 
 
+PREWARM_MODES = ("cold", "profile0", "all")  # no prewarm; the source's call; every profile and bucket
+
+
+def source_prewarm_plan(profiles: list[Profile], io: list[TensorSpec], buckets: list[Bucket]) -> list[tuple[int, Bucket]]:
+    """The source's prewarm: optimization profile 0 selected, one enqueue, at the first
+    served bucket profile 0 covers (its only warm-up)."""
+    p0 = profiles[0]
+    for b in buckets:
+        if profile_covers(p0, served_shapes(io, b)):
+            return [(p0.index, b)]
+    raise ValueError(f"no served bucket lies within optimization profile 0 ({p0.to_json()['ranges']})")
+
+
+def first_request_order(profiles: list[Profile], io: list[TensorSpec], buckets: list[Bucket]) -> list[Bucket]:
+    """The order of first requests after load: buckets outside profile 0 first, then the
+    other buckets the source's call did not warm, the bucket it warmed last. So the very
+    first request of a fresh engine is at a shape the source's prewarm never ran."""
+    warmed = {b for _, b in source_prewarm_plan(profiles, io, buckets)}
+    outside = [b for b in buckets if not profile_covers(profiles[0], served_shapes(io, b))]
+    inside = [b for b in buckets if b not in outside and b not in warmed]
+    return outside + inside + [b for b in buckets if b in warmed]
+
+
+def prewarm_plan_for(mode: str, profiles: list[Profile], io: list[TensorSpec],
+                     buckets: list[Bucket]) -> list[tuple[int, Bucket]]:
+    """The enqueues a prewarm mode makes: none, the source's one, or every (profile, bucket)."""
+    if mode == "cold":
+        return []
+    if mode == "profile0":
+        return source_prewarm_plan(profiles, io, buckets)
+    if mode == "all":
+        return prewarm_plan(profiles, io, buckets)
+    raise ValueError(f"prewarm mode {mode!r} is not one of {', '.join(PREWARM_MODES)}")
+
+
 def implicit_profile(io: list[TensorSpec]) -> Profile:
     """ONNX Runtime's single 'profile': fixed dims as they are, dynamic dims 1..UNBOUNDED."""
     ranges = {}
@@ -199,10 +234,11 @@ class Engine:
         self.timings["context_ms"] = ms
         return ms
 
-    def prewarm(self, buckets: list[Bucket], feeds_for: FeedsFor) -> list[PrewarmRecord]:
-        """One inference per optimization profile and per shape bucket it covers."""
+    def prewarm(self, buckets: list[Bucket], feeds_for: FeedsFor, mode: str = "all") -> list[PrewarmRecord]:
+        """mode "all": one inference per optimization profile and per shape bucket it covers;
+        "profile0": the source's single enqueue on profile 0; "cold": nothing."""
         records = []
-        for pidx, b in prewarm_plan(self.profiles(), self.io(), buckets):
+        for pidx, b in prewarm_plan_for(mode, self.profiles(), self.io(), buckets):
             feeds = feeds_for(b)
             t0 = time.perf_counter()
             self._run(feeds, profile=pidx)
@@ -246,18 +282,27 @@ class Engine:
         raise NotImplementedError
 
 
+BACKENDS: dict[str, type[Engine]] = {}
+
+
+def register_backend(name: str):
+    """Class decorator: make an Engine subclass available to open_engine as `name`.
+    Backends import this module and register themselves; this module imports none of them
+    (the package's __init__ imports the backends that ship with the harness)."""
+
+    def deco(cls: type[Engine]) -> type[Engine]:
+        BACKENDS[name] = cls
+        return cls
+
+    return deco
+
+
 def open_engine(backend: str, path: Path, *, verifier=None, label: str = "", **options) -> Engine:
     """Load an engine of `backend` from `path` and create its contexts."""
-    if backend == "ort":
-        from harness.experiments.engine_hotload.backend_ort import OrtEngine
-
-        eng: Engine = OrtEngine(label=label, **options)
-    elif backend == "trt":
-        from harness.experiments.engine_hotload.backend_trt import TrtEngine
-
-        eng = TrtEngine(label=label, **options)
-    else:
-        raise ValueError(f"unknown backend {backend!r}; use ort or trt")
+    cls = BACKENDS.get(backend)
+    if cls is None:
+        raise ValueError(f"unknown backend {backend!r}; registered: {', '.join(sorted(BACKENDS)) or 'none'}")
+    eng = cls(label=label, **options)
     eng.load(path, verifier)
     eng.create_contexts()
     return eng

@@ -23,15 +23,13 @@ import hashlib
 import json
 from pathlib import Path
 
-from harness.errors import EXIT_BAD_INPUT, BadInput, HarnessError
+from harness.errors import BadInput
 
 SCHEMA = "harness-engine-manifest/1"
 
 
-class ModelRefused(HarnessError):
-    """A file failed verification and was not loaded."""
-
-    exit_code = EXIT_BAD_INPUT
+class ModelRefused(BadInput):
+    """A file failed verification and was not loaded (the user's file or manifest: exit 2)."""
 
 
 def sha256_bytes(data: bytes) -> str:

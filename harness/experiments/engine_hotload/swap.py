@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from harness.errors import EXIT_BAD_INPUT, HarnessError
+from harness.errors import BadInput, HarnessError
 from harness.experiments.engine_hotload.lifecycle import (
     Bucket,
     Engine,
@@ -30,8 +30,12 @@ from harness.experiments.engine_hotload.lifecycle import (
 )
 
 
-class IncompatibleEngine(HarnessError):
-    exit_code = EXIT_BAD_INPUT
+class RestartGap(Exception):
+    """A request that found the engine closed while a restart (the control) replaced it."""
+
+
+class IncompatibleEngine(BadInput):
+    """The new engine's IO tensors or profiles do not match the served one (the user's model: exit 2)."""
 
 
 def _fixed_dims_differ(a: tuple, b: tuple) -> bool:
@@ -135,6 +139,10 @@ class EngineSlot:
             self._inflight[id(eng)] += 1
         try:
             return eng.infer(feeds), version
+        except Exception as e:
+            if eng.closed:  # only a restart closes the served engine under a caller
+                raise RestartGap(f"engine {eng.label} was closed by a restart: {type(e).__name__}") from None
+            raise
         finally:
             with self._cond:
                 self._inflight[id(eng)] -= 1
@@ -142,15 +150,17 @@ class EngineSlot:
                     self._cond.notify_all()
 
     def swap(self, load_new: Callable[[], Engine], buckets: list[Bucket], feeds_for: FeedsFor,
-             drain_timeout_s: float = 60.0) -> SwapReport:
+             drain_timeout_s: float = 60.0, check: bool = True) -> SwapReport:
         """Load, check and warm a new engine aside, switch, drain and close the old one.
-        On any failure before the switch the new engine is closed and the old one serves on."""
+        On any failure before the switch the new engine is closed and the old one serves on.
+        check=False skips the compatibility check (the refused-swap case's control only)."""
         with self.swapping:
             rep = SwapReport(time.perf_counter())
             new = load_new()
             rep.loaded = time.perf_counter()
             try:
-                check_compatible(self._engine, new, buckets)
+                if check:
+                    check_compatible(self._engine, new, buckets)
                 rep.checked = time.perf_counter()
                 rep.prewarm = [vars(r) for r in new.prewarm(buckets, feeds_for)]
                 rep.warmed = time.perf_counter()
@@ -174,4 +184,24 @@ class EngineSlot:
             rep.drained = time.perf_counter()
             old.close()
             rep.released = time.perf_counter()
+            return rep
+
+    def restart(self, load_new: Callable[[], Engine]) -> SwapReport:
+        """The hot swap's control: replace the engine the way a restart does. The served
+        engine is closed first, then the new one is loaded in its place; requests that
+        arrive in between fail with RestartGap. Same files, same stream, no swap aside."""
+        with self.swapping:
+            rep = SwapReport(time.perf_counter())
+            with self._cond:
+                old = self._engine
+            old.close()
+            rep.drained = time.perf_counter()
+            new = load_new()
+            rep.loaded = rep.checked = rep.warmed = time.perf_counter()
+            with self._cond:
+                self._inflight.setdefault(id(new), 0)
+                self._engine = new
+                self.version += 1
+            rep.switched = rep.released = time.perf_counter()
+            rep.version, rep.old_label, rep.new_label = self.version, old.label, new.label
             return rep

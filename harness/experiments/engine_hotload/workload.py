@@ -53,21 +53,46 @@ class TextFeeds:
             return self._cache[key]
 
     def feeds(self, io: list[TensorSpec], bucket: Bucket, variant: int = 0) -> dict:
-        import numpy as np
-
-        tok = self._tokens(bucket, variant % VARIANTS)
-        out = {}
-        for t in inputs_of(io):
-            shape = input_shape(t, bucket)
-            src = tok.get(t.name)
-            if src is not None and tuple(src.shape) == shape:
-                out[t.name] = src.astype(t.dtype, copy=False)
-            else:
-                out[t.name] = np.ones(shape, dtype=t.dtype)
-        return out
+        return feeds_for_shapes(io, bucket, self._tokens(bucket, variant % VARIANTS))
 
     def feeds_for(self, io: list[TensorSpec], variant: int = 0):
         return lambda bucket: self.feeds(io, bucket, variant)
+
+    def save_tokens(self, path: Path, buckets: list[Bucket], variants: int = VARIANTS) -> Path:
+        """The tokenizer outputs of every bucket and variant in one .npz (for fresh.py)."""
+        import numpy as np
+
+        arrays = {}
+        for b in buckets:
+            for v in range(variants):
+                for name, arr in self._tokens(b, v).items():
+                    arrays[f"{b.name}.{v}.{name}"] = arr
+        with open(path, "wb") as f:
+            np.savez(f, **arrays)
+        return path
+
+
+def feeds_for_shapes(io: list[TensorSpec], bucket: Bucket, tok: dict) -> dict:
+    """Input arrays for the engine's inputs: the tokenizer output of the same name where its
+    shape fits, ones of the input's dtype otherwise (a token value does not change the cost)."""
+    import numpy as np
+
+    out = {}
+    for t in inputs_of(io):
+        shape = input_shape(t, bucket)
+        src = tok.get(t.name)
+        if src is not None and tuple(src.shape) == shape:
+            out[t.name] = src.astype(t.dtype, copy=False)
+        else:
+            out[t.name] = np.ones(shape, dtype=t.dtype)
+    return out
+
+
+def feeds_from_tokens(io: list[TensorSpec], bucket: Bucket, tokens: dict, variant: int = 0) -> dict:
+    """feeds_for_shapes over a flat {"<bucket>.<variant>.<name>": array} map (save_tokens')."""
+    prefix = f"{bucket.name}.{variant % VARIANTS}."
+    tok = {k[len(prefix):]: v for k, v in tokens.items() if k.startswith(prefix)}
+    return feeds_for_shapes(io, bucket, tok)
 
 
 def summary(latencies_ms: list[float]) -> dict:

@@ -117,15 +117,32 @@ class L3:
 
     def __init__(self, path: Path, map_size: int = 1 << 30, ttl_s: float = DEFAULT_TTL_S["L3"],
                  clock: Callable[[], float] = time.time, readonly: bool = False):
-        import lmdb
-
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
-        self.ttl_s, self.clock, self.map_size = ttl_s, clock, map_size
-        # sync/metasync on (LMDB's defaults): a committed transaction is on disk.
-        self.env = lmdb.open(str(self.path), map_size=map_size, subdir=True, readonly=readonly,
-                             sync=True, metasync=True, lock=True, max_readers=64)
+        self.ttl_s, self.clock, self.map_size, self.readonly = ttl_s, clock, map_size, readonly
+        self.env = self._open()
         self.expired = 0
+
+    def _open(self):
+        import lmdb
+
+        # sync/metasync on (LMDB's defaults): a committed transaction is on disk.
+        return lmdb.open(str(self.path), map_size=self.map_size, subdir=True, readonly=self.readonly,
+                         sync=True, metasync=True, lock=True, max_readers=64)
+
+    def drop_page_cache(self) -> None:
+        """Make the next read come from the disk: close the map (pages mapped by this process
+        cannot be dropped), ask the kernel to drop the data file's cached pages
+        (posix_fadvise POSIX_FADV_DONTNEED; committed pages are clean, so they go), reopen."""
+        import os
+
+        self.env.close()
+        fd = os.open(self.path / "data.mdb", os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        self.env = self._open()
 
     def get(self, key: str):
         with self.env.begin(buffers=False) as txn:

@@ -1,0 +1,315 @@
+"""The engine-hotload drivers for swaps: hot swaps under a request stream (with restarts as
+the control, interleaved) and swaps to incompatible models (with the compatibility check
+off as the control)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from harness import stats
+from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.experiments.engine_hotload.served import (
+    COMMON,
+    MIB,
+    Served,
+    check_common,
+    env_details,
+    skip_reason,
+    trusted_manifest,
+)
+from harness.toolkit import write_csv
+
+SWAP_PARAMS = {**COMMON,
+               "threads": Param(int, 4, "request threads", min=1),
+               "interval_ms": Param(float, 10.0, "each thread sends one request per interval (0 = back to back)", min=0),
+               "swaps": Param(int, 3, "hot swaps during the stream; as many restarts (the control) interleaved", min=1),
+               "before_s": Param(float, 2.0, "steady stream before the first swap", min=0),
+               "gap_s": Param(float, 3.0, "time between the starts of two actions (swap or restart)", min=0),
+               "after_s": Param(float, 2.0, "stream after the last action finished", min=0),
+               "sample_ms": Param(float, 10.0, "memory sampling interval", min=1),
+               "window_ms": Param(float, 250.0, "window of the latency-over-time series", min=1)}
+
+
+def _second_version(served: Served) -> Path:
+    """The engine file the swap alternates with: for ONNX Runtime, its optimized graph of
+    the same model saved once (another file, same IO); for TensorRT, the same plan."""
+    if served.backend != "ort":
+        return served.file
+    from harness.experiments.engine_hotload.backend_ort import save_optimized
+
+    dst = served.file.with_name(served.file.stem + "-ortopt.onnx")
+    return save_optimized(served.file, dst, "extended")
+
+
+def run_stream(served: Served, slot, p: dict, t0: float, actions):
+    """Run the request stream around `actions()`; returns the stream's records."""
+    from harness.experiments.engine_hotload.workload import RequestStream
+
+    def call(bucket, i):
+        _, version = slot.infer(served.feeds.feeds(slot.engine.io(), bucket, i))
+        return version
+
+    stream = RequestStream(call, served.buckets, p["threads"], p["interval_ms"], t0).start()
+    try:
+        actions()
+    finally:
+        records = stream.stop()
+    return records
+
+
+def is_restart_gap(error: str) -> bool:
+    return error.startswith("RestartGap")
+
+
+def attribute_failures(records) -> dict[str, int]:
+    """Failed requests by cause: 'restart' (found the engine closed by a restart, the
+    control) and 'other' (anything else: a hot swap must cause none)."""
+    out = {"restart": 0, "other": 0}
+    for r in records:
+        if not r.ok:
+            out["restart" if is_restart_gap(r.error) else "other"] += 1
+    return out
+
+
+@register("engine-hotload-hot-swap", params=SWAP_PARAMS, check=check_common, isolate=True,
+          description="Hot swaps under a steady multi-threaded request stream, restarts interleaved as the control: "
+                      "failures, switch time, memory peak")
+def hot_swap(ctx: CaseContext) -> CaseOutcome:
+    if (why := skip_reason(ctx)):
+        return CaseOutcome("skipped", why)
+    from harness.experiments.engine_hotload.gpu import MemorySampler, peak_extra
+    from harness.experiments.engine_hotload.swap import EngineSlot
+    from harness.experiments.engine_hotload.workload import summary, windows
+
+    p = ctx.params
+    served = Served(ctx)
+    files = [served.file, _second_version(served)]
+    verifiers = [served.verifier, trusted_manifest(files[1])]
+    sampler = MemorySampler(interval_s=p["sample_ms"] / 1e3).start()
+    t0 = sampler.t0
+    first = served.open(files[0], label=f"v0 {files[0].name}")
+    first.prewarm(served.buckets, served.feeds.feeds_for(first.io(), 0))
+    env = env_details(served, [t.to_json() for t in first.io()], [pr.to_json() for pr in first.profiles()],
+                      first.memory(), first.size_bytes)
+    engine_mib = first.size_bytes / MIB
+    slot = EngineSlot(first)
+    done: list[tuple[str, object]] = []
+    errors: list[str] = []
+
+    def actions():
+        time.sleep(p["before_s"])
+        plan = [kind for _ in range(p["swaps"]) for kind in ("swap", "restart")]
+        for k, kind in enumerate(plan):
+            start = time.perf_counter()
+            idx = (k + 1) % 2
+            label = f"v{k + 1} {files[idx].name}"
+
+            def load(i=idx, lb=label):
+                return served.open(files[i], label=lb, verifier=verifiers[i])
+
+            try:
+                if kind == "swap":
+                    rep = slot.swap(load, served.buckets, lambda b: served.feeds.feeds(slot.engine.io(), b, 0))
+                else:
+                    rep = slot.restart(load)
+                done.append((kind, rep))
+                ctx.log(f"{kind} {k + 1}: serving {files[idx].name} after {rep.durations_ms()['to_serving_ms']:.0f} ms")
+            except Exception as e:
+                errors.append(f"{kind} {k + 1}: {type(e).__name__}: {e}")
+            if k < len(plan) - 1:
+                time.sleep(max(0.0, p["gap_s"] - (time.perf_counter() - start)))
+        time.sleep(p["after_s"])
+
+    try:
+        records = run_stream(served, slot, p, t0, actions)
+    finally:
+        samples = sampler.stop()
+        slot.engine.close()
+    if errors:
+        return CaseOutcome("failed", "; ".join(errors))
+    write_csv(ctx.raw_path("requests.csv"), ["t_s", "latency_ms", "ok", "thread", "bucket", "version", "error"],
+              [[f"{r.t:.6f}", f"{r.ms:.4f}", int(r.ok), r.thread, r.bucket, r.version, r.error] for r in records])
+    write_csv(ctx.raw_path("memory.csv"), ["t_s", "rss_bytes", "gpu_used_bytes", "gpu_util_pct"],
+              [[f"{s.t:.4f}", s.rss_bytes, s.gpu_used_bytes, s.gpu_util_pct] for s in samples])
+    gpu = bool(sampler.gpu.get("present"))
+    acts = []
+    for kind, rep in done:
+        d = rep.durations_ms()
+        w = (rep.started - t0, rep.released - t0)
+        _, extra = peak_extra(samples, w[0], w[1])
+        gpu_extra = peak_extra(samples, w[0], w[1], "gpu_used_bytes")[1] / MIB if gpu else None
+        acts.append({"kind": kind, **d, "outage_ms": (rep.switched - rep.started) * 1e3 if kind == "restart" else 0.0,
+                     "t_start_s": w[0], "t_switch_s": rep.switched - t0, "t_released_s": w[1],
+                     "inflight_at_switch": rep.inflight_at_switch, "old": rep.old_label, "new": rep.new_label,
+                     "rss_extra_mib": extra / MIB, "gpu_extra_mib": gpu_extra})
+    (ctx.raw_path("actions.json")).write_text(json.dumps(acts, indent=2))
+    swaps = [a for a in acts if a["kind"] == "swap"]
+    restarts = [a for a in acts if a["kind"] == "restart"]
+    failed = attribute_failures(records)
+    in_swap = lambda r: any(a["t_start_s"] <= r.t <= a["t_released_s"] for a in swaps)  # noqa: E731
+    in_any = lambda r: any(a["t_start_s"] <= r.t <= a["t_released_s"] for a in acts)  # noqa: E731
+    steady = summary([r.ms for r in records if r.ok and not in_any(r)])
+    during = summary([r.ms for r in records if r.ok and in_swap(r)])
+    m = {
+        "failed_requests": Metric(failed["other"], "requests", "lower", "failed requests other than during restarts"),
+        "control.failed_requests": Metric(failed["restart"], "requests", None,
+                                          "requests that found the engine closed by a restart (the control)"),
+        "requests": Metric(len(records), "requests", "higher"),
+        "swaps_done": Metric(len(swaps), "swaps", "higher"),
+        "restarts_done": Metric(len(restarts), "restarts"),
+        "swap.to_serving_ms": Metric(stats.median([a["to_serving_ms"] for a in swaps]), "ms", "lower",
+                                     "load aside + check + prewarm + switch (median over swaps)"),
+        "swap.switch_ms": Metric(max(a["switch_ms"] for a in swaps), "ms", "lower",
+                                 "longest time the reference lock was held to switch"),
+        "swap.drain_ms": Metric(stats.median([a["drain_ms"] for a in swaps]), "ms", "lower",
+                                "wait for calls in flight on the old engine"),
+        "restart.outage_ms": Metric(stats.median([a["outage_ms"] for a in restarts]), "ms", "lower",
+                                    "restart: time with no engine serving (median over restarts)"),
+        "steady.p50_ms": Metric(steady.get("p50"), "ms", "lower"),
+        "steady.p99_ms": Metric(steady.get("p99"), "ms", "lower"),
+        "during_swap.p50_ms": Metric(during.get("p50"), "ms", "lower"),
+        "during_swap.p99_ms": Metric(during.get("p99"), "ms", "lower"),
+        "engine_mib": Metric(engine_mib, "MiB"),
+        "rss_peak_extra_mib": Metric(max(a["rss_extra_mib"] for a in swaps), "MiB", "lower",
+                                     "largest RSS rise over the pre-swap baseline during a hot swap"),
+        "rss_peak_extra_over_engine": Metric(max(a["rss_extra_mib"] for a in swaps) / engine_mib, "x", "lower",
+                                             "RSS peak extra during a hot swap / engine file size (the 2x rule: 1.0)"),
+        "control.rss_peak_extra_over_engine": Metric(max(a["rss_extra_mib"] for a in restarts) / engine_mib, "x",
+                                                     None, "the same during a restart (old engine closed first)"),
+    }
+    if gpu:
+        m["gpu_peak_extra_over_engine"] = Metric(max(a["gpu_extra_mib"] for a in swaps) / engine_mib, "x", "lower")
+        m["control.gpu_peak_extra_over_engine"] = Metric(max(a["gpu_extra_mib"] for a in restarts) / engine_mib, "x")
+    m = {k: v for k, v in m.items() if v.value is not None}
+    win = windows(records, p["window_ms"] / 1e3)
+    step = max(1, len(samples) // 400)
+    kept = samples[::step]
+    series = {
+        "latency_windows": Series({"t_s": [w["t"] for w in win], "requests": [w["n"] for w in win],
+                                   "p50_ms": [w["p50"] for w in win], "max_ms": [w["max"] for w in win],
+                                   "failed": [w["failed"] for w in win]}, {"t_s": "s", "p50_ms": "ms", "max_ms": "ms"},
+                                  f"{p['threads']} threads, one request per {p['interval_ms']:g} ms each; windows of "
+                                  f"{p['window_ms']:g} ms"),
+        "actions": Series({k: [a[k] for a in acts] for k in
+                           ("kind", "old", "new", "t_start_s", "t_switch_s", "t_released_s", "load_ms", "check_ms",
+                            "prewarm_ms", "switch_ms", "drain_ms", "to_serving_ms", "outage_ms", "inflight_at_switch",
+                            "rss_extra_mib")}, {"t_start_s": "s", "t_switch_s": "s", "t_released_s": "s",
+                                                "rss_extra_mib": "MiB"},
+                          f"engine file {engine_mib:.1f} MiB; restarts close the served engine, then load the new one"),
+        "memory": Series({"t_s": [s.t for s in kept], "rss_mib": [s.rss_bytes / MIB for s in kept],
+                          "gpu_mib": [(s.gpu_used_bytes / MIB) if s.gpu_used_bytes is not None else None for s in kept]},
+                         {"t_s": "s", "rss_mib": "MiB", "gpu_mib": "MiB"},
+                         "process RSS" + ("; GPU memory through NVML" if gpu else
+                                          f" (no GPU: {sampler.gpu.get('reason', 'none')})")),
+    }
+    return CaseOutcome("ok", metrics=m, series=series, details={
+        **env, "gpu_telemetry": sampler.gpu,
+        "failures": [r.error for r in records if not r.ok and not is_restart_gap(r.error)][:20]})
+
+
+# ---- a swap that must be refused ---------------------------------------------------------------
+
+def incompatible_variants(folder: Path) -> list[tuple[str, Path, bool]]:
+    """(what differs, ONNX file, should be refused) for the refused-swap case."""
+    from harness.experiments.engine_hotload.export import tiny_onnx
+
+    dyn = ("batch", "sequence")
+    return [
+        ("same IO as MiniLM (must be accepted)", tiny_onnx(folder / "same-io.onnx"), False),
+        ("input 'token_type_ids' instead of 'attention_mask'",
+         tiny_onnx(folder / "other-input.onnx", inputs=(("input_ids", "int64", dyn), ("token_type_ids", "int64", dyn))),
+         True),
+        ("'attention_mask' is int32, not int64",
+         tiny_onnx(folder / "int32-mask.onnx", inputs=(("input_ids", "int64", dyn), ("attention_mask", "int32", dyn))),
+         True),
+        ("sequence fixed at 16: served buckets with longer sequences fall outside",
+         tiny_onnx(folder / "seq16.onnx", inputs=(("input_ids", "int64", ("batch", 16)),
+                                                  ("attention_mask", "int64", ("batch", 16)))), True),
+        ("output 'sentence_embedding' has 256 values, not 384",
+         tiny_onnx(folder / "out256.onnx", output=("sentence_embedding", "float32", ("batch", 256))), True),
+    ]
+
+
+@register("engine-hotload-incompatible-swap",
+          params={**COMMON, "threads": Param(int, 2, "request threads during the attempts", min=1),
+                  "interval_ms": Param(float, 10.0, "per-thread request interval", min=0)},
+          check=check_common,
+          description="Swaps to models with other IO tensors are refused, naming the tensor; the old engine serves on. "
+                      "Control: the same swaps with the compatibility check off")
+def incompatible_swap(ctx: CaseContext) -> CaseOutcome:
+    if (why := skip_reason(ctx)):
+        return CaseOutcome("skipped", why)
+    from harness.experiments.engine_hotload.signing import Verifier, write_manifest
+    from harness.experiments.engine_hotload.swap import EngineSlot, IncompatibleEngine
+
+    p = ctx.params
+    served = Served(ctx)
+    folder = ctx.raw_dir / "variants"
+    folder.mkdir(parents=True, exist_ok=True)
+    variants = incompatible_variants(folder)
+    if served.backend == "trt":
+        from harness.experiments.engine_hotload.backend_trt import cached_plan
+        from harness.experiments.engine_hotload.export import engine_cache_dir
+
+        variants = [(w, cached_plan(f, p["trt_profiles"] if "seq16" not in f.name else [[[1, 16], [4, 16], [8, 16]]],
+                                    engine_cache_dir(), log=ctx.log), r) for w, f, r in variants]
+    verifier = Verifier(write_manifest([f for _, f, _ in variants], folder / "manifest.json"))
+    first = served.open(label="minilm")
+    first.prewarm(served.buckets, served.feeds.feeds_for(first.io(), 0))
+    slot = EngineSlot(first)
+    results = []
+
+    loading: dict = {}
+
+    def opener(path: Path, label: str, ver=None):
+        def load():
+            loading["engine"] = served.open(path, label=label, verifier=ver)
+            return loading["engine"]
+        return load
+
+    def feeds_for(b):  # the engine being warmed gets feeds for its own inputs
+        return served.feeds.feeds(loading["engine"].io(), b, 0)
+
+    def actions():
+        time.sleep(0.3)
+        for what, f, should_refuse in variants:
+            for check in (True, False):  # the control (check off) right after each checked attempt
+                version_before = slot.version
+                try:
+                    slot.swap(opener(f, f.name, verifier), served.buckets, feeds_for, check=check)
+                    outcome, msg = "accepted", f"now serving {f.name}"
+                    # back to the real model (no check: the served engine may be the incompatible one)
+                    slot.swap(opener(served.file, "minilm"), served.buckets, feeds_for, check=False)
+                except IncompatibleEngine as e:
+                    outcome, msg = "refused", str(e)
+                except Exception as e:  # the control may break at prewarm: not accepted, not refused by the check
+                    outcome, msg = "failed", f"{type(e).__name__}: {e}"[:300]
+                results.append({"variant": what, "file": f.name, "check": "on" if check else "off (control)",
+                                "expected": "refused" if should_refuse else "accepted", "outcome": outcome,
+                                "message": msg, "version_before": version_before, "version_after": slot.version})
+                ctx.log(f"{what}, check {'on' if check else 'off'}: {outcome}")
+                time.sleep(0.1)
+
+    try:
+        records = run_stream(served, slot, p, time.perf_counter(), actions)
+    finally:
+        slot.engine.close()
+    (ctx.raw_path("attempts.json")).write_text(json.dumps(results, indent=2))
+    checked = [r for r in results if r["check"] == "on"]
+    control = [r for r in results if r["check"] != "on"]
+    m = {"refused": Metric(sum(r["outcome"] == "refused" and r["expected"] == "refused" for r in checked), "swaps",
+                           "higher"),
+         "expected_refusals": Metric(sum(r["expected"] == "refused" for r in checked), "swaps"),
+         "wrong_verdicts": Metric(sum(r["outcome"] != r["expected"] for r in checked), "swaps", "lower"),
+         "control.wrong_verdicts": Metric(sum(r["outcome"] != r["expected"] for r in control), "swaps", None,
+                                          "the same swaps with the compatibility check off"),
+         "failed_requests": Metric(sum(not r.ok for r in records), "requests", "lower"),
+         "requests": Metric(len(records), "requests")}
+    keys = ("variant", "check", "expected", "outcome", "message")
+    series = {"attempts": Series({k: [r[k] for r in results] for k in keys}, {},
+                                 "small ONNX models built with onnx.helper next to the served MiniLM; the check runs "
+                                 "after loading aside and before any prewarm or switch, under a request stream")}
+    return CaseOutcome("ok", metrics=m, series=series, details={
+        "failures": [r.error for r in records if not r.ok][:20]})

@@ -1,0 +1,159 @@
+"""kv-tiers-latency: access latency of real KV chunks per tier, each timed as a fetch that
+delivers usable data (source section 4.1, C17):
+
+- L1: the lookup plus a copy of the tensor's bytes (a dict lookup alone touches no data);
+- L2: the whole chunk's GET from the Redis Cluster plus its decode (the 64-byte GET is
+  kept beside it as the round trip alone);
+- L3: an LMDB read plus decode, cold (the data file's pages dropped from the page cache
+  first with posix_fadvise DONTNEED) and warm (the same read again).
+
+Every round takes every key through all of these in turn (interleaved), then through the
+tiered store's own lookup (fall-through and promotion), so each measure has its neighbour
+as a control: L2 beside L1, the chunk GET beside the 64-byte GET, cold beside warm.
+"""
+
+from __future__ import annotations
+
+import time
+
+from harness import stats
+from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.errors import BadInput
+from harness.experiments.kv_tiers.common import COMMON, TIER_STORE_PARAMS, Store, env_note, load_model, text_path
+from harness.toolkit import latency_metrics, torch_threads
+
+TIER_PARAMS = {
+    **COMMON, **TIER_STORE_PARAMS,
+    "prompt_tokens": Param(int, 512, "tokens of the real prompt whose chunks are cached", min=1),
+    "rounds": Param(int, 10, "rounds over every chunk: each fetch kind, then the store's lookups", min=1),
+    "small_gets": Param(int, 200, "64-byte GETs (the Redis round trip alone)", min=1),
+}
+MEASURES = {  # measure -> (tier, what is timed)
+    "L1.fetch_copy": ("L1", "lookup + copy of the tensor's bytes"),
+    "L2.fetch_decode": ("L2", "GET of the whole encoded chunk + decode"),
+    "L2.small_get": ("L2", "GET of a 64-byte value (the round trip alone)"),
+    "L3.cold": ("L3", "LMDB read + decode after dropping the file's cached pages"),
+    "L3.warm": ("L3", "LMDB read + decode, pages cached"),
+    "L1": ("L1", "store lookup answered by L1 (dict lookup, no copy)"),
+    "L2": ("L2", "store lookup answered by L2: L1 miss, GET, decode, promotion to L1"),
+    "L3": ("L3", "store lookup answered by L3: L1 and L2 miss, read, decode, promotion to L2 and L1"),
+    "miss": ("-", "store lookup of a key no tier holds"),
+}
+
+
+def _check_tiers(where: str, p: dict) -> None:
+    if p["prompt_tokens"] < p["chunk_tokens"]:
+        raise BadInput(f"{where}.prompt_tokens: needs at least one whole chunk ({p['chunk_tokens']} tokens)")
+
+
+@register("kv-tiers-latency", params=TIER_PARAMS, needs="cluster", check=_check_tiers,
+          description="per-tier access latency of real KV chunks, each fetch delivering usable data: L1 copy, L2 "
+                      "(Redis Cluster) GET + decode, L3 (LMDB) cold and warm read + decode; hits and write-behind")
+def run_tiers(ctx: CaseContext) -> CaseOutcome:
+    with torch_threads(ctx.params["torch_threads"]):
+        return _run_tiers(ctx)
+
+
+def _run_tiers(ctx: CaseContext) -> CaseOutcome:
+    import torch
+
+    from harness.experiments.kv_tiers import extract
+    from harness.experiments.kv_tiers.codecs import decode_tensor
+    from harness.experiments.kv_tiers.ttft import prepare_tier
+
+    p = ctx.params
+    tok, model, device = load_model(ctx)
+    ids = extract.prompt_ids(tok, p["prompt_tokens"], text_path(p))
+    _, cache = extract.prefill(model, ids)
+    chunks = extract.split_chunks(cache, ids, p["chunk_tokens"])
+    originals = {c.key: c.tensor for c in chunks}
+    keys = list(originals)
+    s = Store(ctx, chunks[0].tensor.shape, device)
+    store = s.store
+    s.keys.update(keys)
+    samples: dict[str, list[float]] = {k: [] for k in MEASURES}
+    mismatches = 0
+    try:
+        for c in chunks:
+            store.put(c.key, c.tensor)
+        pending_after_puts = store.write_behind.pending
+        store.flush()
+        payloads = {k: store.codec.encode(t) for k, t in originals.items()}
+        put_s = list(store.put_seconds)
+        store.reset_stats()
+        ctx.log(f"{len(keys)} chunks of {chunks[0].tensor.numel() * 4} bytes written; L3 holds {len(store.l3)} after "
+                f"flush; {p['rounds']} rounds")
+        for _ in range(p["rounds"]):
+            for k in keys:  # each fetch kind in turn, per key
+                got = {}
+                t0 = time.perf_counter()
+                got["L1"] = store.l1.get(k).clone()
+                t1 = time.perf_counter()
+                got["L2"] = decode_tensor(store.codec, store.l2.get(k))
+                t2 = time.perf_counter()
+                store.l3.drop_page_cache()
+                t3 = time.perf_counter()
+                got["L3"] = decode_tensor(store.codec, store.l3.get(k))
+                t4 = time.perf_counter()
+                got["L3 warm"] = decode_tensor(store.codec, store.l3.get(k))
+                t5 = time.perf_counter()
+                for name, dt in (("L1.fetch_copy", t1 - t0), ("L2.fetch_decode", t2 - t1), ("L3.cold", t4 - t3),
+                                 ("L3.warm", t5 - t4)):
+                    samples[name].append(dt)
+                ref = originals[k].cpu()
+                mismatches += sum(not torch.equal(t.cpu(), ref) for t in got.values())
+            for tier in ("L1", "L2", "L3"):  # the store's own lookups, with fall-through and promotion
+                prepare_tier(store, keys, tier, originals, payloads)
+                for k in keys:
+                    t, hit = store.get(k)
+                    if hit != tier or not torch.equal(t.cpu(), originals[k].cpu()):
+                        mismatches += 1
+        for i in range(len(keys)):  # misses: keys that were never written
+            store.get(f"absent-{i}")
+        samples["L2.small_get"] = _small_get_latency(s.client, store.l2.prefix, p["small_gets"])
+    finally:
+        s.close()
+    for tier in ("L1", "L2", "L3", "miss"):
+        samples[tier] = list(store.latency_s[tier])
+    metrics: dict[str, Metric] = {}
+    for name, secs in samples.items():
+        metrics.update(latency_metrics(name, [v * 1e6 for v in secs], (50, 99), MEASURES[name][1], "us"))
+    for tier in ("L1", "L2", "L3", "miss"):
+        metrics[f"hits.{tier}"] = Metric(store.hits[tier], "lookups")
+    metrics.update(latency_metrics("put", [v * 1e6 for v in put_s], (50, 99), "L1 + encode + L2 SET + queue", "us"))
+    metrics["mismatches"] = Metric(mismatches, "lookups", "lower", "wrong tier, or tensor not bit-exact")
+    wb = store.write_behind
+    metrics["write_behind.batches"] = Metric(wb.batches, "batches")
+    metrics["write_behind.persisted"] = Metric(wb.persisted, "entries")
+    if wb.batch_seconds:
+        metrics["write_behind.batch_ms"] = Metric(stats.median(wb.batch_seconds) * 1e3, "ms", "lower",
+                                                  "median time to write and commit one batch to LMDB")
+    names = [n for n in MEASURES if samples[n]]
+    nbytes = chunks[0].tensor.numel() * 4
+    series = {"tiers": Series(
+        {"measure": names, "tier": [MEASURES[n][0] for n in names], "what": [MEASURES[n][1] for n in names],
+         "n": [len(samples[n]) for n in names],
+         "p50_us": [stats.percentile(samples[n], 50) * 1e6 for n in names],
+         "p99_us": [stats.percentile(samples[n], 99) * 1e6 for n in names]},
+        {"p50_us": "us", "p99_us": "us"},
+        f"One chunk = {p['chunk_tokens']} tokens of all layers' K and V ({nbytes} B as float32, "
+        f"{len(payloads[keys[0]])} B encoded as {p['codec']}). L2 is the Redis Cluster over loopback; L3 an LMDB file "
+        f"on this host's disk, cold reads after posix_fadvise(DONTNEED) on its data file. Write-behind every "
+        f"{p['write_behind_every']} L2 writes (source 500); {pending_after_puts} writes were pending when flushed. "
+        f"{env_note(device)}.")}
+    return CaseOutcome("ok", metrics=metrics, series=series,
+                       details={"ttl_s": {t: p[t.lower() + "_ttl_s"] for t in ("L1", "L2", "L3")}})
+
+
+def _small_get_latency(client, prefix: str, n: int) -> list[float]:
+    key = prefix + "small"
+    client.set(key, b"x" * 64, px=60_000)
+    out = []
+    try:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            client.get(key)
+            out.append(time.perf_counter() - t0)
+    finally:
+        client.delete(key)
+    return out

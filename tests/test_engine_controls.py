@@ -1,0 +1,219 @@
+"""engine-hotload's claim checks can come out the other way: the source's prewarm beside
+every profile, restarts beside hot swaps, the compatibility check and the signature check
+switched off; and the lab-a100 profile carries the source's setting verbatim."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.analysis import Outcome, analyze
+from harness.experiments.engine_hotload.cases import prewarm_summary
+from harness.experiments.engine_hotload.lifecycle import (
+    Bucket,
+    Profile,
+    TensorSpec,
+    first_request_order,
+    implicit_profile,
+    open_engine,
+    prewarm_plan_for,
+    source_prewarm_plan,
+)
+from harness.results import Metric, Record, RunData
+from harness.spec import load_all_suites, load_claims
+
+BUCKETS = [Bucket(1, 16), Bucket(1, 64), Bucket(8, 16), Bucket(8, 64)]
+IO = [TensorSpec("input_ids", "input", "int64", (-1, -1)), TensorSpec("attention_mask", "input", "int64", (-1, -1)),
+      TensorSpec("sentence_embedding", "output", "float32", (-1, 384))]
+SHORT, LONG = ((1, 1), (4, 16), (8, 32)), ((1, 1), (4, 64), (8, 128))
+TWO = [Profile(0, {"input_ids": SHORT, "attention_mask": SHORT}), Profile(1, {"input_ids": LONG, "attention_mask": LONG})]
+
+
+# ---- the source's prewarm and the first-request order (pure) ------------------------------
+
+def test_source_prewarm_is_one_enqueue_on_profile_0_and_the_first_request_lies_outside_it():
+    assert source_prewarm_plan(TWO, IO, BUCKETS) == [(0, Bucket(1, 16))]
+    order = first_request_order(TWO, IO, BUCKETS)
+    assert order[:2] == [Bucket(1, 64), Bucket(8, 64)]  # outside profile 0 (sequence > 32) first
+    assert order[-1] == Bucket(1, 16) and sorted(order, key=str) == sorted(BUCKETS, key=str)
+    assert prewarm_plan_for("cold", TWO, IO, BUCKETS) == []
+    assert len(prewarm_plan_for("all", TWO, IO, BUCKETS)) == 6
+
+
+def test_on_onnx_runtime_the_first_request_is_at_a_shape_the_source_call_did_not_run():
+    one = [implicit_profile(IO)]
+    assert source_prewarm_plan(one, IO, BUCKETS) == [(0, Bucket(1, 16))]
+    assert first_request_order(one, IO, BUCKETS) == [Bucket(1, 64), Bucket(8, 16), Bucket(8, 64), Bucket(1, 16)]
+    with pytest.raises(ValueError, match="not one of"):
+        prewarm_plan_for("half", one, IO, BUCKETS)
+
+
+def test_prewarm_summary_known_answer():
+    def run(mode, first, steady):
+        return {"mode": mode, "first": [{"bucket": "a", "ms": first[0]}, {"bucket": "b", "ms": first[1]}],
+                "steady": {"a": steady, "b": [2 * v for v in steady]}}
+    runs = [run("cold", (30, 8), [1, 2, 3]), run("cold", (50, 8), [1, 2, 3]), run("all", (2, 4), [1, 2, 3]),
+            run("profile0", (20, 4), [1, 2, 3])]
+    m, steady = prewarm_summary(runs, ["a", "b"])
+    assert steady["a"]["p50"] == 2 and steady["b"]["p50"] == 4 and steady["a"]["n"] == 12
+    assert m["cold.first_ms"] == 40 and m["prewarmed.first_ms"] == 2 and m["profile0.first_ms"] == 20
+    assert m["cold.first_over_p50"] == 20 and m["prewarmed.first_over_p50"] == 1
+    assert m["a.cold_first_ms"] == 40 and m["b.prewarmed_first_ms"] == 4
+
+
+# ---- the ledger's checks flip when the mechanism is off -------------------------------------
+
+def verdicts(claim_id: str, case: str, metrics: dict, profile: str = "local", suite: str = "engine-hotload"):
+    """The ledger's real checks of `claim_id` on `case`, judged on a run with these metrics."""
+    suites = load_all_suites()
+    srun = suites[suite].as_run(profile, 1, {c.name: {} for c in suites[suite].cases})
+    rec = Record(suite, case, 1, "ok", metrics={k: Metric(v, "") for k, v in metrics.items()})
+    run = RunData(Path("."), {}, [rec], {suite: srun}, load_claims(suites=suites))
+    claim = next(c for c in analyze(run).claims if c.id == claim_id)
+    return {cv.check.metric: cv for cv in claim.checks if cv.check.case == case}
+
+
+PREWARM = {"profile0.first_over_p99": 0.9, "prewarmed.first_over_p99": 0.9, "cold.first_ms": 30.0,
+           "prewarmed.first_ms": 6.0}
+
+
+def test_prewarm_check_counts_only_when_the_control_shows_a_penalty():
+    got = verdicts("C14", "prewarm", PREWARM)
+    assert got["prewarmed.first_over_p99"].outcome is Outcome.REPRODUCED
+    assert got["profile0.first_over_p99"].outcome is Outcome.REPRODUCED
+    # prewarm off: no penalty for prewarm to remove -> the same ratios are inconclusive
+    got = verdicts("C14", "prewarm", {**PREWARM, "cold.first_ms": 6.5})
+    for cv in got.values():
+        assert cv.outcome is Outcome.INCONCLUSIVE and "prewarm has nothing to remove" in cv.reason
+    # the source's call leaves the shape outside profile 0 cold: its check fails while every-profile holds
+    got = verdicts("C14", "prewarm", {**PREWARM, "profile0.first_over_p99": 4.0})
+    assert got["profile0.first_over_p99"].outcome is Outcome.NOT_REPRODUCED
+    assert got["prewarmed.first_over_p99"].outcome is Outcome.REPRODUCED
+
+
+def test_swap_and_signature_checks_need_their_controls_to_fail():
+    got = verdicts("C14", "hot-swap", {"failed_requests": 0, "control.failed_requests": 12})
+    assert got["failed_requests"].outcome is Outcome.REPRODUCED
+    got = verdicts("C14", "hot-swap", {"failed_requests": 0, "control.failed_requests": 0})
+    assert got["failed_requests"].outcome is Outcome.INCONCLUSIVE
+    got = verdicts("C14", "incompatible-swap", {"wrong_verdicts": 0, "control.wrong_verdicts": 4})
+    assert got["wrong_verdicts"].outcome is Outcome.REPRODUCED
+    ok = {"deserialized_refused": 0, "wrong_verdicts": 0, "runtime_recheck_detects_change": 1,
+          "control.deserialized_refused": 5, "control.wrong_verdicts": 5, "control.runtime_recheck_detects_change": 0}
+    assert {cv.outcome for cv in verdicts("C21", "signed-load", ok).values()} == {Outcome.REPRODUCED}
+    off = {**ok, "control.deserialized_refused": 0, "control.runtime_recheck_detects_change": 1}
+    got = verdicts("C21", "signed-load", off)
+    assert got["deserialized_refused"].outcome is Outcome.INCONCLUSIVE
+    assert got["runtime_recheck_detects_change"].outcome is Outcome.INCONCLUSIVE
+
+
+def test_trt_checks_are_not_comparable_on_a_host_without_a_gpu():
+    got = verdicts("C14", "trt-prewarm", PREWARM)
+    assert all(cv.outcome is Outcome.NOT_COMPARABLE and "gpu: here none, claim A100" in cv.reason for cv in got.values())
+    got = verdicts("C14", "trt-prewarm", PREWARM, profile="lab-a100")
+    assert {cv.outcome for cv in got.values()} == {Outcome.REPRODUCED}
+
+
+# ---- the mechanisms themselves, switched off -----------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from harness.experiments.engine_hotload.swap_cases import incompatible_variants
+
+    return {w: p for w, p, _ in incompatible_variants(tmp_path_factory.mktemp("tiny"))}
+
+
+def _ones(engine, bucket):
+    from harness.experiments.engine_hotload.workload import feeds_for_shapes
+
+    return feeds_for_shapes(engine.io(), bucket, {})
+
+
+def test_a_restart_fails_requests_where_a_hot_swap_fails_none(tiny):
+    from harness.experiments.engine_hotload.swap import EngineSlot
+    from harness.experiments.engine_hotload.swap_cases import attribute_failures
+    from harness.experiments.engine_hotload.workload import RequestStream
+
+    same = next(p for w, p in tiny.items() if w.startswith("same IO"))
+    buckets = [Bucket(1, 16)]
+    slot = EngineSlot(open_engine("ort", same, label="v0"))
+    stream = RequestStream(lambda b, i: slot.infer(_ones(slot.engine, b))[1], buckets, 2, 1.0, time.perf_counter())
+
+    def slow_open():  # the new engine takes a while to load, as a real model does
+        time.sleep(0.3)
+        return open_engine("ort", same, label="new")
+
+    stream.start()
+    try:
+        time.sleep(0.1)
+        slot.swap(slow_open, buckets, lambda b: _ones(slot.engine, b))
+        time.sleep(0.1)
+        swap_failures = attribute_failures(list(stream.records))
+        slot.restart(slow_open)
+        time.sleep(0.1)
+    finally:
+        records = stream.stop()
+        slot.engine.close()
+    assert swap_failures == {"restart": 0, "other": 0}
+    after = attribute_failures(records)
+    assert after["other"] == 0 and after["restart"] > 0
+    assert slot.version == 2 and threading.active_count() >= 1
+
+
+def test_with_the_check_off_an_incompatible_engine_is_swapped_in(tiny):
+    from harness.experiments.engine_hotload.swap import EngineSlot, IncompatibleEngine
+
+    same = next(p for w, p in tiny.items() if w.startswith("same IO"))
+    other = next(p for w, p in tiny.items() if "256 values" in w)
+    buckets = [Bucket(1, 16)]
+    slot = EngineSlot(open_engine("ort", same))
+    try:
+        with pytest.raises(IncompatibleEngine):
+            slot.swap(lambda: open_engine("ort", other), buckets, lambda b: _ones(slot.engine, b))
+        assert slot.version == 0
+        slot.swap(lambda: open_engine("ort", other), buckets, lambda b: _ones(slot.engine, b), check=False)
+        assert slot.version == 1 and slot.engine.io()[-1].shape == (-1, 256)
+    finally:
+        slot.engine.close()
+    from harness.errors import BadInput
+
+    assert issubclass(IncompatibleEngine, BadInput)
+
+
+def test_with_verification_off_a_tampered_file_reaches_the_deserializer(tmp_path, tiny):
+    from harness.errors import BadInput
+    from harness.experiments.engine_hotload.signed_load import load_attempt, summarize
+    from harness.experiments.engine_hotload.signing import ModelRefused, write_manifest
+
+    good = next(p for w, p in tiny.items() if w.startswith("same IO"))
+    manifest = write_manifest([good], tmp_path / "manifest.json")
+    bad = tmp_path / "bad" / good.name
+    bad.parent.mkdir()
+    data = bytearray(good.read_bytes())
+    data[len(data) // 2] ^= 1
+    bad.write_bytes(bytes(data))
+    attempts = [load_attempt("intact", "loaded", (manifest,), good), load_attempt("intact", "loaded", None, good),
+                load_attempt("tampered", "refused", (manifest,), bad), load_attempt("tampered", "refused", None, bad)]
+    counts = summarize(attempts)
+    assert counts["deserialized_refused"] == 0 and counts["wrong_verdicts"] == 0
+    assert counts["control.deserialized_refused"] == 1 and counts["control.wrong_verdicts"] == 1
+    assert issubclass(ModelRefused, BadInput)
+
+
+# ---- the lab profile carries the source's setting -------------------------------------------
+
+def test_lab_a100_profile_carries_the_source_setting_and_fails_on_skips():
+    suite = load_all_suites()["engine-hotload"]
+    lab, local = suite.profile("lab-a100"), suite.profile("local")
+    assert lab.skipped_fails and not local.skipped_fails
+    assert lab.conditions["gpu"] == "A100" and lab.conditions["backend"] == "TensorRT 8.6+"
+    assert local.conditions["gpu"] == "none"
+    for case in ("trt-cold-start", "trt-prewarm", "trt-hot-swap"):
+        assert suite.case_params(suite.case(case), "lab-a100")["backend"] == "trt"
+    profiles = suite.case_params(suite.case("trt-prewarm"), "lab-a100")["trt_profiles"]
+    assert len(profiles) == 2  # profile 0 alone (the source's prewarm) does not cover every bucket
+    text = suite.claim.text
+    assert "optimization profile 0 selected, one enqueue" in text and "2x the engine size" in text
