@@ -1,58 +1,291 @@
-"""A cold node's backing-store load (C8): the pure per-second counting and growth factor,
-bad parameters, and a short real run on the cluster where the flushed node must go cold."""
+"""The cold-start suite (C8, C9): pure counting on known answers, parameters, the lab profile,
+the real PostgreSQL server and its bounded pool with the retry policy, a short real run on the
+cluster, and proof that its checks could fail: with the flush or the retries removed, the
+ledger's verdict changes."""
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
-from harness.drivers import CaseContext
-from harness.errors import BadInput
+from harness import spec
+from harness.drivers import CaseContext, get
+from harness.errors import BadInput, EnvironmentProblem
+from harness.experiments.cold_start import counting
 from harness.experiments.cold_start import drivers as cs
+from harness.paths import SUITES_DIR
+
+PG_PORT = 5435  # the tests' PostgreSQL (the suite's local profile uses 5433 and 5434)
 
 
+# ---- pure ---------------------------------------------------------------------------------
 def test_per_second_buckets_around_the_flush():
     times = [98.2, 99.0, 99.99, 100.0, 100.5, 101.2, 102.9, 103.0]
-    assert cs.per_second(times, t_flush=100.0, before=2, after=3) == [1, 2, 2, 1, 1]
+    assert counting.per_second(times, t_flush=100.0, before=2, after=3) == [1, 2, 2, 1, 1]
 
 
-def test_growth_of_the_sources_own_series_is_1_8():
-    assert cs.growth_per_second(list(cs.CLAIMED)) == pytest.approx(1.8, abs=0.001)
-    assert cs.growth_per_second([100, 50, 25]) == pytest.approx(0.5)
-    assert cs.growth_per_second([0, 10]) is None
-    assert cs.growth_per_second([10, 0]) == 0.0
-    assert cs.growth_per_second([10]) is None
+def test_growth_of_the_ledgers_series_is_its_factor():
+    claimed = _ledger("C8")["figures"]["cold_node_store_qps"]
+    assert len(claimed) == 8
+    assert counting.growth_per_second(claimed) == pytest.approx(1.8, abs=0.001)
+    assert counting.growth_per_second([100, 50, 25]) == pytest.approx(0.5)
+    assert counting.growth_per_second([0, 10]) is None
+    assert counting.growth_per_second([10, 0]) == 0.0
+    assert counting.growth_per_second([10]) is None
 
 
-def test_bad_params_are_refused():
-    good = {k: p.default for k, p in cs.PARAMS.items()}
-    with pytest.raises(BadInput, match="cold_seconds: must be at least 1 s"):
-        cs._check("cases[0].params", dict(good, cold_seconds=0.5))
-    with pytest.raises(BadInput, match="rate: must be at least 1"):
-        cs._check("cases[0].params", dict(good, rate=0))
+def test_predicted_hit_rates_of_a_known_stream():
+    # 2 requests a second: [a a] [b a] [c d] -> 50%, 50%, 0%
+    assert counting.predicted_hit_rates(list("aabacd"), rate=2, ttl_s=100) == [50.0, 50.0, 0.0]
+    # a TTL of 1 s (2 requests): 'a' stored at 0 has expired at 3, and is stored again
+    assert counting.predicted_hit_rates(list("aabaca"), rate=2, ttl_s=1) == [50.0, 0.0, 0.0]
+
+
+def test_steady_second_and_its_cap():
+    rates = [50, 70, 80, 85, 86, 87, 90]
+    assert counting.steady_second(rates, window=3, tol_pp=2, min_s=3, max_s=7) == (6, True)  # 85, 86, 87
+    assert counting.steady_second(rates, window=3, tol_pp=6, min_s=3, max_s=7) == (5, True)  # 80, 85, 86
+    assert counting.steady_second(rates, window=3, tol_pp=2, min_s=3, max_s=5) == (5, False)  # the cap
+    assert counting.steady_second(rates, window=2, tol_pp=0, min_s=2, max_s=7) == (7, False)
+
+
+def test_occupancy_per_second_of_known_intervals():
+    # pool of 2; flush at 10; seconds [9,10) and [10,11)
+    busy = [(9.5, 10.5), (10.0, 10.25), (10.9, 11.4)]
+    occ = counting.occupancy_per_second(busy, t_flush=10.0, before=1, after=1, size=2)
+    assert occ == pytest.approx([25.0, 100.0 * (0.5 + 0.25 + 0.1) / 2])
+    assert counting.minus([5, 3], [1, 4]) == [4, -1]
+    assert counting.weighted_per_second([(9.5, 3), (10.2, 1), (10.7, 2)], 10.0, 1, 1) == [3, 3]
+
+
+def test_runs_rotate_by_repetition():
+    names = ["flush", "control", "no-retry"]
+    assert [cs.run_order(names, r)[0] for r in (1, 2, 3, 4)] == ["flush", "control", "no-retry", "flush"]
+
+
+# ---- parameters and the spec ----------------------------------------------------------------
+def test_bad_params_are_refused_with_the_fix():
+    drv = get("cold-start-flush")
+    with pytest.raises(BadInput, match="cold_seconds: must be at least 1"):
+        drv.resolve_params("cases[0].params", {"cold_seconds": 0})
+    with pytest.raises(BadInput, match="retries: must be at most 20"):
+        drv.resolve_params("cases[0].params", {"retries": 99})
+    with pytest.raises(BadInput, match="warm_min_s: 9 is above warm_max_s 5"):
+        drv.resolve_params("cases[0].params", {"warm_min_s": 9, "warm_max_s": 5})
+    with pytest.raises(BadInput, match="ttl_s: 10 s expires keys during the run"):
+        drv.resolve_params("cases[0].params", {"ttl_s": 10})
+    pool = get("cold-start-pool")
+    with pytest.raises(BadInput, match="primaries: must be at least 3, got 2"):
+        pool.resolve_params("cases[1].params", {"primaries": [2, 6]})
+
+
+def test_lab_profile_carries_the_source_numbers_verbatim():
+    s = spec.load_suite_file(SUITES_DIR / "cold-start.yaml")
+    lab = s.profile("lab-a100")
+    assert lab.skipped_fails is True
+    assert s.case_params(s.case("flush-one-primary"), "lab-a100")["cold_seconds"] == 8  # the source's 8 s
+    assert s.case_params(s.case("pool-by-cluster-size"), "lab-a100")["primaries"] == [10, 20]
+    limits = {(t.metric, t.op, t.value) for t in lab.thresholds}
+    assert ("cold_node.excess_growth_per_s", ">=", 1.8) in limits
+    assert ("p10.pool.peak_occupancy_pct", ">=", 92) in limits
+    assert ("p20.pool.refused", ">", 0) in limits
+    assert all(t.reason for p in s.profiles.values() for t in p.thresholds)
+    local = s.profile("local")
+    assert s.case_params(s.case("pool-by-cluster-size"), "local")["primaries"] == [3, 6, 10]
+    # the 20-node check is lab-only: the local profile's conditions differ from it
+    from harness.analysis import conditions_differ
+
+    (c9_10, c9_20) = _checks("C9")
+    assert conditions_differ(c9_20, local.conditions) and not conditions_differ(c9_20, lab.conditions)
+    assert not conditions_differ(c9_10, local.conditions)
+
+
+# ---- the real store --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def pg(tmp_path_factory):
+    from harness.experiments.cold_start.postgres import PostgresServer
+
+    with PostgresServer(PG_PORT, max_connections=20) as server:
+        yield server
+    assert server.proc is None  # stopped, not left running
+
+
+def test_busy_port_is_an_environment_problem(pg):
+    from harness.experiments.cold_start.postgres import PostgresServer
+
+    with pytest.raises(EnvironmentProblem, match=f"port {PG_PORT} .* is busy"):
+        PostgresServer(PG_PORT).start()
+
+
+def test_full_pool_refuses_and_the_retry_policy_tries_again(pg):
+    from harness.experiments.cold_start.store import BoundedPool, Store, StoreLog, load_table
+
+    assert load_table(pg.dsn, [1, 2, 2, 3], 16) == 3
+    log = StoreLog()
+    pool = BoundedPool(pg.dsn, 1, acquire_timeout_s=0.02, statement_timeout_ms=1000, log=log)
+    try:
+        store = Store(pool, query_s=0.0, retries=2, backoff_s=0.0)
+        value, attempts = store.read(2, slot=7)
+        assert len(value) == 16 and attempts == 1
+        held = pool.acquire()  # the pool is now full
+        assert store.read(2, slot=7) == (None, 3)
+        assert len(log.refused) == 3 and [s for _, s in log.failed] == [7]  # 1 + 2 retries, then failed
+        pool.release(held)
+        off = Store(pool, query_s=0.0, retries=0, backoff_s=0.0)
+        held = pool.acquire()
+        assert off.read(2, slot=7) == (None, 1) and len(log.refused) == 4  # policy off: one attempt
+        pool.release(held)
+    finally:
+        pool.close()
+
+
+def test_statement_timeout_counts_as_a_store_timeout(pg):
+    from harness.experiments.cold_start.store import BoundedPool, Store, StoreLog, load_table
+
+    load_table(pg.dsn, [1], 16)
+    log = StoreLog()
+    pool = BoundedPool(pg.dsn, 1, acquire_timeout_s=1.0, statement_timeout_ms=20, log=log)
+    try:
+        assert Store(pool, query_s=0.2, retries=1, backoff_s=0.0).read(1, slot=3) == (None, 2)
+        assert len(log.timeouts) == 2 and len(log.queries) == 2 and len(log.busy) == 2
+    finally:
+        pool.close()
+
+
+# ---- a short real run, and the checks with the mechanism removed -----------------------------
+def _ledger(claim_id: str) -> dict:
+    """This suite's claim as written in the ledger (read alone, so that other suites' specs
+    do not matter here)."""
+    data = spec.load_yaml(SUITES_DIR / "claims.yaml", "claims ledger")
+    return next(c for c in data["claims"] if c["id"] == claim_id)
+
+
+def _checks(claim_id: str):
+    suites = {"cold-start": spec.load_suite_file(SUITES_DIR / "cold-start.yaml")}
+    return [spec._parse_check(f"{claim_id}.checks[{i}]", c, suites)
+            for i, c in enumerate(_ledger(claim_id)["checks"])]
+
+
+def _verdict(chk, out, tmp_path):
+    """The ledger's verdict of `chk` on one repetition's outcome, through the real analysis."""
+    from harness.analysis import analyze, check_verdict
+    from harness.results import Record, RunData
+    from harness.spec import Case, SuiteClaim, SuiteRun
+
+    rec = Record("cold-start", chk.case, 1, "ok", metrics=out.metrics, series=out.series)
+    suite = SuiteRun("cold-start", "", SuiteClaim("2.3", "t"), "cluster", "local", "", 1,
+                     [Case(chk.case, "cold-start-flush")], [])
+    run = RunData(tmp_path, {}, [rec], {"cold-start": suite}, [])
+    return check_verdict(run, analyze(run), chk)
+
+
+def _short(**over):
+    p = {k: v.default for k, v in cs.FLUSH_PARAMS.items()}
+    # a pool that nothing fills: 8 connections x 1 ms; the misses depend on the key order alone
+    p.update(rate=300, threads=16, warm_min_s=2, warm_max_s=2, steady_window_s=2, cold_seconds=2,
+             pool_size=8, query_ms=1.0, pg_port=PG_PORT + 1)
+    p.update(over)
+    return p
+
+
+# a pool that the traffic overfills: 1 connection x 15 ms = ~65 reads/s, 10 ms to get it
+SATURATED = {"pool_size": 1, "query_ms": 15.0, "acquire_timeout_ms": 10.0}
+
+
+def _run(cluster, tmp_path, **over):
+    return cs.flush_one(CaseContext("cold-start", "flush-one-primary", 1, "local", _short(**over), tmp_path,
+                                    cluster, log=lambda m: None))
+
+
+@pytest.mark.slow
+def test_flush_check_needs_the_flush(cluster, tmp_path):
+    flush_chk, _ = _checks("C8")
+    out = _run(cluster, tmp_path)
+    m = {k: v.value for k, v in out.metrics.items()}
+    assert out.status == "ok" and m["errors"] == 0
+    per = out.series["per_second"]
+    assert sorted(set(per.column("run"))) == ["control", "flush", "no-retry"]
+    assert per.column("second")[:4] == [-2, -1, 0, 1] and out.series["excess"].column("second") == [0, 1]
+    # the open loop sends the schedule (300/s over warm + 2 s in each of the three runs) and no
+    # more; requests sent late past the window's end (a busy machine) are not in the count
+    assert 0.6 * 3600 <= sum(per.column("requests")) <= 3 * 300 * (m["warm.seconds"] + 2) == 3600
+    assert m["cold_node.misses.first_s"] > m["control.cold_node.misses.first_s"]
+    assert m["store.timeouts"] == 0 and m["cold_node.attempts_per_miss"] == 1.0  # nothing to retry
+    v = _verdict(flush_chk, out, tmp_path)
+    assert v.control_held is True and v.outcome.name not in ("INCONCLUSIVE", "NOT_MEASURED")
+    _view_shows_the_run_beside_the_ledger(out, tmp_path)
+    # the mechanism removed (no flush): the control no longer differs and there is no excess load
+    # whose growth could be measured: the verdict is no longer one
+    v = _verdict(flush_chk, _run(cluster, tmp_path, flush=False), tmp_path)
+    assert v.control_held is False and v.outcome.name in ("INCONCLUSIVE", "NOT_MEASURED")
+
+
+def _view_shows_the_run_beside_the_ledger(out, tmp_path):
+    """The view on stored records of two repetitions: aggregated tables, the ledger's series."""
+    from harness.analysis import analyze
+    from harness.report import views
+    from harness.results import Record, RunData
+    from harness.spec import Case, Claim, SuiteClaim, SuiteRun
+
+    recs = [Record("cold-start", "flush-one-primary", r, "ok", metrics=out.metrics, series=out.series)
+            for r in (1, 2)]
+    suite = SuiteRun("cold-start", "", SuiteClaim("2.3", "t"), "cluster", "local", "", 2,
+                     [Case("flush-one-primary", "cold-start-flush")], [])
+    claimed = _ledger("C8")["figures"]["cold_node_store_qps"]
+    run = RunData(tmp_path, {}, recs, {"cold-start": suite}, [Claim("C8", "2.3", "t", [], figures={
+        "cold_node_store_qps": claimed})])
+    blocks = views.build(run, analyze(run), "cold-start")
+    excess = next(b for b in blocks if isinstance(b, views.Table) and "minus the paired" in b.title)
+    assert [r[0] for r in excess.rows] == [1, 2] and [r[3] for r in excess.rows] == claimed[:2]
+    assert excess.rows[0][1] == out.series["excess"].column("flush_minus_control")[0]
+    chart = next(b for b in blocks if isinstance(b, views.Chart) and "beside the source" in b.title)
+    assert chart.series[-1]["points"][0] == [1, claimed[0]]
+
+
+@pytest.mark.slow
+def test_retry_check_needs_the_retries(cluster, tmp_path):
+    _, retry_chk = _checks("C8")
+    out = _run(cluster, tmp_path, **SATURATED)
+    m = {k: v.value for k, v in out.metrics.items()}
+    assert m["store.timeouts"] > 0 and m["noretry.store.failed_reads"] > 0
+    assert m["cold_node.attempts_per_miss"] > 1.0 == m["noretry.cold_node.attempts_per_miss"]
+    assert _verdict(retry_chk, out, tmp_path).outcome.name == "REPRODUCED"
+    # the mechanism removed (retries off in the measured runs too): one attempt per miss
+    off = _run(cluster, tmp_path, retries=0, **SATURATED)
+    assert off.metrics["cold_node.attempts_per_miss"].value == 1.0
+    assert _verdict(retry_chk, off, tmp_path).outcome.name == "INCONCLUSIVE"
+
+
+@pytest.mark.slow
+def test_pool_case_measures_a_cluster_of_its_own_and_stops_it(cluster, tmp_path):
+    from harness.redis_server import port_is_free
+
+    p = {k: v.default for k, v in cs.POOL_PARAMS.items()}
+    p.update(primaries=[3], replicas=0, rate_per_primary=100, threads=8, warm_min_s=2, warm_max_s=2,
+             steady_window_s=2, cold_seconds=2, port_offset=40, pg_port=PG_PORT + 1)
+    base = min(n.port for n in cluster.nodes) + 40
+    out = cs.pool_sizes(CaseContext("cold-start", "pool-by-cluster-size", 1, "local", p, tmp_path, cluster,
+                                    log=lambda m: None))
+    m = {k: v.value for k, v in out.metrics.items()}
+    assert out.status == "ok" and m["errors"] == 0
+    assert 0 < m["control.p3.pool.peak_occupancy_pct"] < m["p3.pool.peak_occupancy_pct"] <= 100
+    assert out.details["sizes"]["3"]["cold_primaries"] == 2  # half of 3, rounded up
+    per = out.series["per_second"]
+    assert set(per.column("primaries")) == {3} and set(per.column("run")) == {"flush", "control"}
+    assert all(port_is_free("127.0.0.1", base + i) for i in range(3))  # the cluster was stopped
 
 
 def test_unknown_primary_is_refused(cluster, tmp_path):
-    params = dict({k: p.default for k, p in cs.PARAMS.items()}, cold_primary=3)
     with pytest.raises(BadInput, match="cold_primary: 3 but the target has 3 primaries"):
-        cs.run(CaseContext("cold-start", "c", 1, "local", params, tmp_path, cluster, log=lambda m: None))
+        cs.flush_one(CaseContext("cold-start", "c", 1, "local", _short(cold_primary=3), tmp_path, cluster,
+                                 log=lambda m: None))
 
 
-def test_flushed_primary_goes_cold(cluster, cluster_client, tmp_path):
-    params = {k: p.default for k, p in cs.PARAMS.items()}
-    params.update(rate=400, threads=2, warm_seconds=3.0, cold_seconds=2.0)
-    out = cs.run(CaseContext("cold-start", "c", 1, "local", params, tmp_path, cluster, log=lambda m: None))
-    assert out.status == "ok", out.reason
-    m = {k: v.value for k, v in out.metrics.items()}
-    assert m["errors"] == 0
-    rows = out.details["tables"][0]["rows"]
-    assert [r[0] for r in rows] == [-3, -2, -1, 0, 1]
-    # open loop: every scheduled request was sent (late ones too), and the per-second counts
-    # cover them (a few may fall outside the window when the flush itself ran late)
-    assert m["offered_rps"] * 5 == pytest.approx(400 * 5)
-    assert sum(r[1] for r in rows) == pytest.approx(400 * 5, rel=0.05)
-    # the cold node's store reads are part of the cluster's, and the flush raised them
-    assert all(r[3] <= r[2] for r in rows)
-    assert m["cold_node.store_qps.first_s"] > m["cold_node.store_qps.before"]
-    assert m["cold_node.amplification"] > 1
-    assert rows[3][5] == 100 and rows[4][5] == 180  # the source's series beside the measured one
-    assert not any(tmp_path.glob("*.sqlite"))  # the store is rebuilt from the trace, not kept
+def test_pg_port_in_use_is_refused_before_anything_runs(cluster, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", PG_PORT + 2))
+        s.listen()
+        with pytest.raises(EnvironmentProblem, match="busy"):
+            cs.flush_one(CaseContext("cold-start", "c", 1, "local", _short(pg_port=PG_PORT + 2), tmp_path,
+                                     cluster, log=lambda m: None))

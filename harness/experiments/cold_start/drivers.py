@@ -1,156 +1,192 @@
 """A cold cache node's load on the backing store (source section 2.3, claims C8 and C9).
 
-Cache-aside on the real cluster: requests arrive at a fixed rate (open loop, paced by
-threads); each GETs its key from the cluster and, on a miss, reads the value from a real
-backing store (an SQLite file) and SETs it with a TTL. The key stream is the real token
-traffic of the eviction experiment (MiniLM tokens of the shipped GPTCache texts; the key is
-the token id), so popularity is long-tailed as in the source's setting.
+Cache-aside on a real Redis Cluster in front of a real PostgreSQL server (traffic.py, store.py,
+postgres.py): requests arrive at a fixed rate (open loop); each GETs its key and, on a miss,
+reads the value from PostgreSQL through a bounded connection pool, with a retry policy on
+store timeouts, and SETs it with a TTL. The key stream is the real token traffic of the
+eviction experiment (MiniLM tokens of the shipped GPTCache texts; key = token id).
 
-After `warm_seconds` from an empty cluster, one primary is flushed (FLUSHALL; its replica
-follows): that node is cold while the others stay warm. Store reads are counted per
-second, for the whole cluster and for the keys the cold node owns, from `warm_seconds`
-before the flush to `cold_seconds` after it. The source claims the cold node's store load
-grows 1.8x per second for 8 s (100, 180, ..., 6124 QPS); the harness reports the measured
-series and its growth factor per second.
+The cache warms from empty until its hit rate is steady (counting.steady_second, with a cap),
+then primaries are flushed. Each repetition runs, interleaved and in rotating order, with the
+same seed and schedule:
+- `flush`: the flush with the retry policy on (the measurement);
+- `control`: no flush (the flush point only marked), retry policy on;
+- `no-retry` (cold-start-flush only): the flush with the retry policy off.
+The drivers report per-second series of every run and metrics of flush minus control.
 """
 
 from __future__ import annotations
 
-import math
-import sqlite3
-import threading
-import time
-
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, register
+from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
 from harness.errors import BadInput
+from harness.experiments.cold_start import counting
+from harness.experiments.cold_start.postgres import PostgresServer
+from harness.experiments.cold_start.store import BoundedPool, Store, load_table
+from harness.experiments.cold_start.traffic import RunLog, run_once
 
-PARAMS = {
-    "rate": Param(int, 800, "requests per second offered (open loop)"),
-    "threads": Param(int, 4, "client threads sharing the schedule"),
-    "warm_seconds": Param(float, 4.0, "from an empty cluster to the flush"),
-    "cold_seconds": Param(float, 8.0, "measured after the flush (the source's series is 8 s)"),
-    "cold_primary": Param(int, 0, "which primary (0-based, by port) is flushed"),
-    "ttl_s": Param(int, 300, "TTL of a cached value (the source's L2 TTL)"),
-    "value_bytes": Param(int, 256, "bytes per value in the backing store"),
+COMMON = {
+    "threads": Param(int, 32, "client threads sharing the open-loop schedule", min=1, max=512),
+    "warm_min_s": Param(int, 3, "shortest warm-up before the flush (s)", min=1),
+    "warm_max_s": Param(int, 20, "the warm-up cap (s): flush then even if the hit rate is not steady", min=1),
+    "steady_window_s": Param(int, 3, "steady = the hit rates of this many consecutive seconds ...", min=2),
+    "steady_tol_pp": Param(float, 2.0, "... lie within this many percentage points of each other", min=0),
+    "cold_seconds": Param(int, 8, "measured after the flush (s)", min=1),
+    "ttl_s": Param(int, 300, "TTL of a cached value (the source's L2 TTL)", min=1),
+    "value_bytes": Param(int, 256, "bytes per value in the store", min=1),
+    "pool_size": Param(int, 4, "connections in the store's bounded pool", min=1, max=90),
+    "acquire_timeout_ms": Param(float, 20.0, "wait for a free pool connection; then the read is refused", min=0),
+    "statement_timeout_ms": Param(int, 50, "PostgreSQL statement_timeout of each query", min=1),
+    "query_ms": Param(float, 20.0, "service time of one store query (pg_sleep in the SELECT)", min=0),
+    "retries": Param(int, 2, "retry policy: further attempts after a store timeout (0 = off)", min=0, max=20),
+    "backoff_ms": Param(float, 10.0, "retry policy: wait before each further attempt", min=0),
+    "pg_port": Param(int, 5433, "the PostgreSQL server's port on 127.0.0.1", min=1024, max=65535),
     "seed": Param(int, 20261129, "seed of the key stream's text order (repetition r uses seed + r - 1)"),
 }
 
-# The source's series for the cold node, QPS to the backing store in seconds 1..8 (C8).
-CLAIMED = (100, 180, 324, 583, 1050, 1890, 3402, 6124)
+FLUSH_PARAMS = {
+    "rate": Param(int, 600, "requests per second offered (open loop)", min=1),
+    "cold_primary": Param(int, 0, "which primary (0-based, by port) is flushed", min=0),
+    "flush": Param(bool, True, "false: the measured runs skip the flush too (the mechanism removed; for tests)"),
+    **COMMON,
+}
+
+POOL_PARAMS = {
+    "primaries": Param(list, [3, 6, 10], "cluster sizes (primaries), each started on loopback", min=3, max=50),
+    "replicas": Param(int, 1, "replicas per primary", min=0, max=2),
+    "rate_per_primary": Param(int, 100, "requests per second offered per primary (open loop)", min=1),
+    "cold_fraction": Param(float, 0.5, "share of the primaries flushed together (rounded up)", min=0.01, max=1),
+    "port_offset": Param(int, 20, "the clusters' base port: the target's lowest port + this", min=1),
+    "sizes_per_repetition": Param(str, "all", "all: every size in each repetition; one: repetition r measures "
+                                              "the r-th size (cycling), to fit a small machine", choices=("all", "one")),
+    **COMMON,
+}
 
 
 def _check(where: str, p: dict) -> None:
-    for name in ("rate", "threads", "value_bytes", "ttl_s"):
-        if p[name] < 1:
-            raise BadInput(f"{where}.{name}: must be at least 1, got {p[name]}")
-    for name in ("warm_seconds", "cold_seconds"):
-        if p[name] < 1:
-            raise BadInput(f"{where}.{name}: must be at least 1 s (the series is counted per second), got {p[name]}")
-    if p["cold_primary"] < 0:
-        raise BadInput(f"{where}.cold_primary: must be 0 or more, got {p['cold_primary']}")
+    if p["warm_min_s"] > p["warm_max_s"]:
+        raise BadInput(f"{where}.warm_min_s: {p['warm_min_s']} is above warm_max_s {p['warm_max_s']}; "
+                       f"lower it or raise the cap")
+    if p["steady_window_s"] > p["warm_max_s"]:
+        raise BadInput(f"{where}.steady_window_s: {p['steady_window_s']} s does not fit in warm_max_s "
+                       f"{p['warm_max_s']} s; raise the cap")
+    if p["ttl_s"] < p["warm_max_s"] + p["cold_seconds"]:
+        raise BadInput(f"{where}.ttl_s: {p['ttl_s']} s expires keys during the run "
+                       f"(warm_max_s + cold_seconds = {p['warm_max_s'] + p['cold_seconds']} s); raise it")
 
 
-# ---- pure -----------------------------------------------------------------------------
-def per_second(times: list[float], t_flush: float, before: int, after: int) -> list[int]:
-    """Counts per whole second, from `before` seconds before the flush to `after` seconds
-    after it: index 0 is [-before, -before+1), index `before` is [0, 1) after the flush."""
-    out = [0] * (before + after)
-    for t in times:
-        k = math.floor(t - t_flush) + before
-        if 0 <= k < len(out):
-            out[k] += 1
-    return out
+def _check_pool(where: str, p: dict) -> None:
+    _check(where, p)
+    if not p["primaries"] or any(isinstance(n, bool) or not isinstance(n, int) for n in p["primaries"]):
+        raise BadInput(f"{where}.primaries: give a list of whole numbers of primaries, e.g. [3, 6, 10]")
 
 
-def growth_per_second(series: list[float]) -> float | None:
-    """Geometric mean of the second-to-second ratios: (last / first) ^ (1 / (n - 1)).
-    The source's 100, 180, ..., 6124 gives 1.8. None when the first value is 0 or n < 2."""
-    if len(series) < 2 or series[0] <= 0:
-        return None
-    if series[-1] <= 0:
-        return 0.0
-    return (series[-1] / series[0]) ** (1 / (len(series) - 1))
-
-
-# ---- the run ----------------------------------------------------------------------------
-def _make_store(path, ids, value_bytes: int) -> None:
-    import hashlib
-
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE kv (id INTEGER PRIMARY KEY, value BLOB NOT NULL)")
-    rows = []
-    for i in sorted(set(int(x) for x in ids)):
-        seed = hashlib.sha256(str(i).encode()).digest()
-        rows.append((i, (seed * (value_bytes // len(seed) + 1))[:value_bytes]))
-    con.executemany("INSERT INTO kv VALUES (?, ?)", rows)
-    con.commit()
-    con.close()
-
-
-class Log:
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.requests: list[float] = []
-        self.store: list[tuple[float, int]] = []  # (time, slot)
-        self.late = 0
-        self.errors = 0
-        self.first_error = ""
-
-
-def _client_thread(target, store_path, keys, slots, start: float, rate: int, k0: int, step: int,
-                   end: float, ttl: int, log: Log) -> None:
-    c = target.cluster_client()
-    con = sqlite3.connect(store_path, check_same_thread=False)
-    reqs, store, late, errors = [], [], 0, 0
-    try:
-        i = k0
-        while True:
-            due = start + i / rate
-            if due >= end:
-                break
-            now = time.monotonic()
-            if due > now:
-                time.sleep(due - now)
-            elif now - due > 0.05:
-                late += 1
-            key = keys[i % len(keys)]
-            t = time.monotonic()
-            try:
-                if c.get(f"cs:{{{key}}}") is None:
-                    value = con.execute("SELECT value FROM kv WHERE id = ?", (key,)).fetchone()[0]
-                    store.append((t, slots[i % len(keys)]))
-                    c.set(f"cs:{{{key}}}", value, ex=ttl)
-                reqs.append(t)
-            except Exception as e:  # noqa: BLE001 - counted, reported with the first message
-                errors += 1
-                log.first_error = log.first_error or f"{type(e).__name__}: {e}"
-            i += step
-    finally:
-        con.close()
-        c.close()
-        with log.lock:
-            log.requests += reqs
-            log.store += store
-            log.late += late
-            log.errors += errors
-
-
-def _flushall(target, node) -> None:
-    c = target.client(node)
-    try:
-        c.flushall()
-    finally:
-        c.close()
-
-
-@register("cold-start-flush", params=PARAMS, needs="cluster", check=_check,
-          description="one primary flushed under steady cache-aside traffic: backing-store reads per second")
-def run(ctx: CaseContext) -> CaseOutcome:
-    from redis.crc import key_slot
-
-    from harness.cluster import slot_owners
+# ---- shared -------------------------------------------------------------------------------
+def plan(p: dict, rate: int, seed: int):
+    """The key stream and the warm-up: (keys, hit rates per second, warm seconds, steady)."""
     from harness.experiments.eviction.traces import real_trace
 
+    n = rate * (p["warm_max_s"] + p["cold_seconds"]) + rate
+    trace = real_trace(n, seed)
+    keys = [int(x) for x in trace.ids]
+    rates = counting.predicted_hit_rates(keys, rate, p["ttl_s"])
+    warm, steady = counting.steady_second(rates, p["steady_window_s"], p["steady_tol_pp"], p["warm_min_s"],
+                                          p["warm_max_s"])
+    return trace, keys, rates, warm, steady
+
+
+def one_run(tgt, dsn: str, p: dict, keys, slots, rate: int, warm: int, flush: list, retries: int) -> RunLog:
+    log = RunLog()
+    pool = BoundedPool(dsn, p["pool_size"], p["acquire_timeout_ms"] / 1000, p["statement_timeout_ms"], log.store)
+    try:
+        store = Store(pool, p["query_ms"] / 1000, retries, p["backoff_ms"] / 1000)
+        run_once(tgt, store, keys, slots, rate=rate, warm_s=warm, cold_s=p["cold_seconds"], ttl_s=p["ttl_s"],
+                 threads=p["threads"], flush=flush, log=log)
+    finally:
+        pool.close()
+    return log
+
+
+def seconds_of(log: RunLog, cold_slots: set, before: int, after: int, pool_size: int) -> dict[str, list]:
+    """Per-second columns of one run (second 0 starts at the flush)."""
+    tf = log.t_flush
+    st = log.store
+
+    def count(items, cond=lambda s: True):
+        return counting.per_second([t for t, s in items if cond(s)], tf, before, after)
+
+    def cold(s):
+        return s in cold_slots
+
+    hits = counting.per_second([r[0] for r in log.requests if r[2]], tf, before, after)
+    n = counting.per_second([r[0] for r in log.requests], tf, before, after)
+    cold_miss = [r for r in log.requests if not r[2] and r[1] in cold_slots]
+    return {
+        "requests": n,
+        "hit_rate_pct": [100.0 * h / r if r else None for h, r in zip(hits, n)],
+        "store_queries": count(st.queries),
+        "cold_misses": counting.per_second([r[0] for r in cold_miss], tf, before, after),
+        # store attempts of those misses, counted at the request's time (retries included)
+        "cold_attempts": counting.weighted_per_second([(r[0], r[4]) for r in cold_miss], tf, before, after),
+        "cold_store_queries": count(st.queries, cold),
+        "cold_refused": count(st.refused, cold),
+        "refused": count(st.refused),
+        "timeouts": count(st.timeouts),
+        "failed": count(st.failed),
+        "occupancy_pct": counting.occupancy_per_second(st.busy, tf, before, after, pool_size),
+    }
+
+
+def run_order(names: list[str], repetition: int) -> list[str]:
+    """The runs of a repetition in rotating order, so that no kind always goes first."""
+    k = (repetition - 1) % len(names)
+    return names[k:] + names[:k]
+
+
+def _cold_slots(tgt, nodes) -> set:
+    from harness.cluster import slot_owners
+
+    addrs = {n.address for n in nodes}
+    return {slot for slot, (owner, _) in slot_owners(tgt).items() if owner is not None and owner.address in addrs}
+
+
+def _slots(keys) -> list[int]:
+    from redis.crc import key_slot
+
+    return [key_slot(f"cs:{{{k}}}".encode()) for k in keys]
+
+
+def _health(logs: dict[str, RunLog]) -> tuple[dict, str]:
+    n = sum(len(lg.requests) + lg.errors for lg in logs.values())
+    late = sum(lg.late for lg in logs.values())
+    errors = sum(lg.errors for lg in logs.values())
+    first = next((lg.first_error for lg in logs.values() if lg.first_error), "")
+    return {
+        "late_pct": Metric(100.0 * late / max(1, n), "%", "lower",
+                           "requests sent more than 50 ms after their scheduled time, all runs"),
+        "errors": Metric(errors, "requests", "lower", "cluster errors, all runs"),
+    }, first
+
+
+def _warm_metrics(warm: int, steady: bool, spread: float | None, pre: str = "") -> dict:
+    return {
+        f"{pre}warm.seconds": Metric(warm, "s", note="warm-up before the flush (steady or the cap)"),
+        f"{pre}warm.steady": Metric(1 if steady else 0, "", note="1: the hit rate was steady before the flush; "
+                                                                  "0: the cap was reached"),
+        f"{pre}warm.measured_spread_pp": Metric(spread, "pp", note="max - min of the measured hit rate over the "
+                                                                    "steady window before the flush"),
+    }
+
+
+def _spread(col: list, before: int) -> float | None:
+    vals = [v for v in col[:before] if v is not None]
+    return max(vals) - min(vals) if vals else None
+
+
+# ---- C8: one cold primary -------------------------------------------------------------------
+@register("cold-start-flush", params=FLUSH_PARAMS, needs="cluster", check=_check,
+          description="one primary flushed after a steady warm-up, with paired no-flush and no-retry runs: "
+                      "store reads per second, flush minus control")
+def flush_one(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
     tgt = ctx.target
     primaries = sorted(tgt.primaries, key=lambda n: (n.host, n.port))
@@ -158,84 +194,160 @@ def run(ctx: CaseContext) -> CaseOutcome:
         raise BadInput(f"cold_primary: {p['cold_primary']} but the target has {len(primaries)} primaries "
                        f"(0 to {len(primaries) - 1})")
     cold = primaries[p["cold_primary"]]
-    total_s = p["warm_seconds"] + p["cold_seconds"]
-    n = int(p["rate"] * total_s) + 1
-    # the misses depend on the key order, not on timing: each repetition takes its own text order
     seed = p["seed"] + ctx.repetition - 1
-    trace = real_trace(n, seed)
-    keys = [int(x) for x in trace.ids]
-    slots = [key_slot(f"cs:{{{k}}}".encode()) for k in keys]
-    store_path = ctx.raw_path("store.sqlite")
-    store_path.unlink(missing_ok=True)
-    _make_store(store_path, keys, p["value_bytes"])
-    for node in primaries:
-        _flushall(tgt, node)
-    cold_slots = {slot for slot, (owner, _) in slot_owners(tgt).items()
-                  if owner is not None and owner.address == cold.address}
-    ctx.log(f"{n} requests at {p['rate']}/s over {total_s:g} s, {trace.n_distinct} distinct keys; "
-            f"flushing {cold.address} ({len(cold_slots)} slots) after {p['warm_seconds']:g} s")
-
-    log = Log()
-    start = time.monotonic() + 0.2
-    end = start + total_s
-    threads = [threading.Thread(target=_client_thread, args=(tgt, str(store_path), keys, slots, start, p["rate"],
-                                                             k, p["threads"], end, p["ttl_s"], log))
-               for k in range(p["threads"])]
-    for t in threads:
-        t.start()
-    t_flush = start + p["warm_seconds"]
-    time.sleep(max(0.0, t_flush - time.monotonic()))
-    t_flush = time.monotonic()
-    _flushall(tgt, cold)
-    for t in threads:
-        t.join()
-    if log.errors and not log.requests:
-        return CaseOutcome("failed", f"every request failed; first error: {log.first_error}")
-
-    before, after = int(p["warm_seconds"]), int(p["cold_seconds"])
-    req_s = per_second(log.requests, t_flush, before, after)
-    store_all = per_second([t for t, _ in log.store], t_flush, before, after)
-    store_cold = per_second([t for t, s in log.store if s in cold_slots], t_flush, before, after)
+    trace, keys, _, warm, steady = plan(p, p["rate"], seed)
+    slots = _slots(keys)
+    before, after = p["steady_window_s"], p["cold_seconds"]
+    cold_slots = _cold_slots(tgt, [cold])
+    ctx.log(f"{p['rate']}/s, {trace.n_distinct} distinct keys; warm {warm} s ({'steady' if steady else 'cap'}), "
+            f"flush {cold.address} ({len(cold_slots)} slots), {after} s after")
+    flushed = [cold] if p["flush"] else []
+    runs = {"flush": (flushed, p["retries"]), "control": ([], p["retries"]), "no-retry": (flushed, 0)}
+    order = run_order(list(runs), ctx.repetition)
+    logs: dict[str, RunLog] = {}
+    with PostgresServer(p["pg_port"], max_connections=p["pool_size"] + 10) as pg:
+        load_table(pg.dsn, keys, p["value_bytes"])
+        for name in order:
+            flush, retries = runs[name]
+            logs[name] = one_run(tgt, pg.dsn, p, keys, slots, p["rate"], warm, flush, retries)
+    if all(not lg.requests for lg in logs.values()):
+        return CaseOutcome("failed", f"every request failed; first error: {_health(logs)[1]}")
+    cols = {name: seconds_of(lg, cold_slots, before, after, p["pool_size"]) for name, lg in logs.items()}
     seconds = list(range(-before, after))
-    after_cold = store_cold[before:]
-    peak = max(after_cold)
-    growth = growth_per_second(after_cold)
-    hit = [100.0 * (1 - s / r) if r else None for s, r in zip(store_all, req_s)]
-    m = {
-        "offered_rps": Metric(len(log.requests) / total_s, "req/s", "higher"),
-        "late_pct": Metric(100.0 * log.late / max(1, len(log.requests) + log.errors), "%", "lower",
-                           "requests sent more than 50 ms after their scheduled time"),
-        "errors": Metric(log.errors, "requests", "lower"),
-        "store_qps.before": Metric(store_all[before - 1], "reads/s", note="the whole cluster, the second before the flush"),
-        "cold_node.store_qps.before": Metric(store_cold[before - 1], "reads/s"),
-        "cold_node.store_qps.first_s": Metric(after_cold[0], "reads/s"),
-        "cold_node.store_qps.peak": Metric(peak, "reads/s"),
-        "cold_node.peak_second": Metric(after_cold.index(peak) + 1, "s", note="1 = the first second after the flush"),
-        "cold_node.store_qps.last_s": Metric(after_cold[-1], "reads/s"),
-        "cold_node.growth_per_s": Metric(growth, "x/s", note="(last second / first second) ^ (1 / (seconds - 1))"),
-        "cold_node.amplification": Metric(after_cold[0] / store_cold[before - 1] if store_cold[before - 1] else None,
-                                          "x", note="first second after the flush over the second before it"),
-        "hit_rate.before_pct": Metric(hit[before - 1], "%"),
-        "hit_rate.first_s_pct": Metric(hit[before], "%"),
+    m, first_error = _health(logs)
+    if first_error:
+        ctx.log(f"first error: {first_error}")
+    m.update(_warm_metrics(warm, steady, _spread(cols["flush"]["hit_rate_pct"], before)))
+    f, c, nr = cols["flush"], cols["control"], cols["no-retry"]
+    excess = counting.minus(f["cold_store_queries"][before:], c["cold_store_queries"][before:])
+    excess_nr = counting.minus(nr["cold_store_queries"][before:], c["cold_store_queries"][before:])
+    for pre, col in (("", f), ("control.", c), ("noretry.", nr)):
+        post = col["cold_store_queries"][before:]
+        misses = sum(col["cold_misses"][before:])
+        attempts = sum(col["cold_attempts"][before:])
+        m.update({
+            f"{pre}cold_node.store_qps.before": Metric(col["cold_store_queries"][before - 1], "queries/s",
+                                                       note="the last warm second"),
+            f"{pre}cold_node.store_qps.first_s": Metric(post[0], "queries/s"),
+            f"{pre}cold_node.store_qps.peak": Metric(max(post), "queries/s"),
+            f"{pre}cold_node.misses.before": Metric(col["cold_misses"][before - 1], "misses/s",
+                                                    note="cache misses on the cold node's keys, the last warm second"),
+            f"{pre}cold_node.misses.first_s": Metric(col["cold_misses"][before], "misses/s",
+                                                     note="cache misses on the cold node's keys, the first second after"),
+            f"{pre}cold_node.attempts_per_miss": Metric(
+                attempts / misses if misses else None, "x",
+                note="store attempts (queries and refusals, retries included) per cache miss on the cold node's "
+                     "keys after the flush"),
+            f"{pre}store.timeouts": Metric(sum(col["timeouts"][before:]) + sum(col["refused"][before:]), "reads",
+                                           note="statement timeouts and pool refusals after the flush"),
+            f"{pre}store.failed_reads": Metric(sum(col["failed"][before:]), "reads",
+                                               note="reads that failed every attempt (request not served)"),
+            f"{pre}pool.peak_occupancy_pct": Metric(max(col["occupancy_pct"][before:]), "%"),
+        })
+    m.update({
+        "cold_node.excess_first_s": Metric(excess[0], "queries/s", note="flush minus control, first second"),
+        "cold_node.excess_growth_per_s": Metric(
+            counting.growth_per_second(excess), "x/s",
+            note="of flush minus control: (last second / first second) ^ (1 / (seconds - 1))"),
+        "cold_node.excess_queries": Metric(sum(excess), "queries", note="flush minus control, all seconds after"),
+        "noretry.cold_node.excess_growth_per_s": Metric(counting.growth_per_second(excess_nr), "x/s"),
+        "noretry.cold_node.excess_queries": Metric(sum(excess_nr), "queries"),
+    })
+    runs_col, sec_col = [], []
+    data: dict[str, list] = {k: [] for k in f}
+    for name in runs:
+        for i, s in enumerate(seconds):
+            runs_col.append(name)
+            sec_col.append(s)
+            for k in data:
+                data[k].append(cols[name][k][i])
+    units = {"requests": "req/s", "hit_rate_pct": "%", "store_queries": "queries/s", "cold_misses": "misses/s",
+             "cold_attempts": "attempts/s",
+             "cold_store_queries": "queries/s", "cold_refused": "reads/s", "refused": "reads/s",
+             "timeouts": "queries/s", "failed": "reads/s", "occupancy_pct": "%"}
+    series = {
+        "per_second": Series({"run": runs_col, "second": sec_col, **data}, units,
+                             "second 0 starts at the flush (the control: at the same point of the schedule)"),
+        "excess": Series({"second": list(range(after)), "flush_minus_control": excess,
+                          "noretry_minus_control": excess_nr},
+                         {"flush_minus_control": "queries/s", "noretry_minus_control": "queries/s"},
+                         "the cold node's store queries per second after the flush, minus the paired control's"),
     }
-    if log.errors:
-        ctx.log(f"{log.errors} requests failed; first error: {log.first_error}")
-    ctx.log(f"cold node store reads/s around the flush: {store_cold}; growth {growth if growth is None else round(growth, 3)}x/s")
-    rows = [[s, req_s[i], store_all[i], store_cold[i], f"{hit[i]:.1f}" if hit[i] is not None else "-",
-             CLAIMED[s] if 0 <= s < len(CLAIMED) else "-"] for i, s in enumerate(seconds)]
-    details = {
-        "tables": [{"title": "Backing-store reads per second around the flush (second 0 starts at the flush)",
-                    "note": f"cold node {cold.address}; the claimed column is the source's series (100 x 1.8^t, "
-                            f"though 1.8^6 and 1.8^7 give 3401 and 6122). {trace.n_distinct} distinct keys, "
-                            f"rate {p['rate']}/s, {p['threads']} threads, TTL {p['ttl_s']} s, seed {seed}.",
-                    "columns": ["second", "requests", "store reads (all)", "store reads (cold node)", "hit rate %",
-                                "claimed cold-start-flush QPS"],
-                    "rows": rows}],
-        "charts": [{"title": "Backing-store reads per second (flush at 0)", "x_label": "seconds since the flush",
-                    "y_label": "reads/s", "kind": "line",
-                    "series": [{"name": "cold node", "points": [[s, v] for s, v in zip(seconds, store_cold)]},
-                               {"name": "whole cluster", "points": [[s, v] for s, v in zip(seconds, store_all)]}]}],
-        "trace": {"digest": trace.digest(), **trace.meta},
-    }
-    store_path.unlink(missing_ok=True)  # rebuilt from the trace; not a result
-    return CaseOutcome("ok", metrics=m, details=details)
+    details = {"order": order, "seed": seed, "cold_node": cold.address, "cold_slots": len(cold_slots),
+               "warm_seconds": warm, "steady": steady, "trace": {"digest": trace.digest(), **trace.meta}}
+    return CaseOutcome("ok", metrics=m, details=details, series=series)
+
+
+# ---- C9: several cold primaries, clusters of several sizes ---------------------------------
+@register("cold-start-pool", params=POOL_PARAMS, needs="cluster", check=_check_pool,
+          description="several primaries flushed in clusters of several sizes on loopback, with a paired "
+                      "no-flush control: store pool occupancy and refused connections")
+def pool_sizes(ctx: CaseContext) -> CaseOutcome:
+    import math
+
+    from harness.cluster import LocalCluster
+    from harness.paths import STATE_DIR
+
+    p = ctx.params
+    base = min(n.port for n in ctx.target.nodes) + p["port_offset"]
+    before, after = p["steady_window_s"], p["cold_seconds"]
+    seed = p["seed"] + ctx.repetition - 1
+    m: dict[str, Metric] = {}
+    rows: dict[str, list] = {}
+    logs_all: dict[str, RunLog] = {}
+    details: dict = {"seed": seed, "sizes": {}}
+    with PostgresServer(p["pg_port"], max_connections=p["pool_size"] + 10) as pg:
+        loaded = None
+        sizes = list(p["primaries"])
+        if p["sizes_per_repetition"] == "one":
+            sizes = [sizes[(ctx.repetition - 1) % len(sizes)]]
+        for n in sizes:
+            rate = p["rate_per_primary"] * n
+            trace, keys, _, warm, steady = plan(p, rate, seed)
+            if loaded != trace.digest():
+                load_table(pg.dsn, keys, p["value_bytes"])
+                loaded = trace.digest()
+            slots = _slots(keys)
+            lc = LocalCluster("127.0.0.1", base, n, p["replicas"], STATE_DIR / f"cold-start-{base}")
+            ctx.log(f"{n} primaries + {n * p['replicas']} replicas on 127.0.0.1:{base}; {rate}/s; warm {warm} s")
+            tgt = lc.up(log=lambda msg: None)
+            try:
+                primaries = sorted(tgt.primaries, key=lambda x: (x.host, x.port))
+                k = math.ceil(p["cold_fraction"] * n)
+                cold = primaries[:k]
+                cold_slots = _cold_slots(tgt, cold)
+                runs = {"flush": cold, "control": []}
+                order = run_order(list(runs), ctx.repetition + n)
+                logs = {name: one_run(tgt, pg.dsn, p, keys, slots, rate, warm, runs[name], p["retries"])
+                        for name in order}
+            finally:
+                lc.down()
+            details["sizes"][str(n)] = {"order": order, "cold_primaries": k, "warm_seconds": warm, "steady": steady}
+            for name, lg in logs.items():
+                logs_all[f"{n}/{name}"] = lg
+                cols = seconds_of(lg, cold_slots, before, after, p["pool_size"])
+                pre = f"p{n}." if name == "flush" else f"control.p{n}."
+                m.update({
+                    f"{pre}pool.peak_occupancy_pct": Metric(max(cols["occupancy_pct"][before:]), "%",
+                                                            note="the highest per-second mean after the flush"),
+                    f"{pre}pool.refused": Metric(sum(cols["refused"][before:]), "reads",
+                                                 note="reads refused by the full pool after the flush"),
+                    f"{pre}store_qps.peak": Metric(max(cols["store_queries"][before:]), "queries/s"),
+                    f"{pre}store.failed_reads": Metric(sum(cols["failed"][before:]), "reads"),
+                })
+                if name == "flush":
+                    m.update(_warm_metrics(warm, steady, _spread(cols["hit_rate_pct"], before), pre=f"p{n}."))
+                for i, s in enumerate(range(-before, after)):
+                    for key, v in (("primaries", n), ("cold_primaries", k), ("run", name), ("second", s)):
+                        rows.setdefault(key, []).append(v)
+                    for key in ("requests", "store_queries", "refused", "timeouts", "failed", "occupancy_pct"):
+                        rows.setdefault(key, []).append(cols[key][i])
+    health, first_error = _health(logs_all)
+    if first_error:
+        ctx.log(f"first error: {first_error}")
+    m.update(health)
+    units = {"requests": "req/s", "store_queries": "queries/s", "refused": "reads/s", "timeouts": "queries/s",
+             "failed": "reads/s", "occupancy_pct": "%"}
+    series = {"per_second": Series(rows, units, "second 0 starts at the flush; pool occupancy is the mean over "
+                                                "the second")}
+    return CaseOutcome("ok", metrics=m, details=details, series=series)
