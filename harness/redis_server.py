@@ -141,6 +141,8 @@ class RedisProcess:
             try:
                 if redis.Redis(host=self.host, port=self.port, socket_timeout=1).ping():
                     return
+            except redis.AuthenticationError:  # NOAUTH: it answers (requirepass is set)
+                return
             except redis.RedisError as e:
                 last = e
             time.sleep(0.05)

@@ -266,20 +266,25 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
         state["interrupted"] = {"at": time.time(), "case": state["current"] or "between cases",
                                 "signal": signal_name(e)}
     finally:
-        with deferred_interrupts():
+        with _shielded():  # one block: a second Ctrl-C (or a SIGTERM) waits until the report is written
+            pending = sys.exc_info()[1]  # an exception going on past this block (none when handled above)
+            if isinstance(pending, KeyboardInterrupt) and not state["interrupted"]:  # a second Ctrl-C came early
+                interrupt = pending
+                state["interrupted"] = {"at": time.time(), "case": state["current"] or "between cases",
+                                        "signal": signal_name(pending)}
             man["ended"] = time.time()
             if state["interrupted"]:
                 man["interrupted"] = state["interrupted"]
             write_manifest(run_dir, man)
             save()
-    with _shielded():
-        data = load_run(run_dir)
-        a = analyze(data, allow_skipped=allow_skipped)
-        from harness.report.junit import write_junit
-        from harness.report.render import render_report
+            if pending is None or isinstance(pending, KeyboardInterrupt):
+                from harness.report.junit import write_junit
+                from harness.report.render import render_report
 
-        report = render_report(data, a)
-        write_junit(run_dir / "junit.xml", a)
+                data = load_run(run_dir)
+                a = analyze(data, allow_skipped=allow_skipped)
+                report = render_report(data, a)
+                write_junit(run_dir / "junit.xml", a)
     if interrupt is not None:
         log(f"interrupted during {state['interrupted']['case']}; what was measured is in {run_dir} "
             f"(report: {report})")

@@ -478,3 +478,20 @@ def test_fuzz_results_folder(tmp_path, results, manifest, records):
     except (TypeError, ValueError):
         return
     _check_cli(cli("report", d))
+
+
+def test_wrong_password_is_named_not_provision_it_first(tmp_path):
+    """An inventory's Redis refuses REDIS_CLUSTER_PASSWORD: the line says so."""
+    if not shutil.which("redis-server"):
+        pytest.skip("redis-server not installed")
+    from harness.redis_server import RedisProcess
+
+    port = 7591
+    server = RedisProcess("127.0.0.1", port, tmp_path / "redis", config={"requirepass": "right-one"}).start()
+    try:
+        inv = _inventory(tmp_path, f"      hosts: {{n1: {{ansible_host: 127.0.0.1, redis_cluster_port: {port}}}}}\n")
+        line = assert_one_line(cli("run", "redis-cluster", "--target", inv, "--results-dir", tmp_path / "r",
+                                   env={"REDIS_CLUSTER_PASSWORD": "wrong-one"}), (2,), "password")
+        assert "provision it first" not in line and "wrong-one" not in line
+    finally:
+        server.stop()

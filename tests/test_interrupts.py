@@ -51,23 +51,23 @@ def _traffic(ctx):
 
 SPEC = {"name": "interrupt-me", "description": "real traffic, to be interrupted",
         "claim": {"section": "0", "text": "nothing is left running"}, "target": "cluster",
-        "cases": [{"name": "traffic", "driver": "test-interrupts-traffic", "params": {"seconds": 3}}],
-        "profiles": {"local": {"repetitions": 2}}}
+        "cases": [{"name": "traffic", "driver": "test-interrupts-traffic", "params": {"seconds": 2}}],
+        "profiles": {"local": {"repetitions": 1}}}
 
 # Stage -> the log line after which the signal is sent, and how long after it.
 STAGES = {
     "starting the cluster": ("starting redis-server 127.0.0.1:%d" % (BASE_PORT + 3), 0.0),
     "starting monitoring": ("monitoring: starting redis_exporter", 0.0),
     "waiting for targets": ("monitoring: waiting until Prometheus has scraped every exporter twice", 0.2),
-    "during a case": ("interrupt-me / traffic / repetition 1/2", 1.0),
+    "during a case": ("interrupt-me / traffic / repetition 1/1", 0.8),
     "writing the report": ("stopped the local cluster", 0.0),
 }
 SIGNALS = {"SIGINT": [signal.SIGINT], "SIGTERM": [signal.SIGTERM], "double SIGINT": [signal.SIGINT, signal.SIGINT]}
-# The default selection: every stage, every signal kind, 8 runs (about 2 minutes here).
-DEFAULT = {("starting the cluster", "double SIGINT"), ("starting the cluster", "SIGTERM"),
-           ("starting monitoring", "SIGINT"), ("waiting for targets", "SIGINT"),
-           ("waiting for targets", "double SIGINT"), ("during a case", "SIGTERM"),
-           ("during a case", "SIGINT"), ("writing the report", "double SIGINT")}
+# The default selection: every stage and every signal kind in 6 runs (about 2.5 minutes on
+# a loaded 2-core machine); HARNESS_FULL_INTERRUPT_MATRIX=1 runs all 15.
+DEFAULT = {("starting the cluster", "double SIGINT"), ("starting monitoring", "SIGTERM"),
+           ("waiting for targets", "SIGINT"), ("waiting for targets", "double SIGINT"),
+           ("during a case", "SIGTERM"), ("writing the report", "double SIGINT")}
 FULL = os.environ.get("HARNESS_FULL_INTERRUPT_MATRIX") == "1"
 
 
@@ -162,8 +162,8 @@ CASES = [(stage, sig) for stage in STAGES for sig in SIGNALS]
 @pytest.mark.parametrize("stage,sig", CASES, ids=[f"{s}-{k}".replace(" ", "_") for s, k in CASES])
 def test_interrupt_leaves_nothing_running(spec_file, tmp_path, stage, sig):
     if not FULL and (stage, sig) not in DEFAULT:
-        pytest.skip("outside the default 8 of the 15 stage x signal runs (every stage and every signal is "
-                    "in those); HARNESS_FULL_INTERRUPT_MATRIX=1 runs all 15 (about 2 more minutes)")
+        pytest.skip("outside the default 6 of the 15 stage x signal runs (every stage and every signal is "
+                    "in those); HARNESS_FULL_INTERRUPT_MATRIX=1 runs all 15 (about 4 more minutes)")
     marker, delay = STAGES[stage]
     results = tmp_path / "results"
     try:
@@ -179,9 +179,9 @@ def test_interrupt_leaves_nothing_running(spec_file, tmp_path, stage, sig):
     run_dir = runs[0]
     data = json.loads((run_dir / "results.json").read_text())
     assert (run_dir / "report.html").exists() and (run_dir / "junit.xml").exists(), err[-2000:]
-    if stage == "writing the report":  # the report is shielded: the run ends as it would have
-        assert code in (0, 1), err[-2000:]
-        assert "interrupted" not in data
+    if stage == "writing the report":  # shielded: the report is written; the run ends as it would have, or
+        # (when the signal beat the last cleanup line) is marked interrupted between cases
+        assert code in (0, 1) and "interrupted" not in data or code == 130 and data["interrupted"], err[-2000:]
         return
     expect_signal = "SIGTERM" if sig == "SIGTERM" else "SIGINT"
     assert code == (143 if sig == "SIGTERM" else 130), (code, err[-2000:])
@@ -206,7 +206,7 @@ def test_rerun_after_kill_9_does_not_reuse_the_old_cluster(spec_file, tmp_path):
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         for line in proc.stderr:
-            if "interrupt-me / traffic / repetition 1/2" in line:
+            if "interrupt-me / traffic / repetition 1/1" in line:
                 break
         proc.kill()
         proc.wait()
@@ -223,3 +223,74 @@ def test_rerun_after_kill_9_does_not_reuse_the_old_cluster(spec_file, tmp_path):
         if proc.poll() is None:
             proc.kill()
         _kill(leftovers())
+
+
+def test_cluster_down_stops_only_the_monitoring_its_cluster_started(tmp_path):
+    """Two stacks' state files, each naming a real node exporter and the cluster that started
+    it: `cluster down --base-port N` stops N's, whatever HARNESS_MONITORING_PORT says."""
+    from harness.monitoring import stack
+    from tests.test_hostile import cli
+
+    exe = stack.find_tool("node_exporter")
+    if not exe:
+        pytest.skip("prometheus-node-exporter not installed")
+    mine, other = MON_PORT + 8, MON_PORT + 9
+    procs = {}
+    try:
+        for port, owner in ((mine, stack.cluster_owner("127.0.0.1", 7590)),
+                            (other, stack.cluster_owner("127.0.0.1", 7580))):
+            cmd = [exe, f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults"]
+            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            procs[port] = p
+            stack.stack_dir(port).mkdir(parents=True, exist_ok=True)
+            (stack.stack_dir(port) / "state.json").write_text(json.dumps(
+                {"port": port, "owner": owner, "processes": [{"name": "node_exporter", "pid": p.pid, "exe": exe}]}))
+        code, out, err = cli("cluster", "down", "--base-port", "7590", env={stack.PORT_ENV: str(other)})
+        assert code == 0, err
+        assert procs[mine].wait(timeout=15) is not None, "this cluster's stack is stopped"
+        assert procs[other].poll() is None, "another cluster's stack keeps running"
+        assert "stopped 1 processes" in out
+    finally:
+        for port, p in procs.items():
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+            shutil.rmtree(stack.stack_dir(port), ignore_errors=True)
+
+
+def test_cases_after_a_failover_use_the_new_primary(tmp_path):
+    """A primary killed mid-run: after the failover the runner's refreshed target has no dead
+    entry node, and a cluster client made from it works."""
+    if not shutil.which("redis-server"):
+        pytest.skip("redis-server not installed")
+    import redis
+
+    from harness.cluster import LocalCluster
+    from harness.runner import refresh_topology
+
+    c = LocalCluster(base_port=BASE_PORT + 10, state_dir=tmp_path / "cluster")
+    tgt = c.up()
+    try:
+        dead = tgt.entry
+        pid = next(p.pid for p in c.processes if p.port == dead.port)
+        os.kill(pid, signal.SIGKILL)
+        lines: list[str] = []
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            refresh_topology(tgt, lines.append)
+            if tgt.entry.address != dead.address and len(tgt.primaries) == 3:
+                break
+            time.sleep(0.5)
+        assert tgt.entry.address != dead.address, "the dead primary is still the entry node"
+        assert dead.address not in [n.address for n in tgt.nodes]
+        assert any("topology changed" in line for line in lines)
+        client = tgt.cluster_client(socket_timeout=3)
+        try:
+            client.set("after-failover", "1")
+            assert client.get("after-failover") == b"1"
+        finally:
+            client.close()
+        with pytest.raises(redis.ConnectionError):
+            redis.Redis(host=dead.host, port=dead.port, socket_timeout=1).ping()
+    finally:
+        c.down()
