@@ -1,18 +1,87 @@
-"""The source's read-only ACL rule, as written and in working order, on the real cluster."""
+"""The source's read-only inference user (C21): NOPERM counted explicitly, on the real cluster."""
 
+import pytest
 import redis
 
 from harness.drivers import CaseContext
+from harness.errors import BadInput
 from harness.experiments.redis_cluster import acl
+from harness.paths import SUITES_DIR
+from harness.spec import ClaimCheck, load_yaml
 
 
-def test_source_rule_grants_nothing_and_the_fixed_order_reads_only(cluster, tmp_path):
+def ledger_checks(claim_id: str, suite: str) -> dict[str, ClaimCheck]:
+    """The ledger's checks of one claim on one suite, by metric (read without loading every
+    suite, so that this test depends on the ledger's text only)."""
+    claims = load_yaml(SUITES_DIR / "claims.yaml", "claims ledger")["claims"]
+    raw = next(c for c in claims if c["id"] == claim_id)["checks"]
+    return {c["metric"]: ClaimCheck.from_json(c) for c in raw if c["suite"] == suite}
+
+
+def _run(cluster, tmp_path, rules=None, repetition=1):
     params = {k: p.default for k, p in acl.PARAMS.items()}
-    out = acl.run(CaseContext("s", "acl", 1, "local", params, tmp_path, cluster, log=lambda m: None))
-    m = {k: v.value for k, v in out.metrics.items()}
-    assert m["source.reads_allowed"] == 0 and m["source.writes_allowed"] == 0
-    assert m["fixed.reads_allowed"] == 2 and m["fixed.writes_allowed"] == 0 and m["fixed.other_keys_allowed"] == 0
-    # the user is removed from every node afterwards
-    for n in cluster.nodes:
-        users = redis.Redis(host=n.host, port=n.port, decode_responses=True).execute_command("ACL", "USERS")
-        assert "cache-reader" not in users
+    if rules is not None:
+        params["rules"] = rules
+    out = acl.run(CaseContext("redis-cluster", "acl", repetition, "local", params, tmp_path, cluster,
+                              log=lambda m: None))
+    assert out.status == "ok", out.reason
+    return out, {k: v.value for k, v in out.metrics.items()}
+
+
+def test_only_noperm_counts_as_refused():
+    assert acl.classify(redis.exceptions.NoPermissionError("NOPERM this user has no permissions")) == "NOPERM"
+    assert acl.classify(redis.ResponseError("WRONGTYPE Operation against a key")).startswith("error: ")
+    assert acl.classify(redis.ResponseError("MOVED 3999 127.0.0.1:7001")).startswith("error: ")
+    t = acl.tally([("read", "ok"), ("read", "NOPERM"), ("write", "NOPERM"), ("write", "ok"),
+                   ("other-key", "error: ResponseError: WRONGTYPE"), ("command", "ok (ACL DRYRUN: granted, not sent)")])
+    assert t == {"reads_allowed": 1, "forbidden_noperm": 1, "forbidden_executed": 2, "forbidden_other_error": 1,
+                 "forbidden_not_refused": 3, "writes_allowed": 1, "other_keys_allowed": 0}
+
+
+def test_at_least_ten_forbidden_probes_of_every_kind_the_issue_names():
+    assert acl.N_FORBIDDEN >= 10 and acl.N_ALLOWED == 2
+    commands = {args[0] for _, args, kind in acl.PROBES if kind != "read"}
+    assert {"SET", "DEL", "FLUSHALL", "CONFIG", "EVAL", "KEYS", "ACL", "CLUSTER"} <= commands
+    assert sum(args[1].startswith("other:") for _, args, kind in acl.PROBES if kind == "other-key") == 2
+
+
+def test_rules_carrying_passwords_are_refused():
+    p = {k: v.default for k, v in acl.PARAMS.items()}
+    with pytest.raises(BadInput, match="password"):
+        acl._check("cases[2].params", dict(p, rules={"x": "on >secret +get ~cache:*"}))
+    with pytest.raises(BadInput, match="at least one rule"):
+        acl._check("cases[2].params", dict(p, rules={}))
+
+
+def test_trt_infer_as_written_grants_nothing_and_the_working_order_reads_only(cluster, tmp_path):
+    out, m = _run(cluster, tmp_path)
+    n = acl.N_FORBIDDEN
+    # as written: the trailing -@all removes the reads; every forbidden probe is a NOPERM
+    assert m["source.reads_allowed"] == 0 and m["source.forbidden_noperm"] == n
+    # the working order: both reads work, and all forbidden probes get NOPERM (no other error)
+    assert m["fixed.reads_allowed"] == 2
+    assert m["fixed.forbidden_noperm"] == n and m["fixed.forbidden_not_refused"] == 0
+    assert m["fixed.writes_allowed"] == 0 and m["fixed.other_keys_allowed"] == 0 and m["read-all.other_keys_allowed"] == 2
+    # the refusal control: every read on every key lets reads of other prefixes, KEYS, SCAN and MGET run
+    assert m["read-all.forbidden_executed"] >= 5 and m["read-all.forbidden_noperm"] < n
+    replies = dict(zip(zip(out.series["probes"].column("rule"), out.series["probes"].column("probe")),
+                       out.series["probes"].column("reply")))
+    assert replies[("read-all", "GET another prefix")] == "ok"
+    assert replies[("read-all", "FLUSHALL")] == "NOPERM" and replies[("fixed", "CLUSTER RESET")] == "NOPERM"
+    for n_ in cluster.nodes:  # the user is removed from every node afterwards
+        users = redis.Redis(host=n_.host, port=n_.port, decode_responses=True).execute_command("ACL", "USERS")
+        assert "trt-infer" not in users
+
+
+def test_the_ledger_checks_flip_when_the_mechanism_is_removed(cluster, tmp_path):
+    """C21's checks: reordering the rule (the trailing -@all removed from the end) turns the
+    'as written reads nothing' outcome around, and a rule that grants reads on every key
+    makes the refusal check fail."""
+    checks = ledger_checks("C21", "redis-cluster")
+    reads, refused = checks["source.reads_allowed"], checks["fixed.forbidden_not_refused"]
+    _, m = _run(cluster, tmp_path / "a")
+    assert not reads.in_claim(m["source.reads_allowed"]) and refused.in_claim(m["fixed.forbidden_not_refused"])
+    _, flipped = _run(cluster, tmp_path / "b", rules={"source": acl.WORKING_RULE,
+                                                      "fixed": acl.READ_ALL_RULE}, repetition=2)
+    assert reads.in_claim(flipped["source.reads_allowed"])
+    assert not refused.in_claim(flipped["fixed.forbidden_not_refused"])

@@ -36,11 +36,19 @@ def test_bad_pairs_and_params_are_refused(tmp_path):
     f.write_text(json.dumps([{"origin": "a", "similar": "A"}]))
     with pytest.raises(BadInput, match="fewer than 2 prompts"):
         cas.load_pairs(str(f))
-    good = {k: p.default for k, p in cas.PARAMS.items()}
     with pytest.raises(BadInput, match="writers: must be at least 1"):
-        cas._check("cases[0].params", dict(good, writers=0))
-    with pytest.raises(BadInput, match="seconds: must be positive"):
-        cas._check("cases[0].params", dict(good, seconds=0.0))
+        cas.PARAMS["writers"].check("cases[0].params.writers", 0)
+    with pytest.raises(BadInput, match="seconds: must be at least 0.1"):
+        cas.PARAMS["seconds"].check("cases[0].params.seconds", 0.0)
+    with pytest.raises(BadInput, match="modes: give at least one"):
+        cas._check("cases[0].params", {k: p.default for k, p in cas.PARAMS.items()} | {"modes": []})
+
+
+def test_rule_order_rotates_per_repetition():
+    modes = ["plain", "atomic", "incremented"]
+    assert cas.order_for(modes, 1) == modes
+    assert cas.order_for(modes, 2) == ["atomic", "incremented", "plain"]
+    assert cas.order_for(modes, 4) == modes
 
 
 def test_lua_rules_on_the_cluster(cluster, cluster_client):
@@ -63,21 +71,54 @@ def test_lua_rules_on_the_cluster(cluster, cluster_client):
         call("equal", "1,1,0")
 
 
-def test_concurrent_writers_cas_loses_and_mixes_nothing(cluster, cluster_client, tmp_path):
+def ledger_checks(claim_id: str, suite: str) -> dict:
+    from harness.paths import SUITES_DIR
+    from harness.spec import ClaimCheck, load_yaml
+
+    claims = load_yaml(SUITES_DIR / "claims.yaml", "claims ledger")["claims"]
+    raw = next(c for c in claims if c["id"] == claim_id)["checks"]
+    return {c["metric"]: ClaimCheck.from_json(c) for c in raw if c["suite"] == suite}
+
+
+@pytest.fixture(scope="module")
+def concurrent_run(cluster, tmp_path_factory):
     params = {k: p.default for k, p in cas.PARAMS.items()}
-    params.update(seconds=1.5, writers=4, readers=2, keys=2, modes=["plain", "as-written", "incremented", "equal"])
-    out = cas.run(CaseContext("prompt-cas", "cas", 1, "local", params, tmp_path, cluster, log=lambda m: None))
+    params.update(seconds=1.5, writers=4, readers=2, keys=2, modes=list(cas.MODES))
+    out = cas.run(CaseContext("prompt-cas", "cas", 1, "local", params, tmp_path_factory.mktemp("cas"), cluster,
+                              log=lambda m: None))
     assert out.status == "ok", out.reason
-    m = {k: v.value for k, v in out.metrics.items()}
-    # the control: without CAS, concurrent writers lose updates and readers see mixed pairs
+    return out, {k: v.value for k, v in out.metrics.items()}
+
+
+def test_concurrent_writers_cas_loses_and_mixes_nothing(concurrent_run):
+    out, m = concurrent_run
+    # the controls: three HSETs mix pairs; one atomic HSET without CAS mixes nothing but loses updates
     assert m["plain.lost_updates"] > 0 and m["plain.mixups_read"] + m["plain.replica_mixups_read"] > 0
+    assert m["atomic.lost_updates"] > 0
+    assert m["atomic.mixups_read"] == 0 and m["atomic.replica_mixups_read"] == 0 and m["atomic.mixups_final"] == 0
     assert m["as-written.applied_pct"] == 0 and m["as-written.attempts"] > 0
     for mode in ("incremented", "equal"):
         assert m[f"{mode}.applied_pct"] > 0
         for metric in ("lost_updates", "mixups_read", "replica_mixups_read", "mixups_final",
                        "replica_mixups_final", "replica_diverged_keys", "errors"):
             assert m[f"{mode}.{metric}"] == 0, (mode, metric)
-    # the replicas were read, not skipped
-    assert m["equal.replica_mixups_read"] == 0
-    assert out.details["tables"][0]["rows"][0][0] == "plain"
-    assert int(out.details["tables"][0]["rows"][3][6].split(" / ")[1]) > 0  # replica reads under 'equal'
+    rules = out.series["rules"]
+    assert rules.column("rule") == list(cas.MODES) and "tables" not in out.details
+    assert rules.column("replica_reads")[cas.MODES.index("equal")] > 0  # the replicas were read, not skipped
+
+
+def test_each_c20_check_flips_when_its_mechanism_is_removed(concurrent_run):
+    """CAS off (one atomic HSET, no version check) -> lost updates appear; atomicity off
+    (three HSETs) -> mix-ups appear; the rule as written -> nothing applied, the increment
+    makes it apply. Each ledger check holds on one side and fails on the other."""
+    _, m = concurrent_run
+    checks = ledger_checks("C20", "prompt-cas")
+    lost, mixed, replica = (checks["incremented.lost_updates"], checks["incremented.mixups_read"],
+                            checks["incremented.replica_mixups_read"])
+    assert lost.in_claim(m["incremented.lost_updates"]) and not lost.in_claim(m["atomic.lost_updates"])
+    assert mixed.in_claim(m["incremented.mixups_read"]) and not mixed.in_claim(m["plain.mixups_read"])
+    assert replica.in_claim(m["incremented.replica_mixups_read"])
+    applied = checks["as-written.applied_pct"]
+    assert not applied.in_claim(m["as-written.applied_pct"]) and applied.in_claim(m["incremented.applied_pct"])
+    for chk in checks.values():  # every check's control names a metric this run produced
+        assert chk.control is not None and chk.control.metric in m

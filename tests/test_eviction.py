@@ -11,9 +11,7 @@ import pytest
 import yaml
 
 from harness.errors import BadInput
-from harness.experiments.eviction import reference as R
-from harness.experiments.eviction import simulate as S
-from harness.experiments.eviction import traces as T
+from harness.experiments.eviction import reference, simulate, traces
 from harness.experiments.eviction.redis_replay import GET_OR_SET, key_names, parse_info, raw_info, replay
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,14 +19,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def real20k():
-    return T.real_trace(20000, 1)
+    return traces.real_trace(20000, 1)
 
 
 # ---- traces ---------------------------------------------------------------------------
 
 def test_real_trace_is_seeded_and_reproducible(real20k):
-    again = T.real_trace(20000, 1)
-    other = T.real_trace(20000, 2)
+    again = traces.real_trace(20000, 1)
+    other = traces.real_trace(20000, 2)
     assert again.digest() == real20k.digest()
     assert other.digest() != real20k.digest()
     assert len(real20k) == 20000
@@ -37,28 +35,28 @@ def test_real_trace_is_seeded_and_reproducible(real20k):
 
 
 def test_real_trace_uses_the_real_tokenizer_without_padding():
-    tok = T.load_tokenizer("minilm")
-    ids = T.tokenize(["the dataset is loaded"], tok)[0]
+    tok = traces.load_tokenizer("minilm")
+    ids = traces.tokenize(["the dataset is loaded"], tok)[0]
     assert [tok.id_to_token(int(i)) for i in ids] == ["the", "data", "##set", "is", "loaded"]
 
 
 def test_zipf_trace_seed_and_fit():
-    a = T.zipf_trace(100000, 5000, 1.0, seed=7)
-    b = T.zipf_trace(100000, 5000, 1.0, seed=7)
-    c = T.zipf_trace(100000, 5000, 1.0, seed=8)
+    a = traces.zipf_trace(100000, 5000, 1.0, seed=7)
+    b = traces.zipf_trace(100000, 5000, 1.0, seed=7)
+    c = traces.zipf_trace(100000, 5000, 1.0, seed=8)
     assert np.array_equal(a.ids, b.ids) and not np.array_equal(a.ids, c.ids)
-    assert abs(T.fit_zipf(T.rank_counts(a.ids)) - 1.0) < 0.05
-    z = T.zipf_trace(100000, 5000, 0.6, seed=7)
-    assert abs(T.fit_zipf(T.rank_counts(z.ids)) - 0.6) < 0.05
+    assert abs(traces.fit_zipf(traces.rank_counts(a.ids)) - 1.0) < 0.05
+    z = traces.zipf_trace(100000, 5000, 0.6, seed=7)
+    assert abs(traces.fit_zipf(traces.rank_counts(z.ids)) - 0.6) < 0.05
 
 
 def test_fit_zipf_on_exact_power_law():
     counts = np.round(1e6 * np.arange(1, 2001, dtype=float) ** -1.2)
-    assert abs(T.fit_zipf(counts) - 1.2) < 0.01
+    assert abs(traces.fit_zipf(counts) - 1.2) < 0.01
 
 
 def test_real_trace_zipf_exponent_and_head_share(real20k):
-    st = T.trace_stats(real20k, 0.01)
+    st = traces.trace_stats(real20k, 0.01)
     assert 0.8 < st["zipf_mle"] < 1.3
     assert st["head_size"] == int(np.ceil(0.01 * st["distinct"]))
     assert 0.3 < st["head_share"] < 0.7
@@ -66,40 +64,40 @@ def test_real_trace_zipf_exponent_and_head_share(real20k):
 
 def test_head_and_long_tail_definitions():
     ids = np.array([5, 5, 5, 3, 3, 3, 9, 1, 2, 4])  # 5 and 3 tie at 3 requests
-    head = T.head_ids(ids, 0.1)  # ceil(0.1 * 6 distinct) = 1 token; the tie goes to the smaller id
+    head = traces.head_ids(ids, 0.1)  # ceil(0.1 * 6 distinct) = 1 token; the tie goes to the smaller id
     assert head.tolist() == [3]
-    tail = T.tail_mask(ids, head)
+    tail = traces.tail_mask(ids, head)
     assert tail.tolist() == [True] * 3 + [False] * 3 + [True] * 4
-    assert T.head_share(ids, head) == pytest.approx(0.3)
+    assert traces.head_share(ids, head) == pytest.approx(0.3)
     hits = np.array([1, 1, 0, 1, 1, 1, 0, 0, 0, 0], dtype=bool)
-    hr, lt = T.hit_rates(hits, tail)
+    hr, lt = traces.hit_rates(hits, tail)
     assert hr == pytest.approx(50.0) and lt == pytest.approx(100 * 2 / 7)
     with pytest.raises(BadInput):
-        T.head_ids(ids, 0)
+        traces.head_ids(ids, 0)
 
 
 def test_next_access():
-    assert T.next_access(np.array([1, 2, 1, 3, 2, 1])).tolist() == [2, 4, 5, -1, -1, -1]
+    assert traces.next_access(np.array([1, 2, 1, 3, 2, 1])).tolist() == [2, 4, 5, -1, -1, -1]
 
 
 # ---- references and the optimal bound -----------------------------------------------
 
 def test_reference_lru_and_belady_by_hand():
     ids = [1, 2, 3, 1, 4, 1, 2]
-    assert R.run(R.RefLRU(2), ids) == [False, False, False, False, False, True, False]
-    nxt = T.next_access(np.array(ids))
+    assert reference.run(reference.RefLRU(2), ids) == [False, False, False, False, False, True, False]
+    nxt = traces.next_access(np.array(ids))
     # MIN with bypass, 2 slots: keeps 1 and 2; 3 and 4 are bypassed
-    assert R.run(R.RefBelady(2), ids, nxt) == [False, False, False, True, False, True, True]
+    assert reference.run(reference.RefBelady(2), ids, nxt) == [False, False, False, True, False, True, True]
 
 
-@pytest.mark.parametrize("policy", list(S.LIB_POLICIES) + ["hybrid", "opt"])
+@pytest.mark.parametrize("policy", list(simulate.LIB_POLICIES) + ["hybrid", "opt"])
 def test_library_matches_reference(real20k, policy):
     ids = real20k.ids[:6000]
-    nxt = T.next_access(ids)
+    nxt = traces.next_access(ids)
     for cap in (25, 120):
-        lib = S.policy_hits(policy, ids, nxt, cap)
-        ref_obj = R.RefHybrid(cap, 2) if policy == "hybrid" else R.REFERENCES[policy](cap)
-        ref = np.array(R.run(ref_obj, ids, nxt))
+        lib = simulate.policy_hits(policy, ids, nxt, cap)
+        ref_obj = reference.RefHybrid(cap, 2) if policy == "hybrid" else reference.REFERENCES[policy](cap)
+        ref = np.array(reference.run(ref_obj, ids, nxt))
         if policy == "wtinylfu":  # libCacheSim counts with a sketch; the reference counts exactly
             assert abs(int(lib.sum()) - int(ref.sum())) <= 0.02 * len(ids)
         else:
@@ -108,26 +106,26 @@ def test_library_matches_reference(real20k, policy):
 
 def test_shipped_wtinylfu_window_is_empty_below_100_objects(real20k):
     ids = real20k.ids[:3000]
-    assert S.lib_hits_with("WTinyLFU", {"window_size": 0.01}, ids, 50).sum() == 0
+    assert simulate.lib_hits_with("WTinyLFU", {"window_size": 0.01}, ids, 50).sum() == 0
     with pytest.raises(ValueError):
-        S.lib_cache("s3fifo", 9)
-    assert S.policy_hits("wtinylfu", ids, T.next_access(ids), 50).sum() > 0
+        simulate.lib_cache("s3fifo", 9)
+    assert simulate.policy_hits("wtinylfu", ids, traces.next_access(ids), 50).sum() > 0
 
 
 def test_optimal_bound_beats_every_policy_at_every_size():
-    for trace in (T.real_trace(15000, 3), T.zipf_trace(15000, 3000, 0.9, 3)):
-        ids, nxt = trace.ids, T.next_access(trace.ids)
-        for cap in S.capacities(trace.n_distinct, [0.005, 0.02, 0.1, 0.3]):
-            opt = S.opt_hits(ids, nxt, cap).sum()
-            for pol in list(S.LIB_POLICIES) + ["hybrid", S.LIB_BELADY]:
-                assert S.policy_hits(pol, ids, nxt, cap).sum() <= opt, (trace.name, pol, cap)
+    for trace in (traces.real_trace(15000, 3), traces.zipf_trace(15000, 3000, 0.9, 3)):
+        ids, nxt = trace.ids, traces.next_access(trace.ids)
+        for cap in simulate.capacities(trace.n_distinct, [0.005, 0.02, 0.1, 0.3]):
+            opt = simulate.opt_hits(ids, nxt, cap).sum()
+            for pol in list(simulate.LIB_POLICIES) + ["hybrid", simulate.LIB_BELADY]:
+                assert simulate.policy_hits(pol, ids, nxt, cap).sum() <= opt, (trace.name, pol, cap)
 
 
 def test_oracle_general_file_round_trips_through_libcachesim(tmp_path, real20k):
-    ids, nxt = real20k.ids, T.next_access(real20k.ids)
-    path = S.write_oracle_general(tmp_path / "t.oracleGeneral.bin", ids, nxt)
-    miss, rps = S.lib_process_trace("lru", path, 50)
-    assert 1 - miss == pytest.approx(S.lib_hits("lru", ids, nxt, 50).mean())
+    ids, nxt = real20k.ids, traces.next_access(real20k.ids)
+    path = simulate.write_oracle_general(tmp_path / "t.oracleGeneral.bin", ids, nxt)
+    miss, rps = simulate.lib_process_trace("lru", path, 50)
+    assert 1 - miss == pytest.approx(simulate.lib_hits("lru", ids, nxt, 50).mean())
     assert rps > 0
 
 
@@ -149,7 +147,7 @@ def test_parse_info_against_a_real_redis_server(redis_server):
 
 
 def test_replay_under_maxmemory_evicts_and_noeviction_refuses(redis_server):
-    ids = T.zipf_trace(3000, 2000, 0.8, 1).ids
+    ids = traces.zipf_trace(3000, 2000, 0.8, 1).ids
     for policy, evicts in (("allkeys-lru", True), ("noeviction", False)):
         srv = redis_server({"maxmemory-policy": policy})
         c = srv.client()
@@ -212,7 +210,7 @@ def test_the_suite_validates():
 def test_cluster_replay_sums_per_node_info_and_restores_config(cluster):
     from harness.experiments.eviction.redis_replay import RunSpec, replay_cluster
 
-    ids = T.zipf_trace(4000, 1500, 0.9, 2).ids
+    ids = traces.zipf_trace(4000, 1500, 0.9, 2).ids
     before = {n.address: cluster.client(n).config_get("maxmemory*") for n in cluster.primaries}
     r = replay_cluster(RunSpec("allkeys-lru"), cluster, ids, 1000, capacity_fraction=0.1,
                        value_bytes=2000, ttl_s=0, batch=100, log=lambda m: None)
@@ -228,10 +226,150 @@ def test_cluster_replay_sums_per_node_info_and_restores_config(cluster):
 def test_standalone_replay_under_lfu_and_lru(tmp_path):
     from harness.experiments.eviction.redis_replay import RunSpec, replay_standalone
 
-    ids = T.zipf_trace(3000, 1000, 0.9, 4).ids
+    ids = traces.zipf_trace(3000, 1000, 0.9, 4).ids
     for spec in (RunSpec("allkeys-lfu", {"lfu-log-factor": 10}), RunSpec("allkeys-lru", {"maxmemory-samples": 5})):
         r = replay_standalone(spec, key_names(ids), 1000, tmp_path / spec.label, n_distinct=len(set(ids.tolist())),
                               capacity_fraction=0.1, value_bytes=1000, ttl_s=0, batch=100)
         assert r.filled and r.info_after["keyspace_hits"] == r.hits
         assert 0 < r.dbsize_median <= 2 * r.target_keys
         assert (r.idle_max_s is None) == (spec.policy == "allkeys-lfu")
+
+
+# ---- the controls and the ledger's checks ------------------------------------------------
+
+def test_random_eviction_is_seeded_and_has_known_answers():
+    ids = np.array([1, 2, 1, 3, 2, 1, 4, 4])
+    big = simulate.random_hits(ids, 10)
+    assert big.tolist() == [False, False, True, False, True, True, False, True]  # nothing is ever evicted
+    one = simulate.random_hits(ids, 1)
+    assert one.tolist() == [False] * 7 + [True]  # one slot: only an immediate repeat hits
+    z = traces.zipf_trace(20000, 3000, 0.9, 5).ids
+    assert np.array_equal(simulate.random_hits(z, 100, seed=3), simulate.random_hits(z, 100, seed=3))
+    assert not np.array_equal(simulate.random_hits(z, 100, seed=3), simulate.random_hits(z, 100, seed=4))
+
+
+def test_ordering_holds_only_when_strictly_increasing():
+    from harness.experiments.eviction.drivers import ordering_holds
+
+    assert ordering_holds({"lru": 50, "lfu": 55, "hybrid": 60}, ("lru", "lfu", "hybrid"))
+    assert not ordering_holds({"lru": 50, "lfu": 55, "hybrid": 55}, ("lru", "lfu", "hybrid"))
+    assert not ordering_holds({"lru": 56, "lfu": 55, "hybrid": 60}, ("lru", "lfu", "hybrid"))
+
+
+def test_run_labels_name_knobs_only_when_they_differ_from_redis_defaults():
+    from harness.experiments.eviction.redis_replay import RunSpec, parse_runs
+
+    assert RunSpec("allkeys-lru", {"maxmemory-samples": 5}).label == "allkeys-lru"
+    assert RunSpec("allkeys-lfu", {"lfu-log-factor": 10, "lfu-decay-time": 1}).label == "allkeys-lfu"
+    assert RunSpec("allkeys-lru", {"maxmemory-samples": 10}).label == "allkeys-lru.s10"
+    with pytest.raises(BadInput, match="listed twice"):
+        parse_runs("runs", ["allkeys-lru", {"policy": "allkeys-lru", "maxmemory-samples": 5}])
+
+
+def _ledger_checks(claim_id: str) -> list:
+    from harness.spec import ClaimCheck, load_yaml
+
+    claims = load_yaml(REPO / "suites" / "claims.yaml", "claims ledger")["claims"]
+    return [ClaimCheck.from_json(c) for c in next(c for c in claims if c["id"] == claim_id)["checks"]]
+
+
+def _spec():
+    return yaml.safe_load((REPO / "suites" / "eviction.yaml").read_text())
+
+
+def test_every_profile_produces_the_metrics_the_ledger_checks():
+    """The lab's Redis runs (the source's knobs, which are Redis's defaults) carry the labels
+    the ledger's checks and controls name, and so do the local runs."""
+    from harness.experiments.eviction.redis_replay import parse_runs
+
+    spec = _spec()
+    for profile in ("local", "lab-a100"):
+        for case in ("redis", "redis-cluster"):
+            runs = spec["profiles"][profile]["params"][case]["runs"]
+            labels = {r.label for r in parse_runs("runs", runs)}
+            assert {"allkeys-lru", "allkeys-lfu", "allkeys-random"} <= labels, (profile, case)
+    for chk in _ledger_checks("C18"):
+        if chk.case in ("redis", "redis-cluster"):
+            names = [chk.metric, chk.control.metric] + ([chk.control.than] if chk.control.than else [])
+            for name in names:
+                assert name.split(".")[1] in {"allkeys-lru", "allkeys-lfu", "allkeys-random"}, name
+
+
+def test_lab_profile_carries_the_source_numbers_verbatim():
+    lab = _spec()["profiles"]["lab-a100"]
+    assert lab["skipped_fails"] is True
+    limits = {(t["metric"], t["op"], t["value"]) for t in lab["thresholds"]}
+    for metric, value in (("sim.lru.hit_rate_pct", 68.2), ("sim.lru.long_tail_pct", 12.5),
+                          ("sim.lfu.hit_rate_pct", 71.9), ("sim.lfu.long_tail_pct", 41.3),
+                          ("sim.hybrid.hit_rate_pct", 79.6), ("sim.hybrid.long_tail_pct", 63.8),
+                          ("redis.allkeys-lru.hit_rate_pct", 68.2), ("redis.allkeys-lfu.hit_rate_pct", 71.9)):
+        assert (metric, ">=", value) in limits, metric
+    runs = lab["params"]["redis"]["runs"]
+    assert {"policy": "allkeys-lru", "maxmemory-samples": 5} in runs
+    assert {"policy": "allkeys-lfu", "lfu-log-factor": 10, "lfu-decay-time": 1} in runs
+
+
+def _ctx(tmp_path, case: str, params: dict, repetition: int = 1):
+    from harness.drivers import CaseContext, Target
+
+    return CaseContext("eviction", case, repetition, "local", params, tmp_path, Target("none"), log=lambda m: None)
+
+
+@pytest.fixture(scope="module")
+def small_simulation(tmp_path_factory):
+    from harness.experiments.eviction import drivers
+
+    p = {k: v.default for k, v in drivers.SIM_PARAMS.items()}
+    p.update(n_requests=20000, rps_requests=0, policies=["lru", "lfu", "hybrid"],
+             size_fractions=[0.01, 0.02, 0.05, 0.1, 0.2])
+    out = drivers.run_simulate(_ctx(tmp_path_factory.mktemp("sim"), "simulate", p))
+    assert out.status == "ok", out.reason
+    assert "tables" not in out.details and "charts" not in out.details
+    return out, {k: v.value for k, v in out.metrics.items()}
+
+
+def test_c18_checks_flip_when_the_policy_is_replaced_by_random_eviction(small_simulation):
+    out, m = small_simulation
+    checks = {c.metric: c for c in _ledger_checks("C18") if c.case == "simulate"}
+    ordering = checks["sim.ordering_sizes_pct"]
+    assert ordering.in_claim(m["sim.ordering_sizes_pct"])
+    assert not ordering.in_claim(m["sim.ordering_random_sizes_pct"])  # hybrid -> random: the ordering fails
+    assert out.series["ordering"].column("size_fraction") == [0.01, 0.02, 0.05, 0.1, 0.2]
+    for chk in checks.values():  # every control names a metric this case produces, and it differs as stated
+        assert chk.control.metric in m and (chk.control.than is None or chk.control.than in m)
+    for x in ("lru", "lfu", "hybrid"):
+        assert m["sim.random.hit_rate_pct"] < m[f"sim.{x}.hit_rate_pct"]
+    assert 0 < m["sim.corpus_passes"] < 1  # 20k tokens of a corpus of more than 50k
+
+
+def test_c19_band_and_its_uniform_control(tmp_path):
+    from harness.experiments.eviction import drivers
+
+    p = {k: v.default for k, v in drivers.TRACE_PARAMS.items()} | {"n_requests": 50000}
+    out = drivers.run_trace(_ctx(tmp_path, "trace", p))
+    m = {k: v.value for k, v in out.metrics.items()}
+    (chk,) = _ledger_checks("C19")
+    assert chk.band is not None and chk.band_reason
+    assert m["real.uniform_head_share_pct"] < chk.band[0]  # no long tail: the check fails
+    assert chk.control.metric == "real.uniform_head_share_pct"
+    assert m["real.corpus_passes"] > 0 and out.series["top_tokens"].column("rank")[:3] == [1, 2, 3]
+
+
+def test_view_builds_tables_from_records_across_repetitions(small_simulation, tmp_path):
+    from harness.analysis import analyze
+    from harness.report import views
+    from harness.results import Record, RunData
+    from harness.spec import Case, Claim, SuiteClaim, SuiteRun
+
+    out, _ = small_simulation
+    recs = [Record("eviction", "simulate", rep, "ok", metrics=out.metrics, series=out.series) for rep in (1, 2)]
+    suite = SuiteRun("eviction", "", SuiteClaim("4.2", "t"), "none", "local", "", 2,
+                     [Case("simulate", "eviction-simulate")], [])
+    figures = {"lru_hit_rate_pct": 68.2, "lfu_hit_rate_pct": 71.9, "hybrid_hit_rate_pct": 79.6}
+    run = RunData(tmp_path, {}, recs, {"eviction": suite}, [Claim("C18", "4.2", "t", [], figures=figures)])
+    blocks = views.build(run, analyze(run), "eviction")
+    titles = [b.title for b in blocks]
+    assert any(t.startswith("Source table vs simulated") for t in titles)
+    source = next(b for b in blocks if b.title.startswith("Source table"))
+    assert source.rows[0][2] == 68.2 and source.rows[-1][0].startswith("(control)")
+    assert "The source's ordering at several cache sizes (hit rate %)" in titles

@@ -102,6 +102,12 @@ def test_driver_replaying_recorded_runs(tmp_path, monkeypatch, name, status):
     assert (tmp_path / "raw" / "memtier.json").exists() and (tmp_path / "raw" / "memtier.stderr").exists()
     if status == "ok":
         assert out.metrics["Totals.ops_per_sec"].value > 0
+        # the control ran beside it (one client on one thread); the replay gives it the same
+        # recorded numbers, so the ledger's control (below half the measured) would not hold
+        assert out.metrics["control.Totals.ops_per_sec"].value == out.metrics["Totals.ops_per_sec"].value
+        runs = out.series["runs"]
+        assert list(zip(runs.column("run"), runs.column("connections"))) == [("measured", 200), ("control", 1)]
+        assert (tmp_path / "raw" / "memtier-control.json").exists()
     else:
         assert "Count is 0" in out.reason
 
@@ -113,3 +119,26 @@ def test_driver_skips_without_memtier(tmp_path, monkeypatch):
                       Target("t", "cluster", [Node("127.0.0.1", 7000, "primary")]), log=lambda m: None)
     out = drv.run_memtier(ctx)
     assert out.status == "skipped" and out.reason.startswith("memtier_benchmark not found")
+
+
+def test_lab_run_without_memtier_fails_because_of_the_skip_unless_skips_are_allowed(tmp_path):
+    """lab-a100 has skipped_fails: a lab run whose load generator lacks memtier must not end
+    green (exit 3), and ends 0 with --allow-skipped when nothing else failed. One case
+    (redis-cluster/memtier) on a local cluster at HARNESS_TEST_CLUSTER_PORT + 40."""
+    import subprocess
+
+    from tests.conftest import TEST_CLUSTER_PORT
+
+    path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                           if not (Path(d) / "memtier_benchmark").exists())
+    env = dict(os.environ, PATH=path, NO_COLOR="1")
+    harness = [sys.executable, "-m", "harness", "run", "redis-cluster/memtier", "--profile", "lab-a100",
+               "--base-port", str(TEST_CLUSTER_PORT + 40)]
+    strict = subprocess.run(harness + ["--results-dir", str(tmp_path / "a")], capture_output=True, text=True, env=env,
+                            cwd=Path(__file__).parents[1], timeout=300)
+    assert strict.returncode == 3, strict.stdout[-2000:] + strict.stderr[-2000:]
+    assert "skipped cases fail this profile" in strict.stdout + strict.stderr
+    assert "memtier_benchmark not found" in strict.stdout + strict.stderr
+    allowed = subprocess.run(harness + ["--results-dir", str(tmp_path / "b"), "--allow-skipped"], capture_output=True,
+                             text=True, env=env, cwd=Path(__file__).parents[1], timeout=300)
+    assert allowed.returncode == 0, allowed.stdout[-2000:] + allowed.stderr[-2000:]

@@ -57,13 +57,109 @@ def _ctx(tmp_path, target, **params):
     return CaseContext("s", "redis-benchmark", 1, "local", p, tmp_path, target, log=lambda m: None)
 
 
-def test_driver_against_the_real_cluster(cluster, tmp_path):
+def test_driver_against_the_real_cluster_with_its_controls(cluster, tmp_path):
     out = drv.run_benchmark(_ctx(tmp_path, cluster, requests=5000, clients=10))
     assert out.status == "ok", out.reason
+    m = {k: v.value for k, v in out.metrics.items()}
     for cmd in ("GET", "SET"):
-        assert out.metrics[f"{cmd}.rps"].value > 0
-        assert 0 < out.metrics[f"{cmd}.p50_ms"].value <= out.metrics[f"{cmd}.p99_ms"].value
-    assert (tmp_path / "redis-benchmark.stdout").read_text().startswith("Cluster has 3 master nodes")
+        assert m[f"{cmd}.rps"] > 0 and 0 < m[f"{cmd}.p50_ms"] <= m[f"{cmd}.p99_ms"]
+        assert m[f"control.{cmd}.rps"] > 0 and m[f"control.{cmd}.p99_ms"] > 0  # 4x the clients, same cluster
+    runs = out.series["runs"]
+    assert set(zip(runs.column("run"), runs.column("clients"))) == {("measured", 10), ("control", 40)}
+    # the load is served by every primary; with every key in one slot, by one
+    assert m["cluster.primaries_serving"] == 3 and m["control.primaries_serving"] == 1
+    assert sorted(out.series["primaries"].column("role")) == ["primary"] * 3
+    assert (tmp_path / "redis-benchmark-measured.stdout").read_text().startswith("Cluster has 3 master nodes")
+    assert out.details["order"] == ["measured", "control"]
+    assert "tables" not in out.details and "cluster.primaries" not in m  # the configuration is not a measurement
+    params = dict(_ctx(tmp_path, cluster).params, requests=2000, clients=5, spread_control_requests=0)
+    even = drv.run_benchmark(CaseContext("s", "redis-benchmark", 2, "local", params, tmp_path / "rep2", cluster,
+                                         log=lambda m: None))
+    assert even.status == "ok" and even.details["order"] == ["control", "measured"]  # interleaved
+
+
+def test_serving_counts_primaries_with_a_tenth_of_the_calls():
+    before = {"a": 100, "b": 0, "c": 50}
+    assert drv.serving(before, {"a": 400, "b": 300, "c": 350}) == (3, {"a": 300, "b": 300, "c": 300})
+    assert drv.serving(before, {"a": 1000, "b": 20, "c": 50})[0] == 1
+    assert drv.serving(before, before)[0] == 0
+
+
+def test_shown_command_never_carries_the_password():
+    cmd = rb.build_command({k: v.default for k, v in drv.BENCHMARK_PARAMS.items()}, "h", 1, True, "s3cret")
+    assert "s3cret" not in drv.shown(cmd, "s3cret") and "-a REDACTED" in drv.shown(cmd, "s3cret")
+
+
+# ---- the ledger's checks on synthetic runs: conditions, controls, the check that can fail ----
+
+def _verdicts(claim_id: str, conditions: dict, metrics: dict) -> list:
+    from harness.analysis import analyze
+    from harness.drivers import Metric
+    from harness.paths import SUITES_DIR
+    from harness.results import Record, RunData
+    from harness.spec import Case, Claim, SuiteClaim, SuiteRun, load_yaml
+
+    raw = next(c for c in load_yaml(SUITES_DIR / "claims.yaml", "ledger")["claims"] if c["id"] == claim_id)
+    claim = Claim.from_json(dict(raw, checks=[c for c in raw["checks"] if c["suite"] == "redis-cluster"]))
+    case = claim.checks[0].case
+    rec = Record("redis-cluster", case, 1, "ok", metrics={k: Metric(v, "") for k, v in metrics.items()})
+    suite = SuiteRun("redis-cluster", "", SuiteClaim("2.5", "t"), "cluster", "p", "", 1, [Case(case, "d")], [],
+                     conditions)
+    run = RunData(Path("."), {}, [rec], {"redis-cluster": suite}, [claim])
+    return analyze(run).claims[0].checks
+
+
+def _profile_conditions(profile: str) -> dict:
+    from harness.spec import load_yaml
+
+    return load_yaml(Path(__file__).parents[1] / "suites" / "redis-cluster.yaml")["profiles"][profile]["conditions"]
+
+
+def test_c12_locally_is_not_comparable_and_names_the_conditions():
+    checks = _verdicts("C12", _profile_conditions("local"),
+                       {"GET.p99_ms": 1.6, "SET.p99_ms": 1.5, "control.GET.p99_ms": 5.0, "control.SET.p99_ms": 5.0})
+    for cv in checks:
+        assert str(cv.outcome) == "not comparable here"
+        assert "hosts: here 6 redis-server processes" in cv.reason and "redis_benchmark_clients: here 50, claim 200" in cv.reason
+
+
+def test_c12_on_the_lab_conditions_reproduces_only_with_a_control_that_differs():
+    lab = _profile_conditions("lab-a100")
+    fast = {"GET.p99_ms": 0.9, "SET.p99_ms": 1.0}
+    ok = _verdicts("C12", lab, {**fast, "control.GET.p99_ms": 3.0, "control.SET.p99_ms": 3.5})
+    assert [str(c.outcome) for c in ok] == ["reproduced", "reproduced"]
+    # the mechanism removed: the slower condition does not slow the measurement -> inconclusive
+    flat = _verdicts("C12", lab, {**fast, "control.GET.p99_ms": 0.95, "control.SET.p99_ms": 1.0})
+    assert [str(c.outcome) for c in flat] == ["inconclusive", "inconclusive"]
+    slow = _verdicts("C12", lab, {"GET.p99_ms": 1.5, "SET.p99_ms": 1.4, "control.GET.p99_ms": 6.0,
+                                  "control.SET.p99_ms": 6.0})
+    assert [str(c.outcome) for c in slow] == ["not reproduced", "not reproduced"]
+
+
+def test_c13_and_c11_checks_can_come_out_either_way():
+    lab = _profile_conditions("lab-a100")
+    assert str(_verdicts("C13", lab, {"Totals.ops_per_sec": 2.0e6, "control.Totals.ops_per_sec": 4.0e4})[0].outcome) \
+        == "reproduced"
+    assert str(_verdicts("C13", lab, {"Totals.ops_per_sec": 2.0e6, "control.Totals.ops_per_sec": 1.9e6})[0].outcome) \
+        == "inconclusive"
+    assert "memtier_clients: here 10, claim 32" in _verdicts(
+        "C13", _profile_conditions("local"), {"Totals.ops_per_sec": 6e4})[0].reason
+    c11 = _verdicts("C11", {}, {"cluster.primaries_serving": 3, "control.primaries_serving": 1})
+    assert str(c11[0].outcome) == "reproduced"
+    assert str(_verdicts("C11", {}, {"cluster.primaries_serving": 1, "control.primaries_serving": 1})[0].outcome) \
+        == "not reproduced"  # the load went to one primary
+    assert str(_verdicts("C11", {}, {"cluster.primaries_serving": 3, "control.primaries_serving": 3})[0].outcome) \
+        == "inconclusive"  # the one-slot control spread too: the count cannot see a difference
+
+
+def test_lab_profile_is_the_source_verbatim_and_fails_on_skips():
+    from harness.spec import load_yaml
+
+    lab = load_yaml(Path(__file__).parents[1] / "suites" / "redis-cluster.yaml")["profiles"]["lab-a100"]
+    assert lab["skipped_fails"] is True
+    assert lab["params"]["redis-benchmark"]["clients"] == 200 and lab["params"]["redis-benchmark"]["requests"] == 1000000
+    assert (lab["params"]["memtier"]["clients"], lab["params"]["memtier"]["threads"]) == (32, 8)
+    assert lab["conditions"]["redis_benchmark_clients"] == 200 and lab["conditions"]["memtier_threads"] == 8
 
 
 def test_driver_fails_fast_when_nothing_listens(tmp_path):

@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import pytest
 
-from harness.experiments.eviction import simulate as S
-from harness.experiments.eviction import traces as T
+from harness.experiments.eviction import simulate, traces
 
 N_REQUESTS = 1_000_000
 
 
 @pytest.fixture(scope="module")
 def big_trace(tmp_path_factory):
-    trace = T.real_trace(N_REQUESTS, 1)
-    nxt = T.next_access(trace.ids)
-    path = S.write_oracle_general(tmp_path_factory.mktemp("ev") / "trace.oracleGeneral.bin", trace.ids, nxt)
-    cap = S.capacities(trace.n_distinct, [0.05])[0]
+    trace = traces.real_trace(N_REQUESTS, 1)
+    nxt = traces.next_access(trace.ids)
+    path = simulate.write_oracle_general(tmp_path_factory.mktemp("ev") / "trace.oracleGeneral.bin", trace.ids, nxt)
+    cap = simulate.capacities(trace.n_distinct, [0.05])[0]
     return trace, nxt, path, cap
 
 
@@ -28,21 +27,21 @@ def _skip_unless_enabled(benchmark):
         pytest.skip("benchmarks are disabled in the normal test run; run `make bench` (--benchmark-enable)")
 
 
-@pytest.mark.parametrize("policy", list(S.LIB_POLICIES))
+@pytest.mark.parametrize("policy", list(simulate.LIB_POLICIES))
 def test_libcachesim_requests_per_second(benchmark, big_trace, policy):
     _skip_unless_enabled(benchmark)
     trace, _, path, cap = big_trace
-    miss, _ = benchmark.pedantic(S.lib_process_trace, args=(policy, path, cap), rounds=3, iterations=1)
+    miss, _ = benchmark.pedantic(simulate.lib_process_trace, args=(policy, path, cap), rounds=3, iterations=1)
     benchmark.extra_info["requests"] = len(trace)
     benchmark.extra_info["requests_per_s"] = len(trace) / benchmark.stats.stats.median
     assert 0 < miss < 1
 
 
-@pytest.mark.parametrize("policy", list(S.PY_POLICIES))
+@pytest.mark.parametrize("policy", list(simulate.PY_POLICIES))
 def test_python_policies_requests_per_second(benchmark, big_trace, policy):
     _skip_unless_enabled(benchmark)
     trace, nxt, _, cap = big_trace
-    hits = benchmark.pedantic(S.policy_hits, args=(policy, trace.ids, nxt, cap), rounds=1, iterations=1)
+    hits = benchmark.pedantic(simulate.policy_hits, args=(policy, trace.ids, nxt, cap), rounds=1, iterations=1)
     benchmark.extra_info["requests"] = len(trace)
     benchmark.extra_info["requests_per_s"] = len(trace) / benchmark.stats.stats.median
     assert 0 < hits.mean() < 1

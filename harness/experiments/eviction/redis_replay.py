@@ -21,6 +21,7 @@ from harness.errors import BadInput
 REAL_POLICIES = ("allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu",
                  "volatile-ttl", "volatile-random", "noeviction")
 KNOBS = {"maxmemory-samples": "s", "lfu-log-factor": "lf", "lfu-decay-time": "dt"}  # knob -> label
+REDIS_DEFAULTS = {"maxmemory-samples": 5, "lfu-log-factor": 10, "lfu-decay-time": 1}  # redis.conf defaults
 NOT_IN_REDIS = ("allkeys-lru-lfu", "lru-k-samples")
 INFO_COUNTERS = ("keyspace_hits", "keyspace_misses", "evicted_keys", "expired_keys", "used_memory",
                  "maxmemory", "total_commands_processed")
@@ -69,7 +70,11 @@ class RunSpec:
 
     @property
     def label(self) -> str:
-        return self.policy + "".join(f".{KNOBS[k]}{v}" for k, v in sorted(self.knobs.items()))
+        """The policy, then each knob that differs from Redis's default (a knob set to its
+        default is the same configuration: {policy: allkeys-lru, maxmemory-samples: 5} is
+        'allkeys-lru', so the lab's verbatim settings match the ledger's checks)."""
+        return self.policy + "".join(f".{KNOBS[k]}{v}" for k, v in sorted(self.knobs.items())
+                                     if v != REDIS_DEFAULTS[k])
 
     def config(self) -> dict:
         return {"maxmemory-policy": self.policy, **self.knobs}

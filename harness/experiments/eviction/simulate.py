@@ -25,6 +25,7 @@ LIB_POLICIES = {
 }
 PY_POLICIES = ("hybrid", "opt")  # implemented here (fast) and in reference.py (slow)
 ALL_POLICIES = tuple(LIB_POLICIES) + PY_POLICIES
+CONTROL_POLICY = "random"  # seeded random eviction: the control of the policy comparisons
 LIB_BELADY = "belady-lib"  # libCacheSim's Belady, checked against "opt"
 NO_NEXT = 2**62
 # S3-FIFO's small queue is int(10% of capacity) and admits only objects smaller than it:
@@ -141,11 +142,37 @@ def opt_hits(ids: np.ndarray, nxt: np.ndarray, capacity: int) -> np.ndarray:
     return out
 
 
+def random_hits(ids: np.ndarray, capacity: int, seed: int = 0) -> np.ndarray:
+    """Per-request hits of random eviction (the control: no use of recency or frequency):
+    on a miss in a full cache a uniformly chosen cached object is evicted. Seeded (numpy
+    PCG64), unlike libCacheSim's Random, so that a control run can be repeated exactly."""
+    rng = np.random.default_rng(seed)
+    picks = rng.random(len(ids))
+    slots: list = []
+    where: dict = {}
+    out = np.zeros(len(ids), dtype=bool)
+    for i, o in enumerate(ids.tolist()):
+        if o in where:
+            out[i] = True
+            continue
+        if len(slots) < capacity:
+            where[o] = len(slots)
+            slots.append(o)
+            continue
+        j = int(picks[i] * capacity)
+        del where[slots[j]]
+        slots[j] = o
+        where[o] = j
+    return out
+
+
 def policy_hits(name: str, ids: np.ndarray, nxt: np.ndarray, capacity: int, hybrid_k: int = 2) -> np.ndarray:
     if name == "hybrid":
         return hybrid_hits(ids, capacity, hybrid_k)
     if name == "opt":
         return opt_hits(ids, nxt, capacity)
+    if name == CONTROL_POLICY:
+        return random_hits(ids, capacity)
     return lib_hits(name, ids, nxt, capacity)
 
 

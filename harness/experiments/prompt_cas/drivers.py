@@ -5,8 +5,12 @@ a version vector with one counter per writer. Writer threads read a pair, pick a
 (prompt, response) from real text, and write it back under one of these rules:
 
 - `plain`: no CAS; three separate HSETs (prompt, response, vector), as a naive client does.
-  The control: the checker must see mix-ups and lost updates here, or its zeros below
+  The control for mix-ups: the checker must see mixed pairs here, or its zeros below
   prove nothing.
+- `atomic`: no CAS, but one HSET of prompt, response and vector (an atomic write with no
+  version check). The control for lost updates: no mix-ups (the write is atomic) but lost
+  updates (nothing stops a writer from overwriting a change it never read), so mix-ups
+  from non-atomic writes and lost updates from missing CAS are told apart.
 - `as-written`: the source's rule taken literally: apply only when the stored vector is
   dominated by the client's, the client sending the vector it read (its context). The
   stored vector then equals the client's, which is not dominated, so nothing is applied.
@@ -30,12 +34,13 @@ import random
 import threading
 import time
 
+from harness import stats
 from harness.cluster import slot_owners
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, register
+from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
 from harness.errors import BadInput
 from harness.text_data import GPTCACHE_FILE
 
-MODES = ("plain", "as-written", "incremented", "equal")
+MODES = ("plain", "atomic", "as-written", "incremented", "equal")
 
 # KEYS[1]: the pair's hash. ARGV: rule ('dominated' | 'equal'), the client's vector,
 # prompt, response, the writer's 1-based index. Returns 1 when applied, 0 when refused.
@@ -72,11 +77,11 @@ return 1
 """
 
 PARAMS = {
-    "modes": Param(list, list(MODES), "update rules to run, in order", choices=MODES),
-    "seconds": Param(float, 3.0, "how long writers and readers run per rule"),
-    "writers": Param(int, 8, "writer threads (one version-vector counter each)"),
-    "readers": Param(int, 2, "reader threads; each alternates between primaries and replicas"),
-    "keys": Param(int, 8, "pairs written concurrently (fewer keys, more contention)"),
+    "modes": Param(list, list(MODES), "update rules to run; the order rotates by one per repetition", choices=MODES),
+    "seconds": Param(float, 3.0, "how long writers and readers run per rule", min=0.1),
+    "writers": Param(int, 8, "writer threads (one version-vector counter each)", min=1),
+    "readers": Param(int, 2, "reader threads; each alternates between primaries and replicas", min=1),
+    "keys": Param(int, 8, "pairs written concurrently (fewer keys, more contention)", min=1),
     "pairs": Param(str, str(GPTCACHE_FILE),
                    "JSON list of {origin, similar}: origin is the prompt, similar its only correct partner"),
     "seed": Param(int, 20261129, "seed of the writers' choices"),
@@ -84,11 +89,6 @@ PARAMS = {
 
 
 def _check(where: str, p: dict) -> None:
-    for name in ("writers", "readers", "keys"):
-        if p[name] < 1:
-            raise BadInput(f"{where}.{name}: must be at least 1, got {p[name]}")
-    if p["seconds"] <= 0:
-        raise BadInput(f"{where}.seconds: must be positive, got {p['seconds']}")
     if not p["modes"]:
         raise BadInput(f"{where}.modes: give at least one of {', '.join(MODES)}")
 
@@ -170,6 +170,10 @@ def _writer(target, mode: str, w: int, n: int, keys: list[str], pairs: list[tupl
                     c.hset(key, "prompt", prompt)
                     c.hset(key, "response", response)
                     c.hset(key, "vv", encode(read))
+                    ok = 1
+                elif mode == "atomic":
+                    read[w] += 1
+                    c.hset(key, mapping={"prompt": prompt, "response": response, "vv": encode(read)})
                     ok = 1
                 else:
                     sent = list(read)
@@ -277,21 +281,27 @@ def run_mode(target, mode: str, p: dict, pairs: dict, items: list[tuple], owners
         t.join()
     final = _final_state(target, keys, owners, pairs, n)
     lost = sum(tally.applied_per_key.get(k, 0) - final["vv_sum"][k] for k in keys)
-    lat = sorted(tally.latencies)
+    lat_ms = [1000 * x for x in tally.latencies]
     out = dict(tally.n, lost_updates=lost, mixups_final=final["mixups_final"],
                replica_mixups_final=final["replica_mixups_final"],
                replica_diverged_keys=final["replica_diverged_keys"],
-               p50_ms=_pct(lat, 50), p99_ms=_pct(lat, 99), first_error=tally.first_error)
+               p50_ms=stats.percentile(lat_ms, 50) if lat_ms else None,
+               p99_ms=stats.percentile(lat_ms, 99) if lat_ms else None, first_error=tally.first_error)
     log(f"{mode}: {out['attempts']} attempts, {out['applied']} applied, {lost} lost, mix-ups seen "
         f"{out['mixups_read']}/{out['reads']} on primaries and {out['replica_mixups_read']}/{out['replica_reads']} "
         f"on replicas, {out['errors']} errors")
     return out
 
 
-def _pct(sorted_s: list[float], q: float) -> float | None:
-    if not sorted_s:
-        return None
-    return 1000 * sorted_s[min(len(sorted_s) - 1, int(round(q / 100 * (len(sorted_s) - 1))))]
+ROW_COLUMNS = ("attempts", "applied", "applied_pct", "lost_updates", "mixups_read", "reads", "replica_mixups_read",
+               "replica_reads", "mixups_final", "replica_diverged_keys", "errors", "update_p50_ms", "update_p99_ms")
+
+
+def order_for(modes: list[str], repetition: int) -> list[str]:
+    """The rules' order in one repetition: rotated by one per repetition, so that controls
+    and CAS rules are interleaved rather than always first or last."""
+    k = (repetition - 1) % len(modes)
+    return list(modes[k:]) + list(modes[:k])
 
 
 @register("prompt-cas", params=PARAMS, needs="cluster", check=_check,
@@ -301,16 +311,19 @@ def run(ctx: CaseContext) -> CaseOutcome:
     pairs = load_pairs(p["pairs"])
     items = sorted(pairs.items())
     owners = slot_owners(ctx.target)
-    metrics, rows = {}, []
-    for mode in p["modes"]:
+    metrics: dict[str, Metric] = {}
+    cols: dict[str, list] = {"rule": [], **{c: [] for c in ROW_COLUMNS}}
+    order = order_for(p["modes"], ctx.repetition)
+    for mode in order:
         r = run_mode(ctx.target, mode, p, pairs, items, owners, ctx.log)
         if r["errors"] and r["errors"] == r["attempts"]:
             return CaseOutcome("failed", f"{mode}: every update failed; first error: {r['first_error']}",
                                metrics=metrics)
-        applied_pct = 100.0 * r["applied"] / r["attempts"] if r["attempts"] else None
+        r["applied_pct"] = 100.0 * r["applied"] / r["attempts"] if r["attempts"] else None
+        r["update_p50_ms"], r["update_p99_ms"] = r["p50_ms"], r["p99_ms"]
         m = {
             "attempts": Metric(r["attempts"], "updates"),
-            "applied_pct": Metric(applied_pct, "%", "higher"),
+            "applied_pct": Metric(r["applied_pct"], "%", "higher"),
             "lost_updates": Metric(r["lost_updates"], "updates", "lower"),
             "mixups_read": Metric(r["mixups_read"], "reads", "lower"),
             "replica_mixups_read": Metric(r["replica_mixups_read"], "reads", "lower"),
@@ -322,16 +335,10 @@ def run(ctx: CaseContext) -> CaseOutcome:
             "update_p99_ms": Metric(r["p99_ms"], "ms", "lower"),
         }
         metrics.update({f"{mode}.{k}": v for k, v in m.items()})
-        rows.append([mode, r["attempts"], r["applied"], f"{applied_pct:.1f}" if applied_pct is not None else "-",
-                     r["lost_updates"], f"{r['mixups_read']} / {r['reads']}",
-                     f"{r['replica_mixups_read']} / {r['replica_reads']}", r["mixups_final"],
-                     r["replica_diverged_keys"], r["errors"]])
-    note = (f"{p['writers']} writers and {p['readers']} readers on {p['keys']} pairs for {p['seconds']:g} s per rule. "
-            "as-written: apply when the stored vector is dominated by the vector the client read (never, since they "
-            "are equal); incremented: the client increments its own counter first; equal: classic CAS. "
-            "A mix-up is a response that is not its prompt's partner; lost = applied - final vector sum.")
-    return CaseOutcome("ok", metrics=metrics, details={"tables": [{
-        "title": "Prompt/response updates under each rule", "note": note,
-        "columns": ["rule", "attempts", "applied", "applied %", "lost updates", "mix-ups / reads (primaries)",
-                    "mix-ups / reads (replicas)", "mixed pairs at the end", "replica keys not converged", "errors"],
-        "rows": rows}]})
+        cols["rule"].append(mode)
+        for c in ROW_COLUMNS:
+            cols[c].append(r[c])
+    series = {"rules": Series(cols, {"applied_pct": "%", "update_p50_ms": "ms", "update_p99_ms": "ms"},
+                              f"{p['writers']} writers and {p['readers']} readers on {p['keys']} pairs for "
+                              f"{p['seconds']:g} s per rule")}
+    return CaseOutcome("ok", metrics=metrics, series=series, details={"order": order})

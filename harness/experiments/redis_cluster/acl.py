@@ -1,95 +1,186 @@
-"""Redis ACLs for a read-only cache user (source section 4.4, claim C21).
+"""Redis ACLs for the source's read-only inference user (source section 4.4, claim C21).
 
-The source's rule `~cache:* +get +hgetall -@all` is applied as written and in the working
-order `-@all +get +hgetall ~cache:*`; each is tried with reads and writes on cache keys and
-a read outside them. ACL rules apply left to right, so a trailing `-@all` removes what came
-before it. ACL users are per node (a cluster does not replicate them): the user is created
-on every node, and each command goes to the node that owns the key's slot.
+The source gives the rule `~cache:* +get +hgetall -@all` for a user that "can only read the
+cache". Its inference user is called `trt-infer` here; the notes do not give a separate rule
+for it, so it is the least-privilege inference user the source describes: GET and HGETALL on
+`cache:*` keys and nothing else. Each rule is installed for that user on every node (ACL
+users are per node; a cluster does not replicate them) and tried with the same probes on
+the node that owns the probe keys:
+
+- reads: what the user must be able to do (GET and HGETALL of cache keys);
+- forbidden: at least 10 things it must not do (writes, FLUSHALL, CONFIG, EVAL, KEYS,
+  SCAN, ACL, CLUSTER RESET, other key prefixes...). Only a NOPERM reply counts as refused;
+  any other error (a wrong type, a cluster error) is counted apart and is NOT a denial.
+
+Rules apply left to right: as written, the final `-@all` removes what came before it. The
+working order `-@all +get +hgetall ~cache:*` is the control that shows the same probes can
+grant the reads, and `-@all +@read ~*` (every read command on every key) is the control
+that shows a refusal check can fail. FLUSHALL and CLUSTER RESET are first asked with
+ACL DRYRUN: when a rule would grant them they are counted as granted and never sent.
 """
 
 from __future__ import annotations
 
 import secrets
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, register
+from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
 
 SOURCE_RULE = "~cache:* +get +hgetall -@all"
-FIXED_RULE = "-@all +get +hgetall ~cache:*"
-# (operation, command, args, kind): kind says what a read-only cache user should get
+WORKING_RULE = "-@all +get +hgetall ~cache:*"
+READ_ALL_RULE = "-@all +@read ~*"
+# "source": as written; "fixed": the working order; "read-all": the refusal control
+DEFAULT_RULES = {"source": SOURCE_RULE, "fixed": WORKING_RULE, "read-all": READ_ALL_RULE}
+DESTRUCTIVE = ("FLUSHALL", "CLUSTER")  # asked with ACL DRYRUN first: never run, even if a rule grants them
+
+S, H, OTHER, OTHER_H = "cache:{acl}:s", "cache:{acl}:h", "other:{acl}:s", "other:{acl}:h"
+# (what it tries, command and arguments, kind): "read" must work; every other kind (a write, a key
+# of another prefix, a command outside the allowed set) must be refused with NOPERM
 PROBES = (
-    ("GET cache key", "GET", ("cache:{acl}:s",), "read"),
-    ("HGETALL cache key", "HGETALL", ("cache:{acl}:h",), "read"),
-    ("SET cache key", "SET", ("cache:{acl}:s", "x"), "write"),
-    ("DEL cache key", "DEL", ("cache:{acl}:s",), "write"),
-    ("GET other key", "GET", ("other:{acl}",), "other"),
+    ("GET a cache key", ("GET", S), "read"),
+    ("HGETALL a cache key", ("HGETALL", H), "read"),
+    ("SET a cache key", ("SET", S, "x"), "write"),
+    ("DEL a cache key", ("DEL", S), "write"),
+    ("HSET a cache key", ("HSET", H, "f", "x"), "write"),
+    ("EXPIRE a cache key", ("EXPIRE", S, "1"), "write"),
+    ("GET another prefix", ("GET", OTHER), "other-key"),
+    ("HGETALL another prefix", ("HGETALL", OTHER_H), "other-key"),
+    ("MGET cache keys", ("MGET", S, S), "command"),
+    ("KEYS", ("KEYS", "cache:*"), "command"),
+    ("SCAN", ("SCAN", "0"), "command"),
+    ("FLUSHALL", ("FLUSHALL",), "command"),
+    ("CONFIG GET", ("CONFIG", "GET", "maxmemory"), "command"),
+    ("EVAL", ("EVAL", "return 1", "0"), "command"),
+    ("ACL LIST", ("ACL", "LIST"), "command"),
+    ("CLUSTER RESET", ("CLUSTER", "RESET", "SOFT"), "command"),
 )
+N_ALLOWED = sum(k == "read" for _, _, k in PROBES)
+N_FORBIDDEN = len(PROBES) - N_ALLOWED
+N_WRITES = sum(k == "write" for _, _, k in PROBES)
+N_OTHER_KEYS = sum(k == "other-key" for _, _, k in PROBES)
+
+
+def _check(where: str, p: dict) -> None:
+    from harness.errors import BadInput
+
+    if not p["rules"]:
+        raise BadInput(f"{where}.rules: give at least one rule, e.g. {{working-order: {WORKING_RULE!r}}}")
+    for name, rule in p["rules"].items():
+        if not isinstance(rule, str) or not rule.strip():
+            raise BadInput(f"{where}.rules.{name}: expected ACL rule text such as {WORKING_RULE!r}")
+        bad = [w for w in rule.split() if w.startswith((">", "<", "#", "!")) or w.lower() in ("nopass", "reset")]
+        if bad:
+            raise BadInput(f"{where}.rules.{name}: remove {bad[0][:1]!r}...: the harness resets the user and "
+                           f"sets its password itself; give permissions only")
+
 
 PARAMS = {
-    "rules": Param(dict, {"source": SOURCE_RULE, "fixed": FIXED_RULE}, "name -> ACL rule text to try"),
-    "username": Param(str, "cache-reader", "the ACL user created (and deleted) on every node"),
+    "rules": Param(dict, DEFAULT_RULES, "name -> ACL rule text to try (reads only)"),
+    "username": Param(str, "trt-infer", "the ACL user created (and deleted) on every node"),
 }
 
 
-def _try(target, node, user: str, password: str, cmd: str, args: tuple) -> str:
+def classify(reply) -> str:
+    """'ok' when the command ran, 'NOPERM' when the ACL refused it, else 'error: ...'.
+    Only NOPERM is a denial: any other error is reported as such."""
+    import redis
+
+    if isinstance(reply, redis.exceptions.NoPermissionError) or (
+            isinstance(reply, redis.RedisError) and str(reply).startswith("NOPERM")):
+        return "NOPERM"
+    if isinstance(reply, Exception):
+        return f"error: {type(reply).__name__}: {str(reply)[:120]}"
+    return "ok"
+
+
+def _try(node, user: str, password: str, args: tuple) -> str:
     import redis
 
     c = redis.Redis(host=node.host, port=node.port, username=user, password=password, socket_timeout=5)
     try:
-        c.execute_command(cmd, *args)
-        return "allowed"
-    except redis.exceptions.NoPermissionError:
-        return "denied"
+        c.execute_command(*args)
+        return "ok"
     except redis.RedisError as e:
-        return f"error: {e}"
+        return classify(e)
     finally:
         c.close()
 
 
-@register("redis-cluster-acl", params=PARAMS, needs="cluster",
-          description="a read-only cache user from ACL rules, tried on the cluster")
+def _dry_run(tgt, node, user: str, args: tuple) -> str:
+    """'' when ACL DRYRUN says the user may not run `args` (then it is sent and must get
+    NOPERM); 'ok (ACL DRYRUN: granted, not sent)' when the rule grants it."""
+    answer = tgt.client(node, decode_responses=True).execute_command("ACL", "DRYRUN", user, *args)
+    return "ok (ACL DRYRUN: granted, not sent)" if answer == "OK" else ""
+
+
+def tally(results: list[tuple[str, str]]) -> dict[str, int]:
+    """Counts from (kind, reply) pairs: reads that ran; forbidden probes refused with NOPERM,
+    that ran, or that failed with another error (not a denial); writes and other-prefix reads
+    that ran."""
+    out = {"reads_allowed": 0, "forbidden_noperm": 0, "forbidden_executed": 0, "forbidden_other_error": 0,
+           "writes_allowed": 0, "other_keys_allowed": 0}
+    for kind, reply in results:
+        ran = reply.startswith("ok")
+        if kind == "read":
+            out["reads_allowed"] += ran
+            continue
+        if reply == "NOPERM":
+            out["forbidden_noperm"] += 1
+        elif ran:
+            out["forbidden_executed"] += 1
+            out["writes_allowed"] += kind == "write"
+            out["other_keys_allowed"] += kind == "other-key"
+        else:
+            out["forbidden_other_error"] += 1
+    out["forbidden_not_refused"] = out["forbidden_executed"] + out["forbidden_other_error"]
+    return out
+
+
+@register("redis-cluster-acl", params=PARAMS, needs="cluster", check=_check,
+          description="the source's read-only inference user from ACL rules, probed with NOPERM counted on the cluster")
 def run(ctx: CaseContext) -> CaseOutcome:
     tgt = ctx.target
+    user = ctx.params["username"]
     admin = tgt.cluster_client()
-    admin.set("cache:{acl}:s", "v")
-    admin.hset("cache:{acl}:h", mapping={"f": "v"})
-    admin.set("other:{acl}", "v")
-    owner = admin.get_node_from_key("cache:{acl}:s")
+    admin.set(S, "v")
+    admin.hset(H, mapping={"f": "v"})
+    admin.set(OTHER, "v")
+    admin.hset(OTHER_H, mapping={"f": "v"})
+    owner = admin.get_node_from_key(S)
     node = next(n for n in tgt.nodes if (n.host, n.port) == (owner.host, owner.port))
     password = secrets.token_hex(12)
-    rows, metrics = [], {}
+    cols: dict[str, list] = {"rule": [], "probe": [], "kind": [], "reply": []}
+    metrics: dict[str, Metric] = {}
+    rules = list(ctx.params["rules"].items())
+    if ctx.repetition % 2 == 0:  # interleave: the rules' order alternates between repetitions
+        rules.reverse()
     try:
-        for name, rule in ctx.params["rules"].items():
+        for name, rule in rules:
             for n in tgt.nodes:  # ACLs are per node
-                tgt.client(n).execute_command("ACL", "SETUSER", ctx.params["username"], "reset", "on",
-                                              f">{password}", *rule.split())
-            acl = tgt.client(node, decode_responses=True).execute_command("ACL", "GETUSER", ctx.params["username"])
-            counts = {"read": 0, "write": 0, "other": 0}
-            for op, cmd, args, kind in PROBES:
-                verdict = _try(tgt, node, ctx.params["username"], password, cmd, args)
-                if verdict == "allowed":
-                    counts[kind] += 1
-                rows.append([name, rule, op, verdict])
-            metrics[f"{name}.reads_allowed"] = Metric(counts["read"], "of 2", "higher")
-            metrics[f"{name}.writes_allowed"] = Metric(counts["write"], "of 2", "lower")
-            metrics[f"{name}.other_keys_allowed"] = Metric(counts["other"], "of 1", "lower")
-            ctx.log(f"{name}: {rule!r} -> reads {counts['read']}/2, writes {counts['write']}/2, "
-                    f"other keys {counts['other']}/1 (ACL GETUSER commands: {_commands(acl)})")
+                tgt.client(n).execute_command("ACL", "SETUSER", user, "reset", "on", f">{password}", *rule.split())
+            results = []
+            for probe, args, kind in PROBES:
+                reply = _dry_run(tgt, node, user, args) if args[0] in DESTRUCTIVE else ""
+                reply = reply or _try(node, user, password, args)
+                results.append((kind, reply))
+                for k, v in (("rule", name), ("probe", probe), ("kind", kind), ("reply", reply)):
+                    cols[k].append(v)
+            t = tally(results)
+            metrics[f"{name}.reads_allowed"] = Metric(t["reads_allowed"], f"of {N_ALLOWED}", "higher")
+            metrics[f"{name}.forbidden_noperm"] = Metric(t["forbidden_noperm"], f"of {N_FORBIDDEN}", "higher",
+                                                         "forbidden probes refused with NOPERM")
+            metrics[f"{name}.forbidden_not_refused"] = Metric(
+                t["forbidden_not_refused"], f"of {N_FORBIDDEN}", "lower",
+                "forbidden probes that ran or failed with an error other than NOPERM")
+            metrics[f"{name}.forbidden_executed"] = Metric(t["forbidden_executed"], f"of {N_FORBIDDEN}", "lower")
+            metrics[f"{name}.writes_allowed"] = Metric(t["writes_allowed"], f"of {N_WRITES}", "lower")
+            metrics[f"{name}.other_keys_allowed"] = Metric(t["other_keys_allowed"], f"of {N_OTHER_KEYS}", "lower")
+            ctx.log(f"{name}: {rule!r} -> reads {t['reads_allowed']}/{N_ALLOWED}, NOPERM "
+                    f"{t['forbidden_noperm']}/{N_FORBIDDEN}, ran {t['forbidden_executed']}, "
+                    f"other errors {t['forbidden_other_error']}")
     finally:
         for n in tgt.nodes:
-            tgt.client(n).execute_command("ACL", "DELUSER", ctx.params["username"])
-        admin.delete("cache:{acl}:s", "cache:{acl}:h", "other:{acl}")
+            tgt.client(n).execute_command("ACL", "DELUSER", user)
+        admin.delete(S, H, OTHER, OTHER_H)
         admin.close()
-    return CaseOutcome("ok", metrics=metrics, details={"tables": [{
-        "title": "ACL rules tried as a read-only cache user",
-        "note": "Rules apply left to right: in the source's order the final -@all removes +get and +hgetall.",
-        "columns": ["rule", "ACL rule text", "operation", "result"], "rows": rows}]})
-
-
-def _commands(getuser) -> str:
-    if isinstance(getuser, dict):
-        return str(getuser.get("commands"))
-    items = list(getuser)
-    for i, v in enumerate(items[:-1]):
-        if v == "commands":
-            return str(items[i + 1])
-    return "?"
+    return CaseOutcome("ok", metrics=metrics, series={"probes": Series(cols)},
+                       details={"rules": dict(ctx.params["rules"]), "user": user, "node": node.address})

@@ -1,38 +1,55 @@
 """Drivers of the redis-cluster suite (source section 2.5): redis-benchmark and
-memtier_benchmark against the target cluster. The tool wrappers (command line, parsing,
-validation) live in harness/tools/; these functions run them for one repetition."""
+memtier_benchmark against the target cluster, each with its control run interleaved.
+
+The tool wrappers (command line, parsing, validation) live in harness/tools/; these
+functions run them for one repetition and return metrics and series (the suite's view,
+harness/report/views/redis_cluster.py, presents them).
+
+Controls (the same benchmark under a condition known to differ, alternating order with
+the measured run from one repetition to the next):
+- redis-benchmark: `control_clients_factor` x the clients. A closed loop with k times the
+  connections queues k times deeper at the server, so the percentiles must rise: this
+  shows the instrument resolves a slower condition (its percentiles come from an HDR
+  histogram printed to 1 us).
+- spread: the same benchmark with every key under one `{tag}` (one hash slot, sent to the
+  primary that owns it), so one primary serves everything; the measured run must spread
+  over every primary.
+- memtier: one client on one thread instead of clients x threads: closed-loop throughput
+  bounded by one round trip must fall well below the measured one.
+"""
 
 from __future__ import annotations
 
-import re
+import shlex
 import shutil
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, register
+from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
 from harness.errors import BadInput
 from harness.process import run_tool
 from harness.tools.memtier import NOT_FOUND, parse_files
 from harness.tools.memtier import build_command as memtier_command
 from harness.tools.redis_benchmark import SIMPLE_TITLES, VALID_TESTS, build_command, error_lines, parse_csv, to_metrics
 
+SERVING_SHARE = 0.10  # a primary "serves" a run when it executed at least this share of its GET/SET calls
+SPREAD_KEY = "key:{spread-control}:__rand_int__"
+
 # ---- redis-benchmark ------------------------------------------------------------------
 BENCHMARK_PARAMS = {
     "tests": Param(list, ["get", "set"], "redis-benchmark -t: the tests to run", VALID_TESTS),
-    "clients": Param(int, 50, "-c: parallel connections"),
-    "requests": Param(int, 100000, "-n: total requests per test"),
-    "data_size": Param(int, 3, "-d: SET/GET value size in bytes"),
-    "pipeline": Param(int, 1, "-P: requests per pipeline"),
-    "keyspace": Param(int, 100000, "-r: random keys from this range (0 = one key)"),
-    "threads": Param(int, 0, "--threads: client threads (0 = single-threaded client)"),
-    "timeout_s": Param(int, 600, "kill redis-benchmark after this many seconds"),
+    "clients": Param(int, 50, "-c: parallel connections", min=1),
+    "requests": Param(int, 100000, "-n: total requests per test", min=1),
+    "data_size": Param(int, 3, "-d: SET/GET value size in bytes", min=1),
+    "pipeline": Param(int, 1, "-P: requests per pipeline", min=1),
+    "keyspace": Param(int, 100000, "-r: random keys from this range (0 = one key)", min=0),
+    "threads": Param(int, 0, "--threads: client threads (0 = single-threaded client)", min=0),
+    "timeout_s": Param(int, 600, "kill redis-benchmark after this many seconds", min=1),
+    "control_clients_factor": Param(int, 4, "the control run: this many times the clients (0 = no control)",
+                                    min=0, max=64),
+    "spread_control_requests": Param(int, 2000, "requests of the one-slot control run (0 = none)", min=0),
 }
 
 
 def _check_benchmark(where: str, p: dict) -> None:
-    for k in ("clients", "requests", "data_size", "pipeline"):
-        if p[k] < 1:
-            raise BadInput(f"{where}.{k}: must be at least 1, got {p[k]}")
-    if p["keyspace"] < 0 or p["threads"] < 0:
-        raise BadInput(f"{where}: keyspace and threads must be >= 0")
     if not p["tests"]:
         raise BadInput(f"{where}.tests: name at least one test, e.g. [get, set]")
 
@@ -47,83 +64,208 @@ def _ping(ctx: CaseContext, node) -> str:
     return ""
 
 
+def shown(cmd: list[str], password: str | None) -> str:
+    """The command line as kept in the results: the password never appears."""
+    if not password:
+        return shlex.join(cmd)
+    return shlex.join("REDACTED" if a == password else a.replace(password, "REDACTED") for a in cmd)
+
+
+def _slot_owner(ctx: CaseContext, key: str):
+    """The target node that owns `key`'s hash slot."""
+    client = ctx.target.cluster_client()
+    try:
+        owner = client.get_node_from_key(key)
+    finally:
+        client.close()
+    return next(n for n in ctx.target.nodes if (n.host, n.port) == (owner.host, owner.port))
+
+
+def get_set_calls(ctx: CaseContext) -> dict[str, int]:
+    """GET + SET calls executed so far on each primary (INFO commandstats)."""
+    out = {}
+    for n in ctx.target.primaries:
+        c = ctx.target.client(n, socket_timeout=5)
+        try:
+            st = c.info("commandstats")
+        finally:
+            c.close()
+        out[n.address] = sum(int(st.get(f"cmdstat_{k}", {}).get("calls", 0)) for k in ("get", "set"))
+    return out
+
+
+def serving(before: dict[str, int], after: dict[str, int]) -> tuple[int, dict[str, int]]:
+    """How many primaries executed at least SERVING_SHARE of the run's GET/SET calls, and
+    each primary's calls during the run."""
+    delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    total = sum(delta.values())
+    return (sum(v >= SERVING_SHARE * total for v in delta.values()) if total else 0), delta
+
+
+def _benchmark_once(ctx: CaseContext, params: dict, name: str, one_slot: bool = False):
+    """Run redis-benchmark once: (rows, metrics, problems, command shown). `one_slot`: every
+    key under one {tag}, sent (without --cluster) to the primary that owns its slot."""
+    node, cluster = ctx.target.entry, ctx.target.kind == "cluster"
+    if one_slot:
+        node, cluster = _slot_owner(ctx, SPREAD_KEY), False
+    cmd = build_command(params, node.host, node.port, cluster, ctx.target.password)
+    if one_slot:
+        cmd = [a for a in cmd if a not in ("-t", ",".join(params["tests"]))] + ["GET", SPREAD_KEY]
+    res = run_tool(cmd, ctx.raw_dir, name, params["timeout_s"])
+    if not res.ok:
+        return None, {}, [res.failure("redis-benchmark")], shown(cmd, ctx.target.password)
+    rows = parse_csv(res.stdout)
+    metrics, problems = to_metrics(rows)
+    errors = error_lines(res.stderr)
+    if errors:
+        problems.append(f"{name}: error responses ({len(errors)} lines), first: {errors[0]}")
+    return rows, metrics, problems, shown(cmd, ctx.target.password)
+
 
 @register("redis-cluster-benchmark", params=BENCHMARK_PARAMS, needs="cluster", check=_check_benchmark,
-          description="redis-benchmark --csv against the target (with --cluster on a cluster)")
+          description="redis-benchmark --csv against the target (with --cluster on a cluster), with its controls")
 def run_benchmark(ctx: CaseContext) -> CaseOutcome:
     if not shutil.which("redis-benchmark"):
         return CaseOutcome("skipped", "redis-benchmark not found (apt-get install redis-tools)")
-    node = ctx.target.entry
-    reachable = _ping(ctx, node)
+    p = ctx.params
+    reachable = _ping(ctx, ctx.target.entry)
     if reachable:  # redis-benchmark retries a refused connection until it is killed
         return CaseOutcome("failed", reachable)
-    cmd = build_command(ctx.params, node.host, node.port, ctx.target.kind == "cluster", ctx.target.password)
-    ctx.log(f"redis-benchmark -t {','.join(ctx.params['tests'])} -c {ctx.params['clients']} -n {ctx.params['requests']}")
-    res = run_tool(cmd, ctx.raw_dir, "redis-benchmark", ctx.params["timeout_s"])
-    if not res.ok:
-        return CaseOutcome("failed", res.failure("redis-benchmark"))
-    rows = parse_csv(res.stdout)
-    metrics, problems = to_metrics(rows)
-    asked = {t.upper() for t in ctx.params["tests"]} & SIMPLE_TITLES
-    missing = sorted(asked - set(rows))
-    if missing:
-        problems.append(f"no CSV row for {', '.join(missing)}")
-    errors = error_lines(res.stderr)
-    if errors:
-        problems.append(f"error responses ({len(errors)} lines), first: {errors[0]}")
-    if ctx.target.kind == "cluster":  # the topology the numbers were measured on
-        roles = [n.role for n in ctx.target.nodes]
-        metrics["cluster.primaries"] = Metric(roles.count("primary"), "nodes")
-        metrics["cluster.replicas"] = Metric(roles.count("replica"), "nodes")
+    cluster = ctx.target.kind == "cluster"
+    runs = [("measured", p)]
+    if p["control_clients_factor"]:
+        runs.append(("control", dict(p, clients=p["clients"] * p["control_clients_factor"])))
+    if ctx.repetition % 2 == 0:  # interleaved: the order alternates between repetitions
+        runs.reverse()
+    metrics: dict[str, Metric] = {}
+    problems: list[str] = []
+    commands: dict[str, str] = {}
+    cols: dict[str, list] = {"run": [], "clients": [], "test": [], "rps": [], "p50_ms": [], "p95_ms": [],
+                             "p99_ms": [], "max_ms": []}
+    calls: dict[str, int] = {}
+    for name, params in runs:
+        ctx.log(f"redis-benchmark ({name}) -t {','.join(params['tests'])} -c {params['clients']} -n {params['requests']}")
+        before = get_set_calls(ctx) if cluster and name == "measured" else {}
+        rows, m, probs, commands[name] = _benchmark_once(ctx, params, f"redis-benchmark-{name}")
+        if rows is None:
+            return CaseOutcome("failed", probs[0], metrics)
+        if name == "measured":
+            asked = {t.upper() for t in params["tests"]} & SIMPLE_TITLES
+            missing = sorted(asked - set(rows))
+            if missing:
+                probs.append(f"no CSV row for {', '.join(missing)}")
+            if cluster:
+                n_serving, calls = serving(before, get_set_calls(ctx))
+                metrics["cluster.primaries_serving"] = Metric(
+                    n_serving, "primaries", "higher",
+                    f"primaries that executed at least {SERVING_SHARE:.0%} of the run's GET/SET calls")
+        problems += probs
+        prefix = "" if name == "measured" else "control."
+        metrics.update({prefix + k: v for k, v in m.items()})
+        for title, row in rows.items():
+            cols["run"].append(name)
+            cols["clients"].append(params["clients"])
+            cols["test"].append(title)
+            for col, src in (("rps", "rps"), ("p50_ms", "p50_latency_ms"), ("p95_ms", "p95_latency_ms"),
+                             ("p99_ms", "p99_latency_ms"), ("max_ms", "max_latency_ms")):
+                cols[col].append(row.get(src))
+    if cluster and p["spread_control_requests"]:
+        one = dict(p, requests=p["spread_control_requests"], clients=min(p["clients"], 10))
+        before = get_set_calls(ctx)
+        rows, _, probs, commands["spread-control"] = _benchmark_once(ctx, one, "redis-benchmark-spread-control",
+                                                                     one_slot=True)
+        if rows is None:
+            return CaseOutcome("failed", probs[0], metrics)
+        problems += probs
+        n_one, _ = serving(before, get_set_calls(ctx))
+        metrics["control.primaries_serving"] = Metric(
+            n_one, "primaries", None, f"the same benchmark with every key in one hash slot ({SPREAD_KEY})")
+    series = {"runs": Series(cols, {"rps": "req/s", "p50_ms": "ms", "p95_ms": "ms", "p99_ms": "ms", "max_ms": "ms"})}
+    if calls:
+        roles = {n.address: n.role or "" for n in ctx.target.nodes}
+        series["primaries"] = Series({"node": list(calls), "role": [roles.get(k, "") for k in calls],
+                                      "get_set_calls": list(calls.values())})
+    topology = {"primaries": sum(n.role == "primary" for n in ctx.target.nodes),
+                "replicas": sum(n.role == "replica" for n in ctx.target.nodes)}
+    details = {"commands": commands, "topology": topology, "order": [n for n, _ in runs]}
     if problems:
-        return CaseOutcome("invalid", "; ".join(problems), metrics)
-    return CaseOutcome("ok", metrics=metrics, details={"command": " ".join(cmd), "rows": rows})
+        return CaseOutcome("invalid", "; ".join(problems), metrics, details, series)
+    return CaseOutcome("ok", metrics=metrics, details=details, series=series)
 
 
 # ---- memtier_benchmark ----------------------------------------------------------------
 MEMTIER_PARAMS = {
-    "clients": Param(int, 50, "--clients: connections per thread"),
-    "threads": Param(int, 4, "--threads"),
+    "clients": Param(int, 50, "--clients: connections per thread", min=1),
+    "threads": Param(int, 4, "--threads", min=1),
     "ratio": Param(str, "1:1", "--ratio SET:GET"),
-    "test_time": Param(int, 10, "--test-time seconds (0: use requests)"),
-    "requests": Param(int, 0, "--requests per client (when test_time is 0)"),
-    "key_maximum": Param(int, 100000, "--key-maximum"),
-    "data_size": Param(int, 32, "--data-size bytes"),
-    "pipeline": Param(int, 1, "--pipeline"),
+    "test_time": Param(int, 10, "--test-time seconds (0: use requests)", min=0),
+    "requests": Param(int, 0, "--requests per client (when test_time is 0)", min=0),
+    "key_maximum": Param(int, 100000, "--key-maximum", min=1),
+    "data_size": Param(int, 32, "--data-size bytes", min=1),
+    "pipeline": Param(int, 1, "--pipeline", min=1),
     "key_pattern": Param(str, "R:R", "--key-pattern SET:GET"),
-    "percentiles": Param(list, [50, 99, 99.9], "--print-percentiles"),
-    "timeout_s": Param(int, 900, "kill memtier_benchmark after this many seconds"),
+    "percentiles": Param(list, [50, 99, 99.9], "--print-percentiles", min=0, max=100),
+    "timeout_s": Param(int, 900, "kill memtier_benchmark after this many seconds", min=1),
+    "control": Param(bool, True, "also run the control: one client on one thread, interleaved"),
 }
 
 
 def _check_memtier(where: str, p: dict) -> None:
+    import re
+
     if not re.fullmatch(r"\d+:\d+", p["ratio"]):
         raise BadInput(f"{where}.ratio: expected SET:GET such as 1:10, got {p['ratio']!r}")
     if (p["test_time"] > 0) == (p["requests"] > 0):
         raise BadInput(f"{where}: give exactly one of test_time or requests a positive value")
-    for k in ("clients", "threads", "key_maximum", "data_size", "pipeline"):
-        if p[k] < 1:
-            raise BadInput(f"{where}.{k}: must be at least 1, got {p[k]}")
+
+
+def _memtier_once(ctx: CaseContext, params: dict, name: str):
+    node = ctx.target.entry
+    json_path = ctx.raw_path(f"{name}.json")
+    cmd = memtier_command(params, node.host, node.port, ctx.target.kind == "cluster", str(json_path),
+                          ctx.target.password)
+    res = run_tool(cmd, ctx.raw_dir, name, params["timeout_s"])
+    if res.timed_out or res.returncode != 0:
+        return None, res.failure("memtier_benchmark"), shown(cmd, ctx.target.password)
+    if not json_path.exists():
+        return None, f"memtier_benchmark wrote no JSON file (see {name}.stderr)", shown(cmd, ctx.target.password)
+    return parse_files(json_path.read_text(errors="replace"), res.stderr), "", shown(cmd, ctx.target.password)
 
 
 @register("redis-cluster-memtier", params=MEMTIER_PARAMS, needs="cluster", check=_check_memtier,
-          description="memtier_benchmark with --json-out-file (and --cluster-mode on a cluster)")
+          description="memtier_benchmark with --json-out-file (and --cluster-mode on a cluster), with its control")
 def run_memtier(ctx: CaseContext) -> CaseOutcome:
     if not shutil.which("memtier_benchmark"):
         return CaseOutcome("skipped", f"{NOT_FOUND} (the Ansible loadgen role installs it on lab hosts)")
-    node = ctx.target.entry
-    json_path = ctx.raw_path("memtier.json")
-    cmd = memtier_command(ctx.params, node.host, node.port, ctx.target.kind == "cluster",
-                        str(json_path), ctx.target.password)
-    ctx.log(f"memtier_benchmark --clients={ctx.params['clients']} --threads={ctx.params['threads']} --ratio={ctx.params['ratio']}")
-    res = run_tool(cmd, ctx.raw_dir, "memtier", ctx.params["timeout_s"])
-    if res.timed_out or res.returncode not in (0,):
-        return CaseOutcome("failed", res.failure("memtier_benchmark"))
-    if not json_path.exists():
-        return CaseOutcome("invalid", "memtier_benchmark wrote no JSON file (see memtier.stderr)")
-    parsed = parse_files(json_path.read_text(errors="replace"), res.stderr)
-    details = {"command": " ".join(cmd), "section": parsed.chosen,
-               "sections": {n: s.problems for n, s in parsed.sections.items()}}
-    if not parsed.valid:
-        return CaseOutcome("invalid", "; ".join(parsed.problems), parsed.metrics, details)
-    return CaseOutcome("ok", metrics=parsed.metrics, details=details)
+    p = ctx.params
+    runs = [("memtier", p)]
+    if p["control"]:
+        runs.append(("memtier-control", dict(p, clients=1, threads=1)))
+    if ctx.repetition % 2 == 0:
+        runs.reverse()
+    metrics: dict[str, Metric] = {}
+    details: dict = {"commands": {}, "sections": {}}
+    cols: dict[str, list] = {"run": [], "connections": [], "ops_per_sec": [], "p50_ms": [], "p99_ms": []}
+    invalid = []
+    for name, params in runs:
+        ctx.log(f"memtier_benchmark ({name}) --clients={params['clients']} --threads={params['threads']} "
+                f"--ratio={params['ratio']}")
+        parsed, failure, details["commands"][name] = _memtier_once(ctx, params, name)
+        if parsed is None:
+            return CaseOutcome("failed" if "no JSON" not in failure else "invalid", failure, metrics, details)
+        details["sections"][name] = {"chosen": parsed.chosen,
+                                     "problems": {n: s.problems for n, s in parsed.sections.items()}}
+        if not parsed.valid:
+            invalid.append(f"{name}: " + "; ".join(parsed.problems))
+        prefix = "" if name == "memtier" else "control."
+        metrics.update({prefix + k: v for k, v in parsed.metrics.items()})
+        cols["run"].append("measured" if name == "memtier" else "control")
+        cols["connections"].append(params["clients"] * params["threads"])
+        for col, metric in (("ops_per_sec", "Totals.ops_per_sec"), ("p50_ms", "Totals.p50_ms"),
+                            ("p99_ms", "Totals.p99_ms")):
+            m = parsed.metrics.get(metric)
+            cols[col].append(m.value if m else None)
+    series = {"runs": Series(cols, {"ops_per_sec": "ops/s", "p50_ms": "ms", "p99_ms": "ms"})}
+    if invalid:
+        return CaseOutcome("invalid", "; ".join(invalid), metrics, details, series)
+    return CaseOutcome("ok", metrics=metrics, details=details, series=series)

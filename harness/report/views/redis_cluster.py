@@ -1,0 +1,73 @@
+"""The redis-cluster suite's view: redis-benchmark and memtier runs (measured beside their
+controls), the primaries that served the load, and the ACL probes, aggregated across
+repetitions. Claimed numbers come from the ledger (C12, C13 figures)."""
+
+from __future__ import annotations
+
+from harness.report.views import Chart, Table, ViewContext, series_table, view
+
+
+def _benchmark(ctx: ViewContext) -> list:
+    case = "redis-benchmark"
+    blocks: list = []
+    runs = ctx.aggregate(case, "runs", key=["run", "test"])
+    if runs is not None:
+        claimed = ctx.figure("C12", "p99_ms")
+        blocks.append(series_table(
+            runs, "redis-benchmark: measured and control runs (median over repetitions, min-max)", case,
+            note="The control is the same benchmark with more clients, run alternately before and after the "
+                 "measured run: a closed loop queues deeper, so its percentiles must be higher. "
+                 + (f"The source claims GET/SET P99 < {claimed:g} ms (C12) at "
+                    f"{ctx.figure('C12', 'clients'):g} clients on its lab hosts." if claimed is not None else "")))
+        series = []
+        lo, hi = runs.columns.get("p99_ms.min"), runs.columns.get("p99_ms.max")
+        for run in dict.fromkeys(runs.column("run")):
+            idx = [i for i, r in enumerate(runs.column("run")) if r == run and runs.column("p99_ms")[i] is not None]
+            pts = [[f"{runs.column('test')[i]} P99", runs.column("p99_ms")[i]] + ([lo[i], hi[i]] if lo and hi else [])
+                   for i in idx]
+            if idx:
+                series.append({"name": f"{run} ({runs.column('clients')[idx[0]]:g} clients)", "points": pts})
+        if claimed is not None:
+            series.append({"name": "claimed (C12, lab)", "points": [[f"{t} P99", claimed] for t in
+                                                                 dict.fromkeys(runs.column("test"))]})
+        blocks.append(Chart("redis-benchmark P99 by run", series, "", "P99 latency (ms)", kind="bar", case=case))
+    primaries = ctx.aggregate(case, "primaries", key="node")
+    if primaries is not None:
+        blocks.append(series_table(primaries, "GET/SET calls each primary executed during the measured run", case,
+                                   note="INFO commandstats before and after the measured run; a primary serves the "
+                                        "run when it executed at least 10% of its calls (C11)."))
+    return blocks
+
+
+def _memtier(ctx: ViewContext) -> list:
+    case = "memtier"
+    runs = ctx.aggregate(case, "runs", key="run")
+    if runs is None:
+        return []
+    claimed = ctx.figure("C13", "ops_per_sec")
+    note = "The control is one client on one thread, run alternately before and after the measured run."
+    if claimed is not None:
+        note += f" The source claims > {claimed:,.0f} ops/s (C13) on its lab hosts."
+    return [series_table(runs, "memtier_benchmark: measured and control runs", case, note=note)]
+
+
+def _acl(ctx: ViewContext) -> list:
+    case = "acl"
+    probes = ctx.aggregate(case, "probes", key=["rule", "probe"])
+    if probes is None:
+        return []
+    rules = list(dict.fromkeys(probes.column("rule")))
+    by = {(r, p): reply for r, p, reply in zip(probes.column("rule"), probes.column("probe"), probes.column("reply"))}
+    kinds = dict(zip(probes.column("probe"), probes.column("kind")))
+    rows = [[p, kinds[p]] + [by.get((r, p), "-") for r in rules] for p in dict.fromkeys(probes.column("probe"))]
+    return [Table("ACL probes as the trt-infer user, per rule", ["probe", "kind"] + rules, rows,
+                  note="source = the rule as written ('~cache:* +get +hgetall -@all'); fixed = the working order "
+                       "('-@all +get +hgetall ~cache:*'); read-all = '-@all +@read ~*', the control that shows a "
+                       "refusal check can fail. Only a NOPERM reply counts as refused; 'ok (ACL DRYRUN...)' means "
+                       "the rule grants a destructive command, which is then not sent. Rules apply left to right.",
+                  case=case)]
+
+
+@view("redis-cluster")
+def redis_cluster(ctx: ViewContext) -> list:
+    return _benchmark(ctx) + _memtier(ctx) + _acl(ctx)
