@@ -13,8 +13,9 @@ never a regression. The Mann-Whitney p-value is shown beside each change: with 3
 repetitions per side no two-sided test can reach p < 0.05 (the smallest possible p is
 0.1), so the range rule carries the decision and the p-value informs.
 
-The two sides must be comparable: the same profile, the same host class and the same key
-package and tool versions (harness.history.run_facts). Otherwise `check_sides` says what
+The two sides must be comparable: the same profile, the same host class, the same key
+package and tool versions (harness.history.run_facts) and, for the cases both ran, the same
+resolved parameters. Otherwise `check_sides` says what
 differs and the command exits 2, unless the user allows it (then it is a warning line).
 """
 
@@ -99,7 +100,9 @@ def _row(b: Baseline, m, factor: float) -> dict:
         status = "regression" if worse else "improvement"
     assessment = status
     if status == "unstable":
-        assessment = f"unstable: the baseline varies {cv:.0%} (over {UNSTABLE_CV:.0%}); not judged"
+        assessment = f"unstable: the baseline varies {cv:.0%} (over {UNSTABLE_CV:.0%}); not judged" + (
+            f" ({change:+.0%}, outside the baseline's whole range)" if clear and abs(change) > limit
+            and not math.isinf(change) else "")
     elif m.noisy and status in ("regression", "improvement"):
         assessment += " (noisy: re-run with more repetitions)"
     css = {"regression": "fail", "improvement": "pass", "unstable": "missing", "changed": "skipped",
@@ -160,6 +163,24 @@ def check_sides(base_facts: list[dict], new_facts: dict) -> list[str]:
     cons = sorted({str(f.get("constraints")) for f in base_facts})
     if cons != [str(new_facts.get("constraints"))]:
         out.append("constraints file: the installed versions were pinned differently")
+    out += params_differ(base_facts, new_facts)
+    return out
+
+
+def params_differ(base_facts: list[dict], new_facts: dict) -> list[str]:
+    """Cases run on both sides with different resolved parameters: a different workload."""
+    out = []
+    new_params = new_facts.get("params") or {}
+    for case, mine in sorted(new_params.items()):
+        for f in base_facts:
+            theirs = (f.get("params") or {}).get(case)
+            if theirs is None or theirs == mine:
+                continue
+            keys = sorted(set(theirs) | set(mine), key=str)
+            diff = [f"{k}: baseline {theirs.get(k)!r}, this run {mine.get(k)!r}" for k in keys
+                    if theirs.get(k) != mine.get(k)]
+            out.append(f"parameters of {case} differ ({'; '.join(diff[:3])})")
+            break
     return out
 
 
@@ -202,7 +223,8 @@ def format_text(c: Comparison, rows: list[dict]) -> str:
     lines = [f"baseline: {c.baseline}", f"this run: {c.current}"] + [f"warning: {w}" for w in c.warnings]
     lines += [f"left out of the pool: {x}" for x in c.left_out]
     lines += [c.header(), ""]
-    lines.append(table(list(COLUMNS), [[r[k] for k in COLUMNS] for r in rows]) if rows else "(no rows to show)")
+    lines.append(table(list(COLUMNS), [[r[k] for k in COLUMNS] for r in rows], max_width=110)
+                 if rows else "(no rows to show)")
     return "\n".join(lines)
 
 

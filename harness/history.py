@@ -63,6 +63,7 @@ def run_facts(run: RunData) -> dict:
         "hostname": str(host.get("hostname") or "?"),
         "versions": versions,
         "constraints": cons.get("sha256") if cons else None,
+        "params": {f"{name}/{c.name}": c.params for name, srun in run.suites.items() for c in srun.cases},
     }
 
 

@@ -26,15 +26,15 @@ def facts() -> dict:
     return _FACTS
 
 
-def suite_run(cases=("bench",)) -> SuiteRun:
+def suite_run(cases=("bench",), params=None) -> SuiteRun:
     return SuiteRun.from_json("kv", {
-        "cases": [{"name": c, "driver": "d"} for c in cases],
+        "cases": [{"name": c, "driver": "d", "params": params or {}} for c in cases],
         "thresholds": [{"case": cases[0], "metric": "get.rps", "op": ">=", "value": 50000, "unit": "req/s",
                         "reason": "r"}]})
 
 
 def write_run(root: Path, i: int, values: dict[str, list[float]], *, profile="local", started=None,
-              case="bench", units=None, man_extra=None) -> Path:
+              case="bench", units=None, man_extra=None, params=None) -> Path:
     d = root / f"2026010{i // 10}-{i % 10:02d}0000-run{i:03d}"
     (d / "raw").mkdir(parents=True)
     man = {"run_id": d.name, "profile": profile, "target": "local", "suites": ["kv"],
@@ -50,7 +50,7 @@ def write_run(root: Path, i: int, values: dict[str, list[float]], *, profile="lo
             unit, better = (units or METRICS).get(k, ("", None))[1:] if k in (units or METRICS) else ("", None)
             ms[k] = Metric(vs[rep], unit, better)
         recs.append(Record("kv", case, rep + 1, "ok", metrics=ms))
-    write_results(d, recs, {"kv": suite_run((case,))}, [])
+    write_results(d, recs, {"kv": suite_run((case,), params)}, [])
     return d
 
 

@@ -74,6 +74,17 @@ def test_a_different_profile_or_version_exits_2_unless_allowed(tmp_path):
         compare_dirs(a, c)
 
 
+def test_a_different_workload_is_not_compared(tmp_path):
+    vals = {"set.rps": [100.0, 101.0, 99.0]}
+    a = write_run(tmp_path, 1, vals, params={"data_size": 3, "clients": 50})
+    b = write_run(tmp_path, 2, {"set.rps": [40.0, 41.0, 39.0]}, params={"data_size": 16384, "clients": 50})
+    p = harness("compare", str(a), str(b))
+    assert p.returncode == 2, p.stdout
+    assert "parameters of kv/bench differ (data_size: baseline 3, this run 16384)" in p.stderr
+    c = compare_dirs(a, b, allow_mismatch=True)  # allowed: compared, and the warning says why
+    assert c.rows[0]["status"] == "regression" and "data_size" in c.warnings[0]
+
+
 def test_pool_leaves_out_runs_of_another_profile_and_names_them(tmp_path):
     rnd = random.Random(5)
     for i in range(4):
@@ -93,6 +104,9 @@ def test_factor_is_raised_to_the_baselines_variation_and_unstable_is_never_a_reg
     unstable = {("kv", "bench", "m"): Baseline("kv", "bench", "m", "ms", "lower", [100.0, 80.0, 112.0, 100.0], 100.0, 4)}
     row = compare_baseline(unstable, new)[0]
     assert row["status"] == "unstable" and not row["regression"] and "not judged" in row["assessment"]
+    far = analyze(load_run_of({"m": [150.0, 151.0, 149.0]}))  # still unstable, and it says the run is outside
+    row = compare_baseline(unstable, far)[0]
+    assert row["status"] == "unstable" and "+50%, outside the baseline's whole range" in row["assessment"]
 
 
 def test_missing_and_new_metrics_are_listed(tmp_path):
