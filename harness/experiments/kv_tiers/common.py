@@ -3,12 +3,14 @@ the target's cluster and a temporary LMDB folder."""
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
 import uuid
 from pathlib import Path
 
 from harness.drivers import INPUT_FILE, CaseContext, Param, input_path
+from harness.toolkit import torch_threads
 
 COMMON = {
     "chunk_tokens": Param(int, 32, "tokens per KV chunk (every layer's K and V of this many tokens)", min=1),
@@ -19,6 +21,17 @@ COMMON = {
 
 BINARY_CODECS = ("aligned64", "aligned128", "raw")
 CODECS = ("json",) + BINARY_CODECS
+
+
+def in_torch_threads(fn):
+    """A driver run with the case's torch_threads (restored afterwards)."""
+
+    @functools.wraps(fn)
+    def run(ctx: CaseContext):
+        with torch_threads(ctx.params["torch_threads"]):
+            return fn(ctx)
+
+    return run
 
 
 def text_path(p: dict) -> Path:

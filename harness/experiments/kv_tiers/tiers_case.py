@@ -19,8 +19,16 @@ import time
 from harness import stats
 from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
 from harness.errors import BadInput
-from harness.experiments.kv_tiers.common import COMMON, TIER_STORE_PARAMS, Store, env_note, load_model, text_path
-from harness.toolkit import latency_metrics, torch_threads
+from harness.experiments.kv_tiers.common import (
+    COMMON,
+    TIER_STORE_PARAMS,
+    Store,
+    env_note,
+    in_torch_threads,
+    load_model,
+    text_path,
+)
+from harness.toolkit import latency_metrics
 
 TIER_PARAMS = {
     **COMMON, **TIER_STORE_PARAMS,
@@ -49,12 +57,8 @@ def _check_tiers(where: str, p: dict) -> None:
 @register("kv-tiers-latency", params=TIER_PARAMS, needs="cluster", check=_check_tiers,
           description="per-tier access latency of real KV chunks, each fetch delivering usable data: L1 copy, L2 "
                       "(Redis Cluster) GET + decode, L3 (LMDB) cold and warm read + decode; hits and write-behind")
+@in_torch_threads
 def run_tiers(ctx: CaseContext) -> CaseOutcome:
-    with torch_threads(ctx.params["torch_threads"]):
-        return _run_tiers(ctx)
-
-
-def _run_tiers(ctx: CaseContext) -> CaseOutcome:
     import torch
 
     from harness.experiments.kv_tiers import extract

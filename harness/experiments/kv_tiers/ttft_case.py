@@ -7,8 +7,15 @@ import json
 
 from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
 from harness.errors import BadInput
-from harness.experiments.kv_tiers.common import COMMON, TIER_STORE_PARAMS, Store, env_note, load_model, text_path
-from harness.toolkit import torch_threads
+from harness.experiments.kv_tiers.common import (
+    COMMON,
+    TIER_STORE_PARAMS,
+    Store,
+    env_note,
+    in_torch_threads,
+    load_model,
+    text_path,
+)
 
 TTFT_PARAMS = {
     **COMMON, **TIER_STORE_PARAMS,
@@ -31,12 +38,8 @@ def _check_ttft(where: str, p: dict) -> None:
 
 @register("kv-tiers-ttft", params=TTFT_PARAMS, needs="cluster", check=_check_ttft,
           description="time to first token with the prefix KV from L1, L2, L3 or a full prefill, per prompt length")
+@in_torch_threads
 def run_ttft(ctx: CaseContext) -> CaseOutcome:
-    with torch_threads(ctx.params["torch_threads"]):
-        return _run_ttft(ctx)
-
-
-def _run_ttft(ctx: CaseContext) -> CaseOutcome:
     from harness.experiments.kv_tiers import extract, ttft
 
     p = ctx.params
