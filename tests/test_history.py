@@ -118,3 +118,13 @@ def test_report_history_location_must_be_a_path_or_http_url(ten_runs):
     p = subprocess.run([sys.executable, "-m", "harness", "report", str(run), "--history", "javascript:alert(1)"],
                        capture_output=True, text=True, cwd=REPO)
     assert p.returncode == 2 and "give a relative path or an http(s) URL" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_runs_table_names_the_parameters_that_changed(tmp_path):
+    for i in range(4):
+        write_run(tmp_path, i, {"get.rps": [100.0, 100.0, 100.0]}, params={"data_size": 3 if i < 2 else 16384,
+                                                                           "clients": 50})
+    html = write_history(tmp_path, tmp_path / "out")[0].read_text()
+    assert "parameters that changed" in html
+    assert html.count("kv/bench data_size=3") == 2 and html.count("kv/bench data_size=16384") == 2
+    assert "clients=" not in html  # the same in every run: not an annotation

@@ -35,16 +35,37 @@ def _step_text(h: dict, s: dict) -> str:
             f"{h['unit']}{change}, p = {s['p']:.3f}").replace("  ", " ")
 
 
+def changed_params(runs: list[dict]) -> list[str]:
+    """Per run, the case parameters that are not the same in every run ('' when none):
+    a step often has its reason here (a changed workload, not a changed system)."""
+    cases = sorted({c for r in runs for c in (r.get("params") or {})})
+    out = []
+    for r in runs:
+        parts = []
+        for c in cases:
+            mine = (r.get("params") or {}).get(c) or {}
+            keys = sorted({k for x in runs for k in ((x.get("params") or {}).get(c) or {})}, key=str)
+            for k in keys:
+                values = {repr(((x.get("params") or {}).get(c) or {}).get(k)) for x in runs
+                          if c in (x.get("params") or {})}
+                if len(values) > 1 and c in (r.get("params") or {}):
+                    parts.append(f"{c} {k}={mine.get(k)!r}")
+        out.append("; ".join(parts))
+    return out
+
+
 def build_context(data: dict, root: str) -> dict:
     runs = data["runs"]
     # annotate only what varies: a version that never changed is one line, not a column
     keys = sorted({k for r in runs for k in r["versions"]})
     varying = [k for k in keys if len({r["versions"].get(k) for r in runs}) > 1]
     constant = [(k, runs[-1]["versions"].get(k)) for k in keys if k not in varying]
+    changed = changed_params(runs)
     rows = [{"index": r["index"], "date": r["date"], "run_id": r["run_id"],
              "revision": r["revision"][:10] + (" (dirty)" if r["dirty"] else ""), "profile": r["profile"],
              "host": r["host"], "hostname": r["hostname"],
-             "versions": ", ".join(f"{k} {r['versions'].get(k) or '-'}" for k in varying)} for r in runs]
+             "versions": ", ".join(f"{k} {r['versions'].get(k) or '-'}" for k in varying),
+             "params": changed[i]} for i, r in enumerate(runs)]
     groups: dict[tuple, list] = {}
     steps = []
     for h in data["metrics"]:
@@ -56,7 +77,7 @@ def build_context(data: dict, root: str) -> dict:
         for s in item["steps"]:
             steps.append({**s, "anchor": h["anchor"], "where": f"{h['suite']} / {h['case']}: {h['metric']}"})
     return {"title": f"Metric history - {len(runs)} runs", "csp": CSP, "root": root, "runs": rows,
-            "varying": varying, "constant": constant, "steps": steps,
+            "varying": varying, "constant": constant, "steps": steps, "any_params": any(changed),
             "groups": [{"suite": s, "case": c, "id": f"g-{i}", "metrics": ms}
                        for i, ((s, c), ms) in enumerate(sorted(groups.items()))],
             "generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}
