@@ -207,9 +207,9 @@ def run_codecs(ctx: CaseContext) -> CaseOutcome:
     cols = ["codec", "scope", "elements", "bytes", "encode_ms", "decode_ms", "store_fetch_qps"]
     series = {"codecs": Series({c: [r[k] for r in rows] for k, c in enumerate(cols)},
                                {"bytes": "B", "encode_ms": "ms", "decode_ms": "ms", "store_fetch_qps": "ops/s"},
-                               f"sized: the first {n} float32 values of each real 32-token chunk (all layers' K and V "
-                               f"of SmolLM2-135M), the size whose JSON decode takes {p['json_decode_target_ms']:g} ms "
-                               f"here; '{CONTROL}' is the JSON codec measured in the aligned codec's place. Decodes "
+                               f"sized: the first 'elements' float32 values of each real 32-token chunk (all layers' K "
+                               f"and V of SmolLM2-135M), the size whose JSON decode takes {p['json_decode_target_ms']:g} "
+                               f"ms here (calibrated in each repetition); '{CONTROL}' is the JSON codec measured in the aligned codec's place. Decodes "
                                f"interleaved over codecs, {p['decode_repeats']} per chunk; one store+fetch op = encode "
                                f"+ SET + GET + decode through the Redis Cluster, one client. {env_note(device)}.")}
     ctx.raw_path("codecs.json").write_text(json.dumps({"sized_elements": n, "rows": rows}, indent=1))

@@ -35,7 +35,8 @@ def _codecs(ctx: ViewContext, case: str) -> list:
     n = ctx.metric(case, "sized.elements")
     blocks.append(Table("Claimed vs measured: chunk decode and QPS (source 3.2)", ["what", "claimed", "measured", "note"],
                         [[r[0], "-" if r[1] is None else r[1], r[2], r[3]] for r in rows],
-                        note=f"Sized chunk: {_fmt(n)} float32 values (median over repetitions)." if n else "",
+                        note=f"Sized chunk: {n.median:.0f} float32 values (median over repetitions, calibrated in "
+                             f"each: {n.min:.0f}-{n.max:.0f})." if n else "",
                         case=case))
     return blocks
 
