@@ -11,26 +11,34 @@ from harness import drivers, spec
 from harness.drivers import CaseContext, Node, Target
 from harness.errors import BadInput
 from harness.redis_server import port_is_free
-from tests.conftest import TEST_CLUSTER_PORT, _need_redis
+from tests.conftest import TEST_CLUSTER_PORT
 
 
-def _ctx(tmp_path, driver, **params):
+def _ctx(tmp_path, driver, target=None, **params):
     drv = drivers.get(driver)
     p = drv.resolve_params("test", params)
-    tgt = Target("test", "cluster", [Node("127.0.0.1", TEST_CLUSTER_PORT, "primary")])
+    tgt = target or Target("test", "cluster", [Node("127.0.0.1", TEST_CLUSTER_PORT, "primary")])
     return drv, CaseContext("failover", "c", 1, "local", p, tmp_path / "raw", tgt, log=lambda m: None)
 
 
 @pytest.fixture(scope="module")
-def killed(tmp_path_factory):
-    """One short real run: plain SET with a primary killed, and the 3 + 0 control."""
-    _need_redis()
+def killed(tmp_path_factory, cluster):
+    """One short real run against the session cluster as the suite's cluster: plain SET with
+    a primary of the case's own cluster killed, and the 3 + 0 control."""
     tmp = tmp_path_factory.mktemp("failover")
-    drv, ctx = _ctx(tmp, "failover-primary-killed", node_timeout_ms=1500, variants=["plain"],
+    drv, ctx = _ctx(tmp, "failover-primary-killed", target=cluster, node_timeout_ms=1500, variants=["plain"],
                     controls=["no-replicas"], writers=1, rate=80, readers=1, read_rate=20, warm_s=1,
                     after_kill_s=5, port_offset=60)
     out = drv.run(ctx)
     return out, ctx
+
+
+def test_the_suites_cluster_is_untouched_and_healthy_after_the_case(killed, cluster):
+    from harness.cluster import LocalCluster
+
+    base = min(n.port for n in cluster.nodes)
+    assert LocalCluster(base_port=base).health_problem() is None
+    assert sorted(n.port for n in LocalCluster(base_port=base).nodes()) == sorted(n.port for n in cluster.nodes)
 
 
 def test_kill_measures_failover_and_the_node_rejoins(killed):

@@ -77,12 +77,12 @@ def test_a_value_nobody_wrote_is_lost_and_reported():
 
 
 def test_bins_count_acknowledged_and_failed_writes_per_group_and_interval():
-    ws = [w("c", 0, "a0", 10.00), w("c", 1, "a1", 10.05, ok=False, error="refused"),
+    ws = [w("c", 0, "a0", 10.00), w("c", 1, "a1", 10.05, ok=False, error="timeout"),
           w("c", 2, "b0", 10.15, group="b", ok=False, error="clusterdown"), w("c", 3, "b1", 10.25, group="b"),
           w("c", 4, "late", 11.5)]
     b = history.bins(ws, t0=10.0, start=0.0, end=0.3, groups=["a", "b"])
     assert b["t"] == [0.0, 0.1, 0.2]
-    assert b["acked"] == [1, 0, 1] and b["errors"] == [1, 1, 0]
+    assert b["acked"] == [1, 0, 1] and b["errors"] == [1, 1, 0] and b["timeouts"] == [1, 0, 0]
     assert b["errors.a"] == [1, 0, 0] and b["errors.b"] == [0, 1, 0] and b["sent.b"] == [0, 1, 1]
 
 
@@ -103,6 +103,7 @@ def test_outage_never_recovered():
 
 
 def test_controls_are_interleaved_in_a_rotating_order():
-    names = ["plain", "wait", "no-kill"]
-    assert order(names, 1) == names and order(names, 2) == ["wait", "no-kill", "plain"]
-    assert order(names, 4) == names and order([], 3) == []
+    v, c = ["plain", "wait", "min-replicas"], ["no-kill", "no-replicas"]
+    assert order(v, c, 1) == ["plain", "no-kill", "wait", "no-replicas", "min-replicas"]
+    assert order(v, c, 2) == ["no-kill", "wait", "no-replicas", "min-replicas", "plain"]
+    assert order(v, c, 6) == order(v, c, 1) and order([], [], 3) == [] and order([], ["no-cut"], 2) == ["no-cut"]

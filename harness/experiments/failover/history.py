@@ -98,11 +98,12 @@ def classify(writes: list[Write], final: dict[str, str | None], need_replicas: i
 def bins(writes: list[Write], t0: float, start: float, end: float, width: float = 0.1,
          need_replicas: int = 0, groups: list[str] | None = None) -> dict[str, list]:
     """Per `width` seconds from `start` to `end` (relative to t0, by send time): writes
-    acknowledged, failed, and failed per slot-range group; columns of equal length."""
+    acknowledged, failed (and of those, timed out), and failed per slot-range group;
+    columns of equal length."""
     n = max(1, int(math.ceil((end - start) / width - 1e-9)))
     groups = groups if groups is not None else sorted({w.group for w in writes})
     out: dict[str, list] = {"t": [round(start + i * width, 3) for i in range(n)], "acked": [0] * n,
-                            "errors": [0] * n}
+                            "errors": [0] * n, "timeouts": [0] * n}
     for g in groups:
         out[f"errors.{g}"] = [0] * n
         out[f"sent.{g}"] = [0] * n
@@ -116,6 +117,8 @@ def bins(writes: list[Write], t0: float, start: float, end: float, width: float 
             out["acked"][k] += 1
         elif not w.ok:
             out["errors"][k] += 1
+            if w.error == "timeout":
+                out["timeouts"][k] += 1
             if w.group in groups:
                 out[f"errors.{w.group}"][k] += 1
     return out

@@ -19,6 +19,7 @@ lost after the cluster healed.
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import time
@@ -66,8 +67,12 @@ def _check(where: str, p: dict) -> None:
             raise BadInput(f"{where}.{name}: a name appears twice; list each once")
 
 
-def order(names: list[str], repetition: int) -> list[str]:
-    """The run order of one repetition: rotated by one per repetition (controls interleaved)."""
+def order(variants: list[str], controls: list[str], repetition: int) -> list[str]:
+    """The run order of one repetition: variants and controls alternating (a control between
+    two variants), the whole sequence rotated by one per repetition."""
+    names: list[str] = []
+    for i in range(max(len(variants), len(controls))):
+        names += variants[i:i + 1] + controls[i:i + 1]
     if not names:
         return []
     k = (repetition - 1) % len(names)
@@ -294,21 +299,25 @@ def run(ctx: CaseContext) -> CaseOutcome:
 
     p = ctx.params
     host, base = _own_base(ctx, p)
-    names = order(list(p["variants"]) + list(p["controls"]), ctx.repetition)
+    names = order(list(p["variants"]), list(p["controls"]), ctx.repetition)
     metrics: dict[str, Metric] = {}
     series: dict = {}
     details: dict = {"order": names, "node_timeout_ms": p["node_timeout_ms"], "own_cluster": f"{host}:{base}-{base + 5}"}
     cl = LocalCluster(host, base, node_timeout_ms=p["node_timeout_ms"], state_dir=STATE_DIR / f"failover-{base}")
     bare = LocalCluster(host, base + 6, replicas=0, node_timeout_ms=p["node_timeout_ms"],
                         state_dir=STATE_DIR / f"failover-{base + 6}")
+    for c in (cl, bare):  # left by a run that was killed (-9): its owner is gone
+        if c.leftover():
+            ctx.log(f"stopping the case's cluster on {host}:{c.base_port} left by a run that no longer runs")
+            c.down()
     try:
         if any(n != "no-replicas" for n in names):
             ctx.log(f"own cluster 3 + 3 on {host}:{base}-{base + 5}, cluster-node-timeout {p['node_timeout_ms']} ms")
-            cl.up()
+            cl.up(owner_pid=os.getpid())
         for name in names:
             ctx.log(f"{name}: {p['warm_s']:g} s, {'kill' if name != 'no-kill' else 'no kill'}, {_after_s(p):g} s")
             if name == "no-replicas":
-                bare.up()
+                bare.up(owner_pid=os.getpid())
                 try:
                     m, s, d = run_once(ctx, bare, name, p)
                 finally:

@@ -118,6 +118,8 @@ class LabCluster:
         from harness.redis_server import RedisProcess, require_tool
 
         exe = require_tool("redis-server")
+        self._stop_leftovers()
+        self.folder.mkdir(parents=True, exist_ok=True)
         try:
             for i, addr in self.hosts.items():
                 rp = RedisProcess(addr, self.port, self.folder / f"h{i}", cluster=True,
@@ -132,6 +134,7 @@ class LabCluster:
                                            start_new_session=True)
                 rp.pid = rp.proc.pid
                 self.procs[i] = rp
+                self._write_state()
                 rp.wait_ready(10)
             out = subprocess.run(["redis-cli", "--cluster", "create", *[f"{a}:{p}" for a, p in self.addrs],
                                   "--cluster-replicas", "1", "--cluster-yes"], capture_output=True, text=True,
@@ -176,10 +179,37 @@ class LabCluster:
             time.sleep(0.1)
         raise EnvironmentProblem(f"the lab cluster was not whole within {timeout:.0f} s: {problem}")
 
+    @property
+    def state_file(self) -> Path:
+        return self.folder / "state.json"
+
+    def _write_state(self) -> None:
+        self.state_file.write_text(json.dumps({"pids": [rp.pid for rp in self.procs.values() if rp.pid]}))
+
+    def _stop_leftovers(self) -> None:
+        """Servers a killed earlier run left in the namespaces (pids from its state file;
+        only redis-server processes are stopped)."""
+        from harness.redis_server import stop_pids
+
+        try:
+            pids = [p for p in json.loads(self.state_file.read_text()).get("pids", []) if isinstance(p, int) and p > 1]
+        except (OSError, ValueError, AttributeError):
+            return
+        stop_pids([p for p in pids if f"{LAB_NET}." in _cmdline(p) and f":{self.port}" in _cmdline(p)])
+        self.state_file.unlink(missing_ok=True)
+
     def down(self) -> None:
         for rp in self.procs.values():
             rp.stop()
         self.procs = {}
+        self.state_file.unlink(missing_ok=True)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _views_agree(addrs) -> bool:
@@ -385,7 +415,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
     nodes = ctx.target.nodes
     port = (min(n.port for n in nodes) if nodes else 7000) + p["port_offset"]
     lc = LabCluster(port, p["node_timeout_ms"], STATE_DIR / f"failover-lab-{port}")
-    names = order(list(p["variants"]) + list(p["controls"]), ctx.repetition)
+    names = order(list(p["variants"]), list(p["controls"]), ctx.repetition)
     metrics: dict[str, Metric] = {}
     series: dict = {}
     details: dict = {"order": names, "node_timeout_ms": p["node_timeout_ms"], "lab_started_by_case": started,

@@ -89,6 +89,8 @@ def _timeline(ctx: ViewContext, case: str, run: str, fault: str, rng: str) -> li
         series.append({"name": f"errors, {fault} range", "points": points(tl, "t", f"errors.{group}")})
     if "errors.others" in tl.columns:
         series.append({"name": "errors, other ranges", "points": points(tl, "t", "errors.others")})
+    if "timeouts" in tl.columns:
+        series.append({"name": "timeouts (of the errors)", "points": points(tl, "t", "timeouts")})
     series.append({"name": "reads of acknowledged keys: missing", "points": points(tl, "t", "reads_missing")})
     ev = ctx.aggregate(case, f"{run}.events", key="event")
     events = ""
