@@ -414,6 +414,9 @@ def run(ctx: CaseContext) -> CaseOutcome:
         started = True
     nodes = ctx.target.nodes
     port = (min(n.port for n in nodes) if nodes else 7000) + p["port_offset"]
+    if port > 65535 - 10000:
+        raise BadInput(f"port_offset {p['port_offset']}: the lab nodes' port {port} leaves no room for its bus "
+                       f"port (+10000); give a smaller port_offset")
     lc = LabCluster(port, p["node_timeout_ms"], STATE_DIR / f"failover-lab-{port}")
     names = order(list(p["variants"]), list(p["controls"]), ctx.repetition)
     metrics: dict[str, Metric] = {}
