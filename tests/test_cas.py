@@ -122,3 +122,16 @@ def test_each_c20_check_flips_when_its_mechanism_is_removed(concurrent_run):
     assert not applied.in_claim(m["as-written.applied_pct"]) and applied.in_claim(m["incremented.applied_pct"])
     for chk in checks.values():  # every check's control names a metric this run produced
         assert chk.control is not None and chk.control.metric in m
+
+
+def test_lab_profile_carries_the_source_claim_and_fails_on_skips():
+    """The source gives the rule and 'no response mix-ups' (no writers, keys or duration):
+    the lab profile checks exactly that, beside both controls, and a skip fails it."""
+    from harness.paths import SUITES_DIR
+    from harness.spec import load_yaml
+
+    lab = load_yaml(SUITES_DIR / "prompt-cas.yaml", "spec")["profiles"]["lab-a100"]
+    assert lab["skipped_fails"] is True
+    limits = {(t["metric"], t["op"], t["value"]) for t in lab["thresholds"]}
+    assert {("incremented.mixups_read", "<=", 0), ("incremented.replica_mixups_read", "<=", 0),
+            ("plain.mixups_read", ">", 0), ("atomic.lost_updates", ">", 0)} <= limits
