@@ -28,10 +28,13 @@ def split_names(names: list[str]) -> tuple[list[str], dict[str, list[str]]]:
                 raise BadInput(f"{n!r}: no case after '/'; give SUITE/CASE, e.g. redis-cluster/acl")
             if head not in suites:
                 suites.append(head)
-            cases.setdefault(head, []).append(tail)
+            if head not in cases or cases[head] is not None:
+                cases.setdefault(head, []).append(tail)
         else:
-            suites.append(n)
-    return suites, cases
+            if not cases.get(n):  # not already there through SUITE/CASE; named twice: select_suites says so
+                suites.append(n)
+            cases[n] = None  # the whole suite: a SUITE/CASE beside it narrows nothing
+    return suites, {k: v for k, v in cases.items() if v is not None}
 
 
 def matches(pattern: str, suite: str, case: str) -> bool:

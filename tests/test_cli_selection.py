@@ -118,3 +118,14 @@ def test_cluster_status_of_a_healthy_cluster_exits_0(cluster):
     assert p.returncode == 0, p.stdout + p.stderr
     st = json.loads(p.stdout)
     assert st["healthy"] is True and st["health"] == "ok"
+
+
+def test_split_names_whole_suite_beside_one_of_its_cases():
+    from harness.selection import split_names
+
+    assert split_names(["redis-cluster/acl", "redis-cluster/memtier"]) == (
+        ["redis-cluster"], {"redis-cluster": ["acl", "memtier"]})
+    assert split_names(["redis-cluster", "redis-cluster/acl"]) == (["redis-cluster"], {})
+    assert split_names(["redis-cluster/acl", "redis-cluster"]) == (["redis-cluster"], {})
+    assert split_names(["redis-cluster", "redis-cluster"]) == (["redis-cluster", "redis-cluster"], {})  # refused later
+    assert split_names(["suites/redis-cluster.yaml"]) == (["suites/redis-cluster.yaml"], {})
