@@ -85,3 +85,19 @@ def test_the_ledger_checks_flip_when_the_mechanism_is_removed(cluster, tmp_path)
                                                       "fixed": acl.READ_ALL_RULE}, repetition=2)
     assert reads.in_claim(flipped["source.reads_allowed"])
     assert not refused.in_claim(flipped["fixed.forbidden_not_refused"])
+
+
+def test_view_shows_each_probe_under_each_rule(cluster, tmp_path):
+    from harness.analysis import analyze
+    from harness.report import views
+    from harness.results import Record, RunData
+    from harness.spec import Case, SuiteClaim, SuiteRun
+
+    out, _ = _run(cluster, tmp_path / "raw")
+    recs = [Record("redis-cluster", "acl", 1, "ok", metrics=out.metrics, series=out.series)]
+    suite = SuiteRun("redis-cluster", "", SuiteClaim("2.5", "t"), "cluster", "local", "", 1,
+                     [Case("acl", "redis-cluster-acl")], [])
+    run = RunData(tmp_path, {}, recs, {"redis-cluster": suite}, [])
+    (table,) = views.build(run, analyze(run), "redis-cluster")
+    assert table.columns == ["probe", "kind", "source", "fixed", "read-all"] and len(table.rows) == len(acl.PROBES)
+    assert table.rows[0][:3] == ["GET a cache key", "read", "NOPERM"] and table.rows[0][3] == "ok"

@@ -135,3 +135,18 @@ def test_lab_profile_carries_the_source_claim_and_fails_on_skips():
     limits = {(t["metric"], t["op"], t["value"]) for t in lab["thresholds"]}
     assert {("incremented.mixups_read", "<=", 0), ("incremented.replica_mixups_read", "<=", 0),
             ("plain.mixups_read", ">", 0), ("atomic.lost_updates", ">", 0)} <= limits
+
+
+def test_view_presents_every_rule_across_repetitions(concurrent_run, tmp_path):
+    from harness.analysis import analyze
+    from harness.report import views
+    from harness.results import Record, RunData
+    from harness.spec import Case, SuiteClaim, SuiteRun
+
+    out, _ = concurrent_run
+    recs = [Record("prompt-cas", "cas", rep, "ok", metrics=out.metrics, series=out.series) for rep in (1, 2)]
+    suite = SuiteRun("prompt-cas", "", SuiteClaim("4.3", "t"), "cluster", "local", "", 2, [Case("cas", "prompt-cas")], [])
+    run = RunData(tmp_path, {}, recs, {"prompt-cas": suite}, [])
+    (table,) = views.build(run, analyze(run), "prompt-cas")
+    assert [r[0] for r in table.rows] == list(cas.MODES) and table.columns[:2] == ["rule", "what"]
+    assert "one HSET" in table.rows[1][1]

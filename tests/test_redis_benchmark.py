@@ -167,3 +167,25 @@ def test_driver_fails_fast_when_nothing_listens(tmp_path):
 
     out = drv.run_benchmark(_ctx(tmp_path, Target("t", "cluster", [Node("127.0.0.1", free_port(), "primary")])))
     assert out.status == "failed" and "cannot reach Redis" in out.reason
+
+
+def test_view_aggregates_runs_and_takes_the_claim_from_the_ledger(tmp_path):
+    from harness.analysis import analyze
+    from harness.report import views
+    from harness.results import Record, RunData, Series
+    from harness.spec import Case, Claim, SuiteClaim, SuiteRun
+
+    def rec(rep, p99):
+        runs = Series({"run": ["measured", "measured", "control", "control"], "clients": [50, 50, 200, 200],
+                       "test": ["SET", "GET", "SET", "GET"], "rps": [1e4] * 4, "p50_ms": [1.0] * 4,
+                       "p95_ms": [2.0] * 4, "p99_ms": [p99, p99, 4 * p99, 4 * p99], "max_ms": [9.0] * 4})
+        return Record("redis-cluster", "redis-benchmark", rep, "ok", series={"runs": runs})
+
+    suite = SuiteRun("redis-cluster", "", SuiteClaim("2.5", "t"), "cluster", "local", "", 2,
+                     [Case("redis-benchmark", "redis-cluster-benchmark")], [])
+    claims = [Claim("C12", "2.5", "t", [], figures={"p99_ms": 1.2, "clients": 200})]
+    run = RunData(tmp_path, {}, [rec(1, 1.0), rec(2, 3.0)], {"redis-cluster": suite}, claims)
+    table, chart = views.build(run, analyze(run), "redis-cluster")
+    assert table.rows[0][:3] == ["measured", 50, "SET"] and (2.0, 1.0, 3.0) in table.rows[0]  # median (min-max)
+    assert "P99 < 1.2 ms (C12) at 200 clients" in table.note
+    assert [s["name"] for s in chart.series] == ["measured (50 clients)", "control (200 clients)", "claimed (C12, lab)"]
