@@ -274,6 +274,16 @@ def test_pool_case_measures_a_cluster_of_its_own_and_stops_it(cluster, tmp_path)
     per = out.series["per_second"]
     assert set(per.column("primaries")) == {3} and set(per.column("run")) == {"flush", "control"}
     assert all(port_is_free("127.0.0.1", base + i) for i in range(3))  # the cluster was stopped
+    assert "target" not in out.details["sizes"]["3"]["where"]
+
+
+def test_pool_case_measures_the_target_when_it_has_the_size(cluster, tmp_path):
+    p = {k: v.default for k, v in cs.POOL_PARAMS.items()}
+    p.update(primaries=[3], replicas=1, rate_per_primary=50, threads=8, warm_min_s=2, warm_max_s=2,
+             steady_window_s=2, cold_seconds=1, port_offset=40, pg_port=PG_PORT + 1)
+    out = cs.pool_sizes(CaseContext("cold-start", "pool-by-cluster-size", 1, "local", p, tmp_path, cluster,
+                                    log=lambda m: None))
+    assert out.status == "ok" and out.details["sizes"]["3"]["where"].startswith("the target")
 
 
 def test_unknown_primary_is_refused(cluster, tmp_path):

@@ -308,9 +308,15 @@ def pool_sizes(ctx: CaseContext) -> CaseOutcome:
                 load_table(pg.dsn, keys, p["value_bytes"])
                 loaded = trace.digest()
             slots = _slots(keys)
-            lc = LocalCluster("127.0.0.1", base, n, p["replicas"], STATE_DIR / f"cold-start-{base}")
-            ctx.log(f"{n} primaries + {n * p['replicas']} replicas on 127.0.0.1:{base}; {rate}/s; warm {warm} s")
-            tgt = lc.up(log=lambda msg: None)
+            own = ctx.target
+            if len(own.primaries) == n and len(own.nodes) == n * (1 + p["replicas"]):
+                lc, tgt = None, own  # the target has this shape: measure it, start nothing
+                where = f"the target ({own.entry.address})"
+            else:
+                lc = LocalCluster("127.0.0.1", base, n, p["replicas"], STATE_DIR / f"cold-start-{base}")
+                where = f"127.0.0.1:{base}"
+            ctx.log(f"{n} primaries + {n * p['replicas']} replicas on {where}; {rate}/s; warm {warm} s")
+            tgt = lc.up(log=lambda msg: None) if lc else tgt
             try:
                 primaries = sorted(tgt.primaries, key=lambda x: (x.host, x.port))
                 k = math.ceil(p["cold_fraction"] * n)
@@ -321,8 +327,10 @@ def pool_sizes(ctx: CaseContext) -> CaseOutcome:
                 logs = {name: one_run(tgt, pg.dsn, p, keys, slots, rate, warm, runs[name], p["retries"])
                         for name in order}
             finally:
-                lc.down()
-            details["sizes"][str(n)] = {"order": order, "cold_primaries": k, "warm_seconds": warm, "steady": steady}
+                if lc:
+                    lc.down()
+            details["sizes"][str(n)] = {"order": order, "cold_primaries": k, "warm_seconds": warm, "steady": steady,
+                                        "where": where}
             for name, lg in logs.items():
                 logs_all[f"{n}/{name}"] = lg
                 cols = seconds_of(lg, cold_slots, before, after, p["pool_size"])
