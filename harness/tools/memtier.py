@@ -14,6 +14,9 @@ import re
 from dataclasses import dataclass, field
 
 from harness.drivers import Metric
+from harness.process import tool_missing
+
+INSTALL_HINT = "the Ansible loadgen role installs it on lab hosts"
 
 NOT_FOUND = "memtier_benchmark not found"
 SECTION_PREFERENCE = ("ALL STATS",)  # one run: the only section worth reading
@@ -32,9 +35,17 @@ def build_command(p: dict, host: str, port: int, cluster: bool, json_path: str,
     cmd.append(f"--test-time={p['test_time']}" if p["test_time"] else f"--requests={p['requests']}")
     if cluster:
         cmd.append("--cluster-mode")  # without it a cluster answers MOVED and memtier "succeeds"
-    if password:
+    if password:  # memtier has no environment form: redacted wherever the command is kept
         cmd.append(f"--authenticate={password}")
     return cmd
+
+
+def missing(target) -> str:
+    """'' when memtier_benchmark is where it will run (the inventory's load generator, or here)."""
+    from harness.inventory import loadgen_for
+
+    return tool_missing("memtier_benchmark", loadgen_for(target), INSTALL_HINT)
+
 
 
 def percentile_name(key: str) -> str:
@@ -134,7 +145,7 @@ def parse_json(data: dict, stderr: str = "") -> MemtierResult:
         problems.append("no results section in the JSON")
     else:
         problems += sections[chosen].problems
-    err_lines = [l.strip() for l in stderr.splitlines() if any(p.search(l) for p in ERROR_PATTERNS)]
+    err_lines = [line.strip() for line in stderr.splitlines() if any(p.search(line) for p in ERROR_PATTERNS)]
     if err_lines:
         problems.append(f"stderr reports errors ({len(err_lines)} lines), first: {err_lines[0]}")
     metrics = section_metrics(sections[chosen]) if chosen else {}

@@ -7,6 +7,9 @@ import io
 import math
 
 from harness.drivers import Metric
+from harness.process import tool_missing
+
+INSTALL_HINT = "apt-get install redis-tools"
 
 CSV_COLUMNS = {  # redis-benchmark 6.2+ column -> (metric suffix, unit, better)
     "rps": ("rps", "req/s", "higher"),
@@ -31,9 +34,17 @@ def build_command(p: dict, host: str, port: int, cluster: bool, password: str | 
         cmd += ["--threads", str(p["threads"])]
     if cluster:
         cmd.append("--cluster")
-    if password:
+    if password:  # redis-benchmark 7.0 reads no REDISCLI_AUTH: -a, redacted wherever it is kept
         cmd += ["-a", password]
     return cmd
+
+
+def missing(target) -> str:
+    """'' when redis-benchmark is where it will run (the inventory's load generator, or here)."""
+    from harness.inventory import loadgen_for
+
+    return tool_missing("redis-benchmark", loadgen_for(target), INSTALL_HINT)
+
 
 
 def parse_csv(text: str) -> dict[str, dict[str, float]]:
@@ -71,8 +82,8 @@ SIMPLE_TITLES = {"GET", "SET", "INCR", "LPUSH", "RPUSH", "LPOP", "RPOP", "SADD",
 
 def error_lines(stderr: str) -> list[str]:
     """Lines of stderr that report errors (e.g. 'Error from server: MOVED ...')."""
-    return [l.strip() for l in stderr.splitlines() if l.strip().lower().startswith(("error", "err "))
-            or "Could not connect" in l]
+    return [line.strip() for line in stderr.splitlines() if line.strip().lower().startswith(("error", "err "))
+            or "Could not connect" in line]
 
 
 def to_metrics(rows: dict[str, dict[str, float]]) -> tuple[dict[str, Metric], list[str]]:
