@@ -1,37 +1,80 @@
-"""Targets from an Ansible inventory (YAML): the hosts of the `redis` group, and the
-Prometheus of its `monitoring` group (prometheus_url).
+"""Targets from an Ansible inventory (YAML): the hosts of the `redis` group, the load
+generator of its `loadgen` group (loadgen_host) and the Prometheus of its `monitoring`
+group (prometheus_url).
 
-Each host gives its address (`ansible_host`, else the host name) and its port
+Each Redis host gives its address (`ansible_host`, else the host name) and its port
 (`redis_cluster_port`, else 6379). The cluster's roles are read from the live cluster.
+
+The load generator is the first host of group `loadgen`: the harness runs redis-benchmark
+and memtier_benchmark there over SSH (as `ansible_user` at `ansible_host`:`ansible_port`,
+with the ssh_config named by `harness_ssh_config` or by `-F` in `ansible_ssh_common_args`,
+and `ansible_ssh_private_key_file`), like a lab whose Redis hosts are not the machine that
+runs the harness. No loadgen host, `ansible_connection: local`, or HARNESS_LOADGEN=local:
+the tools run on this machine.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 import yaml
 
-from harness.drivers import Node, Target
 from harness.errors import BadInput, EnvironmentProblem
+from harness.process import RemoteHost, add_secret, register_loadgen
+from harness.target import Node, Target
 
 REDIS_GROUP = "redis"
+LOADGEN_GROUP = "loadgen"
+MONITORING_GROUP = "monitoring"
+LOADGEN_ENV = "HARNESS_LOADGEN"  # "local": run the load tools here even when the inventory has a loadgen host
 
 
-def _walk(group: dict, inherited: dict, out: dict) -> None:
-    vars_ = {**inherited, **(group.get("vars") or {})}
-    for host, hvars in (group.get("hosts") or {}).items():
-        out[host] = {**vars_, **(hvars or {})}
-    for child in (group.get("children") or {}).values():
-        _walk(child or {}, vars_, out)
+def _read(path: Path, what: str = "--target") -> dict:
+    if not path.exists():
+        raise BadInput(f"{what} {path}: no such inventory file; give 'local' or a path to an Ansible YAML inventory")
+    if not path.is_file():
+        raise BadInput(f"{what} {path}: not a file; give a path to an Ansible YAML inventory")
+    try:
+        tree = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise BadInput(f"{path}: not a text (UTF-8) file; give an Ansible YAML inventory") from None
+    except OSError as e:
+        raise BadInput(f"{path}: cannot be read ({e.strerror or e})") from None
+    except yaml.YAMLError as e:
+        raise BadInput(f"{path}: not valid YAML: {e}".replace("\n", " ")) from None
+    if not isinstance(tree, dict):
+        raise BadInput(f"{path}: expected an Ansible YAML inventory (a mapping of groups)")
+    return tree
+
+
+def _mapping(value, where: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadInput(f"{where}: expected a mapping, got {type(value).__name__}; "
+                       f"see ansible/inventories/lab.yml for the shape")
+    return value
+
+
+def _walk(group: dict, inherited: dict, out: dict, where: str) -> None:
+    group = _mapping(group, where)
+    vars_ = {**inherited, **_mapping(group.get("vars"), f"{where}.vars")}
+    for host, hvars in _mapping(group.get("hosts"), f"{where}.hosts").items():
+        out[str(host)] = {**vars_, **_mapping(hvars, f"{where}.hosts.{host}")}
+    for name, child in _mapping(group.get("children"), f"{where}.children").items():
+        _walk(child, vars_, out, f"{where}.children.{name}")
 
 
 def _find_group(tree: dict, name: str) -> dict | None:
     for gname, group in tree.items():
-        group = group or {}
+        if not isinstance(group, dict):
+            group = {}
         if gname == name:
             return group
-        found = _find_group(group.get("children") or {}, name)
+        children = group.get("children")
+        found = _find_group(children, name) if isinstance(children, dict) else None
         if found is not None:
             return found
     return None
@@ -42,38 +85,58 @@ def _group_vars(path: Path, group: str) -> dict:
     merged = {}
     for name in ("all", group):
         for f in (gv / f"{name}.yml", gv / f"{name}.yaml", gv / name / "main.yml"):
-            if f.exists():
-                merged.update(yaml.safe_load(f.read_text()) or {})
+            if f.is_file():
+                try:
+                    data = yaml.safe_load(f.read_text(encoding="utf-8"))
+                except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+                    raise BadInput(f"{f}: not a readable YAML file ({str(e).splitlines()[0]})") from None
+                merged.update(_mapping(data, str(f)))
     return merged
+
+
+def group_hosts(path: str | Path, name: str) -> dict[str, dict] | None:
+    """{host: its variables} of group `name` (None when the inventory has no such group)."""
+    path = Path(path)
+    tree = _read(path)
+    group = _find_group(tree, name)
+    if group is None:
+        return None
+    all_vars = _mapping(_mapping(tree.get("all"), "all").get("vars"), "all.vars")
+    base_vars = {**_group_vars(path, "all"), **all_vars, **_group_vars(path, name)}
+    hosts: dict = {}
+    _walk(group, base_vars, hosts, name)
+    return hosts
+
+
+def _literal(value) -> str | None:
+    """A variable's value when it is a plain value (not a Jinja expression)."""
+    if value is None or (isinstance(value, str) and "{{" in value):
+        return None
+    return str(value)
 
 
 def load_target(path: str | Path) -> Target:
     path = Path(path)
-    if not path.exists():
-        raise BadInput(f"--target {path}: no such inventory file; give 'local' or a path to an Ansible YAML inventory")
-    try:
-        tree = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise BadInput(f"{path}: not valid YAML: {e}".replace("\n", " ")) from None
-    if not isinstance(tree, dict):
-        raise BadInput(f"{path}: expected an Ansible YAML inventory (a mapping of groups)")
-    group = _find_group(tree, REDIS_GROUP)
-    if group is None:
+    hosts = group_hosts(path, REDIS_GROUP)
+    if hosts is None:
         raise BadInput(f"{path}: no group named {REDIS_GROUP!r}; put the Redis Cluster hosts in a group called {REDIS_GROUP!r}")
-    base_vars = {**_group_vars(path, "all"), **((tree.get("all") or {}).get("vars") or {}),
-                 **_group_vars(path, REDIS_GROUP)}
-    hosts: dict = {}
-    _walk(group, base_vars, hosts)
     if not hosts:
         raise BadInput(f"{path}: group {REDIS_GROUP!r} has no hosts")
     nodes = []
     for name, hv in hosts.items():
         port = hv.get("redis_cluster_port", 6379)
-        if not isinstance(port, int):
-            raise BadInput(f"{path}: host {name}: redis_cluster_port must be a number, got {port!r}")
-        nodes.append(Node(str(hv.get("ansible_host", name)), port))
+        if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+            raise BadInput(f"{path}: host {name}: redis_cluster_port must be a port number (1-65535), got {port!r}")
+        nodes.append(Node(_literal(hv.get("ansible_host")) or name, port))
     password = os.environ.get("REDIS_CLUSTER_PASSWORD") or None
+    add_secret(password)
     target = Target(name=str(path), kind="cluster", nodes=nodes, password=password)
+    loadgen = loadgen_host(path)
+    if loadgen is not None:
+        problem = loadgen.check()
+        if problem:
+            raise EnvironmentProblem(problem)
+    register_loadgen([n.address for n in nodes], loadgen)  # redis-benchmark/memtier at these nodes run there
     return _with_roles(target)
 
 
@@ -86,7 +149,20 @@ def _with_roles(target: Target) -> Target:
     errors = []
     for node in target.nodes:
         try:
-            text = target.client(node, socket_timeout=3, decode_responses=True).execute_command("CLUSTER NODES")
+            text = target.client(node, socket_timeout=3, socket_connect_timeout=3,
+                                 decode_responses=True).execute_command("CLUSTER NODES")
+        except redis.AuthenticationError as e:
+            if target.password:
+                raise BadInput(f"Redis at {node.address} refused the password in REDIS_CLUSTER_PASSWORD ({e}); "
+                               f"export the password the cluster was provisioned with") from None
+            raise BadInput(f"Redis at {node.address} needs a password ({e}); export REDIS_CLUSTER_PASSWORD "
+                           f"with the cluster's password") from None
+        except redis.ResponseError as e:
+            if "AUTH" in str(e).upper() and target.password:
+                raise BadInput(f"Redis at {node.address} does not take the password in REDIS_CLUSTER_PASSWORD ({e}); "
+                               f"unset it or give the cluster's own") from None
+            errors.append(f"{node.address}: {e}")
+            continue
         except redis.RedisError as e:
             errors.append(f"{node.address}: {e}")
             continue
@@ -95,30 +171,57 @@ def _with_roles(target: Target) -> Target:
             n.role = live.get((n.host, n.port))
         return target
     raise EnvironmentProblem(f"no Redis node of {target.name} answers ({errors[0] if errors else 'no nodes'}); "
-                             f"provision it first: make provision INVENTORY={target.name}")
+                             f"check the hosts, or provision them: make provision INVENTORY={target.name}")
 
 
-MONITORING_GROUP = "monitoring"
+def loadgen_host(path: str | Path) -> RemoteHost | None:
+    """The inventory's load generator (first host of group `loadgen`) as an SSH host, or
+    None when the load tools run on this machine."""
+    if os.environ.get(LOADGEN_ENV, "").strip().lower() == "local":
+        return None
+    hosts = group_hosts(path, LOADGEN_GROUP)
+    if not hosts:
+        return None
+    name, hv = next(iter(hosts.items()))
+    if _literal(hv.get("ansible_connection")) == "local":
+        return None
+    config = _literal(hv.get("harness_ssh_config"))
+    extra = []
+    for key in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
+        raw = _literal(hv.get(key))
+        if raw:
+            try:
+                extra += shlex.split(raw)
+            except ValueError:
+                raise BadInput(f"{path}: {key} of {name} is not a valid shell word list: {raw!r}") from None
+    if config is None and "-F" in extra[:-1]:
+        config = extra[extra.index("-F") + 1]
+    port = hv.get("ansible_port")
+    if port is not None and (not isinstance(port, int) or isinstance(port, bool)):
+        raise BadInput(f"{path}: host {name}: ansible_port must be a number, got {port!r}")
+    key = _literal(hv.get("ansible_ssh_private_key_file") or hv.get("ansible_private_key_file"))
+    return RemoteHost(name, _literal(hv.get("ansible_host")) or name, _literal(hv.get("ansible_user")),
+                      port, config, key)
+
+
+def loadgen_for(target: Target) -> RemoteHost | None:
+    """The load generator of an inventory target (None for the local cluster)."""
+    if target.kind != "cluster" or target.name in ("", "local") or not Path(target.name).is_file():
+        return None
+    try:
+        return loadgen_host(target.name)
+    except BadInput:
+        return None
 
 
 def prometheus_url(path: str | Path) -> str | None:
     """The Prometheus that the `monitoring` role runs for this inventory: the first host
     of the `monitoring` group, port `monitoring_prometheus_port` (default 9090); None when
     the inventory has no such host."""
-    path = Path(path)
     try:
-        tree = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
+        hosts = group_hosts(path, MONITORING_GROUP)
+    except BadInput:
         return None
-    if not isinstance(tree, dict):
-        return None
-    group = _find_group(tree, MONITORING_GROUP)
-    if group is None:
-        return None
-    base_vars = {**_group_vars(path, "all"), **((tree.get("all") or {}).get("vars") or {}),
-                 **_group_vars(path, MONITORING_GROUP)}
-    hosts: dict = {}
-    _walk(group, base_vars, hosts)
-    for name, hv in hosts.items():
-        return f"http://{hv.get('ansible_host', name)}:{hv.get('monitoring_prometheus_port', 9090)}"
+    for name, hv in (hosts or {}).items():
+        return f"http://{_literal(hv.get('ansible_host')) or name}:{hv.get('monitoring_prometheus_port', 9090)}"
     return None

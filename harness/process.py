@@ -1,47 +1,325 @@
-"""Run an external tool with a timeout and keep its untouched output in the raw folder."""
+"""Run an external tool with a timeout and keep its output in the raw folder, on this
+machine or on a load-generator host over SSH; secrets never reach what is kept.
+
+Redaction: `redact()` (text) and `redact_command()` (an argv) are the one way a command
+line or a tool's output is made safe to keep, show or log. They hide every secret the
+process knows (`add_secret()`, and the passwords in REDIS_CLUSTER_PASSWORD,
+REDIS_CACHE_READER_PASSWORD and HARNESS_TARGET_PASSWORD), and the value after a password
+flag (`-a X`, `--authenticate=X`, ...) whatever it is.
+
+Remote runs: `ssh [-F CONFIG] ADDRESS -- 'read secrets; exec timeout T cmd'`. Secrets
+travel on ssh's stdin and reach the tool through shell variables, so they are in neither
+ssh's command line nor anything kept here. Files the tool is told to write into its raw
+folder are written in a temporary folder on the host and copied back afterwards.
+
+Which host: `run_tool(host=...)`, or by default the load generator registered for the
+Redis node that the load tool's command line names (`register_loadgen`, called when an
+inventory target is loaded; the map travels to isolated cases in HARNESS_LOADGEN_MAP).
+A local cluster's nodes are never registered, so its tools always run here.
+"""
 
 from __future__ import annotations
 
+import io
+import json
+import os
 import shlex
+import shutil
 import subprocess
+import tarfile
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+REDACTED = "***"
+SECRET_ENV = ("REDIS_CLUSTER_PASSWORD", "REDIS_CACHE_READER_PASSWORD", "HARNESS_TARGET_PASSWORD")
+SECRET_FLAGS = ("-a", "--pass", "--password", "--requirepass", "--masterauth", "--authenticate")
+SECRET_PREFIXES = ("--authenticate=", "--pass=", "--password=", "-redis.password=", "--redis.password=")
+_SECRETS: set[str] = set()
+LOADGEN_MAP_ENV = "HARNESS_LOADGEN_MAP"  # {"host:port" of a Redis node: the RemoteHost that loads it}
+LOAD_TOOLS = ("redis-benchmark", "memtier_benchmark")
+AUTO = object()
+
+
+def add_secret(value: str | None) -> None:
+    """Remember a secret so that every later redact() hides it."""
+    if value:
+        _SECRETS.add(str(value))
+
+
+def known_secrets(extra=()) -> list[str]:
+    found = set(_SECRETS) | {os.environ[e] for e in SECRET_ENV if os.environ.get(e)}
+    found |= {str(s) for s in extra if s}
+    return sorted(found, key=len, reverse=True)  # longest first: one secret may contain another
+
+
+def redact(text: str, extra=()) -> str:
+    """`text` with every known secret replaced by ***."""
+    for s in known_secrets(extra):
+        text = text.replace(s, REDACTED)
+    return text
+
+
+def redact_command(cmd: list[str], extra=()) -> list[str]:
+    """An argv that is safe to keep: values of password flags and known secrets hidden."""
+    out, hide_next = [], False
+    for arg in map(str, cmd):
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        if arg in SECRET_FLAGS:
+            hide_next = True
+        else:
+            for prefix in SECRET_PREFIXES:
+                if arg.startswith(prefix):
+                    arg = prefix + REDACTED
+        out.append(redact(arg, extra))
+    return out
+
+
+def command_line(cmd: list[str], extra=()) -> str:
+    """The redacted command as one shell-quoted line."""
+    return shlex.join(redact_command(cmd, extra))
+
+
+@dataclass(frozen=True)
+class RemoteHost:
+    """A host that runs tools over SSH, as an Ansible inventory names it."""
+
+    name: str
+    address: str
+    user: str | None = None
+    port: int | None = None
+    ssh_config: str | None = None
+    identity: str | None = None  # ssh -i
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.address}) over SSH"
+
+    def ssh_argv(self, remote_command: str, connect_timeout: int = 10) -> list[str]:
+        argv = ["ssh"]
+        if self.ssh_config:
+            argv += ["-F", self.ssh_config]
+        argv += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout}"]
+        if self.user:
+            argv += ["-l", self.user]
+        if self.port:
+            argv += ["-p", str(self.port)]
+        if self.identity:
+            argv += ["-i", self.identity]
+        return argv + [self.address, "--", remote_command]
+
+    def run(self, remote_command: str, timeout: float = 30, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+        """Run a shell command on the host; ssh's own failure is returncode 255."""
+        try:
+            return subprocess.run(self.ssh_argv(remote_command), input=stdin or b"", capture_output=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            return subprocess.CompletedProcess(e.cmd, 255, e.stdout or b"",
+                                               (e.stderr or b"") + f"ssh: no answer within {timeout:.0f} s".encode())
+
+    def check(self, timeout: float = 20) -> str:
+        """'' when the host answers SSH, else one line saying what is wrong."""
+        p = self.run("true", timeout=timeout)
+        if p.returncode == 0:
+            return ""
+        err = " | ".join(redact(p.stderr.decode(errors="replace")).strip().splitlines()[-2:]) or f"exit code {p.returncode}"
+        how = f"ssh{' -F ' + self.ssh_config if self.ssh_config else ''} {self.address}"
+        return (f"load generator {self.name} ({self.address}) does not answer SSH ({err}); check that the "
+                f"host is up and that `{how} true` works (the inventory's loadgen group names it)")
+
+    def has_tool(self, tool: str, timeout: float = 20) -> bool:
+        return self.run(f"command -v {shlex.quote(tool)} >/dev/null", timeout=timeout).returncode == 0
+
+    def fetch(self, remote_path: str, local_path: Path, timeout: float = 60, remove: bool = True) -> bool:
+        """Copy a file from the host (cat over SSH); True when it existed."""
+        rm = f" && rm -f {shlex.quote(remote_path)}" if remove else ""
+        p = self.run(f"cat {shlex.quote(remote_path)}{rm}", timeout=timeout)
+        if p.returncode != 0:
+            return False
+        local_path.write_bytes(redact(p.stdout.decode(errors="surrogateescape")).encode(errors="surrogateescape"))
+        return True
+
+    def temp_path(self, name: str) -> str:
+        return f"/tmp/harness-{uuid.uuid4().hex[:12]}-{name}"
+
+
+def tool_missing(tool: str, host: RemoteHost | None, hint: str) -> str:
+    """'' when `tool` is on PATH here (or on `host`), else the skip reason. A host that does
+    not answer SSH is an environment problem, not a missing tool."""
+    if host is None:
+        return "" if shutil.which(tool) else f"{tool} not found ({hint})"
+    p = host.run(f"command -v {shlex.quote(tool)} >/dev/null", timeout=30)
+    if p.returncode == 255:
+        from harness.errors import EnvironmentProblem
+
+        raise EnvironmentProblem(host.check() or f"ssh to {host.name} ({host.address}) failed")
+    return "" if p.returncode == 0 else f"{tool} not found on {host.name} ({host.address}) ({hint})"
+
+
+def register_loadgen(addresses: list[str], host: RemoteHost | None) -> None:
+    """Load tools aimed at these Redis nodes run on `host` (None: here)."""
+    try:
+        m = json.loads(os.environ.get(LOADGEN_MAP_ENV) or "{}")
+    except ValueError:
+        m = {}
+    for a in addresses:
+        if host is None:
+            m.pop(a, None)
+        else:
+            m[a] = asdict(host)
+    os.environ[LOADGEN_MAP_ENV] = json.dumps(m)
+
+
+def _aimed_at(cmd: list[str]) -> str | None:
+    """'host:port' that a redis-benchmark (-h/-p) or memtier_benchmark (-s/-p) command names."""
+    host, port, args = "127.0.0.1", "6379", [str(a) for a in cmd[1:]]
+    for i, a in enumerate(args):
+        nxt = args[i + 1] if i + 1 < len(args) else None
+        if a in ("-h", "-s", "--server") and nxt:
+            host = nxt
+        elif a in ("-p", "--port") and nxt:
+            port = nxt
+        elif a.startswith("--server="):
+            host = a.split("=", 1)[1]
+        elif a.startswith("--port="):
+            port = a.split("=", 1)[1]
+    return f"{host}:{port}"
+
+
+def loadgen_for_command(cmd: list[str]) -> RemoteHost | None:
+    """The load generator registered for the node a load tool's command names, else None."""
+    if not cmd or os.path.basename(str(cmd[0])) not in LOAD_TOOLS:
+        return None
+    try:
+        m = json.loads(os.environ.get(LOADGEN_MAP_ENV) or "{}")
+    except ValueError:
+        return None
+    d = m.get(_aimed_at(cmd))
+    return RemoteHost(**d) if isinstance(d, dict) else None
+
+
+def where(host: RemoteHost | None) -> str:
+    """Which machine runs the tools: for the record's details and the report."""
+    return host.label if host is not None else f"{os.uname().nodename} (the harness's own machine)"
+
+
+def _remote_script(cmd: list[str], secrets: list[str], timeout: float, raw_dirs: list[str] = (),
+                   remote_dir: str | None = None) -> str:
+    """Shell for the remote side: read the secrets from stdin, then exec the tool under
+    timeout(1) so that it stops on the host even when the SSH connection is gone. Paths in
+    raw_dir become paths in remote_dir (created first)."""
+    reads = "".join(f"IFS= read -r HARNESS_S{i}; " for i in range(len(secrets)))
+    if remote_dir:
+        reads += f"mkdir -p {shlex.quote(remote_dir)} || exit 125; "
+    words = []
+    for arg in map(str, cmd):
+        for prefix in raw_dirs if remote_dir else ():
+            if prefix in arg:
+                arg = arg.replace(prefix, remote_dir)
+                break
+        for i, s in enumerate(secrets):
+            if s in arg:
+                arg = f'"$HARNESS_S{i}"'.join(shlex.quote(part) for part in arg.split(s))
+                break
+        else:
+            arg = shlex.quote(arg)
+        words.append(arg)
+    return f"{reads}exec timeout -k 5 {int(timeout)} {' '.join(words)}"
 
 
 @dataclass
 class ToolRun:
-    cmd: list[str]
+    cmd: list[str]  # redacted
     returncode: int | None
     stdout: str
     stderr: str
     duration_s: float
     timed_out: bool
     files: list[Path]
+    ran_on: str = ""
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0 and not self.timed_out
 
+    @property
+    def command(self) -> str:
+        """The command line as kept (secrets hidden)."""
+        return shlex.join(self.cmd)
+
     def failure(self, tool: str) -> str:
         if self.timed_out:
             return f"{tool} did not finish within its timeout ({self.duration_s:.0f} s)"
         tail = " | ".join((self.stderr or self.stdout).strip().splitlines()[-3:])
+        if self.returncode == 255 and self.ran_on.endswith("over SSH"):
+            return f"ssh to {self.ran_on.removesuffix(' over SSH')} failed while running {tool}: {tail or '(no output)'}"
         return f"{tool} exited with code {self.returncode}: {tail or '(no output)'}"
 
 
-def run_tool(cmd: list[str], raw_dir: Path, name: str, timeout: float, env: dict | None = None) -> ToolRun:
-    """Run `cmd`, writing NAME.cmd, NAME.stdout and NAME.stderr under raw_dir."""
+def _fetch_dir(host: RemoteHost, remote_dir: str, raw_dir: Path, secrets: list[str]) -> None:
+    """Copy the files the tool wrote on the host back into raw_dir, then remove them there."""
+    p = host.run(f"cd {shlex.quote(remote_dir)} 2>/dev/null && tar cf - . ; rm -rf {shlex.quote(remote_dir)}",
+                 timeout=120)
+    if not p.stdout:
+        return
+    try:
+        with tarfile.open(fileobj=io.BytesIO(p.stdout)) as tar:
+            for m in tar.getmembers():
+                dest = (raw_dir / m.name).resolve()
+                if not m.isfile() or not dest.is_relative_to(raw_dir.resolve()):
+                    continue
+                data = tar.extractfile(m).read().decode(errors="surrogateescape")
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(redact(data, secrets).encode(errors="surrogateescape"))
+    except tarfile.TarError:
+        pass
+
+
+def run_tool(cmd: list[str], raw_dir: Path, name: str, timeout: float, env: dict | None = None, *,
+             host=AUTO, secrets=()) -> ToolRun:
+    """Run `cmd` here or on a load-generator host over SSH (default: the one registered for
+    the node a load tool names, see register_loadgen), writing NAME.cmd, NAME.stdout and
+    NAME.stderr under raw_dir. Every known secret (and `secrets`) is redacted from all
+    three and, on a host, sent over stdin instead of the command line."""
+    if host is AUTO:
+        host = loadgen_for_command(cmd)
+    secrets = [str(s) for s in secrets if s]
+    for s in secrets:
+        add_secret(s)
+    secrets = known_secrets(secrets)
     raw_dir.mkdir(parents=True, exist_ok=True)
     files = [raw_dir / f"{name}.cmd", raw_dir / f"{name}.stdout", raw_dir / f"{name}.stderr"]
-    files[0].write_text(shlex.join(cmd) + "\n")
+    kept = redact_command(cmd, secrets)
+    ran_on = where(host)
+    files[0].write_text((f"# ran on {ran_on}\n" if host is not None else "") + shlex.join(kept) + "\n")
+    remote_dir = None
+    if host is not None:
+        prefixes = sorted({str(raw_dir.resolve()), str(raw_dir)}, key=len, reverse=True)
+        if any(p in str(a) for p in prefixes for a in cmd):
+            remote_dir = host.temp_path(name)
+        argv = host.ssh_argv(_remote_script(cmd, [s for s in secrets if any(s in str(a) for a in cmd)],
+                                            timeout, prefixes, remote_dir))
+        stdin = "".join(s + "\n" for s in secrets if any(s in str(a) for a in cmd)).encode()
+        limit = timeout + 30  # the remote timeout(1) stops the tool first
+    else:
+        argv, stdin, limit = cmd, None, timeout
     t0 = time.monotonic()
     try:
-        p = subprocess.run(cmd, capture_output=True, timeout=timeout, env=env)
+        p = subprocess.run(argv, input=stdin, capture_output=True, timeout=limit, env=env)
         rc, out, err, timed_out = p.returncode, p.stdout, p.stderr, False
+        if host is not None and rc in (124, 137) and time.monotonic() - t0 >= timeout:
+            timed_out = True  # timeout(1) on the host stopped it
     except subprocess.TimeoutExpired as e:
         rc, out, err, timed_out = None, e.stdout or b"", e.stderr or b"", True
     dt = time.monotonic() - t0
-    files[1].write_bytes(out)
-    files[2].write_bytes(err)
-    return ToolRun(cmd, rc, out.decode(errors="replace"), err.decode(errors="replace"), dt, timed_out, files)
+    if remote_dir is not None:
+        _fetch_dir(host, remote_dir, raw_dir, secrets)
+    out_s = redact(out.decode(errors="replace"), secrets)
+    err_s = redact(err.decode(errors="replace"), secrets)
+    files[1].write_bytes(redact(out.decode(errors="surrogateescape"), secrets).encode(errors="surrogateescape"))
+    files[2].write_bytes(redact(err.decode(errors="surrogateescape"), secrets).encode(errors="surrogateescape"))
+    return ToolRun(kept, rc, out_s, err_s, dt, timed_out, files, ran_on)
