@@ -1,8 +1,13 @@
-"""Semantic cache keys (source section 1) and template/entity keys (section 3.3).
+"""The semantic-cache suite: semantic cache keys (source section 1, claims C2-C4), the
+dynamic threshold (section 2.2, C7) and template/entity keys with equal-key batching
+(section 3.3, C16).
 
 Modules: datasets (GPTCache JSON, JSONL {query, group}, labelled pairs TSV), embed
 (all-MiniLM-L6-v2), keys (exact hash, 64-bit random-hyperplane LSH, cosine NN), store
-(entries in the Redis Cluster), metrics (hit rate, precision, recall), ttft (SmolLM2 time
-to first token), entity_keys (template id + entity set, equal-key batching), drivers.
-Heavy libraries (torch, transformers, sentence-transformers) are imported inside functions.
+(entries in the Redis Cluster), metrics (correct/wrong hits, precision, recall, calibration,
+the C7 formula), ttft (serving one request of SmolLM2), entity_keys (template id + entity
+set), dispatcher (a real batching dispatcher), memory_probe (one serving mode in a fresh
+process). Drivers: keys_driver (semantic-cache-keys), ttft_driver (-ttft), memory_driver
+(-memory), perf_driver (-embed-perf), entity_driver (-entity-keys). Heavy libraries (torch,
+transformers, sentence-transformers) are imported inside functions.
 """

@@ -1,62 +1,64 @@
-"""Helpers shared by the semantic-cache drivers: parameters, dataset checks, timing."""
+"""Helpers shared by the semantic-cache drivers: the dataset parameters, the calibration /
+test split of the queries, and cleaning up keys an interrupted run left behind."""
 
 from __future__ import annotations
 
-import contextlib
 import json
+import random
 
-import numpy as np
-
-from harness.drivers import Metric, Param
+from harness.drivers import INPUT_FILE, Param
 from harness.errors import BadInput
 from harness.experiments.semantic_cache import datasets
 
-KEY_PATTERNS = ("hash_*", "hashn_*", "sem_*", "semb*", "semnn_*", "tpl_*", "tplsem_*")
+KEY_PATTERNS = ("hash_*", "hashn_*", "sem_*", "semb*", "semnn_*", "tpl_*", "tplsem_*", "ctl_*", "ctlb*", "mem*")
 
 
 def dataset_params() -> dict[str, Param]:
     return {
         "dataset": Param(str, datasets.DEFAULT_DATASET,
-                         "path of the data: GPTCache .json, .jsonl {query, group} or .tsv sentence1/sentence2/label"),
+                         "the data: GPTCache .json, .jsonl {query, group} or .tsv sentence1/sentence2/label "
+                         "(relative to the repository or absolute)", kind=INPUT_FILE),
         "dataset_format": Param(str, "auto", "auto (by extension), gptcache, groups or pairs", datasets.FORMATS),
-        "insert_fraction": Param(float, 0.5, "share of origins (groups) put into the cache; the rest must miss"),
-        "split_seed": Param(int, 0, "seed of the choice of inserted origins"),
-        "torch_threads": Param(int, 0, "torch.set_num_threads for the model work of this case (0 = torch's "
-                                       "default; single-query timings then use 1 thread)"),
+        "insert_fraction": Param(float, 0.5, "share of origins (groups) put into the cache; the rest must miss",
+                                 min=0.01, max=1.0),
+        "dataset_rows": Param(int, 0, "use a seeded sample of this many records of the dataset (0 = all)", min=0),
+        "split_seed": Param(int, 0, "seed of the choice of inserted origins and of the calibration split"),
+        "calibration_fraction": Param(float, 0.5, "share of the query groups used to choose the Hamming radius "
+                                                  "and the cosine threshold; the rest is the test split",
+                                      min=0.1, max=0.9),
+        "torch_threads": Param(int, 0, "torch threads for the batched model work (0 = torch's default); "
+                                       "single-query timings use 1 thread", min=0),
     }
 
 
 def check_dataset(where: str, p: dict) -> None:
-    """Validate-time check: the dataset loads (missing file, wrong columns, empty file)."""
-    if not 0 < p["insert_fraction"] <= 1:
-        raise BadInput(f"{where}.insert_fraction: must be in (0, 1], got {p['insert_fraction']}")
+    """Validate-time check: the dataset loads (wrong columns, empty file, bad records)."""
     try:
         datasets.load(p["dataset"], p["dataset_format"])
     except BadInput as e:
         raise BadInput(f"{where}.dataset: {e}") from None
 
 
-@contextlib.contextmanager
-def torch_threads(n: int):
-    """Set torch's intra-op threads for a block (0 = unchanged). On a shared 2-core host one
-    thread avoids OpenMP spin-waiting against other processes (measured 10x on single queries)."""
-    if n <= 0:
-        yield
-        return
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
+def load(p: dict) -> tuple[datasets.Dataset, datasets.Workload]:
+    """The dataset (a seeded sample of `dataset_rows` records when set) and its workload."""
+    ds = datasets.load(p["dataset"], p["dataset_format"])
+    if p["dataset_rows"] and p["dataset_rows"] < len(ds.rows):
+        keep = sorted(random.Random(p["split_seed"] + 202).sample(range(len(ds.rows)), p["dataset_rows"]))
+        ds = datasets.Dataset(ds.path, ds.fmt, [ds.rows[i] for i in keep])
+    return ds, datasets.workload(ds, p["insert_fraction"], p["split_seed"])
 
 
-def pct_metrics(prefix: str, ms: list[float], note: str = "") -> dict[str, Metric]:
-    a = np.asarray(ms, dtype=float)
-    return {f"{prefix}.{q}_ms": Metric(float(np.percentile(a, v)), "ms", "lower", note)
-            for q, v in (("p50", 50), ("p95", 95), ("p99", 99))}
+def split_queries(queries: list[tuple[str, str]], fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """Indices of the calibration and the test queries: a seeded `fraction` of the query
+    labels (groups) goes to calibration, the rest to test, so that no group (and no origin)
+    is in both."""
+    labels = sorted({lab for _, lab in queries})
+    rng = random.Random(seed + 101)
+    calib = set(rng.sample(labels, max(1, min(len(labels) - 1, round(len(labels) * fraction))))) \
+        if len(labels) > 1 else set()
+    cal = [i for i, (_, lab) in enumerate(queries) if lab in calib]
+    test = [i for i, (_, lab) in enumerate(queries) if lab not in calib]
+    return cal, test
 
 
 def clear_patterns(target) -> int:

@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import BadInput
-from harness.paths import DATA_DIR, REPO_ROOT
 
 FORMATS = ("auto", "gptcache", "groups", "pairs")
 EXTENSIONS = {".json": "gptcache", ".jsonl": "groups", ".tsv": "pairs"}
-DEFAULT_DATASET = str(DATA_DIR / "gptcache_mock_data.json")
+DEFAULT_DATASET = "data/gptcache_mock_data.json"  # relative to the repository
 PAIR_COLUMNS = ("sentence1", "sentence2", "label")
 
 
@@ -54,13 +53,6 @@ class Workload:
         return [lab in present for _, lab in self.queries]
 
 
-def resolve_path(path: str) -> Path:
-    p = Path(path).expanduser()
-    if not p.is_absolute() and not p.exists() and (REPO_ROOT / p).exists():
-        p = REPO_ROOT / p
-    return p
-
-
 def detect_format(path: Path, fmt: str = "auto") -> str:
     if fmt not in FORMATS:
         raise BadInput(f"dataset_format {fmt!r} is not one of {', '.join(FORMATS)}")
@@ -76,10 +68,12 @@ def detect_format(path: Path, fmt: str = "auto") -> str:
 
 def load(path: str | Path, fmt: str = "auto") -> Dataset:
     """Read and check a dataset file; BadInput (one line) for anything wrong with it."""
-    p = resolve_path(str(path))
+    from harness.drivers import input_path
+
+    p = input_path(str(path))
     fmt = detect_format(p, fmt)
     if not p.exists():
-        raise BadInput(f"dataset {p}: no such file; give an existing path with --set <case>.dataset=PATH")
+        raise BadInput(f"dataset {p}: no such file; give a path relative to the repository or an absolute one")
     if not p.is_file():
         raise BadInput(f"dataset {p}: not a file")
     try:

@@ -1,5 +1,5 @@
-"""Section 3.3: keys made of a prompt template id plus the sorted, normalized entity set,
-and dynamic batching of requests with equal keys.
+"""Section 3.3: keys made of a prompt template id plus the sorted, normalized entity set
+(the batching of equal keys is dispatcher.py).
 
 Entity extractor "rules-v1" (regular expressions, no model): e-mail addresses, URLs,
 dates (ISO 2023-04-03, 3/4/2023, "April 3, 2023", "3 April 2023"), numbers and version
@@ -90,52 +90,3 @@ def extract(text: str) -> Extracted:
 
 def entity_key(text: str) -> str:
     return extract(text).key
-
-
-def plan_batches(arrivals: list[float], keys: list[str], max_wait_s: float,
-                 max_batch: int = 64) -> list[float]:
-    """Dynamic batching of equal keys: dispatch time of each request.
-
-    The first request of a key opens a batch that is dispatched `max_wait_s` later, or at
-    once when `max_batch` requests with that key have joined. Requests with other keys
-    never join it. Arrivals must be sorted; the result has one dispatch time per request.
-    """
-    if len(arrivals) != len(keys):
-        raise ValueError("one key per arrival")
-    open_: dict[str, tuple[float, list[int]]] = {}
-    out = [0.0] * len(arrivals)
-
-    def close(k: str, when: float):
-        _, members = open_.pop(k)
-        for i in members:
-            out[i] = when
-
-    for i, (t, k) in enumerate(zip(arrivals, keys)):
-        for k2 in [k2 for k2, (deadline, _) in open_.items() if deadline <= t]:
-            close(k2, open_[k2][0])
-        if k in open_:
-            open_[k][1].append(i)
-        else:
-            open_[k] = (t + max_wait_s, [i])
-        if len(open_[k][1]) >= max_batch:
-            close(k, t)
-    for k2 in list(open_):
-        close(k2, open_[k2][0])
-    return out
-
-
-def plan_static_batches(arrivals: list[float], batch_size: int, max_wait_s: float) -> list[float]:
-    """Static batching: requests are dispatched in arrival order in groups of `batch_size`
-    (whatever their keys), or when the oldest waiting one has waited `max_wait_s`."""
-    out = [0.0] * len(arrivals)
-    i = 0
-    while i < len(arrivals):
-        deadline = arrivals[i] + max_wait_s
-        j = i
-        while j < len(arrivals) and j - i < batch_size and arrivals[j] <= deadline:
-            j += 1
-        when = arrivals[j - 1] if j - i == batch_size else deadline
-        for k in range(i, j):
-            out[k] = when
-        i = j
-    return out

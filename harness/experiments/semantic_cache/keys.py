@@ -54,8 +54,14 @@ def signatures(vectors: np.ndarray, proj: np.ndarray) -> np.ndarray:
     return packed.view(">u8").reshape(-1).astype(np.uint64)
 
 
-def sem_key(sig: int) -> str:
-    return f"sem_{int(sig):016x}"
+def sem_key(sig: int, prefix: str = "sem") -> str:
+    return f"{prefix}_{int(sig):016x}"
+
+
+def text_signature(text: str) -> int:
+    """A 64-bit exact hash of the normalized text: what the LSH signature becomes when the
+    semantic key is replaced by an exact hash (the control of the semantic cache)."""
+    return int(hashlib.sha256(normalize(text).encode()).hexdigest()[:16], 16)
 
 
 def hamming(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
@@ -74,11 +80,11 @@ def band_values(sig: int, bands: int) -> list[int]:
     return [(s >> (BITS - width * (i + 1))) & mask for i in range(bands)]
 
 
-def band_keys(sig: int, bands: int) -> list[str]:
-    """Redis keys of the band index sets: `semb<bands>_<i>_<hex>`."""
+def band_keys(sig: int, bands: int, prefix: str = "sem") -> list[str]:
+    """Redis keys of the band index sets: `<prefix>b<bands>_<i>_<hex>`."""
     width = BITS // bands
     digits = max(1, (width + 3) // 4)
-    return [f"semb{bands}_{i}_{v:0{digits}x}" for i, v in enumerate(band_values(sig, bands))]
+    return [f"{prefix}b{bands}_{i}_{v:0{digits}x}" for i, v in enumerate(band_values(sig, bands))]
 
 
 def nearest_hamming(query_sigs: np.ndarray, stored_sigs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -46,9 +46,35 @@ class CacheCounts:
     def recall(self) -> float:
         return _ratio(self.correct, self.should_hit)
 
+    @property
+    def correct_hit_rate(self) -> float:
+        """Correct hits / queries: the hit rate that counts (a wrong hit is an error)."""
+        return _ratio(self.correct, self.queries)
+
+    @property
+    def wrong_hit_rate(self) -> float:
+        return _ratio(self.wrong, self.queries)
+
+    @property
+    def f1(self) -> float:
+        return _ratio(2 * self.precision * self.recall, self.precision + self.recall)
+
     def as_dict(self) -> dict:
         return {**asdict(self), "misses": self.misses, "hit_rate": self.hit_rate,
-                "precision": self.precision, "recall": self.recall}
+                "correct_hit_rate": self.correct_hit_rate, "precision": self.precision,
+                "recall": self.recall, "f1": self.f1}
+
+
+def best_setting(candidates: Sequence, counts: Sequence[CacheCounts]) -> int:
+    """Index of the candidate setting with the best F1 of correct hits (RedisVL's threshold
+    optimizer does the same); ties go to the first, so list the strictest setting first."""
+    if not candidates or len(candidates) != len(counts):
+        raise ValueError("one CacheCounts per candidate, at least one")
+    best = 0
+    for i, c in enumerate(counts):
+        if c.f1 > counts[best].f1:
+            best = i
+    return best
 
 
 def cache_counts(hit: Sequence[bool], matched_label: Sequence, query_label: Sequence,
@@ -128,6 +154,42 @@ def roc_auc(scores: Sequence[float], labels: Sequence[int]) -> float:
 def dynamic_threshold(entropy_bits: float, r: float) -> float:
     """The source's section 2.2 formula: max(0.4, 0.85 * (1 - (H/8) * (1 - |r|)))."""
     return max(0.4, 0.85 * (1 - (entropy_bits / 8) * (1 - abs(r))))
+
+
+def periodic_sequence(pattern: Sequence, length: int) -> list:
+    """`pattern` repeated until `length` symbols."""
+    if not pattern:
+        raise ValueError("an empty pattern has no period")
+    return [pattern[i % len(pattern)] for i in range(length)]
+
+
+def c7_streams(ids: Sequence[int], vocab_size: int, period: int, seed: int) -> dict[str, list[int]]:
+    """The token streams of the C7 measurement, all as long as `ids` (the real query stream):
+    uniform random tokens, the first `period` tokens repeated, the real stream, and two
+    controls: the periodic stream shuffled (same tokens, no period) and one constant token."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    periodic = periodic_sequence(list(ids[:period]), len(ids))
+    return {
+        "uniform_tokens": [int(x) for x in rng.integers(0, vocab_size, len(ids))],
+        "periodic_tokens": periodic,
+        "query_stream": [int(x) for x in ids],
+        "control.periodic_shuffled": [int(x) for x in rng.permutation(periodic)],
+        "control.constant": [int(ids[0])] * len(ids),
+    }
+
+
+def stream_threshold(seq: Sequence[int]) -> tuple[float, float, float]:
+    """(entropy bits, lag-1 r, dynamic threshold) of a token stream."""
+    h, r = shannon_entropy_bits(seq), lag1_pearson([float(x) for x in seq])
+    return h, r, dynamic_threshold(h, r)
+
+
+def static_loss_pct(correct_dynamic: int, correct_static: int) -> float | None:
+    """How much smaller (in %) the static threshold's correct hits are than the dynamic one's;
+    None when the dynamic threshold found nothing."""
+    return 100 * (correct_dynamic - correct_static) / correct_dynamic if correct_dynamic else None
 
 
 def shannon_entropy_bits(symbols: Sequence) -> float:

@@ -2,7 +2,8 @@
 
 Layout (every key expires after `ttl_s`, the source's L2 TTL of 5 minutes):
 - `hash_<sha256>` / `hashn_<sha256>`: exact prompt hash (raw / normalized) -> entry
-- `sem_<16 hex>`: 64-bit LSH signature -> entry (the source's key)
+- `sem_<16 hex>`: 64-bit LSH signature -> entry (the source's key); `ctl_<16 hex>` and
+  `ctlb<B>_...`: the same layout for the control whose signatures are exact text hashes
 - `semb<B>_<i>_<hex>`: band index, a SET of the signatures whose band i has that value
 - `semnn_<n>`: entry n of the exact cosine-NN reference (the vector search itself runs in
   numpy: Redis 7 has no vector index without modules; only the entry fetch is a round trip)
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.experiments.semantic_cache import keys as K
+from harness.experiments.semantic_cache import keys
 
 TTL_S = 300
 
@@ -43,6 +44,7 @@ class Store:
     client: object  # redis.cluster.RedisCluster (or redis.Redis)
     ttl_s: int = TTL_S
     bands: int = 8
+    prefix: str = "sem"  # "ctl" for the control whose signatures are exact hashes
     written: set = field(default_factory=set)
 
     def _pipe(self):
@@ -59,11 +61,11 @@ class Store:
 
     def put_signatures(self, sigs: np.ndarray, entries: list[Entry], chunk: int = 200) -> None:
         """`sem_<hex>` -> entry, and each signature into its band sets."""
-        self.put_many([(K.sem_key(s), e) for s, e in zip(sigs, entries)])
+        self.put_many([(keys.sem_key(s, self.prefix), e) for s, e in zip(sigs, entries)])
         for s in range(0, len(sigs), chunk):
             p = self._pipe()
             for sig in sigs[s:s + chunk]:
-                for bk in K.band_keys(int(sig), self.bands):
+                for bk in keys.band_keys(int(sig), self.bands, self.prefix):
                     p.sadd(bk, f"{int(sig):016x}")
                     p.expire(bk, self.ttl_s)
                     self.written.add(bk)
@@ -75,7 +77,7 @@ class Store:
     def candidates(self, sig: int) -> np.ndarray:
         """Signatures sharing at least one band with `sig` (one pipelined round trip)."""
         p = self._pipe()
-        for bk in K.band_keys(int(sig), self.bands):
+        for bk in keys.band_keys(int(sig), self.bands, self.prefix):
             p.smembers(bk)
         found: set = set()
         for members in p.execute():
@@ -86,11 +88,11 @@ class Store:
         """(entry, distance, signature) of the nearest banded candidate, or (None, 65, None)."""
         cands = self.candidates(sig)
         if len(cands) == 0:
-            return None, K.BITS + 1, None
-        d = K.hamming(cands, np.uint64(sig))
+            return None, keys.BITS + 1, None
+        d = keys.hamming(cands, np.uint64(sig))
         i = int(d.argmin())
         best = int(cands[i])
-        return self.get(K.sem_key(best)), int(d[i]), best
+        return self.get(keys.sem_key(best, self.prefix)), int(d[i]), best
 
     def clear(self, chunk: int = 500) -> int:
         ks = sorted(self.written)
@@ -102,12 +104,12 @@ class Store:
         self.written.clear()
         return len(ks)
 
-    def get_many(self, keys: list[str], chunk: int = 500) -> list[Entry | None]:
+    def get_many(self, names: list[str], chunk: int = 500) -> list[Entry | None]:
         """GET many keys, pipelined (a cluster pipeline groups them by node)."""
         out: list[Entry | None] = []
-        for s in range(0, len(keys), chunk):
+        for s in range(0, len(names), chunk):
             p = self._pipe()
-            for k in keys[s:s + chunk]:
+            for k in names[s:s + chunk]:
                 p.get(k)
             out += [Entry.loads(v) for v in p.execute()]
         return out
@@ -121,17 +123,17 @@ class Store:
             p = self._pipe()
             part = sigs[s:s + chunk]
             for sig in part:
-                for bk in K.band_keys(int(sig), self.bands):
+                for bk in keys.band_keys(int(sig), self.bands, self.prefix):
                     p.smembers(bk)
             res = p.execute()
             for j, sig in enumerate(part):
                 found = set().union(*res[j * self.bands:(j + 1) * self.bands])
                 if not found:
                     best_sig.append(None)
-                    best_d.append(K.BITS + 1)
+                    best_d.append(keys.BITS + 1)
                     continue
                 c = np.array([int(m, 16) for m in found], dtype=np.uint64)
-                d = K.hamming(c, np.uint64(sig))
+                d = keys.hamming(c, np.uint64(sig))
                 i = int(d.argmin())
                 best_sig.append(int(c[i]))
                 best_d.append(int(d[i]))

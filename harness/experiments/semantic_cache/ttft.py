@@ -1,20 +1,24 @@
-"""Time to first token of SmolLM2-135M-Instruct, with and without a cache in front.
+"""Serving one request of SmolLM2-135M-Instruct with and without a cache in front, and
+timing its first token.
 
-TTFT of one request = time from receiving the prompt to having its first answer token:
+TTFT of one request = time from receiving the prompt to having its first correct answer token:
 - no cache: chat template + tokenize + prefill + the first greedy token (a manual
-  prefill/decode loop on the model's KV cache, so the first token is timed exactly);
-- with a cache: key computation + Redis lookup; on a hit the stored answer is returned
-  (its first token is there at once), on a miss the model runs as above, then decodes up
-  to `max_new_tokens` and the answer is stored under the request's key.
-Memory: peak resident set size of this process (psutil, sampled every 10 ms) per mode, and
-on a GPU the peak of torch's allocator and NVML's used memory.
+  prefill/decode loop on the model's KV cache, so the first token is timed exactly), then
+  decoding up to `max_new_tokens` (the same decode work as a miss in the cached modes);
+- with a cache: key computation + Redis lookup; on a correct hit the stored answer is
+  returned (its first token is there at once); on a miss the model runs as above and the
+  answer is stored under the request's key. A *wrong* hit (an entry of another origin) is
+  an error: it is counted as one, and the request is then served by the model, so its TTFT
+  is lookup + generation, never the lookup alone.
+Memory: peak resident set size (psutil, sampled every 10 ms) and, on a GPU, the peak of
+torch's allocator and NVML's used memory.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass
@@ -105,12 +109,38 @@ def nvml_used_bytes() -> int | None:
         return None
 
 
-@dataclass
-class ModeResult:
-    name: str
-    ttft_s: list[float] = field(default_factory=list)
-    hit: list[bool] = field(default_factory=list)
-    matched: list = field(default_factory=list)
-    rss_peak: int = 0
-    gpu_peak_alloc: int | None = None
-    nvml_used: int | None = None
+
+MODES = ("no_cache", "hash_cache", "semantic_cache")
+
+
+def serve(mode: str, text: str, label: str, tok, model, store, max_new_tokens: int, *, emb=None, proj=None,
+          radius: int = 0) -> tuple[float, str]:
+    """Serve one request in `mode`; (TTFT in seconds, outcome): outcome is "model" (no
+    cache), "hit" (a correct hit), "miss" or "wrong_hit" (an error, then served by the model)."""
+    import numpy as np
+
+    from harness.experiments.semantic_cache import keys
+    from harness.experiments.semantic_cache.store import Entry
+
+    t0 = time.perf_counter()
+    if mode == "no_cache":
+        return generate(tok, model, text, max_new_tokens, t0).ttft_s, "model"
+    if mode == "hash_cache":
+        key, sig = keys.exact_key(text, True), None
+        entry = store.get(key)
+    else:
+        sig = int(keys.signatures(emb.encode_one(text), proj)[0])
+        entry, dist, _ = store.lsh_nearest(sig)
+        if entry is not None and dist > radius:
+            entry = None
+    if entry is not None and entry.label == label:
+        return time.perf_counter() - t0, "hit"
+    g = generate(tok, model, text, max_new_tokens, t0)
+    if entry is not None:
+        return g.ttft_s, "wrong_hit"
+    new = Entry(label, g.text)
+    if mode == "hash_cache":
+        store.put_many([(key, new)])
+    else:
+        store.put_signatures(np.array([sig], dtype=np.uint64), [new])
+    return g.ttft_s, "miss"
