@@ -317,6 +317,7 @@ def run_once(ctx: CaseContext, lc: LabCluster, variant: str, p: dict) -> tuple[d
         t_cut = time.monotonic()  # t = 0: the link goes down now
         if cut:
             link(host_index, False)
+        t_down = time.monotonic()  # `ip link` has returned: the link is down
         time.sleep(max(0.0, t_heal - time.monotonic()))
         t_heal = time.monotonic()
         if cut:
@@ -370,10 +371,12 @@ def run_once(ctx: CaseContext, lc: LabCluster, variant: str, p: dict) -> tuple[d
     m[f"{variant}.minority.acked"] = Metric(mv.acknowledged, "writes", note="acknowledged to the writer on the cut-off side")
     m[f"{variant}.minority.lost_acked"] = Metric(mv.counts[history.LOST], "writes", "lower",
                                                  "acknowledged on the cut-off side, gone after the heal")
-    during = [w for w in minority_writes if w.ok and t_cut <= w.done < t_heal]
-    m[f"{variant}.minority.acked_during_cut"] = Metric(len(during), "writes")
-    m[f"{variant}.minority.accepting_s"] = Metric(max(w.done for w in during) - t_cut if during else 0.0, "s", "lower",
-                                                  "cut to the last write the cut-off side acknowledged before the heal")
+    during = [w for w in minority_writes if w.ok and t_down <= w.sent and w.done < t_heal]
+    m[f"{variant}.minority.acked_during_cut"] = Metric(len(during), "writes",
+                                                       note="sent after the link went down, acknowledged before it came back")
+    m[f"{variant}.minority.accepting_s"] = Metric(max(w.done for w in during) - t_down if during else 0.0, "s",
+                                                  "lower", "link down to the last write the cut-off side "
+                                                           "acknowledged before the heal")
     m.update(measure.outage_metrics(variant, all_writes, t_cut, end, GROUPS))
     for what in ("pfail", "fail", "promoted"):
         t = watcher.first.get(what)
@@ -389,6 +392,7 @@ def run_once(ctx: CaseContext, lc: LabCluster, variant: str, p: dict) -> tuple[d
     measure.write_history(ctx.raw_path(f"{variant}.writes.csv"), hist, t_cut)
     details["error_kinds"] = dict(Counter(w.error for w in all_writes if not w.ok))
     details["heal_at_s"] = round(t_heal - t_cut, 2)
+    details["link_down_took_s"] = round(t_down - t_cut, 3)
     return m, series, details
 
 
