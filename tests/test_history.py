@@ -128,3 +128,29 @@ def test_runs_table_names_the_parameters_that_changed(tmp_path):
     assert "parameters that changed" in html
     assert html.count("kv/bench data_size=3") == 2 and html.count("kv/bench data_size=16384") == 2
     assert "clients=" not in html  # the same in every run: not an annotation
+
+
+def test_lab_nightly_step_compares_pooled_keeps_history_and_renders(tmp_path):
+    import yaml
+
+    wf = yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())
+    step = next(s for s in wf["jobs"]["lab"]["steps"] if str(s.get("name", "")).startswith("Compare"))
+    venv = Path(sys.prefix)
+    if not (venv / "bin" / "harness").exists():
+        pytest.skip(f"no harness entry point in {venv}/bin (install the project into a venv: make setup)")
+    (tmp_path / ".venv").symlink_to(venv)
+    dirs = write_series(tmp_path / "results", 5, step_metric="get.rps", step=-0.2, last_only=True, seed=4)
+    hist = tmp_path / "hist"
+    hist.mkdir()
+    for d in dirs[:4]:
+        shutil.copytree(d, hist / d.name)
+    out, summary = tmp_path / "out.txt", tmp_path / "summary.md"
+    script = step["run"].replace("${{ steps.run.outputs.dir }}", str(dirs[-1]))
+    p = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "HISTORY": str(hist), "HISTORY_RUNS": "4", "POOL_RUNS": "7",
+                            "GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(summary)})
+    assert p.returncode == 0, p.stderr
+    assert "rc=1" in out.read_text()  # the injected 20% drop is a regression: the job's last step fails on it
+    assert "### 1 regression(s)" in summary.read_text() and "get.rps" in summary.read_text()
+    assert sorted(x.name for x in hist.iterdir()) == [d.name for d in dirs[1:]]
+    assert (dirs[-1] / "history.html").exists() and 'href="history.html#' in (dirs[-1] / "report.html").read_text()
