@@ -25,7 +25,7 @@ ENVIRONMENT = """Environment variables:
   REDIS_CLUSTER_PASSWORD   the password of an inventory's cluster (never written anywhere)
   HARNESS_TEST_CLUSTER_PORT  first port of the tests' cluster (pytest)
   HF_HUB_OFFLINE=1         set by the Makefile: nothing is downloaded at run time
-  NO_COLOR                 any value: no colour in progress lines (colour is only used on a terminal)
+  NO_COLOR                 set (not empty): no colour in progress lines (colour only on a terminal)
 """
 
 
@@ -174,7 +174,8 @@ def report(run_dir, baseline, history):
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
 @click.option("--only-changed", is_flag=True, help="leave out metrics with no change or a change within the noise")
 @click.option("--allow-mismatch", is_flag=True,
-              help="compare even when the profile, host or key versions differ (a warning instead of exit 2)")
+              help="compare even when the profile, host, key versions or case parameters differ "
+                   "(a warning instead of exit 2)")
 @click.option("--output", type=click.Path(path_type=Path), help="also write the comparison to this file")
 def compare(baseline, run_dir, last, factor, fmt, only_changed, allow_mismatch, output):
     """Per-metric change from BASELINE to RUN_DIR, regressions first; exit 1 on a
@@ -182,7 +183,7 @@ def compare(baseline, run_dir, last, factor, fmt, only_changed, allow_mismatch, 
 
     BASELINE is one earlier results folder, or the folder that holds earlier results
     folders: then the baseline is the median of the last --last runs that match RUN_DIR's
-    profile, host and versions. A change counts when it is past max(--factor, the
+    profile, host, versions and case parameters. A change counts when it is past max(--factor, the
     baseline's coefficient of variation) and the repetitions clear the baseline's range;
     a metric whose baseline varies over 10% is marked unstable, never a regression."""
     from harness import compare as C
