@@ -280,7 +280,7 @@ def hostile_run(tmp_path: Path) -> Path:
     for rep in (1, 2):
         records.append(Record(suite, case, rep, "ok", "", {metric: Metric(0.5 * rep, h[0], "lower", h[1]),
                                                            h[2]: Metric(3.0, h[3])},
-                              [f"raw/{h[4]}"], {"ran_on": h[0]}, {"p": h[1]}, 0.0, 0.1,
+                              [f"raw/{h[4]}", h[4], "/etc/passwd"], {"ran_on": h[0]}, {"p": h[1]}, 0.0, 0.1,
                               {h[3]: Series({h[4]: [h[0], h[1]], h[2]: [1.0, 2.0]}, {h[2]: h[3]}, h[4])}))
     records.append(Record(suite, h[3], 1, "failed", h[4]))
     records.append(Record(suite, h[3], 2, "skipped", h[0]))

@@ -62,6 +62,17 @@ def percentile_charts(a: Analysis, suite: str, case: str) -> list[Markup]:
     return out
 
 
+def _inside_run(f) -> bool:
+    """A raw file link stays a relative path inside the run folder (never a URL such as
+    javascript:..., never absolute, never ..), whatever a results.json says."""
+    from pathlib import PurePosixPath
+
+    if not isinstance(f, str) or not f or ":" in f or "\\" in f:
+        return False
+    p = PurePosixPath(f)
+    return not p.is_absolute() and ".." not in p.parts
+
+
 def _cell(v) -> str:
     if isinstance(v, tuple) and len(v) == 3:
         return f"{F.fmt(v[0])} ({F.fmt(v[1])}-{F.fmt(v[2])})"
@@ -198,7 +209,7 @@ def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = Non
                 "tables": [_table(b) for b in own if isinstance(b, views.Table)]
                 + [_table(b) for b in pooled_tables(run, name, c.name)],  # memtier's merged histograms
                 "servers": _server_summary(run, name, c.name),
-                "raw": sorted({f for r in recs for f in r.raw_files}),
+                "raw": sorted({f for r in recs for f in r.raw_files if _inside_run(f)}),
                 "hosts": sorted({str(r.details.get("ran_on")) for r in recs if r.details.get("ran_on")}),
             })
         suite_blocks = [b for b in blocks if not b.case]
