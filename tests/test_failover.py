@@ -28,7 +28,7 @@ def killed(tmp_path_factory, cluster):
     tmp = tmp_path_factory.mktemp("failover")
     drv, ctx = _ctx(tmp, "failover-primary-killed", target=cluster, node_timeout_ms=1500, variants=["plain"],
                     controls=["no-replicas"], writers=1, rate=80, readers=1, read_rate=20, warm_s=1,
-                    after_kill_s=5, port_offset=60)
+                    after_kill_s=6, port_offset=60)
     out = drv.run(ctx)
     return out, ctx
 
@@ -45,8 +45,9 @@ def test_kill_measures_failover_and_the_node_rejoins(killed):
     out, ctx = killed
     assert out.status == "ok", out.reason
     m = {k: v.value for k, v in out.metrics.items()}
-    assert m["plain.pfail_s"] is not None and m["plain.pfail_s"] >= 1.0  # not before the node timeout
-    assert m["plain.fail_s"] >= m["plain.pfail_s"]
+    # not before the node timeout; a poll may miss the short PFAIL state, never FAIL (it stays)
+    assert m["plain.pfail_s"] is None or 1.0 <= m["plain.pfail_s"] <= m["plain.fail_s"]
+    assert m["plain.fail_s"] >= 1.0
     assert m["plain.promoted_s"] >= m["plain.fail_s"]
     assert m["plain.rejoined_as_replica"] == 1 and m["plain.healthy_after"] == 1 and m["plain.slot_views_agree"] == 1
     assert m["plain.killed_range.error_pct"] > 0 and m["plain.killed_range.recovered_s"] is not None
