@@ -4,6 +4,7 @@ switched off; and the lab-a100 profile carries the source's setting verbatim."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from pathlib import Path
@@ -66,12 +67,19 @@ def test_prewarm_summary_known_answer():
 
 # ---- the ledger's checks flip when the mechanism is off -------------------------------------
 
+@functools.lru_cache(maxsize=1)
+def ledger():
+    """The suite specs and the claims ledger as they are in suites/ (read once)."""
+    suites = load_all_suites()
+    return suites, load_claims(suites=suites)
+
+
 def verdicts(claim_id: str, case: str, metrics: dict, profile: str = "local", suite: str = "engine-hotload"):
     """The ledger's real checks of `claim_id` on `case`, judged on a run with these metrics."""
-    suites = load_all_suites()
+    suites, claims = ledger()
     srun = suites[suite].as_run(profile, 1, {c.name: {} for c in suites[suite].cases})
     rec = Record(suite, case, 1, "ok", metrics={k: Metric(v, "") for k, v in metrics.items()})
-    run = RunData(Path("."), {}, [rec], {suite: srun}, load_claims(suites=suites))
+    run = RunData(Path("."), {}, [rec], {suite: srun}, claims)
     claim = next(c for c in analyze(run).claims if c.id == claim_id)
     return {cv.check.metric: cv for cv in claim.checks if cv.check.case == case}
 
