@@ -51,6 +51,10 @@ def test_rules_carrying_passwords_are_refused():
         acl._check("cases[2].params", dict(p, rules={"x": "on >secret +get ~cache:*"}))
     with pytest.raises(BadInput, match="at least one rule"):
         acl._check("cases[2].params", dict(p, rules={}))
+    with pytest.raises(BadInput, match="rule name '../<script>' is not allowed"):
+        acl._check("cases[2].params", dict(p, rules={"../<script>": acl.WORKING_RULE}))
+    with pytest.raises(BadInput, match="remove 'reset'"):
+        acl._check("cases[2].params", dict(p, rules={"x": "reset +get ~cache:*"}))
 
 
 def test_trt_infer_as_written_grants_nothing_and_the_working_order_reads_only(cluster, tmp_path):

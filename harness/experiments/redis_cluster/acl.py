@@ -32,19 +32,20 @@ READ_ALL_RULE = "-@all +@read ~*"
 DEFAULT_RULES = {"source": SOURCE_RULE, "fixed": WORKING_RULE, "read-all": READ_ALL_RULE}
 DESTRUCTIVE = ("FLUSHALL", "CLUSTER")  # asked with ACL DRYRUN first: never run, even if a rule grants them
 
-S, H, OTHER, OTHER_H = "cache:{acl}:s", "cache:{acl}:h", "other:{acl}:s", "other:{acl}:h"
+CACHE_STRING, CACHE_HASH = "cache:{acl}:s", "cache:{acl}:h"
+OTHER_STRING, OTHER_HASH = "other:{acl}:s", "other:{acl}:h"
 # (what it tries, command and arguments, kind): "read" must work; every other kind (a write, a key
 # of another prefix, a command outside the allowed set) must be refused with NOPERM
 PROBES = (
-    ("GET a cache key", ("GET", S), "read"),
-    ("HGETALL a cache key", ("HGETALL", H), "read"),
-    ("SET a cache key", ("SET", S, "x"), "write"),
-    ("DEL a cache key", ("DEL", S), "write"),
-    ("HSET a cache key", ("HSET", H, "f", "x"), "write"),
-    ("EXPIRE a cache key", ("EXPIRE", S, "1"), "write"),
-    ("GET another prefix", ("GET", OTHER), "other-key"),
-    ("HGETALL another prefix", ("HGETALL", OTHER_H), "other-key"),
-    ("MGET cache keys", ("MGET", S, S), "command"),
+    ("GET a cache key", ("GET", CACHE_STRING), "read"),
+    ("HGETALL a cache key", ("HGETALL", CACHE_HASH), "read"),
+    ("SET a cache key", ("SET", CACHE_STRING, "x"), "write"),
+    ("DEL a cache key", ("DEL", CACHE_STRING), "write"),
+    ("HSET a cache key", ("HSET", CACHE_HASH, "f", "x"), "write"),
+    ("EXPIRE a cache key", ("EXPIRE", CACHE_STRING, "1"), "write"),
+    ("GET another prefix", ("GET", OTHER_STRING), "other-key"),
+    ("HGETALL another prefix", ("HGETALL", OTHER_HASH), "other-key"),
+    ("MGET cache keys", ("MGET", CACHE_STRING, CACHE_STRING), "command"),
     ("KEYS", ("KEYS", "cache:*"), "command"),
     ("SCAN", ("SCAN", "0"), "command"),
     ("FLUSHALL", ("FLUSHALL",), "command"),
@@ -60,17 +61,25 @@ N_OTHER_KEYS = sum(k == "other-key" for _, _, k in PROBES)
 
 
 def _check(where: str, p: dict) -> None:
+    import re
+
     from harness.errors import BadInput
 
     if not p["rules"]:
-        raise BadInput(f"{where}.rules: give at least one rule, e.g. {{working-order: {WORKING_RULE!r}}}")
+        raise BadInput(f"{where}.rules: give at least one rule, e.g. {{fixed: {WORKING_RULE!r}}}")
     for name, rule in p["rules"].items():
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}", str(name)):
+            raise BadInput(f"{where}.rules: rule name {str(name)[:40]!r} is not allowed; use letters, digits, "
+                           f"'-' and '_' (it names metrics such as fixed.reads_allowed)")
         if not isinstance(rule, str) or not rule.strip():
             raise BadInput(f"{where}.rules.{name}: expected ACL rule text such as {WORKING_RULE!r}")
-        bad = [w for w in rule.split() if w.startswith((">", "<", "#", "!")) or w.lower() in ("nopass", "reset")]
-        if bad:
-            raise BadInput(f"{where}.rules.{name}: remove {bad[0][:1]!r}...: the harness resets the user and "
-                           f"sets its password itself; give permissions only")
+        for word in rule.split():
+            if word.startswith((">", "<", "#", "!")) or word.lower() in ("nopass", "resetpass"):
+                raise BadInput(f"{where}.rules.{name}: remove the password part; the harness sets the user's "
+                               f"password itself (a rule gives permissions only)")
+            if word.lower() in ("reset", "off"):
+                raise BadInput(f"{where}.rules.{name}: remove {word!r}; the harness resets the user and turns it "
+                               f"on itself")
 
 
 PARAMS = {
@@ -141,11 +150,11 @@ def run(ctx: CaseContext) -> CaseOutcome:
     tgt = ctx.target
     user = ctx.params["username"]
     admin = tgt.cluster_client()
-    admin.set(S, "v")
-    admin.hset(H, mapping={"f": "v"})
-    admin.set(OTHER, "v")
-    admin.hset(OTHER_H, mapping={"f": "v"})
-    owner = admin.get_node_from_key(S)
+    admin.set(CACHE_STRING, "v")
+    admin.hset(CACHE_HASH, mapping={"f": "v"})
+    admin.set(OTHER_STRING, "v")
+    admin.hset(OTHER_HASH, mapping={"f": "v"})
+    owner = admin.get_node_from_key(CACHE_STRING)
     node = next(n for n in tgt.nodes if (n.host, n.port) == (owner.host, owner.port))
     password = secrets.token_hex(12)
     cols: dict[str, list] = {"rule": [], "probe": [], "kind": [], "reply": []}
@@ -180,7 +189,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
     finally:
         for n in tgt.nodes:
             tgt.client(n).execute_command("ACL", "DELUSER", user)
-        admin.delete(S, H, OTHER, OTHER_H)
+        admin.delete(CACHE_STRING, CACHE_HASH, OTHER_STRING, OTHER_HASH)
         admin.close()
     return CaseOutcome("ok", metrics=metrics, series={"probes": Series(cols)},
                        details={"rules": dict(ctx.params["rules"]), "user": user, "node": node.address})
