@@ -219,8 +219,20 @@ def cluster():
     """The local Redis Cluster on loopback (3 primaries + 3 replicas)."""
 
 
+def _host(ctx, param, value: str) -> str:
+    """--host names a folder of the cluster's state (.harness/cluster-HOST-PORT): an address
+    or a host name only, never a path."""
+    import re
+
+    from harness.errors import BadInput
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.:-]{0,252}", value or "") or ".." in value:
+        raise BadInput(f"--host {value!r}: give an IP address or a host name of this machine, e.g. 127.0.0.1")
+    return value
+
+
 def _cluster_opts(f):
-    f = click.option("--host", default="127.0.0.1", show_default=True)(f)
+    f = click.option("--host", default="127.0.0.1", show_default=True, callback=_host)(f)
     f = click.option("--base-port", default=7000, show_default=True)(f)
     return f
 

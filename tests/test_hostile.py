@@ -495,3 +495,10 @@ def test_wrong_password_is_named_not_provision_it_first(tmp_path):
         assert "provision it first" not in line and "wrong-one" not in line
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("host", ["../../../tmp/x", "a/b", "..", "<script>", ""])
+def test_cluster_host_is_never_a_path(host):
+    """--host becomes part of the state folder's name: anything but an address is refused."""
+    for cmd in ("up", "down", "status"):
+        assert_one_line(cli("cluster", cmd, "--host", host, "--base-port", "7590"), (2,), "--host")
