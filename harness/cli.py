@@ -204,13 +204,15 @@ def compare(baseline, run_dir, last, factor, fmt, only_changed, allow_mismatch, 
 @click.option("--out", "out_dir", type=click.Path(path_type=Path),
               help="folder for history.html and history.json (default: RESULTS_ROOT)")
 @click.option("--last", type=int, default=None, help="only the last N runs")
-def history(results_root, out_dir, last):
+@click.option("--profile", default=None, shell_complete=_complete_profiles,
+              help="the runs of this profile (default: the newest run's)")
+def history(results_root, out_dir, last, profile):
     """Every metric's history over the results folders under RESULTS_ROOT: one
     self-contained page (history.html) and history.json, with per-run whiskers, the
     threshold, annotations and the steps found."""
     from harness.history import write_history
 
-    html, js = write_history(results_root, out_dir, last, log=_log)
+    html, js = write_history(results_root, out_dir, last, log=_log, profile=profile)
     click.echo(f"history: {html}\njson:    {js}")
 
 

@@ -171,13 +171,25 @@ def level_points(h: dict) -> list[list]:
     return out
 
 
-def write_history(root: Path, out_dir: Path | None = None, last: int | None = None, log=None) -> tuple[Path, Path]:
+def write_history(root: Path, out_dir: Path | None = None, last: int | None = None, log=None,
+                  profile: str | None = None) -> tuple[Path, Path]:
+    """One profile's history (default: the newest run's): a series that mixes profiles would
+    show their difference as a step."""
     import json
 
     from harness.report.history import render_history
 
     dirs = find_runs(Path(root))
     runs = load_runs(dirs, log)
+    if runs:
+        want = profile or str(runs[-1].manifest.get("profile") or "?")
+        other = [r for r in runs if str(r.manifest.get("profile") or "?") != want]
+        runs = [r for r in runs if str(r.manifest.get("profile") or "?") == want]
+        if not runs:
+            raise BadInput(f"{root}: no run of profile {want!r}; its runs have profiles "
+                           f"{', '.join(sorted({str(r.manifest.get('profile')) for r in other}))}")
+        if other and log:
+            log(f"profile {want}: left out {len(other)} run(s) of other profiles (--profile chooses)")
     if last is not None:
         if last < 1:
             raise BadInput(f"--last must be at least 1, got {last}")

@@ -154,3 +154,15 @@ def test_lab_nightly_step_compares_pooled_keeps_history_and_renders(tmp_path):
     assert "### 1 regression(s)" in summary.read_text() and "get.rps" in summary.read_text()
     assert sorted(x.name for x in hist.iterdir()) == [d.name for d in dirs[1:]]
     assert (dirs[-1] / "history.html").exists() and 'href="history.html#' in (dirs[-1] / "report.html").read_text()
+
+
+def test_one_profile_per_history(tmp_path):
+    for i in range(3):
+        write_run(tmp_path, i, {"get.rps": [100.0, 100.0, 100.0]}, profile="lab-a100" if i == 1 else "local")
+    data = json.loads(write_history(tmp_path, tmp_path / "a")[1].read_text())
+    assert [r["profile"] for r in data["runs"]] == ["local", "local"]  # the newest run's profile
+    data = json.loads(write_history(tmp_path, tmp_path / "b", profile="lab-a100")[1].read_text())
+    assert [r["profile"] for r in data["runs"]] == ["lab-a100"]
+    p = subprocess.run([sys.executable, "-m", "harness", "history", str(tmp_path), "--profile", "nope"],
+                       capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 2 and "no run of profile 'nope'" in p.stderr
