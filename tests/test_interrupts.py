@@ -294,3 +294,41 @@ def test_cases_after_a_failover_use_the_new_primary(tmp_path):
             redis.Redis(host=dead.host, port=dead.port, socket_timeout=1).ping()
     finally:
         c.down()
+
+
+def test_second_ctrl_c_during_cluster_up_cleanup_leaves_no_node(tmp_path, monkeypatch):
+    """Ctrl-C while the third node starts, and a second one as soon as the cleanup begins:
+    the cleanup still stops every node that was started, then the interrupt goes on."""
+    if not shutil.which("redis-server"):
+        pytest.skip("redis-server not installed")
+    from harness import cluster as cluster_mod
+    from harness.redis_server import RedisProcess, pid_alive
+
+    base = BASE_PORT + 20
+    started: list[int] = []
+    real_wait, real_stop = RedisProcess.wait_ready, cluster_mod.stop_pids
+
+    def wait_ready(self, timeout):
+        real_wait(self, timeout)
+        started.append(self.pid)
+        if len(started) == 3:
+            raise KeyboardInterrupt  # the first Ctrl-C
+
+    def stop_pids(pids, timeout=5.0):
+        os.kill(os.getpid(), signal.SIGINT)  # the second, while cleaning up
+        time.sleep(0.2)
+        return real_stop(pids, timeout)
+
+    monkeypatch.setattr(RedisProcess, "wait_ready", wait_ready)
+    monkeypatch.setattr(cluster_mod, "stop_pids", stop_pids)
+    c = cluster_mod.LocalCluster(base_port=base, state_dir=tmp_path / "cluster")
+    with pytest.raises(KeyboardInterrupt):
+        c.up()
+    try:
+        assert len(started) == 3
+        assert not [p for p in started if pid_alive(p)], "a node outlived the cleanup"
+        assert not c.state_file.exists()
+    finally:
+        for p in started:
+            if pid_alive(p):
+                os.kill(p, signal.SIGKILL)
