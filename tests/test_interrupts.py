@@ -197,12 +197,13 @@ def test_interrupt_leaves_nothing_running(spec_file, tmp_path, stage, sig):
 
 
 def test_rerun_after_kill_9_does_not_reuse_the_old_cluster(spec_file, tmp_path):
-    """A run killed with -9 leaves its cluster (with its data); the next run says so and
-    starts a fresh one instead of measuring on the old data."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    """A run killed with -9 leaves its cluster (with its data) and its monitoring stack; the
+    next run says so and starts fresh ones instead of measuring on the old data."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HARNESS_MONITORING_PORT": str(MON_PORT)}
+    env.pop("HARNESS_PROMETHEUS_URL", None)
     results = tmp_path / "results"
     cmd = [sys.executable, "-c", ENTRY, "run", str(spec_file), "--base-port", str(BASE_PORT),
-           "--results-dir", str(results)]
+           "--results-dir", str(results), "--monitoring"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         for line in proc.stderr:
@@ -210,7 +211,9 @@ def test_rerun_after_kill_9_does_not_reuse_the_old_cluster(spec_file, tmp_path):
                 break
         proc.kill()
         proc.wait()
-        assert any("redis-server" in c for _, c in leftovers()), "a -9 leaves the nodes (they are in their own session)"
+        left = [c for _, c in leftovers()]
+        assert any("redis-server" in c for c in left) and any("prometheus" in c for c in left), \
+            "a -9 leaves the nodes and the stack (they are in their own sessions)"
         import redis
 
         redis.RedisCluster(host="127.0.0.1", port=BASE_PORT).set("left-behind", "old data")
@@ -218,6 +221,7 @@ def test_rerun_after_kill_9_does_not_reuse_the_old_cluster(spec_file, tmp_path):
         assert "Traceback" not in p.stderr
         assert f"was started by harness run pid {proc.pid}, which no longer runs" in p.stderr, p.stderr[-2000:]
         assert "a fresh one started" in p.stderr
+        assert f"the stack on port {MON_PORT} was started by harness run pid {proc.pid}" in p.stderr
         assert not leftovers(), "the second run stops what it started (and what the first one left)"
     finally:
         if proc.poll() is None:
