@@ -142,3 +142,13 @@ def test_lab_run_without_memtier_fails_because_of_the_skip_unless_skips_are_allo
     allowed = subprocess.run(harness + ["--results-dir", str(tmp_path / "b"), "--allow-skipped"], capture_output=True,
                              text=True, env=env, cwd=Path(__file__).parents[1], timeout=300)
     assert allowed.returncode == 0, allowed.stdout[-2000:] + allowed.stderr[-2000:]
+
+
+def test_kept_commands_and_json_never_carry_the_password(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", f"{_replayer(tmp_path, 'cluster_ratio1-1')}{os.pathsep}{os.environ['PATH']}")
+    params = dict({k: v.default for k, v in drv.MEMTIER_PARAMS.items()}, control=False)
+    target = Target("t", "cluster", [Node("127.0.0.1", 7000, "primary")], password="s3cret-pw")
+    out = drv.run_memtier(CaseContext("s", "memtier", 1, "local", params, tmp_path / "raw", target, log=lambda m: None))
+    assert out.status == "ok" and "--authenticate=" in out.details["commands"]["memtier"]
+    kept = str(out.details) + "".join(p.read_text(errors="replace") for p in (tmp_path / "raw").iterdir())
+    assert "s3cret-pw" not in kept

@@ -20,14 +20,10 @@ the measured run from one repetition to the next):
 
 from __future__ import annotations
 
-import shlex
-import shutil
-
 from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
 from harness.errors import BadInput
-from harness.process import run_tool
-from harness.tools.memtier import NOT_FOUND, parse_files
-from harness.tools.memtier import build_command as memtier_command
+from harness.process import command_line, redact, run_tool
+from harness.tools import memtier, redis_benchmark
 from harness.tools.redis_benchmark import SIMPLE_TITLES, VALID_TESTS, build_command, error_lines, parse_csv, to_metrics
 
 SERVING_SHARE = 0.10  # a primary "serves" a run when it executed at least this share of its GET/SET calls
@@ -62,13 +58,6 @@ def _ping(ctx: CaseContext, node) -> str:
     except redis.RedisError as e:
         return f"cannot reach Redis at {node.address} ({e}); is the cluster up?"
     return ""
-
-
-def shown(cmd: list[str], password: str | None) -> str:
-    """The command line as kept in the results: the password never appears."""
-    if not password:
-        return shlex.join(cmd)
-    return shlex.join("REDACTED" if a == password else a.replace(password, "REDACTED") for a in cmd)
 
 
 def _slot_owner(ctx: CaseContext, key: str):
@@ -111,22 +100,24 @@ def _benchmark_once(ctx: CaseContext, params: dict, name: str, one_slot: bool = 
     cmd = build_command(params, node.host, node.port, cluster, ctx.target.password)
     if one_slot:
         cmd = [a for a in cmd if a not in ("-t", ",".join(params["tests"]))] + ["GET", SPREAD_KEY]
-    res = run_tool(cmd, ctx.raw_dir, name, params["timeout_s"])
+    secrets = (ctx.target.password,)
+    res = run_tool(cmd, ctx.raw_dir, name, params["timeout_s"], secrets=secrets)
     if not res.ok:
-        return None, {}, [res.failure("redis-benchmark")], shown(cmd, ctx.target.password)
+        return None, {}, [res.failure("redis-benchmark")], command_line(cmd, secrets)
     rows = parse_csv(res.stdout)
     metrics, problems = to_metrics(rows)
     errors = error_lines(res.stderr)
     if errors:
         problems.append(f"{name}: error responses ({len(errors)} lines), first: {errors[0]}")
-    return rows, metrics, problems, shown(cmd, ctx.target.password)
+    return rows, metrics, problems, command_line(cmd, secrets)
 
 
 @register("redis-cluster-benchmark", params=BENCHMARK_PARAMS, needs="cluster", check=_check_benchmark,
           description="redis-benchmark --csv against the target (with --cluster on a cluster), with its controls")
 def run_benchmark(ctx: CaseContext) -> CaseOutcome:
-    if not shutil.which("redis-benchmark"):
-        return CaseOutcome("skipped", "redis-benchmark not found (apt-get install redis-tools)")
+    absent = redis_benchmark.missing(ctx.target)  # here, or on the inventory's load generator
+    if absent:
+        return CaseOutcome("skipped", absent)
     p = ctx.params
     reachable = _ping(ctx, ctx.target.entry)
     if reachable:  # redis-benchmark retries a refused connection until it is killed
@@ -222,21 +213,25 @@ def _check_memtier(where: str, p: dict) -> None:
 def _memtier_once(ctx: CaseContext, params: dict, name: str):
     node = ctx.target.entry
     json_path = ctx.raw_path(f"{name}.json")
-    cmd = memtier_command(params, node.host, node.port, ctx.target.kind == "cluster", str(json_path),
-                          ctx.target.password)
-    res = run_tool(cmd, ctx.raw_dir, name, params["timeout_s"])
+    cmd = memtier.build_command(params, node.host, node.port, ctx.target.kind == "cluster", str(json_path),
+                                ctx.target.password)
+    secrets = (ctx.target.password,)
+    res = run_tool(cmd, ctx.raw_dir, name, params["timeout_s"], secrets=secrets)
     if res.timed_out or res.returncode != 0:
-        return None, res.failure("memtier_benchmark"), shown(cmd, ctx.target.password)
+        return None, res.failure("memtier_benchmark"), command_line(cmd, secrets)
     if not json_path.exists():
-        return None, f"memtier_benchmark wrote no JSON file (see {name}.stderr)", shown(cmd, ctx.target.password)
-    return parse_files(json_path.read_text(errors="replace"), res.stderr), "", shown(cmd, ctx.target.password)
+        return None, f"memtier_benchmark wrote no JSON file (see {name}.stderr)", command_line(cmd, secrets)
+    text = redact(json_path.read_text(errors="replace"), secrets)  # memtier writes its --authenticate value back
+    json_path.write_text(text)
+    return memtier.parse_files(text, res.stderr), "", command_line(cmd, secrets)
 
 
 @register("redis-cluster-memtier", params=MEMTIER_PARAMS, needs="cluster", check=_check_memtier,
           description="memtier_benchmark with --json-out-file (and --cluster-mode on a cluster), with its control")
 def run_memtier(ctx: CaseContext) -> CaseOutcome:
-    if not shutil.which("memtier_benchmark"):
-        return CaseOutcome("skipped", f"{NOT_FOUND} (the Ansible loadgen role installs it on lab hosts)")
+    absent = memtier.missing(ctx.target)  # here, or on the inventory's load generator
+    if absent:
+        return CaseOutcome("skipped", absent)
     p = ctx.params
     runs = [("memtier", p)]
     if p["control"]:
