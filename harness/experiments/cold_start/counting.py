@@ -29,7 +29,7 @@ def weighted_per_second(items: list[tuple[float, float]], t_flush: float, before
 
 def growth_per_second(series: list[float]) -> float | None:
     """Geometric mean of the second-to-second ratios: (last / first) ^ (1 / (n - 1)).
-    A series 100 x 1.8^t gives 1.8. None when the first value is not positive or n < 2;
+    A series a x g^t gives g. None when the first value is not positive or n < 2;
     0 when the last is not positive."""
     if len(series) < 2 or series[0] <= 0:
         return None

@@ -38,8 +38,8 @@ def _flush_blocks(ctx) -> list:
              "source's series (QPS)"], rows,
             note=("Median (min-max) over repetitions. Growth per second of flush - control: "
                   f"{_fmt(growth)}; with the retry policy off: {_fmt(growth_nr)}. The source's column is its "
-                  "claimed series, a model (100 x 1.8^t); the measured node gets about a third of the traffic "
-                  "of a 3-primary cluster, the source's 15% of a 20-node one."),
+                  "claimed series (the ledger's C8 figures), a model rather than a measurement; the measured "
+                  "node holds a third of a 3-primary cluster's slots (see the claim's conditions)."),
             case=FLUSH))
         chart = [{"name": "flush - control", "points": points(excess, "second", "flush_minus_control")},
                  {"name": "retry off: flush - control", "points": points(excess, "second", "noretry_minus_control")}]
@@ -114,8 +114,9 @@ def _pool_blocks(ctx) -> list:
         ["primaries", "peak pool occupancy, flush (%)", "no-flush control (%)", "refused reads, flush",
          "refused, control", "peak store queries/s, flush", "source: pool (%)", "source: store QPS"], rows,
         note=("Median (min-max) over the repetitions that measured the size. Occupancy: the highest per-second "
-              "mean of connections in use over the pool size. The source's figures are its 10- and 20-node "
-              "numbers (20 nodes: 'over 100%'); its pool size is not given."), case=POOL)]
+              "mean of connections in use over the pool size. The source's columns are the ledger's C9 "
+              "figures (C8's series times the node count; the largest is 'over' its value); the source gives "
+              "no pool size."), case=POOL)]
     lines = []
     for run in ("flush", "control"):
         pts = []
