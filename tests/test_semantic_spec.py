@@ -89,3 +89,28 @@ def test_lab_conditions_make_the_gpu_checks_comparable_and_local_ones_not(ledger
     assert str(ledger_verdict("C3", "ttft", "semantic_cache.p95_ms", values, "lab-a100").outcome) == "reproduced"
     cache_off = {**values, "semantic_cache.p95_ms": 900.0}  # the cache never hits: as slow as no cache
     assert str(ledger_verdict("C3", "ttft", "semantic_cache.p95_ms", cache_off, "lab-a100").outcome) == "inconclusive"
+
+
+def _checks():
+    raw = yaml.safe_load((SUITES_DIR / "claims.yaml").read_text())
+    return [(c["id"], chk) for c in raw["claims"] for chk in c.get("checks", []) if chk["suite"] == SUITE]
+
+
+@pytest.mark.parametrize("claim_id, chk", _checks(), ids=lambda x: x if isinstance(x, str) else x["metric"])
+def test_each_check_turns_inconclusive_when_the_mechanism_is_removed(claim_id, chk, tmp_path):
+    """With the mechanism on (a value inside the claim, the control clearly apart) the check
+    gives a verdict; with it removed (the measurement falls to the control's level) the same
+    check is inconclusive. Run under the lab profile, whose conditions match the claims'."""
+    ctl = chk["control"]
+    measured = sum(chk["band"]) / 2 if "band" in chk else chk["value"] * (1.1 if chk["op"].startswith(">") else 0.9)
+    ref = measured * ctl.get("factor", 1.0)
+    if ctl["op"].startswith("<"):
+        control = 0.0 if ref > 0 else ref - abs(ref) - 1
+    else:
+        control = ref + abs(ref) + 1
+    on = {chk["metric"]: measured, ctl["metric"]: control}
+    off = {chk["metric"]: control, ctl["metric"]: control}
+    before = check_verdict(claim_id, chk["case"], chk["metric"], on, tmp_path, "lab-a100")
+    after = check_verdict(claim_id, chk["case"], chk["metric"], off, tmp_path, "lab-a100")
+    assert str(before.outcome) == "reproduced", before.reason
+    assert str(after.outcome) == "inconclusive", after.reason

@@ -18,6 +18,15 @@ def _median(ctx: ViewContext, case: str, metric: str):
     return (m.median, m.min, m.max) if m.max != m.min else m.median
 
 
+def _text(v) -> str:
+    """A median (or median, min, max) for a note."""
+    if v is None:
+        return "not measured"
+    if isinstance(v, tuple):
+        return f"{v[0]:.3g} ({v[1]:.3g}-{v[2]:.3g} over the repetitions)"
+    return f"{v:.3g}"
+
+
 def _claimed(ctx: ViewContext, claim: str, name: str, i: int | None = None):
     v = ctx.figure(claim, name)
     if v is None:
@@ -50,8 +59,9 @@ def _semantic(ctx: ViewContext) -> list:
                                                  ("LSH at the calibrated radius", "lsh", "semantic_hit_rate_pct"),
                                                  ("control: exact hash as the signature", "control.exact_key",
                                                   "-"))],
-                         note=f"calibrated radius {_median(ctx, case, 'lsh.radius')}, cosine threshold "
-                              f"{_median(ctx, case, 'nn.threshold')}", case=case))
+                         note=f"calibrated on the calibration split: Hamming radius "
+                              f"{_text(_median(ctx, case, 'lsh.radius'))}, cosine threshold "
+                              f"{_text(_median(ctx, case, 'nn.threshold'))}", case=case))
     for name, x, title in (("lsh_sweep", "radius", "LSH through Redis against the Hamming radius"),
                            ("nn_sweep", "threshold", "Exact cosine NN against the threshold")):
         sw = ctx.aggregate(case, name, key=[x, "split"])
@@ -106,9 +116,9 @@ def _memory(ctx: ViewContext) -> list:
     s = ctx.aggregate("memory", "modes", key="mode")
     if s is None:
         return []
-    note = (f"claimed (GPU memory): {_claimed(ctx, 'C4', 'gpu_change_pct')}%; measured whole-process peak RSS change "
-            f"{_median(ctx, 'memory', 'memory.rss_change_pct')}%, control (two no-cache processes) "
-            f"{_median(ctx, 'memory', 'control.rss_change_pct')}%. " + s.note)
+    note = (f"claimed (GPU memory): {_claimed(ctx, 'C4', 'gpu_change_pct')}%; measured peak RSS change while serving "
+            f"{_text(_median(ctx, 'memory', 'memory.rss_change_pct'))}%, control (two no-cache processes) "
+            f"{_text(_median(ctx, 'memory', 'control.rss_change_pct'))}%. " + s.note)
     return [series_table(s, "Memory peak per serving mode, each in a fresh process", "memory", note=note)]
 
 
