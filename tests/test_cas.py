@@ -145,7 +145,7 @@ def test_view_presents_every_rule_across_repetitions(concurrent_run, tmp_path):
 
     out, _ = concurrent_run
     recs = [Record("prompt-cas", "cas", rep, "ok", metrics=out.metrics, series=out.series) for rep in (1, 2)]
-    suite = SuiteRun("prompt-cas", "", SuiteClaim("4.3", "t"), "cluster", "local", "", 2, [Case("cas", "prompt-cas")], [])
+    suite = SuiteRun("prompt-cas", "", SuiteClaim("4.3", "t"), "cluster", "local", "", 2, [Case("cas", "prompt-cas-rules")], [])
     run = RunData(tmp_path, {}, recs, {"prompt-cas": suite}, [])
     (table,) = views.build(run, analyze(run), "prompt-cas")
     assert [r[0] for r in table.rows] == list(cas.MODES) and table.columns[:2] == ["rule", "what"]

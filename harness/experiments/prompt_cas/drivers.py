@@ -304,7 +304,7 @@ def order_for(modes: list[str], repetition: int) -> list[str]:
     return list(modes[k:]) + list(modes[:k])
 
 
-@register("prompt-cas", params=PARAMS, needs="cluster", check=_check,
+@register("prompt-cas-rules", params=PARAMS, needs="cluster", check=_check,
           description="prompt/response pairs updated by concurrent writers under version-vector CAS rules")
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
