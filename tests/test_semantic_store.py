@@ -116,6 +116,7 @@ def test_removing_the_semantic_key_changes_the_c2_verdicts(cluster, tmp_path):
         assert str(before.outcome) != "inconclusive" and str(after.outcome) == "inconclusive", metric
 
 
+@pytest.mark.slow
 def test_ttft_driver_interleaves_the_modes_on_smollm2(cluster, tmp_path):
     out, m = _run("semantic-cache-ttft", "ttft", cluster, tmp_path, dataset=str(FIX / "gptcache_small.json"),
                   insert_fraction=1.0, queries=3, max_new_tokens=2, torch_threads=1, device="cpu")
@@ -133,6 +134,7 @@ def test_ttft_driver_interleaves_the_modes_on_smollm2(cluster, tmp_path):
     assert out.details["device"] == "cpu"
 
 
+@pytest.mark.slow  # four fresh processes that each load SmolLM2
 def test_memory_driver_measures_each_mode_in_its_own_process(cluster, tmp_path):
     out, m = _run("semantic-cache-memory", "memory", cluster, tmp_path, dataset=str(FIX / "gptcache_small.json"),
                   insert_fraction=1.0, queries=1, max_new_tokens=1, torch_threads=1, device="cpu", parallel=4)

@@ -54,7 +54,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
     with torch_threads(p["torch_threads"]):
         s = ttft_driver.prepare(p, Embedder.load(), ctx.log)
     base = {"device": dev, "torch_threads": p["torch_threads"] or 1, "lsh_seed": p["lsh_seed"], "ttl_s": p["ttl_s"],
-            "bands": p["bands"], "radius": s.radius, "max_new_tokens": p["max_new_tokens"],
+            "bands": p["bands"], "radius": s.radius, "signature": p["signature"], "max_new_tokens": p["max_new_tokens"],
             "inserts": [list(x) for x in s.workload.inserts], "insert_sigs": [int(x) for x in s.insert_sigs],
             "requests": [list(x) for x in s.requests], "target": ctx.target.to_json(),
             "username": ctx.target.username}

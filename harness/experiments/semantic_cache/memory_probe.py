@@ -56,7 +56,8 @@ def main(job_path: str, out_path: str) -> int:
             with PeakRSS() as rss:
                 for text, label in job["requests"]:
                     outcomes.append(serve(mode, text, label, tok, model, store, job["max_new_tokens"],
-                                          emb=emb, proj=proj, radius=job["radius"])[1])
+                                          emb=emb, proj=proj, radius=job["radius"],
+                                          signature=job["signature"])[1])
         finally:
             store.clear()
             client.close()

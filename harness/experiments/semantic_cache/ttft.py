@@ -114,9 +114,11 @@ MODES = ("no_cache", "hash_cache", "semantic_cache")
 
 
 def serve(mode: str, text: str, label: str, tok, model, store, max_new_tokens: int, *, emb=None, proj=None,
-          radius: int = 0) -> tuple[float, str]:
+          radius: int = 0, signature: str = "lsh") -> tuple[float, str]:
     """Serve one request in `mode`; (TTFT in seconds, outcome): outcome is "model" (no
-    cache), "hit" (a correct hit), "miss" or "wrong_hit" (an error, then served by the model)."""
+    cache), "hit" (a correct hit), "miss" or "wrong_hit" (an error, then served by the model).
+    signature "exact" replaces the semantic cache's LSH signature by an exact text hash (the
+    mechanism removed)."""
     import numpy as np
 
     from harness.experiments.semantic_cache import keys
@@ -129,7 +131,7 @@ def serve(mode: str, text: str, label: str, tok, model, store, max_new_tokens: i
         key, sig = keys.exact_key(text, True), None
         entry = store.get(key)
     else:
-        sig = int(keys.signatures(emb.encode_one(text), proj)[0])
+        sig = keys.text_signature(text) if signature == "exact" else int(keys.signatures(emb.encode_one(text), proj)[0])
         entry, dist, _ = store.lsh_nearest(sig)
         if entry is not None and dist > radius:
             entry = None

@@ -27,6 +27,9 @@ STREAM_PARAMS = {
     "bands": Param(int, 8, "LSH bands of the radius index", (1, 2, 4, 8, 16, 32, 64)),
     "radii": Param(list, list(range(0, 8)), "Hamming radii tried on the calibration split (below `bands`, "
                                             "where banded lookup is exact)", min=0, max=64),
+    "signature": Param(str, "lsh", "lsh: the semantic cache under test; exact: its signature replaced by an exact "
+                                   "text hash (the mechanism removed, to show that the checks would see it)",
+                       ("lsh", "exact")),
     "device": Param(str, "auto", "auto (cuda when present), cpu or cuda", ("auto", "cpu", "cuda")),
     "ttl_s": Param(int, 300, "TTL of every cache entry", min=1),
 }
@@ -70,8 +73,11 @@ def prepare(p: dict, emb, log) -> Stream:
         ins_vec = cached_encode(emb, [t for t, _ in wl.inserts], 64, log)
         cal_vec = cached_encode(emb, [wl.queries[i][0] for i in cal], 64, log)
     proj = keys.projection(emb.dim, p["lsh_seed"])
-    ins_sig = keys.signatures(ins_vec, proj)
-    idx, dist = keys.nearest_hamming(keys.signatures(cal_vec, proj), ins_sig)
+    ins_sig, cal_sig = keys.signatures(ins_vec, proj), keys.signatures(cal_vec, proj)
+    if p["signature"] == "exact":
+        ins_sig, cal_sig = (np.array([keys.text_signature(t) for t in texts], dtype=np.uint64)
+                            for texts in ([t for t, _ in wl.inserts], [wl.queries[i][0] for i in cal]))
+    idx, dist = keys.nearest_hamming(cal_sig, ins_sig)
     should = wl.should_hit()
     radii = sorted(set(int(r) for r in p["radii"]))
     counts = [metrics.cache_counts(list(dist <= r), [wl.inserts[i][1] for i in idx],
@@ -113,7 +119,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
                 order = MODES[n % 3:] + MODES[:n % 3]  # rotate which mode goes first
                 for pos, mode in enumerate(order):
                     ttft, outcome = serve(mode, text, label, tok, model, stores.get(mode), p["max_new_tokens"],
-                                          emb=emb, proj=proj, radius=s.radius)
+                                          emb=emb, proj=proj, radius=s.radius, signature=p["signature"])
                     rows.append([n, pos, mode, 1000 * ttft, outcome])
                 if (n + 1) % 25 == 0:
                     ctx.log(f"{n + 1}/{len(s.requests)} requests x 3 modes ({time.perf_counter() - t_start:.0f} s)")
