@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from harness.drivers import Metric
-from harness.process import tool_missing
+from harness.process import tool_missing, where
 
 INSTALL_HINT = "the Ansible loadgen role installs it on lab hosts"
 
@@ -45,6 +45,13 @@ def missing(target) -> str:
     from harness.inventory import loadgen_for
 
     return tool_missing("memtier_benchmark", loadgen_for(target), INSTALL_HINT)
+
+
+def ran_on(target) -> str:
+    """Which machine runs memtier_benchmark for this target: for the record's details and the report."""
+    from harness.inventory import loadgen_for
+
+    return where(loadgen_for(target))
 
 
 

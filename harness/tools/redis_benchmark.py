@@ -7,7 +7,7 @@ import io
 import math
 
 from harness.drivers import Metric
-from harness.process import tool_missing
+from harness.process import tool_missing, where
 
 INSTALL_HINT = "apt-get install redis-tools"
 
@@ -44,6 +44,13 @@ def missing(target) -> str:
     from harness.inventory import loadgen_for
 
     return tool_missing("redis-benchmark", loadgen_for(target), INSTALL_HINT)
+
+
+def ran_on(target) -> str:
+    """Which machine runs redis-benchmark for this target: for the record's details and the report."""
+    from harness.inventory import loadgen_for
+
+    return where(loadgen_for(target))
 
 
 

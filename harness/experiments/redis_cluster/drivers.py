@@ -131,6 +131,7 @@ def run_benchmark(ctx: CaseContext) -> CaseOutcome:
     metrics: dict[str, Metric] = {}
     problems: list[str] = []
     commands: dict[str, str] = {}
+    ran_on = redis_benchmark.ran_on(ctx.target)  # the inventory's load generator over SSH, or this machine
     cols: dict[str, list] = {"run": [], "clients": [], "test": [], "rps": [], "p50_ms": [], "p95_ms": [],
                              "p99_ms": [], "max_ms": []}
     calls: dict[str, int] = {}
@@ -139,7 +140,7 @@ def run_benchmark(ctx: CaseContext) -> CaseOutcome:
         before = get_set_calls(ctx) if cluster and name == "measured" else {}
         rows, m, probs, commands[name] = _benchmark_once(ctx, params, f"redis-benchmark-{name}")
         if rows is None:
-            return CaseOutcome("failed", probs[0], metrics)
+            return CaseOutcome("failed", probs[0], metrics, {"commands": commands, "ran_on": ran_on})
         if name == "measured":
             asked = {t.upper() for t in params["tests"]} & SIMPLE_TITLES
             missing = sorted(asked - set(rows))
@@ -166,7 +167,7 @@ def run_benchmark(ctx: CaseContext) -> CaseOutcome:
         rows, _, probs, commands["spread-control"] = _benchmark_once(ctx, one, "redis-benchmark-spread-control",
                                                                      one_slot=True)
         if rows is None:
-            return CaseOutcome("failed", probs[0], metrics)
+            return CaseOutcome("failed", probs[0], metrics, {"commands": commands, "ran_on": ran_on})
         problems += probs
         n_one, _ = serving(before, get_set_calls(ctx))
         metrics["control.primaries_serving"] = Metric(
@@ -178,7 +179,7 @@ def run_benchmark(ctx: CaseContext) -> CaseOutcome:
                                       "get_set_calls": list(calls.values())})
     topology = {"primaries": sum(n.role == "primary" for n in ctx.target.nodes),
                 "replicas": sum(n.role == "replica" for n in ctx.target.nodes)}
-    details = {"commands": commands, "topology": topology, "order": [n for n, _ in runs]}
+    details = {"commands": commands, "topology": topology, "order": [n for n, _ in runs], "ran_on": ran_on}
     if problems:
         return CaseOutcome("invalid", "; ".join(problems), metrics, details, series)
     return CaseOutcome("ok", metrics=metrics, details=details, series=series)
@@ -239,7 +240,7 @@ def run_memtier(ctx: CaseContext) -> CaseOutcome:
     if ctx.repetition % 2 == 0:
         runs.reverse()
     metrics: dict[str, Metric] = {}
-    details: dict = {"commands": {}, "sections": {}}
+    details: dict = {"commands": {}, "sections": {}, "ran_on": memtier.ran_on(ctx.target)}
     cols: dict[str, list] = {"run": [], "connections": [], "ops_per_sec": [], "p50_ms": [], "p99_ms": []}
     invalid = []
     for name, params in runs:

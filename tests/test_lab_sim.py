@@ -1,0 +1,339 @@
+"""The lab in a box: `make lab-sim-up` makes seven hosts (network namespaces on
+127.77.0.0/24, each with its own sshd, hostname, processes, /etc and /var), `make provision`
+provisions them over real SSH with the lab's roles, `make reproduce` runs the redis-cluster
+suite with the lab-sim profile against them (redis-benchmark on the load-generator host,
+with the cluster password and the ACL user), the faults a lab has each give one line and a
+non-zero exit, `make unprovision` and `make lab-sim-down` leave nothing behind.
+
+Needs root (network namespaces), openssh-server, ansible, redis and prometheus; skipped
+with the reason otherwise. Run it alone with `pytest -m lab_sim` (about 4-6 minutes on 2
+shared cores); the tests run in order on one lab.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.paths import REPO_ROOT
+
+LAB_DIR = REPO_ROOT / ".harness" / "lab-sim"
+INVENTORY = LAB_DIR / "inventory.yml"
+SSH_CONFIG = LAB_DIR / "ssh_config"
+PASSWORD = "Lab-Sim-pw-7f3c9e1d"  # a known password that must appear nowhere
+READER_PASSWORD = "Reader-pw-4b8a2c6e"
+REDIS_HOSTS = {f"redis-{i}": f"127.77.0.1{i}" for i in range(1, 7)}
+LOADGEN = ("loadgen-1", "127.77.0.17")
+RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+NEEDED = {"ip": "iproute2", "unshare": "util-linux", "ssh": "openssh-client", "ansible-playbook": "ansible",
+          "redis-server": "redis-server", "redis-benchmark": "redis-tools", "prometheus": "prometheus",
+          "prometheus-redis-exporter": "prometheus-redis-exporter",
+          "prometheus-node-exporter": "prometheus-node-exporter"}
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root: network namespaces cannot be made by this user"
+    missing = sorted({pkg for cmd, pkg in NEEDED.items() if not shutil.which(cmd)}
+                     | (set() if Path("/usr/sbin/sshd").exists() else {"openssh-server"}))
+    if missing:
+        return f"missing Debian packages: apt-get install -y {' '.join(missing)}"
+    probe = subprocess.run(["unshare", "--net", "--mount", "--pid", "--fork", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"network namespaces cannot be made here: {probe.stderr.strip() or probe.returncode}"
+    if subprocess.run(["ip", "link", "show", "ls-br0"], capture_output=True).returncode == 0:
+        return "a simulated lab is already up (ls-br0 exists); take it down first: make lab-sim-down"
+    return None
+
+
+pytestmark = [pytest.mark.lab_sim, pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")]
+
+
+def env(**extra) -> dict:
+    e = {**os.environ, "REDIS_CLUSTER_PASSWORD": PASSWORD, "REDIS_CACHE_READER_PASSWORD": READER_PASSWORD,
+         "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "HARNESS_MONITORING_PORT": "9600"}
+    e.pop("HARNESS_PROMETHEUS_URL", None)
+    e.pop("HARNESS_LOADGEN", None)
+    e.update(extra)
+    return {k: v for k, v in e.items() if v is not None}
+
+
+def make(*args: str, timeout: float = 600, **extra) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "--no-print-directory", *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                          env=env(**extra), timeout=timeout)
+
+
+def harness(*args: str, timeout: float = 600, **extra) -> subprocess.CompletedProcess:
+    exe = Path(sys.executable).parent / "harness"
+    return subprocess.run([str(exe), *args], cwd=REPO_ROOT, capture_output=True, text=True, env=env(**extra),
+                          timeout=timeout)
+
+
+def ssh(host: str, command: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run(["ssh", "-F", str(SSH_CONFIG), host, command], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def recap(out: str) -> dict[str, dict]:
+    return {h: {"ok": int(o), "changed": int(c), "unreachable": int(u), "failed": int(f)}
+            for h, o, c, u, f in RECAP.findall(out)}
+
+
+def cli(address: str, *args: str, user: str | None = None, password: str = PASSWORD) -> str:
+    cmd = ["redis-cli", "-h", address, "-p", "6379"] + (["--user", user] if user else []) + list(args)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=10,
+                          env={**os.environ, "REDISCLI_AUTH": password}).stdout
+
+
+def leftovers() -> list[str]:
+    """What of a lab is still on this machine."""
+    found = []
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    found += [f"namespace {line.split()[0]}" for line in ns.splitlines() if line.startswith("ls-h")]
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    found += [f"link {m}" for m in re.findall(r"^\d+: (ls-[^:@]+)", links, re.M)]
+    routes = subprocess.run(["ip", "route", "show", "table", "all"], capture_output=True, text=True).stdout
+    found += [f"route {line}" for line in routes.splitlines() if "127.77.0." in line]
+    found += [f"mount {line.split()[1]}" for line in Path("/proc/self/mounts").read_text().splitlines()
+              if str(LAB_DIR) in line]
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                cmdline = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(LAB_DIR) in cmdline or "host-init.sh" in cmdline:
+                found.append(f"process {p.name}: {cmdline[:100]}")
+    return found
+
+
+def error_lines(out: subprocess.CompletedProcess) -> list[str]:
+    """The error lines of a harness command; a traceback fails the test."""
+    assert "Traceback" not in out.stdout + out.stderr, out.stderr
+    return [line for line in (out.stdout + out.stderr).splitlines() if line.startswith("error:")]
+
+
+def no_secret_in(texts: dict[str, str]) -> list[str]:
+    return [name for name, text in texts.items() if PASSWORD in text or READER_PASSWORD in text]
+
+
+@pytest.fixture(scope="module")
+def lab():
+    t0 = time.monotonic()
+    up = make("lab-sim-up", timeout=300)
+    state = {"up": up, "up_s": time.monotonic() - t0, "outputs": {"lab-sim-up": up.stdout + up.stderr}}
+    try:
+        yield state
+    finally:
+        make("unprovision", f"INVENTORY={INVENTORY}", timeout=300)
+        down = make("lab-sim-down", timeout=120)
+        state["down"] = down
+
+
+def test_lab_comes_up_with_seven_separate_hosts(lab):
+    up = lab["up"]
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert lab["up_s"] < 30, f"lab-sim-up took {lab['up_s']:.1f} s"
+    assert INVENTORY.exists() and SSH_CONFIG.exists()
+    for name, addr in [*REDIS_HOSTS.items(), LOADGEN]:
+        out = ssh(name, "hostname; echo ==; ip -4 -o addr show | awk '{print $4}'; echo ==; "
+                        "tr '\\0' ' ' < /proc/1/cmdline")
+        assert out.returncode == 0, out.stderr
+        host, addrs, init = out.stdout.split("==\n")
+        assert host.strip() == name
+        # loopback range only: 127.0.0.1 on lo and the lab address, nothing else
+        assert sorted(addrs.split()) == sorted(["127.0.0.1/8", f"{addr}/24"])
+        assert "host-init.sh" in init  # its own PID namespace: PID 1 is the host's init
+    # private /var: a file written on redis-1 is invisible on redis-2 and on this machine
+    marker = f"/var/lib/lab-sim-marker-{os.getpid()}"
+    assert ssh("redis-1", f"touch {marker} && test -f {marker}").returncode == 0
+    assert ssh("redis-2", f"test ! -e {marker}").returncode == 0
+    assert not Path(marker).exists()
+
+
+def test_a_second_up_is_refused_with_one_line(lab):
+    again = make("lab-sim-up", timeout=60)
+    assert again.returncode != 0
+    lines = [line for line in again.stderr.splitlines() if line.startswith("lab-sim:")]
+    assert len(lines) == 1 and "already up" in lines[0], again.stderr
+    assert ssh("redis-1", "true").returncode == 0  # the running lab is untouched
+
+
+def test_provision_over_ssh_twice_second_changes_nothing(lab):
+    t0 = time.monotonic()
+    first = make("provision", f"INVENTORY={INVENTORY}")
+    lab["provision_s"] = [time.monotonic() - t0]
+    lab["outputs"]["provision-1"] = first.stdout + first.stderr
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    hosts = recap(first.stdout)
+    assert set(hosts) == {*REDIS_HOSTS, LOADGEN[0]}
+    assert all(h["failed"] == 0 and h["unreachable"] == 0 for h in hosts.values())
+    t0 = time.monotonic()
+    second = make("provision", f"INVENTORY={INVENTORY}")
+    lab["provision_s"].append(time.monotonic() - t0)
+    lab["outputs"]["provision-2"] = second.stdout + second.stderr
+    assert second.returncode == 0, second.stdout[-4000:]
+    assert {h: v["changed"] for h, v in recap(second.stdout).items()} == {h: 0 for h in hosts}
+    nodes = cli(REDIS_HOSTS["redis-1"], "cluster", "nodes")
+    flags = [line.split()[2].replace("myself,", "") for line in nodes.strip().splitlines()]
+    assert sorted(flags) == ["master"] * 3 + ["slave"] * 3, nodes
+    # each instance runs on its own host, as a process of that host
+    for name in REDIS_HOSTS:
+        assert "redis-server" in ssh(name, "ps -e -o comm").stdout
+    assert "NOAUTH" in subprocess.run(["redis-cli", "-h", REDIS_HOSTS["redis-1"], "ping"], capture_output=True,
+                                      text=True, env={k: v for k, v in os.environ.items() if k != "REDISCLI_AUTH"},
+                                      timeout=10).stdout
+
+
+def test_acl_user_from_the_environment_on_every_node(lab):
+    for name, addr in REDIS_HOSTS.items():
+        assert "NOPERM" not in cli(addr, "get", "cache:x", user="cache_reader", password=READER_PASSWORD), name
+        assert "NOPERM" in cli(addr, "set", "cache:x", "1", user="cache_reader", password=READER_PASSWORD), name
+        assert "NOPERM" in cli(addr, "get", "other:x", user="cache_reader", password=READER_PASSWORD), name
+        conf = ssh(name, "cat /var/lib/redis-cluster/6379/redis.conf").stdout
+        assert "user cache_reader on #" in conf and READER_PASSWORD not in conf
+
+
+def test_reproduce_runs_on_the_load_generator_with_auth(lab, tmp_path):
+    results = tmp_path / "results"
+    t0 = time.monotonic()
+    # -o: the venv this test runs in is installed; make must not reinstall it mid-test
+    out = make("-o", ".venv/.installed", "reproduce", f"TARGET={INVENTORY}", "PROFILE=lab-sim", "SUITES=redis-cluster",
+               f"RESULTS={results}", "MONITORING=--monitoring")
+    lab["reproduce_s"] = time.monotonic() - t0
+    lab["outputs"]["reproduce"] = out.stdout + out.stderr
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    (run_dir,) = list(results.iterdir())
+    data = json.loads((run_dir / "results.json").read_text())
+    recs = data["records"]
+    bench = [r for r in recs if r["case"] == "redis-benchmark"]
+    assert bench and all(r["status"] == "ok" for r in bench), [r.get("reason") for r in bench]
+    for r in bench:
+        for m in ("GET.p50_ms", "GET.p99_ms", "SET.p50_ms", "SET.p99_ms", "GET.rps", "SET.rps"):
+            assert r["metrics"][m]["value"] > 0, m
+        assert r["details"]["ran_on"] == "loadgen-1 (127.77.0.17) over SSH"
+    lab["numbers"] = {m: [r["metrics"][m]["value"] for r in bench] for m in ("GET.p99_ms", "SET.p99_ms", "GET.rps", "SET.rps")}
+    cmds = list((run_dir / "raw").rglob("redis-benchmark*.cmd"))
+    assert cmds and all(c.read_text().startswith("# ran on loadgen-1 (127.77.0.17) over SSH") for c in cmds)
+    assert all("-a '***'" in c.read_text() for c in cmds)
+    acl = [r for r in recs if r["case"] == "acl"]
+    assert acl and all(r["status"] == "ok" for r in acl), [r.get("reason") for r in acl]
+    assert all(r["metrics"]["fixed.reads_allowed"]["value"] == 2 and r["metrics"]["fixed.writes_allowed"]["value"] == 0
+               for r in acl)
+    man = json.loads((run_dir / "manifest.json").read_text())
+    assert sorted(n["host"] for n in man["target_nodes"]["nodes"]) == sorted(REDIS_HOSTS.values())
+    mon = data.get("monitoring") or man.get("monitoring") or {}
+    assert mon.get("status") == "ok", mon.get("reason")
+    assert "127.77.0.17:9090" in mon.get("reason", "")
+    blob = json.dumps(mon)
+    for addr in REDIS_HOSTS.values():
+        assert f"{addr}:6379" in blob, f"no series of the exporter for {addr}"
+    assert '"redis-1"' in blob and '"loadgen-1"' in blob  # node exporters on the lab hosts
+    # the password appears nowhere: results, raw files, report, JUnit, the run's output
+    texts = {str(p.relative_to(run_dir)): p.read_bytes().decode(errors="replace")
+             for p in run_dir.rglob("*") if p.is_file()}
+    texts.update(lab["outputs"])
+    assert "report.html" in texts and "junit.xml" in texts
+    assert "loadgen-1 (127.77.0.17) over SSH" in texts["report.html"]  # the report says where it ran
+    assert no_secret_in(texts) == []
+
+
+def test_a_wrong_password_is_one_line_exit_2(lab, tmp_path):
+    out = harness("run", "redis-cluster", "--profile", "lab-sim", "--target", str(INVENTORY),
+                  "--results-dir", str(tmp_path), REDIS_CLUSTER_PASSWORD="not-the-password")
+    assert out.returncode == 2, out.stdout + out.stderr
+    err = error_lines(out)
+    assert len(err) == 1 and "refused the password" in err[0] and "provision it first" not in err[0], out.stderr
+    assert "not-the-password" not in out.stdout + out.stderr
+
+
+def test_a_load_generator_that_does_not_answer_ssh(lab, tmp_path):
+    subprocess.run(["ip", "link", "set", "ls-h7-p", "down"], check=True)
+    try:
+        out = harness("run", "redis-cluster", "--profile", "lab-sim", "--target", str(INVENTORY),
+                      "--results-dir", str(tmp_path), timeout=120)
+    finally:
+        subprocess.run(["ip", "link", "set", "ls-h7-p", "up"], check=True)
+    assert out.returncode == 3, out.stdout + out.stderr
+    err = error_lines(out)
+    assert len(err) == 1 and "loadgen-1 (127.77.0.17) does not answer SSH" in err[0], out.stderr
+    for _ in range(50):  # the link is back
+        if ssh("loadgen-1", "true", timeout=10).returncode == 0:
+            break
+        time.sleep(0.2)
+
+
+def test_a_redis_that_dies_mid_run_fails_its_case_and_the_run_goes_on(lab, tmp_path):
+    # a primary that is not the harness's entry node (the first primary in inventory order)
+    nodes = cli(REDIS_HOSTS["redis-1"], "cluster", "nodes")
+    primaries = [line.split()[1].split(":")[0] for line in nodes.strip().splitlines() if "master" in line.split()[2]]
+    order = [a for a in REDIS_HOSTS.values() if a in primaries]
+    victim = next(n for n, a in REDIS_HOSTS.items() if a == order[1])
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "harness"), "run", "redis-cluster",
+                             "--profile", "lab-sim", "--target", str(INVENTORY), "--results-dir", str(tmp_path),
+                             "--repeat", "1", "--set", "redis-benchmark.requests=2000000",
+                             "--set", "redis-benchmark.timeout_s=60"],
+                            cwd=REPO_ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # kill the primary once redis-benchmark is running on loadgen-1
+            if "redis-benchmark" in ssh("loadgen-1", "ps -e -o comm").stdout:
+                break
+            time.sleep(0.5)
+        time.sleep(2)
+        assert ssh(victim, "kill -9 $(cat /var/lib/redis-cluster/6379/redis.pid)").returncode == 0
+        out, err = proc.communicate(timeout=400)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0, out + err
+    (run_dir,) = list(tmp_path.iterdir())
+    recs = json.loads((run_dir / "results.json").read_text())["records"]
+    bench = next(r for r in recs if r["case"] == "redis-benchmark")
+    assert bench["status"] in ("failed", "invalid") and bench["reason"], bench
+    assert {r["case"] for r in recs} >= {"redis-benchmark", "memtier", "acl"}  # the run went on
+    assert PASSWORD not in out + err + (run_dir / "results.json").read_text()
+
+
+def test_unprovision_stops_everything_on_the_hosts(lab):
+    out = make("unprovision", f"INVENTORY={INVENTORY}", timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:]
+    for name in [*REDIS_HOSTS, LOADGEN[0]]:
+        ps = ssh(name, "ps -e -o comm").stdout
+        assert not re.search(r"redis-server|prometheus|exporter", ps), f"{name}: {ps}"
+        assert ssh(name, "test ! -e /var/lib/redis-cluster/6379").returncode == 0
+
+
+def test_a_port_in_use_on_one_host_stops_provisioning_with_the_fix(lab):
+    # something that is not Redis holds 6379 on redis-3
+    hold = ssh("redis-3", "setsid python3 -c 'import socket,time; s=socket.socket(); "
+                          "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((\"127.77.0.13\", 6379)); "
+                          "s.listen(); time.sleep(600)' >/dev/null 2>&1 < /dev/null & echo $!")
+    try:
+        out = make("provision", f"INVENTORY={INVENTORY}")
+    finally:
+        ssh("redis-3", f"kill {hold.stdout.strip()}")
+    assert out.returncode != 0
+    assert "already in use by another process" in out.stdout and "another redis_cluster_port" in out.stdout, \
+        out.stdout[-3000:]
+    assert ssh("redis-1", "test ! -e /var/lib/redis-cluster/6379/nodes.conf").returncode == 0
+
+
+def test_down_leaves_nothing_behind(lab):
+    t0 = time.monotonic()
+    make("unprovision", f"INVENTORY={INVENTORY}", timeout=300)
+    down = make("lab-sim-down", timeout=120)
+    lab["down_s"] = time.monotonic() - t0
+    assert down.returncode == 0, down.stderr
+    assert leftovers() == []
+    assert not LAB_DIR.exists()
+    print(f"\nlab-sim timings: up {lab['up_s']:.1f} s, provision {lab.get('provision_s')}, "
+          f"reproduce {lab.get('reproduce_s', 0):.0f} s; numbers {lab.get('numbers')}")
