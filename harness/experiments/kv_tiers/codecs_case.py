@@ -78,14 +78,18 @@ def _json_decode_ms(codec_for, arrays, n: int, repeats: int = 7) -> float:
 
 def interleaved_decode(codecs: dict, arrays: list, repeats: int) -> dict[str, list[float]]:
     """Decode seconds per codec name; in every repeat each codec decodes each array once,
-    codecs taking turns. Every decode must be bit-exact."""
+    codecs taking turns in an order rotated by one each repeat (no codec always runs right
+    after another). Every decode must be bit-exact."""
     from harness.experiments.kv_tiers.codecs import CodecError
 
     bufs = {name: [c.encode(a) for a in arrays] for name, c in codecs.items()}
     out: dict[str, list[float]] = {name: [] for name in codecs}
-    for _ in range(repeats):
+    names = list(codecs)
+    for r in range(repeats):
+        order = names[r % len(names):] + names[:r % len(names)]
         for i, a in enumerate(arrays):
-            for name, c in codecs.items():
+            for name in order:
+                c = codecs[name]
                 t0 = time.perf_counter()
                 got, _ = c.decode(bufs[name][i])
                 out[name].append(time.perf_counter() - t0)
@@ -100,9 +104,11 @@ def interleaved_qps(codecs: dict, arrays: list, client, prefix: str, seconds: fl
     ops = {name: 0 for name in codecs}
     spent = {name: 0.0 for name in codecs}
     keys = []
+    names = list(codecs)
     try:
-        for _ in range(slices):
-            for name, c in codecs.items():
+        for s in range(slices):
+            for name in names[s % len(names):] + names[:s % len(names)]:  # rotated each slice
+                c = codecs[name]
                 t0 = time.perf_counter()
                 while True:
                     i = ops[name] % len(arrays)
