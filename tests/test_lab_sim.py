@@ -125,6 +125,22 @@ def no_secret_in(texts: dict[str, str]) -> list[str]:
     return [name for name, text in texts.items() if PASSWORD in text or READER_PASSWORD in text]
 
 
+def test_an_interrupted_up_leaves_nothing_behind():
+    import signal
+
+    for delay in (0.5, 2.0):  # while hosts are being made, and while waiting for their sshd
+        p = subprocess.Popen([str(REPO_ROOT / "infra" / "lab-sim" / "up.sh")], start_new_session=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        if p.returncode == 0:  # it finished first: take it down the normal way
+            assert make("lab-sim-down", timeout=120).returncode == 0
+        else:
+            assert p.returncode == 130 and "taking down what was started" in err, err
+        assert leftovers() == []
+
+
 @pytest.fixture(scope="module")
 def lab():
     t0 = time.monotonic()
