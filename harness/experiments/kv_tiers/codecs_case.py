@@ -1,6 +1,6 @@
 """kv-tiers-codecs: JSON vs the aligned binary layout on real SmolLM2 KV data.
 
-The source's 1.82 ms is the JSON decode time of its chunk; its size is not given. So the
+The source's JSON decode time is that of its chunk, whose size it does not give. So the
 claim is compared at the chunk size whose JSON decode takes that long *here*
 (`json_decode_target_ms`, calibrated on a prefix of a real chunk), where the aligned
 decode and the store-plus-fetch QPS are measured beside it. The control replaces the

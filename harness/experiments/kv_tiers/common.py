@@ -65,13 +65,13 @@ def env_note(device: str) -> str:
 
 TIER_STORE_PARAMS = {
     "codec": Param(str, "aligned128", "codec of L2 and L3 values", CODECS),
-    "l1_ttl_s": Param(float, 30.0, "L1 TTL (source: 30 s)", min=0.001),
-    "l2_ttl_s": Param(float, 300.0, "L2 TTL (source: 5 min)", min=0.001),
-    "l3_ttl_s": Param(float, 3600.0, "L3 TTL (source: 1 h)", min=0.001),
+    "l1_ttl_s": Param(float, 30.0, "L1 TTL in seconds", min=0.001),
+    "l2_ttl_s": Param(float, 300.0, "L2 TTL in seconds", min=0.001),
+    "l3_ttl_s": Param(float, 3600.0, "L3 TTL in seconds", min=0.001),
     "l1_max_mb": Param(int, 0, "L1 capacity in MiB (0 = unbounded)", min=0),
-    "l3_map_mb": Param(int, 1024, "LMDB map size in MiB (source: 500 GB)", min=1),
+    "l3_map_mb": Param(int, 1024, "LMDB map size in MiB (the source's is in the lab-a100 profile)", min=1),
     "l3_dir": Param(str, "", "folder for the LMDB file; empty = a temporary folder on the disk, removed afterwards"),
-    "write_behind_every": Param(int, 500, "L2 writes per write-behind batch to L3 (source: 500)", min=1),
+    "write_behind_every": Param(int, 500, "L2 writes per write-behind batch to L3", min=1),
 }
 
 

@@ -143,7 +143,7 @@ def run_tiers(ctx: CaseContext) -> CaseOutcome:
         f"One chunk = {p['chunk_tokens']} tokens of all layers' K and V ({nbytes} B as float32, "
         f"{len(payloads[keys[0]])} B encoded as {p['codec']}). L2 is the Redis Cluster over loopback; L3 an LMDB file "
         f"on this host's disk, cold reads after posix_fadvise(DONTNEED) on its data file. Write-behind every "
-        f"{p['write_behind_every']} L2 writes (source 500); {pending_after_puts} writes were pending when flushed. "
+        f"{p['write_behind_every']} L2 writes; {pending_after_puts} writes were pending when flushed. "
         f"{env_note(device)}.")}
     return CaseOutcome("ok", metrics=metrics, series=series,
                        details={"ttl_s": {t: p[t.lower() + "_ttl_s"] for t in ("L1", "L2", "L3")}})
