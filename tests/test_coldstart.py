@@ -5,6 +5,8 @@ ledger's verdict changes."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 
 import pytest
@@ -116,6 +118,21 @@ def test_busy_port_is_an_environment_problem(pg):
 
     with pytest.raises(EnvironmentProblem, match=f"port {PG_PORT} .* is busy"):
         PostgresServer(PG_PORT).start()
+
+
+def test_a_server_left_by_a_killed_run_is_stopped_first():
+    from harness.experiments.cold_start.postgres import PostgresServer
+    from harness.redis_server import pid_alive
+
+    left = PostgresServer(PG_PORT + 1).start()
+    pid = left.proc.pid
+    left.proc = None  # the run that started it was killed: nobody stops it
+    try:
+        with PostgresServer(PG_PORT + 1) as again:
+            assert not pid_alive(pid) and again.proc.pid != pid
+    finally:
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGINT)
 
 
 def test_full_pool_refuses_and_the_retry_policy_tries_again(pg):

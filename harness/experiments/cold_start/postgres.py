@@ -35,6 +35,9 @@ def pg_bin(name: str) -> str:
     return cands[-1]
 
 
+_RUNNING: dict = {}  # folder -> the PostgresServer of this process that started a server there
+
+
 class PostgresServer:
     """One postgres process with its own data folder and log."""
 
@@ -74,8 +77,9 @@ class PostgresServer:
 
     def start(self, timeout: float = 30.0) -> "PostgresServer":
         initdb, postgres = pg_bin("initdb"), pg_bin("postgres")
-        check_ports_free(self.host, [self.port], f"PostgreSQL {self.host}:{self.port}", flag="the case's pg_port")
         run_as = self._run_as()
+        self.stop_leftover()
+        check_ports_free(self.host, [self.port], f"PostgreSQL {self.host}:{self.port}", flag="the case's pg_port")
         self.folder.mkdir(parents=True, exist_ok=True)
         self._own(self.folder)
         if not (self.data_dir / "PG_VERSION").exists():  # the data folder is kept between starts
@@ -86,7 +90,7 @@ class PostgresServer:
             if out.returncode != 0:
                 tail = " | ".join((out.stdout + out.stderr).strip().splitlines()[-3:])
                 raise EnvironmentProblem(f"initdb failed (exit {out.returncode}): {tail}")
-        (self.data_dir / "postmaster.pid").unlink(missing_ok=True)  # a killed server's leftover
+        (self.folder / "owner.pid").write_text(str(os.getpid()))
         log = open(self.logfile, "ab")
         try:
             self._own(self.logfile)
@@ -98,12 +102,46 @@ class PostgresServer:
                 stdout=log, stderr=log, start_new_session=True, **run_as)
         finally:
             log.close()
+        _RUNNING[self.folder] = self
         try:
             self.wait_ready(timeout)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def stop_leftover(self, timeout: float = 10.0) -> bool:
+        """Stop a server that a killed run left on this data folder (its postmaster.pid names a
+        live postgres process of this folder); remove a stale pid file. True when one was stopped."""
+        pidfile = self.data_dir / "postmaster.pid"
+        try:
+            pid = int(pidfile.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return False
+        try:  # the harness process that started it: while it lives, the server is in use
+            owner = int((self.folder / "owner.pid").read_text())
+        except (OSError, ValueError):
+            owner = None
+        if owner is not None and owner != os.getpid() and pid_alive(owner):
+            return False
+        mine = _RUNNING.get(self.folder)
+        if owner == os.getpid() and mine is not None and mine.proc is not None:
+            return False  # this process runs it and has not let go of it
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            cmd = []
+        if not (pid_alive(pid) and cmd and cmd[0].endswith(b"postgres") and str(self.data_dir).encode() in cmd):
+            pidfile.unlink(missing_ok=True)
+            return False
+        os.kill(pid, signal.SIGINT)
+        deadline = time.monotonic() + timeout
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if pid_alive(pid):
+            raise EnvironmentProblem(f"a postgres left by an earlier run (pid {pid}, {self.data_dir}) did not stop; "
+                                     f"stop it with: kill {pid}")
+        return True
 
     def wait_ready(self, timeout: float) -> None:
         import psycopg
@@ -143,6 +181,8 @@ class PostgresServer:
                 os.killpg(pid, signal.SIGKILL)
                 self.proc.wait(timeout=5)
         self.proc = None
+        if _RUNNING.get(self.folder) is self:
+            del _RUNNING[self.folder]
         if pid_alive(pid):  # not reached in practice: the wait above reaped it
             raise EnvironmentProblem(f"postgres (pid {pid}) did not stop")
 
