@@ -3,6 +3,7 @@ functions, and `main` turns every HarnessError into one line and its exit code."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -156,12 +157,38 @@ def report(run_dir, baseline, history):
     from harness.report.render import render_report
     from harness.results import load_run
 
-    data = load_run(run_dir)
-    a = analyze(data)
-    comparison = compare(analyze(load_run(baseline)), a) if baseline else None
-    path = render_report(data, a, comparison, history=history)
-    write_junit(data.run_dir / "junit.xml", a)
+    with _stored_results(run_dir):
+        data = load_run(run_dir)
+        a = analyze(data)
+        comparison = compare(analyze(load_run(baseline)), a) if baseline else None
+        path = render_report(data, a, comparison, history=history)
+        write_junit(data.run_dir / "junit.xml", a)
+    if isinstance(data.interrupted, dict):
+        click.echo(f"note: this run was interrupted ({data.interrupted.get('case', '')}); "
+                   f"the report shows what was measured before", err=True)
     click.echo(f"report: {path}")
+
+
+@contextlib.contextmanager
+def _stored_results(run_dir: Path):
+    """A results folder edited by hand or damaged on disk can hold a value of the wrong type
+    anywhere: one line naming the folder (and the traceback in report-error.txt), exit 2."""
+    from harness.errors import BadInput
+
+    try:
+        yield
+    except (TypeError, KeyError, AttributeError, IndexError, ValueError, OverflowError) as e:
+        import traceback
+
+        where = ""
+        try:
+            (Path(run_dir) / "report-error.txt").write_text(traceback.format_exc())
+            where = "; details in report-error.txt"
+        except OSError:
+            pass
+        what = " ".join(f"{type(e).__name__}: {e}".split())[:200]
+        raise BadInput(f"{run_dir}: results.json or manifest.json holds a value of the wrong type ({what}); "
+                       f"the folder is damaged, re-run the suites{where}") from None
 
 
 @cli.command()

@@ -284,6 +284,10 @@ def load_run(run_dir: Path) -> RunData:
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise BadInput(f"{run_dir / RESULTS}: a record or suite is malformed ({type(e).__name__}: {e}); "
                        f"the file is damaged, re-run the suites") from None
+    for key in ("monitoring", "interrupted"):
+        if data.get(key) is not None and not isinstance(data[key], dict):
+            raise BadInput(f"{run_dir / RESULTS}: {key!r} is a {type(data[key]).__name__}, not an object; "
+                           f"the file is damaged, re-run the suites")
     monitoring = data.get("monitoring")
     if monitoring is None and isinstance(manifest.get("monitoring"), dict):  # schema 1 kept it in the manifest
         monitoring = manifest["monitoring"]

@@ -502,3 +502,48 @@ def test_cluster_host_is_never_a_path(host):
     """--host becomes part of the state folder's name: anything but an address is refused."""
     for cmd in ("up", "down", "status"):
         assert_one_line(cli("cluster", cmd, "--host", host, "--base-port", "7590"), (2,), "--host")
+
+
+def _paths(o, prefix=()):
+    """Every (path, value) inside a JSON document."""
+    yield prefix
+    if isinstance(o, dict):
+        for k, v in o.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(o, list):
+        for i, v in enumerate(o):
+            yield from _paths(v, prefix + (i,))
+
+
+_VALID_RUN: dict = {}
+
+
+def _valid_run_json(tmp: Path) -> tuple[dict, dict]:
+    """results.json and manifest.json of a small, valid folder (the hostile one)."""
+    if not _VALID_RUN:
+        (tmp / "valid").mkdir(parents=True, exist_ok=True)
+        d = hostile_run(tmp / "valid")
+        _VALID_RUN["results"] = json.loads((d / "results.json").read_text())
+        _VALID_RUN["manifest"] = json.loads((d / "manifest.json").read_text())
+    return json.loads(json.dumps(_VALID_RUN["results"])), json.loads(json.dumps(_VALID_RUN["manifest"]))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(which=st.sampled_from(["results", "manifest"]), pick=st.integers(min_value=0), value=values)
+def test_fuzz_results_field(tmp_path, which, pick, value):
+    """One field anywhere in a valid results folder replaced by a generated value: the
+    report command renders it or says in one line what is damaged."""
+    results, manifest = _valid_run_json(tmp_path)
+    doc = results if which == "results" else manifest
+    paths = [p for p in _paths(doc) if p]
+    path = paths[pick % len(paths)]
+    obj = doc
+    for k in path[:-1]:
+        obj = obj[k]
+    obj[path[-1]] = value
+    d = tmp_path / "mutated"
+    d.mkdir(exist_ok=True)
+    (d / "results.json").write_text(json.dumps(results))
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    _check_cli(cli("report", d))
