@@ -34,7 +34,7 @@ def texts_of(ds: datasets.Dataset) -> list[str]:
     return [r[1] for r in ds.rows]
 
 
-@register("semantic-cache-embed-perf", params=PARAMS, check=lambda w, p: common.check_dataset(w, p),
+@register("semantic-cache-embed-perf", params=PARAMS, check=lambda w, p: common.check_dataset(w, p), isolate=True,
           description="embedding throughput (ours vs sentence-transformers), single-query rate, LSH signing speed")
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
