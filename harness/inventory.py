@@ -214,6 +214,18 @@ def loadgen_for(target: Target) -> RemoteHost | None:
         return None
 
 
+def loadgen_summary(target: Target) -> dict:
+    """For the manifest: which machine runs the load tools of this target."""
+    from harness.process import where
+
+    host = loadgen_for(target)
+    out = {"ran_on": where(host)}
+    if host is not None:
+        out.update({"name": host.name, "address": host.address, "user": host.user, "via": "ssh",
+                    "ssh_config": host.ssh_config})
+    return out
+
+
 def prometheus_url(path: str | Path) -> str | None:
     """The Prometheus that the `monitoring` role runs for this inventory: the first host
     of the `monitoring` group, port `monitoring_prometheus_port` (default 9090); None when
