@@ -67,9 +67,9 @@ class Param:
                 raise BadInput(f"{where}: {v} is not a finite number")
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 if self.min is not None and v < self.min:
-                    raise BadInput(f"{where}: must be at least {self.min:g}, got {v:g}")
+                    raise BadInput(f"{where}: must be at least {self.min:g}, got {_num(v)}")
                 if self.max is not None and v > self.max:
-                    raise BadInput(f"{where}: must be at most {self.max:g}, got {v:g}")
+                    raise BadInput(f"{where}: must be at most {self.max:g}, got {_num(v)}")
         if self.choices is not None:
             bad = [v for v in values if v not in self.choices]
             if bad:
@@ -81,6 +81,14 @@ class Param:
                 raise BadInput(f"{where}: {value!r}: no such file ({path}); give a path relative to the "
                                f"repository or an absolute one")
         return value
+
+
+def _num(v) -> str:
+    """A number for a message: an int too large for a float (or for a line) is shortened."""
+    if isinstance(v, float):
+        return f"{v:g}"
+    text = str(v) if abs(v) < 10**30 else f"{str(v)[:12]}... ({len(str(abs(v)))} digits)"
+    return text
 
 
 def _type_names(types: tuple) -> str:

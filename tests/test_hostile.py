@@ -107,6 +107,8 @@ BAD = {
         yaml.safe_dump(SUITE) + "").replace("repetitions: 1", "repetitions: 1\n    thresholds: [{case: sim, metric: m, "
                                                                 "op: '<', value: " + "9" * 400 + ", reason: r}]").encode())],
         "too large"),
+    "--set integer too large for a float": (lambda t: ["run", write_suite(t / "s.yaml"), "--dry-run", "--set",
+                                                       "sim.head_fraction=" + "9" * 400], "too large"),
     "--set empty value": (lambda t: ["run", write_suite(t / "s.yaml"), "--dry-run", "--set", "sim.seed="], "empty"),
     "--set YAML alias": (lambda t: ["run", write_suite(t / "s.yaml"), "--dry-run", "--set", "sim.seed=[&a 1, *a]"],
                          "aliases"),
@@ -160,6 +162,16 @@ def test_bad_input_is_one_line_never_a_traceback(name, tmp_path):
     if args[0] == "run" and "--results-dir" in args and "--target" not in args:  # refused before a run folder
         r = Path(args[args.index("--results-dir") + 1])
         assert not r.is_dir() or not any(r.iterdir()), f"{name}: a run folder was left for input refused: {line}"
+
+
+def test_integer_too_large_for_a_bounded_parameter():
+    from harness.drivers import Param
+    from harness.errors import BadInput
+
+    with pytest.raises(BadInput, match=r"must be at most 10, got 999999999999\.\.\. \(400 digits\)"):
+        Param(int, 1, "x", max=10).check("w", int("9" * 400))
+    with pytest.raises(BadInput, match="must be at least 1, got -5"):
+        Param(int, 1, "x", min=1).check("w", -5)
 
 
 def test_unresolvable_host_is_not_a_busy_port():
