@@ -198,22 +198,32 @@ def _json_default(o):
     return str(o)
 
 
-def _sanitize(o):
-    """NaN/inf -> None everywhere, so results files stay valid JSON."""
+def _sanitize(o, secrets: list[str] = ()):
+    """NaN/inf -> None everywhere, so results files stay valid JSON; known secrets in any
+    string -> ***."""
     if isinstance(o, float):
         return finite_or_none(o)
+    if isinstance(o, str):
+        for sec in secrets:
+            o = o.replace(sec, "***")
+        return o
     if isinstance(o, dict):
-        return {str(k): _sanitize(v) for k, v in o.items()}
+        return {_sanitize(str(k), secrets): _sanitize(v, secrets) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
-        return [_sanitize(v) for v in o]
+        return [_sanitize(v, secrets) for v in o]
     if hasattr(o, "to_json"):
-        return _sanitize(o.to_json())
+        return _sanitize(o.to_json(), secrets)
     return o
 
 
 def atomic_write_json(path: Path, data) -> None:
+    """Write JSON atomically; known secrets are redacted as a last line of defence (a driver
+    that keeps a raw command cannot leak a password into a results file)."""
+    from harness.process import known_secrets
+
+    secrets = known_secrets()
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_sanitize(data), indent=1, default=_json_default, allow_nan=False))
+    tmp.write_text(json.dumps(_sanitize(data, secrets), indent=1, default=_json_default, allow_nan=False))
     os.replace(tmp, path)
 
 

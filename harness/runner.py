@@ -221,6 +221,10 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
     try:
         with target_for(plans, target, base_port, log) as tgt:
             man["target_nodes"] = tgt.to_json()
+            if tgt.kind == "cluster" and target != "local":
+                from harness.inventory import loadgen_summary
+
+                man["loadgen"] = loadgen_summary(tgt)
             man["servers"] = _server_versions(tgt)
             write_manifest(run_dir, man)
             monitor = _start_monitoring(tgt, run_dir, log) if monitoring else None

@@ -10,6 +10,7 @@ import pytest
 from harness import drivers, spec
 from harness.drivers import CaseContext, Node, Target
 from harness.errors import BadInput
+from harness.paths import REPO_ROOT
 from harness.redis_server import port_is_free
 from tests.conftest import TEST_CLUSTER_PORT
 
@@ -157,8 +158,24 @@ def test_partition_on_the_simulated_lab(tmp_path):
     problem = partition.lab_problem()
     if problem:
         pytest.skip(f"the simulated lab cannot be used here: {problem}")
-    if not partition.lab_is_up():
-        pytest.skip("the simulated lab is not up (make lab-sim-up); this test does not start it")
+    started = False
+    if not partition.lab_is_up():  # bring a lab up for this test (CI has none) and take it down after
+        up = subprocess.run([str(REPO_ROOT / "infra" / "lab-sim" / "up.sh")], capture_output=True, text=True,
+                            timeout=120)
+        if up.returncode != 0:
+            subprocess.run([str(REPO_ROOT / "infra" / "lab-sim" / "down.sh")], capture_output=True, timeout=120)
+            pytest.skip(f"the simulated lab could not be made here: {(up.stderr or up.stdout).strip()[-300:]}")
+        started = True
+    try:
+        _partition_run(tmp_path)
+    finally:
+        if started:
+            down = subprocess.run([str(REPO_ROOT / "infra" / "lab-sim" / "down.sh")], capture_output=True,
+                                  text=True, timeout=120)
+            assert down.returncode == 0, down.stderr
+
+
+def _partition_run(tmp_path):
     drv, ctx = _ctx(tmp_path, "failover-partition", node_timeout_ms=2000, variants=["plain"], controls=["no-cut"],
                     rate=80, writers=1, majority_rate=40, warm_s=1, cut_s=5, after_heal_s=2, port_offset=70)
     out = drv.run(ctx)

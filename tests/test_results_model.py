@@ -102,3 +102,13 @@ def test_an_isolated_case_runs_in_its_own_process(tmp_path):
 def test_param_bounds_are_declared_not_hand_written():
     with pytest.raises(drivers.BadInput, match="must be at least 1"):
         drivers.get("test-isolated").resolve_params("w", {"n": 0})
+
+
+def test_a_known_password_never_reaches_a_results_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("REDIS_CLUSTER_PASSWORD", "s3cret-Pa55")
+    rec = Record("s", "c", 1, "ok", details={"command": "redis-benchmark -a s3cret-Pa55 -n 1"},
+                 metrics={"n": Metric(1.0, "")})
+    write_results(tmp_path, [rec], {})
+    text = (tmp_path / "results.json").read_text()
+    assert "s3cret-Pa55" not in text and "-a ***" in text
+    assert json.loads(text)["records"][0]["metrics"]["n"]["value"] == 1.0
