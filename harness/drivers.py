@@ -120,6 +120,8 @@ class CaseOutcome:
             raise ValueError(f"status must be one of {STATUSES}, not {self.status!r}")
         if self.status != "ok" and not self.reason:
             raise ValueError(f"a {self.status} outcome needs a reason")
+        if "tables" in self.details or "charts" in self.details:
+            raise ValueError("drivers measure: return series, and let the suite's view build tables and charts")
 
     def to_json(self) -> dict:
         return {"status": self.status, "reason": self.reason,
