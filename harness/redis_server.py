@@ -118,11 +118,14 @@ class RedisProcess:
             (self.folder / stale).unlink(missing_ok=True)
         conf = self.folder / "redis.conf"
         conf.write_text(self.render_config())
-        self.proc = subprocess.Popen([exe, str(conf)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, start_new_session=True)
-        self.pid = self.proc.pid
-        if on_spawn is not None:
-            on_spawn(self)
+        from harness.signals import deferred_interrupts
+
+        with deferred_interrupts():  # a Ctrl-C now waits until the pid is known (and recorded)
+            self.proc = subprocess.Popen([exe, str(conf)], stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE, start_new_session=True)
+            self.pid = self.proc.pid
+            if on_spawn is not None:
+                on_spawn(self)
         self.wait_ready(timeout)
         return self
 

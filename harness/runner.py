@@ -383,10 +383,12 @@ def _run_isolated(drv: drivers.Driver, ctx: CaseContext) -> CaseOutcome:
         env = dict(os.environ)
         if ctx.target.password:
             env[PASSWORD_ENV] = ctx.target.password
-        proc = subprocess.Popen([sys.executable, "-m", "harness.worker", str(job)], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
         tail: list[str] = []
+        proc = None
         try:
+            with deferred_interrupts():  # a Ctrl-C now waits until proc exists, so the except below stops it
+                proc = subprocess.Popen([sys.executable, "-m", "harness.worker", str(job)], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
             for line in proc.stderr:
                 line = line.rstrip("\n")
                 if line.startswith("LOG "):
@@ -395,9 +397,10 @@ def _run_isolated(drv: drivers.Driver, ctx: CaseContext) -> CaseOutcome:
                     tail = (tail + [line])[-20:]
             proc.wait()
         except BaseException:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            if proc is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
             raise
         if not out.exists():
             (ctx.raw_dir / "worker.stderr").write_text("\n".join(tail) + "\n")

@@ -235,12 +235,13 @@ def start_stack(target: Target, log: Callable[[str], None] = print, *, port: int
 
     def spawn(name: str, cmd: list[str], env: dict | None = None) -> subprocess.Popen:
         logf = folder / f"{name}.log"
-        with open(logf, "wb") as out:
-            p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 start_new_session=True, env=env, cwd=folder)
-        state["processes"].append({"name": name, "pid": p.pid, "exe": cmd[0], "cmd": cmd})
-        (folder / "state.json").write_text(json.dumps(state, indent=1))
-        started.append((p, logf, name))
+        with deferred_interrupts():  # a Ctrl-C now waits until the new pid is in the state file
+            with open(logf, "wb") as out:
+                p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True, env=env, cwd=folder)
+            state["processes"].append({"name": name, "pid": p.pid, "exe": cmd[0], "cmd": cmd})
+            (folder / "state.json").write_text(json.dumps(state, indent=1))
+            started.append((p, logf, name))
         return p
 
     try:
