@@ -42,6 +42,7 @@ reproduce: setup
 
 ## The tests against real redis-server processes (and the real models).
 test: setup-test
+	$(VENV)/bin/ruff check .
 	@$(VENV)/bin/pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
 

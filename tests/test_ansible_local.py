@@ -37,7 +37,7 @@ def make_inventory(tmp_path, ports, data_root) -> str:
     redis = tree["all"]["children"]["redis"]
     redis["vars"]["redis_cluster_data_root"] = str(data_root)
     hosts = dict(list(redis["hosts"].items())[:len(ports)])
-    for (name, hv), port in zip(hosts.items(), ports):
+    for hv, port in zip(hosts.values(), ports):
         hv["redis_cluster_port"] = port
     redis["hosts"] = hosts
     path = tmp_path / "inventory.yml"

@@ -63,7 +63,7 @@ def test_unknown_profile_lists_the_known_ones():
 
 def test_every_shipped_suite_and_the_claims_ledger_validate():
     lines = spec.validate_paths([])
-    assert any("redis-cluster" in l for l in lines)
+    assert any("redis-cluster" in line for line in lines)
     assert lines[-1].endswith("claims)")
 
 
