@@ -22,7 +22,7 @@ def harness(*args, env=None, timeout=120):
 def assert_one_line(p, code, needle):
     assert p.returncode == code, (p.returncode, p.stdout, p.stderr)
     assert "Traceback" not in p.stderr
-    err = [l for l in p.stderr.strip().splitlines() if l.startswith("error:")]
+    err = [line for line in p.stderr.strip().splitlines() if line.startswith("error:")]
     assert len(err) == 1 and needle in err[0], p.stderr
 
 
