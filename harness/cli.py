@@ -127,6 +127,9 @@ def run(suites, keyword, dry_run, profile, target, results_dir, repeat, override
     out = run_suites(list(suites), profile=profile, target=target, results_dir=results_dir, repeat=repeat,
                      overrides=list(overrides), base_port=base_port, monitoring=monitoring,
                      allow_skipped=allow_skipped, log=_log, keyword=keyword)
+    from harness import signals
+
+    signals.settle()  # the results, report and JUnit are written: a late Ctrl-C changes nothing
     click.echo(summary_text(out.analysis, out.suite_wall_s))
     click.echo(f"\nresults: {out.run_dir}\nreport:  {out.report}\njunit:   {out.run_dir / 'junit.xml'}")
     if out.exit_code:
@@ -346,7 +349,17 @@ def validate(specs):
 def main(argv=None):
     from harness import signals
 
-    signals.install()
+    old_handlers = signals.install()
+    try:
+        _main(argv)
+    finally:  # in-process callers (tests) get their handlers back; a real process settles as it exits
+        if argv is None:
+            signals.settle()
+        else:
+            signals.restore(old_handlers)
+
+
+def _main(argv) -> None:
     try:
         cli.main(args=argv, prog_name="harness", standalone_mode=False)
     except HarnessError as e:

@@ -24,10 +24,28 @@ def _raise_terminated(signum, frame):
     raise Terminated()
 
 
-def install() -> None:
-    """SIGTERM raises Terminated (main thread only)."""
+def install() -> dict:
+    """SIGTERM raises Terminated (main thread only). Returns the handlers it replaced, for
+    restore()."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    return old
+
+
+def settle() -> None:
+    """Everything is written and the process is leaving: a Ctrl-C or SIGTERM from now on is
+    ignored (it would only turn a finished run into a traceback or exit -2)."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _raise_terminated)
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)  # SIG_IGN survives interpreter shutdown (a Python handler does not)
+
+
+def restore(old: dict) -> None:
+    for s, h in old.items():
+        if h is not None:
+            signal.signal(s, h)
 
 
 def signal_name(exc: BaseException) -> str:

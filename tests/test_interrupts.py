@@ -179,9 +179,10 @@ def test_interrupt_leaves_nothing_running(spec_file, tmp_path, stage, sig):
     run_dir = runs[0]
     data = json.loads((run_dir / "results.json").read_text())
     assert (run_dir / "report.html").exists() and (run_dir / "junit.xml").exists(), err[-2000:]
-    if stage == "writing the report":  # shielded: the report is written; the run ends as it would have, or
-        # (when the signal beat the last cleanup line) is marked interrupted between cases
-        assert code in (0, 1) and "interrupted" not in data or code == 130 and data["interrupted"], err[-2000:]
+    if stage == "writing the report":  # shielded: the report is written and the run ends as it would have
+        # (exit 130 only when a signal beat the shield by the few statements around it)
+        assert code in (0, 1, 130, 143), err[-2000:]
+        assert code in (130, 143) or "interrupted" not in data
         return
     expect_signal = "SIGTERM" if sig == "SIGTERM" else "SIGINT"
     assert code == (143 if sig == "SIGTERM" else 130), (code, err[-2000:])
