@@ -10,12 +10,26 @@ hostname "$name"
 for d in etc var; do
   mount -t overlay "lab-$d" -o "lowerdir=/$d,upperdir=$dir/upper/$d,workdir=$dir/work/$d" "/$d"
 done
+cp "$hosts" /etc/hosts
+echo "$name" > /etc/hostname
+# The lab's folder (keys, sshd_config, logs) may itself lie under /tmp, /var/tmp or /run (a
+# checkout in /tmp): hold it with a bind mount in this host's private /var before those get
+# their own tmpfs, and bind it back to the same path after, so every path stays valid.
+lab=$(dirname "$dir")
+hold=""
+case "$lab/" in /tmp/*|/var/tmp/*|/run/*) hold=/var/lib/lab-sim-hold ;; esac
+if [ -n "$hold" ]; then
+  mkdir -p "$hold"
+  mount --bind "$lab" "$hold"
+fi
 mount -t tmpfs -o mode=0755 lab-run /run
 mount -t tmpfs -o mode=1777 lab-tmp /tmp
 mount -t tmpfs -o mode=1777 lab-vartmp /var/tmp
+if [ -n "$hold" ]; then
+  mkdir -p "$lab"
+  mount --bind "$hold" "$lab"
+fi
 mkdir -p /run/sshd /run/lock
-cp "$hosts" /etc/hosts
-echo "$name" > /etc/hostname
 # sshd in the foreground as this host's only service; everything else comes over SSH.
 /usr/sbin/sshd -D -f "$dir/sshd_config" -E "$dir/sshd.log" &
 sshd_pid=$!
