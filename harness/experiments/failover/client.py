@@ -213,3 +213,19 @@ def read_back(router: Router, keys: list[str], batch: int = 500) -> dict[str, st
             for k, v in zip(part, pipe.execute()):
                 out[k] = v
     return out
+
+
+def views_agree(addrs, timeout: float) -> bool:
+    """Every node at `addrs` ((host, port) pairs) answers CLUSTER SLOTS with the same slot ->
+    primary map; False when one does not answer."""
+    seen = set()
+    for host, port in addrs:
+        c = plain_client(host, port, timeout)
+        try:
+            slots = c.execute_command("CLUSTER", "SLOTS")
+        except redis.RedisError:
+            return False
+        finally:
+            c.close()
+        seen.add(tuple(sorted((int(s), int(e), str(p[0]), int(p[1])) for s, e, p, *_ in slots)))
+    return len(seen) == 1

@@ -105,21 +105,6 @@ def _flush(cl) -> None:
                 c.close()
 
 
-def _views_agree(cl) -> bool:
-    """Every live node reports the same slot -> primary map."""
-    seen = set()
-    for port in cl.ports:
-        c = redis.Redis(host=cl.host, port=port, socket_timeout=2, decode_responses=True)
-        try:
-            slots = c.execute_command("CLUSTER", "SLOTS")
-        except redis.RedisError:
-            return False
-        finally:
-            c.close()
-        seen.add(tuple(sorted((int(s), int(e), str(p[0]), int(p[1])) for s, e, p, *_ in slots)))
-    return len(seen) == 1
-
-
 def _is_replica(host: str, port: int) -> bool:
     c = client.plain_client(host, port, 1.0)
     try:
@@ -239,7 +224,7 @@ def run_once(ctx: CaseContext, cl, variant: str, p: dict) -> tuple[dict, dict, d
             watcher.events.append((t_restart + rejoined, victim.address, "rejoined as replica"))
     m[f"{variant}.healthy_after"] = Metric(1 if healthy else 0, "bool", "higher",
                                            "3 primaries + 3 replicas, all slots, links up, after the run")
-    m[f"{variant}.slot_views_agree"] = Metric(1 if healthy and _views_agree(cl) else 0, "bool", "higher",
+    m[f"{variant}.slot_views_agree"] = Metric(1 if healthy and client.views_agree([(cl.host, p) for p in cl.ports], 2.0) else 0, "bool", "higher",
                                               "every node reports the same slot map after the heal")
     if variant == "min-replicas":
         _config_all(cl, {"min-replicas-to-write": 0, "min-replicas-max-lag": 10})

@@ -212,20 +212,6 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _views_agree(addrs) -> bool:
-    seen = set()
-    for addr, port in addrs:
-        c = client.plain_client(addr, port, 1.0)
-        try:
-            slots = c.execute_command("CLUSTER", "SLOTS")
-        except redis.RedisError:
-            return False
-        finally:
-            c.close()
-        seen.add(tuple(sorted((int(s), int(e), str(p[0]), int(p[1])) for s, e, p, *_ in slots)))
-    return len(seen) == 1
-
-
 def _config_all(addrs, settings: dict) -> None:
     for addr, port in addrs:
         c = client.plain_client(addr, port, 2.0)
@@ -348,7 +334,7 @@ def run_once(ctx: CaseContext, lc: LabCluster, variant: str, p: dict) -> tuple[d
         details["not_whole"] = str(e)
     m[f"{variant}.healthy_after"] = Metric(1 if whole is not None else 0, "bool", "higher",
                                            "3 primaries + 3 replicas, links up, after the heal")
-    m[f"{variant}.slot_views_agree"] = Metric(1 if whole is not None and _views_agree(addrs) else 0, "bool", "higher",
+    m[f"{variant}.slot_views_agree"] = Metric(1 if whole is not None and client.views_agree(addrs, 1.0) else 0, "bool", "higher",
                                               "every node reports the same slot map after the heal")
     c = client.plain_client(*victim, 2.0)
     try:
