@@ -118,6 +118,22 @@ class History:
         self.late = 0
 
 
+def paced(rate: float, start: float, end: float, stop: threading.Event | None = None):
+    """An open-loop schedule: yields (i, late) when request i is due at start + i / rate,
+    sleeping until then; a request already due is yielded at once, late when more than
+    50 ms behind. Ends at `end` or when `stop` is set."""
+    i = 0
+    while stop is None or not stop.is_set():
+        due = start + i / rate
+        if due >= end:
+            return
+        now = time.monotonic()
+        if due > now:
+            time.sleep(due - now)
+        yield i, now - due > 0.05
+        i += 1
+
+
 def writer(router_factory, name: str, prefix: str, rate: float, start: float, end: float, hist: History,
            group_of, wait_replicas: int = 0, wait_ms: int = 0, keys: list[str] | None = None,
            stop: threading.Event | None = None) -> None:
@@ -128,16 +144,8 @@ def writer(router_factory, name: str, prefix: str, rate: float, start: float, en
     router = router_factory()
     log, late, latest = [], 0, None
     try:
-        i = 0
-        while stop is None or not stop.is_set():
-            due = start + i / rate
-            if due >= end:
-                break
-            now = time.monotonic()
-            if due > now:
-                time.sleep(due - now)
-            elif now - due > 0.05:
-                late += 1
+        for i, was_late in paced(rate, start, end, stop):
+            late += was_late
             key = f"{prefix}:{name}:{i}" if keys is None else f"{keys[i % len(keys)]}:{i}"
             value = f"{name}:{i}"
             then = ("WAIT", wait_replicas, wait_ms) if wait_replicas else None
@@ -153,7 +161,6 @@ def writer(router_factory, name: str, prefix: str, rate: float, start: float, en
                 latest = key
                 with hist.lock:
                     hist.latest[name] = key
-            i += 1
     finally:
         router.close()
         with hist.lock:
@@ -170,20 +177,12 @@ def reader(router_factory, rate: float, start: float, end: float, hist: History,
     router = router_factory()
     log = []
     try:
-        i = 0
-        while stop is None or not stop.is_set():
-            due = start + i / rate
-            if due >= end:
-                break
-            now = time.monotonic()
-            if due > now:
-                time.sleep(due - now)
-            i += 1
+        for i, _ in paced(rate, start, end, stop):
             with hist.lock:
                 keys = sorted(hist.latest.values())
             if not keys:
                 continue
-            key = keys[i % len(keys)]
+            key = keys[(i + 1) % len(keys)]
             t = time.monotonic()
             try:
                 v, _ = router.execute(key, "GET", key)
