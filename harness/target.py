@@ -55,6 +55,14 @@ class Target:
         return RedisCluster(host=e.host, port=e.port, password=self.password,
                             username=self.username, **kwargs)
 
+    def async_cluster_client(self, **kwargs):
+        """An asyncio cluster client (redis.asyncio); `await c.initialize()` before use."""
+        from redis.asyncio.cluster import RedisCluster
+
+        e = self.entry
+        return RedisCluster(host=e.host, port=e.port, password=self.password,
+                            username=self.username, **kwargs)
+
     def to_json(self) -> dict:
         return {"name": self.name, "kind": self.kind,
                 "nodes": [{"host": n.host, "port": n.port, "role": n.role} for n in self.nodes]}

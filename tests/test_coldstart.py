@@ -12,11 +12,14 @@ import socket
 import pytest
 
 from harness import spec
+from harness.analysis import analyze, check_verdict
 from harness.drivers import CaseContext, get
 from harness.errors import BadInput, EnvironmentProblem
 from harness.experiments.cold_start import counting
 from harness.experiments.cold_start import drivers as cs
 from harness.paths import SUITES_DIR
+from harness.results import Record, RunData
+from harness.spec import Case, SuiteClaim, SuiteRun
 
 PG_PORT = 5435  # the tests' PostgreSQL (the suite's local profile uses 5433 and 5434)
 
@@ -136,38 +139,51 @@ def test_a_server_left_by_a_killed_run_is_stopped_first():
 
 
 def test_full_pool_refuses_and_the_retry_policy_tries_again(pg):
+    import asyncio
+
     from harness.experiments.cold_start.store import BoundedPool, Store, StoreLog, load_table
 
     assert load_table(pg.dsn, [1, 2, 2, 3], 16) == 3
     log = StoreLog()
-    pool = BoundedPool(pg.dsn, 1, acquire_timeout_s=0.02, statement_timeout_ms=1000, log=log)
-    try:
-        store = Store(pool, query_s=0.0, retries=2, backoff_s=0.0)
-        value, attempts = store.read(2, slot=7)
-        assert len(value) == 16 and attempts == 1
-        held = pool.acquire()  # the pool is now full
-        assert store.read(2, slot=7) == (None, 3)
-        assert len(log.refused) == 3 and [s for _, s in log.failed] == [7]  # 1 + 2 retries, then failed
-        pool.release(held)
-        off = Store(pool, query_s=0.0, retries=0, backoff_s=0.0)
-        held = pool.acquire()
-        assert off.read(2, slot=7) == (None, 1) and len(log.refused) == 4  # policy off: one attempt
-        pool.release(held)
-    finally:
-        pool.close()
+
+    async def go():
+        pool = await BoundedPool(pg.dsn, 1, acquire_timeout_s=0.02, statement_timeout_ms=1000, log=log).open()
+        try:
+            store = Store(pool, query_s=0.0, retries=2, backoff_s=0.0)
+            value, attempts = await store.read(2, slot=7)
+            assert len(value) == 16 and attempts == 1
+            held = await pool.acquire()  # the pool is now full
+            assert await store.read(2, slot=7) == (None, 3)
+            assert len(log.refused) == 3 and [s for _, s in log.failed] == [7]  # 1 + 2 retries, then failed
+            pool.release(held)
+            off = Store(pool, query_s=0.0, retries=0, backoff_s=0.0)
+            held = await pool.acquire()
+            assert await off.read(2, slot=7) == (None, 1) and len(log.refused) == 4  # policy off: one attempt
+            pool.release(held)
+            assert pool.free == 1  # every connection came back
+        finally:
+            await pool.close()
+
+    asyncio.run(go())
 
 
 def test_statement_timeout_counts_as_a_store_timeout(pg):
+    import asyncio
+
     from harness.experiments.cold_start.store import BoundedPool, Store, StoreLog, load_table
 
     load_table(pg.dsn, [1], 16)
     log = StoreLog()
-    pool = BoundedPool(pg.dsn, 1, acquire_timeout_s=1.0, statement_timeout_ms=20, log=log)
-    try:
-        assert Store(pool, query_s=0.2, retries=1, backoff_s=0.0).read(1, slot=3) == (None, 2)
-        assert len(log.timeouts) == 2 and len(log.queries) == 2 and len(log.busy) == 2
-    finally:
-        pool.close()
+
+    async def go():
+        pool = await BoundedPool(pg.dsn, 1, acquire_timeout_s=1.0, statement_timeout_ms=20, log=log).open()
+        try:
+            assert await Store(pool, query_s=0.2, retries=1, backoff_s=0.0).read(1, slot=3) == (None, 2)
+        finally:
+            await pool.close()
+
+    asyncio.run(go())
+    assert len(log.timeouts) == 2 and len(log.queries) == 2 and len(log.busy) == 2
 
 
 # ---- a short real run, and the checks with the mechanism removed -----------------------------
@@ -200,7 +216,7 @@ def _verdict(chk, out, tmp_path):
 def _short(**over):
     p = {k: v.default for k, v in cs.FLUSH_PARAMS.items()}
     # a pool that nothing fills: 8 connections x 1 ms; the misses depend on the key order alone
-    p.update(rate=400, threads=16, warm_min_s=3, warm_max_s=3, steady_window_s=2, cold_seconds=2,
+    p.update(rate=400, warm_min_s=3, warm_max_s=3, steady_window_s=2, cold_seconds=2,
              pool_size=8, query_ms=1.0, pg_port=PG_PORT + 1)
     p.update(over)
     return p
@@ -281,7 +297,7 @@ def test_pool_case_measures_a_cluster_of_its_own_and_stops_it(cluster, tmp_path)
     from harness.redis_server import port_is_free
 
     p = {k: v.default for k, v in cs.POOL_PARAMS.items()}
-    p.update(primaries=[3], replicas=0, rate_per_primary=100, threads=8, warm_min_s=2, warm_max_s=2,
+    p.update(primaries=[3], replicas=0, rate_per_primary=100, warm_min_s=2, warm_max_s=2,
              steady_window_s=2, cold_seconds=2, port_offset=40, pg_port=PG_PORT + 1)
     base = min(n.port for n in cluster.nodes) + 40
     out = cs.pool_sizes(CaseContext("cold-start", "pool-by-cluster-size", 1, "local", p, tmp_path, cluster,
@@ -298,7 +314,7 @@ def test_pool_case_measures_a_cluster_of_its_own_and_stops_it(cluster, tmp_path)
 
 def test_pool_case_measures_the_target_when_it_has_the_size(cluster, tmp_path):
     p = {k: v.default for k, v in cs.POOL_PARAMS.items()}
-    p.update(primaries=[3], replicas=1, rate_per_primary=50, threads=8, warm_min_s=2, warm_max_s=2,
+    p.update(primaries=[3], replicas=1, rate_per_primary=50, warm_min_s=2, warm_max_s=2,
              steady_window_s=2, cold_seconds=1, port_offset=40, pg_port=PG_PORT + 1)
     out = cs.pool_sizes(CaseContext("cold-start", "pool-by-cluster-size", 1, "local", p, tmp_path, cluster,
                                     log=lambda m: None))
@@ -318,3 +334,35 @@ def test_pg_port_in_use_is_refused_before_anything_runs(cluster, tmp_path):
         with pytest.raises(EnvironmentProblem, match="busy"):
             cs.flush_one(CaseContext("cold-start", "c", 1, "local", _short(pg_port=PG_PORT + 2), tmp_path,
                                      cluster, log=lambda m: None))
+
+
+@pytest.mark.slow
+def test_pool_check_needs_the_flush(cluster, tmp_path):
+    """C9's check at 10 primaries on a loopback cluster of its own: with half the primaries
+    flushed the pool fills beyond the no-flush control; with the flush removed from the
+    measured run too, the control no longer differs and the verdict is inconclusive."""
+    chk = _checks("C9")[0]
+    assert chk.metric == "p10.pool.peak_occupancy_pct"
+    p = {k: v.default for k, v in cs.POOL_PARAMS.items()}
+    # the local profile's pool (3 connections x 20 ms = 150 reads/s) and rate per primary;
+    # no replicas, so that the 10 primaries start quickly
+    p.update(primaries=[10], replicas=0, rate_per_primary=60, warm_min_s=4, warm_max_s=4, steady_window_s=2,
+             cold_seconds=3, pool_size=3, query_ms=20.0, port_offset=80, pg_port=PG_PORT + 1)
+
+    def run(**over):
+        out = cs.pool_sizes(CaseContext("cold-start", "pool-by-cluster-size", 1, "local", {**p, **over}, tmp_path,
+                                        cluster, log=lambda m: None))
+        assert out.status == "ok" and out.metrics["errors"].value == 0 and out.metrics["late_pct"].value < 10
+        rec = Record("cold-start", chk.case, 1, "ok", metrics=out.metrics, series=out.series)
+        suite = SuiteRun("cold-start", "", SuiteClaim("2.3", "t"), "cluster", "local", "", 1,
+                         [Case(chk.case, "cold-start-pool")], [])
+        data = RunData(tmp_path, {}, [rec], {"cold-start": suite}, [])
+        m = {k: v.value for k, v in out.metrics.items()}
+        return m, check_verdict(data, analyze(data), chk)
+
+    m, v = run()
+    assert v.control_held is True, (m["p10.pool.peak_occupancy_pct"], m["control.p10.pool.peak_occupancy_pct"])
+    assert v.outcome.name not in ("INCONCLUSIVE", "NOT_MEASURED")
+    m, v = run(flush=False)
+    assert v.control_held is False, (m["p10.pool.peak_occupancy_pct"], m["control.p10.pool.peak_occupancy_pct"])
+    assert v.outcome.name == "INCONCLUSIVE"

@@ -21,11 +21,10 @@ from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, reg
 from harness.errors import BadInput
 from harness.experiments.cold_start import counting
 from harness.experiments.cold_start.postgres import PostgresServer
-from harness.experiments.cold_start.store import BoundedPool, Store, load_table
-from harness.experiments.cold_start.traffic import RunLog, run_once
+from harness.experiments.cold_start.store import load_table
+from harness.experiments.cold_start.traffic import RunLog, StoreConfig, run_once
 
 COMMON = {
-    "threads": Param(int, 32, "client threads sharing the open-loop schedule", min=1, max=512),
     "warm_min_s": Param(int, 3, "shortest warm-up before the flush (s)", min=1),
     "warm_max_s": Param(int, 20, "the warm-up cap (s): flush then even if the hit rate is not steady", min=1),
     "steady_window_s": Param(int, 3, "steady = the hit rates of this many consecutive seconds ...", min=2),
@@ -40,13 +39,13 @@ COMMON = {
     "retries": Param(int, 2, "retry policy: further attempts after a store timeout (0 = off)", min=0, max=20),
     "backoff_ms": Param(float, 10.0, "retry policy: wait before each further attempt", min=0),
     "pg_port": Param(int, 5433, "the PostgreSQL server's port on 127.0.0.1", min=1024, max=65535),
+    "flush": Param(bool, True, "false: the measured runs skip the flush too (the mechanism removed; for tests)"),
     "seed": Param(int, 20261129, "seed of the key stream's text order (repetition r uses seed + r - 1)"),
 }
 
 FLUSH_PARAMS = {
     "rate": Param(int, 600, "requests per second offered (open loop)", min=1),
     "cold_primary": Param(int, 0, "which primary (0-based, by port) is flushed", min=0),
-    "flush": Param(bool, True, "false: the measured runs skip the flush too (the mechanism removed; for tests)"),
     **COMMON,
 }
 
@@ -95,15 +94,10 @@ def plan(p: dict, rate: int, seed: int):
 
 
 def one_run(tgt, dsn: str, p: dict, keys, slots, rate: int, warm: int, flush: list, retries: int) -> RunLog:
-    log = RunLog()
-    pool = BoundedPool(dsn, p["pool_size"], p["acquire_timeout_ms"] / 1000, p["statement_timeout_ms"], log.store)
-    try:
-        store = Store(pool, p["query_ms"] / 1000, retries, p["backoff_ms"] / 1000)
-        run_once(tgt, store, keys, slots, rate=rate, warm_s=warm, cold_s=p["cold_seconds"], ttl_s=p["ttl_s"],
-                 threads=p["threads"], flush=flush, log=log)
-    finally:
-        pool.close()
-    return log
+    cfg = StoreConfig(dsn, p["pool_size"], p["acquire_timeout_ms"] / 1000, p["statement_timeout_ms"],
+                      p["query_ms"] / 1000, retries, p["backoff_ms"] / 1000)
+    return run_once(tgt, cfg, keys, slots, rate=rate, warm_s=warm, cold_s=p["cold_seconds"], ttl_s=p["ttl_s"],
+                    flush=flush)
 
 
 def seconds_of(log: RunLog, cold_slots: set, before: int, after: int, pool_size: int) -> dict[str, list]:
@@ -162,7 +156,9 @@ def _health(logs: dict[str, RunLog]) -> tuple[dict, str]:
     first = next((lg.first_error for lg in logs.values() if lg.first_error), "")
     return {
         "late_pct": Metric(100.0 * late / max(1, n), "%", "lower",
-                           "requests sent more than 50 ms after their scheduled time, all runs"),
+                           "requests started more than 50 ms after their scheduled time, all runs"),
+        "late_max_ms": Metric(1000.0 * max((lg.max_late_s for lg in logs.values()), default=0.0), "ms", "lower",
+                              "the latest start of a request after its scheduled time, all runs"),
         "errors": Metric(errors, "requests", "lower", "cluster errors, all runs"),
     }, first
 
@@ -322,7 +318,7 @@ def pool_sizes(ctx: CaseContext) -> CaseOutcome:
                 k = math.ceil(p["cold_fraction"] * n)
                 cold = primaries[:k]
                 cold_slots = _cold_slots(tgt, cold)
-                runs = {"flush": cold, "control": []}
+                runs = {"flush": cold if p["flush"] else [], "control": []}
                 order = run_order(list(runs), ctx.repetition + n)
                 logs = {name: one_run(tgt, pg.dsn, p, keys, slots, rate, warm, runs[name], p["retries"])
                         for name in order}

@@ -1,5 +1,6 @@
 """The backing store as a client sees it: PostgreSQL behind a bounded connection pool, read
-with a retry policy on store timeouts.
+with a retry policy on store timeouts (asyncio: the open-loop client of traffic.py runs every
+request as a task of one event loop).
 
 - The pool holds `size` open connections. A read waits at most `acquire_timeout_s` for a free
   one; when none frees up in time the read is *refused* (the pool is full).
@@ -17,8 +18,7 @@ their times so that the driver can count them per second.
 
 from __future__ import annotations
 
-import queue
-import threading
+import asyncio
 import time
 from dataclasses import dataclass, field
 
@@ -29,7 +29,6 @@ class Refused(Exception):
 
 @dataclass
 class StoreLog:
-    lock: threading.Lock = field(default_factory=threading.Lock)
     queries: list = field(default_factory=list)  # (time, slot): a query sent to the server
     refused: list = field(default_factory=list)  # (time, slot): no connection in time
     timeouts: list = field(default_factory=list)  # (time, slot): statement_timeout cancelled it
@@ -37,42 +36,57 @@ class StoreLog:
     failed: list = field(default_factory=list)  # (time, slot): every attempt failed
 
     def add(self, name: str, item) -> None:
-        with self.lock:
-            getattr(self, name).append(item)
+        getattr(self, name).append(item)
 
 
 class BoundedPool:
-    """`size` psycopg connections handed out one reader at a time."""
+    """`size` psycopg async connections handed out one reader at a time. Open it with
+    `await pool.open()` inside the event loop that uses it; `await pool.close()` after."""
 
     def __init__(self, dsn: str, size: int, acquire_timeout_s: float, statement_timeout_ms: int, log: StoreLog):
+        self.dsn, self.size, self.acquire_timeout_s, self.log = dsn, size, acquire_timeout_s, log
+        self.statement_timeout_ms = int(statement_timeout_ms)
+        self._free: asyncio.Queue | None = None
+        self._all: list = []
+
+    async def open(self) -> "BoundedPool":
         import psycopg
 
-        self.size, self.acquire_timeout_s, self.log = size, acquire_timeout_s, log
-        self._free: queue.Queue = queue.Queue()
-        self._all = []
+        self._free = asyncio.Queue()
         try:
-            for _ in range(size):
-                con = psycopg.connect(dsn, autocommit=True)
+            for _ in range(self.size):
+                con = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
                 self._all.append(con)
-                con.execute(f"SET statement_timeout = {int(statement_timeout_ms)}")
-                self._free.put(con)
+                await con.execute(f"SET statement_timeout = {self.statement_timeout_ms}")
+                self._free.put_nowait(con)
         except BaseException:
-            self.close()
+            await self.close()
             raise
+        return self
 
-    def acquire(self):
+    @property
+    def free(self) -> int:
+        return self._free.qsize() if self._free else 0
+
+    async def acquire(self):
         try:
-            return self._free.get(timeout=self.acquire_timeout_s)
-        except queue.Empty:
+            return self._free.get_nowait()
+        except asyncio.QueueEmpty:
+            pass
+        if self.acquire_timeout_s <= 0:
+            raise Refused()
+        try:
+            return await asyncio.wait_for(self._free.get(), self.acquire_timeout_s)
+        except asyncio.TimeoutError:
             raise Refused() from None
 
     def release(self, con) -> None:
-        self._free.put(con)
+        self._free.put_nowait(con)
 
-    def close(self) -> None:
+    async def close(self) -> None:
         for con in self._all:
             try:
-                con.close()
+                await con.close()
             except Exception:  # noqa: BLE001 - closing a broken connection
                 pass
         self._all = []
@@ -84,24 +98,25 @@ class Store:
     def __init__(self, pool: BoundedPool, query_s: float, retries: int, backoff_s: float):
         self.pool, self.query_s, self.retries, self.backoff_s = pool, query_s, retries, backoff_s
 
-    def read(self, key: int, slot: int) -> tuple[bytes | None, int]:
+    async def read(self, key: int, slot: int) -> tuple[bytes | None, int]:
         """(the value of `key` or None when every attempt timed out or was refused, attempts made)."""
         import psycopg
 
         log = self.pool.log
         for attempt in range(1 + self.retries):
             if attempt:
-                time.sleep(self.backoff_s)
+                await asyncio.sleep(self.backoff_s)
             t = time.monotonic()
             try:
-                con = self.pool.acquire()
+                con = await self.pool.acquire()
             except Refused:
                 log.add("refused", (t, slot))
                 continue
             t_got = time.monotonic()
             log.add("queries", (t_got, slot))
             try:
-                row = con.execute("SELECT value, pg_sleep(%s) FROM kv WHERE id = %s", (self.query_s, key)).fetchone()
+                cur = await con.execute("SELECT value, pg_sleep(%s) FROM kv WHERE id = %s", (self.query_s, key))
+                row = await cur.fetchone()
                 return bytes(row[0]), attempt + 1
             except psycopg.errors.QueryCanceled:
                 log.add("timeouts", (t_got, slot))
