@@ -144,3 +144,20 @@ def test_memory_driver_measures_each_mode_in_its_own_process(cluster, tmp_path):
     # the semantic cache's process also holds the embedding model
     assert m["semantic_cache.rss_peak_mb"] > m["no_cache.rss_peak_mb"]
     assert abs(m["control.rss_change_pct"]) < abs(m["memory.rss_change_pct"])
+
+
+def test_removing_the_entropy_formula_changes_the_c7_verdicts(cluster, tmp_path):
+    """The source's dynamic threshold replaced by the static one for every stream (the formula
+    removed): the streams' thresholds no longer differ from their controls' and the static
+    threshold loses nothing against itself, so every C7 check becomes inconclusive."""
+    params = dict(dataset_rows=200, insert_fraction=1.0, latency_queries=2, radii=[0, 4], thresholds=[0.9, 0.8],
+                  torch_threads=1)
+    _, on = _run("semantic-cache-keys", "semantic", cluster, tmp_path / "on", **params)
+    _, off = _run("semantic-cache-keys", "semantic", cluster, tmp_path / "off", c7_threshold="static", **params)
+    assert on["c7.control.constant.threshold"] == 0.85 and on["c7.uniform_tokens.threshold"] == 0.4  # H = 0; clamped
+    assert {v for k, v in off.items() if k.startswith("c7.") and k.endswith(".threshold")} == {0.75}
+    for metric in ("c7.uniform_tokens.threshold", "c7.periodic_tokens.threshold", "c7.static_loss_pct"):
+        before = check_verdict("C7", "semantic", metric, on, tmp_path)
+        after = check_verdict("C7", "semantic", metric, off, tmp_path)
+        assert before.control_held is True and after.control_held is False, (metric, on, off)
+        assert str(before.outcome) != "inconclusive" and str(after.outcome) == "inconclusive", metric

@@ -34,6 +34,9 @@ PARAMS = {
     "c7_period": Param(int, 8, "C7: period (tokens) of the periodic token stream", min=2),
     "c7_static_threshold": Param(float, 0.75, "C7: the static cosine threshold compared with the dynamic one",
                                  min=-1, max=1),
+    "c7_threshold": Param(str, "dynamic", "C7: dynamic: the source's entropy formula; static: the formula removed, "
+                                          "every stream gets c7_static_threshold (the mechanism removed, to show "
+                                          "that the checks would see it)", ("dynamic", "static")),
 }
 SCHEME_COLUMNS = ["scheme", "setting", "queries", "hits", "correct", "wrong", "must_miss_hits",
                   "correct_hit_rate_pct", "wrong_hit_rate_pct", "precision_pct", "recall_pct"]
@@ -256,8 +259,11 @@ def _c7(p, wl, test, emb, nn_sim, nlab, out: CaseOutcome) -> None:
     rows = []
     for name, seq in streams.items():
         h, r, thr = metrics.stream_threshold(seq)
+        if p["c7_threshold"] == "static":
+            thr = p["c7_static_threshold"]
         out.metrics[f"c7.{name}.threshold"] = Metric(thr, "", None, f"H = {h:.2f} bits over token ids, "
-                                                                     f"lag-1 r = {r:.3f}, {len(seq)} tokens")
+                                                                     f"lag-1 r = {r:.3f}, {len(seq)} tokens" + (
+            "; the formula removed: the static threshold" if p["c7_threshold"] == "static" else ""))
         rows.append([name, len(seq), h, r, thr])
     out.series["c7_streams"] = _series(["stream", "tokens", "entropy_bits", "lag1_r", "threshold"], rows,
                                        {"entropy_bits": "bits"},
