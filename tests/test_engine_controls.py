@@ -125,6 +125,21 @@ def test_trt_checks_are_not_comparable_on_a_host_without_a_gpu():
     assert {cv.outcome for cv in got.values()} == {Outcome.REPRODUCED}
 
 
+def test_trt_hot_swap_memory_check_needs_a_sampler_that_sees_the_second_engine():
+    """No GPU here: the check's wiring on the lab profile. A hot swap holds two engines for a
+    moment (extra peak = one engine); the restart control frees the old one first. When the
+    control peaks as high as the swap, the sampler could not tell them apart: inconclusive."""
+    on = {"failed_requests": 0, "control.failed_requests": 9, "gpu_peak_extra_over_engine": 1.0,
+          "control.gpu_peak_extra_over_engine": 0.1}
+    got = verdicts("C14", "trt-hot-swap", on, profile="lab-a100")
+    assert {cv.outcome for cv in got.values()} == {Outcome.REPRODUCED}
+    got = verdicts("C14", "trt-hot-swap", {**on, "control.gpu_peak_extra_over_engine": 1.0}, profile="lab-a100")
+    assert got["gpu_peak_extra_over_engine"].outcome is Outcome.INCONCLUSIVE
+    assert got["failed_requests"].outcome is Outcome.REPRODUCED
+    got = verdicts("C14", "trt-hot-swap", on)
+    assert {cv.outcome for cv in got.values()} == {Outcome.NOT_COMPARABLE}  # local: no GPU
+
+
 # ---- the mechanisms themselves, switched off -----------------------------------------------
 
 @pytest.fixture(scope="module")
