@@ -146,6 +146,77 @@ def test_memory_driver_measures_each_mode_in_its_own_process(cluster, tmp_path):
     assert abs(m["control.rss_change_pct"]) < abs(m["memory.rss_change_pct"])
 
 
+# C3 and C4 with the mechanism removed. On the test split the semantic cache hits too few
+# queries to move a P95 or a process peak, so these runs serve stream=semantic-hits: only
+# queries the LSH cache answers (chosen with the LSH signatures in both runs, so the same
+# stream), to show that the checks see a working cache and lose it when the key is an exact hash.
+HITS = dict(dataset="data/gptcache_mock_data.json", dataset_rows=300, stream="semantic-hits", torch_threads=1,
+            device="cpu")
+
+
+def test_the_semantic_hits_stream_is_the_same_with_and_without_the_mechanism(embedder):
+    from harness.experiments.semantic_cache import ttft_driver
+
+    drv = drivers.get("semantic-cache-ttft")
+    base = dict(dataset=str(FIX / "gptcache_small.json"), insert_fraction=1.0, queries=20, torch_threads=1)
+    streams = {sig: ttft_driver.prepare(drv.resolve_params("test", dict(base, stream="semantic-hits", signature=sig)),
+                                        embedder, lambda m: None) for sig in ("lsh", "exact")}
+    test = ttft_driver.prepare(drv.resolve_params("test", base), embedder, lambda m: None)
+    hits, exact = streams["lsh"], streams["exact"]
+    assert hits.requests == exact.requests and 0 < len(hits.requests) < len(test.requests)
+    assert set(hits.requests) < set(test.requests)  # a part of the test split
+    proj = keys.projection(embedder.dim, 1)
+    sigs = keys.signatures(embedder.encode([t for t, _ in hits.requests]), proj)
+    idx, dist = keys.nearest_hamming(sigs, hits.insert_sigs)
+    assert all(d <= hits.radius for d in dist)  # each one hits its own origin's entry
+    assert [hits.workload.inserts[i][1] for i in idx] == [lab for _, lab in hits.requests]
+    assert not np.array_equal(exact.insert_sigs, hits.insert_sigs)  # served with the text hash
+
+
+@pytest.mark.slow
+def test_removing_the_semantic_key_takes_the_c3_p95_to_the_no_cache_level(cluster, tmp_path):
+    """With the cache working, C3's checks give a verdict with their control held; with the
+    semantic key replaced by an exact hash the semantic cache serves like no cache at all.
+    The ledger's controls (no cache slower than the semantic cache at P95, with no margin) are
+    then decided by a few ms of noise on a ~200 ms P95 (held in 2 of 6 such runs here), so the
+    mechanism-off side is asserted through the gap a control with a 10% margin would need."""
+    params = dict(HITS, queries=15, max_new_tokens=2)
+    out_on, on = _run("semantic-cache-ttft", "ttft", cluster, tmp_path / "on", **params)
+    out_off, off = _run("semantic-cache-ttft", "ttft", cluster, tmp_path / "off", signature="exact", **params)
+    assert [len(o.series["requests"].columns["mode"]) for o in (out_on, out_off)] == [45, 45]
+    assert on["semantic_cache.correct_hit_rate_pct"] == 100 and off["semantic_cache.correct_hit_rate_pct"] == 0
+    p95 = {k: (round(on[k], 2), round(off[k], 2)) for k in on if "p95" in k}
+    assert on["ttft.p95_change_semantic_vs_hash_pct"] < -50, p95  # every request answered from the cache
+    assert abs(off["ttft.p95_change_semantic_vs_hash_pct"]) < 10, p95  # the effect is gone
+    # the controls with a 10% margin (no cache slower than 1.1 x the semantic cache): on holds, off not
+    assert on["no_cache.p95_ms"] > 1.1 * on["semantic_cache.p95_ms"], p95
+    assert off["no_cache.p95_ms"] <= 1.1 * off["semantic_cache.p95_ms"], p95
+    checks = [("ttft.p95_change_semantic_vs_hash_pct", "local"), ("semantic_cache.p95_ms", "lab-a100")]
+    for metric, profile in checks:  # the p95_ms checks are comparable only under the claim's gpu: A100
+        before = check_verdict("C3", "ttft", metric, on, tmp_path, profile)
+        assert before.control_held is True, (metric, on)
+        assert str(before.outcome) != "inconclusive", metric
+
+
+@pytest.mark.slow  # eight fresh processes, four at a time
+def test_removing_the_semantic_key_changes_the_c4_verdict(cluster, tmp_path):
+    """On a stream the semantic cache answers whole, its process never loads SmolLM2 and peaks
+    well below no cache; with the key an exact hash it loads SmolLM2 beside the embedding
+    model, peaks above no cache, and C4's RSS check turns inconclusive."""
+    params = dict(HITS, queries=3, max_new_tokens=1, parallel=4)
+    out_on, on = _run("semantic-cache-memory", "memory", cluster, tmp_path / "on", **params)
+    out_off, off = _run("semantic-cache-memory", "memory", cluster, tmp_path / "off", signature="exact", **params)
+    loaded = [dict(zip(o.series["modes"].columns["mode"], o.series["modes"].columns["model_loaded"]))
+              for o in (out_on, out_off)]
+    assert loaded[0]["semantic_cache"] == "no" and loaded[1]["semantic_cache"] == "yes"  # all hits: no model
+    assert loaded[0]["no_cache"] == loaded[1]["no_cache"] == "yes"
+    assert on["memory.rss_change_pct"] < 0 < off["memory.rss_change_pct"]
+    before = check_verdict("C4", "memory", "memory.rss_change_pct", on, tmp_path)
+    after = check_verdict("C4", "memory", "memory.rss_change_pct", off, tmp_path)
+    assert before.control_held is True and after.control_held is False, (on, off)
+    assert str(before.outcome) != "inconclusive" and str(after.outcome) == "inconclusive"
+
+
 def test_removing_the_entropy_formula_changes_the_c7_verdicts(cluster, tmp_path):
     """The source's dynamic threshold replaced by the static one for every stream (the formula
     removed): the streams' thresholds no longer differ from their controls' and the static

@@ -113,12 +113,13 @@ def nvml_used_bytes() -> int | None:
 MODES = ("no_cache", "hash_cache", "semantic_cache")
 
 
-def serve(mode: str, text: str, label: str, tok, model, store, max_new_tokens: int, *, emb=None, proj=None,
+def serve(mode: str, text: str, label: str, model_of, store, max_new_tokens: int, *, emb=None, proj=None,
           radius: int = 0, signature: str = "lsh") -> tuple[float, str]:
     """Serve one request in `mode`; (TTFT in seconds, outcome): outcome is "model" (no
     cache), "hit" (a correct hit), "miss" or "wrong_hit" (an error, then served by the model).
-    signature "exact" replaces the semantic cache's LSH signature by an exact text hash (the
-    mechanism removed)."""
+    `model_of()` gives (tokenizer, model) and is called only when the model serves (a loader
+    that loads on first use counts its load in that request's TTFT). signature "exact"
+    replaces the semantic cache's LSH signature by an exact text hash (the mechanism removed)."""
     import numpy as np
 
     from harness.experiments.semantic_cache import keys
@@ -126,7 +127,7 @@ def serve(mode: str, text: str, label: str, tok, model, store, max_new_tokens: i
 
     t0 = time.perf_counter()
     if mode == "no_cache":
-        return generate(tok, model, text, max_new_tokens, t0).ttft_s, "model"
+        return generate(*model_of(), text, max_new_tokens, t0).ttft_s, "model"
     if mode == "hash_cache":
         key, sig = keys.exact_key(text, True), None
         entry = store.get(key)
@@ -137,7 +138,7 @@ def serve(mode: str, text: str, label: str, tok, model, store, max_new_tokens: i
             entry = None
     if entry is not None and entry.label == label:
         return time.perf_counter() - t0, "hit"
-    g = generate(tok, model, text, max_new_tokens, t0)
+    g = generate(*model_of(), text, max_new_tokens, t0)
     if entry is not None:
         return g.ttft_s, "wrong_hit"
     new = Entry(label, g.text)
