@@ -103,13 +103,16 @@ def test_each_check_turns_inconclusive_when_the_mechanism_is_removed(claim_id, c
     check is inconclusive. Run under the lab profile, whose conditions match the claims'."""
     ctl = chk["control"]
     measured = sum(chk["band"]) / 2 if "band" in chk else chk["value"] * (1.1 if chk["op"].startswith(">") else 0.9)
-    ref = measured * ctl.get("factor", 1.0)
+    than = ctl.get("than", chk["metric"])
+    base = measured if than == chk["metric"] else 100.0  # a control judged against another metric of the run
+    ref = base * ctl.get("factor", 1.0)
     if ctl["op"].startswith("<"):
         control = 0.0 if ref > 0 else ref - abs(ref) - 1
     else:
         control = ref + abs(ref) + 1
-    on = {chk["metric"]: measured, ctl["metric"]: control}
-    off = {chk["metric"]: control, ctl["metric"]: control}
+    on = {chk["metric"]: measured, than: base, ctl["metric"]: control}
+    # removed: the mechanism's side falls to the control's level
+    off = {chk["metric"]: control if than == chk["metric"] else measured, than: control, ctl["metric"]: control}
     before = check_verdict(claim_id, chk["case"], chk["metric"], on, tmp_path, "lab-a100")
     after = check_verdict(claim_id, chk["case"], chk["metric"], off, tmp_path, "lab-a100")
     assert str(before.outcome) == "reproduced", before.reason

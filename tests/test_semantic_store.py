@@ -174,12 +174,12 @@ def test_the_semantic_hits_stream_is_the_same_with_and_without_the_mechanism(emb
 
 
 @pytest.mark.slow
-def test_removing_the_semantic_key_takes_the_c3_p95_to_the_no_cache_level(cluster, tmp_path):
-    """With the cache working, C3's checks give a verdict with their control held; with the
-    semantic key replaced by an exact hash the semantic cache serves like no cache at all.
-    The ledger's controls (no cache slower than the semantic cache at P95, with no margin) are
-    then decided by a few ms of noise on a ~200 ms P95 (held in 2 of 6 such runs here), so the
-    mechanism-off side is asserted through the gap a control with a 10% margin would need."""
+def test_removing_the_semantic_key_changes_the_c3_verdicts(cluster, tmp_path):
+    """With the cache answering the whole stream, C3's checks give a verdict with their control
+    held (no cache slower than 1.1x the semantic cache at P95); with the semantic key replaced
+    by an exact hash the semantic cache serves like no cache at all, the control fails and the
+    checks are inconclusive. (Without the 10% margin the control was decided by a few ms of
+    noise on a ~200 ms P95: it held in 2 of 6 mechanism-off runs.)"""
     params = dict(HITS, queries=15, max_new_tokens=2)
     out_on, on = _run("semantic-cache-ttft", "ttft", cluster, tmp_path / "on", **params)
     out_off, off = _run("semantic-cache-ttft", "ttft", cluster, tmp_path / "off", signature="exact", **params)
@@ -188,14 +188,12 @@ def test_removing_the_semantic_key_takes_the_c3_p95_to_the_no_cache_level(cluste
     p95 = {k: (round(on[k], 2), round(off[k], 2)) for k in on if "p95" in k}
     assert on["ttft.p95_change_semantic_vs_hash_pct"] < -50, p95  # every request answered from the cache
     assert abs(off["ttft.p95_change_semantic_vs_hash_pct"]) < 10, p95  # the effect is gone
-    # the controls with a 10% margin (no cache slower than 1.1 x the semantic cache): on holds, off not
-    assert on["no_cache.p95_ms"] > 1.1 * on["semantic_cache.p95_ms"], p95
-    assert off["no_cache.p95_ms"] <= 1.1 * off["semantic_cache.p95_ms"], p95
     checks = [("ttft.p95_change_semantic_vs_hash_pct", "local"), ("semantic_cache.p95_ms", "lab-a100")]
     for metric, profile in checks:  # the p95_ms checks are comparable only under the claim's gpu: A100
         before = check_verdict("C3", "ttft", metric, on, tmp_path, profile)
-        assert before.control_held is True, (metric, on)
-        assert str(before.outcome) != "inconclusive", metric
+        after = check_verdict("C3", "ttft", metric, off, tmp_path, profile)
+        assert before.control_held is True and after.control_held is False, (metric, p95)
+        assert str(before.outcome) != "inconclusive" and str(after.outcome) == "inconclusive", metric
 
 
 @pytest.mark.slow  # eight fresh processes, four at a time
