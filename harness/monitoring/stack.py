@@ -29,6 +29,7 @@ from typing import Callable
 from harness.drivers import Target
 from harness.errors import BadInput, EnvironmentProblem
 from harness.paths import INFRA_DIR, STATE_DIR
+from harness.redis_server import runs_program
 from harness.signals import deferred_interrupts
 
 PORT_ENV = "HARNESS_MONITORING_PORT"
@@ -143,14 +144,7 @@ def leftover(port: int) -> str | None:
 
 def _alive(pid: int, exe: str) -> bool:
     """True when pid runs and its command line names `exe` (never touch other processes)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    if stat.split(") ", 1)[-1][:1] == "Z":
-        return False
-    return os.path.basename(exe).encode() in cmdline
+    return runs_program(pid, exe)
 
 
 def stack_running(port: int) -> bool:
