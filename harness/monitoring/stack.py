@@ -29,7 +29,7 @@ from typing import Callable
 from harness.drivers import Target
 from harness.errors import BadInput, EnvironmentProblem
 from harness.paths import INFRA_DIR, STATE_DIR
-from harness.redis_server import runs_program
+from harness.redis_server import pid_alive, runs_program
 from harness.signals import deferred_interrupts
 
 PORT_ENV = "HARNESS_MONITORING_PORT"
@@ -137,20 +137,13 @@ def leftover(port: int) -> str | None:
     kind, _, pid = owner.partition(" ")
     if kind != "run" or not pid.isdigit():
         return None
-    from harness.redis_server import pid_alive
-
     return None if pid_alive(int(pid)) else f"started by harness run pid {pid}, which no longer runs"
-
-
-def _alive(pid: int, exe: str) -> bool:
-    """True when pid runs and its command line names `exe` (never touch other processes)."""
-    return runs_program(pid, exe)
 
 
 def stack_running(port: int) -> bool:
     st = read_state(port)
     procs = st.get("processes", [])
-    return bool(procs) and all(_alive(p["pid"], p["exe"]) for p in procs)
+    return bool(procs) and all(runs_program(p["pid"], p["exe"]) for p in procs)
 
 
 def http_ok(url: str, timeout: float = 2.0) -> bool:
@@ -283,7 +276,7 @@ def stop_stack(port: int | None = None) -> int:
 
 def _stop(port: int) -> int:
     st = read_state(port)
-    procs = [p for p in st.get("processes", []) if _alive(p["pid"], p["exe"])]
+    procs = [p for p in st.get("processes", []) if runs_program(p["pid"], p["exe"])]
     for p in procs:
         try:
             os.kill(p["pid"], signal.SIGTERM)
@@ -291,10 +284,10 @@ def _stop(port: int) -> int:
             pass
     deadline = time.monotonic() + 10
     for p in procs:
-        while _alive(p["pid"], p["exe"]) and time.monotonic() < deadline:
+        while runs_program(p["pid"], p["exe"]) and time.monotonic() < deadline:
             _reap(p["pid"])
             time.sleep(0.05)
-        if _alive(p["pid"], p["exe"]):
+        if runs_program(p["pid"], p["exe"]):
             try:
                 os.kill(p["pid"], signal.SIGKILL)
             except ProcessLookupError:
