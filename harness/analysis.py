@@ -3,8 +3,12 @@ ledger with its controls, and the exit code. Pure functions over a RunData; noth
 runs anything, and nothing here formats: numbers and enum verdicts only (the report,
 the summary and JUnit format them).
 
-A claim check counts only when its control (the same workload with the mechanism off,
-measured in the same case) differs as the ledger says; otherwise it is inconclusive.
+A claim check is judged with its controls (DESIGN.md, "Contracts"): an instrument control
+that does not see its known effect makes the check inconclusive; with the instrument
+seeing it, a claimed effect that is absent or opposite is `not reproduced`; an effect that
+is there but does not go away with the mechanism off is `not attributable`; one that goes
+away is `reproduced` (or `direction reproduced, magnitude differs`). Conditions the claim
+needs are compared with what the run measured (harness.conditions).
 """
 
 from __future__ import annotations
@@ -12,10 +16,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from harness import stats
+from harness import conditions, stats
 from harness.errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_THRESHOLD
 from harness.results import RunData
-from harness.spec import Claim, ClaimCheck, Threshold, compare
+from harness.spec import Claim, ClaimCheck, Control, Threshold, compare
 
 NOISE_LIMIT = 0.10  # spread over 10% of the median flags a metric as noisy
 
@@ -38,6 +42,7 @@ class Outcome(str, enum.Enum):
     REPRODUCED = "reproduced"
     DIRECTION = "direction reproduced, magnitude differs"
     NOT_REPRODUCED = "not reproduced"
+    NOT_ATTRIBUTABLE = "not attributable"
     INCONCLUSIVE = "inconclusive"
     NOT_COMPARABLE = "not comparable here"
     NOT_MEASURED = "not measured"
@@ -49,8 +54,8 @@ class Outcome(str, enum.Enum):
 
 
 # A claim with several checks takes the first of these that any check has.
-CLAIM_PRECEDENCE = (Outcome.NOT_REPRODUCED, Outcome.DIRECTION, Outcome.INCONCLUSIVE, Outcome.NOT_MEASURED,
-                    Outcome.NOT_COMPARABLE, Outcome.REPRODUCED)
+CLAIM_PRECEDENCE = (Outcome.NOT_REPRODUCED, Outcome.NOT_ATTRIBUTABLE, Outcome.DIRECTION, Outcome.INCONCLUSIVE,
+                    Outcome.NOT_MEASURED, Outcome.NOT_COMPARABLE, Outcome.REPRODUCED)
 
 
 @dataclass
@@ -89,14 +94,53 @@ class ThresholdVerdict:
 
 
 @dataclass
+class ControlResult:
+    """One control of a check, as measured: its metric, what it was compared with, whether it held."""
+
+    control: Control
+    summary: MetricSummary | None = None
+    reference: float | None = None  # what the control's metric was compared with
+    held: bool | None = None  # None: not measured
+
+    @property
+    def kind(self) -> str:
+        return self.control.kind
+
+    def describe(self) -> str:
+        """'instrument (text): 12 vs 4.5, held' for a reason line."""
+        if self.held is None:
+            return f"{self.control.label} control ({self.control.text}): not measured"
+        return (f"{self.control.label} control ({self.control.text}): {self.control.describe()} is "
+                f"{_num(self.summary.median)} vs {_num(self.reference)}, " + ("held" if self.held else "did not hold"))
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"
+
+
+@dataclass
 class CheckVerdict:
     check: ClaimCheck
     outcome: Outcome
     summary: MetricSummary | None = None
-    control: MetricSummary | None = None  # the control's metric
-    control_reference: float | None = None  # what the control was compared with
-    control_held: bool | None = None  # None: no control or not measured
+    controls: list[ControlResult] = field(default_factory=list)
     reason: str = ""
+    facts: dict = field(default_factory=dict)  # the measured conditions the check was compared with
+
+    @property
+    def control(self) -> MetricSummary | None:
+        return self.controls[0].summary if self.controls else None
+
+    @property
+    def control_reference(self) -> float | None:
+        return self.controls[0].reference if self.controls else None
+
+    @property
+    def control_held(self) -> bool | None:
+        """True when every control held, False when one did not, None when one was not measured."""
+        if not self.controls or any(r.held is None for r in self.controls):
+            return None
+        return all(r.held for r in self.controls)
 
 
 @dataclass
@@ -206,67 +250,90 @@ def threshold_verdicts(run: RunData, a: Analysis) -> list[ThresholdVerdict]:
     return out
 
 
-def conditions_differ(check: ClaimCheck, profile_conditions: dict) -> list[str]:
-    """The claim's conditions this profile does not meet, as 'name: here X, claim Y'."""
-    out = []
-    for k, v in check.conditions.items():
-        here = profile_conditions.get(k)
-        if here is None or str(here) != str(v):
-            out.append(f"{k}: here {here if here is not None else 'not stated'}, claim {v}")
-    return out
+def _control_result(a: Analysis, chk: ClaimCheck, ctl: Control) -> ControlResult:
+    r = ControlResult(ctl, a.metric(chk.suite, chk.case, ctl.metric))
+    if ctl.than is not None:
+        ref = a.metric(chk.suite, chk.case, ctl.than)
+        r.reference = None if ref is None else ref.median * ctl.factor
+    else:
+        r.reference = ctl.value
+    if r.summary is not None and r.reference is not None:
+        r.held = compare(ctl.op, r.summary.median, r.reference)
+    return r
 
 
-def check_verdict(run: RunData, a: Analysis, chk: ClaimCheck) -> CheckVerdict:
+def _effect(chk: ClaimCheck, measured: float) -> Outcome:
+    if chk.in_claim(measured):
+        return Outcome.REPRODUCED
+    if chk.direction is not None and chk.direction.holds(measured):
+        return Outcome.DIRECTION
+    return Outcome.NOT_REPRODUCED
+
+
+def _judge(cv: CheckVerdict) -> None:
+    """The verdict rule, once the metric is measured and the conditions match."""
+    chk, m = cv.check, cv.summary
+    instruments = [r for r in cv.controls if r.kind == "instrument"]
+    offs = [r for r in cv.controls if r.kind == "mechanism_off"]
+    blind = [r for r in instruments if r.held is not True]
+    if blind:
+        cv.outcome = Outcome.INCONCLUSIVE
+        cv.reason = "the instrument cannot be trusted: " + "; ".join(r.describe() for r in blind) + (
+            f"; measured {_num(m.median)} {chk.unit}".rstrip())
+        return
+    seen = "; ".join(r.describe() for r in instruments) or "no instrument control: the measurement is taken as is"
+    effect = _effect(chk, m.median)
+    if effect is Outcome.NOT_REPRODUCED:
+        cv.outcome = Outcome.NOT_REPRODUCED
+        cv.reason = f"measured {_num(m.median)} {chk.unit}, the claim needs {chk.describe()}; {seen}"
+        return
+    unsure = [r for r in offs if r.held is None]
+    failed = [r for r in offs if r.held is False]
+    if failed:
+        cv.outcome = Outcome.NOT_ATTRIBUTABLE
+        cv.reason = ("the effect is there just as much without the mechanism: "
+                     + "; ".join(r.describe() for r in failed))
+    elif unsure:
+        cv.outcome = Outcome.INCONCLUSIVE
+        cv.reason = "the effect is there, but what it comes from was not measured: " + "; ".join(
+            r.describe() for r in unsure)
+    else:
+        cv.outcome = effect
+        cv.reason = "; ".join(r.describe() for r in cv.controls)
+
+
+def check_verdict(run: RunData, a: Analysis, chk: ClaimCheck, facts_of_run: dict | None = None) -> CheckVerdict:
     srun = run.suites.get(chk.suite)
     if srun is None:
         return CheckVerdict(chk, Outcome.NOT_RUN, reason=f"suite {chk.suite} was not part of this run")
     if chk.case not in srun.case_names():
         return CheckVerdict(chk, Outcome.NOT_RUN, reason=f"case {chk.case} was not part of this run")
     m = a.metric(chk.suite, chk.case, chk.metric)
-    differ = conditions_differ(chk, srun.conditions)
-    cv = CheckVerdict(chk, Outcome.NOT_MEASURED, m)
-    if chk.control is not None:
-        ctl = chk.control
-        cv.control = a.metric(chk.suite, chk.case, ctl.metric)
-        if ctl.than is not None:
-            ref = a.metric(chk.suite, chk.case, ctl.than)
-            cv.control_reference = None if ref is None else ref.median * ctl.factor
-        else:
-            cv.control_reference = ctl.value
-        if cv.control is not None and cv.control_reference is not None:
-            cv.control_held = compare(ctl.op, cv.control.median, cv.control_reference)
+    facts = conditions.case_facts(run.ok_records(chk.suite, chk.case) or
+                                  [r for r in run.records if (r.suite, r.case) == (chk.suite, chk.case)],
+                                  facts_of_run if facts_of_run is not None else conditions.run_facts(run.manifest))
+    cv = CheckVerdict(chk, Outcome.NOT_MEASURED, m, [_control_result(a, chk, c) for c in chk.controls],
+                      facts={k: facts.get(k) for k in chk.conditions})
+    differ = conditions.differ(chk.conditions, facts)
     if differ:
         cv.outcome = Outcome.NOT_COMPARABLE
-        cv.reason = "conditions differ from the claim's: " + "; ".join(differ)
+        cv.reason = "what the run measured differs from what the claim needs: " + "; ".join(differ)
         return cv
     if m is None:
         cs = a.case_status(chk.suite, chk.case)
         cv.reason = f"{chk.case}: " + ("; ".join(cs.reasons) if cs and cs.reasons else f"no metric {chk.metric}")
         return cv
-    if chk.control is None:
+    if not chk.controls:
         cv.outcome = Outcome.INCONCLUSIVE
         cv.reason = "no control was run for this check, so it cannot show that it could have come out the other way"
         return cv
-    if cv.control_held is not True:
-        cv.outcome = Outcome.INCONCLUSIVE
-        if cv.control_held is None:
-            cv.reason = f"the control ({chk.control.text}) was not measured: no metric {chk.control.metric}" + (
-                f" or {chk.control.than}" if chk.control.than else "")
-        else:
-            cv.reason = (f"the control ({chk.control.text}) did not differ as expected: "
-                         f"{chk.control.describe()} does not hold")
-        return cv
-    if chk.in_claim(m.median):
-        cv.outcome = Outcome.REPRODUCED
-    elif chk.direction is not None and chk.direction.holds(m.median):
-        cv.outcome = Outcome.DIRECTION
-    else:
-        cv.outcome = Outcome.NOT_REPRODUCED
+    _judge(cv)
     return cv
 
 
 def claim_verdicts(run: RunData, a: Analysis) -> list[ClaimVerdict]:
     out = []
+    facts_of_run = conditions.run_facts(run.manifest if isinstance(run.manifest, dict) else {})
     for c in run.claims:
         if c.not_measured:
             out.append(ClaimVerdict(c, Outcome.NOT_MEASURED, [], c.not_measured))
@@ -274,7 +341,7 @@ def claim_verdicts(run: RunData, a: Analysis) -> list[ClaimVerdict]:
         if c.not_measurable:
             out.append(ClaimVerdict(c, Outcome.NOT_MEASURABLE, [], c.not_measurable))
             continue
-        checks = [check_verdict(run, a, chk) for chk in c.checks]
+        checks = [check_verdict(run, a, chk, facts_of_run) for chk in c.checks]
         ran = {cv.outcome for cv in checks} - {Outcome.NOT_RUN}
         if not checks:
             outcome = Outcome.NOT_MEASURED

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.errors import BadInput, did_you_mean
-from harness.results import STATUSES, Metric, Series
+from harness.results import STATUSES, Metric, Series, check_facts
 from harness.target import Node, Target
 
 __all__ = ["REQUIRED", "Param", "Metric", "Series", "CaseOutcome", "CaseContext", "Driver", "Node", "Target",
@@ -106,18 +106,22 @@ def input_path(value: str) -> Path:
 @dataclass
 class CaseOutcome:
     """What one repetition of one case produced: metrics (numbers with units), series (raw
-    sequences for the suite's view) and details (free JSON worth keeping, such as the
-    command that ran; never tables or charts)."""
+    sequences for the suite's view), details (free JSON worth keeping, such as the
+    command that ran; never tables or charts) and facts: the conditions the case measured
+    (clients really used, which memory was measured, the share of keys on the node), which
+    the ledger compares with what a claim needs."""
 
     status: str = "ok"
     reason: str = ""
     metrics: dict[str, Metric] = field(default_factory=dict)
     details: dict = field(default_factory=dict)
     series: dict[str, Series] = field(default_factory=dict)
+    facts: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, not {self.status!r}")
+        check_facts(self.facts)
         if self.status != "ok" and not self.reason:
             raise ValueError(f"a {self.status} outcome needs a reason")
         if "tables" in self.details or "charts" in self.details:
@@ -126,12 +130,14 @@ class CaseOutcome:
     def to_json(self) -> dict:
         return {"status": self.status, "reason": self.reason,
                 "metrics": {k: m.to_json() for k, m in self.metrics.items()},
-                "series": {k: s.to_json() for k, s in self.series.items()}, "details": self.details}
+                "series": {k: s.to_json() for k, s in self.series.items()}, "details": self.details,
+                "facts": self.facts}
 
     @classmethod
     def from_json(cls, d: dict) -> "CaseOutcome":
         return cls(d["status"], d.get("reason", ""), {k: Metric.from_json(m) for k, m in d.get("metrics", {}).items()},
-                   d.get("details", {}), {k: Series.from_json(s) for k, s in d.get("series", {}).items()})
+                   d.get("details", {}), {k: Series.from_json(s) for k, s in d.get("series", {}).items()},
+                   dict(d.get("facts") or {}))
 
 
 @dataclass

@@ -155,7 +155,54 @@ def collect_constraints(path: Path = CONSTRAINTS) -> dict:
             "differs": dict(list(differs.items())[:20]), "differs_count": len(differs)}
 
 
+def _block_device(path: Path) -> tuple[str, Path] | None:
+    """The block device (name, /sys/block folder) holding `path`, through its mount, or None."""
+    try:
+        best = ("", "")
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            fields = line.split()
+            mount, source = fields[4], fields[fields.index("-") + 2]
+            inside = str(path) == mount or str(path).startswith(mount.rstrip("/") + "/")
+            if inside and len(mount) > len(best[0]):
+                best = (mount, source)
+        name = Path(best[1]).name if best[1].startswith("/dev/") else ""
+        sys_dir = Path("/sys/class/block") / name
+        if not name or not sys_dir.exists():
+            return None
+        if (sys_dir / "partition").exists():  # a partition: its disk is the parent folder
+            sys_dir = sys_dir.resolve().parent
+        return sys_dir.name, sys_dir
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def collect_storage(path: Path = REPO_ROOT) -> dict:
+    """What kind of disk holds the harness's data (where LMDB and the results live):
+    nvme, ssd, hdd or virtual (a VM's virtio or xen disk), from /sys/block."""
+    dev = _block_device(path.resolve())
+    if dev is None:
+        return {"kind": "unknown", "reason": f"no block device found for {path}"}
+    name, sys_dir = dev
+
+    def read(rel: str) -> str:
+        try:
+            return (sys_dir / rel).read_text().strip()
+        except OSError:
+            return ""
+
+    rotational = read("queue/rotational")
+    if name.startswith("nvme"):
+        kind = "nvme"
+    elif name.startswith(("vd", "xvd")):
+        kind = "virtual"
+    elif rotational == "1":
+        kind = "hdd"
+    else:
+        kind = "ssd"
+    return {"device": name, "kind": kind, "rotational": rotational == "1", "model": read("device/model")}
+
+
 def collect_all() -> dict:
     return {"harness_version": __version__, "git": collect_git(), "host": collect_host(),
             "tools": collect_tools(), "packages": collect_packages(), "gpu": collect_gpu(),
-            "constraints": collect_constraints()}
+            "storage": collect_storage(), "constraints": collect_constraints()}

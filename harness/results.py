@@ -123,6 +123,19 @@ class Series:
         return cls(data["columns"], data.get("units", {}), data.get("note", ""))
 
 
+FACT_TYPES = (str, int, float, bool)
+
+
+def check_facts(facts: dict) -> dict:
+    """Facts are flat: names to a string, number or boolean (what a ledger condition compares)."""
+    if not isinstance(facts, dict):
+        raise ValueError(f"facts must be a mapping, not {type(facts).__name__}")
+    for k, v in facts.items():
+        if not isinstance(k, str) or not isinstance(v, FACT_TYPES):
+            raise ValueError(f"fact {k!r}: {type(v).__name__} is not a string, number or boolean")
+    return facts
+
+
 @dataclass
 class Record:
     """One repetition of one case. Checks itself when created."""
@@ -140,6 +153,7 @@ class Record:
     duration_s: float = 0.0
     series: dict[str, Series] = field(default_factory=dict)
     bad_input: bool = False  # the case failed on the user's input (spec, dataset, model file)
+    facts: dict = field(default_factory=dict)  # conditions the case measured (see CaseOutcome.facts)
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -156,7 +170,7 @@ class Record:
             "metrics": {k: m.to_json() for k, m in self.metrics.items()},
             "series": {k: s.to_json() for k, s in self.series.items()},
             "raw_files": self.raw_files, "details": self.details, "params": self.params,
-            "started": self.started, "duration_s": self.duration_s,
+            "started": self.started, "duration_s": self.duration_s, "facts": self.facts,
         }
 
     @classmethod
@@ -166,7 +180,8 @@ class Record:
                    list(d.get("raw_files") or []), dict(d.get("details") or {}), dict(d.get("params") or {}),
                    float(d.get("started") or 0.0), float(d.get("duration_s") or 0.0),
                    {k: Series.from_json(s) for k, s in (d.get("series") or {}).items()},
-                   bool(d.get("bad_input") or (d.get("details") or {}).get("bad_input")))
+                   bool(d.get("bad_input") or (d.get("details") or {}).get("bad_input")),
+                   check_facts(dict(d.get("facts") or {})))
 
 
 @dataclass

@@ -368,7 +368,8 @@ def run_case(plan: Plan, case: spec.Case, rep: int, profile: str, tgt: Target, r
     if not raw_files:
         shutil.rmtree(raw_dir, ignore_errors=True)
     return Record(suite, case.name, rep, outcome.status, outcome.reason, outcome.metrics, raw_files,
-                  details, params, started, duration, outcome.series, bad)
+                  details, params, started, duration, outcome.series, bad,
+                  dict(outcome.facts))
 
 
 def _run_isolated(drv: drivers.Driver, ctx: CaseContext) -> CaseOutcome:

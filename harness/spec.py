@@ -449,14 +449,19 @@ CHECK_FIELDS = {
     "band_reason": (str, "why the band is this wide"),
     "direction": (dict, "{op, value}: the ordering or sign the claim implies; outside the band but in this "
                         "direction is 'direction reproduced, magnitude differs'"),
-    "control": (dict, "{metric, op, value | than [, factor], text}: the same workload with the mechanism off; "
-                      "it must differ as stated, else the verdict is inconclusive"),
-    "conditions": (dict, "the claim's conditions (hosts, clients, hardware...); a profile whose conditions "
-                         "differ gives 'not comparable here'"),
+    "instrument": ((dict, list), "{metric, op, value | than [, factor], text} or a list of them: a condition "
+                                 "where the effect is known to be there; the measurement must see it, else the "
+                                 "verdict is inconclusive"),
+    "mechanism_off": ((dict, list), "{metric, op, value | than [, factor], text} or a list of them: the same "
+                                    "workload with the mechanism removed; an effect that is seen must go away, else "
+                                    "the verdict is 'not attributable'"),
+    "conditions": (dict, "what the claim needs, compared with what the run measured: {gpu: A100, redis_hosts: 6, "
+                         "loadgen_separate: true, clients: 200, ...} (case facts, the case's parameters, the "
+                         "manifest); a difference gives 'not comparable here'"),
     "unit": (str, "unit of the claimed number"),
 }
 CONTROL_FIELDS = {
-    "metric": (str, "the control's metric, measured in the same case with the mechanism off"),
+    "metric": (str, "the control's metric, measured in the same case"),
     "op": (str, "one of < <= > >="),
     "value": (float, "compare the control's metric with this number"),
     "than": (str, "or compare it with this other metric of the case (the mechanism on)"),
@@ -478,21 +483,40 @@ class Condition:
         return {"op": self.op, "value": self.value}
 
 
+INSTRUMENT = "instrument"
+MECHANISM_OFF = "mechanism_off"
+CONTROL_KINDS = (INSTRUMENT, MECHANISM_OFF)
+
+
 @dataclass
 class Control:
+    """One control of a claim check. An instrument control (positive) is a condition where the
+    effect is known to be there: the measurement must see it. A mechanism-off control
+    (negative) is the same workload with the mechanism removed: an effect that is seen must go
+    away with it."""
+
     metric: str
     op: str
     text: str
     value: float | None = None
     than: str | None = None
     factor: float = 1.0
+    kind: str = INSTRUMENT
+
+    def __post_init__(self):
+        if self.kind not in CONTROL_KINDS:
+            raise ValueError(f"a control's kind is one of {CONTROL_KINDS}, not {self.kind!r}")
+
+    @property
+    def label(self) -> str:
+        return "instrument" if self.kind == INSTRUMENT else "mechanism off"
 
     def describe(self) -> str:
         rhs = f"{self.factor:g} x {self.than}" if self.than and self.factor != 1 else (self.than or f"{self.value:g}")
         return f"{self.metric} {self.op} {rhs}"
 
     def to_json(self) -> dict:
-        out = {"metric": self.metric, "op": self.op, "text": self.text}
+        out = {"metric": self.metric, "op": self.op, "text": self.text, "kind": self.kind}
         if self.value is not None:
             out["value"] = self.value
         if self.than is not None:
@@ -501,8 +525,9 @@ class Control:
         return out
 
     @classmethod
-    def from_json(cls, d: dict) -> "Control":
-        return cls(d["metric"], d["op"], d.get("text", ""), d.get("value"), d.get("than"), float(d.get("factor", 1.0)))
+    def from_json(cls, d: dict, kind: str = INSTRUMENT) -> "Control":
+        return cls(d["metric"], d["op"], d.get("text", ""), d.get("value"), d.get("than"),
+                   float(d.get("factor", 1.0)), d.get("kind", kind))
 
 
 @dataclass
@@ -516,8 +541,21 @@ class ClaimCheck:
     band: tuple[float, float] | None = None
     band_reason: str = ""
     direction: Condition | None = None
-    control: Control | None = None
+    controls: list[Control] = field(default_factory=list)
     conditions: dict = field(default_factory=dict)
+
+    @property
+    def instruments(self) -> list[Control]:
+        return [c for c in self.controls if c.kind == INSTRUMENT]
+
+    @property
+    def mechanism_off(self) -> list[Control]:
+        return [c for c in self.controls if c.kind == MECHANISM_OFF]
+
+    @property
+    def control(self) -> Control | None:
+        """The first control (instrument first), for views that show one."""
+        return (self.instruments + self.mechanism_off or [None])[0]
 
     def in_claim(self, measured: float) -> bool:
         if self.band is not None:
@@ -538,21 +576,27 @@ class ClaimCheck:
             out["op"], out["value"] = self.op, self.value
         if self.direction is not None:
             out["direction"] = self.direction.to_json()
-        if self.control is not None:
-            out["control"] = self.control.to_json()
+        out["controls"] = [c.to_json() for c in self.controls]
         if self.conditions:
             out["conditions"] = self.conditions
         return out
 
     @classmethod
     def from_json(cls, d: dict) -> "ClaimCheck":
+        """Also reads the format before controls had kinds: its one `control` was judged first
+        (not held -> inconclusive), which is what an instrument control does."""
         band = d.get("band")
         direction = d.get("direction")
-        control = d.get("control")
+        controls = [Control.from_json(c) for c in d.get("controls") or []]
+        for kind in CONTROL_KINDS:  # the ledger's own spelling
+            raw = d.get(kind)
+            controls += [Control.from_json(c, kind) for c in ([raw] if isinstance(raw, dict) else raw or [])]
+        if not controls and d.get("control"):
+            controls = [Control.from_json(d["control"], INSTRUMENT)]
         return cls(d["suite"], d["case"], d["metric"], d.get("op"), d.get("value"), d.get("unit", ""),
                    tuple(band) if band else None, d.get("band_reason", ""),
                    Condition(direction["op"], float(direction["value"])) if direction else None,
-                   Control.from_json(control) if control else None, dict(d.get("conditions") or {}))
+                   controls, dict(d.get("conditions") or {}))
 
 
 @dataclass
@@ -616,17 +660,32 @@ def _parse_check(w: str, craw: Any, suites: dict[str, Suite]) -> ClaimCheck:
     if cf.get("direction", None) is not None:
         df = _Fields(f"{w}.direction", cf.get("direction"), DIRECTION_FIELDS)
         direction = Condition(_op(f"{w}.direction.op", df.get("op")), df.get("value"))
-    control = None
-    if cf.get("control", None) is not None:
-        kw = f"{w}.control"
-        kf = _Fields(kw, cf.get("control"), CONTROL_FIELDS)
-        value_c, than = kf.get("value", None), kf.get("than", None)
-        if (value_c is None) == (than is None):
-            raise BadInput(f"{kw}: give either value (a number) or than (another metric of the case)")
-        control = Control(_metric_name(kw, kf.get("metric")), _op(f"{kw}.op", kf.get("op")), kf.get("text"),
-                          value_c, than, kf.get("factor", 1.0))
+    controls = [_parse_control(f"{w}.{kind}", raw, kind)
+                for kind in CONTROL_KINDS for raw in _as_list(cf.get(kind, None))]
+    if not controls:
+        raise BadInput(f"{w}: a check needs at least one control: instrument (the measurement sees a known "
+                       f"effect) or mechanism_off (the effect goes away without the mechanism)")
+    conditions = cf.get("conditions", {})
+    for k, v in conditions.items():
+        if not isinstance(v, (str, int, float, bool)):
+            raise BadInput(f"{w}.conditions.{k}: expected a string, number or boolean, got {type(v).__name__}")
     return ClaimCheck(suite, case, metric, op, value, cf.get("unit", ""), band, cf.get("band_reason", ""),
-                      direction, control, cf.get("conditions", {}))
+                      direction, controls, conditions)
+
+
+def _as_list(raw: Any) -> list:
+    if raw is None:
+        return []
+    return raw if isinstance(raw, list) else [raw]
+
+
+def _parse_control(where: str, raw: Any, kind: str) -> Control:
+    kf = _Fields(where, raw, CONTROL_FIELDS)
+    value_c, than = kf.get("value", None), kf.get("than", None)
+    if (value_c is None) == (than is None):
+        raise BadInput(f"{where}: give either value (a number) or than (another metric of the case)")
+    return Control(_metric_name(where, kf.get("metric")), _op(f"{where}.op", kf.get("op")), kf.get("text"),
+                   value_c, than, kf.get("factor", 1.0), kind)
 
 
 def load_claims(directory: Path = SUITES_DIR, suites: dict[str, Suite] | None = None) -> list[Claim]:

@@ -41,7 +41,8 @@ def test_failed_record_is_an_environment_failure():
     assert analyze(run).exit_code == 3
 
 
-CONTROL = {"metric": "control_lat", "op": ">", "than": "lat", "factor": 2, "text": "mechanism off"}
+INSTRUMENT = {"metric": "slow_lat", "op": ">", "than": "lat", "factor": 2, "text": "a known slower path"}
+MECH_OFF = {"metric": "off_lat", "op": ">", "than": "lat", "factor": 2, "text": "the mechanism removed"}
 
 
 def _claim(cid, check, **kw):
@@ -49,34 +50,72 @@ def _claim(cid, check, **kw):
 
 
 def test_claims_ledger_verdicts():
-    chk = {"suite": "s", "case": "c", "metric": "lat", "control": CONTROL}
+    chk = {"suite": "s", "case": "c", "metric": "lat", "instrument": [INSTRUMENT]}
     claims = [_claim("C1", {**chk, "op": "<", "value": 5}),
               _claim("C2", {**chk, "op": "<", "value": 50}),
               _claim("C3", {**chk, "suite": "other", "op": "<", "value": 5}),
               _claim("C4", None, not_measurable="needs a GPU"),
-              _claim("C5", {"suite": "s", "case": "m", "metric": "ops", "op": ">", "value": 5, "control": CONTROL})]
-    a = analyze(run_of({"lat": [9.0, 10.0, 11.0], "control_lat": [40.0, 41.0, 39.0]}, skipped_case=True, claims=claims))
+              _claim("C5", {"suite": "s", "case": "m", "metric": "ops", "op": ">", "value": 5, "instrument": INSTRUMENT})]
+    a = analyze(run_of({"lat": [9.0, 10.0, 11.0], "slow_lat": [40.0, 41.0, 39.0]}, skipped_case=True, claims=claims))
     assert [c.outcome for c in a.claims] == [Outcome.NOT_REPRODUCED, Outcome.REPRODUCED, Outcome.NOT_RUN,
                                             Outcome.NOT_MEASURABLE, Outcome.NOT_MEASURED]
     assert "tool not found" in a.claims[4].checks[0].reason
     assert a.claims[1].checks[0].control_held is True and a.claims[1].checks[0].control_reference == 20.0
 
 
-@pytest.mark.parametrize("control_values,expected", [
-    ([40.0, 41.0, 39.0], Outcome.REPRODUCED),   # the control differs as stated: the check counts
-    ([12.0, 11.0, 10.0], Outcome.INCONCLUSIVE),  # mechanism off looks the same: nothing was shown
-])
-def test_a_check_counts_only_when_its_control_differs(control_values, expected):
-    claims = [_claim("C1", {"suite": "s", "case": "c", "metric": "lat", "op": "<", "value": 50, "control": CONTROL})]
-    a = analyze(run_of({"lat": [9.0, 10.0, 11.0], "control_lat": control_values}, claims=claims))
-    assert a.claims[0].outcome is expected
-    if expected is Outcome.INCONCLUSIVE:
-        assert "did not differ" in a.claims[0].checks[0].reason
+# The verdict rule (DESIGN.md): a table of measured worlds and the verdict each must give.
+# lat is the claimed effect's metric (claim: lat < 50), slow_lat the instrument's known slower
+# path, off_lat the same workload with the mechanism removed.
+WORLDS = [
+    # (lat, slow_lat, off_lat, verdict)
+    (10.0, 40.0, 40.0, Outcome.REPRODUCED),        # effect there, instrument sees, gone without the mechanism
+    (10.0, 12.0, 40.0, Outcome.INCONCLUSIVE),      # the instrument is blind: nothing can be said
+    (60.0, 150.0, 150.0, Outcome.NOT_REPRODUCED),  # instrument sees, claimed effect absent
+    (60.0, 150.0, 61.0, Outcome.NOT_REPRODUCED),   # absent, and the mechanism changes nothing: still a no
+    (10.0, 40.0, 11.0, Outcome.NOT_ATTRIBUTABLE),  # effect there just as much with the mechanism off
+    (10.0, 40.0, None, Outcome.INCONCLUSIVE),      # effect there, mechanism-off control not measured
+    (60.0, None, 150.0, Outcome.INCONCLUSIVE),     # instrument not measured: no verdict either way
+]
+
+
+@pytest.mark.parametrize("lat,slow,off,expected", WORLDS)
+def test_the_verdict_rule(lat, slow, off, expected):
+    check = {"suite": "s", "case": "c", "metric": "lat", "op": "<", "value": 50,
+             "instrument": INSTRUMENT, "mechanism_off": MECH_OFF}
+    values = {"lat": [lat] * 3}
+    if slow is not None:
+        values["slow_lat"] = [slow] * 3
+    if off is not None:
+        values["off_lat"] = [off] * 3
+    cv = analyze(run_of(values, claims=[_claim("C1", check)])).claims[0].checks[0]
+    assert cv.outcome is expected, cv.reason
+    if expected is Outcome.NOT_REPRODUCED:  # the measured value and the instrument's numbers are shown
+        assert f"measured {lat:g}" in cv.reason and "instrument control" in cv.reason and "held" in cv.reason
+    if expected is Outcome.INCONCLUSIVE and slow == 12.0:
+        assert "did not hold" in cv.reason and "12 vs 20" in cv.reason
+    if expected is Outcome.NOT_ATTRIBUTABLE:
+        assert "without the mechanism" in cv.reason and "11 vs 20" in cv.reason
+
+
+def test_a_refutation_is_never_turned_into_inconclusive_by_a_mechanism_off_control():
+    """A check whose only control is mechanism-off: an absent effect is a no, not a shrug."""
+    check = {"suite": "s", "case": "c", "metric": "lat", "op": "<", "value": 5, "mechanism_off": MECH_OFF}
+    for off in (40.0, 9.0):  # the control holds / does not
+        cv = analyze(run_of({"lat": [10.0] * 3, "off_lat": [off] * 3}, claims=[_claim("C1", check)])).claims[0].checks[0]
+        assert cv.outcome is Outcome.NOT_REPRODUCED, (off, cv.reason)
+
+
+def test_results_of_the_earlier_format_still_judge_their_one_control_first():
+    """Stored results.json before controls had kinds: `control` is read as an instrument."""
+    old = {"suite": "s", "case": "c", "metric": "lat", "op": "<", "value": 50,
+           "control": {"metric": "slow_lat", "op": ">", "than": "lat", "factor": 2, "text": "old"}}
+    cv = analyze(run_of({"lat": [10.0] * 3, "slow_lat": [12.0] * 3}, claims=[_claim("C1", old)])).claims[0].checks[0]
+    assert cv.outcome is Outcome.INCONCLUSIVE and cv.controls[0].kind == "instrument"
 
 
 def test_a_check_without_control_or_control_metric_is_inconclusive():
     claims = [_claim("C1", {"suite": "s", "case": "c", "metric": "lat", "op": "<", "value": 50}),
-              _claim("C2", {"suite": "s", "case": "c", "metric": "lat", "op": "<", "value": 50, "control": CONTROL})]
+              _claim("C2", {"suite": "s", "case": "c", "metric": "lat", "op": "<", "value": 50, "instrument": INSTRUMENT})]
     a = analyze(run_of({"lat": [9.0, 10.0, 11.0]}, claims=claims))
     assert [c.outcome for c in a.claims] == [Outcome.INCONCLUSIVE, Outcome.INCONCLUSIVE]
     assert "no control" in a.claims[0].checks[0].reason and "not measured" in a.claims[1].checks[0].reason
@@ -89,20 +128,34 @@ def test_a_check_without_control_or_control_metric_is_inconclusive():
 ])
 def test_bands_and_direction(lat, expected):
     check = {"suite": "s", "case": "c", "metric": "lat", "band": [0.5, 2.0], "band_reason": "~1x, 2x either way",
-             "direction": {"op": ">", "value": 0}, "control": {"metric": "off", "op": "<", "value": 0.1, "text": "off"}}
+             "direction": {"op": ">", "value": 0}, "mechanism_off": {"metric": "off", "op": "<", "value": 0.1, "text": "off"}}
     a = analyze(run_of({"lat": lat, "off": [0.0, 0.0, 0.0]}, claims=[_claim("C1", check)]))
     assert a.claims[0].outcome is expected
 
 
-def test_different_conditions_are_not_comparable_not_a_refutation():
-    check = {"suite": "s", "case": "c", "metric": "lat", "op": "<", "value": 1, "control": CONTROL,
-             "conditions": {"hosts": "6 hosts", "clients": 200}}
-    values = {"lat": [9.0, 10.0, 11.0], "control_lat": [40.0, 41.0, 39.0]}
-    a = analyze(run_of(values, claims=[_claim("C1", check)], conditions={"hosts": "one 2-core VM", "clients": 50}))
-    assert a.claims[0].outcome is Outcome.NOT_COMPARABLE
-    assert "hosts: here one 2-core VM, claim 6 hosts" in a.claims[0].checks[0].reason
-    same = analyze(run_of(values, claims=[_claim("C1", check)], conditions={"hosts": "6 hosts", "clients": 200}))
-    assert same.claims[0].outcome is Outcome.NOT_REPRODUCED
+def test_conditions_are_what_the_run_measured_not_what_the_profile_declares():
+    check = {"suite": "s", "case": "c", "metric": "lat", "op": "<", "value": 1, "instrument": INSTRUMENT,
+             "conditions": {"redis_hosts": 6, "loadgen_separate": True, "clients": 200, "gpu": "A100"}}
+    values = {"lat": [9.0, 10.0, 11.0], "slow_lat": [40.0, 41.0, 39.0]}
+    declared = {"redis_hosts": 6, "clients": 200, "gpu": "A100", "hosts": "6 hosts"}  # strings decide nothing
+    run = run_of(values, claims=[_claim("C1", check)], conditions=declared)
+    run.manifest = {"target_nodes": {"nodes": [{"host": "127.0.0.1", "port": 7000 + i, "role": "primary"}
+                                               for i in range(6)]},
+                    "gpu": {"present": False}, "host": {"cpu_logical": 2}}
+    for r in run.records:
+        r.params = {"clients": 50}
+    cv = analyze(run).claims[0].checks[0]
+    assert cv.outcome is Outcome.NOT_COMPARABLE
+    for part in ("redis_hosts: measured 1 (this machine), claim 6", "clients: measured 50, claim 200",
+                 "gpu: measured none, claim A100", "loadgen_separate: measured no (load generator on this machine)"):
+        assert part in cv.reason, cv.reason
+    run.manifest = {"target_nodes": {"nodes": [{"host": f"10.0.0.{i}", "port": 6379, "role": "primary"}
+                                               for i in range(1, 7)]},
+                    "loadgen": {"address": "10.0.0.9"},
+                    "gpu": {"present": True, "gpus": [{"name": "NVIDIA A100-SXM4-80GB"}]}}
+    for r in run.records:
+        r.params = {"clients": 200}
+    assert analyze(run).claims[0].checks[0].outcome is Outcome.NOT_REPRODUCED
 
 
 def test_compare_needs_size_and_separation():

@@ -286,7 +286,7 @@ def hostile_run(tmp_path: Path) -> Path:
                          [spec.Threshold(case, metric, "<", 1.0, h[1], h[2]),
                           spec.Threshold(case, h[4], ">", 1.0, "", h[0])], {h[0]: h[1]})
     claim = spec.Claim("C1", h[2], h[3], [spec.ClaimCheck(suite, case, metric, ">=", 1.0, h[4],
-                                                          control=spec.Control(h[0], "<", h[1], 5.0))],
+                                                          controls=[spec.Control(h[0], "<", h[1], 5.0)])],
                        differs=h[4], figures={})
     records = []
     for rep in (1, 2):

@@ -9,12 +9,25 @@ from harness import drivers, spec
 from harness.drivers import CaseOutcome
 
 
-def test_every_claim_check_has_a_control():
-    claims = spec.load_claims()
-    missing = [f"{c.id}: {k.suite}/{k.case} {k.metric}" for c in claims for k in c.checks if k.control is None]
-    assert not missing, "checks without a control (their verdict could not come out the other way): " + "; ".join(missing)
-    for c in claims:
-        assert c.checks or c.not_measured or c.not_measurable, c.id
+def test_a_check_without_a_control_is_refused(tmp_path):
+    """The ledger loader refuses a check with no control, and the old single `control` form."""
+    import shutil
+
+    from harness.errors import BadInput
+
+    for name in ("redis-cluster.yaml",):
+        shutil.copy(spec.SUITES_DIR / name, tmp_path / name)
+    check = ("      - {suite: redis-cluster, case: redis-benchmark, metric: GET.p99_ms, op: '<', value: 1.2, unit: ms"
+             "%s}\n")
+    for extra, message in (("", "needs at least one control"),
+                           (", control: {metric: x, op: '<', value: 1, text: t}", "unknown field 'control'")):
+        (tmp_path / "claims.yaml").write_text("claims:\n  - id: C12\n    section: '2.5'\n    text: t\n    checks:\n"
+                                             + check % extra)
+        with pytest.raises(BadInput, match=message):
+            spec.load_claims(tmp_path)
+    (tmp_path / "claims.yaml").write_text("claims:\n  - id: C12\n    section: '2.5'\n    text: t\n    checks:\n" + check % (
+        ", instrument: {metric: control.GET.p99_ms, op: '>', than: GET.p99_ms, factor: 1.5, text: t}"))
+    assert [k.instruments[0].metric for k in spec.load_claims(tmp_path)[0].checks] == ["control.GET.p99_ms"]
 
 
 def test_every_suite_has_a_lab_profile_where_a_skip_fails():

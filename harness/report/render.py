@@ -136,23 +136,29 @@ def _thresholds(a: Analysis, suite: str, history: str | None = None) -> list[dic
             for t in a.thresholds if t.suite == suite]
 
 
+def _control_cells(k) -> tuple[list[str], list[str]]:
+    """Each control of a check in words, and what it measured (one line each, kind first)."""
+    if not k.controls:
+        return ["none"], ["-"]
+    control, outcome = [], []
+    for r in k.controls:
+        ctl = r.control
+        rhs = f"{F.fmt(ctl.factor)} x {ctl.than}" if ctl.than and ctl.factor != 1 else (ctl.than or F.fmt(ctl.value))
+        control.append(f"{ctl.label}: {ctl.text} ({ctl.metric} {ctl.op} {rhs})")
+        if r.held is None:
+            outcome.append(f"{ctl.label}: not measured")
+        else:
+            outcome.append(f"{ctl.label}: {F.fmt(r.summary.median)} {r.summary.unit} vs {F.fmt(r.reference)}: "
+                           + ("held" if r.held else "did NOT hold"))
+    return control, outcome
+
+
 def _claims(a: Analysis, history: str | None = None) -> list[dict]:
     out = []
     for cv in a.claims:
         checks = []
         for k in cv.checks:
-            ctl = k.check.control
-            if ctl is None:
-                control, control_outcome = "none", "-"
-            else:
-                control = f"{ctl.text} ({ctl.metric} {ctl.op} " + (
-                    f"{F.fmt(ctl.factor)} x {ctl.than})" if ctl.than and ctl.factor != 1 else f"{ctl.than or F.fmt(ctl.value)})")
-                if k.control is None:
-                    control_outcome = "not measured"
-                else:
-                    control_outcome = (f"{F.fmt(k.control.median)} {k.control.unit} vs "
-                                       f"{F.fmt(k.control_reference)}: "
-                                       + ("differs as expected" if k.control_held else "did NOT differ"))
+            control, control_outcome = _control_cells(k)
             checks.append({"check": F.check_text(k.check), "measured": F.describe(k.summary),
                            "control": control, "control_outcome": control_outcome,
                            "held": k.control_held, "verdict": k.outcome.value, "css": F.css_class(k.outcome),
