@@ -17,7 +17,7 @@ export TRANSFORMERS_OFFLINE := 1
 
 DEBIAN_RUNTIME := redis-server:redis-server redis-cli:redis-tools redis-benchmark:redis-tools \
 	pg_ctlcluster:postgresql
-DEBIAN_TEST := $(DEBIAN_RUNTIME) prometheus:prometheus prometheus-redis-exporter:prometheus-redis-exporter \
+DEBIAN_TEST := $(DEBIAN_RUNTIME) sshd:openssh-server prometheus:prometheus prometheus-redis-exporter:prometheus-redis-exporter \
 	prometheus-node-exporter:prometheus-node-exporter ansible-playbook:ansible chromium:chromium
 
 .PHONY: setup setup-test reproduce test bench bench-overhead provision unprovision lint clean cluster-up cluster-down

@@ -304,10 +304,10 @@ def _judge(cv: CheckVerdict) -> None:
 
 def check_verdict(run: RunData, a: Analysis, chk: ClaimCheck, facts_of_run: dict | None = None) -> CheckVerdict:
     srun = run.suites.get(chk.suite)
-    if srun is None:
-        return CheckVerdict(chk, Outcome.NOT_RUN, reason=f"suite {chk.suite} was not part of this run")
-    if chk.case not in srun.case_names():
-        return CheckVerdict(chk, Outcome.NOT_RUN, reason=f"case {chk.case} was not part of this run")
+    if srun is None or chk.case not in srun.case_names():
+        what = f"suite {chk.suite}" if srun is None else f"case {chk.case}"
+        return CheckVerdict(chk, Outcome.NOT_RUN, controls=[ControlResult(c) for c in chk.controls],
+                            reason=f"{what} was not part of this run")
     m = a.metric(chk.suite, chk.case, chk.metric)
     facts = conditions.case_facts(run.ok_records(chk.suite, chk.case) or
                                   [r for r in run.records if (r.suite, r.case) == (chk.suite, chk.case)],

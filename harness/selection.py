@@ -96,6 +96,6 @@ def plan_lines(plans, *, profile: str, target: str, base_port: int, results_dir:
             params = ", ".join(f"{k}={v}" for k, v in c.params.items())
             lines.append(f"  - {c.name} [{c.driver}] {params}")
         for t in p.run.thresholds:
-            lines.append(f"    threshold: {t.case} {t.metric} {t.op} {t.value:g} {t.unit}".rstrip())
+            lines.append(f"    threshold: {t.case} {t.metric} {t.text()}".rstrip())
     lines.append("dry run: nothing was started")
     return lines

@@ -23,6 +23,7 @@ from harness.errors import BadInput, did_you_mean
 from harness.paths import SUITES_DIR
 
 OPS = ("<", "<=", ">", ">=")
+BAND_OP = "in"  # a threshold given as band: [low, high]
 CLAIMS_FILE = "claims.yaml"
 MAX_SPEC_BYTES = 1 << 20  # 1 MiB: a suite spec is a page of YAML
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -157,17 +158,31 @@ class Threshold:
     value: float
     unit: str = ""
     reason: str = ""
+    high: float | None = None  # op "in": the band [value, high] (a claimed point, not a bound)
 
     def holds(self, measured: float) -> bool:
+        if self.op == BAND_OP:
+            return self.value <= measured <= self.high
         return compare(self.op, measured, self.value)
 
+    def text(self) -> str:
+        """'< 1.2 ms' or 'in [0.46, 0.56]'."""
+        if self.op == BAND_OP:
+            return f"in [{self.value:g}, {self.high:g}] {self.unit}".strip()
+        return f"{self.op} {self.value:g} {self.unit}".strip()
+
     def to_json(self) -> dict:
-        return {"case": self.case, "metric": self.metric, "op": self.op, "value": self.value,
-                "unit": self.unit, "reason": self.reason}
+        out = {"case": self.case, "metric": self.metric, "op": self.op, "value": self.value,
+               "unit": self.unit, "reason": self.reason}
+        if self.high is not None:
+            out["high"] = self.high
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "Threshold":
-        return cls(d["case"], d["metric"], d["op"], float(d["value"]), d.get("unit", ""), d.get("reason", ""))
+        high = d.get("high")
+        return cls(d["case"], d["metric"], d["op"], float(d["value"]), d.get("unit", ""), d.get("reason", ""),
+                   None if high is None else float(high))
 
 
 @dataclass
@@ -318,9 +333,29 @@ THRESHOLD_FIELDS = {
     "metric": (str, "the metric's name, e.g. GET.p99_ms"),
     "op": (str, "one of < <= > >="),
     "value": (float, "the limit"),
+    "band": (list, "instead of op + value: [low, high] for a claimed point (a point is a band, not a bound)"),
     "unit": (str, "the unit of the limit, e.g. ms"),
     "reason": (str, "why this limit, for this profile"),
 }
+
+
+def _threshold(tw: str, tf: "_Fields") -> Threshold:
+    band = tf.get("band", None)
+    case, metric = tf.get("case"), _metric_name(tw, tf.get("metric"))
+    unit, reason = tf.get("unit", ""), tf.get("reason", "")
+    if band is not None:
+        if tf.get("op", None) is not None or tf.get("value", None) is not None:
+            raise BadInput(f"{tw}: give either op + value (a bound) or band: [low, high] (a point), not both")
+        if len(band) != 2:
+            raise BadInput(f"{tw}.band: expected [low, high]")
+        low, high = _finite(f"{tw}.band", band[0]), _finite(f"{tw}.band", band[1])
+        if low > high:
+            raise BadInput(f"{tw}.band: low {low:g} is above high {high:g}")
+        return Threshold(case, metric, BAND_OP, low, unit, reason, high)
+    op = tf.get("op")
+    if op not in OPS:
+        raise BadInput(f"{tw}.op: {op!r} is not one of {' '.join(OPS)}")
+    return Threshold(case, metric, op, tf.get("value"), unit, reason)
 
 
 def _metric_name(where: str, name: str) -> str:
@@ -373,12 +408,9 @@ def parse_suite(data: Any, path: Path | None = None) -> Suite:
         for j, traw in enumerate(pf.get("thresholds", [])):
             tw = f"{pw}.thresholds[{j}]"
             tf = _Fields(tw, traw, THRESHOLD_FIELDS)
-            t = Threshold(tf.get("case"), _metric_name(tw, tf.get("metric")), tf.get("op"), tf.get("value"),
-                          tf.get("unit", ""), tf.get("reason", ""))
+            t = _threshold(tw, tf)
             if t.case not in case_names:
                 raise BadInput(f"{tw}.case: no case named {t.case!r}{did_you_mean(t.case, case_names)}")
-            if t.op not in OPS:
-                raise BadInput(f"{tw}.op: {t.op!r} is not one of {' '.join(OPS)}")
             if not t.reason:
                 raise BadInput(f"{tw}: give the threshold a reason (why this limit for this profile)")
             thresholds.append(t)

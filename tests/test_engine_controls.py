@@ -74,14 +74,15 @@ def ledger():
     return suites, load_claims(suites=suites)
 
 
-def verdicts(claim_id: str, case: str, metrics: dict, profile: str = "local", suite: str = "engine-hotload"):
-    """The ledger's real checks of `claim_id` on `case`, judged on a run with these metrics."""
-    suites, claims = ledger()
-    srun = suites[suite].as_run(profile, 1, {c.name: {} for c in suites[suite].cases})
-    rec = Record(suite, case, 1, "ok", metrics={k: Metric(v, "") for k, v in metrics.items()})
-    run = RunData(Path("."), {}, [rec], {suite: srun}, claims)
-    claim = next(c for c in analyze(run).claims if c.id == claim_id)
-    return {cv.check.metric: cv for cv in claim.checks if cv.check.case == case}
+def verdicts(claim_id: str, case: str, metrics: dict, profile: str = "local", suite: str = "engine-hotload",
+             **kw):
+    """The ledger's real checks of `claim_id` on `case`, judged on a run with these metrics
+    (tests.ledger_helpers.verdicts; profile lab-a100 also measures the lab: an A100, six hosts)."""
+    from tests import ledger_helpers
+
+    if profile == "lab-a100" and "manifest" not in kw:
+        kw["manifest"] = ledger_helpers.LAB
+    return ledger_helpers.verdicts(claim_id, case, metrics, profile, suite, **kw)
 
 
 PREWARM = {"profile0.first_over_p99": 0.9, "prewarmed.first_over_p99": 0.9, "cold.first_ms": 30.0,
@@ -155,7 +156,27 @@ def _ones(engine, bucket):
     return feeds_for_shapes(engine.io(), bucket, {})
 
 
+def _window(kind, rep, t0):
+    return {"kind": kind, "t_start_s": rep.started - t0, "t_released_s": rep.released - t0}
+
+
+def test_failures_are_attributed_by_the_time_window_they_fall_in_not_by_their_text():
+    from harness.experiments.engine_hotload.swap_cases import attribute_failures
+    from harness.experiments.engine_hotload.workload import Request
+
+    acts = [{"kind": "swap", "t_start_s": 1.0, "t_released_s": 2.0},
+            {"kind": "restart", "t_start_s": 3.0, "t_released_s": 4.0}]
+    closed = "EngineError: engine v0 is closed"
+    recs = [Request(1.5, 1.0, False, 0, "b", error=closed),  # inside the swap: the swap's, whatever it says
+            Request(0.999, 5.0, False, 0, "b", error=closed),  # started before, failed inside the swap
+            Request(3.5, 1.0, False, 0, "b", error=closed), Request(2.5, 1.0, False, 0, "b", error=closed),
+            Request(3.6, 1.0, True, 0, "b")]
+    assert attribute_failures(recs, acts) == {"swap": 2, "restart": 1, "outside": 1}
+
+
 def test_a_restart_fails_requests_where_a_hot_swap_fails_none(tiny):
+    """And with the drain removed (the old engine closed under a call in flight) the hot
+    swap's own window has the failures, not the restart's."""
     from harness.experiments.engine_hotload.swap import EngineSlot
     from harness.experiments.engine_hotload.swap_cases import attribute_failures
     from harness.experiments.engine_hotload.workload import RequestStream
@@ -163,27 +184,32 @@ def test_a_restart_fails_requests_where_a_hot_swap_fails_none(tiny):
     same = next(p for w, p in tiny.items() if w.startswith("same IO"))
     buckets = [Bucket(1, 16)]
     slot = EngineSlot(open_engine("ort", same, label="v0"))
-    stream = RequestStream(lambda b, i: slot.infer(_ones(slot.engine, b))[1], buckets, 2, 1.0, time.perf_counter())
+    t0 = time.perf_counter()
+    stream = RequestStream(lambda b, i: slot.infer(_ones(slot.engine, b))[1], buckets, 2, 1.0, t0)
 
     def slow_open():  # the new engine takes a while to load, as a real model does
         time.sleep(0.3)
         return open_engine("ort", same, label="new")
 
+    acts = []
     stream.start()
     try:
         time.sleep(0.1)
-        slot.swap(slow_open, buckets, lambda b: _ones(slot.engine, b))
+        acts.append(_window("swap", slot.swap(slow_open, buckets, lambda b: _ones(slot.engine, b)), t0))
         time.sleep(0.1)
-        swap_failures = attribute_failures(list(stream.records))
-        slot.restart(slow_open)
+        acts.append(_window("restart", slot.restart(slow_open), t0))
+        time.sleep(0.1)
+        broken = slot.swap(slow_open, buckets, lambda b: _ones(slot.engine, b), drain="broken")
         time.sleep(0.1)
     finally:
         records = stream.stop()
         slot.engine.close()
-    assert swap_failures == {"restart": 0, "other": 0}
-    after = attribute_failures(records)
-    assert after["other"] == 0 and after["restart"] > 0
-    assert slot.version == 2 and threading.active_count() >= 1
+    good = attribute_failures(records, acts + [_window("restart", broken, t0)])
+    assert good["swap"] == 0 and good["outside"] == 0 and good["restart"] > 0
+    assert broken.inflight_at_switch >= 1
+    bad = attribute_failures(records, acts + [_window("swap", broken, t0)])
+    assert bad["swap"] >= 1 and bad["restart"] == good["restart"] - bad["swap"]
+    assert slot.version == 3 and threading.active_count() >= 1
 
 
 def test_with_the_check_off_an_incompatible_engine_is_swapped_in(tiny):

@@ -86,3 +86,24 @@ def test_redis_cluster_profiles_carry_the_source_numbers_verbatim():
     limits = {(t.metric, t.op, t.value) for t in lab.thresholds}
     assert ("GET.p99_ms", "<", 1.2) in limits and ("Totals.ops_per_sec", ">", 1800000) in limits
     assert all(t.reason for p in s.profiles.values() for t in p.thresholds)
+
+
+def test_a_claimed_point_is_a_band_threshold(tmp_path):
+    """lab-a100's verbatim points: `band: [low, high]` passes inside only (a one-sided point
+    would pass a refuting value: c7.uniform <= 0.51 passed 0.4)."""
+    import pytest as _pytest
+
+    from harness.errors import BadInput
+    from harness.spec import load_suite_file
+
+    base = ("name: s\ndescription: d\nclaim: {section: '1', text: t, ids: [C1]}\ntarget: none\ncases:\n  - {name: c, driver: eviction-simulate}\n"
+            "profiles:\n  local:\n    thresholds:\n      - {case: c, metric: m, %s, reason: r}\n")
+    (tmp_path / "s.yaml").write_text(base % "band: [0.46, 0.56]")
+    t = load_suite_file(tmp_path / "s.yaml").profiles["local"].thresholds[0]
+    assert [t.holds(x) for x in (0.4, 0.46, 0.51, 0.56, 0.6)] == [False, True, True, True, False]
+    assert t.text() == "in [0.46, 0.56]"
+    for bad, message in (("band: [0.6, 0.5]", "above high"), ("band: [1, 2], op: '<', value: 3", "not both"),
+                         ("band: [1]", "expected \\[low, high\\]")):
+        (tmp_path / "s.yaml").write_text(base % bad)
+        with _pytest.raises(BadInput, match=message):
+            load_suite_file(tmp_path / "s.yaml")

@@ -52,6 +52,8 @@ def describe(m: MetricSummary | None) -> str:
 
 
 def threshold_text(t: Threshold) -> str:
+    if t.high is not None:
+        return f"in [{fmt(t.value)}, {fmt(t.high)}] {t.unit}".strip()
     return f"{t.op} {fmt(t.value)} {t.unit}".strip()
 
 

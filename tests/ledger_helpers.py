@@ -1,0 +1,49 @@
+"""Judge the ledger's real checks on chosen metrics, on this machine or on a measured lab.
+
+`LAB` is what a run on the source's lab measures (six Redis hosts, a separate load generator,
+an A100, NVMe storage): the manifest facts harness.conditions reads. Tests use it to show that
+a check becomes comparable when the run measured the claim's conditions, and only then.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness import spec
+from harness.analysis import analyze
+from harness.results import Metric, Record, RunData
+
+# what `make reproduce` measures here: the loopback cluster, no GPU, a VM's disk, 2 cores
+HERE = {
+    "gpu": {"present": False, "reason": "no GPU"},
+    "host": {"cpu_logical": 2},
+    "storage": {"kind": "virtual", "device": "vda"},
+    "target_nodes": {"nodes": [{"host": "127.0.0.1", "port": 7000 + i, "role": "primary" if i < 3 else "replica"}
+                               for i in range(6)]},
+}
+LAB = {
+    "gpu": {"present": True, "gpus": [{"index": 0, "name": "NVIDIA A100-SXM4-80GB"}]},
+    "host": {"cpu_logical": 64},
+    "storage": {"kind": "nvme", "device": "nvme0n1"},
+    "target_nodes": {"nodes": [{"host": f"redis-{i}", "port": 6379, "role": "primary" if i <= 3 else "replica"}
+                               for i in range(1, 7)]},
+    "loadgen": {"address": "loadgen-1"},
+}
+
+
+def ledger():
+    suites = spec.load_all_suites()
+    return suites, spec.load_claims(suites=suites)
+
+
+def verdicts(claim_id: str, case: str, metrics: dict, profile: str = "local", suite: str = "engine-hotload",
+             manifest: dict | None = None, facts: dict | None = None, params: dict | None = None):
+    """The ledger's real checks of `claim_id` on `case`, judged on a run with these metrics,
+    this manifest (HERE by default) and these case facts and params."""
+    suites, claims = ledger()
+    srun = suites[suite].as_run(profile, 1, {c.name: {} for c in suites[suite].cases})
+    rec = Record(suite, case, 1, "ok", metrics={k: Metric(v, "") for k, v in metrics.items()},
+                 params=dict(params or {}), facts=dict(facts or {}))
+    run = RunData(Path("."), dict(HERE if manifest is None else manifest), [rec], {suite: srun}, claims)
+    claim = next(c for c in analyze(run).claims if c.id == claim_id)
+    return {cv.check.metric: cv for cv in claim.checks if cv.check.case == case}
