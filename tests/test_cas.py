@@ -150,3 +150,91 @@ def test_view_presents_every_rule_across_repetitions(concurrent_run, tmp_path):
     (table,) = views.build(run, analyze(run), "prompt-cas")
     assert [r[0] for r in table.rows] == list(cas.MODES) and table.columns[:2] == ["rule", "what"]
     assert "one HSET" in table.rows[1][1]
+
+
+# ---- C20 judged on real runs: readers that read too little, and the mechanisms removed ------
+
+def test_mixups_are_not_measured_when_a_reader_read_too_little():
+    base = {"attempts": 10, "applied": 5, "lost_updates": 0, "mixups_read": 0, "replica_mixups_read": 0,
+            "mixups_final": 0, "replica_mixups_final": 0, "replica_diverged_keys": 0, "errors": 0,
+            "p50_ms": 1.0, "p99_ms": 2.0, "reader_errors": 0}
+    m = cas.rule_metrics({**base, "reader_min_reads": 20, "reader_min_replica_reads": 20}, 20, True)
+    assert m["mixups_read"].value == 0 and m["replica_mixups_read"].value == 0
+    m = cas.rule_metrics({**base, "reader_min_reads": 19, "reader_min_replica_reads": 400}, 20, True)
+    assert "mixups_read" not in m and m["replica_mixups_read"].value == 0 and m["reader_min_reads"].value == 19
+    m = cas.rule_metrics({**base, "reader_min_reads": 400, "reader_min_replica_reads": 0}, 20, False)
+    assert "replica_mixups_read" not in m  # no replicas: nothing read there, nothing measured
+    assert cas.reads_per_reader({0: {"reads": 30, "replica_reads": 31}}, 2) == {
+        "reader_min_reads": 0, "reader_min_replica_reads": 0}  # reader 1 never started
+
+
+def _c20(out, tmp_path, metrics=None):
+    """C20's checks judged by harness.analysis on a run with this outcome's metrics."""
+    from harness.analysis import analyze
+    from harness.results import Record, RunData
+    from harness.spec import load_all_suites, load_claims
+    from tests import ledger_helpers
+
+    suites = load_all_suites()
+    suite = suites["prompt-cas"]
+    rec = Record("prompt-cas", "cas", 1, "ok", metrics=metrics or out.metrics, series=out.series)
+    run = RunData(tmp_path, dict(ledger_helpers.HERE), [rec],
+                  {"prompt-cas": suite.as_run("local", 1, {c.name: {} for c in suite.cases})},
+                  load_claims(suites=suites))
+    claim = next(c for c in analyze(run).claims if c.id == "C20")
+    return {cv.check.metric: cv for cv in claim.checks}
+
+
+def test_readers_that_die_leave_the_mixups_not_measured(cluster, tmp_path):
+    """Every reader's client points at a port where nothing listens: each dies at its first
+    read (no traceback: it is counted) and reads nothing. Its '0 mix-ups' is not a
+    measurement: the mix-up metrics are left out and the ledger says `not measured`."""
+    import dataclasses
+    import threading
+
+    from tests.conftest import free_port
+
+    dead = free_port()
+
+    @dataclasses.dataclass
+    class DeadReaders(type(cluster)):
+        def client(self, node, **kw):
+            if threading.current_thread().name.startswith("prompt-cas-reader"):
+                node = dataclasses.replace(node, port=dead)
+            return super().client(node, **kw)
+
+    target = DeadReaders(**{f.name: getattr(cluster, f.name) for f in dataclasses.fields(cluster)})
+    params = {k: p.default for k, p in cas.PARAMS.items()}
+    params.update(seconds=0.5, writers=2, readers=2, keys=2, modes=["plain", "incremented"])
+    out = cas.run(CaseContext("prompt-cas", "cas", 1, "local", params, tmp_path, target, log=lambda m: None))
+    assert out.status == "ok", out.reason
+    m = {k: v.value for k, v in out.metrics.items()}
+    for mode in ("plain", "incremented"):
+        assert f"{mode}.mixups_read" not in m and f"{mode}.replica_mixups_read" not in m
+        assert m[f"{mode}.reader_errors"] == 2 and m[f"{mode}.reader_min_reads"] == 0
+        assert m[f"{mode}.attempts"] > 0  # the writers ran
+    assert "Connection" in " ".join(out.details["mixups_not_measured"])
+    got = _c20(out, tmp_path)
+    assert got["incremented.mixups_read"].outcome.value == "not measured"
+    assert got["incremented.replica_mixups_read"].outcome.value == "not measured"
+
+
+def test_c20_verdicts_on_a_real_run_and_with_each_mechanism_removed(concurrent_run, tmp_path):
+    """The ledger's verdicts on the real concurrent run, then with each mechanism removed:
+    the measured side replaced by the same run's arm without it (non-atomic writes: plain;
+    no version check: atomic), and the instrument broken (the plain arm made to mix nothing)."""
+    out, _ = concurrent_run
+    got = _c20(out, tmp_path)
+    assert got["as-written.applied_pct"].outcome.value == "not reproduced"  # the rule as written applies nothing
+    for metric in ("incremented.mixups_read", "incremented.replica_mixups_read", "incremented.lost_updates"):
+        assert got[metric].outcome.value == "reproduced", (metric, got[metric].reason)
+
+    def removed(**swap):
+        return _c20(out, tmp_path, {**out.metrics, **{k.replace("__", "."): out.metrics[v] for k, v in swap.items()}})
+
+    assert removed(incremented__mixups_read="plain.mixups_read")["incremented.mixups_read"].outcome.value \
+        == "not reproduced"
+    assert removed(incremented__lost_updates="atomic.lost_updates")["incremented.lost_updates"].outcome.value \
+        == "not reproduced"
+    blind = removed(plain__mixups_read="atomic.mixups_read")  # the instrument broken: no mix-ups to see
+    assert blind["incremented.mixups_read"].outcome.value == "inconclusive"

@@ -25,10 +25,11 @@ def _ctx(tmp_path, driver, target=None, **params):
 @pytest.fixture(scope="module")
 def killed(tmp_path_factory, cluster):
     """One short real run against the session cluster as the suite's cluster: plain SET with
-    a primary of the case's own cluster killed, and the 3 + 0 control."""
+    a primary of the case's own cluster killed, the 3 + 0 control, and the no-nodes.conf
+    control (the same kill, the node restarted without its nodes.conf)."""
     tmp = tmp_path_factory.mktemp("failover")
     drv, ctx = _ctx(tmp, "failover-primary-killed", target=cluster, node_timeout_ms=1500, variants=["plain"],
-                    controls=["no-replicas"], writers=1, rate=80, readers=1, read_rate=20, warm_s=1,
+                    controls=["no-replicas", "no-nodes-conf"], writers=1, rate=80, readers=1, read_rate=20, warm_s=1,
                     after_kill_s=6, port_offset=60)
     out = drv.run(ctx)
     return out, ctx
@@ -102,6 +103,26 @@ def test_c11a_check_holds_and_turns_around_without_replicas(killed, tmp_path):
     assert v2.outcome == Outcome.NOT_REPRODUCED
 
 
+def test_c11b_rejoin_needs_the_nodes_conf(killed, tmp_path):
+    """C11b's mechanism-off control on a real run: restarted without its nodes.conf the node
+    comes back as a stranger (new identity) and does not rejoin as a replica, while the same
+    kill with nodes.conf rejoins. The check holds with its control held; with the measured
+    side taken from the control (the mechanism removed) it is not reproduced."""
+    from harness.analysis import Outcome
+
+    out, ctx = killed
+    m = {k: v.value for k, v in out.metrics.items()}
+    assert m["no-nodes-conf.rejoined_as_replica"] == 0 and m["plain.rejoined_as_replica"] == 1
+    assert m["no-nodes-conf.healthy_after"] == 1  # nodes.conf put back: the cluster is whole again
+    v, _ = _claim_verdict(out, tmp_path, "C11b")
+    assert v.check.metric == "plain.rejoined_as_replica"
+    assert v.controls[0].control.metric == "no-nodes-conf.rejoined_as_replica"
+    assert v.control_held is True and v.outcome == Outcome.REPRODUCED, v.reason
+    swapped = {**out.metrics, "plain.rejoined_as_replica": out.metrics["no-nodes-conf.rejoined_as_replica"]}
+    v2, _ = _claim_verdict(out, tmp_path, "C11b", swapped)
+    assert v2.outcome == Outcome.NOT_REPRODUCED, v2.reason
+
+
 def test_view_has_a_timeline_per_run_and_the_lost_writes_table(killed, tmp_path):
     from harness.analysis import analyze
     from harness.report.views import Chart, Table, build
@@ -110,7 +131,7 @@ def test_view_has_a_timeline_per_run_and_the_lost_writes_table(killed, tmp_path)
     _, run = _claim_verdict(out, tmp_path, "C11a")
     blocks = build(run, analyze(run), "failover")
     charts = [b for b in blocks if isinstance(b, Chart)]
-    assert {c.title.split(":")[0] for c in charts} == {"plain", "no-replicas"}
+    assert {c.title.split(":")[0] for c in charts} == {"plain", "no-replicas", "no-nodes-conf"}
     plain_chart = next(c for c in charts if c.title.startswith("plain"))
     assert any(s["name"].startswith("errors, kill range") and any(p[1] > 0 for p in s["points"])
                for s in plain_chart.series)

@@ -251,7 +251,10 @@ class Engine:
         if self.closed:
             raise EngineError(f"engine {self.label or self.path} is closed")
         self.calls += 1
-        return self._run(feeds, profile=None)
+        out = self._run(feeds, profile=None)
+        if self.closed:  # released under the call (TensorRT frees its buffers): the result is not trusted
+            raise EngineError(f"engine {self.label or self.path} was closed while this call was in flight")
+        return out
 
     def close(self) -> None:
         if not self.closed:

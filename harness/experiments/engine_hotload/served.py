@@ -120,7 +120,7 @@ def env_details(served: Served, io: list, profiles: list, memory: dict, engine_b
 
         out["tensorrt_environment"] = environment()
     else:
-        import onnxruntime
+        from harness.experiments.engine_hotload.backend_ort import onnxruntime
 
-        out["onnxruntime"] = onnxruntime.__version__
+        out["onnxruntime"] = onnxruntime().__version__  # imported with its telemetry off
     return out

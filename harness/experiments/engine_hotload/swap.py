@@ -9,6 +9,10 @@ with the same mode, dtype, location and format (where the backend has them), the
 fixed dimensions, and optimization profiles whose ranges cover every shape the service
 sends. An incompatible engine is refused with a message naming the tensor that differs;
 the old engine keeps serving.
+
+The drain is what makes the swap safe: `drain="broken"` (the mechanism removed, for the
+hot-swap check's mechanism-off run) closes the old engine right after the switch, under a
+call still in flight, which then fails (a call whose engine was closed under it fails).
 """
 
 from __future__ import annotations
@@ -29,9 +33,7 @@ from harness.experiments.engine_hotload.lifecycle import (
     served_shapes,
 )
 
-
-class RestartGap(Exception):
-    """A request that found the engine closed while a restart (the control) replaced it."""
+DRAINS = ("wait", "broken")  # wait for the calls in flight on the old engine; close it under them (a control)
 
 
 class IncompatibleEngine(BadInput):
@@ -139,10 +141,6 @@ class EngineSlot:
             self._inflight[id(eng)] += 1
         try:
             return eng.infer(feeds), version
-        except Exception as e:
-            if eng.closed:  # only a restart closes the served engine under a caller
-                raise RestartGap(f"engine {eng.label} was closed by a restart: {type(e).__name__}") from None
-            raise
         finally:
             with self._cond:
                 self._inflight[id(eng)] -= 1
@@ -150,10 +148,14 @@ class EngineSlot:
                     self._cond.notify_all()
 
     def swap(self, load_new: Callable[[], Engine], buckets: list[Bucket], feeds_for: FeedsFor,
-             drain_timeout_s: float = 60.0, check: bool = True) -> SwapReport:
+             drain_timeout_s: float = 60.0, check: bool = True, drain: str = "wait") -> SwapReport:
         """Load, check and warm a new engine aside, switch, drain and close the old one.
         On any failure before the switch the new engine is closed and the old one serves on.
-        check=False skips the compatibility check (the refused-swap case's control only)."""
+        check=False skips the compatibility check (the refused-swap case's control only);
+        drain="broken" switches while a call is in flight on the old engine and closes it at
+        once, without waiting (the drain removed: the hot-swap check's mechanism-off run)."""
+        if drain not in DRAINS:
+            raise ValueError(f"drain {drain!r} is not one of {', '.join(DRAINS)}")
         with self.swapping:
             rep = SwapReport(time.perf_counter())
             new = load_new()
@@ -167,29 +169,43 @@ class EngineSlot:
             except BaseException:
                 new.close()
                 raise
-            t0 = time.perf_counter()
-            with self._cond:
-                old = self._engine
-                self._inflight.setdefault(id(new), 0)
-                self._engine = new
-                self.version += 1
-                rep.inflight_at_switch = self._inflight[id(old)]
-            rep.switched = time.perf_counter()
-            rep.switch_s = rep.switched - t0
-            rep.version, rep.old_label, rep.new_label = self.version, old.label, new.label
-            with self._cond:
-                if not self._cond.wait_for(lambda: self._inflight[id(old)] == 0, timeout=drain_timeout_s):
-                    raise HarnessError(f"calls on the old engine did not finish within {drain_timeout_s} s")
-                del self._inflight[id(old)]
+            old = self._switch(new, rep, drain_timeout_s if drain == "broken" else None)
+            if drain == "wait":
+                with self._cond:
+                    if not self._cond.wait_for(lambda: self._inflight[id(old)] == 0, timeout=drain_timeout_s):
+                        raise HarnessError(f"calls on the old engine did not finish within {drain_timeout_s} s")
+                    del self._inflight[id(old)]
+            # drain "broken": the calls in flight keep their count (they decrement it when they end)
             rep.drained = time.perf_counter()
             old.close()
             rep.released = time.perf_counter()
             return rep
 
+    def _switch(self, new: Engine, rep: SwapReport, until_in_flight_s: float | None = None) -> Engine:
+        """Point the slot at `new` (under the lock, for microseconds); returns the old engine.
+        until_in_flight_s: first wait up to that long for a call in flight on the old engine
+        and switch while it runs (the broken drain's switch, so that it closes under a call)."""
+        deadline = time.perf_counter() + (until_in_flight_s or 0.0)
+        while True:
+            t0 = time.perf_counter()
+            with self._cond:
+                old = self._engine
+                if until_in_flight_s is None or self._inflight[id(old)] > 0 or t0 >= deadline:
+                    self._inflight.setdefault(id(new), 0)
+                    self._engine = new
+                    self.version += 1
+                    rep.inflight_at_switch = self._inflight[id(old)]
+                    break
+            time.sleep(0.0005)
+        rep.switched = time.perf_counter()
+        rep.switch_s = rep.switched - t0
+        rep.version, rep.old_label, rep.new_label = self.version, old.label, new.label
+        return old
+
     def restart(self, load_new: Callable[[], Engine]) -> SwapReport:
         """The hot swap's control: replace the engine the way a restart does. The served
         engine is closed first, then the new one is loaded in its place; requests that
-        arrive in between fail with RestartGap. Same files, same stream, no swap aside."""
+        arrive in between fail (the engine is closed). Same files, same stream, no swap aside."""
         with self.swapping:
             rep = SwapReport(time.perf_counter())
             with self._cond:

@@ -22,10 +22,18 @@ a version vector with one counter per writer. Writer threads read a pair, pick a
 
 The CAS rules run as one Lua script (atomic on the primary, replicated as a whole).
 Readers check every pair they see on the primaries and, with READONLY, on the replicas:
-a response that is not its prompt's partner is a mix-up. After each rule the replicas
+a response that is not its prompt's partner is a mix-up. A reader that read too little (it
+died, or was starved) would see "0 mix-ups" for nothing: the mix-up counts of a rule are
+measured only when every reader made at least `min_reads_per_reader` reads on the primaries
+(and as many on the replicas, where there are replicas); else they are left out (not
+measured), with the fewest reads shown. After each rule the replicas
 must converge to their primaries; the final vectors give lost updates (an applied update
 adds exactly 1 to its vector's sum, so applied - final sum counts updates overwritten
 without being seen).
+
+The threads of a rule stop at its deadline or when the run is interrupted: a Ctrl-C or
+SIGTERM in the main thread sets their stop event and joins them (interrupts held back
+meanwhile) before it goes on, so that no thread outlives the run or meets a stopped cluster.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from harness import stats
 from harness.cluster import slot_owners
 from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
 from harness.errors import BadInput
+from harness.signals import deferred_interrupts
 from harness.text_data import GPTCACHE_FILE
 
 MODES = ("plain", "atomic", "as-written", "incremented", "equal")
@@ -85,6 +94,10 @@ PARAMS = {
     "pairs": Param(str, str(GPTCACHE_FILE),
                    "JSON list of {origin, similar}: origin is the prompt, similar its only correct partner"),
     "seed": Param(int, 20261129, "seed of the writers' choices"),
+    "min_reads_per_reader": Param(int, 50, "reads each reader must make on the primaries (and on the replicas) for "
+                                           "a rule's mix-up counts to be measured; fewer: not measured (50 reads miss "
+                                           "a 25% mix-up rate, the plain control's here, with odds 0.75^50 < 1e-6)",
+                                  min=1),
 }
 
 
@@ -141,10 +154,16 @@ class Tally:
     def __init__(self):
         self.lock = threading.Lock()
         self.n = {"attempts": 0, "applied": 0, "errors": 0, "reads": 0, "mixups_read": 0,
-                  "replica_reads": 0, "replica_mixups_read": 0}
+                  "replica_reads": 0, "replica_mixups_read": 0, "reader_errors": 0}
+        self.per_reader: dict[int, dict[str, int]] = {}  # reader -> {"reads": n, "replica_reads": n}
         self.latencies: list[float] = []
         self.applied_per_key: dict[str, int] = {}
         self.first_error = ""
+        self.first_reader_error = ""
+        self.stop = threading.Event()  # set at the deadline's end or on an interrupt
+
+    def running(self, deadline: float) -> bool:
+        return time.monotonic() < deadline and not self.stop.is_set()
 
     def add(self, **kw):
         with self.lock:
@@ -155,11 +174,15 @@ class Tally:
 def _writer(target, mode: str, w: int, n: int, keys: list[str], pairs: list[tuple], seed: int,
             deadline: float, tally: Tally) -> None:
     rng = random.Random(seed * 1000 + w)
-    c = target.cluster_client()
-    script = c.register_script(CAS_LUA)
     lat, applied_keys = [], {}
     try:
-        while time.monotonic() < deadline:
+        c = target.cluster_client()
+    except Exception as e:  # noqa: BLE001 - a writer that cannot connect makes no attempt; reported
+        tally.first_error = tally.first_error or f"{type(e).__name__}: {e}"
+        return
+    script = c.register_script(CAS_LUA)
+    try:
+        while tally.running(deadline):
             key = rng.choice(keys)
             prompt, response = rng.choice(pairs)
             t0 = time.perf_counter()
@@ -202,6 +225,8 @@ def _reader(target, r: int, keys: list[str], owners: dict, pairs: dict, deadline
 
     rng = random.Random(r)
     clients = {}
+    with tally.lock:
+        mine = tally.per_reader.setdefault(r, {"reads": 0, "replica_reads": 0})
 
     def conn(node, replica: bool):
         k = (node.address, replica)
@@ -213,7 +238,7 @@ def _reader(target, r: int, keys: list[str], owners: dict, pairs: dict, deadline
 
     try:
         i = 0
-        while time.monotonic() < deadline:
+        while tally.running(deadline):
             key = rng.choice(keys)
             primary, replicas = owners[key_slot(key.encode())]
             replica = bool(replicas) and i % 2 == 1
@@ -221,10 +246,14 @@ def _reader(target, r: int, keys: list[str], owners: dict, pairs: dict, deadline
             i += 1
             h = conn(node, replica).hgetall(key)
             bad = _mixed(pairs, h)
-            if replica:
-                tally.add(replica_reads=1, replica_mixups_read=bad)
-            else:
-                tally.add(reads=1, mixups_read=bad)
+            kind = "replica_reads" if replica else "reads"
+            with tally.lock:
+                mine[kind] += 1
+                tally.n[kind] += 1
+                tally.n["replica_mixups_read" if replica else "mixups_read"] += bad
+    except Exception as e:  # noqa: BLE001 - a reader that fails stops; its short count is what tells
+        tally.add(reader_errors=1)
+        tally.first_reader_error = tally.first_reader_error or f"reader {r}: {type(e).__name__}: {e}"
     finally:
         for cl in clients.values():
             cl.close()
@@ -271,14 +300,11 @@ def run_mode(target, mode: str, p: dict, pairs: dict, items: list[tuple], owners
         c.close()
     tally = Tally()
     deadline = time.monotonic() + p["seconds"]
-    threads = [threading.Thread(target=_writer, args=(target, mode, w, n, keys, items, p["seed"], deadline, tally))
-               for w in range(n)]
-    threads += [threading.Thread(target=_reader, args=(target, r, keys, owners, pairs, deadline, tally))
-                for r in range(p["readers"])]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    threads = [threading.Thread(target=_writer, args=(target, mode, w, n, keys, items, p["seed"], deadline, tally),
+                                name=f"prompt-cas-writer-{w}") for w in range(n)]
+    threads += [threading.Thread(target=_reader, args=(target, r, keys, owners, pairs, deadline, tally),
+                                 name=f"prompt-cas-reader-{r}") for r in range(p["readers"])]
+    run_threads(threads, tally.stop)
     final = _final_state(target, keys, owners, pairs, n)
     lost = sum(tally.applied_per_key.get(k, 0) - final["vv_sum"][k] for k in keys)
     lat_ms = [1000 * x for x in tally.latencies]
@@ -286,15 +312,80 @@ def run_mode(target, mode: str, p: dict, pairs: dict, items: list[tuple], owners
                replica_mixups_final=final["replica_mixups_final"],
                replica_diverged_keys=final["replica_diverged_keys"],
                p50_ms=stats.percentile(lat_ms, 50) if lat_ms else None,
-               p99_ms=stats.percentile(lat_ms, 99) if lat_ms else None, first_error=tally.first_error)
+               p99_ms=stats.percentile(lat_ms, 99) if lat_ms else None, first_error=tally.first_error,
+               first_reader_error=tally.first_reader_error,
+               **reads_per_reader(tally.per_reader, p["readers"]))
     log(f"{mode}: {out['attempts']} attempts, {out['applied']} applied, {lost} lost, mix-ups seen "
         f"{out['mixups_read']}/{out['reads']} on primaries and {out['replica_mixups_read']}/{out['replica_reads']} "
-        f"on replicas, {out['errors']} errors")
+        f"on replicas, {out['errors']} errors" + (f"; {tally.first_reader_error}" if tally.first_reader_error else ""))
     return out
 
 
+def run_threads(threads: list[threading.Thread], stop: threading.Event) -> None:
+    """Start the threads and join them; on an interrupt (KeyboardInterrupt, Terminated) set
+    `stop` and join them all, with further interrupts held back, then let it go on."""
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    except BaseException:
+        with deferred_interrupts():
+            stop.set()
+            for t in threads:
+                if t.ident is not None:
+                    t.join()
+        raise
+
+
+def reads_per_reader(per_reader: dict[int, dict[str, int]], readers: int) -> dict:
+    """The fewest reads any reader made, on primaries and on replicas (a reader that never
+    started counts 0)."""
+    rows = [per_reader.get(r, {"reads": 0, "replica_reads": 0}) for r in range(readers)]
+    return {"reader_min_reads": min(x["reads"] for x in rows),
+            "reader_min_replica_reads": min(x["replica_reads"] for x in rows)}
+
+
+def mixups_measured(r: dict, min_reads: int, replicas: bool) -> tuple[bool, bool]:
+    """(primary mix-ups measured, replica mix-ups measured): every reader read at least
+    `min_reads` times there. Without replicas the replica count is never measured."""
+    return r["reader_min_reads"] >= min_reads, replicas and r["reader_min_replica_reads"] >= min_reads
+
+
+def rule_metrics(r: dict, min_reads: int, replicas: bool) -> dict[str, Metric]:
+    """One rule's metrics. The mix-up counts read are left out (not measured) unless every
+    reader made `min_reads` reads where they were counted; their row values become None."""
+    r["applied_pct"] = 100.0 * r["applied"] / r["attempts"] if r["attempts"] else None
+    r["update_p50_ms"], r["update_p99_ms"] = r["p50_ms"], r["p99_ms"]
+    primary_ok, replica_ok = mixups_measured(r, min_reads, replicas)
+    r["mixups_read"] = r["mixups_read"] if primary_ok else None
+    r["replica_mixups_read"] = r["replica_mixups_read"] if replica_ok else None
+    m = {
+        "attempts": Metric(r["attempts"], "updates"),
+        "applied_pct": Metric(r["applied_pct"], "%", "higher"),
+        "lost_updates": Metric(r["lost_updates"], "updates", "lower"),
+        "mixups_read": Metric(r["mixups_read"], "reads", "lower",
+                              f"mixed pairs read on primaries; measured when every reader read >= {min_reads} times"),
+        "replica_mixups_read": Metric(r["replica_mixups_read"], "reads", "lower",
+                                      f"mixed pairs read on replicas; measured when every reader read them >= "
+                                      f"{min_reads} times"),
+        "reader_min_reads": Metric(r["reader_min_reads"], "reads", "higher", "fewest primary reads of one reader"),
+        "reader_min_replica_reads": Metric(r["reader_min_replica_reads"], "reads", "higher",
+                                           "fewest replica reads of one reader"),
+        "reader_errors": Metric(r["reader_errors"], "readers", "lower", "readers stopped by an error"),
+        "mixups_final": Metric(r["mixups_final"], "keys", "lower"),
+        "replica_mixups_final": Metric(r["replica_mixups_final"], "keys", "lower"),
+        "replica_diverged_keys": Metric(r["replica_diverged_keys"], "keys", "lower"),
+        "errors": Metric(r["errors"], "updates", "lower"),
+        "update_p50_ms": Metric(r["p50_ms"], "ms", "lower"),
+        "update_p99_ms": Metric(r["p99_ms"], "ms", "lower"),
+    }
+    return {k: v for k, v in m.items() if v.value is not None}
+
+
 ROW_COLUMNS = ("attempts", "applied", "applied_pct", "lost_updates", "mixups_read", "reads", "replica_mixups_read",
-               "replica_reads", "mixups_final", "replica_diverged_keys", "errors", "update_p50_ms", "update_p99_ms")
+               "replica_reads", "reader_min_reads", "reader_min_replica_reads", "reader_errors", "mixups_final",
+               "replica_diverged_keys", "errors", "update_p50_ms", "update_p99_ms")
 
 
 def order_for(modes: list[str], repetition: int) -> list[str]:
@@ -311,34 +402,27 @@ def run(ctx: CaseContext) -> CaseOutcome:
     pairs = load_pairs(p["pairs"])
     items = sorted(pairs.items())
     owners = slot_owners(ctx.target)
+    replicas = any(reps for _, reps in owners.values())
     metrics: dict[str, Metric] = {}
     cols: dict[str, list] = {"rule": [], **{c: [] for c in ROW_COLUMNS}}
     order = order_for(p["modes"], ctx.repetition)
+    short: dict[str, list] = {}
     for mode in order:
         r = run_mode(ctx.target, mode, p, pairs, items, owners, ctx.log)
         if r["errors"] and r["errors"] == r["attempts"]:
             return CaseOutcome("failed", f"{mode}: every update failed; first error: {r['first_error']}",
                                metrics=metrics)
-        r["applied_pct"] = 100.0 * r["applied"] / r["attempts"] if r["attempts"] else None
-        r["update_p50_ms"], r["update_p99_ms"] = r["p50_ms"], r["p99_ms"]
-        m = {
-            "attempts": Metric(r["attempts"], "updates"),
-            "applied_pct": Metric(r["applied_pct"], "%", "higher"),
-            "lost_updates": Metric(r["lost_updates"], "updates", "lower"),
-            "mixups_read": Metric(r["mixups_read"], "reads", "lower"),
-            "replica_mixups_read": Metric(r["replica_mixups_read"], "reads", "lower"),
-            "mixups_final": Metric(r["mixups_final"], "keys", "lower"),
-            "replica_mixups_final": Metric(r["replica_mixups_final"], "keys", "lower"),
-            "replica_diverged_keys": Metric(r["replica_diverged_keys"], "keys", "lower"),
-            "errors": Metric(r["errors"], "updates", "lower"),
-            "update_p50_ms": Metric(r["p50_ms"], "ms", "lower"),
-            "update_p99_ms": Metric(r["p99_ms"], "ms", "lower"),
-        }
+        m = rule_metrics(r, p["min_reads_per_reader"], replicas)
         metrics.update({f"{mode}.{k}": v for k, v in m.items()})
         cols["rule"].append(mode)
         for c in ROW_COLUMNS:
             cols[c].append(r[c])
+        if r["first_reader_error"] or "mixups_read" not in m or (replicas and "replica_mixups_read" not in m):
+            short.setdefault("mixups_not_measured", []).append(
+                f"{mode}: fewest reads per reader {r['reader_min_reads']} on primaries, "
+                f"{r['reader_min_replica_reads']} on replicas (need {p['min_reads_per_reader']})"
+                + (f"; {r['first_reader_error']}" if r["first_reader_error"] else ""))
     series = {"rules": Series(cols, {"applied_pct": "%", "update_p50_ms": "ms", "update_p99_ms": "ms"},
                               f"{p['writers']} writers and {p['readers']} readers on {p['keys']} pairs for "
                               f"{p['seconds']:g} s per rule")}
-    return CaseOutcome("ok", metrics=metrics, series=series, details={"order": order})
+    return CaseOutcome("ok", metrics=metrics, series=series, details={"order": order, **short})
