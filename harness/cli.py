@@ -14,14 +14,16 @@ from harness.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, BadInput, Environme
 
 
 def _log(msg: str) -> None:
-    click.echo(msg, err=True)
+    from harness.process import redact
+
+    click.echo(redact(msg), err=True)  # a secret (or a URL's password) never reaches the terminal
 
 
 ENVIRONMENT = """Environment variables:
 
 \b
   HARNESS_MONITORING_PORT  Prometheus port of the local monitoring stack (default 9090)
-  HARNESS_PROMETHEUS_URL   use this Prometheus instead of starting one (--monitoring)
+  HARNESS_PROMETHEUS_URL   use this Prometheus instead of starting one (--monitoring; a password in it is never shown)
   HARNESS_LOADGEN          'local': run the load tools here even when the inventory has a loadgen host
   REDIS_CLUSTER_PASSWORD   the password of an inventory's cluster (never written anywhere)
   HARNESS_TEST_CLUSTER_PORT  first port of the tests' cluster (pytest)
@@ -88,15 +90,33 @@ def list_cmd(as_json):
         click.echo(f"    {name}  ({d.module}){'  [own process]' if d.isolate else ''}")
 
 
+MAX_PATTERN = 256  # a SUITE/CASE name is at most 129 characters: a longer -k pattern matches nothing
+
+
+def _pattern(ctx, param, value):
+    """-k: a pattern longer than any SUITE/CASE can match nothing; refused without echoing it whole."""
+    if value is not None and len(value) > MAX_PATTERN:
+        raise BadInput(f"-k {value[:40]!r}... is {len(value)} characters long; a SUITE/CASE name has at most "
+                       f"129, give a shorter pattern ('harness list' shows the names)")
+    return value
+
+
+def _results_dir(ctx, param, value):
+    """--results-dir '' would be the current folder: an empty path is bad input."""
+    if value is not None and not str(value).strip():
+        raise BadInput("--results-dir is empty; give a folder for the run folders, e.g. --results-dir results")
+    return Path(value)
+
+
 @cli.command(epilog=ENVIRONMENT)
 @click.argument("suites", nargs=-1, shell_complete=_complete_suites)
-@click.option("-k", "keyword", metavar="PATTERN",
+@click.option("-k", "keyword", metavar="PATTERN", callback=_pattern,
               help="only cases whose SUITE/CASE contains PATTERN (or matches it as a glob: *, ?, [])")
 @click.option("--dry-run", is_flag=True, help="print the plan (suites, cases, repetitions, parameters, target) and exit")
 @click.option("--profile", default="local", show_default=True, help="profile of the suite specs",
               shell_complete=_complete_profiles)
 @click.option("--target", default="local", show_default=True, help="'local' or an Ansible inventory file")
-@click.option("--results-dir", default="results", show_default=True, type=click.Path(path_type=Path))
+@click.option("--results-dir", default="results", show_default=True, type=click.Path(), callback=_results_dir)
 @click.option("--repeat", type=int, default=None, help="repetitions per case (default: the profile's)")
 @click.option("--set", "overrides", multiple=True, metavar="CASE.PARAM=VALUE", help="override a case parameter")
 @click.option("--base-port", default=7000, show_default=True, help="first port of the local cluster")
@@ -155,7 +175,7 @@ def _need_monitoring_client() -> None:
 def report(run_dir, baseline, history):
     """(Re)render RUN_DIR/report.html from the stored results alone."""
     from harness.analysis import analyze
-    from harness.compare import compare
+    from harness.compare import compare, refuse_same_run
     from harness.report.junit import write_junit
     from harness.report.render import render_report
     from harness.results import load_run
@@ -163,7 +183,11 @@ def report(run_dir, baseline, history):
     with _stored_results(run_dir):
         data = load_run(run_dir)
         a = analyze(data)
-        comparison = compare(analyze(load_run(baseline)), a) if baseline else None
+        comparison = None
+        if baseline:
+            base = load_run(baseline)
+            refuse_same_run(base, data, "--baseline")
+            comparison = compare(analyze(base), a)
         path = render_report(data, a, comparison, history=history)
         write_junit(data.run_dir / "junit.xml", a)
     if isinstance(data.interrupted, dict):
@@ -183,11 +207,13 @@ def _stored_results(run_dir: Path):
     except (TypeError, KeyError, AttributeError, IndexError, ValueError, OverflowError) as e:
         import traceback
 
+        from harness.files import write_atomic
+
         where = ""
         try:
-            (Path(run_dir) / "report-error.txt").write_text(traceback.format_exc())
+            write_atomic(Path(run_dir) / "report-error.txt", traceback.format_exc())
             where = "; details in report-error.txt"
-        except OSError:
+        except (OSError, HarnessError):
             pass
         what = " ".join(f"{type(e).__name__}: {e}".split())[:200]
         raise BadInput(f"{run_dir}: results.json or manifest.json holds a value of the wrong type ({what}); "
@@ -225,7 +251,12 @@ def compare(baseline, run_dir, last, factor, fmt, only_changed, allow_mismatch, 
         _log(f"warning: {w}")
     click.echo(text)
     if output:
-        output.write_text(text if text.endswith("\n") else text + "\n")
+        from harness.files import write_atomic
+
+        try:
+            write_atomic(output, text if text.endswith("\n") else text + "\n", follow=True)
+        except BadInput as e:
+            raise BadInput(f"--output {e}") from None
     sys.exit(c.exit_code)
 
 
@@ -363,7 +394,9 @@ def _main(argv) -> None:
     try:
         cli.main(args=argv, prog_name="harness", standalone_mode=False)
     except HarnessError as e:
-        click.echo(f"error: {e}", err=True)
+        from harness.process import redact
+
+        click.echo(f"error: {redact(str(e))}", err=True)
         sys.exit(e.exit_code)
     except click.exceptions.Abort as e:  # click turns KeyboardInterrupt (and Terminated) into Abort
         _interrupted(e.__cause__ or e)
@@ -372,6 +405,14 @@ def _main(argv) -> None:
         sys.exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt as e:
         _interrupted(e)
+    except OSError as e:  # a disk that filled up under a case's own output: the environment, one line
+        from harness.files import NO_SPACE, no_space_line
+
+        if e.errno not in NO_SPACE:
+            raise
+        where = Path(e.filename).parent if e.filename else Path.cwd()
+        click.echo(f"error: {no_space_line(where)}", err=True)
+        sys.exit(EXIT_ENVIRONMENT)
     sys.exit(0)
 
 

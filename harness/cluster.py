@@ -4,10 +4,18 @@ Used by `harness cluster up|down|status`, by `harness run --target local`, by
 `make reproduce` and by the test fixtures. Its state (pids, ports) lives in a state file
 so that `down` works from another process; every process it started is stopped on
 success, failure and Ctrl-C.
+
+Ports are locked (`PortLock`: one flock per node port under .harness/locks, held by the
+process that uses them and released by the kernel when it dies): a `harness run` holds its
+cluster's ports for the whole run and `up` holds them while it starts, so a second run on
+the same (or an overlapping) base port is refused up front, before anything is touched.
+A start that is refused or fails stops only the processes it started (`stop_started`),
+never a cluster that was already there.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -29,6 +37,60 @@ from harness.redis_server import (
 )
 from harness.signals import deferred_interrupts
 
+LOCK_DIR = STATE_DIR / "locks"
+
+
+class PortLock:
+    """Exclusive locks on TCP ports of this machine, one flock'd file per port: the holder
+    is the one harness process using them; the kernel releases them when it exits."""
+
+    def __init__(self, host: str, ports: list[int], lock_dir: Path | None = None):
+        self.host, self.ports = host, sorted(ports)
+        self.lock_dir = Path(lock_dir or LOCK_DIR)
+        self.fds: list[int] = []
+
+    def _path(self, port: int) -> Path:
+        return self.lock_dir / f"port-{self.host}-{port}.lock"
+
+    def acquire(self, flag: str = "--base-port") -> "PortLock":
+        """Take every port's lock or none: EnvironmentProblem (exit 3) naming the holder."""
+        if self.fds:
+            return self
+        self.lock_dir.mkdir(parents=True, exist_ok=True)
+        for port in self.ports:
+            fd = os.open(self._path(port), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                os.close(fd)
+                self.release()
+                raise EnvironmentProblem(
+                    f"port {port} on {self.host} is in use by another harness process (pid {holder}); nothing "
+                    f"was started or stopped: wait until it is done, or choose other ports with {flag}") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            self.fds.append(fd)
+        return self
+
+    def release(self) -> None:
+        for fd in self.fds:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+        self.fds = []
+
+    @property
+    def held(self) -> bool:
+        return bool(self.fds)
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
 
 class LocalCluster:
     def __init__(self, host: str = "127.0.0.1", base_port: int = 7000, primaries: int = 3,
@@ -48,6 +110,7 @@ class LocalCluster:
         self.state_dir = Path(state_dir or STATE_DIR / f"cluster-{host}-{base_port}")
         self.processes: list[RedisProcess] = []
         self.owner_pid: int | None = None  # the `harness run` that started it (None: `cluster up`, kept)
+        self.lock = PortLock(host, self.ports + [p + 10000 for p in self.ports])
 
     @property
     def ports(self) -> list[int]:
@@ -65,10 +128,26 @@ class LocalCluster:
         waited for, so that a later `down` (or the next run) finds it whatever interrupts."""
         require_tool("redis-server")
         require_tool("redis-cli")
-        if self.is_running():
-            raise EnvironmentProblem(
-                f"a local cluster is already running on {self.host}:{self.base_port}; "
-                f"use it, or stop it with: harness cluster down --base-port {self.base_port}")
+        locked_here = not self.lock.held  # a run holds the lock already; `cluster up` takes it now
+        self.lock.acquire()
+        try:
+            self._refuse_running()
+            return self._start(timeout, log, owner_pid)
+        finally:
+            if locked_here:
+                self.lock.release()
+
+    def _refuse_running(self) -> None:
+        if not self.is_running():
+            return
+        problem = self.health_problem()
+        state = "healthy: use it" if problem is None else f"not healthy ({problem})"
+        raise EnvironmentProblem(
+            f"a local cluster is already running on {self.host}:{self.base_port}, {state}; it was left as it "
+            f"is: stop it with `harness cluster down --base-port {self.base_port}`, or choose other ports "
+            f"with --base-port")
+
+    def _start(self, timeout: float, log, owner_pid: int | None) -> Target:
         all_ports = self.ports + [p + 10000 for p in self.ports]
         check_ports_free(self.host, all_ports, "the local Redis Cluster")
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -84,7 +163,7 @@ class LocalCluster:
             log("waiting for cluster_state:ok and replica links")
             self.wait_healthy(timeout)
         except BaseException:
-            self.down()
+            self.stop_started()
             raise
         return self.target()
 
@@ -168,6 +247,21 @@ class LocalCluster:
                 p.stop()
             self.processes = []
             self.state_file.unlink(missing_ok=True)
+        return stopped
+
+    def stop_started(self) -> int:
+        """Stop only the nodes this object started (none when its start was refused): a
+        cluster that was running before is never touched. The state file goes when it
+        names no other live process."""
+        with deferred_interrupts():
+            mine = [p.pid for p in self.processes if p.pid]
+            stopped = stop_pids(mine)
+            for p in self.processes:
+                p.stop()
+            self.processes = []
+            others = [pid for pid in self._read_state().get("pids", []) if pid not in mine and pid_alive(pid)]
+            if mine and not others:
+                self.state_file.unlink(missing_ok=True)
         return stopped
 
     def leftover(self) -> str | None:

@@ -253,6 +253,16 @@ def format_json(c: Comparison, rows: list[dict]) -> str:
     return json.dumps({**c.to_json(), "rows": rows}, indent=1, allow_nan=False)
 
 
+def refuse_same_run(base, new, what: str = "BASELINE") -> None:
+    """A run compared with itself shows no change whatever it measured: bad input."""
+    same = base.run_dir.resolve() == new.run_dir.resolve()
+    base_id, new_id = base.manifest.get("run_id"), new.manifest.get("run_id")
+    if same or (isinstance(base_id, str) and base_id and base_id == new_id):
+        how = "is the same folder as" if same else f"holds the same run ({str(new_id)[:80]}) as"
+        raise BadInput(f"{what} {base.run_dir} {how} {new.run_dir}: a run compared with itself shows no change; "
+                       f"give an earlier run (or the folder of earlier runs)")
+
+
 def compare_dirs(baseline, current, *, last: int = POOL, factor: float = FACTOR, allow_mismatch: bool = False,
                  log=None) -> Comparison:
     """BASELINE: one results folder, or a folder of them (pooled: the last `last` runs
@@ -274,6 +284,7 @@ def compare_dirs(baseline, current, *, last: int = POOL, factor: float = FACTOR,
     left_out: list[str] = []
     if (baseline / MANIFEST).exists():
         pool = [load_run(baseline)]
+        refuse_same_run(pool[0], new)
         what = f"{baseline} (one run, {pool[0].manifest.get('profile', '?')} profile)"
     else:
         runs = [r for r in load_runs(find_runs(baseline), log)

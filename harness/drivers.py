@@ -32,6 +32,7 @@ __all__ = ["REQUIRED", "Param", "Metric", "Series", "CaseOutcome", "CaseContext"
 REQUIRED = object()
 TARGET_KINDS = ("cluster", "none")
 INPUT_FILE = "input-file"  # Param kind: a path to a file the user gives (relative to the repo or absolute)
+INT_LIMIT = 2**31 - 1  # the bound of an integer parameter that declares no max (a C int: what the tools take)
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,9 @@ class Param:
                     raise BadInput(f"{where}: must be at least {self.min:g}, got {_num(v)}")
                 if self.max is not None and v > self.max:
                     raise BadInput(f"{where}: must be at most {self.max:g}, got {_num(v)}")
+                if self.max is None and isinstance(v, int) and abs(v) > INT_LIMIT:
+                    raise BadInput(f"{where}: {_num(v)} is out of range; an integer parameter is at most "
+                                   f"{INT_LIMIT} (the tools' C int) in size")
         if self.choices is not None:
             bad = [v for v in values if v not in self.choices]
             if bad:

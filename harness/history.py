@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import stats
 from harness.errors import BadInput
-from harness.results import MANIFEST, RESULTS, RunData, load_run
+from harness.files import write_atomic
+from harness.results import MANIFEST, RESULTS, RunData, json_safe, load_run
 from harness.stepdetect import detect_steps
 
 HISTORY_HTML = "history.html"
@@ -55,7 +57,7 @@ def run_facts(run: RunData) -> dict:
     cons = man.get("constraints") if isinstance(man.get("constraints"), dict) else {}
     return {
         "run_id": str(man.get("run_id") or run.run_dir.name),
-        "started": man.get("started") if isinstance(man.get("started"), (int, float)) else None,
+        "started": _finite(man.get("started")),
         "revision": str(git.get("revision") or "unknown"), "dirty": bool(git.get("dirty")),
         "profile": str(man.get("profile") or "?"),
         "host": f"{host.get('cpu_model', '?')}, {host.get('cpu_logical', '?')} cores, "
@@ -65,6 +67,16 @@ def run_facts(run: RunData) -> dict:
         "constraints": cons.get("sha256") if cons else None,
         "params": {f"{name}/{c.name}": c.params for name, srun in run.suites.items() for c in srun.cases},
     }
+
+
+def _finite(v) -> float | None:
+    """A number from a file the user may have edited: None unless it is a finite number."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        return v if math.isfinite(v) else None
+    except OverflowError:
+        return None
 
 
 def _tool_version(text: str) -> str:
@@ -105,8 +117,7 @@ def load_runs(dirs: list[Path], log=None) -> list[RunData]:
         except BadInput as e:
             if log:
                 log(f"left out: {e}")
-    out.sort(key=lambda r: (r.manifest.get("started") if isinstance(r.manifest.get("started"), (int, float))
-                            else 0.0, r.run_dir.name))
+    out.sort(key=lambda r: (_finite(r.manifest.get("started")) or 0.0, r.run_dir.name))
     return out
 
 
@@ -144,7 +155,7 @@ def build_history(runs: list[RunData]) -> dict:
             h.points.append({"run": i + 1, "median": m.median, "min": m.min, "max": m.max, "n": len(m.values)})
         for t in a.thresholds:
             h = series.get((t.suite, t.case, t.metric))
-            if h is not None:
+            if h is not None and _finite(t.threshold.value) is not None:  # a NaN limit (edited file) draws no line
                 h.thresholds.append({"run": i + 1, "op": t.threshold.op, "value": t.threshold.value})
     for h in series.values():
         medians = [p["median"] for p in h.points]
@@ -197,9 +208,24 @@ def write_history(root: Path, out_dir: Path | None = None, last: int | None = No
     if not runs:
         raise BadInput(f"{root}: none of its results folders could be read; see the lines above")
     data = build_history(runs)
-    out_dir = Path(out_dir or root)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = _out_folder(Path(out_dir or root), given=out_dir is not None)
     html, js = out_dir / HISTORY_HTML, out_dir / HISTORY_JSON
-    js.write_text(json.dumps(data, indent=1, allow_nan=False))
-    html.write_text(render_history(data, str(Path(root))))
+    try:  # compact: the C encoder (indent would take the pure-Python one, a second per 1,000 runs)
+        text = json.dumps(data, allow_nan=False)
+    except ValueError:  # a NaN from a hand-edited results file: null
+        text = json.dumps(json_safe(data), allow_nan=False)
+    write_atomic(js, text)
+    write_atomic(html, render_history(data, str(Path(root))))
     return html, js
+
+
+def _out_folder(out_dir: Path, given: bool) -> Path:
+    """The folder history.html goes to, made when missing; one line when it cannot be."""
+    flag = "--out " if given else ""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise BadInput(f"{flag}{out_dir}: is a file, not a folder; give a folder for history.html and history.json")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BadInput(f"{flag}{out_dir}: cannot be made ({e.strerror or e}); give a writable folder") from None
+    return out_dir

@@ -22,28 +22,45 @@ from pathlib import Path
 import yaml
 
 from harness.errors import BadInput, EnvironmentProblem
+from harness.files import read_bounded
 from harness.process import RemoteHost, add_secret, register_loadgen
-from harness.target import Node, Target
+from harness.target import Node, Target, check_host
 
 REDIS_GROUP = "redis"
 LOADGEN_GROUP = "loadgen"
 MONITORING_GROUP = "monitoring"
 LOADGEN_ENV = "HARNESS_LOADGEN"  # "local": run the load tools here even when the inventory has a loadgen host
+MAX_INVENTORY_BYTES = 4 << 20  # an inventory (or a group_vars file) is a page of YAML
+MAX_GROUP_DEPTH = 32  # groups inside groups
+MAX_GROUP_VISITS = 10_000  # groups visited in one walk (aliases can repeat one group)
+MAX_SSH_CONFIG_BYTES = 1 << 20
+# ssh_config keywords that run a command on this machine (or read more config unchecked)
+SSH_COMMAND_KEYWORDS = ("proxycommand", "localcommand", "permitlocalcommand", "knownhostscommand", "include")
+
+
+def _load_yaml(path: Path, what: str):
+    """One YAML file of an inventory: a regular file of at most MAX_INVENTORY_BYTES, UTF-8,
+    nested no deeper than Python can read."""
+    raw = read_bounded(path, MAX_INVENTORY_BYTES, what, "give an Ansible YAML inventory")
+    if b"\0" in raw:
+        raise BadInput(f"{path}: is a binary file, not {what}")
+    try:
+        return yaml.safe_load(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise BadInput(f"{path}: not a text (UTF-8) file; give an Ansible YAML inventory") from None
+    except yaml.YAMLError as e:
+        raise BadInput(f"{path}: not valid YAML: {e}".replace("\n", " ")[:400]) from None
+    except (RecursionError, MemoryError, ValueError, OverflowError) as e:
+        raise BadInput(f"{path}: YAML that cannot be read ({type(e).__name__}: nested too deeply or too "
+                       f"large); simplify the inventory") from None
 
 
 def _read(path: Path, what: str = "--target") -> dict:
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise BadInput(f"{what} {path}: no such inventory file; give 'local' or a path to an Ansible YAML inventory")
-    if not path.is_file():
-        raise BadInput(f"{what} {path}: not a file; give a path to an Ansible YAML inventory")
-    try:
-        tree = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise BadInput(f"{path}: not a text (UTF-8) file; give an Ansible YAML inventory") from None
-    except OSError as e:
-        raise BadInput(f"{path}: cannot be read ({e.strerror or e})") from None
-    except yaml.YAMLError as e:
-        raise BadInput(f"{path}: not valid YAML: {e}".replace("\n", " ")) from None
+    if path.is_dir():
+        raise BadInput(f"{what} {path}: is a folder, not a file; give a path to an Ansible YAML inventory")
+    tree = _load_yaml(path, "an inventory")
     if not isinstance(tree, dict):
         raise BadInput(f"{path}: expected an Ansible YAML inventory (a mapping of groups)")
     return tree
@@ -58,23 +75,38 @@ def _mapping(value, where: str) -> dict:
     return value
 
 
-def _walk(group: dict, inherited: dict, out: dict, where: str) -> None:
+def _walk(group: dict, inherited: dict, out: dict, where: str, budget: list, depth: int = 0) -> None:
+    """Hosts of `group` and its children with their merged variables. `budget`: how many
+    more groups may be visited (YAML aliases can make a small file name a group millions of
+    times), shared by the whole walk."""
+    _spend(budget, depth, where)
     group = _mapping(group, where)
     vars_ = {**inherited, **_mapping(group.get("vars"), f"{where}.vars")}
     for host, hvars in _mapping(group.get("hosts"), f"{where}.hosts").items():
         out[str(host)] = {**vars_, **_mapping(hvars, f"{where}.hosts.{host}")}
     for name, child in _mapping(group.get("children"), f"{where}.children").items():
-        _walk(child, vars_, out, f"{where}.children.{name}")
+        _walk(child, vars_, out, f"{where}.children.{name}", budget, depth + 1)
 
 
-def _find_group(tree: dict, name: str) -> dict | None:
+def _spend(budget: list, depth: int, where: str) -> None:
+    if depth > MAX_GROUP_DEPTH:
+        raise BadInput(f"{where[:200]}: groups nested more than {MAX_GROUP_DEPTH} deep; flatten the inventory")
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise BadInput(f"{where[:200]}: more than {MAX_GROUP_VISITS} groups (YAML aliases repeating a group?); "
+                       f"simplify the inventory")
+
+
+def _find_group(tree: dict, name: str, budget: list | None = None, depth: int = 0) -> dict | None:
+    budget = [MAX_GROUP_VISITS] if budget is None else budget
     for gname, group in tree.items():
+        _spend(budget, depth, str(gname))
         if not isinstance(group, dict):
             group = {}
         if gname == name:
             return group
         children = group.get("children")
-        found = _find_group(children, name) if isinstance(children, dict) else None
+        found = _find_group(children, name, budget, depth + 1) if isinstance(children, dict) else None
         if found is not None:
             return found
     return None
@@ -85,11 +117,11 @@ def _group_vars(path: Path, group: str) -> dict:
     merged = {}
     for name in ("all", group):
         for f in (gv / f"{name}.yml", gv / f"{name}.yaml", gv / name / "main.yml"):
-            if f.is_file():
+            if f.exists() or f.is_symlink():
                 try:
-                    data = yaml.safe_load(f.read_text(encoding="utf-8"))
-                except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-                    raise BadInput(f"{f}: not a readable YAML file ({str(e).splitlines()[0]})") from None
+                    data = _load_yaml(f, "a group_vars file")
+                except BadInput as e:
+                    raise BadInput(f"group_vars: {e}") from None
                 merged.update(_mapping(data, str(f)))
     return merged
 
@@ -98,13 +130,19 @@ def group_hosts(path: str | Path, name: str) -> dict[str, dict] | None:
     """{host: its variables} of group `name` (None when the inventory has no such group)."""
     path = Path(path)
     tree = _read(path)
-    group = _find_group(tree, name)
+    try:
+        group = _find_group(tree, name)
+    except BadInput as e:
+        raise BadInput(f"{path}: {e}") from None
     if group is None:
         return None
     all_vars = _mapping(_mapping(tree.get("all"), "all").get("vars"), "all.vars")
     base_vars = {**_group_vars(path, "all"), **all_vars, **_group_vars(path, name)}
     hosts: dict = {}
-    _walk(group, base_vars, hosts, name)
+    try:
+        _walk(group, base_vars, hosts, name, [MAX_GROUP_VISITS])
+    except BadInput as e:
+        raise BadInput(f"{path}: {e}") from None
     return hosts
 
 
@@ -127,7 +165,8 @@ def load_target(path: str | Path) -> Target:
         port = hv.get("redis_cluster_port", 6379)
         if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
             raise BadInput(f"{path}: host {name}: redis_cluster_port must be a port number (1-65535), got {port!r}")
-        nodes.append(Node(_literal(hv.get("ansible_host")) or name, port))
+        address = check_host(_literal(hv.get("ansible_host")) or name, f"{path}: host {name[:80]!r}: ansible_host")
+        nodes.append(Node(address, port))
     password = os.environ.get("REDIS_CLUSTER_PASSWORD") or None
     add_secret(password)
     target = Target(name=str(path), kind="cluster", nodes=nodes, password=password)
@@ -200,8 +239,35 @@ def loadgen_host(path: str | Path) -> RemoteHost | None:
     if port is not None and (not isinstance(port, int) or isinstance(port, bool)):
         raise BadInput(f"{path}: host {name}: ansible_port must be a number, got {port!r}")
     key = _literal(hv.get("ansible_ssh_private_key_file") or hv.get("ansible_private_key_file"))
-    return RemoteHost(name, _literal(hv.get("ansible_host")) or name, _literal(hv.get("ansible_user")),
-                      port, config, key)
+    try:
+        host = RemoteHost(name, _literal(hv.get("ansible_host")) or name, _literal(hv.get("ansible_user")),
+                          port, config, key)
+    except BadInput as e:
+        raise BadInput(f"{path}: {e}") from None
+    if config is not None:
+        check_ssh_config(Path(config), f"{path}: the ssh config of {name}")
+    return host
+
+
+def check_ssh_config(path: Path, where: str) -> None:
+    """An ssh_config named by an inventory is data too: one that would run a command on this
+    machine (ProxyCommand, LocalCommand, KnownHostsCommand, Match exec) or pull in files
+    unchecked (Include) is refused. A missing file is left to ssh, which names it."""
+    if not path.exists():
+        return
+    text = read_bounded(path, MAX_SSH_CONFIG_BYTES, "an ssh config", "fix the inventory").decode("utf-8", "replace")
+    for n, line in enumerate(text.splitlines(), 1):
+        words = line.strip().replace("=", " ", 1).split()
+        if not words or words[0].startswith("#"):
+            continue
+        key = words[0].lower()
+        if key in SSH_COMMAND_KEYWORDS or (key == "match" and "exec" in (w.lower() for w in words[1:])):
+            raise BadInput(f"{where}: {path} line {n} sets {words[0]}, which runs a command on this machine "
+                           f"(or reads files unchecked); the harness does not use such a config: remove the "
+                           f"line or give another harness_ssh_config")
+        if key == "proxyjump":
+            for hop in ",".join(words[1:]).split(","):
+                check_host(hop.rpartition("@")[2].partition(":")[0] or hop, f"{where}: {path} line {n} ProxyJump")
 
 
 def loadgen_for(target: Target) -> RemoteHost | None:
@@ -235,5 +301,10 @@ def prometheus_url(path: str | Path) -> str | None:
     except BadInput:
         return None
     for name, hv in (hosts or {}).items():
-        return f"http://{_literal(hv.get('ansible_host')) or name}:{hv.get('monitoring_prometheus_port', 9090)}"
+        host = check_host(_literal(hv.get("ansible_host")) or name, f"{path}: monitoring host {name[:80]!r}")
+        port = hv.get("monitoring_prometheus_port", 9090)
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise BadInput(f"{path}: monitoring host {name[:80]!r}: monitoring_prometheus_port must be a port "
+                           f"number (1-65535), got {str(port)[:40]!r}")
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
     return None

@@ -7,7 +7,10 @@ process knows (`add_secret()`, and the passwords in REDIS_CLUSTER_PASSWORD,
 REDIS_CACHE_READER_PASSWORD and HARNESS_TARGET_PASSWORD), and the value after a password
 flag (`-a X`, `--authenticate=X`, ...) whatever it is.
 
-Remote runs: `ssh [-F CONFIG] ADDRESS -- 'read secrets; exec timeout T cmd'`. Secrets
+Remote runs: `ssh [-F CONFIG] [options] -- ADDRESS 'read secrets; exec timeout T cmd'`: the
+options end before the destination, and every field of a RemoteHost is checked when it is
+made (a host name or an IP address, a user name, a port, file paths), so nothing from an
+inventory becomes an ssh option (`-oProxyCommand=...`) or reaches a local shell. Secrets
 travel on ssh's stdin and reach the tool through shell variables, so they are in neither
 ssh's command line nor anything kept here. Files the tool is told to write into its raw
 folder are written in a temporary folder on the host and copied back afterwards.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -55,10 +59,44 @@ def known_secrets(extra=()) -> list[str]:
 
 
 def redact(text: str, extra=()) -> str:
-    """`text` with every known secret replaced by ***."""
+    """`text` with every known secret, and the password of every URL in it, replaced by ***."""
     for s in known_secrets(extra):
         text = text.replace(s, REDACTED)
-    return text
+    return redact_url_credentials(text) if "@" in text and "://" in text else text
+
+
+# scheme://user:password@ -> scheme://user:***@ ; scheme://token@ -> scheme://***@
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}://)([^\s/?#'\"<>]*)@")
+
+
+def _hide_userinfo(m: re.Match) -> str:
+    user, sep, _ = m.group(2).partition(":")
+    return f"{m.group(1)}{user}:{REDACTED}@" if sep else f"{m.group(1)}{REDACTED}@"
+
+
+def redact_url_credentials(text: str) -> str:
+    """Every URL in `text` with its password (or its lone token: `https://TOKEN@host`)
+    replaced by ***; the user name stays, it says whose credentials they were."""
+    return _URL_USERINFO.sub(_hide_userinfo, text)
+
+
+def url_for_display(url: str | None) -> str:
+    """A URL (Prometheus, an endpoint) as it may be kept or shown: credentials hidden. Its
+    password is also remembered as a secret, so that redact() hides it wherever it appears
+    on its own (decoded or not)."""
+    if not url:
+        return ""
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        parts = urlsplit(str(url))
+        secret = parts.password if parts.password is not None else (parts.username if "@" in parts.netloc else None)
+    except ValueError:
+        secret = None
+    if secret:
+        add_secret(secret)
+        add_secret(unquote(secret))
+    return redact_url_credentials(str(url))
 
 
 def redact_command(cmd: list[str], extra=()) -> list[str]:
@@ -95,6 +133,24 @@ class RemoteHost:
     ssh_config: str | None = None
     identity: str | None = None  # ssh -i
 
+    def __post_init__(self):
+        """Every field may come from an inventory: each is checked to be what it claims, so
+        that none can become an ssh option or shell text."""
+        from harness.target import check_host, check_user
+
+        where = f"load generator {str(self.name)[:60]!r}"
+        check_host(self.name, f"{where}: its host name")
+        check_host(self.address, f"{where}: ansible_host")
+        if self.user is not None:
+            check_user(self.user, f"{where}: ansible_user")
+        if self.port is not None and (isinstance(self.port, bool) or not isinstance(self.port, int)
+                                      or not 1 <= self.port <= 65535):
+            raise _bad(f"{where}: ansible_port must be a port number (1-65535), got {self.port!r}")
+        for key, value in (("ssh config", self.ssh_config), ("ssh private key file", self.identity)):
+            if value is not None and (not isinstance(value, str) or not value or value.startswith("-")
+                                      or any(c in value for c in "\0\n\r")):
+                raise _bad(f"{where}: its {key} {str(value)[:80]!r} is not a file path; fix the inventory")
+
     @property
     def label(self) -> str:
         return f"{self.name} ({self.address}) over SSH"
@@ -110,7 +166,7 @@ class RemoteHost:
             argv += ["-p", str(self.port)]
         if self.identity:
             argv += ["-i", self.identity]
-        return argv + [self.address, "--", remote_command]
+        return argv + ["--", self.address, remote_command]  # options end before the destination
 
     def run(self, remote_command: str, timeout: float = 30, stdin: bytes | None = None) -> subprocess.CompletedProcess:
         """Run a shell command on the host; ssh's own failure is returncode 255."""
@@ -145,6 +201,12 @@ class RemoteHost:
 
     def temp_path(self, name: str) -> str:
         return f"/tmp/harness-{uuid.uuid4().hex[:12]}-{name}"
+
+
+def _bad(message: str):
+    from harness.errors import BadInput
+
+    return BadInput(message)
 
 
 def tool_missing(tool: str, host: RemoteHost | None, hint: str) -> str:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
+from harness.process import redact_url_credentials
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -25,6 +25,8 @@ RESULTS = "results.json"
 RAW = "raw"
 STATUSES = ("ok", "failed", "invalid", "skipped")
 BETTER = (None, "lower", "higher")
+MAX_MANIFEST_BYTES = 16 << 20  # a manifest is a few KB of facts
+MAX_RESULTS_BYTES = 256 << 20  # the largest real runs keep a few MB of records and series
 
 
 def finite_or_none(v: Any) -> Any:
@@ -221,7 +223,7 @@ def _sanitize(o, secrets: list[str] = ()):
     if isinstance(o, str):
         for sec in secrets:
             o = o.replace(sec, "***")
-        return o
+        return redact_url_credentials(o) if "@" in o and "://" in o else o
     if isinstance(o, dict):
         return {_sanitize(str(k), secrets): _sanitize(v, secrets) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
@@ -231,15 +233,21 @@ def _sanitize(o, secrets: list[str] = ()):
     return o
 
 
+def json_safe(o):
+    """`o` as valid JSON data: NaN and infinities (from a hand-edited file, say) become None."""
+    return _sanitize(o)
+
+
 def atomic_write_json(path: Path, data) -> None:
-    """Write JSON atomically; known secrets are redacted as a last line of defence (a driver
-    that keeps a raw command cannot leak a password into a results file)."""
+    """Write JSON atomically (harness.files.write_atomic: never through a link, a full disk
+    is one line and exit 3); known secrets and the credentials of any URL are redacted as a
+    last line of defence (a driver that keeps a raw command cannot leak a password into a
+    results file)."""
+    from harness.files import write_atomic
     from harness.process import known_secrets
 
     secrets = known_secrets()
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_sanitize(data, secrets), indent=1, default=_json_default, allow_nan=False))
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(_sanitize(data, secrets), indent=1, default=_json_default, allow_nan=False))
 
 
 def write_manifest(run_dir: Path, manifest: dict) -> None:
@@ -262,13 +270,10 @@ def write_results(run_dir: Path, records: list[Record], suites: dict, claims: li
     atomic_write_json(run_dir / RESULTS, data)
 
 
-def _read_json(path: Path, what: str):
-    try:
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise BadInput(f"{path}: is a folder, not {what}") from None
-    except OSError as e:
-        raise BadInput(f"{path}: cannot be read ({e.strerror or e}); give a results folder written by 'harness run'") from None
+def _read_json(path: Path, what: str, limit: int):
+    from harness.files import read_bounded
+
+    raw = read_bounded(path, limit, what, "give a results folder written by 'harness run'")
     try:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
@@ -284,8 +289,8 @@ def load_run(run_dir: Path) -> RunData:
     for name in (MANIFEST, RESULTS):
         if not (run_dir / name).exists():
             raise BadInput(f"{run_dir}: {name} is missing; this is not a results folder written by 'harness run'")
-    manifest = _read_json(run_dir / MANIFEST, "the manifest")
-    data = _read_json(run_dir / RESULTS, "results.json")
+    manifest = _read_json(run_dir / MANIFEST, "the manifest", MAX_MANIFEST_BYTES)
+    data = _read_json(run_dir / RESULTS, "results.json", MAX_RESULTS_BYTES)
     if not isinstance(manifest, dict):
         raise BadInput(f"{run_dir / MANIFEST}: expected a JSON object; the manifest is damaged, re-run the suites")
     if not isinstance(data, dict):

@@ -28,6 +28,7 @@ from harness.analysis import Analysis, analyze
 from harness.cluster import LocalCluster
 from harness.drivers import CaseContext, CaseOutcome, Target
 from harness.errors import BadInput, EnvironmentProblem, HarnessError
+from harness.files import NO_SPACE, NoSpace, no_space_line, release_reserve, reserve_for, reserve_space
 from harness.results import Record, load_run, write_manifest, write_results
 from harness.signals import deferred_interrupts, signal_name
 
@@ -61,6 +62,21 @@ def parse_overrides(items: list[str]) -> dict[str, dict]:
             parsed = value
         out.setdefault(case, {})[param] = parsed
     return out
+
+
+def check_set(case: spec.Case, given: dict) -> None:
+    """Each --set value checked on its own first, so that its error names --set (not the spec
+    file it overrides)."""
+    from harness.errors import did_you_mean
+
+    drv = drivers.get(case.driver)
+    for param, value in given.items():
+        where = f"--set {case.name}.{param}"
+        if param not in drv.params:
+            known = ", ".join(sorted(drv.params)) or "none"
+            raise BadInput(f"{where}: case {case.name!r} (driver {drv.name!r}) has no parameter {param!r}"
+                           f"{did_you_mean(param, drv.params)}; its parameters: {known}")
+        drv.params[param].check(where, value)
 
 
 @dataclass
@@ -101,6 +117,7 @@ def make_plans(suites: list[spec.Suite], profile: str, repeat: int | None,
         for case in s.cases:
             if case.name in overrides:
                 used.add(case.name)
+                check_set(case, overrides[case.name])
             params[case.name] = s.case_params(case, profile, overrides.get(case.name))
         plans.append(Plan(s, s.as_run(profile, repeat or prof.repetitions, params)))
     unknown = set(overrides) - used
@@ -122,22 +139,25 @@ def target_for(plans: list[Plan], target: str, base_port: int, log: Callable[[st
         yield load_target(target)
         return
     cluster = LocalCluster(base_port=base_port)
-    left = cluster.leftover()
-    if left:  # a run killed with -9 left it, with that run's data: never measure on it
-        log(f"the local cluster on 127.0.0.1:{base_port} was {left}; it holds that run's data, "
-            f"so it is stopped and a fresh one started")
-        cluster.down()
-    elif cluster.health_problem() is None:  # a healthy cluster already answers there: use it
-        log(f"using the running local cluster on 127.0.0.1:{base_port} (started by {cluster.started_by()}); "
-            f"it keeps the data it holds ({_key_count(cluster)} keys now), nothing is flushed")
-        yield cluster.target()
-        return
-    log(f"starting a local Redis Cluster (3 primaries + 3 replicas) on 127.0.0.1:{base_port}-{base_port + 5}")
-    try:
-        yield cluster.up(log=log, owner_pid=os.getpid())
-    finally:
-        n = cluster.down()
-        log(f"stopped the local cluster ({n} processes)")
+    with cluster.lock:  # another run on these ports is refused here, before anything is touched
+        left = cluster.leftover()
+        if left:  # a run killed with -9 left it, with that run's data: never measure on it
+            log(f"the local cluster on 127.0.0.1:{base_port} was {left}; it holds that run's data, "
+                f"so it is stopped and a fresh one started")
+            cluster.down()
+        elif cluster.health_problem() is None:  # a healthy cluster already answers there: use it
+            log(f"using the running local cluster on 127.0.0.1:{base_port} (started by {cluster.started_by()}); "
+                f"it keeps the data it holds ({_key_count(cluster)} keys now), nothing is flushed")
+            yield cluster.target()
+            return
+        log(f"starting a local Redis Cluster (3 primaries + 3 replicas) on 127.0.0.1:{base_port}-{base_port + 5}")
+        try:
+            yield cluster.up(log=log, owner_pid=os.getpid())
+        finally:
+            started = bool(cluster.processes)
+            n = cluster.stop_started()  # a refused start stops nothing: a cluster already there stays
+            if started:
+                log(f"stopped the local cluster ({n} processes)")
 
 
 def _key_count(cluster: LocalCluster) -> str:
@@ -202,20 +222,31 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
     suites = choose(list(names), profile, keyword, log)
     plans = make_plans(suites, profile, repeat, parse_overrides(list(overrides)))
     claims = spec.load_claims()
-    run_dir = _make_run_dir(Path(results_dir))
-    man = {"run_id": run_dir.name, "profile": profile, "target": target, "suites": [p.suite.name for p in plans],
-           "started": time.time(), "ended": None, **manifest.collect_all()}
-    write_manifest(run_dir, man)
     suite_runs = {p.suite.name: p.run for p in plans}
     records: list[Record] = []
     state: dict = {"monitoring": None, "interrupted": None, "current": ""}
+    run_dir: Path | None = None
 
     def save() -> None:
         write_results(run_dir, records, suite_runs, claims, monitoring=state["monitoring"],
                       interrupted=state["interrupted"])
+        reserve_for(run_dir / "results.json")  # room for the next save, should a case fill the disk
 
-    save()
-    log(f"run {run_dir.name}: {len(plans)} suite(s), profile {profile}, results in {run_dir}")
+    try:  # until the run starts, a Ctrl-C removes the new folder: nothing was measured yet
+        with deferred_interrupts():  # the folder is made and known before a Ctrl-C can land
+            run_dir = _make_run_dir(Path(results_dir))
+        reserve_space(run_dir)  # room for the records if the case output fills the disk
+        man = {"run_id": run_dir.name, "profile": profile, "target": target,
+               "suites": [p.suite.name for p in plans], "started": time.time(), "ended": None,
+               **manifest.collect_all()}
+        write_manifest(run_dir, man)
+        save()
+        log(f"run {run_dir.name}: {len(plans)} suite(s), profile {profile}, results in {run_dir}")
+    except BaseException:
+        if run_dir is not None:
+            with deferred_interrupts():
+                shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     bad_input: BadInput | None = None
     interrupt: BaseException | None = None
     try:
@@ -270,7 +301,7 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
         state["interrupted"] = {"at": time.time(), "case": state["current"] or "between cases",
                                 "signal": signal_name(e)}
     finally:
-        with _shielded():  # one block: a second Ctrl-C (or a SIGTERM) waits until the report is written
+        with _shielded(), _reserve_released(run_dir):  # a second Ctrl-C (or a SIGTERM) waits until the report is written
             pending = sys.exc_info()[1]  # an exception going on past this block (none when handled above)
             if isinstance(pending, KeyboardInterrupt) and not state["interrupted"]:  # a second Ctrl-C came early
                 interrupt = pending
@@ -296,6 +327,16 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
     if bad_input is not None:
         raise bad_input
     return RunOutcome(run_dir, a, a.exit_code, report, dict(man.get("suite_wall_s") or {}))
+
+
+@contextlib.contextmanager
+def _reserve_released(run_dir: Path):
+    """The run folder's space reserve is given back when the run's last files are written,
+    whatever happens while they are."""
+    try:
+        yield
+    finally:
+        release_reserve(run_dir)
 
 
 @contextlib.contextmanager
@@ -356,6 +397,8 @@ def run_case(plan: Plan, case: spec.Case, rep: int, profile: str, tgt: Target, r
     except KeyboardInterrupt:
         raise
     except Exception as e:  # a bug or a tool crash: keep the traceback with the record
+        if isinstance(e, OSError) and e.errno in NO_SPACE:  # the disk is full: the run ends (exit 3)
+            raise NoSpace(no_space_line(run_dir)) from None
         (raw_dir / "traceback.txt").write_text(traceback.format_exc())
         outcome = CaseOutcome("failed", f"{type(e).__name__}: {e} (traceback in raw/)")
     duration = time.monotonic() - t0

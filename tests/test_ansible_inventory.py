@@ -21,7 +21,7 @@ def test_the_lab_inventory_names_its_load_generator(monkeypatch):
     host = loadgen_host(LAB)
     assert (host.name, host.address, host.user) == ("loadgen-1", "10.20.0.21", "ops")
     argv = host.ssh_argv("true")
-    assert argv[0] == "ssh" and "ops" in argv and argv[-3:] == ["10.20.0.21", "--", "true"]
+    assert argv[0] == "ssh" and "ops" in argv and argv[-3:] == ["--", "10.20.0.21", "true"]
     assert loadgen_host(LOCAL) is None  # no loadgen host: the tools run here
     monkeypatch.setenv(LOADGEN_ENV, "local")
     assert loadgen_host(LAB) is None

@@ -37,6 +37,7 @@ from harness.monitoring.stack import (
     start_stack,
     stop_stack,
 )
+from harness.process import redact, url_for_display
 
 # A run shorter than this is charted over this long from its start (a 1 s window gives one
 # or two points per series, which says nothing); the report's reason names the padding.
@@ -96,6 +97,7 @@ class Monitor:
     def __init__(self, url: str | None = None, *, problem: str = "", owned_port: int | None = None,
                  roles: dict[str, str] | None = None, log: Callable[[str], None] = print):
         self.url, self.problem, self.owned_port = url, problem, owned_port
+        self.shown = url_for_display(url)  # what is logged and kept: the URL without its credentials
         self.roles = roles or {}
         self.log = log
 
@@ -106,9 +108,10 @@ class Monitor:
             return cls(problem="this run has no Redis nodes to monitor", log=log)
         url = os.environ.get(URL_ENV) or _inventory_url(target)
         if url:
-            log(f"monitoring: using Prometheus at {url}")
+            shown = url_for_display(url)  # credentials in the URL are never shown or kept
+            log(f"monitoring: using Prometheus at {shown}")
             if not http_ok(url.rstrip("/") + "/-/ready", timeout=5):
-                return cls(problem=f"Prometheus at {url} does not answer /-/ready; start it "
+                return cls(problem=f"Prometheus at {shown} does not answer /-/ready; start it "
                                    f"(make provision runs the monitoring role) or unset {URL_ENV}", log=log)
             return cls(url, roles=roles, log=log)
         port = configured_port()
@@ -169,7 +172,7 @@ class Monitor:
                 return unavailable(self.problem)
             return self._query(window, Path(run_dir), wait)
         except Exception as e:  # noqa: BLE001 - telemetry never breaks a run
-            return unavailable(f"querying Prometheus at {self.url} failed: {type(e).__name__}: {e}")
+            return unavailable(redact(f"querying Prometheus at {self.shown} failed: {type(e).__name__}: {e}"))
         finally:
             if self.owned_port is not None:
                 n = stop_stack(self.owned_port)
@@ -197,14 +200,14 @@ class Monitor:
         for q in QUERIES:
             result = pc.custom_query_range(q.promql, start_time=t_start, end_time=t_end, step=f"{step}s")
             (raw_dir / f"{q.key}.json").write_text(json.dumps(
-                {"query": q.promql, "start": start, "end": end, "step_s": step, "url": self.url, "result": result}))
+                {"query": q.promql, "start": start, "end": end, "step_s": step, "url": self.shown, "result": result}))
             queries.append({"key": q.key, "title": q.title, "unit": q.unit, "label": q.label,
                             "series": matrix_to_series(result, q.label, start)})
         if not any(q["series"] for q in queries):
-            return unavailable(f"Prometheus at {self.url} returned no samples for the run window "
+            return unavailable(f"Prometheus at {self.shown} returned no samples for the run window "
                                f"({end - start:.0f} s); raw answers in raw/monitoring/")
         return {"status": "ok",
-                "reason": f"{self.url}, scrape interval {SCRAPE_INTERVAL_S} s, step {step} s, "
+                "reason": f"{self.shown}, scrape interval {SCRAPE_INTERVAL_S} s, step {step} s, "
                           f"window {end - start:.0f} s{padded}; raw answers in raw/monitoring/",
                 "queries": queries, "roles": self.roles}
 

@@ -147,11 +147,27 @@ def stack_running(port: int) -> bool:
 
 
 def http_ok(url: str, timeout: float = 2.0) -> bool:
+    """Whether `url` answers 200. Credentials in it (http://user:password@host/) are sent
+    as HTTP basic auth, as Prometheus's client does, never as part of the host."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
+        with urllib.request.urlopen(_request(url), timeout=timeout) as r:
             return r.status == 200
-    except (urllib.error.URLError, OSError):
+    except (urllib.error.URLError, OSError, ValueError):
         return False
+
+
+def _request(url: str) -> urllib.request.Request:
+    import base64
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return urllib.request.Request(url)
+    host = parts.netloc.rpartition("@")[2]
+    req = urllib.request.Request(urlunsplit(parts._replace(netloc=host)))
+    token = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode()
+    req.add_header("Authorization", "Basic " + base64.b64encode(token).decode())
+    return req
 
 
 def _wait_http(url: str, timeout: float, what: str, proc: subprocess.Popen | None = None,

@@ -39,18 +39,15 @@ def changed_params(runs: list[dict]) -> list[str]:
     """Per run, the case parameters that are not the same in every run ('' when none):
     a step often has its reason here (a changed workload, not a changed system)."""
     cases = sorted({c for r in runs for c in (r.get("params") or {})})
+    varying = []  # (case, parameter) whose value differs between the runs that ran the case: found once
+    for c in cases:
+        having = [(x.get("params") or {}).get(c) or {} for x in runs if c in (x.get("params") or {})]
+        keys = sorted({k for p in having for k in p}, key=str)
+        varying += [(c, k) for k in keys if len({repr(p.get(k)) for p in having}) > 1]
     out = []
     for r in runs:
-        parts = []
-        for c in cases:
-            mine = (r.get("params") or {}).get(c) or {}
-            keys = sorted({k for x in runs for k in ((x.get("params") or {}).get(c) or {})}, key=str)
-            for k in keys:
-                values = {repr(((x.get("params") or {}).get(c) or {}).get(k)) for x in runs
-                          if c in (x.get("params") or {})}
-                if len(values) > 1 and c in (r.get("params") or {}):
-                    parts.append(f"{c} {k}={mine.get(k)!r}")
-        out.append("; ".join(parts))
+        params = r.get("params") or {}
+        out.append("; ".join(f"{c} {k}={(params.get(c) or {}).get(k)!r}" for c, k in varying if c in params))
     return out
 
 

@@ -53,5 +53,7 @@ def junit_xml(a: Analysis) -> str:
 
 
 def write_junit(path: Path, a: Analysis) -> Path:
-    path.write_text(junit_xml(a))
+    from harness.files import write_atomic
+
+    write_atomic(path, junit_xml(a))  # a new file in the folder, renamed over whatever was there
     return path

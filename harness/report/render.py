@@ -293,6 +293,8 @@ def render_html(run: RunData, a: Analysis, comparison: list[dict] | None = None,
 
 def render_report(run: RunData, a: Analysis, comparison: list[dict] | None = None,
                   out: Path | None = None, history: str | None = None) -> Path:
+    from harness.files import write_atomic
+
     out = out or run.run_dir / REPORT_NAME
-    out.write_text(render_html(run, a, comparison, history))
+    write_atomic(out, render_html(run, a, comparison, history))  # never through a link left in the folder
     return out

@@ -5,10 +5,20 @@ that were checked are the bytes that run). ONNX Runtime has no execution context
 session's `run()` may be called from several threads at once, so "create contexts" only
 makes the RunOptions the calls use, and there is one implicit profile (dynamic
 dimensions unbounded).
+
+Telemetry: ONNX Runtime (1.2x+, non-Windows) writes a device id and an event queue under
+~/.cache/Microsoft/DeveloperTools/ when it is imported, outside the run. `onnxruntime()`
+imports it with its telemetry off: ORT_TELEMETRY_DISABLED=1 (its documented opt-out, full
+from the releases after 1.32), a CI marker set for the import alone (1.32 writes nothing
+under CI; `disable_telemetry_events()` alone still writes the id), then
+`disable_telemetry_events()` before any session is made. Every import here goes through it.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,8 +37,31 @@ _ORT_TYPES = {"tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(float)
               "tensor(int8)": "int8", "tensor(uint8)": "uint8"}
 
 
+TELEMETRY_OFF_ENV = "ORT_TELEMETRY_DISABLED"
+_CI_MARKER = "TF_BUILD"  # one of the CI variables ONNX Runtime 1.32 checks before it writes its device id
+_import_lock = threading.Lock()
+
+
+def onnxruntime():
+    """The onnxruntime module, imported with its telemetry off (see the module's docstring)."""
+    with _import_lock:
+        first = "onnxruntime" not in sys.modules
+        os.environ.setdefault(TELEMETRY_OFF_ENV, "1")
+        had = os.environ.get(_CI_MARKER)
+        if first and had is None:
+            os.environ[_CI_MARKER] = "1"
+        try:
+            import onnxruntime as ort
+        finally:
+            if first and had is None:
+                os.environ.pop(_CI_MARKER, None)
+        if first and hasattr(ort, "disable_telemetry_events"):
+            ort.disable_telemetry_events()
+        return ort
+
+
 def _level(name: str):
-    import onnxruntime as ort
+    ort = onnxruntime()
 
     return {"disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
             "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
@@ -37,7 +70,7 @@ def _level(name: str):
 
 
 def session_options(intra_op_threads: int = 1, opt_level: str = "all", optimized_path: Path | None = None):
-    import onnxruntime as ort
+    ort = onnxruntime()
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = intra_op_threads  # 0 = ONNX Runtime's default (all cores)
@@ -69,7 +102,7 @@ class OrtEngine(Engine):
             raise ValueError(f"opt_level must be one of {OPT_LEVELS}")
 
     def _deserialize(self, data: bytes, path: Path) -> None:
-        import onnxruntime as ort
+        ort = onnxruntime()
 
         try:
             self._session = ort.InferenceSession(data, session_options(self.intra_op_threads, self.opt_level),
@@ -82,7 +115,7 @@ class OrtEngine(Engine):
         self._out_names = [o.name for o in s.get_outputs()]
 
     def _create_contexts(self) -> None:
-        import onnxruntime as ort
+        ort = onnxruntime()
 
         self._run_options = ort.RunOptions()
         self._run_options.log_severity_level = 3
@@ -108,7 +141,7 @@ class OrtEngine(Engine):
 def save_optimized(src: Path, dst: Path, opt_level: str = "extended") -> Path:
     """Write ONNX Runtime's optimized graph of `src` to `dst` once (a second version of the
     same model with the same IO tensors, used as the swap's new engine file)."""
-    import onnxruntime as ort
+    ort = onnxruntime()
 
     dst = Path(dst)
     if dst.exists():
