@@ -68,6 +68,7 @@ def test_driver_against_the_real_cluster_with_its_controls(cluster, tmp_path):
     assert set(zip(runs.column("run"), runs.column("clients"))) == {("measured", 10), ("control", 40)}
     # the load is served by every primary; with every key in one slot, by one
     assert m["cluster.primaries_serving"] == 3 and m["control.primaries_serving"] == 1
+    assert out.facts == {"primaries_serving": 3}  # a measured condition of the case (C11 is no check)
     assert sorted(out.series["primaries"].column("role")) == ["primary"] * 3
     assert (tmp_path / "redis-benchmark-measured.stdout").read_text().startswith("Cluster has 3 master nodes")
     assert out.details["order"] == ["measured", "control"]
@@ -99,64 +100,87 @@ def test_kept_commands_never_carry_the_password(cluster, tmp_path):
 
 # ---- the ledger's checks on synthetic runs: conditions, controls, the check that can fail ----
 
-def _verdicts(claim_id: str, conditions: dict, metrics: dict) -> list:
-    from harness.analysis import analyze
-    from harness.drivers import Metric
-    from harness.paths import SUITES_DIR
-    from harness.results import Record, RunData
-    from harness.spec import Case, Claim, SuiteClaim, SuiteRun, load_yaml
+def _verdicts(claim_id: str, manifest: dict, metrics: dict, params: dict | None = None) -> list:
+    """The ledger's redis-cluster checks of a claim on a run that measured `manifest` (hosts,
+    load generator) and ran the case with `params` (the clients really used)."""
+    from tests.ledger_helpers import verdicts
 
-    raw = next(c for c in load_yaml(SUITES_DIR / "claims.yaml", "ledger")["claims"] if c["id"] == claim_id)
-    claim = Claim.from_json(dict(raw, checks=[c for c in raw["checks"] if c["suite"] == "redis-cluster"]))
-    case = claim.checks[0].case
-    rec = Record("redis-cluster", case, 1, "ok", metrics={k: Metric(v, "") for k, v in metrics.items()})
-    suite = SuiteRun("redis-cluster", "", SuiteClaim("2.5", "t"), "cluster", "p", "", 1, [Case(case, "d")], [],
-                     conditions)
-    run = RunData(Path("."), {}, [rec], {"redis-cluster": suite}, [claim])
-    return analyze(run).claims[0].checks
+    case = {"C12": "redis-benchmark", "C13": "memtier"}[claim_id]
+    got = verdicts(claim_id, case, metrics, suite="redis-cluster", manifest=manifest, params=params)
+    return list(got.values())
 
 
-def _profile_conditions(profile: str) -> dict:
-    from harness.spec import load_yaml
-
-    return load_yaml(Path(__file__).parents[1] / "suites" / "redis-cluster.yaml")["profiles"][profile]["conditions"]
+LOCAL_BENCH = {"clients": 50, "requests": 100000}
+LAB_BENCH = {"clients": 200, "requests": 1000000}
 
 
-def test_c12_locally_is_not_comparable_and_names_the_conditions():
-    checks = _verdicts("C12", _profile_conditions("local"),
-                       {"GET.p99_ms": 1.6, "SET.p99_ms": 1.5, "control.GET.p99_ms": 5.0, "control.SET.p99_ms": 5.0})
+def test_c12_locally_is_not_comparable_and_names_the_measured_hosts():
+    from tests.ledger_helpers import HERE
+
+    checks = _verdicts("C12", HERE, {"GET.p99_ms": 1.6, "SET.p99_ms": 1.5, "control.GET.p99_ms": 5.0,
+                                     "control.SET.p99_ms": 5.0}, LOCAL_BENCH)
     for cv in checks:
         assert str(cv.outcome) == "not comparable here"
-        assert "hosts: here 6 redis-server processes" in cv.reason and "redis_benchmark_clients: here 50, claim 200" in cv.reason
+        for part in ("redis_hosts: measured 1 (this machine), claim 6", "clients: measured 50, claim 200",
+                     "loadgen_separate: measured no (load generator on this machine), claim yes"):
+            assert part in cv.reason, cv.reason
+    # the source's flags on this machine (what `--profile lab-a100` runs here): still one host
+    checks = _verdicts("C12", HERE, {"GET.p99_ms": 7.0, "SET.p99_ms": 4.5}, LAB_BENCH)
+    assert all("clients" not in cv.reason and "redis_hosts: measured 1" in cv.reason for cv in checks)
+    # a one-host GPU box: six Redis processes on one host with the load generator
+    one_box = {"gpu": {"present": True, "gpus": [{"name": "NVIDIA H200"}]},
+               "target_nodes": {"nodes": [{"host": "gpu-box", "port": 7000 + i} for i in range(6)]},
+               "loadgen": {"address": "gpu-box"}}
+    cv = _verdicts("C12", one_box, {"GET.p99_ms": 0.9, "SET.p99_ms": 0.9}, LAB_BENCH)[0]
+    assert str(cv.outcome) == "not comparable here" and "redis_hosts: measured 1 (gpu-box)" in cv.reason
 
 
-def test_c12_on_the_lab_conditions_reproduces_only_with_a_control_that_differs():
-    lab = _profile_conditions("lab-a100")
+def test_c12_on_the_measured_lab_reproduces_only_with_an_instrument_that_sees():
+    from tests.ledger_helpers import LAB
+
     fast = {"GET.p99_ms": 0.9, "SET.p99_ms": 1.0}
-    ok = _verdicts("C12", lab, {**fast, "control.GET.p99_ms": 3.0, "control.SET.p99_ms": 3.5})
+    ok = _verdicts("C12", LAB, {**fast, "control.GET.p99_ms": 3.0, "control.SET.p99_ms": 3.5}, LAB_BENCH)
     assert [str(c.outcome) for c in ok] == ["reproduced", "reproduced"]
-    # the mechanism removed: the slower condition does not slow the measurement -> inconclusive
-    flat = _verdicts("C12", lab, {**fast, "control.GET.p99_ms": 0.95, "control.SET.p99_ms": 1.0})
+    # the instrument broken: the slower condition does not slow the measurement -> inconclusive
+    flat = _verdicts("C12", LAB, {**fast, "control.GET.p99_ms": 0.95, "control.SET.p99_ms": 1.0}, LAB_BENCH)
     assert [str(c.outcome) for c in flat] == ["inconclusive", "inconclusive"]
-    slow = _verdicts("C12", lab, {"GET.p99_ms": 1.5, "SET.p99_ms": 1.4, "control.GET.p99_ms": 6.0,
-                                  "control.SET.p99_ms": 6.0})
+    slow = _verdicts("C12", LAB, {"GET.p99_ms": 1.5, "SET.p99_ms": 1.4, "control.GET.p99_ms": 6.0,
+                                  "control.SET.p99_ms": 6.0}, LAB_BENCH)
     assert [str(c.outcome) for c in slow] == ["not reproduced", "not reproduced"]
 
 
-def test_c13_and_c11_checks_can_come_out_either_way():
-    lab = _profile_conditions("lab-a100")
-    assert str(_verdicts("C13", lab, {"Totals.ops_per_sec": 2.0e6, "control.Totals.ops_per_sec": 4.0e4})[0].outcome) \
-        == "reproduced"
-    assert str(_verdicts("C13", lab, {"Totals.ops_per_sec": 2.0e6, "control.Totals.ops_per_sec": 1.9e6})[0].outcome) \
-        == "inconclusive"
-    assert "memtier_clients: here 10, claim 32" in _verdicts(
-        "C13", _profile_conditions("local"), {"Totals.ops_per_sec": 6e4})[0].reason
-    c11 = _verdicts("C11", {}, {"cluster.primaries_serving": 3, "control.primaries_serving": 1})
-    assert str(c11[0].outcome) == "reproduced"
-    assert str(_verdicts("C11", {}, {"cluster.primaries_serving": 1, "control.primaries_serving": 1})[0].outcome) \
-        == "not reproduced"  # the load went to one primary
-    assert str(_verdicts("C11", {}, {"cluster.primaries_serving": 3, "control.primaries_serving": 3})[0].outcome) \
-        == "inconclusive"  # the one-slot control spread too: the count cannot see a difference
+def test_c13_checks_can_come_out_either_way():
+    from tests.ledger_helpers import HERE, LAB
+
+    lab = {"clients": 32, "threads": 8}
+    assert str(_verdicts("C13", LAB, {"Totals.ops_per_sec": 2.0e6, "control.Totals.ops_per_sec": 4.0e4}, lab)[0]
+               .outcome) == "reproduced"
+    assert str(_verdicts("C13", LAB, {"Totals.ops_per_sec": 2.0e6, "control.Totals.ops_per_sec": 1.9e6}, lab)[0]
+               .outcome) == "inconclusive"
+    assert str(_verdicts("C13", LAB, {"Totals.ops_per_sec": 6.0e4, "control.Totals.ops_per_sec": 1.0e4}, lab)[0]
+               .outcome) == "not reproduced"
+    assert "clients: measured 10, claim 32" in _verdicts(
+        "C13", HERE, {"Totals.ops_per_sec": 6e4}, {"clients": 10, "threads": 2})[0].reason
+
+
+def test_c11_is_out_of_the_ledger_with_the_reason():
+    """Counting the topology the harness built restates the slot split it made: C11 has no
+    check, it says why, and points at what measures what the replicas are for."""
+    from harness.analysis import Outcome, analyze
+    from harness.results import Metric, Record, RunData
+    from tests.ledger_helpers import ledger, verdicts
+
+    suites, claims = ledger()
+    c11 = next(c for c in claims if c.id == "C11")
+    assert not c11.checks and "restates the slot split the harness made" in c11.not_measurable
+    assert "C11a" in c11.not_measurable and "primaries_serving" in c11.not_measurable
+    assert not any(chk.metric.endswith("primaries_serving") for c in claims for chk in c.checks)
+    srun = suites["redis-cluster"].as_run("local", 1, {c.name: {} for c in suites["redis-cluster"].cases})
+    rec = Record("redis-cluster", "redis-benchmark", 1, "ok", metrics={"cluster.primaries_serving": Metric(1, "")})
+    verdict = next(c for c in analyze(RunData(Path("."), {}, [rec], {"redis-cluster": srun}, claims)).claims
+                   if c.id == "C11")
+    assert verdict.outcome is Outcome.NOT_MEASURABLE  # whatever the count: no verdict hangs on it
+    assert verdicts("C12", "redis-benchmark", {}, suite="redis-cluster")  # C12 still judged on that case
 
 
 def test_lab_profile_is_the_source_verbatim_and_fails_on_skips():

@@ -92,3 +92,18 @@ def occupancy_per_second(busy: list[tuple[float, float]], t_flush: float, before
 def minus(a: list[float], b: list[float]) -> list[float]:
     """a - b, second by second (the flush run minus its paired control)."""
     return [x - y for x, y in zip(a, b)]
+
+
+def mean_service_s(busy: list[tuple[float, float]]) -> float | None:
+    """The mean time a read held its connection (seconds), from the measured busy intervals."""
+    spans = [b - a for a, b in busy if b >= a]
+    return sum(spans) / len(spans) if spans else None
+
+
+def offered_pct(attempts: list[float], service_s: float | None, size: int) -> list[float | None]:
+    """The load offered to the pool per second (%): store attempts (queries and refusals)
+    times the mean service time over the pool's connection-seconds. Unlike occupancy it can
+    pass 100%: a pool 'over 100%' is asked for more connection-time than it has."""
+    if service_s is None:
+        return [None] * len(attempts)
+    return [100.0 * a * service_s / size for a in attempts]

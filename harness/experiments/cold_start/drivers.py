@@ -57,6 +57,10 @@ POOL_PARAMS = {
     "port_offset": Param(int, 20, "the clusters' base port: the target's lowest port + this", min=1),
     "sizes_per_repetition": Param(str, "all", "all: every size in each repetition; one: repetition r measures "
                                               "the r-th size (cycling), to fit a small machine", choices=("all", "one")),
+    "pool_sweep": Param(list, [], "further pool sizes (connections) for the flush at sweep_primaries: the "
+                                  "source gives no pool size, so the occupancy's level is shown against it", min=1,
+                        max=90),
+    "sweep_primaries": Param(int, 10, "the cluster size at which pool_sweep runs", min=3, max=50),
     **COMMON,
 }
 
@@ -77,6 +81,11 @@ def _check_pool(where: str, p: dict) -> None:
     _check(where, p)
     if not p["primaries"] or any(isinstance(n, bool) or not isinstance(n, int) for n in p["primaries"]):
         raise BadInput(f"{where}.primaries: give a list of whole numbers of primaries, e.g. [3, 6, 10]")
+    if any(isinstance(k, bool) or not isinstance(k, int) for k in p["pool_sweep"]):
+        raise BadInput(f"{where}.pool_sweep: give a list of whole numbers of connections, e.g. [2, 4, 6]")
+    if p["pool_sweep"] and p["sweep_primaries"] not in p["primaries"]:
+        raise BadInput(f"{where}.sweep_primaries: {p['sweep_primaries']} is not one of primaries "
+                       f"{p['primaries']}; name a size that runs")
 
 
 # ---- shared -------------------------------------------------------------------------------
@@ -127,6 +136,8 @@ def seconds_of(log: RunLog, cold_slots: set, before: int, after: int, pool_size:
         "timeouts": count(st.timeouts),
         "failed": count(st.failed),
         "occupancy_pct": counting.occupancy_per_second(st.busy, tf, before, after, pool_size),
+        "offered_pct": counting.offered_pct([q + r for q, r in zip(count(st.queries), count(st.refused))],
+                                            counting.mean_service_s(st.busy), pool_size),
     }
 
 
@@ -178,7 +189,129 @@ def _spread(col: list, before: int) -> float | None:
     return max(vals) - min(vals) if vals else None
 
 
+# ---- the instrument: the empty cluster's first second ----------------------------------------
+def first_warm_second(log: RunLog, pool_size: int) -> dict[str, float | None]:
+    """The first second of a run's warm-up, when the cluster is empty and every request misses
+    until its SET: a condition where a pool smaller than the offered misses is known to be full,
+    to refuse reads and to make the retry policy try again. The pool and retry checks use it as
+    their instrument: a meter that shows no full pool, no refusal or no retry here is blind."""
+    t0 = log.t_start
+    misses = [r for r in log.requests if not r[2] and t0 <= r[0] < t0 + 1]
+    attempts = sum(r[4] for r in misses)
+    return {
+        "misses": len(misses),
+        "attempts_per_miss": attempts / len(misses) if misses else None,
+        "refused": sum(1 for t, _ in log.store.refused if t0 <= t < t0 + 1),
+        "occupancy_pct": counting.occupancy_per_second(log.store.busy, t0, 0, 1, pool_size)[0],
+        "offered_pct": counting.offered_pct([sum(1 for t, _ in log.store.queries if t0 <= t < t0 + 1) +
+                                             sum(1 for t, _ in log.store.refused if t0 <= t < t0 + 1)],
+                                            counting.mean_service_s(log.store.busy), pool_size)[0],
+    }
+
+
+def _warmup_metrics(first: dict, pre: str = "") -> dict[str, Metric]:
+    why = "the empty cluster's first second of the warm-up (every request a miss until its SET)"
+    return {
+        f"{pre}warmup.attempts_per_miss": Metric(first["attempts_per_miss"], "x",
+                                                 note=f"store attempts per cache miss in {why}"),
+        f"{pre}warmup.refused_first_s": Metric(first["refused"], "reads", note=f"reads the pool refused in {why}"),
+        f"{pre}warmup.occupancy_first_s_pct": Metric(first["occupancy_pct"], "%", note=f"pool occupancy in {why}"),
+        f"{pre}warmup.offered_first_s_pct": Metric(first["offered_pct"], "%",
+                                                   note=f"load offered to the pool (attempts x mean service time "
+                                                        f"over its connection-seconds) in {why}"),
+    }
+
+
 # ---- C8: one cold primary -------------------------------------------------------------------
+def _run_metrics(col: dict, before: int, pre: str) -> dict[str, Metric]:
+    """The metrics of one run (flush, control or no-retry) after the flush point."""
+    post = col["cold_store_queries"][before:]
+    misses = sum(col["cold_misses"][before:])
+    attempts = sum(col["cold_attempts"][before:])
+    return {
+        f"{pre}cold_node.store_qps.before": Metric(col["cold_store_queries"][before - 1], "queries/s",
+                                                   note="the last warm second"),
+        f"{pre}cold_node.store_qps.first_s": Metric(post[0], "queries/s"),
+        f"{pre}cold_node.store_qps.peak": Metric(max(post), "queries/s"),
+        f"{pre}cold_node.misses.before": Metric(col["cold_misses"][before - 1], "misses/s",
+                                                note="cache misses on the cold node's keys, the last warm second"),
+        f"{pre}cold_node.misses.first_s": Metric(col["cold_misses"][before], "misses/s",
+                                                 note="cache misses on the cold node's keys, the first second after"),
+        f"{pre}cold_node.attempts_per_miss": Metric(
+            attempts / misses if misses else None, "x",
+            note="store attempts (queries and refusals, retries included) per cache miss on the cold node's "
+                 "keys after the flush"),
+        f"{pre}cold_node.store_attempts": Metric(
+            attempts, "attempts", note="store attempts (queries and refusals, retries included) of the cache "
+                                       "misses on the cold node's keys after the flush"),
+        f"{pre}store.timeouts": Metric(sum(col["timeouts"][before:]) + sum(col["refused"][before:]), "reads",
+                                       note="statement timeouts and pool refusals after the flush"),
+        f"{pre}store.failed_reads": Metric(sum(col["failed"][before:]), "reads",
+                                           note="reads that failed every attempt (request not served)"),
+        f"{pre}pool.peak_occupancy_pct": Metric(max(col["occupancy_pct"][before:]), "%"),
+    }
+
+
+def _attempts_growth(cols: dict, before: int) -> dict[str, Metric]:
+    """The store load the cold node's misses offer (attempts: queries and refusals, retries
+    included, counted at the request's second), flush minus control, and its growth."""
+    ctl = cols["control"]["cold_attempts"][before:]
+    out = {}
+    for pre, name in (("", "flush"), ("noretry.", "no-retry")):
+        excess = counting.minus(cols[name]["cold_attempts"][before:], ctl)
+        out[f"{pre}cold_node.excess_attempts_growth_per_s"] = Metric(
+            counting.growth_per_second(excess), "x/s",
+            note="of the store attempts the cold node's misses make (queries and refusals, retries included), "
+                 "flush minus control: (last second / first second) ^ (1 / (seconds - 1))")
+        out[f"{pre}cold_node.excess_attempts_first_s"] = Metric(excess[0], "attempts/s",
+                                                               note="flush minus control, first second")
+    return out
+
+
+def _excess_metrics(excess: list, excess_nr: list) -> dict[str, Metric]:
+    return {
+        "cold_node.excess_first_s": Metric(excess[0], "queries/s", note="flush minus control, first second"),
+        "cold_node.excess_growth_per_s": Metric(
+            counting.growth_per_second(excess), "x/s",
+            note="of flush minus control: (last second / first second) ^ (1 / (seconds - 1))"),
+        "cold_node.excess_queries": Metric(sum(excess), "queries", note="flush minus control, all seconds after"),
+        "noretry.cold_node.excess_growth_per_s": Metric(counting.growth_per_second(excess_nr), "x/s"),
+        "noretry.cold_node.excess_queries": Metric(sum(excess_nr), "queries"),
+    }
+
+
+UNITS = {"requests": "req/s", "hit_rate_pct": "%", "store_queries": "queries/s", "cold_misses": "misses/s",
+         "cold_attempts": "attempts/s", "cold_store_queries": "queries/s", "cold_refused": "reads/s",
+         "refused": "reads/s", "timeouts": "queries/s", "failed": "reads/s", "occupancy_pct": "%",
+         "offered_pct": "%"}
+
+
+def _flush_series(cols: dict, seconds: list, excess: list, excess_nr: list) -> dict[str, Series]:
+    runs_col, sec_col = [], []
+    data: dict[str, list] = {k: [] for k in cols["flush"]}
+    for name in cols:
+        for i, s in enumerate(seconds):
+            runs_col.append(name)
+            sec_col.append(s)
+            for k in data:
+                data[k].append(cols[name][k][i])
+    return {
+        "per_second": Series({"run": runs_col, "second": sec_col, **data}, UNITS,
+                             "second 0 starts at the flush (the control: at the same point of the schedule)"),
+        "excess": Series({"second": list(range(len(excess))), "flush_minus_control": excess,
+                          "noretry_minus_control": excess_nr},
+                         {"flush_minus_control": "queries/s", "noretry_minus_control": "queries/s"},
+                         "the cold node's store queries per second after the flush, minus the paired control's"),
+    }
+
+
+def cold_share_pct(log: RunLog, cold_slots: set) -> float | None:
+    """The share of a run's requests (%) whose key is on the cold node: what the node serves."""
+    if not log.requests:
+        return None
+    return 100.0 * sum(r[1] in cold_slots for r in log.requests) / len(log.requests)
+
+
 @register("cold-start-flush", params=FLUSH_PARAMS, needs="cluster", check=_check,
           description="one primary flushed after a steady warm-up, with paired no-flush and no-retry runs: "
                       "store reads per second, flush minus control")
@@ -208,150 +341,156 @@ def flush_one(ctx: CaseContext) -> CaseOutcome:
             logs[name] = one_run(tgt, pg.dsn, p, keys, slots, p["rate"], warm, flush, retries)
     if all(not lg.requests for lg in logs.values()):
         return CaseOutcome("failed", f"every request failed; first error: {_health(logs)[1]}")
-    cols = {name: seconds_of(lg, cold_slots, before, after, p["pool_size"]) for name, lg in logs.items()}
-    seconds = list(range(-before, after))
+    cols = {name: seconds_of(logs[name], cold_slots, before, after, p["pool_size"]) for name in runs}
     m, first_error = _health(logs)
     if first_error:
         ctx.log(f"first error: {first_error}")
     m.update(_warm_metrics(warm, steady, _spread(cols["flush"]["hit_rate_pct"], before)))
-    f, c, nr = cols["flush"], cols["control"], cols["no-retry"]
-    excess = counting.minus(f["cold_store_queries"][before:], c["cold_store_queries"][before:])
-    excess_nr = counting.minus(nr["cold_store_queries"][before:], c["cold_store_queries"][before:])
-    for pre, col in (("", f), ("control.", c), ("noretry.", nr)):
-        post = col["cold_store_queries"][before:]
-        misses = sum(col["cold_misses"][before:])
-        attempts = sum(col["cold_attempts"][before:])
-        m.update({
-            f"{pre}cold_node.store_qps.before": Metric(col["cold_store_queries"][before - 1], "queries/s",
-                                                       note="the last warm second"),
-            f"{pre}cold_node.store_qps.first_s": Metric(post[0], "queries/s"),
-            f"{pre}cold_node.store_qps.peak": Metric(max(post), "queries/s"),
-            f"{pre}cold_node.misses.before": Metric(col["cold_misses"][before - 1], "misses/s",
-                                                    note="cache misses on the cold node's keys, the last warm second"),
-            f"{pre}cold_node.misses.first_s": Metric(col["cold_misses"][before], "misses/s",
-                                                     note="cache misses on the cold node's keys, the first second after"),
-            f"{pre}cold_node.attempts_per_miss": Metric(
-                attempts / misses if misses else None, "x",
-                note="store attempts (queries and refusals, retries included) per cache miss on the cold node's "
-                     "keys after the flush"),
-            f"{pre}store.timeouts": Metric(sum(col["timeouts"][before:]) + sum(col["refused"][before:]), "reads",
-                                           note="statement timeouts and pool refusals after the flush"),
-            f"{pre}store.failed_reads": Metric(sum(col["failed"][before:]), "reads",
-                                               note="reads that failed every attempt (request not served)"),
-            f"{pre}pool.peak_occupancy_pct": Metric(max(col["occupancy_pct"][before:]), "%"),
-        })
-    m.update({
-        "cold_node.excess_first_s": Metric(excess[0], "queries/s", note="flush minus control, first second"),
-        "cold_node.excess_growth_per_s": Metric(
-            counting.growth_per_second(excess), "x/s",
-            note="of flush minus control: (last second / first second) ^ (1 / (seconds - 1))"),
-        "cold_node.excess_queries": Metric(sum(excess), "queries", note="flush minus control, all seconds after"),
-        "noretry.cold_node.excess_growth_per_s": Metric(counting.growth_per_second(excess_nr), "x/s"),
-        "noretry.cold_node.excess_queries": Metric(sum(excess_nr), "queries"),
-    })
-    runs_col, sec_col = [], []
-    data: dict[str, list] = {k: [] for k in f}
-    for name in runs:
-        for i, s in enumerate(seconds):
-            runs_col.append(name)
-            sec_col.append(s)
-            for k in data:
-                data[k].append(cols[name][k][i])
-    units = {"requests": "req/s", "hit_rate_pct": "%", "store_queries": "queries/s", "cold_misses": "misses/s",
-             "cold_attempts": "attempts/s",
-             "cold_store_queries": "queries/s", "cold_refused": "reads/s", "refused": "reads/s",
-             "timeouts": "queries/s", "failed": "reads/s", "occupancy_pct": "%"}
-    series = {
-        "per_second": Series({"run": runs_col, "second": sec_col, **data}, units,
-                             "second 0 starts at the flush (the control: at the same point of the schedule)"),
-        "excess": Series({"second": list(range(after)), "flush_minus_control": excess,
-                          "noretry_minus_control": excess_nr},
-                         {"flush_minus_control": "queries/s", "noretry_minus_control": "queries/s"},
-                         "the cold node's store queries per second after the flush, minus the paired control's"),
-    }
+    m.update(_warmup_metrics(first_warm_second(logs["flush"], p["pool_size"])))
+    for pre, name in (("", "flush"), ("control.", "control"), ("noretry.", "no-retry")):
+        m.update(_run_metrics(cols[name], before, pre))
+    control = cols["control"]["cold_store_queries"][before:]
+    excess = counting.minus(cols["flush"]["cold_store_queries"][before:], control)
+    excess_nr = counting.minus(cols["no-retry"]["cold_store_queries"][before:], control)
+    m.update(_excess_metrics(excess, excess_nr))
+    m.update(_attempts_growth(cols, before))
+    share = cold_share_pct(logs["flush"], cold_slots)
+    facts = {"cluster_primaries": len(primaries), "cold_node_share_pct": round(share) if share is not None else -1}
     details = {"order": order, "seed": seed, "cold_node": cold.address, "cold_slots": len(cold_slots),
-               "warm_seconds": warm, "steady": steady, "trace": {"digest": trace.digest(), **trace.meta}}
-    return CaseOutcome("ok", metrics=m, details=details, series=series)
+               "warm_seconds": warm, "steady": steady, "cold_node_share_pct": share,
+               "trace": {"digest": trace.digest(), **trace.meta}}
+    return CaseOutcome("ok", metrics=m, details=details, series=_flush_series(cols, list(range(-before, after)),
+                                                                              excess, excess_nr), facts=facts)
 
 
 # ---- C9: several cold primaries, clusters of several sizes ---------------------------------
-@register("cold-start-pool", params=POOL_PARAMS, needs="cluster", check=_check_pool,
-          description="several primaries flushed in clusters of several sizes on loopback, with a paired "
-                      "no-flush control: store pool occupancy and refused connections")
-def pool_sizes(ctx: CaseContext) -> CaseOutcome:
+def _size_metrics(cols: dict, before: int, pre: str) -> dict[str, Metric]:
+    return {
+        f"{pre}pool.peak_occupancy_pct": Metric(max(cols["occupancy_pct"][before:]), "%",
+                                                note="the highest per-second mean after the flush"),
+        f"{pre}pool.refused": Metric(sum(cols["refused"][before:]), "reads",
+                                     note="reads refused by the full pool after the flush"),
+        f"{pre}pool.peak_offered_pct": Metric(
+            max((v for v in cols["offered_pct"][before:] if v is not None), default=None), "%",
+            note="the highest per-second load offered to the pool after the flush: store attempts (queries and "
+                 "refusals) x the measured mean service time over the pool's connection-seconds; over 100% the "
+                 "pool is asked for more than it has"),
+        f"{pre}store_qps.peak": Metric(max(cols["store_queries"][before:]), "queries/s"),
+        f"{pre}store.failed_reads": Metric(sum(cols["failed"][before:]), "reads"),
+    }
+
+
+def _sizes(p: dict, repetition: int) -> list[int]:
+    sizes = list(p["primaries"])
+    if p["sizes_per_repetition"] == "one":
+        sizes = [sizes[(repetition - 1) % len(sizes)]]
+    return sizes
+
+
+class _Pooled:
+    """What the pool case gathers over its cluster sizes."""
+
+    def __init__(self):
+        self.metrics: dict[str, Metric] = {}
+        self.rows: dict[str, list] = {}
+        self.sweep: dict[str, list] = {}
+        self.logs: dict[str, RunLog] = {}
+
+    def add_seconds(self, n: int, k: int, name: str, cols: dict, before: int, after: int) -> None:
+        for i, s in enumerate(range(-before, after)):
+            for key, v in (("primaries", n), ("cold_primaries", k), ("run", name), ("second", s)):
+                self.rows.setdefault(key, []).append(v)
+            for key in ("requests", "store_queries", "refused", "timeouts", "failed", "occupancy_pct", "offered_pct"):
+                self.rows.setdefault(key, []).append(cols[key][i])
+
+    def add_sweep(self, n: int, pool: int, query_ms: float, cols: dict, before: int) -> None:
+        for key, v in (("primaries", n), ("pool_size", pool), ("capacity_reads_per_s", 1000.0 * pool / query_ms
+                                                                if query_ms else None),
+                       ("peak_occupancy_pct", max(cols["occupancy_pct"][before:])),
+                       ("refused", sum(cols["refused"][before:]))):
+            self.sweep.setdefault(key, []).append(v)
+
+
+def _measure_size(ctx: CaseContext, p: dict, pg, n: int, seed: int, acc: _Pooled) -> dict:
+    """Flush and control (and the pool sweep at `sweep_primaries`) at one cluster size."""
     import math
 
     from harness.cluster import LocalCluster
     from harness.paths import STATE_DIR
 
-    p = ctx.params
-    base = min(n.port for n in ctx.target.nodes) + p["port_offset"]
     before, after = p["steady_window_s"], p["cold_seconds"]
+    rate = p["rate_per_primary"] * n
+    trace, keys, _, warm, steady = plan(p, rate, seed)
+    load_table(pg.dsn, keys, p["value_bytes"])
+    slots = _slots(keys)
+    own = ctx.target
+    base = min(x.port for x in own.nodes) + p["port_offset"]
+    lc = None
+    if len(own.primaries) == n and len(own.nodes) == n * (1 + p["replicas"]):
+        where = f"the target ({own.entry.address})"  # the target has this shape: measure it, start nothing
+    else:
+        lc = LocalCluster("127.0.0.1", base, n, p["replicas"], STATE_DIR / f"cold-start-{base}")
+        where = f"127.0.0.1:{base}"
+    ctx.log(f"{n} primaries + {n * p['replicas']} replicas on {where}; {rate}/s; warm {warm} s")
+    tgt = lc.up(log=lambda msg: None) if lc else own
+    sweep = [k for k in p["pool_sweep"] if k != p["pool_size"]] if n == p["sweep_primaries"] else []
+    try:
+        cold = sorted(tgt.primaries, key=lambda x: (x.host, x.port))[:math.ceil(p["cold_fraction"] * n)]
+        cold_slots = _cold_slots(tgt, cold)
+        runs = {"flush": cold if p["flush"] else [], "control": []}
+        order = run_order(list(runs), ctx.repetition + n)
+        logs = {name: one_run(tgt, pg.dsn, p, keys, slots, rate, warm, runs[name], p["retries"]) for name in order}
+        swept = {k: one_run(tgt, pg.dsn, dict(p, pool_size=k), keys, slots, rate, warm, runs["flush"], p["retries"])
+                 for k in sweep}
+    finally:
+        if lc:
+            lc.down()
+    for name, lg in logs.items():
+        acc.logs[f"{n}/{name}"] = lg
+        cols = seconds_of(lg, cold_slots, before, after, p["pool_size"])
+        pre = f"p{n}." if name == "flush" else f"control.p{n}."
+        acc.metrics.update(_size_metrics(cols, before, pre))
+        if name == "flush":
+            acc.metrics.update(_warm_metrics(warm, steady, _spread(cols["hit_rate_pct"], before), pre=pre))
+            acc.metrics.update(_warmup_metrics(first_warm_second(lg, p["pool_size"]), pre=pre))
+            if n == p["sweep_primaries"] and p["pool_sweep"]:
+                acc.add_sweep(n, p["pool_size"], p["query_ms"], cols, before)
+        acc.add_seconds(n, len(cold), name, cols, before, after)
+    for k, lg in swept.items():
+        acc.logs[f"{n}/pool{k}"] = lg
+        cols = seconds_of(lg, cold_slots, before, after, k)
+        acc.metrics.update({f"p{n}.pool{k}.{name.removeprefix('pool.')}": v
+                            for name, v in _size_metrics(cols, before, "").items() if name.startswith("pool.")})
+        acc.add_sweep(n, k, p["query_ms"], cols, before)
+    return {"order": order, "cold_primaries": len(cold), "warm_seconds": warm, "steady": steady, "where": where,
+            "pool_sweep": sorted(swept)}
+
+
+@register("cold-start-pool", params=POOL_PARAMS, needs="cluster", check=_check_pool,
+          description="several primaries flushed in clusters of several sizes on loopback, with a paired "
+                      "no-flush control: store pool occupancy and refused connections")
+def pool_sizes(ctx: CaseContext) -> CaseOutcome:
+    p = ctx.params
     seed = p["seed"] + ctx.repetition - 1
-    m: dict[str, Metric] = {}
-    rows: dict[str, list] = {}
-    logs_all: dict[str, RunLog] = {}
+    sizes = _sizes(p, ctx.repetition)
+    acc = _Pooled()
     details: dict = {"seed": seed, "sizes": {}}
-    with PostgresServer(p["pg_port"], max_connections=p["pool_size"] + 10) as pg:
-        loaded = None
-        sizes = list(p["primaries"])
-        if p["sizes_per_repetition"] == "one":
-            sizes = [sizes[(ctx.repetition - 1) % len(sizes)]]
+    pools = [p["pool_size"], *p["pool_sweep"]]
+    with PostgresServer(p["pg_port"], max_connections=max(pools) + 10) as pg:
         for n in sizes:
-            rate = p["rate_per_primary"] * n
-            trace, keys, _, warm, steady = plan(p, rate, seed)
-            if loaded != trace.digest():
-                load_table(pg.dsn, keys, p["value_bytes"])
-                loaded = trace.digest()
-            slots = _slots(keys)
-            own = ctx.target
-            if len(own.primaries) == n and len(own.nodes) == n * (1 + p["replicas"]):
-                lc, tgt = None, own  # the target has this shape: measure it, start nothing
-                where = f"the target ({own.entry.address})"
-            else:
-                lc = LocalCluster("127.0.0.1", base, n, p["replicas"], STATE_DIR / f"cold-start-{base}")
-                where = f"127.0.0.1:{base}"
-            ctx.log(f"{n} primaries + {n * p['replicas']} replicas on {where}; {rate}/s; warm {warm} s")
-            tgt = lc.up(log=lambda msg: None) if lc else tgt
-            try:
-                primaries = sorted(tgt.primaries, key=lambda x: (x.host, x.port))
-                k = math.ceil(p["cold_fraction"] * n)
-                cold = primaries[:k]
-                cold_slots = _cold_slots(tgt, cold)
-                runs = {"flush": cold if p["flush"] else [], "control": []}
-                order = run_order(list(runs), ctx.repetition + n)
-                logs = {name: one_run(tgt, pg.dsn, p, keys, slots, rate, warm, runs[name], p["retries"])
-                        for name in order}
-            finally:
-                if lc:
-                    lc.down()
-            details["sizes"][str(n)] = {"order": order, "cold_primaries": k, "warm_seconds": warm, "steady": steady,
-                                        "where": where}
-            for name, lg in logs.items():
-                logs_all[f"{n}/{name}"] = lg
-                cols = seconds_of(lg, cold_slots, before, after, p["pool_size"])
-                pre = f"p{n}." if name == "flush" else f"control.p{n}."
-                m.update({
-                    f"{pre}pool.peak_occupancy_pct": Metric(max(cols["occupancy_pct"][before:]), "%",
-                                                            note="the highest per-second mean after the flush"),
-                    f"{pre}pool.refused": Metric(sum(cols["refused"][before:]), "reads",
-                                                 note="reads refused by the full pool after the flush"),
-                    f"{pre}store_qps.peak": Metric(max(cols["store_queries"][before:]), "queries/s"),
-                    f"{pre}store.failed_reads": Metric(sum(cols["failed"][before:]), "reads"),
-                })
-                if name == "flush":
-                    m.update(_warm_metrics(warm, steady, _spread(cols["hit_rate_pct"], before), pre=f"p{n}."))
-                for i, s in enumerate(range(-before, after)):
-                    for key, v in (("primaries", n), ("cold_primaries", k), ("run", name), ("second", s)):
-                        rows.setdefault(key, []).append(v)
-                    for key in ("requests", "store_queries", "refused", "timeouts", "failed", "occupancy_pct"):
-                        rows.setdefault(key, []).append(cols[key][i])
-    health, first_error = _health(logs_all)
+            details["sizes"][str(n)] = _measure_size(ctx, p, pg, n, seed, acc)
+    health, first_error = _health(acc.logs)
     if first_error:
         ctx.log(f"first error: {first_error}")
-    m.update(health)
+    acc.metrics.update(health)
     units = {"requests": "req/s", "store_queries": "queries/s", "refused": "reads/s", "timeouts": "queries/s",
-             "failed": "reads/s", "occupancy_pct": "%"}
-    series = {"per_second": Series(rows, units, "second 0 starts at the flush; pool occupancy is the mean over "
-                                                "the second")}
-    return CaseOutcome("ok", metrics=m, details=details, series=series)
+             "failed": "reads/s", "occupancy_pct": "%", "offered_pct": "%"}
+    series = {"per_second": Series(acc.rows, units, "second 0 starts at the flush; pool occupancy is the mean over "
+                                                    "the second")}
+    if acc.sweep:
+        series["pool_sweep"] = Series(acc.sweep, {"capacity_reads_per_s": "reads/s", "peak_occupancy_pct": "%",
+                                                  "refused": "reads"},
+                                      "the flush at one cluster size with pools of several sizes: the level of "
+                                      "occupancy is the pool's, the source gives no pool size")
+    facts = {"cluster_primaries": ", ".join(str(n) for n in sizes)}
+    return CaseOutcome("ok", metrics=acc.metrics, details=details, series=series, facts=facts)

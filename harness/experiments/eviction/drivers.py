@@ -51,6 +51,17 @@ TRACE_PARAMS = {
 }
 
 
+TRACE_CASE_PARAMS = {
+    "head_sweep": Param(list, [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2],
+                        "head sizes (fractions of the distinct tokens) whose share is reported besides head_fraction's",
+                        min=1e-6, max=0.999999),
+    "zipf_control_alpha": Param(float, 1.0, "the instrument: exponent of the Zipf trace whose head share is known",
+                                min=0.1, max=3),
+    "skew": Param(bool, True, "false: the measured trace is replaced by uniform draws over its tokens (the "
+                              "mechanism removed; for tests)"),
+}
+
+
 def _check_trace(where: str, p: dict) -> None:
     refuse_names_not_in_redis(where, p)
 
@@ -92,17 +103,73 @@ def percent(x: float, note: str = "") -> Metric:
 # ---- eviction-trace ------------------------------------------------------------------
 
 def uniform_control(trace: traces.Trace, seed: int) -> np.ndarray:
-    """The control trace of C19: as many requests, drawn uniformly over the same distinct
+    """The mechanism-off trace of C19: as many requests, drawn uniformly over the same distinct
     tokens (no long tail), so the same head definition must give a share near its size."""
     uniq = np.unique(trace.ids)
     return np.random.default_rng(seed).choice(uniq, size=len(trace))
 
 
-@register("eviction-trace", params=dict(TRACE_PARAMS), check=_check_trace,
+def zipf_instrument(n_requests: int, n_keys: int, alpha: float, head_fraction: float, seed: int) -> tuple:
+    """The instrument of C19: (measured, expected) head share (%) of a Zipf(alpha) trace over as
+    many keys and requests as the measured trace. The expected share is computed from the law
+    (the ceil(head_fraction x keys) most probable keys' total probability); the measured one
+    goes through the same head definition as the real trace, so a broken head or share shows."""
+    z = traces.zipf_trace(n_requests, n_keys, alpha, seed)
+    probs = traces.zipf_probabilities(n_keys, alpha)
+    k = max(1, int(np.ceil(head_fraction * n_keys)))
+    measured = 100.0 * traces.head_share(z.ids, traces.head_ids(z.ids, head_fraction))
+    return measured, 100.0 * float(probs[:k].sum())
+
+
+def _write_token_counts(ctx: CaseContext, trace: traces.Trace, st: dict, name) -> None:
+    uniq, cnt = np.unique(trace.ids, return_counts=True)
+    order = np.lexsort((uniq, -cnt))
+    write_csv(ctx.raw_path("token_counts.csv"), ["rank", "token_id", "token", "count", "in_head"],
+              ([r, int(uniq[i]), name(uniq[i]), int(cnt[i]), int(r <= st["head_size"])]
+               for r, i in enumerate(order, 1)))
+    ctx.raw_path("trace_stats.json").write_text(json.dumps({**st, "meta": trace.meta}, indent=1))
+
+
+def _head_metrics(p: dict, trace: traces.Trace, pre: str) -> tuple[dict, Series]:
+    """The head share at the judged head size, the head-size sweep, the instrument and the
+    mechanism-off control."""
+    uniform = uniform_control(trace, trace.seed)
+    measured, expected = zipf_instrument(len(trace), trace.n_distinct, p["zipf_control_alpha"], p["head_fraction"],
+                                         trace.seed)
+    alpha = p["zipf_control_alpha"]
+    m = {
+        f"{pre}.uniform_head_share_pct": Metric(
+            100.0 * traces.head_share(uniform, traces.head_ids(uniform, p["head_fraction"])), "%", None,
+            "mechanism off: the same head definition on a uniform trace over the same tokens (no long tail)"),
+        f"{pre}.zipf_control.head_share_pct": Metric(
+            measured, "%", None, f"the instrument: the same head definition on a Zipf({alpha:g}) trace over as many "
+                                 "keys and requests (measured)"),
+        f"{pre}.zipf_control.expected_head_share_pct": Metric(
+            expected, "%", None, f"computed, not measured: the Zipf({alpha:g}) law's share of its most probable "
+                                 f"{100 * p['head_fraction']:g}% of keys"),
+    }
+    cols: dict[str, list] = {"head_fraction": [], "head_size": [], "share_pct": [], "uniform_share_pct": []}
+    for f in sorted(set(p["head_sweep"]) | {p["head_fraction"]}):
+        h = traces.head_ids(trace.ids, f)
+        share = 100.0 * traces.head_share(trace.ids, h)
+        m[f"{pre}.head{100 * f:g}_share_pct"] = Metric(share, "%", None, f"share of requests to the top "
+                                                                          f"{100 * f:g}% of distinct tokens")
+        for col, v in (("head_fraction", f), ("head_size", len(h)), ("share_pct", share),
+                       ("uniform_share_pct", 100.0 * traces.head_share(uniform, traces.head_ids(uniform, f)))):
+            cols[col].append(v)
+    sweep = Series(cols, {"share_pct": "%", "uniform_share_pct": "%"},
+                   "the source does not say which tokens are high-frequency: the head size is swept")
+    return m, sweep
+
+
+@register("eviction-trace", params=dict(TRACE_PARAMS, **TRACE_CASE_PARAMS), check=_check_trace,
           description="token trace statistics: fitted Zipf exponent, head size and head share (C19)")
 def run_trace(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
     trace = build_trace(p, ctx.repetition)
+    if not p["skew"]:  # the mechanism removed: uniform draws over the same tokens stand for the trace
+        trace = traces.Trace(trace.name, uniform_control(trace, trace.seed + 7919), trace.seed,
+                             {**trace.meta, "skew": "removed: uniform draws over the same tokens"})
     ctx.log(f"{trace.name} trace: {len(trace)} requests, seed {trace.seed}")
     st = traces.trace_stats(trace, p["head_fraction"])
     counts = traces.rank_counts(trace.ids)
@@ -110,18 +177,14 @@ def run_trace(ctx: CaseContext) -> CaseOutcome:
     order = np.lexsort((uniq, -cnt))
     tok = _real_docs(str(_text_path(p)), p["tokenizer"])[1] if p["trace"] == "real" else None
 
-    def name(i) -> str:
-        return tok.id_to_token(int(uniq[i])) if tok else str(int(uniq[i]))
+    def name(token_id) -> str:
+        return tok.id_to_token(int(token_id)) if tok else str(int(token_id))
 
-    write_csv(ctx.raw_path("token_counts.csv"), ["rank", "token_id", "token", "count", "in_head"],
-              ([r, int(uniq[i]), name(i) if tok else "", int(cnt[i]), int(r <= st["head_size"])]
-               for r, i in enumerate(order, 1)))
-    ctx.raw_path("trace_stats.json").write_text(json.dumps({**st, "meta": trace.meta}, indent=1))
+    _write_token_counts(ctx, trace, st, lambda t: name(t) if tok else "")
     s = st["zipf_mle"]
     ranks = np.unique(np.round(np.logspace(0, np.log10(len(counts)), 40)).astype(int))
     fitted = counts.sum() * ranks.astype(float) ** -s / (np.arange(1, len(counts) + 1) ** -s).sum()
     pre = "real" if p["trace"] == "real" else "zipf"
-    uniform = uniform_control(trace, trace.seed)
     metrics = {
         f"{pre}.zipf_exponent": Metric(s, "", None, "maximum-likelihood Zipf exponent of the rank-frequency list"),
         f"{pre}.zipf_exponent_lsq": Metric(st["zipf_lsq"], "", None, "least-squares log-log slope (for comparison)"),
@@ -129,24 +192,21 @@ def run_trace(ctx: CaseContext) -> CaseOutcome:
         f"{pre}.head_size": Metric(st["head_size"], "tokens"),
         f"{pre}.head_share_pct": Metric(100.0 * st["head_share"], "%", None,
                                         f"share of requests to the top {100 * p['head_fraction']:g}% of distinct tokens (C19)"),
-        f"{pre}.uniform_head_share_pct": Metric(
-            100.0 * traces.head_share(uniform, traces.head_ids(uniform, p["head_fraction"])), "%", None,
-            "the control: the same head definition on a uniform trace over the same tokens"),
     }
+    head, sweep = _head_metrics(p, trace, pre)
+    metrics.update(head)
     passes = corpus_passes(trace)
     if passes is not None:
         metrics[f"{pre}.corpus_passes"] = Metric(passes, "passes", None, "trace requests / tokens in the corpus")
-    for frac in (0.05, 0.10, 0.20):
-        h = traces.head_ids(trace.ids, frac)
-        metrics[f"{pre}.head{int(frac * 100)}_share_pct"] = Metric(100.0 * traces.head_share(trace.ids, h), "%")
     top = order[:20]
     series = {
-        "top_tokens": Series({"rank": list(range(1, len(top) + 1)), "token": [name(i) for i in top],
+        "top_tokens": Series({"rank": list(range(1, len(top) + 1)), "token": [name(uniq[i]) for i in top],
                               "count": [int(cnt[i]) for i in top],
                               "share_pct": [100.0 * cnt[i] / len(trace) for i in top]}, {"share_pct": "%"},
                              HEAD_DEFINITION),
         "rank_frequency": Series({"rank": [int(r) for r in ranks], "requests": [int(counts[r - 1]) for r in ranks],
                                   "zipf_fit": [float(v) for v in fitted]}),
+        "head_sweep": sweep,
     }
     return CaseOutcome("ok", metrics=metrics, series=series, details={
         "trace": {**st, "meta": trace.meta, "seed": trace.seed}})
@@ -166,6 +226,12 @@ SIM_PARAMS = {
                                 "ordering lru < lfu < hybrid is checked", min=1e-6, max=1),
     "hybrid_k": Param(int, 2, "K of the hybrid's LRU-K part", min=1),
     "rps_requests": Param(int, 1000000, "requests of the trace timed for requests/s per policy (0 = skip)", min=0),
+    "calibrate_lru_hit_pct": Param((float, type(None)), None,
+                                   "also simulate every policy at the cache size where exact LRU first reaches this "
+                                   "hit rate on the trace (the suite's copy of the source's LRU figure: the source "
+                                   "gives no cache size); null: no such size", min=0.001, max=99.999),
+    "as_random": Param(list, [], "policies simulated as seeded random eviction under their own names (the mechanism "
+                                 "removed; for tests)", ALL_POLICIES),
 }
 
 
@@ -191,6 +257,125 @@ def ordering_holds(rates: dict[str, float], names: tuple[str, ...]) -> bool:
     return all(a < b for a, b in zip(vals, vals[1:]))
 
 
+def _sweep(ctx: CaseContext, p: dict, ids, nxt, tail, caps: list[int], policies: list[str]) -> dict:
+    """policy -> capacity -> (hit rate, long-tail retention) of every policy and the random control.
+    A policy named in `as_random` is simulated as random eviction (the mechanism removed)."""
+    from . import simulate
+
+    res: dict[str, dict[int, tuple]] = {x: {} for x in policies + [CONTROL_POLICY]}
+    for cap in dict.fromkeys(caps):
+        for pol in res:
+            run_as = CONTROL_POLICY if pol in p["as_random"] else pol
+            hits, _ = simulate.timed_hits(run_as, ids, nxt, cap, p["hybrid_k"])
+            res[pol][cap] = traces.hit_rates(hits, tail)
+        ctx.log(f"size {cap}: " + ", ".join(f"{x} {res[x][cap][0]:.1f}" for x in res))
+    return res
+
+
+def _curves(res: dict, fractions: list, cap_of: dict) -> dict[str, list]:
+    cols: dict[str, list] = {"policy": [], "size_fraction": [], "capacity": [], "hit_rate_pct": [],
+                             "long_tail_pct": [], "gap_to_opt_pp": []}
+    for x in res:
+        for f in fractions:
+            c = cap_of[f]
+            for col, v in zip(cols, (x, f, c, res[x][c][0], res[x][c][1], res["opt"][c][0] - res[x][c][0])):
+                cols[col].append(v)
+    return cols
+
+
+def _ordering(res: dict, fractions: list, cap_of: dict) -> dict[str, list]:
+    control_order = ORDER[:-1] + (CONTROL_POLICY,)
+    cols: dict[str, list] = {"size_fraction": [], "capacity": [], **{x: [] for x in ORDER},
+                             CONTROL_POLICY: [], "holds": [], "holds_with_random": []}
+    for f in fractions:
+        rates = {x: res[x][cap_of[f]][0] for x in res}
+        for col, v in (("size_fraction", f), ("capacity", cap_of[f]), *((x, rates[x]) for x in ORDER),
+                       (CONTROL_POLICY, rates[CONTROL_POLICY]), ("holds", int(ordering_holds(rates, ORDER))),
+                       ("holds_with_random", int(ordering_holds(rates, control_order)))):
+            cols[col].append(v)
+    return cols
+
+
+def _rps(ctx: CaseContext, p: dict, policies: list[str]) -> dict[str, float]:
+    from . import simulate
+
+    if not p["rps_requests"]:
+        return {}
+    big = build_trace(p, ctx.repetition, p["rps_requests"])
+    bnxt = traces.next_access(big.ids)
+    bcap = simulate.capacities(big.n_distinct, [p["table_fraction"]])[0]
+    path = simulate.write_oracle_general(ctx.raw_path("rps_trace.oracleGeneral.bin"), big.ids, bnxt)
+    rps = {}
+    for pol in policies:
+        if pol in LIB_POLICIES:
+            _, r = simulate.lib_process_trace(pol, path, bcap)
+        else:
+            _, dt = simulate.timed_hits(pol, big.ids, bnxt, bcap, p["hybrid_k"])
+            r = len(big.ids) / dt
+        rps[pol] = r
+    path.unlink()  # 24 bytes per request; regenerated from the seed when needed
+    ctx.log("requests/s: " + ", ".join(f"{k} {v:,.0f}" for k, v in rps.items()))
+    return rps
+
+
+def calibrated_capacity(ids, hit_pct: float | None, start: int = 0) -> int | None:
+    """The cache size (objects) at which exact LRU reaches `hit_pct` on these requests (from
+    `start` on): the source gives no cache size, so its own LRU figure fixes the size at which
+    its other figures are judged. None when not asked or not reachable."""
+    from . import simulate
+
+    if hit_pct is None:
+        return None
+    return simulate.lru_capacity_for(simulate.lru_stack_distances(ids), hit_pct, start)
+
+
+def _calibrated_metrics(ctx: CaseContext, p: dict, ids, nxt, tail, policies: list[str], pre: str) -> dict:
+    cap = calibrated_capacity(ids, p["calibrate_lru_hit_pct"])
+    if cap is None:
+        return {}
+    res = _sweep(ctx, p, ids, nxt, tail, [cap], policies)
+    why = (f"at the cache size where exact LRU first hits {p['calibrate_lru_hit_pct']:g}% of this trace (the "
+           f"suite's copy of the source's LRU figure; the source gives no cache size): {cap} tokens")
+    m = {f"{pre}.calibrated.capacity_objects": Metric(cap, "tokens", None, why),
+         f"{pre}.calibrated.size_fraction_pct": Metric(100.0 * cap / len(np.unique(ids)), "% of distinct", None,
+                                                       why)}
+    for x in res:
+        hr, lt = res[x][cap]
+        note = ("the control: seeded random eviction, same trace and size; " if x == CONTROL_POLICY else "") + why
+        m[f"{pre}.calibrated.{x}.hit_rate_pct"] = percent(hr, note)
+        m[f"{pre}.calibrated.{x}.long_tail_pct"] = percent(lt, note)
+    return m
+
+
+def _table_metrics(p: dict, res: dict, table_cap: int, rps: dict, pre: str) -> dict[str, Metric]:
+    m: dict[str, Metric] = {}
+    for x in res:
+        hr, lt = res[x][table_cap]
+        note = "the control: seeded random eviction, same trace and size" if x == CONTROL_POLICY else ""
+        m[f"{pre}.{x}.hit_rate_pct"] = percent(hr, note)
+        m[f"{pre}.{x}.long_tail_pct"] = percent(lt, note)
+        m[f"{pre}.{x}.gap_to_opt_pp"] = Metric(res["opt"][table_cap][0] - hr, "pp", "lower")
+        if x in rps:
+            impl = "libCacheSim C loop (process_trace)" if x in LIB_POLICIES else "pure Python (this package)"
+            m[f"{pre}.{x}.rps"] = Metric(rps[x], "req/s", "higher", f"{p['rps_requests']} requests, {impl}")
+    return m
+
+
+def _ordering_metrics(p: dict, ord_cols: dict, pre: str) -> dict[str, Metric]:
+    n_ord = len(ord_cols["holds"])
+    held = [f for f, h in zip(ord_cols["size_fraction"], ord_cols["holds"]) if h]
+    sizes = ", ".join(f"{100 * f:g}%" for f in p["ordering_fractions"])
+    where = ", ".join(f"{100 * f:g}%" for f in held) or "none"
+    return {
+        f"{pre}.ordering_sizes_pct": Metric(100.0 * sum(ord_cols["holds"]) / n_ord, "% of sizes", "higher",
+                                            f"sizes ({sizes} of distinct tokens) where hit rates order "
+                                            f"lru < lfu < hybrid; held at: {where}"),
+        f"{pre}.ordering_random_sizes_pct": Metric(
+            100.0 * sum(ord_cols["holds_with_random"]) / n_ord, "% of sizes", None,
+            "the control: the same sizes with the hybrid replaced by random eviction (lru < lfu < random)"),
+    }
+
+
 @register("eviction-simulate", params=SIM_PARAMS, check=_check_sim,
           description="libCacheSim policies, the hybrid and Belady's OPT across cache sizes on a token trace")
 def run_simulate(ctx: CaseContext) -> CaseOutcome:
@@ -208,63 +393,16 @@ def run_simulate(ctx: CaseContext) -> CaseOutcome:
     policies = [x for x in ALL_POLICIES if x in p["policies"] or x == "opt"]
     ctx.log(f"{trace.name}: {len(ids)} requests, {nd} distinct, head {len(head)} tokens; "
             f"sizes {sorted(set(cap_of.values()))}")
-    res: dict[str, dict[int, tuple]] = {x: {} for x in policies + [CONTROL_POLICY]}
-    for cap in dict.fromkeys(cap_of.values()):
-        for pol in res:
-            hits, _ = simulate.timed_hits(pol, ids, nxt, cap, p["hybrid_k"])
-            res[pol][cap] = traces.hit_rates(hits, tail)
-        ctx.log(f"size {cap}: " + ", ".join(f"{x} {res[x][cap][0]:.1f}" for x in res))
+    res = _sweep(ctx, p, ids, nxt, tail, list(cap_of.values()), policies)
     violations = [(x, c) for x in policies for c in res[x] if res[x][c][0] > res["opt"][c][0] + 1e-9]
-    curve_cols: dict[str, list] = {"policy": [], "size_fraction": [], "capacity": [], "hit_rate_pct": [],
-                                   "long_tail_pct": [], "gap_to_opt_pp": []}
-    for x in res:
-        for f in fractions:
-            c = cap_of[f]
-            for col, v in zip(curve_cols, (x, f, c, res[x][c][0], res[x][c][1], res["opt"][c][0] - res[x][c][0])):
-                curve_cols[col].append(v)
+    curve_cols = _curves(res, fractions, cap_of)
     write_csv(ctx.raw_path("miss_ratio_curves.csv"), list(curve_cols), zip(*curve_cols.values()))
-    control_order = ORDER[:-1] + (CONTROL_POLICY,)
-    ord_cols: dict[str, list] = {"size_fraction": [], "capacity": [], **{x: [] for x in ORDER},
-                                 CONTROL_POLICY: [], "holds": [], "holds_with_random": []}
-    for f in p["ordering_fractions"]:
-        rates = {x: res[x][cap_of[f]][0] for x in res}
-        for col, v in (("size_fraction", f), ("capacity", cap_of[f]), *((x, rates[x]) for x in ORDER),
-                       (CONTROL_POLICY, rates[CONTROL_POLICY]), ("holds", int(ordering_holds(rates, ORDER))),
-                       ("holds_with_random", int(ordering_holds(rates, control_order)))):
-            ord_cols[col].append(v)
-    rps = {}
-    if p["rps_requests"]:
-        big = build_trace(p, ctx.repetition, p["rps_requests"])
-        bnxt = traces.next_access(big.ids)
-        bcap = simulate.capacities(big.n_distinct, [p["table_fraction"]])[0]
-        path = simulate.write_oracle_general(ctx.raw_path("rps_trace.oracleGeneral.bin"), big.ids, bnxt)
-        for pol in policies:
-            if pol in LIB_POLICIES:
-                _, r = simulate.lib_process_trace(pol, path, bcap)
-            else:
-                _, dt = simulate.timed_hits(pol, big.ids, bnxt, bcap, p["hybrid_k"])
-                r = len(big.ids) / dt
-            rps[pol] = r
-        path.unlink()  # 24 bytes per request; regenerated from the seed when needed
-        ctx.log("requests/s: " + ", ".join(f"{k} {v:,.0f}" for k, v in rps.items()))
+    ord_cols = _ordering(res, p["ordering_fractions"], cap_of)
+    rps = _rps(ctx, p, policies)
     pre = "sim" if p["trace"] == "real" else "zipf"
-    m: dict[str, Metric] = {}
-    for x in res:
-        hr, lt = res[x][table_cap]
-        note = "the control: seeded random eviction, same trace and size" if x == CONTROL_POLICY else ""
-        m[f"{pre}.{x}.hit_rate_pct"] = percent(hr, note)
-        m[f"{pre}.{x}.long_tail_pct"] = percent(lt, note)
-        m[f"{pre}.{x}.gap_to_opt_pp"] = Metric(res["opt"][table_cap][0] - hr, "pp", "lower")
-        if x in rps:
-            impl = "libCacheSim C loop (process_trace)" if x in LIB_POLICIES else "pure Python (this package)"
-            m[f"{pre}.{x}.rps"] = Metric(rps[x], "req/s", "higher", f"{p['rps_requests']} requests, {impl}")
-    n_ord = len(ord_cols["holds"])
-    m[f"{pre}.ordering_sizes_pct"] = Metric(100.0 * sum(ord_cols["holds"]) / n_ord, "% of sizes", "higher",
-                                            f"sizes ({', '.join(f'{100 * f:g}%' for f in p['ordering_fractions'])} "
-                                            f"of distinct tokens) where hit rates order lru < lfu < hybrid")
-    m[f"{pre}.ordering_random_sizes_pct"] = Metric(
-        100.0 * sum(ord_cols["holds_with_random"]) / n_ord, "% of sizes", None,
-        "the control: the same sizes with the hybrid replaced by random eviction (lru < lfu < random)")
+    m = _table_metrics(p, res, table_cap, rps, pre)
+    m.update(_ordering_metrics(p, ord_cols, pre))
+    m.update(_calibrated_metrics(ctx, p, ids, nxt, tail, policies, pre))
     m[f"{pre}.opt_violations"] = Metric(len(violations), "cases", "lower", "policy x size where a policy beat OPT")
     m[f"{pre}.capacity_objects"] = Metric(table_cap, "tokens")
     m[f"{pre}.head_share_pct"] = Metric(100.0 * (1 - tail.mean()), "%")
@@ -285,6 +423,7 @@ def run_simulate(ctx: CaseContext) -> CaseOutcome:
                   "digest": trace.digest(), "head_size": int(len(head)), "meta": trace.meta},
         "capacities": cap_of, "table_capacity": table_cap, "violations": violations,
         "hybrid_definition": HYBRID_DEFINITION, "head_definition": HEAD_DEFINITION, "hybrid_k": p["hybrid_k"],
+        "as_random": list(p["as_random"]),
     }
     if violations:
         return CaseOutcome("failed", f"{len(violations)} policy/size pairs beat the optimal bound, e.g. {violations[0]}",
@@ -364,7 +503,27 @@ REDIS_PARAMS = {
     "volatile_ttl_s": Param(int, 3600, "TTL given to every key under volatile-* policies (0 elsewhere)", min=0),
     "batch": Param(int, 200, "requests per pipeline", min=1),
     "lru-k-samples": Param((int, type(None)), None, "not a Redis setting; any value is refused (see the hybrid)"),
+    "calibrate_lru_hit_pct": Param((float, type(None)), None,
+                                   "maxmemory for the number of keys at which exact LRU first reaches this hit rate on "
+                                   "the measured requests (the suite's copy of the source's LRU figure; the source "
+                                   "gives no cache size); replaces capacity_fraction; null: use capacity_fraction",
+                                   min=0.001, max=99.999),
 }
+
+
+def capacity_fraction(ctx: CaseContext, trace: traces.Trace) -> tuple[float, dict[str, Metric]]:
+    """The replay's cache size as a fraction of the distinct keys: capacity_fraction, or the
+    size at which exact LRU reaches calibrate_lru_hit_pct after the warm-up."""
+    p = ctx.params
+    cap = calibrated_capacity(trace.ids, p["calibrate_lru_hit_pct"], p["warmup_requests"])
+    if cap is None:
+        if p["calibrate_lru_hit_pct"] is not None:
+            ctx.log(f"exact LRU never reaches {p['calibrate_lru_hit_pct']:g}%: capacity_fraction is used")
+        return p["capacity_fraction"], {}
+    ctx.log(f"calibrated: exact LRU hits {p['calibrate_lru_hit_pct']:g}% after the warm-up at {cap} keys")
+    note = (f"the number of keys at which exact LRU first hits {p['calibrate_lru_hit_pct']:g}% of the measured "
+            "requests (the source's LRU figure; the source gives no cache size)")
+    return cap / trace.n_distinct, {"calibrated.capacity_objects": Metric(cap, "keys", None, note)}
 
 
 def _check_redis(where: str, p: dict) -> None:
@@ -460,16 +619,19 @@ def run_redis(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
     trace = build_trace(p, ctx.repetition)
     keys = key_names(trace.ids)
+    fraction, cal = capacity_fraction(ctx, trace)
     results = []
     for spec in parse_runs("runs", p["runs"]):
         t0 = time.perf_counter()
         r = replay_standalone(spec, keys, p["warmup_requests"], ctx.raw_dir / f"server-{spec.label}",
-                              n_distinct=trace.n_distinct, capacity_fraction=p["capacity_fraction"],
+                              n_distinct=trace.n_distinct, capacity_fraction=fraction,
                               value_bytes=p["value_bytes"], ttl_s=p["volatile_ttl_s"], batch=p["batch"])
         results.append(r)
         ctx.log(f"{spec.label}: hit {100 * r.hits / len(r.results):.1f}%, keys held {r.dbsize_median:.0f}, "
                 f"evicted {r.info_after['evicted_keys']} ({time.perf_counter() - t0:.1f} s)")
-    return _redis_outcome(ctx, results, trace, "redis", REDIS_NOTE)
+    out = _redis_outcome(ctx, results, trace, "redis", REDIS_NOTE)
+    out.metrics.update({f"redis.{k}": v for k, v in cal.items()})
+    return out
 
 
 CLUSTER_PARAMS = {**REDIS_PARAMS, "runs": Param(list, ["allkeys-lru", "allkeys-lfu"], REDIS_PARAMS["runs"].help)}
@@ -484,13 +646,16 @@ def run_redis_cluster(ctx: CaseContext) -> CaseOutcome:
     if ctx.target.kind != "cluster" or not ctx.target.nodes:
         return CaseOutcome("skipped", "no Redis Cluster target")
     trace = build_trace(p, ctx.repetition)
+    fraction, cal = capacity_fraction(ctx, trace)
     results = []
     for spec in parse_runs("runs", p["runs"]):
-        r = replay_cluster(spec, ctx.target, trace.ids, p["warmup_requests"], capacity_fraction=p["capacity_fraction"],
+        r = replay_cluster(spec, ctx.target, trace.ids, p["warmup_requests"], capacity_fraction=fraction,
                            value_bytes=p["value_bytes"], ttl_s=p["volatile_ttl_s"], batch=p["batch"], log=ctx.log)
         results.append(r)
         ctx.log(f"{spec.label}: hit {100 * r.hits / len(r.results):.1f}%, keys held {r.dbsize_median:.0f} (all primaries)")
     note = (REDIS_NOTE + " Cluster: maxmemory is per node; each primary gets maxmemory for its share of the "
             "distinct keys; counters and keys held are summed over the primaries; the exact simulations use "
             "the summed keys held as one cache, which a sharded cache can only approach.")
-    return _redis_outcome(ctx, results, trace, "cluster", note)
+    out = _redis_outcome(ctx, results, trace, "cluster", note)
+    out.metrics.update({f"cluster.{k}": v for k, v in cal.items()})
+    return out

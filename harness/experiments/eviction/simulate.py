@@ -220,3 +220,48 @@ def timed_hits(name: str, ids: np.ndarray, nxt: np.ndarray, capacity: int, hybri
     t0 = time.perf_counter()
     hits = policy_hits(name, ids, nxt, capacity, hybrid_k)
     return hits, time.perf_counter() - t0
+
+
+def lru_stack_distances(ids: np.ndarray) -> np.ndarray:
+    """Mattson's LRU stack distance of every request: 1 + the number of distinct ids requested
+    since the previous request for the same id, or 0 for an id's first request. Exact LRU with
+    capacity c hits exactly the requests with 1 <= distance <= c, so one pass gives LRU's hits
+    at every size (a Fenwick tree marks each id's latest request time)."""
+    n = len(ids)
+    tree = [0] * (n + 1)
+    out = np.zeros(n, dtype=np.int64)
+    last: dict[int, int] = {}
+
+    def add(i: int, v: int) -> None:
+        i += 1
+        while i <= n:
+            tree[i] += v
+            i += i & -i
+
+    def prefix(i: int) -> int:  # marks at times [0, i)
+        s = 0
+        while i > 0:
+            s += tree[i]
+            i -= i & -i
+        return s
+
+    for t, o in enumerate(np.asarray(ids).tolist()):
+        j = last.get(o)
+        if j is not None:
+            out[t] = prefix(t) - prefix(j + 1) + 1
+            add(j, -1)
+        add(t, 1)
+        last[o] = t
+    return out
+
+
+def lru_capacity_for(dist: np.ndarray, hit_pct: float, start: int = 0) -> int | None:
+    """The smallest capacity at which exact LRU hits at least `hit_pct` % of the requests from
+    `start` on (from lru_stack_distances), at least MIN_CAPACITY; None when no capacity does
+    (the first requests of ids always miss)."""
+    d = np.asarray(dist)[start:]
+    need = int(np.ceil(hit_pct / 100.0 * len(d) - 1e-9))
+    pos = np.sort(d[d > 0])
+    if need > len(pos):
+        return None
+    return max(MIN_CAPACITY, int(pos[need - 1]) if need > 0 else 1)

@@ -39,7 +39,8 @@ def _flush_blocks(ctx) -> list:
             note=("Median (min-max) over repetitions. Growth per second of flush - control: "
                   f"{_fmt(growth)}; with the retry policy off: {_fmt(growth_nr)}. The source's column is its "
                   "claimed series (the ledger's C8 figures), a model rather than a measurement; the measured "
-                  "node holds a third of a 3-primary cluster's slots (see the claim's conditions)."),
+                  "node holds a third of a 3-primary cluster's slots, the source's a 15% share of 20 nodes (the "
+                  "ledger compares the case's measured facts cluster_primaries and cold_node_share_pct)."),
             case=FLUSH))
         chart = [{"name": "flush - control", "points": points(excess, "second", "flush_minus_control")},
                  {"name": "retry off: flush - control", "points": points(excess, "second", "noretry_minus_control")}]
@@ -129,6 +130,11 @@ def _pool_blocks(ctx) -> list:
         lines.append({"name": "source", "points": [[n, v] for n, v in claimed_occ.items()]})
     blocks.append(Chart("Peak store pool occupancy by cluster size", lines, "primaries", "pool occupancy (%)",
                         kind="scatter", case=POOL))
+    sweep = ctx.aggregate(POOL, "pool_sweep", key=["primaries", "pool_size"])
+    if sweep is not None:
+        blocks.append(series_table(sweep, "The flush with pools of several sizes (the source gives none)", POOL,
+                                   sweep.note + ". Peak occupancy and refused reads after the flush; the ledger "
+                                                "judges C9 at the profile's pool_size."))
     blocks.append(series_table(per, "Per second, each cluster size and run (second 0 starts at the flush point)",
                                POOL))
     return blocks

@@ -50,6 +50,13 @@ def _trace(ctx: ViewContext, case: str) -> list:
         if passes is not None:
             note += f"; the trace goes {passes.median:.2f} times through the corpus"
         blocks.append(series_table(top, "The 20 most frequent tokens", case, note))
+    sweep = ctx.aggregate(case, "head_sweep", key="head_fraction")
+    if sweep is not None:
+        blocks.append(series_table(sweep, "Head share by head size (the source does not say which tokens are "
+                                          "high-frequency)", case,
+                                   sweep.note + "; share_pct: requests to the top head_fraction of distinct tokens; "
+                                                "uniform_share_pct: the same on uniform draws over the same tokens "
+                                                "(mechanism off). C19 is judged at 1%."))
     rf = ctx.aggregate(case, "rank_frequency", key="rank")
     if rf is not None:
         blocks.append(Chart("Rank-frequency of the token trace", [
@@ -79,6 +86,26 @@ def _source_table(ctx: ViewContext, case: str, pre: str) -> Table | None:
                  "The source gives no cache size or key space; every size is in the tables below.", case)
 
 
+def _calibrated_table(ctx: ViewContext, case: str, pre: str) -> Table | None:
+    cap = ctx.metric(case, f"{pre}.calibrated.capacity_objects")
+    if cap is None:
+        return None
+    frac = ctx.metric(case, f"{pre}.calibrated.size_fraction_pct")
+    rows = []
+    for name, sim in SOURCE_ROWS + (("(control) random eviction", "random"),):
+        rows.append([name, sim, ctx.figure("C18", f"{sim}_hit_rate_pct") or "-",
+                     summary(ctx, case, f"{pre}.calibrated.{sim}.hit_rate_pct"),
+                     ctx.figure("C18", f"{sim}_long_tail_pct") or "-",
+                     summary(ctx, case, f"{pre}.calibrated.{sim}.long_tail_pct")])
+    size = f"{cap.median:g} tokens" + (f", {frac.median:.1f}% of distinct" if frac else "")
+    return Table(f"Source table at the size its LRU figure fixes ({size})",
+                 ["source's policy", "simulated as", "claimed hit %", "measured hit %", "claimed long-tail %",
+                  "measured long-tail %"], rows,
+                 "The source gives no cache size: this is the smallest cache at which exact LRU hits the source's "
+                 "LRU hit rate on this trace (so LRU's hit rate here is the source's by construction); the ledger "
+                 "judges the other figures here, as bands, each beside random eviction at the same size.", case)
+
+
 def _simulate(ctx: ViewContext, case: str) -> list:
     curves = ctx.aggregate(case, "curves", key=["policy", "size_fraction"])
     if curves is None:
@@ -87,6 +114,9 @@ def _simulate(ctx: ViewContext, case: str) -> list:
     blocks: list = []
     if pre == "sim":
         blocks.append(_source_table(ctx, case, pre))
+        calibrated = _calibrated_table(ctx, case, pre)
+        if calibrated is not None:
+            blocks.append(calibrated)
     ordering = ctx.aggregate(case, "ordering", key="size_fraction")
     if ordering is not None:
         held, ctl = ctx.metric(case, f"{pre}.ordering_sizes_pct"), ctx.metric(case, f"{pre}.ordering_random_sizes_pct")
@@ -94,6 +124,9 @@ def _simulate(ctx: ViewContext, case: str) -> list:
                 "control, the hybrid replaced by seeded random eviction on the same trace and size.")
         if held is not None and ctl is not None:
             note += f" Ordering held at {held.median:g}% of sizes; with random in place of the hybrid at {ctl.median:g}%."
+        fr, holds = ordering.column("size_fraction"), ordering.column("holds")
+        note += " Sizes where it held (median over repetitions): " + (
+            ", ".join(f"{100 * f:g}%" for f, h in zip(fr, holds) if h is not None and h >= 0.5) or "none") + "."
         blocks.append(series_table(ordering, "The source's ordering at several cache sizes (hit rate %)", case, note))
     blocks.append(pivot(curves, "hit_rate_pct", "Hit rate % by cache size", case))
     blocks.append(pivot(curves, "long_tail_pct", "Long-tail retention % by cache size", case))
@@ -127,9 +160,12 @@ def _redis(ctx: ViewContext, case: str) -> list:
         rows.append([name, claimed if claimed is not None else "-", measured])
     if "allkeys-random" in labels:
         rows.append(["(control) allkeys-random", "-", summary(ctx, case, f"{pre}.allkeys-random.hit_rate_pct")])
+    cap = ctx.metric(case, f"{pre}.calibrated.capacity_objects")
+    size = (f" maxmemory holds about {cap.median:g} keys, where exact LRU hits the source's LRU figure of the "
+            "measured requests." if cap is not None else "")
     return [Table("Source table vs real Redis", ["policy", "claimed hit %", "measured hit % (INFO)"], rows,
-                  "Claimed numbers: the ledger's C18 figures. allkeys-lru-lfu and lru-k-samples do not exist in Redis.",
-                  case),
+                  "Claimed numbers: the ledger's C18 figures. allkeys-lru-lfu and lru-k-samples do not exist in Redis."
+                  + size, case),
             series_table(runs, "Real Redis per configuration (measured after warm-up)", case)]
 
 
