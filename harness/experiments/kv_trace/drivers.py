@@ -1,0 +1,210 @@
+"""Harness drivers of the kv-trace suite.
+
+kv-trace-simulate    one KV-block trace: its summary, reuse at the maximum and at a GPU's KV
+                     capacity (C1), hit rate against capacity per policy (C18's ordering on KV
+                     blocks), the head share (C19 on KV blocks) and the source's three tiers
+                     (C5, C17), each with its controls
+kv-trace-crosscheck  every policy and the tiers against the scan-based references, request by
+                     request, on a sample of whole sessions of the trace
+
+Drivers measure; the view (harness/report/views/kv_trace.py) presents, and takes the
+Mooncake paper's figures from the ledger (C1's figures), shown only for that trace.
+"""
+
+from __future__ import annotations
+
+import json
+
+from harness.drivers import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, input_path, register
+from harness.errors import BadInput
+from harness.toolkit import write_csv
+
+from . import analyses, policies, shape
+from .trace import DEFAULT_TRACE, KVTrace, load_trace
+
+ORDER = ("lru", "lfu", "hybrid")  # the source's ordering (C18): lru < lfu < "lru-lfu" (the hybrid)
+CONTROL_ORDER = ("lru", "lfu", "random")
+DEFAULT_CAPACITIES = [10**4, 3 * 10**4, 10**5, 3 * 10**5, 10**6, 3 * 10**6, 10**7, 3 * 10**7, 5 * 10**7, 10**8,
+                      3 * 10**8, 10**9]
+DEFAULT_POLICIES = [p for p in policies.ALL_POLICIES if p != "lru-2"]
+
+TRACE_PARAMS = {
+    "trace": Param(str, DEFAULT_TRACE, "a Mooncake-format JSONL trace (timestamp, input_length, output_length, "
+                                       "hash_ids); relative to the repository or absolute", kind=INPUT_FILE),
+    "block_size": Param(int, 512, "tokens per KV block of the trace's hash_ids (512 for Mooncake's)", min=1),
+    "max_requests": Param(int, 0, "read only the first N requests (0 = the whole trace)", min=0),
+    "seed": Param(int, 0, "seed of random eviction and the controls' draws; repetition r uses seed + r - 1", min=0),
+}
+
+MAIN_PARAMS = {
+    **TRACE_PARAMS,
+    "policies": Param(list, DEFAULT_POLICIES, "policies of the capacity curve", policies.ALL_POLICIES),
+    "capacities_tokens": Param(list, DEFAULT_CAPACITIES, "cache capacities of the curve, in tokens", min=1),
+    "hybrid_k": Param(int, 2, "K of the hybrid's LRU-K part (the eviction suite's hybrid)", min=1),
+    "head_fraction": Param(float, 0.01, "the head of C19: this fraction of the distinct blocks, most used first",
+                           min=1e-6, max=0.999999),
+    "head_sweep": Param(list, [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1], "head fractions shown in the sweep",
+                        min=1e-6, max=0.999999),
+    "gpu_policy": Param(str, "leaf-lru", "policy of the GPU's prefix cache for C1 (vLLM / SGLang evict leaves first)",
+                        policies.ALL_POLICIES),
+    **shape.SHAPE_PARAMS,
+    "tier_gb": Param(list, [24, 128, 10000], "L1, L2, L3 capacities in GB (10^9 bytes) of KV", min=0),
+    "tier_ttl_s": Param(list, [30, 300, 3600], "L1, L2, L3 TTLs in seconds (idle time; null = none)"),
+    "tier_policies": Param(list, ["lru", "lru", "lru-3"], "L1, L2, L3 eviction: lru, leaf-lru or lru-K"),
+    "tier_media": Param(list, ["GPU memory", "CPU memory", "L3 store (Redis / LMDB)"], "what each tier is, for the report"),
+    "short_ttl_divisor": Param(float, 10.0, "the instrument of the TTL check: TTLs divided by this", min=1.0),
+    "small_divisor": Param(float, 100.0, "the instrument of the sizing check: capacities divided by this", min=1.0),
+}
+
+
+def _check_main(where: str, p: dict) -> None:
+    for name in ("tier_gb", "tier_ttl_s", "tier_policies", "tier_media"):
+        if len(p[name]) != 3:
+            raise BadInput(f"{where}.{name}: give three values, for L1, L2 and L3 (got {len(p[name])})")
+    for i, ttl in enumerate(p["tier_ttl_s"]):
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl <= 0):
+            raise BadInput(f"{where}.tier_ttl_s[{i}]: a TTL is a positive number of seconds or null, got {ttl!r}")
+    for i, pol in enumerate(p["tier_policies"]):
+        if not (pol in ("lru", "leaf-lru") or (isinstance(pol, str) and pol.startswith("lru-") and pol[4:].isdigit()
+                                               and int(pol[4:]) >= 1)):
+            raise BadInput(f"{where}.tier_policies[{i}]: {pol!r} is not lru, leaf-lru or lru-K (K >= 1)")
+    missing = [x for x in (*ORDER, "random", "opt") if x not in p["policies"]]
+    if missing:
+        raise BadInput(f"{where}.policies: must include {missing[0]!r} (the ordering, its control and the ceiling)")
+    if not p["capacities_tokens"]:
+        raise BadInput(f"{where}.capacities_tokens: give at least one capacity")
+
+
+def load(p: dict, ctx: CaseContext | None = None) -> KVTrace:
+    t = load_trace(input_path(p["trace"]), p["block_size"], shown=p["trace"], max_requests=p["max_requests"])
+    if ctx is not None:
+        ctx.log(f"{p['trace']}: {t.n_requests} requests, {t.n_blocks} blocks of {t.block_size} tokens"
+                + (f", {t.n_mismatched} with lengths that disagree" if t.n_mismatched else ""))
+    return t
+
+
+def facts_of(t: KVTrace, p: dict) -> dict:
+    return {"trace_file": p["trace"], "trace_sha256": t.sha256 or t.digest(),
+            "trace_is_mooncake_conversation": t.is_mooncake_conversation, "block_size": t.block_size}
+
+
+def _tier_specs(p: dict, m: shape.ModelShape, bs: int):
+    from .tiers import TierSpec
+
+    return [TierSpec(name, shape.blocks_of(m.tokens_in(gb * shape.GB), bs), ttl, pol)
+            for name, gb, ttl, pol in zip(("L1", "L2", "L3"), p["tier_gb"], p["tier_ttl_s"], p["tier_policies"])]
+
+
+@register("kv-trace-simulate", params=MAIN_PARAMS, check=_check_main,
+          description="a KV-block trace: reuse (C1), hit rate vs capacity per policy (C18), head share (C19), "
+                      "the source's tiers (C5, C17), with controls")
+def run_trace(ctx: CaseContext) -> CaseOutcome:
+    from .policies import Stream
+
+    p = ctx.params
+    t = load(p, ctx)
+    seed = p["seed"] + ctx.repetition - 1
+    m = shape.ModelShape.from_params(p)
+    st = Stream(t)
+    metrics = analyses.summary(t)
+    gpu_tokens = m.gpu_kv_tokens(p["gpu_memory_gib"], p["gpu_memory_utilization"])
+    metrics["reuse.gpu.capacity_tokens"] = Metric(gpu_tokens, "tokens", None, m.describe())
+    metrics["reuse.kv_bytes_per_token"] = Metric(m.kv_bytes_per_token, "B")
+    metrics.update(analyses.reuse(t, shape.blocks_of(gpu_tokens, t.block_size), p["gpu_policy"]))
+    ctx.log(f"reuse: maximum {metrics['reuse.max.token_hit_pct'].value:.1f}%, at the GPU's {gpu_tokens:,} tokens "
+            f"{metrics['reuse.gpu.token_hit_pct'].value:.1f}% ({p['gpu_policy']})")
+    rows, rps = analyses.curve(t, st, list(dict.fromkeys(p["capacities_tokens"])), list(p["policies"]), seed,
+                               p["hybrid_k"], ctx.log)
+    metrics.update(_curve_metrics(rows, rps, metrics["trace.blocks"].value))
+    head_m, head_s = analyses.head(t, p["head_fraction"], p["head_sweep"], seed)
+    metrics.update(head_m)
+    tier_m, tier_s, tier_details = _tiers(t, st, p, m)
+    metrics.update(tier_m)
+    series = {"curve": analyses.curve_series(rows), "head_sweep": head_s, **tier_s}
+    write_csv(ctx.raw_path("capacity_curve.csv"), list(rows[0]), ([r[k] for k in rows[0]] for r in rows))
+    details = {"trace": {"file": p["trace"], "name": t.name, "sha256": t.sha256, "digest": t.digest(),
+                         "mismatched_lines": t.mismatched_lines},
+               "model": m.describe(), "gpu_kv_tokens": gpu_tokens, "tiers": tier_details, "seed": seed,
+               "opt_violations": analyses.opt_violations(rows)}
+    ctx.raw_path("details.json").write_text(json.dumps(details, indent=1))
+    return CaseOutcome("ok", metrics=metrics, series=series, details=details, facts=facts_of(t, p))
+
+
+def _curve_metrics(rows: list[dict], rps: dict, n_blocks: float) -> dict[str, Metric]:
+    held, n = analyses.ordering(rows, ORDER)
+    held_r, n_r = analyses.ordering(rows, CONTROL_ORDER)
+    m = {
+        "curve.ordering_sizes_pct": Metric(100.0 * held / n if n else 0.0, "% of sizes", None,
+                                           f"simulated capacities where token hit rates order lru < lfu < hybrid "
+                                           f"({held} of {n})"),
+        "curve.ordering_random_sizes_pct": Metric(100.0 * held_r / n_r if n_r else 0.0, "% of sizes", None,
+                                                  "the same with random eviction in the hybrid's place"),
+        "curve.opt_violations": Metric(len(analyses.opt_violations(rows)), "cases", "lower",
+                                       "policy x capacity where a policy's block hit rate beats opt's"),
+    }
+    for r in rows:
+        if r["policy"] != analyses.INFINITE:
+            key = f"curve.{r['policy']}.at_{analyses.label(r['capacity_tokens'])}"
+            m[f"{key}.token_hit_pct"] = Metric(r["token_hit_pct"], "%", "higher")
+            m[f"{key}.share_of_max_pct"] = Metric(r["share_of_max_pct"], "%", None, "of the infinite cache's")
+    for name, v in rps.items():
+        m[f"curve.{name}.lookups_per_s"] = Metric(v, "lookups/s", "higher",
+                                                  "block lookups per second of the simulation (prefix rule included)")
+    return m
+
+
+def _tiers(t: KVTrace, st, p: dict, m: shape.ModelShape):
+    from . import tier_metrics, tiers
+    from .policies import Stream
+    from .trace import unique_blocks
+
+    specs = _tier_specs(p, m, t.block_size)
+    res = tiers.variants(st, specs, p["short_ttl_divisor"], p["small_divisor"])
+    nos = Stream(unique_blocks(t))
+    res["nosharing"] = tiers.simulate(nos, specs)
+    lru_specs = tiers.with_changes(specs, len(specs) - 1, policy="lru")
+    res["nosharing_l3_lru"] = tiers.simulate(nos, lru_specs, res["nosharing"].hits[:-1]
+                                             + [tiers.tier_hits(nos, lru_specs[-1])])
+    max_token = analyses.prefix.rates(t, analyses.infinite_hits(t)).token
+    metrics = tier_metrics.tier_metrics(t, res, max_token, m.kv_bytes_per_token, p["tier_gb"])
+    series = tier_metrics.tier_series(t, res, m.kv_bytes_per_token, p["tier_gb"], p["tier_media"])
+    details = [{"tier": s.name, "capacity_blocks": s.capacity_blocks, "ttl_s": s.ttl_s, "policy": s.policy}
+               for s in specs]
+    return metrics, series, details
+
+
+# ---- kv-trace-crosscheck ------------------------------------------------------------------
+
+CROSS_PARAMS = {
+    **TRACE_PARAMS,
+    "session_fraction": Param(float, 0.02, "the sample: this fraction of the trace's sessions (whole conversations)",
+                              min=1e-6, max=1.0),
+    "capacities_blocks": Param(list, [24, 160], "cache capacities in blocks", min=10),
+    "ttl_s": Param(float, 60.0, "TTL of the TTL policies' check, in seconds", min=0.001),
+    "policies": Param(list, list(policies.ALL_POLICIES), "policies to check", policies.ALL_POLICIES),
+}
+CROSS_COLUMNS = ["policy", "capacity_blocks", "ttl_s", "hits", "reference_hits", "differing_blocks",
+                 "differing_requests", "first_differing_request", "verdict"]
+
+
+@register("kv-trace-crosscheck", params=CROSS_PARAMS,
+          description="every policy and the tiers against scan-based references, request by request")
+def run_crosscheck(ctx: CaseContext) -> CaseOutcome:
+    from . import crosscheck
+    from .trace import session_sample
+
+    p = ctx.params
+    full = load(p, ctx)
+    t = session_sample(full, p["session_fraction"], p["seed"] + ctx.repetition - 1)
+    ctx.log(f"sample: {t.n_requests} requests, {t.n_blocks} blocks")
+    rows = crosscheck.compare_all(t, p["policies"], p["capacities_blocks"], p["ttl_s"], p["seed"])
+    write_csv(ctx.raw_path("crosscheck.csv"), CROSS_COLUMNS, ([r[c] for c in CROSS_COLUMNS] for r in rows))
+    bad = sum(r["verdict"] != "match" for r in rows)
+    m = {"crosscheck.mismatched_pairs": Metric(bad, "pairs", "lower",
+                                               "policy x capacity (x TTL) pairs whose per-request hits differ from "
+                                               "the reference"),
+         "crosscheck.pairs": Metric(len(rows), "pairs"),
+         "crosscheck.sample_requests": Metric(t.n_requests, "requests"),
+         "crosscheck.sample_blocks": Metric(t.n_blocks, "blocks")}
+    return CaseOutcome("ok", metrics=m, series={"pairs": Series({c: [r[c] for r in rows] for c in CROSS_COLUMNS})},
+                       details={"sample": t.name, "digest": t.digest()}, facts=facts_of(full, p))

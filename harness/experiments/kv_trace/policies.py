@@ -1,0 +1,303 @@
+"""Per-block hits of every policy on a trace's flat block stream (one lookup per block, in
+order; a miss inserts, a hit touches). Capacities are in blocks. The prefix rule is
+applied afterwards (prefix.py), so every policy here sees the same stream.
+
+- libCacheSim 0.3.5: lru, lfu, arc, s3fifo, lru-2, lru-3 (LRU-K), without TTL;
+- here: leaf-lru (a block can be evicted only when no cached block depends on it, least
+  recently used leaf first: what vLLM's block manager and SGLang's radix cache do), lru and
+  lru-K with TTL (used when a TTL is given, and by the tiers), random eviction (seeded,
+  the floor), opt (Belady's MIN with bypass; ties among blocks never used again are broken
+  deepest block first, so its cache stays prefix-closed and its block hits are prefix hits:
+  no policy can have more, the ceiling), and the eviction suite's hybrid (LRU-K eviction
+  with LFU admission, for the source's ordering lru < lfu < hybrid).
+
+TTL: expiry on the trace's own timestamps, active: when a request arrives at time t, every
+cached block whose last use is more than the TTL before t is dropped before its lookups.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from harness.errors import BadInput
+
+from .trace import KVTrace
+
+LIB_POLICIES = {
+    "lru": ("LRU", {}),
+    "lfu": ("LFU", {}),
+    "arc": ("ARC", {}),
+    "s3fifo": ("S3FIFO", {}),
+    "lru-2": ("LRUK", {"k": 2}),
+    "lru-3": ("LRUK", {"k": 3}),
+}
+OWN_POLICIES = ("leaf-lru", "random", "opt", "hybrid")
+ALL_POLICIES = tuple(LIB_POLICIES) + OWN_POLICIES
+TTL_POLICIES = ("lru", "leaf-lru", "lru-2", "lru-3")  # the ones with a TTL implementation here
+NO_NEXT = 2**62
+
+
+@dataclass
+class Stream:
+    """The flat block stream of a trace as Python lists (fast to iterate)."""
+
+    trace: KVTrace
+
+    @cached_property
+    def ids(self) -> list:
+        return self.trace.blocks.tolist()
+
+    @cached_property
+    def times(self) -> list:
+        return self.trace.block_times_ms().tolist()
+
+    @cached_property
+    def parents(self) -> list:
+        return self.trace.parents().tolist()
+
+    @cached_property
+    def depths(self) -> list:
+        return self.trace.depths().tolist()
+
+    @cached_property
+    def next_use(self) -> list:
+        """Position of the next lookup of the same block, NO_NEXT when there is none."""
+        ids = self.trace.blocks
+        nxt = np.full(len(ids), NO_NEXT, dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        s = ids[order]
+        same = s[1:] == s[:-1]
+        nxt[order[:-1][same]] = order[1:][same]
+        return nxt.tolist()
+
+
+def _bools(out: bytearray) -> np.ndarray:
+    return np.frombuffer(bytes(out), dtype=np.uint8).astype(bool)
+
+
+def check_policy(where: str, name: str, capacity: int, ttl_s: float | None) -> None:
+    if name not in ALL_POLICIES:
+        raise BadInput(f"{where}: unknown policy {name!r}; known: {', '.join(ALL_POLICIES)}")
+    if capacity < 1:
+        raise BadInput(f"{where}: a capacity of {capacity} blocks holds nothing; give at least one block")
+    if name == "s3fifo" and int(capacity * 0.1) < 1:
+        # libCacheSim aborts the whole process below 10 objects (S3FIFO.c)
+        raise BadInput(f"{where}: S3-FIFO needs a capacity of at least 10 blocks, got {capacity}")
+    if ttl_s is not None and name not in TTL_POLICIES:
+        raise BadInput(f"{where}: policy {name!r} has no TTL here; with a TTL use one of {', '.join(TTL_POLICIES)}")
+
+
+def block_hits(stream: Stream, name: str, capacity: int, ttl_s: float | None = None, seed: int = 0,
+               hybrid_k: int = 2) -> np.ndarray:
+    """Per-block hits of policy `name` with `capacity` blocks (and a TTL in seconds)."""
+    check_policy("policy", name, capacity, ttl_s)
+    ttl_ms = None if ttl_s is None else ttl_s * 1000.0
+    if ttl_ms is not None and name == "lru":
+        return lru_hits(stream.ids, stream.times, capacity, ttl_ms)
+    if ttl_ms is not None and name.startswith("lru-"):
+        return lruk_hits(stream.ids, stream.times, capacity, int(name[4:]), ttl_ms)
+    if name in LIB_POLICIES:
+        return lib_hits(name, stream.ids, capacity)
+    if name == "leaf-lru":
+        return leaf_lru_hits(stream.ids, stream.parents, stream.times, capacity, ttl_ms)
+    if name == "opt":
+        return opt_hits(stream.ids, stream.next_use, stream.depths, capacity)
+    from harness.experiments.eviction import simulate
+
+    ids = stream.trace.blocks
+    if name == "random":
+        return simulate.random_hits(ids, capacity, seed)
+    return simulate.hybrid_hits(ids, capacity, hybrid_k)
+
+
+def lib_hits(name: str, ids: list, capacity: int) -> np.ndarray:
+    """libCacheSim's policy, one Request per block (the C++ cache's get, without the
+    Python wrapper's extra call)."""
+    import libcachesim as lcs
+
+    cls, kwargs = LIB_POLICIES[name]
+    cache = getattr(lcs, cls)(capacity, hashpower=max(12, min(24, int(capacity).bit_length() + 1)), **kwargs)
+    get = cache._cache.get if hasattr(cache, "_cache") else cache.get
+    req = lcs.Request()
+    req.obj_size = 1
+    out = bytearray(len(ids))
+    for i, o in enumerate(ids):
+        req.obj_id = o
+        req.clock_time = i
+        if get(req):
+            out[i] = 1
+    return _bools(out)
+
+
+def _expire_ordered(od: OrderedDict, cut: float, drop) -> None:
+    """Drop the entries of a recency-ordered {key: last use ms} used before `cut`."""
+    while od:
+        key = next(iter(od))
+        if od[key] >= cut:
+            return
+        del od[key]
+        if drop is not None:
+            drop(key)
+
+
+def lru_hits(ids: list, times: list, capacity: int, ttl_ms: float | None = None) -> np.ndarray:
+    """Exact LRU, with optional TTL expiry (last use older than ttl_ms)."""
+    od: OrderedDict = OrderedDict()
+    mv, pop = od.move_to_end, od.popitem
+    out = bytearray(len(ids))
+    prev = None
+    for i, key in enumerate(ids):
+        now = times[i]
+        if ttl_ms is not None and now != prev:
+            _expire_ordered(od, now - ttl_ms, None)
+            prev = now
+        if key in od:
+            out[i] = 1
+            mv(key)
+        elif len(od) >= capacity:
+            pop(last=False)
+        od[key] = now
+    return _bools(out)
+
+
+def lruk_hits(ids: list, times: list, capacity: int, k: int, ttl_ms: float | None = None) -> np.ndarray:
+    """LRU-K as libCacheSim's LRUK and the eviction suite's RefLRUK (no retained history):
+    blocks with fewer than K uses since insertion go first, oldest insertion first; then the
+    oldest K-th most recent use. Lazy heap of priorities; optional TTL expiry."""
+    hist: dict = {}
+    prio: dict = {}
+    heap: list = []
+    rec: OrderedDict | None = OrderedDict() if ttl_ms is not None else None
+
+    def drop(key):
+        del hist[key], prio[key]
+
+    out = bytearray(len(ids))
+    prev = None
+    for t, key in enumerate(ids):
+        now = times[t]
+        if rec is not None:
+            if now != prev:
+                _expire_ordered(rec, now - ttl_ms, drop)
+                prev = now
+            rec.pop(key, None)
+            rec[key] = now
+        h = hist.get(key)
+        if h is not None:
+            out[t] = 1
+            h.append(t)
+            if len(h) > k:
+                del h[0]
+            if len(h) < k:
+                continue  # a young block keeps its insertion-time priority
+        else:
+            if len(hist) >= capacity:
+                while prio.get(heap[0][2]) != (heap[0][0], heap[0][1]):
+                    heapq.heappop(heap)
+                victim = heapq.heappop(heap)[2]
+                drop(victim)
+                if rec is not None:
+                    del rec[victim]
+            h = hist[key] = [t]
+        pr = (1, h[0]) if len(h) >= k else (0, t)
+        prio[key] = pr
+        heapq.heappush(heap, (pr[0], pr[1], key))
+    return _bools(out)
+
+
+def _pop_leaf(heap: list, last: dict, kids: dict):
+    """The least recently used leaf, skipping stale heap entries."""
+    while True:
+        lt, v = heapq.heappop(heap)
+        if last.get(v) == lt and kids[v] == 0:
+            return v
+
+
+def leaf_lru_hits(ids: list, parents: list, times: list, capacity: int, ttl_ms: float | None = None) -> np.ndarray:
+    """Leaf-first LRU: only a block no cached block depends on (a leaf of the prefix tree)
+    can be evicted, the least recently used leaf first. A block's parent is the block
+    before it in the request that inserted it."""
+    last: dict = {}  # cached block -> position of its last use
+    kids: dict = {}  # cached block -> cached children
+    par: dict = {}  # cached block -> (its parent, the parent's insertion) when inserted, else None
+    ins: dict = {}  # cached block -> position of its insertion (tells a re-inserted parent apart)
+    heap: list = []  # (last use, block) of leaves; stale entries skipped
+    rec: OrderedDict | None = OrderedDict() if ttl_ms is not None else None
+
+    def drop(v):
+        del last[v], kids[v], ins[v]
+        link = par.pop(v)
+        if link is not None and ins.get(link[0]) == link[1]:
+            p = link[0]
+            kids[p] -= 1
+            if kids[p] == 0:
+                heapq.heappush(heap, (last[p], p))
+
+    out = bytearray(len(ids))
+    prev = None
+    pend = None  # (last use, block) of the newest leaf, pushed only if it stays a leaf (saves most pushes)
+    push = heapq.heappush
+    for t, key in enumerate(ids):
+        now = times[t]
+        if rec is not None:
+            if now != prev:
+                _expire_ordered(rec, now - ttl_ms, drop)
+                prev = now
+            rec.pop(key, None)
+            rec[key] = now
+        if key in last:
+            if pend is not None:
+                push(heap, pend)
+                pend = None
+            out[t] = 1
+            last[key] = t
+            if kids[key] == 0:
+                pend = (t, key)
+            continue
+        p = parents[t]
+        if len(last) >= capacity:
+            if pend is not None:
+                push(heap, pend)
+                pend = None
+            v = _pop_leaf(heap, last, kids)
+            drop(v)
+            if rec is not None:
+                del rec[v]
+        linked = p in kids and p != key
+        if pend is not None and not (linked and pend[1] == p):
+            push(heap, pend)  # still a leaf: the new block is not its child
+        last[key], kids[key], ins[key] = t, 0, t
+        par[key] = (p, ins[p]) if linked else None
+        if linked:
+            kids[p] += 1
+        pend = (t, key)
+    return _bools(out)
+
+
+def opt_hits(ids: list, next_use: list, depths: list, capacity: int) -> np.ndarray:
+    """Belady's MIN with bypass on the block stream: on a miss in a full cache, drop whichever
+    of the cached blocks and the new one is used again furthest ahead (never = NO_NEXT);
+    ties (blocks never used again) go to the deepest block. A block's next use comes after
+    its parent's (a request uses the parent first), so the cache stays prefix-closed."""
+    cached: dict = {}  # block -> (next use, depth)
+    heap: list = []  # (-next use, -depth, block)
+    out = bytearray(len(ids))
+    for t, key in enumerate(ids):
+        entry = (next_use[t], depths[t])
+        if key in cached:
+            out[t] = 1
+        elif len(cached) >= capacity:
+            while cached.get(heap[0][2]) != (-heap[0][0], -heap[0][1]):
+                heapq.heappop(heap)
+            far = (-heap[0][0], -heap[0][1])
+            if far <= entry:
+                continue  # bypass: the new block is the one needed last
+            del cached[heapq.heappop(heap)[2]]
+        cached[key] = entry
+        heapq.heappush(heap, (-entry[0], -entry[1], key))
+    return _bools(out)

@@ -1,0 +1,175 @@
+"""Small scan-based references for cross-checking the simulator request by request.
+
+Written for clarity, not speed: victims and expired blocks are found by scanning every
+cached block, so use them on a slice. Each reference has
+`access(key, t, now_ms, parent, next_use, depth) -> hit`; the libCacheSim policies are
+checked against the eviction suite's references (eviction/reference.py), wrapped here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.experiments.eviction import reference as ev
+
+from .policies import NO_NEXT, Stream
+
+
+class Expiring:
+    """A TTL on a reference: before a lookup at `now`, every cached block last used more
+    than ttl_ms earlier is dropped (scan)."""
+
+    def __init__(self, ttl_ms: float | None):
+        self.ttl_ms, self.used = ttl_ms, {}
+
+    def expire(self, now: float) -> list:
+        if self.ttl_ms is None:
+            return []
+        gone = [k for k, u in self.used.items() if now - u > self.ttl_ms]
+        for k in gone:
+            del self.used[k]
+        return gone
+
+
+class RefLRU(Expiring):
+    def __init__(self, capacity: int, ttl_ms: float | None = None):
+        super().__init__(ttl_ms)
+        self.cap, self.last = capacity, {}
+
+    def access(self, key, t, now, parent=-1, next_use=NO_NEXT, depth=0) -> bool:
+        for k in self.expire(now):
+            del self.last[k]
+        hit = key in self.last
+        if not hit and len(self.last) >= self.cap:
+            victim = min(self.last, key=self.last.get)
+            del self.last[victim]
+            self.used.pop(victim, None)
+        self.last[key], self.used[key] = t, now
+        return hit
+
+
+class RefLRUK(Expiring):
+    """LRU-K: fewer than K uses since insertion first (oldest insertion), then the oldest
+    K-th most recent use."""
+
+    def __init__(self, capacity: int, k: int, ttl_ms: float | None = None):
+        super().__init__(ttl_ms)
+        self.cap, self.k, self.uses, self.inserted = capacity, k, {}, {}
+
+    def access(self, key, t, now, parent=-1, next_use=NO_NEXT, depth=0) -> bool:
+        for g in self.expire(now):
+            del self.uses[g], self.inserted[g]
+        hit = key in self.uses
+        if hit:
+            self.uses[key] = (self.uses[key] + [t])[-self.k:]
+        else:
+            if len(self.uses) >= self.cap:
+                victim = min(self.uses, key=lambda x: (0, self.inserted[x]) if len(self.uses[x]) < self.k
+                             else (1, self.uses[x][0]))
+                del self.uses[victim], self.inserted[victim]
+                self.used.pop(victim, None)
+            self.uses[key], self.inserted[key] = [t], t
+        self.used[key] = now
+        return hit
+
+
+class RefLeafLRU(Expiring):
+    """Evict the least recently used block that no cached block depends on. A block's
+    parent link holds while the parent stays cached since the block's insertion."""
+
+    def __init__(self, capacity: int, ttl_ms: float | None = None):
+        super().__init__(ttl_ms)
+        self.cap, self.last, self.parent = capacity, {}, {}
+
+    def _remove(self, k):
+        del self.last[k], self.parent[k]
+        self.used.pop(k, None)
+        for c, p in self.parent.items():
+            if p == k:
+                self.parent[c] = None
+
+    def access(self, key, t, now, parent=-1, next_use=NO_NEXT, depth=0) -> bool:
+        for k in self.expire(now):
+            self._remove(k)
+        hit = key in self.last
+        if not hit and len(self.last) >= self.cap:
+            parents = set(self.parent.values())
+            leaves = [k for k in self.last if k not in parents]
+            self._remove(min(leaves, key=self.last.get))
+        if not hit:
+            self.parent[key] = parent if parent in self.last and parent != key else None
+        self.last[key], self.used[key] = t, now
+        return hit
+
+
+class RefPrefixMIN:
+    """Belady's MIN with bypass, ties (never used again) broken deepest block first."""
+
+    def __init__(self, capacity: int):
+        self.cap, self.cached = capacity, {}
+
+    def access(self, key, t, now, parent=-1, next_use=NO_NEXT, depth=0) -> bool:
+        if key in self.cached:
+            self.cached[key] = (next_use, depth)
+            return True
+        if len(self.cached) < self.cap:
+            self.cached[key] = (next_use, depth)
+            return False
+        victim = max(self.cached, key=lambda k: (self.cached[k], -k))  # ties: the smaller block id
+        if self.cached[victim] > (next_use, depth):
+            del self.cached[victim]
+            self.cached[key] = (next_use, depth)
+        return False
+
+
+class RefRandom:
+    """Random eviction with the same seeded draws as the eviction suite's random_hits (one
+    uniform number per lookup; the victim is the slot it picks)."""
+
+    def __init__(self, capacity: int, n: int, seed: int = 0):
+        self.cap, self.picks, self.slots = capacity, np.random.default_rng(seed).random(n), []
+
+    def access(self, key, t, now, parent=-1, next_use=NO_NEXT, depth=0) -> bool:
+        if key in self.slots:
+            return True
+        if len(self.slots) < self.cap:
+            self.slots.append(key)
+        else:
+            self.slots[int(self.picks[t] * self.cap)] = key
+        return False
+
+
+class Wrapped:
+    """An eviction-suite reference (access(key, t, nxt)) in this module's interface."""
+
+    def __init__(self, ref):
+        self.ref = ref
+
+    def access(self, key, t, now, parent=-1, next_use=NO_NEXT, depth=0) -> bool:
+        return self.ref.access(key, t, None)
+
+
+def make(name: str, capacity: int, ttl_s: float | None = None, n: int = 0, seed: int = 0, hybrid_k: int = 2):
+    """The reference of policy `name` (the policy names of policies.py)."""
+    ttl_ms = None if ttl_s is None else ttl_s * 1000.0
+    if name == "lru":
+        return RefLRU(capacity, ttl_ms)
+    if name.startswith("lru-"):
+        return RefLRUK(capacity, int(name[4:]), ttl_ms)
+    if name == "leaf-lru":
+        return RefLeafLRU(capacity, ttl_ms)
+    if name == "opt":
+        return RefPrefixMIN(capacity)
+    if name == "random":
+        return RefRandom(capacity, n, seed)
+    if name == "hybrid":
+        return Wrapped(ev.RefHybrid(capacity, hybrid_k))
+    return Wrapped(ev.REFERENCES[name](capacity))
+
+
+def run(ref, stream: Stream) -> np.ndarray:
+    """Per-block hits of a reference on a stream."""
+    out = np.zeros(len(stream.ids), dtype=bool)
+    for t, key in enumerate(stream.ids):
+        out[t] = ref.access(key, t, stream.times[t], stream.parents[t], stream.next_use[t], stream.depths[t])
+    return out

@@ -1,0 +1,311 @@
+"""Mooncake-format KV-block traces: streamed, validated, held as flat numpy arrays.
+
+One JSON object per line, sorted by time:
+  {"timestamp": ms, "input_length": tokens, "output_length": tokens, "hash_ids": [block hash, ...]}
+`hash_ids` are the hashes of the prompt's KV blocks of `block_size` tokens (512 in the
+Mooncake release); equal ids mean the same prefix up to and including that block. Other
+fields are ignored. A problem a user can fix is one BadInput line naming the file, the
+line number and the field; lengths that disagree with the block count are counted and
+reported (refused only when they disagree on most lines: a wrong block_size).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from harness.errors import BadInput
+
+DEFAULT_TRACE = "data/mooncake/conversation_trace.jsonl"
+# The Mooncake FAST'25 conversation trace (data/mooncake/README.md): provenance, not a claim
+MOONCAKE_CONVERSATION_SHA256 = "b8cbb061a85206d729d91cdc2981f43c9e0d99209dce588d3af5f7934408b9df"
+MAX_LINE_BYTES = 8 << 20  # a 128k-token prompt of 16-token blocks is ~90 KB; 8 MiB is far beyond
+MAX_ID = 2**63 - 1
+MAX_CONTAINERS = 200  # lists and objects on one line (a Mooncake line has 2)
+FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
+COMMON_BLOCK_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+
+
+@dataclass
+class KVTrace:
+    """Requests of a KV-block trace as flat arrays (block j of request i is
+    blocks[offsets[i] + j])."""
+
+    name: str
+    block_size: int
+    timestamps_ms: np.ndarray
+    input_len: np.ndarray
+    output_len: np.ndarray
+    offsets: np.ndarray  # n_requests + 1
+    blocks: np.ndarray
+    sha256: str = ""
+    mismatched_lines: list = field(default_factory=list)  # line numbers where len(hash_ids) != ceil(len/bs)
+    n_mismatched: int = 0
+
+    def __post_init__(self):
+        if self.block_size < 1:
+            raise BadInput(f"block_size must be at least 1, got {self.block_size}")
+        if len(self.offsets) != len(self.timestamps_ms) + 1 or len(self.timestamps_ms) == 0:
+            raise ValueError("a KV trace needs at least one request and n + 1 offsets")
+
+    @property
+    def n_requests(self) -> int:
+        return len(self.timestamps_ms)
+
+    @property
+    def n_blocks(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Blocks per request."""
+        return np.diff(self.offsets)
+
+    @property
+    def is_mooncake_conversation(self) -> bool:
+        return self.sha256 == MOONCAKE_CONVERSATION_SHA256
+
+    def block_request(self) -> np.ndarray:
+        """The request index of every block."""
+        return np.repeat(np.arange(self.n_requests), self.lengths)
+
+    def block_times_ms(self) -> np.ndarray:
+        return np.repeat(self.timestamps_ms, self.lengths)
+
+    def depths(self) -> np.ndarray:
+        """Position of every block inside its request (0 = the first block)."""
+        return np.arange(self.n_blocks) - np.repeat(self.offsets[:-1], self.lengths)
+
+    def parents(self) -> np.ndarray:
+        """The block before each block in its request (-1 for a first block)."""
+        par = np.empty(self.n_blocks, dtype=np.int64)
+        if self.n_blocks:
+            par[0] = -1
+            par[1:] = self.blocks[:-1]
+            par[self.offsets[:-1][self.lengths > 0]] = -1
+        return par
+
+    def block_tokens(self) -> np.ndarray:
+        """Tokens each block holds: block_size, the remainder for a request's last block,
+        0 for blocks beyond input_length (a trace whose lengths disagree)."""
+        start = self.depths() * self.block_size
+        return np.clip(np.repeat(self.input_len, self.lengths) - start, 0, self.block_size)
+
+    def digest(self) -> str:
+        """SHA-256 of the block stream and the request boundaries (for derived traces)."""
+        h = hashlib.sha256(self.blocks.astype("<i8").tobytes())
+        h.update(self.offsets.astype("<i8").tobytes())
+        return h.hexdigest()
+
+    def slice(self, start: int, stop: int) -> "KVTrace":
+        """Requests start..stop-1 as a trace of their own."""
+        stop = min(stop, self.n_requests)
+        if not 0 <= start < stop:
+            raise BadInput(f"trace slice {start}:{stop} is empty (the trace has {self.n_requests} requests)")
+        lo, hi = self.offsets[start], self.offsets[stop]
+        return KVTrace(f"{self.name}[{start}:{stop}]", self.block_size, self.timestamps_ms[start:stop],
+                       self.input_len[start:stop], self.output_len[start:stop], self.offsets[start:stop + 1] - lo,
+                       self.blocks[lo:hi], self.sha256 if (start, stop) == (0, self.n_requests) else "")
+
+
+def subset(trace: KVTrace, idx, name: str) -> KVTrace:
+    """The requests at the (increasing) positions `idx` as a trace of their own."""
+    idx = np.asarray(idx, dtype=np.int64)
+    if len(idx) == 0:
+        raise BadInput(f"{trace.name}: the selection of requests is empty")
+    lens = trace.lengths[idx]
+    offsets = np.zeros(len(idx) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    parts = [trace.blocks[trace.offsets[i]:trace.offsets[i + 1]] for i in idx.tolist()]
+    blocks = np.concatenate(parts) if parts else trace.blocks[:0]
+    return KVTrace(name, trace.block_size, trace.timestamps_ms[idx], trace.input_len[idx], trace.output_len[idx],
+                   offsets, blocks.astype(np.int64))
+
+
+def session_sample(trace: KVTrace, fraction: float, seed: int) -> KVTrace:
+    """Whole conversations, not a time window: the requests whose session block is in a
+    seeded random `fraction` of the distinct session blocks. A request's session block is
+    its second block (the first block is often a prompt every request shares), or its only
+    block. A time window of a few hundred requests holds almost no multi-turn reuse (the
+    turns of a conversation are minutes apart); a sample of sessions keeps it."""
+    lens = trace.lengths
+    first = trace.offsets[:-1]
+    key = np.where(lens > 1, trace.blocks[np.minimum(first + 1, max(trace.n_blocks - 1, 0))],
+                   np.where(lens > 0, trace.blocks[np.minimum(first, max(trace.n_blocks - 1, 0))], -1))
+    uniq = np.unique(key)
+    k = max(1, int(round(fraction * len(uniq))))
+    chosen = np.random.default_rng(seed).choice(uniq, size=min(k, len(uniq)), replace=False)
+    idx = np.nonzero(np.isin(key, chosen))[0]
+    return subset(trace, idx, f"{trace.name} ({100 * fraction:g}% of sessions, seed {seed})")
+
+
+def _where(path: str, lineno: int, name: str | None = None) -> str:
+    return f"{path}: line {lineno}" + (f": field {name!r}" if name else "")
+
+
+def _shown(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _int_field(path: str, lineno: int, rec: dict, name: str) -> int:
+    if name not in rec:
+        raise BadInput(f"{_where(path, lineno)}: no {name!r} field; a Mooncake line has {', '.join(FIELDS)}")
+    v = rec[name]
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise BadInput(f"{_where(path, lineno, name)}: expected a non-negative integer, got "
+                       f"{type(v).__name__} {_shown(v)}; write the number without quotes")
+    if v < 0 or v > MAX_ID:
+        raise BadInput(f"{_where(path, lineno, name)}: {_shown(v)} is out of range (0 to 2^63-1); "
+                       f"lengths and times cannot be negative")
+    return v
+
+
+def _hash_ids(path: str, lineno: int, rec: dict) -> list:
+    if "hash_ids" not in rec:
+        raise BadInput(f"{_where(path, lineno)}: no 'hash_ids' field; a Mooncake line has {', '.join(FIELDS)}")
+    ids = rec["hash_ids"]
+    if not isinstance(ids, list):
+        raise BadInput(f"{_where(path, lineno, 'hash_ids')}: expected a list of block hashes (integers), got "
+                       f"{type(ids).__name__} {_shown(ids)}")
+    for j, h in enumerate(ids):
+        if type(h) is not int or not 0 <= h <= MAX_ID:
+            raise BadInput(f"{_where(path, lineno, 'hash_ids')}: entry {j} is {type(h).__name__} {_shown(h)}; "
+                           f"every block hash must be an integer from 0 to 2^63-1")
+    return ids
+
+
+def _parse_line(path: str, lineno: int, raw: bytes):
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"{_where(path, lineno)}: not UTF-8 text (byte {e.start}); is this a JSON Lines "
+                       f"trace?") from None
+    text = text.strip()
+    if not text:
+        return None
+    if text.count("[") + text.count("{") > MAX_CONTAINERS:  # before json, whose parser recurses
+        raise BadInput(f"{_where(path, lineno)}: more than {MAX_CONTAINERS} JSON lists or objects on one line; "
+                       f"a Mooncake line is one object with one list (hash_ids)")
+    try:
+        rec = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        msg = str(e).splitlines()[0][:80] if str(e) else type(e).__name__
+        raise BadInput(f"{_where(path, lineno)}: not a JSON object ({msg}); a truncated or corrupted "
+                       f"line? each line must be one complete JSON object") from None
+    return rec
+
+
+def _lines(path: Path, shown: str, digest):
+    """(line number, bytes) of every line, refusing lines longer than MAX_LINE_BYTES without
+    reading the rest of them."""
+    with open(path, "rb") as f:
+        lineno = 0
+        while True:
+            raw = f.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
+            lineno += 1
+            if len(raw) > MAX_LINE_BYTES:
+                raise BadInput(f"{_where(shown, lineno)}: longer than {MAX_LINE_BYTES >> 20} MiB (a hash_ids "
+                               f"list of about a million blocks or more, or not a text file); split or fix the line")
+            digest.update(raw)
+            yield lineno, raw
+
+
+def load_trace(path: str | Path, block_size: int = 512, shown: str | None = None,
+               max_requests: int = 0) -> KVTrace:
+    """Read and check a Mooncake-format trace. `shown` is the name used in messages;
+    max_requests > 0 reads only the first requests."""
+    path = Path(path)
+    shown = shown or str(path)
+    if path.exists() and not path.is_file():
+        raise BadInput(f"{shown}: not a regular file (a folder, a device or a FIFO); give a Mooncake-format JSONL "
+                       f"trace")
+    if not path.is_file():
+        raise BadInput(f"{shown}: no such file; give a Mooncake-format JSONL trace (relative to the repository "
+                       f"or absolute)")
+    digest = hashlib.sha256()
+    recs = ((n, _parse_line(shown, n, raw)) for n, raw in _lines(path, shown, digest))
+    t = _collect(shown, block_size, recs, max_requests)
+    t.name, t.sha256 = path.name, digest.hexdigest() if not max_requests else ""
+    return t
+
+
+def records_trace(records, block_size: int = 512, name: str = "records") -> KVTrace:
+    """A trace from in-memory Mooncake records (dicts), checked like a file's lines (the
+    record's position, from 1, stands for the line number)."""
+    return _collect(name, block_size, enumerate(records, 1))
+
+
+def _collect(shown: str, block_size: int, recs, max_requests: int = 0) -> KVTrace:
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise BadInput(f"block_size must be a positive integer, got {block_size!r}")
+    ts, inp, out, lens, flat, bad_lines, n_bad, sizes = [], [], [], [], [], [], 0, {}
+    prev_ts = None
+    for lineno, rec in recs:
+        if rec is None:
+            continue
+        if not isinstance(rec, dict):
+            raise BadInput(f"{_where(shown, lineno)}: expected a JSON object with {', '.join(FIELDS)}, got "
+                           f"{type(rec).__name__}")
+        t = _int_field(shown, lineno, rec, "timestamp")
+        n_in = _int_field(shown, lineno, rec, "input_length")
+        n_out = _int_field(shown, lineno, rec, "output_length")
+        ids = _hash_ids(shown, lineno, rec)
+        if prev_ts is not None and t < prev_ts:
+            raise BadInput(f"{_where(shown, lineno, 'timestamp')}: {t} is earlier than the line before ({prev_ts}); "
+                           f"the trace must be sorted by timestamp (sort -n by it)")
+        prev_ts = t
+        if len(ids) != math.ceil(n_in / block_size):
+            n_bad += 1
+            if len(bad_lines) < 5:
+                bad_lines.append(lineno)
+            if len(sizes) < 200 and ids:
+                for bs in COMMON_BLOCK_SIZES:
+                    sizes[bs] = sizes.get(bs, 0) + (len(ids) == math.ceil(n_in / bs))
+        ts.append(t)
+        inp.append(n_in)
+        out.append(n_out)
+        lens.append(len(ids))
+        flat.extend(ids)
+        if max_requests and len(ts) >= max_requests:
+            break
+    if not ts:
+        raise BadInput(f"{shown}: no requests (the file is empty or blank); give a Mooncake-format JSONL trace, "
+                       f"one request per line")
+    _refuse_wrong_block_size(shown, block_size, len(ts), n_bad, bad_lines, sizes)
+    offsets = np.zeros(len(ts) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    return KVTrace(shown, block_size, np.asarray(ts, dtype=np.int64), np.asarray(inp, dtype=np.int64),
+                   np.asarray(out, dtype=np.int64), offsets, np.asarray(flat, dtype=np.int64), "", bad_lines, n_bad)
+
+
+def _refuse_wrong_block_size(shown: str, block_size: int, n: int, n_bad: int, bad_lines: list, sizes: dict) -> None:
+    if n_bad * 2 <= n:
+        return
+    guess = max(sizes, key=sizes.get) if sizes and max(sizes.values()) else None
+    hint = f"; the lines fit a block size of {guess}" if guess and guess != block_size else ""
+    raise BadInput(f"{shown}: line {bad_lines[0]}: field 'hash_ids': {n_bad} of {n} requests have a block count "
+                   f"other than ceil(input_length / {block_size}); set block_size to the trace's block size{hint}")
+
+
+def unique_blocks(trace: KVTrace) -> KVTrace:
+    """The trace with its sharing removed: every block of every request gets an id of its
+    own (no two requests, and no two blocks, share one), same lengths and times."""
+    return KVTrace(f"{trace.name} (sharing removed)", trace.block_size, trace.timestamps_ms, trace.input_len,
+                   trace.output_len, trace.offsets, np.arange(trace.n_blocks, dtype=np.int64))
+
+
+def duplicated(trace: KVTrace) -> KVTrace:
+    """Every request followed at once by an exact copy of itself (same time, same blocks):
+    the copy's blocks were all used a moment before, so a cache that can hold one request
+    hits every block of every copy (a reuse known to be there)."""
+    return subset(trace, np.repeat(np.arange(trace.n_requests), 2), f"{trace.name} (each request twice)")

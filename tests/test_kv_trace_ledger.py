@@ -1,0 +1,81 @@
+"""The ledger's kv-trace checks (C1, C5, C17, C18, C19) judged on the recorded metrics of a
+real local run (the whole Mooncake trace, tests/fixtures/kv_trace/) and with each check's
+instrument blinded or its mechanism left in: every check can come out the other way. C1 is
+also judged on metrics the simulator computes here, on a slice, with a blind simulator in
+its place."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from harness.analysis import Outcome
+from harness.experiments.kv_trace import analyses, prefix
+from harness.experiments.kv_trace import trace as T
+from harness.paths import REPO_ROOT
+from tests.ledger_helpers import verdicts
+
+RECORDED = json.loads((Path(__file__).parent / "fixtures/kv_trace/prefix_cache_metrics.json").read_text())["metrics"]
+
+
+def judge(claim: str, **change) -> dict:
+    metrics = {**RECORDED, **{k.replace("__", "."): v for k, v in change.items()}}
+    return {m: cv.outcome for m, cv in verdicts(claim, "prefix-cache", metrics, suite="kv-trace").items()}
+
+
+def test_recorded_run_gives_the_verdicts_of_the_readme():
+    assert judge("C1") == {"reuse.max.token_hit_pct": Outcome.REPRODUCED, "reuse.gpu.token_hit_pct": Outcome.REPRODUCED}
+    assert judge("C5") == {"tiers.ttl_kept_pct": Outcome.REPRODUCED, "tiers.L3.lruk_gain_pp": Outcome.NOT_REPRODUCED}
+    assert judge("C17") == {"tiers.base.of_max_pct": Outcome.REPRODUCED}
+    assert judge("C18") == {"curve.ordering_sizes_pct": Outcome.NOT_REPRODUCED}
+    assert judge("C19") == {"blocks.head_share_pct": Outcome.DIRECTION}
+
+
+def test_c1_checks_need_the_instrument_to_see_reuse_and_the_reuse_to_go_with_sharing():
+    blind = judge("C1", reuse__dup__max__token_hit_pct=0.0, reuse__dup__gpu__token_hit_pct=0.0)
+    assert set(blind.values()) == {Outcome.INCONCLUSIVE}
+    leaky = judge("C1", reuse__nosharing__max__token_hit_pct=RECORDED["reuse.max.token_hit_pct"],
+                  reuse__nosharing__gpu__token_hit_pct=RECORDED["reuse.gpu.token_hit_pct"])
+    assert set(leaky.values()) == {Outcome.NOT_ATTRIBUTABLE}
+    assert judge("C1", reuse__max__token_hit_pct=45.0)["reuse.max.token_hit_pct"] is Outcome.NOT_REPRODUCED
+
+
+def test_c1_on_the_simulator_and_on_a_blind_one():
+    """Metrics computed here on a slice of the trace; then a simulator that never hits: it
+    passes the mechanism-off control (no reuse without sharing) but not the instrument."""
+    s = T.load_trace(REPO_ROOT / "data/mooncake/conversation_trace.jsonl", 512).slice(0, 2500)
+    real = {k: m.value for k, m in analyses.reuse(s, 912, "leaf-lru").items()}
+    assert {cv.outcome for cv in verdicts("C1", "prefix-cache", real, suite="kv-trace").values()} == {Outcome.REPRODUCED}
+    none = prefix.rates(T.duplicated(s), np.zeros(2 * s.n_blocks, dtype=bool))
+    blind = {**real, **{k: 100 * none.token for k in real if k.startswith("reuse.") and k.endswith("token_hit_pct")}}
+    assert {cv.outcome for cv in verdicts("C1", "prefix-cache", blind, suite="kv-trace").values()} == \
+        {Outcome.INCONCLUSIVE}
+
+
+def test_c5_checks_with_their_controls_broken():
+    blind_ttl = judge("C5", tiers__short_ttl__kept_pct=100.0)
+    assert blind_ttl["tiers.ttl_kept_pct"] is Outcome.INCONCLUSIVE
+    assert judge("C5", tiers__ttl_kept_pct=80.0)["tiers.ttl_kept_pct"] is Outcome.NOT_REPRODUCED
+    blind_policy = judge("C5", tiers__L3__random_loss_pp=0.0)
+    assert blind_policy["tiers.L3.lruk_gain_pp"] is Outcome.INCONCLUSIVE
+    gain = judge("C5", tiers__L3__lruk_gain_pp=1.0)
+    assert gain["tiers.L3.lruk_gain_pp"] is Outcome.REPRODUCED
+    artefact = judge("C5", tiers__L3__lruk_gain_pp=1.0, tiers__nosharing__lruk_gain_pp=1.0)
+    assert artefact["tiers.L3.lruk_gain_pp"] is Outcome.NOT_ATTRIBUTABLE
+
+
+def test_c17_sizing_check_needs_capacity_to_matter_and_l3_to_carry_it():
+    assert judge("C17", tiers__small__of_max_pct=99.0)["tiers.base.of_max_pct"] is Outcome.INCONCLUSIVE
+    assert judge("C17", tiers__L1L2__of_max_pct=99.0)["tiers.base.of_max_pct"] is Outcome.NOT_ATTRIBUTABLE
+    assert judge("C17", tiers__base__of_max_pct=60.0)["tiers.base.of_max_pct"] is Outcome.NOT_REPRODUCED
+
+
+def test_c18_and_c19_on_kv_blocks_with_their_controls_broken():
+    assert judge("C18", curve__ordering_random_sizes_pct=100.0)["curve.ordering_sizes_pct"] is Outcome.INCONCLUSIVE
+    assert judge("C18", curve__ordering_sizes_pct=100.0)["curve.ordering_sizes_pct"] is Outcome.REPRODUCED
+    law = RECORDED["blocks.zipf_control.expected_head_share_pct"]
+    assert judge("C19", blocks__zipf_control__head_share_pct=0.5 * law)["blocks.head_share_pct"] is Outcome.INCONCLUSIVE
+    assert judge("C19", blocks__uniform_head_share_pct=12.0)["blocks.head_share_pct"] is Outcome.NOT_ATTRIBUTABLE
+    assert judge("C19", blocks__head_share_pct=30.0)["blocks.head_share_pct"] is Outcome.REPRODUCED
