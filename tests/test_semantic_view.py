@@ -1,5 +1,5 @@
 """The semantic-cache view on a stored results folder (a real local run, two repetitions,
-kept in tests/fixtures/semantic/run with its server details left out): it presents the
+kept in tests/fixtures/semantic/run with its server details left out and no raw/): it presents the
 aggregate of every repetition and takes claimed numbers from the ledger's figures."""
 
 from pathlib import Path
@@ -48,6 +48,20 @@ def test_batching_table_shows_each_arm_and_the_control():
     t = _table(blocks, "Added latency of batching")
     arms = [r[0] for r in t.rows]
     assert set(arms) == {"static_batch_token_key", "dynamic_batch_token_key", "dynamic_batch_entity_key",
-                         "control.no_batching"}
+                         "control.no_batching", "control.static_batch_entity_key", "instrument.fixed_wait"}
     row = {r[0]: r for r in t.rows}
     assert row["dynamic_batch_entity_key"][1] == 2.3 and row["static_batch_token_key"][1] == 18
+    assert "dynamic minus static" in t.note and "not measured" not in t.note
+
+
+def test_the_instruments_and_the_computed_numbers_are_shown_as_such():
+    _, blocks = _blocks()
+    ttft = _table(blocks, "Time to first token per mode")
+    rows = {r[0]: r for r in ttft.rows}
+    oracle, semantic = rows["oracle_cache (instrument)"], rows["semantic_cache"]
+    assert oracle[5] == 100 and semantic[4] is not None  # every oracle request hit; the floor is there
+    assert "computed" in ttft.columns[4] and "computed, not measured" in ttft.note
+    loss = _table(blocks, "C7: correct hits a static threshold loses")
+    assert "computed" in loss.columns[0] and loss.rows[0][2] == 100  # the strict static threshold loses all
+    mem = next(b for b in blocks if isinstance(b, Table) and b.title.startswith("Memory peak per serving mode"))
+    assert "instrument (a known extra allocation of 256 MiB)" in mem.note

@@ -10,7 +10,8 @@ from harness.drivers import INPUT_FILE, Param
 from harness.errors import BadInput
 from harness.experiments.semantic_cache import datasets
 
-KEY_PATTERNS = ("hash_*", "hashn_*", "sem_*", "semb*", "semnn_*", "tpl_*", "tplsem_*", "ctl_*", "ctlb*", "mem*")
+KEY_PATTERNS = ("hash_*", "hashn_*", "sem_*", "semb*", "semnn_*", "tpl_*", "tplsem_*", "ctl_*", "ctlb*", "mem*", "orc_*",
+                "orcb*")
 
 
 def dataset_params() -> dict[str, Param]:

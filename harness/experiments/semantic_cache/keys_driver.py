@@ -34,6 +34,14 @@ PARAMS = {
     "c7_period": Param(int, 8, "C7: period (tokens) of the periodic token stream", min=2),
     "c7_static_threshold": Param(float, 0.75, "C7: the static cosine threshold compared with the dynamic one",
                                  min=-1, max=1),
+    "c7_strict_threshold": Param(float, 0.99, "C7 instrument: a static threshold far above the dynamic one, which "
+                                              "must lose most correct hits", min=-1, max=1),
+    "c7_known_symbols": Param(int, 9, "C7 instrument: symbols of the uniform stream of known entropy "
+                                      "(log2 9 = 3.17 bits, where the formula gives 0.513)", min=2),
+    "c7_known_r": Param(float, 0.9, "C7 instrument: lag-1 correlation of the AR(1) stream of known r",
+                        min=-0.99, max=0.99),
+    "c7_max_tokens": Param(int, 0, "C7: cut every token stream to this many tokens (0 = the whole query stream); "
+                                   "a short stream cannot measure H or r, which the instrument must show", min=0),
     "c7_threshold": Param(str, "dynamic", "C7: dynamic: the source's entropy formula; static: the formula removed, "
                                           "every stream gets c7_static_threshold (the mechanism removed, to show "
                                           "that the checks would see it)", ("dynamic", "static")),
@@ -122,6 +130,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
         control.put_signatures(np.array([keys.text_signature(t) for t, _ in wl.inserts], dtype=np.uint64), entries)
         ctx.log(f"inserted {len(entries)} entries under 5 key schemes")
         out, nn_sim, nlab = _evaluate(ctx, p, wl, cal, test, store, control, ins_vec, q_vec, q_sig)
+        out.metrics.update(_repeats(wl, store, control, ins_sig, int(out.metrics["lsh.radius"].value)))
         with torch_threads(p["torch_threads"] or 1):
             out.metrics.update(_latency(ctx, p, wl, store, emb, proj, int(out.metrics["lsh.radius"].value)))
     finally:
@@ -216,6 +225,35 @@ def _evaluate(ctx, p, wl, cal, test, store, control, ins_vec, q_vec, q_sig) -> t
     return CaseOutcome("ok", metrics=m, series=series, details={"workload": wl.name}), nn_sim, nlab
 
 
+def _repeats(wl, store, control, ins_sig, radius: int) -> dict[str, Metric]:
+    """The instrument of C2's checks: every inserted prompt asked again verbatim, through the
+    same keys, store and lookups (the prompt hash, sem_<hex> at radius 0 and at the calibrated
+    radius, the exact-hash control). Every answer is in the cache, so a working lookup hits
+    them all: a key that hits less here is broken, not outdone."""
+    texts, labels = [t for t, _ in wl.inserts], [lab for _, lab in wl.inserts]
+
+    def counts(got) -> metrics.CacheCounts:
+        return metrics.cache_counts([g is not None for g in got], [g.label if g else None for g in got], labels,
+                                    [True] * len(texts))
+
+    out: dict[str, Metric] = {}
+    note = f"the instrument: the {len(texts)} inserted prompts asked again verbatim"
+    c = counts(store.get_many([keys.exact_key(t) for t in texts]))
+    out["instrument.repeats.hash.correct_hit_rate_pct"] = Metric(100 * c.correct_hit_rate, "%", "higher", note)
+    bsig, bdist = store.nearest_many(ins_sig)
+    got = store.get_many([keys.sem_key(s) if s is not None else "sem_none" for s in bsig])
+    for name, r in (("lsh_r0", 0), ("lsh", radius)):
+        c = counts([g if d <= r else None for g, d in zip(got, bdist)])
+        out[f"instrument.repeats.{name}.correct_hit_rate_pct"] = Metric(100 * c.correct_hit_rate, "%", "higher",
+                                                                        f"{note}, radius {r}")
+    csig, cdist = control.nearest_many(np.array([keys.text_signature(t) for t in texts], dtype=np.uint64))
+    cgot = control.get_many([keys.sem_key(s, "ctl") if s is not None else "ctl_none" for s in csig])
+    c = counts([g if d <= radius else None for g, d in zip(cgot, cdist)])
+    out["instrument.repeats.control.exact_key.correct_hit_rate_pct"] = Metric(100 * c.correct_hit_rate, "%",
+                                                                              "higher", note)
+    return out
+
+
 def _latency(ctx, p, wl, store, emb, proj, radius: int) -> dict[str, Metric]:
     """One query at a time, end to end through the LSH scheme at the chosen radius."""
     rng = random.Random(p["split_seed"] + 7)
@@ -251,43 +289,68 @@ def _latency(ctx, p, wl, store, emb, proj, radius: int) -> dict[str, Metric]:
 
 def _c7(p, wl, test, emb, nn_sim, nlab, out: CaseOutcome) -> None:
     """Section 2.2: the dynamic threshold max(0.4, 0.85 (1 - H/8 (1 - |r|))) over token-id
-    streams (H: Shannon entropy in bits, r: lag-1 Pearson correlation), and the correct hits
-    a static threshold loses against the dynamic one on the test split."""
+    streams (H: Shannon entropy in bits, r: lag-1 Pearson correlation). What is measured: H
+    and r of each stream (the real query stream, and streams the harness generates from it or
+    from a seed), and the correct hits of real cosine-NN lookups at two thresholds; what is
+    computed: each threshold (the formula on the measured H and r) and the loss."""
     tok = emb.model[0].tokenizer
     ids = [i for t, _ in wl.queries for i in tok(t, add_special_tokens=False, verbose=False)["input_ids"]]
-    streams = metrics.c7_streams(ids, tok.vocab_size, p["c7_period"], p["split_seed"])
-    rows = []
+    ids = ids[:p["c7_max_tokens"]] if p["c7_max_tokens"] else ids
+    streams = {**metrics.c7_streams(ids, tok.vocab_size, p["c7_period"], p["split_seed"]),
+               **metrics.known_streams(len(ids), p["c7_known_symbols"], p["c7_known_r"], p["split_seed"])}
+    rows, measured = [], {}
     for name, seq in streams.items():
         h, r, thr = metrics.stream_threshold(seq)
+        measured[name] = (h, r)
+        origin = "the real query stream's token ids" if name == "query_stream" else "a stream the harness generates"
+        note = f"computed, not measured: the source's formula on H = {h:.2f} bits and lag-1 r = {r:.3f}, " \
+               f"both measured on {origin} ({len(seq)} tokens)"
         if p["c7_threshold"] == "static":
-            thr = p["c7_static_threshold"]
-        out.metrics[f"c7.{name}.threshold"] = Metric(thr, "", None, f"H = {h:.2f} bits over token ids, "
-                                                                     f"lag-1 r = {r:.3f}, {len(seq)} tokens" + (
-            "; the formula removed: the static threshold" if p["c7_threshold"] == "static" else ""))
+            thr, note = p["c7_static_threshold"], note + "; the formula removed: the static threshold"
+        out.metrics[f"c7.{name}.threshold"] = Metric(thr, "", None, note)
         rows.append([name, len(seq), h, r, thr])
+    out.metrics["c7.instrument.entropy_error_bits"] = Metric(
+        abs(measured["control.known_entropy"][0] - float(np.log2(p["c7_known_symbols"]))), "bits", "lower",
+        f"measured: |H - log2 {p['c7_known_symbols']}| on i.i.d. uniform draws of {p['c7_known_symbols']} symbols")
+    out.metrics["c7.instrument.lag1_r_error"] = Metric(
+        abs(measured["control.known_r"][1] - p["c7_known_r"]), "", "lower",
+        f"measured: |r - {p['c7_known_r']:g}| on an AR(1) stream of coefficient {p['c7_known_r']:g}")
     out.series["c7_streams"] = _series(["stream", "tokens", "entropy_bits", "lag1_r", "threshold"], rows,
                                        {"entropy_bits": "bits"},
-                                       f"periodic: the first {p['c7_period']} tokens of the query stream repeated")
+                                       f"periodic: the first {p['c7_period']} tokens of the query stream repeated; "
+                                       f"every threshold is computed by the formula from the measured H and r")
+    _c7_loss(p, wl, test, nn_sim, nlab, out)
+
+
+def _c7_loss(p, wl, test, nn_sim, nlab, out: CaseOutcome) -> None:
+    """Correct hits of exact cosine NN on the test split (real lookups) at the uniform stream's
+    dynamic threshold, at the static one, and at the instrument's strict one. A lower
+    threshold keeps every hit of a higher one, so the loss is >= 0 whenever the dynamic
+    threshold is below the static one: its size is what the lookups measure."""
     labels = [wl.queries[i][1] for i in test]
     all_should = wl.should_hit()
     should = [all_should[i] for i in test]
 
-    def correct_at(t: float) -> int:
-        return metrics.cache_counts([bool(nn_sim[i] >= t) for i in test], [nlab[i] for i in test],
-                                    labels, should).correct
+    def at(t: float) -> metrics.CacheCounts:
+        return metrics.cache_counts([bool(nn_sim[i] >= t) for i in test], [nlab[i] for i in test], labels, should)
 
     dyn = out.metrics["c7.uniform_tokens.threshold"].value
-    static = p["c7_static_threshold"]
-    c_dyn, c_static = correct_at(dyn), correct_at(static)
-    loss = metrics.static_loss_pct(c_dyn, c_static)
-    ctl = metrics.static_loss_pct(c_dyn, correct_at(dyn))
-    note = f"correct hits of exact cosine NN on the test split: {c_dyn} at the dynamic {dyn:.2f}, {c_static} at {static:g}"
+    static, strict = p["c7_static_threshold"], p["c7_strict_threshold"]
+    c_dyn, c_static, c_strict = at(dyn), at(static), at(strict)
+    loss = metrics.static_loss_pct(c_dyn.correct, c_static.correct)
     if loss is not None:
-        out.metrics["c7.static_loss_pct"] = Metric(loss, "%", None, note)
-        out.metrics["c7.control.static_loss_pct"] = Metric(ctl, "%", None, "the static threshold set to the dynamic "
-                                                                           "value: the same lookups twice")
-    out.series["c7_loss"] = _series(["threshold", "kind", "correct_hits"],
-                                    [[dyn, "dynamic (uniform-token stream)", c_dyn], [static, "static", c_static]])
+        out.metrics["c7.static_loss_pct"] = Metric(loss, "%", None, (
+            f"computed from measured hit counts: correct hits of exact cosine NN on the test split, {c_dyn.correct} at "
+            f"the computed dynamic {dyn:.2f} and {c_static.correct} at {static:g} (wrong hits {c_dyn.wrong} and "
+            f"{c_static.wrong}); >= 0 by construction while the dynamic threshold is below the static one"))
+        out.metrics["c7.instrument.strict_loss_pct"] = Metric(
+            metrics.static_loss_pct(c_dyn.correct, c_strict.correct), "%", None,
+            f"the instrument: correct hits at a strict static {strict:g} ({c_strict.correct}) against the dynamic "
+            f"threshold's; a lookup that sees hits must see most of them lost there")
+    out.series["c7_loss"] = _series(["threshold", "kind", "correct_hits", "wrong_hits"],
+                                    [[dyn, "dynamic (uniform-token stream), computed", c_dyn.correct, c_dyn.wrong],
+                                     [static, "static", c_static.correct, c_static.wrong],
+                                     [strict, "instrument: strict static", c_strict.correct, c_strict.wrong]])
 
 
 def _dataset_extras(p, ds, emb, proj, out: CaseOutcome) -> None:

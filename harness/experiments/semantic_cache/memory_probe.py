@@ -8,10 +8,14 @@ peaks: RSS (sampled every 10 ms, and the kernel's ru_maxrss), and on a GPU torch
 allocation and NVML's used memory. The target's password comes in the environment
 (harness.runner.PASSWORD_ENV), never on the command line.
 
-SmolLM2 is loaded when the first request that the model must serve arrives (a miss, a wrong
-hit, or any request without a cache), as a server that loads its model on demand would: a
-process whose requests all hit the cache never holds the model. Its load falls inside the
-sampled window, so a process that needs it reports its memory in the peak.
+Every mode holds SmolLM2 (and the semantic cache all-MiniLM-L6-v2) from its start, and runs
+one warm-up generation before the sampled window opens (the weights are memory-mapped: only
+a forward pass makes them resident), whether or not any request reaches the model later: a
+process whose requests all hit still holds the model, as a server that has served before, so
+a difference between the modes is the cache's (a hit spares a generation's working memory).
+Mode "extra_allocation" is the instrument: the no-cache mode holding a known extra
+allocation (`extra_mb`, written so that every page is resident; on a GPU a tensor of that
+size on the device), which the probe must see.
 """
 
 from __future__ import annotations
@@ -23,24 +27,17 @@ import sys
 from pathlib import Path
 
 
-class LazyModel:
-    """SmolLM2's tokenizer and model, loaded at the first get(): serve() asks for them only
-    for a request the model serves."""
+def extra_allocation(mb: int, device: str):
+    """`mb` MiB held for the process's life: written bytes in host memory (every page
+    resident), and on a GPU the same size on the device as well."""
+    import numpy as np
 
-    def __init__(self, device: str):
-        self.device = device
-        self._tok = self._model = None
+    host = np.ones(mb * 2**20, dtype=np.uint8)
+    if device != "cuda":
+        return host
+    import torch
 
-    @property
-    def loaded(self) -> bool:
-        return self._model is not None
-
-    def get(self):
-        if self._model is None:
-            from harness.models import smollm2
-
-            self._tok, self._model = smollm2(self.device)
-        return self._tok, self._model
+    return host, torch.ones(mb * 2**20, dtype=torch.uint8, device="cuda")
 
 
 def main(job_path: str, out_path: str) -> int:
@@ -48,7 +45,7 @@ def main(job_path: str, out_path: str) -> int:
 
     from harness.experiments.semantic_cache import keys
     from harness.experiments.semantic_cache.store import Entry, Store
-    from harness.experiments.semantic_cache.ttft import PeakRSS, nvml_used_bytes, serve
+    from harness.experiments.semantic_cache.ttft import PeakRSS, generate, nvml_used_bytes, serve
     from harness.runner import PASSWORD_ENV
     from harness.target import Target
     from harness.toolkit import torch_threads
@@ -61,6 +58,11 @@ def main(job_path: str, out_path: str) -> int:
     with torch_threads(job["torch_threads"]):
         import torch
 
+        from harness.models import smollm2
+
+        tok, model = smollm2(dev)  # every mode holds the model from its start
+        generate(tok, model, job["requests"][0][0], job["max_new_tokens"])  # its weights resident, as a server's
+        held = extra_allocation(job["extra_mb"], dev) if mode == "extra_allocation" else None
         emb = proj = None
         if mode == "semantic_cache":
             from harness.experiments.semantic_cache.embed import Embedder
@@ -74,20 +76,22 @@ def main(job_path: str, out_path: str) -> int:
             store.put_many([(keys.exact_key(t, True), e) for t, e in inserts])
         elif mode == "semantic_cache":
             store.put_signatures(np.array(job["insert_sigs"], dtype=np.uint64), [e for _, e in inserts])
+        serve_as = "no_cache" if mode == "extra_allocation" else mode
         outcomes = []
-        lm = LazyModel(dev)
         try:
             with PeakRSS() as rss:
                 for text, label in job["requests"]:
-                    outcomes.append(serve(mode, text, label, lm.get, store, job["max_new_tokens"],
+                    outcomes.append(serve(serve_as, text, label, lambda: (tok, model), store, job["max_new_tokens"],
                                           emb=emb, proj=proj, radius=job["radius"],
                                           signature=job["signature"])[1])
         finally:
             store.clear()
             client.close()
         gpu = int(torch.cuda.max_memory_allocated()) if dev == "cuda" else None
-    result = {"mode": mode, "model_loaded": lm.loaded, "rss_peak": rss.peak, "ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-              "gpu_peak_alloc": gpu, "nvml_used": nvml_used_bytes() if dev == "cuda" else None, "outcomes": outcomes}
+        nvml = nvml_used_bytes() if dev == "cuda" else None
+        del held
+    result = {"mode": mode, "rss_peak": rss.peak, "ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+              "gpu_peak_alloc": gpu, "nvml_used": nvml, "outcomes": outcomes}
     Path(out_path).write_text(json.dumps(result))
     return 0
 

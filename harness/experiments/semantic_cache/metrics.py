@@ -180,6 +180,24 @@ def c7_streams(ids: Sequence[int], vocab_size: int, period: int, seed: int) -> d
     }
 
 
+def known_streams(length: int, symbols: int, r: float, seed: int) -> dict[str, list[int]]:
+    """The C7 instrument's streams, whose inputs to the formula are known in advance:
+    `control.known_entropy`, i.i.d. uniform over `symbols` token ids (H = log2(symbols) bits,
+    lag-1 r = 0), and `control.known_r`, a stationary Gaussian AR(1) process with coefficient
+    `r` (its lag-1 correlation is `r`), rounded to integer token ids. An estimator that does
+    not recover log2(symbols) and `r` on them cannot measure what the formula needs."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed + 17)
+    x = np.empty(length)
+    x[0] = rng.standard_normal()
+    noise = rng.standard_normal(length) * (1 - r * r) ** 0.5
+    for t in range(1, length):
+        x[t] = r * x[t - 1] + noise[t]
+    return {"control.known_entropy": [int(v) for v in rng.integers(0, symbols, length)],
+            "control.known_r": [int(round(1000 + 100 * v)) for v in x]}
+
+
 def stream_threshold(seq: Sequence[int]) -> tuple[float, float, float]:
     """(entropy bits, lag-1 r, dynamic threshold) of a token stream."""
     h, r = shannon_entropy_bits(seq), lag1_pearson([float(x) for x in seq])
@@ -200,7 +218,7 @@ def shannon_entropy_bits(symbols: Sequence) -> float:
     n = len(symbols)
     if n == 0:
         return 0.0
-    return -sum(c / n * math.log2(c / n) for c in Counter(symbols).values())
+    return max(0.0, -sum(c / n * math.log2(c / n) for c in Counter(symbols).values()))
 
 
 def lag1_pearson(xs: Sequence[float]) -> float:
@@ -213,3 +231,18 @@ def lag1_pearson(xs: Sequence[float]) -> float:
     va = sum((x - ma) ** 2 for x in a)
     vb = sum((y - mb) ** 2 for y in b)
     return cov / (va * vb) ** 0.5 if va > 0 and vb > 0 else 0.0
+
+
+def quantile_floor(hit_share: float, miss_values: Sequence[float], q: float = 0.95) -> tuple[float, float] | None:
+    """(the misses' quantile level, its value): a lower bound of the q-quantile of a stream in
+    which a share `hit_share` of the requests hit, however fast the hits are. With F_mix(x) =
+    h F_hit(x) + (1 - h) F_miss(x) >= q and F_hit <= 1, F_miss(x) >= (q - h) / (1 - h): the
+    stream's q-quantile is at least the misses' own (q - h) / (1 - h) quantile (numpy's linear
+    percentile of the measured misses). None when h >= q (the hits alone can set the quantile)
+    or no request missed."""
+    from harness import stats
+
+    if hit_share >= q or not miss_values:
+        return None
+    level = (q - hit_share) / (1 - hit_share)
+    return level, stats.percentile(list(miss_values), 100 * level)

@@ -110,16 +110,18 @@ def nvml_used_bytes() -> int | None:
 
 
 
-MODES = ("no_cache", "hash_cache", "semantic_cache")
+MODES = ("no_cache", "hash_cache", "semantic_cache", "oracle_cache")
 
 
 def serve(mode: str, text: str, label: str, model_of, store, max_new_tokens: int, *, emb=None, proj=None,
           radius: int = 0, signature: str = "lsh") -> tuple[float, str]:
     """Serve one request in `mode`; (TTFT in seconds, outcome): outcome is "model" (no
     cache), "hit" (a correct hit), "miss" or "wrong_hit" (an error, then served by the model).
-    `model_of()` gives (tokenizer, model) and is called only when the model serves (a loader
-    that loads on first use counts its load in that request's TTFT). signature "exact"
-    replaces the semantic cache's LSH signature by an exact text hash (the mechanism removed)."""
+    `model_of()` gives (tokenizer, model) and is called only when the model serves. signature
+    "exact" replaces the semantic cache's LSH signature by an exact text hash (the mechanism
+    removed). "oracle_cache" is the instrument: the semantic cache's lookup path (embedding,
+    LSH signature, banded Redis lookup) against a store that holds every request of the
+    stream under its own signature, so every request is a hit whatever `signature` says."""
     import numpy as np
 
     from harness.experiments.semantic_cache import keys
@@ -132,7 +134,8 @@ def serve(mode: str, text: str, label: str, model_of, store, max_new_tokens: int
         key, sig = keys.exact_key(text, True), None
         entry = store.get(key)
     else:
-        sig = keys.text_signature(text) if signature == "exact" else int(keys.signatures(emb.encode_one(text), proj)[0])
+        exact = signature == "exact" and mode == "semantic_cache"
+        sig = keys.text_signature(text) if exact else int(keys.signatures(emb.encode_one(text), proj)[0])
         entry, dist, _ = store.lsh_nearest(sig)
         if entry is not None and dist > radius:
             entry = None
