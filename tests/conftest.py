@@ -71,3 +71,15 @@ def cluster_client(cluster):
     for n in cluster.primaries:
         cluster.client(n).flushall()
     client.close()
+
+
+@pytest.fixture(autouse=True)
+def _secrets_are_per_test():
+    """harness.process remembers secrets for the whole process (a run's passwords); a test's
+    one-letter URL password ('HTTP://A:B@H') must not redact 'MiB' in a later test's output."""
+    from harness import process
+
+    before = set(process._SECRETS)
+    yield
+    process._SECRETS.clear()
+    process._SECRETS.update(before)
