@@ -176,6 +176,9 @@ class Driver:
     check: Callable[[str, dict], None] | None = None  # extra spec checks; raise BadInput
     isolate: bool = False  # run each repetition in a fresh process
     module: str = ""
+    # Serving-engine configurations the driver measures ("cached", "uncached"): the runner
+    # starts the ones a run's selected cases need, once per run, into `target.engines`.
+    engines: tuple[str, ...] = ()
 
     def resolve_params(self, where: str, given: dict) -> dict:
         """Check `given` against the declared parameters and fill in defaults."""
@@ -203,7 +206,8 @@ REGISTRY: dict[str, Driver] = {}
 
 
 def register(name: str, *, params: dict[str, Param], needs: str = "none", description: str = "",
-             check: Callable[[str, dict], None] | None = None, isolate: bool = False):
+             check: Callable[[str, dict], None] | None = None, isolate: bool = False,
+             engines: tuple[str, ...] = ()):
     """Decorator: register `fn(ctx) -> CaseOutcome` as the driver called `name`."""
     if needs not in TARGET_KINDS:
         raise ValueError(f"needs must be one of {TARGET_KINDS}")
@@ -212,7 +216,7 @@ def register(name: str, *, params: dict[str, Param], needs: str = "none", descri
         if name in REGISTRY and REGISTRY[name].run is not fn:
             raise ValueError(f"driver {name!r} registered twice")
         REGISTRY[name] = Driver(name, fn, params, needs, description or (fn.__doc__ or "").strip(), check,
-                                isolate, fn.__module__)
+                                isolate, fn.__module__, tuple(engines))
         return fn
 
     return deco

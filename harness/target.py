@@ -57,6 +57,29 @@ class Node:
         return f"{self.host}:{self.port}"
 
 
+@dataclass(frozen=True)
+class LlmEndpoint:
+    """An OpenAI-compatible serving engine: where it answers and what it serves.
+
+    `base_url` has no `/v1` (e.g. "http://127.0.0.1:8011"); `model` is the served model
+    name the requests carry. `managed` is true when the harness started it (then
+    `prefix_caching` says how it was configured); a server the user points at is
+    measured as it is (`prefix_caching` None: unknown)."""
+
+    base_url: str
+    model: str
+    managed: bool = False
+    prefix_caching: bool | None = None
+
+    def to_json(self) -> dict:
+        return {"base_url": self.base_url, "model": self.model, "managed": self.managed,
+                "prefix_caching": self.prefix_caching}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "LlmEndpoint":
+        return cls(str(d["base_url"]), str(d["model"]), bool(d.get("managed", False)), d.get("prefix_caching"))
+
+
 @dataclass
 class Target:
     """Where a suite's servers are: the local cluster, an inventory's hosts, or nothing."""
@@ -66,6 +89,9 @@ class Target:
     nodes: list[Node] = field(default_factory=list)
     password: str | None = None
     username: str | None = None
+    # Serving engines by configuration name ("cached", "uncached" when the harness starts
+    # them; "external" for a server the user points at).
+    engines: dict[str, LlmEndpoint] = field(default_factory=dict)
 
     @property
     def primaries(self) -> list[Node]:
@@ -100,9 +126,11 @@ class Target:
 
     def to_json(self) -> dict:
         return {"name": self.name, "kind": self.kind,
-                "nodes": [{"host": n.host, "port": n.port, "role": n.role} for n in self.nodes]}
+                "nodes": [{"host": n.host, "port": n.port, "role": n.role} for n in self.nodes],
+                "engines": {k: e.to_json() for k, e in self.engines.items()}}
 
     @classmethod
     def from_json(cls, d: dict) -> "Target":
         return cls(d.get("name", ""), d.get("kind", "none"),
-                   [Node(n["host"], int(n["port"]), n.get("role")) for n in d.get("nodes", [])])
+                   [Node(n["host"], int(n["port"]), n.get("role")) for n in d.get("nodes", [])],
+                   engines={k: LlmEndpoint.from_json(e) for k, e in (d.get("engines") or {}).items()})
