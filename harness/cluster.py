@@ -23,7 +23,6 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness.drivers import Node, Target
 from harness.errors import BadInput, EnvironmentProblem
 from harness.paths import STATE_DIR
 from harness.redis_server import (
@@ -36,6 +35,7 @@ from harness.redis_server import (
     stop_pids,
 )
 from harness.signals import deferred_interrupts
+from harness.target import Node, Target
 
 LOCK_DIR = STATE_DIR / "locks"
 

@@ -25,11 +25,15 @@ import json
 import math
 import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from harness import stats
-from harness.analysis import Analysis
+from harness.analysis import Analysis, analyze
 from harness.errors import BadInput
+from harness.history import find_runs, load_runs, run_facts
 from harness.report.format import fmt
+from harness.results import MANIFEST, load_run
+from harness.summary import table
 
 FACTOR = 0.05  # 5%: past this a change in the worse direction is a regression
 UNSTABLE_CV = 0.10  # a baseline that varies more than this cannot show a regression
@@ -218,8 +222,6 @@ COLUMNS = ("suite", "case", "metric", "baseline", "current", "change", "limit", 
 
 
 def format_text(c: Comparison, rows: list[dict]) -> str:
-    from harness.summary import table
-
     lines = [f"baseline: {c.baseline}", f"this run: {c.current}"] + [f"warning: {w}" for w in c.warnings]
     lines += [f"left out of the pool: {x}" for x in c.left_out]
     lines += [c.header(), ""]
@@ -268,12 +270,6 @@ def compare_dirs(baseline, current, *, last: int = POOL, factor: float = FACTOR,
     """BASELINE: one results folder, or a folder of them (pooled: the last `last` runs
     before CURRENT that match its profile, host and key versions; the others are left out
     and named)."""
-    from pathlib import Path
-
-    from harness.analysis import analyze
-    from harness.history import find_runs, load_runs, run_facts
-    from harness.results import MANIFEST, load_run
-
     if not 1 <= last <= 1000:
         raise BadInput(f"--last must be between 1 and 1000, got {last}")
     if factor < 0 or not math.isfinite(factor):
@@ -287,25 +283,7 @@ def compare_dirs(baseline, current, *, last: int = POOL, factor: float = FACTOR,
         refuse_same_run(pool[0], new)
         what = f"{baseline} (one run, {pool[0].manifest.get('profile', '?')} profile)"
     else:
-        runs = [r for r in load_runs(find_runs(baseline), log)
-                if r.run_dir.resolve() != new.run_dir.resolve() and run_facts(r)["run_id"] != nf["run_id"]]
-        started = nf["started"]
-        if started is not None:
-            runs = [r for r in runs if (run_facts(r)["started"] or 0) < started]
-        matching = []
-        for r in runs:
-            diff = check_sides([run_facts(r)], nf)
-            if diff and not allow_mismatch:
-                left_out.append(f"{r.run_dir.name}: {diff[0]}")
-            else:
-                matching.append(r)
-        if not runs:
-            raise BadInput(f"{baseline}: no earlier results folder to compare with")
-        if not matching:
-            raise BadInput(f"{baseline}: none of its {len(runs)} earlier runs matches this run "
-                           f"({left_out[-1]}); compare like with like, or give --allow-mismatch")
-        pool = matching[-last:]
-        left_out = left_out[-last:]
+        pool, left_out = _pool(baseline, new, nf, last, allow_mismatch, log)
         what = (f"median of the last {len(pool)} run(s) under {baseline} "
                 f"({pool[0].run_dir.name} .. {pool[-1].run_dir.name})")
     warnings = []
@@ -325,3 +303,26 @@ def compare_dirs(baseline, current, *, last: int = POOL, factor: float = FACTOR,
     rows = compare_baseline(base, a_new, factor)
     return Comparison(rows, what, f"{new.run_dir} ({nf['profile']} profile, revision {nf['revision'][:10]})",
                       warnings, left_out)
+
+
+def _pool(baseline: Path, new, nf: dict, last: int, allow_mismatch: bool, log) -> tuple[list, list[str]]:
+    """The last `last` runs under `baseline` before `new` that match it, and the ones left out (named)."""
+    left_out: list[str] = []
+    runs = [r for r in load_runs(find_runs(baseline), log)
+            if r.run_dir.resolve() != new.run_dir.resolve() and run_facts(r)["run_id"] != nf["run_id"]]
+    started = nf["started"]
+    if started is not None:
+        runs = [r for r in runs if (run_facts(r)["started"] or 0) < started]
+    matching = []
+    for r in runs:
+        diff = check_sides([run_facts(r)], nf)
+        if diff and not allow_mismatch:
+            left_out.append(f"{r.run_dir.name}: {diff[0]}")
+        else:
+            matching.append(r)
+    if not runs:
+        raise BadInput(f"{baseline}: no earlier results folder to compare with")
+    if not matching:
+        raise BadInput(f"{baseline}: none of its {len(runs)} earlier runs matches this run "
+                       f"({left_out[-1]}); compare like with like, or give --allow-mismatch")
+    return matching[-last:], left_out[-last:]

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.errors import BadInput, did_you_mean
-from harness.results import STATUSES, Metric, Series, check_facts
+from harness.metrics_model import STATUSES, Metric, Series, check_facts
+from harness.paths import REPO_ROOT
 from harness.target import Node, Target
 
 __all__ = ["REQUIRED", "Param", "Metric", "Series", "CaseOutcome", "CaseContext", "Driver", "Node", "Target",
@@ -101,8 +102,6 @@ def _type_names(types: tuple) -> str:
 
 def input_path(value: str) -> Path:
     """The one rule for paths users give in specs: relative to the repository, or absolute."""
-    from harness.paths import REPO_ROOT
-
     p = Path(value)
     return p if p.is_absolute() else REPO_ROOT / p
 

@@ -5,22 +5,26 @@ series over the runs, oldest first: the median of the run's repetitions with the
 as whiskers, the threshold of the run's profile as a line, and the steps that
 harness.stepdetect finds in the medians. Each run is annotated with its date, git
 revision, profile, host and key package versions, so that a step can be read against
-what changed. Writes history.html (self-contained: inline SVG, no script, the report's
-Content-Security-Policy) and history.json.
+what changed. The page (history.html: self-contained, inline SVG, no script, the report's
+Content-Security-Policy) is rendered by harness.report.history from the data computed here,
+which is also kept as history.json.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import stats
+from harness.analysis import analyze
 from harness.errors import BadInput
 from harness.files import write_atomic
+from harness.formats import HISTORY_FORMAT
 from harness.results import MANIFEST, RESULTS, RunData, json_safe, load_run
 from harness.stepdetect import detect_steps
 
@@ -44,27 +48,23 @@ def run_facts(run: RunData) -> dict:
     """What a run ran on: profile, host class, key versions; the sides of a comparison must
     agree on these. The host is its hardware and the target (not the hostname, which a CI
     runner changes every night)."""
-    man = run.manifest
-    host = man.get("host") if isinstance(man.get("host"), dict) else {}
-    git = man.get("git") if isinstance(man.get("git"), dict) else {}
-    packages = man.get("packages") if isinstance(man.get("packages"), dict) else {}
-    tools = man.get("tools") if isinstance(man.get("tools"), dict) else {}
+    man = run.manifest  # a typed record: every field already has its type (harness.manifest_record)
+    host, git, packages, tools = man.host, man.git, man.packages, man.tools
     versions = {k: packages.get(k) for k in KEY_PACKAGES if k in packages}
     for t in KEY_TOOLS:
         v = tools.get(t)
         if isinstance(v, dict) and v.get("version"):
             versions[t] = _tool_version(v["version"])
-    cons = man.get("constraints") if isinstance(man.get("constraints"), dict) else {}
     return {
-        "run_id": str(man.get("run_id") or run.run_dir.name),
-        "started": _finite(man.get("started")),
+        "run_id": man.run_id or run.run_dir.name,
+        "started": man.started,
         "revision": str(git.get("revision") or "unknown"), "dirty": bool(git.get("dirty")),
-        "profile": str(man.get("profile") or "?"),
+        "profile": man.profile or "?",
         "host": f"{host.get('cpu_model', '?')}, {host.get('cpu_logical', '?')} cores, "
-                f"{host.get('memory_total_gib', '?')} GiB; target {man.get('target', '?')}",
+                f"{host.get('memory_total_gib', '?')} GiB; target {man.target if man.target is not None else '?'}",
         "hostname": str(host.get("hostname") or "?"),
         "versions": versions,
-        "constraints": cons.get("sha256") if cons else None,
+        "constraints": man.constraints.get("sha256") if man.constraints else None,
         "params": {f"{name}/{c.name}": c.params for name, srun in run.suites.items() for c in srun.cases},
     }
 
@@ -117,7 +117,7 @@ def load_runs(dirs: list[Path], log=None) -> list[RunData]:
         except BadInput as e:
             if log:
                 log(f"left out: {e}")
-    out.sort(key=lambda r: (_finite(r.manifest.get("started")) or 0.0, r.run_dir.name))
+    out.sort(key=lambda r: (r.manifest.started or 0.0, r.run_dir.name))
     return out
 
 
@@ -144,11 +144,9 @@ class MetricHistory:
 
 def build_history(runs: list[RunData]) -> dict:
     """The history of every metric over `runs` (oldest first): {"runs": [...], "metrics": [...]}."""
-    from harness.analysis import analyze
-
     facts, series = [], {}
     for i, run in enumerate(runs):
-        facts.append({"index": i + 1, **run_facts(run), "date": date_text(run.manifest.get("started"))})
+        facts.append({"index": i + 1, **run_facts(run), "date": date_text(run.manifest.started)})
         a = analyze(run)
         for m in a.metrics:
             h = series.setdefault((m.suite, m.case, m.metric), MetricHistory(m.suite, m.case, m.metric, m.unit, m.better))
@@ -182,23 +180,17 @@ def level_points(h: dict) -> list[list]:
     return out
 
 
-def write_history(root: Path, out_dir: Path | None = None, last: int | None = None, log=None,
-                  profile: str | None = None) -> tuple[Path, Path]:
-    """One profile's history (default: the newest run's): a series that mixes profiles would
-    show their difference as a step."""
-    import json
-
-    from harness.report.history import render_history
-
-    dirs = find_runs(Path(root))
-    runs = load_runs(dirs, log)
+def select_runs(root: Path, last: int | None = None, log=None, profile: str | None = None) -> list[RunData]:
+    """The runs under `root` of one profile (default: the newest run's), the `last` newest of
+    them: a series that mixes profiles would show their difference as a step."""
+    runs = load_runs(find_runs(Path(root)), log)
     if runs:
-        want = profile or str(runs[-1].manifest.get("profile") or "?")
-        other = [r for r in runs if str(r.manifest.get("profile") or "?") != want]
-        runs = [r for r in runs if str(r.manifest.get("profile") or "?") == want]
+        want = profile or runs[-1].manifest.profile or "?"
+        other = [r for r in runs if (r.manifest.profile or "?") != want]
+        runs = [r for r in runs if (r.manifest.profile or "?") == want]
         if not runs:
             raise BadInput(f"{root}: no run of profile {want!r}; its runs have profiles "
-                           f"{', '.join(sorted({str(r.manifest.get('profile')) for r in other}))}")
+                           f"{', '.join(sorted({str(r.manifest.profile) for r in other}))}")
         if other and log:
             log(f"profile {want}: left out {len(other)} run(s) of other profiles (--profile chooses)")
     if last is not None:
@@ -207,19 +199,20 @@ def write_history(root: Path, out_dir: Path | None = None, last: int | None = No
         runs = runs[-last:]
     if not runs:
         raise BadInput(f"{root}: none of its results folders could be read; see the lines above")
-    data = build_history(runs)
-    out_dir = _out_folder(Path(out_dir or root), given=out_dir is not None)
-    html, js = out_dir / HISTORY_HTML, out_dir / HISTORY_JSON
+    return runs
+
+
+def write_history_json(path: Path, data: dict) -> None:
+    """history.json: the data of the page, with its format version."""
+    data = {"format_version": HISTORY_FORMAT, **data}
     try:  # compact: the C encoder (indent would take the pure-Python one, a second per 1,000 runs)
         text = json.dumps(data, allow_nan=False)
     except ValueError:  # a NaN from a hand-edited results file: null
         text = json.dumps(json_safe(data), allow_nan=False)
-    write_atomic(js, text)
-    write_atomic(html, render_history(data, str(Path(root))))
-    return html, js
+    write_atomic(path, text)
 
 
-def _out_folder(out_dir: Path, given: bool) -> Path:
+def out_folder(out_dir: Path, given: bool) -> Path:
     """The folder history.html goes to, made when missing; one line when it cannot be."""
     flag = "--out " if given else ""
     if out_dir.exists() and not out_dir.is_dir():

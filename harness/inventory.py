@@ -21,9 +21,11 @@ from pathlib import Path
 
 import yaml
 
+from harness.cluster import parse_cluster_nodes
 from harness.errors import BadInput, EnvironmentProblem
 from harness.files import read_bounded
-from harness.process import RemoteHost, add_secret, register_loadgen
+from harness.process import RemoteHost, add_secret
+from harness.process import where as tools_machine
 from harness.target import Node, Target, check_host
 
 REDIS_GROUP = "redis"
@@ -169,21 +171,18 @@ def load_target(path: str | Path) -> Target:
         nodes.append(Node(address, port))
     password = os.environ.get("REDIS_CLUSTER_PASSWORD") or None
     add_secret(password)
-    target = Target(name=str(path), kind="cluster", nodes=nodes, password=password)
-    loadgen = loadgen_host(path)
+    loadgen = loadgen_host(path)  # a broken loadgen entry is bad input here, never a silent local run
     if loadgen is not None:
         problem = loadgen.check()
         if problem:
             raise EnvironmentProblem(problem)
-    register_loadgen([n.address for n in nodes], loadgen)  # redis-benchmark/memtier at these nodes run there
+    target = Target(name=str(path), kind="cluster", nodes=nodes, password=password, loadgen=loadgen)
     return _with_roles(target)
 
 
 def _with_roles(target: Target) -> Target:
     """Read CLUSTER NODES from the first node that answers to learn each node's role."""
     import redis
-
-    from harness.cluster import parse_cluster_nodes
 
     errors = []
     for node in target.nodes:
@@ -270,22 +269,10 @@ def check_ssh_config(path: Path, where: str) -> None:
                 check_host(hop.rpartition("@")[2].partition(":")[0] or hop, f"{where}: {path} line {n} ProxyJump")
 
 
-def loadgen_for(target: Target) -> RemoteHost | None:
-    """The load generator of an inventory target (None for the local cluster)."""
-    if target.kind != "cluster" or target.name in ("", "local") or not Path(target.name).is_file():
-        return None
-    try:
-        return loadgen_host(target.name)
-    except BadInput:
-        return None
-
-
 def loadgen_summary(target: Target) -> dict:
     """For the manifest: which machine runs the load tools of this target."""
-    from harness.process import where
-
-    host = loadgen_for(target)
-    out = {"ran_on": where(host)}
+    host = target.loadgen
+    out = {"ran_on": tools_machine(host)}
     if host is not None:
         out.update({"name": host.name, "address": host.address, "user": host.user, "via": "ssh",
                     "ssh_config": host.ssh_config})

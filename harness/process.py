@@ -15,16 +15,14 @@ travel on ssh's stdin and reach the tool through shell variables, so they are in
 ssh's command line nor anything kept here. Files the tool is told to write into its raw
 folder are written in a temporary folder on the host and copied back afterwards.
 
-Which host: `run_tool(host=...)`, or by default the load generator registered for the
-Redis node that the load tool's command line names (`register_loadgen`, called when an
-inventory target is loaded; the map travels to isolated cases in HARNESS_LOADGEN_MAP).
-A local cluster's nodes are never registered, so its tools always run here.
+Which host: `run_tool(host=...)`: the load tools run on the target's load generator
+(harness.target.Target.loadgen, from the inventory's `loadgen` group), None: here. A local
+cluster has none, so its tools always run here.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import os
 import re
 import shlex
@@ -33,17 +31,17 @@ import subprocess
 import tarfile
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+
+from harness.errors import BadInput, EnvironmentProblem
+from harness.hostnames import check_host, check_user
 
 REDACTED = "***"
 SECRET_ENV = ("REDIS_CLUSTER_PASSWORD", "REDIS_CACHE_READER_PASSWORD", "HARNESS_TARGET_PASSWORD")
 SECRET_FLAGS = ("-a", "--pass", "--password", "--requirepass", "--masterauth", "--authenticate")
 SECRET_PREFIXES = ("--authenticate=", "--pass=", "--password=", "-redis.password=", "--redis.password=")
 _SECRETS: set[str] = set()
-LOADGEN_MAP_ENV = "HARNESS_LOADGEN_MAP"  # {"host:port" of a Redis node: the RemoteHost that loads it}
-LOAD_TOOLS = ("redis-benchmark", "memtier_benchmark")
-AUTO = object()
 
 
 def add_secret(value: str | None) -> None:
@@ -136,8 +134,6 @@ class RemoteHost:
     def __post_init__(self):
         """Every field may come from an inventory: each is checked to be what it claims, so
         that none can become an ssh option or shell text."""
-        from harness.target import check_host, check_user
-
         where = f"load generator {str(self.name)[:60]!r}"
         check_host(self.name, f"{where}: its host name")
         check_host(self.address, f"{where}: ansible_host")
@@ -187,9 +183,6 @@ class RemoteHost:
         return (f"load generator {self.name} ({self.address}) does not answer SSH ({err}); check that the "
                 f"host is up and that `{how} true` works (the inventory's loadgen group names it)")
 
-    def has_tool(self, tool: str, timeout: float = 20) -> bool:
-        return self.run(f"command -v {shlex.quote(tool)} >/dev/null", timeout=timeout).returncode == 0
-
     def fetch(self, remote_path: str, local_path: Path, timeout: float = 60, remove: bool = True) -> bool:
         """Copy a file from the host (cat over SSH); True when it existed."""
         rm = f" && rm -f {shlex.quote(remote_path)}" if remove else ""
@@ -204,8 +197,6 @@ class RemoteHost:
 
 
 def _bad(message: str):
-    from harness.errors import BadInput
-
     return BadInput(message)
 
 
@@ -216,52 +207,8 @@ def tool_missing(tool: str, host: RemoteHost | None, hint: str) -> str:
         return "" if shutil.which(tool) else f"{tool} not found ({hint})"
     p = host.run(f"command -v {shlex.quote(tool)} >/dev/null", timeout=30)
     if p.returncode == 255:
-        from harness.errors import EnvironmentProblem
-
         raise EnvironmentProblem(host.check() or f"ssh to {host.name} ({host.address}) failed")
     return "" if p.returncode == 0 else f"{tool} not found on {host.name} ({host.address}) ({hint})"
-
-
-def register_loadgen(addresses: list[str], host: RemoteHost | None) -> None:
-    """Load tools aimed at these Redis nodes run on `host` (None: here)."""
-    try:
-        m = json.loads(os.environ.get(LOADGEN_MAP_ENV) or "{}")
-    except ValueError:
-        m = {}
-    for a in addresses:
-        if host is None:
-            m.pop(a, None)
-        else:
-            m[a] = asdict(host)
-    os.environ[LOADGEN_MAP_ENV] = json.dumps(m)
-
-
-def _aimed_at(cmd: list[str]) -> str | None:
-    """'host:port' that a redis-benchmark (-h/-p) or memtier_benchmark (-s/-p) command names."""
-    host, port, args = "127.0.0.1", "6379", [str(a) for a in cmd[1:]]
-    for i, a in enumerate(args):
-        nxt = args[i + 1] if i + 1 < len(args) else None
-        if a in ("-h", "-s", "--server") and nxt:
-            host = nxt
-        elif a in ("-p", "--port") and nxt:
-            port = nxt
-        elif a.startswith("--server="):
-            host = a.split("=", 1)[1]
-        elif a.startswith("--port="):
-            port = a.split("=", 1)[1]
-    return f"{host}:{port}"
-
-
-def loadgen_for_command(cmd: list[str]) -> RemoteHost | None:
-    """The load generator registered for the node a load tool's command names, else None."""
-    if not cmd or os.path.basename(str(cmd[0])) not in LOAD_TOOLS:
-        return None
-    try:
-        m = json.loads(os.environ.get(LOADGEN_MAP_ENV) or "{}")
-    except ValueError:
-        return None
-    d = m.get(_aimed_at(cmd))
-    return RemoteHost(**d) if isinstance(d, dict) else None
 
 
 def where(host: RemoteHost | None) -> str:
@@ -342,13 +289,11 @@ def _fetch_dir(host: RemoteHost, remote_dir: str, raw_dir: Path, secrets: list[s
 
 
 def run_tool(cmd: list[str], raw_dir: Path, name: str, timeout: float, env: dict | None = None, *,
-             host=AUTO, secrets=()) -> ToolRun:
-    """Run `cmd` here or on a load-generator host over SSH (default: the one registered for
-    the node a load tool names, see register_loadgen), writing NAME.cmd, NAME.stdout and
-    NAME.stderr under raw_dir. Every known secret (and `secrets`) is redacted from all
-    three and, on a host, sent over stdin instead of the command line."""
-    if host is AUTO:
-        host = loadgen_for_command(cmd)
+             host: RemoteHost | None = None, secrets=()) -> ToolRun:
+    """Run `cmd` here or on a load-generator host over SSH (`host`, e.g. the target's
+    loadgen), writing NAME.cmd, NAME.stdout and NAME.stderr under raw_dir. Every known
+    secret (and `secrets`) is redacted from all three and, on a host, sent over stdin
+    instead of the command line."""
     secrets = [str(s) for s in secrets if s]
     for s in secrets:
         add_secret(s)

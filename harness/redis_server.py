@@ -14,6 +14,7 @@ from string import Template
 
 from harness.errors import BadInput, EnvironmentProblem
 from harness.paths import INFRA_DIR
+from harness.signals import deferred_interrupts
 
 INSTALL_HINT = "install it with: apt-get install -y redis-server redis-tools"
 
@@ -133,8 +134,6 @@ class RedisProcess:
             (self.folder / stale).unlink(missing_ok=True)
         conf = self.folder / "redis.conf"
         conf.write_text(self.render_config())
-        from harness.signals import deferred_interrupts
-
         with deferred_interrupts():  # a Ctrl-C now waits until the pid is known (and recorded)
             self.proc = subprocess.Popen([exe, str(conf)], stdout=subprocess.DEVNULL,
                                          stderr=subprocess.PIPE, start_new_session=True)

@@ -1,8 +1,7 @@
 """The stored run: typed records and the results folder (manifest.json, results.json, raw/).
 
-Everything a driver measures is a `Metric` (one number with its unit and direction) or a
-`Series` (named columns of equal length: the raw sequence a view turns into a table or a
-chart). A `Record` is one repetition of one case. Objects check themselves when created
+What a driver measures (`Metric`, `Series`) is defined in harness.metrics_model (re-exported
+here). A `Record` is one repetition of one case. Objects check themselves when created
 and load any older schema version they know (schema 1 had no series and kept the spec
 as plain dicts). A report can be rebuilt from this folder alone.
 """
@@ -10,132 +9,23 @@ as plain dicts). A report can be rebuilt from this folder alone.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from harness.errors import BadInput
-from harness.process import redact_url_credentials
+from harness.files import read_bounded, write_atomic
+from harness.formats import MANIFEST_FORMAT, RESULTS_READABLE, RESULTS_SCHEMA
+from harness.manifest_record import Manifest
+from harness.metrics_model import STATUSES, Metric, Series, check_facts, finite_or_none
+from harness.process import known_secrets, redact_url_credentials
+from harness.spec import Claim, SuiteRun
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = RESULTS_SCHEMA
+READABLE_VERSIONS = RESULTS_READABLE
 MANIFEST = "manifest.json"
 RESULTS = "results.json"
-RAW = "raw"
-STATUSES = ("ok", "failed", "invalid", "skipped")
-BETTER = (None, "lower", "higher")
 MAX_MANIFEST_BYTES = 16 << 20  # a manifest is a few KB of facts
 MAX_RESULTS_BYTES = 256 << 20  # the largest real runs keep a few MB of records and series
-
-
-def finite_or_none(v: Any) -> Any:
-    """NaN and infinities never reach a results file (they are not JSON): None instead."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
-@dataclass(frozen=True)
-class Metric:
-    """A measured value with its unit and which direction is better."""
-
-    value: float | None
-    unit: str
-    better: str | None = None  # "lower", "higher" or None (neither)
-    note: str = ""
-
-    def __post_init__(self):
-        if self.better not in BETTER:
-            raise ValueError(f"Metric.better must be 'lower', 'higher' or None, not {self.better!r}")
-        if self.value is not None:
-            if isinstance(self.value, bool) or not isinstance(self.value, (int, float)):
-                raise ValueError(f"Metric value must be a number, got {self.value!r}")
-            v = float(self.value)
-            if not math.isfinite(v):
-                raise ValueError(f"Metric value must be finite, got {self.value!r}")
-            object.__setattr__(self, "value", v)
-
-    def to_json(self) -> dict:
-        out = {"value": self.value, "unit": self.unit}
-        if self.better:
-            out["better"] = self.better
-        if self.note:
-            out["note"] = self.note
-        return out
-
-    @classmethod
-    def from_json(cls, data: dict) -> "Metric":
-        return cls(data["value"], data.get("unit", ""), data.get("better"), data.get("note", ""))
-
-
-@dataclass(frozen=True)
-class Series:
-    """A raw measured sequence: named columns of equal length. Values are numbers, strings
-    or None (not measured); NaN and infinities become None. `units` names a column's unit.
-
-    Example: Series({"second": [-1, 0, 1], "store_reads": [40, 100, 56]}, {"store_reads": "reads/s"})
-    """
-
-    columns: dict[str, list]
-    units: dict[str, str] = field(default_factory=dict)
-    note: str = ""
-
-    def __post_init__(self):
-        if not isinstance(self.columns, dict) or not self.columns:
-            raise ValueError("a Series needs at least one column")
-        lengths = {k: len(v) for k, v in self.columns.items()}
-        if len(set(lengths.values())) > 1:
-            raise ValueError(f"Series columns differ in length: {lengths}")
-        clean = {}
-        for k, col in self.columns.items():
-            vals = []
-            for v in col:
-                if hasattr(v, "item") and not isinstance(v, (str, bytes)):  # numpy scalars
-                    v = v.item()
-                if v is not None and not isinstance(v, (int, float, str)):
-                    raise ValueError(f"Series column {k!r}: {type(v).__name__} is not a number, string or None")
-                vals.append(finite_or_none(v))
-            clean[str(k)] = vals
-        object.__setattr__(self, "columns", clean)
-        unknown = set(self.units) - set(clean)
-        if unknown:
-            raise ValueError(f"Series units name unknown columns: {sorted(unknown)}")
-
-    def __len__(self) -> int:
-        return len(next(iter(self.columns.values())))
-
-    def column(self, name: str) -> list:
-        return self.columns[name]
-
-    def rows(self) -> list[list]:
-        cols = list(self.columns.values())
-        return [list(r) for r in zip(*cols)]
-
-    def to_json(self) -> dict:
-        out: dict = {"columns": self.columns}
-        if self.units:
-            out["units"] = self.units
-        if self.note:
-            out["note"] = self.note
-        return out
-
-    @classmethod
-    def from_json(cls, data: dict) -> "Series":
-        return cls(data["columns"], data.get("units", {}), data.get("note", ""))
-
-
-FACT_TYPES = (str, int, float, bool)
-
-
-def check_facts(facts: dict) -> dict:
-    """Facts are flat: names to a string, number or boolean (what a ledger condition compares)."""
-    if not isinstance(facts, dict):
-        raise ValueError(f"facts must be a mapping, not {type(facts).__name__}")
-    for k, v in facts.items():
-        if not isinstance(k, str) or not isinstance(v, FACT_TYPES):
-            raise ValueError(f"fact {k!r}: {type(v).__name__} is not a string, number or boolean")
-    return facts
 
 
 @dataclass
@@ -191,13 +81,20 @@ class RunData:
     """A results folder, loaded: the manifest, the suites as run, the ledger, the records."""
 
     run_dir: Path
-    manifest: dict
+    manifest: Manifest  # a mapping given here (a test's) is read into one
     records: list[Record]
     suites: dict  # suite name -> spec.SuiteRun
     claims: list  # spec.Claim, in claim order
     schema_version: int = SCHEMA_VERSION
     monitoring: dict | None = None  # the Prometheus series of the run window (see harness.monitoring)
     interrupted: dict | None = None  # {"at": time, "case": "suite/case/rep"} when the run was cut short
+    # "suite/case" -> {"repetition": n, "tables": [...], "charts": [...]}: what a schema-1 case kept in
+    # its details instead of series (the last ok repetition's), found when the folder is loaded
+    legacy_blocks: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not isinstance(self.manifest, Manifest):
+            self.manifest = Manifest.from_json(dict(self.manifest or {}))
 
     def ok_records(self, suite: str, case: str) -> list[Record]:
         return [r for r in self.records if r.suite == suite and r.case == case and r.status == "ok"]
@@ -243,15 +140,12 @@ def atomic_write_json(path: Path, data) -> None:
     is one line and exit 3); known secrets and the credentials of any URL are redacted as a
     last line of defence (a driver that keeps a raw command cannot leak a password into a
     results file)."""
-    from harness.files import write_atomic
-    from harness.process import known_secrets
-
     secrets = known_secrets()
     write_atomic(path, json.dumps(_sanitize(data, secrets), indent=1, default=_json_default, allow_nan=False))
 
 
 def write_manifest(run_dir: Path, manifest: dict) -> None:
-    atomic_write_json(run_dir / MANIFEST, manifest)
+    atomic_write_json(run_dir / MANIFEST, {"format_version": MANIFEST_FORMAT, **manifest})
 
 
 def write_results(run_dir: Path, records: list[Record], suites: dict, claims: list | None = None, *,
@@ -271,8 +165,6 @@ def write_results(run_dir: Path, records: list[Record], suites: dict, claims: li
 
 
 def _read_json(path: Path, what: str, limit: int):
-    from harness.files import read_bounded
-
     raw = read_bounded(path, limit, what, "give a results folder written by 'harness run'")
     try:
         return json.loads(raw.decode("utf-8"))
@@ -281,30 +173,20 @@ def _read_json(path: Path, what: str, limit: int):
 
 
 def load_run(run_dir: Path) -> RunData:
-    from harness.spec import Claim, SuiteRun
-
+    """A results folder, checked and upgraded to the current formats: everything wrong with
+    the folder is found here (BadInput naming the file), nothing past here reads old formats."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise BadInput(f"{run_dir}: no such results folder; give a folder written by 'harness run'")
     for name in (MANIFEST, RESULTS):
         if not (run_dir / name).exists():
             raise BadInput(f"{run_dir}: {name} is missing; this is not a results folder written by 'harness run'")
-    manifest = _read_json(run_dir / MANIFEST, "the manifest", MAX_MANIFEST_BYTES)
+    manifest = Manifest.from_json(_read_json(run_dir / MANIFEST, "the manifest", MAX_MANIFEST_BYTES),
+                                  str(run_dir / MANIFEST))
     data = _read_json(run_dir / RESULTS, "results.json", MAX_RESULTS_BYTES)
-    if not isinstance(manifest, dict):
-        raise BadInput(f"{run_dir / MANIFEST}: expected a JSON object; the manifest is damaged, re-run the suites")
     if not isinstance(data, dict):
         raise BadInput(f"{run_dir / RESULTS}: expected a JSON object with schema_version and records; re-run the suites")
-    version = data.get("schema_version")
-    if version not in READABLE_VERSIONS:
-        newer = isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
-        raise BadInput(
-            f"{run_dir / RESULTS}: schema_version {version!r}, this harness reads {', '.join(map(str, READABLE_VERSIONS))}; "
-            + ("upgrade the harness to read it" if newer else "re-run the suites to write it anew")
-        )
-    if not isinstance(data.get("records"), list):
-        raise BadInput(f"{run_dir / RESULTS}: no list of records (found {type(data.get('records')).__name__}); "
-                       f"the file is damaged, re-run the suites")
+    version = _results_version(run_dir / RESULTS, data)
     try:
         records = [Record.from_json(r) for r in data["records"]]
         suites = {str(k): SuiteRun.from_json(str(k), v) for k, v in (data.get("suites") or {}).items()}
@@ -319,6 +201,35 @@ def load_run(run_dir: Path) -> RunData:
             raise BadInput(f"{run_dir / RESULTS}: {key!r} is a {type(data[key]).__name__}, not an object; "
                            f"the file is damaged, re-run the suites")
     monitoring = data.get("monitoring")
-    if monitoring is None and isinstance(manifest.get("monitoring"), dict):  # schema 1 kept it in the manifest
-        monitoring = manifest["monitoring"]
-    return RunData(run_dir, manifest, records, suites, claims, version, monitoring, data.get("interrupted"))
+    if monitoring is None and manifest.monitoring:  # schema 1 kept it in the manifest
+        monitoring = manifest.monitoring
+    return RunData(run_dir, manifest, records, suites, claims, version, monitoring, data.get("interrupted"),
+                   legacy_blocks(records) if version == 1 else {})
+
+
+def legacy_blocks(records: list[Record]) -> dict:
+    """Schema 1: the tables and charts a case kept in its details (drivers now keep series),
+    of its last ok repetition that kept any."""
+    out: dict = {}
+    for r in records:
+        tables, charts = r.details.get("tables") or [], r.details.get("charts") or []
+        if r.status == "ok" and (tables or charts) and isinstance(tables, list) and isinstance(charts, list):
+            out[f"{r.suite}/{r.case}"] = {"repetition": r.repetition,
+                                          "tables": [t for t in tables if isinstance(t, dict)],
+                                          "charts": [c for c in charts if isinstance(c, dict)]}
+    return out
+
+
+def _results_version(path: Path, data: dict) -> int:
+    """The schema version of results.json, when this harness reads it, and its records are a list."""
+    version = data.get("schema_version")
+    if version not in READABLE_VERSIONS:
+        newer = isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
+        raise BadInput(
+            f"{path}: schema_version {version!r}, this harness reads {', '.join(map(str, READABLE_VERSIONS))}; "
+            + ("upgrade the harness to read it" if newer else "re-run the suites to write it anew")
+        )
+    if not isinstance(data.get("records"), list):
+        raise BadInput(f"{path}: no list of records (found {type(data.get('records')).__name__}); "
+                       f"the file is damaged, re-run the suites")
+    return version

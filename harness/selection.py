@@ -1,5 +1,6 @@
-"""Which cases a run runs: `harness run SUITE`, `SUITE/CASE`, `-k PATTERN`, and the plan
-that `--dry-run` prints without starting anything.
+"""What a run runs: `harness run SUITE`, `SUITE/CASE`, `-k PATTERN` and `--set`, resolved
+into plans (`plan()`, used by `harness run` and by `--dry-run`, which prints the plan
+without starting anything).
 
 A selection narrows the suites before anything starts: unselected cases and their
 thresholds are left out of the run (their claims say "not run"), so a run of one case
@@ -10,11 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from harness import spec
+from harness import drivers, spec
 from harness.errors import BadInput, did_you_mean
+
+MAX_REPEAT = 1000
 
 
 def split_names(names: list[str]) -> tuple[list[str], dict[str, list[str]]]:
@@ -54,8 +58,7 @@ def narrow(s: spec.Suite, keep: list[str]) -> spec.Suite:
 
 
 def choose(names: list[str], profile: str, keyword: str | None, log: Callable[[str], None]) -> list[spec.Suite]:
-    from harness.runner import choose_suites
-
+    """The suites (narrowed to the selected cases) that SUITE, SUITE/CASE and -k select."""
     suite_names, wanted = split_names(list(names))
     suites = choose_suites(suite_names, profile, log)
     out = []
@@ -74,6 +77,99 @@ def choose(names: list[str], profile: str, keyword: str | None, log: Callable[[s
     if not out:
         raise BadInput(f"-k {keyword!r} selects no case; 'harness list' shows the suites and cases")
     return out
+
+
+def parse_overrides(items: list[str]) -> dict[str, dict]:
+    """--set CASE.PARAM=VALUE (VALUE read as YAML, aliases refused) -> {case: {param: value}}."""
+    out: dict[str, dict] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        case, dot, param = key.partition(".")
+        if not sep or not dot or not case or not param:
+            raise BadInput(f"--set {item!r}: expected CASE.PARAM=VALUE, e.g. --set semantic.dataset=pairs.tsv")
+        if value.strip() == "":
+            raise BadInput(f"--set {item!r}: the value is empty; give one after '=' (quote it for an empty string: '\"\"')")
+        try:
+            parsed = spec.parse_yaml_text(value, f"--set {key}")
+        except spec.AliasRefused:
+            raise
+        except BadInput:  # not YAML: the text as it is
+            parsed = value
+        out.setdefault(case, {})[param] = parsed
+    return out
+
+
+def check_set(case: spec.Case, given: dict) -> None:
+    """Each --set value checked on its own first, so that its error names --set (not the spec
+    file it overrides)."""
+    drv = drivers.get(case.driver)
+    for param, value in given.items():
+        where = f"--set {case.name}.{param}"
+        if param not in drv.params:
+            known = ", ".join(sorted(drv.params)) or "none"
+            raise BadInput(f"{where}: case {case.name!r} (driver {drv.name!r}) has no parameter {param!r}"
+                           f"{did_you_mean(param, drv.params)}; its parameters: {known}")
+        drv.params[param].check(where, value)
+
+
+@dataclass
+class Plan:
+    suite: spec.Suite
+    run: spec.SuiteRun
+
+    @property
+    def repetitions(self) -> int:
+        return self.run.repetitions
+
+    def params(self, case: str) -> dict:
+        return next(c.params for c in self.run.cases if c.name == case)
+
+
+def choose_suites(names: list[str], profile: str, log: Callable[[str], None]) -> list[spec.Suite]:
+    """Named suites; with none named, every suite that has the profile (saying which not)."""
+    suites = spec.select_suites(names)
+    if names:
+        return suites
+    having = [s for s in suites if profile in s.profiles]
+    left = [s.name for s in suites if profile not in s.profiles]
+    if not having:
+        raise BadInput(f"no suite has a profile {profile!r}; profiles: "
+                       f"{', '.join(sorted({p for s in suites for p in s.profiles}))}")
+    if left:
+        log(f"profile {profile}: not in {', '.join(left)}; running {', '.join(s.name for s in having)}")
+    return having
+
+
+def make_plans(suites: list[spec.Suite], profile: str, repeat: int | None,
+               overrides: dict[str, dict]) -> list[Plan]:
+    """Check everything that can be checked before anything starts."""
+    plans, used = [], set()
+    for s in suites:
+        prof = s.profile(profile)
+        params = {}
+        for case in s.cases:
+            if case.name in overrides:
+                used.add(case.name)
+                check_set(case, overrides[case.name])
+            params[case.name] = s.case_params(case, profile, overrides.get(case.name))
+        plans.append(Plan(s, s.as_run(profile, repeat or prof.repetitions, params)))
+    unknown = set(overrides) - used
+    if unknown:
+        raise BadInput(f"--set names case {sorted(unknown)[0]!r}, which no selected suite has")
+    return plans
+
+
+def check_repeat(repeat: int | None) -> None:
+    if repeat is not None and not 1 <= repeat <= MAX_REPEAT:
+        raise BadInput(f"--repeat must be between 1 and {MAX_REPEAT}, got {repeat}")
+
+
+def plan(names: list[str], *, profile: str, keyword: str | None = None, repeat: int | None = None,
+         overrides: list[str] = (), log: Callable[[str], None] = print) -> list[Plan]:
+    """What a run runs, every parameter resolved and checked: the one planning step of
+    `harness run` and `harness run --dry-run`."""
+    check_repeat(repeat)
+    return make_plans(choose(list(names), profile, keyword, log), profile, repeat, parse_overrides(list(overrides)))
 
 
 def plan_lines(plans, *, profile: str, target: str, base_port: int, results_dir: Path, monitoring: bool) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.drivers import Target
+from harness.target import Target
 
 INFO_SECTIONS = ("server", "stats", "commandstats", "memory", "clients", "replication")
 SUMMARY_KEYS = ("total_commands_processed", "keyspace_hits", "keyspace_misses", "evicted_keys",
@@ -48,7 +48,3 @@ def collect_info(target: Target, raw_dir: Path) -> dict:
                              for k, v in info.items() if k.startswith("cmdstat_") and isinstance(v, dict)}
         summary[node.address] = s
     return summary
-
-
-def sum_over_nodes(summary: dict, key: str) -> int:
-    return sum(int(v.get(key, 0)) for v in summary.values() if isinstance(v, dict) and "error" not in v)

@@ -35,9 +35,3 @@ def summary_text(a: Analysis, suite_wall_s: dict[str, float] | None = None) -> s
                            + [["all", f"{sum(suite_wall_s.values()):.0f} s"]]))
     parts.append("thresholds: " + ", ".join(f"{n} {v.value}" for v, n in a.counts().items()))
     return "\n\n".join(parts)
-
-
-def comparison_text(rows: list[dict]) -> str:
-    return table(["suite", "case", "metric", "baseline", "current", "change", "p", "assessment"],
-                 [[r["suite"], r["case"], r["metric"], r["baseline"], r["current"], r["change"], r["p"], r["assessment"]]
-                  for r in rows])

@@ -1,50 +1,26 @@
-"""Where a suite's servers are: the local cluster, an inventory's hosts, or nothing.
+"""Where a suite's servers are and how to reach them: the local cluster, an inventory's
+hosts, or nothing.
 
-A Target serialises itself (to_json/from_json) so that a case run in its own process gets
-the same target.
+A Target holds the Redis nodes, the load generator that runs the load tools against them
+(None: this machine), the credentials, and the serving-engine endpoints. It serialises
+itself (to_json/from_json: no secrets) and hands its credentials over in the environment
+(to_env/from_env), so that a case run in its own process gets the same target.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import re
-from dataclasses import dataclass, field
+import os
+from dataclasses import asdict, dataclass, field
 
 from harness.errors import BadInput
+from harness.hostnames import HOST_RE, HOST_RULE, USER_RE, check_host, check_user
+from harness.process import RemoteHost
 
-# A host name (or an ssh_config alias): dot-separated labels of letters, digits, '_' and
-# '-', none starting with '-'; at most 253 characters. Nothing else reaches a command line.
-HOST_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,62}(\.[A-Za-z0-9_][A-Za-z0-9_-]{0,62})*\.?")
-USER_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
-HOST_RULE = "a host name (letters, digits, '.', '_', '-', not starting with '-') or an IP address"
+__all__ = ["HOST_RE", "HOST_RULE", "USER_RE", "check_host", "check_user", "Node", "LlmEndpoint", "Target",
+           "PASSWORD_ENV", "USERNAME_ENV"]
 
-
-def check_host(value, where: str) -> str:
-    """`value` when it is an IP address or a host name, else BadInput: an address from an
-    inventory is data, never an option (`-oProxyCommand=...`) or shell text."""
-    text = value if isinstance(value, str) else None
-    if isinstance(value, int) and not isinstance(value, bool):
-        text = str(value)
-    if text is not None and len(text) <= 253:
-        try:
-            ipaddress.ip_address(text)
-            return text
-        except ValueError:
-            pass
-        if HOST_RE.fullmatch(text):
-            return text
-    shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
-    raise BadInput(f"{where}: {shown} is not {HOST_RULE}; fix the inventory")
-
-
-def check_user(value, where: str) -> str:
-    """A login name: letters, digits, '_', '.', '-', not starting with '-' or '.'."""
-    if isinstance(value, str) and USER_RE.fullmatch(value):
-        return value
-    shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
-    raise BadInput(f"{where}: {shown} is not a user name (letters, digits, '_', '.', '-', not starting "
-                   f"with '-'); fix the inventory")
-
+PASSWORD_ENV = "HARNESS_TARGET_PASSWORD"  # how a case in its own process gets the target's password (never argv)
+USERNAME_ENV = "HARNESS_TARGET_USERNAME"
 
 @dataclass
 class Node:
@@ -92,6 +68,8 @@ class Target:
     # Serving engines by configuration name ("cached", "uncached" when the harness starts
     # them; "external" for a server the user points at).
     engines: dict[str, LlmEndpoint] = field(default_factory=dict)
+    # The host that runs the load tools (redis-benchmark, memtier) against these nodes; None: here.
+    loadgen: RemoteHost | None = None
 
     @property
     def primaries(self) -> list[Node]:
@@ -125,12 +103,36 @@ class Target:
                             username=self.username, **kwargs)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "kind": self.kind,
-                "nodes": [{"host": n.host, "port": n.port, "role": n.role} for n in self.nodes],
-                "engines": {k: e.to_json() for k, e in self.engines.items()}}
+        """Where (no secrets): nodes, engines and, when there is one, the load generator."""
+        out = {"name": self.name, "kind": self.kind,
+               "nodes": [{"host": n.host, "port": n.port, "role": n.role} for n in self.nodes],
+               "engines": {k: e.to_json() for k, e in self.engines.items()}}
+        if self.loadgen is not None:
+            out["loadgen"] = asdict(self.loadgen)
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "Target":
+        loadgen = d.get("loadgen")
         return cls(d.get("name", ""), d.get("kind", "none"),
                    [Node(n["host"], int(n["port"]), n.get("role")) for n in d.get("nodes", [])],
-                   engines={k: LlmEndpoint.from_json(e) for k, e in (d.get("engines") or {}).items()})
+                   engines={k: LlmEndpoint.from_json(e) for k, e in (d.get("engines") or {}).items()},
+                   loadgen=RemoteHost(**loadgen) if isinstance(loadgen, dict) else None)
+
+    def to_env(self) -> dict[str, str]:
+        """The credentials as environment variables for a child process (never its argv or job file)."""
+        env = {}
+        if self.password:
+            env[PASSWORD_ENV] = self.password
+        if self.username:
+            env[USERNAME_ENV] = self.username
+        return env
+
+    @classmethod
+    def from_env(cls, d: dict, environ: dict | None = None) -> "Target":
+        """The target of to_json() `d`, with the credentials that to_env() handed over."""
+        environ = os.environ if environ is None else environ
+        target = cls.from_json(d)
+        target.password = environ.get(PASSWORD_ENV) or None
+        target.username = environ.get(USERNAME_ENV) or None
+        return target

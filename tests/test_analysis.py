@@ -60,7 +60,7 @@ def test_claims_ledger_verdicts():
     assert [c.outcome for c in a.claims] == [Outcome.NOT_REPRODUCED, Outcome.REPRODUCED, Outcome.NOT_RUN,
                                             Outcome.NOT_MEASURABLE, Outcome.NOT_MEASURED]
     assert "tool not found" in a.claims[4].checks[0].reason
-    assert a.claims[1].checks[0].control_held is True and a.claims[1].checks[0].control_reference == 20.0
+    assert a.claims[1].checks[0].control_held is True and a.claims[1].checks[0].controls[0].reference == 20.0
 
 
 # The verdict rule (DESIGN.md): a table of measured worlds and the verdict each must give.

@@ -42,17 +42,18 @@ def test_an_ssh_config_from_the_inventory_is_used(tmp_path, monkeypatch):
         loadgen_host(inv)
 
 
-def test_load_tools_aimed_at_registered_nodes_run_on_their_load_generator(monkeypatch):
-    monkeypatch.delenv(process.LOADGEN_MAP_ENV, raising=False)
+def test_load_tools_of_a_target_run_on_its_load_generator():
+    from harness.target import Node, Target
+    from harness.tools import memtier, redis_benchmark
+
     lg = process.RemoteHost("loadgen-1", "127.77.0.17", ssh_config="/x")
-    process.register_loadgen(["127.77.0.11:6379"], lg)
-    assert json.loads(process.os.environ[process.LOADGEN_MAP_ENV])  # travels to isolated cases
-    assert process.loadgen_for_command(["redis-benchmark", "-h", "127.77.0.11", "-p", "6379"]) == lg
-    assert process.loadgen_for_command(["memtier_benchmark", "-s", "127.77.0.11", "-p", "6379"]) == lg
-    assert process.loadgen_for_command(["redis-benchmark", "-h", "127.0.0.1", "-p", "7100"]) is None
-    assert process.loadgen_for_command(["redis-cli", "-h", "127.77.0.11", "-p", "6379"]) is None
-    process.register_loadgen(["127.77.0.11:6379"], None)
-    assert process.loadgen_for_command(["redis-benchmark", "-h", "127.77.0.11", "-p", "6379"]) is None
+    tgt = Target("inv.yml", "cluster", [Node("127.77.0.11", 6379)], loadgen=lg)
+    again = Target.from_json(json.loads(json.dumps(tgt.to_json())))  # travels to isolated cases
+    assert again.loadgen == lg
+    assert redis_benchmark.ran_on(again) == memtier.ran_on(again) == lg.label
+    local = Target("local", "cluster", [Node("127.0.0.1", 7100)])
+    assert local.loadgen is None and Target.from_json(local.to_json()).loadgen is None
+    assert "over SSH" not in memtier.ran_on(local)
 
 
 def test_secrets_are_redacted_from_kept_commands_and_output(tmp_path, monkeypatch):

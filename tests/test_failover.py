@@ -222,3 +222,20 @@ def _cmd(p: Path) -> str:
     except OSError:
         return ""
 
+
+
+def test_the_minority_writer_runs_as_a_child_and_returns_its_history():
+    """The partition case's writer process (harness.child), here without a namespace: a seed
+    that refuses connections gives unacknowledged writes, each kept with its error kind."""
+    import time
+
+    from harness import child
+    from harness.experiments.failover import history, minority_writer
+
+    port = next(p for p in range(TEST_CLUSTER_PORT + 40, TEST_CLUSTER_PORT + 50) if port_is_free("127.0.0.1", p))
+    start = time.monotonic() + 0.3
+    job = {"seeds": [["127.0.0.1", port]], "keys": ["fo:m:{a}"], "name": "minority", "prefix": "fo", "rate": 20.0,
+           "start": start, "end": start + 0.3, "timeout": 0.2, "group": "cut"}
+    writes = [history.Write(**w) for w in child.run(minority_writer.MODULE, job, timeout=60)["writes"]]
+    assert writes and all(not w.ok and w.error == "refused" and w.group == "cut" for w in writes)
+    assert [w.seq for w in writes] == list(range(len(writes))) and writes[0].key == "fo:m:{a}:0"

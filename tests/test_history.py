@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import anchor, build_history, find_runs, load_runs, write_history
+from harness.history import anchor, build_history, find_runs, load_runs
 from harness.report.format import esc
+from harness.report.history import write_history
 from harness.report.render import CSP
 from tests.stored_runs import write_run, write_series
 

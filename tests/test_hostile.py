@@ -247,7 +247,8 @@ def test_raw_files_stay_in_the_run_folder(tmp_path):
 def test_runner_refuses_a_case_that_would_write_outside(tmp_path):
     """Names in a Plan that bypassed the spec checks still cannot leave the run folder."""
     from harness.errors import BadInput
-    from harness.runner import make_plans, run_case
+    from harness.runner import run_case
+    from harness.selection import make_plans
 
     s = spec.parse_suite(json.loads(json.dumps(SUITE)))
     plan = make_plans([s], "local", 1, {})[0]
@@ -467,7 +468,7 @@ def test_fuzz_set_values_cli(tmp_path, value, param):
 def test_fuzz_set_values_plan(value, param, case):
     """The same parse and check that `run` does before anything starts: BadInput or a plan."""
     from harness.errors import BadInput
-    from harness.runner import make_plans, parse_overrides
+    from harness.selection import make_plans, parse_overrides
 
     s = spec.parse_suite(json.loads(json.dumps(SUITE)))
     try:

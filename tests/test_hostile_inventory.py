@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import inventory, process
+from harness import inventory
 from harness.errors import BadInput
 from harness.process import RemoteHost
+from harness.target import Target
 from tests.test_hostile import assert_one_line, cli
 
 LOCAL_REDIS = "      hosts: {n1: {ansible_host: 127.0.0.1, redis_cluster_port: 6399}}\n"
@@ -149,18 +150,15 @@ def test_redis_and_monitoring_hosts_are_checked(tmp_path, value):
 
 
 def test_a_remote_host_checks_itself_whoever_makes_it():
-    """RemoteHost is also made from HARNESS_LOADGEN_MAP (an environment variable)."""
+    """RemoteHost is also made from a Target's JSON (the job of a case in its own process)."""
     for bad in ({"address": "-oProxyCommand=x"}, {"user": "-lroot"}, {"port": "22"}, {"port": True},
                 {"ssh_config": "-F"}, {"identity": "a\0b"}, {"name": "$(x)"}):
         with pytest.raises(BadInput):
             RemoteHost(**{"name": "lg", "address": "10.0.0.1", **bad})
     assert RemoteHost("lg-1", "fe80::1", "ops", 22).address == "fe80::1"
-    os.environ[process.LOADGEN_MAP_ENV] = '{"10.0.0.9:6379": {"name": "lg", "address": "-oProxyCommand=x"}}'
-    try:
-        with pytest.raises(BadInput):
-            process.loadgen_for_command(["redis-benchmark", "-h", "10.0.0.9", "-p", "6379"])
-    finally:
-        os.environ.pop(process.LOADGEN_MAP_ENV)
+    with pytest.raises(BadInput):
+        Target.from_json({"name": "inv", "kind": "cluster", "nodes": [{"host": "10.0.0.9", "port": 6379}],
+                          "loadgen": {"name": "lg", "address": "-oProxyCommand=x"}})
 
 
 def _unchecked_host(address: str) -> RemoteHost:

@@ -271,7 +271,7 @@ def test_cases_after_a_failover_use_the_new_primary(tmp_path):
     import redis
 
     from harness.cluster import LocalCluster
-    from harness.runner import refresh_topology
+    from harness.run_target import refresh_topology
 
     c = LocalCluster(base_port=BASE_PORT + 10, state_dir=tmp_path / "cluster")
     tgt = c.up()

@@ -2,18 +2,13 @@
 tests/fixtures/memtier) decoded, merged across repetitions, and shown in the report beside
 the median of per-run percentiles."""
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from harness.analysis import analyze
-from harness.report.pooled import pooled_rows
-from harness.report.render import render_html
-from harness.results import load_run
+from harness.results import Record, RunData
 from harness.tools.memtier import merge_histograms, parse_files, pooled_percentiles
-from tests.stored_runs import write_run
 
 FIX = Path(__file__).parent / "fixtures" / "memtier"
 
@@ -52,22 +47,54 @@ def test_the_aggregated_section_has_an_empty_histogram_and_damage_is_refused():
         merge_histograms(["HISTFAAAnot-a-histogram"])
 
 
-def test_the_report_shows_pooled_beside_the_median_of_runs(tmp_path):
-    d = write_run(tmp_path, 1, {"Totals.p99_ms": [9.599, 4.191]}, case="memtier")
-    run = load_run(d)
-    for rec, fixture in zip(run.records, ("cluster_ratio1-1.json", "cluster_ratio1-10_runcount2.json")):
-        rel = f"raw/kv/memtier/rep{rec.repetition}/memtier.json"
-        (d / rel).parent.mkdir(parents=True)
-        data = json.loads((FIX / fixture).read_text())
-        if "ALL STATS" not in data:  # one run's section, as a --run-count=1 file has it
-            data = {"ALL STATS": data["BEST RUN RESULTS"]}
-        (d / rel).write_text(json.dumps(data))
-        rec.raw_files.append(rel)
-    rows = pooled_rows(run, "kv", "memtier")["memtier.json"]
-    totals = rows[0]
+def _record(rep: int, fixture: str):
+    """A memtier repetition as the driver keeps it: its per-kind histograms in the
+    `histograms` series (recorded real output)."""
+    from harness.experiments.redis_cluster.drivers import _histogram_rows, _histogram_series
+
+    res = parse_files((FIX / fixture).read_text())
+    sec = res.sections["ALL STATS" if "ALL STATS" in res.sections else "BEST RUN RESULTS"]
+    cols = {"run": [], "kind": [], "requests": [], "p50_ms": [], "p99_ms": [], "p99.9_ms": [], "histogram": []}
+    _histogram_rows(cols, "measured", sec.histograms)
+    return Record("redis-cluster", "memtier", rep, "ok", series=_histogram_series(cols))
+
+
+def test_the_driver_keeps_each_runs_histograms_with_memtiers_own_percentiles():
+    rec = _record(1, "cluster_ratio1-1.json")
+    s = rec.series["histograms"]
+    i = s.column("kind").index("Totals")
+    assert (s.column("requests")[i], s.column("p50_ms")[i], s.column("p99_ms")[i], s.column("p99.9_ms")[i]) == \
+        (298605, 2.143, 9.599, 17.407)  # what memtier printed for the run
+    assert s.column("histogram")[i].startswith("HIST")
+    empty = {"run": [], "kind": [], "requests": [], "p50_ms": [], "p99_ms": [], "p99.9_ms": [], "histogram": []}
+    from harness.experiments.redis_cluster.drivers import _histogram_rows, _histogram_series
+
+    _histogram_rows(empty, "measured", {"Totals": "HISTFAAAnot-a-histogram"})  # damaged: no row, no series
+    assert _histogram_series(empty) == {}
+
+
+def test_the_view_shows_pooled_beside_the_median_of_runs(tmp_path):
+    from harness.report.views import build
+    from harness.spec import Case, SuiteClaim, SuiteRun
+
+    recs = [_record(1, "cluster_ratio1-1.json"), _record(2, "cluster_ratio1-10_runcount2.json")]
+    suite = SuiteRun("redis-cluster", "", SuiteClaim("2.4", "t"), "cluster", "local", "", 2,
+                     [Case("memtier", "redis-cluster-memtier")], [])
+    run = RunData(tmp_path, {}, recs, {"redis-cluster": suite}, [])
+    tables = [b for b in build(run, analyze(run), "redis-cluster")
+              if "pooled over repetitions" in getattr(b, "title", "")]
+    assert [t.title for t in tables] == ["memtier (measured): latency percentiles, pooled over repetitions"]
+    assert "P99 pooled (ms)" in tables[0].columns
+    totals = next(r for r in tables[0].rows if r[0] == "Totals")
     assert totals[:3] == ["Totals", 2, 338605]
     assert totals[4] == (pytest.approx(6.895), 4.191, 9.599)  # P99: median (min-max) of the two runs
-    assert 8.5 < totals[7] < 9.599  # P99 pooled
-    html = render_html(run, analyze(run))
-    assert "latency percentiles, pooled over repetitions" in html and "P99 pooled (ms)" in html
-    shutil.rmtree(d)
+    assert 8.5 < totals[7] < 9.599  # P99 pooled: near the big run's, far from the median of runs
+    from harness.report.render import render_html
+
+    for rec, fixture in zip(recs, ("cluster_ratio1-1.json", "cluster_ratio1-10_runcount2.json")):
+        raw = tmp_path / "raw" / f"rep{rec.repetition}" / "memtier.json"  # memtier's own file, kept
+        raw.parent.mkdir(parents=True)
+        raw.write_text((FIX / fixture).read_text())
+        rec.raw_files.append(str(raw.relative_to(tmp_path)))
+    html = render_html(run, analyze(run))  # the view's table, once: the renderer parses no raw files
+    assert html.count("latency percentiles, pooled over repetitions") == 1

@@ -76,7 +76,7 @@ def test_lab_profile_carries_the_source_numbers_as_the_ledgers_bands():
 def test_every_check_of_the_suite_has_an_instrument_and_two_sided_claims_a_band():
     _, claims = ledger()
     checks = [(c.id, chk) for c in claims for chk in c.checks if chk.suite == SUITE]
-    assert {cid for cid, _ in checks} == {"C2", "C3", "C4", "C7", "C16"}
+    assert {cid for cid, _ in checks} == {"C2", "C3", "C4", "C7", "C16", "I24"}
     for cid, chk in checks:
         assert chk.instruments and all(c.text for c in chk.controls), (cid, chk.metric)
         if chk.band is not None:

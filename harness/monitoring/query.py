@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from harness.drivers import Target
 from harness.errors import EnvironmentProblem
+from harness.inventory import prometheus_url
 from harness.monitoring.stack import (
     INSTALL_HINT,
     PORT_ENV,
@@ -38,6 +38,7 @@ from harness.monitoring.stack import (
     stop_stack,
 )
 from harness.process import redact, url_for_display
+from harness.target import Target
 
 # A run shorter than this is charted over this long from its start (a 1 s window gives one
 # or two points per series, which says nothing); the report's reason names the padding.
@@ -215,6 +216,4 @@ class Monitor:
 def _inventory_url(target: Target) -> str | None:
     if target.name in ("local", "") or not Path(target.name).exists():
         return None
-    from harness.inventory import prometheus_url
-
     return prometheus_url(target.name)

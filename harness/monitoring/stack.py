@@ -26,11 +26,11 @@ import urllib.request
 from pathlib import Path
 from typing import Callable
 
-from harness.drivers import Target
 from harness.errors import BadInput, EnvironmentProblem
 from harness.paths import INFRA_DIR, STATE_DIR
-from harness.redis_server import pid_alive, runs_program
+from harness.redis_server import check_ports_free, pid_alive, runs_program
 from harness.signals import deferred_interrupts
+from harness.target import Target
 
 PORT_ENV = "HARNESS_MONITORING_PORT"
 URL_ENV = "HARNESS_PROMETHEUS_URL"
@@ -204,13 +204,63 @@ def targets_up(url: str, n_redis: int, timeout: float) -> bool:
     return False
 
 
+class _Spawner:
+    """Starts the stack's processes, each pid written to the state file before anything
+    else can happen (a Ctrl-C waits for it)."""
+
+    def __init__(self, folder: Path, state: dict):
+        self.folder, self.state = folder, state
+        self.started: list[tuple[subprocess.Popen, Path, str]] = []
+
+    def __call__(self, name: str, cmd: list[str], env: dict | None = None) -> subprocess.Popen:
+        logf = self.folder / f"{name}.log"
+        with deferred_interrupts():  # a Ctrl-C now waits until the new pid is in the state file
+            with open(logf, "wb") as out:
+                p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True, env=env, cwd=self.folder)
+            self.state["processes"].append({"name": name, "pid": p.pid, "exe": cmd[0], "cmd": cmd})
+            (self.folder / "state.json").write_text(json.dumps(self.state, indent=1))
+            self.started.append((p, logf, name))
+        return p
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        for p, logf, name in self.started:
+            listen = next(a for a in p.args if "listen-address" in a).split("=", 1)[1]
+            path = "/-/ready" if name == "prometheus" else "/metrics"
+            _wait_http(f"http://{listen}{path}", timeout, name, p, logf)
+
+
+def _start_processes(target: Target, ports: dict, spawn: _Spawner, url: str, log: Callable[[str], None]) -> None:
+    """One redis_exporter per node, a node exporter, Prometheus; waits until each answers."""
+    env = dict(os.environ)
+    if target.password:
+        env["REDIS_PASSWORD"] = target.password
+    if target.username:
+        env["REDIS_USER"] = target.username
+    exe = find_tool("redis_exporter")
+    for n, p in zip(target.nodes, ports["redis_exporters"]):
+        log(f"starting redis_exporter for {n.address} on 127.0.0.1:{p}")
+        spawn(f"redis_exporter-{n.port}", [exe, f"-redis.addr=redis://{n.address}",
+                                           f"-web.listen-address=127.0.0.1:{p}"], env)
+    log(f"starting node exporter on 127.0.0.1:{ports['node_exporter']}")
+    spawn("node_exporter", [find_tool("node_exporter"), f"--web.listen-address=127.0.0.1:{ports['node_exporter']}",
+                            "--collector.disable-defaults", "--collector.cpu", "--collector.meminfo",
+                            "--collector.loadavg"])
+    log(f"starting Prometheus on {url} (scrape interval {SCRAPE_INTERVAL_S} s)")
+    folder = spawn.folder
+    spawn("prometheus", [find_tool("prometheus"), f"--config.file={folder / 'prometheus.yml'}",
+                         f"--storage.tsdb.path={folder / 'data'}", f"--web.listen-address={url.split('//', 1)[1]}",
+                         "--storage.tsdb.retention.time=2d"])
+    spawn.wait_ready()
+    if not targets_up(url, len(target.nodes), timeout=20):
+        log("Prometheus has not scraped every redis_exporter yet; see its targets page")
+
+
 def start_stack(target: Target, log: Callable[[str], None] = print, *, port: int | None = None,
                 owner: str = "") -> list[str]:
     """Start Prometheus, one redis_exporter per node of `target` and a node exporter;
     they keep running until stop_stack(). `owner` (cluster_owner() or run_owner()) is
     recorded in the state. Returns lines to print."""
-    from harness.redis_server import check_ports_free
-
     port = configured_port() if port is None else port
     missing = missing_tools()
     if missing:
@@ -234,44 +284,8 @@ def start_stack(target: Target, log: Callable[[str], None] = print, *, port: int
     (folder / "prometheus.yml").write_text(render_config(redis_targets, node_targets, f"127.0.0.1:{port}"))
     state = {"port": port, "url": url, "nodes": [n.address for n in target.nodes], "owner": owner,
              "started": time.time(), "processes": []}
-    started: list[tuple[subprocess.Popen, Path, str]] = []
-
-    def spawn(name: str, cmd: list[str], env: dict | None = None) -> subprocess.Popen:
-        logf = folder / f"{name}.log"
-        with deferred_interrupts():  # a Ctrl-C now waits until the new pid is in the state file
-            with open(logf, "wb") as out:
-                p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, env=env, cwd=folder)
-            state["processes"].append({"name": name, "pid": p.pid, "exe": cmd[0], "cmd": cmd})
-            (folder / "state.json").write_text(json.dumps(state, indent=1))
-            started.append((p, logf, name))
-        return p
-
     try:
-        env = dict(os.environ)
-        if target.password:
-            env["REDIS_PASSWORD"] = target.password
-        if target.username:
-            env["REDIS_USER"] = target.username
-        exe = find_tool("redis_exporter")
-        for n, p in zip(target.nodes, ports["redis_exporters"]):
-            log(f"starting redis_exporter for {n.address} on 127.0.0.1:{p}")
-            spawn(f"redis_exporter-{n.port}", [exe, f"-redis.addr=redis://{n.address}",
-                                               f"-web.listen-address=127.0.0.1:{p}"], env)
-        log(f"starting node exporter on 127.0.0.1:{ports['node_exporter']}")
-        spawn("node_exporter", [find_tool("node_exporter"), f"--web.listen-address=127.0.0.1:{ports['node_exporter']}",
-                                "--collector.disable-defaults", "--collector.cpu", "--collector.meminfo",
-                                "--collector.loadavg"])
-        log(f"starting Prometheus on {url} (scrape interval {SCRAPE_INTERVAL_S} s)")
-        spawn("prometheus", [find_tool("prometheus"), f"--config.file={folder / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={folder / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
-                             "--storage.tsdb.retention.time=2d"])
-        for p, logf, name in started:
-            listen = next(a for a in p.args if "listen-address" in a).split("=", 1)[1]
-            path = "/-/ready" if name == "prometheus" else "/metrics"
-            _wait_http(f"http://{listen}{path}", 30, name, p, logf)
-        if not targets_up(url, len(target.nodes), timeout=20):
-            log("Prometheus has not scraped every redis_exporter yet; see its targets page")
+        _start_processes(target, ports, _Spawner(folder, state), url, log)
     except BaseException:
         stop_stack(port)
         raise

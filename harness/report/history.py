@@ -6,10 +6,21 @@ Content-Security-Policy, every string escaped (Jinja autoescape; svg.py uses for
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 from markupsafe import Markup
 
-from harness.history import level_points
+from harness.files import write_atomic
+from harness.history import (
+    HISTORY_HTML,
+    HISTORY_JSON,
+    build_history,
+    level_points,
+    out_folder,
+    select_runs,
+    write_history_json,
+)
+from harness.paths import REPORTS_DIR
 from harness.report import format as F
 from harness.report.render import CSP, _env
 from harness.report.svg import chart
@@ -81,7 +92,17 @@ def build_context(data: dict, root: str) -> dict:
 
 
 def render_history(data: dict, root: str) -> str:
-    from harness.paths import REPORTS_DIR
-
     css = (REPORTS_DIR / "templates" / "report.css").read_text()
     return _env().get_template("history.html.j2").render(css=Markup(css), **build_context(data, root))
+
+
+def write_history(root: Path, out_dir: Path | None = None, last: int | None = None, log=None,
+                  profile: str | None = None) -> tuple[Path, Path]:
+    """`harness history`: history.html and history.json of one profile's runs under `root`
+    (see harness.history.select_runs)."""
+    data = build_history(select_runs(Path(root), last, log, profile))
+    out_dir = out_folder(Path(out_dir or root), given=out_dir is not None)
+    html, js = out_dir / HISTORY_HTML, out_dir / HISTORY_JSON
+    write_history_json(js, data)
+    write_atomic(html, render_history(data, str(Path(root))))
+    return html, js

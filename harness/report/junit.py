@@ -6,6 +6,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from harness.analysis import Analysis, Verdict
+from harness.files import write_atomic
 from harness.report.format import describe, threshold_text
 
 
@@ -53,7 +54,5 @@ def junit_xml(a: Analysis) -> str:
 
 
 def write_junit(path: Path, a: Analysis) -> Path:
-    from harness.files import write_atomic
-
     write_atomic(path, junit_xml(a))  # a new file in the folder, renamed over whatever was there
     return path

@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
 from harness.analysis import Analysis, Verdict
+from harness.errors import BadInput
+from harness.files import write_atomic
+from harness.history import anchor
+from harness.manifest_record import Manifest
 from harness.paths import REPORTS_DIR
 from harness.report import format as F
 from harness.report import views
-from harness.report.pooled import pooled_tables
 from harness.report.svg import chart
+from harness.report.views import monitoring as monitoring_view
 from harness.results import RunData
 
 PCT = re.compile(r"^(?P<cmd>.+)\.p(?P<q>\d+(?:\.\d+)?)_(?P<unit>ms|us|s)$")
@@ -65,8 +69,6 @@ def percentile_charts(a: Analysis, suite: str, case: str) -> list[Markup]:
 def _inside_run(f) -> bool:
     """A raw file link stays a relative path inside the run folder (never a URL such as
     javascript:..., never absolute, never ..), whatever a results.json says."""
-    from pathlib import PurePosixPath
-
     if not isinstance(f, str) or not f or ":" in f or "\\" in f:
         return False
     p = PurePosixPath(f)
@@ -84,18 +86,18 @@ def _table(t: views.Table) -> dict:
 
 
 def _legacy_blocks(run: RunData, suite: str, case: str) -> list:
-    """Schema-1 folders (and drivers not yet converted) kept tables/charts in details: show
-    the last ok repetition's, labelled as such."""
-    recs = [r for r in run.ok_records(suite, case) if r.details.get("tables") or r.details.get("charts")]
-    if not recs:
+    """The tables and charts of one repetition that a schema-1 folder kept (found by
+    harness.results.load_run), labelled as that repetition's."""
+    kept = run.legacy_blocks.get(f"{suite}/{case}")
+    if not kept:
         return []
-    r = recs[-1]
+    rep = kept["repetition"]
     out: list = [views.Table(t.get("title", ""), t.get("columns", []), t.get("rows", []),
-                             (t.get("note", "") + f" (repetition {r.repetition} only)").strip(), case)
-                 for t in r.details.get("tables", [])]
-    out += [views.Chart(c.get("title", "") + f" (repetition {r.repetition})", c.get("series", []),
+                             (t.get("note", "") + f" (repetition {rep} only)").strip(), case)
+                 for t in kept["tables"]]
+    out += [views.Chart(c.get("title", "") + f" (repetition {rep})", c.get("series", []),
                         c.get("x_label", ""), c.get("y_label", ""), c.get("kind", "line"), c.get("x_log", False),
-                        c.get("y_log", False), case=case) for c in r.details.get("charts", [])]
+                        c.get("y_log", False), case=case) for c in kept["charts"]]
     return out
 
 
@@ -122,8 +124,6 @@ def history_link(history: str | None, suite: str, case: str, metric: str) -> str
     """The link to a metric's chart on the history page (`harness report --history`), or ''."""
     if not history:
         return ""
-    from harness.history import anchor
-
     return f"{history}#{anchor(suite, case, metric)}"
 
 
@@ -173,8 +173,6 @@ def _monitoring(run: RunData) -> dict | None:
     mon = run.monitoring
     if not isinstance(mon, dict):
         return None
-    from harness.report.views import monitoring as monitoring_view
-
     blocks = monitoring_view.blocks(mon) if mon.get("status") == "ok" else []
     legacy_charts = [views.Chart(c.get("title", ""), c.get("series", []), c.get("x_label", ""), c.get("y_label", ""))
                      for c in mon.get("charts", [])]
@@ -188,72 +186,78 @@ def _monitoring(run: RunData) -> dict | None:
 def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = None,
                   history: str | None = None) -> dict:
     if history and re.match(r"^\s*[a-zA-Z][a-zA-Z0-9+.-]*:", history) and not history.startswith(("https:", "http:")):
-        from harness.errors import BadInput
-
         raise BadInput(f"--history {history!r}: give a relative path or an http(s) URL of the history page")
     man = run.manifest
     counts = a.counts()
-    suites = []
-    for name, srun in run.suites.items():
-        blocks = views.build(run, a, name)
-        cases = []
-        for c in srun.cases:
-            cs = a.case_status(name, c.name)
-            recs = [r for r in run.records if r.suite == name and r.case == c.name]
-            own = [b for b in blocks if b.case == c.name] or _legacy_blocks(run, name, c.name)
-            cases.append({
-                "name": c.name, "driver": c.driver, "description": c.description,
-                "params": ", ".join(f"{k}={v}" for k, v in c.params.items()),
-                "statuses": ", ".join(f"{n} {k}" for k, n in (cs.statuses.items() if cs else [])) or "not run",
-                "reasons": cs.reasons if cs else [],
-                "metrics": [{"name": m.metric, "median": F.fmt(m.median), "min": F.fmt(m.min), "max": F.fmt(m.max),
-                             "unit": m.unit, "n": len(m.values), "spread": f"{m.spread * 100:.1f}%" if m.spread != float("inf") else "inf",
-                             "noisy": m.noisy, "note": m.note}
-                            for m in a.metrics if m.suite == name and m.case == c.name],
-                "percentile_charts": percentile_charts(a, name, c.name),
-                "charts": [svg(b) for b in own if isinstance(b, views.Chart)],
-                "tables": [_table(b) for b in own if isinstance(b, views.Table)]
-                + [_table(b) for b in pooled_tables(run, name, c.name)],  # memtier's merged histograms
-                "servers": _server_summary(run, name, c.name),
-                "raw": sorted({f for r in recs for f in r.raw_files if _inside_run(f)}),
-                "hosts": sorted({str(r.details.get("ran_on")) for r in recs if r.details.get("ran_on")}),
-            })
-        suite_blocks = [b for b in blocks if not b.case]
-        suites.append({"name": name, "description": srun.description, "claim": srun.claim,
-                       "profile": srun.profile, "profile_description": srun.profile_description,
-                       "repetitions": srun.repetitions, "conditions": srun.conditions,
-                       "thresholds": _thresholds(a, name, history), "cases": cases,
-                       "charts": [svg(b) for b in suite_blocks if isinstance(b, views.Chart)],
-                       "tables": [_table(b) for b in suite_blocks if isinstance(b, views.Table)]})
-    host = man.get("host", {}) if isinstance(man.get("host"), dict) else {}
-    git = man.get("git", {}) if isinstance(man.get("git"), dict) else {}
+    interrupted = run.interrupted
+    run_id = man.run_id or run.run_dir.name
+    duration = man.duration_s
+    return {
+        "title": f"Cache reproduction report - {run_id}", "csp": CSP,
+        "run_id": run_id, "profile": man.profile,
+        "target": man.target, "started": _time(man.started), "ended": _time(man.ended),
+        "duration": f"{duration:.0f} s" if duration is not None else "-",
+        "exit_code": a.exit_code, "exit_reason": a.exit_reason,
+        "counts": {v.value: n for v, n in counts.items()},
+        "suites": [_suite_context(run, a, name, srun, history) for name, srun in run.suites.items()],
+        "claims": _claims(a, history), **_machine_context(man), "monitoring": _monitoring(run),
+        "comparison": comparison,
+        "interrupted": None if not interrupted else
+        {"at": _time(interrupted.get("at")), "case": interrupted.get("case", ""), "signal": interrupted.get("signal", "")},
+        "hosts": man.hosts,
+        "generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+    }
+
+
+def _suite_context(run: RunData, a: Analysis, name: str, srun, history: str | None) -> dict:
+    blocks = views.build(run, a, name)
+    cases = [_case_context(run, a, name, c, [b for b in blocks if b.case == c.name]) for c in srun.cases]
+    suite_blocks = [b for b in blocks if not b.case]
+    return {"name": name, "description": srun.description, "claim": srun.claim,
+            "profile": srun.profile, "profile_description": srun.profile_description,
+            "repetitions": srun.repetitions, "conditions": srun.conditions,
+            "thresholds": _thresholds(a, name, history), "cases": cases,
+            "charts": [svg(b) for b in suite_blocks if isinstance(b, views.Chart)],
+            "tables": [_table(b) for b in suite_blocks if isinstance(b, views.Table)]}
+
+
+def _case_context(run: RunData, a: Analysis, name: str, c, own: list) -> dict:
+    cs = a.case_status(name, c.name)
+    recs = [r for r in run.records if r.suite == name and r.case == c.name]
+    own = own or _legacy_blocks(run, name, c.name)
+    return {
+        "name": c.name, "driver": c.driver, "description": c.description,
+        "params": ", ".join(f"{k}={v}" for k, v in c.params.items()),
+        "statuses": ", ".join(f"{n} {k}" for k, n in (cs.statuses.items() if cs else [])) or "not run",
+        "reasons": cs.reasons if cs else [],
+        "metrics": [{"name": m.metric, "median": F.fmt(m.median), "min": F.fmt(m.min), "max": F.fmt(m.max),
+                     "unit": m.unit, "n": len(m.values),
+                     "spread": f"{m.spread * 100:.1f}%" if m.spread != float("inf") else "inf",
+                     "noisy": m.noisy, "note": m.note}
+                    for m in a.metrics if m.suite == name and m.case == c.name],
+        "percentile_charts": percentile_charts(a, name, c.name),
+        "charts": [svg(b) for b in own if isinstance(b, views.Chart)],
+        "tables": [_table(b) for b in own if isinstance(b, views.Table)],
+        "servers": _server_summary(run, name, c.name),
+        "raw": sorted({f for r in recs for f in r.raw_files if _inside_run(f)}),
+        "hosts": sorted({str(r.details.get("ran_on")) for r in recs if r.details.get("ran_on")}),
+    }
+
+
+def _machine_context(man: Manifest) -> dict:
+    """The report's environment section: host, GPU, revision, pins, tools, packages, servers."""
+    host, git = man.host, man.git
     env = [("CPU", f"{host.get('cpu_model', '?')} ({host.get('cpu_logical', '?')} logical cores)"),
            ("Memory", f"{host.get('memory_total_gib', '?')} GiB"), ("Kernel", host.get("kernel", "?")),
-           ("Python", host.get("python", "?")),
-           ("GPU", _gpu_line(man.get("gpu", {}) if isinstance(man.get("gpu"), dict) else {})),
+           ("Python", host.get("python", "?")), ("GPU", _gpu_line(man.gpu)),
            ("Git revision", f"{git.get('revision', '?')}{' (uncommitted changes)' if git.get('dirty') else ''}"),
            ("Pinned versions", _constraints_line(man.get("constraints")))]
     tools = [(k, (v or {}).get("version") or (v or {}).get("missing") or "-")
-             for k, v in (man.get("tools") or {}).items() if isinstance(v, dict)]
-    packages = [(k, v or "not installed") for k, v in (man.get("packages") or {}).items()]
+             for k, v in man.tools.items() if isinstance(v, dict)]
+    packages = [(k, v or "not installed") for k, v in man.packages.items()]
     servers = [(k, v.get("redis_version") or v.get("error"), v.get("role") or "")
-               for k, v in (man.get("servers") or {}).items() if isinstance(v, dict)]
-    interrupted = run.interrupted
-    return {
-        "title": f"Cache reproduction report - {man.get('run_id', run.run_dir.name)}", "csp": CSP,
-        "run_id": man.get("run_id", run.run_dir.name), "profile": man.get("profile"),
-        "target": man.get("target"), "started": _time(man.get("started")), "ended": _time(man.get("ended")),
-        "duration": f"{(man.get('ended') or 0) - (man.get('started') or 0):.0f} s"
-        if isinstance(man.get("ended"), (int, float)) and isinstance(man.get("started"), (int, float)) else "-",
-        "exit_code": a.exit_code, "exit_reason": a.exit_reason,
-        "counts": {v.value: n for v, n in counts.items()}, "suites": suites,
-        "claims": _claims(a, history), "env": env, "tools": tools, "packages": packages, "servers": servers,
-        "monitoring": _monitoring(run), "comparison": comparison,
-        "interrupted": None if not interrupted else
-        {"at": _time(interrupted.get("at")), "case": interrupted.get("case", ""), "signal": interrupted.get("signal", "")},
-        "hosts": man.get("hosts") if isinstance(man.get("hosts"), dict) else {},
-        "generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
-    }
+               for k, v in man.servers.items() if isinstance(v, dict)]
+    return {"env": env, "tools": tools, "packages": packages, "servers": servers}
 
 
 def _constraints_line(c) -> str:
@@ -293,8 +297,6 @@ def render_html(run: RunData, a: Analysis, comparison: list[dict] | None = None,
 
 def render_report(run: RunData, a: Analysis, comparison: list[dict] | None = None,
                   out: Path | None = None, history: str | None = None) -> Path:
-    from harness.files import write_atomic
-
     out = out or run.run_dir / REPORT_NAME
     write_atomic(out, render_html(run, a, comparison, history))  # never through a link left in the folder
     return out

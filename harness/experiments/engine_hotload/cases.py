@@ -9,8 +9,8 @@ tensorrt or a GPU is missing.
 from __future__ import annotations
 
 from harness import stats
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
-from harness.experiments.engine_hotload.served import COMMON, MIB, Served, check_common, env_details, skip_reason
+from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.experiments.engine_hotload.served import COMMON, MIB, Served, env_details, skip_reason
 from harness.toolkit import write_csv
 
 MODE_PREFIX = {"cold": "cold", "profile0": "profile0", "all": "prewarmed"}  # mode -> metric prefix
@@ -22,10 +22,6 @@ def _tokens(ctx: CaseContext, served: Served):
 
 # ---- cold start ----------------------------------------------------------------------------
 
-@register("engine-hotload-cold-start", params={**COMMON, "cold_starts": Param(int, 5, "fresh processes, one load each", min=1)},
-          check=check_common,
-          description="From nothing to the first result in a fresh process: read, verify, deserialize/session, "
-                      "contexts, first inference")
 def cold_start(ctx: CaseContext) -> CaseOutcome:
     if (why := skip_reason(ctx)):
         return CaseOutcome("skipped", why)
@@ -100,9 +96,6 @@ _NOTES = {
 }
 
 
-@register("engine-hotload-prewarm", params=PREWARM_PARAMS, check=check_common,
-          description="First request per shape bucket of fresh engines in fresh processes: no prewarm, the source's "
-                      "profile-0 prewarm, every profile and bucket; against steady-state p50/p99")
 def prewarm(ctx: CaseContext) -> CaseOutcome:
     if (why := skip_reason(ctx)):
         return CaseOutcome("skipped", why)

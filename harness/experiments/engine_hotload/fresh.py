@@ -6,7 +6,7 @@ CUDA modules); an engine opened after another one in the same process never pays
 so "cold" would be measured warm. Each cold or prewarmed engine of the prewarm and
 cold-start cases therefore runs here, in its own interpreter:
 
-    python -m harness.experiments.engine_hotload.fresh SPEC.json   # prints one JSON line
+    run_fresh(SPEC, work)   # python -m harness.experiments.engine_hotload.fresh, through harness.child
 
 SPEC: {backend, file, manifest (or null), options, buckets, tokens (an .npz of tokenizer
 outputs written by workload.save_tokens), mode (cold | profile0 | all), steady_requests}.
@@ -15,12 +15,15 @@ The parent (`run_fresh`) tokenizes the texts, so this process imports no tokeniz
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from harness import child
+from harness.errors import HarnessError
+from harness.experiments.engine_hotload.lifecycle import EngineError, first_request_order, open_engine, parse_buckets
+from harness.experiments.engine_hotload.signing import Verifier
+from harness.experiments.engine_hotload.workload import feeds_from_tokens
 
 MODULE = "harness.experiments.engine_hotload.fresh"
 
@@ -29,16 +32,11 @@ def measure(spec: dict) -> dict:
     """Run one engine through its lifecycle in this process; returns timings (ms)."""
     import numpy as np
 
-    from harness.experiments.engine_hotload.lifecycle import first_request_order, open_engine, parse_buckets
-    from harness.experiments.engine_hotload.workload import feeds_from_tokens
-
     buckets = parse_buckets(spec["buckets"])
     with np.load(spec["tokens"]) as z:
         tokens = {k: z[k] for k in z.files}
     verifier = None
     if spec.get("manifest"):
-        from harness.experiments.engine_hotload.signing import Verifier
-
         verifier = Verifier(Path(spec["manifest"]))
     t0 = time.perf_counter()
     eng = open_engine(spec["backend"], Path(spec["file"]), verifier=verifier, label=spec["mode"],
@@ -77,34 +75,21 @@ def measure(spec: dict) -> dict:
 
 
 def run_fresh(spec: dict, work: Path, timeout_s: float = 300.0) -> dict:
-    """measure(spec) in a new interpreter; raises EngineError with the child's last words."""
-    from harness.experiments.engine_hotload.lifecycle import EngineError
-    from harness.paths import REPO_ROOT
-
+    """measure(spec) in a new interpreter (harness.child); raises EngineError with the
+    child's last words (its stderr goes to `work` when it ends without an outcome)."""
+    what = f"a fresh {spec['backend']} engine ({spec['mode']})"
     work.mkdir(parents=True, exist_ok=True)
-    path = work / f"fresh-{spec['mode']}-{os.getpid()}-{time.monotonic_ns()}.json"
-    path.write_text(json.dumps(spec))
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     try:
-        proc = subprocess.run([sys.executable, "-m", MODULE, str(path)], capture_output=True, text=True,
-                              timeout=timeout_s, env=env, cwd=str(REPO_ROOT))
-    except subprocess.TimeoutExpired:
-        raise EngineError(f"a fresh {spec['backend']} engine ({spec['mode']}) did not finish within {timeout_s:g} s") from None
-    finally:
-        path.unlink(missing_ok=True)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise EngineError(f"a fresh {spec['backend']} engine ({spec['mode']}) failed (exit {proc.returncode}): "
-                          + " | ".join(tail))
-    return json.loads(lines[-1])
+        return child.run(MODULE, spec, timeout=timeout_s, what=what,
+                         stderr_path=work / f"fresh-{spec['mode']}.stderr")
+    except (HarnessError, child.ChildCrashed) as e:
+        raise EngineError(f"{what} failed: {e}") from None
 
 
-def main(argv: list[str]) -> int:
-    spec = json.loads(Path(argv[0]).read_text())
-    print(json.dumps(measure(spec)), flush=True)
-    return 0
+def work(spec: dict, log) -> dict:
+    """The child's work: one engine's lifecycle."""
+    return measure(spec)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(child.serve(work))

@@ -10,8 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Series, register
-from harness.experiments.engine_hotload.served import COMMON, Served, check_common
+from harness.drivers import CaseContext, CaseOutcome, Metric, Series
+from harness.experiments.engine_hotload.served import Served
 
 
 class _Counter:
@@ -104,9 +104,6 @@ def summarize(attempts: list[dict]) -> dict[str, float]:
     return out
 
 
-@register("engine-hotload-signed-load", params={**COMMON}, check=check_common,
-          description="SHA-256 manifest with an Ed25519 signature: verified load, and refused tampered, unknown and "
-                      "unsigned files before deserialization; control: the same loads with verification off")
 def signed_load(ctx: CaseContext) -> CaseOutcome:
     if ctx.params["backend"] != "ort":
         return CaseOutcome("skipped", "the signature check is backend-independent (it runs on the file's bytes "

@@ -151,11 +151,6 @@ class Verifier:
                                f"({entry.get('size')} bytes): the file was tampered with or replaced; not loaded")
         return digest
 
-    def read_verified(self, path: Path) -> bytes:
-        data = Path(path).read_bytes()
-        self.check(path, data)
-        return data
-
     def recheck(self, path: Path) -> bool:
         """Hash the file on disk again (run-time verification); False when it changed."""
         try:

@@ -9,12 +9,11 @@ import time
 from pathlib import Path
 
 from harness import stats
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series
 from harness.experiments.engine_hotload.served import (
     COMMON,
     MIB,
     Served,
-    check_common,
     env_details,
     skip_reason,
     trusted_manifest,
@@ -150,15 +149,67 @@ def swap_metrics(records, acts: list[dict], engine_mib: float, gpu: bool) -> dic
     return {k: v for k, v in m.items() if v.value is not None}
 
 
-@register("engine-hotload-hot-swap", params=SWAP_PARAMS, check=check_common, isolate=True,
-          description="Hot swaps under a steady multi-threaded request stream, restarts interleaved as the control: "
-                      "failures, switch time, memory peak")
+def _swap_actions(ctx: CaseContext, served: Served, slot, files: list[Path], verifiers: list, done: list,
+                  errors: list) -> None:
+    """The swaps and, interleaved, the restarts (the control), `gap_s` apart, under the stream."""
+    p = ctx.params
+    time.sleep(p["before_s"])
+    plan = [kind for _ in range(p["swaps"]) for kind in ("swap", "restart")]
+    for k, kind in enumerate(plan):
+        start = time.perf_counter()
+        idx = (k + 1) % 2
+        label = f"v{k + 1} {files[idx].name}"
+
+        def load(i=idx, lb=label):
+            return served.open(files[i], label=lb, verifier=verifiers[i])
+
+        try:
+            if kind == "swap":
+                rep = slot.swap(load, served.buckets, lambda b: served.feeds.feeds(slot.engine.io(), b, 0),
+                                drain=p["drain"])
+            else:
+                rep = slot.restart(load)
+            done.append((kind, rep))
+            ctx.log(f"{kind} {k + 1}: serving {files[idx].name} after {rep.durations_ms()['to_serving_ms']:.0f} ms")
+        except Exception as e:
+            errors.append(f"{kind} {k + 1}: {type(e).__name__}: {e}")
+        if k < len(plan) - 1:
+            time.sleep(max(0.0, p["gap_s"] - (time.perf_counter() - start)))
+    time.sleep(p["after_s"])
+
+
+def _swap_series(p: dict, records: list, acts: list[dict], samples: list, engine_mib: float, gpu: bool,
+                 gpu_info: dict) -> dict[str, Series]:
+    from harness.experiments.engine_hotload.workload import windows
+
+    win = windows(records, p["window_ms"] / 1e3)
+    step = max(1, len(samples) // 400)
+    kept = samples[::step]
+    return {
+        "latency_windows": Series({"t_s": [w["t"] for w in win], "requests": [w["n"] for w in win],
+                                   "p50_ms": [w["p50"] for w in win], "max_ms": [w["max"] for w in win],
+                                   "failed": [w["failed"] for w in win]}, {"t_s": "s", "p50_ms": "ms", "max_ms": "ms"},
+                                  f"{p['threads']} threads, one request per {p['interval_ms']:g} ms each; windows of "
+                                  f"{p['window_ms']:g} ms"),
+        "actions": Series({k: [a[k] for a in acts] for k in
+                           ("kind", "old", "new", "t_start_s", "t_switch_s", "t_released_s", "load_ms", "check_ms",
+                            "prewarm_ms", "switch_ms", "drain_ms", "to_serving_ms", "outage_ms", "inflight_at_switch",
+                            "rss_extra_mib")}, {"t_start_s": "s", "t_switch_s": "s", "t_released_s": "s",
+                                                "rss_extra_mib": "MiB"},
+                          f"engine file {engine_mib:.1f} MiB; restarts close the served engine, then load the new one"),
+        "memory": Series({"t_s": [s.t for s in kept], "rss_mib": [s.rss_bytes / MIB for s in kept],
+                          "gpu_mib": [(s.gpu_used_bytes / MIB) if s.gpu_used_bytes is not None else None for s in kept]},
+                         {"t_s": "s", "rss_mib": "MiB", "gpu_mib": "MiB"},
+                         "process RSS" + ("; GPU memory through NVML" if gpu else
+                                          f" (no GPU: {gpu_info.get('reason', 'none')})")),
+    }
+
+
 def hot_swap(ctx: CaseContext) -> CaseOutcome:
     if (why := skip_reason(ctx)):
         return CaseOutcome("skipped", why)
     from harness.experiments.engine_hotload.gpu import MemorySampler
     from harness.experiments.engine_hotload.swap import EngineSlot
-    from harness.experiments.engine_hotload.workload import windows
 
     p = ctx.params
     served = Served(ctx)
@@ -175,33 +226,9 @@ def hot_swap(ctx: CaseContext) -> CaseOutcome:
     done: list[tuple[str, object]] = []
     errors: list[str] = []
 
-    def actions():
-        time.sleep(p["before_s"])
-        plan = [kind for _ in range(p["swaps"]) for kind in ("swap", "restart")]
-        for k, kind in enumerate(plan):
-            start = time.perf_counter()
-            idx = (k + 1) % 2
-            label = f"v{k + 1} {files[idx].name}"
-
-            def load(i=idx, lb=label):
-                return served.open(files[i], label=lb, verifier=verifiers[i])
-
-            try:
-                if kind == "swap":
-                    rep = slot.swap(load, served.buckets, lambda b: served.feeds.feeds(slot.engine.io(), b, 0),
-                                    drain=p["drain"])
-                else:
-                    rep = slot.restart(load)
-                done.append((kind, rep))
-                ctx.log(f"{kind} {k + 1}: serving {files[idx].name} after {rep.durations_ms()['to_serving_ms']:.0f} ms")
-            except Exception as e:
-                errors.append(f"{kind} {k + 1}: {type(e).__name__}: {e}")
-            if k < len(plan) - 1:
-                time.sleep(max(0.0, p["gap_s"] - (time.perf_counter() - start)))
-        time.sleep(p["after_s"])
-
     try:
-        records = run_stream(served, slot, p, t0, actions)
+        records = run_stream(served, slot, p, t0,
+                             lambda: _swap_actions(ctx, served, slot, files, verifiers, done, errors))
     finally:
         samples = sampler.stop()
         slot.engine.close()
@@ -215,27 +242,7 @@ def hot_swap(ctx: CaseContext) -> CaseOutcome:
     acts = action_rows(done, samples, t0, gpu)
     (ctx.raw_path("actions.json")).write_text(json.dumps(acts, indent=2))
     m = swap_metrics(records, acts, engine_mib, gpu)
-    win = windows(records, p["window_ms"] / 1e3)
-    step = max(1, len(samples) // 400)
-    kept = samples[::step]
-    series = {
-        "latency_windows": Series({"t_s": [w["t"] for w in win], "requests": [w["n"] for w in win],
-                                   "p50_ms": [w["p50"] for w in win], "max_ms": [w["max"] for w in win],
-                                   "failed": [w["failed"] for w in win]}, {"t_s": "s", "p50_ms": "ms", "max_ms": "ms"},
-                                  f"{p['threads']} threads, one request per {p['interval_ms']:g} ms each; windows of "
-                                  f"{p['window_ms']:g} ms"),
-        "actions": Series({k: [a[k] for a in acts] for k in
-                           ("kind", "old", "new", "t_start_s", "t_switch_s", "t_released_s", "load_ms", "check_ms",
-                            "prewarm_ms", "switch_ms", "drain_ms", "to_serving_ms", "outage_ms", "inflight_at_switch",
-                            "rss_extra_mib")}, {"t_start_s": "s", "t_switch_s": "s", "t_released_s": "s",
-                                                "rss_extra_mib": "MiB"},
-                          f"engine file {engine_mib:.1f} MiB; restarts close the served engine, then load the new one"),
-        "memory": Series({"t_s": [s.t for s in kept], "rss_mib": [s.rss_bytes / MIB for s in kept],
-                          "gpu_mib": [(s.gpu_used_bytes / MIB) if s.gpu_used_bytes is not None else None for s in kept]},
-                         {"t_s": "s", "rss_mib": "MiB", "gpu_mib": "MiB"},
-                         "process RSS" + ("; GPU memory through NVML" if gpu else
-                                          f" (no GPU: {sampler.gpu.get('reason', 'none')})")),
-    }
+    series = _swap_series(p, records, acts, samples, engine_mib, gpu, sampler.gpu)
     return CaseOutcome("ok", metrics=m, series=series, details={
         **env, "gpu_telemetry": sampler.gpu,
         "drain": p["drain"],
@@ -266,70 +273,82 @@ def incompatible_variants(folder: Path) -> list[tuple[str, Path, bool]]:
     ]
 
 
-@register("engine-hotload-incompatible-swap",
-          params={**COMMON, "threads": Param(int, 2, "request threads during the attempts", min=1),
-                  "interval_ms": Param(float, 10.0, "per-thread request interval", min=0)},
-          check=check_common,
-          description="Swaps to models with other IO tensors are refused, naming the tensor; the old engine serves on. "
-                      "Control: the same swaps with the compatibility check off")
-def incompatible_swap(ctx: CaseContext) -> CaseOutcome:
-    if (why := skip_reason(ctx)):
-        return CaseOutcome("skipped", why)
-    from harness.experiments.engine_hotload.signing import Verifier, write_manifest
-    from harness.experiments.engine_hotload.swap import EngineSlot, IncompatibleEngine
-
-    p = ctx.params
-    served = Served(ctx)
-    folder = ctx.raw_dir / "variants"
-    folder.mkdir(parents=True, exist_ok=True)
+def _variants(ctx: CaseContext, served: Served, folder: Path) -> list[tuple[str, Path, bool]]:
+    """The incompatible variants, built as TensorRT plans where the backend is TensorRT."""
     variants = incompatible_variants(folder)
     if served.backend == "trt":
         from harness.experiments.engine_hotload.backend_trt import cached_plan
         from harness.experiments.engine_hotload.export import engine_cache_dir
 
+        p = ctx.params
         variants = [(w, cached_plan(f, p["trt_profiles"] if "seq16" not in f.name else [[[1, 16], [4, 16], [8, 16]]],
                                     engine_cache_dir(), log=ctx.log), r) for w, f, r in variants]
-    verifier = Verifier(write_manifest([f for _, f, _ in variants], folder / "manifest.json"))
-    first = served.open(label="minilm")
-    first.prewarm(served.buckets, served.feeds.feeds_for(first.io(), 0))
-    slot = EngineSlot(first)
-    results = []
+    return variants
 
-    loading: dict = {}
 
-    def opener(path: Path, label: str, ver=None):
+class _Attempts:
+    """Every variant swapped in with the check on, then at once with it off (the control),
+    under the request stream; a swap that got through is swapped back to the real model."""
+
+    def __init__(self, ctx: CaseContext, served: Served, slot, variants: list, verifier):
+        self.ctx, self.served, self.slot, self.variants, self.verifier = ctx, served, slot, variants, verifier
+        self.loading: dict = {}
+        self.results: list[dict] = []
+
+    def opener(self, path: Path, label: str, ver=None):
         def load():
-            loading["engine"] = served.open(path, label=label, verifier=ver)
-            return loading["engine"]
+            self.loading["engine"] = self.served.open(path, label=label, verifier=ver)
+            return self.loading["engine"]
         return load
 
-    def feeds_for(b):  # the engine being warmed gets feeds for its own inputs
-        return served.feeds.feeds(loading["engine"].io(), b, 0)
+    def feeds_for(self, b):  # the engine being warmed gets feeds for its own inputs
+        return self.served.feeds.feeds(self.loading["engine"].io(), b, 0)
 
-    def actions():
+    def __call__(self) -> None:
+        from harness.experiments.engine_hotload.swap import IncompatibleEngine
+
+        served, slot = self.served, self.slot
         time.sleep(0.3)
-        for what, f, should_refuse in variants:
+        for what, f, should_refuse in self.variants:
             for check in (True, False):  # the control (check off) right after each checked attempt
                 version_before = slot.version
                 try:
-                    slot.swap(opener(f, f.name, verifier), served.buckets, feeds_for, check=check)
+                    slot.swap(self.opener(f, f.name, self.verifier), served.buckets, self.feeds_for, check=check)
                     outcome, msg = "accepted", f"now serving {f.name}"
                     # back to the real model (no check: the served engine may be the incompatible one)
-                    slot.swap(opener(served.file, "minilm"), served.buckets, feeds_for, check=False)
+                    slot.swap(self.opener(served.file, "minilm"), served.buckets, self.feeds_for, check=False)
                 except IncompatibleEngine as e:
                     outcome, msg = "refused", str(e)
                 except Exception as e:  # the control may break at prewarm: not accepted, not refused by the check
                     outcome, msg = "failed", f"{type(e).__name__}: {e}"[:300]
-                results.append({"variant": what, "file": f.name, "check": "on" if check else "off (control)",
-                                "expected": "refused" if should_refuse else "accepted", "outcome": outcome,
-                                "message": msg, "version_before": version_before, "version_after": slot.version})
-                ctx.log(f"{what}, check {'on' if check else 'off'}: {outcome}")
+                self.results.append({"variant": what, "file": f.name, "check": "on" if check else "off (control)",
+                                     "expected": "refused" if should_refuse else "accepted", "outcome": outcome,
+                                     "message": msg, "version_before": version_before, "version_after": slot.version})
+                self.ctx.log(f"{what}, check {'on' if check else 'off'}: {outcome}")
                 time.sleep(0.1)
 
+
+def incompatible_swap(ctx: CaseContext) -> CaseOutcome:
+    if (why := skip_reason(ctx)):
+        return CaseOutcome("skipped", why)
+    from harness.experiments.engine_hotload.signing import Verifier, write_manifest
+    from harness.experiments.engine_hotload.swap import EngineSlot
+
+    p = ctx.params
+    served = Served(ctx)
+    folder = ctx.raw_dir / "variants"
+    folder.mkdir(parents=True, exist_ok=True)
+    variants = _variants(ctx, served, folder)
+    verifier = Verifier(write_manifest([f for _, f, _ in variants], folder / "manifest.json"))
+    first = served.open(label="minilm")
+    first.prewarm(served.buckets, served.feeds.feeds_for(first.io(), 0))
+    slot = EngineSlot(first)
+    attempts = _Attempts(ctx, served, slot, variants, verifier)
     try:
-        records = run_stream(served, slot, p, time.perf_counter(), actions)
+        records = run_stream(served, slot, p, time.perf_counter(), attempts)
     finally:
         slot.engine.close()
+    results = attempts.results
     (ctx.raw_path("attempts.json")).write_text(json.dumps(results, indent=2))
     checked = [r for r in results if r["check"] == "on"]
     control = [r for r in results if r["check"] != "on"]

@@ -294,14 +294,9 @@ def replay_standalone(spec: RunSpec, keys: list[bytes], warm: int, folder, *, n_
                         maxmem, bpk, target, filled, secs, {"standalone": after_raw}, idle_max)
 
 
-def replay_cluster(spec: RunSpec, target, ids: np.ndarray, warm: int, *, capacity_fraction: float,
-                   value_bytes: int, ttl_s: int, batch: int, log=print) -> ReplayResult:
-    """The same replay on a Redis Cluster: maxmemory is per node, so every primary gets
-    maxmemory for its share of the key space; each primary replays, in trace order, the
-    requests for the keys it owns (eviction is per node, so this is what a cluster client
-    would cause); INFO counters are summed over the primaries."""
-    ttl = ttl_s if spec.volatile else 0
-    keys = key_names(ids)
+def _owners_and_probes(target, keys: list) -> tuple[dict, dict[str, list]]:
+    """Each key's primary ("host:port"), and per primary up to 500 keys outside the trace's
+    (tok:900000 on) to probe its bytes per key with."""
     rc = target.cluster_client()
     try:
         owner_of = {}
@@ -317,6 +312,18 @@ def replay_cluster(spec: RunSpec, target, ids: np.ndarray, warm: int, *, capacit
             i += 1
     finally:
         rc.close()
+    return owner_of, probes
+
+
+def replay_cluster(spec: RunSpec, target, ids: np.ndarray, warm: int, *, capacity_fraction: float,
+                   value_bytes: int, ttl_s: int, batch: int, log=print) -> ReplayResult:
+    """The same replay on a Redis Cluster: maxmemory is per node, so every primary gets
+    maxmemory for its share of the key space; each primary replays, in trace order, the
+    requests for the keys it owns (eviction is per node, so this is what a cluster client
+    would cause); INFO counters are summed over the primaries."""
+    ttl = ttl_s if spec.volatile else 0
+    keys = key_names(ids)
+    owner_of, probes = _owners_and_probes(target, keys)
     nodes = {n.address: n for n in target.primaries}
     unknown = set(owner_of.values()) - set(nodes)
     if unknown:

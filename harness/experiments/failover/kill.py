@@ -23,14 +23,13 @@ import os
 import shutil
 import threading
 import time
-from collections import Counter
 
 import redis
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, register
+from harness.drivers import CaseContext, CaseOutcome, Metric, Param
 from harness.errors import BadInput, EnvironmentProblem
-from harness.experiments.failover import client, measure
-from harness.experiments.failover.watch import Watcher, node_id, parse_nodes
+from harness.experiments.failover import client
+from harness.experiments.failover.scenario import FaultRun, ranges
 
 VARIANTS = ("plain", "wait", "min-replicas")
 CONTROLS = ("no-kill", "no-replicas", "no-nodes-conf")
@@ -59,7 +58,7 @@ PARAMS = {
 }
 
 
-def _check(where: str, p: dict) -> None:
+def check(where: str, p: dict) -> None:
     if not p["variants"] and not p["controls"]:
         raise BadInput(f"{where}: give at least one of variants or controls")
     for name in ("variants", "controls"):
@@ -83,28 +82,6 @@ def _after_s(p: dict) -> float:
     return p["after_kill_s"] if p["after_kill_s"] is not None else p["node_timeout_ms"] / 1000 * 1.5 + 3
 
 
-def _config_all(cl, settings: dict) -> None:
-    for port in cl.ports:
-        c = redis.Redis(host=cl.host, port=port, socket_timeout=2)
-        try:
-            for k, v in settings.items():
-                c.config_set(k, v)
-        except redis.RedisError:
-            pass  # a node that is down gets its config from redis.conf when restarted
-        finally:
-            c.close()
-
-
-def _flush(cl) -> None:
-    for n in cl.nodes():
-        if n.role == "primary":
-            c = redis.Redis(host=n.host, port=n.port, socket_timeout=5)
-            try:
-                c.flushall()
-            finally:
-                c.close()
-
-
 def _is_replica(host: str, port: int) -> bool:
     c = client.plain_client(host, port, 1.0)
     try:
@@ -125,147 +102,93 @@ def _wait_replica(host: str, port: int, timeout: float) -> float | None:
     return None
 
 
+class KillRun(FaultRun):
+    """kill -9 of the victim primary at t = 0; after the traffic it is restarted (with its
+    nodes.conf, or without it for the no-nodes-conf control) and must rejoin as a replica."""
+
+    noun = "kill"
+    groups = GROUPS
+    lead_s = 0.3
+    views_timeout = 2.0
+    whole_note = "3 primaries + 3 replicas, all slots, links up, after the run"
+
+    def __init__(self, ctx: CaseContext, cl, variant: str, p: dict):
+        super().__init__(ctx, variant, p, [(cl.host, port) for port in cl.ports], faulty=variant != "no-kill",
+                         fault_s=_after_s(p), need_replicas=1 if variant == "wait" else 0, victim_index=p["victim"])
+        self.cl = cl
+        self.rejoined: float | None = None
+        self.t_restart: float | None = None
+
+    def describe(self) -> dict:
+        return {"victim": self.victim.address, "killed_slots": ranges(sorted(self.victim.slots)), "kill": self.faulty}
+
+    def threads(self, router, group_of) -> list[threading.Thread]:
+        p = self.p
+        out = [threading.Thread(target=client.writer, args=(router, f"w{i}", self.prefix, p["rate"], self.start,
+                                                            self.end, self.hist, group_of),
+                                kwargs={"wait_replicas": self.need, "wait_ms": p["wait_ms"]})
+               for i in range(p["writers"])]
+        out += [threading.Thread(target=client.reader, args=(router, p["read_rate"], self.start, self.end, self.hist,
+                                                             group_of))
+                for _ in range(p["readers"])]
+        return out
+
+    def inject(self) -> None:
+        self.cl.kill_node(self.victim.addr[1])
+
+    def after_traffic(self) -> None:
+        if not self.faulty:
+            return
+        host, port = self.victim.addr
+        v, p = self.variant, self.p
+        if v == "no-nodes-conf":
+            self._restart_without_nodes_conf()
+        else:  # no-replicas: nothing took its slots, it comes back as their primary, empty
+            self.t_restart = time.monotonic()
+            self.cl.restart_node(port)
+            if v != "no-replicas":
+                self.rejoined = _wait_replica(host, port, p["rejoin_timeout_s"])
+        if v != "no-replicas":
+            self.metrics[f"{v}.rejoined_as_replica"] = Metric(1 if self.rejoined is not None else 0, "bool", "higher",
+                                                              "the restarted node is a replica with its link up")
+            self.metrics[f"{v}.rejoin_s"] = Metric(self.rejoined, "s", "lower", "restart to replica with link up")
+        self.details["restart_at_s"] = round(self.t_restart - self.t_fault, 2)
+
+    def _restart_without_nodes_conf(self) -> None:
+        """Restarted without its nodes.conf it is a stranger (the control); then its nodes.conf
+        is put back and it is restarted again, so that the cluster is whole for the next run."""
+        host, port = self.victim.addr
+        folder = self.cl._process(port).folder
+        saved = folder / "nodes.conf.saved"
+        shutil.move(folder / "nodes.conf", saved)
+        self.cl.restart_node(port)
+        self.rejoined = _wait_replica(host, port, min(self.p["rejoin_timeout_s"], 3.0))
+        self.cl.kill_node(port)
+        (folder / "nodes.conf").unlink(missing_ok=True)
+        shutil.move(saved, folder / "nodes.conf")
+        self.t_restart = time.monotonic()
+        self.cl.restart_node(port)
+        restored = _wait_replica(host, port, self.p["rejoin_timeout_s"])
+        self.details["restored_with_nodes_conf_s"] = None if restored is None else round(restored, 2)
+
+    def wait_whole(self) -> bool:
+        try:
+            self.cl.wait_healthy(self.p["rejoin_timeout_s"])
+            return True
+        except EnvironmentProblem as e:
+            self.details["unhealthy"] = str(e)
+            return False
+
+    def after_whole(self) -> None:
+        if self.faulty and self.variant != "no-replicas":
+            self.watcher.events.append((self.t_restart, self.victim.address, "restarted"))
+            if self.rejoined is not None:
+                self.watcher.events.append((self.t_restart + self.rejoined, self.victim.address, "rejoined as replica"))
+
+
 def run_once(ctx: CaseContext, cl, variant: str, p: dict) -> tuple[dict, dict, dict]:
     """One variant or control on cluster `cl`; returns (metrics, series, details)."""
-    kill = variant != "no-kill"
-    need = 1 if variant == "wait" else 0
-    _flush(cl)
-    if variant == "min-replicas":
-        _config_all(cl, {"min-replicas-to-write": 1, "min-replicas-max-lag": p["min_replicas_max_lag"]})
-    nodes = cl.nodes()
-    primaries = sorted((n for n in nodes if n.role == "primary"), key=lambda n: n.port)
-    victim = primaries[p["victim"] % len(primaries)]
-    vid = node_id(victim.host, victim.port)
-    c = redis.Redis(host=victim.host, port=victim.port, socket_timeout=2, decode_responses=True)
-    try:
-        rows = parse_nodes(c.execute_command("CLUSTER NODES"))
-    finally:
-        c.close()
-    victim_replicas = {addr for _, addr, _, primary in rows if primary == vid}
-    seeds = [(n.host, n.port) for n in nodes]
-    timeout = p["client_timeout_ms"] / 1000
-
-    def router():
-        return client.Router(seeds, timeout)
-
-    r0 = router()
-    victim_addr = (victim.host, victim.port)
-    killed_slots = [s for s in range(16384) if r0.slots[s] == victim_addr]
-    r0.close()
-    killed_set = set(killed_slots)
-
-    from redis.crc import key_slot
-
-    def group_of(key: str) -> str:
-        return "killed" if key_slot(key.encode()) in killed_set else "others"
-
-    hist = client.History()
-    after = _after_s(p)
-    start = time.monotonic() + 0.3
-    t_kill = start + p["warm_s"]
-    end = t_kill + after
-    prefix = f"fo:{variant}:{ctx.repetition}"
-    threads = [threading.Thread(target=client.writer, args=(router, f"w{i}", prefix, p["rate"], start, end, hist,
-                                                            group_of),
-                                kwargs={"wait_replicas": need, "wait_ms": p["wait_ms"]})
-               for i in range(p["writers"])]
-    threads += [threading.Thread(target=client.reader, args=(router, p["read_rate"], start, end, hist, group_of))
-                for _ in range(p["readers"])]
-    watcher = Watcher(seeds, vid, victim_replicas)
-    watcher.start()
-    for t in threads:
-        t.start()
-    time.sleep(max(0.0, t_kill - time.monotonic()))
-    t_kill = time.monotonic()  # t = 0: the signal is sent now
-    if kill:
-        cl.kill_node(victim.port)
-    for t in threads:
-        t.join()
-    watcher.stop()
-
-    m: dict[str, Metric] = {}
-    details: dict = {"victim": victim.address, "killed_slots": _ranges(killed_slots), "kill": kill}
-    rejoined = None
-    if kill:
-        folder = cl._process(victim.port).folder
-        if variant == "no-nodes-conf":
-            saved = folder / "nodes.conf.saved"
-            shutil.move(folder / "nodes.conf", saved)
-            cl.restart_node(victim.port)
-            rejoined = _wait_replica(victim.host, victim.port, min(p["rejoin_timeout_s"], 3.0))
-            cl.kill_node(victim.port)
-            (folder / "nodes.conf").unlink(missing_ok=True)
-            shutil.move(saved, folder / "nodes.conf")
-            t_restart = time.monotonic()
-            cl.restart_node(victim.port)
-            restored = _wait_replica(victim.host, victim.port, p["rejoin_timeout_s"])
-            details["restored_with_nodes_conf_s"] = None if restored is None else round(restored, 2)
-        elif variant == "no-replicas":  # nothing took its slots: it comes back as their primary, empty
-            t_restart = time.monotonic()
-            cl.restart_node(victim.port)
-        else:
-            t_restart = time.monotonic()
-            cl.restart_node(victim.port)
-            rejoined = _wait_replica(victim.host, victim.port, p["rejoin_timeout_s"])
-        if variant != "no-replicas":
-            m[f"{variant}.rejoined_as_replica"] = Metric(1 if rejoined is not None else 0, "bool", "higher",
-                                                         "the restarted node is a replica with its link up")
-            m[f"{variant}.rejoin_s"] = Metric(rejoined, "s", "lower", "restart to replica with link up")
-        details["restart_at_s"] = round(t_restart - t_kill, 2)
-    try:
-        cl.wait_healthy(p["rejoin_timeout_s"])
-        healthy = True
-    except EnvironmentProblem as e:
-        healthy = False
-        details["unhealthy"] = str(e)
-    if kill and variant != "no-replicas":
-        watcher.events.append((t_restart, victim.address, "restarted"))
-        if rejoined is not None:
-            watcher.events.append((t_restart + rejoined, victim.address, "rejoined as replica"))
-    m[f"{variant}.healthy_after"] = Metric(1 if healthy else 0, "bool", "higher",
-                                           "3 primaries + 3 replicas, all slots, links up, after the run")
-    m[f"{variant}.slot_views_agree"] = Metric(1 if healthy and client.views_agree([(cl.host, p) for p in cl.ports], 2.0) else 0, "bool", "higher",
-                                              "every node reports the same slot map after the heal")
-    if variant == "min-replicas":
-        _config_all(cl, {"min-replicas-to-write": 0, "min-replicas-max-lag": 10})
-
-    reader = router()
-    try:
-        final = client.read_back(reader, [w.key for w in hist.writes])
-    finally:
-        reader.close()
-    m.update(measure.loss_metrics(variant, hist.writes, final, need))
-    m.update(measure.outage_metrics(variant, hist.writes, t_kill, end, GROUPS))
-    for what in ("pfail", "fail", "promoted"):
-        t = watcher.first.get(what)
-        m[f"{variant}.{what}_s"] = Metric(None if t is None or not kill else t - t_kill, "s", "lower",
-                                          {"pfail": "kill to PFAIL in another node's view",
-                                           "fail": "kill to FAIL in another node's view",
-                                           "promoted": "kill to the replica calling itself primary"}[what])
-    total = len(hist.writes)
-    m[f"{variant}.writes"] = Metric(total, "writes")
-    m[f"{variant}.late_pct"] = Metric(100.0 * hist.late / total if total else None, "%", "lower",
-                                      "writes sent more than 50 ms after their scheduled time")
-    m[f"{variant}.reads_missing"] = Metric(sum(1 for _, _, w in hist.reads if w == "missing"), "reads", "lower",
-                                           "reads of an acknowledged key that found nothing")
-    series = {f"{variant}.timeline": measure.timeline(hist.writes, hist.reads, t_kill, -p["warm_s"], after,
-                                                      list(GROUPS), need),
-              f"{variant}.events": measure.events_series(watcher.events, t_kill)}
-    measure.write_history(ctx.raw_path(f"{variant}.writes.csv"), hist, t_kill)
-    details["watch_polls"] = watcher.polls
-    details["error_kinds"] = dict(Counter(w.error for w in hist.writes if not w.ok))
-    return m, series, details
-
-
-def _ranges(slots: list[int]) -> str:
-    out, i = [], 0
-    while i < len(slots):
-        j = i
-        while j + 1 < len(slots) and slots[j + 1] == slots[j] + 1:
-            j += 1
-        out.append(f"{slots[i]}-{slots[j]}" if j > i else str(slots[i]))
-        i = j + 1
-    return ",".join(out)
+    return KillRun(ctx, cl, variant, p).run()
 
 
 def _own_base(ctx: CaseContext, p: dict) -> tuple[str, int]:
@@ -275,9 +198,6 @@ def _own_base(ctx: CaseContext, p: dict) -> tuple[str, int]:
     return host, base
 
 
-@register("failover-primary-killed", params=PARAMS, needs="cluster", check=_check,
-          description="kill -9 of one primary of the case's own 3 + 3 cluster under writers: failover times, "
-                      "outage, lost acknowledged writes, rejoin")
 def run(ctx: CaseContext) -> CaseOutcome:
     from harness.cluster import LocalCluster
     from harness.paths import STATE_DIR

@@ -1,20 +1,22 @@
 """A writer in its own process, meant to run inside a simulated host's network namespace
-(`ip netns exec ls-hN python -m harness.experiments.failover.minority_writer JOB.json`),
-so that it stays on the cut-off primary's side of a partition. It writes the job's keys at
-a fixed rate through the slot router seeded with that primary and leaves its history, one
-JSON object per write, in the job's output file."""
+(`harness.child.start(MODULE, job, prefix=["ip", "netns", "exec", "ls-hN"])`), so that it
+stays on the cut-off primary's side of a partition. It writes the job's keys at a fixed
+rate through the slot router seeded with that primary, from the job's `start` to its `end`
+(monotonic seconds, the clock the parent uses too), and returns its history: one dict per
+write (`history.Write`'s fields)."""
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import asdict
 
+from harness import child
+from harness.experiments.failover import client
 
-def main(job_path: str) -> int:
-    from harness.experiments.failover import client
+MODULE = "harness.experiments.failover.minority_writer"
 
-    job = json.loads(open(job_path).read())
+
+def work(job: dict, log) -> dict:
     seeds = [(h, int(p)) for h, p in job["seeds"]]
     hist = client.History()
 
@@ -23,11 +25,8 @@ def main(job_path: str) -> int:
 
     client.writer(router, job["name"], job["prefix"], job["rate"], job["start"], job["end"], hist,
                   lambda key: job["group"], keys=job["keys"])
-    with open(job["out"], "w") as f:
-        for w in hist.writes:
-            f.write(json.dumps(asdict(w)) + "\n")
-    return 0
+    return {"writes": [asdict(w) for w in hist.writes]}
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(child.serve(work))

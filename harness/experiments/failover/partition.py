@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -33,12 +32,13 @@ from pathlib import Path
 
 import redis
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, register
+from harness import child
+from harness.drivers import CaseContext, CaseOutcome, Metric, Param
 from harness.errors import BadInput, EnvironmentProblem
-from harness.experiments.failover import client, history, measure
-from harness.experiments.failover.kill import _ranges, order
-from harness.experiments.failover.watch import Watcher, node_id, parse_nodes
-from harness.paths import INFRA_DIR, REPO_ROOT, STATE_DIR
+from harness.experiments.failover import client, history, minority_writer
+from harness.experiments.failover.kill import order
+from harness.experiments.failover.scenario import FaultRun, ranges
+from harness.paths import INFRA_DIR, STATE_DIR
 
 VARIANTS = ("plain", "min-replicas")
 CONTROLS = ("no-cut",)
@@ -66,7 +66,7 @@ PARAMS = {
 }
 
 
-def _check(where: str, p: dict) -> None:
+def check(where: str, p: dict) -> None:
     if not p["variants"] and not p["controls"]:
         raise BadInput(f"{where}: give at least one of variants or controls")
 
@@ -212,16 +212,6 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _config_all(addrs, settings: dict) -> None:
-    for addr, port in addrs:
-        c = client.plain_client(addr, port, 2.0)
-        try:
-            for k, v in settings.items():
-                c.config_set(k, v)
-        finally:
-            c.close()
-
-
 def _tags_for(slots: set[int], n: int) -> list[str]:
     """n hash-tagged key stems whose slots are all in `slots`."""
     from redis.crc import key_slot
@@ -235,156 +225,120 @@ def _tags_for(slots: set[int], n: int) -> list[str]:
     return out
 
 
-def run_once(ctx: CaseContext, lc: LabCluster, variant: str, p: dict) -> tuple[dict, dict, dict]:
-    from redis.crc import key_slot
+class CutRun(FaultRun):
+    """The victim primary's host cut off (its link down) at t = 0 while a writer process in
+    its namespace keeps writing keys of its slots; healed after `cut_s`."""
 
-    cut = variant != "no-cut"
-    addrs = lc.addrs
-    for addr, port in addrs:  # start empty
-        c = client.plain_client(addr, port, 5.0)
+    noun = "cut"
+    groups = GROUPS
+    lead_s = 2.0  # the minority writer's process needs to start
+    views_timeout = 1.0
+    whole_note = "3 primaries + 3 replicas, links up, after the heal"
+
+    def __init__(self, ctx: CaseContext, lc: LabCluster, variant: str, p: dict):
+        cut_s = p["cut_s"] if p["cut_s"] is not None else p["node_timeout_ms"] / 1000 * 1.5 + 3
+        super().__init__(ctx, variant, p, lc.addrs, faulty=variant != "no-cut", fault_s=cut_s,
+                         after_s=p["after_heal_s"])
+        self.lc = lc
+        self.minority = None
+        self.minority_writes: list = []
+
+    @property
+    def host_index(self) -> int:
+        return next(i for i, a in self.lc.hosts.items() if a == self.victim.addr[0])
+
+    def describe(self) -> dict:
+        return {"victim": self.victim.address, "host": f"ls-h{self.host_index}", "cut": self.faulty,
+                "cut_slots": ranges(sorted(self.victim.slots)), "cut_s": self.fault_s}
+
+    def threads(self, router, group_of) -> list[threading.Thread]:
+        out = [threading.Thread(target=client.writer, args=(router, f"w{i}", self.prefix, self.p["majority_rate"],
+                                                            self.start, self.end, self.hist, group_of))
+               for i in range(self.p["writers"])]
+        out.append(threading.Thread(target=client.reader, args=(router, 50.0, self.start, self.end, self.hist,
+                                                                group_of)))
+        return out
+
+    def before_traffic(self) -> None:
+        """The writer on the cut-off side: its own process in the victim's namespace."""
+        ns = f"ls-h{self.host_index}"
+        job = {"seeds": [list(self.victim.addr)], "keys": [f"{self.prefix}:m:{t}" for t in _tags_for(self.victim.slots, 64)],
+               "name": "minority", "prefix": self.prefix, "rate": self.p["rate"], "start": self.start, "end": self.end,
+               "timeout": self.timeout, "group": "cut"}
+        self.minority = child.start(minority_writer.MODULE, job, what=f"the writer in {ns}", log=self.ctx.log,
+                                    stderr_path=self.ctx.raw_path(f"{self.variant}.minority.stderr"),
+                                    prefix=["ip", "netns", "exec", ns])
+
+    def inject(self) -> None:
+        link(self.host_index, False)
+
+    def while_faulty(self) -> None:
+        self.t_down = time.monotonic()  # `ip link` has returned: the link is down
+        time.sleep(max(0.0, self.t_fault + self.fault_s - time.monotonic()))
+        self.t_heal = time.monotonic()
+        if self.faulty:
+            link(self.host_index, True)
+
+    def after_traffic_threads(self) -> None:
+        """The writer's history (it stops writing at `end`); its error, if any, is raised here."""
+        out = self.minority.result(timeout=max(10.0, self.end - time.monotonic() + 10))
+        self.minority_writes = [history.Write(**w) for w in out["writes"]]
+        with self.ctx.raw_path(f"{self.variant}.minority.jsonl").open("w") as f:  # kept with the record
+            f.writelines(json.dumps(w) + "\n" for w in out["writes"])
+
+    def cleanup(self) -> None:
+        if self.minority is None:
+            return
+        link(self.host_index, True, check=False)  # never leave a host cut off
+        self.minority.stop()  # already ended unless the run was cut short
+
+    def wait_whole(self) -> bool:
         try:
-            if c.info("replication").get("role") == "master":
-                c.flushall()
+            self.lc.wait_whole(self.p["heal_timeout_s"])
+            self.details["whole_after_heal_s"] = round(time.monotonic() - self.t_heal, 2)
+            return True
+        except EnvironmentProblem as e:
+            self.details["not_whole"] = str(e)
+            return False
+
+    def after_whole(self) -> None:
+        v = self.variant
+        c = client.plain_client(*self.victim.addr, 2.0)
+        try:
+            self.metrics[f"{v}.old_primary_is_replica"] = Metric(
+                1 if c.info("replication").get("role") == "slave" else 0, "bool", note="the cut-off primary after the heal")
+        except redis.RedisError:
+            self.metrics[f"{v}.old_primary_is_replica"] = Metric(None, "bool")
         finally:
             c.close()
-    if variant == "min-replicas":
-        _config_all(addrs, {"min-replicas-to-write": 1, "min-replicas-max-lag": p["min_replicas_max_lag"]})
-    timeout = p["client_timeout_ms"] / 1000
-    r0 = client.Router(addrs, timeout)
-    primaries = sorted({a for a in r0.slots if a})
-    victim = primaries[0]
-    victim_slots = {s for s in range(16384) if r0.slots[s] == victim}
-    r0.close()
-    host_index = next(i for i, a in lc.hosts.items() if a == victim[0])
-    vid = node_id(*victim)
-    c = client.plain_client(*victim, 2.0)
-    try:
-        rows = parse_nodes(c.execute_command("CLUSTER NODES"))
-    finally:
-        c.close()
-    victim_replicas = {addr for _, addr, _, primary in rows if primary == vid}
+        if self.faulty:
+            self.watcher.events.append((self.t_heal, self.victim.address, "link up"))
+        self.details["heal_at_s"] = round(self.t_heal - self.t_fault, 2)
+        self.details["link_down_took_s"] = round(self.t_down - self.t_fault, 3)
 
-    def group_of(key: str) -> str:
-        return "cut" if key_slot(key.encode()) in victim_slots else "others"
+    def extra_writes(self) -> list:
+        return self.minority_writes
 
-    cut_s = p["cut_s"] if p["cut_s"] is not None else p["node_timeout_ms"] / 1000 * 1.5 + 3
-    start = time.monotonic() + 2.0  # the minority writer's process needs to start
-    t_cut = start + p["warm_s"]
-    t_heal = t_cut + cut_s
-    end = t_heal + p["after_heal_s"]
-    prefix = f"fo:{variant}:{ctx.repetition}"
-    out_path = ctx.raw_path(f"{variant}.minority.jsonl")
-    job_path = ctx.raw_path(f"{variant}.minority-job.json")
-    job_path.write_text(json.dumps({
-        "seeds": [list(victim)], "keys": [f"{prefix}:m:{t}" for t in _tags_for(victim_slots, 64)],
-        "name": "minority", "prefix": prefix, "rate": p["rate"], "start": start, "end": end, "timeout": timeout,
-        "group": "cut", "out": str(out_path)}))
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    minority = subprocess.Popen(["ip", "netns", "exec", f"ls-h{host_index}", sys.executable, "-m",
-                                 "harness.experiments.failover.minority_writer", str(job_path)],
-                                cwd=str(REPO_ROOT), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
-    hist = client.History()
-
-    def router():
-        return client.Router(addrs, timeout)
-
-    threads = [threading.Thread(target=client.writer, args=(router, f"w{i}", prefix, p["majority_rate"], start, end,
-                                                            hist, group_of)) for i in range(p["writers"])]
-    threads.append(threading.Thread(target=client.reader, args=(router, 50.0, start, end, hist, group_of)))
-    watcher = Watcher(addrs, vid, victim_replicas)
-    details: dict = {"victim": f"{victim[0]}:{victim[1]}", "host": f"ls-h{host_index}", "cut": cut,
-                     "cut_slots": _ranges(sorted(victim_slots)), "cut_s": cut_s}
-    try:
-        watcher.start()
-        for t in threads:
-            t.start()
-        time.sleep(max(0.0, t_cut - time.monotonic()))
-        t_cut = time.monotonic()  # t = 0: the link goes down now
-        if cut:
-            link(host_index, False)
-        t_down = time.monotonic()  # `ip link` has returned: the link is down
-        time.sleep(max(0.0, t_heal - time.monotonic()))
-        t_heal = time.monotonic()
-        if cut:
-            link(host_index, True)
-        for t in threads:
-            t.join()
-        try:
-            _, err = minority.communicate(timeout=max(10.0, end - time.monotonic() + 10))
-        except subprocess.TimeoutExpired:
-            minority.kill()
-            _, err = minority.communicate()
-        watcher.stop()
-    finally:
-        link(host_index, True, check=False)  # never leave a host cut off
-        if minority.poll() is None:
-            minority.kill()
-            minority.wait()
-    if minority.returncode != 0 or not out_path.exists():
-        raise EnvironmentProblem(f"the writer in ls-h{host_index} exited with code {minority.returncode}: "
-                                 f"{(err or '').strip().splitlines()[-1:] or 'no output'}")
-    minority_writes = [history.Write(**json.loads(line)) for line in out_path.read_text().splitlines() if line]
-    m: dict[str, Metric] = {}
-    try:
-        whole = lc.wait_whole(p["heal_timeout_s"])
-        details["whole_after_heal_s"] = round(time.monotonic() - t_heal, 2)
-    except EnvironmentProblem as e:
-        whole = None
-        details["not_whole"] = str(e)
-    m[f"{variant}.healthy_after"] = Metric(1 if whole is not None else 0, "bool", "higher",
-                                           "3 primaries + 3 replicas, links up, after the heal")
-    m[f"{variant}.slot_views_agree"] = Metric(1 if whole is not None and client.views_agree(addrs, 1.0) else 0, "bool", "higher",
-                                              "every node reports the same slot map after the heal")
-    c = client.plain_client(*victim, 2.0)
-    try:
-        m[f"{variant}.old_primary_is_replica"] = Metric(1 if c.info("replication").get("role") == "slave" else 0,
-                                                        "bool", note="the cut-off primary after the heal")
-    except redis.RedisError:
-        m[f"{variant}.old_primary_is_replica"] = Metric(None, "bool")
-    finally:
-        c.close()
-    if variant == "min-replicas":
-        _config_all(addrs, {"min-replicas-to-write": 0, "min-replicas-max-lag": 10})
-    all_writes = hist.writes + minority_writes
-    reader = router()
-    try:
-        final = client.read_back(reader, [w.key for w in all_writes])
-    finally:
-        reader.close()
-    m.update(measure.loss_metrics(variant, all_writes, final, 0))
-    mv = history.classify(minority_writes, final)
-    m[f"{variant}.minority.acked"] = Metric(mv.acknowledged, "writes", note="acknowledged to the writer on the cut-off side")
-    m[f"{variant}.minority.lost_acked"] = Metric(mv.counts[history.LOST], "writes", "lower",
-                                                 "acknowledged on the cut-off side, gone after the heal")
-    during = [w for w in minority_writes if w.ok and t_down <= w.sent and w.done < t_heal]
-    m[f"{variant}.minority.acked_during_cut"] = Metric(len(during), "writes",
-                                                       note="sent after the link went down, acknowledged before it came back")
-    m[f"{variant}.minority.accepting_s"] = Metric(max(w.done for w in during) - t_down if during else 0.0, "s",
-                                                  "lower", "link down to the last write the cut-off side "
-                                                           "acknowledged before the heal")
-    m.update(measure.outage_metrics(variant, all_writes, t_cut, end, GROUPS))
-    for what in ("pfail", "fail", "promoted"):
-        t = watcher.first.get(what)
-        m[f"{variant}.{what}_s"] = Metric(None if t is None or not cut else t - t_cut, "s", "lower",
-                                          f"cut to {what} (majority side's views)")
-    m[f"{variant}.writes"] = Metric(len(all_writes), "writes")
-    if cut:
-        watcher.events.append((t_heal, details["victim"], "link up"))
-    series = {f"{variant}.timeline": measure.timeline(all_writes, hist.reads, t_cut, -p["warm_s"],
-                                                      cut_s + p["after_heal_s"], list(GROUPS), 0),
-              f"{variant}.events": measure.events_series(watcher.events, t_cut)}
-    hist.writes = all_writes
-    measure.write_history(ctx.raw_path(f"{variant}.writes.csv"), hist, t_cut)
-    details["error_kinds"] = dict(Counter(w.error for w in all_writes if not w.ok))
-    details["heal_at_s"] = round(t_heal - t_cut, 2)
-    details["link_down_took_s"] = round(t_down - t_cut, 3)
-    return m, series, details
+    def extra_metrics(self, final: dict) -> dict[str, Metric]:
+        v, mw = self.variant, self.minority_writes
+        verdict = history.classify(mw, final)
+        during = [w for w in mw if w.ok and self.t_down <= w.sent and w.done < self.t_heal]
+        return {
+            f"{v}.minority.acked": Metric(verdict.acknowledged, "writes", note="acknowledged to the writer on the cut-off side"),
+            f"{v}.minority.lost_acked": Metric(verdict.counts[history.LOST], "writes", "lower",
+                                               "acknowledged on the cut-off side, gone after the heal"),
+            f"{v}.minority.acked_during_cut": Metric(len(during), "writes",
+                                                     note="sent after the link went down, acknowledged before it came back"),
+            f"{v}.minority.accepting_s": Metric(max(w.done for w in during) - self.t_down if during else 0.0, "s",
+                                                "lower", "link down to the last write the cut-off side "
+                                                         "acknowledged before the heal"),
+        }
 
 
-@register("failover-partition", params=PARAMS, needs="cluster", check=_check,
-          description="one primary's simulated host cut off (link down) with a writer on its side, then healed: "
-                      "acknowledged-then-lost writes, how long the minority accepted them")
+def run_once(ctx: CaseContext, lc: LabCluster, variant: str, p: dict) -> tuple[dict, dict, dict]:
+    return CutRun(ctx, lc, variant, p).run()
+
+
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
     problem = lab_problem()

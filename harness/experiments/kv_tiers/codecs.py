@@ -42,7 +42,6 @@ MAX_NDIM = 5
 DTYPE_CODES = {"float32": 1, "float16": 2, "bfloat16": 3}
 CODE_DTYPES = {v: k for k, v in DTYPE_CODES.items()}
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
-ALIGNMENTS = (64, 128)
 
 
 class CodecError(ValueError):

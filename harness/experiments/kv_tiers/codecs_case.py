@@ -17,7 +17,7 @@ import uuid
 from typing import Callable
 
 from harness import stats
-from harness.drivers import REQUIRED, CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.drivers import REQUIRED, CaseContext, CaseOutcome, Metric, Param, Series
 from harness.errors import BadInput
 from harness.experiments.kv_tiers.common import (
     BINARY_CODECS,
@@ -45,7 +45,7 @@ CODEC_PARAMS = {
 CONTROL = "json (control)"  # the JSON codec measured in the aligned codec's place
 
 
-def _check_codecs(where: str, p: dict) -> None:
+def check_codecs(where: str, p: dict) -> None:
     if p["prompt_tokens"] < p["chunk_tokens"]:
         raise BadInput(f"{where}.prompt_tokens: needs at least one whole chunk ({p['chunk_tokens']} tokens)")
     for need in ("json", "aligned128"):
@@ -130,9 +130,6 @@ def interleaved_qps(codecs: dict, arrays: list, client, prefix: str, seconds: fl
     return {name: ops[name] / spent[name] for name in codecs}
 
 
-@register("kv-tiers-codecs", params=CODEC_PARAMS, needs="cluster", check=_check_codecs,
-          description="decode time and store-plus-fetch QPS of real SmolLM2 KV data per codec, at the chunk size whose "
-                      "JSON decode takes the source's time here; control: JSON in the aligned codec's place")
 @in_torch_threads
 def run_codecs(ctx: CaseContext) -> CaseOutcome:
     from harness.experiments.kv_tiers import codecs, extract
@@ -143,14 +140,10 @@ def run_codecs(ctx: CaseContext) -> CaseOutcome:
     _, cache = extract.prefill(model, ids)
     chunks = extract.split_chunks(cache, ids, p["chunk_tokens"])
     whole = [codecs.to_numpy(c.tensor)[0] for c in chunks]
-
-    def codec_for(name, shape):
-        return codecs.make_codec(name.split(" ")[0], shape, "float32")
-
-    n = size_for_time(lambda k: _json_decode_ms(codec_for, whole, k), p["json_decode_target_ms"], 64, whole[0].size)
+    n = size_for_time(lambda k: _json_decode_ms(_codec_for, whole, k), p["json_decode_target_ms"], 64, whole[0].size)
     sized = [w.reshape(-1)[:n].copy() for w in whole]
     names = [c for c in p["codecs"]] + [CONTROL]
-    sized_codecs = {name: codec_for(name, (n,)) for name in names}
+    sized_codecs = {name: _codec_for(name, (n,)) for name in names}
     ctx.log(f"{len(chunks)} chunks of {whole[0].nbytes} B; sized to {n} float32 values ({n * 4} B), where JSON "
             f"decode takes about {p['json_decode_target_ms']:g} ms here")
     dec = interleaved_decode(sized_codecs, sized, p["decode_repeats"])
@@ -167,7 +160,33 @@ def run_codecs(ctx: CaseContext) -> CaseOutcome:
     finally:
         client.close()
     whole_names = [c for c in p["codecs"] if c != "json" or p["json_repeats"]]
-    whole_codecs = {name: codec_for(name, whole[0].shape) for name in whole_names}
+    whole_codecs, whole_dec, copy_s = _whole_chunks(p, whole, whole_names)
+    for name in names:
+        ctx.log(f"sized {name}: {bytes_of[name]} B, decode {stats.median(dec[name]) * 1e3:.4f} ms"
+                + (f", {qps[name]:.0f} store+fetch/s" if name in qps else ""))
+    ms = {name: stats.median(v) * 1e3 for name, v in dec.items()}
+    wms = {name: stats.median(v) * 1e3 for name, v in whole_dec.items()}
+    m = _codec_metrics(p, n, ms, wms, qps, bytes_of, copy_s)
+    rows = [[name, "sized", n, bytes_of[name], enc[name], ms[name], qps.get(name)] for name in names]
+    rows += [[name, "whole chunk", whole[0].size, len(whole_codecs[name].encode(whole[0])), None, wms[name], None]
+             for name in whole_names]
+    ctx.raw_path("codecs.json").write_text(json.dumps({"sized_elements": n, "rows": rows}, indent=1))
+    return CaseOutcome("ok", metrics=m, series={"codecs": _codec_series(p, rows, device)},
+                       details={"chunk_shape": list(whole[0].shape), "binary_codecs": list(BINARY_CODECS)})
+
+
+def _codec_for(name: str, shape):
+    from harness.experiments.kv_tiers import codecs
+
+    return codecs.make_codec(name.split(" ")[0], shape, "float32")
+
+
+def _whole_chunks(p: dict, whole: list, whole_names: list[str]) -> tuple[dict, dict, list[float]]:
+    """Decodes of whole 32-token chunks per codec (JSON on one chunk, json_repeats times) and
+    plain copies of the aligned128 bytes beside them: (codecs, decode seconds, copy seconds)."""
+    from harness.experiments.kv_tiers import codecs
+
+    whole_codecs = {name: _codec_for(name, whole[0].shape) for name in whole_names}
     whole_dec = {}
     for name, c in whole_codecs.items():
         reps = p["json_repeats"] if name == "json" else p["decode_repeats"]
@@ -178,11 +197,11 @@ def run_codecs(ctx: CaseContext) -> CaseOutcome:
         t0 = time.perf_counter()
         codecs.plain_copy(buf)
         copy_s.append(time.perf_counter() - t0)
-    for name in names:
-        ctx.log(f"sized {name}: {bytes_of[name]} B, decode {stats.median(dec[name]) * 1e3:.4f} ms"
-                + (f", {qps[name]:.0f} store+fetch/s" if name in qps else ""))
-    ms = {name: stats.median(v) * 1e3 for name, v in dec.items()}
-    wms = {name: stats.median(v) * 1e3 for name, v in whole_dec.items()}
+    return whole_codecs, whole_dec, copy_s
+
+
+def _codec_metrics(p: dict, n: int, ms: dict, wms: dict, qps: dict, bytes_of: dict,
+                   copy_s: list[float]) -> dict[str, Metric]:
     m: dict[str, Metric] = {
         "sized.elements": Metric(n, "float32 values", None, "chunk size whose JSON decode takes the target time here"),
         "sized.json.decode_ms": Metric(ms["json"], "ms", "lower", "calibrated to the target: not a result"),
@@ -207,17 +226,15 @@ def run_codecs(ctx: CaseContext) -> CaseOutcome:
     if "json" in wms:
         m["chunk.decode_speedup.aligned128_vs_json"] = Metric(wms["json"] / wms["aligned128"], "x", "higher",
                                                               "whole 32-token chunk of all layers")
-    rows = [[name, "sized", n, bytes_of[name], enc[name], ms[name], qps.get(name)] for name in names]
-    rows += [[name, "whole chunk", whole[0].size, len(whole_codecs[name].encode(whole[0])), None, wms[name], None]
-             for name in whole_names]
+    return m
+
+
+def _codec_series(p: dict, rows: list[list], device) -> Series:
     cols = ["codec", "scope", "elements", "bytes", "encode_ms", "decode_ms", "store_fetch_qps"]
-    series = {"codecs": Series({c: [r[k] for r in rows] for k, c in enumerate(cols)},
-                               {"bytes": "B", "encode_ms": "ms", "decode_ms": "ms", "store_fetch_qps": "ops/s"},
-                               f"sized: the first 'elements' float32 values of each real 32-token chunk (all layers' K "
-                               f"and V of SmolLM2-135M), the size whose JSON decode takes {p['json_decode_target_ms']:g} "
-                               f"ms here (calibrated in each repetition); '{CONTROL}' is the JSON codec measured in the aligned codec's place. Decodes "
-                               f"interleaved over codecs, {p['decode_repeats']} per chunk; one store+fetch op = encode "
-                               f"+ SET + GET + decode through the Redis Cluster, one client. {env_note(device)}.")}
-    ctx.raw_path("codecs.json").write_text(json.dumps({"sized_elements": n, "rows": rows}, indent=1))
-    return CaseOutcome("ok", metrics=m, series=series, details={"chunk_shape": list(whole[0].shape),
-                                                                "binary_codecs": list(BINARY_CODECS)})
+    return Series({c: [r[k] for r in rows] for k, c in enumerate(cols)},
+                  {"bytes": "B", "encode_ms": "ms", "decode_ms": "ms", "store_fetch_qps": "ops/s"},
+                  f"sized: the first 'elements' float32 values of each real 32-token chunk (all layers' K "
+                  f"and V of SmolLM2-135M), the size whose JSON decode takes {p['json_decode_target_ms']:g} "
+                  f"ms here (calibrated in each repetition); '{CONTROL}' is the JSON codec measured in the aligned "
+                  f"codec's place. Decodes interleaved over codecs, {p['decode_repeats']} per chunk; one store+fetch "
+                  f"op = encode + SET + GET + decode through the Redis Cluster, one client. {env_note(device)}.")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 
 from harness import stats
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series
 from harness.errors import BadInput
 from harness.experiments.kv_tiers.common import (
     COMMON,
@@ -49,21 +49,14 @@ MEASURES = {  # measure -> (tier, what is timed)
 }
 
 
-def _check_tiers(where: str, p: dict) -> None:
+def check_tiers(where: str, p: dict) -> None:
     if p["prompt_tokens"] < p["chunk_tokens"]:
         raise BadInput(f"{where}.prompt_tokens: needs at least one whole chunk ({p['chunk_tokens']} tokens)")
 
 
-@register("kv-tiers-latency", params=TIER_PARAMS, needs="cluster", check=_check_tiers,
-          description="per-tier access latency of real KV chunks, each fetch delivering usable data: L1 copy, L2 "
-                      "(Redis Cluster) GET + decode, L3 (LMDB) cold and warm read + decode; hits and write-behind")
 @in_torch_threads
 def run_tiers(ctx: CaseContext) -> CaseOutcome:
-    import torch
-
     from harness.experiments.kv_tiers import extract
-    from harness.experiments.kv_tiers.codecs import decode_tensor
-    from harness.experiments.kv_tiers.ttft import prepare_tier
 
     p = ctx.params
     tok, model, device = load_model(ctx)
@@ -88,30 +81,8 @@ def run_tiers(ctx: CaseContext) -> CaseOutcome:
         ctx.log(f"{len(keys)} chunks of {chunks[0].tensor.numel() * 4} bytes written; L3 holds {len(store.l3)} after "
                 f"flush; {p['rounds']} rounds")
         for _ in range(p["rounds"]):
-            for k in keys:  # each fetch kind in turn, per key
-                got = {}
-                t0 = time.perf_counter()
-                got["L1"] = store.l1.get(k).clone()
-                t1 = time.perf_counter()
-                got["L2"] = decode_tensor(store.codec, store.l2.get(k))
-                t2 = time.perf_counter()
-                store.l3.drop_page_cache()
-                t3 = time.perf_counter()
-                got["L3"] = decode_tensor(store.codec, store.l3.get(k))
-                t4 = time.perf_counter()
-                got["L3 warm"] = decode_tensor(store.codec, store.l3.get(k))
-                t5 = time.perf_counter()
-                for name, dt in (("L1.fetch_copy", t1 - t0), ("L2.fetch_decode", t2 - t1), ("L3.cold", t4 - t3),
-                                 ("L3.warm", t5 - t4)):
-                    samples[name].append(dt)
-                ref = originals[k].cpu()
-                mismatches += sum(not torch.equal(t.cpu(), ref) for t in got.values())
-            for tier in ("L1", "L2", "L3"):  # the store's own lookups, with fall-through and promotion
-                prepare_tier(store, keys, tier, originals, payloads)
-                for k in keys:
-                    t, hit = store.get(k)
-                    if hit != tier or not torch.equal(t.cpu(), originals[k].cpu()):
-                        mismatches += 1
+            mismatches += _fetch_round(store, keys, originals, samples)
+            mismatches += _store_lookups(store, keys, originals, payloads)
         for i in range(len(keys)):  # misses: keys that were never written
             store.get(f"absent-{i}")
         samples["L2.small_get"] = _small_get_latency(s.client, store.l2.prefix, p["small_gets"])
@@ -119,6 +90,64 @@ def run_tiers(ctx: CaseContext) -> CaseOutcome:
         s.close()
     for tier in ("L1", "L2", "L3", "miss"):
         samples[tier] = list(store.latency_s[tier])
+    nbytes = chunks[0].tensor.numel() * 4
+    note = (f"One chunk = {p['chunk_tokens']} tokens of all layers' K and V ({nbytes} B as float32, "
+            f"{len(payloads[keys[0]])} B encoded as {p['codec']}). L2 is the Redis Cluster over loopback; L3 an LMDB "
+            f"file on this host's disk, cold reads after posix_fadvise(DONTNEED) on its data file. Write-behind every "
+            f"{p['write_behind_every']} L2 writes; {pending_after_puts} writes were pending when flushed. "
+            f"{env_note(device)}.")
+    return CaseOutcome("ok", metrics=_tier_metrics(samples, store, put_s, mismatches),
+                       series={"tiers": _tier_series(samples, note)},
+                       details={"ttl_s": {t: p[t.lower() + "_ttl_s"] for t in ("L1", "L2", "L3")}})
+
+
+def _fetch_round(store, keys: list, originals: dict, samples: dict[str, list[float]]) -> int:
+    """Every key through each fetch kind in turn (L1 copy, L2 GET + decode, L3 cold, L3 warm);
+    returns the fetches whose tensor was not bit-exact."""
+    import torch
+
+    from harness.experiments.kv_tiers.codecs import decode_tensor
+
+    mismatches = 0
+    for k in keys:
+        got = {}
+        t0 = time.perf_counter()
+        got["L1"] = store.l1.get(k).clone()
+        t1 = time.perf_counter()
+        got["L2"] = decode_tensor(store.codec, store.l2.get(k))
+        t2 = time.perf_counter()
+        store.l3.drop_page_cache()
+        t3 = time.perf_counter()
+        got["L3"] = decode_tensor(store.codec, store.l3.get(k))
+        t4 = time.perf_counter()
+        got["L3 warm"] = decode_tensor(store.codec, store.l3.get(k))
+        t5 = time.perf_counter()
+        for name, dt in (("L1.fetch_copy", t1 - t0), ("L2.fetch_decode", t2 - t1), ("L3.cold", t4 - t3),
+                         ("L3.warm", t5 - t4)):
+            samples[name].append(dt)
+        ref = originals[k].cpu()
+        mismatches += sum(not torch.equal(t.cpu(), ref) for t in got.values())
+    return mismatches
+
+
+def _store_lookups(store, keys: list, originals: dict, payloads: dict) -> int:
+    """The store's own lookups with fall-through and promotion, each tier prepared to be the
+    one that answers; returns the lookups answered by another tier or not bit-exact."""
+    import torch
+
+    from harness.experiments.kv_tiers.ttft import prepare_tier
+
+    mismatches = 0
+    for tier in ("L1", "L2", "L3"):
+        prepare_tier(store, keys, tier, originals, payloads)
+        for k in keys:
+            t, hit = store.get(k)
+            if hit != tier or not torch.equal(t.cpu(), originals[k].cpu()):
+                mismatches += 1
+    return mismatches
+
+
+def _tier_metrics(samples: dict[str, list[float]], store, put_s: list[float], mismatches: int) -> dict[str, Metric]:
     metrics: dict[str, Metric] = {}
     for name, secs in samples.items():
         metrics.update(latency_metrics(name, [v * 1e6 for v in secs], (50, 99), MEASURES[name][1], "us"))
@@ -132,21 +161,17 @@ def run_tiers(ctx: CaseContext) -> CaseOutcome:
     if wb.batch_seconds:
         metrics["write_behind.batch_ms"] = Metric(stats.median(wb.batch_seconds) * 1e3, "ms", "lower",
                                                   "median time to write and commit one batch to LMDB")
+    return metrics
+
+
+def _tier_series(samples: dict[str, list[float]], note: str) -> Series:
     names = [n for n in MEASURES if samples[n]]
-    nbytes = chunks[0].tensor.numel() * 4
-    series = {"tiers": Series(
+    return Series(
         {"measure": names, "tier": [MEASURES[n][0] for n in names], "what": [MEASURES[n][1] for n in names],
          "n": [len(samples[n]) for n in names],
          "p50_us": [stats.percentile(samples[n], 50) * 1e6 for n in names],
          "p99_us": [stats.percentile(samples[n], 99) * 1e6 for n in names]},
-        {"p50_us": "us", "p99_us": "us"},
-        f"One chunk = {p['chunk_tokens']} tokens of all layers' K and V ({nbytes} B as float32, "
-        f"{len(payloads[keys[0]])} B encoded as {p['codec']}). L2 is the Redis Cluster over loopback; L3 an LMDB file "
-        f"on this host's disk, cold reads after posix_fadvise(DONTNEED) on its data file. Write-behind every "
-        f"{p['write_behind_every']} L2 writes; {pending_after_puts} writes were pending when flushed. "
-        f"{env_note(device)}.")}
-    return CaseOutcome("ok", metrics=metrics, series=series,
-                       details={"ttl_s": {t: p[t.lower() + "_ttl_s"] for t in ("L1", "L2", "L3")}})
+        {"p50_us": "us", "p99_us": "us"}, note)
 
 
 def _small_get_latency(client, prefix: str, n: int) -> list[float]:

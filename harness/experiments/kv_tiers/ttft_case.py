@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series
 from harness.errors import BadInput
 from harness.experiments.kv_tiers.common import (
     COMMON,
@@ -26,7 +26,7 @@ TTFT_PARAMS = {
 }
 
 
-def _check_ttft(where: str, p: dict) -> None:
+def check_ttft(where: str, p: dict) -> None:
     lengths = p["lengths"]
     if not lengths or any(not isinstance(n, int) or isinstance(n, bool) for n in lengths):
         raise BadInput(f"{where}.lengths: a list of integer token counts, e.g. [128, 512, 2048]")
@@ -36,8 +36,6 @@ def _check_ttft(where: str, p: dict) -> None:
                            f"before the {p['min_suffix']}-token suffix")
 
 
-@register("kv-tiers-ttft", params=TTFT_PARAMS, needs="cluster", check=_check_ttft,
-          description="time to first token with the prefix KV from L1, L2, L3 or a full prefill, per prompt length")
 @in_torch_threads
 def run_ttft(ctx: CaseContext) -> CaseOutcome:
     from harness.experiments.kv_tiers import extract, ttft

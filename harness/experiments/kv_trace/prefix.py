@@ -54,11 +54,6 @@ class Rates:
     runs: np.ndarray  # per request: leading hit blocks
     hit_tokens: np.ndarray  # per request
 
-    @property
-    def gap_blocks_pct(self) -> float:
-        """Cached blocks found after a gap (unusable), % of all blocks."""
-        return 100.0 * (self.raw_block - self.block)
-
 
 def rates(trace: KVTrace, block_hits: np.ndarray, tokens: np.ndarray | None = None) -> Rates:
     """The prefix-rule hit rates of per-block hits on `trace`."""

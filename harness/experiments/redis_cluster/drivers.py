@@ -103,7 +103,7 @@ def _benchmark_once(ctx: CaseContext, params: dict, name: str, one_slot: bool = 
     if one_slot:
         cmd = [a for a in cmd if a not in ("-t", ",".join(params["tests"]))] + ["GET", SPREAD_KEY]
     secrets = (ctx.target.password,)
-    res = run_tool(cmd, ctx.raw_dir, name, params["timeout_s"], secrets=secrets)
+    res = run_tool(cmd, ctx.raw_dir, name, params["timeout_s"], host=ctx.target.loadgen, secrets=secrets)
     if not res.ok:
         return None, {}, [res.failure("redis-benchmark")], command_line(cmd, secrets)
     rows = parse_csv(res.stdout)
@@ -236,7 +236,7 @@ def _memtier_once(ctx: CaseContext, params: dict, name: str):
     cmd = memtier.build_command(params, node.host, node.port, ctx.target.kind == "cluster", str(json_path),
                                 ctx.target.password)
     secrets = (ctx.target.password,)
-    res = run_tool(cmd, ctx.raw_dir, name, params["timeout_s"], secrets=secrets)
+    res = run_tool(cmd, ctx.raw_dir, name, params["timeout_s"], host=ctx.target.loadgen, secrets=secrets)
     if res.timed_out or res.returncode != 0:
         return None, res.failure("memtier_benchmark"), command_line(cmd, secrets)
     if not json_path.exists():
@@ -244,6 +244,39 @@ def _memtier_once(ctx: CaseContext, params: dict, name: str):
     text = redact(json_path.read_text(errors="replace"), secrets)  # memtier writes its --authenticate value back
     json_path.write_text(text)
     return memtier.parse_files(text, res.stderr), "", command_line(cmd, secrets)
+
+
+HDR_KINDS = ("Totals", "Gets", "Sets")
+HDR_QS = (50, 99, 99.9)
+
+
+def _histogram_rows(cols: dict[str, list], run: str, histograms: dict[str, str]) -> None:
+    """One row per kind of request: this run's percentiles from memtier's HDR histogram and
+    the histogram itself (compressed, as memtier wrote it), so that the view can pool the
+    requests of every repetition without reading the tool's files again."""
+    for kind in HDR_KINDS:
+        enc = histograms.get(kind)
+        if not enc:
+            continue
+        try:
+            pct, n = memtier.pooled_percentiles([enc], HDR_QS)
+        except ValueError:  # a histogram that does not decode: the per-run metrics still stand
+            continue
+        if not pct:
+            continue
+        cols["run"].append(run)
+        cols["kind"].append(kind)
+        cols["requests"].append(n)
+        for q in HDR_QS:
+            cols[f"p{q:g}_ms"].append(pct[q])
+        cols["histogram"].append(enc)
+
+
+def _histogram_series(cols: dict[str, list]) -> dict[str, Series]:
+    if not cols["run"]:
+        return {}
+    return {"histograms": Series(cols, {f"p{q:g}_ms": "ms" for q in HDR_QS},
+                                 "memtier's HDR histogram of every request of the run, per kind (compressed)")}
 
 
 @register("redis-cluster-memtier", params=MEMTIER_PARAMS, needs="cluster", check=_check_memtier,
@@ -261,6 +294,8 @@ def run_memtier(ctx: CaseContext) -> CaseOutcome:
     metrics: dict[str, Metric] = {}
     details: dict = {"commands": {}, "sections": {}, "ran_on": memtier.ran_on(ctx.target)}
     cols: dict[str, list] = {"run": [], "connections": [], "ops_per_sec": [], "p50_ms": [], "p99_ms": []}
+    hdr: dict[str, list] = {"run": [], "kind": [], "requests": [], **{f"p{q:g}_ms": [] for q in HDR_QS},
+                            "histogram": []}
     invalid = []
     for name, params in runs:
         ctx.log(f"memtier_benchmark ({name}) --clients={params['clients']} --threads={params['threads']} "
@@ -275,12 +310,13 @@ def run_memtier(ctx: CaseContext) -> CaseOutcome:
         prefix = "" if name == "memtier" else "control."
         metrics.update({prefix + k: v for k, v in parsed.metrics.items()})
         cols["run"].append("measured" if name == "memtier" else "control")
+        _histogram_rows(hdr, cols["run"][-1], parsed.histograms)
         cols["connections"].append(params["clients"] * params["threads"])
         for col, metric in (("ops_per_sec", "Totals.ops_per_sec"), ("p50_ms", "Totals.p50_ms"),
                             ("p99_ms", "Totals.p99_ms")):
             m = parsed.metrics.get(metric)
             cols[col].append(m.value if m else None)
-    series = {"runs": Series(cols, {"ops_per_sec": "ops/s", "p50_ms": "ms", "p99_ms": "ms"})}
+    series = {"runs": Series(cols, {"ops_per_sec": "ops/s", "p50_ms": "ms", "p99_ms": "ms"}), **_histogram_series(hdr)}
     if invalid:
         return CaseOutcome("invalid", "; ".join(invalid), metrics, details, series)
     return CaseOutcome("ok", metrics=metrics, details=details, series=series)

@@ -7,7 +7,11 @@ Modules: datasets (GPTCache JSON, JSONL {query, group}, labelled pairs TSV), emb
 (entries in the Redis Cluster), metrics (correct/wrong hits, precision, recall, calibration,
 the C7 formula), ttft (serving one request of SmolLM2), entity_keys (template id + entity
 set), dispatcher (a real batching dispatcher), memory_probe (one serving mode in a fresh
-process). Drivers: keys_driver (semantic-cache-keys), ttft_driver (-ttft), memory_driver
+process), onnx_embed (the query embedding from ONNX Runtime, the engine suite's export),
+gptcache_subject (GPTCache 0.1.44 as a subject), gptcache_accuracy (its calibration and test
+counts beside the harness's exact NN), lookup_latency (one lookup at a time through every
+subject, interleaved), gptcache_report (that case's metrics and series). Drivers: keys_driver
+(semantic-cache-keys), gptcache_driver (-gptcache), ttft_driver (-ttft), memory_driver
 (-memory), perf_driver (-embed-perf), entity_driver (-entity-keys). Heavy libraries (torch,
 transformers, sentence-transformers) are imported inside functions.
 """

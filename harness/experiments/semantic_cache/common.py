@@ -11,7 +11,7 @@ from harness.errors import BadInput
 from harness.experiments.semantic_cache import datasets
 
 KEY_PATTERNS = ("hash_*", "hashn_*", "sem_*", "semb*", "semnn_*", "tpl_*", "tplsem_*", "ctl_*", "ctlb*", "mem*", "orc_*",
-                "orcb*")
+                "orcb*", "gcnn_*")
 
 
 def dataset_params() -> dict[str, Param]:

@@ -33,11 +33,7 @@ RUNS = ("no_cache", "hash_cache", "semantic_cache", "control.no_cache", "instrum
 
 
 def _probe(ctx: CaseContext, p: dict, job: dict, name: str) -> dict:
-    from harness.runner import PASSWORD_ENV
-
-    env = dict(os.environ)
-    if ctx.target.password:
-        env[PASSWORD_ENV] = ctx.target.password
+    env = {**os.environ, **ctx.target.to_env()}  # the password in the environment, never argv
     with tempfile.TemporaryDirectory(prefix="semantic-memory-") as tmp:
         jp, op = Path(tmp) / "job.json", Path(tmp) / "out.json"
         jp.write_text(json.dumps(job))

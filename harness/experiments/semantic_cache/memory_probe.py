@@ -6,7 +6,7 @@ what the mode needs (all-MiniLM-L6-v2 for the semantic cache, up front), fills i
 Redis, serves the stream with the same decode work as every other mode, and writes its
 peaks: RSS (sampled every 10 ms, and the kernel's ru_maxrss), and on a GPU torch's peak
 allocation and NVML's used memory. The target's password comes in the environment
-(harness.runner.PASSWORD_ENV), never on the command line.
+(harness.target.Target.to_env()), never on the command line.
 
 Every mode holds SmolLM2 (and the semantic cache all-MiniLM-L6-v2) from its start, and runs
 one warm-up generation before the sampled window opens (the weights are memory-mapped: only
@@ -21,7 +21,6 @@ size on the device), which the probe must see.
 from __future__ import annotations
 
 import json
-import os
 import resource
 import sys
 from pathlib import Path
@@ -46,14 +45,12 @@ def main(job_path: str, out_path: str) -> int:
     from harness.experiments.semantic_cache import keys
     from harness.experiments.semantic_cache.store import Entry, Store
     from harness.experiments.semantic_cache.ttft import PeakRSS, generate, nvml_used_bytes, serve
-    from harness.runner import PASSWORD_ENV
     from harness.target import Target
     from harness.toolkit import torch_threads
 
     job = json.loads(Path(job_path).read_text())
     mode, dev = job["mode"], job["device"]
-    target = Target.from_json(job["target"])
-    target.password = os.environ.get(PASSWORD_ENV) or None
+    target = Target.from_env(job["target"])
     target.username = job.get("username")
     with torch_threads(job["torch_threads"]):
         import torch

@@ -6,6 +6,7 @@ with min-max)."""
 from __future__ import annotations
 
 from harness.report.views import Chart, Table, points, series_table, view
+from harness.results import Series
 
 FLUSH = "flush-one-primary"
 POOL = "pool-by-cluster-size"
@@ -78,8 +79,6 @@ def _cell(cols: dict, c: str, i: int):
 
 
 def _rows(s, idx):
-    from harness.results import Series
-
     return Series({c: [v[i] for i in idx] for c, v in s.columns.items()}, dict(s.units))
 
 

@@ -4,7 +4,11 @@ repetitions. Claimed numbers come from the ledger (C12, C13 figures)."""
 
 from __future__ import annotations
 
+from harness import stats
 from harness.report.views import Chart, Table, ViewContext, series_table, view
+from harness.tools.memtier import pooled_percentiles
+
+POOLED_QS = (50, 99, 99.9)
 
 
 def _benchmark(ctx: ViewContext) -> list:
@@ -43,12 +47,50 @@ def _memtier(ctx: ViewContext) -> list:
     case = "memtier"
     runs = ctx.aggregate(case, "runs", key="run")
     if runs is None:
-        return []
+        return _pooled(ctx)
     claimed = ctx.figure("C13", "ops_per_sec")
     note = "The control is one client on one thread, run alternately before and after the measured run."
     if claimed is not None:
         note += f" The source claims > {claimed:,.0f} ops/s (C13) on its lab hosts."
-    return [series_table(runs, "memtier_benchmark: measured and control runs", case, note=note)]
+    return [series_table(runs, "memtier_benchmark: measured and control runs", case, note=note)] + _pooled(ctx)
+
+
+def _pooled_row(kind: str, rows: list[dict]) -> list | None:
+    """[kind, repetitions, requests, (median, min, max) of the runs' own percentile per q,
+    the percentile of the pooled requests per q]; None when the histograms do not merge."""
+    try:
+        pooled, n = pooled_percentiles([r["histogram"] for r in rows], POOLED_QS)
+    except ValueError:
+        return None
+    if not pooled:
+        return None
+    row: list = [kind, len(rows), n]
+    for q in POOLED_QS:
+        vals = [r[f"p{q:g}_ms"] for r in rows if r.get(f"p{q:g}_ms") is not None]
+        row.append((stats.median(vals), min(vals), max(vals)) if len(vals) > 1 else (vals[0] if vals else None))
+    return row + [pooled[q] for q in POOLED_QS]
+
+
+def _pooled(ctx: ViewContext) -> list:
+    """memtier's HDR histograms of every repetition merged (the driver's `histograms` series):
+    every request counted once, beside the median of the per-repetition percentiles."""
+    case = "memtier"
+    groups: dict[str, dict[str, list[dict]]] = {}
+    for _, s in ctx.series(case, "histograms"):
+        for i in range(len(s)):
+            row = {c: s.columns[c][i] for c in s.columns}
+            groups.setdefault(row["run"], {}).setdefault(row["kind"], []).append(row)
+    cols = (["rows", "repetitions", "requests"] + [f"P{q:g} median of runs (ms)" for q in POOLED_QS]
+            + [f"P{q:g} pooled (ms)" for q in POOLED_QS])
+    blocks = []
+    for run, kinds in groups.items():
+        rows = [r for r in (_pooled_row(kind, rs) for kind, rs in kinds.items()) if r]
+        if rows:
+            blocks.append(Table(f"memtier ({run}): latency percentiles, pooled over repetitions", cols, rows,
+                                note="pooled: memtier's HDR histograms of every repetition merged (every request "
+                                     "counted once); median of runs: the median (min-max) of each repetition's own "
+                                     "percentile", case=case))
+    return blocks
 
 
 def _acl(ctx: ViewContext) -> list:

@@ -163,6 +163,48 @@ def _entity(ctx: ViewContext) -> list:
     return out
 
 
+def _gptcache(ctx: ViewContext) -> list:
+    case, out = "gptcache", []
+    s = ctx.aggregate(case, "comparison", key="subject")
+    if s is None:
+        return out
+    speed = ", ".join(f"{label} {_text(_median(ctx, case, name))}x" for label, name in (
+        ("over GPTCache with SQLite on disk", "lookup.speedup_vs_gptcache"),
+        ("over GPTCache with SQLite in RAM", "lookup.speedup_vs_gptcache_ram"),
+        ("the torch path (control) over GPTCache on disk", "control.torch.speedup_vs_gptcache")))
+    out.append(series_table(s, "GPTCache beside the harness: same data, split, model and machine (measured)", case,
+                            note=f"ONNX path's lookup P50 {speed}; thresholds chosen on the calibration split: "
+                                 f"GPTCache {_text(_median(ctx, case, 'gptcache.threshold'))}, harness cosine "
+                                 f"{_text(_median(ctx, case, 'nn.threshold'))}; the instrument's known "
+                                 f"{_text(_median(ctx, case, 'instrument.delay.known_ms'))} ms wait seen as "
+                                 f"{_text(_median(ctx, case, 'instrument.delay.embed_seen_ms'))} ms. " + s.note))
+    out.append(_published(ctx))
+    sw = ctx.aggregate(case, "gptcache_sweep", key=["threshold", "split"])
+    if sw is not None:
+        out.append(series_table(sw, "GPTCache's similarity threshold: calibration and test splits", case,
+                                note=sw.note))
+    return out
+
+
+def _published(ctx: ViewContext) -> Table:
+    """GPTCache's own published counts (the ledger's figures), precision and recall computed from them."""
+    ths = ctx.figure("I24", "gptcache_published_thresholds") or []
+    n = ctx.figure("I24", "gptcache_published_queries")
+    cols = [ctx.figure("I24", f"gptcache_published_{k}") or [] for k in ("correct", "wrong", "miss", "s_per_query")]
+    rows = []
+    for i, t in enumerate(ths):
+        c, w, miss, sec = (col[i] if i < len(col) else None for col in cols)
+        prec = 100 * c / (c + w) if c is not None and w is not None and c + w else None
+        rec = 100 * c / n if c is not None and n else None
+        rows.append([t, c, w, miss, prec, rec, 1000 * sec if sec is not None else None])
+    return Table("GPTCache's published counts (its own benchmark: published, not measured here)",
+                 ["threshold", "correct", "wrong", "miss", "precision % (computed)", "recall % (computed)",
+                  "ms per query"], rows,
+                 note=f"GPTCache's examples/README.md over its {n or '-'} paraphrase queries: every origin inserted, "
+                      "no query that must miss, its ALBERT ONNX model, other hardware; t is about cosine >= 2t - 1",
+                 case="gptcache")
+
+
 def _embed(ctx: ViewContext) -> list:
     s = ctx.aggregate("embed-perf", "rounds", key=["path", "round"])
     return [series_table(s, "Embedding throughput, same process, alternating passes", "embed-perf")] if s else []
@@ -170,4 +212,4 @@ def _embed(ctx: ViewContext) -> list:
 
 @view(SUITE)
 def semantic_cache_view(ctx: ViewContext) -> list:
-    return _semantic(ctx) + _embed(ctx) + _ttft(ctx) + _memory(ctx) + _entity(ctx)
+    return _semantic(ctx) + _gptcache(ctx) + _embed(ctx) + _ttft(ctx) + _memory(ctx) + _entity(ctx)

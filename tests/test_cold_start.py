@@ -78,6 +78,21 @@ def test_runs_rotate_by_repetition():
     assert [cs.run_order(names, r)[0] for r in (1, 2, 3, 4)] == ["flush", "control", "no-retry", "flush"]
 
 
+def test_cluster_sizes_spread_over_repetitions():
+    """The local profile's 2 repetitions measure every size once between them (alternate),
+    'one' cycles a size per repetition, 'all' measures every size each time."""
+    p = {"primaries": [3, 6, 10]}
+    assert [cs._sizes({**p, "sizes_per_repetition": "alternate"}, r) for r in (1, 2, 3)] == [[3, 10], [6], [3, 10]]
+    assert [cs._sizes({**p, "sizes_per_repetition": "one"}, r) for r in (1, 2, 4)] == [[3], [6], [3]]
+    assert cs._sizes({**p, "sizes_per_repetition": "all"}, 2) == [3, 6, 10]
+    assert cs._sizes({"primaries": [3], "sizes_per_repetition": "alternate"}, 2) == [3]
+    s = spec.load_suite_file(SUITES_DIR / "cold-start.yaml")
+    local = s.case_params(s.case("pool-by-cluster-size"), "local")
+    reps = s.profile("local").repetitions
+    measured = [n for r in range(1, reps + 1) for n in cs._sizes(local, r)]
+    assert sorted(measured) == sorted(local["primaries"])  # every size once in a local run, none twice
+
+
 # ---- parameters and the spec ----------------------------------------------------------------
 def test_bad_params_are_refused_with_the_fix():
     drv = get("cold-start-flush")

@@ -9,7 +9,7 @@ import pytest
 
 from harness.analysis import Outcome
 from harness.experiments.kv_tiers.codecs_case import CONTROL, interleaved_decode, size_for_time
-from tests.test_engine_controls import verdicts
+from tests.test_engine_hotload_controls import verdicts
 
 
 def test_size_for_time_finds_the_size_of_a_linear_cost():

@@ -1,0 +1,263 @@
+"""An open-loop streaming client for OpenAI-compatible servers (`/v1/completions`, SSE).
+
+Each request is sent at its scheduled time (seconds after the start: Poisson arrivals at a
+rate, or a trace's timestamps scaled), as its own task: the schedule never waits for an
+earlier answer. Per request (`Result`):
+- ttft_ms: from the moment the request is dispatched (just before the POST, as vLLM's own
+  client times it) to the first streamed chunk that carries a choice;
+- itl_ms: the gaps between later choice chunks; tpot_ms: (last token - first token) / (output
+  tokens - 1), output tokens as the server counts them (`stream_options.include_usage`);
+- e2e_ms: dispatch to the end of the stream (`[DONE]`);
+- status: ok, http_error (a non-200 answer, its status kept), connect_error (refused,
+  unreachable), stalled (no byte for `stall_s` mid-stream), timeout (the request's own
+  `timeout_s`, or the run's deadline), cut_off (the stream ended before `[DONE]`), error
+  (anything else, its type kept);
+- late_ms: dispatch time minus scheduled time (the schedule's lateness), send_ms: dispatch to
+  the request body written to the socket (aiohttp's trace hook), parse_us: time spent parsing
+  the stream's chunks: the client's own overhead.
+
+The run has a deadline (last scheduled time + timeout_s + a margin): whatever is still open
+then is cancelled and recorded as a timeout, so a server that hangs cannot hang the case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from dataclasses import dataclass, field
+
+STATUSES = ("ok", "http_error", "connect_error", "stalled", "timeout", "cut_off", "error")
+DEADLINE_MARGIN_S = 5.0
+
+
+@dataclass
+class Request:
+    """One scheduled request: `prompt` is text or token ids."""
+
+    at_s: float
+    prompt: str | list[int]
+    max_tokens: int
+    tag: str = ""
+    ignore_eos: bool = True
+    sampling: dict = field(default_factory=lambda: {"temperature": 0.0})
+    delay_s: float = 0.0  # a deliberate wait between dispatch and the POST (an instrument: a known late client)
+
+
+@dataclass
+class Result:
+    index: int
+    tag: str
+    scheduled_s: float
+    status: str = "error"
+    error: str = ""
+    http_status: int | None = None
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    tpot_ms: float | None = None
+    itl_ms: list[float] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    chunks: int = 0
+    late_ms: float | None = None
+    send_ms: float | None = None
+    parse_us: float = 0.0
+    text: str = ""
+
+
+def poisson_schedule(n: int, rate_per_s: float, seed: int) -> list[float]:
+    """Send times (s) of n Poisson arrivals at `rate_per_s`, the first at 0."""
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    for _ in range(n):
+        out.append(t)
+        t += rng.expovariate(rate_per_s)
+    return out
+
+
+def payload(model: str, r: Request) -> dict:
+    body = {"model": model, "prompt": r.prompt, "max_tokens": r.max_tokens, **r.sampling, "stream": True,
+            "stream_options": {"include_usage": True}}
+    if r.ignore_eos:
+        body["ignore_eos"] = True
+    return body
+
+
+class StreamParser:
+    """The SSE lines of one streamed completion: choice chunks timed, `usage` read."""
+
+    def __init__(self, res: Result, st: float):
+        self.res, self.st = res, st
+        self.first: float | None = None
+        self.last: float | None = None
+        self.done = False
+        self._text: list[str] = []
+
+    def line(self, raw: bytes, now: float) -> None:
+        t0 = time.perf_counter()
+        s = raw.strip()
+        if s.startswith(b"data:"):
+            data = s[5:].strip()
+            if data == b"[DONE]":
+                self.done = True
+            elif data:
+                self._chunk(json.loads(data), now)
+        self.res.parse_us += 1e6 * (time.perf_counter() - t0)
+
+    def _chunk(self, d: dict, now: float) -> None:
+        choices = d.get("choices")
+        if choices:
+            self.res.chunks += 1
+            if self.first is None:
+                self.first = now
+                self.res.ttft_ms = 1000 * (now - self.st)
+            else:
+                self.res.itl_ms.append(1000 * (now - self.last))
+            self.last = now
+            self._text.append(choices[0].get("text") or "")
+        usage = d.get("usage")
+        if usage:
+            self.res.prompt_tokens = usage.get("prompt_tokens")
+            self.res.output_tokens = usage.get("completion_tokens")
+
+    def finish(self, end: float) -> None:
+        r = self.res
+        r.text = "".join(self._text)
+        r.e2e_ms = 1000 * (end - self.st)
+        n = r.output_tokens if r.output_tokens is not None else r.chunks
+        if self.first is not None and n and n > 1:
+            r.tpot_ms = 1000 * (self.last - self.first) / (n - 1)
+        if not self.done:
+            r.status, r.error = "cut_off", f"the stream ended before [DONE] after {r.chunks} chunks"
+        elif self.first is None:
+            r.status, r.error = "error", "the stream carried no token"
+        else:
+            r.status = "ok"
+
+
+def _classify(exc: BaseException) -> tuple[str, str]:
+    import aiohttp
+
+    text = f"{type(exc).__name__}: {exc}"[:200]
+    if isinstance(exc, aiohttp.SocketTimeoutError):
+        return "stalled", text
+    if isinstance(exc, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)):
+        return "connect_error", text
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        return "timeout", text
+    if isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError)):
+        return "cut_off", text
+    return "error", text
+
+
+def completions_url(base_url: str) -> str:
+    return base_url.rstrip("/") + "/v1/completions"
+
+
+def limits(timeout_s: float = 60.0, stall_s: float = 20.0, connect_s: float = 5.0):
+    """aiohttp's limits of one request: total, between two reads (a stall), to connect."""
+    import aiohttp
+
+    return aiohttp.ClientTimeout(total=timeout_s, sock_connect=connect_s, sock_read=stall_s)
+
+
+def session():
+    """An aiohttp session for open-loop load: no connection limit, the send-time trace hook."""
+    import aiohttp
+
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), trace_configs=[_trace_config()])
+
+
+async def send(session, url: str, model: str, i: int, r: Request, t0: float, timeout) -> Result:
+    """One streamed request, dispatched now; `late_ms` is measured from t0 + r.at_s."""
+    res = Result(i, r.tag, r.at_s)
+    st = time.perf_counter()
+    res.late_ms = 1000 * (st - (t0 + r.at_s))
+    trace_ctx = {"sent": None}
+    parser = StreamParser(res, st)
+    try:
+        if r.delay_s:
+            await asyncio.sleep(r.delay_s)
+        async with session.post(url, json=payload(model, r), timeout=timeout, trace_request_ctx=trace_ctx) as resp:
+            if trace_ctx["sent"] is not None:
+                res.send_ms = 1000 * (trace_ctx["sent"] - st)
+            if resp.status != 200:
+                res.http_status = resp.status
+                body = (await resp.text())[:160].replace("\n", " ")
+                res.status, res.error = "http_error", f"HTTP {resp.status}: {body}"
+                res.e2e_ms = 1000 * (time.perf_counter() - st)
+                return res
+            async for raw in resp.content:
+                parser.line(raw, time.perf_counter())
+            parser.finish(time.perf_counter())
+    except asyncio.CancelledError:
+        res.status, res.error = "timeout", "still open at the run's deadline"
+        raise
+    except Exception as exc:  # every failure is a per-request record, never the run's end
+        res.status, res.error = _classify(exc)
+        res.e2e_ms = 1000 * (time.perf_counter() - st)
+    return res
+
+
+def _trace_config():
+    import aiohttp
+
+    tc = aiohttp.TraceConfig()
+
+    async def sent(session, ctx, params):
+        if isinstance(ctx.trace_request_ctx, dict):
+            ctx.trace_request_ctx["sent"] = time.perf_counter()
+
+    tc.on_request_chunk_sent.append(sent)
+    tc.on_request_headers_sent.append(sent)
+    return tc
+
+
+async def run_async(base_url: str, model: str, requests: list[Request], *, timeout_s: float = 60.0,
+                    stall_s: float = 20.0, connect_s: float = 5.0) -> list[Result]:
+    """Send every request at its scheduled time; one Result per request, in request order."""
+    url = completions_url(base_url)
+    timeout = limits(timeout_s, stall_s, connect_s)
+    order = sorted(range(len(requests)), key=lambda i: requests[i].at_s)
+    deadline_s = (max((r.at_s for r in requests), default=0.0) + timeout_s + DEADLINE_MARGIN_S)
+    tasks: dict[int, asyncio.Task] = {}
+    async with session() as sess:
+        t0 = time.perf_counter()
+
+        async def schedule():
+            for i in order:
+                delay = t0 + requests[i].at_s - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks[i] = asyncio.create_task(send(sess, url, model, i, requests[i], t0, timeout))
+
+        sched = asyncio.create_task(schedule())
+        await asyncio.wait([sched], timeout=deadline_s)
+        remaining = t0 + deadline_s - time.perf_counter()
+        pending = [t for t in tasks.values() if not t.done()]
+        if pending and remaining > 0:
+            await asyncio.wait(pending, timeout=remaining)
+        return await _collect(requests, tasks, sched)
+
+
+async def _collect(requests: list[Request], tasks: dict, sched: asyncio.Task) -> list[Result]:
+    if not sched.done():
+        sched.cancel()
+    for t in tasks.values():
+        if not t.done():
+            t.cancel()
+    await asyncio.gather(sched, *tasks.values(), return_exceptions=True)
+    out = []
+    for i, r in enumerate(requests):
+        t = tasks.get(i)
+        if t is not None and not t.cancelled() and t.exception() is None:
+            out.append(t.result())
+        else:
+            out.append(Result(i, r.tag, r.at_s, "timeout", "still open (or never sent) at the run's deadline"))
+    return out
+
+
+def run(base_url: str, model: str, requests: list[Request], **kw) -> list[Result]:
+    """run_async in a fresh event loop (drivers are synchronous)."""
+    return asyncio.run(run_async(base_url, model, requests, **kw))

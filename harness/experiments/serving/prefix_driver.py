@@ -1,0 +1,187 @@
+"""Driver `serving-prefix-cache` (C1 on an engine): a session sample of the Mooncake
+conversation trace replayed open loop to vLLM with prefix caching on ("cached") and off
+("uncached": the mechanism-off arm), and the instrument: one long prefix asked again and again.
+
+Arms run one after the other (the two engines share 2 cores: run together they would slow each
+other), their order rotating per repetition. Each repetition draws new prompt tokens (a new
+salt), so nothing a previous repetition cached can hit. Measured per arm: the client's TTFT,
+TPOT and end-to-end percentiles, and the engine's own prefix-cache hit rate (deltas of
+`vllm:prefix_cache_hits_total` over `vllm:prefix_cache_queries_total`); beside them the
+simulator's prediction for the same engine blocks at the engine's real capacity
+(`vllm:cache_config_info`: blocks x block size)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+from harness import serving_engine
+from harness.drivers import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, input_path, register
+from harness.experiments.kv_trace import trace as kvtrace
+from harness.experiments.kv_trace.predict import predicted_hit_rate
+
+from . import client, engines, replay, summary
+
+PARAMS = {
+    "trace": Param(str, kvtrace.DEFAULT_TRACE, "a Mooncake-format JSONL trace (512 tokens per hash id)", kind=INPUT_FILE),
+    "session_fraction": Param(float, 0.004, "the slice: this fraction of the trace's sessions (whole conversations)",
+                              min=1e-6, max=1.0),
+    "session_seed": Param(int, 0, "seed of the session sample"),
+    "max_requests": Param(int, 24, "the slice's first N requests (in time order)", min=2),
+    "tokens_per_hash": Param(int, 16, "prompt tokens per hash id; it must divide the engine's block or be a "
+                                      "multiple of it", min=1),
+    "max_prompt_tokens": Param(int, 768, "prompts are cut here (the engine's context is small)", min=16),
+    "tail_tokens": Param(int, 8, "tokens of its own at the end of every prompt", min=1),
+    "output_tokens": Param(int, 4, "tokens generated per request (ignore_eos)", min=1),
+    "duration_s": Param(float, 30.0, "the slice's timestamps scaled to span this many seconds", min=1.0),
+    "instrument_requests": Param(int, 5, "the instrument: one long prefix asked this many times", min=2),
+    "instrument_prefix_tokens": Param(int, 768, "the instrument's shared prefix, in tokens", min=128),
+    "instrument_gap_s": Param(float, 1.0, "seconds between the instrument's requests", min=0.0),
+    "policy": Param(str, "leaf-lru", "the simulator's eviction policy (vLLM evicts free blocks leaf-first)",
+                    ("leaf-lru", "lru")),
+    "engine_block": Param(int, 128, "the engine's block size when its /metrics does not say (vLLM's CPU backend: 128)",
+                          min=1),
+    "vocab_size": Param(int, 49152, "the model's vocabulary (prompt token ids are drawn below it)", min=2000),
+    "timeout_s": Param(float, 90.0, "a request's own time limit", min=1.0),
+    "stall_s": Param(float, 30.0, "no byte for this long mid-stream: the request stalled", min=0.5),
+    "seed": Param(int, 0, "salt of the prompt tokens (0: a fresh random salt per repetition, so that nothing an "
+                          "earlier run left in a long-lived server's cache can hit; else seed + repetition)", min=0),
+}
+ARMS = ("trace.on", "trace.off", "instrument.on", "instrument.off")
+
+
+def slice_records(p: dict) -> tuple[list[dict], kvtrace.KVTrace]:
+    full = kvtrace.load_trace(input_path(p["trace"]), 512, shown=p["trace"])
+    s = kvtrace.session_sample(full, p["session_fraction"], p["session_seed"])
+    n = min(s.n_requests, p["max_requests"])
+    recs = [{"timestamp": int(s.timestamps_ms[i]), "input_length": int(s.input_len[i]),
+             "output_length": int(s.output_len[i]), "hash_ids": s.blocks[s.offsets[i]:s.offsets[i + 1]].tolist()}
+            for i in range(n)]
+    return recs, full
+
+
+def _arm(ctx, arm: str, ep, reqs, p) -> tuple[list[client.Result], dict]:
+    before = engines.Counters.read(ep)
+    res = client.run(ep.base_url, ep.model, reqs, timeout_s=p["timeout_s"], stall_s=p["stall_s"])
+    d = before.delta(engines.Counters.read(ep))
+    served = sum(r.prompt_tokens or 0 for r in res if r.status == "ok")
+    ok = sum(r.status == "ok" for r in res)
+    ctx.log(f"{arm}: {ok}/{len(res)} ok, engine hits {d.hits} of {d.queries} tokens queried")
+    return res, {"queries": d.queries, "hits": d.hits, "hit_pct": engines.hit_pct(d, served), "served": served}
+
+
+@register("serving-prefix-cache", params=PARAMS, engines=("cached", "uncached"),
+          description="the Mooncake trace replayed to vLLM with prefix caching on and off, the engine's hit rate "
+                      "beside the simulator's, and a repeated long prefix (the instrument)")
+def run(ctx: CaseContext) -> CaseOutcome:
+    p = ctx.params
+    try:
+        on, off = engines.pick(ctx.target, ctx.raw_dir)
+        for ep in (on, off):
+            if ep is not None:
+                engines.warm_up(ep, ctx.log)
+    except engines.EngineDown as e:
+        return CaseOutcome("failed", str(e))
+    cfg = serving_engine.cache_config(on) or {}
+    block = int(cfg.get("block_size") or p["engine_block"])
+    capacity = cfg.get("kv_cache_size_tokens")
+    recs, full = slice_records(p)
+    salt = p["seed"] + ctx.repetition if p["seed"] else secrets.randbits(48)
+    sc = replay.scale(recs, tokens_per_hash=p["tokens_per_hash"], engine_block=block,
+                      max_prompt_tokens=p["max_prompt_tokens"], tail_tokens=p["tail_tokens"],
+                      duration_s=p["duration_s"], output_tokens=p["output_tokens"], salt=salt,
+                      vocab_high=p["vocab_size"])
+    instr = replay.repeated_prefix(p["instrument_requests"], p["instrument_prefix_tokens"], p["tail_tokens"],
+                                   p["instrument_gap_s"], p["output_tokens"], salt + 7919, p["vocab_size"])
+    plan = {"trace.on": (on, sc.requests), "trace.off": (off, sc.requests), "instrument.on": (on, instr),
+            "instrument.off": (off, instr)}
+    k = (ctx.repetition - 1) % len(ARMS)
+    results, counts = {}, {}
+    for arm in ARMS[k:] + ARMS[:k]:
+        ep, reqs = plan[arm]
+        if ep is None:
+            continue
+        results[arm], counts[arm] = _arm(ctx, arm, ep, [_tagged(r, arm) for r in reqs], p)
+        summary.write_rows(ctx.raw_path(f"{arm}.csv"), results[arm])  # kept at once: a later failure loses nothing
+        try:
+            engines.require(ep)
+        except engines.EngineDown as e:
+            return CaseOutcome("failed", f"the engine stopped answering during {arm}: {e}",
+                               details={"arms_done": list(results)})
+    return _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, (on, off), salt)
+
+
+def _tagged(r: client.Request, arm: str) -> client.Request:
+    return client.Request(r.at_s, r.prompt, r.max_tokens, arm, r.ignore_eos, r.sampling)
+
+
+def _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, eps, salt) -> CaseOutcome:
+    m: dict[str, Metric] = {}
+    series = {}
+    for arm, res in results.items():
+        m.update(summary.metrics_of(arm, res))
+        hp = counts[arm]["hit_pct"]
+        m[f"{arm}.engine_hit_pct"] = Metric(hp, "%", None, "the engine's own prefix-cache hit rate: deltas of "
+                                            "vllm:prefix_cache_hits_total over vllm:prefix_cache_queries_total")
+        series[arm.replace(".", "_")] = summary.series_of(res, arm)
+    m.update(_instrument_metrics(results))
+    m.update(_prediction(sc, block, capacity, p, m.get("trace.on.engine_hit_pct")))
+    m["trace.prompt_tokens"] = Metric(sc.prompt_tokens, "tokens", None, "prompt tokens of the scaled slice")
+    on, off = (results.get(a) for a in ("trace.on", "trace.off"))
+    if on and off and "trace.on.ttft_p50_ms" in m and "trace.off.ttft_p50_ms" in m:
+        m["trace.ttft_p50_speedup_x"] = Metric(m["trace.off.ttft_p50_ms"].value / m["trace.on.ttft_p50_ms"].value,
+                                               "x", "higher", "TTFT P50, caching off over on")
+    details = {"counts": counts, "cache_config": cfg, "scaling": _scaling(sc, p, block), "salt": salt,
+               "slice": {"requests": len(sc.requests), "session_fraction": p["session_fraction"],
+                         "session_seed": p["session_seed"]}}
+    ctx.raw_path("details.json").write_text(json.dumps(details, indent=1, default=str))
+    ctx.raw_path("slice_engine_blocks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sc.records))
+    facts = {"trace_sha256": full.sha256 or full.digest(), "trace_is_mooncake_conversation": full.is_mooncake_conversation,
+             "engine_block_size": block, "tokens_per_hash": p["tokens_per_hash"],
+             "length_scale": round(sc.length_scale, 5), "time_scale": round(sc.time_scale, 6),
+             "engine_counters": m["trace.on.engine_hit_pct"].value is not None if "trace.on.engine_hit_pct" in m else False,
+             "mechanism_off_engine": eps[1] is not None}
+    if capacity:
+        facts["engine_kv_tokens"] = int(capacity)
+    return CaseOutcome("ok", metrics=m, series=series, details=details, facts=facts)
+
+
+def _repeats(res: list[client.Result]) -> list[float]:
+    """TTFTs of the instrument's repeats (its first request fills the cache)."""
+    return [r.ttft_ms for r in res[1:] if r.status == "ok" and r.ttft_ms is not None]
+
+
+def _instrument_metrics(results: dict) -> dict[str, Metric]:
+    from harness import stats
+
+    m = {}
+    for arm in ("instrument.on", "instrument.off"):
+        if arm in results and _repeats(results[arm]):
+            m[f"{arm}.repeat_ttft_p50_ms"] = Metric(stats.percentile(_repeats(results[arm]), 50), "ms", "lower",
+                                                    "TTFT of the repeats (the first request excluded)")
+    a, b = m.get("instrument.on.repeat_ttft_p50_ms"), m.get("instrument.off.repeat_ttft_p50_ms")
+    if a and b and a.value:
+        m["instrument.ttft_cut_x"] = Metric(b.value / a.value, "x", "higher",
+                                            "the repeats' TTFT P50 with caching off over on")
+    return m
+
+
+def _prediction(sc, block: int, capacity, p: dict, measured: Metric | None) -> dict[str, Metric]:
+    m = {}
+    if capacity:
+        pred = 100 * predicted_hit_rate(sc.records, block, int(capacity), p["policy"])
+        m["trace.predicted_hit_pct"] = Metric(pred, "%", None, f"the simulator ({p['policy']}) on the same engine "
+                                              f"blocks at the engine's {int(capacity):,} tokens")
+        if measured is not None and measured.value is not None:
+            m["trace.hit_gap_pp"] = Metric(measured.value - pred, "pp", None, "engine minus simulator")
+            m["trace.hit_gap_abs_pp"] = Metric(abs(measured.value - pred), "pp", "lower")
+    m["trace.predicted_max_hit_pct"] = Metric(100 * predicted_hit_rate(sc.records, block, 10**12, "lru"), "%", None,
+                                              "the slice's reuse with an infinite cache")
+    return m
+
+
+def _scaling(sc, p: dict, block: int) -> dict:
+    return {"tokens_per_hash": p["tokens_per_hash"], "mooncake_tokens_per_hash": replay.MOONCAKE_BLOCK,
+            "engine_block": block, "length_scale": sc.length_scale, "time_scale": sc.time_scale,
+            "span_s": sc.span_s, "max_prompt_tokens": p["max_prompt_tokens"], "tail_tokens": p["tail_tokens"],
+            "output_tokens": p["output_tokens"]}

