@@ -12,14 +12,14 @@ import click
 from click.shell_completion import CompletionItem
 
 from harness import compare as C
-from harness import drivers, signals, spec
+from harness import driver_contract, signals, spec
 from harness.cluster import LocalCluster
 from harness.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, BadInput, EnvironmentProblem, HarnessError
 from harness.files import NO_SPACE, no_space_line, write_atomic
 from harness.monitoring import cluster_owner, configured_port, stacks_owned_by, start_stack, stop_stack
 from harness.process import redact
 from harness.publish import publish
-from harness.report.history import write_history
+from harness.report.history_page import write_history
 from harness.runner import run_suites
 from harness.selection import plan, plan_lines
 from harness.serving_engine.commands import engine
@@ -81,7 +81,7 @@ def list_cmd(as_json):
                         "cases": [{"name": c.name, "driver": c.driver, "description": c.description} for c in s.cases]}
                        for s in spec.load_all_suites().values()],
             "drivers": [{"name": n, "module": d.module, "own_process": bool(d.isolate)}
-                        for n, d in sorted(drivers.load_all().items())]}, indent=1))
+                        for n, d in sorted(driver_contract.load_all().items())]}, indent=1))
         return
     for s in spec.load_all_suites().values():
         click.echo(f"{s.name}  ({s.path.name})  profiles: {', '.join(s.profiles)}")
@@ -89,7 +89,7 @@ def list_cmd(as_json):
         for c in s.cases:
             click.echo(f"    - {c.name} [{c.driver}] {c.description}")
     click.echo("\ndrivers:")
-    for name, d in sorted(drivers.load_all().items()):
+    for name, d in sorted(driver_contract.load_all().items()):
         click.echo(f"    {name}  ({d.module}){'  [own process]' if d.isolate else ''}")
 
 

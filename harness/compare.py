@@ -14,7 +14,7 @@ repetitions per side no two-sided test can reach p < 0.05 (the smallest possible
 0.1), so the range rule carries the decision and the p-value informs.
 
 The two sides must be comparable: the same profile, the same host class, the same key
-package and tool versions (harness.history.run_facts) and, for the cases both ran, the same
+package and tool versions (harness.metric_history.run_facts) and, for the cases both ran, the same
 resolved parameters. Otherwise `check_sides` says what
 differs and the command exits 2, unless the user allows it (then it is a warning line).
 """
@@ -30,7 +30,7 @@ from pathlib import Path
 from harness import stats
 from harness.analysis import Analysis, analyze
 from harness.errors import BadInput
-from harness.history import find_runs, load_runs, run_facts
+from harness.metric_history import find_runs, load_runs, run_facts
 from harness.report.format import fmt
 from harness.results import MANIFEST, load_run
 from harness.summary import table

@@ -2,7 +2,7 @@
 better) or a `Series` (named columns of equal length: the raw sequence a view turns into a
 table or a chart), and the facts a case reports (flat names to a string, number or boolean).
 
-The lowest layer of the data model: the driver contract (harness.drivers), the stored run
+The lowest layer of the data model: the driver contract (harness.driver_contract), the stored run
 (harness.results) and the views all build on it; it imports nothing of the harness.
 """
 

@@ -19,6 +19,7 @@ from harness.manifest_record import Manifest
 from harness.metrics_model import STATUSES, Metric, Series, check_facts, finite_or_none
 from harness.process import known_secrets, redact_url_credentials
 from harness.spec import Claim, SuiteRun
+from harness.tools import memtier
 
 SCHEMA_VERSION = RESULTS_SCHEMA
 READABLE_VERSIONS = RESULTS_READABLE
@@ -203,8 +204,38 @@ def load_run(run_dir: Path) -> RunData:
     monitoring = data.get("monitoring")
     if monitoring is None and manifest.monitoring:  # schema 1 kept it in the manifest
         monitoring = manifest.monitoring
+    memtier_histograms(run_dir, records)
     return RunData(run_dir, manifest, records, suites, claims, version, monitoring, data.get("interrupted"),
                    legacy_blocks(records) if version == 1 else {})
+
+
+MEMTIER_RAW = {"memtier.json": "measured", "memtier-control.json": "control"}  # the memtier driver's raw files
+MAX_RAW_JSON_BYTES = 64 << 20
+
+
+def memtier_histograms(run_dir: Path, records: list[Record]) -> None:
+    """A memtier repetition stored before its HDR histograms were kept as a series (issue 20):
+    the `histograms` series built from the raw memtier JSON it kept, so that the report pools
+    its requests as for a new run. A raw file that is gone or damaged adds nothing."""
+    root = run_dir.resolve()
+    for r in records:
+        files = r.raw_files if isinstance(r.raw_files, list) else []
+        raw = [(f, MEMTIER_RAW[Path(f).name]) for f in files if isinstance(f, str) and Path(f).name in MEMTIER_RAW]
+        if r.status != "ok" or not isinstance(r.series, dict) or "histograms" in r.series or not raw:
+            continue
+        cols = memtier.histogram_columns()
+        for f, run in raw:
+            try:
+                path = (run_dir / f).resolve()
+                if not path.is_relative_to(root):
+                    continue
+                data = json.loads(read_bounded(path, MAX_RAW_JSON_BYTES, "a memtier JSON file"))
+                histograms = memtier.parse_json(data).histograms if isinstance(data, dict) else {}
+            except (BadInput, ValueError, TypeError, KeyError, AttributeError, RecursionError, OSError,
+                    RuntimeError):  # gone, damaged, a link loop: nothing to add
+                continue
+            memtier.histogram_rows(cols, run, histograms)
+        r.series.update(memtier.histogram_series(cols))
 
 
 def legacy_blocks(records: list[Record]) -> dict:

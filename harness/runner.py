@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from harness import child, drivers, manifest, progress, server_stats, spec, worker
+from harness import child, driver_contract, manifest, progress, server_stats, spec, worker
 from harness.analysis import Analysis
-from harness.drivers import CaseContext, CaseOutcome
+from harness.driver_contract import CaseContext, CaseOutcome
 from harness.errors import BadInput, EnvironmentProblem, HarnessError
 from harness.files import NO_SPACE, NoSpace, no_space_line, release_reserve, reserve_for, reserve_space
 from harness.monitoring import Monitor, configured_port
@@ -79,7 +79,7 @@ class _Run:
 
 def engine_needs(plans: list[Plan]) -> list[tuple[str, tuple[str, ...]]]:
     """("suite/case", the serving-engine configurations its driver measures) in run order."""
-    return [(f"{p.suite.name}/{c.name}", drivers.get(c.driver).engines) for p in plans for c in p.suite.cases]
+    return [(f"{p.suite.name}/{c.name}", driver_contract.get(c.driver).engines) for p in plans for c in p.suite.cases]
 
 
 def run_suites(names: list[str], *, profile: str = "local", target: str = "local",
@@ -246,7 +246,7 @@ def run_case(p: Plan, case: spec.Case, rep: int, profile: str, tgt: Target, run_
     if not raw_dir.resolve().is_relative_to((run_dir / "raw").resolve()):  # names are checked by spec too
         raise BadInput(f"case {case.name!r} of suite {suite!r} would write outside the results folder")
     raw_dir.mkdir(parents=True, exist_ok=True)
-    drv = drivers.get(case.driver)
+    drv = driver_contract.get(case.driver)
     params = p.params(case.name)
     ctx = CaseContext(suite, case.name, rep, profile, params, raw_dir, tgt, log=lambda msg: log("    " + msg))
     details: dict = {}
@@ -272,7 +272,7 @@ def run_case(p: Plan, case: spec.Case, rep: int, profile: str, tgt: Target, run_
                   dict(outcome.facts))
 
 
-def _outcome(drv: drivers.Driver, ctx: CaseContext, run_dir: Path) -> tuple[CaseOutcome, bool]:
+def _outcome(drv: driver_contract.Driver, ctx: CaseContext, run_dir: Path) -> tuple[CaseOutcome, bool]:
     """The driver's outcome (here or in its own process) and whether it failed on the
     user's input; an error becomes a failed outcome, a bug's traceback goes to raw/."""
     try:
@@ -296,7 +296,7 @@ def _outcome(drv: drivers.Driver, ctx: CaseContext, run_dir: Path) -> tuple[Case
         return CaseOutcome("failed", f"{type(e).__name__}: {e} (traceback in raw/)"), False
 
 
-def _run_isolated(drv: drivers.Driver, ctx: CaseContext) -> CaseOutcome:
+def _run_isolated(drv: driver_contract.Driver, ctx: CaseContext) -> CaseOutcome:
     """One repetition in a fresh `python -m harness.worker` process; its log lines are
     passed on as they come, its outcome read back (harness.child)."""
     out = child.run(worker.MODULE, worker.job_for(drv, ctx), what="the case's own process",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from harness import drivers, spec
+from harness import driver_contract, spec
 from harness.errors import BadInput, did_you_mean
 
 MAX_REPEAT = 1000
@@ -102,7 +102,7 @@ def parse_overrides(items: list[str]) -> dict[str, dict]:
 def check_set(case: spec.Case, given: dict) -> None:
     """Each --set value checked on its own first, so that its error names --set (not the spec
     file it overrides)."""
-    drv = drivers.get(case.driver)
+    drv = driver_contract.get(case.driver)
     for param, value in given.items():
         where = f"--set {case.name}.{param}"
         if param not in drv.params:

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from harness import drivers
+from harness import driver_contract, file_cache
 from harness.errors import BadInput, did_you_mean
 from harness.paths import SUITES_DIR
 
@@ -115,10 +115,10 @@ class _Fields:
                            f"allowed fields: {', '.join(allowed)}")
         self.where, self.data, self.allowed = where, data, allowed
 
-    def get(self, key: str, default: Any = drivers.REQUIRED):
+    def get(self, key: str, default: Any = driver_contract.REQUIRED):
         types = self.allowed[key]
         if key not in self.data or self.data[key] is None:
-            if default is drivers.REQUIRED:
+            if default is driver_contract.REQUIRED:
                 raise BadInput(f"{self.where}: field {key!r} is missing; add it ({types[1]})")
             return default
         value = self.data[key]
@@ -256,7 +256,7 @@ class Suite:
         overrides; checked against the driver, defaults filled."""
         merged = {**case.params, **self.profile(profile).params.get(case.name, {}), **(overrides or {})}
         where = f"{self._where()}: cases.{case.name}.params (profile {profile})"
-        return drivers.get(case.driver, where).resolve_params(where, merged)
+        return driver_contract.get(case.driver, where).resolve_params(where, merged)
 
     def as_run(self, profile: str, repetitions: int, params: dict[str, dict]) -> "SuiteRun":
         prof = self.profile(profile)
@@ -372,8 +372,8 @@ def parse_suite(data: Any, path: Path | None = None) -> Suite:
     f = _Fields(where, data, SUITE_FIELDS)
     name = check_name(f"{where}.name", "suite", f.get("name"))
     target = f.get("target", "none")
-    if target not in drivers.TARGET_KINDS:
-        raise BadInput(f"{where}.target: {target!r} is not one of {', '.join(drivers.TARGET_KINDS)}")
+    if target not in driver_contract.TARGET_KINDS:
+        raise BadInput(f"{where}.target: {target!r} is not one of {', '.join(driver_contract.TARGET_KINDS)}")
     claim_f = _Fields(f"{where}.claim", f.get("claim"), CLAIM_FIELDS)
     ids = claim_f.get("ids", [])
     if not all(isinstance(i, str) for i in ids):
@@ -386,7 +386,7 @@ def parse_suite(data: Any, path: Path | None = None) -> Suite:
                     cf.get("description", ""), cf.get("params", {}))
         if any(c.name == case.name for c in cases):
             raise BadInput(f"{where}.cases[{i}]: case name {case.name!r} is used twice; rename one")
-        drv = drivers.get(case.driver, f"{where}.cases[{i}].driver")
+        drv = driver_contract.get(case.driver, f"{where}.cases[{i}].driver")
         if drv.needs == "cluster" and target != "cluster":
             raise BadInput(f"{where}.cases[{i}]: driver {case.driver!r} needs a cluster; set target: cluster")
         cases.append(case)
@@ -437,8 +437,17 @@ def suite_files(directory: Path = SUITES_DIR) -> list[Path]:
 
 
 def load_all_suites(directory: Path = SUITES_DIR) -> dict[str, Suite]:
+    """Every suite spec in the folder (kept while its files are unchanged; each caller gets
+    its own copy: harness.file_cache)."""
+    files = suite_files(directory)
+    known = tuple(sorted(driver_contract.load_all()))  # a suite is checked against the drivers there are
+    return file_cache.cached(("suites", str(Path(directory).resolve()), known), files, lambda: _load_suites(files),
+                             MAX_SPEC_BYTES)
+
+
+def _load_suites(files: list[Path]) -> dict[str, Suite]:
     suites: dict[str, Suite] = {}
-    for p in suite_files(directory):
+    for p in files:
         s = load_suite_file(p)
         if s.name in suites:
             raise BadInput(f"{p}: suite name {s.name!r} is also used by {suites[s.name].path}")
@@ -724,14 +733,22 @@ def _parse_control(where: str, raw: Any, kind: str) -> Control:
 
 
 def load_claims(directory: Path = SUITES_DIR, suites: dict[str, Suite] | None = None) -> list[Claim]:
-    """The ledger in claim order (C1, C2, ... C22)."""
+    """The ledger in claim order (C1, C2, ... C22), checked against the suites (those of the
+    folder unless given): kept while claims.yaml and the suites' case names are unchanged,
+    each caller gets its own copy (harness.file_cache)."""
     path = directory / CLAIMS_FILE
     if not path.exists():
         return []
+    suites = suites if suites is not None else load_all_suites(directory)
+    names = tuple(sorted((n, tuple(c.name for c in s.cases)) for n, s in suites.items()))
+    return file_cache.cached(("claims", str(path.resolve()), names), [path], lambda: _parse_claims(path, suites),
+                             MAX_SPEC_BYTES)
+
+
+def _parse_claims(path: Path, suites: dict[str, Suite]) -> list[Claim]:
     data = load_yaml(path, "claims ledger")
     if not isinstance(data, dict) or set(data) != {"claims"} or not isinstance(data["claims"], list):
         raise BadInput(f"{path}: expected one top-level field 'claims' holding a list")
-    suites = suites if suites is not None else load_all_suites(directory)
     claims, seen = [], set()
     for i, raw in enumerate(data["claims"]):
         w = f"{path}: claims[{i}]"

@@ -11,13 +11,13 @@ import importlib
 import sys
 from pathlib import Path
 
-from harness import child, drivers
+from harness import child, driver_contract
 from harness.target import Target
 
 MODULE = "harness.worker"
 
 
-def job_for(drv: drivers.Driver, ctx: drivers.CaseContext) -> dict:
+def job_for(drv: driver_contract.Driver, ctx: driver_contract.CaseContext) -> dict:
     """The job of one repetition (no secrets: those travel in Target.to_env())."""
     return {"driver": drv.name, "module": drv.module, "suite": ctx.suite, "case": ctx.case,
             "repetition": ctx.repetition, "profile": ctx.profile, "params": ctx.params,
@@ -28,9 +28,9 @@ def run_case(job: dict, log) -> dict:
     """The child's work: the driver's outcome, as JSON."""
     if job.get("module"):  # the driver's own module registers it (also one outside harness.experiments)
         importlib.import_module(job["module"])
-    ctx = drivers.CaseContext(job["suite"], job["case"], job["repetition"], job["profile"], job["params"],
+    ctx = driver_contract.CaseContext(job["suite"], job["case"], job["repetition"], job["profile"], job["params"],
                               Path(job["raw_dir"]), Target.from_env(job["target"]), log)
-    return drivers.get(job["driver"]).run(ctx).to_json()
+    return driver_contract.get(job["driver"]).run(ctx).to_json()
 
 
 if __name__ == "__main__":

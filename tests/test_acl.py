@@ -3,7 +3,7 @@
 import pytest
 import redis
 
-from harness.drivers import CaseContext
+from harness.driver_contract import CaseContext
 from harness.errors import BadInput
 from harness.experiments.redis_cluster import acl
 from harness.paths import SUITES_DIR

@@ -79,7 +79,7 @@ def test_the_lab_inventory_llm_group_is_what_the_harness_measures():
 @needs_playbook
 @needs_engine
 def test_check_mode_starts_nothing(tmp_path):
-    from harness.models import smollm2_dir
+    from harness.model_wheels import smollm2_dir
 
     out = playbook(inventory(tmp_path, smollm2_dir()), "site.yml", "--check")
     assert out.returncode == 0, out.stdout[-3000:]
@@ -141,7 +141,7 @@ def test_an_engine_that_dies_at_start_fails_with_its_log_tail(tmp_path):
 def test_an_engine_not_ready_in_time_is_stopped_with_its_log_tail(tmp_path):
     """A real vLLM start with a 5 s readiness limit (it needs minutes): the role fails with
     the timeout and the log's tail, and stops the half-started engine."""
-    from harness.models import smollm2_dir
+    from harness.model_wheels import smollm2_dir
 
     out = playbook(inventory(tmp_path, smollm2_dir(), llm_engine_start_timeout_s=5,
                              llm_engine_stop_timeout_s=10), "site.yml")

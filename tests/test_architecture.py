@@ -25,15 +25,16 @@ ROOT = Path(__file__).resolve().parents[1] / "harness"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("harness", "harness.__init__", "harness.errors", "harness.paths", "harness.formats")),
     ("primitives", ("harness.files", "harness.hostnames", "harness.signals", "harness.stats", "harness.stepdetect",
-                    "harness.text_data", "harness.models", "harness.progress", "harness.manifest",
-                    "harness.manifest_record", "harness.metrics_model", "harness.process")),
+                    "harness.text_data", "harness.model_wheels", "harness.progress", "harness.manifest",
+                    "harness.manifest_record", "harness.metrics_model", "harness.process",
+                    "harness.file_cache")),
     ("target", ("harness.target",)),
     ("infrastructure", ("harness.redis_server", "harness.cluster", "harness.inventory", "harness.server_stats",
                         "harness.tools", "harness.monitoring", "harness.serving_engine")),
-    ("driver contract", ("harness.drivers",)),
+    ("driver contract", ("harness.driver_contract",)),
     ("spec", ("harness.spec", "harness.conditions")),
-    ("stored run", ("harness.results", "harness.toolkit")),
-    ("analysis", ("harness.analysis", "harness.history", "harness.child")),
+    ("stored run", ("harness.results", "harness.driver_helpers")),
+    ("analysis", ("harness.analysis", "harness.metric_history", "harness.child")),
     ("experiments", ("harness.experiments", "harness.worker")),
     ("report", ("harness.report", "harness.summary", "harness.compare")),
     ("publishing", ("harness.publish",)),
@@ -49,8 +50,8 @@ HEAVY = {"torch", "transformers", "sentence_transformers", "onnx", "onnxruntime"
 
 # Function-level imports of project modules that are not heavy but stay where they are, with why.
 LAZY: dict[tuple[str, str], str] = {
-    ("harness.drivers", "harness.experiments"):
-        "driver discovery: load_all() imports every experiment package so that its drivers register",
+    ("harness.driver_contract", "harness.experiments"):
+        "driver discovery: load_all() imports every suite's drivers module so that its drivers register",
 }
 
 
@@ -206,8 +207,8 @@ def test_the_graph_is_read():
     """The checks below see the package: its modules and the arrows everyone knows of."""
     assert len(MODULES) > 50
     pairs = {(a.source, a.target) for a in ARROWS}
-    assert ("harness.runner", "harness.selection") in pairs and ("harness.spec", "harness.drivers") in pairs
-    assert {"harness.drivers", "harness.experiments"} <= {a for pair in pairs for a in pair}
+    assert ("harness.runner", "harness.selection") in pairs and ("harness.spec", "harness.driver_contract") in pairs
+    assert {"harness.driver_contract", "harness.experiments"} <= {a for pair in pairs for a in pair}
     assert "yaml" in THIRD_PARTY["harness.spec"] and "numpy" in THIRD_PARTY["harness.experiments.kv_trace.trace"]
 
 
@@ -219,8 +220,8 @@ def test_no_import_cycles():
 
 def test_the_cycle_finder_finds_a_cycle():
     """The check above could fail: a made-up arrow back from spec to results closes a circle."""
-    made_up = ARROWS + [Arrow("harness.drivers", "harness.results", False, 0)]
-    assert any({"harness.drivers", "harness.results", "harness.spec"} <= set(c) for c in cycles(made_up))
+    made_up = ARROWS + [Arrow("harness.driver_contract", "harness.results", False, 0)]
+    assert any({"harness.driver_contract", "harness.results", "harness.spec"} <= set(c) for c in cycles(made_up))
 
 
 def test_nothing_imports_upward():
@@ -237,10 +238,60 @@ def test_no_experiment_or_report_imports_the_runner(forbidden):
     assert not bad, f"{forbidden} imported by {', '.join(bad)}"
 
 
+SUITE_PACKAGES = sorted(m for m in MODULES if m.startswith("harness.experiments.") and m.count(".") == 2
+                        and _is_package(m))
+
+
+def register_calls(module: str, tree: ast.Module) -> list[int]:
+    """The lines where `module` calls the driver contract's `register`: by its name (or an
+    alias) imported from harness.driver_contract, or through the module itself."""
+    names, modules = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = _imported(node, module)[0]
+            if base == "harness.driver_contract":
+                names |= {a.asname or a.name for a in node.names if a.name == "register"}
+            elif base == "harness":
+                modules |= {a.asname or a.name for a in node.names if a.name == "driver_contract"}
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname or a.name for a in node.names if a.name == "harness.driver_contract"}
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if (isinstance(f, ast.Name) and f.id in names) or \
+                    (isinstance(f, ast.Attribute) and f.attr == "register" and ast.unparse(f.value) in modules):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_only_a_suites_drivers_module_registers_drivers():
+    """Every suite registers its drivers in one module, harness/experiments/<suite>/drivers.py
+    (load_all() imports only those), and nothing else in the package calls `register`."""
+    allowed = {f"{s}.drivers" for s in SUITE_PACKAGES}
+    bad = [f"{m}:{line} calls register (register drivers in harness/experiments/<suite>/drivers.py)"
+           for m, tree in MODULES.items() if m not in allowed for line in register_calls(m, tree)]
+    assert not bad, "\n".join(bad)
+    empty = ast.Module([], [])
+    silent = [s for s in SUITE_PACKAGES if not register_calls(f"{s}.drivers", MODULES.get(f"{s}.drivers", empty))]
+    assert len(SUITE_PACKAGES) >= 10 and not silent, f"suites with no drivers.py that registers a driver: {silent}"
+
+
+@pytest.mark.parametrize("source", [
+    "from harness.driver_contract import register as reg\n@reg('x', params={})\ndef f(ctx): pass\n",
+    "from harness import driver_contract as dc\ndc.register('x', params={})(print)\n",
+    "import harness.driver_contract\nharness.driver_contract.register('x', params={})(print)\n",
+    "from ...driver_contract import register\nregister('x', params={})(print)\n",
+])
+def test_the_register_finder_finds_a_call(source):
+    """The check above could fail: each way of calling register is found."""
+    assert register_calls("harness.experiments.demo.case", ast.parse(source)) != []
+
+
 def test_infrastructure_takes_the_target_from_target_py():
     infra = [m for m in MODULES if LAYERS[layer_of(m)][0] == "infrastructure"]
     bad = [f"{a.source} imports {a.target}" for a in ARROWS if a.source in infra
-           and a.target in ("harness.drivers", "harness.spec", "harness.results", "harness.runner")]
+           and a.target in ("harness.driver_contract", "harness.spec", "harness.results", "harness.runner")]
     assert infra and not bad, bad
 
 
@@ -278,11 +329,9 @@ def test_no_function_over_60_lines_in_the_package():
     assert not split, f"LONG_FOR_NOW lists functions that are no longer over 60 lines (drop them): {sorted(split)}"
 
 
-# Functions over 60 lines that other work splits (issue 20 item 6): exactly those still over;
-# none may be added.
-LONG_FOR_NOW = {
-    "harness.experiments.semantic_cache.keys_driver._evaluate",
-}
+# Functions over 60 lines that other work splits (issue 20 item 6): exactly those still over
+# (none now); none may be added.
+LONG_FOR_NOW: set[str] = set()
 
 
 # Function-level imports inside the experiments and the serving-engine package that are not
@@ -293,7 +342,7 @@ LAZY_FOR_NOW = {
     ("harness.experiments.cold_start.drivers", "harness.paths"),
     ("harness.experiments.engine_hotload.backend_trt", "harness.experiments.engine_hotload.gpu"),
     ("harness.experiments.engine_hotload.cases", "harness.experiments.engine_hotload.fresh"),
-    ("harness.experiments.engine_hotload.export", "harness.models"),
+    ("harness.experiments.engine_hotload.export", "harness.model_wheels"),
     ("harness.experiments.engine_hotload.served", "harness.experiments.engine_hotload.backend_ort"),
     ("harness.experiments.engine_hotload.served", "harness.experiments.engine_hotload.backend_trt"),
     ("harness.experiments.engine_hotload.served", "harness.experiments.engine_hotload.export"),
@@ -310,13 +359,13 @@ LAZY_FOR_NOW = {
     ("harness.experiments.engine_hotload.swap_cases", "harness.experiments.engine_hotload.signing"),
     ("harness.experiments.engine_hotload.swap_cases", "harness.experiments.engine_hotload.swap"),
     ("harness.experiments.engine_hotload.swap_cases", "harness.experiments.engine_hotload.workload"),
-    ("harness.experiments.engine_hotload.workload", "harness.models"),
-    ("harness.experiments.eviction.drivers", "harness.drivers"),
+    ("harness.experiments.engine_hotload.workload", "harness.model_wheels"),
+    ("harness.experiments.eviction.drivers", "harness.driver_contract"),
     ("harness.experiments.eviction.drivers", "harness.experiments.eviction"),
     ("harness.experiments.eviction.drivers", "harness.experiments.eviction.reference"),
     ("harness.experiments.eviction.drivers", "harness.redis_server"),
     ("harness.experiments.eviction.redis_replay", "harness.redis_server"),
-    ("harness.experiments.eviction.traces", "harness.models"),
+    ("harness.experiments.eviction.traces", "harness.model_wheels"),
     ("harness.experiments.failover.kill", "harness.cluster"),
     ("harness.experiments.failover.kill", "harness.paths"),
     ("harness.experiments.failover.partition", "harness.redis_server"),
@@ -325,7 +374,7 @@ LAZY_FOR_NOW = {
     ("harness.experiments.kv_tiers.codecs_case", "harness.experiments.kv_tiers.extract"),
     ("harness.experiments.kv_tiers.common", "harness.experiments.kv_tiers"),
     ("harness.experiments.kv_tiers.common", "harness.experiments.kv_tiers.extract"),
-    ("harness.experiments.kv_tiers.common", "harness.models"),
+    ("harness.experiments.kv_tiers.common", "harness.model_wheels"),
     ("harness.experiments.kv_tiers.tiers", "harness.errors"),
     ("harness.experiments.kv_tiers.tiers_case", "harness.experiments.kv_tiers"),
     ("harness.experiments.kv_tiers.tiers_case", "harness.experiments.kv_tiers.extract"),
@@ -338,27 +387,26 @@ LAZY_FOR_NOW = {
     ("harness.experiments.kv_trace.policies", "harness.experiments.eviction"),
     ("harness.experiments.prompt_cas.drivers", "harness.text_data"),
     ("harness.experiments.redis_cluster.acl", "harness.errors"),
-    ("harness.experiments.semantic_cache.datasets", "harness.drivers"),
-    ("harness.experiments.semantic_cache.embed", "harness.models"),
-    ("harness.experiments.semantic_cache.gptcache_driver", "harness.errors"),
-    ("harness.experiments.semantic_cache.keys_driver", "harness.errors"),
+    ("harness.experiments.semantic_cache.datasets", "harness.driver_contract"),
+    ("harness.experiments.semantic_cache.embed", "harness.model_wheels"),
+    ("harness.experiments.semantic_cache.gptcache_case", "harness.errors"),
     ("harness.experiments.semantic_cache.memory_probe", "harness.experiments.semantic_cache"),
     ("harness.experiments.semantic_cache.memory_probe", "harness.experiments.semantic_cache.ttft"),
-    ("harness.experiments.semantic_cache.memory_probe", "harness.models"),
+    ("harness.experiments.semantic_cache.memory_probe", "harness.model_wheels"),
     ("harness.experiments.semantic_cache.memory_probe", "harness.target"),
-    ("harness.experiments.semantic_cache.memory_probe", "harness.toolkit"),
+    ("harness.experiments.semantic_cache.memory_probe", "harness.driver_helpers"),
     ("harness.experiments.semantic_cache.metrics", "harness.stats"),
     ("harness.experiments.semantic_cache.onnx_embed", "harness.experiments.engine_hotload.backend_ort"),
     ("harness.experiments.semantic_cache.onnx_embed", "harness.experiments.engine_hotload.export"),
-    ("harness.experiments.semantic_cache.onnx_embed", "harness.models"),
+    ("harness.experiments.semantic_cache.onnx_embed", "harness.model_wheels"),
     ("harness.experiments.semantic_cache.ttft", "harness.experiments.semantic_cache"),
-    ("harness.experiments.semantic_cache.ttft_driver", "harness.experiments.semantic_cache.ttft"),
-    ("harness.experiments.semantic_cache.ttft_driver", "harness.models"),
-    ("harness.experiments.serving.peer_driver", "harness.drivers"),
-    ("harness.experiments.serving.peer_driver", "harness.models"),
-    ("harness.experiments.serving.prefix_driver", "harness.stats"),
+    ("harness.experiments.semantic_cache.ttft_case", "harness.experiments.semantic_cache.ttft"),
+    ("harness.experiments.semantic_cache.ttft_case", "harness.model_wheels"),
+    ("harness.experiments.serving.peer_case", "harness.driver_contract"),
+    ("harness.experiments.serving.peer_case", "harness.model_wheels"),
+    ("harness.experiments.serving.prefix_case", "harness.stats"),
     ("harness.serving_engine.commands", "harness.serving_engine.install"),
     ("harness.serving_engine.commands", "harness.serving_engine.local"),
     ("harness.serving_engine.external", "harness.inventory"),
-    ("harness.serving_engine.local", "harness.models"),
+    ("harness.serving_engine.local", "harness.model_wheels"),
 }

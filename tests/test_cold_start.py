@@ -13,7 +13,7 @@ import pytest
 
 from harness import spec
 from harness.analysis import analyze, check_verdict
-from harness.drivers import CaseContext, get
+from harness.driver_contract import CaseContext, get
 from harness.errors import BadInput, EnvironmentProblem
 from harness.experiments.cold_start import counting
 from harness.experiments.cold_start import drivers as cs

@@ -222,7 +222,7 @@ def test_a_restart_fails_requests_where_a_hot_swap_fails_none(tiny):
 def _hot_swap_run(tmp_path, drain: str):
     """The hot-swap case as the local profile runs it (real MiniLM on ONNX Runtime, a real
     request stream, one swap and one restart), with `drain`; its C14 ledger verdict."""
-    from harness.drivers import CaseContext, Target
+    from harness.driver_contract import CaseContext, Target
     from harness.experiments.engine_hotload.swap_cases import hot_swap
     from tests import ledger_helpers
 
@@ -259,7 +259,7 @@ def test_prewarm_checks_on_onnx_runtime_are_inconclusive_with_both_numbers(tmp_p
     Runtime): here a fresh engine's first request costs about what a prewarmed one's does,
     so the instrument (no prewarm must be >= 1.5x slower at its first request) does not see
     a penalty and both prewarm checks are `inconclusive`, naming both first-request times."""
-    from harness.drivers import CaseContext, Target
+    from harness.driver_contract import CaseContext, Target
     from harness.experiments.engine_hotload.cases import prewarm
     from tests import ledger_helpers
 
@@ -286,7 +286,7 @@ def test_incompatible_swap_check_on_a_real_run_and_with_the_check_removed(tmp_pa
     ONNX models with other IO, a request stream): every incompatible model refused, and its
     own control (the check off) swaps them in. With the check removed from the measured side
     (its wrong verdicts are the control's) the ledger says `not reproduced`."""
-    from harness.drivers import CaseContext, Target
+    from harness.driver_contract import CaseContext, Target
     from harness.experiments.engine_hotload.swap_cases import incompatible_swap
     from tests import ledger_helpers
 

@@ -119,7 +119,7 @@ def feeds():
 
 
 def test_exported_model_matches_sentence_transformers(minilm, feeds):
-    from harness.models import sentence_model
+    from harness.model_wheels import sentence_model
 
     eng = open_engine("ort", minilm)
     try:
@@ -231,7 +231,7 @@ def test_compatibility_check_refuses_a_model_with_a_different_input(minilm, feed
 
 def test_suite_spec_validates_and_bad_params_are_bad_input():
     from harness import spec
-    from harness.drivers import get
+    from harness.driver_contract import get
     from harness.errors import BadInput
     from harness.paths import SUITES_DIR
 

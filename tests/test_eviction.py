@@ -329,7 +329,7 @@ def test_lru_stack_distances_give_libcachesims_lru_at_every_size(real20k):
 
 
 def _ctx(tmp_path, case: str, params: dict, repetition: int = 1):
-    from harness.drivers import CaseContext, Target
+    from harness.driver_contract import CaseContext, Target
 
     return CaseContext("eviction", case, repetition, "local", params, tmp_path, Target("none"), log=lambda m: None)
 

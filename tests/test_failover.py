@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import drivers, spec
-from harness.drivers import CaseContext, Node, Target
+from harness import driver_contract, spec
+from harness.driver_contract import CaseContext, Node, Target
 from harness.errors import BadInput
 from harness.paths import REPO_ROOT
 from harness.redis_server import port_is_free
@@ -16,7 +16,7 @@ from tests.conftest import TEST_CLUSTER_PORT
 
 
 def _ctx(tmp_path, driver, target=None, **params):
-    drv = drivers.get(driver)
+    drv = driver_contract.get(driver)
     p = drv.resolve_params("test", params)
     tgt = target or Target("test", "cluster", [Node("127.0.0.1", TEST_CLUSTER_PORT, "primary")])
     return drv, CaseContext("failover", "c", 1, "local", p, tmp_path / "raw", tgt, log=lambda m: None)
@@ -142,7 +142,7 @@ def test_view_has_a_timeline_per_run_and_the_lost_writes_table(killed, tmp_path)
 
 
 def test_bad_variant_names_the_choices():
-    drv = drivers.get("failover-primary-killed")
+    drv = driver_contract.get("failover-primary-killed")
     with pytest.raises(BadInput, match="'plian' is not one of plain, wait, min-replicas"):
         drv.resolve_params("failover.cases[0].params", {"variants": ["plian"]})
     with pytest.raises(BadInput, match="at least one of variants or controls"):
@@ -230,12 +230,12 @@ def test_the_minority_writer_runs_as_a_child_and_returns_its_history():
     import time
 
     from harness import child
-    from harness.experiments.failover import history, minority_writer
+    from harness.experiments.failover import lost_writes, minority_writer
 
     port = next(p for p in range(TEST_CLUSTER_PORT + 40, TEST_CLUSTER_PORT + 50) if port_is_free("127.0.0.1", p))
     start = time.monotonic() + 0.3
     job = {"seeds": [["127.0.0.1", port]], "keys": ["fo:m:{a}"], "name": "minority", "prefix": "fo", "rate": 20.0,
            "start": start, "end": start + 0.3, "timeout": 0.2, "group": "cut"}
-    writes = [history.Write(**w) for w in child.run(minority_writer.MODULE, job, timeout=60)["writes"]]
+    writes = [lost_writes.Write(**w) for w in child.run(minority_writer.MODULE, job, timeout=60)["writes"]]
     assert writes and all(not w.ok and w.error == "refused" and w.group == "cut" for w in writes)
     assert [w.seq for w in writes] == list(range(len(writes))) and writes[0].key == "fo:m:{a}:0"

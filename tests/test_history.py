@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import anchor, build_history, find_runs, load_runs
+from harness.metric_history import anchor, build_history, find_runs, load_runs
 from harness.report.format import esc
-from harness.report.history import write_history
+from harness.report.history_page import write_history
 from harness.report.render import CSP
 from tests.stored_runs import write_run, write_series
 

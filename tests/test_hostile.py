@@ -165,7 +165,7 @@ def test_bad_input_is_one_line_never_a_traceback(name, tmp_path):
 
 
 def test_integer_too_large_for_a_bounded_parameter():
-    from harness.drivers import Param
+    from harness.driver_contract import Param
     from harness.errors import BadInput
 
     with pytest.raises(BadInput, match=r"must be at most 10, got 999999999999\.\.\. \(400 digits\)"):
@@ -235,7 +235,7 @@ def test_names_that_become_paths_refused_at_validation(tmp_path, where, value):
 
 
 def test_raw_files_stay_in_the_run_folder(tmp_path):
-    from harness.drivers import CaseContext, Target
+    from harness.driver_contract import CaseContext, Target
 
     ctx = CaseContext("s", "c", 1, "local", {}, tmp_path / "raw" / "s" / "c" / "rep1", Target("none"))
     for bad in ("../x", "../../../../tmp/x", "/etc/passwd", "a/b", "..", "", "a\\b"):

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import drivers
-from harness.drivers import CaseOutcome, Metric, Param
+from harness import driver_contract
+from harness.driver_contract import CaseOutcome, Metric, Param
 from harness.process import redact, redact_url_credentials, url_for_display
 from tests.conftest import TEST_CLUSTER_PORT
 from tests.stored_runs import write_series
@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 ENTRY = "import tests.test_hostile_cli; from harness.cli import main; main()"
 
 
-@drivers.register("test-hostile-wait", params={"seconds": Param(float, 2.0, "how long the case takes", min=0,
+@driver_contract.register("test-hostile-wait", params={"seconds": Param(float, 2.0, "how long the case takes", min=0,
                                                                 max=60)})
 def _wait(ctx):
     """A case that takes `seconds` and writes a raw file."""
@@ -42,7 +42,7 @@ def _wait(ctx):
     return CaseOutcome(metrics={"waited_s": Metric(ctx.params["seconds"], "s")})
 
 
-@drivers.register("test-hostile-cluster-ping", needs="cluster", params={})
+@driver_contract.register("test-hostile-cluster-ping", needs="cluster", params={})
 def _cluster_ping(ctx):
     ctx.target.client(ctx.target.entry, socket_timeout=3).ping()
     return CaseOutcome(metrics={"pinged": Metric(1.0, "nodes")})

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import drivers
+from harness import driver_contract
 from harness.cluster import LocalCluster, PortLock
-from harness.drivers import CaseOutcome, Metric
+from harness.driver_contract import CaseOutcome, Metric
 from harness.redis_server import pid_alive
 from tests.conftest import TEST_CLUSTER_PORT, _need_redis
 from tests.test_hostile import assert_one_line, cli
@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 UNHEALTHY, HELD, TOGETHER = TEST_CLUSTER_PORT + 10, TEST_CLUSTER_PORT + 20, TEST_CLUSTER_PORT + 30
 
 
-@drivers.register("test-hostile-ping", needs="cluster", params={})
+@driver_contract.register("test-hostile-ping", needs="cluster", params={})
 def _ping(ctx):
     """PING every primary of the target (the case a refused run never gets to)."""
     for n in ctx.target.primaries:

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import drivers
-from harness.drivers import CaseOutcome, Metric, Param
+from harness import driver_contract
+from harness.driver_contract import CaseOutcome, Metric, Param
 from harness.files import RESERVE_NAME, NoSpace, read_bounded, reserve_space, write_atomic
 from harness.results import MAX_MANIFEST_BYTES, MAX_RESULTS_BYTES, Record, write_manifest, write_results
 from tests.stored_runs import write_run, write_series
@@ -32,7 +32,7 @@ from tests.test_hostile import assert_one_line, cli
 REPO = Path(__file__).resolve().parent.parent
 
 
-@drivers.register("test-hostile-fill", params={
+@driver_contract.register("test-hostile-fill", params={
     "kb": Param(int, 10, "KB of raw output each repetition", min=0),
     "fill_from": Param(int, 0, "from this repetition on, write until the disk is full (0 = never)", min=0),
     "strict": Param(bool, False, "let the driver's own ENOSPC through (a tool that fails on a full disk)")})

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import drivers
-from harness.drivers import CaseOutcome, Metric, Param
+from harness import driver_contract
+from harness.driver_contract import CaseOutcome, Metric, Param
 
 REPO = Path(__file__).resolve().parent.parent
 BASE_PORT = int(os.environ.get("HARNESS_TEST_INTERRUPT_PORT", "7570"))
@@ -33,7 +33,7 @@ MON_PORT = int(os.environ.get("HARNESS_TEST_INTERRUPT_MONITORING_PORT", "9550"))
 TOOLS = ("redis-server", "redis-cli", "prometheus", "prometheus-redis-exporter", "prometheus-node-exporter")
 
 
-@drivers.register("test-interrupts-traffic", needs="cluster",
+@driver_contract.register("test-interrupts-traffic", needs="cluster",
                   params={"seconds": Param(float, 3.0, "how long to send SET/GET", min=0.1, max=60)})
 def _traffic(ctx):
     """SET/GET on the cluster for `seconds` (the case an interrupt lands in)."""

@@ -113,6 +113,6 @@ def test_lab_a100_profile_carries_the_source_setting_and_fails_on_skips():
     for figure in ("1.82 ms", "0.23 ms", "+29% QPS", "< 10 us", "~150 us", "~8 ms", "every 500 L2 writes"):
         assert figure in text
     with pytest.raises(Exception, match="json_decode_target_ms"):
-        from harness.drivers import get
+        from harness.driver_contract import get
 
         get("kv-tiers-codecs").resolve_params("t", {})

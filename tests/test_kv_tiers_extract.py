@@ -38,15 +38,15 @@ def test_breakeven_needs_every_longer_length_to_win():
 
 
 def test_ttft_params_are_checked():
-    from harness import drivers
+    from harness import driver_contract
 
-    drv = drivers.get("kv-tiers-ttft")
+    drv = driver_contract.get("kv-tiers-ttft")
     with pytest.raises(BadInput, match="8192"):
         drv.resolve_params("t", {"lengths": [128, 10000]})
     with pytest.raises(BadInput, match="no whole"):
         drv.resolve_params("t", {"lengths": [40]})
     with pytest.raises(BadInput, match="aligned128"):
-        drivers.get("kv-tiers-codecs").resolve_params("t", {"codecs": ["json", "raw"], "json_decode_target_ms": 1.0})
+        driver_contract.get("kv-tiers-codecs").resolve_params("t", {"codecs": ["json", "raw"], "json_decode_target_ms": 1.0})
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def smol():
     pytest.importorskip("transformers")
     import torch
 
-    from harness.models import smollm2
+    from harness.model_wheels import smollm2
 
     try:
         model = smollm2()
@@ -109,10 +109,10 @@ def test_ttft_point_restores_the_same_first_token_from_every_tier(smol, cluster_
 def test_drivers_run_end_to_end(smol, cluster, tmp_path, driver, params):
     """Each driver on tiny inputs: ok, finite metrics, its series (never tables or charts),
     and nothing of its keys left in the cluster."""
-    from harness import drivers
-    from harness.drivers import CaseContext
+    from harness import driver_contract
+    from harness.driver_contract import CaseContext
 
-    drv = drivers.get(driver)
+    drv = driver_contract.get(driver)
     ctx = CaseContext("kv-tiers", "t", 1, "local", drv.resolve_params("t", {**params, "torch_threads": 1}),
                       tmp_path / "raw", cluster, log=lambda m: None)
     out = drv.run(ctx)

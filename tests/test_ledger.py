@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import drivers, spec
-from harness.drivers import CaseOutcome
+from harness import driver_contract, spec
+from harness.driver_contract import CaseOutcome
 
 
 def test_a_check_without_a_control_is_refused(tmp_path):
@@ -45,6 +45,6 @@ def test_a_suites_code_is_found_from_its_name():
     for name, s in spec.load_all_suites().items():
         package = "harness.experiments." + name.replace("-", "_")
         for case in s.cases:
-            d = drivers.get(case.driver)
+            d = driver_contract.get(case.driver)
             assert d.name.startswith(name + "-"), f"{name}/{case.name}: driver {d.name} is not prefixed by its suite"
             assert d.module.startswith(package + "."), f"{name}/{case.name}: driver {d.name} lives in {d.module}"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.drivers import CaseContext, Node, Target
+from harness.driver_contract import CaseContext, Node, Target
 from harness.experiments.redis_cluster import drivers as drv
 from harness.tools import memtier
 

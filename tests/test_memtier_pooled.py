@@ -8,7 +8,14 @@ import pytest
 
 from harness.analysis import analyze
 from harness.results import Record, RunData
-from harness.tools.memtier import merge_histograms, parse_files, pooled_percentiles
+from harness.tools.memtier import (
+    histogram_columns,
+    histogram_rows,
+    histogram_series,
+    merge_histograms,
+    parse_files,
+    pooled_percentiles,
+)
 
 FIX = Path(__file__).parent / "fixtures" / "memtier"
 
@@ -50,13 +57,11 @@ def test_the_aggregated_section_has_an_empty_histogram_and_damage_is_refused():
 def _record(rep: int, fixture: str):
     """A memtier repetition as the driver keeps it: its per-kind histograms in the
     `histograms` series (recorded real output)."""
-    from harness.experiments.redis_cluster.drivers import _histogram_rows, _histogram_series
-
     res = parse_files((FIX / fixture).read_text())
     sec = res.sections["ALL STATS" if "ALL STATS" in res.sections else "BEST RUN RESULTS"]
-    cols = {"run": [], "kind": [], "requests": [], "p50_ms": [], "p99_ms": [], "p99.9_ms": [], "histogram": []}
-    _histogram_rows(cols, "measured", sec.histograms)
-    return Record("redis-cluster", "memtier", rep, "ok", series=_histogram_series(cols))
+    cols = histogram_columns()
+    histogram_rows(cols, "measured", sec.histograms)
+    return Record("redis-cluster", "memtier", rep, "ok", series=histogram_series(cols))
 
 
 def test_the_driver_keeps_each_runs_histograms_with_memtiers_own_percentiles():
@@ -66,11 +71,9 @@ def test_the_driver_keeps_each_runs_histograms_with_memtiers_own_percentiles():
     assert (s.column("requests")[i], s.column("p50_ms")[i], s.column("p99_ms")[i], s.column("p99.9_ms")[i]) == \
         (298605, 2.143, 9.599, 17.407)  # what memtier printed for the run
     assert s.column("histogram")[i].startswith("HIST")
-    empty = {"run": [], "kind": [], "requests": [], "p50_ms": [], "p99_ms": [], "p99.9_ms": [], "histogram": []}
-    from harness.experiments.redis_cluster.drivers import _histogram_rows, _histogram_series
-
-    _histogram_rows(empty, "measured", {"Totals": "HISTFAAAnot-a-histogram"})  # damaged: no row, no series
-    assert _histogram_series(empty) == {}
+    empty = histogram_columns()
+    histogram_rows(empty, "measured", {"Totals": "HISTFAAAnot-a-histogram"})  # damaged: no row, no series
+    assert histogram_series(empty) == {}
 
 
 def test_the_view_shows_pooled_beside_the_median_of_runs(tmp_path):
@@ -98,3 +101,28 @@ def test_the_view_shows_pooled_beside_the_median_of_runs(tmp_path):
         rec.raw_files.append(str(raw.relative_to(tmp_path)))
     html = render_html(run, analyze(run))  # the view's table, once: the renderer parses no raw files
     assert html.count("latency percentiles, pooled over repetitions") == 1
+
+
+def test_a_folder_from_before_the_histograms_series_gets_it_when_loaded(tmp_path):
+    """A memtier repetition stored without the `histograms` series (written before issue 20)
+    gets it from the raw memtier JSON it kept, at load time; the report then pools it."""
+    from harness.report.render import render_html
+    from harness.results import load_run, write_manifest, write_results
+    from harness.spec import Case, SuiteClaim, SuiteRun
+
+    recs = []
+    for rep, fixture in ((1, "cluster_ratio1-1.json"), (2, "cluster_ratio1-10_runcount2.json")):
+        raw = tmp_path / "raw" / "redis-cluster" / "memtier" / f"rep{rep}" / "memtier.json"
+        raw.parent.mkdir(parents=True)
+        raw.write_text((FIX / fixture).read_text())
+        recs.append(Record("redis-cluster", "memtier", rep, "ok", raw_files=[str(raw.relative_to(tmp_path)),
+                                                                            "../outside/memtier-control.json"]))
+    suite = SuiteRun("redis-cluster", "", SuiteClaim("2.4", "t"), "cluster", "local", "", 2,
+                     [Case("memtier", "redis-cluster-memtier")], [])
+    write_manifest(tmp_path, {})
+    write_results(tmp_path, recs, {"redis-cluster": suite})
+    run = load_run(tmp_path)
+    s = run.records[0].series["histograms"]
+    assert set(s.column("run")) == {"measured"} and s.column("requests")[s.column("kind").index("Totals")] == 298605
+    html = render_html(run, analyze(run))
+    assert html.count("memtier (measured): latency percentiles, pooled over repetitions") == 1

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from harness import monitoring
-from harness.drivers import Node, Target
+from harness.driver_contract import Node, Target
 from harness.inventory import prometheus_url
 from harness.paths import REPO_ROOT
 

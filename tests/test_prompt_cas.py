@@ -8,7 +8,7 @@ import json
 import pytest
 import redis
 
-from harness.drivers import CaseContext
+from harness.driver_contract import CaseContext
 from harness.errors import BadInput
 from harness.experiments.prompt_cas import drivers as cas
 

@@ -98,7 +98,7 @@ def test_run_and_report_publish_alike(tmp_path):
 
 def test_history_json_says_its_format(tmp_path):
     from harness.formats import HISTORY_FORMAT
-    from harness.report.history import write_history
+    from harness.report.history_page import write_history
 
     root = tmp_path / "runs"
     shutil.copytree(V2, root / V2.name)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import drivers
+from harness import driver_contract
 from harness.analysis import Verdict, analyze
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
 from harness.report import views
 from harness.report.render import render_report
 from harness.results import Record, RunData, load_run, write_results
@@ -93,15 +93,15 @@ def test_an_isolated_case_runs_in_its_own_process(tmp_path):
 
     lines = []
     ctx = CaseContext("s", "c", 1, "local", {"n": 3}, tmp_path, Target("t"), log=lines.append)
-    out = _run_isolated(drivers.get("test-isolated"), ctx)
+    out = _run_isolated(driver_contract.get("test-isolated"), ctx)
     assert out.status == "ok" and out.metrics["n"].value == 3 and len(out.series["s"]) == 3
     assert out.metrics["pid"].value != os.getpid()
     assert lines and lines[0].startswith("running in pid")
 
 
 def test_param_bounds_are_declared_not_hand_written():
-    with pytest.raises(drivers.BadInput, match="must be at least 1"):
-        drivers.get("test-isolated").resolve_params("w", {"n": 0})
+    with pytest.raises(driver_contract.BadInput, match="must be at least 1"):
+        driver_contract.get("test-isolated").resolve_params("w", {"n": 0})
 
 
 def test_a_known_password_never_reaches_a_results_file(tmp_path, monkeypatch):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import drivers
-from harness.drivers import CaseContext, CaseOutcome
+from harness import driver_contract
+from harness.driver_contract import CaseContext, CaseOutcome
 from harness.experiments.semantic_cache import gptcache_subject
 from harness.results import Metric
 from tests.test_semantic_spec import verdicts_of
@@ -28,9 +28,9 @@ SHM_BEFORE: set = set()  # GPTCache folders in /dev/shm before this module's run
 
 
 def _run(tmp, target, **params) -> CaseOutcome:
-    import harness.experiments.semantic_cache.gptcache_driver  # noqa: F401  (registers the driver)
+    import harness.experiments.semantic_cache.drivers  # noqa: F401  (registers the driver)
 
-    drv = drivers.REGISTRY["semantic-cache-gptcache"]
+    drv = driver_contract.REGISTRY["semantic-cache-gptcache"]
     p = drv.resolve_params("test", {**SMALL, **params})
     return drv.run(CaseContext("semantic-cache", "gptcache", 1, "local", p, tmp, target, log=lambda m: None))
 
@@ -56,9 +56,9 @@ def test_gptcache_missing_is_a_skipped_case_with_the_reason(monkeypatch, tmp_pat
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gptcache" else real(name, *a))
     why = gptcache_subject.missing()
     assert why and "gptcache missing" in why and "pip install" in why
-    import harness.experiments.semantic_cache.gptcache_driver  # noqa: F401
+    import harness.experiments.semantic_cache.drivers  # noqa: F401
 
-    drv = drivers.REGISTRY["semantic-cache-gptcache"]
+    drv = driver_contract.REGISTRY["semantic-cache-gptcache"]
     out = drv.run(CaseContext("semantic-cache", "gptcache", 1, "local", drv.resolve_params("test", SMALL), tmp_path,
                               None, log=lambda m: None))
     assert out.status == "skipped" and out.reason == why

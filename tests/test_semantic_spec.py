@@ -39,7 +39,7 @@ def verdicts_of(claim_id: str, case: str, out, *, params: dict | None = None, fa
 def check_verdict(claim_id: str, case: str, metric: str, values: dict[str, float], tmp_path: Path = None,
                   profile: str = "local", manifest: dict | None = None):
     """The verdict of the ledger's check on `metric`, for a run whose case measured `values`."""
-    from harness.drivers import CaseOutcome
+    from harness.driver_contract import CaseOutcome
 
     out = CaseOutcome("ok", metrics={k: Metric(v, "") for k, v in values.items()})
     return verdicts_of(claim_id, case, out, manifest=LAB if profile == "lab-a100" else manifest)[metric]

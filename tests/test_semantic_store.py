@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import drivers
-from harness.drivers import CaseContext
+from harness import driver_contract
+from harness.driver_contract import CaseContext
 from harness.experiments.semantic_cache import keys
 from harness.experiments.semantic_cache.store import Entry, Store
 
@@ -72,7 +72,7 @@ def test_paraphrases_share_more_lsh_bits_than_unrelated_pairs(embedder):
 
 
 def _run(driver: str, case: str, cluster, tmp_path, **params):
-    drv = drivers.get(driver)
+    drv = driver_contract.get(driver)
     p = drv.resolve_params("test", params)
     out = drv.run(CaseContext("semantic-cache", case, 1, "local", p, tmp_path, cluster, log=lambda m: None))
     assert out.status == "ok", out.reason
@@ -142,13 +142,13 @@ HITS = dict(dataset="data/gptcache_mock_data.json", dataset_rows=300, stream="se
 
 
 def test_the_semantic_hits_stream_is_the_same_with_and_without_the_mechanism(embedder):
-    from harness.experiments.semantic_cache import ttft_driver
+    from harness.experiments.semantic_cache import ttft_case
 
-    drv = drivers.get("semantic-cache-ttft")
+    drv = driver_contract.get("semantic-cache-ttft")
     base = dict(dataset=str(FIX / "gptcache_small.json"), insert_fraction=1.0, queries=20, torch_threads=1)
-    streams = {sig: ttft_driver.prepare(drv.resolve_params("test", dict(base, stream="semantic-hits", signature=sig)),
+    streams = {sig: ttft_case.prepare(drv.resolve_params("test", dict(base, stream="semantic-hits", signature=sig)),
                                         embedder, lambda m: None) for sig in ("lsh", "exact")}
-    test = ttft_driver.prepare(drv.resolve_params("test", base), embedder, lambda m: None)
+    test = ttft_case.prepare(drv.resolve_params("test", base), embedder, lambda m: None)
     hits, exact = streams["lsh"], streams["exact"]
     assert hits.requests == exact.requests and 0 < len(hits.requests) < len(test.requests)
     assert set(hits.requests) < set(test.requests)  # a part of the test split

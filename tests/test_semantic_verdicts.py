@@ -8,8 +8,8 @@ The mutation table of these claims is the list of tests below; the README names 
 
 import pytest
 
-from harness import drivers
-from harness.drivers import CaseContext
+from harness import driver_contract
+from harness.driver_contract import CaseContext
 from tests.ledger_helpers import LAB
 from tests.test_semantic_spec import verdicts_of
 from tests.test_semantic_store import FIX, HITS
@@ -21,7 +21,7 @@ ENTITY = dict(dataset=str(FIX / "gptcache_small.json"), insert_fraction=1.0, rat
 
 
 def _run(driver: str, case: str, cluster, tmp, **params):
-    drv = drivers.get(driver)
+    drv = driver_contract.get(driver)
     p = drv.resolve_params("test", params)
     out = drv.run(CaseContext("semantic-cache", case, 1, "local", p, tmp, cluster, log=lambda m: None))
     assert out.status == "ok", out.reason
@@ -139,7 +139,7 @@ def test_c4_gpu_check_on_the_metrics_a_gpu_run_records():
     """No GPU here: the GPU check's wiring on the metrics the memory driver records on one (an
     A100 measured in the manifest): the cache's process above no cache with the known extra
     allocation seen is not reproduced; with the allocation unseen, inconclusive."""
-    from harness.drivers import CaseOutcome
+    from harness.driver_contract import CaseOutcome
     from harness.results import Metric
 
     def out(seen: float) -> CaseOutcome:

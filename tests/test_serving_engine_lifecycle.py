@@ -1,5 +1,6 @@
 """The real vLLM engine's lifecycle: a run's engines (started together, once), status from
-another process, the start lock, an engine that dies mid-run, Ctrl-C during a run and
+another process, the start lock, the serving suite's drivers on them (prefix cache against the
+simulator, vLLM's own client beside ours), an engine that dies mid-run, Ctrl-C during a run and
 during a start, `down` from another process: no engine process is ever left.
 
 One pair of engines (cached on 8024, uncached on 8025) is shared by the module: vLLM takes
@@ -16,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from harness.driver_contract import CaseContext, get
 from harness.serving_engine import alive, cache_config, install, prefix_cache_counters
 from harness.serving_engine.for_run import engines_for_run
 from harness.serving_engine.local import EngineConfig, LocalEngine
@@ -123,6 +125,65 @@ def test_a_second_start_on_the_port_is_refused_and_changes_nothing(run):
     assert p.returncode == 3 and "Traceback" not in p.stderr
     assert f"port {PORT} on 127.0.0.1 is in use by another harness process (pid {os.getpid()})" in p.stderr
     assert alive(run["tgt"].engines["cached"]) is None
+
+
+def run_case(driver: str, case: str, params: dict, tmp_path: Path, engines: dict, rep: int = 1):
+    d = get(driver)
+    ctx = CaseContext("serving", case, rep, "local", d.resolve_params(case, params), tmp_path / case,
+                      Target("local", engines=engines))
+    return d.run(ctx), ctx
+
+
+def test_prefix_cache_on_a_real_engine_matches_the_simulator(run, tmp_path):
+    """The serving suite's prefix-cache driver on the run's cached engine (small slices): the
+    engine's hit rate matches the simulator's prediction for the same blocks."""
+    out, ctx = run_case("serving-prefix-cache", "prefix-cache",
+                        {"max_requests": 10, "duration_s": 8, "instrument_requests": 3, "instrument_prefix_tokens": 256,
+                         "instrument_gap_s": 0.5}, tmp_path, {"cached": run["tgt"].engines["cached"]})
+    assert out.status == "ok", out.reason
+    m = {k: v.value for k, v in out.metrics.items()}
+    assert m["trace.on.ok"] == 10 and m["instrument.on.ok"] == 3
+    assert m["trace.on.engine_hit_pct"] > 0  # the slice shares prefixes (its first block at least)
+    assert abs(m["trace.hit_gap_pp"]) <= 5, (m["trace.on.engine_hit_pct"], m["trace.predicted_hit_pct"])
+    assert m["instrument.on.engine_hit_pct"] >= 50
+    assert "trace.off.requests" not in m and not out.facts["mechanism_off_engine"]  # no off engine in this run
+    assert out.facts["engine_block_size"] == 128 and out.facts["engine_kv_tokens"] > 0
+    assert {"trace.on.csv", "instrument.on.csv", "details.json"} <= {p.name for p in ctx.raw_dir.iterdir()}
+
+
+def test_the_peer_client_runs_on_the_same_requests(run, tmp_path):
+    """vLLM's own benchmark client and the harness's on the same requests (the uncached engine)."""
+    out, ctx = run_case("serving-client-vs-vllm", "client-vs-vllm",
+                        {"max_requests": 6, "duration_s": 4, "max_prompt_tokens": 128, "output_tokens": 4, "rounds": 2,
+                         "instrument_delay_ms": 0}, tmp_path, {"uncached": run["tgt"].engines["uncached"]})
+    assert out.status == "ok", out.reason
+    m = {k: v.value for k, v in out.metrics.items()}
+    assert m["harness.ok"] == 12 and m["vllm.ok"] == 12 and m["vllm.failed"] == 0  # 2 rounds each
+    assert {"peer.ttft_p50_diff_pct", "peer.tpot_p50_diff_pct", "vllm.ttft_p50_ms"} <= set(m)
+    # the same requests: vLLM's client reported the prompt lengths the harness's client got in `usage`
+    rows = (ctx.raw_dir / "harness.csv").read_text().splitlines()[1:]
+    assert sorted(int(r.split(",")[9]) for r in rows) == sorted(out.series["vllm"].columns["prompt_tokens"])
+
+
+def test_an_existing_server_given_by_environment_is_measured_and_left_running(run, tmp_path):
+    """The README's bring-your-own line: `HARNESS_LLM_URL=... HARNESS_LLM_MODEL=... harness run
+    serving/prefix-cache`: the harness starts nothing, measures that server, and leaves it running."""
+    ep = run["tgt"].engines["cached"]
+    env = {**os.environ, "HARNESS_LLM_URL": ep.base_url, "HARNESS_LLM_MODEL": ep.model}
+    small = ["prefix-cache.max_requests=6", "prefix-cache.duration_s=6", "prefix-cache.instrument_requests=2",
+             "prefix-cache.instrument_prefix_tokens=256", "prefix-cache.instrument_gap_s=0.5"]
+    args = [sys.executable, "-m", "harness", "run", "serving/prefix-cache", "--repeat", "1", "--results-dir",
+            str(tmp_path)] + [a for s in small for a in ("--set", s)]
+    p = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    (run_dir,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    man = json.loads((run_dir / "manifest.json").read_text())
+    assert set(man["engines"]) == {"external"} and man["engines"]["external"]["managed"] is False
+    (rec,) = json.loads((run_dir / "results.json").read_text())["records"]
+    assert rec["status"] == "ok", rec.get("reason")
+    assert rec["metrics"]["trace.on.ttft_p50_ms"]["value"] > 0
+    assert "trace.off.ttft_p50_ms" not in rec["metrics"]  # no off arm on a server the user gave
+    assert alive(ep) is None  # still serving: the harness does not stop what it did not start
 
 
 def test_an_engine_that_dies_mid_run_is_noted_and_stopped(run):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.drivers import CaseContext, get
+from harness.driver_contract import CaseContext, get
 from harness.target import LlmEndpoint, Target
 from tests.serving_fakes import FakeServer, free_port
 

@@ -107,3 +107,32 @@ def test_a_claimed_point_is_a_band_threshold(tmp_path):
         (tmp_path / "s.yaml").write_text(base % bad)
         with _pytest.raises(BadInput, match=message):
             load_suite_file(tmp_path / "s.yaml")
+
+
+def test_loaded_specs_are_kept_until_a_file_changes_and_callers_get_their_own_copy(tmp_path):
+    """spec's cache (harness.file_cache): a second load is the kept one, a rewrite of the
+    same size right away is read again, and what a caller changes reaches no other caller."""
+    from harness import file_cache
+
+    path = tmp_path / "demo.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    (tmp_path / "claims.yaml").write_text(yaml.safe_dump({"claims": [
+        {"id": "C1", "section": "1", "text": "t",
+         "checks": [{"suite": "demo", "case": "rb", "metric": "GET.p99_ms", "op": "<", "value": 1,
+                     "instrument": {"metric": "GET.p99_ms", "op": ">", "value": 0, "text": "i"}}]}]}))
+    first = spec.load_all_suites(tmp_path)
+    first["demo"].cases.clear()  # a caller's change
+    claims = spec.load_claims(tmp_path)
+    claims[0].checks.clear()
+    assert [c.name for c in spec.load_all_suites(tmp_path)["demo"].cases] == ["rb"]
+    assert len(spec.load_claims(tmp_path)[0].checks) == 1
+    assert any(k[0] == "suites" and k[1] == str(tmp_path.resolve()) for k in file_cache._KEPT)
+    text = path.read_text()
+    path.write_text(text.replace("description: d", "description: e"))  # same size, same timestamp tick
+    assert spec.load_all_suites(tmp_path)["demo"].description == "e"
+
+
+def test_specs_are_parsed_with_libyaml_where_it_is_installed():
+    assert spec._LOADER is (yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
+    with pytest.raises(spec.AliasRefused, match=r"aliases \(\*a\).*line 2"):
+        spec.parse_yaml_text("x: &a [1]\ny: *a\n", "t")

@@ -19,8 +19,8 @@ from markupsafe import Markup
 from harness.analysis import Analysis, Verdict
 from harness.errors import BadInput
 from harness.files import write_atomic
-from harness.history import anchor
 from harness.manifest_record import Manifest
+from harness.metric_history import anchor
 from harness.paths import REPORTS_DIR
 from harness.report import format as F
 from harness.report import views

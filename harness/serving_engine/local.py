@@ -73,7 +73,7 @@ class EngineConfig:
 def model_folder(model_dir: Path | None = None) -> Path:
     """The SmolLM2 folder vLLM serves (converted once from the shipped GGUF), or exit 3 with the fix."""
     if model_dir is None:
-        from harness.models import smollm2_dir
+        from harness.model_wheels import smollm2_dir
 
         model_dir = smollm2_dir()
     model_dir = Path(model_dir)

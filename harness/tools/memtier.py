@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from harness.metrics_model import Metric
+from harness.metrics_model import Metric, Series
 from harness.process import tool_missing, where
 
 INSTALL_HINT = "the Ansible loadgen role installs it on lab hosts"
@@ -233,3 +233,42 @@ def pooled_percentiles(encoded: list[str], qs=(50, 99, 99.9)) -> tuple[dict[floa
         return {}, 0
     return ({q: merged.get_value_at_percentile(q) / HISTOGRAM_US_PER_MS for q in qs},
             merged.get_total_count())
+
+
+HDR_KINDS = ("Totals", "Gets", "Sets")
+HDR_QS = (50, 99, 99.9)
+
+
+def histogram_columns() -> dict[str, list]:
+    """The empty columns of the `histograms` series (histogram_rows fills them)."""
+    return {"run": [], "kind": [], "requests": [], **{f"p{q:g}_ms": [] for q in HDR_QS}, "histogram": []}
+
+
+def histogram_rows(cols: dict[str, list], run: str, histograms: dict[str, str]) -> None:
+    """One row per kind of request: this run's percentiles from memtier's HDR histogram and
+    the histogram itself (compressed, as memtier wrote it), so that the view can pool the
+    requests of every repetition without reading the tool's files again."""
+    for kind in HDR_KINDS:
+        enc = histograms.get(kind)
+        if not enc:
+            continue
+        try:
+            pct, n = pooled_percentiles([enc], HDR_QS)
+        except ValueError:  # a histogram that does not decode: the per-run metrics still stand
+            continue
+        if not pct:
+            continue
+        cols["run"].append(run)
+        cols["kind"].append(kind)
+        cols["requests"].append(n)
+        for q in HDR_QS:
+            cols[f"p{q:g}_ms"].append(pct[q])
+        cols["histogram"].append(enc)
+
+
+def histogram_series(cols: dict[str, list]) -> dict[str, Series]:
+    """{"histograms": the series} when a row was kept, else {}."""
+    if not cols["run"]:
+        return {}
+    return {"histograms": Series(cols, {f"p{q:g}_ms": "ms" for q in HDR_QS},
+                                 "memtier's HDR histogram of every request of the run, per kind (compressed)")}

@@ -92,8 +92,8 @@ def test_render_report(benchmark, request):
 
 
 def test_history_of_thirty_runs(benchmark, request):
-    from harness.history import build_history, find_runs, load_runs
-    from harness.report.history import render_history
+    from harness.metric_history import build_history, find_runs, load_runs
+    from harness.report.history_page import render_history
 
     _skip_unless_enabled(benchmark)
     root = request.getfixturevalue("thirty_runs")

@@ -53,7 +53,7 @@ def long_history(tmp_path_factory) -> Path:
 
 def test_history_of_3000_runs(benchmark, request):
     _skip_unless_enabled(benchmark)
-    from harness.report.history import write_history
+    from harness.report.history_page import write_history
 
     root = request.getfixturevalue("long_history")
     out = root.parent / "history-out"

@@ -36,9 +36,14 @@ def _skip_unless_enabled(benchmark):
 
 
 @pytest.fixture(scope="module")
-def setup(cluster, tmp_path_factory):
+def setup(request, tmp_path_factory):
     """Half of the origins of 300 seeded records in Redis and in GPTCache (disk and RAM),
-    both models loaded and warm, 60 paraphrases to ask."""
+    both models loaded and warm, 60 paraphrases to ask. Nothing is loaded or started when
+    the benchmarks are disabled (the normal test run)."""
+    opt = request.config.getoption
+    if opt("benchmark_disable") and not opt("benchmark_enable"):  # pytest-benchmark's own rule
+        pytest.skip("benchmarks are disabled in the normal test run; run `make bench` (--benchmark-enable)")
+    cluster = request.getfixturevalue("cluster")
     import torch
 
     from harness.experiments.semantic_cache.embed import Embedder, cached_encode

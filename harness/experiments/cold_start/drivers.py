@@ -17,7 +17,7 @@ The drivers report per-second series of every run and metrics of flush minus con
 
 from __future__ import annotations
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
 from harness.errors import BadInput
 from harness.experiments.cold_start import counting
 from harness.experiments.cold_start.postgres import PostgresServer

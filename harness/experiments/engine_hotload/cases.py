@@ -9,9 +9,9 @@ tensorrt or a GPU is missing.
 from __future__ import annotations
 
 from harness import stats
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.driver_helpers import write_csv
 from harness.experiments.engine_hotload.served import COMMON, MIB, Served, env_details, skip_reason
-from harness.toolkit import write_csv
 
 MODE_PREFIX = {"cold": "cold", "profile0": "profile0", "all": "prewarmed"}  # mode -> metric prefix
 

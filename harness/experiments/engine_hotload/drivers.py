@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.drivers import CaseContext, CaseOutcome, Param, register
+from harness.driver_contract import CaseContext, CaseOutcome, Param, register
 from harness.experiments.engine_hotload import cases, signed_load, swap_cases
 from harness.experiments.engine_hotload.served import COMMON, check_common
 

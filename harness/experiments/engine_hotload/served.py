@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from harness.drivers import INPUT_FILE, CaseContext, Param, input_path
+from harness.driver_contract import INPUT_FILE, CaseContext, Param, input_path
 from harness.errors import BadInput
 
 DEFAULT_BUCKETS = [[1, 16], [1, 64], [8, 16], [8, 64]]

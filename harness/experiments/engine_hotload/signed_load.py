@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Series
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Series
 from harness.experiments.engine_hotload.served import Served
 
 

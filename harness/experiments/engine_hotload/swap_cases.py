@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from harness import stats
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.driver_helpers import write_csv
 from harness.experiments.engine_hotload.served import (
     COMMON,
     MIB,
@@ -18,7 +19,6 @@ from harness.experiments.engine_hotload.served import (
     skip_reason,
     trusted_manifest,
 )
-from harness.toolkit import write_csv
 
 SWAP_PARAMS = {**COMMON,
                "threads": Param(int, 4, "request threads", min=1),

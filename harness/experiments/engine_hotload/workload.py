@@ -32,7 +32,7 @@ class TextFeeds:
         if tokenizer is None:
             from transformers import AutoTokenizer
 
-            from harness.models import minilm_path
+            from harness.model_wheels import minilm_path
 
             tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()))
         self.texts, self.tok = texts, tokenizer

@@ -20,9 +20,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.driver_helpers import write_csv
 from harness.errors import BadInput
-from harness.toolkit import write_csv
 
 from . import traces
 from .redis_replay import parse_runs, refuse_names_not_in_redis
@@ -67,7 +67,7 @@ def _check_trace(where: str, p: dict) -> None:
 
 
 def _text_path(p: dict):
-    from harness.drivers import input_path
+    from harness.driver_contract import input_path
 
     return input_path(p["text_file"])
 

@@ -67,7 +67,7 @@ def load_tokenizer(name: str = "minilm"):
         raise BadInput(f"tokenizer {name!r} is not one of {', '.join(TOKENIZERS)}")
     from tokenizers import Tokenizer
 
-    from harness.models import minilm_path
+    from harness.model_wheels import minilm_path
 
     tok = Tokenizer.from_file(str(minilm_path() / "tokenizer.json"))
     tok.no_padding()  # the shipped tokenizer.json pads to 128 with [PAD]: not text

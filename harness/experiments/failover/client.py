@@ -17,7 +17,7 @@ from redis.backoff import NoBackoff
 from redis.crc import key_slot
 from redis.retry import Retry
 
-from harness.experiments.failover.history import Write
+from harness.experiments.failover.lost_writes import Write
 
 
 def plain_client(host: str, port: int, timeout: float, password: str | None = None) -> redis.Redis:

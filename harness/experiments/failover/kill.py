@@ -26,7 +26,7 @@ import time
 
 import redis
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param
 from harness.errors import BadInput, EnvironmentProblem
 from harness.experiments.failover import client
 from harness.experiments.failover.scenario import FaultRun, ranges

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from harness.experiments.failover import history
+from harness.driver_helpers import write_csv
+from harness.experiments.failover import lost_writes
 from harness.experiments.failover.client import History
 from harness.results import Metric, Series
-from harness.toolkit import write_csv
 
 
-def loss_metrics(prefix: str, writes: list[history.Write], final: dict, need_replicas: int) -> dict[str, Metric]:
-    v = history.classify(writes, final, need_replicas)
+def loss_metrics(prefix: str, writes: list[lost_writes.Write], final: dict, need_replicas: int) -> dict[str, Metric]:
+    v = lost_writes.classify(writes, final, need_replicas)
     acked_how = f"answered OK and WAIT reached >= {need_replicas} replica(s)" if need_replicas else "answered OK"
     m = {
         f"{prefix}.acked": Metric(v.acknowledged, "writes", note=f"acknowledged: {acked_how}"),
-        f"{prefix}.lost_acked": Metric(v.counts[history.LOST], "writes", "lower",
+        f"{prefix}.lost_acked": Metric(v.counts[lost_writes.LOST], "writes", "lower",
                                        "acknowledged, then gone from the healed cluster"),
         f"{prefix}.lost_acked_pct": Metric(v.lost_pct, "%", "lower"),
-        f"{prefix}.overwritten": Metric(v.counts[history.OVERWRITTEN], "writes"),
+        f"{prefix}.overwritten": Metric(v.counts[lost_writes.OVERWRITTEN], "writes"),
         f"{prefix}.unacked_present": Metric(v.unacknowledged_present, "writes",
                                             note="failed or unconfirmed writes that landed anyway"),
     }
@@ -26,13 +26,13 @@ def loss_metrics(prefix: str, writes: list[history.Write], final: dict, need_rep
     return m
 
 
-def outage_metrics(prefix: str, writes: list[history.Write], t_fault: float, end: float,
+def outage_metrics(prefix: str, writes: list[lost_writes.Write], t_fault: float, end: float,
                    groups: dict[str, str]) -> dict[str, Metric]:
     """Per slot-range group (label -> metric name part): client-side outage after the fault,
     error rate, and the share acknowledged in the last second of the run."""
     m: dict[str, Metric] = {}
     for g, name in groups.items():
-        o = history.outage(writes, t_fault, g)
+        o = lost_writes.outage(writes, t_fault, g)
         m[f"{prefix}.{name}.outage_s"] = Metric(o.window, "s", "lower",
                                                 "first failed write to the last one, after the fault")
         m[f"{prefix}.{name}.recovered_s"] = Metric(o.recovered, "s", "lower",
@@ -44,9 +44,9 @@ def outage_metrics(prefix: str, writes: list[history.Write], t_fault: float, end
     return m
 
 
-def timeline(writes: list[history.Write], reads: list[tuple], t_fault: float, start: float, end: float,
+def timeline(writes: list[lost_writes.Write], reads: list[tuple], t_fault: float, start: float, end: float,
              groups: list[str], need_replicas: int, width: float = 0.1) -> Series:
-    cols = history.bins(writes, t_fault, start, end, width, need_replicas, groups)
+    cols = lost_writes.bins(writes, t_fault, start, end, width, need_replicas, groups)
     n = len(cols["t"])
     missing, read_err = [0] * n, [0] * n
     for t, _, what in reads:

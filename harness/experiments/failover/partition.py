@@ -33,9 +33,9 @@ from pathlib import Path
 import redis
 
 from harness import child
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param
 from harness.errors import BadInput, EnvironmentProblem
-from harness.experiments.failover import client, history, minority_writer
+from harness.experiments.failover import client, lost_writes, minority_writer
 from harness.experiments.failover.kill import order
 from harness.experiments.failover.scenario import FaultRun, ranges
 from harness.paths import INFRA_DIR, STATE_DIR
@@ -282,7 +282,7 @@ class CutRun(FaultRun):
     def after_traffic_threads(self) -> None:
         """The writer's history (it stops writing at `end`); its error, if any, is raised here."""
         out = self.minority.result(timeout=max(10.0, self.end - time.monotonic() + 10))
-        self.minority_writes = [history.Write(**w) for w in out["writes"]]
+        self.minority_writes = [lost_writes.Write(**w) for w in out["writes"]]
         with self.ctx.raw_path(f"{self.variant}.minority.jsonl").open("w") as f:  # kept with the record
             f.writelines(json.dumps(w) + "\n" for w in out["writes"])
 
@@ -321,11 +321,11 @@ class CutRun(FaultRun):
 
     def extra_metrics(self, final: dict) -> dict[str, Metric]:
         v, mw = self.variant, self.minority_writes
-        verdict = history.classify(mw, final)
+        verdict = lost_writes.classify(mw, final)
         during = [w for w in mw if w.ok and self.t_down <= w.sent and w.done < self.t_heal]
         return {
             f"{v}.minority.acked": Metric(verdict.acknowledged, "writes", note="acknowledged to the writer on the cut-off side"),
-            f"{v}.minority.lost_acked": Metric(verdict.counts[history.LOST], "writes", "lower",
+            f"{v}.minority.lost_acked": Metric(verdict.counts[lost_writes.LOST], "writes", "lower",
                                                "acknowledged on the cut-off side, gone after the heal"),
             f"{v}.minority.acked_during_cut": Metric(len(during), "writes",
                                                      note="sent after the link went down, acknowledged before it came back"),

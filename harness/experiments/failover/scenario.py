@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import redis
 from redis.crc import key_slot
 
-from harness.drivers import CaseContext, Metric
+from harness.driver_contract import CaseContext, Metric
 from harness.experiments.failover import client, measure
 from harness.experiments.failover.watch import Watcher, node_id, parse_nodes
 

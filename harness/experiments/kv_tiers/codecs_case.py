@@ -17,7 +17,7 @@ import uuid
 from typing import Callable
 
 from harness import stats
-from harness.drivers import REQUIRED, CaseContext, CaseOutcome, Metric, Param, Series
+from harness.driver_contract import REQUIRED, CaseContext, CaseOutcome, Metric, Param, Series
 from harness.errors import BadInput
 from harness.experiments.kv_tiers.common import (
     BINARY_CODECS,

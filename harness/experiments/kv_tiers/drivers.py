@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.drivers import CaseContext, CaseOutcome, register
+from harness.driver_contract import CaseContext, CaseOutcome, register
 from harness.experiments.kv_tiers import codecs_case, tiers_case, ttft_case
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import time
 
 from harness import stats
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.driver_helpers import latency_metrics
 from harness.errors import BadInput
 from harness.experiments.kv_tiers.common import (
     COMMON,
@@ -28,7 +29,6 @@ from harness.experiments.kv_tiers.common import (
     load_model,
     text_path,
 )
-from harness.toolkit import latency_metrics
 
 TIER_PARAMS = {
     **COMMON, **TIER_STORE_PARAMS,

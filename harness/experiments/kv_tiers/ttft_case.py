@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
 from harness.errors import BadInput
 from harness.experiments.kv_tiers.common import (
     COMMON,

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 
-from harness.drivers import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, input_path, register
+from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, input_path, register
+from harness.driver_helpers import write_csv
 from harness.errors import BadInput
-from harness.toolkit import write_csv
 
 from . import analyses, policies, shape
 from .trace import DEFAULT_TRACE, KVTrace, load_trace

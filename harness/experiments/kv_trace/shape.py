@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.drivers import Param
+from harness.driver_contract import Param
 from harness.errors import BadInput
 
 GIB = 2**30

@@ -44,7 +44,7 @@ import time
 
 from harness import stats
 from harness.cluster import slot_owners
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
 from harness.errors import BadInput
 from harness.signals import deferred_interrupts
 from harness.text_data import GPTCACHE_FILE

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import secrets
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
 
 SOURCE_RULE = "~cache:* +get +hgetall -@all"
 WORKING_RULE = "-@all +get +hgetall ~cache:*"
@@ -144,9 +144,8 @@ def tally(results: list[tuple[str, str]]) -> dict[str, int]:
     return out
 
 
-@register("redis-cluster-acl", params=PARAMS, needs="cluster", check=_check,
-          description="the source's read-only inference user from ACL rules, probed with NOPERM counted on the cluster")
 def run(ctx: CaseContext) -> CaseOutcome:
+    """The redis-cluster-acl driver (registered in drivers.py)."""
     tgt = ctx.target
     user = ctx.params["username"]
     admin = tgt.cluster_client()

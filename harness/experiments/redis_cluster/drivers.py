@@ -1,5 +1,6 @@
 """Drivers of the redis-cluster suite (source section 2.5): redis-benchmark and
-memtier_benchmark against the target cluster, each with its control run interleaved.
+memtier_benchmark against the target cluster, each with its control run interleaved; the
+ACL case's driver (acl.py) is registered here too (every driver of the suite is in this file).
 
 The tool wrappers (command line, parsing, validation) live in harness/tools/; these
 functions run them for one repetition and return metrics and series (the suite's view,
@@ -22,8 +23,9 @@ the measured run from one repetition to the next):
 
 from __future__ import annotations
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
 from harness.errors import BadInput
+from harness.experiments.redis_cluster import acl
 from harness.process import command_line, redact, run_tool
 from harness.tools import memtier, redis_benchmark
 from harness.tools.redis_benchmark import SIMPLE_TITLES, VALID_TESTS, build_command, error_lines, parse_csv, to_metrics
@@ -246,39 +248,6 @@ def _memtier_once(ctx: CaseContext, params: dict, name: str):
     return memtier.parse_files(text, res.stderr), "", command_line(cmd, secrets)
 
 
-HDR_KINDS = ("Totals", "Gets", "Sets")
-HDR_QS = (50, 99, 99.9)
-
-
-def _histogram_rows(cols: dict[str, list], run: str, histograms: dict[str, str]) -> None:
-    """One row per kind of request: this run's percentiles from memtier's HDR histogram and
-    the histogram itself (compressed, as memtier wrote it), so that the view can pool the
-    requests of every repetition without reading the tool's files again."""
-    for kind in HDR_KINDS:
-        enc = histograms.get(kind)
-        if not enc:
-            continue
-        try:
-            pct, n = memtier.pooled_percentiles([enc], HDR_QS)
-        except ValueError:  # a histogram that does not decode: the per-run metrics still stand
-            continue
-        if not pct:
-            continue
-        cols["run"].append(run)
-        cols["kind"].append(kind)
-        cols["requests"].append(n)
-        for q in HDR_QS:
-            cols[f"p{q:g}_ms"].append(pct[q])
-        cols["histogram"].append(enc)
-
-
-def _histogram_series(cols: dict[str, list]) -> dict[str, Series]:
-    if not cols["run"]:
-        return {}
-    return {"histograms": Series(cols, {f"p{q:g}_ms": "ms" for q in HDR_QS},
-                                 "memtier's HDR histogram of every request of the run, per kind (compressed)")}
-
-
 @register("redis-cluster-memtier", params=MEMTIER_PARAMS, needs="cluster", check=_check_memtier,
           description="memtier_benchmark with --json-out-file (and --cluster-mode on a cluster), with its control")
 def run_memtier(ctx: CaseContext) -> CaseOutcome:
@@ -294,8 +263,7 @@ def run_memtier(ctx: CaseContext) -> CaseOutcome:
     metrics: dict[str, Metric] = {}
     details: dict = {"commands": {}, "sections": {}, "ran_on": memtier.ran_on(ctx.target)}
     cols: dict[str, list] = {"run": [], "connections": [], "ops_per_sec": [], "p50_ms": [], "p99_ms": []}
-    hdr: dict[str, list] = {"run": [], "kind": [], "requests": [], **{f"p{q:g}_ms": [] for q in HDR_QS},
-                            "histogram": []}
+    hdr = memtier.histogram_columns()
     invalid = []
     for name, params in runs:
         ctx.log(f"memtier_benchmark ({name}) --clients={params['clients']} --threads={params['threads']} "
@@ -310,13 +278,19 @@ def run_memtier(ctx: CaseContext) -> CaseOutcome:
         prefix = "" if name == "memtier" else "control."
         metrics.update({prefix + k: v for k, v in parsed.metrics.items()})
         cols["run"].append("measured" if name == "memtier" else "control")
-        _histogram_rows(hdr, cols["run"][-1], parsed.histograms)
+        memtier.histogram_rows(hdr, cols["run"][-1], parsed.histograms)
         cols["connections"].append(params["clients"] * params["threads"])
         for col, metric in (("ops_per_sec", "Totals.ops_per_sec"), ("p50_ms", "Totals.p50_ms"),
                             ("p99_ms", "Totals.p99_ms")):
             m = parsed.metrics.get(metric)
             cols[col].append(m.value if m else None)
-    series = {"runs": Series(cols, {"ops_per_sec": "ops/s", "p50_ms": "ms", "p99_ms": "ms"}), **_histogram_series(hdr)}
+    series = {"runs": Series(cols, {"ops_per_sec": "ops/s", "p50_ms": "ms", "p99_ms": "ms"}), **memtier.histogram_series(hdr)}
     if invalid:
         return CaseOutcome("invalid", "; ".join(invalid), metrics, details, series)
     return CaseOutcome("ok", metrics=metrics, details=details, series=series)
+
+
+@register("redis-cluster-acl", params=acl.PARAMS, needs="cluster", check=acl._check,
+          description="the source's read-only inference user from ACL rules, probed with NOPERM counted on the cluster")
+def acl_rules(ctx: CaseContext) -> CaseOutcome:
+    return acl.run(ctx)

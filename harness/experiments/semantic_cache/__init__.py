@@ -10,8 +10,9 @@ set), dispatcher (a real batching dispatcher), memory_probe (one serving mode in
 process), onnx_embed (the query embedding from ONNX Runtime, the engine suite's export),
 gptcache_subject (GPTCache 0.1.44 as a subject), gptcache_accuracy (its calibration and test
 counts beside the harness's exact NN), lookup_latency (one lookup at a time through every
-subject, interleaved), gptcache_report (that case's metrics and series). Drivers: keys_driver
-(semantic-cache-keys), gptcache_driver (-gptcache), ttft_driver (-ttft), memory_driver
-(-memory), perf_driver (-embed-perf), entity_driver (-entity-keys). Heavy libraries (torch,
+subject, interleaved), gptcache_report (that case's metrics and series). The cases:
+keys_case (semantic-cache-keys), gptcache_case (-gptcache), ttft_case (-ttft), memory_case
+(-memory), perf_case (-embed-perf), entity_case (-entity-keys); drivers.py registers their
+drivers (every driver of the suite is registered there). Heavy libraries (torch,
 transformers, sentence-transformers) are imported inside functions.
 """

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import random
 
-from harness.drivers import INPUT_FILE, Param
+from harness.driver_contract import INPUT_FILE, Param
 from harness.errors import BadInput
 from harness.experiments.semantic_cache import datasets
 

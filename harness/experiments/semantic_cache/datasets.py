@@ -68,7 +68,7 @@ def detect_format(path: Path, fmt: str = "auto") -> str:
 
 def load(path: str | Path, fmt: str = "auto") -> Dataset:
     """Read and check a dataset file; BadInput (one line) for anything wrong with it."""
-    from harness.drivers import input_path
+    from harness.driver_contract import input_path
 
     p = input_path(str(path))
     fmt = detect_format(p, fmt)

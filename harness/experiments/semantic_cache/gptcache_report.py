@@ -3,9 +3,9 @@ measured, not how it is shown: the suite's view builds the tables)."""
 
 from __future__ import annotations
 
-from harness.drivers import CaseOutcome, Metric, Series
-from harness.experiments.semantic_cache.keys_driver import SWEEP_COLUMNS, scheme_metrics, sweep_row
-from harness.toolkit import latency_metrics
+from harness.driver_contract import CaseOutcome, Metric, Series
+from harness.driver_helpers import latency_metrics
+from harness.experiments.semantic_cache.keys_case import SWEEP_COLUMNS, scheme_metrics, sweep_row
 
 # subject (row of the comparison table) -> (latency arm, accuracy prefix or None)
 SUBJECTS = {

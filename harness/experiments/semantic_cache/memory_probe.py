@@ -42,11 +42,11 @@ def extra_allocation(mb: int, device: str):
 def main(job_path: str, out_path: str) -> int:
     import numpy as np
 
+    from harness.driver_helpers import torch_threads
     from harness.experiments.semantic_cache import keys
     from harness.experiments.semantic_cache.store import Entry, Store
     from harness.experiments.semantic_cache.ttft import PeakRSS, generate, nvml_used_bytes, serve
     from harness.target import Target
-    from harness.toolkit import torch_threads
 
     job = json.loads(Path(job_path).read_text())
     mode, dev = job["mode"], job["device"]
@@ -55,7 +55,7 @@ def main(job_path: str, out_path: str) -> int:
     with torch_threads(job["torch_threads"]):
         import torch
 
-        from harness.models import smollm2
+        from harness.model_wheels import smollm2
 
         tok, model = smollm2(dev)  # every mode holds the model from its start
         generate(tok, model, job["requests"][0][0], job["max_new_tokens"])  # its weights resident, as a server's

@@ -19,7 +19,7 @@ import numpy as np
 
 from harness.experiments.engine_hotload.backend_ort import onnxruntime, session_options
 from harness.experiments.engine_hotload.export import HIDDEN, minilm_onnx
-from harness.models import minilm_path
+from harness.model_wheels import minilm_path
 
 SEQ_LENGTH_FILE = "sentence_bert_config.json"
 

@@ -11,7 +11,8 @@ harness's client held against vLLM's own benchmark client (the peer).
 - engines.py: the engines a case measures (harness.serving_engine reads their `/metrics`).
 - replay.py: a Mooncake-format slice turned into token-id prompts and the engine blocks the
   simulator predicts on.
-- drivers.py, semantic.py, peer.py: the suite's drivers.
+- prefix_case.py, semantic_case.py, peer_case.py: the cases (serving-prefix-cache,
+  serving-semantic-e2e, serving-client-vs-vllm); drivers.py registers their drivers.
 
 aiohttp is imported inside the client's functions (driver modules stay cheap to import).
 """

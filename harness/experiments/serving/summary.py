@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness import stats
-from harness.drivers import Metric, Series
-from harness.toolkit import write_csv
+from harness.driver_contract import Metric, Series
+from harness.driver_helpers import write_csv
 
 from .client import STATUSES, Result
 

@@ -1,4 +1,4 @@
-"""Driver `semantic-cache-keys` (claims C2, C7): correct and wrong hits, precision and
+"""The case of driver `semantic-cache-keys` (claims C2, C7): correct and wrong hits, precision and
 recall of the key schemes over a dataset, with the Hamming radius and the cosine threshold
 chosen on a calibration split and reported on a disjoint test split; the control whose
 semantic key is replaced by an exact hash; the lookup latency split (embedding / key /
@@ -13,9 +13,10 @@ import time
 
 import numpy as np
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.driver_helpers import latency_metrics, torch_threads, write_csv
+from harness.errors import BadInput
 from harness.experiments.semantic_cache import common, keys, metrics
-from harness.toolkit import latency_metrics, torch_threads, write_csv
 
 PARAMS = {
     **common.dataset_params(),
@@ -51,11 +52,9 @@ SCHEME_COLUMNS = ["scheme", "setting", "queries", "hits", "correct", "wrong", "m
 SWEEP_COLUMNS = ["split", "correct_hit_rate_pct", "wrong_hit_rate_pct", "precision_pct", "recall_pct", "f1"]
 
 
-def _check(where: str, p: dict) -> None:
+def check(where: str, p: dict) -> None:
     common.check_dataset(where, p)
     if not p["radii"] or not p["thresholds"]:
-        from harness.errors import BadInput
-
         raise BadInput(f"{where}: radii and thresholds need at least one value each")
 
 
@@ -87,9 +86,6 @@ def _series(columns: list[str], rows: list[list], units: dict | None = None, not
     return Series({c: [r[i] for r in rows] for i, c in enumerate(columns)}, units or {}, note)
 
 
-@register("semantic-cache-keys", params=PARAMS, needs="cluster", check=_check,
-          description="semantic cache keys: exact hash, 64-bit LSH, cosine NN, calibrated on one split and "
-                      "reported on another; exact-hash control; latency split; C7 dynamic threshold")
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
     ds, wl = common.load(p)
@@ -142,87 +138,121 @@ def run(ctx: CaseContext) -> CaseOutcome:
     return out
 
 
-def _evaluate(ctx, p, wl, cal, test, store, control, ins_vec, q_vec, q_sig) -> tuple[CaseOutcome, np.ndarray, list]:
-    qlab = [lab for _, lab in wl.queries]
-    should = wl.should_hit()
+class _Scoring:
+    """The queries' labels and truth, the calibration and test splits, and what the schemes
+    add up to: metrics and the rows of the schemes' table (in the order they are scored)."""
 
-    def counts(idx: list[int], hit, matched) -> metrics.CacheCounts:
+    def __init__(self, wl, cal: list[int], test: list[int]):
+        self.wl, self.cal, self.test = wl, cal, test
+        self.qlab = [lab for _, lab in wl.queries]
+        self.should = wl.should_hit()
+        self.m: dict[str, Metric] = {}
+        self.rows: list[list] = []
+
+    def counts(self, idx: list[int], hit, matched) -> metrics.CacheCounts:
         return metrics.cache_counts([bool(hit[i]) for i in idx], [matched[i] for i in idx],
-                                    [qlab[i] for i in idx], [should[i] for i in idx])
+                                    [self.qlab[i] for i in idx], [self.should[i] for i in idx])
 
-    m: dict[str, Metric] = {}
-    rows: list[list] = []
-    for scheme, norm in (("hash", False), ("hash_norm", True)):
-        got = store.get_many([keys.exact_key(t, norm) for t, _ in wl.queries])
-        c = counts(test, [g is not None for g in got], [g.label if g else None for g in got])
-        rows.append(scheme_row(scheme, "exact", c))
-        m.update(scheme_metrics(scheme, c, "exact prompt hash, test split"))
-    hash_rate = m["hash.correct_hit_rate_pct"].value
-    # the hash cache's control: the same lookups against an empty cache (keys never written)
-    got = store.get_many(["ctl_empty_" + keys.exact_key(t) for t, _ in wl.queries])
-    c = counts(test, [g is not None for g in got], [g.label if g else None for g in got])
-    m.update(scheme_metrics("control.empty_cache", c, "cache off: the same GETs, nothing stored"))
-    # LSH through Redis: banded candidates, nearest by Hamming distance; radius chosen on calibration
-    t0 = time.perf_counter()
-    bsig, bdist = store.nearest_many(q_sig)
-    lab = [g.label if g else None for g in store.get_many([keys.sem_key(s) if s is not None else "sem_none"
-                                                            for s in bsig])]
-    ctx.log(f"LSH lookups through Redis for {len(q_sig)} queries ({time.perf_counter() - t0:.1f} s)")
-    radii = sorted(set(int(r) for r in p["radii"]))
-    cal_counts = [counts(cal, bdist <= r, lab) for r in radii]
-    radius = radii[metrics.best_setting(radii, cal_counts)]
-    sweep = []
-    for r, cc in zip(radii, cal_counts):
-        sweep.append([r, *sweep_row("calibration", cc)])
-        sweep.append([r, *sweep_row("test", counts(test, bdist <= r, lab))])
-    c_r0 = counts(test, bdist <= 0, lab)
-    c_lsh = counts(test, bdist <= radius, lab)
-    rows.append(scheme_row("lsh r0 (sem_<hex> as an exact key)", "radius 0", c_r0))
-    note = f"radius {radius} (best F1 on the calibration split), {p['bands']} bands"
-    rows.append(scheme_row("lsh (Redis, banded)", note, c_lsh))
-    m.update(scheme_metrics("lsh_r0", c_r0, "the sem_<hex> key as an exact key, test split"))
-    m.update(scheme_metrics("lsh", c_lsh, note + ", test split"))
-    m["lsh.radius"] = Metric(radius, "bits", None, "chosen on the calibration split (best F1 of correct hits)")
-    m["lsh.gain_over_hash_pp"] = Metric(100 * c_lsh.correct_hit_rate - hash_rate, "pp", "higher")
-    # the control: the semantic key replaced by an exact hash, same store layout and radius
-    csig, cdist = control.nearest_many(np.array([keys.text_signature(t) for t, _ in wl.queries], dtype=np.uint64))
-    clab = [g.label if g else None for g in control.get_many([keys.sem_key(s, "ctl") if s is not None else "ctl_none"
-                                                              for s in csig])]
-    c_ctl = counts(test, cdist <= radius, clab)
-    rows.append(scheme_row("control: exact hash as the signature", f"radius {radius}", c_ctl))
-    m.update(scheme_metrics("control.exact_key", c_ctl, "the LSH signature replaced by a 64-bit text hash"))
-    m["control.exact_key.gain_over_hash_pp"] = Metric(100 * c_ctl.correct_hit_rate - hash_rate, "pp", "higher")
-    # exact cosine nearest neighbour (numpy), the entry fetched from Redis; threshold chosen on calibration
-    nn_idx, nn_sim = keys.nearest_cosine(q_vec, ins_vec)
-    nlab = [g.label if g else None for g in store.get_many([f"semnn_{int(i)}" for i in nn_idx])]
-    ths = sorted(set(float(x) for x in p["thresholds"]), reverse=True)
-    cal_nn = [counts(cal, nn_sim >= t, nlab) for t in ths]
-    th = ths[metrics.best_setting(ths, cal_nn)]
-    nn_sweep = []
-    for t, cc in zip(ths, cal_nn):
-        nn_sweep.append([t, *sweep_row("calibration", cc)])
-        nn_sweep.append([t, *sweep_row("test", counts(test, nn_sim >= t, nlab))])
-    c_nn = counts(test, nn_sim >= th, nlab)
-    rows.append(scheme_row("cosine NN (exact)", f"cos >= {th:g} (best F1 on calibration)", c_nn))
-    m.update(scheme_metrics("nn", c_nn, f"cosine >= {th:g}, test split"))
-    m["nn.threshold"] = Metric(th, "", None, "chosen on the calibration split (best F1 of correct hits)")
+    def calibrated(self, settings: list, hit_at, matched) -> tuple:
+        """The setting with the best F1 on the calibration split, and the sweep: every setting's
+        calibration and test rows."""
+        cal_counts = [self.counts(self.cal, hit_at(x), matched) for x in settings]
+        best = settings[metrics.best_setting(settings, cal_counts)]
+        sweep = []
+        for x, cc in zip(settings, cal_counts):
+            sweep.append([x, *sweep_row("calibration", cc)])
+            sweep.append([x, *sweep_row("test", self.counts(self.test, hit_at(x), matched))])
+        return best, sweep
+
+    def scheme(self, prefix: str, row_name: str, setting: str, c: metrics.CacheCounts, note: str) -> None:
+        self.rows.append(scheme_row(row_name, setting, c))
+        self.m.update(scheme_metrics(prefix, c, note))
+
+
+def _evaluate(ctx, p, wl, cal, test, store, control, ins_vec, q_vec, q_sig) -> tuple[CaseOutcome, np.ndarray, list]:
+    sc = _Scoring(wl, cal, test)
+    hash_rate = _hash_schemes(sc, store)
+    radius, bdist, lab, sweep = _lsh_scheme(ctx, p, sc, store, q_sig, hash_rate)
+    _control_scheme(sc, control, radius, hash_rate)
+    nn_sim, nlab, nn_sweep = _nn_scheme(p, sc, store, ins_vec, q_vec)
     cal_set = set(cal)
     write_csv(ctx.raw_path("per_query.csv"),
               ["query_index", "split", "should_hit", "lsh_distance", "lsh_label_matches", "nn_cosine",
                "nn_label_matches"],
-              [[i, "calibration" if i in cal_set else "test", int(should[i]), int(bdist[i]), int(lab[i] == qlab[i]),
-                f"{float(nn_sim[i]):.5f}", int(nlab[i] == qlab[i])] for i in range(len(qlab))])
-    n_should = sum(should[i] for i in test)
+              [[i, "calibration" if i in cal_set else "test", int(sc.should[i]), int(bdist[i]),
+                int(lab[i] == sc.qlab[i]), f"{float(nn_sim[i]):.5f}", int(nlab[i] == sc.qlab[i])]
+               for i in range(len(sc.qlab))])
+    n_should = sum(sc.should[i] for i in test)
     series = {
-        "schemes": _series(SCHEME_COLUMNS, rows, {"correct_hit_rate_pct": "%", "wrong_hit_rate_pct": "%",
-                                                  "precision_pct": "%", "recall_pct": "%"},
+        "schemes": _series(SCHEME_COLUMNS, sc.rows, {"correct_hit_rate_pct": "%", "wrong_hit_rate_pct": "%",
+                                                     "precision_pct": "%", "recall_pct": "%"},
                            f"{wl.name}; test split: {len(test)} queries, {n_should} with their answer in the cache, "
                            f"{len(test) - n_should} must miss; radius and threshold chosen on a disjoint "
                            f"calibration split of {len(cal)} queries (no origin in both)."),
         "lsh_sweep": _series(["radius", *SWEEP_COLUMNS], sweep),
         "nn_sweep": _series(["threshold", *SWEEP_COLUMNS], nn_sweep),
     }
-    return CaseOutcome("ok", metrics=m, series=series, details={"workload": wl.name}), nn_sim, nlab
+    return CaseOutcome("ok", metrics=sc.m, series=series, details={"workload": wl.name}), nn_sim, nlab
+
+
+def _hash_schemes(sc: _Scoring, store) -> float:
+    """The exact prompt hash (raw and normalized), and its control: the same lookups against an
+    empty cache (keys never written). Returns the raw hash's correct hit rate (%)."""
+    for scheme, norm in (("hash", False), ("hash_norm", True)):
+        got = store.get_many([keys.exact_key(t, norm) for t, _ in sc.wl.queries])
+        c = sc.counts(sc.test, [g is not None for g in got], [g.label if g else None for g in got])
+        sc.scheme(scheme, scheme, "exact", c, "exact prompt hash, test split")
+    got = store.get_many(["ctl_empty_" + keys.exact_key(t) for t, _ in sc.wl.queries])
+    c = sc.counts(sc.test, [g is not None for g in got], [g.label if g else None for g in got])
+    sc.m.update(scheme_metrics("control.empty_cache", c, "cache off: the same GETs, nothing stored"))
+    return sc.m["hash.correct_hit_rate_pct"].value
+
+
+def _lsh_scheme(ctx, p, sc: _Scoring, store, q_sig, hash_rate: float) -> tuple[int, np.ndarray, list, list]:
+    """LSH through Redis: banded candidates, nearest by Hamming distance; the radius chosen on
+    the calibration split. Returns the radius, each query's distance and matched label, the sweep."""
+    t0 = time.perf_counter()
+    bsig, bdist = store.nearest_many(q_sig)
+    lab = [g.label if g else None for g in store.get_many([keys.sem_key(s) if s is not None else "sem_none"
+                                                            for s in bsig])]
+    ctx.log(f"LSH lookups through Redis for {len(q_sig)} queries ({time.perf_counter() - t0:.1f} s)")
+    radii = sorted(set(int(r) for r in p["radii"]))
+    radius, sweep = sc.calibrated(radii, lambda r: bdist <= r, lab)
+    c_r0 = sc.counts(sc.test, bdist <= 0, lab)
+    c_lsh = sc.counts(sc.test, bdist <= radius, lab)
+    note = f"radius {radius} (best F1 on the calibration split), {p['bands']} bands"
+    sc.scheme("lsh_r0", "lsh r0 (sem_<hex> as an exact key)", "radius 0", c_r0,
+              "the sem_<hex> key as an exact key, test split")
+    sc.scheme("lsh", "lsh (Redis, banded)", note, c_lsh, note + ", test split")
+    sc.m["lsh.radius"] = Metric(radius, "bits", None, "chosen on the calibration split (best F1 of correct hits)")
+    sc.m["lsh.gain_over_hash_pp"] = Metric(100 * c_lsh.correct_hit_rate - hash_rate, "pp", "higher")
+    return radius, bdist, lab, sweep
+
+
+def _control_scheme(sc: _Scoring, control, radius: int, hash_rate: float) -> None:
+    """The control: the semantic key replaced by an exact hash, same store layout and radius."""
+    csig, cdist = control.nearest_many(np.array([keys.text_signature(t) for t, _ in sc.wl.queries],
+                                                dtype=np.uint64))
+    clab = [g.label if g else None for g in control.get_many([keys.sem_key(s, "ctl") if s is not None else "ctl_none"
+                                                              for s in csig])]
+    c_ctl = sc.counts(sc.test, cdist <= radius, clab)
+    sc.scheme("control.exact_key", "control: exact hash as the signature", f"radius {radius}", c_ctl,
+              "the LSH signature replaced by a 64-bit text hash")
+    sc.m["control.exact_key.gain_over_hash_pp"] = Metric(100 * c_ctl.correct_hit_rate - hash_rate, "pp", "higher")
+
+
+def _nn_scheme(p, sc: _Scoring, store, ins_vec, q_vec) -> tuple[np.ndarray, list, list]:
+    """Exact cosine nearest neighbour (numpy), the entry fetched from Redis; the threshold chosen
+    on the calibration split. Returns each query's best cosine and matched label, the sweep."""
+    nn_idx, nn_sim = keys.nearest_cosine(q_vec, ins_vec)
+    nlab = [g.label if g else None for g in store.get_many([f"semnn_{int(i)}" for i in nn_idx])]
+    ths = sorted(set(float(x) for x in p["thresholds"]), reverse=True)
+    th, nn_sweep = sc.calibrated(ths, lambda t: nn_sim >= t, nlab)
+    c_nn = sc.counts(sc.test, nn_sim >= th, nlab)
+    sc.scheme("nn", "cosine NN (exact)", f"cos >= {th:g} (best F1 on calibration)", c_nn,
+              f"cosine >= {th:g}, test split")
+    sc.m["nn.threshold"] = Metric(th, "", None, "chosen on the calibration split (best F1 of correct hits)")
+    return nn_sim, nlab, nn_sweep
 
 
 def _repeats(wl, store, control, ins_sig, radius: int) -> dict[str, Metric]:

@@ -1,4 +1,4 @@
-"""Renders the history page (reports/templates/history.html.j2) from harness.history's data:
+"""Renders the history page (reports/templates/history.html.j2) from harness.metric_history's data:
 one chart per metric (per-run median with min-max whiskers, the threshold, the fitted
 levels), its steps, and the runs with their annotations. Inline SVG only, the report's
 Content-Security-Policy, every string escaped (Jinja autoescape; svg.py uses format.esc)."""
@@ -11,7 +11,7 @@ from pathlib import Path
 from markupsafe import Markup
 
 from harness.files import write_atomic
-from harness.history import (
+from harness.metric_history import (
     HISTORY_HTML,
     HISTORY_JSON,
     build_history,
@@ -99,7 +99,7 @@ def render_history(data: dict, root: str) -> str:
 def write_history(root: Path, out_dir: Path | None = None, last: int | None = None, log=None,
                   profile: str | None = None) -> tuple[Path, Path]:
     """`harness history`: history.html and history.json of one profile's runs under `root`
-    (see harness.history.select_runs)."""
+    (see harness.metric_history.select_runs)."""
     data = build_history(select_runs(Path(root), last, log, profile))
     out_dir = out_folder(Path(out_dir or root), given=out_dir is not None)
     html, js = out_dir / HISTORY_HTML, out_dir / HISTORY_JSON

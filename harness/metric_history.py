@@ -6,7 +6,7 @@ as whiskers, the threshold of the run's profile as a line, and the steps that
 harness.stepdetect finds in the medians. Each run is annotated with its date, git
 revision, profile, host and key package versions, so that a step can be read against
 what changed. The page (history.html: self-contained, inline SVG, no script, the report's
-Content-Security-Policy) is rendered by harness.report.history from the data computed here,
+Content-Security-Policy) is rendered by harness.report.history_page from the data computed here,
 which is also kept as history.json.
 """
 

@@ -1,4 +1,4 @@
-"""Driver `serving-prefix-cache` (C1 on an engine): a session sample of the Mooncake
+"""The case of driver `serving-prefix-cache` (C1 on an engine): a session sample of the Mooncake
 conversation trace replayed open loop to vLLM with prefix caching on ("cached") and off
 ("uncached": the mechanism-off arm), and the instrument: one long prefix asked again and again.
 
@@ -16,7 +16,7 @@ import json
 import secrets
 
 from harness import serving_engine
-from harness.drivers import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, input_path, register
+from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, input_path
 from harness.experiments.kv_trace import trace as kvtrace
 from harness.experiments.kv_trace.predict import predicted_hit_rate
 
@@ -70,9 +70,6 @@ def _arm(ctx, arm: str, ep, reqs, p) -> tuple[list[client.Result], dict]:
     return res, {"queries": d.queries, "hits": d.hits, "hit_pct": engines.hit_pct(d, served), "served": served}
 
 
-@register("serving-prefix-cache", params=PARAMS, engines=("cached", "uncached"),
-          description="the Mooncake trace replayed to vLLM with prefix caching on and off, the engine's hit rate "
-                      "beside the simulator's, and a repeated long prefix (the instrument)")
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
     try:

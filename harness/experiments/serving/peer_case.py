@@ -1,4 +1,4 @@
-"""Driver `serving-client-vs-vllm` (the peer): vLLM's own benchmark client
+"""The case of driver `serving-client-vs-vllm` (the peer): vLLM's own benchmark client
 (`vllm.benchmarks.serve`, its TimedTrace dataset on a Mooncake-format slice) and the harness's
 client on the same server and the same requests: the token-id prompts vLLM's dataset builds
 (PYTHONHASHSEED fixed, dumped by harness/experiments/serving/vllm_peer.py in the engine's
@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 
 from harness import stats
-from harness.drivers import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series
 from harness.serving_engine import install
 
 from . import client, engines, summary
-from .prefix_driver import slice_records
+from .prefix_case import slice_records
 
 PEER_SCRIPT = Path(__file__).with_name("vllm_peer.py")
 HASH_SEED = "0"
@@ -128,9 +128,6 @@ def _harness(ep, prompts: list[dict], tag: str, delay_ms: float = 0.0) -> list[c
     return client.run(ep.base_url, ep.model, reqs, timeout_s=120, stall_s=60)
 
 
-@register("serving-client-vs-vllm", params=PARAMS, engines=("uncached",),
-          description="the harness's streaming client beside vLLM's benchmark client on the same server and requests, "
-                      "round by round")
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
     if not install.venv_python().exists():
@@ -179,7 +176,7 @@ def _rounds(ctx, p: dict, ep, hs: str):
 
 
 def _model_dir() -> str:
-    from harness.models import smollm2_dir
+    from harness.model_wheels import smollm2_dir
 
     return str(smollm2_dir())
 

@@ -1,4 +1,4 @@
-"""Driver `semantic-cache-ttft` (claim C3): time to first token of SmolLM2-135M-Instruct over
+"""The case of driver `semantic-cache-ttft` (claim C3): time to first token of SmolLM2-135M-Instruct over
 one query stream drawn from the test split, without a cache (the control), with an
 exact-hash cache and with the LSH semantic cache (entries in the Redis Cluster). The three
 modes are interleaved per query (rotating order); the Hamming radius is chosen on the
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.driver_helpers import latency_metrics, torch_threads, write_csv
 from harness.errors import BadInput
 from harness.experiments.semantic_cache import common, datasets, keys, metrics
 from harness.experiments.semantic_cache.ttft import MODES
-from harness.toolkit import latency_metrics, torch_threads, write_csv
 
 STREAMS = ("test", "semantic-hits")
 STREAM_PARAMS = {
@@ -138,15 +138,12 @@ def prepare(p: dict, emb, log) -> Stream:
     return Stream(wl, requests, ins_sig, radius, len(cal))
 
 
-@register("semantic-cache-ttft", params=STREAM_PARAMS, needs="cluster", check=check,
-          description="SmolLM2 time to first token: no cache, hash cache, LSH cache and the oracle cache (the "
-                      "instrument), interleaved per query")
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
     from harness.experiments.semantic_cache.embed import Embedder
     from harness.experiments.semantic_cache.store import Entry, Store
     from harness.experiments.semantic_cache.ttft import generate, serve
-    from harness.models import smollm2
+    from harness.model_wheels import smollm2
 
     dev = device_of(p)
     ctx.log(f"loading SmolLM2-135M-Instruct and all-MiniLM-L6-v2 on {dev}")
@@ -172,7 +169,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
             stores["hash_cache"].put_many([(keys.exact_key(t, True), e) for (t, _), e in zip(s.workload.inserts, entries)])
             stores["semantic_cache"].put_signatures(s.insert_sigs, entries)
             if p["oracle"] == "hit":
-                _fill_oracle(stores["oracle_cache"], s.requests, emb, proj)
+                fill_oracle(stores["oracle_cache"], s.requests, emb, proj)
             for n, (text, label) in enumerate(s.requests):
                 k = n % len(MODES)
                 order = MODES[k:] + MODES[:k]  # rotate which mode goes first
@@ -190,7 +187,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
     return outcome_of(ctx, p, s, rows, dev)
 
 
-def _fill_oracle(store, requests: list[tuple[str, str]], emb, proj) -> None:
+def fill_oracle(store, requests: list[tuple[str, str]], emb, proj) -> None:
     """The instrument's store: every request of the stream under its own LSH signature,
     computed one query at a time as serve() computes it, so every lookup finds it."""
     from harness.experiments.semantic_cache.store import Entry

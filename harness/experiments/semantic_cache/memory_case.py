@@ -1,4 +1,4 @@
-"""Driver `semantic-cache-memory` (claim C4): the memory peak of serving the same stream with
+"""The case of driver `semantic-cache-memory` (claim C4): the memory peak of serving the same stream with
 no cache, an exact-hash cache and the LSH semantic cache, each mode in a fresh subprocess
 (memory_probe) with the same decode work. Every process holds SmolLM2 from its start, after
 a warm-up generation that makes its weights resident (a process whose requests all hit holds
@@ -17,12 +17,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.driver_helpers import torch_threads
 from harness.errors import EnvironmentProblem
-from harness.experiments.semantic_cache import ttft_driver
-from harness.toolkit import torch_threads
+from harness.experiments.semantic_cache import ttft_case
 
-PARAMS = {**{k: v for k, v in ttft_driver.STREAM_PARAMS.items() if k != "oracle"},
+PARAMS = {**{k: v for k, v in ttft_case.STREAM_PARAMS.items() if k != "oracle"},
           "queries": Param(int, 20, "length of the stream each mode serves (from the test split)", min=1),
           "timeout_s": Param(int, 900, "longest time one mode's process may take", min=10),
           "parallel": Param(int, 1, "mode processes run at the same time (each measures only its own memory)",
@@ -47,15 +47,13 @@ def _probe(ctx: CaseContext, p: dict, job: dict, name: str) -> dict:
         return json.loads(op.read_text())
 
 
-@register("semantic-cache-memory", params=PARAMS, needs="cluster", check=ttft_driver.check,
-          description="C4: memory peak per serving mode, each in a fresh process, same decode work")
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
     from harness.experiments.semantic_cache.embed import Embedder
 
-    dev = ttft_driver.device_of(p)
+    dev = ttft_case.device_of(p)
     with torch_threads(p["torch_threads"]):
-        s = ttft_driver.prepare(p, Embedder.load(), ctx.log)
+        s = ttft_case.prepare(p, Embedder.load(), ctx.log)
     base = {"device": dev, "torch_threads": p["torch_threads"] or 1, "lsh_seed": p["lsh_seed"], "ttl_s": p["ttl_s"],
             "bands": p["bands"], "radius": s.radius, "signature": p["signature"], "max_new_tokens": p["max_new_tokens"],
             "inserts": [list(x) for x in s.workload.inserts], "insert_sigs": [int(x) for x in s.insert_sigs],

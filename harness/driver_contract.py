@@ -3,9 +3,10 @@
 A *driver* is one function that runs one case once (one repetition) and returns a
 CaseOutcome: metrics (numbers) and series (raw sequences). Drivers measure; they never
 build report tables or charts (each suite's view in harness/report/views/ does). Every
-experiment lives in harness/experiments/<suite>/ and registers its drivers with
-`@register("<suite>-<what>", params=...)`, declaring their parameters so that
-`harness validate` can check a spec without running anything.
+experiment lives in harness/experiments/<suite>/ and registers its drivers in one module,
+harness/experiments/<suite>/drivers.py, with `@register("<suite>-<what>", params=...)`
+(one thin function per driver that calls the case's module), declaring their parameters
+so that `harness validate` can check a spec without running anything.
 
 Driver modules must stay cheap to import: import heavy libraries (torch, onnxruntime,
 libcachesim, ...) inside the driver function, never at module level. A driver whose
@@ -16,6 +17,7 @@ metrics depend on process state (RSS peaks, first-use costs, cached models) regi
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import math
 import pkgutil
 from dataclasses import dataclass, field
@@ -225,13 +227,19 @@ _LOADED = False
 
 
 def load_all() -> dict[str, Driver]:
-    """Import every experiment module so that their drivers register."""
+    """Import every suite's drivers module (harness/experiments/<suite>/drivers.py, the one
+    module of a suite that registers drivers) so that its drivers register."""
     global _LOADED
     if not _LOADED:
         import harness.experiments
 
-        for mod in pkgutil.walk_packages(harness.experiments.__path__, harness.experiments.__name__ + "."):
-            importlib.import_module(mod.name)
+        for mod in pkgutil.iter_modules(harness.experiments.__path__, harness.experiments.__name__ + "."):
+            if not mod.ispkg:
+                continue
+            if importlib.util.find_spec(mod.name + ".drivers") is None:
+                raise ImportError(f"suite package {mod.name} has no drivers.py: every suite registers its "
+                                  f"drivers there")
+            importlib.import_module(mod.name + ".drivers")
         _LOADED = True
     return REGISTRY
 

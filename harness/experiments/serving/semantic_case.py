@@ -1,4 +1,4 @@
-"""Driver `serving-semantic-e2e` (C2, C3 end to end): the semantic-cache suite's TTFT stream
+"""The case of driver `serving-semantic-e2e` (C2, C3 end to end): the semantic-cache suite's TTFT stream
 with the model served by the engine over HTTP. The cache sits between the client and the
 engine, as a cache library in front of an OpenAI client does (GPTCache's adapter): key
 (embedding + LSH signature, or the prompt hash), lookup in the Redis Cluster, and on a miss the
@@ -7,7 +7,7 @@ order): no cache (the mechanism-off control), hash cache, semantic cache, and th
 (the instrument: the semantic lookup path against a store holding every request).
 
 Everything about the stream (dataset, split, radius calibration, the stream itself, metric
-names, the P95 floor) is the semantic-cache suite's own (ttft_driver.prepare / outcome_of):
+names, the P95 floor) is the semantic-cache suite's own (ttft_case.prepare / outcome_of):
 only the model's side moved from an in-process model to the engine. TTFT of a miss = the
 lookup + the engine's time to first streamed token; a wrong hit is an error served by the
 engine. The engine is the one with prefix caching off where the run has one, so that the
@@ -19,14 +19,14 @@ import asyncio
 import time
 
 from harness import serving_engine
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, register
-from harness.experiments.semantic_cache import common, keys, ttft_driver
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param
+from harness.driver_helpers import torch_threads
+from harness.experiments.semantic_cache import common, keys, ttft_case
 from harness.experiments.semantic_cache.ttft import MODES
-from harness.toolkit import torch_threads
 
 from . import client, engines
 
-PARAMS = {**{k: v for k, v in ttft_driver.STREAM_PARAMS.items() if k != "device"},
+PARAMS = {**{k: v for k, v in ttft_case.STREAM_PARAMS.items() if k != "device"},
           "timeout_s": Param(float, 60.0, "a request's own time limit", min=1.0),
           "stall_s": Param(float, 20.0, "no byte for this long mid-stream: stalled", min=0.5)}
 
@@ -97,9 +97,6 @@ async def _serve_stream(ctx, ep, p, s, stores, emb, proj) -> tuple[list[list], l
     return rows, front.errors
 
 
-@register("serving-semantic-e2e", params=PARAMS, needs="cluster", check=ttft_driver.check, engines=("uncached",),
-          description="the semantic-cache suite's TTFT stream with the engine serving over HTTP: no cache, hash "
-                      "cache, semantic cache and the oracle cache (the instrument), interleaved per query")
 def run(ctx: CaseContext) -> CaseOutcome:
     from harness.experiments.semantic_cache.embed import Embedder
     from harness.experiments.semantic_cache.store import Entry, Store
@@ -111,7 +108,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
     except engines.EngineDown as e:
         return CaseOutcome("failed", str(e))
     emb = Embedder.load("cpu")
-    s = ttft_driver.prepare(p, emb, ctx.log)
+    s = ttft_case.prepare(p, emb, ctx.log)
     proj = keys.projection(emb.dim, p["lsh_seed"])
     rc = ctx.target.cluster_client()
     common.clear_patterns(ctx.target)
@@ -122,7 +119,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
         stores["hash_cache"].put_many([(keys.exact_key(t, True), e) for (t, _), e in zip(s.workload.inserts, entries)])
         stores["semantic_cache"].put_signatures(s.insert_sigs, entries)
         if p["oracle"] == "hit":
-            ttft_driver._fill_oracle(stores["oracle_cache"], s.requests, emb, proj)
+            ttft_case.fill_oracle(stores["oracle_cache"], s.requests, emb, proj)
         with torch_threads(p["torch_threads"] or 1):  # single queries on 1 thread, as the in-process case
             emb.encode_one(s.requests[0][0])  # the embedding's first call is no measurement
             rows, errors = asyncio.run(_serve_stream(ctx, ep, p, s, stores, emb, proj))
@@ -133,7 +130,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
         rc.close()
     if down:
         return CaseOutcome("failed", f"the engine stopped answering during the stream: {down}")
-    out = ttft_driver.outcome_of(ctx, p, s, rows, "the engine over HTTP")
+    out = ttft_case.outcome_of(ctx, p, s, rows, "the engine over HTTP")
     out.metrics["engine.errors"] = Metric(len(errors), "requests", "lower", "engine requests that did not complete "
                                           "(left out of the TTFT percentiles)")
     out.details.update({"engine": ep.model, "errors": errors[:20], "engine_prefix_caching": str(ep.prefix_caching)})

@@ -1,4 +1,4 @@
-"""Driver `semantic-cache-embed-perf`: batched embedding throughput (ours vs sentence-transformers'
+"""The case of driver `semantic-cache-embed-perf`: batched embedding throughput (ours vs sentence-transformers'
 own encode, interleaved in the same process), single-query embedding rate, and the time to
 compute 64-bit LSH signatures of many vectors."""
 
@@ -8,9 +8,9 @@ import time
 
 import numpy as np
 
-from harness.drivers import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series
+from harness.driver_helpers import torch_threads
 from harness.experiments.semantic_cache import common, datasets, keys
-from harness.toolkit import torch_threads
 
 PARAMS = {
     "dataset": Param(str, datasets.DEFAULT_DATASET, "texts to embed (any supported format; relative to the "
@@ -34,8 +34,6 @@ def texts_of(ds: datasets.Dataset) -> list[str]:
     return [r[1] for r in ds.rows]
 
 
-@register("semantic-cache-embed-perf", params=PARAMS, check=lambda w, p: common.check_dataset(w, p), isolate=True,
-          description="embedding throughput (ours vs sentence-transformers), single-query rate, LSH signing speed")
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
     from harness.experiments.semantic_cache.embed import Embedder

@@ -1,4 +1,4 @@
-"""Driver `semantic-cache-entity-keys` (claim C16, source section 3.3): template id +
+"""The case of driver `semantic-cache-entity-keys` (claim C16, source section 3.3): template id +
 normalized entity keys against the token-level key and the LSH key (correct hits through
 Redis, with the raw prompt hash as the control, and every inserted prompt asked again
 verbatim as the instrument: a working key hits all of them), and the latency batching adds,
@@ -25,9 +25,9 @@ import random
 
 import numpy as np
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.driver_helpers import latency_metrics, torch_threads, write_csv
 from harness.experiments.semantic_cache import common, dispatcher, entity_keys, keys, metrics
-from harness.toolkit import latency_metrics, torch_threads, write_csv
 
 PARAMS = {
     **common.dataset_params(),
@@ -68,9 +68,6 @@ def entity_lsh_key(sig: int, text: str) -> str:
     return f"tplsem_{int(sig):016x}_{hashlib.sha256(ents.encode()).hexdigest()[:16]}"
 
 
-@register("semantic-cache-entity-keys", params=PARAMS, needs="cluster", check=lambda w, p: common.check_dataset(w, p),
-          description="section 3.3: template + entity keys; a real dispatcher: equal-key dynamic batching vs "
-                      "static token-key batching vs no batching")
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
     _, wl = common.load(p)

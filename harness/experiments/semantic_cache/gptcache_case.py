@@ -1,4 +1,4 @@
-"""Driver `semantic-cache-gptcache`: GPTCache 0.1.44 measured beside the harness on the same
+"""The case of driver `semantic-cache-gptcache`: GPTCache 0.1.44 measured beside the harness on the same
 data, calibration/test split, model and machine, and the harness's lookup with its query
 embedding from ONNX Runtime.
 
@@ -20,13 +20,13 @@ import random
 
 import numpy as np
 
-from harness.drivers import CaseContext, CaseOutcome, Metric, Param, input_path, register
+from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, input_path
+from harness.driver_helpers import torch_threads, write_csv
 from harness.errors import BadInput
 from harness.experiments.semantic_cache import common, gptcache_subject
 from harness.experiments.semantic_cache.gptcache_accuracy import gptcache_accuracy, nn_accuracy
 from harness.experiments.semantic_cache.gptcache_report import accuracy_outputs, latency_outputs
 from harness.experiments.semantic_cache.lookup_latency import interleaved
-from harness.toolkit import torch_threads, write_csv
 
 PREFIX = "gcnn_"
 PARAMS = {
@@ -52,7 +52,7 @@ PARAMS = {
 }
 
 
-def _check(where: str, p: dict) -> None:
+def check(where: str, p: dict) -> None:
     common.check_dataset(where, p)
     if not p["thresholds"] or not p["gptcache_thresholds"]:
         raise BadInput(f"{where}: thresholds and gptcache_thresholds need at least one value each")
@@ -70,9 +70,6 @@ class LiveOrKnown:
         return self.live(text) if v is None else v
 
 
-@register("semantic-cache-gptcache", params=PARAMS, needs="cluster", check=_check,
-          description="GPTCache 0.1.44 (SQLite + Faiss) beside the harness on the same data, split and model: "
-                      "correct/wrong hits, precision, recall, lookup latency split; the ONNX Runtime lookup")
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
     why = gptcache_subject.missing()

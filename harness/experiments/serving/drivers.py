@@ -1,0 +1,30 @@
+"""The serving suite's drivers (the cases: prefix_case.py, semantic_case.py, peer_case.py)."""
+
+from __future__ import annotations
+
+from harness.driver_contract import CaseContext, CaseOutcome, register
+from harness.experiments.semantic_cache import ttft_case
+
+from . import peer_case, prefix_case, semantic_case
+
+
+@register("serving-prefix-cache", params=prefix_case.PARAMS, engines=("cached", "uncached"),
+          description="the Mooncake trace replayed to vLLM with prefix caching on and off, the engine's hit rate "
+                      "beside the simulator's, and a repeated long prefix (the instrument)")
+def prefix_cache(ctx: CaseContext) -> CaseOutcome:
+    return prefix_case.run(ctx)
+
+
+@register("serving-semantic-e2e", params=semantic_case.PARAMS, needs="cluster", check=ttft_case.check,
+          engines=("uncached",),
+          description="the semantic-cache suite's TTFT stream with the engine serving over HTTP: no cache, hash "
+                      "cache, semantic cache and the oracle cache (the instrument), interleaved per query")
+def semantic_e2e(ctx: CaseContext) -> CaseOutcome:
+    return semantic_case.run(ctx)
+
+
+@register("serving-client-vs-vllm", params=peer_case.PARAMS, engines=("uncached",),
+          description="the harness's streaming client beside vLLM's benchmark client on the same server and requests, "
+                      "round by round")
+def client_vs_vllm(ctx: CaseContext) -> CaseOutcome:
+    return peer_case.run(ctx)
