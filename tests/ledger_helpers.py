@@ -46,4 +46,4 @@ def verdicts(claim_id: str, case: str, metrics: dict, profile: str = "local", su
                  params=dict(params or {}), facts=dict(facts or {}))
     run = RunData(Path("."), dict(HERE if manifest is None else manifest), [rec], {suite: srun}, claims)
     claim = next(c for c in analyze(run).claims if c.id == claim_id)
-    return {cv.check.metric: cv for cv in claim.checks if cv.check.case == case}
+    return {cv.check.metric: cv for cv in claim.checks if cv.check.case == case and cv.check.suite == suite}

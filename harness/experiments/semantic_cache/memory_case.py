@@ -10,17 +10,12 @@ allocation (`instrument_extra_mb`): the probe must see that much more. The case'
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
+from harness import child
 from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
 from harness.driver_helpers import torch_threads
-from harness.errors import EnvironmentProblem
-from harness.experiments.semantic_cache import ttft_case
+from harness.experiments.semantic_cache import memory_probe, ttft_case
 
 PARAMS = {**{k: v for k, v in ttft_case.STREAM_PARAMS.items() if k != "oracle"},
           "queries": Param(int, 20, "length of the stream each mode serves (from the test split)", min=1),
@@ -33,18 +28,10 @@ RUNS = ("no_cache", "hash_cache", "semantic_cache", "control.no_cache", "instrum
 
 
 def _probe(ctx: CaseContext, p: dict, job: dict, name: str) -> dict:
-    env = {**os.environ, **ctx.target.to_env()}  # the password in the environment, never argv
-    with tempfile.TemporaryDirectory(prefix="semantic-memory-") as tmp:
-        jp, op = Path(tmp) / "job.json", Path(tmp) / "out.json"
-        jp.write_text(json.dumps(job))
-        r = subprocess.run([sys.executable, "-m", "harness.experiments.semantic_cache.memory_probe", str(jp), str(op)],
-                           capture_output=True, text=True, env=env, timeout=p["timeout_s"])
-        if r.returncode != 0 or not op.exists():
-            ctx.raw_path(f"memory_{name}.stderr").write_text(r.stderr[-20000:])
-            tail = " | ".join(r.stderr.strip().splitlines()[-2:])
-            raise EnvironmentProblem(f"the {name} memory process exited with code {r.returncode}: {tail} "
-                                     f"(memory_{name}.stderr in raw/)")
-        return json.loads(op.read_text())
+    """One mode in a fresh process (harness.child): its peaks, or its error raised here."""
+    return child.run(memory_probe.MODULE, job, timeout=p["timeout_s"], what=f"the {name} memory process",
+                     env={**os.environ, **ctx.target.to_env()},  # the password in the environment, never the job
+                     log=ctx.log, stderr_path=ctx.raw_path(f"memory_{name}.stderr"))
 
 
 def run(ctx: CaseContext) -> CaseOutcome:

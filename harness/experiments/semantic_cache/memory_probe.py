@@ -1,7 +1,6 @@
 """One serving mode in a fresh process, for claim C4's memory peaks.
 
-`python -m harness.experiments.semantic_cache.memory_probe JOB.json OUT.json`: JOB names the
-mode, the stream, the inserts' signatures, the radius and the target; the process loads
+Run through `harness.child` (`child.run(MODULE, job, ...)`): the job names the mode, the stream, the inserts' signatures, the radius and the target; the process loads
 what the mode needs (all-MiniLM-L6-v2 for the semantic cache, up front), fills its cache in
 Redis, serves the stream with the same decode work as every other mode, and writes its
 peaks: RSS (sampled every 10 ms, and the kernel's ru_maxrss), and on a GPU torch's peak
@@ -15,15 +14,17 @@ process whose requests all hit still holds the model, as a server that has serve
 a difference between the modes is the cache's (a hit spares a generation's working memory).
 Mode "extra_allocation" is the instrument: the no-cache mode holding a known extra
 allocation (`extra_mb`, written so that every page is resident; on a GPU a tensor of that
-size on the device), which the probe must see.
+size on the device), which the probe must see. The peaks come back as the child's outcome.
 """
 
 from __future__ import annotations
 
-import json
 import resource
 import sys
-from pathlib import Path
+
+from harness import child
+
+MODULE = "harness.experiments.semantic_cache.memory_probe"
 
 
 def extra_allocation(mb: int, device: str):
@@ -39,7 +40,8 @@ def extra_allocation(mb: int, device: str):
     return host, torch.ones(mb * 2**20, dtype=torch.uint8, device="cuda")
 
 
-def main(job_path: str, out_path: str) -> int:
+def main(job: dict, log) -> dict:
+    """The child's work: serve the job's stream in its mode and return the peaks."""
     import numpy as np
 
     from harness.driver_helpers import torch_threads
@@ -48,7 +50,6 @@ def main(job_path: str, out_path: str) -> int:
     from harness.experiments.semantic_cache.ttft import PeakRSS, generate, nvml_used_bytes, serve
     from harness.target import Target
 
-    job = json.loads(Path(job_path).read_text())
     mode, dev = job["mode"], job["device"]
     target = Target.from_env(job["target"])
     target.username = job.get("username")
@@ -87,11 +88,9 @@ def main(job_path: str, out_path: str) -> int:
         gpu = int(torch.cuda.max_memory_allocated()) if dev == "cuda" else None
         nvml = nvml_used_bytes() if dev == "cuda" else None
         del held
-    result = {"mode": mode, "rss_peak": rss.peak, "ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-              "gpu_peak_alloc": gpu, "nvml_used": nvml, "outcomes": outcomes}
-    Path(out_path).write_text(json.dumps(result))
-    return 0
+    return {"mode": mode, "rss_peak": rss.peak, "ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "gpu_peak_alloc": gpu, "nvml_used": nvml, "outcomes": outcomes}
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(child.serve(main))
