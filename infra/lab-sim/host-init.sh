@@ -14,8 +14,11 @@ cp "$hosts" /etc/hosts
 echo "$name" > /etc/hostname
 # The lab's folder (keys, sshd_config, logs) may itself lie under /tmp, /var/tmp or /run (a
 # checkout in /tmp): hold it with a bind mount in this host's private /var before those get
-# their own tmpfs, and bind it back to the same path after, so every path stays valid.
+# their own tmpfs, and bind it back to the same path after, so every path stays valid. When
+# it is the checkout's .harness/lab-sim, the whole .harness folder is held: the engine host
+# serves the model folder (.harness/cache) from the engine's venv (.harness/engine/venv).
 lab=$(dirname "$dir")
+[ "$(basename "$(dirname "$lab")")" = .harness ] && lab=$(dirname "$lab")
 hold=""
 case "$lab/" in /tmp/*|/var/tmp/*|/run/*) hold=/var/lib/lab-sim-hold ;; esac
 if [ -n "$hold" ]; then
