@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from harness.errors import BadInput, EnvironmentProblem
+from harness.files import read_state
 from harness.paths import STATE_DIR
 from harness.redis_server import (
     RedisProcess,
@@ -332,14 +333,7 @@ class LocalCluster:
             "started": time.time()}))
 
     def _read_state(self) -> dict:
-        try:
-            st = json.loads(self.state_file.read_text())
-        except (OSError, ValueError):
-            return {}
-        if not isinstance(st, dict):
-            return {}
-        st["pids"] = [p for p in st.get("pids") or [] if isinstance(p, int) and not isinstance(p, bool) and p > 1]
-        return st
+        return read_state(self.state_file)
 
     def __enter__(self):
         self.up()

@@ -31,6 +31,7 @@ import psutil
 
 from harness.cluster import PortLock
 from harness.errors import BadInput, EnvironmentProblem
+from harness.files import read_state, write_atomic
 from harness.process import SECRET_ENV
 from harness.redis_server import check_port_number, check_ports_free, pid_alive
 from harness.serving_engine import install
@@ -300,22 +301,14 @@ class LocalEngine:
     def _write_state(self) -> None:
         pgid = self.proc.pid if self.proc else None
         pids = sorted({pgid, *self._group_pids(pgid)} - {None})
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"host": HOST, "port": self.config.port, "pgid": pgid, "pids": pids,
+        write_atomic(self.state_file, json.dumps({"host": HOST, "port": self.config.port, "pgid": pgid, "pids": pids,
                                    "owner_pid": self.owner_pid, "config": asdict(self.config), "argv": self.argv_used,
                                    "log": str(self.log_file), "started": self.started_wall, "start_s": self.start_s}))
-        tmp.replace(self.state_file)
 
     def _read_state(self) -> dict:
-        try:
-            st = json.loads(self.state_file.read_text())
-        except (OSError, ValueError):
-            return {}
-        if not isinstance(st, dict):
-            return {}
-        st["pids"] = [p for p in st.get("pids") or [] if isinstance(p, int) and not isinstance(p, bool) and p > 1]
-        pgid = st.get("pgid")
-        st["pgid"] = pgid if isinstance(pgid, int) and not isinstance(pgid, bool) and pgid > 1 else None
+        st = read_state(self.state_file)
+        if st:
+            st.setdefault("pgid", None)
         return st
 
     def state(self) -> dict:
