@@ -174,6 +174,7 @@ def _run_plans(run: _Run, plans: list[Plan], tgt: Target, engines, profile: str)
         for case in p.suite.cases:
             engines.at(f"{p.suite.name}/{case.name}")  # started before the first case that needs them
             for rep in range(1, p.repetitions + 1):
+                engines.tick()  # a background engine start moves on between repetitions
                 done += 1
                 run.current = f"{p.suite.name}/{case.name}/repetition {rep}"
                 if p.suite.target == "cluster" and tgt.kind == "cluster" and tgt.nodes:

@@ -175,7 +175,7 @@ def test_the_serving_suite_measures_the_lab_host(lab, tmp_path):
     assert prefix["trace.on.engine_hit_pct"]["value"] is not None  # the lab host's own /metrics counters
     assert "trace.off.ttft_p50_ms" not in prefix  # the user's server has no off arm
     ttft = {f"{case}.{name}": m["value"] for case, r in by_case.items() for name, m in r["metrics"].items()
-            if "ttft" in name.lower() and "p50" in name.lower() and isinstance(m.get("value"), (int, float))}
+            if name.endswith("ttft_p50_ms") and isinstance(m.get("value"), (int, float))}
     assert ttft and all(v > 0 for v in ttft.values()), ttft
     lab["serving_ttft_ms"] = {k: round(v) for k, v in ttft.items()}
     lab["hit_pct"] = (prefix["trace.on.engine_hit_pct"]["value"], prefix.get("trace.predicted_hit_pct", {}).get("value"))

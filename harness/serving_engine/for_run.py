@@ -1,6 +1,14 @@
-"""The serving engines of one `harness run`: started once, right before the first selected
-case whose driver declares `engines=(...)`, stopped after the last such case and on every
-way out (exceptions, Ctrl-C, SIGTERM); never while other suites measure, where avoidable.
+"""The serving engines of one `harness run`: started once per run and ready before the first
+selected case whose driver declares `engines=(...)`, stopped after the last such case and
+on every way out (exceptions, Ctrl-C, SIGTERM).
+
+Where the run has a suite before the first such case's suite, the engines start in the
+background during that suite, at SCHED_IDLE (they get only CPU time nothing else wants; most
+of a start is compiling), and are set back to normal priority once they serve, before
+anything is measured on them (harness.serving_engine.placement); the manifest's
+`engines_start.background_during` names the cases that ran beside the start. Otherwise, or
+with HARNESS_ENGINE_EARLY_START=0, or without the right to set a task's priority back (not
+root), they start right before the first case that needs them.
 
 The runner hands over plain data (no drivers, no plans): the run's cases in order, each
 with the engine configurations its driver measures, and calls `at(case)` before each
@@ -26,24 +34,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from harness.errors import BadInput, EnvironmentProblem
+from harness.errors import BadInput
 from harness.process import redact, url_for_display
-from harness.serving_engine import install
+from harness.serving_engine import install, placement
 from harness.serving_engine.external import EXTERNAL, external_engines
 from harness.serving_engine.local import START_TIMEOUT_S, EngineConfig, LocalEngine, model_folder
 from harness.serving_engine.metrics import alive, cache_config
+from harness.serving_engine.startup import Startup, start_order
 from harness.signals import deferred_interrupts
 from harness.target import Target
 
 CONFIGS = {"cached": True, "uncached": False}  # name -> prefix caching
 PORT_ENV = "HARNESS_ENGINE_PORT"  # first port of the harness-started engines (default 8011)
 KV_ENV = "HARNESS_ENGINE_KV_GIB"  # KV cache of each, whole GiB (default 1)
-PARALLEL_ENV = "HARNESS_ENGINE_PARALLEL_START"  # "0": start the configurations one after the other
+PARALLEL_ENV = "HARNESS_ENGINE_PARALLEL_START"  # 1: all at once, 0: one after the other, unset: staggered
+EARLY_ENV = "HARNESS_ENGINE_EARLY_START"  # "0": no background start during the suite before
 TIMEOUT_ENV = "HARNESS_ENGINE_START_TIMEOUT"
 DEFAULT_PORT = 8011
-# Measured on this 2-core machine (busy, load 8-23): both one after the other 1146 s to ready,
-# both at once 589 s (README). Each engine's worker also gets a core of its own (engine_configs).
-PARALLEL_DEFAULT = True
 
 
 @dataclass
@@ -54,6 +61,7 @@ class EnginePlan:
     first: str | None = None  # the first case that needs an engine
     last: str | None = None
     between: list[str] = field(default_factory=list)  # cases without engines inside [first, last]
+    early: str | None = None  # the first case of the suite before `first`'s: the background start
 
 
 def plan_engines(cases: list[tuple[str, tuple[str, ...]]]) -> EnginePlan:
@@ -69,6 +77,10 @@ def plan_engines(cases: list[tuple[str, tuple[str, ...]]]) -> EnginePlan:
     if positions:
         out.first, out.last = cases[positions[0]][0], cases[positions[-1]][0]
         out.between = [n for n, e in cases[positions[0]:positions[-1] + 1] if not e]
+        suites = [n.split("/")[0] for n, _ in cases[:positions[0]]]
+        before = [s for s in suites if s != out.first.split("/")[0]]
+        if before:
+            out.early = cases[suites.index(before[-1])][0]
     return out
 
 
@@ -110,6 +122,8 @@ class RunEngines:
         self.external = None
         self.window: set[str] = set()  # the cases from the first to the last that needs an engine
         self.kept: set[str] = set()  # engines this run found running and leaves running
+        self.startup: Startup | None = None  # launched, not all ready yet
+        self.started_t0, self.during = 0.0, []  # the cases that ran while they started
         if plan.configs and not tgt.engines:
             self.external = external_engines(target_name)
         self.configs = engine_configs(plan.configs) if plan.configs and not self.external else {}
@@ -131,22 +145,47 @@ class RunEngines:
                          f"(between the cases that need them)")
 
     def at(self, case: str) -> None:
-        """Call before each case: starts the engines at the first case that needs them, stops
-        them once the last one is done, and notes an engine that died."""
+        """Call before each case: starts the engines (in the background from the plan's
+        `early` case; ready at the first case that needs them), stops them once the last one
+        is done, and notes an engine that died."""
         if not self.configs:
             return
-        if case == self.plan.first and not self.engines and not self.done:
-            self.start()
+        if self.startup is None and not self.engines and not self.done:
+            if case == self.plan.first:
+                self.begin(background=False)
+            elif case == self.plan.early and self.background_allowed():
+                self.begin(background=True)
+        if self.startup is not None:
+            if case == self.plan.first:
+                self.finish()
+            else:
+                self.during.append(case)
+                self.tick()
         elif self.engines and case not in self.window:
             self.stop()
         elif self.engines:
             self.check_alive()
 
-    def start(self) -> None:
-        """Start the configurations (reusing one `harness engine up` left with the same
-        settings); one that fails is noted, and the cases that need it fail with the reason."""
+    def tick(self) -> None:
+        """Between repetitions: a background start moves on (launches the next engine once the
+        first is warm, notes one that serves); nothing otherwise."""
+        if self.startup is not None:
+            self.startup.step()
+
+    def background_allowed(self) -> bool:
+        if os.environ.get(EARLY_ENV, "1").strip() == "0":
+            return False
+        if not placement.can_restore_priority():
+            self.log("note: the serving engines start right before their suite (setting an idle-priority "
+                     "engine back to normal priority needs root)")
+            return False
+        return True
+
+    def begin(self, background: bool) -> None:
+        """Launch the configurations (reusing one `harness engine up` left with the same
+        settings); `background`: at idle priority, while the cases before theirs run."""
+        order = start_order(os.environ.get(PARALLEL_ENV))
         timeout = float(_env_int(TIMEOUT_ENV, int(START_TIMEOUT_S), 10, 7200))
-        parallel = os.environ.get(PARALLEL_ENV, "1" if PARALLEL_DEFAULT else "0").strip() == "1"
         self.man["engines"] = {}
         to_start = []
         for name, cfg in self.configs.items():
@@ -164,21 +203,34 @@ class RunEngines:
                 self.tgt.engines[name] = eng.endpoint
             else:
                 to_start.append(eng)
-        t0 = time.monotonic()
+        if background and to_start:
+            self.log(f"serving engines: starting in the background at idle priority during {self.plan.early.split('/')[0]}")
+        self.startup = Startup(to_start, timeout, order, self.log, os.getpid(), idle=background and bool(to_start))
+        self.started_t0, self.during = time.monotonic(), []
+        self.tick()
+
+    def finish(self) -> None:
+        """Wait until every launched engine serves or failed; one that fails is noted, and the
+        cases that need it fail with the reason."""
+        startup, self.startup = self.startup, None
         try:
-            problems = start_engines(to_start, timeout, parallel, self.log, os.getpid())
+            problems = startup.wait()
         except BaseException as e:  # Ctrl-C while they start: they are stopped; keep their logs
             with deferred_interrupts(), contextlib.suppress(OSError):
+                startup.abort()
                 for name, eng in self.engines.items():
-                    if eng in to_start:
+                    if eng in startup.launched:
                         self._record(name, eng, problem=f"interrupted while starting ({type(e).__name__})")
             raise
         for name, eng in self.engines.items():
-            if eng in to_start and not problems.get(eng):
+            if name in self.kept:
+                continue
+            if eng in problems and problems[eng] is None:
                 self.tgt.engines[name] = eng.endpoint
             self._record(name, eng, problem=problems.get(eng))
-        self.man["engines_start"] = {"wall_s": round(time.monotonic() - t0, 1), "parallel": parallel,
-                                     "started": [n for n, e in self.engines.items() if e in to_start]}
+        self.man["engines_start"] = {"wall_s": round(time.monotonic() - self.started_t0, 1), "order": startup.order,
+                                     "started": [n for n, e in self.engines.items() if e in startup.launched],
+                                     "idle_priority": startup.idle, "background_during": self.during}
 
     def check_alive(self) -> None:
         for name, ep in list(self.tgt.engines.items()):
@@ -194,6 +246,7 @@ class RunEngines:
 
     def stop(self) -> None:
         with deferred_interrupts():
+            self.startup = None  # whatever it launched is stopped below
             stopped = []
             for name, eng in self.engines.items():
                 try:
@@ -234,61 +287,9 @@ def engine_record(name: str, eng: LocalEngine) -> dict:
             "vllm": {"package": install.PACKAGE, "version": install.installed_version(eng.venv)},
             "argv": [redact(a) for a in st.get("argv", [])], "kv_cache_gib": eng.config.kv_cache_gib,
             "prefix_caching": eng.config.prefix_caching, "max_model_len": eng.config.max_model_len,
-            "cpus": eng.config.cpus,
+            "cpus": eng.config.cpus, "placement": eng.placed or None,
             "start_s": eng.start_s if eng.start_s is not None else st.get("start_s"), "pids": st.get("pids", []),
             "started_at": st.get("started"), "cache_config": cache_config(ep, timeout=3.0)}
-
-
-def start_engines(engines: list[LocalEngine], timeout: float, parallel: bool, log, owner_pid: int) -> dict:
-    """Start each engine (all at once when `parallel`); {engine: None when it serves, else
-    the problem (it is stopped)}. An interrupt stops every one of them before it goes on."""
-    out: dict = {}
-    try:
-        if parallel:
-            for eng in engines:
-                try:
-                    eng.spawn(log, owner_pid)
-                except EnvironmentProblem as e:  # a busy port, say: this one is not started, the others are
-                    out[eng] = str(e)
-            out.update(wait_all([e for e in engines if e not in out], timeout, log))
-        else:
-            for eng in engines:
-                try:
-                    eng.up(timeout, log, owner_pid)
-                    out[eng] = None
-                except EnvironmentProblem as e:
-                    out[eng] = str(e)
-    except BaseException:
-        with deferred_interrupts():
-            for eng in engines:
-                if eng.proc is not None:  # only what this run launched; never an engine that was there before
-                    eng.down()
-        raise
-    for eng, problem in out.items():
-        if problem:
-            log(f"serving engine on port {eng.config.port} did not start: {problem}")
-    return out
-
-
-def wait_all(engines: list[LocalEngine], timeout: float, log: Callable[[str], None] = print) -> dict:
-    """Wait for spawned engines together; a failed one is stopped, the others go on."""
-    t0 = time.monotonic()
-    pending = list(engines)
-    out: dict = {}
-    while pending:
-        for eng in list(pending):
-            try:
-                if eng.poll_ready(t0, timeout):
-                    eng.mark_ready()
-                    log(f"vLLM on 127.0.0.1:{eng.config.port} serves {eng.endpoint.model} ({eng.start_s:.0f} s to ready)")
-                    pending.remove(eng)
-                    out[eng] = None
-            except EnvironmentProblem as e:
-                eng.down()
-                pending.remove(eng)
-                out[eng] = str(e)
-        time.sleep(0.5)
-    return out
 
 
 @contextlib.contextmanager

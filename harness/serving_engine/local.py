@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import time
@@ -34,7 +33,7 @@ from harness.errors import BadInput, EnvironmentProblem
 from harness.files import read_state, write_atomic
 from harness.process import SECRET_ENV
 from harness.redis_server import check_port_number, check_ports_free, pid_alive
-from harness.serving_engine import install
+from harness.serving_engine import install, placement
 from harness.serving_engine.metrics import EngineHttpError, served_models
 from harness.signals import deferred_interrupts
 from harness.target import LlmEndpoint
@@ -44,14 +43,20 @@ SERVED_NAME = "smollm2"
 START_TIMEOUT_S = 600.0  # ~100 s on 2 idle cores; much more when the machine is busy
 STOP_GRACE_S = 15.0
 LOG_TAIL_LINES = 15
-CPUS_RE = re.compile(r"auto|nobind|[0-9]{1,4}(-[0-9]{1,4})?(,[0-9]{1,4}(-[0-9]{1,4})?){0,63}")
+# vLLM 0.32's CPU build saves its AOT-compiled model but cannot load it back ("'function'
+# object has no attribute 'finalize_loading'"), so every start compiled again (~100 s); with
+# its older compile cache a second start takes ~50 s. Set unless the user set it.
+AOT_ENV = "VLLM_USE_AOT_COMPILE"
+# vLLM's line once the model is compiled and warm (its compile cache written).
+WARM_MARK = b"init engine (profile, create kv cache, warmup model) took"
 
 
 @dataclass(frozen=True)
 class EngineConfig:
     """How one engine is started. `kv_cache_gib` is VLLM_CPU_KVCACHE_SPACE (whole GiB);
-    `cpus` is VLLM_CPU_OMP_THREADS_BIND: the cores its worker is pinned to ("auto": vLLM
-    picks, which on this 2-core machine is core 0 for every engine; "1", "0-3", "nobind")."""
+    `cpus`: "auto" and "nobind" are vLLM's own VLLM_CPU_OMP_THREADS_BIND ("auto" pins the
+    worker to core 0 on this 2-core machine, for every engine); a core list ("1", "0-3")
+    pins every process of the engine there once it serves (harness.serving_engine.placement)."""
 
     port: int = 8011
     kv_cache_gib: int = 1
@@ -61,9 +66,10 @@ class EngineConfig:
 
     def check(self) -> "EngineConfig":
         check_port_number(self.port, "--port")
-        if not isinstance(self.cpus, str) or not CPUS_RE.fullmatch(self.cpus):
+        if not isinstance(self.cpus, str):
             raise BadInput(f"--cpus: {str(self.cpus)[:40]!r} is not 'auto', 'nobind' or a core list such as 1 or 0-3,5; "
                            f"give one of those")
+        placement.core_list(self.cpus)
         for name, value, lo, hi in (("--kv-cache-gib", self.kv_cache_gib, 1, 1024),
                                     ("--max-model-len", self.max_model_len, 16, 1 << 20)):
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
@@ -111,6 +117,8 @@ class LocalEngine:
         self.argv_used: list[str] = []
         self.owner_pid: int | None = None
         self._seen: set[int] = set()
+        self.idle = False  # started at SCHED_IDLE (in the background); set back once it serves
+        self.placed: dict = {}
 
     @property
     def state_file(self) -> Path:
@@ -135,9 +143,10 @@ class LocalEngine:
     def env(self) -> dict:
         drop = set(SECRET_ENV) | {"VIRTUAL_ENV", "HARNESS_LLM_URL"}  # the engine needs none of the harness's secrets
         env = {k: v for k, v in os.environ.items() if k not in drop}
+        env.setdefault(AOT_ENV, "0")
         env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE=str(self.config.kv_cache_gib),
-                   VLLM_CPU_OMP_THREADS_BIND=self.config.cpus,
                    VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", PYTHONUNBUFFERED="1")
+        env.update(placement.binding_env(self.config.cpus))
         return env
 
     # ---- start -------------------------------------------------------------------------
@@ -165,8 +174,10 @@ class LocalEngine:
             if locked_here:
                 self.lock.release()
 
-    def spawn(self, log: Callable[[str], None] = lambda m: None, owner_pid: int | None = None) -> None:
-        """Check the venv, the model and the port, then launch the server (not waiting)."""
+    def spawn(self, log: Callable[[str], None] = lambda m: None, owner_pid: int | None = None,
+              idle: bool = False) -> None:
+        """Check the venv, the model and the port, then launch the server (not waiting);
+        with `idle`, at SCHED_IDLE (set back by mark_ready)."""
         python = install.require_installed(self.venv)
         model = model_folder(self.model_dir)
         self._refuse_running()
@@ -174,11 +185,14 @@ class LocalEngine:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.argv_used, self.owner_pid = self.argv(python, model), owner_pid
         log(f"starting vLLM on {HOST}:{self.config.port} (prefix caching {'on' if self.config.prefix_caching else 'off'}, "
-            f"KV cache {self.config.kv_cache_gib} GiB); about 100 s on 2 idle cores, log in {self.log_file}")
+            f"KV cache {self.config.kv_cache_gib} GiB{', idle priority' if idle else ''}); about 100 s on 2 idle cores "
+            f"(50 s once its compile cache is warm), log in {self.log_file}")
+        self.idle = idle
         self.spawned_at, self.started_wall = time.monotonic(), time.time()
         with deferred_interrupts(), open(self.log_file, "wb") as out:  # the pid is in the state file before a Ctrl-C lands
             self.proc = subprocess.Popen(self.argv_used, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=self.env(), start_new_session=True, cwd=str(self.state_dir))
+                                         env=self.env(), start_new_session=True, cwd=str(self.state_dir),
+                                         preexec_fn=placement.go_idle if idle else None)
             self._write_state()
 
     def _refuse_running(self) -> None:
@@ -210,9 +224,23 @@ class LocalEngine:
         return False
 
     def mark_ready(self) -> None:
+        """It serves: pinned to its cores (a core list) and back to normal priority (idle start)."""
         if self.start_s is None:
             self.start_s = round(time.monotonic() - self.spawned_at, 1)
+        cores = placement.core_list(self.config.cpus)
+        if cores or self.idle:
+            pids = self.running_pids()
+            self.placed = {"threads": placement.settle(pids, cores, restore=self.idle),
+                           "cores": sorted(cores) if cores else None, "started_idle": self.idle,
+                           "policies": placement.policy_counts(pids)}
         self._write_state()
+
+    def warm(self) -> bool:
+        """vLLM's log says the model is compiled and warm (its compile cache is written)."""
+        try:
+            return WARM_MARK in self.log_file.read_bytes()
+        except OSError:
+            return False
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         try:

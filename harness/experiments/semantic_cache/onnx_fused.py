@@ -1,0 +1,135 @@
+"""The lookup's own ONNX file of all-MiniLM-L6-v2: one graph of fused transformer kernels.
+
+`minilm_onnx_fused()` exports the model (mean pooling and L2 normalisation in the graph, the
+same module as the engine suite's export) with torch's TorchScript exporter and eager
+attention, then runs ONNX Runtime's transformer optimizer on it (`model_type="bert"`, FP32):
+the embeddings become one EmbedLayerNormalization, each layer's attention one Attention
+kernel, residual + LayerNorm SkipLayerNormalization, bias + GELU BiasGelu. The optimizer
+recognises these patterns in the TorchScript graph only (on the engine suite's dynamo export it
+fuses BiasGelu alone), so this file is its own export; the engine suite's `minilm_onnx` and
+what it measures are untouched. 96 nodes instead of 324.
+
+The file lives beside the engine suite's export under the cache folder, built once (about
+10 s). Its name carries a key over the weights, the config, this recipe and the versions of
+torch, transformers and onnxruntime that made it, so a change to any of them builds a new
+file. A file whose fusion did not happen (a future exporter or optimizer) is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from pathlib import Path
+
+from harness.experiments.engine_hotload.backend_ort import onnxruntime
+from harness.experiments.engine_hotload.export import INPUTS, OUTPUT, engine_cache_dir, sha256_file
+from harness.model_wheels import minilm_path
+
+FUSED_RECIPE = "minilm-meanpool-l2-torchscript-eager-ortfuse-bert-fp32-v1-opset17"
+OPSET = 17
+FUSED_OPS = ("EmbedLayerNormalization", "Attention", "SkipLayerNormalization", "BiasGelu")
+_lock = threading.Lock()
+
+
+def fused_key(model_dir: Path) -> str:
+    """A short key over the weights, the config, the recipe and the tool versions."""
+    import torch
+    import transformers
+
+    h = hashlib.sha256()
+    h.update(FUSED_RECIPE.encode())
+    for v in (torch.__version__, transformers.__version__, onnxruntime().__version__):
+        h.update(v.encode())
+    for name in ("model.safetensors", "config.json"):
+        h.update(name.encode())
+        h.update(sha256_file(model_dir / name).encode())
+    return h.hexdigest()[:16]
+
+
+def minilm_onnx_fused(cache_dir: Path | None = None, log=lambda m: None) -> Path:
+    """The fused MiniLM ONNX file; built on the first call, then kept."""
+    src = minilm_path()
+    out = engine_cache_dir(cache_dir) / f"minilm-fused-{fused_key(src)}.onnx"
+    with _lock:
+        if out.exists():
+            return out
+        log(f"exporting all-MiniLM-L6-v2 to a fused ONNX graph once ({out.name}); later runs reuse it")
+        raw = out.with_name(out.name + ".export.tmp")
+        tmp = out.with_name(out.name + ".tmp")
+        try:
+            _export_torchscript(src, raw)
+            _fuse(raw, tmp, json.loads((src / "config.json").read_text()))
+            check_fused(tmp)
+            tmp.rename(out)
+        finally:
+            raw.unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
+    return out
+
+
+def _export_torchscript(model_dir: Path, path: Path) -> None:
+    import warnings
+
+    import torch
+    from transformers import AutoModel
+
+    class Embedder(torch.nn.Module):
+        def __init__(self, bert):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask):
+            hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, p=2, dim=1)
+
+    bert = AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
+    model = Embedder(bert).eval()
+    ids = torch.ones((2, 8), dtype=torch.int64)
+    mask = torch.ones((2, 8), dtype=torch.int64)
+    axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"},
+            OUTPUT: {0: "batch"}}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes on python-side shape checks
+        torch.onnx.export(model, (ids, mask), str(path), input_names=list(INPUTS), output_names=[OUTPUT],
+                          dynamic_axes=axes, opset_version=OPSET, dynamo=False)
+
+
+def _fuse(src: Path, dst: Path, config: dict) -> None:
+    import logging
+
+    onnxruntime()  # imported with its telemetry off before its optimizer package loads it
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)
+    model = optimize_model(str(src), model_type="bert", num_heads=int(config["num_attention_heads"]),
+                           hidden_size=int(config["hidden_size"]), opt_level=0, use_gpu=False)
+    model.save_model_to_file(str(dst))
+
+
+def fused_counts(path: Path) -> dict[str, int]:
+    """How many nodes of each fused kernel the graph has."""
+    import onnx
+
+    m = onnx.load(str(path), load_external_data=False)
+    ops = [n.op_type for n in m.graph.node]
+    return {op: ops.count(op) for op in FUSED_OPS}
+
+
+def check_fused(path: Path, layers: int = 6) -> None:
+    """The graph checks, has MiniLM's inputs and output, and every layer was fused."""
+    import onnx
+
+    m = onnx.load(str(path), load_external_data=False)
+    onnx.checker.check_model(m)
+    names = [i.name for i in m.graph.input]
+    outs = [o.name for o in m.graph.output]
+    if names != list(INPUTS) or outs != [OUTPUT]:
+        raise RuntimeError(f"fused ONNX has inputs {names} and outputs {outs}, expected {list(INPUTS)} and {[OUTPUT]}")
+    counts = fused_counts(path)
+    want = {"EmbedLayerNormalization": 1, "Attention": layers, "SkipLayerNormalization": 2 * layers,
+            "BiasGelu": layers}
+    if counts != want:
+        raise RuntimeError(f"ONNX Runtime's optimizer fused {counts}, expected {want}: the export's patterns changed")
