@@ -48,7 +48,9 @@ def test_memory_sampler_without_gpu_still_samples_rss():
     import time
 
     s = gpu.MemorySampler(interval_s=0.005, nvml=_nvml_without_driver()).start()
-    time.sleep(0.03)
+    deadline = time.monotonic() + 5  # a loaded machine may starve the sampler thread a while:
+    while time.monotonic() < deadline and len(s.samples) < 2:  # the baseline is sampled before the block
+        time.sleep(0.01)
     block = bytearray(64 * 2**20)  # touch 64 MiB so the RSS rises
     for i in range(0, len(block), 4096):
         block[i] = 1

@@ -33,7 +33,8 @@ ENGINE = {"LAB_SIM_ENGINE": "1"}
 REDIS_HOSTS = [f"redis-{i}" for i in range(1, 7)]
 # Small settings of the serving suite's lab-sim profile, so that the run takes a few minutes.
 SMALL = ["prefix-cache.max_requests=12", "prefix-cache.duration_s=15", "prefix-cache.instrument_requests=3",
-         "semantic-e2e.queries=8", "client-vs-vllm.max_requests=8", "client-vs-vllm.duration_s=10"]
+         "semantic-e2e.queries=8", "client-vs-vllm.max_requests=8", "client-vs-vllm.duration_s=10",
+         "client-vs-vllm.rounds=1"]
 
 
 def _engine_skip_reason() -> str | None:

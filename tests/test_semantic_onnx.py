@@ -52,3 +52,37 @@ def test_the_instrument_wait_is_added_inside_the_embedding(onnx):
     v = slow.encode_one("How do I reset my password?")
     assert time.perf_counter() - t0 >= 0.020  # a lower bound only: a sleep never ends early
     assert float(v @ onnx.encode_one("How do I reset my password?")) > 0.99999
+
+
+def test_the_lookup_graph_has_every_layer_fused_and_an_unfused_graph_is_refused(onnx):
+    """The lookup's file is the fused export (one Attention, two SkipLayerNormalization and one
+    BiasGelu per layer); the engine suite's unfused export does not pass the same check."""
+    from harness.experiments.engine_hotload.export import minilm_onnx
+    from harness.experiments.semantic_cache.onnx_fused import check_fused, fused_counts, minilm_onnx_fused
+
+    fused = minilm_onnx_fused()
+    assert fused.name.startswith("minilm-fused-") and fused.parent == minilm_onnx().parent
+    assert fused_counts(fused) == {"EmbedLayerNormalization": 1, "Attention": 6, "SkipLayerNormalization": 12,
+                                   "BiasGelu": 6}
+    check_fused(fused)
+    with pytest.raises(RuntimeError, match="fused"):
+        check_fused(minilm_onnx())
+    assert [i.name for i in onnx.session.get_inputs()] == ["input_ids", "attention_mask"]
+
+
+def test_the_fused_file_is_named_by_the_weights_the_recipe_and_the_tool_versions(monkeypatch):
+    from harness.experiments.semantic_cache import onnx_fused
+    from harness.model_wheels import minilm_path
+
+    before = onnx_fused.fused_key(minilm_path())
+    assert onnx_fused.fused_key(minilm_path()) == before
+    monkeypatch.setattr(onnx_fused, "FUSED_RECIPE", onnx_fused.FUSED_RECIPE + "-changed")
+    assert onnx_fused.fused_key(minilm_path()) != before
+
+
+def test_the_fused_and_the_engine_graphs_give_the_same_vectors(onnx):
+    from harness.experiments.semantic_cache.onnx_embed import OnnxEmbedder
+
+    engine = OnnxEmbedder.load(threads=1, graph="engine")
+    texts = ["How do I reset my password?", "a", " ".join(["cache"] * 300)]
+    assert float((onnx.encode(texts) * engine.encode(texts)).sum(1).min()) >= 0.99999

@@ -7,7 +7,7 @@ Modules: datasets (GPTCache JSON, JSONL {query, group}, labelled pairs TSV), emb
 (entries in the Redis Cluster), metrics (correct/wrong hits, precision, recall, calibration,
 the C7 formula), ttft (serving one request of SmolLM2), entity_keys (template id + entity
 set), dispatcher (a real batching dispatcher), memory_probe (one serving mode in a fresh
-process), onnx_embed (the query embedding from ONNX Runtime, the engine suite's export),
+process), onnx_embed (the query embedding from ONNX Runtime), onnx_fused (its fused graph),
 gptcache_subject (GPTCache 0.1.44 as a subject), gptcache_accuracy (its calibration and test
 counts beside the harness's exact NN), lookup_latency (one lookup at a time through every
 subject, interleaved), gptcache_report (that case's metrics and series). The cases:

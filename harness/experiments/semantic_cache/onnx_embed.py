@@ -1,8 +1,10 @@
 """all-MiniLM-L6-v2 query embeddings from ONNX Runtime, one query at a time as a cache sees them.
 
-The graph is the engine suite's export (`engine_hotload.export.minilm_onnx`: the transformer
-with its mean pooling and L2 normalisation in the graph, built once and kept under the cache
-folder). Tokens come from the model's own `tokenizer.json` through the `tokenizers` library
+The graph is the lookup's own fused export (`onnx_fused.minilm_onnx_fused`: the transformer
+with its mean pooling and L2 normalisation in the graph, its attention, LayerNorm and GELU
+steps fused by ONNX Runtime's transformer optimizer, FP32; built once and kept under the cache
+folder beside the engine suite's export). `graph="engine"` loads the engine suite's own export
+(`engine_hotload.export.minilm_onnx`, unfused) instead, to compare the two. Tokens come from the model's own `tokenizer.json` through the `tokenizers` library
 (no padding for one query; truncated at the model's `max_seq_length`, 256, as
 sentence-transformers does). The session runs on one intra-op thread by default, like the
 single-query torch path it is compared with. Vectors equal sentence-transformers' to cosine
@@ -19,9 +21,11 @@ import numpy as np
 
 from harness.experiments.engine_hotload.backend_ort import onnxruntime, session_options
 from harness.experiments.engine_hotload.export import HIDDEN, minilm_onnx
+from harness.experiments.semantic_cache.onnx_fused import minilm_onnx_fused
 from harness.model_wheels import minilm_path
 
 SEQ_LENGTH_FILE = "sentence_bert_config.json"
+GRAPHS = {"fused": minilm_onnx_fused, "engine": minilm_onnx}
 
 
 @dataclass
@@ -32,12 +36,12 @@ class OnnxEmbedder:
     delay_s: float = 0.0  # the instrument: a known wait added inside the embedding step
 
     @classmethod
-    def load(cls, threads: int = 1, log=lambda m: None) -> "OnnxEmbedder":
+    def load(cls, threads: int = 1, log=lambda m: None, graph: str = "fused") -> "OnnxEmbedder":
         from tokenizers import Tokenizer
 
         ort = onnxruntime()
         model_dir = minilm_path()
-        session = ort.InferenceSession(str(minilm_onnx(log=log)), session_options(threads, "all"),
+        session = ort.InferenceSession(str(GRAPHS[graph](log=log)), session_options(threads, "all"),
                                        providers=["CPUExecutionProvider"])
         tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         max_len = int(json.loads((model_dir / SEQ_LENGTH_FILE).read_text()).get("max_seq_length", 256))
