@@ -72,7 +72,13 @@ def minilm_onnx(cache_dir: Path | None = None, log=lambda m: None) -> Path:
     return out
 
 
-def _export_minilm(model_dir: Path, path: Path) -> None:
+DYNAMIC_AXES = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"},
+                OUTPUT: {0: "batch"}}
+
+
+def pooled_embedder(model_dir: Path, **load_kwargs):
+    """(module, example inputs): the transformer with mean pooling and L2 normalisation, as
+    sentence-transformers computes all-MiniLM-L6-v2's vectors; ready for torch.onnx.export."""
     import torch
     from transformers import AutoModel
 
@@ -87,17 +93,18 @@ def _export_minilm(model_dir: Path, path: Path) -> None:
             pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
             return torch.nn.functional.normalize(pooled, p=2, dim=1)
 
-    bert = AutoModel.from_pretrained(str(model_dir))
-    bert.eval()
-    model = Embedder(bert).eval()
-    ids = torch.ones((2, 8), dtype=torch.int64)
-    mask = torch.ones((2, 8), dtype=torch.int64)
+    bert = AutoModel.from_pretrained(str(model_dir), **load_kwargs).eval()
+    example = (torch.ones((2, 8), dtype=torch.int64), torch.ones((2, 8), dtype=torch.int64))
+    return Embedder(bert).eval(), example
+
+
+def _export_minilm(model_dir: Path, path: Path) -> None:
+    import torch
+
+    model, example = pooled_embedder(model_dir)
     with torch.no_grad():
-        torch.onnx.export(model, (ids, mask), str(path), input_names=list(INPUTS), output_names=[OUTPUT],
-                          dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
-                                        "attention_mask": {0: "batch", 1: "sequence"},
-                                        OUTPUT: {0: "batch"}},
-                          opset_version=OPSET, dynamo=True, external_data=False)
+        torch.onnx.export(model, example, str(path), input_names=list(INPUTS), output_names=[OUTPUT],
+                          dynamic_axes=DYNAMIC_AXES, opset_version=OPSET, dynamo=True, external_data=False)
 
 
 def _check_export(path: Path) -> None:

@@ -23,7 +23,14 @@ import threading
 from pathlib import Path
 
 from harness.experiments.engine_hotload.backend_ort import onnxruntime
-from harness.experiments.engine_hotload.export import INPUTS, OUTPUT, engine_cache_dir, sha256_file
+from harness.experiments.engine_hotload.export import (
+    DYNAMIC_AXES,
+    INPUTS,
+    OUTPUT,
+    engine_cache_dir,
+    pooled_embedder,
+    sha256_file,
+)
 from harness.model_wheels import minilm_path
 
 FUSED_RECIPE = "minilm-meanpool-l2-torchscript-eager-ortfuse-bert-fp32-v1-opset17"
@@ -72,29 +79,12 @@ def _export_torchscript(model_dir: Path, path: Path) -> None:
     import warnings
 
     import torch
-    from transformers import AutoModel
 
-    class Embedder(torch.nn.Module):
-        def __init__(self, bert):
-            super().__init__()
-            self.bert = bert
-
-        def forward(self, input_ids, attention_mask):
-            hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(pooled, p=2, dim=1)
-
-    bert = AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
-    model = Embedder(bert).eval()
-    ids = torch.ones((2, 8), dtype=torch.int64)
-    mask = torch.ones((2, 8), dtype=torch.int64)
-    axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"},
-            OUTPUT: {0: "batch"}}
+    model, example = pooled_embedder(model_dir, attn_implementation="eager")
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's notes on python-side shape checks
-        torch.onnx.export(model, (ids, mask), str(path), input_names=list(INPUTS), output_names=[OUTPUT],
-                          dynamic_axes=axes, opset_version=OPSET, dynamo=False)
+        torch.onnx.export(model, example, str(path), input_names=list(INPUTS), output_names=[OUTPUT],
+                          dynamic_axes=DYNAMIC_AXES, opset_version=OPSET, dynamo=False)
 
 
 def _fuse(src: Path, dst: Path, config: dict) -> None:
