@@ -273,33 +273,33 @@ def test_a_start_timeout_prints_the_log_tail_and_leaves_nothing():
 
 
 def test_ctrl_c_during_a_harness_run_stops_its_engines(tmp_path):
-    """`harness run` starts the engines the serving suite's case declares; a Ctrl-C while they
-    start stops every one of them, and the run folder says it was interrupted."""
+    """`harness run` starts the engines the serving suite's case declares, in the background
+    while the suite before it (kv-trace) measures; a Ctrl-C then stops every engine launched,
+    and the run folder says it was interrupted and keeps what the engine wrote."""
     env = {**os.environ, "HARNESS_ENGINE_PORT": "8036"}
-    env.pop("HARNESS_LLM_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", "serving/prefix-cache", "--results-dir",
-                             str(tmp_path)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for k in ("HARNESS_LLM_URL", "HARNESS_ENGINE_EARLY_START", "HARNESS_ENGINE_PARALLEL_START"):
+        env.pop(k, None)
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", "kv-trace/prefix-cache", "serving/prefix-cache",
+                             "--base-port", "7640", "--results-dir", str(tmp_path)], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     files = [LocalEngine(EngineConfig(port=p)).state_file for p in (8036, 8037)]
-    states: list = []
+    state: dict = {}
     deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and proc.poll() is None and len(states) < 2:
+    while time.monotonic() < deadline and proc.poll() is None and len(state.get("pids", [])) < 2:
         try:
-            states = [json.loads(f.read_text()) for f in files]
-            states = states if all(len(s.get("pids", [])) >= 2 for s in states) else []
+            state = json.loads(files[0].read_text())
         except (OSError, ValueError):
-            states = []
+            state = {}
         time.sleep(0.3)
-    assert len(states) == 2, f"the run did not start both engines: {proc.poll()}"
+    assert len(state.get("pids", [])) >= 2, f"the run did not start the first engine: {proc.poll()}"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
-    for port, st in zip((8036, 8037), states):
-        assert engine_processes(port, st["pgid"]) == []
+    assert engine_processes(8036, state["pgid"]) == [] and engine_processes(8037) == []
     (run_dir,) = [d for d in tmp_path.iterdir() if d.is_dir()]
     man = json.loads((run_dir / "manifest.json").read_text())
     assert man.get("interrupted"), man.keys()
-    for name in ("cached", "uncached"):  # what the engines wrote before the Ctrl-C is kept
-        rec = json.loads((run_dir / "engine" / name / "engine.json").read_text())
-        assert rec["start_problem"].startswith("interrupted while starting") and rec["cpus"] in ("0", "1")
-        assert (run_dir / "engine" / name / "engine.log").is_file()
+    rec = json.loads((run_dir / "engine" / "cached" / "engine.json").read_text())  # what it wrote is kept
+    assert rec.get("stopped_processes", 0) >= 1 or rec["start_problem"].startswith("interrupted while starting"), rec
+    assert (run_dir / "engine" / "cached" / "engine.log").is_file()
     assert not any(f.exists() for f in files)
