@@ -39,10 +39,12 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def model_key(model_dir: Path) -> str:
-    """A short key naming the weights, the config and the export recipe."""
+def model_key(model_dir: Path, recipe: str = EXPORT_RECIPE, extra: tuple[str, ...] = ()) -> str:
+    """A short key naming the weights, the config, the export recipe (and `extra`, e.g. tool versions)."""
     h = hashlib.sha256()
-    h.update(EXPORT_RECIPE.encode())
+    h.update(recipe.encode())
+    for v in extra:
+        h.update(v.encode())
     for name in ("model.safetensors", "config.json"):
         h.update(name.encode())
         h.update(sha256_file(model_dir / name).encode())
@@ -61,14 +63,27 @@ def minilm_onnx(cache_dir: Path | None = None, log=lambda m: None) -> Path:
 
     src = minilm_path()
     out = engine_cache_dir(cache_dir) / f"minilm-{model_key(src)}.onnx"
+    def build(tmp: Path) -> None:
+        _export_minilm(src, tmp)
+        _check_export(tmp)
+
+    return build_once(out, build, lambda: log(f"exporting all-MiniLM-L6-v2 to ONNX once ({out.name}); "
+                                              f"later runs reuse it"))
+
+
+def build_once(out: Path, build, announce=lambda: None) -> Path:
+    """`out`, made by `build(tmp)` into a temporary file beside it on the first call (one
+    builder at a time), then kept; a build that fails leaves no file."""
     with _lock:
         if out.exists():
             return out
-        log(f"exporting all-MiniLM-L6-v2 to ONNX once ({out.name}); later runs reuse it")
+        announce()
         tmp = out.with_name(out.name + ".tmp")
-        _export_minilm(src, tmp)
-        _check_export(tmp)
-        tmp.rename(out)
+        try:
+            build(tmp)
+            tmp.rename(out)
+        finally:
+            tmp.unlink(missing_ok=True)
     return out
 
 

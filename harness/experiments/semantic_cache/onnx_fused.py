@@ -17,9 +17,7 @@ file. A file whose fusion did not happen (a future exporter or optimizer) is ref
 
 from __future__ import annotations
 
-import hashlib
 import json
-import threading
 from pathlib import Path
 
 from harness.experiments.engine_hotload.backend_ort import onnxruntime
@@ -27,16 +25,16 @@ from harness.experiments.engine_hotload.export import (
     DYNAMIC_AXES,
     INPUTS,
     OUTPUT,
+    build_once,
     engine_cache_dir,
+    model_key,
     pooled_embedder,
-    sha256_file,
 )
 from harness.model_wheels import minilm_path
 
 FUSED_RECIPE = "minilm-meanpool-l2-torchscript-eager-ortfuse-bert-fp32-v1-opset17"
 OPSET = 17
 FUSED_OPS = ("EmbedLayerNormalization", "Attention", "SkipLayerNormalization", "BiasGelu")
-_lock = threading.Lock()
 
 
 def fused_key(model_dir: Path) -> str:
@@ -44,35 +42,25 @@ def fused_key(model_dir: Path) -> str:
     import torch
     import transformers
 
-    h = hashlib.sha256()
-    h.update(FUSED_RECIPE.encode())
-    for v in (torch.__version__, transformers.__version__, onnxruntime().__version__):
-        h.update(v.encode())
-    for name in ("model.safetensors", "config.json"):
-        h.update(name.encode())
-        h.update(sha256_file(model_dir / name).encode())
-    return h.hexdigest()[:16]
+    return model_key(model_dir, FUSED_RECIPE, (torch.__version__, transformers.__version__, onnxruntime().__version__))
 
 
 def minilm_onnx_fused(cache_dir: Path | None = None, log=lambda m: None) -> Path:
     """The fused MiniLM ONNX file; built on the first call, then kept."""
     src = minilm_path()
     out = engine_cache_dir(cache_dir) / f"minilm-fused-{fused_key(src)}.onnx"
-    with _lock:
-        if out.exists():
-            return out
-        log(f"exporting all-MiniLM-L6-v2 to a fused ONNX graph once ({out.name}); later runs reuse it")
+
+    def build(tmp: Path) -> None:
         raw = out.with_name(out.name + ".export.tmp")
-        tmp = out.with_name(out.name + ".tmp")
         try:
             _export_torchscript(src, raw)
             _fuse(raw, tmp, json.loads((src / "config.json").read_text()))
             check_fused(tmp)
-            tmp.rename(out)
         finally:
             raw.unlink(missing_ok=True)
-            tmp.unlink(missing_ok=True)
-    return out
+
+    return build_once(out, build, lambda: log(f"exporting all-MiniLM-L6-v2 to a fused ONNX graph once ({out.name}); "
+                                              f"later runs reuse it"))
 
 
 def _export_torchscript(model_dir: Path, path: Path) -> None:
