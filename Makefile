@@ -99,7 +99,7 @@ clean:
 ## The lab in a box: seven simulated hosts (network namespaces on 127.77.0.0/24, each with
 ## its own sshd); writes .harness/lab-sim/inventory.yml for make provision / make reproduce.
 ## LAB_SIM_ENGINE=1 adds gpu-1 (127.77.0.18, group llm): make provision serves SmolLM2 there.
-DEBIAN_LAB_SIM := $(DEBIAN_RUNTIME) sshd:openssh-server ansible-playbook:ansible prometheus:prometheus \
+DEBIAN_LAB_SIM := $(DEBIAN_RUNTIME) /usr/sbin/sshd:openssh-server ansible-playbook:ansible prometheus:prometheus \
 	prometheus-redis-exporter:prometheus-redis-exporter prometheus-node-exporter:prometheus-node-exporter
 LAB_SIM_INVENTORY ?= .harness/lab-sim/inventory.yml
 .PHONY: lab-sim-up lab-sim-down

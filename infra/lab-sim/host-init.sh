@@ -12,6 +12,11 @@ for d in etc var; do
 done
 cp "$hosts" /etc/hosts
 echo "$name" > /etc/hostname
+# root's home is the host's own (/var/lib/lab-root), as on a real host: the machine's /root
+# stays visible but its shell start-up files are not run by every SSH command (a pyenv
+# `init` there waited 60 s per command on a stale rehash lock: make lab-sim-up timed out).
+mkdir -p -m 0700 /var/lib/lab-root
+sed -i 's#^\(root:[^:]*:[^:]*:[^:]*:[^:]*:\)[^:]*:#\1/var/lib/lab-root:#' /etc/passwd
 # The lab's folder (keys, sshd_config, logs) may itself lie under /tmp, /var/tmp or /run (a
 # checkout in /tmp): hold it with a bind mount in this host's private /var before those get
 # their own tmpfs, and bind it back to the same path after, so every path stays valid. When
