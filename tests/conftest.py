@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 from pathlib import Path
 
@@ -15,6 +16,13 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+# A test run started as a background job (`cmd &` in a script, nohup) inherits SIGINT ignored,
+# and every process it starts inherits that too: the Ctrl-C tests' SIGINTs would then reach
+# nothing (13 of them failed so in one CI run). Python's own handler is put back here, so
+# that the children start with SIGINT at its default and install theirs.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TEST_CLUSTER_PORT = int(os.environ.get("HARNESS_TEST_CLUSTER_PORT", "7100"))
