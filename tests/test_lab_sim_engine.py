@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from harness.paths import REPO_ROOT
+from harness.serving_engine.local import cpu_dtype
 from tests.test_lab_sim import INVENTORY, LAB_DIR, _skip_reason, harness, leftovers, make, recap, ssh
 
 ENGINE_VENV = REPO_ROOT / ".harness" / "engine" / "venv"
@@ -134,10 +135,12 @@ def test_provision_serves_smollm2_on_the_engine_host(lab):
                      f"test -s /var/log/llm-engine/llm-engine-{PORT}.log").returncode == 0
     assert not Path(f"/var/log/llm-engine/llm-engine-{PORT}.log").exists()  # the host's own /var
     assert [m["id"] for m in json.loads(get("/v1/models"))["data"]] == ["smollm2"]
-    # the role's settings reached the engine: 1 GiB of KV cache (364 blocks of 128 tokens), prefix caching on
+    # the role's settings reached the engine: 1 GiB of KV cache (364 blocks of 128 tokens in
+    # bfloat16, 182 in float32: the role's dtype for a CPU without native bf16), prefix caching on
     info = next(line for line in get("/metrics").splitlines() if line.startswith("vllm:cache_config_info"))
     assert 'enable_prefix_caching="True"' in info and 'kv_cache_memory_bytes="1073741824"' in info, info
-    assert 'num_gpu_blocks="364"' in info and 'block_size="128"' in info, info
+    blocks = 182 if cpu_dtype() == "float32" else 364
+    assert f'num_gpu_blocks="{blocks}"' in info and 'block_size="128"' in info, info
     ttft, text = stream_ttft_ms("The capital of France is")
     assert ttft > 0 and text.strip(), text
     lab["direct_ttft_ms"] = ttft

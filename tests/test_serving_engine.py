@@ -14,7 +14,7 @@ from harness.errors import BadInput, EnvironmentProblem
 from harness.process import REDACTED
 from harness.serving_engine import external, install, placement
 from harness.serving_engine.for_run import engine_configs, engines_for_run, plan_engines
-from harness.serving_engine.local import EngineConfig, LocalEngine
+from harness.serving_engine.local import EngineConfig, LocalEngine, cpu_dtype
 from harness.serving_engine.metrics import cache_config_from, parse_prometheus
 from harness.serving_engine.startup import start_order
 from harness.target import LlmEndpoint, Target
@@ -129,6 +129,23 @@ def test_engine_command_line_has_the_documented_flags(tmp_path):
     assert on.env()["VLLM_CPU_KVCACHE_SPACE"] == "2" and on.env()["HF_HUB_OFFLINE"] == "1"
     assert on.env()["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
     assert on.endpoint == LlmEndpoint("http://127.0.0.1:8029", "smollm2", managed=True, prefix_caching=True)
+    assert argv[13:15] == ["--dtype", cpu_dtype()]
+    f16 = LocalEngine(EngineConfig(port=8029, dtype="float16"), state_dir=tmp_path).argv(Path("/py"), Path("/m"))
+    assert f16[13:15] == ["--dtype", "float16"]
+
+
+def test_the_dtype_follows_the_cpus_bf16_support(tmp_path):
+    """bf16 only where the CPU multiplies bf16 natively: on an AVX2-only CPU vLLM's bf16 falls
+    back to torch's matmul, 5x slower than float32 (measured, see cpu_dtype)."""
+    info = tmp_path / "cpuinfo"
+    for flags, want in (("fpu sse2 avx avx2 fma", "float32"), ("avx2 avx512f avx512bw", "float32"),
+                        ("avx2 avx512f avx512_bf16", "bfloat16"), ("avx2 amx_bf16 amx_tile", "bfloat16")):
+        info.write_text(f"processor\t: 0\nmodel name\t: X\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t: {flags}\n")
+        assert cpu_dtype(info) == want, flags
+    info.write_text("processor\t: 0\nFeatures\t: fp asimd bf16\n")  # aarch64: vLLM decides
+    assert cpu_dtype(info) == "auto" and cpu_dtype(tmp_path / "absent") == "auto"
+    with pytest.raises(BadInput, match="--dtype: 'int8' is not auto"):
+        EngineConfig(dtype="int8").check()
 
 
 # ---- metrics -----------------------------------------------------------------------------

@@ -44,14 +44,17 @@ def _engine_opts(f):
 @click.option("--cpus", default="auto", show_default=True,
               help="auto or nobind (vLLM's own VLLM_CPU_OMP_THREADS_BIND), or cores such as 1 or 0-3: "
                    "every thread of the engine is pinned there once it serves")
-def engine_up(port, kv_cache_gib, no_prefix_caching, max_model_len, timeout, cpus):
+@click.option("--dtype", default="auto", show_default=True,
+              help="auto (bfloat16 where the CPU has native bf16, AVX512-BF16 or AMX, else float32), "
+                   "float32, bfloat16 or float16")
+def engine_up(port, kv_cache_gib, no_prefix_caching, max_model_len, timeout, cpus, dtype):
     """Start vLLM on 127.0.0.1:PORT and wait until it serves; it keeps running."""
     from harness.serving_engine.local import EngineConfig, LocalEngine
 
     if not 1 <= timeout <= 7200:
         raise BadInput(f"--timeout: {timeout} is not a number of seconds from 1 to 7200; give one in that range")
     eng = LocalEngine(EngineConfig(port=port, kv_cache_gib=kv_cache_gib, prefix_caching=not no_prefix_caching,
-                                   max_model_len=max_model_len, cpus=cpus))
+                                   max_model_len=max_model_len, cpus=cpus, dtype=dtype))
     ep = eng.up(timeout=float(timeout), log=_log)
     click.echo(f"{ep.base_url} serves {ep.model} (ready in {eng.start_s:.0f} s); stop it with: "
                f"harness engine down --port {port}")
