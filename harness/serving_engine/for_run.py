@@ -287,7 +287,7 @@ def engine_record(name: str, eng: LocalEngine) -> dict:
             "vllm": {"package": install.PACKAGE, "version": install.installed_version(eng.venv)},
             "argv": [redact(a) for a in st.get("argv", [])], "kv_cache_gib": eng.config.kv_cache_gib,
             "prefix_caching": eng.config.prefix_caching, "max_model_len": eng.config.max_model_len,
-            "dtype": next((a for prev, a in zip(st.get("argv", []), st.get("argv", [])[1:]) if prev == "--dtype"), None),
+            "dtype": eng.config.resolved_dtype(),
             "cpus": eng.config.cpus, "placement": eng.placed or None,
             "start_s": eng.start_s if eng.start_s is not None else st.get("start_s"), "pids": st.get("pids", []),
             "started_at": st.get("started"), "cache_config": cache_config(ep, timeout=3.0)}

@@ -210,7 +210,8 @@ class LocalEngine:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.argv_used, self.owner_pid = self.argv(python, model), owner_pid
         log(f"starting vLLM on {HOST}:{self.config.port} (prefix caching {'on' if self.config.prefix_caching else 'off'}, "
-            f"KV cache {self.config.kv_cache_gib} GiB, {self.argv_used[self.argv_used.index('--dtype') + 1]}{', idle priority' if idle else ''}); about 100 s on 2 idle cores "
+            f"KV cache {self.config.kv_cache_gib} GiB, {self.config.resolved_dtype()}{', idle priority' if idle else ''}); "
+            f"about 100 s on 2 idle cores "
             f"(50 s once its compile cache is warm), log in {self.log_file}")
         self.idle = idle
         self.spawned_at, self.started_wall = time.monotonic(), time.time()
