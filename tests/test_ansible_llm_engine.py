@@ -152,7 +152,9 @@ def test_an_engine_not_ready_in_time_is_stopped_with_its_log_tail(tmp_path):
     assert "the engine was stopped" in text and "last lines of its log" in text
     assert engine_left(tmp_path) == []
     # the CPU build's start reuses its compile: its AOT cache cannot be loaded back (vLLM 0.32)
-    env = json.loads((tmp_path / "etc" / f"llm-engine-{PORT}.json").read_text())["env"]
+    conf = json.loads((tmp_path / "etc" / f"llm-engine-{PORT}.json").read_text())
+    env = conf["env"]
     assert env["VLLM_USE_AOT_COMPILE"] == "0" and env["HF_HUB_OFFLINE"] == "1", env
+    assert "--enforce-eager" in conf["argv"], conf["argv"]  # the CPU build starts eager, as the harness's own
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", PORT)) != 0

@@ -16,7 +16,7 @@ from harness.serving_engine import external, install, placement
 from harness.serving_engine.for_run import engine_configs, engines_for_run, plan_engines
 from harness.serving_engine.local import EngineConfig, LocalEngine, cpu_dtype
 from harness.serving_engine.metrics import cache_config_from, parse_prometheus
-from harness.serving_engine.startup import start_order
+from harness.serving_engine.startup import Startup, start_order
 from harness.target import LlmEndpoint, Target
 
 REPO = Path(__file__).resolve().parent.parent
@@ -132,6 +132,10 @@ def test_engine_command_line_has_the_documented_flags(tmp_path):
     assert argv[13:15] == ["--dtype", cpu_dtype()]
     f16 = LocalEngine(EngineConfig(port=8029, dtype="float16"), state_dir=tmp_path).argv(Path("/py"), Path("/m"))
     assert f16[13:15] == ["--dtype", "float16"]
+    # eager unless asked to compile (torch.compile was most of a start on 2 cores)
+    assert argv[-1] == "--enforce-eager" and "--enforce-eager" in off.argv(Path("/py"), Path("/m"))
+    compiled = LocalEngine(EngineConfig(port=8029, compiled=True), state_dir=tmp_path).argv(Path("/py"), Path("/m"))
+    assert "--enforce-eager" not in compiled and compiled == argv[:-1]
 
 
 def test_the_dtype_follows_the_cpus_bf16_support(tmp_path):
@@ -380,3 +384,21 @@ def test_the_start_order_comes_from_the_environment():
                                                                               "sequential", "staggered"]
     with pytest.raises(BadInput, match="HARNESS_ENGINE_PARALLEL_START='2' is not 1"):
         start_order("2")
+
+
+class _Starting:
+    def __init__(self, compiled: bool, warm: bool):
+        self.config, self._warm = EngineConfig(compiled=compiled), warm
+
+    def warm(self) -> bool:
+        return self._warm
+
+
+def test_staggered_holds_the_next_engine_only_behind_a_compiling_one():
+    s = Startup([], timeout=1.0, order="staggered", log=print, owner_pid=os.getpid())
+    for starting, may in (([], True), ([_Starting(True, False)], False), ([_Starting(True, True)], True),
+                          ([_Starting(False, False)], True), ([_Starting(False, False), _Starting(True, False)], False)):
+        s.starting = starting
+        assert s._may_launch() is may, [(e.config.compiled, e.warm()) for e in starting]
+    s.order, s.starting = "sequential", [_Starting(False, True)]
+    assert s._may_launch() is False

@@ -55,7 +55,7 @@ def engine_processes(port: int, pgid: int | None = None) -> list[str]:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """A run's engines: both configurations, started as `harness run` does (in the background
-    at idle priority during the suite before, the second once the first is warm)."""
+    at idle priority during the suite before; both at once, since eager engines compile nothing)."""
     os.environ.update(HARNESS_ENGINE_PORT=str(PORT), HARNESS_ENGINE_START_TIMEOUT=START_TIMEOUT)
     for k in ("HARNESS_LLM_URL", "HARNESS_ENGINE_PARALLEL_START", "HARNESS_ENGINE_EARLY_START"):
         os.environ.pop(k, None)
@@ -69,8 +69,9 @@ def run(tmp_path_factory):
     background = placement.can_restore_priority()
     assert bool(r.startup) is background  # launched in the background while "other" measures (root only)
     if background:
-        (first,) = r.startup.launched  # the second waits until the first is warm
-        assert placement.policy_counts(first.running_pids()).keys() == {"idle"}
+        assert len(r.startup.launched) == 2  # eager: the second does not wait for the first's compile
+        for eng in r.startup.launched:
+            assert placement.policy_counts(eng.running_pids()).keys() == {"idle"}
     r.at("serving/a")
     state = {"cm": cm, "run": r, "tgt": tgt, "man": man, "dir": run_dir, "pgids": {
         n: e.state().get("pgid") for n, e in r.engines.items()}, "closed": False}
@@ -116,6 +117,7 @@ def test_the_run_folder_and_manifest_record_each_engine(run):
         assert rec["cache_config"]["kv_cache_size_tokens"] == rec["cache_config"]["block_size"] * \
             rec["cache_config"]["num_gpu_blocks"]
         assert ("--enable-prefix-caching" if name == "cached" else "--no-enable-prefix-caching") in rec["argv"]
+        assert "--enforce-eager" in rec["argv"] and rec["compiled"] is False
         assert "Application startup complete" in (run["dir"] / "engine" / name / "engine.log").read_text()
 
 

@@ -3,8 +3,8 @@ selected case whose driver declares `engines=(...)`, stopped after the last such
 on every way out (exceptions, Ctrl-C, SIGTERM).
 
 Where the run has a suite before the first such case's suite, the engines start in the
-background during that suite, at SCHED_IDLE (they get only CPU time nothing else wants; most
-of a start is compiling), and are set back to normal priority once they serve, before
+background during that suite, at SCHED_IDLE (they get only CPU time nothing else wants: a
+start is imports, loading the model and warming it up), and are set back to normal priority once they serve, before
 anything is measured on them (harness.serving_engine.placement); the manifest's
 `engines_start.background_during` names the cases that ran beside the start. Otherwise, or
 with HARNESS_ENGINE_EARLY_START=0, or without the right to set a task's priority back (not
@@ -287,7 +287,7 @@ def engine_record(name: str, eng: LocalEngine) -> dict:
             "vllm": {"package": install.PACKAGE, "version": install.installed_version(eng.venv)},
             "argv": [redact(a) for a in st.get("argv", [])], "kv_cache_gib": eng.config.kv_cache_gib,
             "prefix_caching": eng.config.prefix_caching, "max_model_len": eng.config.max_model_len,
-            "dtype": eng.config.resolved_dtype(),
+            "dtype": eng.config.resolved_dtype(), "compiled": eng.config.compiled,
             "cpus": eng.config.cpus, "placement": eng.placed or None,
             "start_s": eng.start_s if eng.start_s is not None else st.get("start_s"), "pids": st.get("pids", []),
             "started_at": st.get("started"), "cache_config": cache_config(ep, timeout=3.0)}

@@ -40,7 +40,7 @@ from harness.target import LlmEndpoint
 
 HOST = "127.0.0.1"
 SERVED_NAME = "smollm2"
-START_TIMEOUT_S = 600.0  # ~100 s on 2 idle cores; much more when the machine is busy
+START_TIMEOUT_S = 600.0  # ~80 s on 2 idle cores (eager); much more when the machine is busy
 STOP_GRACE_S = 15.0
 LOG_TAIL_LINES = 15
 # vLLM 0.32's CPU build saves its AOT-compiled model but cannot load it back ("'function'
@@ -52,7 +52,7 @@ AOT_ENV = "VLLM_USE_AOT_COMPILE"
 # than float32: 12.5 s against 2.4 s for a 512-token prompt on an AVX2-only 2-core EPYC.
 BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 CPUINFO = Path("/proc/cpuinfo")
-# vLLM's line once the model is compiled and warm (its compile cache written).
+# vLLM's line once the model is loaded, profiled and warm (compiled too, unless eager).
 WARM_MARK = b"init engine (profile, create kv cache, warmup model) took"
 
 
@@ -69,6 +69,12 @@ class EngineConfig:
     max_model_len: int = 2048
     cpus: str = "auto"
     dtype: str = "auto"  # "auto": cpu_dtype() of this host; or float32, bfloat16, float16
+    # False: --enforce-eager. On 2 cores torch.compile took 48 s (its cache warm) to 121 s
+    # (cold) of each start, against 8.6 s for an eager start, and the compiled model served a
+    # 512-token prompt only 5-10% faster (1.9-2.2 s against 2.1-2.3 s; 16 output tokens after
+    # a cached prefix 1.6 s against 1.8 s): the cases measure the prefix cache's effect, which
+    # is the same in both. engine.json's `compiled` says which one ran.
+    compiled: bool = False
 
     def resolved_dtype(self) -> str:
         return cpu_dtype() if self.dtype == "auto" else self.dtype
@@ -163,7 +169,8 @@ class LocalEngine:
         return [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
                 "--served-model-name", SERVED_NAME, "--host", HOST, "--port", str(c.port),
                 "--max-model-len", str(c.max_model_len), "--dtype", c.resolved_dtype(),
-                "--enable-prefix-caching" if c.prefix_caching else "--no-enable-prefix-caching"]
+                "--enable-prefix-caching" if c.prefix_caching else "--no-enable-prefix-caching",
+                *([] if c.compiled else ["--enforce-eager"])]
 
     def env(self) -> dict:
         drop = set(SECRET_ENV) | {"VIRTUAL_ENV", "HARNESS_LLM_URL"}  # the engine needs none of the harness's secrets
@@ -211,8 +218,9 @@ class LocalEngine:
         self.argv_used, self.owner_pid = self.argv(python, model), owner_pid
         log(f"starting vLLM on {HOST}:{self.config.port} (prefix caching {'on' if self.config.prefix_caching else 'off'}, "
             f"KV cache {self.config.kv_cache_gib} GiB, {self.config.resolved_dtype()}{', idle priority' if idle else ''}); "
-            f"about 100 s on 2 idle cores "
-            f"(50 s once its compile cache is warm), log in {self.log_file}")
+            + ("compiled; about 125 s on 2 idle cores (200 s before its compile cache is warm)" if self.config.compiled
+               else "eager; about 80 s on 2 idle cores")
+            + f", log in {self.log_file}")
         self.idle = idle
         self.spawned_at, self.started_wall = time.monotonic(), time.time()
         with deferred_interrupts(), open(self.log_file, "wb") as out:  # the pid is in the state file before a Ctrl-C lands
@@ -262,7 +270,7 @@ class LocalEngine:
         self._write_state()
 
     def warm(self) -> bool:
-        """vLLM's log says the model is compiled and warm (its compile cache is written)."""
+        """vLLM's log says the model is loaded and warm (compiled and its compile cache written, unless eager)."""
         try:
             return WARM_MARK in self.log_file.read_bytes()
         except OSError:

@@ -5,10 +5,12 @@ torch.compile cache, so two engines bound to different cores compile the model t
 start each (~100 s apiece on this 2-core machine). An engine given a core list therefore
 starts unbound (`nobind`, OMP_NUM_THREADS = the number of cores: neither is in the key) and
 is pinned once it serves: every thread of every one of its processes gets the core list.
-The engines then share one cache entry: the first compiles, the others load (~50 s).
+The engines then share one cache entry: the first compiles, the others load (~50 s). (An
+eager engine, the default, compiles nothing; the binding is the same either way.)
 
 Priority. An engine may start at SCHED_IDLE, the Linux policy that runs only on a core
-nothing else wants, while other suites measure (its start is mostly compiling); once it
+nothing else wants, while other suites measure (its start is imports, loading and, unless
+eager, compiling); once it
 serves it is set back to SCHED_OTHER, nice 0, before anything is measured on it. Setting a
 task back needs CAP_SYS_NICE (root here); without it the harness does not start engines
 this way.

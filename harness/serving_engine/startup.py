@@ -3,8 +3,9 @@
 Order ("staggered", the default): the first engine is launched at once and the next one
 as soon as vLLM's log says the first is compiled and warm; the later ones then load the
 compiled model from vLLM's cache (the engines share one cache entry, see placement) instead
-of compiling it again beside the first. "parallel" launches them all at once (each compiles
-on its own); "sequential" launches each once the one before serves.
+of compiling it again beside the first. Eager engines (the default, EngineConfig.compiled)
+compile nothing, so staggered launches them all at once. "parallel" launches them all at
+once (each compiles on its own); "sequential" launches each once the one before serves.
 
 `step()` does what can be done now and returns; `wait()` steps until every engine serves
 or failed. An engine that fails is stopped and its problem kept; the others go on.
@@ -80,7 +81,7 @@ class Startup:
     def _may_launch(self) -> bool:
         if self.order == "parallel" or not self.starting:
             return True
-        return self.order == "staggered" and all(e.warm() for e in self.starting)
+        return self.order == "staggered" and all(e.warm() or not e.config.compiled for e in self.starting)
 
     def _launch(self, eng: LocalEngine) -> None:
         try:
