@@ -257,6 +257,25 @@ def test_the_engines_start_in_the_background_during_the_suite_before_and_serve_a
     assert seen[1] == ("redis-cluster/bench", []) and seen[2] == ("serving/a", ["begin", "finish"])
 
 
+def test_unset_the_background_start_is_only_for_engines_that_compile(tmp_path, monkeypatch):
+    """An eager start is mostly disk reads and page faults, which SCHED_IDLE cannot hold back."""
+    monkeypatch.delenv("HARNESS_ENGINE_EARLY_START", raising=False)
+    monkeypatch.delenv("HARNESS_LLM_URL", raising=False)
+    monkeypatch.setattr(install, "require_installed", lambda venv=None: Path("/py"))
+    monkeypatch.setattr("harness.serving_engine.for_run.model_folder", lambda d=None: Path("/m"))
+    monkeypatch.setattr(placement, "can_restore_priority", lambda: True)
+    with engines_for_run(CASES, Target("local"), tmp_path, "local", {}, log=lambda m: None) as run:
+        assert [c.compiled for c in run.configs.values()] == [False] and run.background_allowed() is False
+        run.configs = {n: EngineConfig(port=c.port, compiled=True) for n, c in run.configs.items()}
+        assert run.background_allowed() is True
+        monkeypatch.setenv("HARNESS_ENGINE_EARLY_START", "0")
+        assert run.background_allowed() is False
+    monkeypatch.setenv("HARNESS_ENGINE_EARLY_START", "soon")
+    with pytest.raises(BadInput, match="HARNESS_ENGINE_EARLY_START='soon' is not 1"):
+        with engines_for_run(CASES, Target("local"), tmp_path, "local", {}, log=lambda m: None):
+            pass
+
+
 def test_the_background_start_begins_at_the_first_case_of_the_suite_just_before():
     plan = plan_engines([("a/1", ()), ("a/2", ()), ("b/1", ()), ("b/2", ()), ("serving/x", ("cached",))])
     assert (plan.early, plan.first) == ("b/1", "serving/x")

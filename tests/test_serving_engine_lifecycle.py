@@ -56,8 +56,10 @@ def engine_processes(port: int, pgid: int | None = None) -> list[str]:
 def run(tmp_path_factory):
     """A run's engines: both configurations, started as `harness run` does (in the background
     at idle priority during the suite before; both at once, since eager engines compile nothing)."""
-    os.environ.update(HARNESS_ENGINE_PORT=str(PORT), HARNESS_ENGINE_START_TIMEOUT=START_TIMEOUT)
-    for k in ("HARNESS_LLM_URL", "HARNESS_ENGINE_PARALLEL_START", "HARNESS_ENGINE_EARLY_START"):
+    # the background start is the default only for compiled engines; asked for here, eager
+    os.environ.update(HARNESS_ENGINE_PORT=str(PORT), HARNESS_ENGINE_START_TIMEOUT=START_TIMEOUT,
+                      HARNESS_ENGINE_EARLY_START="1")
+    for k in ("HARNESS_LLM_URL", "HARNESS_ENGINE_PARALLEL_START"):
         os.environ.pop(k, None)
     run_dir = tmp_path_factory.mktemp("run")
     cases = [("other/before", ()), ("serving/a", ("cached", "uncached")), ("serving/b", ("cached",)),
@@ -78,7 +80,7 @@ def run(tmp_path_factory):
     yield state
     if not state["closed"]:
         cm.__exit__(None, None, None)
-    for k in ("HARNESS_ENGINE_PORT", "HARNESS_ENGINE_START_TIMEOUT"):
+    for k in ("HARNESS_ENGINE_PORT", "HARNESS_ENGINE_START_TIMEOUT", "HARNESS_ENGINE_EARLY_START"):
         os.environ.pop(k, None)
     for n, port in (("cached", PORT), ("uncached", PORT + 1)):
         assert engine_processes(port, state["pgids"].get(n)) == []
@@ -275,9 +277,10 @@ def test_a_start_timeout_prints_the_log_tail_and_leaves_nothing():
 
 
 def test_ctrl_c_during_a_harness_run_stops_its_engines(tmp_path):
-    """`harness run` starts the engines the serving suite's case declares, in the background
-    while the suite before it (kv-trace) measures; a Ctrl-C then stops every engine launched,
-    and the run folder says it was interrupted and keeps what the engine wrote."""
+    """`harness run` starts the engines the serving suite's case declares once the suite
+    before it (kv-trace) is done (eager engines do not start in the background); a Ctrl-C
+    during that start stops every engine launched, and the run folder says it was
+    interrupted and keeps what the engine wrote."""
     env = {**os.environ, "HARNESS_ENGINE_PORT": "8036"}
     for k in ("HARNESS_LLM_URL", "HARNESS_ENGINE_EARLY_START", "HARNESS_ENGINE_PARALLEL_START"):
         env.pop(k, None)

@@ -2,13 +2,14 @@
 selected case whose driver declares `engines=(...)`, stopped after the last such case and
 on every way out (exceptions, Ctrl-C, SIGTERM).
 
-Where the run has a suite before the first such case's suite, the engines start in the
-background during that suite, at SCHED_IDLE (they get only CPU time nothing else wants: a
-start is imports, loading the model and warming it up), and are set back to normal priority once they serve, before
+Where the run has a suite before the first such case's suite and the engines compile the
+model (EngineConfig.compiled; see background_allowed), or with HARNESS_ENGINE_EARLY_START=1,
+the engines start in the background during that suite, at SCHED_IDLE (they get only CPU
+time nothing else wants), and are set back to normal priority once they serve, before
 anything is measured on them (harness.serving_engine.placement); the manifest's
-`engines_start.background_during` names the cases that ran beside the start. Otherwise, or
-with HARNESS_ENGINE_EARLY_START=0, or without the right to set a task's priority back (not
-root), they start right before the first case that needs them.
+`engines_start.background_during` names the cases that ran beside the start. Otherwise
+(eager engines, the default), or with HARNESS_ENGINE_EARLY_START=0, or without the right to
+set a task's priority back (not root), they start right before the first case that needs them.
 
 The runner hands over plain data (no drivers, no plans): the run's cases in order, each
 with the engine configurations its driver measures, and calls `at(case)` before each
@@ -48,7 +49,7 @@ CONFIGS = {"cached": True, "uncached": False}  # name -> prefix caching
 PORT_ENV = "HARNESS_ENGINE_PORT"  # first port of the harness-started engines (default 8011)
 KV_ENV = "HARNESS_ENGINE_KV_GIB"  # KV cache of each, whole GiB (default 1)
 PARALLEL_ENV = "HARNESS_ENGINE_PARALLEL_START"  # 1: all at once, 0: one after the other, unset: staggered
-EARLY_ENV = "HARNESS_ENGINE_EARLY_START"  # "0": no background start during the suite before
+EARLY_ENV = "HARNESS_ENGINE_EARLY_START"  # "1"/"0": background start during the suite before or not
 TIMEOUT_ENV = "HARNESS_ENGINE_START_TIMEOUT"
 DEFAULT_PORT = 8011
 
@@ -97,6 +98,15 @@ def _env_int(name: str, default: int, lo: int, hi: int) -> int:
     return value
 
 
+def early_start() -> str:
+    """HARNESS_ENGINE_EARLY_START: "1", "0" or "" (unset)."""
+    value = os.environ.get(EARLY_ENV, "").strip()
+    if value not in ("", "0", "1"):
+        raise BadInput(f"{EARLY_ENV}={value[:40]!r} is not 1 (start in the background), 0 (right before "
+                       f"the first case) or unset (in the background only for compiled engines); fix or unset it")
+    return value
+
+
 def engine_configs(names: list[str], cpu_count: int | None = None) -> dict[str, EngineConfig]:
     """The EngineConfig of each configuration name, from the environment's settings. With
     two configurations and at least two cores each engine's worker gets a core of its own
@@ -127,6 +137,7 @@ class RunEngines:
         if plan.configs and not tgt.engines:
             self.external = external_engines(target_name)
         self.configs = engine_configs(plan.configs) if plan.configs and not self.external else {}
+        early_start()  # a bad value is refused before anything is measured
 
     def preflight(self) -> None:
         """Before any case: the engine's venv and model are there (else exit 3 with the fix);
@@ -173,7 +184,14 @@ class RunEngines:
             self.startup.step()
 
     def background_allowed(self) -> bool:
-        if os.environ.get(EARLY_ENV, "1").strip() == "0":
+        """HARNESS_ENGINE_EARLY_START: "1" always, "0" never; unset: only engines that compile.
+        A compile is CPU work, which SCHED_IDLE holds back; an eager start is mostly reading
+        the venv and the weights from disk and faulting them in, which it cannot (the disk
+        has no I/O scheduler here): measured, two eager starts beside semantic-cache doubled
+        its first semantic and embed-perf repetitions (28 -> 55 s, 23 -> 59 s), failed
+        embed-perf's threshold (0.64x) and saved no time."""
+        value = early_start()
+        if value == "0" or (value == "" and not any(c.compiled for c in self.configs.values())):
             return False
         if not placement.can_restore_priority():
             self.log("note: the serving engines start right before their suite (setting an idle-priority "
