@@ -218,7 +218,7 @@ class LocalEngine:
         self.argv_used, self.owner_pid = self.argv(python, model), owner_pid
         log(f"starting vLLM on {HOST}:{self.config.port} (prefix caching {'on' if self.config.prefix_caching else 'off'}, "
             f"KV cache {self.config.kv_cache_gib} GiB, {self.config.resolved_dtype()}{', idle priority' if idle else ''}); "
-            + ("compiled; about 125 s on 2 idle cores (200 s before its compile cache is warm)" if self.config.compiled
+            + ("compiled; about 125 s on 2 idle cores (160-200 s before its compile cache is warm)" if self.config.compiled
                else "eager; about 80 s on 2 idle cores")
             + f", log in {self.log_file}")
         self.idle = idle

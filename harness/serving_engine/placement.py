@@ -9,8 +9,8 @@ The engines then share one cache entry: the first compiles, the others load (~50
 eager engine, the default, compiles nothing; the binding is the same either way.)
 
 Priority. An engine may start at SCHED_IDLE, the Linux policy that runs only on a core
-nothing else wants, while other suites measure (its start is imports, loading and, unless
-eager, compiling); once it
+nothing else wants, while other suites measure (a compile is CPU work it holds back; the
+disk reads of an eager start it cannot, see for_run.RunEngines.background_allowed); once it
 serves it is set back to SCHED_OTHER, nice 0, before anything is measured on it. Setting a
 task back needs CAP_SYS_NICE (root here); without it the harness does not start engines
 this way.
