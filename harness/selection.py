@@ -57,8 +57,22 @@ def narrow(s: spec.Suite, keep: list[str]) -> spec.Suite:
     return dataclasses.replace(s, cases=[c for c in s.cases if c.name in keep], profiles=profiles)
 
 
-def choose(names: list[str], profile: str, keyword: str | None, log: Callable[[str], None]) -> list[spec.Suite]:
-    """The suites (narrowed to the selected cases) that SUITE, SUITE/CASE and -k select."""
+def profile_cases(s: spec.Suite, profile: str, keep: list[str], log: Callable[[str], None]) -> list[str]:
+    """The cases a run of the whole suite runs with `profile` (its `cases`, where it names them)."""
+    prof = s.profiles.get(profile)
+    if prof is None or prof.cases is None:
+        return keep
+    left = [c for c in keep if c not in prof.cases]
+    if left:
+        log(f"note: profile {profile} of {s.name} leaves out {', '.join(left)} ({prof.leaves_out.strip()}); "
+            f"select {s.name}/{left[0]} to run it")
+    return [c for c in keep if c in prof.cases]
+
+
+def choose(names: list[str], profile: str, keyword: str | None, log: Callable[[str], None],
+           notes: list[str] | None = None) -> list[spec.Suite]:
+    """The suites (narrowed to the selected cases) that SUITE, SUITE/CASE and -k select;
+    what a profile leaves out goes to `notes` (to `log` without)."""
     suite_names, wanted = split_names(list(names))
     suites = choose_suites(suite_names, profile, log)
     out = []
@@ -70,6 +84,8 @@ def choose(names: list[str], profile: str, keyword: str | None, log: Callable[[s
                     raise BadInput(f"suite {s.name!r} has no case {c!r}{did_you_mean(c, keep)}; "
                                    f"its cases: {', '.join(keep)}")
             keep = [c for c in keep if c in wanted[s.name]]
+        else:
+            keep = profile_cases(s, profile, keep, log if notes is None else notes.append)
         if keyword:
             keep = [c for c in keep if matches(keyword, s.name, c)]
         if keep:
@@ -169,7 +185,12 @@ def plan(names: list[str], *, profile: str, keyword: str | None = None, repeat: 
     """What a run runs, every parameter resolved and checked: the one planning step of
     `harness run` and `harness run --dry-run`."""
     check_repeat(repeat)
-    return make_plans(choose(list(names), profile, keyword, log), profile, repeat, parse_overrides(list(overrides)))
+    notes: list[str] = []  # said once the plan holds: bad input stays one line
+    plans = make_plans(choose(list(names), profile, keyword, log, notes), profile, repeat,
+                       parse_overrides(list(overrides)))
+    for line in notes:
+        log(line)
+    return plans
 
 
 def plan_lines(plans, *, profile: str, target: str, base_port: int, results_dir: Path, monitoring: bool) -> list[str]:

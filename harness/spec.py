@@ -197,6 +197,10 @@ class Profile:
     thresholds: list[Threshold] = field(default_factory=list)
     conditions: dict[str, Any] = field(default_factory=dict)  # what this profile runs on (hosts, clients...)
     skipped_fails: bool = False  # a skipped case fails the run (lab profiles) unless --allow-skipped
+    # the cases a plain run of the suite runs with this profile (None: all); SUITE/CASE still
+    # selects one left out, and `leaves_out` says why it is left out
+    cases: list[str] | None = None
+    leaves_out: str = ""
 
 
 @dataclass
@@ -330,6 +334,8 @@ PROFILE_FIELDS = {
     "thresholds": (list, "a list of {case, metric, op, value, unit, reason}"),
     "conditions": (dict, "what the profile runs on, compared with a claim's conditions, e.g. {hosts: '6 hosts', clients: 200}"),
     "skipped_fails": (bool, "true: a skipped case fails the run (lab profiles) unless --allow-skipped is given"),
+    "cases": (list, "the cases a run of the suite runs with this profile (default: all); SUITE/CASE selects one left out"),
+    "leaves_out": (str, "with cases: why the others are left out (shown when a run leaves them out)"),
 }
 THRESHOLD_FIELDS = {
     "case": (str, "the case whose metric is checked"),
@@ -340,6 +346,40 @@ THRESHOLD_FIELDS = {
     "unit": (str, "the unit of the limit, e.g. ms"),
     "reason": (str, "why this limit, for this profile"),
 }
+
+
+def _profile_cases(pw: str, pf, case_names: list[str]) -> list[str] | None:
+    """A profile's `cases` (checked against the suite's; in the suite's order), or None."""
+    given = pf.get("cases", None)
+    if given is None:
+        if pf.get("leaves_out", ""):
+            raise BadInput(f"{pw}.leaves_out: only with cases (the cases the profile runs)")
+        return None
+    for c in given:
+        if not isinstance(c, str) or c not in case_names:
+            raise BadInput(f"{pw}.cases: no case named {c!r}{did_you_mean(str(c), case_names)}")
+    if not given:
+        raise BadInput(f"{pw}.cases: name at least one case (or leave cases out to run them all)")
+    if len(given) < len(case_names) and not pf.get("leaves_out", "").strip():
+        raise BadInput(f"{pw}.leaves_out: say why the profile leaves out "
+                       f"{', '.join(c for c in case_names if c not in given)}")
+    return [c for c in case_names if c in given]
+
+
+def _profile_thresholds(pw: str, pf, case_names: list[str], runs: list[str] | None) -> list[Threshold]:
+    thresholds = []
+    for j, traw in enumerate(pf.get("thresholds", [])):
+        tw = f"{pw}.thresholds[{j}]"
+        t = _threshold(tw, _Fields(tw, traw, THRESHOLD_FIELDS))
+        if t.case not in case_names:
+            raise BadInput(f"{tw}.case: no case named {t.case!r}{did_you_mean(t.case, case_names)}")
+        if not t.reason:
+            raise BadInput(f"{tw}: give the threshold a reason (why this limit for this profile)")
+        if runs is not None and t.case not in runs:
+            raise BadInput(f"{tw}.case: {t.case!r} is not one of the profile's cases ({', '.join(runs)}); "
+                           f"add it to {pw}.cases or drop the threshold")
+        thresholds.append(t)
+    return thresholds
 
 
 def _threshold(tw: str, tf: "_Fields") -> Threshold:
@@ -407,18 +447,11 @@ def parse_suite(data: Any, path: Path | None = None) -> Suite:
                 raise BadInput(f"{pw}.params: no case named {cname!r}{did_you_mean(cname, case_names)}")
             if not isinstance(over, dict):
                 raise BadInput(f"{pw}.params.{cname}: expected a mapping of parameters")
-        thresholds = []
-        for j, traw in enumerate(pf.get("thresholds", [])):
-            tw = f"{pw}.thresholds[{j}]"
-            tf = _Fields(tw, traw, THRESHOLD_FIELDS)
-            t = _threshold(tw, tf)
-            if t.case not in case_names:
-                raise BadInput(f"{tw}.case: no case named {t.case!r}{did_you_mean(t.case, case_names)}")
-            if not t.reason:
-                raise BadInput(f"{tw}: give the threshold a reason (why this limit for this profile)")
-            thresholds.append(t)
+        runs = _profile_cases(pw, pf, case_names)
+        thresholds = _profile_thresholds(pw, pf, case_names, runs)
         profiles[pname] = Profile(pname, pf.get("description", ""), reps, overrides, thresholds,
-                                  pf.get("conditions", {}), pf.get("skipped_fails", False))
+                                  pf.get("conditions", {}), pf.get("skipped_fails", False), runs,
+                                  pf.get("leaves_out", ""))
     if not profiles:
         raise BadInput(f"{where}.profiles: a suite needs at least one profile (local)")
     suite = Suite(name, f.get("description"), claim, target, cases, profiles, path)

@@ -48,11 +48,34 @@ def test_valid_spec_resolves_params_with_defaults():
     (lambda d: d.update(target="none"), "needs a cluster; set target: cluster"),
     (lambda d: d.pop("cases"), "field 'cases' is missing"),
     (lambda d: d["profiles"]["local"]["params"].update(nosuch={}), "no case named 'nosuch'"),
+    (lambda d: d["profiles"]["local"].update(cases=["rbb"]), "cases: no case named 'rbb' (did you mean 'rb'?)"),
+    (lambda d: d["profiles"]["local"].update(cases=[]), "name at least one case"),
+    (lambda d: d["profiles"]["local"].update(leaves_out="why"), "leaves_out: only with cases"),
+    (lambda d: (d["cases"].append({"name": "rb2", "driver": "redis-cluster-benchmark"}),
+                d["profiles"]["local"].update(cases=["rb2"], leaves_out="slow")),
+     "'rb' is not one of the profile's cases (rb2); add it to"),
+    (lambda d: (d["cases"].append({"name": "rb2", "driver": "redis-cluster-benchmark"}),
+                d["profiles"]["local"].update(cases=["rb"])), "leaves_out: say why the profile leaves out rb2"),
 ])
 def test_spec_errors_name_the_field_and_the_fix(mutate, needle):
     with pytest.raises(BadInput) as e:
         parse(mutate)
     assert needle in str(e.value)
+
+
+def test_a_profile_that_leaves_out_a_case_says_why_and_suite_slash_case_still_runs_it():
+    from harness.selection import plan
+
+    lines = []
+    (p,) = plan(["semantic-cache"], profile="local", log=lines.append)
+    names = [c.name for c in p.suite.cases]
+    assert "ttft" not in names and names[-1] == "memory"
+    assert not any(t.case == "ttft" for t in p.run.thresholds)
+    assert any("leaves out ttft (the in-process TTFT stream" in m and "select semantic-cache/ttft" in m for m in lines)
+    (one,) = plan(["semantic-cache/ttft"], profile="local", log=lines.append)
+    assert [c.name for c in one.suite.cases] == ["ttft"] and one.run.cases[0].params["queries"] == 10
+    (lab,) = plan(["semantic-cache"], profile="lab-a100", log=lines.append)
+    assert "ttft" in [c.name for c in lab.suite.cases]  # the lab's profile runs it (on its GPU)
 
 
 def test_unknown_profile_lists_the_known_ones():

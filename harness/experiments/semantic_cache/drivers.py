@@ -37,7 +37,8 @@ def ttft(ctx: CaseContext) -> CaseOutcome:
 
 
 @register("semantic-cache-memory", params=memory_case.PARAMS, needs="cluster", check=ttft_case.check,
-          description="C4: memory peak per serving mode, each in a fresh process, same decode work")
+          description="C4: memory peak per serving mode, each in a fresh process, same decode work",
+          measures_time=False)
 def memory(ctx: CaseContext) -> CaseOutcome:
     return memory_case.run(ctx)
 
