@@ -180,9 +180,6 @@ class Driver:
     # Serving-engine configurations the driver measures ("cached", "uncached"): the runner
     # starts the ones a run's selected cases need, once per run, into `target.engines`.
     engines: tuple[str, ...] = ()
-    # False: the driver's metrics are counts, simulated rates and memory peaks, none of which
-    # depends on how fast the machine runs it; the runner may start the serving engines beside it
-    measures_time: bool = True
 
     def resolve_params(self, where: str, given: dict) -> dict:
         """Check `given` against the declared parameters and fill in defaults."""
@@ -211,7 +208,7 @@ REGISTRY: dict[str, Driver] = {}
 
 def register(name: str, *, params: dict[str, Param], needs: str = "none", description: str = "",
              check: Callable[[str, dict], None] | None = None, isolate: bool = False,
-             engines: tuple[str, ...] = (), measures_time: bool = True):
+             engines: tuple[str, ...] = ()):
     """Decorator: register `fn(ctx) -> CaseOutcome` as the driver called `name`."""
     if needs not in TARGET_KINDS:
         raise ValueError(f"needs must be one of {TARGET_KINDS}")
@@ -220,7 +217,7 @@ def register(name: str, *, params: dict[str, Param], needs: str = "none", descri
         if name in REGISTRY and REGISTRY[name].run is not fn:
             raise ValueError(f"driver {name!r} registered twice")
         REGISTRY[name] = Driver(name, fn, params, needs, description or (fn.__doc__ or "").strip(), check,
-                                isolate, fn.__module__, tuple(engines), bool(measures_time))
+                                isolate, fn.__module__, tuple(engines))
         return fn
 
     return deco

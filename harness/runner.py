@@ -82,12 +82,6 @@ def engine_needs(plans: list[Plan]) -> list[tuple[str, tuple[str, ...]]]:
     return [(f"{p.suite.name}/{c.name}", driver_contract.get(c.driver).engines) for p in plans for c in p.suite.cases]
 
 
-def timeless_cases(plans: list[Plan]) -> frozenset[str]:
-    """The "suite/case"s whose drivers measure no time (the engines may start beside them)."""
-    return frozenset(f"{p.suite.name}/{c.name}" for p in plans for c in p.suite.cases
-                     if not driver_contract.get(c.driver).measures_time)
-
-
 def run_suites(names: list[str], *, profile: str = "local", target: str = "local",
                results_dir: Path = Path("results"), repeat: int | None = None,
                overrides: list[str] = (), base_port: int = 7000, monitoring: bool = False,
@@ -155,8 +149,7 @@ def _run_on_target(run: _Run, plans: list[Plan], target: str, base_port: int, mo
     it, stop what was started."""
     needs_cluster = any(p.suite.target == "cluster" for p in plans)
     with target_for(needs_cluster, target, base_port, run.log) as tgt, \
-            engines_for_run(engine_needs(plans), tgt, run.run_dir, target, run.man, run.log,
-                            timeless_cases(plans)) as engines:
+            engines_for_run(engine_needs(plans), tgt, run.run_dir, target, run.man, run.log) as engines:
         run.man.update(manifest_facts(tgt, target))
         write_manifest(run.run_dir, run.man)
         monitor = Monitor.start(tgt, run.run_dir, run.log) if monitoring else None

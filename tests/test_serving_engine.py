@@ -6,7 +6,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -286,36 +285,6 @@ def test_the_background_start_begins_at_the_first_case_of_the_suite_just_before(
     assert plan_engines([("a/1", ())]).early is None
 
 
-def test_the_engines_start_beside_the_cases_that_measure_no_time_right_before_theirs(tmp_path, monkeypatch):
-    """Only a block of timeless cases right before the first engine case counts; the start
-    there runs eager engines too, at normal priority (those cases' metrics do not depend on
-    the machine's speed)."""
-    cases = [("a/1", ()), ("b/mem", ()), ("b/t", ()), ("b/mem2", ()), ("b/mem3", ()), ("serving/x", ("uncached",))]
-    plan = plan_engines(cases, frozenset({"b/mem", "b/mem2", "b/mem3", "a/1"}))
-    assert (plan.early, plan.beside) == ("b/mem2", ["b/mem2", "b/mem3"])  # b/t measures time: the block ends there
-    assert plan_engines(cases, frozenset({"b/mem"})).beside == []  # not right before: the suite before, as without
-    from harness import driver_contract
-    from harness.runner import timeless_cases
-
-    assert driver_contract.get("semantic-cache-memory").measures_time is False
-    assert driver_contract.get("semantic-cache-embed-perf").measures_time is True
-    monkeypatch.delenv("HARNESS_ENGINE_EARLY_START", raising=False)
-    monkeypatch.delenv("HARNESS_LLM_URL", raising=False)
-    monkeypatch.setattr(install, "require_installed", lambda venv=None: Path("/py"))
-    monkeypatch.setattr("harness.serving_engine.for_run.model_folder", lambda d=None: Path("/m"))
-    monkeypatch.setattr(placement, "can_restore_priority", lambda: False)  # not needed at normal priority
-    with engines_for_run(cases, Target("local"), tmp_path, "local", {}, log=lambda m: None,
-                         beside=frozenset({"b/mem3"})) as run:
-        assert [c.compiled for c in run.configs.values()] == [False] and run.background_allowed() is True
-        monkeypatch.setenv("HARNESS_ENGINE_EARLY_START", "0")
-        assert run.background_allowed() is False
-    from harness.selection import plan as plan_run
-
-    plans = plan_run(["semantic-cache", "serving"], profile="local", log=lambda m: None)
-    assert [n for n in timeless_cases(plans)] == ["semantic-cache/memory"]
-    assert plans[0].suite.cases[-1].name == "memory"  # the last case before the serving suite's
-
-
 def test_a_missing_engine_venv_stops_the_run_before_any_case(tmp_path, monkeypatch):
     monkeypatch.delenv("HARNESS_LLM_URL", raising=False)
     monkeypatch.setattr(install, "VENV_DIR", tmp_path / "none")
@@ -452,34 +421,3 @@ def test_staggered_holds_the_next_engine_only_behind_a_compiling_one():
         assert s._may_launch() is may, [(e.config.compiled, e.warm()) for e in starting]
     s.order, s.starting = "sequential", [_Starting(False, True)]
     assert s._may_launch() is False
-
-
-class _Launching:
-    """An engine as Startup sees it: launched at once, serving once `ready_at` has passed."""
-
-    def __init__(self, ready_in_s: float):
-        self.config, self.proc, self.start_s = EngineConfig(), None, None
-        self.ready_in_s, self.polls = ready_in_s, 0
-
-    def spawn(self, log, owner_pid, idle=False):
-        self.spawned_at = time.monotonic()
-
-    def poll_ready(self, t0, timeout):
-        self.polls += 1
-        return time.monotonic() - t0 >= self.ready_in_s
-
-    def mark_ready(self):
-        self.start_s = round(time.monotonic() - self.spawned_at, 2)
-
-
-def test_a_watched_start_sees_the_engine_serve_when_it_does_not_at_the_next_step():
-    """A start in the background is polled by a thread, so its measured start time is the
-    engine's own, not the time until the runner's next case."""
-    eng = _Launching(0.3)
-    s = Startup([eng], timeout=10.0, order="staggered", log=lambda m: None, owner_pid=os.getpid())
-    assert s.step() is False  # launched, not ready yet
-    s.watch(every_s=0.05)
-    time.sleep(1.5)  # the runner busy with a case
-    assert s.done and s.problems == {eng: None} and 0.3 <= eng.start_s < 1.0, eng.start_s
-    assert s.wait() == {eng: None}  # the thread is gone; nothing more to do
-    assert s._watcher is None

@@ -284,7 +284,7 @@ def test_ctrl_c_during_a_harness_run_stops_its_engines(tmp_path):
     env = {**os.environ, "HARNESS_ENGINE_PORT": "8036"}
     for k in ("HARNESS_LLM_URL", "HARNESS_ENGINE_EARLY_START", "HARNESS_ENGINE_PARALLEL_START"):
         env.pop(k, None)
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", "kv-trace/prefix-cache", "serving/prefix-cache",
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", "kv-trace/crosscheck", "serving/prefix-cache",
                              "--base-port", "7640", "--results-dir", str(tmp_path)], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     files = [LocalEngine(EngineConfig(port=p)).state_file for p in (8036, 8037)]

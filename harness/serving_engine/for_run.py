@@ -2,14 +2,11 @@
 selected case whose driver declares `engines=(...)`, stopped after the last such case and
 on every way out (exceptions, Ctrl-C, SIGTERM).
 
-Where the cases right before the first such case measure no time (their drivers'
-`measures_time` is false: counts, simulated rates, memory peaks; semantic-cache's memory
-case), the engines start beside those cases, at normal priority. Otherwise, where the run
-has a suite before the first such case's suite and the engines compile the model
-(EngineConfig.compiled; see background_allowed), or with HARNESS_ENGINE_EARLY_START=1, the
-engines start in the background during that suite, at SCHED_IDLE (they get only CPU time
-nothing else wants), and are set back to normal priority once they serve, before anything
-is measured on them (harness.serving_engine.placement). The manifest's
+Where the run has a suite before the first such case's suite and the engines compile the
+model (EngineConfig.compiled; see background_allowed), or with HARNESS_ENGINE_EARLY_START=1,
+the engines start in the background during that suite, at SCHED_IDLE (they get only CPU
+time nothing else wants), and are set back to normal priority once they serve, before
+anything is measured on them (harness.serving_engine.placement); the manifest's
 `engines_start.background_during` names the cases that ran beside the start. Otherwise
 (eager engines, the default), or with HARNESS_ENGINE_EARLY_START=0, or without the right to
 set a task's priority back (not root), they start right before the first case that needs them.
@@ -66,14 +63,10 @@ class EnginePlan:
     last: str | None = None
     between: list[str] = field(default_factory=list)  # cases without engines inside [first, last]
     early: str | None = None  # the first case of the suite before `first`'s: the background start
-    # the cases right before `first` whose metrics do not depend on the machine's speed: the
-    # engines start beside them (at normal priority), eager or compiled; `early` is the first
-    beside: list[str] = field(default_factory=list)
 
 
-def plan_engines(cases: list[tuple[str, tuple[str, ...]]], beside: frozenset[str] = frozenset()) -> EnginePlan:
-    """`cases`: ("suite/case", the driver's engine configurations) in run order; `beside`:
-    the cases whose drivers measure no time (Driver.measures_time false)."""
+def plan_engines(cases: list[tuple[str, tuple[str, ...]]]) -> EnginePlan:
+    """`cases`: ("suite/case", the driver's engine configurations) in run order."""
     out = EnginePlan()
     positions = [i for i, (_, engines) in enumerate(cases) if engines]
     for name, engines in cases:
@@ -89,12 +82,6 @@ def plan_engines(cases: list[tuple[str, tuple[str, ...]]], beside: frozenset[str
         before = [s for s in suites if s != out.first.split("/")[0]]
         if before:
             out.early = cases[suites.index(before[-1])][0]
-        for name, _ in reversed(cases[:positions[0]]):
-            if name not in beside:
-                break
-            out.beside.insert(0, name)
-        if out.beside:
-            out.early = out.beside[0]
     return out
 
 
@@ -197,20 +184,14 @@ class RunEngines:
             self.startup.step()
 
     def background_allowed(self) -> bool:
-        """HARNESS_ENGINE_EARLY_START: "1" always, "0" never; unset: beside cases that measure
-        no time (plan.beside), else only engines that compile. A compile is CPU work, which
-        SCHED_IDLE holds back; an eager start is mostly reading the venv and the weights from
-        disk and faulting them in, which it cannot (the disk has no I/O scheduler here):
-        measured, two eager starts beside semantic-cache doubled its first semantic and
-        embed-perf repetitions (28 -> 55 s, 23 -> 59 s), failed embed-perf's threshold (0.64x)
-        and saved no time. Beside cases that measure no time the start runs at normal
-        priority, and only they run beside it."""
+        """HARNESS_ENGINE_EARLY_START: "1" always, "0" never; unset: only engines that compile.
+        A compile is CPU work, which SCHED_IDLE holds back; an eager start is mostly reading
+        the venv and the weights from disk and faulting them in, which it cannot (the disk
+        has no I/O scheduler here): measured, two eager starts beside semantic-cache doubled
+        its first semantic and embed-perf repetitions (28 -> 55 s, 23 -> 59 s), failed
+        embed-perf's threshold (0.64x) and saved no time."""
         value = early_start()
-        if value == "0":
-            return False
-        if value == "" and self.plan.beside:
-            return True
-        if value == "" and not any(c.compiled for c in self.configs.values()):
+        if value == "0" or (value == "" and not any(c.compiled for c in self.configs.values())):
             return False
         if not placement.can_restore_priority():
             self.log("note: the serving engines start right before their suite (setting an idle-priority "
@@ -240,16 +221,11 @@ class RunEngines:
                 self.tgt.engines[name] = eng.endpoint
             else:
                 to_start.append(eng)
-        idle = background and bool(to_start) and not self.plan.beside
-        if background and to_start and self.plan.beside:
-            self.log(f"serving engines: starting beside {', '.join(self.plan.beside)} (which measure no time)")
-        elif background and to_start:
+        if background and to_start:
             self.log(f"serving engines: starting in the background at idle priority during {self.plan.early.split('/')[0]}")
-        self.startup = Startup(to_start, timeout, order, self.log, os.getpid(), idle=idle)
+        self.startup = Startup(to_start, timeout, order, self.log, os.getpid(), idle=background and bool(to_start))
         self.started_t0, self.during = time.monotonic(), []
         self.tick()
-        if background:
-            self.startup.watch()
 
     def finish(self) -> None:
         """Wait until every launched engine serves or failed; one that fails is noted, and the
@@ -288,8 +264,6 @@ class RunEngines:
 
     def stop(self) -> None:
         with deferred_interrupts():
-            if self.startup is not None:
-                self.startup.unwatch()
             self.startup = None  # whatever it launched is stopped below
             stopped = []
             for name, eng in self.engines.items():
@@ -339,11 +313,10 @@ def engine_record(name: str, eng: LocalEngine) -> dict:
 
 @contextlib.contextmanager
 def engines_for_run(cases: list[tuple[str, tuple[str, ...]]], tgt: Target, run_dir: Path, target_name: str,
-                    man: dict, log: Callable[[str], None] = print, beside: frozenset[str] = frozenset()):
+                    man: dict, log: Callable[[str], None] = print):
     """Yield a RunEngines whose `at(case)` the runner calls before each case; whatever
-    happens, every engine it started is stopped when the block is left. `beside`: the cases
-    that measure no time (see plan_engines)."""
-    run = RunEngines(plan_engines(cases, beside), tgt, run_dir, target_name, man, log)
+    happens, every engine it started is stopped when the block is left."""
+    run = RunEngines(plan_engines(cases), tgt, run_dir, target_name, man, log)
     if run.configs:
         names = [n for n, _ in cases]
         run.window = set(names[names.index(run.plan.first):names.index(run.plan.last) + 1])

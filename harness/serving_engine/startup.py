@@ -7,15 +7,13 @@ of compiling it again beside the first. Eager engines (the default, EngineConfig
 compile nothing, so staggered launches them all at once. "parallel" launches them all at
 once (each compiles on its own); "sequential" launches each once the one before serves.
 
-`step()` does what can be done now and returns; `watch()` steps in a thread (a start in the
-background: the moment an engine serves is seen when it comes, not at the runner's next
-step); `wait()` steps until every engine serves or failed. An engine that fails is stopped and its problem kept; the others go on.
+`step()` does what can be done now and returns; `wait()` steps until every engine serves
+or failed. An engine that fails is stopped and its problem kept; the others go on.
 `abort()` stops every engine this startup launched (a Ctrl-C, an error).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Callable
 
@@ -43,9 +41,6 @@ class Startup:
         self.launched: list[LocalEngine] = []
         self.problems: dict[LocalEngine, str | None] = {}  # None: it serves
         self.timeout, self.order, self.log, self.owner_pid, self.idle = timeout, order, log, owner_pid, idle
-        self._lock = threading.Lock()  # one step at a time: the runner's and the watcher's
-        self._watcher: threading.Thread | None = None
-        self._stop = threading.Event()
 
     @property
     def done(self) -> bool:
@@ -53,35 +48,6 @@ class Startup:
 
     def step(self) -> bool:
         """Launch what may be launched now, note what became ready or failed; True when done."""
-        with self._lock:
-            return self._step()
-
-    def watch(self, every_s: float = 0.5) -> None:
-        """Step every `every_s` in a daemon thread until done or `unwatch()`. A problem other
-        than an engine's own (which step() keeps) ends the thread; the next step() raises it."""
-        if self._watcher is not None:
-            return
-        self._stop.clear()
-
-        def loop() -> None:
-            while not self._stop.is_set():
-                try:
-                    if self.step():
-                        return
-                except Exception:  # noqa: BLE001 - the runner's own step() meets it again
-                    return
-                self._stop.wait(every_s)
-
-        self._watcher = threading.Thread(target=loop, name="engine-startup", daemon=True)
-        self._watcher.start()
-
-    def unwatch(self) -> None:
-        self._stop.set()
-        if self._watcher is not None:
-            self._watcher.join(timeout=30)
-            self._watcher = None
-
-    def _step(self) -> bool:
         while self.queue and self._may_launch():
             self._launch(self.queue.pop(0))
         for eng in list(self.starting):
@@ -102,13 +68,11 @@ class Startup:
 
     def wait(self, poll_s: float = 0.5) -> dict:
         """Step until every engine serves or failed; {engine: None or its problem}."""
-        self.unwatch()
         while not self.step():
             time.sleep(poll_s)
         return dict(self.problems)
 
     def abort(self) -> None:
-        self.unwatch()
         for eng in self.launched:
             if eng.proc is not None:  # only what this startup launched; never an engine that was there before
                 eng.down()

@@ -37,8 +37,7 @@ def ttft(ctx: CaseContext) -> CaseOutcome:
 
 
 @register("semantic-cache-memory", params=memory_case.PARAMS, needs="cluster", check=ttft_case.check,
-          description="C4: memory peak per serving mode, each in a fresh process, same decode work",
-          measures_time=False)
+          description="C4: memory peak per serving mode, each in a fresh process, same decode work")
 def memory(ctx: CaseContext) -> CaseOutcome:
     return memory_case.run(ctx)
 
