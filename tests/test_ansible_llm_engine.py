@@ -158,3 +158,33 @@ def test_an_engine_not_ready_in_time_is_stopped_with_its_log_tail(tmp_path):
     assert "--enforce-eager" in conf["argv"], conf["argv"]  # the CPU build starts eager, as the harness's own
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", PORT)) != 0
+
+
+@needs_playbook
+def test_the_roles_dtype_is_the_harness_choice_for_the_cpus_flags(tmp_path):
+    """The role's `auto` dtype (its first two tasks, run on this machine against made-up
+    /proc/cpuinfo files) is what harness.serving_engine.local.cpu_dtype picks for the same
+    flags: bfloat16 with avx512_bf16 or amx_bf16, float32 without, vLLM's own without a
+    flags line. (A regular expression's word boundary once made it float32 everywhere.)"""
+    from harness.serving_engine.local import cpu_dtype
+
+    tasks = yaml.safe_load((ANSIBLE_DIR / "roles" / "llm_engine" / "tasks" / "config.yml").read_text())[:2]
+    assert "slurp" in str(tasks[0]) and "llm_engine_dtype_used" in str(tasks[1])
+    cpus = {"zen4": "flags\t\t: fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni\n",
+            "sapphire": "flags\t\t: fpu avx2 amx_bf16 amx_tile\n",
+            "avx2": "flags\t\t: fpu sse2 avx2 fma avx512_bf16x\n",  # a longer name is not the flag
+            "arm": "Features\t: fp asimd evtstrm\n"}
+    for name, text in cpus.items():
+        info = tmp_path / f"{name}.cpuinfo"
+        info.write_text("processor\t: 0\n" + text)
+        play = [{"hosts": "localhost", "gather_facts": False,
+                 "vars": {"llm_engine_build": "cpu", "llm_engine_dtype": "auto"},
+                 "tasks": [{**tasks[0], "ansible.builtin.slurp": {"src": str(info)}}, tasks[1],
+                           {"ansible.builtin.debug": {"msg": "dtype={{ llm_engine_dtype_used }}"}}]}]
+        path = tmp_path / f"{name}.yml"
+        path.write_text(yaml.safe_dump(play))
+        out = subprocess.run([ANSIBLE_PLAYBOOK, "-i", "localhost,", "-c", "local", str(path)],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        got = re.search(r'"msg": "dtype=(\w+)"', out.stdout)
+        assert got and got.group(1) == cpu_dtype(info), (name, got and got.group(1), cpu_dtype(info))

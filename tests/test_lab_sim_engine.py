@@ -33,9 +33,11 @@ BASE_URL = f"http://{ADDR}:{PORT}"
 ENGINE = {"LAB_SIM_ENGINE": "1"}
 REDIS_HOSTS = [f"redis-{i}" for i in range(1, 7)]
 # Small settings of the serving suite's lab-sim profile, so that the run takes a few minutes.
-SMALL = ["prefix-cache.max_requests=12", "prefix-cache.duration_s=15", "prefix-cache.instrument_requests=3",
-         "semantic-e2e.queries=8", "client-vs-vllm.max_requests=8", "client-vs-vllm.duration_s=10",
-         "client-vs-vllm.rounds=1"]
+# (the lifecycle test's sizes: tests/test_serving_engine_lifecycle.py)
+SMALL = ["prefix-cache.max_requests=10", "prefix-cache.duration_s=8", "prefix-cache.instrument_requests=3",
+         "prefix-cache.instrument_prefix_tokens=256", "prefix-cache.instrument_gap_s=0.5",
+         "semantic-e2e.queries=8", "client-vs-vllm.max_requests=6", "client-vs-vllm.duration_s=4",
+         "client-vs-vllm.rounds=1", "client-vs-vllm.max_prompt_tokens=128", "client-vs-vllm.output_tokens=4"]
 
 
 def _engine_skip_reason() -> str | None:
