@@ -103,14 +103,9 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
         interrupt = e
         run.mark_interrupted(e)
     finally:
-        with _shielded(), _reserve_released(run.run_dir):  # a second Ctrl-C (or a SIGTERM) waits until the report is written
-            pending = sys.exc_info()[1]  # an exception going on past this block (none when handled above)
-            if isinstance(pending, KeyboardInterrupt) and not run.interrupted:  # a second Ctrl-C came early
-                interrupt = pending
-                run.mark_interrupted(pending)
-            run.close()
-            if pending is None or isinstance(pending, KeyboardInterrupt):
-                published = publish(run.run_dir, allow_skipped=allow_skipped)
+        # an exception going on past this block (none when handled above)
+        published, late = _close_run(run, sys.exc_info()[1], allow_skipped)
+        interrupt = interrupt or late
     if interrupt is not None:
         log(f"interrupted during {run.interrupted['case']}; what was measured is in {run.run_dir} "
             f"(report: {published.report})")
@@ -213,15 +208,42 @@ def _reserve_released(run_dir: Path):
         release_reserve(run_dir)
 
 
+def _close_run(run: _Run, pending: BaseException | None, allow_skipped: bool):
+    """Write the manifest and results and, unless an error other than an interrupt is going
+    on (`pending`), publish the report; a second Ctrl-C (or a SIGTERM) meanwhile waits until
+    they are written. Returns (what publish made or None, the interrupt that came early or
+    None). A Ctrl-C that lands as the shield goes up, before it holds anything, is the run's
+    interrupt (when nothing else is going on) and the writing starts again behind the shield."""
+    while True:
+        try:
+            interrupt = None
+            with _shielded(), _reserve_released(run.run_dir):
+                if isinstance(pending, KeyboardInterrupt) and not run.interrupted:  # a second Ctrl-C came early
+                    interrupt = pending
+                    run.mark_interrupted(pending)
+                run.close()
+                published = None
+                if pending is None or isinstance(pending, KeyboardInterrupt):
+                    published = publish(run.run_dir, allow_skipped=allow_skipped)
+            return published, interrupt
+        except KeyboardInterrupt as e:
+            if pending is None:
+                pending = e
+
+
 @contextlib.contextmanager
 def _shielded():
     """Let a second Ctrl-C (or SIGTERM) wait until the report of what was measured is
-    written; when the run was interrupted anyway, the held signal adds nothing."""
+    written; when the run was interrupted anyway, the held signal adds nothing. One that
+    lands before the shield is up goes on (the caller starts again)."""
+    up = False
     try:
         with deferred_interrupts():
+            up = True
             yield
     except KeyboardInterrupt:
-        pass
+        if not up:
+            raise
 
 
 def _make_run_dir(results_dir: Path) -> Path:

@@ -66,10 +66,10 @@ def deferred_interrupts():
         held.append(signum)
 
     old = {}
-    for s in (signal.SIGINT, signal.SIGTERM):
-        old[s] = signal.getsignal(s)
-        signal.signal(s, hold)
-    try:
+    try:  # an interrupt that lands while the handlers go in restores those already replaced
+        for s in (signal.SIGINT, signal.SIGTERM):
+            old[s] = signal.getsignal(s)
+            signal.signal(s, hold)
         yield
     finally:
         for s, h in old.items():

@@ -4,6 +4,7 @@ real cluster, and a short concurrent run whose control must show what the CAS ru
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import redis
@@ -217,6 +218,54 @@ def test_readers_that_die_leave_the_mixups_not_measured(cluster, tmp_path):
     got = _c20(out, tmp_path)
     assert got["incremented.mixups_read"].outcome.value == "not measured"
     assert got["incremented.replica_mixups_read"].outcome.value == "not measured"
+
+
+def _slow_target(cluster, connect):
+    """The real cluster, with each writer thread's cluster client made by `connect(real)`."""
+    import dataclasses
+    import threading
+
+    @dataclasses.dataclass
+    class Slow(type(cluster)):
+        def cluster_client(self, **kw):
+            real = super().cluster_client
+            if not threading.current_thread().name.startswith("prompt-cas-writer"):
+                return real(**kw)
+            return connect(lambda: real(**kw))
+
+    return Slow(**{f.name: getattr(cluster, f.name) for f in dataclasses.fields(cluster)})
+
+
+def test_a_rules_seconds_start_when_its_writers_have_connected(cluster, tmp_path):
+    """Writers whose cluster clients take 1.5 s to connect (a loaded machine: CI once saw a
+    1.5 s rule end with no attempt made) still run the rule's 0.3 s: its clock starts at the
+    gate, after every thread has connected."""
+    def slow(real):
+        time.sleep(1.5)
+        return real()
+
+    params = {k: p.default for k, p in cas.PARAMS.items()}
+    params.update(seconds=0.3, writers=2, readers=1, keys=2, modes=["as-written", "incremented"],
+                  min_reads_per_reader=1)
+    out = cas.run(CaseContext("prompt-cas", "cas", 1, "local", params, tmp_path, _slow_target(cluster, slow),
+                              log=lambda m: None))
+    assert out.status == "ok", out.reason
+    assert out.metrics["as-written.attempts"].value > 0 and out.metrics["as-written.applied_pct"].value == 0
+    assert out.metrics["incremented.applied_pct"].value > 0
+
+
+def test_a_rule_with_no_update_made_fails_the_case_with_the_first_error(cluster, tmp_path):
+    """No writer can connect: the rule made no update, and the case fails saying why rather
+    than leaving its metrics out as if nothing were wrong."""
+    def refuse(real):
+        raise ConnectionError("Connection refused (a test's writer)")
+
+    params = {k: p.default for k, p in cas.PARAMS.items()}
+    params.update(seconds=0.2, writers=2, readers=1, keys=2, modes=["plain"])
+    out = cas.run(CaseContext("prompt-cas", "cas", 1, "local", params, tmp_path, _slow_target(cluster, refuse),
+                              log=lambda m: None))
+    assert out.status == "failed"
+    assert out.reason == "plain: no writer made an update; first error: ConnectionError: Connection refused (a test's writer)"
 
 
 def test_c20_verdicts_on_a_real_run_and_with_each_mechanism_removed(concurrent_run, tmp_path):

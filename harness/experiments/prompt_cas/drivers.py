@@ -31,6 +31,8 @@ must converge to their primaries; the final vectors give lost updates (an applie
 adds exactly 1 to its vector's sum, so applied - final sum counts updates overwritten
 without being seen).
 
+A rule's `seconds` start when all its threads have connected and met at a start gate,
+and a rule in which no writer made an update fails the case with the first error.
 The threads of a rule stop at its deadline or when the run is interrupted: a Ctrl-C or
 SIGTERM in the main thread sets their stop event and joins them (interrupts held back
 meanwhile) before it goes on, so that no thread outlives the run or meets a stopped cluster.
@@ -50,6 +52,7 @@ from harness.signals import deferred_interrupts
 from harness.text_data import GPTCACHE_FILE
 
 MODES = ("plain", "atomic", "as-written", "incremented", "equal")
+GATE_TIMEOUT_S = 60.0  # the longest the threads of a rule wait for each other to connect
 
 # KEYS[1]: the pair's hash. ARGV: rule ('dominated' | 'equal'), the client's vector,
 # prompt, response, the writer's 1-based index. Returns 1 when applied, 0 when refused.
@@ -160,10 +163,30 @@ class Tally:
         self.applied_per_key: dict[str, int] = {}
         self.first_error = ""
         self.first_reader_error = ""
-        self.stop = threading.Event()  # set at the deadline's end or on an interrupt
+        self.stop = threading.Event()  # set on an interrupt
+        self.deadline = 0.0  # set by the start gate's action, when every thread has connected
+        self.gate: threading.Barrier | None = None
 
-    def running(self, deadline: float) -> bool:
-        return time.monotonic() < deadline and not self.stop.is_set()
+    def open_gate(self, parties: int, seconds: float, timeout: float = GATE_TIMEOUT_S) -> None:
+        """The rule's clock starts when all `parties` threads are connected and at the gate,
+        not when they were created: connecting a cluster client on a loaded machine can
+        take longer than a short rule, which then made no attempt at all."""
+        def start():
+            self.deadline = time.monotonic() + seconds
+
+        self.gate = threading.Barrier(parties, action=start, timeout=timeout)
+
+    def wait_gate(self) -> bool:
+        """Wait at the start gate; False when it was broken (an interrupt, or a thread that
+        never came within the gate's timeout): the thread then makes no attempt."""
+        try:
+            self.gate.wait()
+            return True
+        except threading.BrokenBarrierError:
+            return False
+
+    def running(self) -> bool:
+        return time.monotonic() < self.deadline and not self.stop.is_set()
 
     def add(self, **kw):
         with self.lock:
@@ -172,17 +195,20 @@ class Tally:
 
 
 def _writer(target, mode: str, w: int, n: int, keys: list[str], pairs: list[tuple], seed: int,
-            deadline: float, tally: Tally) -> None:
+            tally: Tally) -> None:
     rng = random.Random(seed * 1000 + w)
     lat, applied_keys = [], {}
     try:
         c = target.cluster_client()
     except Exception as e:  # noqa: BLE001 - a writer that cannot connect makes no attempt; reported
         tally.first_error = tally.first_error or f"{type(e).__name__}: {e}"
+        tally.wait_gate()
         return
     script = c.register_script(CAS_LUA)
     try:
-        while tally.running(deadline):
+        if not tally.wait_gate():
+            return
+        while tally.running():
             key = rng.choice(keys)
             prompt, response = rng.choice(pairs)
             t0 = time.perf_counter()
@@ -220,7 +246,7 @@ def _writer(target, mode: str, w: int, n: int, keys: list[str], pairs: list[tupl
                 tally.applied_per_key[k] = tally.applied_per_key.get(k, 0) + v
 
 
-def _reader(target, r: int, keys: list[str], owners: dict, pairs: dict, deadline: float, tally: Tally) -> None:
+def _reader(target, r: int, keys: list[str], owners: dict, pairs: dict, tally: Tally) -> None:
     from redis.crc import key_slot
 
     rng = random.Random(r)
@@ -237,8 +263,10 @@ def _reader(target, r: int, keys: list[str], owners: dict, pairs: dict, deadline
         return clients[k]
 
     try:
+        if not tally.wait_gate():
+            return
         i = 0
-        while tally.running(deadline):
+        while tally.running():
             key = rng.choice(keys)
             primary, replicas = owners[key_slot(key.encode())]
             replica = bool(replicas) and i % 2 == 1
@@ -299,12 +327,12 @@ def run_mode(target, mode: str, p: dict, pairs: dict, items: list[tuple], owners
     finally:
         c.close()
     tally = Tally()
-    deadline = time.monotonic() + p["seconds"]
-    threads = [threading.Thread(target=_writer, args=(target, mode, w, n, keys, items, p["seed"], deadline, tally),
+    tally.open_gate(n + p["readers"], p["seconds"])
+    threads = [threading.Thread(target=_writer, args=(target, mode, w, n, keys, items, p["seed"], tally),
                                 name=f"prompt-cas-writer-{w}") for w in range(n)]
-    threads += [threading.Thread(target=_reader, args=(target, r, keys, owners, pairs, deadline, tally),
+    threads += [threading.Thread(target=_reader, args=(target, r, keys, owners, pairs, tally),
                                  name=f"prompt-cas-reader-{r}") for r in range(p["readers"])]
-    run_threads(threads, tally.stop)
+    run_threads(threads, tally.stop, tally.gate)
     final = _final_state(target, keys, owners, pairs, n)
     lost = sum(tally.applied_per_key.get(k, 0) - final["vv_sum"][k] for k in keys)
     lat_ms = [1000 * x for x in tally.latencies]
@@ -321,9 +349,11 @@ def run_mode(target, mode: str, p: dict, pairs: dict, items: list[tuple], owners
     return out
 
 
-def run_threads(threads: list[threading.Thread], stop: threading.Event) -> None:
+def run_threads(threads: list[threading.Thread], stop: threading.Event,
+                gate: threading.Barrier | None = None) -> None:
     """Start the threads and join them; on an interrupt (KeyboardInterrupt, Terminated) set
-    `stop` and join them all, with further interrupts held back, then let it go on."""
+    `stop`, break the start `gate` (threads still waiting there leave) and join them all,
+    with further interrupts held back, then let it go on."""
     try:
         for t in threads:
             t.start()
@@ -332,6 +362,8 @@ def run_threads(threads: list[threading.Thread], stop: threading.Event) -> None:
     except BaseException:
         with deferred_interrupts():
             stop.set()
+            if gate is not None:
+                gate.abort()
             for t in threads:
                 if t.ident is not None:
                     t.join()
@@ -409,7 +441,10 @@ def run(ctx: CaseContext) -> CaseOutcome:
     short: dict[str, list] = {}
     for mode in order:
         r = run_mode(ctx.target, mode, p, pairs, items, owners, ctx.log)
-        if r["errors"] and r["errors"] == r["attempts"]:
+        if not r["attempts"]:
+            return CaseOutcome("failed", f"{mode}: no writer made an update"
+                               + (f"; first error: {r['first_error']}" if r["first_error"] else ""), metrics=metrics)
+        if r["errors"] == r["attempts"]:
             return CaseOutcome("failed", f"{mode}: every update failed; first error: {r['first_error']}",
                                metrics=metrics)
         m = rule_metrics(r, p["min_reads_per_reader"], replicas)
