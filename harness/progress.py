@@ -20,19 +20,25 @@ def duration(seconds: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
-def eta(done: int, total: int, elapsed: float) -> str:
-    """The time left if the remaining repetitions take as long as the finished ones on
-    average; '?' before any has finished."""
-    if done <= 0:
-        return "?"
-    return duration(elapsed / done * max(total - done, 0))
+def progress(done: int, total: int, elapsed: float, left_s: float | None) -> str:
+    """'[3/12, 1 min 02 s, about 3 min 06 s left]' for the repetition about to start (done =
+    how many have finished or were skipped); `left_s` is the estimate (time_left), None while
+    there is none."""
+    head = f"[{done + 1}/{total}, {duration(elapsed)}, "
+    return head + ("estimating the time left]" if left_s is None else f"about {duration(left_s)} left]")
 
 
-def progress(done: int, total: int, elapsed: float) -> str:
-    """'[3/12, 1 min 02 s, about 3 min 06 s left]' for the repetition about to start
-    (done = how many have finished)."""
-    return f"[{done + 1}/{total}, {duration(elapsed)}, " + (
-        f"about {eta(done, total, elapsed)} left]" if done else "estimating the time left]")
+def time_left(finished: dict[str, list[float]], remaining: dict[str, int]) -> float | None:
+    """Seconds left: each case's remaining repetitions at the mean of its own finished ones,
+    a case not started yet at the mean of every finished repetition (a run's cases differ
+    by 100x: one second of a simulation, a minute of a serving engine); None before any has
+    finished. Keys are "suite/case"."""
+    every = [d for ds in finished.values() for d in ds]
+    if not every:
+        return None
+    overall = sum(every) / len(every)
+    return sum(n * (sum(finished[c]) / len(finished[c]) if finished.get(c) else overall)
+               for c, n in remaining.items() if n > 0)
 
 
 def use_colour(stream=None) -> bool:

@@ -160,23 +160,33 @@ def _run_on_target(run: _Run, plans: list[Plan], target: str, base_port: int, mo
 
 
 def _run_plans(run: _Run, plans: list[Plan], tgt: Target, engines, profile: str) -> None:
-    total = sum(len(p.suite.cases) * p.repetitions for p in plans)
-    done = 0
+    # repetitions left and the finished ones' seconds, per "suite/case": the time left is
+    # estimated per case (progress.time_left); a skipped case's repetitions count as done
+    remaining = {f"{p.suite.name}/{c.name}": p.repetitions for p in plans for c in p.suite.cases}
+    finished: dict[str, list[float]] = {}
+    total, done = sum(remaining.values()), 0
     t_start = time.monotonic()
     run.man["suite_wall_s"] = {}
     for p in plans:
         suite_t0 = time.monotonic()
         for case in p.suite.cases:
-            engines.at(f"{p.suite.name}/{case.name}")  # started before the first case that needs them
+            key = f"{p.suite.name}/{case.name}"
+            engines.at(key)  # started before the first case that needs them
             for rep in range(1, p.repetitions + 1):
                 engines.tick()  # a background engine start moves on between repetitions
-                done += 1
-                run.current = f"{p.suite.name}/{case.name}/repetition {rep}"
+                run.current = f"{key}/repetition {rep}"
                 if p.suite.target == "cluster" and tgt.kind == "cluster" and tgt.nodes:
                     refresh_topology(tgt, run.log)
-                run.log(f"{progress.progress(done - 1, total, time.monotonic() - t_start)} "
-                        f"{p.suite.name} / {case.name} / repetition {rep}/{p.repetitions}")
-                if not _repetition(run, p, case, rep, profile, tgt):
+                elapsed = time.monotonic() - t_start
+                line = progress.progress(done, total, elapsed, progress.time_left(finished, remaining))
+                run.log(f"{line} {p.suite.name} / {case.name} / repetition {rep}/{p.repetitions}")
+                t0 = time.monotonic()
+                more = _repetition(run, p, case, rep, profile, tgt)
+                if more:  # a skip takes no time and says nothing of how long the case takes
+                    finished.setdefault(key, []).append(time.monotonic() - t0)
+                left = remaining[key] - 1 if more else 0  # a skip skips the case's later repetitions too
+                done, remaining[key] = done + remaining[key] - left, left
+                if not more:
                     break
         run.man["suite_wall_s"][p.suite.name] = round(time.monotonic() - suite_t0, 1)
 

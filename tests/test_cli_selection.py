@@ -4,6 +4,7 @@ environment variables in --help, progress with an estimate of the time left."""
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -40,6 +41,20 @@ def test_run_one_case(tmp_path):
     assert "about" in p.stderr and "left]" in p.stderr  # progress with an estimate
     assert "\033[" not in p.stderr  # not a terminal: no colour
     assert not any(listening(PORT + i) for i in range(6))  # the cluster it started is gone
+
+
+@pytest.mark.skipif(shutil.which("memtier_benchmark") is not None,
+                    reason="needs a case that is skipped here: memtier_benchmark is installed")
+def test_a_skipped_cases_repetitions_count_as_done_and_the_estimate_waits_for_a_measured_one(tmp_path):
+    """memtier is skipped (not installed) in its first repetition: its other two count as
+    done, so the next line is [4/6]; nothing measured yet, so no estimate; then acl's own."""
+    p = harness("run", "redis-cluster/memtier", "redis-cluster/acl", "--base-port", str(PORT),
+                "--results-dir", str(tmp_path))
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("[")]
+    assert [ln.split(",")[0] for ln in lines] == ["[1/6", "[4/6", "[5/6", "[6/6"], lines
+    assert lines[1].endswith("estimating the time left] redis-cluster / acl / repetition 1/3"), lines
+    assert "about" in lines[2] and "left]" in lines[2]
 
 
 def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path):
@@ -88,13 +103,23 @@ def test_cluster_status_exits_non_zero_when_down():
     assert p.returncode == 3 and "down" in p.stdout
 
 
-@pytest.mark.parametrize("done,total,elapsed,expected", [
-    (0, 10, 0.0, "[1/10, 0 s, estimating the time left]"),
-    (2, 10, 30.0, "[3/10, 30 s, about 2 min 00 s left]"),
-    (9, 10, 3600.0, "[10/10, 1 h 00 min, about 6 min 40 s left]"),
+@pytest.mark.parametrize("done,total,elapsed,left,expected", [
+    (0, 10, 0.0, None, "[1/10, 0 s, estimating the time left]"),
+    (2, 10, 30.0, 120.0, "[3/10, 30 s, about 2 min 00 s left]"),
+    (9, 10, 3600.0, 400.0, "[10/10, 1 h 00 min, about 6 min 40 s left]"),
+    (3, 10, 5.0, None, "[4/10, 5 s, estimating the time left]"),  # only skips so far: no estimate
 ])
-def test_progress_lines(done, total, elapsed, expected):
-    assert progress.progress(done, total, elapsed) == expected
+def test_progress_lines(done, total, elapsed, left, expected):
+    assert progress.progress(done, total, elapsed, left) == expected
+
+
+def test_time_left_takes_each_cases_own_mean():
+    """A case already started is estimated at its own repetitions' mean, one not started at
+    the mean of every finished repetition; a case with nothing left adds nothing."""
+    finished = {"eviction/trace": [1.0, 1.0], "serving/prefix-cache": [60.0]}
+    remaining = {"eviction/trace": 0, "serving/prefix-cache": 1, "serving/peer": 2}
+    assert progress.time_left(finished, remaining) == pytest.approx(60 + 2 * 62 / 3)
+    assert progress.time_left({}, {"eviction/trace": 3}) is None
 
 
 def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
