@@ -92,8 +92,7 @@ cluster-down:
 
 clean:
 	-$(VENV)/bin/harness cluster down 2>/dev/null
-	-$(VENV)/bin/harness engine down --port 8011 2>/dev/null
-	-$(VENV)/bin/harness engine down --port 8012 2>/dev/null
+	-$(VENV)/bin/harness engine down 2>/dev/null
 	rm -rf .harness results .pytest_cache
 
 ## The lab in a box: seven simulated hosts (network namespaces on 127.77.0.0/24, each with

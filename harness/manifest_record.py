@@ -9,11 +9,11 @@ point checks types again. Fields this version does not know are kept as they are
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 
 from harness.errors import BadInput
 from harness.formats import MANIFEST_FORMAT
+from harness.metrics_model import finite_number
 
 TEXT_FIELDS = ("run_id", "profile", "target", "harness_version")
 TIME_FIELDS = ("started", "ended")
@@ -65,7 +65,7 @@ class Manifest:
                            f"upgrade the harness to read it")
         known = {f.name for f in fields(cls)} - {"extra", "_json", "format_version"}
         kw: dict = {k: v for k in TEXT_FIELDS if isinstance(v := d.get(k), str)}
-        kw.update({k: float(v) for k in TIME_FIELDS if _finite(v := d.get(k))})
+        kw.update({k: v for k in TIME_FIELDS if (v := finite_number(d.get(k))) is not None})
         kw.update({k: v for k in OBJECT_FIELDS if isinstance(v := d.get(k), dict)})
         suites = d.get("suites")
         if isinstance(suites, list):
@@ -97,7 +97,3 @@ class Manifest:
     @property
     def duration_s(self) -> float | None:
         return None if self.started is None or self.ended is None else self.ended - self.started
-
-
-def _finite(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from harness.analysis import analyze
 from harness.errors import BadInput
 from harness.files import write_atomic
 from harness.formats import HISTORY_FORMAT
+from harness.metrics_model import finite_number
 from harness.results import MANIFEST, RESULTS, RunData, json_safe, load_run
 from harness.stepdetect import detect_steps
 
@@ -67,16 +67,6 @@ def run_facts(run: RunData) -> dict:
         "constraints": man.constraints.get("sha256") if man.constraints else None,
         "params": {f"{name}/{c.name}": c.params for name, srun in run.suites.items() for c in srun.cases},
     }
-
-
-def _finite(v) -> float | None:
-    """A number from a file the user may have edited: None unless it is a finite number."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    try:
-        return v if math.isfinite(v) else None
-    except OverflowError:
-        return None
 
 
 def _tool_version(text: str) -> str:
@@ -153,7 +143,7 @@ def build_history(runs: list[RunData]) -> dict:
             h.points.append({"run": i + 1, "median": m.median, "min": m.min, "max": m.max, "n": len(m.values)})
         for t in a.thresholds:
             h = series.get((t.suite, t.case, t.metric))
-            if h is not None and _finite(t.threshold.value) is not None:  # a NaN limit (edited file) draws no line
+            if h is not None and finite_number(t.threshold.value) is not None:  # a NaN limit (edited file) draws no line
                 h.thresholds.append({"run": i + 1, "op": t.threshold.op, "value": t.threshold.value})
     for h in series.values():
         medians = [p["median"] for p in h.points]

@@ -16,9 +16,22 @@ STATUSES = ("ok", "failed", "invalid", "skipped")
 BETTER = (None, "lower", "higher")
 
 
+def finite_number(v: Any) -> float | None:
+    """A number from a file the user may have edited, as a float: None unless it is a finite
+    int or float (not a bool; an int too large for a float is None, not an OverflowError)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
 def finite_or_none(v: Any) -> Any:
-    """NaN and infinities never reach a results file (they are not JSON): None instead."""
-    if isinstance(v, float) and not math.isfinite(v):
+    """NaN and infinities never reach a results file (they are not JSON): None instead; so
+    is an int past a float's range (a damaged file's), which no statistic could use."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and finite_number(v) is None:
         return None
     return v
 
@@ -38,9 +51,9 @@ class Metric:
         if self.value is not None:
             if isinstance(self.value, bool) or not isinstance(self.value, (int, float)):
                 raise ValueError(f"Metric value must be a number, got {self.value!r}")
-            v = float(self.value)
-            if not math.isfinite(v):
-                raise ValueError(f"Metric value must be finite, got {self.value!r}")
+            v = finite_number(self.value)
+            if v is None:
+                raise ValueError(f"Metric value must be finite, got {str(self.value)[:60]}")
             object.__setattr__(self, "value", v)
 
     def to_json(self) -> dict:

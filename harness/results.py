@@ -49,6 +49,9 @@ class Record:
     facts: dict = field(default_factory=dict)  # conditions the case measured (see CaseOutcome.facts)
 
     def __post_init__(self):
+        for name in ("suite", "case", "reason"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"a record's {name} must be text, not {type(getattr(self, name)).__name__}")
         if self.status not in STATUSES:
             raise ValueError(f"record status must be one of {STATUSES}, not {self.status!r}")
         if self.status != "ok" and not self.reason:
@@ -194,7 +197,7 @@ def load_run(run_dir: Path) -> RunData:
         claims = [Claim.from_json(c) for c in (data.get("claims") or [])]
     except BadInput:
         raise
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
         raise BadInput(f"{run_dir / RESULTS}: a record or suite is malformed ({type(e).__name__}: {e}); "
                        f"the file is damaged, re-run the suites") from None
     for key in ("monitoring", "interrupted"):
@@ -232,7 +235,7 @@ def memtier_histograms(run_dir: Path, records: list[Record]) -> None:
                 data = json.loads(read_bounded(path, MAX_RAW_JSON_BYTES, "a memtier JSON file"))
                 histograms = memtier.parse_json(data).histograms if isinstance(data, dict) else {}
             except (BadInput, ValueError, TypeError, KeyError, AttributeError, RecursionError, OSError,
-                    RuntimeError):  # gone, damaged, a link loop: nothing to add
+                    RuntimeError, OverflowError):  # gone, damaged, a link loop: nothing to add
                 continue
             memtier.histogram_rows(cols, run, histograms)
         r.series.update(memtier.histogram_series(cols))

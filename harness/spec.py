@@ -31,6 +31,19 @@ NAME_RULE = "letters, digits, '.', '_' and '-', starting with a letter or digit,
 METRIC_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
 
 
+def stored_names(d: dict, *keys: str) -> list[str]:
+    """The names (case, metric, suite) of a threshold or check stored in a results file: text,
+    or BadInput naming the field (the file was edited)."""
+    out = []
+    for k in keys:
+        v = d[k]
+        if not isinstance(v, str):
+            raise BadInput(f"a stored threshold or claim check has a {k} that is a {type(v).__name__}, not text; "
+                           f"the results file is damaged, re-run the suites")
+        out.append(v)
+    return out
+
+
 def compare(op: str, measured: float, limit: float) -> bool:
     """The one threshold test: `measured OP limit`."""
     return {"<": measured < limit, "<=": measured <= limit, ">": measured > limit, ">=": measured >= limit}[op]
@@ -183,9 +196,27 @@ class Threshold:
 
     @classmethod
     def from_json(cls, d: dict) -> "Threshold":
-        high = d.get("high")
-        return cls(d["case"], d["metric"], d["op"], float(d["value"]), d.get("unit", ""), d.get("reason", ""),
-                   None if high is None else float(high))
+        """A threshold stored in a results file (which the user may have edited)."""
+        where = f"threshold {str(d.get('case'))[:40]}/{str(d.get('metric'))[:60]}"
+        op, high = d["op"], d.get("high")
+        if op not in (*OPS, BAND_OP) or (op == BAND_OP) != (high is not None):
+            raise BadInput(f"{where}: op {str(op)[:20]!r} is not one of {', '.join(OPS)} or {BAND_OP!r} with a high "
+                           f"bound; the file is damaged, re-run the suites")
+        return cls(*stored_names(d, "case", "metric"), op, _stored_number(where, d["value"]), d.get("unit", ""),
+                   d.get("reason", ""), None if high is None else _stored_number(where, high))
+
+
+def _stored_number(where: str, v: Any) -> float:
+    """A threshold's limit read back: a number (NaN too: an edited file's NaN limit fails its
+    check and draws no line in the history), or BadInput."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise BadInput(f"{where}: expected a number, got {type(v).__name__} ({str(v)[:60]!r}); "
+                       f"the results file is damaged, re-run the suites")
+    try:
+        return float(v)
+    except OverflowError:
+        raise BadInput(f"{where}: {str(v)[:40]}... is too large for a number; the results file is damaged, "
+                       f"re-run the suites") from None
 
 
 @dataclass
@@ -603,7 +634,7 @@ class Control:
 
     @classmethod
     def from_json(cls, d: dict, kind: str = INSTRUMENT) -> "Control":
-        return cls(d["metric"], d["op"], d.get("text", ""), d.get("value"), d.get("than"),
+        return cls(*stored_names(d, "metric"), d["op"], d.get("text", ""), d.get("value"), d.get("than"),
                    float(d.get("factor", 1.0)), d.get("kind", kind))
 
 
@@ -670,7 +701,7 @@ class ClaimCheck:
             controls += [Control.from_json(c, kind) for c in ([raw] if isinstance(raw, dict) else raw or [])]
         if not controls and d.get("control"):
             controls = [Control.from_json(d["control"], INSTRUMENT)]
-        return cls(d["suite"], d["case"], d["metric"], d.get("op"), d.get("value"), d.get("unit", ""),
+        return cls(*stored_names(d, "suite", "case", "metric"), d.get("op"), d.get("value"), d.get("unit", ""),
                    tuple(band) if band else None, d.get("band_reason", ""),
                    Condition(direction["op"], float(direction["value"])) if direction else None,
                    controls, dict(d.get("conditions") or {}))

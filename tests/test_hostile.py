@@ -560,3 +560,27 @@ def test_fuzz_results_field(tmp_path, which, pick, value):
     (d / "results.json").write_text(json.dumps(results))
     (d / "manifest.json").write_text(json.dumps(manifest))
     _check_cli(cli("report", d))
+
+
+@pytest.mark.parametrize("which", ["results", "manifest"])
+@pytest.mark.parametrize("value", [10 ** 400, []], ids=["int-past-float", "list"])
+def test_every_field_of_a_results_folder_replaced_is_no_traceback(tmp_path, which, value):
+    """Every field of a valid folder in turn replaced by one value: the report renders it or
+    names what is damaged in one line. The fuzzer above samples fields; this sweep found what
+    it had missed: an int past a float's range (JSON allows any size) in the manifest's times,
+    a metric or a series (OverflowError), a threshold's op as a number, a list as a
+    threshold's case (unhashable), a number as the monitoring block's roles."""
+    results, manifest = _valid_run_json(tmp_path)
+    doc = results if which == "results" else manifest
+    d = tmp_path / "mutated"
+    d.mkdir()
+    for path in [p for p in _paths(doc) if p]:
+        mutated = json.loads(json.dumps(doc))
+        obj = mutated
+        for k in path[:-1]:
+            obj = obj[k]
+        obj[path[-1]] = value
+        (d / "results.json").write_text(json.dumps(mutated if which == "results" else results))
+        (d / "manifest.json").write_text(json.dumps(mutated if which == "manifest" else manifest))
+        code, out, err = cli("report", d)
+        assert "Traceback" not in err + out and code in (0, 2), (path, code, err[-800:])

@@ -421,3 +421,58 @@ def test_staggered_holds_the_next_engine_only_behind_a_compiling_one():
         assert s._may_launch() is may, [(e.config.compiled, e.warm()) for e in starting]
     s.order, s.starting = "sequential", [_Starting(False, True)]
     assert s._may_launch() is False
+
+
+def _renamed_process(name: str) -> subprocess.Popen:
+    """A real process named the way vLLM renames its EngineCore (setproctitle), in a
+    session of its own like an engine's API server: what `down` may signal."""
+    return subprocess.Popen(["bash", "-c", f"exec -a {name} sleep 300"], start_new_session=True)
+
+
+def test_down_without_a_port_stops_every_engine_started_here(tmp_path, monkeypatch):
+    """`harness engine down` (no --port) stops the engines on every port with a state file,
+    not only 8011's: an engine left up with --port 8012 was once left running by it."""
+    from click.testing import CliRunner
+
+    from harness.cli import cli
+    from harness.serving_engine.local import known_ports
+
+    monkeypatch.setattr(install, "ENGINE_DIR", tmp_path)
+    procs = {port: _renamed_process("VLLM::EngineCore") for port in (8040, 8041)}
+    try:
+        for port, proc in [*procs.items(), (8042, None)]:  # 8042: a state file whose engine is gone
+            d = tmp_path / f"port-{port}"
+            d.mkdir()
+            pid = proc.pid if proc else 2 ** 22 + 1
+            (d / "state.json").write_text(json.dumps({"host": "127.0.0.1", "port": port, "pgid": pid, "pids": [pid],
+                                                      "config": {"port": port, "prefix_caching": True}}))
+        (tmp_path / "port-x").mkdir()
+        (tmp_path / "port-x" / "state.json").write_text("{}")  # not a port: ignored
+        assert known_ports() == [8040, 8041, 8042]
+        st = CliRunner().invoke(cli, ["engine", "status"])
+        assert st.exit_code == 3, st.output  # running, not serving (nothing listens on those ports)
+        lines = st.output.strip().splitlines()
+        assert [ln.split(":")[1] for ln in lines] == ["8040", "8041", "8042"], st.output
+        assert "running, not serving" in lines[0] and lines[2].endswith("not running"), st.output
+        js = CliRunner().invoke(cli, ["engine", "status", "--json"])
+        doc = json.loads(js.output)
+        assert js.exit_code == 3 and doc["healthy"] is False and [e["port"] for e in doc["engines"]] == [8040, 8041, 8042]
+        out = CliRunner().invoke(cli, ["engine", "down"])
+        assert out.exit_code == 0, out.output
+        assert out.output.splitlines() == ["stopped 1 processes of the engine on 127.0.0.1:8040",
+                                           "stopped 1 processes of the engine on 127.0.0.1:8041",
+                                           "stopped 0 processes of the engine on 127.0.0.1:8042"]
+        assert all(proc.wait(timeout=20) is not None for proc in procs.values())
+        assert known_ports() == []
+        again = CliRunner().invoke(cli, ["engine", "down"])
+        assert again.exit_code == 0 and again.output.startswith("stopped 0 processes (no engine was started here"), again.output
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.mark.parametrize("cmd", ["down", "status"])
+def test_a_bad_port_for_down_or_status_is_one_line_exit_2(cmd):
+    one_error_line(harness("engine", cmd, "--port", "70000"), 2, "--port")

@@ -170,9 +170,19 @@ def _claims(a: Analysis, history: str | None = None) -> list[dict]:
 
 
 def _monitoring(run: RunData) -> dict | None:
+    """The telemetry section; a block damaged in results.json (an edited file) is shown as
+    such, with the rest of the report."""
     mon = run.monitoring
     if not isinstance(mon, dict):
         return None
+    try:
+        return _monitoring_section(mon)
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError, IndexError) as e:
+        return {"status": "damaged", "charts": [], "tables": [],
+                "reason": f"results.json's monitoring block is malformed ({type(e).__name__}); re-run the suites"}
+
+
+def _monitoring_section(mon: dict) -> dict:
     blocks = monitoring_view.blocks(mon) if mon.get("status") == "ok" else []
     legacy_charts = [views.Chart(c.get("title", ""), c.get("series", []), c.get("x_label", ""), c.get("y_label", ""))
                      for c in mon.get("charts", [])]

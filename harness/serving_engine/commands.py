@@ -64,34 +64,63 @@ def engine_up(port, kv_cache_gib, no_prefix_caching, max_model_len, timeout, cpu
                f"harness engine down --port {port}")
 
 
-@engine.command("down")
-@_engine_opts
-def engine_down(port):
-    """Stop the engine on PORT: the API server, EngineCore and its worker (the state file names them)."""
-    from harness.serving_engine.local import EngineConfig, LocalEngine
+def _port_opt(what: str):
+    return click.option("--port", type=int, default=None,
+                        help=f"loopback port of the API server [default: {what}]")
 
-    n = LocalEngine(EngineConfig(port=port)).down()
-    click.echo(f"stopped {n} processes")
+
+def _ports(port: int | None) -> list[int]:
+    from harness.serving_engine.local import EngineConfig, known_ports
+
+    if port is not None:
+        EngineConfig(port=port).check()  # a bad port is one line, exit 2
+        return [port]
+    return known_ports()
+
+
+@engine.command("down")
+@_port_opt("every engine started here, on any port")
+def engine_down(port):
+    """Stop the engine on PORT, or every engine started here (each port's state file under
+    .harness/engine names its API server, EngineCore and worker)."""
+    from harness.serving_engine.local import HOST, EngineConfig, LocalEngine
+
+    ports = _ports(port)
+    if not ports:
+        click.echo("stopped 0 processes (no engine was started here: no state file under .harness/engine)")
+    for p in ports:
+        n = LocalEngine(EngineConfig(port=p)).down()
+        click.echo(f"stopped {n} processes" + ("" if port is not None else f" of the engine on {HOST}:{p}"))
+
+
+def _status_line(st: dict, healthy: bool) -> str:
+    head = f"engine on {st['host']}:{st['port']}: "
+    if healthy:
+        cfg = st.get("config") or {}
+        return head + (f"serving (prefix caching {'on' if cfg.get('prefix_caching') else 'off'}, "
+                       f"KV {cfg.get('kv_cache_gib')} GiB, pids {', '.join(map(str, st['pids_alive']))}, "
+                       f"started by {st.get('started_by')})")
+    return head + ("running, not serving: " + str(st.get("problem", "starting")) if st.get("running") else "not running")
 
 
 @engine.command("status")
-@_engine_opts
-@click.option("--json", "as_json", is_flag=True, help="print JSON")
+@_port_opt("every engine started here, or 8011 when none was")
+@click.option("--json", "as_json", is_flag=True,
+              help="print JSON: one engine's object with --port, else {\"engines\": [...], \"healthy\": ...}")
 def engine_status(port, as_json):
-    """Whether the engine on PORT runs and serves; exit 3 when it does not."""
+    """Whether the engine on PORT (or each engine started here) runs and serves; exit 3
+    when one does not."""
     from harness.serving_engine.local import EngineConfig, LocalEngine
 
-    st = LocalEngine(EngineConfig(port=port)).status()
-    ok = bool(st.get("running") and st.get("serving"))
+    found = []
+    for p in _ports(port) or [8011]:
+        st = LocalEngine(EngineConfig(port=p)).status()
+        found.append({**st, "healthy": bool(st.get("running") and st.get("serving"))})
+    ok = all(st["healthy"] for st in found)
     if as_json:
-        click.echo(json.dumps({**st, "healthy": ok}, indent=1))
-    elif ok:
-        cfg = st.get("config") or {}
-        click.echo(f"engine on 127.0.0.1:{port}: serving (prefix caching {'on' if cfg.get('prefix_caching') else 'off'}, "
-                   f"KV {cfg.get('kv_cache_gib')} GiB, pids {', '.join(map(str, st['pids_alive']))}, "
-                   f"started by {st.get('started_by')})")
+        click.echo(json.dumps(found[0] if port is not None else {"engines": found, "healthy": ok}, indent=1))
     else:
-        click.echo(f"engine on 127.0.0.1:{port}: " + ("running, not serving: " + str(st.get("problem", "starting"))
-                                                      if st.get("running") else "not running"))
+        for st in found:
+            click.echo(_status_line(st, st["healthy"]))
     if not ok:
         sys.exit(EXIT_ENVIRONMENT)

@@ -121,6 +121,17 @@ def model_folder(model_dir: Path | None = None) -> Path:
     return model_dir
 
 
+def known_ports(engine_dir: Path | None = None) -> list[int]:
+    """The ports with an engine state file under .harness/engine (port-P/state.json): every
+    engine `harness engine up` or a run started here and has not stopped yet."""
+    out = []
+    for f in Path(engine_dir or install.ENGINE_DIR).glob("port-*/state.json"):
+        digits = f.parent.name[len("port-"):]
+        if digits.isdigit() and 1 <= int(digits) <= 65535:
+            out.append(int(digits))
+    return sorted(out)
+
+
 def is_engine_process(proc: psutil.Process, venv: Path) -> bool:
     """A process this harness may signal as part of an engine: its command line runs the
     engine venv's python, or is vLLM's renamed EngineCore/worker."""
