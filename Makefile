@@ -47,11 +47,9 @@ venvs:
 
 setup: venvs
 	@infra/scripts/ensure-debian-packages.sh $(DEBIAN_RUNTIME)
-	@$(VENV)/bin/harness engine install
 
 setup-test: venvs
 	@infra/scripts/ensure-debian-packages.sh $(DEBIAN_TEST)
-	@$(VENV)/bin/harness engine install
 
 ## Start what is needed, run every suite with the local profile, write the report, stop everything.
 reproduce: setup
