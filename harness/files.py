@@ -34,6 +34,18 @@ RESERVE_NAME = ".harness-space-reserve"
 RESERVE_BYTES = 1 << 20  # at most 1 MiB, at most a quarter of what is free when the folder is made
 
 
+def loads_json(text: str | bytes):
+    """json.loads for a file the user gives or may have edited: an integer of more than
+    Python's 4300 digits (a ValueError of its own) is a JSONDecodeError like any other
+    damage, so that every reader's one-line refusal catches it."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError as e:
+        raise json.JSONDecodeError(str(e).split(";")[0], text if isinstance(text, str) else "", 0) from None
+
+
 def _read_umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import BadInput
-from harness.files import read_bounded, write_atomic
+from harness.files import loads_json, read_bounded, write_atomic
 from harness.formats import MANIFEST_FORMAT, RESULTS_READABLE, RESULTS_SCHEMA
 from harness.manifest_record import Manifest
 from harness.metrics_model import STATUSES, Metric, Series, check_facts, finite_or_none
@@ -171,7 +171,7 @@ def write_results(run_dir: Path, records: list[Record], suites: dict, claims: li
 def _read_json(path: Path, what: str, limit: int):
     raw = read_bounded(path, limit, what, "give a results folder written by 'harness run'")
     try:
-        return json.loads(raw.decode("utf-8"))
+        return loads_json(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise BadInput(f"{path}: not valid JSON ({type(e).__name__}); {what} is damaged, re-run the suites") from None
 

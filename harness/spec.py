@@ -197,7 +197,7 @@ class Threshold:
     @classmethod
     def from_json(cls, d: dict) -> "Threshold":
         """A threshold stored in a results file (which the user may have edited)."""
-        where = f"threshold {str(d.get('case'))[:40]}/{str(d.get('metric'))[:60]}"
+        where = f"threshold {str(d.get('case'))[:40]!r}/{str(d.get('metric'))[:60]!r}"  # repr: one line
         op, high = d["op"], d.get("high")
         if op not in (*OPS, BAND_OP) or (op == BAND_OP) != (high is not None):
             raise BadInput(f"{where}: op {str(op)[:20]!r} is not one of {', '.join(OPS)} or {BAND_OP!r} with a high "

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from harness.errors import BadInput
+from harness.files import loads_json
 from harness.paths import DATA_DIR
 
 GPTCACHE_FILE = DATA_DIR / "gptcache_mock_data.json"
@@ -23,7 +24,7 @@ def texts_from_records(path: str | Path, fields: tuple[str, ...], what: str) -> 
     if not path.exists():
         raise BadInput(f"{path}: text file not found ({what}); {hint}")
     try:
-        data = json.loads(path.read_text())
+        data = loads_json(path.read_text())
     except json.JSONDecodeError as e:
         raise BadInput(f"{path}: not valid JSON ({e}); {hint}") from None
     if not isinstance(data, list) or not data:

@@ -584,3 +584,20 @@ def test_every_field_of_a_results_folder_replaced_is_no_traceback(tmp_path, whic
         (d / "manifest.json").write_text(json.dumps(mutated if which == "manifest" else manifest))
         code, out, err = cli("report", d)
         assert "Traceback" not in err + out and code in (0, 2), (path, code, err[-800:])
+
+
+@pytest.mark.parametrize("which", ["results", "manifest"])
+def test_an_integer_of_more_digits_than_python_reads_is_one_line(tmp_path, which):
+    """json.loads refuses an integer of over 4300 digits with a ValueError that is not a
+    JSONDecodeError: it was a traceback; it is one line naming the file, exit 2."""
+    results, manifest = _valid_run_json(tmp_path)
+    d = tmp_path / "huge"
+    d.mkdir()
+    texts = {"results": json.dumps(results), "manifest": json.dumps(manifest)}
+    texts[which] = texts[which][:-1] + ', "huge": ' + "1" * 5000 + "}"
+    for name, text in texts.items():
+        (d / f"{name}.json").write_text(text)
+    code, out, err = cli("report", d)
+    assert code == 2 and "Traceback" not in err + out, err[-800:]
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert f"{which}.json: not valid JSON" in line and len(line) < 400, line

@@ -93,9 +93,9 @@ def engine_down(port):
         click.echo(f"stopped {n} processes" + ("" if port is not None else f" of the engine on {HOST}:{p}"))
 
 
-def _status_line(st: dict, healthy: bool) -> str:
+def _status_line(st: dict) -> str:
     head = f"engine on {st['host']}:{st['port']}: "
-    if healthy:
+    if st["healthy"]:
         cfg = st.get("config") or {}
         return head + (f"serving (prefix caching {'on' if cfg.get('prefix_caching') else 'off'}, "
                        f"KV {cfg.get('kv_cache_gib')} GiB, pids {', '.join(map(str, st['pids_alive']))}, "
@@ -121,6 +121,6 @@ def engine_status(port, as_json):
         click.echo(json.dumps(found[0] if port is not None else {"engines": found, "healthy": ok}, indent=1))
     else:
         for st in found:
-            click.echo(_status_line(st, st["healthy"]))
+            click.echo(_status_line(st))
     if not ok:
         sys.exit(EXIT_ENVIRONMENT)

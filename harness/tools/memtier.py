@@ -13,6 +13,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from harness.files import loads_json
 from harness.metrics_model import Metric, Series
 from harness.process import tool_missing, where
 
@@ -181,7 +182,7 @@ def section_metrics(section: Section) -> dict[str, Metric]:
 
 def parse_files(json_text: str, stderr: str = "") -> MemtierResult:
     try:
-        data = json.loads(json_text)
+        data = loads_json(json_text)
     except json.JSONDecodeError as e:
         return MemtierResult({}, None, [f"the JSON output is not valid JSON ({e})"], {})
     return parse_json(data, stderr)

@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 
 from harness.errors import BadInput
+from harness.files import loads_json
 
 SCHEMA = "harness-engine-manifest/1"
 
@@ -126,7 +127,7 @@ class Verifier:
                                    "(manifest changed after signing, or signed with another key)") from None
             self.signed = True
         try:
-            doc = json.loads(raw.decode())
+            doc = loads_json(raw.decode())
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ModelRefused(f"refused: manifest {self.manifest_path} is not valid JSON ({e})") from None
         if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or doc.get("algorithm") != "sha256" \

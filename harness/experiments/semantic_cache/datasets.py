@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import BadInput
+from harness.files import loads_json
 
 FORMATS = ("auto", "gptcache", "groups", "pairs")
 EXTENSIONS = {".json": "gptcache", ".jsonl": "groups", ".tsv": "pairs"}
@@ -90,7 +91,7 @@ def load(path: str | Path, fmt: str = "auto") -> Dataset:
 
 def _gptcache(p: Path, text: str) -> list[tuple]:
     try:
-        data = json.loads(text)
+        data = loads_json(text)
     except json.JSONDecodeError as e:
         raise BadInput(f"dataset {p}: not valid JSON (line {e.lineno}: {e.msg}); "
                        f"expected an array of {{\"origin\", \"similar\"}} objects") from None
@@ -114,7 +115,7 @@ def _groups(p: Path, text: str) -> list[tuple]:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = loads_json(line)
         except json.JSONDecodeError as e:
             raise BadInput(f"dataset {p}: line {n} is not valid JSON ({e.msg}); "
                            f"expected one {{\"query\": ..., \"group\": ...}} object per line") from None
