@@ -55,10 +55,14 @@ setup-test: venvs
 reproduce: setup
 	$(VENV)/bin/harness run $(SUITES) --profile $(PROFILE) --target $(TARGET) --results-dir $(RESULTS) $(MONITORING)
 
-## The tests against real redis-server processes (and the real models).
+## The tests against real redis-server processes (and the real models), on TEST_WORKERS
+## workers (pytest-xdist; 0 runs them in this process): most tests wait on servers, timers
+## and subprocesses, so two workers share 2 cores well. tests/conftest.py keeps the files that
+## share a resource on one worker and gives each worker its own cluster ports.
+TEST_WORKERS ?= 2
 test: setup-test
 	$(VENV)/bin/ruff check .
-	@$(VENV)/bin/pytest $(PYTEST_ARGS); rc=$$?; \
+	@$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
 
 ## Benchmarks kept in the repo (pytest-benchmark); see README. Each run is saved under

@@ -14,17 +14,23 @@ temporary file is removed. A folder may hold a space reserve (`reserve_space`): 
 disk fills up, the reserve is given up for the write. A run folder keeps one as large as
 its results.json and a quarter (`reserve_for`, after every save), so the records already
 measured are written whatever a case's output did to the disk.
+
+Building once: `build_once` makes a kept artefact (a converted model, an exported graph) the
+first time it is asked for, one builder at a time across threads and processes (two runs,
+two test workers), and renames it into place only when it is whole.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import shutil
 import stat
 import tempfile
+import threading
 from pathlib import Path
 
 from harness.errors import BadInput, EnvironmentProblem
@@ -256,3 +262,41 @@ def read_state(path: Path | str) -> dict:
     if "pgid" in st:
         st["pgid"] = _pid(st.get("pgid"))
     return st
+
+
+_BUILD_LOCK = threading.RLock()
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def build_once(out: Path | str, build, announce=lambda: None) -> Path:
+    """`out` (a file or a folder), made by `build(tmp)` on the first call and kept. tmp is a
+    new path beside out that ends in out's name (its suffix too), renamed onto out when build
+    returns; a build that fails leaves nothing. One builder at a time: a lock in this process and an flock on a
+    file beside out across processes, so that a second process waits and then takes the
+    first one's result (two builders once wrote the same temporary file)."""
+    out = Path(out)
+    with _BUILD_LOCK:
+        if out.exists():
+            return out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out.parent / f".{out.name}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                if not out.exists():
+                    announce()
+                    tmp = out.with_name(f".tmp-{os.getpid()}-{out.name}")
+                    _remove(tmp)
+                    try:
+                        build(tmp)
+                        tmp.rename(out)
+                    finally:
+                        _remove(tmp)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+    return out

