@@ -20,6 +20,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -37,6 +38,8 @@ from harness.redis_server import (
 )
 from harness.signals import deferred_interrupts
 from harness.target import Node, Target
+
+JOIN_LINE = "Waiting for the cluster to join"  # redis-cli's line once the nodes were told to meet
 
 LOCK_DIR = STATE_DIR / "locks"
 
@@ -169,17 +172,62 @@ class LocalCluster:
         return self.target()
 
     def _create(self, timeout: float) -> None:
+        """redis-cli --cluster create. Once it waits for the nodes to join, every node meets
+        every other one at once (`_meet_all`): gossip alone took redis-cli's join wait 8 s for
+        a 10 + 10 cluster and 2 s for 3 + 3; redis-cli still checks the result as before."""
         addrs = [f"{self.host}:{p}" for p in self.ports]
         cmd = ["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas", str(self.replicas),
                "--cluster-yes"]
+        deadline = time.monotonic() + timeout
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines: list[str] = []
+        joining = threading.Event()
+
+        def read() -> None:
+            for line in proc.stdout:
+                lines.append(line)
+                if JOIN_LINE in line:
+                    joining.set()
+
+        reader = threading.Thread(target=read, name="cluster-create-output", daemon=True)
+        reader.start()
         try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise EnvironmentProblem(f"redis-cli --cluster create did not finish in {timeout:.0f} s") from None
-        (self.state_dir / "cluster-create.log").write_text(out.stdout + out.stderr)
-        if out.returncode != 0 or "[OK] All 16384 slots covered" not in out.stdout:
-            tail = " | ".join((out.stdout + out.stderr).strip().splitlines()[-3:])
-            raise EnvironmentProblem(f"redis-cli --cluster create failed (exit {out.returncode}): {tail}")
+            while proc.poll() is None and not joining.wait(0.05) and time.monotonic() < deadline:
+                pass
+            if joining.is_set():
+                self._meet_all()
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise EnvironmentProblem(f"redis-cli --cluster create did not finish in {timeout:.0f} s") from None
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            reader.join(5)
+        out = "".join(lines)
+        (self.state_dir / "cluster-create.log").write_text(out)
+        if proc.returncode != 0 or "[OK] All 16384 slots covered" not in out:
+            tail = " | ".join(out.strip().splitlines()[-3:])
+            raise EnvironmentProblem(f"redis-cli --cluster create failed (exit {proc.returncode}): {tail}")
+
+    def _meet_all(self) -> None:
+        """CLUSTER MEET from every node to every other (a node that knows the other already
+        ignores it). Only a speed-up: an error leaves the joining to gossip and redis-cli."""
+        import redis
+
+        for port in self.ports:
+            c = redis.Redis(host=self.host, port=port, socket_timeout=2)
+            try:
+                pipe = c.pipeline(transaction=False)
+                for other in self.ports:
+                    if other != port:
+                        pipe.execute_command("CLUSTER", "MEET", self.host, other)
+                pipe.execute(raise_on_error=False)
+            except redis.RedisError:
+                pass
+            finally:
+                c.close()
 
     def wait_healthy(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout

@@ -25,16 +25,17 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 FIXTURES = Path(__file__).parent / "fixtures"
-# `make test` runs the tests on two workers (pytest-xdist, --dist loadgroup). Each worker
-# has its own range of cluster ports: the session cluster and every file's clusters at an
-# offset from it (+10 ... +99) never meet the other worker's. gw0 keeps 7100; gw1 7300, gw2
-# 7400, gw3 7500 (7200-7299 holds a file's fixed 7270; the bus ports are these + 10000).
+# `make test` runs the tests on two workers (pytest-xdist, --dist loadfile). Each worker has
+# its own range of cluster ports: the session cluster and every file's clusters at an offset
+# from it (+10 ... +99) never meet another worker's. gw0 keeps 7100; gw1 7300, gw2 7400, gw3
+# 7700: ranges that hold no test file's fixed port (tests/test_parallel_groups.py checks it;
+# the bus ports are these + 10000).
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 WORKER_INDEX = int(WORKER[2:]) if WORKER.startswith("gw") and WORKER[2:].isdigit() else 0
 if WORKER_INDEX > 3:
     raise pytest.UsageError("at most 4 test workers (-n 4): the tests' cluster ports are laid out for 4")
-_WORKER_PORTS = (7100, 7300, 7400, 7500)
-TEST_CLUSTER_PORT = int(os.environ.get("HARNESS_TEST_CLUSTER_PORT", "7100")) + _WORKER_PORTS[WORKER_INDEX] - 7100
+WORKER_PORTS = (7100, 7300, 7400, 7700)
+TEST_CLUSTER_PORT = int(os.environ.get("HARNESS_TEST_CLUSTER_PORT", "7100")) + WORKER_PORTS[WORKER_INDEX] - 7100
 
 # Files that share something no port offset separates run on one worker, one after the other:
 # the simulated lab (its namespaces, .harness/lab-sim; failover's partition case brings it up
@@ -52,27 +53,23 @@ LONG_FIRST = ("lab", "test_cold_start", "engine", "interrupts", "test_ansible_ll
               "test_semantic_verdicts", "test_monitoring", "test_semantic_onnx", "test_cli_selection")
 
 
-def test_group(nodeid_or_path: str) -> str:
+def group_of(nodeid_or_path: str) -> str:
     """The group of a test: its file's stem, or the shared group GROUPS gives that file."""
     stem = Path(nodeid_or_path.split("::", 1)[0]).stem
     return GROUPS.get(stem, stem)
 
 
-test_group.__test__ = False  # a helper, not a test
-
-
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """On a pytest-xdist worker the long groups come first (the scheduler hands the groups out
     in this order; a file keeps its own order). A run without workers keeps pytest's order."""
     if WORKER:
         rank = {g: i for i, g in enumerate(LONG_FIRST)}
-        items.sort(key=lambda it: rank.get(test_group(it.nodeid), len(rank)))
+        items.sort(key=lambda it: rank.get(group_of(it.nodeid), len(rank)))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """`--dist loadfile` hands out whole groups (test_group), not whole files. (pytest-xdist's
+    """`--dist loadfile` hands out whole groups (group_of), not whole files. (pytest-xdist's
     own loadgroup marks cannot be used: with pytest 9.2 its renamed node ids are ignored.)"""
     if config.getvalue("dist") != "loadfile":
         return None
@@ -80,7 +77,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class ByGroup(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return test_group(nodeid)
+            return group_of(nodeid)
 
     return ByGroup(config, log)
 

@@ -55,3 +55,27 @@ def test_a_server_in_a_relative_folder_starts(tmp_path, monkeypatch):
     with RedisProcess("127.0.0.1", free_port(), "relative/node") as p:
         assert p.client().ping()
         assert (tmp_path / "relative" / "node" / "redis.log").exists()
+
+
+def test_meet_all_makes_every_node_know_every_other(tmp_path):
+    """What `_create` adds to redis-cli's join: each node is told to meet all the others, so
+    the join does not wait for gossip (a 10 + 10 cluster's create went from 8 s to 2.5 s)."""
+    import time
+
+    from harness.redis_server import RedisProcess
+
+    c = LocalCluster(base_port=7830, primaries=3, replicas=0, state_dir=tmp_path)
+    procs = [RedisProcess("127.0.0.1", p, tmp_path / f"node-{p}", cluster=True).start() for p in c.ports]
+    try:
+        def known(p: RedisProcess) -> int:
+            return len(p.client().execute_command("CLUSTER", "NODES").splitlines())
+
+        assert [known(p) for p in procs] == [1, 1, 1]  # nobody has met anybody
+        c._meet_all()
+        deadline = time.monotonic() + 20
+        while [known(p) for p in procs] != [3, 3, 3] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [known(p) for p in procs] == [3, 3, 3]
+    finally:
+        for p in procs:
+            p.stop()

@@ -40,7 +40,7 @@ from harness.target import LlmEndpoint
 
 HOST = "127.0.0.1"
 SERVED_NAME = "smollm2"
-START_TIMEOUT_S = 600.0  # ~80 s on 2 idle cores (eager); much more when the machine is busy
+START_TIMEOUT_S = 600.0  # 30-80 s on 2 idle cores (eager); much more when the machine is busy
 STOP_GRACE_S = 15.0
 LOG_TAIL_LINES = 15
 # vLLM 0.32's CPU build saves its AOT-compiled model but cannot load it back ("'function'
@@ -230,7 +230,7 @@ class LocalEngine:
         log(f"starting vLLM on {HOST}:{self.config.port} (prefix caching {'on' if self.config.prefix_caching else 'off'}, "
             f"KV cache {self.config.kv_cache_gib} GiB, {self.config.resolved_dtype()}{', idle priority' if idle else ''}); "
             + ("compiled; about 125 s on 2 idle cores (160-200 s before its compile cache is warm)" if self.config.compiled
-               else "eager; about 80 s on 2 idle cores")
+               else "eager; 30-80 s on 2 idle cores")
             + f", log in {self.log_file}")
         self.idle = idle
         self.spawned_at, self.started_wall = time.monotonic(), time.time()
