@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from harness import conditions, stats
 from harness.errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_THRESHOLD
 from harness.results import RunData
+from harness.safe_text import NAME, TEXT, for_terminal
 from harness.spec import Claim, ClaimCheck, Control, Threshold, compare
 
 NOISE_LIMIT = 0.10  # spread over 10% of the median flags a metric as noisy
@@ -349,6 +350,11 @@ def claim_verdicts(run: RunData, a: Analysis) -> list[ClaimVerdict]:
     return out
 
 
+def _where(suite: str, case: str) -> str:
+    """'suite/case' for a message: names from a results folder, each one bounded line."""
+    return f"{for_terminal(suite, NAME)}/{for_terminal(case, NAME)}"
+
+
 def analyze(run: RunData, *, allow_skipped: bool = False) -> Analysis:
     a = Analysis()
     a.metrics = summarize_metrics(run)
@@ -359,17 +365,20 @@ def analyze(run: RunData, *, allow_skipped: bool = False) -> Analysis:
     strict = {name for name, s in run.suites.items() if s.skipped_fails}
     skipped = [c for c in a.cases if c.suite in strict and c.statuses.get("skipped")]
     failing = [t for t in a.thresholds if t.verdict in (Verdict.FAIL, Verdict.MISSING)]
+    # the names and reasons come from the results folder: each one bounded line (harness.safe_text)
     if broken:
         a.exit_code = EXIT_ENVIRONMENT
-        a.exit_reason = "failed or invalid runs: " + ", ".join(f"{c.suite}/{c.case}" for c in broken)
+        a.exit_reason = "failed or invalid runs: " + ", ".join(_where(c.suite, c.case) for c in broken[:20]) + (
+            f" and {len(broken) - 20} more" if len(broken) > 20 else "")
     elif skipped and not allow_skipped:
         a.exit_code = EXIT_ENVIRONMENT
         a.exit_reason = ("skipped cases fail this profile (give --allow-skipped to accept them): "
-                         + "; ".join(f"{c.suite}/{c.case} ({'; '.join(c.reasons)})" for c in skipped))
+                         + "; ".join(f"{_where(c.suite, c.case)} ({for_terminal('; '.join(c.reasons), TEXT)})"
+                                     for c in skipped[:5]))
     elif failing:
         a.exit_code = EXIT_THRESHOLD
         a.exit_reason = f"{len(failing)} threshold(s) not met: " + ", ".join(
-            f"{t.suite}/{t.case} {t.metric} ({t.verdict})" for t in failing[:5])
+            f"{_where(t.suite, t.case)} {for_terminal(t.metric, NAME)} ({t.verdict})" for t in failing[:5])
     if run.interrupted and a.exit_code == EXIT_OK:
-        a.exit_reason = "the run was interrupted: " + str(run.interrupted.get("case", ""))
+        a.exit_reason = "the run was interrupted: " + for_terminal(run.interrupted.get("case", ""), NAME)
     return a

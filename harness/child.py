@@ -10,9 +10,10 @@ it returns (JSON data) or the error it raised.
 Errors come back typed: BadInput, EnvironmentProblem (any HarnessError) as themselves; any
 other exception as ChildCrashed, with the child's traceback; a child that exits without an
 outcome (killed, out of memory, a crash in C code) or runs past its timeout as
-EnvironmentProblem, naming its exit code and its last stderr lines. Interrupts: a Ctrl-C or
-SIGTERM while the child runs kills the child's whole process group and is raised on, so no
-child is left running. Secrets never go in the job file or the argv: pass them in `env`
+EnvironmentProblem, naming its exit code and its last stderr lines. Interrupts: a Ctrl-C,
+SIGTERM or SIGHUP while the child runs kills the child's whole process group and is raised on,
+so no child is left running (the child, in a session of its own, gets no hang-up of its own
+from the terminal). Secrets never go in the job file or the argv: pass them in `env`
 (harness.target.Target.to_env()).
 """
 
@@ -34,7 +35,9 @@ from typing import Callable
 from harness.errors import BadInput, EnvironmentProblem, HarnessError
 from harness.formats import CHILD_FORMAT
 from harness.paths import REPO_ROOT
+from harness.process import redact
 from harness.results import atomic_write_json
+from harness.safe_text import NAME, for_terminal
 from harness.signals import deferred_interrupts
 
 LOG_PREFIX = "LOG "
@@ -145,7 +148,7 @@ def start(module: str, job: dict, *, what: str = "the child process", env: dict 
 
 def _read_stderr(child: Child, log: Callable[[str], None] | None) -> None:
     for line in child.proc.stderr:
-        line = line.rstrip("\n")
+        line = redact(line.rstrip("\n"))  # the tail goes into raw/*.stderr and error lines
         if line.startswith(LOG_PREFIX):
             if log is not None:
                 log(line[len(LOG_PREFIX):])
@@ -164,7 +167,8 @@ def serve(work: Callable[[dict, Callable[[str], None]], dict], argv: list[str] |
     argv = sys.argv[1:] if argv is None else argv
     envelope = json.loads(Path(argv[0]).read_text())
     if envelope.get("format_version") != CHILD_FORMAT:
-        print(f"job format {envelope.get('format_version')!r}, this harness reads {CHILD_FORMAT}", file=sys.stderr)
+        print(f"job format {for_terminal(repr(envelope.get('format_version')), NAME)}, this harness reads {CHILD_FORMAT}",
+              file=sys.stderr)
         return 2
     try:
         result = {"outcome": work(envelope["job"], log)}

@@ -21,12 +21,14 @@ from harness.process import redact
 from harness.publish import publish
 from harness.report.history_page import write_history
 from harness.runner import run_suites
+from harness.safe_text import LINE, NAME, for_terminal
 from harness.selection import plan, plan_lines
 from harness.serving_engine.commands import engine
 
 
 def _log(msg: str) -> None:
-    click.echo(redact(msg), err=True)  # a secret (or a URL's password) never reaches the terminal
+    # a secret (or a URL's password) never reaches the terminal, nor an escape sequence or a forged line
+    click.echo(for_terminal(redact(msg), LINE), err=True)
 
 
 ENVIRONMENT = """Environment variables:
@@ -84,10 +86,10 @@ def list_cmd(as_json):
                         for n, d in sorted(driver_contract.load_all().items())]}, indent=1))
         return
     for s in spec.load_all_suites().values():
-        click.echo(f"{s.name}  ({s.path.name})  profiles: {', '.join(s.profiles)}")
-        click.echo(f"    {s.description.strip().splitlines()[0] if s.description else ''}")
+        click.echo(for_terminal(f"{s.name}  ({s.path.name})  profiles: {', '.join(s.profiles)}", LINE))
+        click.echo("    " + for_terminal(s.description.strip().splitlines()[0] if s.description.strip() else '', LINE))
         for c in s.cases:
-            click.echo(f"    - {c.name} [{c.driver}] {c.description}")
+            click.echo(for_terminal(f"    - {c.name} [{c.driver}] {c.description}", LINE))
     click.echo("\ndrivers:")
     for name, d in sorted(driver_contract.load_all().items()):
         click.echo(f"    {name}  ({d.module}){'  [own process]' if d.isolate else ''}")
@@ -144,9 +146,10 @@ def run(suites, keyword, dry_run, profile, target, results_dir, repeat, override
                      allow_skipped=allow_skipped, log=_log, keyword=keyword)
     signals.settle()  # the results, report and JUnit are written: a late Ctrl-C changes nothing
     click.echo(out.summary)
-    click.echo(f"\nresults: {out.run_dir}\nreport:  {out.report}\njunit:   {out.run_dir / 'junit.xml'}")
+    click.echo(f"\nresults: {for_terminal(out.run_dir, LINE)}\nreport:  {for_terminal(out.report, LINE)}\n"
+               f"junit:   {for_terminal(out.run_dir / 'junit.xml', LINE)}")
     if out.exit_code:
-        click.echo(f"exit {out.exit_code}: {out.analysis.exit_reason}", err=True)
+        click.echo(f"exit {out.exit_code}: {for_terminal(out.analysis.exit_reason, LINE)}", err=True)
     sys.exit(out.exit_code)
 
 
@@ -169,9 +172,9 @@ def report(run_dir, baseline, history):
     """(Re)render RUN_DIR/report.html (and junit.xml) from the stored results alone."""
     out = publish(run_dir, baseline=baseline, history=history)
     if isinstance(out.run.interrupted, dict):
-        click.echo(f"note: this run was interrupted ({out.run.interrupted.get('case', '')}); "
+        click.echo(f"note: this run was interrupted ({for_terminal(out.run.interrupted.get('case', ''), NAME)}); "
                    f"the report shows what was measured before", err=True)
-    click.echo(f"report: {out.report}")
+    click.echo(f"report: {for_terminal(out.report, LINE)}")
 
 
 @cli.command()
@@ -222,7 +225,7 @@ def history(results_root, out_dir, last, profile):
     self-contained page (history.html) and history.json, with per-run whiskers, the
     threshold, annotations and the steps found."""
     html, js = write_history(results_root, out_dir, last, log=_log, profile=profile)
-    click.echo(f"history: {html}\njson:    {js}")
+    click.echo(f"history: {for_terminal(html, LINE)}\njson:    {for_terminal(js, LINE)}")
 
 
 @cli.group()
@@ -294,8 +297,8 @@ def cluster_status(host, base_port, as_json):
     if as_json:
         click.echo(json.dumps({**st, "healthy": bool(healthy)}, indent=1))
     else:
-        click.echo(f"cluster on {host}:{base_port}-{base_port + 5}: "
-                   + ("healthy" if healthy else ("running, unhealthy: " if st.get("running") else "") + str(st.get("health"))))
+        click.echo(f"cluster on {host}:{base_port}-{base_port + 5}: " + ("healthy" if healthy else (
+            "running, unhealthy: " if st.get("running") else "") + for_terminal(st.get("health"), LINE)))
     if not healthy:
         sys.exit(EXIT_ENVIRONMENT)
 
@@ -308,10 +311,13 @@ cli.add_command(engine)  # harness engine install|up|down|status (harness/servin
 def validate(specs):
     """Check suite specs (all of suites/ and the claims ledger when none are given)."""
     for line in spec.validate_paths(list(specs)):
-        click.echo(line)
+        click.echo(for_terminal(line, LINE))
 
 
 def main(argv=None):
+    # A real process: output to a closed terminal or a pipe whose reader left is dropped, and
+    # the run goes on (signals.guard_output); in-process callers (tests) keep their streams.
+    old_streams = signals.guard_output() if argv is None else {}
     old_handlers = signals.install()
     try:
         _main(argv)
@@ -320,15 +326,16 @@ def main(argv=None):
             signals.settle()
         else:
             signals.restore(old_handlers)
+            signals.unguard_output(old_streams)
 
 
 def _main(argv) -> None:
     try:
         cli.main(args=argv, prog_name="harness", standalone_mode=False)
     except HarnessError as e:
-        click.echo(f"error: {redact(str(e))}", err=True)
+        click.echo(f"error: {for_terminal(redact(str(e)), LINE)}", err=True)  # one line, whatever it quotes
         sys.exit(e.exit_code)
-    except click.exceptions.Abort as e:  # click turns KeyboardInterrupt (and Terminated) into Abort
+    except click.exceptions.Abort as e:  # click turns KeyboardInterrupt (Terminated, HungUp) into Abort
         _interrupted(e.__cause__ or e)
     except click.ClickException as e:
         e.show()
@@ -345,7 +352,7 @@ def _main(argv) -> None:
 
 
 def _interrupted(e: BaseException) -> None:
-    """Exit 130 for SIGINT, 143 for SIGTERM (128 + the signal's number), after one line."""
-    name = signals.signal_name(e)
-    click.echo(f"interrupted ({name})", err=True)
-    sys.exit(143 if name == "SIGTERM" else 130)
+    """Exit 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP (128 + the signal's number),
+    after one line (dropped when the terminal is gone)."""
+    click.echo(f"interrupted ({signals.signal_name(e)})", err=True)
+    sys.exit(signals.exit_code(e))

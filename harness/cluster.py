@@ -11,6 +11,12 @@ cluster's ports for the whole run and `up` holds them while it starts, so a seco
 the same (or an overlapping) base port is refused up front, before anything is touched.
 A start that is refused or fails stops only the processes it started (`stop_started`),
 never a cluster that was already there.
+
+The state file (state.json in the cluster's folder) records each node as pid, start time
+and port (harness.ownership): `down` from another process, and a run that replaces the
+leftover of a killed run, signal a node only when the live process has that start time
+and runs in that node's own folder. Anything else a state file names is left alone, with
+one line saying so; a damaged state file is one line naming it and the fix (exit 3).
 """
 
 from __future__ import annotations
@@ -18,21 +24,35 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import signal
+import stat
 import subprocess
 import threading
 import time
 from pathlib import Path
 
 from harness.errors import BadInput, EnvironmentProblem
-from harness.files import read_state
+from harness.ownership import (
+    START_LIMIT,
+    DamagedState,
+    Fields,
+    Proc,
+    boot_id,
+    is_ours,
+    not_ours_note,
+    note,
+    own_dir,
+    owner_alive,
+    read_state_file,
+    same_boot,
+    start_time,
+    terminate,
+    write_private,
+)
 from harness.paths import STATE_DIR
 from harness.redis_server import (
     RedisProcess,
     check_port_number,
     check_ports_free,
-    is_redis_pid,
-    pid_alive,
     require_tool,
     stop_pids,
 )
@@ -62,7 +82,7 @@ class PortLock:
             return self
         self.lock_dir.mkdir(parents=True, exist_ok=True)
         for port in self.ports:
-            fd = os.open(self._path(port), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            fd = self._open(port)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -76,6 +96,22 @@ class PortLock:
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             self.fds.append(fd)
         return self
+
+    def _open(self, port: int) -> int:
+        """The port's lock file, opened without following a link or blocking on a FIFO."""
+        path = self._path(port)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as e:
+            self.release()
+            raise EnvironmentProblem(f"{path}: the harness's port lock cannot be opened ({e.strerror or e}); "
+                                     f"remove it (rm {path}) and try again") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            self.release()
+            raise EnvironmentProblem(f"{path}: the harness's port lock is not a regular file; remove it "
+                                     f"(rm {path}) and try again")
+        return fd
 
     def release(self) -> None:
         for fd in self.fds:
@@ -114,6 +150,7 @@ class LocalCluster:
         self.state_dir = Path(state_dir or STATE_DIR / f"cluster-{host}-{base_port}")
         self.processes: list[RedisProcess] = []
         self.owner_pid: int | None = None  # the `harness run` that started it (None: `cluster up`, kept)
+        self.owner_start: int | None = None  # that run's start time (a pid alone may be reused)
         self.lock = PortLock(host, self.ports + [p + 10000 for p in self.ports])
 
     @property
@@ -154,8 +191,9 @@ class LocalCluster:
     def _start(self, timeout: float, log, owner_pid: int | None) -> Target:
         all_ports = self.ports + [p + 10000 for p in self.ports]
         check_ports_free(self.host, all_ports, "the local Redis Cluster")
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        own_dir(self.state_dir)
         self.owner_pid = owner_pid
+        self.owner_start = start_time(owner_pid) if owner_pid else None
         try:
             for port in self.ports:
                 log(f"starting redis-server {self.host}:{port}")
@@ -206,7 +244,7 @@ class LocalCluster:
                 proc.wait()
             reader.join(5)
         out = "".join(lines)
-        (self.state_dir / "cluster-create.log").write_text(out)
+        write_private(self.state_dir / "cluster-create.log", out)
         if proc.returncode != 0 or "[OK] All 16384 slots covered" not in out:
             tail = " | ".join(out.strip().splitlines()[-3:])
             raise EnvironmentProblem(f"redis-cli --cluster create failed (exit {proc.returncode}): {tail}")
@@ -285,30 +323,40 @@ class LocalCluster:
     def target(self) -> Target:
         return Target(name="local", kind="cluster", nodes=self.nodes())
 
-    def down(self) -> int:
-        """Stop every node this cluster started (or that its state file names); a second
-        Ctrl-C waits until they are all stopped."""
+    def down(self, log=note) -> int:
+        """Stop every node this cluster started, or that its state file names and that is
+        provably the harness's (pid, start time, node folder); a second Ctrl-C waits until
+        they are all stopped. Whatever else the state names is left alone, and `log` says so."""
         with deferred_interrupts():
-            pids = {p.pid for p in self.processes if p.pid}
-            pids |= set(self._read_state().get("pids", []))
-            stopped = stop_pids(sorted(pids))
-            for p in self.processes:
-                p.stop()
-            self.processes = []
-            self.state_file.unlink(missing_ok=True)
+            stopped, mine = self._stop_mine()
+            st = self._state()
+            ours, foreign, legacy = self._split(st)
+            stopped += terminate([p for p in ours if p.pid not in mine], self._folder)
+            if foreign:
+                log(not_ours_note(self.state_file, foreign, legacy, self._fix()))
+            if not (foreign and legacy):  # an older harness's state stays until the user removes it
+                self.state_file.unlink(missing_ok=True)
         return stopped
+
+    def _stop_mine(self) -> tuple[int, list[int]]:
+        """Stop the nodes this object started (its own children)."""
+        mine = [p.pid for p in self.processes if p.pid]
+        stopped = stop_pids(mine)
+        for p in self.processes:
+            p.stop()
+        self.processes = []
+        return stopped, mine
 
     def stop_started(self) -> int:
         """Stop only the nodes this object started (none when its start was refused): a
         cluster that was running before is never touched. The state file goes when it
-        names no other live process."""
+        names no other live process of the harness."""
         with deferred_interrupts():
-            mine = [p.pid for p in self.processes if p.pid]
-            stopped = stop_pids(mine)
-            for p in self.processes:
-                p.stop()
-            self.processes = []
-            others = [pid for pid in self._read_state().get("pids", []) if pid not in mine and pid_alive(pid)]
+            stopped, mine = self._stop_mine()
+            try:
+                others = [p for p in self._split(self._state())[0] if p.pid not in mine]
+            except DamagedState:
+                others = []
             if mine and not others:
                 self.state_file.unlink(missing_ok=True)
         return stopped
@@ -316,14 +364,14 @@ class LocalCluster:
     def leftover(self) -> str | None:
         """When the nodes running here were started by a `harness run` that is gone (killed
         with -9, say): which run; else None."""
-        st = self._read_state()
+        st = self._state()
         owner = st.get("owner_pid")
-        if not owner or not self.is_running() or pid_alive(owner):
+        if not owner or not self._split(st)[0] or owner_alive(owner, st.get("owner_start")):
             return None
         return f"started by harness run pid {owner}, which no longer runs"
 
     def started_by(self) -> str:
-        owner = self._read_state().get("owner_pid")
+        owner = self._state().get("owner_pid")
         return f"harness run pid {owner}" if owner else "harness cluster up"
 
     # ---- one node (failover experiments) -------------------------------------------------
@@ -336,37 +384,31 @@ class LocalCluster:
     def kill_node(self, port: int) -> None:
         """SIGKILL one node (no shutdown, no save): a crashed server."""
         p = self._process(port)
-        if p.pid is not None and pid_alive(p.pid) and is_redis_pid(p.pid):
-            os.kill(p.pid, signal.SIGKILL)
-            if p.proc is not None:
-                p.proc.wait(timeout=5)
-                if p.proc.stderr:
-                    p.proc.stderr.close()
+        if p.proc is not None and p.proc.poll() is None:
+            p.proc.kill()
+            p.proc.wait(timeout=5)
+            if p.proc.stderr:
+                p.proc.stderr.close()
         p.pid = None
 
     def restart_node(self, port: int, timeout: float = 10.0) -> None:
         """Start a killed node again with its own redis.conf and nodes.conf (its cluster
         identity), as a restarted server would; it answers PING when this returns."""
         p = self._process(port)
-        if p.pid is not None and pid_alive(p.pid):
+        if p.proc is not None and p.proc.poll() is None:
             raise EnvironmentProblem(f"node {self.host}:{port} is still running; kill it first")
         conf = p.folder / "redis.conf"
         if not conf.is_file():
             raise EnvironmentProblem(f"node {self.host}:{port} has no config at {conf}; it was never started")
         check_ports_free(self.host, [port, port + 10000], f"redis-server {self.host}:{port}")
-        p.proc = subprocess.Popen([require_tool("redis-server"), str(conf)], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, start_new_session=True)
-        p.pid = p.proc.pid
-        self._write_state()
+        p.spawn(require_tool("redis-server"), conf, on_spawn=lambda _p: self._write_state())
         p.wait_ready(timeout)
 
     def is_running(self) -> bool:
-        pids = self._read_state().get("pids", [])
-        return bool(pids) and any(pid_alive(p) for p in pids)
+        return bool(self._split(self._state())[0])
 
     def status(self) -> dict:
-        st = self._read_state()
-        alive = [p for p in st.get("pids", []) if pid_alive(p)]
+        alive = [p.pid for p in self._split(self._state())[0]]
         out = {"host": self.host, "base_port": self.base_port, "ports": self.ports,
                "pids_alive": alive, "running": bool(alive)}
         if alive:
@@ -375,13 +417,45 @@ class LocalCluster:
 
     # ---- state file ----------------------------------------------------------------------
     def _write_state(self) -> None:
-        self.state_file.write_text(json.dumps({
+        write_private(self.state_file, json.dumps({
             "host": self.host, "base_port": self.base_port, "ports": self.ports,
-            "pids": [p.pid for p in self.processes if p.pid], "owner_pid": self.owner_pid,
-            "started": time.time()}))
+            "pids": [p.pid for p in self.processes if p.pid],
+            "procs": [p.entry().as_json() for p in self.processes if p.pid], "owner_pid": self.owner_pid,
+            "owner_start": self.owner_start, "boot": boot_id(), "started": time.time()}))
 
-    def _read_state(self) -> dict:
-        return read_state(self.state_file)
+    def _fix(self) -> str:
+        return (f"stop the cluster's redis-server processes yourself if any still runs (ss -ltnp 'sport = "
+                f":{self.base_port}'), then remove {self.state_dir}")
+
+    def _state(self) -> dict:
+        """The state file's fields the harness uses, checked; {} when there is none.
+        DamagedState (one line, exit 3) when it cannot be used."""
+        fix = f"remove it (rm {self.state_file}) once no redis-server of this cluster runs"
+        doc = read_state_file(self.state_file, fix)
+        if doc is None:
+            return {}
+        f = Fields(self.state_file, doc, fix)
+        procs = f.procs("procs", legacy="pids")
+        return {"procs": procs, "pids": [p.pid for p in procs], "owner_pid": f.pid("owner_pid"),
+                "owner_start": f.integer("owner_start", 0, START_LIMIT), "boot": f.text("boot", 100),
+                "host": f.text("host", 300), "base_port": f.integer("base_port", 1, 65535),
+                "started": f.number("started")}
+
+    def _folder(self, p: Proc) -> Path:
+        return self.state_dir / f"node-{p.port}"
+
+    def _split(self, st: dict) -> tuple[list[Proc], list[int], bool]:
+        """(the live nodes that are provably this cluster's, the live pids that are not,
+        whether those have no start time: an older harness's state)."""
+        ours, foreign, legacy = [], [], False
+        this_boot = same_boot(st)
+        for p in st.get("procs", []):
+            if this_boot and p.port in self.ports and is_ours(p, self._folder(p)):
+                ours.append(p)
+            elif start_time(p.pid) is not None:
+                foreign.append(p.pid)
+                legacy = legacy or p.start is None
+        return ours, foreign, legacy
 
     def __enter__(self):
         self.up()

@@ -33,6 +33,7 @@ from harness.errors import BadInput
 from harness.metric_history import find_runs, load_runs, run_facts
 from harness.report.format import fmt
 from harness.results import MANIFEST, load_run
+from harness.safe_text import LINE, NAME, TEXT, bound_strings, for_markdown, for_terminal
 from harness.summary import table
 
 FACTOR = 0.05  # 5%: past this a change in the worse direction is a regression
@@ -152,18 +153,26 @@ def compare(base: Analysis, new: Analysis, factor: float = FACTOR) -> list[dict]
     return [r for r in compare_baseline(baseline_of([base]), new, factor) if r["status"] not in ("new", "missing")]
 
 
+def _shown(text) -> str:
+    """A name or value from a results folder, as a message shows it: one bounded line,
+    control characters and lone surrogates as visible escapes (harness.safe_text)."""
+    return for_terminal(text, NAME)
+
+
 def check_sides(base_facts: list[dict], new_facts: dict) -> list[str]:
     """What differs between the baseline runs and the run: profile, host, key versions."""
     out = []
     for name, label in (("profile", "profile"), ("host", "host")):
         theirs = sorted({f[name] for f in base_facts})
         if theirs != [new_facts[name]]:
-            out.append(f"{label}: baseline {' / '.join(theirs)}, this run {new_facts[name]}")
+            out.append(f"{label}: baseline {' / '.join(_shown(t) for t in theirs[:5])}, "
+                       f"this run {_shown(new_facts[name])}")
     keys = sorted({k for f in base_facts for k in f["versions"]} | set(new_facts["versions"]))
     for k in keys:
         theirs = sorted({str(f["versions"].get(k)) for f in base_facts})
         if theirs != [str(new_facts["versions"].get(k))]:
-            out.append(f"{k}: baseline {' / '.join(theirs)}, this run {new_facts['versions'].get(k)}")
+            out.append(f"{_shown(k)}: baseline {' / '.join(_shown(t) for t in theirs[:5])}, "
+                       f"this run {_shown(new_facts['versions'].get(k))}")
     cons = sorted({str(f.get("constraints")) for f in base_facts})
     if cons != [str(new_facts.get("constraints"))]:
         out.append("constraints file: the installed versions were pinned differently")
@@ -181,9 +190,9 @@ def params_differ(base_facts: list[dict], new_facts: dict) -> list[str]:
             if theirs is None or theirs == mine:
                 continue
             keys = sorted(set(theirs) | set(mine), key=str)
-            diff = [f"{k}: baseline {theirs.get(k)!r}, this run {mine.get(k)!r}" for k in keys
-                    if theirs.get(k) != mine.get(k)]
-            out.append(f"parameters of {case} differ ({'; '.join(diff[:3])})")
+            diff = [f"{_shown(k)}: baseline {_shown(repr(theirs.get(k)))}, this run {_shown(repr(mine.get(k)))}"
+                    for k in keys if theirs.get(k) != mine.get(k)]
+            out.append(f"parameters of {_shown(case)} differ ({'; '.join(diff[:3])})")
             break
     return out
 
@@ -224,6 +233,7 @@ COLUMNS = ("suite", "case", "metric", "baseline", "current", "change", "limit", 
 def format_text(c: Comparison, rows: list[dict]) -> str:
     lines = [f"baseline: {c.baseline}", f"this run: {c.current}"] + [f"warning: {w}" for w in c.warnings]
     lines += [f"left out of the pool: {x}" for x in c.left_out]
+    lines = [for_terminal(line, LINE) for line in lines]  # paths and facts from the folders: one line each
     lines += [c.header(), ""]
     lines.append(table(list(COLUMNS), [[r[k] for k in COLUMNS] for r in rows], max_width=110)
                  if rows else "(no rows to show)")
@@ -231,7 +241,8 @@ def format_text(c: Comparison, rows: list[dict]) -> str:
 
 
 def _md(v) -> str:
-    return str(v).replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
+    """A cell or list item of Markdown: no link, image, HTML or table cell can be made of it."""
+    return for_markdown(v, TEXT)
 
 
 def format_markdown(c: Comparison, rows: list[dict]) -> str:
@@ -252,7 +263,10 @@ def format_markdown(c: Comparison, rows: list[dict]) -> str:
 
 
 def format_json(c: Comparison, rows: list[dict]) -> str:
-    return json.dumps({**c.to_json(), "rows": rows}, indent=1, allow_nan=False)
+    """The comparison as JSON: every string bounded, every character outside ASCII
+    (controls and lone surrogates included) written as a JSON escape."""
+    return json.dumps(bound_strings({**c.to_json(), "rows": rows}, TEXT), indent=1, allow_nan=False,
+                      ensure_ascii=True)
 
 
 def refuse_same_run(base, new, what: str = "BASELINE") -> None:
@@ -260,9 +274,18 @@ def refuse_same_run(base, new, what: str = "BASELINE") -> None:
     same = base.run_dir.resolve() == new.run_dir.resolve()
     base_id, new_id = base.manifest.get("run_id"), new.manifest.get("run_id")
     if same or (isinstance(base_id, str) and base_id and base_id == new_id):
-        how = "is the same folder as" if same else f"holds the same run ({str(new_id)[:80]}) as"
+        how = "is the same folder as" if same else f"holds the same run ({for_terminal(new_id, 80)}) as"
         raise BadInput(f"{what} {base.run_dir} {how} {new.run_dir}: a run compared with itself shows no change; "
                        f"give an earlier run (or the folder of earlier runs)")
+
+
+def refuse_empty(run, what: str):
+    """A results folder with no records (a run refused or stopped before its first case)
+    has nothing to compare: one line, not a comparison of nothing."""
+    if not run.records:
+        raise BadInput(f"{what} {run.run_dir}: holds no records (a run refused or stopped before its first case); "
+                       f"give a results folder of a run that measured something")
+    return run
 
 
 def compare_dirs(baseline, current, *, last: int = POOL, factor: float = FACTOR, allow_mismatch: bool = False,
@@ -274,14 +297,14 @@ def compare_dirs(baseline, current, *, last: int = POOL, factor: float = FACTOR,
         raise BadInput(f"--last must be between 1 and 1000, got {last}")
     if factor < 0 or not math.isfinite(factor):
         raise BadInput(f"--factor must be a non-negative fraction (0.05 = 5%), got {factor}")
-    new = load_run(Path(current))
+    new = refuse_empty(load_run(Path(current)), "RUN_DIR")
     nf = run_facts(new)
     baseline = Path(baseline)
     left_out: list[str] = []
     if (baseline / MANIFEST).exists():
-        pool = [load_run(baseline)]
+        pool = [refuse_empty(load_run(baseline), "BASELINE")]
         refuse_same_run(pool[0], new)
-        what = f"{baseline} (one run, {pool[0].manifest.get('profile', '?')} profile)"
+        what = f"{baseline} (one run, {pool[0].manifest.profile or '?'} profile)"
     else:
         pool, left_out = _pool(baseline, new, nf, last, allow_mismatch, log)
         what = (f"median of the last {len(pool)} run(s) under {baseline} "
@@ -308,7 +331,7 @@ def compare_dirs(baseline, current, *, last: int = POOL, factor: float = FACTOR,
 def _pool(baseline: Path, new, nf: dict, last: int, allow_mismatch: bool, log) -> tuple[list, list[str]]:
     """The last `last` runs under `baseline` before `new` that match it, and the ones left out (named)."""
     left_out: list[str] = []
-    runs = [r for r in load_runs(find_runs(baseline), log)
+    runs = [r for r in load_runs(find_runs(baseline, log), log)
             if r.run_dir.resolve() != new.run_dir.resolve() and run_facts(r)["run_id"] != nf["run_id"]]
     started = nf["started"]
     if started is not None:
@@ -317,7 +340,7 @@ def _pool(baseline: Path, new, nf: dict, last: int, allow_mismatch: bool, log) -
     for r in runs:
         diff = check_sides([run_facts(r)], nf)
         if diff and not allow_mismatch:
-            left_out.append(f"{r.run_dir.name}: {diff[0]}")
+            left_out.append(f"{_shown(r.run_dir.name)}: {diff[0]}")
         else:
             matching.append(r)
     if not runs:

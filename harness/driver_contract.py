@@ -20,7 +20,8 @@ import importlib
 import importlib.util
 import math
 import pkgutil
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -36,6 +37,12 @@ REQUIRED = object()
 TARGET_KINDS = ("cluster", "none")
 INPUT_FILE = "input-file"  # Param kind: a path to a file the user gives (relative to the repo or absolute)
 INT_LIMIT = 2**31 - 1  # the bound of an integer parameter that declares no max (a C int: what the tools take)
+# Bounds a parameter gets from its name when it declares no max: a duration of more than a day
+# (`duration_s=1e9` planned a run of years) or a fraction above 1 is a typo, not an experiment;
+# any other float is bounded like an integer.
+DAY_S = 86_400
+_YAML11_EXPONENT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d{1,3}")
+NAMED_MAX = (("_ms", DAY_S * 1000), ("_s", DAY_S), ("seconds", DAY_S), ("_fraction", 1))
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,8 @@ class Param:
 
     def check(self, where: str, value: Any) -> Any:
         types = self.type if isinstance(self.type, tuple) else (self.type,)
+        if float in types and str not in types and isinstance(value, str) and _YAML11_EXPONENT.fullmatch(value):
+            value = float(value)  # YAML 1.1 reads 1e9 (no dot, no sign) as text; it is a number here
         if float in types and isinstance(value, int) and not isinstance(value, bool):
             try:
                 value = float(value)
@@ -65,6 +74,8 @@ class Param:
             raise BadInput(f"{where}: expected {_type_names(types)}, got null; give a value or remove the line")
         if value is not None and not isinstance(value, types):
             raise BadInput(f"{where}: expected {_type_names(types)}, got {type(value).__name__} ({str(value)[:60]!r})")
+        if isinstance(value, list):
+            value = self._check_items(where, value)
         values = value if isinstance(value, list) else [value]
         for v in values:
             if isinstance(v, float) and not math.isfinite(v):
@@ -84,10 +95,48 @@ class Param:
                                f"{did_you_mean(bad[0], self.choices)}")
         if self.kind == INPUT_FILE and value:
             path = input_path(value)
+            if path.exists() and not path.is_file():
+                raise BadInput(f"{where}: {value!r}: not a regular file (a folder, a device or a FIFO); give a "
+                               f"file's path")
             if not path.is_file():
                 raise BadInput(f"{where}: {value!r}: no such file ({path}); give a path relative to the "
                                f"repository or an absolute one")
         return value
+
+
+    def _check_items(self, where: str, value: list) -> list:
+        """The items of a list parameter: at most MAX_LIST_ITEMS, none when its default has
+        some and it is no selection (choices), each of the kind its default's items are
+        (whole numbers or numbers; numbers when it declares min or max)."""
+        if len(value) > MAX_LIST_ITEMS:
+            raise BadInput(f"{where}: {len(value)} items; give at most {MAX_LIST_ITEMS}")
+        if not value and self.default and self.default is not REQUIRED and self.choices is None:
+            raise BadInput(f"{where}: an empty list; give at least one item, such as {self.default[0]!r}")
+        kind = _item_kind(self.default, numeric=self.min is not None or self.max is not None)
+        if kind == "number":  # YAML 1.1 reads 1e-3 as text
+            value = [float(v) if isinstance(v, str) and _YAML11_EXPONENT.fullmatch(v) else v for v in value]
+        for i, v in enumerate(value):
+            if kind and not _is_kind(v, kind):
+                raise BadInput(f"{where}: item {i + 1} is {type(v).__name__} ({str(v)[:60]!r}); every item must be "
+                               f"{_KIND_NAMES[kind]}")
+        return value
+
+
+MAX_LIST_ITEMS = 256  # a list parameter's items: a sweep of more is a typo or a run of days
+_KIND_NAMES = {"int": "a whole number", "number": "a number"}
+
+
+def _is_kind(v, kind: str) -> bool:
+    return type(v) is int if kind == "int" else type(v) in (int, float)
+
+
+def _item_kind(default, numeric: bool) -> str:
+    """The kind of item a list parameter holds, from its default ('' when it cannot be told)."""
+    items = default if isinstance(default, list) else []
+    for kind in ("int", "number"):  # text items may be richer (eviction's runs: a name or a mapping)
+        if items and all(_is_kind(v, kind) for v in items):
+            return kind
+    return "number" if numeric else ""
 
 
 def _num(v) -> str:
@@ -213,6 +262,8 @@ def register(name: str, *, params: dict[str, Param], needs: str = "none", descri
     if needs not in TARGET_KINDS:
         raise ValueError(f"needs must be one of {TARGET_KINDS}")
 
+    params = {k: _with_named_max(k, p) for k, p in params.items()}
+
     def deco(fn):
         if name in REGISTRY and REGISTRY[name].run is not fn:
             raise ValueError(f"driver {name!r} registered twice")
@@ -221,6 +272,22 @@ def register(name: str, *, params: dict[str, Param], needs: str = "none", descri
         return fn
 
     return deco
+
+
+def _with_named_max(name: str, p: Param) -> Param:
+    """`p` with the bound its name implies (NAMED_MAX; INT_LIMIT for any other float) when it
+    declares no max of its own. A default past that bound is the driver's mistake."""
+    types = p.type if isinstance(p.type, tuple) else (p.type,)
+    if p.max is not None or not ({int, float} & set(types)):
+        return p
+    bound = next((m for suffix, m in NAMED_MAX if name.endswith(suffix)), None)
+    if bound is None and float not in types:
+        return p  # an integer without a named bound keeps INT_LIMIT (checked in Param.check)
+    p = replace(p, max=float(bound if bound is not None else INT_LIMIT))
+    defaults = p.default if isinstance(p.default, list) else [p.default]
+    if any(isinstance(d, (int, float)) and not isinstance(d, bool) and d > p.max for d in defaults):
+        raise ValueError(f"parameter {name!r}: default {p.default!r} is above its bound {p.max:g}")
+    return p
 
 
 _LOADED = False

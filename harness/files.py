@@ -245,25 +245,6 @@ def release_reserve(folder: Path) -> bool:
     return True
 
 
-def _pid(value) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 1 else None
-
-
-def read_state(path: Path | str) -> dict:
-    """A lifecycle state file (a cluster's, an engine's): its JSON object with `pids` kept to
-    real process ids (ints > 1) and `pgid` to one or None; {} when missing or damaged."""
-    try:
-        st = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(st, dict):
-        return {}
-    st["pids"] = [p for p in st.get("pids") or [] if _pid(p)]
-    if "pgid" in st:
-        st["pgid"] = _pid(st.get("pgid"))
-    return st
-
-
 _BUILD_LOCK = threading.RLock()
 
 

@@ -288,7 +288,12 @@ def prometheus_url(path: str | Path) -> str | None:
     except BadInput:
         return None
     for name, hv in (hosts or {}).items():
-        host = check_host(_literal(hv.get("ansible_host")) or name, f"{path}: monitoring host {name[:80]!r}")
+        given = _literal(hv.get("ansible_host")) or name
+        if any("@" in str(v) or "://" in str(v) for v in (name, given)):  # a URL with credentials: none of it shown
+            raise BadInput(f"{path}: a host of the {MONITORING_GROUP} group is a URL or holds an '@' (not shown: it "
+                           f"may hold a credential); give its host name or IP address, and its port as "
+                           f"monitoring_prometheus_port")
+        host = check_host(given, f"{path}: monitoring host {name[:80]!r}")
         port = hv.get("monitoring_prometheus_port", 9090)
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
             raise BadInput(f"{path}: monitoring host {name[:80]!r}: monitoring_prometheus_port must be a port "

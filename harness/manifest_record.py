@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from harness.errors import BadInput
 from harness.formats import MANIFEST_FORMAT
 from harness.metrics_model import finite_number
+from harness.safe_text import NAME, for_terminal
 
 TEXT_FIELDS = ("run_id", "profile", "target", "harness_version")
 TIME_FIELDS = ("started", "ended")
@@ -58,8 +59,8 @@ class Manifest:
             raise BadInput(f"{where}: expected a JSON object; the manifest is damaged, re-run the suites")
         version = d.get("format_version", 0)
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise BadInput(f"{where}: format_version {version!r} is not a version number; the manifest is damaged, "
-                           f"re-run the suites")
+            raise BadInput(f"{where}: format_version {for_terminal(repr(version), NAME)} is not a version number; "
+                           f"the manifest is damaged, re-run the suites")
         if version > MANIFEST_FORMAT:
             raise BadInput(f"{where}: format_version {version}, this harness reads up to {MANIFEST_FORMAT}; "
                            f"upgrade the harness to read it")

@@ -26,6 +26,7 @@ from harness.files import write_atomic
 from harness.formats import HISTORY_FORMAT
 from harness.metrics_model import finite_number
 from harness.results import MANIFEST, RESULTS, RunData, json_safe, load_run
+from harness.safe_text import NAME, TEXT, bound_strings, for_terminal
 from harness.stepdetect import detect_steps
 
 HISTORY_HTML = "history.html"
@@ -41,7 +42,8 @@ def anchor(suite: str, case: str, metric: str) -> str:
     a short digest keeps ids distinct)."""
     key = f"{suite}/{case}/{metric}"
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", key)[:80].strip("-")
-    return f"m-{slug}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+    # surrogatepass: a lone surrogate in a name (valid JSON) still has a digest
+    return f"m-{slug}-{hashlib.sha1(key.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
 def run_facts(run: RunData) -> dict:
@@ -85,13 +87,23 @@ def date_text(ts) -> str:
 
 
 def find_runs(root: Path, log=None) -> list[Path]:
-    """Results folders directly under root (or root itself), oldest first by start time."""
+    """Results folders directly under root (or root itself), oldest first by start time. A
+    folder with a manifest and no results.json (a run refused before it saved anything)
+    is left out with a note."""
     root = Path(root)
     if not root.is_dir():
         raise BadInput(f"{root}: no such folder; give the folder that holds the results folders of earlier runs")
     if (root / MANIFEST).exists():
         return [root]
-    dirs = [d for d in sorted(root.iterdir()) if d.is_dir() and (d / MANIFEST).exists() and (d / RESULTS).exists()]
+    dirs = []
+    for d in sorted(root.iterdir()):
+        if not d.is_dir() or not (d / MANIFEST).exists():
+            continue
+        if (d / RESULTS).exists():
+            dirs.append(d)
+        elif log:
+            log(f"left out: {for_terminal(d, TEXT)}: no results.json (a run refused or stopped before it saved "
+                f"anything); nothing to show")
     if not dirs:
         raise BadInput(f"{root}: holds no results folders (folders with manifest.json and results.json); "
                        f"give the folder that 'harness run --results-dir' wrote into")
@@ -99,14 +111,21 @@ def find_runs(root: Path, log=None) -> list[Path]:
 
 
 def load_runs(dirs: list[Path], log=None) -> list[RunData]:
-    """Loaded runs, oldest first; a damaged folder is left out with one line, not fatal."""
+    """Loaded runs, oldest first; a damaged folder, and one with no records (a run refused
+    before its first case), is left out with one line, not fatal."""
     out = []
     for d in dirs:
         try:
-            out.append(load_run(d))
+            run = load_run(d)
         except BadInput as e:
             if log:
-                log(f"left out: {e}")
+                log(f"left out: {for_terminal(e, TEXT)}")
+            continue
+        if run.records:
+            out.append(run)
+        elif log:
+            log(f"left out: {for_terminal(d, TEXT)}: no records (a run refused or stopped before its first case); "
+                f"nothing to show")
     out.sort(key=lambda r: (r.manifest.started or 0.0, r.run_dir.name))
     return out
 
@@ -173,16 +192,18 @@ def level_points(h: dict) -> list[list]:
 def select_runs(root: Path, last: int | None = None, log=None, profile: str | None = None) -> list[RunData]:
     """The runs under `root` of one profile (default: the newest run's), the `last` newest of
     them: a series that mixes profiles would show their difference as a step."""
-    runs = load_runs(find_runs(Path(root)), log)
+    runs = load_runs(find_runs(Path(root), log), log)
     if runs:
         want = profile or runs[-1].manifest.profile or "?"
         other = [r for r in runs if (r.manifest.profile or "?") != want]
         runs = [r for r in runs if (r.manifest.profile or "?") == want]
         if not runs:
-            raise BadInput(f"{root}: no run of profile {want!r}; its runs have profiles "
-                           f"{', '.join(sorted({str(r.manifest.profile) for r in other}))}")
+            profiles = sorted({for_terminal(str(r.manifest.profile), NAME) for r in other})
+            more = f" and {len(profiles) - 10} more" if len(profiles) > 10 else ""
+            raise BadInput(f"{root}: no run of profile {for_terminal(repr(want), NAME)}; its runs have profiles "
+                           f"{', '.join(profiles[:10])}{more}")
         if other and log:
-            log(f"profile {want}: left out {len(other)} run(s) of other profiles (--profile chooses)")
+            log(f"profile {for_terminal(want, NAME)}: left out {len(other)} run(s) of other profiles (--profile chooses)")
     if last is not None:
         if last < 1:
             raise BadInput(f"--last must be at least 1, got {last}")
@@ -194,7 +215,8 @@ def select_runs(root: Path, last: int | None = None, log=None, profile: str | No
 
 def write_history_json(path: Path, data: dict) -> None:
     """history.json: the data of the page, with its format version."""
-    data = {"format_version": HISTORY_FORMAT, **data}
+    # every string bounded (a 7 MB name is not kept whole); non-ASCII written as JSON escapes
+    data = bound_strings({"format_version": HISTORY_FORMAT, **data}, TEXT)
     try:  # compact: the C encoder (indent would take the pure-Python one, a second per 1,000 runs)
         text = json.dumps(data, allow_nan=False)
     except ValueError:  # a NaN from a hand-edited results file: null

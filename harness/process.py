@@ -1,11 +1,25 @@
 """Run an external tool with a timeout and keep its output in the raw folder, on this
 machine or on a load-generator host over SSH; secrets never reach what is kept.
 
-Redaction: `redact()` (text) and `redact_command()` (an argv) are the one way a command
-line or a tool's output is made safe to keep, show or log. They hide every secret the
-process knows (`add_secret()`, and the passwords in REDIS_CLUSTER_PASSWORD,
-REDIS_CACHE_READER_PASSWORD and HARNESS_TARGET_PASSWORD), and the value after a password
-flag (`-a X`, `--authenticate=X`, ...) whatever it is.
+Redaction: one path for whatever is kept, shown or logged. `redact()` (text: a line, a
+tool's or a peer's output), `redact_command()` (an argv), `redact_json()` / `redact_file()`
+(a JSON value, a kept file) hide every secret the process knows (`add_secret()`, the passwords in REDIS_CLUSTER_PASSWORD, REDIS_CACHE_READER_PASSWORD
+and HARNESS_TARGET_PASSWORD, the API keys in OPENAI_API_KEY, VLLM_API_KEY, HF_TOKEN), the
+value after a password flag (`-a X`, `--authenticate=X`, `--api-key X`) whatever it is,
+the password of every URL (read as a hostile user writes it: a password may hold an
+unencoded '#', '?', '/' or '@'; see `userinfo_end()`), the values of secret-looking query
+parameters (`?api_key=`, `&sig=`), Authorization and Bearer headers, and `name=value`
+pairs whose name is a secret's (`api_key='...'`, `PASSWORD=...`). A known secret shorter
+than MIN_BARE_SECRET characters ("e") is hidden only where it stands as such a value (a
+URL's password, a flag's value, a header, `name=value`), never as a bare string
+everywhere: that would rewrite every "e" of every result.
+
+Display is pure: `url_for_display()` hides a URL's credentials and remembers nothing, so
+that text from a server (a Location header, an error) cannot make the harness "redact"
+strings of its choosing. Only the user's own configured URLs (an LlmEndpoint, the
+Prometheus URL) are registered, explicitly, with `note_url_secrets()`, so that a child
+that echoes them (vLLM's client prints its arguments) is redacted too. `url_origin()` is
+what a refusal line may show of a refused URL: scheme and host only, or nothing.
 
 Remote runs: `ssh [-F CONFIG] [options] -- ADDRESS 'read secrets; exec timeout T cmd'`: the
 options end before the destination, and every field of a RemoteHost is checked when it is
@@ -23,6 +37,7 @@ cluster has none, so its tools always run here.
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import shlex
@@ -35,66 +50,270 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import BadInput, EnvironmentProblem
+from harness.files import write_atomic
 from harness.hostnames import check_host, check_user
 
 REDACTED = "***"
 SECRET_ENV = ("REDIS_CLUSTER_PASSWORD", "REDIS_CACHE_READER_PASSWORD", "HARNESS_TARGET_PASSWORD")
-SECRET_FLAGS = ("-a", "--pass", "--password", "--requirepass", "--masterauth", "--authenticate")
-SECRET_PREFIXES = ("--authenticate=", "--pass=", "--password=", "-redis.password=", "--redis.password=")
+# API keys a peer or a library may read from the environment (vLLM's client sends
+# OPENAI_API_KEY as a Bearer token): hidden too, but not taken from children like SECRET_ENV.
+KEY_ENV = ("OPENAI_API_KEY", "VLLM_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+SECRET_FLAGS = ("-a", "--pass", "--password", "--requirepass", "--masterauth", "--authenticate", "--api-key",
+                "--hf-token")
+SECRET_PREFIXES = ("--authenticate=", "--pass=", "--password=", "-redis.password=", "--redis.password=",
+                   "--api-key=", "--hf-token=")
 _SECRETS: set[str] = set()
+# A known secret shorter than this is not replaced as a bare string (replacing every "e"
+# would rewrite the results' own keys and words); it is still hidden wherever it stands
+# as a secret's value: a URL's password, a password flag's value, a header, `name=value`.
+MIN_BARE_SECRET = 6
+# What display shows of a string that does not read as scheme://[userinfo@]host[:port]...:
+# never the string itself (it may be a URL whose password ends its host part early).
+UNPARSED_URL = "(a URL not shown: it does not read as scheme://host[:port])"
+
+# What a name must hold for its value to be a secret (a JSON key, `name=value` or `name:
+# value` in a tool's output: api_key='...', PASSWORD=..., "access_token": ...); a count of
+# tokens, a tokenizer, an author or a token id is no secret.
+_SECRET_WORD = (r"api[_-]?key|secret|passw(?:or)?d|(?:^|[_.-])pass(?:phrase)?(?:$|[_.-])|requirepass|pwd"
+                r"|token(?!s|iz|_?ids?\b|_?(?:count|len))|auth(?!or)|credential|cookie|signature|jwt|sessionid")
+SECRET_NAME = re.compile(rf"(?i){_SECRET_WORD}")
+# A query parameter's name (?key=, &sig=, &X-Amz-Signature=): a lone `key` or `sig` too.
+SECRET_PARAM = re.compile(rf"(?i){_SECRET_WORD}|(?:^|[_.-])(?:sig|key)(?:$|[_.-])")
 
 
 def add_secret(value: str | None) -> None:
-    """Remember a secret so that every later redact() hides it."""
+    """Remember a secret so that every later redact() hides it: as given, and as a Python
+    repr or JSON string escapes it (a child that prints its arguments that way)."""
     if value:
-        _SECRETS.add(str(value))
+        value = str(value)
+        _SECRETS.add(value)
+        for escaped in (repr(value)[1:-1], json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]):
+            if escaped != value:
+                _SECRETS.add(escaped)
 
 
 def known_secrets(extra=()) -> list[str]:
-    found = set(_SECRETS) | {os.environ[e] for e in SECRET_ENV if os.environ.get(e)}
+    found = set(_SECRETS) | {os.environ[e] for e in SECRET_ENV + KEY_ENV if os.environ.get(e)}
     found |= {str(s) for s in extra if s}
     return sorted(found, key=len, reverse=True)  # longest first: one secret may contain another
 
 
-def redact(text: str, extra=()) -> str:
-    """`text` with every known secret, and the password of every URL in it, replaced by ***."""
-    for s in known_secrets(extra):
-        text = text.replace(s, REDACTED)
-    return redact_url_credentials(text) if "@" in text and "://" in text else text
+def is_secret_name(name: str, param: bool = False) -> bool:
+    """True when a key or variable called `name` holds a secret (api_key, access_token,
+    client_secret, PASSWORD, Authorization); `param`: a URL's query parameter, where a
+    lone `key` or `sig` is one too. A count of tokens or a tokenizer is not."""
+    return bool((SECRET_PARAM if param else SECRET_NAME).search(str(name)))
 
 
-# scheme://user:password@ -> scheme://user:***@ ; scheme://token@ -> scheme://***@
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}://)([^\s/?#'\"<>]*)@")
+def redact(text: str, extra=(), *, known: bool = True) -> str:
+    """`text` (a line, a tool's output, one argument) made safe to keep or show: every known
+    secret, the password (or lone token) of every URL in it, the values of secret-looking
+    query parameters (`?api_key=`), Authorization and Bearer headers and `name=value` pairs
+    whose name is a secret's (`api_key='...'`, `PASSWORD=...`) replaced by ***.
+    `known=False`: only those patterns, no known secret replaced as a bare string (a JSON
+    key of the harness's own schema must stay what it is).
+    Linear in the text: every pattern is anchored and bounded."""
+    text = str(text)
+    for s in known_secrets(extra) if known else ():
+        if len(s) >= MIN_BARE_SECRET:  # a short one only where it stands as a value (below)
+            text = text.replace(s, REDACTED)
+    if "--" in text:
+        text = _FLAG_VALUE.sub(_hide_flag_value, text)
+    if "://" in text:
+        text = redact_url_credentials(text)
+    if "=" in text:
+        text = _QUERY_PARAM.sub(_hide_query_value, text)
+    if ":" in text or "=" in text:
+        text = _AUTH_HEADER.sub(_hide_header, text)
+        text = _NAME_VALUE.sub(_hide_name_value, text)
+    return _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text) if "earer" in text.lower() else text
 
 
-def _hide_userinfo(m: re.Match) -> str:
-    user, sep, _ = m.group(2).partition(":")
-    return f"{m.group(1)}{user}:{REDACTED}@" if sep else f"{m.group(1)}{REDACTED}@"
+# A URL in a line of text: its scheme, then everything up to a space, a quote or <>.
+_URL_IN_TEXT = re.compile(r"(?i)(?<![A-Za-z0-9+.-])([a-z][a-z0-9+.-]{0,30}://)([^\s'\"<>]*)")
+# host[:port] as it may follow the userinfo: a name, an IPv4 address or [an IPv6 one].
+_HOSTPORT = re.compile(r"(?:\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9_][A-Za-z0-9_.-]{0,252})(?::[0-9]{0,5})?")
+_HOST_WITH_PORT = re.compile(r"(?:\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}):[0-9]{1,5}")
+_AT_HOST_WITH_PORT = re.compile(r"@(?=(?:\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}):[0-9]{1,5}"
+                                r"(?:[/?#]|\Z))")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,15}")
+_USER = re.compile(r"[A-Za-z0-9_.~%+-]{1,64}")
+_QUERY_PARAM = re.compile(r"([?&#])([^=&#?\s'\"<>]{1,100})=([^&#\s'\"<>]*)")
+_AUTH_HEADER = re.compile(r"(?i)(?<![A-Za-z0-9_-])((?:proxy-)?authorization|x-api-key|api-key|x-auth-token)"
+                          r"(['\"]?[ \t]*[:=][ \t]*['\"]?)(?:(basic|bearer|token|digest|negotiate)[ \t]+)?"
+                          r"([^\s'\",;]+)")
+_BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_])(bearer)[ \t]+(?!\*\*\*)[A-Za-z0-9._~+/=-]{8,}")
+# A password flag and its value in a line of text (`--api-key X`, `--password=X`): the
+# value hidden whatever it is (a short password too); a value starting with '-' is the next flag.
+_FLAG_VALUE = re.compile(r"(?<![A-Za-z0-9_-])(" + "|".join(re.escape(f) for f in SECRET_FLAGS if f.startswith("--"))
+                         + r")([ \t]+|=)(['\"]?)(?!\*\*\*)(?!-)([^\s'\"]{1,4096})")
+_NOT_A_VALUE = ("none", "null", "true", "false", "bearer", "basic", "token", "digest", "negotiate")
+_NAME_VALUE = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z0-9_.-]{1,100})(['\"]?[ \t]*[:=][ \t]*)(['\"]?)"
+                         r"(?!\*\*\*)([^\s'\",;&)}\]]{1,4096})")
+
+
+def _split_first(text: str, chars: str = "/?#") -> int:
+    """Where the first of `chars` is in `text` (len(text) when none is)."""
+    return min((i for i in (text.find(c) for c in chars) if i >= 0), default=len(text))
+
+
+def userinfo_end(rest: str) -> int:
+    """In `rest` (a URL after its "scheme://"), the index of the '@' that ends its user name
+    and password, or -1 when it has none. A password may hold an unencoded '#', '?', '/' or
+    '@', which end the standard reading of the host part early: an '@' past that point
+    followed by a host with its port (`u:12/x@h:80`) ends the userinfo; else what the
+    standard reading takes for the host must look like one, or everything up to the last
+    '@' is userinfo. Linear: each '@' is looked at up to the next one."""
+    cut = _split_first(rest)
+    later = _later_host(rest, cut)
+    if later >= 0:
+        return later
+    at = rest.rfind("@", 0, cut)
+    if _HOSTPORT.fullmatch(rest[at + 1:cut]):  # the standard reading is sound
+        return at
+    return rest.rfind("@")
+
+
+def _later_host(rest: str, cut: int) -> int:
+    """The last '@' after `cut` that a host with its port follows (up to '/', '?', '#' or
+    the end), or -1."""
+    found = -1
+    for m in _AT_HOST_WITH_PORT.finditer(rest, cut):
+        found = m.start()
+    return found
+
+
+def _display_url(url: str) -> str:
+    """One URL with its user name and password (kept: a plain user name before ':'), and
+    the values of its secret-looking query and path parameters (`;api_key=`), replaced by ***."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    end = userinfo_end(rest)
+    if end >= 0:
+        user, colon, _ = rest[:end].partition(":")
+        shown = f"{user}:{REDACTED}@" if colon and _USER.fullmatch(user) else f"{REDACTED}@"
+        rest = shown + rest[end + 1:]
+    rest = _QUERY_PARAM.sub(_hide_query_value, rest)
+    return scheme + sep + (_MATRIX_PARAM.sub(_hide_query_value, rest) if ";" in rest else rest)
+
+
+def _hide_flag_value(m: re.Match) -> str:
+    return f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}"
+
+
+def _hide_query_value(m: re.Match) -> str:
+    return f"{m.group(1)}{m.group(2)}={REDACTED}" if is_secret_name(m.group(2), True) and m.group(3) else m.group(0)
+
+
+def _hide_header(m: re.Match) -> str:
+    scheme = f"{m.group(3)} " if m.group(3) else ""
+    return f"{m.group(1)}{m.group(2)}{scheme}{REDACTED}"
+
+
+def _hide_name_value(m: re.Match) -> str:
+    if not is_secret_name(m.group(1)) or m.group(4).lower() in _NOT_A_VALUE:
+        return m.group(0)
+    return f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}"
 
 
 def redact_url_credentials(text: str) -> str:
-    """Every URL in `text` with its password (or its lone token: `https://TOKEN@host`)
-    replaced by ***; the user name stays, it says whose credentials they were."""
-    return _URL_USERINFO.sub(_hide_userinfo, text)
+    """Every URL in `text` with its password (or its lone token: `https://TOKEN@host`), and
+    its secret-looking query values, replaced by ***; the user name stays, it says whose
+    credentials they were. A URL ends at a space or a quote."""
+    return _URL_IN_TEXT.sub(lambda m: m.group(1) + _display_url(m.group(0))[len(m.group(1)):], text)
+
+
+def note_url_secrets(url: str | None) -> None:
+    """Remember the password (or lone token) of `url`, and its secret query values, as
+    secrets (as given and percent-decoded), so that redact() hides them wherever they turn
+    up on their own: in a child's output that echoes its arguments, say."""
+    from urllib.parse import unquote
+
+    if not url or "://" not in str(url):
+        return
+    rest = str(url).partition("://")[2]
+    end = userinfo_end(rest)
+    if end >= 0:
+        user, colon, password = rest[:end].partition(":")
+        for secret in (password if colon else user, unquote(password if colon else user)):
+            add_secret(secret)
+    for m in (*_QUERY_PARAM.finditer(rest), *_MATRIX_PARAM.finditer(rest)):
+        if is_secret_name(m.group(2), True) and m.group(3):
+            add_secret(m.group(3))
+            add_secret(unquote(m.group(3)))
 
 
 def url_for_display(url: str | None) -> str:
-    """A URL (Prometheus, an endpoint) as it may be kept or shown: credentials hidden. Its
-    password is also remembered as a secret, so that redact() hides it wherever it appears
-    on its own (decoded or not)."""
+    """A URL (Prometheus, an endpoint, a server's Location) as it may be kept or shown:
+    credentials and secret-looking query and path-parameter values (`;api_key=`) hidden.
+    Pure: it remembers nothing (a server's text must not choose what redact() hides; the
+    user's own URLs are registered with note_url_secrets() where they are read). A string
+    that does not read as scheme://host[:port]... one way only is not shown at all
+    (UNPARSED_URL): `http:/user:pw@h`, `//user:pw@h`, `http://pa/ss@h` may hold a password."""
     if not url:
         return ""
-    from urllib.parse import unquote, urlsplit
+    url = str(url)
+    if url_origin(url) is None:
+        return UNPARSED_URL
+    return _display_url(url)
 
+
+# A path parameter (`/v1;api_key=X`, `;jsessionid=X`): hidden like a query value.
+_MATRIX_PARAM = re.compile(r"(;)([^=;/?#&\s'\"<>]{1,100})=([^;/?#&\s'\"<>]*)")
+
+
+def url_origin(value) -> str | None:
+    """What a refusal line may show of a URL that is refused: `scheme://host[:port]`, with
+    `***@` where it had a user name or password, or None when scheme and host cannot be
+    told apart from the rest safely (then say "the URL given in X" instead). Never its
+    path, query or userinfo: any of them may hold a credential."""
+    if not isinstance(value, str) or "://" not in value:
+        return None
+    scheme, _, rest = value.partition("://")
+    end = userinfo_end(rest)
+    after = rest[end + 1:]
+    host = after[:_split_first(after)]
+    if "@" in after:  # an '@' past what was taken for the host: `u:12/x@h` reads two ways
+        return None
+    if not _SCHEME.fullmatch(scheme) or not host or not _HOSTPORT.fullmatch(host) or len(host) > 120:
+        return None
+    return f"{scheme}://{REDACTED + '@' if end >= 0 else ''}{host}"
+
+
+def redact_json(value, extra=()):
+    """A JSON-like value with every string redacted (see redact()), and the string under
+    a secret-looking key (api_key, password, token) replaced by *** whole; numbers and
+    the shape stay, so that the file is still read as it was."""
+    secrets = known_secrets(extra)
+
+    def walk(o, hide: bool = False):
+        if isinstance(o, str):
+            return REDACTED if hide and o else redact(o, secrets)
+        if isinstance(o, dict):
+            return {redact(str(k), secrets): walk(v, is_secret_name(str(k))) for k, v in o.items()}
+        if isinstance(o, (list, tuple)):
+            return [walk(v, hide) for v in o]
+        return o
+
+    return walk(value)
+
+
+def redact_file(path: Path, extra=()) -> None:
+    """Rewrite a kept file (a peer's result, a tool's JSON) with its secrets hidden: JSON
+    value by value (see redact_json), any other text line by line. A missing file is left
+    missing; a file without secrets is left as it is."""
     try:
-        parts = urlsplit(str(url))
-        secret = parts.password if parts.password is not None else (parts.username if "@" in parts.netloc else None)
-    except ValueError:
-        secret = None
-    if secret:
-        add_secret(secret)
-        add_secret(unquote(secret))
-    return redact_url_credentials(str(url))
+        text = path.read_bytes().decode(errors="surrogateescape")
+    except (FileNotFoundError, IsADirectoryError):
+        return
+    try:
+        data = json.loads(text)
+        new = json.dumps(redact_json(data, extra), indent=1) if redact_json(data, extra) != data else text
+    except (ValueError, RecursionError):
+        new = redact(text, extra)
+    if new != text:
+        write_atomic(path, new.encode(errors="surrogateescape"))
 
 
 def redact_command(cmd: list[str], extra=()) -> list[str]:

@@ -22,6 +22,7 @@ from harness.files import write_atomic
 from harness.report.junit import write_junit
 from harness.report.render import render_report
 from harness.results import RunData, load_run
+from harness.safe_text import for_terminal
 from harness.summary import summary_text
 
 ERROR_FILE = "report-error.txt"
@@ -77,10 +78,10 @@ def internal_errors(run_dir: Path):
     except Exception as e:  # noqa: BLE001 - a bug: kept with its traceback, told in one line
         where = ""
         try:
-            write_atomic(Path(run_dir) / ERROR_FILE, traceback.format_exc())
+            write_atomic(Path(run_dir) / ERROR_FILE, traceback.format_exc().encode("utf-8", "backslashreplace"))
             where = f"; its traceback is in {Path(run_dir) / ERROR_FILE}"
         except (OSError, HarnessError):
             pass
-        what = " ".join(f"{type(e).__name__}: {e}".split())[:200]
+        what = for_terminal(f"{type(e).__name__}: {e}", 200)
         raise ReportFailed(f"{run_dir}: the harness failed to build the report of this folder ({what}); "
                            f"this is a bug in the harness, not in the folder{where}") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -13,6 +14,7 @@ from pathlib import Path
 from string import Template
 
 from harness.errors import BadInput, EnvironmentProblem
+from harness.ownership import Proc, own_dir, spawned, write_private
 from harness.paths import INFRA_DIR
 from harness.signals import deferred_interrupts
 
@@ -99,16 +101,23 @@ def is_redis_pid(pid: int) -> bool:
 
 
 class RedisProcess:
-    """One redis-server process with its own folder, config file and log."""
+    """One redis-server process with its own folder, config file and log. It is started in
+    its folder (its cwd), which is what proves it the harness's (harness.ownership)."""
 
     def __init__(self, host: str, port: int, folder: Path, *, cluster: bool = False,
                  config: dict | None = None):
-        # absolute: redis-server resolves logfile and pidfile after it changes into `dir`
-        self.host, self.port, self.folder = host, port, Path(folder).resolve()
+        # absolute: redis-server resolves logfile and pidfile after it changes into `dir`;
+        # not resolved: a link at the folder is refused when it starts, never followed
+        self.host, self.port, self.folder = host, port, Path(os.path.abspath(folder))
         self.cluster = cluster
         self.config = config or {}
         self.proc: subprocess.Popen | None = None
         self.pid: int | None = None
+        self.start_ticks: int | None = None  # its start time, read right after the spawn
+
+    def entry(self) -> Proc:
+        """How a state file records it: pid, start time and port."""
+        return Proc(self.pid, self.start_ticks, self.port)
 
     @property
     def logfile(self) -> Path:
@@ -129,19 +138,24 @@ class RedisProcess:
         exe = require_tool("redis-server")
         check_ports_free(self.host, [self.port] + ([self.port + 10000] if self.cluster else []),
                          f"redis-server {self.host}:{self.port}")
-        self.folder.mkdir(parents=True, exist_ok=True)
-        for stale in ("nodes.conf", "dump.rdb", "redis.log"):
+        own_dir(self.folder)
+        for stale in ("nodes.conf", "dump.rdb", "redis.log"):  # a link there goes, what it points to stays
             (self.folder / stale).unlink(missing_ok=True)
-        conf = self.folder / "redis.conf"
-        conf.write_text(self.render_config())
-        with deferred_interrupts():  # a Ctrl-C now waits until the pid is known (and recorded)
-            self.proc = subprocess.Popen([exe, str(conf)], stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.PIPE, start_new_session=True)
-            self.pid = self.proc.pid
-            if on_spawn is not None:
-                on_spawn(self)
+        conf = write_private(self.folder / "redis.conf", self.render_config())
+        self.spawn(exe, conf, on_spawn)
         self.wait_ready(timeout)
         return self
+
+    def spawn(self, exe: str, conf: Path, on_spawn=None) -> None:
+        """Launch redis-server in its folder; its pid and start time are known (and, through
+        `on_spawn`, recorded) before a Ctrl-C can land."""
+        with deferred_interrupts():
+            self.proc = subprocess.Popen([exe, str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                         start_new_session=True, cwd=self.folder)
+            self.pid = self.proc.pid
+            self.start_ticks = spawned(self.pid).start
+            if on_spawn is not None:
+                on_spawn(self)
 
     def wait_ready(self, timeout: float) -> None:
         import redis
@@ -179,14 +193,11 @@ class RedisProcess:
         return redis.Redis(host=self.host, port=self.port, **kwargs)
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop the server this object started (its own child: never another process)."""
         if self.pid is None:
             return
-        stop_pid(self.pid, timeout)
         if self.proc is not None:
-            try:
-                self.proc.wait(timeout=1)
-            except subprocess.TimeoutExpired:
-                pass
+            stop_child(self.proc, timeout)
             if self.proc.stderr:
                 self.proc.stderr.close()
         self.pid = None
@@ -200,7 +211,8 @@ class RedisProcess:
 
 def stop_pids(pids: list[int], timeout: float = 5.0) -> int:
     """Stop several redis-server processes at once (SIGTERM to all, then wait; SIGKILL after
-    `timeout`); returns how many were running. Other processes are never signalled."""
+    `timeout`); returns how many were running. Only for pids the caller knows are its own
+    (its children): a pid from a state file is checked with harness.ownership instead."""
     mine = [p for p in pids if pid_alive(p) and is_redis_pid(p)]
     for pid in mine:
         try:
@@ -210,6 +222,20 @@ def stop_pids(pids: list[int], timeout: float = 5.0) -> int:
     for pid in mine:
         stop_pid(pid, timeout)
     return len(mine)
+
+
+def stop_child(proc: subprocess.Popen, timeout: float = 5.0) -> None:
+    """SIGTERM a child of this process, SIGKILL after `timeout`. Its pid stays its own until
+    it is reaped (Popen knows when), so no other process is ever signalled."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5)
 
 
 def stop_pid(pid: int, timeout: float = 5.0) -> None:

@@ -17,7 +17,8 @@ from harness.files import loads_json, read_bounded, write_atomic
 from harness.formats import MANIFEST_FORMAT, RESULTS_READABLE, RESULTS_SCHEMA
 from harness.manifest_record import Manifest
 from harness.metrics_model import STATUSES, Metric, Series, check_facts, finite_or_none
-from harness.process import known_secrets, redact_url_credentials
+from harness.process import known_secrets, redact
+from harness.safe_text import NAME, TEXT, for_terminal
 from harness.spec import Claim, SuiteRun
 from harness.tools import memtier
 
@@ -53,7 +54,8 @@ class Record:
             if not isinstance(getattr(self, name), str):
                 raise ValueError(f"a record's {name} must be text, not {type(getattr(self, name)).__name__}")
         if self.status not in STATUSES:
-            raise ValueError(f"record status must be one of {STATUSES}, not {self.status!r}")
+            shown = for_terminal(repr(self.status), NAME)  # a damaged file's value: one bounded line
+            raise ValueError(f"record status must be one of {STATUSES}, not {shown}")
         if self.status != "ok" and not self.reason:
             raise ValueError(f"a {self.status} record needs a reason")
         if isinstance(self.repetition, bool) or not isinstance(self.repetition, int) or self.repetition < 1:
@@ -118,15 +120,17 @@ def _json_default(o):
 
 def _sanitize(o, secrets: list[str] = ()):
     """NaN/inf -> None everywhere, so results files stay valid JSON; known secrets in any
-    string -> ***."""
+    string value -> ***. A key is never rewritten by known-secret replacement (the keys of
+    the harness's own schema must read back as written, whatever a secret is): only a
+    URL's password or a `name=value` secret in it is hidden. A record's status ("failed")
+    is kept as it is, whatever a password is."""
     if isinstance(o, float):
         return finite_or_none(o)
     if isinstance(o, str):
-        for sec in secrets:
-            o = o.replace(sec, "***")
-        return redact_url_credentials(o) if "@" in o and "://" in o else o
+        return redact(o, secrets)
     if isinstance(o, dict):
-        return {_sanitize(str(k), secrets): _sanitize(v, secrets) for k, v in o.items()}
+        return {redact(str(k), known=False): v if k == "status" and v in STATUSES else _sanitize(v, secrets)
+                for k, v in o.items()}
     if isinstance(o, (list, tuple)):
         return [_sanitize(v, secrets) for v in o]
     if hasattr(o, "to_json"):
@@ -198,7 +202,9 @@ def load_run(run_dir: Path) -> RunData:
     except BadInput:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
-        raise BadInput(f"{run_dir / RESULTS}: a record or suite is malformed ({type(e).__name__}: {e}); "
+        # the error's text quotes the file (a name, a value): one bounded line, escapes shown
+        raise BadInput(f"{run_dir / RESULTS}: a record or suite is malformed ({type(e).__name__}: "
+                       f"{for_terminal(e, TEXT)}); "
                        f"the file is damaged, re-run the suites") from None
     for key in ("monitoring", "interrupted"):
         if data.get(key) is not None and not isinstance(data[key], dict):
@@ -260,7 +266,8 @@ def _results_version(path: Path, data: dict) -> int:
     if version not in READABLE_VERSIONS:
         newer = isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
         raise BadInput(
-            f"{path}: schema_version {version!r}, this harness reads {', '.join(map(str, READABLE_VERSIONS))}; "
+            f"{path}: schema_version {for_terminal(repr(version), NAME)}, "
+            f"this harness reads {', '.join(map(str, READABLE_VERSIONS))}; "
             + ("upgrade the harness to read it" if newer else "re-run the suites to write it anew")
         )
     if not isinstance(data.get("records"), list):

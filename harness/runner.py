@@ -5,8 +5,9 @@ publishes the report (harness.publish) when the cases are done or interrupted.
 A case whose driver registered `isolate=True` runs each repetition in a fresh Python
 process (`python -m harness.worker`, through harness.child), so that it never measures
 what an earlier case left behind in this one (loaded models, RSS peaks, first-use costs).
-An interrupted run is marked as such in results.json and still gets its report and JUnit
-file.
+An interrupted run (Ctrl-C, SIGTERM, SIGHUP) is marked as such in results.json and still
+gets its report and JUnit file. A run refused before it measured anything (a busy port,
+a bad setting found once the folder was made) leaves no folder.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from harness.driver_contract import CaseContext, CaseOutcome
 from harness.errors import BadInput, EnvironmentProblem, HarnessError
 from harness.files import NO_SPACE, NoSpace, no_space_line, release_reserve, reserve_for, reserve_space
 from harness.monitoring import Monitor, configured_port
+from harness.monitoring.query import configured_url
 from harness.publish import publish
 from harness.redis_server import check_port_number
 from harness.results import Record, write_manifest, write_results
@@ -66,6 +68,15 @@ class _Run:
                       interrupted=self.interrupted)
         reserve_for(self.run_dir / "results.json")  # room for the next save, should a case fill the disk
 
+    def refused(self, error: BaseException | None) -> bool:
+        """The run ends on an error (not an interrupt) before it measured anything: the
+        target, an engine or the monitoring was refused (a busy port, a bad setting, another
+        run on these ports), or the first case failed on the user's input. Its folder would
+        hold nothing worth keeping, and compare or history might pool it."""
+        if error is None or isinstance(error, KeyboardInterrupt) or self.interrupted:
+            return False
+        return all(r.bad_input for r in self.records)
+
     def mark_interrupted(self, e: BaseException) -> None:
         self.interrupted = {"at": time.time(), "case": self.current or "between cases", "signal": signal_name(e)}
 
@@ -91,6 +102,7 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
     check_port_number(base_port)
     if monitoring:
         configured_port()  # a bad HARNESS_MONITORING_PORT is refused before anything starts
+        configured_url(target)  # so is a bad HARNESS_PROMETHEUS_URL (or inventory monitoring host)
     plans = plan(list(names), profile=profile, keyword=keyword, repeat=repeat, overrides=list(overrides), log=log)
     run = _open_run(plans, profile, target, Path(results_dir), log)
     bad_input: BadInput | None = None
@@ -104,8 +116,12 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
         run.mark_interrupted(e)
     finally:
         # an exception going on past this block (none when handled above)
-        published, late = _close_run(run, sys.exc_info()[1], allow_skipped)
-        interrupt = interrupt or late
+        pending = sys.exc_info()[1]
+        if run.refused(bad_input or pending):
+            _discard(run.run_dir)
+        else:
+            published, late = _close_run(run, pending, allow_skipped)
+            interrupt = interrupt or late
     if interrupt is not None:
         log(f"interrupted during {run.interrupted['case']}; what was measured is in {run.run_dir} "
             f"(report: {published.report})")
@@ -208,6 +224,13 @@ def _repetition(run: _Run, p: Plan, case: spec.Case, rep: int, profile: str, tgt
     return True
 
 
+def _discard(run_dir: Path) -> None:
+    """Remove the folder of a refused run (nothing was measured in it); a Ctrl-C meanwhile
+    waits until it is gone."""
+    with deferred_interrupts():
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def _reserve_released(run_dir: Path):
     """The run folder's space reserve is given back when the run's last files are written,
@@ -220,7 +243,7 @@ def _reserve_released(run_dir: Path):
 
 def _close_run(run: _Run, pending: BaseException | None, allow_skipped: bool):
     """Write the manifest and results and, unless an error other than an interrupt is going
-    on (`pending`), publish the report; a second Ctrl-C (or a SIGTERM) meanwhile waits until
+    on (`pending`), publish the report; a second Ctrl-C (or a SIGTERM, SIGHUP) meanwhile waits until
     they are written. Returns (what publish made or None, the interrupt that came early or
     None). A Ctrl-C that lands as the shield goes up, before it holds anything, is the run's
     interrupt (when nothing else is going on) and the writing starts again behind the shield."""
@@ -243,7 +266,7 @@ def _close_run(run: _Run, pending: BaseException | None, allow_skipped: bool):
 
 @contextlib.contextmanager
 def _shielded():
-    """Let a second Ctrl-C (or SIGTERM) wait until the report of what was measured is
+    """Let a second Ctrl-C (or SIGTERM, SIGHUP) wait until the report of what was measured is
     written; when the run was interrupted anyway, the held signal adds nothing. One that
     lands before the shield is up goes on (the caller starts again)."""
     up = False

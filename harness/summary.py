@@ -4,10 +4,20 @@ from __future__ import annotations
 
 from harness.analysis import Analysis, Verdict
 from harness.report.format import describe, threshold_text
+from harness.safe_text import for_terminal
+
+
+def _cell(value, max_width: int) -> str:
+    """A cell for the terminal: control characters, line breaks and lone surrogates shown
+    as escapes (a name from a results folder cannot clear the screen or forge a line),
+    then cut to the column's width."""
+    text = for_terminal(value, max_width)
+    return text if len(text) <= max_width else text[: max_width - 1] + "~"
 
 
 def table(headers: list[str], rows: list[list[str]], max_width: int = 48) -> str:
-    cells = [[str(c) if len(str(c)) <= max_width else str(c)[: max_width - 1] + "~" for c in r] for r in rows]
+    """A plain text table; every cell is made safe for the terminal and cut to `max_width`."""
+    cells = [[_cell(c, max_width) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
     line = "  ".join("-" * w for w in widths)
     out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)), line]

@@ -24,7 +24,7 @@ import yaml
 
 from harness import driver_contract
 from harness.driver_contract import CaseOutcome, Metric, Param
-from harness.process import redact, redact_url_credentials, url_for_display
+from harness.process import UNPARSED_URL, note_url_secrets, redact, redact_url_credentials, url_for_display
 from tests.conftest import TEST_CLUSTER_PORT
 from tests.stored_runs import write_series
 from tests.test_hostile import SUITE, assert_one_line, cli, write_suite
@@ -68,12 +68,13 @@ def _spec(tmp: Path, driver: str = "test-hostile-wait", target: str = "none", **
 ])
 def test_url_credentials_are_hidden(url, shown):
     assert redact_url_credentials(url) == shown
-    assert url_for_display(url) == shown
+    # a URL that reads two ways (is '/x@y' a path or a password's end?) is never shown at all
+    assert url_for_display(url) == (UNPARSED_URL if url.endswith(("/x@y", "/path@x")) else shown)
     assert redact(f"error: could not reach {url} (timeout)") == f"error: could not reach {shown} (timeout)"
 
 
 def test_a_url_password_is_hidden_wherever_it_appears_later():
-    url_for_display("http://alice:S3cr%40tPw-25@prom:9090")
+    note_url_secrets("http://alice:S3cr%40tPw-25@prom:9090")  # the user's own URL, as it is read
     assert "S3cr" not in redact("auth failed for S3cr@tPw-25 and S3cr%40tPw-25")
 
 

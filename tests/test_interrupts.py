@@ -233,6 +233,7 @@ def test_rerun_after_kill_9_does_not_reuse_the_old_cluster(spec_file, tmp_path):
 def test_cluster_down_stops_only_the_monitoring_its_cluster_started(tmp_path):
     """Two stacks' state files, each naming a real node exporter and the cluster that started
     it: `cluster down --base-port N` stops N's, whatever HARNESS_MONITORING_PORT says."""
+    from harness import ownership
     from harness.monitoring import stack
     from tests.test_hostile import cli
 
@@ -245,11 +246,14 @@ def test_cluster_down_stops_only_the_monitoring_its_cluster_started(tmp_path):
         for port, owner in ((mine, stack.cluster_owner("127.0.0.1", 7590)),
                             (other, stack.cluster_owner("127.0.0.1", 7580))):
             cmd = [exe, f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults"]
-            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-            procs[port] = p
             stack.stack_dir(port).mkdir(parents=True, exist_ok=True)
+            # in the stack's folder, its start time recorded: as the harness starts its own
+            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                 cwd=stack.stack_dir(port))
+            procs[port] = p
+            entry = {"name": "node_exporter", "pid": p.pid, "start": ownership.start_time(p.pid), "exe": exe}
             (stack.stack_dir(port) / "state.json").write_text(json.dumps(
-                {"port": port, "owner": owner, "processes": [{"name": "node_exporter", "pid": p.pid, "exe": exe}]}))
+                {"port": port, "owner": owner, "boot": ownership.boot_id(), "processes": [entry]}))
         code, out, err = cli("cluster", "down", "--base-port", "7590", env={stack.PORT_ENV: str(other)})
         assert code == 0, err
         assert procs[mine].wait(timeout=15) is not None, "this cluster's stack is stopped"

@@ -423,10 +423,10 @@ def test_staggered_holds_the_next_engine_only_behind_a_compiling_one():
     assert s._may_launch() is False
 
 
-def _renamed_process(name: str) -> subprocess.Popen:
+def _renamed_process(name: str, cwd=None) -> subprocess.Popen:
     """A real process named the way vLLM renames its EngineCore (setproctitle), in a
-    session of its own like an engine's API server: what `down` may signal."""
-    return subprocess.Popen(["bash", "-c", f"exec -a {name} sleep 300"], start_new_session=True)
+    session of its own like an engine's API server."""
+    return subprocess.Popen(["bash", "-c", f"exec -a {name} sleep 300"], start_new_session=True, cwd=cwd)
 
 
 def test_down_without_a_port_stops_every_engine_started_here(tmp_path, monkeypatch):
@@ -435,17 +435,23 @@ def test_down_without_a_port_stops_every_engine_started_here(tmp_path, monkeypat
     from click.testing import CliRunner
 
     from harness.cli import cli
+    from harness.ownership import boot_id, start_time
     from harness.serving_engine.local import known_ports
 
     monkeypatch.setattr(install, "ENGINE_DIR", tmp_path)
-    procs = {port: _renamed_process("VLLM::EngineCore") for port in (8040, 8041)}
+    for port in (8040, 8041, 8042):
+        (tmp_path / f"port-{port}").mkdir()
+    # started in the engine's folder, as the harness starts its engines: what proves them its own
+    procs = {port: _renamed_process("VLLM::EngineCore", cwd=tmp_path / f"port-{port}") for port in (8040, 8041)}
+    gone = subprocess.Popen(["true"])
+    gone.wait()
     try:
         for port, proc in [*procs.items(), (8042, None)]:  # 8042: a state file whose engine is gone
-            d = tmp_path / f"port-{port}"
-            d.mkdir()
-            pid = proc.pid if proc else 2 ** 22 + 1
-            (d / "state.json").write_text(json.dumps({"host": "127.0.0.1", "port": port, "pgid": pid, "pids": [pid],
-                                                      "config": {"port": port, "prefix_caching": True}}))
+            pid = proc.pid if proc else gone.pid
+            entry = {"pid": pid, "start": start_time(pid) if proc else 1}
+            (tmp_path / f"port-{port}" / "state.json").write_text(json.dumps({
+                "host": "127.0.0.1", "port": port, "pgid": pid, "pids": [pid], "procs": [entry], "boot": boot_id(),
+                "config": {"port": port, "prefix_caching": True}}))
         (tmp_path / "port-x").mkdir()
         (tmp_path / "port-x" / "state.json").write_text("{}")  # not a port: ignored
         assert known_ports() == [8040, 8041, 8042]

@@ -1,7 +1,8 @@
 """Querying Prometheus for a run's time window: ops/s, memory and connected clients per
-node, evicted keys, host CPU (prometheus-api-client), kept with the results (results.json
-"monitoring", raw answers under raw/monitoring/); the report's monitoring view turns them
-into charts and tables.
+node, evicted keys, host CPU (Prometheus's HTTP API through harness.http_get: a deadline per
+request, a cap on the answer, no redirect followed, credentials sent to Prometheus's own host
+only), kept with the results (results.json "monitoring", raw answers under raw/monitoring/);
+the report's monitoring view turns them into charts and tables.
 
 `Monitor.start` uses the Prometheus of HARNESS_PROMETHEUS_URL or of the inventory's
 `monitoring` group when there is one, else the local stack (harness.monitoring.stack),
@@ -18,7 +19,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+from urllib.parse import urlencode
 
+from harness import http_get
 from harness.errors import EnvironmentProblem
 from harness.inventory import prometheus_url
 from harness.monitoring.stack import (
@@ -37,8 +40,9 @@ from harness.monitoring.stack import (
     start_stack,
     stop_stack,
 )
-from harness.process import redact, url_for_display
-from harness.target import Target
+from harness.ownership import DamagedState
+from harness.process import redact
+from harness.target import Target, check_prometheus_url
 
 # A run shorter than this is charted over this long from its start (a 1 s window gives one
 # or two points per series, which says nothing); the report's reason names the padding.
@@ -72,18 +76,45 @@ QUERIES = (
 
 def matrix_to_series(result: list[dict], label: str, t0: float) -> list[dict]:
     """A query_range result ([{metric: {...}, values: [[ts, "v"], ...]}]) as chart series
-    named by `label`, x in seconds since t0; NaN and infinite samples are dropped."""
+    named by `label`, x in seconds since t0; NaN and infinite samples, and anything not
+    shaped as Prometheus answers, are dropped."""
     out = []
-    for item in result:
-        name = item.get("metric", {}).get(label) or item.get("metric", {}).get("instance", "?")
-        points = []
-        for ts, v in item.get("values", []):
-            y = float(v)
-            if math.isfinite(y):
-                points.append([round(float(ts) - t0, 3), y])
+    for item in result if isinstance(result, list) else []:
+        metric = item.get("metric") if isinstance(item, dict) else None
+        values = item.get("values") if isinstance(item, dict) else None
+        if not isinstance(metric, dict) or not isinstance(values, list):
+            continue
+        name = str(metric.get(label) or metric.get("instance", "?"))[:200]
+        points = [pt for pt in (_point(v, t0) for v in values) if pt is not None]
         if points:
             out.append({"name": name, "points": points})
     return sorted(out, key=lambda s: s["name"])
+
+
+def _point(sample, t0: float) -> list[float] | None:
+    """[x, y] of one [ts, "value"] pair; None unless both are finite numbers."""
+    if not isinstance(sample, (list, tuple)) or len(sample) != 2:
+        return None
+    try:
+        x, y = float(sample[0]) - t0, float(sample[1])
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return [round(x, 3), y] if math.isfinite(x) and math.isfinite(y) else None
+
+
+def prom_api(url: str, path: str, params: dict, timeout: float, cap: int = http_get.METRICS_CAP) -> list:
+    """`data.result` of Prometheus's answer to GET url + path?params, within `timeout` seconds
+    in all; HttpGetError (one line, URL shown without secrets) for anything else. TLS is not
+    verified, as prometheus-api-client's disable_ssl did."""
+    ans = http_get.get(f"{url.rstrip('/')}{path}?{urlencode(params)}", timeout=timeout, cap=cap, verify=False)
+    if ans.status != 200:
+        raise http_get.HttpGetError(f"{ans.shown} answered HTTP {ans.status}")
+    data = ans.json()
+    ok = isinstance(data, dict) and data.get("status") == "success" and isinstance(data.get("data"), dict)
+    result = data["data"].get("result") if ok else None
+    if not isinstance(result, list):
+        raise http_get.HttpGetError(f"{ans.shown} did not answer as Prometheus does (status success, data.result)")
+    return result
 
 
 def unavailable(reason: str) -> dict:
@@ -98,7 +129,7 @@ class Monitor:
     def __init__(self, url: str | None = None, *, problem: str = "", owned_port: int | None = None,
                  roles: dict[str, str] | None = None, log: Callable[[str], None] = print):
         self.url, self.problem, self.owned_port = url, problem, owned_port
-        self.shown = url_for_display(url)  # what is logged and kept: the URL without its credentials
+        self.shown = http_get.display(url) if url else ""  # what is logged and kept: the URL without its credentials
         self.roles = roles or {}
         self.log = log
 
@@ -107,21 +138,24 @@ class Monitor:
         roles = {n.address: n.role or "" for n in target.nodes}
         if target.kind != "cluster" or not target.nodes:
             return cls(problem="this run has no Redis nodes to monitor", log=log)
-        url = os.environ.get(URL_ENV) or _inventory_url(target)
+        url = configured_url(target.name)
         if url:
-            shown = url_for_display(url)  # credentials in the URL are never shown or kept
+            shown = http_get.display(url)  # credentials in the URL are never shown or kept
             log(f"monitoring: using Prometheus at {shown}")
             if not http_ok(url.rstrip("/") + "/-/ready", timeout=5):
                 return cls(problem=f"Prometheus at {shown} does not answer /-/ready; start it "
                                    f"(make provision runs the monitoring role) or unset {URL_ENV}", log=log)
             return cls(url, roles=roles, log=log)
         port = configured_port()
-        left = leftover(port)
-        if left:
-            log(f"monitoring: the stack on port {port} was {left}; stopping it and starting a fresh one")
-            stop_stack(port)
-        if stack_running(port):
-            st = read_state(port)
+        try:  # a damaged state of the stack is the telemetry's problem, never the run's end
+            left = leftover(port)
+            if left:
+                log(f"monitoring: the stack on port {port} was {left}; stopping it and starting a fresh one")
+                stop_stack(port)
+            st = read_state(port) if stack_running(port) else None
+        except DamagedState as e:
+            return cls(problem=str(e), log=log)
+        if st is not None:
             wanted = sorted(n.address for n in target.nodes)
             if sorted(st.get("nodes", [])) != wanted:
                 return cls(problem=f"the monitoring stack on port {port} scrapes {', '.join(st.get('nodes', []))}, "
@@ -150,18 +184,16 @@ class Monitor:
     def wait_for_targets(self, n_nodes: int, timeout: float = 20.0) -> None:
         """Wait until Prometheus has scraped every exporter at least twice, so the window
         that opens next has points from its start."""
-        from prometheus_api_client import PrometheusConnect
-
         self.log("monitoring: waiting until Prometheus has scraped every exporter twice")
-        pc = PrometheusConnect(url=self.url, disable_ssl=True, timeout=5)
         deadline = time.monotonic() + timeout
         query = f'count_over_time(up{{job="redis"}}[{RATE_WINDOW}]) >= 2 and up{{job="redis"}} == 1'
         while time.monotonic() < deadline:
+            left = max(0.1, min(5.0, deadline - time.monotonic()))
             try:
-                if len(pc.custom_query(query)) >= n_nodes:
+                if len(prom_api(self.url, "/api/v1/query", {"query": query}, left, http_get.JSON_CAP)) >= n_nodes:
                     return
-            except Exception:  # noqa: BLE001 - not ready yet; the deadline decides
-                pass
+            except http_get.HttpGetError:
+                pass  # not ready yet; the deadline decides
             time.sleep(0.5)
         self.log(f"monitoring: not every exporter was up within {timeout:.0f} s; series may be incomplete")
 
@@ -180,10 +212,6 @@ class Monitor:
                 self.log(f"monitoring: stopped the stack this run started ({n} processes)")
 
     def _query(self, window: dict, run_dir: Path, wait: bool = True) -> dict:
-        import datetime as dt
-
-        from prometheus_api_client import PrometheusConnect
-
         start, run_end = float(window["start"]), float(window["end"])
         end = max(run_end, start + MIN_CHART_WINDOW_S)
         padded = "" if end == run_end else f" (the run took {run_end - start:.1f} s; charted over {MIN_CHART_WINDOW_S} s)"
@@ -191,15 +219,13 @@ class Monitor:
         pause = end + 2 * SCRAPE_INTERVAL_S + 0.5 - time.time()
         if wait and pause > 0:
             time.sleep(min(pause, MIN_CHART_WINDOW_S + 3))
-        pc = PrometheusConnect(url=self.url, disable_ssl=True, timeout=30)
         step = max(SCRAPE_INTERVAL_S, math.ceil((end - start) / 500))
-        t_start = dt.datetime.fromtimestamp(math.floor(start), dt.timezone.utc)
-        t_end = dt.datetime.fromtimestamp(math.ceil(end), dt.timezone.utc)
         raw_dir = run_dir / "raw" / "monitoring"
         raw_dir.mkdir(parents=True, exist_ok=True)
         queries = []
         for q in QUERIES:
-            result = pc.custom_query_range(q.promql, start_time=t_start, end_time=t_end, step=f"{step}s")
+            result = prom_api(self.url, "/api/v1/query_range", {"query": q.promql, "start": math.floor(start),
+                                                                 "end": math.ceil(end), "step": f"{step}s"}, 30)
             (raw_dir / f"{q.key}.json").write_text(json.dumps(
                 {"query": q.promql, "start": start, "end": end, "step_s": step, "url": self.shown, "result": result}))
             queries.append({"key": q.key, "title": q.title, "unit": q.unit, "label": q.label,
@@ -213,7 +239,19 @@ class Monitor:
                 "queries": queries, "roles": self.roles}
 
 
-def _inventory_url(target: Target) -> str | None:
-    if target.name in ("local", "") or not Path(target.name).exists():
+def configured_url(target_name: str | None = None, environ=None) -> str | None:
+    """The Prometheus the user configured (HARNESS_PROMETHEUS_URL, else the inventory's
+    `monitoring` host of the inventory `target_name`), checked as an engine's URL is (harness.target.check_prometheus_url:
+    BadInput, exit 2, showing no credential) and its credentials remembered as secrets
+    before anything shows or uses it; None when none is configured."""
+    environ = os.environ if environ is None else environ
+    if environ.get(URL_ENV):
+        return check_prometheus_url(environ[URL_ENV], URL_ENV)
+    url = _inventory_url(target_name)
+    return check_prometheus_url(url, f"{target_name}: the monitoring host's Prometheus") if url else None
+
+
+def _inventory_url(target_name: str | None) -> str | None:
+    if not target_name or target_name == "local" or not Path(target_name).exists():
         return None
-    return prometheus_url(target.name)
+    return prometheus_url(target_name)

@@ -2,10 +2,12 @@
 node exporter, started as plain processes (state in harness.paths.STATE_DIR/monitoring-<port>/)
 by `harness cluster up --monitoring` or by `harness run --monitoring` when none runs.
 
-Its state file records every process by pid (before it is waited for) and who started
-the stack (`owner`: a cluster's "cluster HOST:PORT", or "run PID"), so that `harness
-cluster down --base-port N` stops only the stack of that cluster, and a stack left behind
-by a killed run is recognised and replaced. Stopping runs to its end through a second
+Its state file records every process by pid and start time (before it is waited for)
+and who started the stack (`owner`: a cluster's "cluster HOST:PORT", or "run PID"), so
+that `harness cluster down --base-port N` stops only the stack of that cluster, and a
+stack left behind by a killed run is recognised and replaced. A process is signalled only
+when it still has that start time and runs in the stack's folder, where it was started
+(harness.ownership); the executable a state file names proves nothing. Stopping runs to its end through a second
 Ctrl-C (harness.signals.deferred_interrupts).
 
 Ports: Prometheus on HARNESS_MONITORING_PORT (default 9090), the redis_exporters on the
@@ -18,17 +20,35 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Callable
 
+from harness import http_get
 from harness.errors import BadInput, EnvironmentProblem
+from harness.ownership import (
+    START_LIMIT,
+    DamagedState,
+    Fields,
+    Proc,
+    boot_id,
+    is_ours,
+    is_pid,
+    not_ours_note,
+    note,
+    open_log,
+    own_dir,
+    owner_alive,
+    read_state_file,
+    same_boot,
+    spawned,
+    start_time,
+    terminate,
+    write_private,
+)
 from harness.paths import INFRA_DIR, STATE_DIR
-from harness.redis_server import check_ports_free, pid_alive, runs_program
+from harness.redis_server import check_ports_free
 from harness.signals import deferred_interrupts
 from harness.target import Target
 
@@ -97,15 +117,24 @@ def stack_dir(port: int) -> Path:
 
 
 def read_state(port: int) -> dict:
-    try:
-        st = json.loads((stack_dir(port) / "state.json").read_text())
-    except (OSError, ValueError):
+    """The stack's state, checked field by field; {} when there is none. DamagedState (one
+    line, exit 3) when it cannot be used."""
+    path = stack_dir(port) / "state.json"
+    fix = f"remove it (rm {path}) once no process of this monitoring stack runs"
+    doc = read_state_file(path, fix)
+    if doc is None:
         return {}
-    if not isinstance(st, dict):
-        return {}
-    st["processes"] = [p for p in st.get("processes") or [] if isinstance(p, dict)
-                       and isinstance(p.get("pid"), int) and p["pid"] > 1 and isinstance(p.get("exe"), str)]
-    return st
+    f = Fields(path, doc, fix)
+    url = f.text("url", 100)
+    if url is not None and url != f"http://127.0.0.1:{port}":
+        raise f.bad("url", f"this stack's own address (http://127.0.0.1:{port})")
+    owner = f.text("owner", 200) or ""
+    kind, _, pid = owner.partition(" ")
+    if kind == "run" and not (pid.isdigit() and len(pid) < 10 and is_pid(int(pid))):
+        raise f.bad("owner", "'run PID' with a process id")
+    return {"port": port, "url": url, "nodes": f.texts("nodes", 300), "owner": owner,
+            "owner_start": f.integer("owner_start", 0, START_LIMIT), "boot": f.text("boot", 100),
+            "started": f.number("started"), "processes": f.procs("processes")}
 
 
 def all_stacks() -> list[int]:
@@ -113,14 +142,22 @@ def all_stacks() -> list[int]:
     out = []
     for d in sorted(STATE_DIR.glob("monitoring-*")):
         tail = d.name.rsplit("-", 1)[-1]
-        if tail.isdigit() and (d / "state.json").exists():
+        if tail.isdigit() and len(tail) <= 5 and 1 <= int(tail) <= 65535 and os.path.lexists(d / "state.json"):
             out.append(int(tail))
     return out
 
 
 def stacks_owned_by(owner: str) -> list[int]:
-    """Ports of the local stacks whose state says `owner` started them."""
-    return [p for p in all_stacks() if read_state(p).get("owner") == owner]
+    """Ports of the local stacks whose state says `owner` started them (a damaged state
+    says nothing: that stack is left alone)."""
+    out = []
+    for p in all_stacks():
+        try:
+            if read_state(p).get("owner") == owner:
+                out.append(p)
+        except DamagedState:
+            continue
+    return out
 
 
 def cluster_owner(host: str, base_port: int) -> str:
@@ -133,56 +170,63 @@ def run_owner(pid: int | None = None) -> str:
 
 def leftover(port: int) -> str | None:
     """When the stack on `port` was started by a `harness run` that no longer runs: which."""
-    owner = str(read_state(port).get("owner", ""))
-    kind, _, pid = owner.partition(" ")
+    st = read_state(port)
+    kind, _, pid = st.get("owner", "").partition(" ")
     if kind != "run" or not pid.isdigit():
         return None
-    return None if pid_alive(int(pid)) else f"started by harness run pid {pid}, which no longer runs"
+    return None if owner_alive(int(pid), st.get("owner_start")) else f"started by harness run pid {pid}, which no longer runs"
+
+
+def _owned(port: int, st: dict) -> tuple[list[Proc], list[int], bool]:
+    """(the live processes that are provably this stack's, the live pids the state names
+    that are not, whether those have no start time: an older harness's state)."""
+    ours, foreign, legacy = [], [], False
+    this_boot = same_boot(st)
+    for p in st.get("processes", []):
+        if this_boot and is_ours(p, stack_dir(port)):
+            ours.append(p)
+        elif start_time(p.pid) is not None:
+            foreign.append(p.pid)
+            legacy = legacy or p.start is None
+    return ours, foreign, legacy
 
 
 def stack_running(port: int) -> bool:
     st = read_state(port)
     procs = st.get("processes", [])
-    return bool(procs) and all(runs_program(p["pid"], p["exe"]) for p in procs)
+    return bool(procs) and len(_owned(port, st)[0]) == len(procs)
 
 
 def http_ok(url: str, timeout: float = 2.0) -> bool:
-    """Whether `url` answers 200. Credentials in it (http://user:password@host/) are sent
-    as HTTP basic auth, as Prometheus's client does, never as part of the host."""
+    """Whether `url` answers 200 within `timeout` seconds in all (harness.http_get: a
+    redirect followed only on the same origin). Credentials in it (http://user:password@host/) are sent as HTTP
+    basic auth to that host only, as Prometheus's client does, never as part of the host."""
     try:
-        with urllib.request.urlopen(_request(url), timeout=timeout) as r:
-            return r.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
+        return _request(url, timeout, http_get.SMALL_CAP).status == 200
+    except http_get.HttpGetError:
         return False
 
 
-def _request(url: str) -> urllib.request.Request:
-    import base64
-    from urllib.parse import unquote, urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return urllib.request.Request(url)
-    host = parts.netloc.rpartition("@")[2]
-    req = urllib.request.Request(urlunsplit(parts._replace(netloc=host)))
-    token = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode()
-    req.add_header("Authorization", "Basic " + base64.b64encode(token).decode())
-    return req
+def _request(url: str, timeout: float, cap: int) -> http_get.Answer:
+    """The one way this module asks a server something: a bounded GET (harness.http_get)."""
+    return http_get.get(url, timeout=timeout, cap=cap)
 
 
 def _wait_http(url: str, timeout: float, what: str, proc: subprocess.Popen | None = None,
                log_file: Path | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if http_ok(url):
+        if http_ok(url, timeout=max(0.1, min(2.0, deadline - time.monotonic()))):
             return
         if proc is not None and proc.poll() is not None:
             break
         time.sleep(0.2)
     tail = ""
-    if log_file is not None and log_file.exists():
-        tail = " | ".join(log_file.read_text(errors="replace").strip().splitlines()[-3:])
-    raise EnvironmentProblem(f"{what} did not answer {url} within {timeout:.0f} s"
+    if log_file is not None and log_file.is_file():
+        with open(log_file, "rb") as f:  # only the end of the log: it may be large
+            f.seek(max(0, f.seek(0, 2) - 4096))
+            tail = " | ".join(f.read().decode(errors="replace").strip().splitlines()[-3:])
+    raise EnvironmentProblem(f"{what} did not answer {http_get.display(url)} within {timeout:.0f} s"
                              f"{' (exited with code %s)' % proc.returncode if proc is not None and proc.poll() is not None else ''}"
                              f"{': ' + tail if tail else ''}")
 
@@ -192,14 +236,14 @@ def targets_up(url: str, n_redis: int, timeout: float) -> bool:
     node target (its /api/v1/targets)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        left = max(0.1, min(2.0, deadline - time.monotonic()))
         try:
-            with urllib.request.urlopen(f"{url}/api/v1/targets?state=active", timeout=2) as r:
-                active = json.load(r)["data"]["activeTargets"]
+            active = _request(f"{url}/api/v1/targets?state=active", left, http_get.JSON_CAP).json()["data"]["activeTargets"]
             up = [t["labels"].get("job") for t in active if t.get("health") == "up"]
             if up.count("redis") >= n_redis and "node" in up:
                 return True
-        except (urllib.error.URLError, OSError, ValueError, KeyError):
-            pass
+        except (http_get.HttpGetError, KeyError, TypeError, AttributeError):
+            pass  # not ready yet (or not answering as Prometheus does): the deadline decides
         time.sleep(0.3)
     return False
 
@@ -215,11 +259,11 @@ class _Spawner:
     def __call__(self, name: str, cmd: list[str], env: dict | None = None) -> subprocess.Popen:
         logf = self.folder / f"{name}.log"
         with deferred_interrupts():  # a Ctrl-C now waits until the new pid is in the state file
-            with open(logf, "wb") as out:
+            with open_log(logf) as out:
                 p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True, env=env, cwd=self.folder)
-            self.state["processes"].append({"name": name, "pid": p.pid, "exe": cmd[0], "cmd": cmd})
-            (self.folder / "state.json").write_text(json.dumps(self.state, indent=1))
+            self.state["processes"].append({**spawned(p.pid, name=name).as_json(), "exe": cmd[0], "cmd": cmd})
+            write_private(self.folder / "state.json", json.dumps(self.state, indent=1))
             self.started.append((p, logf, name))
         return p
 
@@ -275,14 +319,18 @@ def start_stack(target: Target, log: Callable[[str], None] = print, *, port: int
     check_ports_free("127.0.0.1", all_ports, "the monitoring stack", flag=f"the environment variable {PORT_ENV}")
     folder = stack_dir(port)
     stop_stack(port)  # whatever is left of a stale stack (some of its processes may still run)
+    if os.path.islink(folder):  # a link at the stack's folder goes, never what it points to
+        os.unlink(folder)
     shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    own_dir(folder)
     redis_targets = [{"exporter": f"127.0.0.1:{p}", "node": n.address}
                      for n, p in zip(target.nodes, ports["redis_exporters"])]
     node_targets = [{"exporter": f"127.0.0.1:{ports['node_exporter']}", "host": os.uname().nodename}]
     url = f"http://127.0.0.1:{port}"
-    (folder / "prometheus.yml").write_text(render_config(redis_targets, node_targets, f"127.0.0.1:{port}"))
+    write_private(folder / "prometheus.yml", render_config(redis_targets, node_targets, f"127.0.0.1:{port}"))
+    owner_pid = int(owner.split(" ", 1)[1]) if owner.startswith("run ") else None
     state = {"port": port, "url": url, "nodes": [n.address for n in target.nodes], "owner": owner,
+             "owner_start": start_time(owner_pid) if owner_pid else None, "boot": boot_id(),
              "started": time.time(), "processes": []}
     try:
         _start_processes(target, ports, _Spawner(folder, state), url, log)
@@ -295,40 +343,22 @@ def start_stack(target: Target, log: Callable[[str], None] = print, *, port: int
     return lines
 
 
-def stop_stack(port: int | None = None) -> int:
+def stop_stack(port: int | None = None, log: Callable[[str], None] = note) -> int:
     """Stop the processes of the local stack on `port` (default: HARNESS_MONITORING_PORT or
-    9090); returns how many were running. Only processes named in its state file whose
-    command line still names their executable are signalled."""
+    9090); returns how many were running. Only processes its state file names that are
+    provably the stack's (start time, folder) are signalled; `log` names the others."""
     port = configured_port() if port is None else port
     with deferred_interrupts():
-        return _stop(port)
+        return _stop(port, log)
 
 
-def _stop(port: int) -> int:
+def _stop(port: int, log: Callable[[str], None]) -> int:
     st = read_state(port)
-    procs = [p for p in st.get("processes", []) if runs_program(p["pid"], p["exe"])]
-    for p in procs:
-        try:
-            os.kill(p["pid"], signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + 10
-    for p in procs:
-        while runs_program(p["pid"], p["exe"]) and time.monotonic() < deadline:
-            _reap(p["pid"])
-            time.sleep(0.05)
-        if runs_program(p["pid"], p["exe"]):
-            try:
-                os.kill(p["pid"], signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        _reap(p["pid"])
-    (stack_dir(port) / "state.json").unlink(missing_ok=True)
-    return len(procs)
-
-
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
+    ours, foreign, legacy = _owned(port, st)
+    n = terminate(ours, lambda p: stack_dir(port), timeout=10)
+    if foreign:
+        log(not_ours_note(stack_dir(port) / "state.json", foreign, legacy,
+                          f"stop them yourself if they are this stack's, then remove {stack_dir(port)}"))
+    if not (foreign and legacy):
+        (stack_dir(port) / "state.json").unlink(missing_ok=True)
+    return n

@@ -11,13 +11,16 @@ import math
 from markupsafe import escape as _escape
 
 from harness.analysis import MetricSummary, Outcome, ThresholdVerdict, Verdict
+from harness.safe_text import NAME, for_html
 from harness.spec import ClaimCheck, Threshold
 
 
-def esc(text) -> str:
+def esc(text, limit: int = NAME) -> str:
     """The one escaping path for text placed in HTML or SVG (element text and attribute
-    values alike): & < > " ' are all escaped."""
-    return str(_escape("" if text is None else str(text)))
+    values alike): & < > " ' are all escaped; the text is bounded to `limit` characters
+    and its control characters and lone surrogates are shown as escapes first
+    (harness.safe_text.for_html), since chart titles and series names come from results."""
+    return str(_escape(for_html(text, limit)))
 
 
 def fmt(x) -> str:

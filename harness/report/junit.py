@@ -1,4 +1,9 @@
-"""JUnit XML of threshold verdicts: one test case per (suite, case, metric) threshold."""
+"""JUnit XML of threshold verdicts: one test case per (suite, case, metric) threshold.
+
+Names, reasons and details come from a results folder (outside text): every attribute
+and element text goes through harness.safe_text.for_xml, so that the file parses whatever
+they hold (ESC, NUL, lone surrogates are shown as escapes) and stays small (every field
+bounded)."""
 
 from __future__ import annotations
 
@@ -8,6 +13,27 @@ from xml.etree import ElementTree as ET
 from harness.analysis import Analysis, Verdict
 from harness.files import write_atomic
 from harness.report.format import describe, threshold_text
+from harness.safe_text import BLOCK, NAME, TEXT, bounded, for_xml
+
+
+def _attr(text) -> str:
+    """An attribute value: one bounded line of characters XML 1.0 allows."""
+    return for_xml(text, TEXT, one_line=True)
+
+
+def _n(name) -> str:
+    """A name inside an attribute (suite, case, metric): bounded on its own, so that what
+    follows it (the threshold) is still shown."""
+    return bounded(name, NAME)
+
+
+def _text(text) -> str:
+    """Element text (a failure's detail, system-out): bounded, newlines kept."""
+    return for_xml(text, BLOCK)
+
+
+def _case(parent, classname: str, name: str):
+    return ET.SubElement(parent, "testcase", classname=_attr(classname), name=_attr(name))
 
 
 def junit_xml(a: Analysis) -> str:
@@ -24,31 +50,31 @@ def junit_xml(a: Analysis) -> str:
     for suite, verdicts in by_suite.items():
         extra = unchecked.get(suite, [])
         broken = [c for c in extra if c.statuses.get("failed") or c.statuses.get("invalid")]
-        el = ET.SubElement(suites, "testsuite", name=suite, tests=str(len(verdicts) + len(extra)),
+        el = ET.SubElement(suites, "testsuite", name=_attr(_n(suite)), tests=str(len(verdicts) + len(extra)),
                            failures=str(sum(v.verdict in (Verdict.FAIL, Verdict.MISSING) for v in verdicts) + len(broken)),
                            skipped=str(sum(v.verdict is Verdict.SKIPPED for v in verdicts)
                                        + sum(set(c.statuses) == {"skipped"} for c in extra)))
         for c in extra:
-            tc = ET.SubElement(el, "testcase", classname=f"{suite}.{c.case}", name="status")
+            tc = _case(el, f"{_n(suite)}.{_n(c.case)}", "status")
             text = ", ".join(f"{n} {k}" for k, n in c.statuses.items()) + ("; " + "; ".join(c.reasons) if c.reasons else "")
             if c in broken:
-                ET.SubElement(tc, "failure", message=text[:200]).text = text
+                ET.SubElement(tc, "failure", message=_attr(text)).text = _text(text)
             elif set(c.statuses) == {"skipped"}:
-                ET.SubElement(tc, "skipped", message=text[:200])
+                ET.SubElement(tc, "skipped", message=_attr(text))
             else:
-                ET.SubElement(tc, "system-out").text = text
+                ET.SubElement(tc, "system-out").text = _text(text)
         for v in verdicts:
             limit, measured = threshold_text(v.threshold), describe(v.summary)
-            tc = ET.SubElement(el, "testcase", classname=f"{suite}.{v.case}", name=f"{v.metric} {limit}")
+            tc = _case(el, f"{_n(suite)}.{_n(v.case)}", f"{_n(v.metric)} {limit}")
             text = f"measured {measured}; threshold {limit}; {v.threshold.reason}" + (f"; {v.detail}" if v.detail else "")
             if v.verdict is Verdict.FAIL:
-                ET.SubElement(tc, "failure", message=f"{v.metric} = {measured}, not {limit}").text = text
+                ET.SubElement(tc, "failure", message=_attr(f"{_n(v.metric)} = {measured}, not {limit}")).text = _text(text)
             elif v.verdict is Verdict.MISSING:
-                ET.SubElement(tc, "failure", message=f"{v.metric} missing: {v.detail}").text = text
+                ET.SubElement(tc, "failure", message=_attr(f"{_n(v.metric)} missing: {v.detail}")).text = _text(text)
             elif v.verdict is Verdict.SKIPPED:
-                ET.SubElement(tc, "skipped", message=v.detail or "case skipped")
+                ET.SubElement(tc, "skipped", message=_attr(v.detail or "case skipped"))
             else:
-                ET.SubElement(tc, "system-out").text = text
+                ET.SubElement(tc, "system-out").text = _text(text)
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True)
 

@@ -27,6 +27,7 @@ from harness.report import views
 from harness.report.svg import chart
 from harness.report.views import monitoring as monitoring_view
 from harness.results import RunData
+from harness.safe_text import BLOCK, for_html
 
 PCT = re.compile(r"^(?P<cmd>.+)\.p(?P<q>\d+(?:\.\d+)?)_(?P<unit>ms|us|s)$")
 REPORT_NAME = "report.html"
@@ -66,13 +67,17 @@ def percentile_charts(a: Analysis, suite: str, case: str) -> list[Markup]:
     return out
 
 
+_RAW_LINK = re.compile(r"[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+){0,15}")
+
+
 def _inside_run(f) -> bool:
-    """A raw file link stays a relative path inside the run folder (never a URL such as
-    javascript:..., never absolute, never ..), whatever a results.json says."""
-    if not isinstance(f, str) or not f or ":" in f or "\\" in f:
+    """A raw file link stays a relative path inside the run folder, whatever a results.json
+    says: plain path segments only (letters, digits, '_', '.', '+', '-'), so no URL
+    (javascript:..., //host, a leading space or tab a browser strips), no %-escape a browser
+    decodes to '..', never absolute, never '..'. The harness names its raw files so."""
+    if not isinstance(f, str) or len(f) > 1000 or not _RAW_LINK.fullmatch(f):
         return False
-    p = PurePosixPath(f)
-    return not p.is_absolute() and ".." not in p.parts
+    return ".." not in PurePosixPath(f).parts
 
 
 def _cell(v) -> str:
@@ -291,9 +296,20 @@ def _gpu_line(gpu: dict) -> str:
         f", driver {gpu.get('driver', '?')}"
 
 
+def _finalize(value):
+    """Every value a template prints, before Jinja escapes it: text (from a results folder,
+    a server, a manifest) is bounded and its control characters and lone surrogates shown
+    as escapes, so that a 7 MB name is not a 7 MB field and the page is always UTF-8;
+    markup the harness built (Markup: charts, the style sheet) and numbers are kept."""
+    if value is None or isinstance(value, (Markup, bool, int, float)):
+        return value
+    return for_html(value, BLOCK)
+
+
 def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(str(REPORTS_DIR / "templates")),
-                      autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
+                      autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True,
+                      finalize=_finalize)
     env.filters["fmt"] = F.fmt
     return env
 

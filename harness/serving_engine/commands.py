@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from harness.errors import EXIT_ENVIRONMENT, BadInput
+from harness.errors import EXIT_ENVIRONMENT, BadInput, HarnessError
 
 
 def _log(msg: str) -> None:
@@ -88,17 +88,25 @@ def engine_down(port):
     ports = _ports(port)
     if not ports:
         click.echo("stopped 0 processes (no engine was started here: no state file under .harness/engine)")
+    problems: list[HarnessError] = []
     for p in ports:
-        n = LocalEngine(EngineConfig(port=p)).down()
+        try:  # a damaged state file of one port does not keep the others' engines running
+            n = LocalEngine(EngineConfig(port=p)).down()
+        except HarnessError as e:
+            problems.append(e)
+            continue
         click.echo(f"stopped {n} processes" + ("" if port is not None else f" of the engine on {HOST}:{p}"))
+    if problems:
+        raise problems[0]
 
 
 def _status_line(st: dict) -> str:
     head = f"engine on {st['host']}:{st['port']}: "
     if st["healthy"]:
         cfg = st.get("config") or {}
+        kv = cfg.get("kv_cache_gib")
         return head + (f"serving (prefix caching {'on' if cfg.get('prefix_caching') else 'off'}, "
-                       f"KV {cfg.get('kv_cache_gib')} GiB, pids {', '.join(map(str, st['pids_alive']))}, "
+                       f"KV {kv if type(kv) is int else '?'} GiB, pids {', '.join(map(str, st['pids_alive']))}, "
                        f"started by {st.get('started_by')})")
     return head + ("running, not serving: " + str(st.get("problem", "starting")) if st.get("running") else "not running")
 
@@ -112,15 +120,23 @@ def engine_status(port, as_json):
     when one does not."""
     from harness.serving_engine.local import EngineConfig, LocalEngine
 
-    found = []
+    found, problems = [], []
     for p in _ports(port) or [8011]:
-        st = LocalEngine(EngineConfig(port=p)).status()
+        try:  # a damaged state file is one line (after the other engines' status)
+            st = LocalEngine(EngineConfig(port=p)).status()
+        except HarnessError as e:
+            problems.append(e)
+            continue
         found.append({**st, "healthy": bool(st.get("running") and st.get("serving"))})
+    if problems and not found:
+        raise problems[0]
     ok = all(st["healthy"] for st in found)
     if as_json:
         click.echo(json.dumps(found[0] if port is not None else {"engines": found, "healthy": ok}, indent=1))
     else:
         for st in found:
             click.echo(_status_line(st))
+    if problems:
+        raise problems[0]
     if not ok:
         sys.exit(EXIT_ENVIRONMENT)

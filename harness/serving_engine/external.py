@@ -15,11 +15,10 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from harness.errors import BadInput
-from harness.process import url_for_display
-from harness.target import LlmEndpoint, check_host
+from harness.http_get import display
+from harness.target import LlmEndpoint, check_host, check_llm_url
 
 URL_ENV = "HARNESS_LLM_URL"
 MODEL_ENV = "HARNESS_LLM_MODEL"
@@ -41,23 +40,10 @@ def check_model(value, where: str) -> str:
 
 def check_url(value: str, where: str = URL_ENV) -> str:
     """An http(s) base URL with a host and nothing after the path; returned without a
-    trailing slash (a trailing /v1 is taken off: the harness adds it)."""
-    shown = url_for_display(value)[:120]
-    try:
-        parts = urlsplit(value)
-        port = parts.port
-    except ValueError as e:
-        raise BadInput(f"{where}: {shown!r} is not a URL ({e}); give e.g. http://127.0.0.1:8000") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise BadInput(f"{where}: {shown!r} is not an http:// or https:// URL with a host; "
-                       f"give e.g. http://127.0.0.1:8000")
-    if parts.query or parts.fragment or any(c in value for c in " \t\r\n\0"):
-        raise BadInput(f"{where}: {shown!r} has a query, a fragment or spaces; give only scheme://host:port[/path]")
-    if port == 0:
-        raise BadInput(f"{where}: {shown!r}: port 0 is not a TCP port (1-65535)")
-    check_host(parts.hostname, f"{where}: its host")
-    url = value.rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
+    trailing slash (a trailing /v1 is taken off: the harness adds it). The one validator of
+    an engine's URL (harness.target.check_llm_url): a refusal shows no credential, not even
+    a piece of a password with an unencoded '#', '?', '/' or '@', and no query value."""
+    return check_llm_url(value, where)
 
 
 def from_env(environ=None) -> dict[str, LlmEndpoint] | None:
@@ -73,7 +59,7 @@ def from_env(environ=None) -> dict[str, LlmEndpoint] | None:
     url = check_url(url)
     if not model:
         raise BadInput(f"{URL_ENV} is set but {MODEL_ENV} is not; set {MODEL_ENV} to the name the server serves "
-                       f"(GET {url_for_display(url)}/v1/models)")
+                       f"(GET {display(url)}/v1/models)")
     return {EXTERNAL: LlmEndpoint(url, check_model(model, MODEL_ENV), managed=False)}
 
 

@@ -1,6 +1,6 @@
 """The serving engines of one `harness run`: started once per run and ready before the first
 selected case whose driver declares `engines=(...)`, stopped after the last such case and
-on every way out (exceptions, Ctrl-C, SIGTERM).
+on every way out (exceptions, Ctrl-C, SIGTERM, SIGHUP).
 
 Where the run has a suite before the first such case's suite and the engines compile the
 model (EngineConfig.compiled; see background_allowed), or with HARNESS_ENGINE_EARLY_START=1,

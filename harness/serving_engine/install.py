@@ -26,6 +26,7 @@ from typing import Callable
 
 from harness.errors import BadInput, EnvironmentProblem, HarnessError
 from harness.paths import REPO_ROOT, STATE_DIR
+from harness.safe_text import LINE, for_terminal
 
 ENGINE_DIR = STATE_DIR / "engine"
 VENV_DIR = ENGINE_DIR / "venv"
@@ -176,7 +177,7 @@ def bootstrap(argv: list[str] | None = None) -> int:
     try:
         out = install(force="--force" in (argv or []))
     except HarnessError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {for_terminal(str(e), LINE)}", file=sys.stderr)
         return e.exit_code
     print(f"{out['state']}: {PACKAGE} {out['version']} in {out['venv']}")
     return 0

@@ -6,8 +6,12 @@ processes (the API server, `VLLM::EngineCore`, its worker) plus multiprocessing'
 tracker; all are in the API server's process group. The state file (.harness/engine/
 port-P/state.json) names the group and every pid seen, written as soon as the server
 exists and again as its children appear, so that `down` (from any process) stops them all:
-SIGTERM to the group, SIGKILL after a grace; only processes that are this engine's (its
-group, the engine venv's python or `VLLM::` in their command line) are ever signalled.
+SIGTERM to each, SIGKILL after a grace. Only processes that are provably this engine's are
+ever signalled (harness.ownership): a recorded pid whose live process has the recorded
+start time and runs in the engine's own folder (its cwd, where the server was started),
+and the descendants and process-group members of such a process. A name (`VLLM::...`), a
+command line or a process group that a state file names proves nothing; the group is
+never signalled as a whole.
 
 Ready when `GET /v1/models` lists the served model. A start that fails, times out or is
 interrupted (Ctrl-C, SIGTERM) stops what it started and, on failure, says why with the tail
@@ -19,20 +23,37 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-import psutil
-
 from harness.cluster import PortLock
 from harness.errors import BadInput, EnvironmentProblem
-from harness.files import read_state, write_atomic
+from harness.ownership import (
+    START_LIMIT,
+    DamagedState,
+    Fields,
+    Proc,
+    boot_id,
+    cwd_of,
+    descendants,
+    is_ours,
+    not_ours_note,
+    note,
+    open_log,
+    own_dir,
+    owner_alive,
+    read_state_file,
+    same_boot,
+    spawned,
+    start_time,
+    terminate,
+    write_private,
+)
 from harness.process import SECRET_ENV
-from harness.redis_server import check_port_number, check_ports_free, pid_alive
+from harness.redis_server import check_port_number, check_ports_free
 from harness.serving_engine import install, placement
 from harness.serving_engine.metrics import EngineHttpError, served_models
 from harness.signals import deferred_interrupts
@@ -132,18 +153,6 @@ def known_ports(engine_dir: Path | None = None) -> list[int]:
     return sorted(out)
 
 
-def is_engine_process(proc: psutil.Process, venv: Path) -> bool:
-    """A process this harness may signal as part of an engine: its command line runs the
-    engine venv's python, or is vLLM's renamed EngineCore/worker."""
-    try:
-        cmd = proc.cmdline()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return False
-    if not cmd:
-        return False
-    return cmd[0].startswith(str(venv)) or cmd[0].startswith("VLLM::")
-
-
 class LocalEngine:
     def __init__(self, config: EngineConfig = EngineConfig(), *, state_dir: Path | None = None,
                  venv: Path = install.VENV_DIR, model_dir: Path | None = None):
@@ -158,7 +167,9 @@ class LocalEngine:
         self.started_wall: float | None = None
         self.argv_used: list[str] = []
         self.owner_pid: int | None = None
-        self._seen: set[int] = set()
+        self.owner_start: int | None = None
+        self.leader: Proc | None = None  # the API server this object started: pid and start time
+        self._seen: dict[int, Proc] = {}  # its processes seen so far, recorded in the state file
         self.idle = False  # started at SCHED_IDLE (in the background); set back once it serves
         self.placed: dict = {}
 
@@ -225,8 +236,9 @@ class LocalEngine:
         model = model_folder(self.model_dir)
         self._refuse_running()
         check_ports_free(HOST, [self.config.port], "the serving engine", flag="--port")
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        own_dir(self.state_dir)
         self.argv_used, self.owner_pid = self.argv(python, model), owner_pid
+        self.owner_start = start_time(owner_pid) if owner_pid else None
         log(f"starting vLLM on {HOST}:{self.config.port} (prefix caching {'on' if self.config.prefix_caching else 'off'}, "
             f"KV cache {self.config.kv_cache_gib} GiB, {self.config.resolved_dtype()}{', idle priority' if idle else ''}); "
             + ("compiled; about 125 s on 2 idle cores (160-200 s before its compile cache is warm)" if self.config.compiled
@@ -234,10 +246,12 @@ class LocalEngine:
             + f", log in {self.log_file}")
         self.idle = idle
         self.spawned_at, self.started_wall = time.monotonic(), time.time()
-        with deferred_interrupts(), open(self.log_file, "wb") as out:  # the pid is in the state file before a Ctrl-C lands
+        with deferred_interrupts(), open_log(self.log_file) as out:  # the pid is in the state file before a Ctrl-C lands
             self.proc = subprocess.Popen(self.argv_used, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=self.env(), start_new_session=True, cwd=str(self.state_dir),
                                          preexec_fn=placement.go_idle if idle else None)
+            self.leader = spawned(self.proc.pid)
+            self._seen = {self.leader.pid: self.leader}
             self._write_state()
 
     def _refuse_running(self) -> None:
@@ -254,9 +268,9 @@ class LocalEngine:
         if code is not None:
             raise EnvironmentProblem(f"vLLM on {HOST}:{self.config.port} exited with code {code} while starting; "
                                      f"the end of its log ({self.log_file}): {self.log_tail()}")
-        found = set(self._group_pids())
-        if found - self._seen:  # children appeared: name them in the state file now
-            self._seen |= found
+        found = {p.pid: p for p in self._mine()}
+        if set(found) - set(self._seen):  # children appeared: name them in the state file now
+            self._seen.update(found)
             self._write_state()
         try:
             if SERVED_NAME in served_models(self.endpoint, timeout=2.0):
@@ -296,96 +310,106 @@ class LocalEngine:
         return " | ".join(kept)[-3000:] or "(empty log)"
 
     # ---- processes ---------------------------------------------------------------------
-    def _group_pids(self, pgid: int | None = None) -> list[int]:
-        """Live processes of the engine's process group that are engine processes."""
-        pgid = pgid or (self.proc.pid if self.proc else self._read_state().get("pgid"))
-        if not pgid:
+    def _mine(self) -> list[Proc]:
+        """The live processes of the server this object started: it, its descendants and
+        its process group's members (its own child: its pid is its own until reaped). Once
+        it has exited, the members of its group that still run in the engine's folder."""
+        if self.proc is None or self.leader is None:
             return []
-        out = []
-        for p in psutil.process_iter(["pid"]):
-            try:
-                if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE and is_engine_process(p, self.venv):
-                    out.append(p.pid)
-            except (ProcessLookupError, psutil.Error, OSError):
-                continue
-        return sorted(out)
+        if self.proc.poll() is None:
+            return [self.leader, *descendants([self.leader], [self.leader])]
+        real = os.path.realpath(self.state_dir)
+        return [p for p in descendants([], [self.leader]) if cwd_of(p.pid) == real]
+
+    def _owned(self, st: dict) -> tuple[list[Proc], list[int], bool]:
+        """(the live processes that are provably this engine's, the live pids the state names
+        that are not, whether those have no start time: an older harness's state)."""
+        ours: list[Proc] = []
+        foreign, legacy = [], False
+        this_boot = same_boot(st)
+        for p in st.get("procs", []):
+            if this_boot and is_ours(p, self.state_dir):
+                ours.append(p)
+            elif start_time(p.pid) is not None:
+                foreign.append(p.pid)
+                legacy = legacy or p.start is None
+        leaders = [p for p in ours if p.pid == st.get("pgid")]
+        found = {p.pid: p for p in [*ours, *descendants(ours, leaders), *self._mine()]}
+        return sorted(found.values(), key=lambda p: p.pid), foreign, legacy
 
     def running_pids(self) -> list[int]:
-        """Every live process of this engine: the state file's pids, their descendants and
-        the members of its process group (engine processes only)."""
-        st = self._read_state()
-        pids = set(self._group_pids(st.get("pgid")))
-        for pid in st.get("pids", []):
-            try:
-                p = psutil.Process(pid)
-                if p.status() == psutil.STATUS_ZOMBIE or not is_engine_process(p, self.venv):
-                    continue
-                pids.add(pid)
-                pids |= {c.pid for c in p.children(recursive=True) if is_engine_process(c, self.venv)}
-            except psutil.Error:
-                continue
-        if self.proc is not None and self.proc.poll() is None:
-            pids.add(self.proc.pid)
-        return sorted(pids)
+        """Every live process of this engine (provably its own: harness.ownership)."""
+        return [p.pid for p in self._owned(self._state())[0]]
 
-    def down(self, grace: float = STOP_GRACE_S) -> int:
-        """Stop every process of this engine (SIGTERM to its group, SIGKILL after `grace`);
-        returns how many were running. A second Ctrl-C waits until they are all gone."""
+    def down(self, grace: float = STOP_GRACE_S, log: Callable[[str], None] = note) -> int:
+        """Stop every process of this engine (SIGTERM to each, SIGKILL after `grace`);
+        returns how many were running. A second Ctrl-C waits until they are all gone.
+        Processes the state names that are not provably the engine's are left alone, and
+        `log` says so."""
         with deferred_interrupts():
-            pids = self.running_pids()
-            pgid = self._read_state().get("pgid") or (self.proc.pid if self.proc else None)
-            self._signal(pids, pgid, signal.SIGTERM)
-            deadline = time.monotonic() + grace
-            while time.monotonic() < deadline and self._reap_and_left(pids):
-                time.sleep(0.1)
-            left = self._reap_and_left(pids) + [p for p in self.running_pids() if p not in pids]
-            if left:
-                self._signal(left, pgid, signal.SIGKILL)
-                deadline = time.monotonic() + 5
-                while time.monotonic() < deadline and self._reap_and_left(left):
-                    time.sleep(0.05)
+            ours, foreign, legacy = self._owned(self._state_to_stop())
+            stopped = terminate(ours, lambda p: self.state_dir, grace, check=self._still)
+            late = [p for p in self._owned(self._state_to_stop())[0] if p.pid not in {q.pid for q in ours}]
+            terminate(late, lambda p: self.state_dir, 5.0, check=self._still)
             if self.proc is not None:
                 try:
                     self.proc.wait(timeout=1)
                 except subprocess.TimeoutExpired:
                     pass
                 self.proc = None
-            self.state_file.unlink(missing_ok=True)
-        return len(pids)
+            if foreign:
+                log(not_ours_note(self.state_file, foreign, legacy,
+                                  f"stop them yourself if they are this engine's, then remove {self.state_dir}"))
+            if not (foreign and legacy):
+                self.state_file.unlink(missing_ok=True)
+        return stopped
 
-    def _signal(self, pids: list[int], pgid: int | None, sig: int) -> None:
-        if pgid and pgid in pids:  # the group's leader is ours: signal the whole group
-            try:
-                os.killpg(pgid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+    def _state_to_stop(self) -> dict:
+        """The state, for `down`: a damaged one still lets the server this object started
+        be stopped (it is its own child); without one, it is the one-line refusal."""
+        try:
+            return self._state()
+        except DamagedState:
+            if self.proc is None:
+                raise
+            return {}
 
-    def _reap_and_left(self, pids: list[int]) -> list[int]:
-        if self.proc is not None:
-            self.proc.poll()
-        return [p for p in pids if pid_alive(p)]
+    @staticmethod
+    def _still(p: Proc) -> bool:
+        """The process found to be the engine's is still that process (the same start time)."""
+        return p.start is not None and start_time(p.pid) == p.start
 
     # ---- state -------------------------------------------------------------------------
     def _write_state(self) -> None:
-        pgid = self.proc.pid if self.proc else None
-        pids = sorted({pgid, *self._group_pids(pgid)} - {None})
-        write_atomic(self.state_file, json.dumps({"host": HOST, "port": self.config.port, "pgid": pgid, "pids": pids,
-                                   "owner_pid": self.owner_pid, "config": asdict(self.config), "argv": self.argv_used,
-                                   "log": str(self.log_file), "started": self.started_wall, "start_s": self.start_s}))
+        pgid = self.leader.pid if self.leader else None
+        write_private(self.state_file, json.dumps({
+            "host": HOST, "port": self.config.port, "pgid": pgid, "boot": boot_id(),
+            "pids": sorted(self._seen), "procs": [p.as_json() for p in sorted(self._seen.values(), key=lambda p: p.pid)],
+            "owner_pid": self.owner_pid, "owner_start": self.owner_start, "config": asdict(self.config),
+            "argv": self.argv_used, "log": str(self.log_file), "started": self.started_wall, "start_s": self.start_s}))
 
-    def _read_state(self) -> dict:
-        st = read_state(self.state_file)
-        if st:
-            st.setdefault("pgid", None)
-        return st
+    def _state(self) -> dict:
+        """The state file's fields the harness uses, checked; {} when there is none.
+        DamagedState (one line, exit 3) when it cannot be used."""
+        fix = f"remove it (rm {self.state_file}) once no process of this engine runs"
+        doc = read_state_file(self.state_file, fix)
+        if doc is None:
+            return {}
+        f = Fields(self.state_file, doc, fix)
+        cfg = doc.get("config")
+        if cfg is not None and not (isinstance(cfg, dict) and len(cfg) <= 64 and all(
+                isinstance(k, str) and len(k) <= 100 and (v is None or type(v) in (bool, int, float)
+                                                          or (isinstance(v, str) and len(v) <= 200))
+                for k, v in cfg.items())):
+            raise f.bad("config", "an object of the engine's settings")
+        procs = f.procs("procs", legacy="pids")
+        return {"procs": procs, "pids": [p.pid for p in procs], "pgid": f.pid("pgid"), "owner_pid": f.pid("owner_pid"),
+                "owner_start": f.integer("owner_start", 0, START_LIMIT), "boot": f.text("boot", 100),
+                "config": cfg, "log": f.text("log"), "start_s": f.number("start_s"), "started": f.number("started"),
+                "argv": f.texts("argv")}
 
     def state(self) -> dict:
-        return self._read_state()
+        return self._state()
 
     def reusable(self) -> bool:
         """An engine already running here (from `harness engine up`) with this very
@@ -393,7 +417,7 @@ class LocalEngine:
         def same(cfg) -> bool:  # the cores it is pinned to do not matter here
             return isinstance(cfg, dict) and {**cfg, "cpus": None} == {**asdict(self.config), "cpus": None}
 
-        if not self.running_pids() or not same(self._read_state().get("config")):
+        if not self.running_pids() or not same(self._state().get("config")):
             return False
         try:
             return SERVED_NAME in served_models(self.endpoint, timeout=3.0)
@@ -401,19 +425,20 @@ class LocalEngine:
             return False
 
     def started_by(self) -> str:
-        owner = self._read_state().get("owner_pid")
+        owner = self._state().get("owner_pid")
         return f"harness run pid {owner}" if owner else "harness engine up"
 
     def leftover(self) -> str | None:
         """When the engine running here was started by a `harness run` that is gone: which."""
-        owner = self._read_state().get("owner_pid")
-        if not owner or pid_alive(owner) or not self.running_pids():
+        st = self._state()
+        owner = st.get("owner_pid")
+        if not owner or owner_alive(owner, st.get("owner_start")) or not self.running_pids():
             return None
         return f"started by harness run pid {owner}, which no longer runs"
 
     def status(self) -> dict:
-        st = self._read_state()
-        pids = self.running_pids()
+        st = self._state()
+        pids = [p.pid for p in self._owned(st)[0]]
         out = {"host": HOST, "port": self.config.port, "running": bool(pids), "pids_alive": pids,
                "config": st.get("config"), "started_by": self.started_by() if st else None,
                "start_s": st.get("start_s"), "log": st.get("log")}

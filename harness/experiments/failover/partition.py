@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import redis
 
-from harness import child
+from harness import child, ownership
 from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param
 from harness.errors import BadInput, EnvironmentProblem
 from harness.experiments.failover import client, lost_writes, minority_writer
@@ -131,7 +132,7 @@ class LabCluster:
                 conf.write_text(rp.render_config())
                 rp.proc = subprocess.Popen(["ip", "netns", "exec", f"ls-h{i}", exe, str(conf)],
                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                           start_new_session=True)
+                                           start_new_session=True, cwd=rp.folder)  # its folder: proof it is ours
                 rp.pid = rp.proc.pid
                 self.procs[i] = rp
                 self._write_state()
@@ -184,18 +185,25 @@ class LabCluster:
         return self.folder / "state.json"
 
     def _write_state(self) -> None:
-        self.state_file.write_text(json.dumps({"pids": [rp.pid for rp in self.procs.values() if rp.pid]}))
+        procs = [ownership.spawned(rp.pid, port=self.port, name=f"h{i}").as_json()
+                 for i, rp in self.procs.items() if rp.pid]
+        ownership.write_private(self.state_file, json.dumps({"boot": ownership.boot_id(), "procs": procs}))
 
     def _stop_leftovers(self) -> None:
-        """Servers a killed earlier run left in the namespaces (pids from its state file;
-        only redis-server processes are stopped)."""
-        from harness.redis_server import stop_pids
-
-        try:
-            pids = [p for p in json.loads(self.state_file.read_text()).get("pids", []) if isinstance(p, int) and p > 1]
-        except (OSError, ValueError, AttributeError):
+        """Servers a killed earlier run left in the namespaces: only the processes its state
+        file names that are provably the harness's (the recorded start time, running in the
+        host's own folder h<i>: harness.ownership), never a pid a file merely names."""
+        fix = f"remove {self.folder} once no lab cluster of the harness runs"
+        doc = ownership.read_state_file(self.state_file, fix)
+        if doc is None:
             return
-        stop_pids([p for p in pids if f"{LAB_NET}." in _cmdline(p) and f":{self.port}" in _cmdline(p)])
+        procs = ownership.Fields(self.state_file, doc, fix).procs("procs", legacy="pids")
+        mine = [p for p in procs if ownership.same_boot(doc) and re.fullmatch(r"h[0-9]{1,2}", p.name)]
+        ownership.terminate(mine, lambda p: self.folder / p.name)
+        left = [p.pid for p in procs if ownership.start_time(p.pid) is not None]  # alive, and not ours
+        if left:
+            legacy = any(p.start is None for p in procs)
+            ownership.note(ownership.not_ours_note(self.state_file, left, legacy, fix))
         self.state_file.unlink(missing_ok=True)
 
     def down(self) -> None:
@@ -203,13 +211,6 @@ class LabCluster:
             rp.stop()
         self.procs = {}
         self.state_file.unlink(missing_ok=True)
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def _tags_for(slots: set[int], n: int) -> list[str]:

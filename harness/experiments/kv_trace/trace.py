@@ -281,6 +281,9 @@ def _collect(shown: str, block_size: int, recs, max_requests: int = 0) -> KVTrac
     if not ts:
         raise BadInput(f"{shown}: no requests (the file is empty or blank); give a Mooncake-format JSONL trace, "
                        f"one request per line")
+    if not flat:
+        raise BadInput(f"{shown}: none of its {len(ts)} requests has a KV block (every 'hash_ids' is empty), so "
+                       f"there is no reuse to measure; give a trace whose requests list their blocks' hashes")
     _refuse_wrong_block_size(shown, block_size, len(ts), n_bad, bad_lines, sizes)
     offsets = np.zeros(len(ts) + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])

@@ -33,8 +33,8 @@ without being seen).
 
 A rule's `seconds` start when all its threads have connected and met at a start gate,
 and a rule in which no writer made an update fails the case with the first error.
-The threads of a rule stop at its deadline or when the run is interrupted: a Ctrl-C or
-SIGTERM in the main thread sets their stop event and joins them (interrupts held back
+The threads of a rule stop at its deadline or when the run is interrupted: a Ctrl-C, a
+SIGTERM or a SIGHUP in the main thread sets their stop event and joins them (interrupts held back
 meanwhile) before it goes on, so that no thread outlives the run or meets a stopped cluster.
 """
 
@@ -351,7 +351,7 @@ def run_mode(target, mode: str, p: dict, pairs: dict, items: list[tuple], owners
 
 def run_threads(threads: list[threading.Thread], stop: threading.Event,
                 gate: threading.Barrier | None = None) -> None:
-    """Start the threads and join them; on an interrupt (KeyboardInterrupt, Terminated) set
+    """Start the threads and join them; on an interrupt (KeyboardInterrupt, Terminated, HungUp) set
     `stop`, break the start `gate` (threads still waiting there leave) and join them all,
     with further interrupts held back, then let it go on."""
     try:

@@ -184,7 +184,8 @@ async def send(session, url: str, model: str, i: int, r: Request, t0: float, tim
                 res.send_ms = 1000 * (trace_ctx["sent"] - st)
             if resp.status != 200:
                 res.http_status = resp.status
-                body = (await resp.text())[:160].replace("\n", " ")
+                # at most 4 KiB of an error answer is read: a server's endless body is not the run's
+                body = (await resp.content.read(4096)).decode("utf-8", "replace")[:160].replace("\n", " ")
                 res.status, res.error = "http_error", f"HTTP {resp.status}: {body}"
                 res.e2e_ms = 1000 * (time.perf_counter() - st)
                 return res

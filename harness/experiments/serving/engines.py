@@ -8,6 +8,7 @@ gives None, and the case reports those metrics as missing."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from harness import serving_engine
@@ -16,6 +17,11 @@ from harness.process import url_for_display
 from harness.target import LlmEndpoint, Target
 
 from . import client
+
+# Token counters above 2**53 are no longer exact in a float: deltas of them count nothing.
+EXACT = float(2**53)
+# The least share of the served prompt tokens an engine caching prefixes must count as queried.
+MIN_QUERIED = 0.5
 
 
 class EngineDown(Exception):
@@ -46,28 +52,85 @@ def require(ep: LlmEndpoint) -> LlmEndpoint:
 
 @dataclass
 class Counters:
+    """vLLM's prefix-cache counters (tokens queried, tokens hit) as read, or their deltas
+    over a measurement; `problem` says why the deltas are no measurement ("" when they are)."""
+
     queries: float | None
     hits: float | None
+    created: float | None = None  # when the engine (re)created its counters, where it says
+    problem: str = ""
 
     @classmethod
     def read(cls, ep: LlmEndpoint) -> "Counters":
         c = serving_engine.prefix_cache_counters(ep)
-        return cls(None, None) if c is None else cls(c["queries"], c["hits"])
+        return cls(None, None) if c is None else cls(c["queries"], c["hits"], c.get("created"))
 
-    def delta(self, later: "Counters") -> "Counters":
+    def delta(self, later: "Counters", served: int = 0, caching_on: bool = False) -> "Counters":
+        """later - self; with `problem` set when the two reads cannot be one measurement, or
+        (`caching_on`: the engine caches prefixes) when the engine queried its cache for far
+        fewer tokens than the `served` prompt tokens it reported between the reads."""
         if None in (self.queries, self.hits, later.queries, later.hits):
             return Counters(None, None)
-        return Counters(later.queries - self.queries, later.hits - self.hits)
+        d = Counters(later.queries - self.queries, later.hits - self.hits)
+        d.problem = counter_problem(self, later, d) or (unmoved(d, served) if caching_on else "")
+        return d
+
+
+def counter_problem(before: Counters, after: Counters, d: Counters) -> str:
+    """Why the deltas `d` of two reads of the engine's counters are no measurement, or "".
+    Counters only grow and hits are a part of queries: a delta below zero (the engine
+    restarted or reset them), hits growing faster than queries, or a changed creation time
+    (a restart between the reads, even if the counters grew back past the first read)."""
+    values = (before.queries, before.hits, after.queries, after.hits)
+    reads = (f"queries {before.queries:g} -> {after.queries:g}, hits {before.hits:g} -> {after.hits:g}"
+             if all(isinstance(v, (int, float)) for v in values) else "")
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+        return "the engine's prefix-cache counters are not finite numbers"
+    if min(values) < 0:
+        return f"the engine's prefix-cache counters are below zero ({reads})"
+    if not all(float(v).is_integer() and v <= EXACT for v in values):
+        return (f"the engine's prefix-cache counters are not whole numbers of tokens ({reads}): token "
+                f"counters count one by one, no hit rate can come from them")
+    if before.created != after.created:  # changed, or said in one read only: not the same counters
+        return (f"the engine's prefix-cache counters were re-created during the measurement (the engine "
+                f"restarted; {reads}, created {_when(before.created)} -> {_when(after.created)}); rerun the case")
+    if d.queries < 0 or d.hits < 0:
+        return (f"the engine's prefix-cache counters went backwards during the measurement ({reads}): the "
+                f"engine restarted or reset them; rerun the case")
+    if d.hits > d.queries or after.hits > after.queries:
+        return (f"the engine counted more prefix-cache hits than queries ({reads}): its counters are "
+                f"inconsistent, no hit rate can come from them")
+    return ""
+
+
+def unmoved(d: Counters, served: int) -> str:
+    """Why an engine that caches prefixes did not measure the prompt tokens it served, or "":
+    vLLM queries its prefix cache for every prompt token of every request, so `served` tokens
+    reported by the server with the queries counter grown by less than half of them (frozen
+    counters, say) are no hit rate, not a hit rate of 0%."""
+    if served > 0 and d.queries is not None and d.queries < MIN_QUERIED * served:
+        return (f"the engine counted {d.queries:g} queried tokens while serving {served} prompt tokens with "
+                f"prefix caching on: its prefix-cache counters do not follow what it serves, no hit rate "
+                f"can come from them")
+    return ""
+
+
+def _when(created: float | None) -> str:
+    return "not said" if created is None else f"{created:g}"
 
 
 def hit_pct(d: Counters, prompt_tokens: int) -> float | None:
     """Tokens hit over tokens queried (the engine's own prefix-cache hit rate). An engine with
     prefix caching off may count no queries at all: then the hits (0) are over the prompt
-    tokens the server reported serving. None when the server has no counters."""
-    if d.hits is None:
+    tokens the server reported serving. None when the server has no counters, or when the
+    deltas are no measurement (`d.problem`: the metric is invalid, with that reason)."""
+    if d.hits is None or d.problem:
         return None
     denom = d.queries if d.queries else prompt_tokens
-    return 100.0 * d.hits / denom if denom else None
+    if not denom:
+        return None
+    pct = 100.0 * d.hits / denom
+    return pct if math.isfinite(pct) and 0.0 <= pct <= 100.0 else None
 
 
 def warm_up(ep: LlmEndpoint, log) -> None:

@@ -13,17 +13,20 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from harness import stats
 from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series
+from harness.process import note_url_secrets, redact, redact_file, redact_json
 from harness.serving_engine import install
 
 from . import client, engines, summary
 from .prefix_case import slice_records
 
 PEER_SCRIPT = Path(__file__).with_name("vllm_peer.py")
+RESULT_PREFIX = "vllm_bench_"  # vLLM's own result files (vllm_peer.py names them vllm_bench_K.json)
 HASH_SEED = "0"
 PARAMS = {
     "trace": Param(str, "data/mooncake/conversation_trace.jsonl", "a Mooncake-format JSONL trace", kind=INPUT_FILE),
@@ -63,20 +66,32 @@ def scaled_slice(p: dict, path: Path) -> int:
 class Peer:
     """vLLM's benchmark client in its own process (the engine's venv), its rounds started one
     at a time by the harness (a file handshake), so that the two clients alternate round by
-    round while vLLM's import (tens of seconds) is paid once. Always stopped on the way out."""
+    round while vLLM's import (tens of seconds) is paid once. Always stopped on the way out.
+
+    Secrets: the client needs the server's URL with its credentials (and OPENAI_API_KEY, its
+    Bearer token, from the environment), and it prints its arguments. What it reads is a
+    config in the handshake folder (private, removed afterwards). What is kept under raw/ is
+    redacted: vllm_bench.config.json when written, vllm_bench.stdout and .stderr line by
+    line as they come (no copy with a secret is ever written there), its result files when
+    it ends."""
 
     def __init__(self, ctx, cfg: dict, p: dict):
         self.ctx, self.cfg, self.p = ctx, cfg, p
         self.hs = Path(cfg["handshake_dir"])
         for name in ("prompts_out", "out"):  # what an earlier run left must not be taken for this one's
             Path(cfg[name]).unlink(missing_ok=True)
-        path = ctx.raw_path("vllm_bench.config.json")
-        path.write_text(json.dumps(cfg, indent=1))
+        note_url_secrets(cfg["base_url"])
+        ctx.raw_path("vllm_bench.config.json").write_text(json.dumps(redact_json(cfg), indent=1))
+        path = self.hs / "vllm_bench.config.json"  # what the client reads: with the credentials, never kept
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(cfg, f)
         env = {**os.environ, "PYTHONHASHSEED": HASH_SEED, "HF_HUB_OFFLINE": "1", "TQDM_DISABLE": "1"}
-        self.out = ctx.raw_path("vllm_bench.stdout").open("wb")
-        self.err = ctx.raw_path("vllm_bench.stderr").open("wb")
-        self.proc = subprocess.Popen([str(install.venv_python()), str(PEER_SCRIPT), str(path)], stdout=self.out,
-                                     stderr=self.err, env=env, start_new_session=True)
+        self.proc = subprocess.Popen([str(install.venv_python()), str(PEER_SCRIPT), str(path)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                     env=env, start_new_session=True)
+        self.keepers = [_keep(self.proc.stdout, ctx.raw_path("vllm_bench.stdout")),
+                        _keep(self.proc.stderr, ctx.raw_path("vllm_bench.stderr"))]
 
     def _until(self, path: Path) -> None:
         end = time.monotonic() + self.p["timeout_s"]
@@ -90,9 +105,10 @@ class Peer:
             time.sleep(0.05)
 
     def _tail(self) -> str:
-        self.err.flush()
+        for t in self.keepers:  # the client has exited: what it wrote last is kept within moments
+            t.join(timeout=5)
         lines = self.ctx.raw_path("vllm_bench.stderr").read_text(errors="replace").strip().splitlines()
-        return " | ".join(lines[-3:]) or "(no output)"
+        return redact(" | ".join(lines[-3:])) or "(no output)"
 
     def prompts(self) -> list[dict]:
         self._until(Path(self.cfg["prompts_out"]))
@@ -118,8 +134,26 @@ class Peer:
             except ProcessLookupError:
                 pass
             self.proc.wait()
-        self.out.close()
-        self.err.close()
+        for t in self.keepers:
+            t.join(timeout=10)
+        # the files the client wrote itself: its result (serve.main's dicts, their error
+        # strings) and vLLM's own result files
+        for f in [Path(self.cfg["out"]), *Path(self.cfg["result_dir"]).glob(f"{RESULT_PREFIX}*.json")]:
+            redact_file(f)
+
+
+def _keep(pipe, path: Path) -> threading.Thread:
+    """A thread that writes what the child prints to `path`, each line redacted as it comes
+    (vLLM's client prints its arguments, the URL with its credentials among them)."""
+    def pump():
+        with pipe, path.open("wb") as out:
+            for line in iter(lambda: pipe.readline(1 << 20), b""):
+                out.write(redact(line.decode(errors="surrogateescape")).encode(errors="surrogateescape"))
+                out.flush()
+
+    t = threading.Thread(target=pump, name=f"keep {path.name}", daemon=True)
+    t.start()
+    return t
 
 
 def _harness(ep, prompts: list[dict], tag: str, delay_ms: float = 0.0) -> list[client.Result]:

@@ -19,6 +19,7 @@ from harness import serving_engine
 from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, input_path
 from harness.experiments.kv_trace import trace as kvtrace
 from harness.experiments.kv_trace.predict import predicted_hit_rate
+from harness.http_get import display
 
 from . import client, engines, replay, summary
 
@@ -29,7 +30,7 @@ PARAMS = {
     "session_seed": Param(int, 0, "seed of the session sample"),
     "max_requests": Param(int, 24, "the slice's first N requests (in time order)", min=2),
     "tokens_per_hash": Param(int, 16, "prompt tokens per hash id; it must divide the engine's block or be a "
-                                      "multiple of it", min=1),
+                                      "multiple of it", min=1, max=replay.MAX_TOKENS_PER_HASH),
     "max_prompt_tokens": Param(int, 768, "prompts are cut here (the engine's context is small)", min=16),
     "tail_tokens": Param(int, 8, "tokens of its own at the end of every prompt", min=1),
     "output_tokens": Param(int, 4, "tokens generated per request (ignore_eos)", min=1),
@@ -40,7 +41,7 @@ PARAMS = {
     "policy": Param(str, "leaf-lru", "the simulator's eviction policy (vLLM evicts free blocks leaf-first)",
                     ("leaf-lru", "lru")),
     "engine_block": Param(int, 128, "the engine's block size when its /metrics does not say (vLLM's CPU backend: 128)",
-                          min=1),
+                          min=1, max=replay.MAX_TOKENS_PER_HASH),
     "vocab_size": Param(int, 49152, "the model's vocabulary (prompt token ids are drawn below it)", min=2000),
     "timeout_s": Param(float, 90.0, "a request's own time limit", min=1.0),
     "stall_s": Param(float, 30.0, "no byte for this long mid-stream: the request stalled", min=0.5),
@@ -60,14 +61,22 @@ def slice_records(p: dict) -> tuple[list[dict], kvtrace.KVTrace]:
     return recs, full
 
 
-def _arm(ctx, arm: str, ep, reqs, p) -> tuple[list[client.Result], dict]:
+def _arm(ctx, arm: str, ep, reqs, p, caching_on: bool | None = None) -> tuple[list[client.Result], dict]:
+    """One arm's results and the engine's counts around it. `caching_on` (default: an ".on"
+    arm) says the engine caches prefixes: then its queries counter must follow the prompt
+    tokens it served, or its hit rate is invalid."""
     before = engines.Counters.read(ep)
     res = client.run(ep.base_url, ep.model, reqs, timeout_s=p["timeout_s"], stall_s=p["stall_s"])
-    d = before.delta(engines.Counters.read(ep))
     served = sum(r.prompt_tokens or 0 for r in res if r.status == "ok")
+    on = arm.endswith(".on") if caching_on is None else caching_on
+    d = before.delta(engines.Counters.read(ep), served, on)
     ok = sum(r.status == "ok" for r in res)
-    ctx.log(f"{arm}: {ok}/{len(res)} ok, engine hits {d.hits} of {d.queries} tokens queried")
-    return res, {"queries": d.queries, "hits": d.hits, "hit_pct": engines.hit_pct(d, served), "served": served}
+    ctx.log(f"{arm}: {ok}/{len(res)} ok, engine hits {d.hits} of {d.queries} tokens queried"
+            + (f" (no measurement: {d.problem})" if d.problem else ""))
+    counts = {"queries": d.queries, "hits": d.hits, "hit_pct": engines.hit_pct(d, served), "served": served}
+    if d.problem:  # the counters' deltas are impossible: the hit rate is invalid, with the reason
+        counts["invalid"] = f"{arm}.engine_hit_pct: {d.problem}"
+    return res, counts
 
 
 def run(ctx: CaseContext) -> CaseOutcome:
@@ -81,6 +90,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
         return CaseOutcome("failed", str(e))
     cfg = serving_engine.cache_config(on) or {}
     block = int(cfg.get("block_size") or p["engine_block"])
+    replay.check_block(p["tokens_per_hash"], block, display(on.base_url) if cfg.get("block_size") else "", ctx.case)
     capacity = cfg.get("kv_cache_size_tokens")
     recs, full = slice_records(p)
     salt = p["seed"] + ctx.repetition if p["seed"] else secrets.randbits(48)
@@ -98,7 +108,8 @@ def run(ctx: CaseContext) -> CaseOutcome:
         ep, reqs = plan[arm]
         if ep is None:
             continue
-        results[arm], counts[arm] = _arm(ctx, arm, ep, [_tagged(r, arm) for r in reqs], p)
+        caching = arm.endswith(".on") and cfg.get("enable_prefix_caching") is not False
+        results[arm], counts[arm] = _arm(ctx, arm, ep, [_tagged(r, arm) for r in reqs], p, caching)
         summary.write_rows(ctx.raw_path(f"{arm}.csv"), results[arm])  # kept at once: a later failure loses nothing
         try:
             engines.require(ep)
@@ -118,8 +129,10 @@ def _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, eps, salt)
     for arm, res in results.items():
         m.update(summary.metrics_of(arm, res))
         hp = counts[arm]["hit_pct"]
-        m[f"{arm}.engine_hit_pct"] = Metric(hp, "%", None, "the engine's own prefix-cache hit rate: deltas of "
-                                            "vllm:prefix_cache_hits_total over vllm:prefix_cache_queries_total")
+        why = counts[arm].get("invalid")
+        m[f"{arm}.engine_hit_pct"] = Metric(hp, "%", None, f"invalid: {why}" if why else "the engine's own "
+                                            "prefix-cache hit rate: deltas of vllm:prefix_cache_hits_total over "
+                                            "vllm:prefix_cache_queries_total")
         series[arm.replace(".", "_")] = summary.series_of(res, arm)
     m.update(_instrument_metrics(results))
     m.update(_prediction(sc, block, capacity, p, m.get("trace.on.engine_hit_pct")))
@@ -140,6 +153,9 @@ def _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, eps, salt)
              "mechanism_off_engine": eps[1] is not None}
     if capacity:
         facts["engine_kv_tokens"] = int(capacity)
+    invalid = [c["invalid"] for c in counts.values() if c.get("invalid")]
+    if invalid:  # an impossible counter delta is no measurement: the case says so, with the reason
+        return CaseOutcome("invalid", "; ".join(invalid), m, details, series, facts)
     return CaseOutcome("ok", metrics=m, series=series, details=details, facts=facts)
 
 

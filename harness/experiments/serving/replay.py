@@ -20,6 +20,7 @@ simulator replays those block identities with the engine's block size.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
@@ -30,6 +31,7 @@ from .client import Request
 VOCAB_LOW = 1000  # token ids drawn from [VOCAB_LOW, vocab_high): clear of special and byte tokens
 MOONCAKE_BLOCK = 512
 TAIL_ID_BASE = 1 << 62  # identities of blocks holding a request's own tail (never shared)
+MAX_TOKENS_PER_HASH = 1 << 16  # the largest block size an engine reports (harness.serving_engine.metrics)
 
 
 @dataclass
@@ -47,11 +49,38 @@ def _run_of(salt: int, hash_id: int, n: int, vocab_high: int) -> list[int]:
     return [rng.randrange(VOCAB_LOW, vocab_high) for _ in range(n)]
 
 
-def check_block(tokens_per_hash: int, engine_block: int) -> None:
-    if tokens_per_hash % engine_block and engine_block % tokens_per_hash:
-        raise BadInput(f"tokens_per_hash={tokens_per_hash} and the engine's block of {engine_block} tokens: one must "
-                       f"divide the other, else a hash id's sharing does not line up with the engine's blocks; use "
-                       f"a divisor or a multiple of {engine_block}")
+def check_block(tokens_per_hash: int, engine_block: int, server: str = "", case: str = "") -> None:
+    """BadInput unless `tokens_per_hash` divides `engine_block` or is a multiple of it (else a
+    hash id's sharing does not line up with the engine's blocks). `server` (its URL as it may
+    be shown) when the block size is that server's own (its /metrics), else it is the case's
+    `engine_block` parameter; `case` names the parameters as `--set` takes them. The line says
+    whose number the block size is and the nearest tokens_per_hash that fits it: 1 divides
+    every block size, so some value of the user's always does."""
+    if not (tokens_per_hash % engine_block and engine_block % tokens_per_hash):
+        return
+    key = f"{case}." if case else ""
+    fit = fitting_tokens_per_hash(tokens_per_hash, engine_block)
+    fix = (f"give --set {key}tokens_per_hash={fit} (the nearest divisor or multiple of {engine_block}; any "
+           f"other divisor or multiple fits too)")
+    if server:
+        raise BadInput(f"the serving engine at {server} reports block_size={engine_block} (vllm:cache_config_info "
+                       f"on its /metrics), and {key}tokens_per_hash={tokens_per_hash} neither divides it nor is a "
+                       f"multiple of it, so a hash id's sharing would not line up with the engine's blocks; {fix}")
+    raise BadInput(f"{key}tokens_per_hash={tokens_per_hash} and {key}engine_block={engine_block} (the engine's "
+                   f"block size; its /metrics does not say one): one must divide the other, else a hash id's "
+                   f"sharing does not line up with the engine's blocks; {fix}, or give the engine's real block "
+                   f"size as {key}engine_block")
+
+
+def fitting_tokens_per_hash(tokens_per_hash: int, engine_block: int) -> int:
+    """The value nearest `tokens_per_hash` that divides `engine_block` or is a multiple of it
+    (the smaller of two as near), at most MAX_TOKENS_PER_HASH: 1 at worst. Divisors are looked
+    for up to 2**16 only, so the time is bounded whatever the numbers."""
+    fits = {engine_block * max(1, tokens_per_hash // engine_block), engine_block * (tokens_per_hash // engine_block + 1)}
+    for d in range(1, min(math.isqrt(engine_block), 1 << 16) + 1):
+        if engine_block % d == 0:
+            fits.update((d, engine_block // d))
+    return min((v for v in fits if v <= MAX_TOKENS_PER_HASH), key=lambda v: (abs(v - tokens_per_hash), v))
 
 
 def block_ids(hash_ids: list[int], n_prompt: int, n_tail: int, tokens_per_hash: int, engine_block: int,
