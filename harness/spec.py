@@ -207,8 +207,9 @@ class Threshold:
 
 
 def _stored_number(where: str, v: Any) -> float:
-    """A threshold's limit read back: a finite number, or BadInput (a spec refuses NaN and
-    infinite limits; in a stored file `<= Infinity` would pass whatever was measured)."""
+    """A threshold's limit read back: a number, or BadInput. NaN is kept (an edited file's NaN
+    limit fails its check and draws no line in the history); an infinite one is refused, since
+    `<= Infinity` would pass whatever was measured."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise BadInput(f"{where}: expected a number, got {type(v).__name__} ({str(v)[:60]!r}); "
                        f"the results file is damaged, re-run the suites")
@@ -217,7 +218,7 @@ def _stored_number(where: str, v: Any) -> float:
     except OverflowError:
         raise BadInput(f"{where}: {str(v)[:40]}... is too large for a number; the results file is damaged, "
                        f"re-run the suites") from None
-    if not math.isfinite(f):
+    if math.isinf(f):
         raise BadInput(f"{where}: the limit {f} is not a finite number; the results file is damaged, re-run the "
                        f"suites")
     return f

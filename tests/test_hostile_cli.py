@@ -89,7 +89,7 @@ def test_prometheus_url_with_credentials_never_reaches_results_report_or_termina
                          env={"HARNESS_PROMETHEUS_URL": url})
     assert code in (0, 1), err[-2000:]
     assert secret not in out + err
-    assert "http://alice:***@127.0.0.1:9/" in err
+    assert "http://alice:***@127.0.0.1:9" in err
     run_dir = next((tmp_path / "r").iterdir())
     files = [p for p in run_dir.rglob("*") if p.is_file()]
     assert {"results.json", "manifest.json", "report.html", "junit.xml"} <= {p.name for p in files}

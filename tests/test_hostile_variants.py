@@ -1,7 +1,7 @@
 """Variants a second round of hostile tries found after the first fixes of issue 40: list
 parameters whose items are of the wrong kind, special files given as traces, stdout or
 stderr on a full disk, raw-file links a browser reads as another site, bare URLs and
-@mentions in Markdown, and thresholds of NaN or Infinity in a stored results folder."""
+@mentions in Markdown, and thresholds of Infinity in a stored results folder."""
 
 from __future__ import annotations
 
@@ -91,8 +91,10 @@ def test_markdown_has_no_bare_autolink_or_mention(name):
     assert "https://" not in md and "www." not in md.lower() and "@" not in md.replace("\\@", "")
 
 
-@pytest.mark.parametrize("limit", ["Infinity", "-Infinity", "NaN"])
-def test_a_stored_threshold_of_nan_or_infinity_is_damaged_input(limit, tmp_path):
+@pytest.mark.parametrize("limit", ["Infinity", "-Infinity"])
+def test_a_stored_threshold_of_infinity_is_damaged_input(limit, tmp_path):
+    """`<= Infinity` would pass whatever was measured (a NaN limit is kept: it fails its check,
+    tests/test_hostile_results.py::test_history_and_report_of_a_nan_threshold)."""
     d = stored_runs.write_run(tmp_path, 1, {"get.rps": [100000.0]})
     path = d / "results.json"
     doc = json.loads(path.read_text())
