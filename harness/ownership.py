@@ -275,6 +275,15 @@ def own_dir(folder: Path | str) -> Path:
     return folder
 
 
+def _folder_fd(path: Path, what: str) -> int:
+    """The folder of `path`, opened without following a link (for the *at() calls)."""
+    try:
+        return _open_dir(path.parent)
+    except OSError as e:
+        raise EnvironmentProblem(f"{path.parent}: is not a folder the harness can write {what} to "
+                                 f"({e.strerror or e}); remove it (a link there is refused) and try again") from None
+
+
 def write_private(path: Path | str, data: str | bytes, mode: int = 0o644) -> Path:
     """Write a whole file of the harness's state folder: a new temporary file, then a rename
     over `path` (a link or a FIFO there is replaced, never written through), all relative to
@@ -282,11 +291,7 @@ def write_private(path: Path | str, data: str | bytes, mode: int = 0o644) -> Pat
     path = Path(path)
     raw = data.encode() if isinstance(data, str) else bytes(data)
     tmp = f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-    try:
-        dfd = _open_dir(path.parent)
-    except OSError as e:
-        raise EnvironmentProblem(f"{path.parent}: is not a folder the harness can write its state to "
-                                 f"({e.strerror or e}); remove it (a link there is refused) and try again") from None
+    dfd = _folder_fd(path, "its state")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
         try:
@@ -310,11 +315,7 @@ def open_log(path: Path | str):
     was there (an old log, a link, a FIFO) is removed first and the file is made with
     O_EXCL|O_NOFOLLOW, so nothing is ever written through a link."""
     path = Path(path)
-    try:
-        dfd = _open_dir(path.parent)
-    except OSError as e:
-        raise EnvironmentProblem(f"{path.parent}: is not a folder the harness can write its log to "
-                                 f"({e.strerror or e}); remove it (a link there is refused) and try again") from None
+    dfd = _folder_fd(path, "its log")
     try:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path.name, dir_fd=dfd)

@@ -105,16 +105,17 @@ def is_secret_name(name: str, param: bool = False) -> bool:
     return bool((SECRET_PARAM if param else SECRET_NAME).search(str(name)))
 
 
-def redact(text: str, extra=(), *, known: bool = True) -> str:
+def redact(text: str, extra=(), *, known: bool = True, secrets: list[str] | None = None) -> str:
     """`text` (a line, a tool's output, one argument) made safe to keep or show: every known
     secret, the password (or lone token) of every URL in it, the values of secret-looking
     query parameters (`?api_key=`), Authorization and Bearer headers and `name=value` pairs
     whose name is a secret's (`api_key='...'`, `PASSWORD=...`) replaced by ***.
     `known=False`: only those patterns, no known secret replaced as a bare string (a JSON
-    key of the harness's own schema must stay what it is).
+    key of the harness's own schema must stay what it is). `secrets`: known_secrets() as the
+    caller already has it (a whole results file is redacted string by string).
     Linear in the text: every pattern is anchored and bounded."""
     text = str(text)
-    for s in known_secrets(extra) if known else ():
+    for s in (known_secrets(extra) if secrets is None else secrets) if known else ():
         if len(s) >= MIN_BARE_SECRET:  # a short one only where it stands as a value (below)
             text = text.replace(s, REDACTED)
     if "--" in text:

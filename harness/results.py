@@ -118,16 +118,18 @@ def _json_default(o):
     return str(o)
 
 
-def _sanitize(o, secrets: list[str] = ()):
+def _sanitize(o, secrets: list[str] | None = None):
     """NaN/inf -> None everywhere, so results files stay valid JSON; known secrets in any
     string value -> ***. A key is never rewritten by known-secret replacement (the keys of
     the harness's own schema must read back as written, whatever a secret is): only a
     URL's password or a `name=value` secret in it is hidden. A record's status ("failed")
     is kept as it is, whatever a password is."""
+    if secrets is None:
+        secrets = known_secrets()  # once per file, not once per string
     if isinstance(o, float):
         return finite_or_none(o)
     if isinstance(o, str):
-        return redact(o, secrets)
+        return redact(o, secrets=secrets)
     if isinstance(o, dict):
         return {redact(str(k), known=False): v if k == "status" and v in STATUSES else _sanitize(v, secrets)
                 for k, v in o.items()}
