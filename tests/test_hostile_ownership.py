@@ -565,3 +565,49 @@ def test_the_lab_clusters_leftover_cleanup_stops_only_its_own_servers(tmp_path):
         for p in (ours, foreign):
             p.kill()
             p.wait(timeout=10)
+
+
+def test_the_postgres_leftover_cleanup_stops_only_its_own_server(tmp_path):
+    """cold-start's PostgreSQL: a postmaster.pid naming a process is acted on only when
+    owner.json proves it is the server this harness started (start time, running in the data
+    folder); a pid elsewhere is a stale file, and an unproven process in the folder is one
+    line, never signalled."""
+    from harness import ownership
+    from harness.errors import EnvironmentProblem
+    from harness.experiments.cold_start.postgres import OWNER_FILE, PostgresServer
+
+    pg = PostgresServer(free_port(), tmp_path / "pg")
+    pg.data_dir.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    procs = []
+
+    def sleeper(cwd):
+        procs.append(subprocess.Popen(["sleep", "60"], cwd=cwd, start_new_session=True))
+        return procs[-1]
+
+    def leave(server, owner_pid=999_999):
+        (pg.data_dir / "postmaster.pid").write_text(f"{server.pid}\n")
+        (pg.folder / OWNER_FILE).write_text(json.dumps({
+            "boot": ownership.boot_id(), "owner": {"pid": owner_pid, "start": 1},
+            "server": ownership.spawned(server.pid).as_json()}))
+
+    try:
+        foreign = sleeper(elsewhere)
+        leave(foreign)
+        assert pg.stop_leftover(timeout=2) is False and foreign.poll() is None  # a pid elsewhere: stale file
+        assert not (pg.data_dir / "postmaster.pid").exists()
+        ours = sleeper(pg.data_dir)
+        leave(ours)
+        pg.stop_leftover(timeout=5)
+        assert ours.wait(timeout=10) is not None, "the server this harness left is stopped"
+        unproven = sleeper(pg.data_dir)
+        (pg.data_dir / "postmaster.pid").write_text(f"{unproven.pid}\n")
+        (pg.folder / OWNER_FILE).unlink()  # an older harness's folder: no record of who started it
+        with pytest.raises(EnvironmentProblem, match="not provably a postgres this harness started"):
+            pg.stop_leftover(timeout=2)
+        assert unproven.poll() is None
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(timeout=10)

@@ -8,6 +8,7 @@ server runs as the `postgres` user (PostgreSQL refuses to run as root). Authenti
 from __future__ import annotations
 
 import glob
+import json
 import os
 import pwd
 import shutil
@@ -16,6 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from harness import ownership
 from harness.errors import EnvironmentProblem
 from harness.paths import STATE_DIR
 from harness.redis_server import check_ports_free, pid_alive
@@ -36,6 +38,18 @@ def pg_bin(name: str) -> str:
 
 
 _RUNNING: dict = {}  # folder -> the PostgresServer of this process that started a server there
+
+
+def _proc(path: Path, doc: dict, key: str, fix: str) -> "ownership.Proc | None":
+    """The process entry `key` of owner.json (none when absent: an older harness's)."""
+    entry = doc.get(key)
+    if entry is None:
+        return None
+    procs = ownership.Fields(path, {key: [entry]}, fix).procs(key)
+    return procs[0]
+
+
+OWNER_FILE = "owner.json"
 
 
 class PostgresServer:
@@ -90,7 +104,7 @@ class PostgresServer:
             if out.returncode != 0:
                 tail = " | ".join((out.stdout + out.stderr).strip().splitlines()[-3:])
                 raise EnvironmentProblem(f"initdb failed (exit {out.returncode}): {tail}")
-        (self.folder / "owner.pid").write_text(str(os.getpid()))
+        (self.folder / OWNER_FILE).unlink(missing_ok=True)
         log = open(self.logfile, "ab")
         try:
             self._own(self.logfile)
@@ -100,6 +114,11 @@ class PostgresServer:
                  "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
                  "-c", "shared_buffers=32MB", "-c", "logging_collector=off"],
                 stdout=log, stderr=log, start_new_session=True, **run_as)
+            # who started it, and the server itself, by pid and start time (harness.ownership):
+            # a later run stops a leftover only when it is provably this one
+            ownership.write_private(self.folder / OWNER_FILE, json.dumps({
+                "boot": ownership.boot_id(), "owner": ownership.spawned(os.getpid()).as_json(),
+                "server": ownership.spawned(self.proc.pid).as_json()}))
         finally:
             log.close()
         _RUNNING[self.folder] = self
@@ -111,30 +130,31 @@ class PostgresServer:
         return self
 
     def stop_leftover(self, timeout: float = 10.0) -> bool:
-        """Stop a server that a killed run left on this data folder (its postmaster.pid names a
-        live postgres process of this folder); remove a stale pid file. True when one was stopped."""
+        """Stop a server that a killed run left on this data folder: only the process recorded
+        in owner.json when it was started, provably the same one (its start time, and running
+        in this data folder: postgres works in its data folder), never a pid that
+        postmaster.pid or a file merely names. A stale pid file is removed. True when one was
+        stopped."""
         pidfile = self.data_dir / "postmaster.pid"
         try:
             pid = int(pidfile.read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return False
-        try:  # the harness process that started it: while it lives, the server is in use
-            owner = int((self.folder / "owner.pid").read_text())
-        except (OSError, ValueError):
-            owner = None
-        if owner is not None and owner != os.getpid() and pid_alive(owner):
-            return False
+        fix = f"stop it yourself if it is yours (kill {pid}), then remove {self.folder / OWNER_FILE}"
+        doc = ownership.read_state_file(self.folder / OWNER_FILE, fix) or {}
+        owner, server = (_proc(self.folder / OWNER_FILE, doc, key, fix) for key in ("owner", "server"))
+        if owner is not None and owner.pid != os.getpid() and ownership.owner_alive(owner.pid, owner.start):
+            return False  # the harness process that started it still runs: the server is in use
         mine = _RUNNING.get(self.folder)
-        if owner == os.getpid() and mine is not None and mine.proc is not None:
+        if mine is not None and mine.proc is not None:
             return False  # this process runs it and has not let go of it
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            cmd = []
-        if not (pid_alive(pid) and cmd and cmd[0].endswith(b"postgres") and str(self.data_dir).encode() in cmd):
-            pidfile.unlink(missing_ok=True)
+        ours = server is not None and server.pid == pid and ownership.same_boot(doc)
+        if not (ours and ownership.send(server, self.data_dir, signal.SIGINT)):
+            if pid_alive(pid) and ownership.cwd_of(pid) == os.path.realpath(self.data_dir):
+                raise EnvironmentProblem(f"{pidfile} names pid {pid}, a process in this data folder that is not "
+                                         f"provably a postgres this harness started, so nothing was signalled; {fix}")
+            pidfile.unlink(missing_ok=True)  # stale: its pid is gone, or is another process elsewhere
             return False
-        os.kill(pid, signal.SIGINT)
         deadline = time.monotonic() + timeout
         while pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
