@@ -24,7 +24,7 @@ DEBIAN_TEST := $(DEBIAN_RUNTIME) /usr/sbin/sshd:openssh-server ssh:openssh-clien
 	prometheus:prometheus prometheus-redis-exporter:prometheus-redis-exporter \
 	prometheus-node-exporter:prometheus-node-exporter ansible-playbook:ansible chromium:chromium
 
-.PHONY: venvs setup setup-test reproduce test bench bench-overhead provision unprovision lint clean cluster-up cluster-down
+.PHONY: venvs setup setup-test reproduce test mutations bench bench-overhead provision unprovision lint clean cluster-up cluster-down
 
 # constraints.txt pins the exact versions the tests pass with (see its header).
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -64,6 +64,13 @@ test: setup-test
 	$(VENV)/bin/ruff check .
 	@$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
+
+## The mutation suite (tests/mutations): every code mutation of a mechanism or an instrument, each
+## run in a temporary copy of the checkout, must get the verdict its kind needs from the ledger
+## (`make test` runs only the fast ones). One mutation by hand: python -m tests.mutations.run NAME.
+mutations: setup-test
+	MUTATIONS=all $(VENV)/bin/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+		tests/test_mutation_suite.py $(PYTEST_ARGS)
 
 ## Benchmarks kept in the repo (pytest-benchmark); see README. Each run is saved under
 ## .benchmarks/ and compared with the last saved one; a median more than BENCH_FAIL slower fails.

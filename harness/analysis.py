@@ -4,11 +4,14 @@ runs anything, and nothing here formats: numbers and enum verdicts only (the rep
 the summary and JUnit format them).
 
 A claim check is judged with its controls (DESIGN.md, "Contracts"): an instrument control
-that does not see its known effect makes the check inconclusive; with the instrument
-seeing it, a claimed effect that is absent or opposite is `not reproduced`; an effect that
-is there but does not go away with the mechanism off is `not attributable`; one that goes
-away is `reproduced` (or `direction reproduced, magnitude differs`). Conditions the claim
-needs are compared with what the run measured (harness.conditions).
+that does not see its known effect, or a computed number that disagrees with its independent
+reference (or whose reference was not measured), makes the check inconclusive; with the
+measurement trusted, a claimed effect that is absent or opposite is `not reproduced`; an
+effect that is there but does not go away with the mechanism off, or that a cheaper stand-in
+gives as well, is `not attributable`; one that goes away is `reproduced`, `exceeded` (past a
+claimed band on its better side) or `direction reproduced, magnitude differs`. A control that
+cannot exist is named with its reason. Conditions the claim needs are compared with what the
+run measured (harness.conditions).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from harness import conditions, stats
 from harness.errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_THRESHOLD
 from harness.results import RunData
 from harness.safe_text import NAME, TEXT, for_terminal
-from harness.spec import Claim, ClaimCheck, Control, Threshold, compare
+from harness.spec import Claim, ClaimCheck, Control, Reference, Threshold, compare
 
 NOISE_LIMIT = 0.10  # spread over 10% of the median flags a metric as noisy
 
@@ -41,6 +44,7 @@ class Outcome(str, enum.Enum):
     """A claim check's (and a claim's) verdict in the ledger."""
 
     REPRODUCED = "reproduced"
+    EXCEEDED = "exceeded"  # past a claimed band on its better side: counted with reproduced
     DIRECTION = "direction reproduced, magnitude differs"
     NOT_REPRODUCED = "not reproduced"
     NOT_ATTRIBUTABLE = "not attributable"
@@ -56,7 +60,10 @@ class Outcome(str, enum.Enum):
 
 # A claim with several checks takes the first of these that any check has.
 CLAIM_PRECEDENCE = (Outcome.NOT_REPRODUCED, Outcome.NOT_ATTRIBUTABLE, Outcome.DIRECTION, Outcome.INCONCLUSIVE,
-                    Outcome.NOT_MEASURED, Outcome.NOT_COMPARABLE, Outcome.REPRODUCED)
+                    Outcome.NOT_MEASURED, Outcome.NOT_COMPARABLE, Outcome.REPRODUCED, Outcome.EXCEEDED)
+# the verdicts that say the claim holds: a claim's verdict is `reproduced` when its checks are
+# reproduced or exceeded (CLAIM_PRECEDENCE), `exceeded` only when every one is
+HOLDS = (Outcome.REPRODUCED, Outcome.EXCEEDED)
 
 
 @dataclass
@@ -120,6 +127,22 @@ def _num(v: float | None) -> str:
 
 
 @dataclass
+class ReferenceResult:
+    """A check's independent cross-check as measured: the reference's value and whether it agreed."""
+
+    reference: Reference
+    summary: MetricSummary | None = None
+    agrees: bool | None = None  # None: the reference was not measured
+
+    def describe(self) -> str:
+        ref = self.reference
+        if self.agrees is None:
+            return f"reference ({ref.text}): {ref.metric} not measured"
+        return (f"reference ({ref.text}): {ref.metric} is {_num(self.summary.median)}, "
+                + ("agrees within" if self.agrees else "differs by more than") + f" {ref.tolerance:g}")
+
+
+@dataclass
 class CheckVerdict:
     check: ClaimCheck
     outcome: Outcome
@@ -127,6 +150,7 @@ class CheckVerdict:
     controls: list[ControlResult] = field(default_factory=list)
     reason: str = ""
     facts: dict = field(default_factory=dict)  # the measured conditions the check was compared with
+    reference: ReferenceResult | None = None
 
     @property
     def control(self) -> MetricSummary | None:
@@ -262,33 +286,55 @@ def _control_result(a: Analysis, chk: ClaimCheck, ctl: Control) -> ControlResult
 def _effect(chk: ClaimCheck, measured: float) -> Outcome:
     if chk.in_claim(measured):
         return Outcome.REPRODUCED
+    if chk.past_claim(measured):
+        return Outcome.EXCEEDED
     if chk.direction is not None and chk.direction.holds(measured):
         return Outcome.DIRECTION
     return Outcome.NOT_REPRODUCED
 
 
+def _reference_result(a: Analysis, chk: ClaimCheck, measured: float) -> ReferenceResult | None:
+    if chk.reference is None:
+        return None
+    r = ReferenceResult(chk.reference, a.metric(chk.suite, chk.case, chk.reference.metric))
+    if r.summary is not None:
+        r.agrees = chk.reference.agrees(measured, r.summary.median)
+    return r
+
+
+def _untrusted(cv: CheckVerdict) -> str:
+    """Why the measurement cannot be trusted ('' when it can): a blind instrument, or a
+    reference that disagrees or was not measured."""
+    blind = [r for r in cv.controls if r.kind == "instrument" and r.held is not True]
+    why = ["the instrument cannot be trusted: " + "; ".join(r.describe() for r in blind)] if blind else []
+    if cv.reference is not None and cv.reference.agrees is not True:
+        why.append("the computed number " + ("disagrees with" if cv.reference.agrees is False else "has no")
+                   + " independent reference: " + cv.reference.describe())
+    return "; ".join(why)
+
+
 def _judge(cv: CheckVerdict) -> None:
     """The verdict rule, once the metric is measured and the conditions match."""
     chk, m = cv.check, cv.summary
-    instruments = [r for r in cv.controls if r.kind == "instrument"]
-    offs = [r for r in cv.controls if r.kind == "mechanism_off"]
-    blind = [r for r in instruments if r.held is not True]
-    if blind:
+    untrusted = _untrusted(cv)
+    if untrusted:
         cv.outcome = Outcome.INCONCLUSIVE
-        cv.reason = "the instrument cannot be trusted: " + "; ".join(r.describe() for r in blind) + (
-            f"; measured {_num(m.median)} {chk.unit}".rstrip())
+        cv.reason = f"{untrusted}; measured {_num(m.median)} {chk.unit}".rstrip()
         return
-    seen = "; ".join(r.describe() for r in instruments) or "no instrument control: the measurement is taken as is"
+    instruments = [r for r in cv.controls if r.kind == "instrument"]
+    seen = "; ".join(r.describe() for r in instruments) or (
+        f"no instrument control ({chk.no_instrument})" if chk.no_instrument else "no instrument control")
     effect = _effect(chk, m.median)
     if effect is Outcome.NOT_REPRODUCED:
         cv.outcome = Outcome.NOT_REPRODUCED
         cv.reason = f"measured {_num(m.median)} {chk.unit}, the claim needs {chk.describe()}; {seen}"
         return
-    unsure = [r for r in offs if r.held is None]
-    failed = [r for r in offs if r.held is False]
+    others = [r for r in cv.controls if r.kind != "instrument"]
+    unsure = [r for r in others if r.held is None]
+    failed = [r for r in others if r.held is False]
     if failed:
         cv.outcome = Outcome.NOT_ATTRIBUTABLE
-        cv.reason = ("the effect is there just as much without the mechanism: "
+        cv.reason = ("the effect is there just as much without the mechanism or with a cheaper stand-in: "
                      + "; ".join(r.describe() for r in failed))
     elif unsure:
         cv.outcome = Outcome.INCONCLUSIVE
@@ -296,7 +342,12 @@ def _judge(cv: CheckVerdict) -> None:
             r.describe() for r in unsure)
     else:
         cv.outcome = effect
-        cv.reason = "; ".join(r.describe() for r in cv.controls)
+        parts = [r.describe() for r in cv.controls]
+        if chk.no_mechanism_off:
+            parts.append(f"no mechanism-off control ({chk.no_mechanism_off})")
+        if cv.reference is not None:
+            parts.append(cv.reference.describe())
+        cv.reason = "; ".join(parts)
 
 
 def check_verdict(run: RunData, a: Analysis, chk: ClaimCheck, facts_of_run: dict | None = None) -> CheckVerdict:
@@ -324,6 +375,7 @@ def check_verdict(run: RunData, a: Analysis, chk: ClaimCheck, facts_of_run: dict
         cv.outcome = Outcome.INCONCLUSIVE
         cv.reason = "no control was run for this check, so it cannot show that it could have come out the other way"
         return cv
+    cv.reference = _reference_result(a, chk, m.median)
     _judge(cv)
     return cv
 

@@ -223,6 +223,31 @@ def loadgen_host(path: str | Path) -> RemoteHost | None:
     name, hv = next(iter(hosts.items()))
     if _literal(hv.get("ansible_connection")) == "local":
         return None
+    return _remote_host(path, name, hv)
+
+
+def redis_ssh_hosts(path: str | Path) -> dict[str, RemoteHost | str | None]:
+    """How the harness reaches each host of the `redis` group over SSH, by its address (as
+    the target's nodes name it), with the same connection data as the load generator:
+    a RemoteHost, None for `ansible_connection: local` (this machine), or a string saying
+    why it cannot be reached (a broken entry: harness.host_identity then records that its
+    identity was not measured, and the host counts as unknown)."""
+    out: dict[str, RemoteHost | str | None] = {}
+    for name, hv in (group_hosts(path, REDIS_GROUP) or {}).items():
+        address = _literal(hv.get("ansible_host")) or name
+        if _literal(hv.get("ansible_connection")) == "local":
+            out.setdefault(address, None)
+            continue
+        try:
+            out.setdefault(address, _remote_host(path, name, hv))
+        except BadInput as e:
+            out.setdefault(address, f"no SSH connection to it: {e}")
+    return out
+
+
+def _remote_host(path: str | Path, name: str, hv: dict) -> RemoteHost:
+    """An inventory host as an SSH host: ansible_user at ansible_host:ansible_port, with the
+    ssh_config of `harness_ssh_config` (or `-F` in ansible_ssh_common_args) and the private key."""
     config = _literal(hv.get("harness_ssh_config"))
     extra = []
     for key in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):

@@ -19,7 +19,7 @@ from harness.safe_text import NAME, for_terminal
 TEXT_FIELDS = ("run_id", "profile", "target", "harness_version")
 TIME_FIELDS = ("started", "ended")
 OBJECT_FIELDS = ("git", "host", "tools", "packages", "gpu", "storage", "constraints", "target_nodes", "loadgen",
-                 "servers", "window", "suite_wall_s", "interrupted", "hosts", "monitoring")
+                 "servers", "window", "suite_wall_s", "interrupted", "hosts", "monitoring", "host_identity")
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class Manifest:
     target_nodes: dict = field(default_factory=dict)
     loadgen: dict = field(default_factory=dict)
     servers: dict = field(default_factory=dict)
+    host_identity: dict = field(default_factory=dict)  # per address: {boot_id, machine_id, ...} or {error}
     window: dict = field(default_factory=dict)
     suite_wall_s: dict = field(default_factory=dict)
     interrupted: dict = field(default_factory=dict)

@@ -11,6 +11,7 @@ folder's report-error.txt; never "the folder is damaged".
 from __future__ import annotations
 
 import contextlib
+import json
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from harness.summary import summary_text
 
 ERROR_FILE = "report-error.txt"
 JUNIT_FILE = "junit.xml"
+VERDICTS_FILE = "verdicts.json"
 
 
 class ReportFailed(HarnessError):
@@ -64,7 +66,19 @@ def publish(run_dir: Path, *, allow_skipped: bool = False, baseline: Path | None
         comparison = compare(analyze(base), a) if base is not None else None
         report = render_report(run, a, comparison, history=history)
         junit = write_junit(run.run_dir / JUNIT_FILE, a)
+        write_verdicts(run, a)
     return Published(run, a, report, junit)
+
+
+def write_verdicts(run: RunData, a: Analysis) -> Path:
+    """verdicts.json: the ledger's verdicts as the report shows them, machine-readable, so that
+    a tool (the mutation suite, tests/mutations) reads the verdict a user would see."""
+    claims = [{"id": cv.id, "verdict": str(cv.outcome),
+               "checks": [{"suite": c.check.suite, "case": c.check.case, "metric": c.check.metric,
+                           "verdict": str(c.outcome), "reason": c.reason} for c in cv.checks]}
+              for cv in a.claims]
+    doc = {"run_id": run.manifest.get("run_id") or run.run_dir.name, "exit_code": a.exit_code, "claims": claims}
+    return write_atomic(run.run_dir / VERDICTS_FILE, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ current between cases, stopped afterwards (when this run started it).
 an inventory's hosts (harness.inventory), or the local cluster on loopback (a healthy one
 already there is used as it is, one left by a killed run is replaced). `refresh_topology`
 re-reads the cluster's roles between cases, `server_versions` and `manifest_facts` say
-what the target is for the manifest.
+what the target is for the manifest (with the identity of each host, measured on it).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from typing import Callable
 
 import redis
 
+from harness import host_identity
 from harness.cluster import LocalCluster, parse_cluster_nodes
 from harness.errors import HarnessError
-from harness.inventory import load_target, loadgen_summary
+from harness.inventory import load_target, loadgen_summary, redis_ssh_hosts
 from harness.target import Target
 
 
@@ -104,11 +105,16 @@ def server_versions(tgt: Target) -> dict:
 
 
 def manifest_facts(tgt: Target, target: str) -> dict:
-    """What the manifest keeps of the target: its nodes, the load generator (an inventory's)
-    and the servers' versions."""
+    """What the manifest keeps of the target: its nodes, the load generator (an inventory's),
+    the servers' versions and which machine each host is (harness.host_identity: read on
+    each host, over SSH as the inventory names it, so that aliases or namespaces of one
+    machine count as one host)."""
     nodes = {k: v for k, v in tgt.to_json().items() if k != "loadgen"}  # the load generator has its own entry
     facts: dict = {"target_nodes": nodes}
+    ssh_hosts: dict = {}
     if tgt.kind == "cluster" and target != "local":
         facts["loadgen"] = loadgen_summary(tgt)
+        ssh_hosts = redis_ssh_hosts(target)
     facts["servers"] = server_versions(tgt)
+    facts["host_identity"] = host_identity.measure(tgt, ssh_hosts)
     return facts

@@ -568,6 +568,18 @@ CHECK_FIELDS = {
     "mechanism_off": ((dict, list), "{metric, op, value | than [, factor], text} or a list of them: the same "
                                     "workload with the mechanism removed; an effect that is seen must go away, else "
                                     "the verdict is 'not attributable'"),
+    "better": (str, "which side of the claim is better: higher or lower (an op check: the op's side; a band: past "
+                    "it on this side is 'exceeded'), or neither (a band only: past it on either side refutes it)"),
+    "observed": (str, "the independent observation the metric comes from (client histories against a read-back, "
+                      "server counters, the engine's /metrics, request timestamps), never the mechanism's own "
+                      "bookkeeping"),
+    "reference": (dict, "{metric, tolerance, text}: the same number computed independently in the same case; a "
+                        "difference over the tolerance (or the reference not measured) makes the check inconclusive"),
+    "no_instrument": (str, "why no instrument control can exist for this check"),
+    "no_mechanism_off": (str, "why no mechanism-off control can exist for this check"),
+    "stand_in": ((dict, list), "{metric, op, value | than [, factor], text} or a list of them: a cheaper stand-in "
+                               "for the named mechanism (a character hash for an embedding, plain LRU for LRU-K); the "
+                               "effect must exceed the stand-in's, else the verdict is 'not attributable'"),
     "conditions": (dict, "what the claim needs, compared with what the run measured: {gpu: A100, redis_hosts: 6, "
                          "loadgen_separate: true, clients: 200, ...} (case facts, the case's parameters, the "
                          "manifest); a difference gives 'not comparable here'"),
@@ -582,6 +594,13 @@ CONTROL_FIELDS = {
     "text": (str, "what the control is, in words (e.g. 'prewarm off: first request on a fresh engine')"),
 }
 DIRECTION_FIELDS = {"op": (str, "one of < <= > >="), "value": (float, "the boundary, e.g. 0 for a sign")}
+REFERENCE_FIELDS = {
+    "metric": (str, "the reference's metric, measured in the same case by independent code"),
+    "tolerance": (float, "the largest difference |metric - reference| that still agrees, in the check's unit"),
+    "text": (str, "what the reference is, in words"),
+}
+BETTER = ("higher", "lower")
+NEITHER = "neither"  # a band only: a claimed point where no side is better (a formula's value, an agreement)
 
 
 @dataclass
@@ -598,7 +617,29 @@ class Condition:
 
 INSTRUMENT = "instrument"
 MECHANISM_OFF = "mechanism_off"
-CONTROL_KINDS = (INSTRUMENT, MECHANISM_OFF)
+STAND_IN = "stand_in"
+CONTROL_KINDS = (INSTRUMENT, MECHANISM_OFF, STAND_IN)
+CONTROL_LABELS = {INSTRUMENT: "instrument", MECHANISM_OFF: "mechanism off", STAND_IN: "stand-in"}
+
+
+@dataclass
+class Reference:
+    """An independent computation of a check's number in the same case: the check's metric must
+    agree with it within the tolerance, else the instrument disagrees with its reference."""
+
+    metric: str
+    tolerance: float
+    text: str
+
+    def agrees(self, measured: float, reference: float) -> bool:
+        return abs(measured - reference) <= self.tolerance
+
+    def to_json(self) -> dict:
+        return {"metric": self.metric, "tolerance": self.tolerance, "text": self.text}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Reference":
+        return cls(*stored_names(d, "metric"), _stored_number("reference", d.get("tolerance")), str(d.get("text", "")))
 
 
 @dataclass
@@ -606,7 +647,8 @@ class Control:
     """One control of a claim check. An instrument control (positive) is a condition where the
     effect is known to be there: the measurement must see it. A mechanism-off control
     (negative) is the same workload with the mechanism removed: an effect that is seen must go
-    away with it."""
+    away with it. A stand-in control is the same workload with a cheaper stand-in in the named
+    mechanism's place: the effect must exceed the stand-in's to be attributed to the mechanism."""
 
     metric: str
     op: str
@@ -622,7 +664,7 @@ class Control:
 
     @property
     def label(self) -> str:
-        return "instrument" if self.kind == INSTRUMENT else "mechanism off"
+        return CONTROL_LABELS[self.kind]
 
     def describe(self) -> str:
         rhs = f"{self.factor:g} x {self.than}" if self.than and self.factor != 1 else (self.than or f"{self.value:g}")
@@ -656,6 +698,11 @@ class ClaimCheck:
     direction: Condition | None = None
     controls: list[Control] = field(default_factory=list)
     conditions: dict = field(default_factory=dict)
+    better: str = ""  # "higher" or "lower": which side of the claim is better ("" in results before issue 39)
+    observed: str = ""  # the independent observation the metric comes from
+    reference: Reference | None = None  # the same number computed independently
+    no_instrument: str = ""  # why no instrument control can exist
+    no_mechanism_off: str = ""  # why no mechanism-off control can exist
 
     @property
     def instruments(self) -> list[Control]:
@@ -664,6 +711,16 @@ class ClaimCheck:
     @property
     def mechanism_off(self) -> list[Control]:
         return [c for c in self.controls if c.kind == MECHANISM_OFF]
+
+    @property
+    def stand_ins(self) -> list[Control]:
+        return [c for c in self.controls if c.kind == STAND_IN]
+
+    def past_claim(self, measured: float) -> bool:
+        """A band check's value past the band on its better side (the verdict 'exceeded')."""
+        if self.band is None or self.better not in BETTER:
+            return False
+        return measured > self.band[1] if self.better == "higher" else measured < self.band[0]
 
     @property
     def control(self) -> Control | None:
@@ -692,6 +749,11 @@ class ClaimCheck:
         out["controls"] = [c.to_json() for c in self.controls]
         if self.conditions:
             out["conditions"] = self.conditions
+        if self.reference is not None:
+            out["reference"] = self.reference.to_json()
+        for key in ("better", "observed", "no_instrument", "no_mechanism_off"):
+            if getattr(self, key):
+                out[key] = getattr(self, key)
         return out
 
     @classmethod
@@ -706,10 +768,13 @@ class ClaimCheck:
             controls += [Control.from_json(c, kind) for c in ([raw] if isinstance(raw, dict) else raw or [])]
         if not controls and d.get("control"):
             controls = [Control.from_json(d["control"], INSTRUMENT)]
+        ref = d.get("reference")
         return cls(*stored_names(d, "suite", "case", "metric"), d.get("op"), d.get("value"), d.get("unit", ""),
                    tuple(band) if band else None, d.get("band_reason", ""),
                    Condition(direction["op"], float(direction["value"])) if direction else None,
-                   controls, dict(d.get("conditions") or {}))
+                   controls, dict(d.get("conditions") or {}), str(d.get("better") or ""), str(d.get("observed") or ""),
+                   Reference.from_json(ref) if isinstance(ref, dict) else None, str(d.get("no_instrument") or ""),
+                   str(d.get("no_mechanism_off") or ""))
 
 
 @dataclass
@@ -754,36 +819,106 @@ def _parse_check(w: str, craw: Any, suites: dict[str, Suite]) -> ClaimCheck:
     if case not in {x.name for x in suites[suite].cases}:
         raise BadInput(f"{w}.case: suite {suite!r} has no case {case!r}")
     metric = _metric_name(w, cf.get("metric"))
-    band_raw, op = cf.get("band", None), cf.get("op", None)
-    if (band_raw is None) == (op is None):
-        raise BadInput(f"{w}: give either op + value (a one-sided claim) or band: [low, high] (a two-sided one)")
-    band, value = None, None
-    if band_raw is not None:
-        if len(band_raw) != 2:
-            raise BadInput(f"{w}.band: expected [low, high]")
-        band = (_finite(f"{w}.band", band_raw[0]), _finite(f"{w}.band", band_raw[1]))
-        if band[0] > band[1]:
-            raise BadInput(f"{w}.band: low {band[0]:g} is above high {band[1]:g}")
-        if not cf.get("band_reason", ""):
-            raise BadInput(f"{w}: a band needs band_reason (why it is this wide)")
-    else:
-        _op(f"{w}.op", op)
-        value = cf.get("value")
+    op, value, band = _claimed(w, cf)
+    better = _better(w, cf.get("better"), op)
     direction = None
     if cf.get("direction", None) is not None:
         df = _Fields(f"{w}.direction", cf.get("direction"), DIRECTION_FIELDS)
         direction = Condition(_op(f"{w}.direction.op", df.get("op")), df.get("value"))
     controls = [_parse_control(f"{w}.{kind}", raw, kind)
                 for kind in CONTROL_KINDS for raw in _as_list(cf.get(kind, None))]
-    if not controls:
-        raise BadInput(f"{w}: a check needs at least one control: instrument (the measurement sees a known "
-                       f"effect) or mechanism_off (the effect goes away without the mechanism)")
+    reasons = _missing_control_reasons(w, cf, controls)
+    bounds = [("direction", direction)] if direction is not None else []
+    if op is not None:
+        bounds.append(("value", Condition(op, value)))
+    _check_direction(w, better, bounds, controls)
+    reference = None
+    if cf.get("reference", None) is not None:
+        rf = _Fields(f"{w}.reference", cf.get("reference"), REFERENCE_FIELDS)
+        tolerance = rf.get("tolerance")
+        if tolerance < 0:
+            raise BadInput(f"{w}.reference.tolerance: {tolerance:g} is negative; give the largest difference that "
+                           f"still agrees")
+        reference = Reference(_metric_name(f"{w}.reference", rf.get("metric")), tolerance, rf.get("text"))
+    observed = cf.get("observed").strip()
+    if not observed:
+        raise BadInput(f"{w}.observed: empty; name the independent observation the metric comes from")
     conditions = cf.get("conditions", {})
     for k, v in conditions.items():
         if not isinstance(v, (str, int, float, bool)):
             raise BadInput(f"{w}.conditions.{k}: expected a string, number or boolean, got {type(v).__name__}")
     return ClaimCheck(suite, case, metric, op, value, cf.get("unit", ""), band, cf.get("band_reason", ""),
-                      direction, controls, conditions)
+                      direction, controls, conditions, better, observed, reference, *reasons)
+
+
+def _claimed(w: str, cf: "_Fields") -> tuple:
+    """(op, value, band) of a check: one-sided or a band, never both."""
+    band_raw, op = cf.get("band", None), cf.get("op", None)
+    if (band_raw is None) == (op is None):
+        raise BadInput(f"{w}: give either op + value (a one-sided claim) or band: [low, high] (a two-sided one)")
+    if band_raw is None:
+        return _op(f"{w}.op", op), cf.get("value"), None
+    if len(band_raw) != 2:
+        raise BadInput(f"{w}.band: expected [low, high]")
+    band = (_finite(f"{w}.band", band_raw[0]), _finite(f"{w}.band", band_raw[1]))
+    if band[0] > band[1]:
+        raise BadInput(f"{w}.band: low {band[0]:g} is above high {band[1]:g}")
+    if not cf.get("band_reason", ""):
+        raise BadInput(f"{w}: a band needs band_reason (why it is this wide)")
+    return None, None, band
+
+
+def _side(op: str) -> str:
+    return "higher" if op in (">", ">=") else "lower"
+
+
+def _better(w: str, better: str, op: str | None) -> str:
+    if better == NEITHER and op is None:
+        return better
+    if better not in BETTER:
+        allowed = ", ".join(BETTER) + (f" (or {NEITHER} for a band)" if op is not None else f", {NEITHER}")
+        raise BadInput(f"{w}.better: {str(better)[:20]!r} is not one of {allowed}; say which side of the claim is "
+                       f"better")
+    if op is not None and _side(op) != better:
+        raise BadInput(f"{w}.better: {better} contradicts op {op!r} (a one-sided claim's better side is its op's "
+                       f"side: {_side(op)})")
+    return better
+
+
+def _missing_control_reasons(w: str, cf: "_Fields", controls: list[Control]) -> tuple[str, str]:
+    """Both controls on every check, or the reason one cannot exist (never both, never neither)."""
+    out = []
+    for kind, key in ((INSTRUMENT, "no_instrument"), (MECHANISM_OFF, "no_mechanism_off")):
+        has = any(c.kind == kind for c in controls)
+        reason = (cf.get(key, "") or "").strip()
+        if has and reason:
+            raise BadInput(f"{w}: both {kind} and {key} given; keep the control or the reason, not both")
+        if not has and not reason:
+            raise BadInput(f"{w}: no {kind} control; add one ({CHECK_FIELDS[kind][1].split(':')[0]}) or say in "
+                           f"{key} why none can exist")
+        out.append(reason)
+    return out[0], out[1]
+
+
+def _check_direction(w: str, better: str, bounds: list[tuple[str, Condition]], controls: list[Control]) -> None:
+    """A direction bound points to the better side, and every bound that can give a success
+    verdict (a direction, a one-sided claim) lies at or past what a mechanism-off control on a
+    fixed value tolerates: inside that noise, a run without the mechanism could pass it. (A
+    control given as a ratio of the check's own metric, `than`, is checked when it is judged.)"""
+    for where, bound in bounds:
+        if better == NEITHER:
+            raise BadInput(f"{w}.{where}: a band with no better side has no direction; drop the direction or say "
+                           f"which side is better")
+        if _side(bound.op) != better:
+            raise BadInput(f"{w}.{where}: op {bound.op!r} points away from the better side ({better})")
+        for c in controls:
+            if c.kind != MECHANISM_OFF or c.value is None or _side(c.op) == better:
+                continue
+            inside = bound.value < c.value if better == "higher" else bound.value > c.value
+            if inside:
+                raise BadInput(f"{w}.{where}: {bound.op} {bound.value:g} lies inside what the mechanism-off "
+                               f"control tolerates ({c.metric} {c.op} {c.value:g}); move the bound to "
+                               f"{c.value:g} or past it")
 
 
 def _as_list(raw: Any) -> list:

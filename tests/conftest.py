@@ -54,8 +54,13 @@ LONG_FIRST = ("lab", "test_cold_start", "engine", "interrupts", "test_ansible_ll
 
 
 def group_of(nodeid_or_path: str) -> str:
-    """The group of a test: its file's stem, or the shared group GROUPS gives that file."""
-    stem = Path(nodeid_or_path.split("::", 1)[0]).stem
+    """The group of a test: its file's stem, or the shared group GROUPS gives that file. The
+    code mutations (tests/test_mutation_suite.py) are grouped by suite, so that two workers run
+    them side by side (each worker's runs have their own ports, tests/mutations/framework.py)."""
+    path, _, rest = nodeid_or_path.partition("::")
+    stem = Path(path).stem
+    if stem == "test_mutation_suite" and rest.startswith("test_the_ledger_catches_the_mutation["):
+        return "mutations-" + rest.partition("[")[2].partition("/")[0]
     return GROUPS.get(stem, stem)
 
 

@@ -28,6 +28,10 @@ LAB = {
     "target_nodes": {"nodes": [{"host": f"redis-{i}", "port": 6379, "role": "primary" if i <= 3 else "replica"}
                                for i in range(1, 7)]},
     "loadgen": {"address": "loadgen-1"},
+    # seven measured machines: six Redis hosts and the load generator, each its own kernel
+    "host_identity": {name: {"boot_id": f"{i:08x}-0000-4000-8000-{i:012x}", "machine_id": f"{i:032x}",
+                             "via": f"ssh {name}"}
+                      for i, name in enumerate([*(f"redis-{j}" for j in range(1, 7)), "loadgen-1", "this machine"], 1)},
 }
 
 

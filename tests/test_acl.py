@@ -83,12 +83,19 @@ def test_the_ledger_checks_flip_when_the_mechanism_is_removed(cluster, tmp_path)
     makes the refusal check fail."""
     checks = ledger_checks("C21", "redis-cluster")
     reads, refused = checks["source.reads_allowed"], checks["fixed.forbidden_not_refused"]
+    source_refused = checks["source.forbidden_not_refused"]
     _, m = _run(cluster, tmp_path / "a")
     assert not reads.in_claim(m["source.reads_allowed"]) and refused.in_claim(m["fixed.forbidden_not_refused"])
+    assert source_refused.in_claim(m["source.forbidden_not_refused"])
     _, flipped = _run(cluster, tmp_path / "b", rules={"source": acl.WORKING_RULE,
                                                       "fixed": acl.READ_ALL_RULE}, repetition=2)
     assert reads.in_claim(flipped["source.reads_allowed"])
     assert not refused.in_claim(flipped["fixed.forbidden_not_refused"])
+    # the source rule replaced by one that reads everything: its reads pass, its refusals do not
+    _, loose = _run(cluster, tmp_path / "c", rules={**acl.PARAMS["rules"].default, "source": acl.READ_ALL_RULE},
+                    repetition=3)
+    assert reads.in_claim(loose["source.reads_allowed"])
+    assert not source_refused.in_claim(loose["source.forbidden_not_refused"])
 
 
 def test_view_shows_each_probe_under_each_rule(cluster, tmp_path):

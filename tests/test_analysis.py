@@ -152,6 +152,8 @@ def test_conditions_are_what_the_run_measured_not_what_the_profile_declares():
     run.manifest = {"target_nodes": {"nodes": [{"host": f"10.0.0.{i}", "port": 6379, "role": "primary"}
                                                for i in range(1, 7)]},
                     "loadgen": {"address": "10.0.0.9"},
+                    "host_identity": {a: {"boot_id": f"{i:08x}-0000-4000-8000-{i:012x}"} for i, a in
+                                      enumerate([*(f"10.0.0.{j}" for j in range(1, 7)), "10.0.0.9"], 1)},
                     "gpu": {"present": True, "gpus": [{"name": "NVIDIA A100-SXM4-80GB"}]}}
     for r in run.records:
         r.params = {"clients": 200}

@@ -138,9 +138,11 @@ def test_conditions_are_the_facts_the_cases_measured():
     assert differ(growth.conditions, {"cluster_primaries": 20, "cold_node_share_pct": 15}) == []
     c9_10, c9_20 = _checks("C9")
     assert not c9_10.conditions
-    assert differ(c9_20.conditions, {"cluster_primaries": "3 | 6 | 10"}) == \
-        ["cluster_primaries: measured 3 | 6 | 10, claim 20"]
-    assert differ(c9_20.conditions, {"cluster_primaries": "10, 20"}) == []
+    assert differ(c9_20.conditions, {"measured_20_primaries": False}) == \
+        ["measured_20_primaries: measured no, claim yes"]
+    assert differ(c9_20.conditions, {"measured_20_primaries": True}) == []
+    # a list of sizes is no number: it never matches 20 (issue 39)
+    assert differ({"cluster_primaries": 20}, {"cluster_primaries": "10, 20"}) != []
 
 
 # ---- the real store --------------------------------------------------------------------------
@@ -420,7 +422,7 @@ def test_pool_check_needs_the_flush(cluster, tmp_path):
     else:
         assert v.outcome.name == "NOT_ATTRIBUTABLE", v.reason
     assert m["p10.pool6.peak_occupancy_pct"] < m["p10.pool.peak_occupancy_pct"]  # the level is the pool's
-    assert out.series["pool_sweep"].column("pool_size") == [3, 6] and out.facts == {"cluster_primaries": "10"}
+    assert out.series["pool_sweep"].column("pool_size") == [3, 6] and out.facts == {"cluster_primaries": "10", "measured_20_primaries": False}
     # With the flush removed the measured arm and its control are one condition: a single pair
     # of peaks (72-84% each here, in 3 pairs) can pass the 0.9x control by chance, so
     # this is judged as a run would judge it, on the median of its repetitions (3).
@@ -442,7 +444,7 @@ def test_pool_refusal_check_at_20_primaries(cluster, tmp_path):
     p.update(primaries=[20], replicas=0, rate_per_primary=30, warm_min_s=5, warm_max_s=6, steady_window_s=2,
              cold_seconds=3, pool_size=4, query_ms=20.0, port_offset=40, pg_port=PG_PORT + 1)
     m, v, out = _pool_run(cluster, tmp_path, chk, p)
-    assert out.facts == {"cluster_primaries": "20"} and m["p20.warmup.offered_first_s_pct"] > 100
+    assert out.facts == {"cluster_primaries": "20", "measured_20_primaries": True} and m["p20.warmup.offered_first_s_pct"] > 100
     assert m["p20.pool.peak_offered_pct"] > 100 and m["p20.pool.refused"] > 0
     # reproduced; on a busy 2-core host the no-flush control can spike too, and then the verdict
     # says so (not attributable) instead of crediting the flush

@@ -85,7 +85,7 @@ def verdicts(claim_id: str, case: str, metrics: dict, profile: str = "local", su
 
 
 PREWARM = {"profile0.first_over_p99": 0.9, "prewarmed.first_over_p99": 0.9, "cold.first_ms": 30.0,
-           "prewarmed.first_ms": 6.0}
+           "prewarmed.first_ms": 6.0, "cold.first_over_p99": 4.5}
 
 
 def test_prewarm_check_counts_only_when_the_control_shows_a_penalty():
@@ -110,11 +110,16 @@ def test_swap_and_signature_checks_need_their_controls_to_fail():
     got = verdicts("C14", "incompatible-swap", {"wrong_verdicts": 0, "control.wrong_verdicts": 4})
     assert got["wrong_verdicts"].outcome is Outcome.REPRODUCED
     ok = {"deserialized_refused": 0, "wrong_verdicts": 0, "runtime_recheck_detects_change": 1,
+          "deserialized_intact": 2, "control.refused": 0,
           "control.deserialized_refused": 5, "control.wrong_verdicts": 5, "control.runtime_recheck_detects_change": 0}
     assert {cv.outcome for cv in verdicts("C21", "signed-load", ok).values()} == {Outcome.REPRODUCED}
+    # a blind deserializer counter (always 0) sees no intact file either: inconclusive, not attributable
+    blind = {**ok, "deserialized_intact": 0, "control.deserialized_refused": 0}
+    assert verdicts("C21", "signed-load", blind)["deserialized_refused"].outcome is Outcome.INCONCLUSIVE
     off = {**ok, "control.deserialized_refused": 0, "control.runtime_recheck_detects_change": 1}
     got = verdicts("C21", "signed-load", off)
-    assert got["deserialized_refused"].outcome is Outcome.INCONCLUSIVE
+    # the counter sees the intact files, yet nothing reached it with verification off either
+    assert got["deserialized_refused"].outcome is Outcome.NOT_ATTRIBUTABLE
     # a mechanism-off control: the recheck flags a change just as much with verification off
     assert got["runtime_recheck_detects_change"].outcome is Outcome.NOT_ATTRIBUTABLE
 
@@ -136,7 +141,9 @@ def test_trt_hot_swap_memory_check_needs_a_sampler_that_sees_the_second_engine()
     mem = next(c for c in chk if c.metric == "gpu_peak_extra_over_engine")
     assert (mem.op, mem.value) == (">=", 1.0) and "needs >= 2x" in mem.instruments[0].text
     on = {"failed_requests": 0, "control.failed_requests": 9, "gpu_peak_extra_over_engine": 1.2,
-          "control.gpu_peak_extra_over_engine": 0.1}
+          "control.gpu_peak_extra_over_engine": 0.1, "swap.window_max_over_call": 0.05,
+          "pause.window_max_over_call": 1.0, "in_place.window_max_over_call": 0.95, "swap.gap_over_steady": 1.5,
+          "restart.outage_over_steady": 20.0, "in_place.gap_over_steady": 15.0}
     got = verdicts("C14", "trt-hot-swap", on, profile="lab-a100")
     assert {cv.outcome for cv in got.values()} == {Outcome.REPRODUCED}
     got = verdicts("C14", "trt-hot-swap", {**on, "control.gpu_peak_extra_over_engine": 1.2}, profile="lab-a100")

@@ -30,7 +30,10 @@ def test_interleaved_decode_times_every_codec_on_every_array_and_checks_round_tr
 
 
 CODECS = {"sized.decode_speedup.aligned128_vs_json": 8.0, "control.decode_speedup.json_vs_json": 1.02,
-          "qps_gain_pct.aligned128_vs_json": 30.0, "control.qps_gain_pct.json_vs_json": 2.0}
+          "qps_gain_pct.aligned128_vs_json": 30.0, "control.qps_gain_pct.json_vs_json": 2.0,
+          "chunk.json.decode_ms": 400.0, "sized.json.decode_ms": 1.82, "sized.json.store_fetch_qps": 110.0,
+          "chunk.decode_vs_copy.aligned128": 1.3,
+          "sized.decode_speedup.raw_vs_json": 5.0, "qps_gain_pct.raw_vs_json": 10.0}
 
 
 def test_codec_checks_flip_when_the_aligned_codec_is_replaced_by_json():
@@ -46,9 +49,21 @@ def test_codec_checks_flip_when_the_aligned_codec_is_replaced_by_json():
     got = verdicts("C15", "codecs", {**CODECS, "sized.decode_speedup.aligned128_vs_json": 1.0,
                                      "qps_gain_pct.aligned128_vs_json": -1.0}, suite="kv-tiers", manifest=LAB)
     assert {cv.outcome for cv in got.values()} == {Outcome.NOT_REPRODUCED}
-    # far faster than claimed: the direction holds, the magnitude does not
+    # far faster than claimed: past the band on its better side
     got = verdicts("C15", "codecs", {**CODECS, "sized.decode_speedup.aligned128_vs_json": 400.0}, suite="kv-tiers")
-    assert got["sized.decode_speedup.aligned128_vs_json"].outcome is Outcome.DIRECTION
+    assert got["sized.decode_speedup.aligned128_vs_json"].outcome is Outcome.EXCEEDED
+    # faster than claimed, but raw bytes without the alignment as fast: not the alignment's doing
+    got = verdicts("C15", "codecs", {**CODECS, "sized.decode_speedup.aligned128_vs_json": 400.0,
+                                     "sized.decode_speedup.raw_vs_json": 500.0}, suite="kv-tiers")
+    assert got["sized.decode_speedup.aligned128_vs_json"].outcome is Outcome.NOT_ATTRIBUTABLE
+    assert "stand-in control" in got["sized.decode_speedup.aligned128_vs_json"].reason
+    # a timer that does not see JSON's decode cost scale with the work: inconclusive
+    got = verdicts("C15", "codecs", {**CODECS, "chunk.json.decode_ms": 2.0}, suite="kv-tiers")
+    assert got["sized.decode_speedup.aligned128_vs_json"].outcome is Outcome.INCONCLUSIVE
+    # an aligned decoder that remembers its result (no work): faster than copying the bytes
+    got = verdicts("C15", "codecs", {**CODECS, "sized.decode_speedup.aligned128_vs_json": 1400.0,
+                                     "chunk.decode_vs_copy.aligned128": 0.01}, suite="kv-tiers")
+    assert got["sized.decode_speedup.aligned128_vs_json"].outcome is Outcome.INCONCLUSIVE
     # JSON 'faster' than itself: the timing alone makes a speedup, which is then not the codec's
     got = verdicts("C15", "codecs", {**CODECS, "control.decode_speedup.json_vs_json": 3.0}, suite="kv-tiers")
     assert got["sized.decode_speedup.aligned128_vs_json"].outcome is Outcome.NOT_ATTRIBUTABLE
@@ -69,13 +84,19 @@ def test_tier_checks_need_their_controls():
     got = verdicts("C17", "tiers", TIERS, suite="kv-tiers", manifest=LAB)
     assert got["L2.fetch_decode.p50_us"].outcome is Outcome.REPRODUCED
     assert got["L3.cold.p50_us"].outcome is Outcome.REPRODUCED
-    lab = verdicts("C17", "tiers", TIERS, profile="lab-a100", suite="kv-tiers")
+    on_gpu = {"l1_device": "NVIDIA A100-SXM4-80GB"}  # the case's fact: where L1's tensors lived
+    lab = verdicts("C17", "tiers", TIERS, profile="lab-a100", suite="kv-tiers", facts=on_gpu)
     assert lab["L1.fetch_copy.p50_us"].outcome is Outcome.REPRODUCED
+    # the lab's A100, but L1 in host memory (the red team's case): not comparable
+    host = verdicts("C17", "tiers", TIERS, profile="lab-a100", suite="kv-tiers", facts={"l1_device": "cpu"})
+    assert host["L1.fetch_copy.p50_us"].outcome is Outcome.NOT_COMPARABLE
+    assert "l1_device: measured cpu, claim A100" in host["L1.fetch_copy.p50_us"].reason
     # page cache kept (no drop): cold reads are warm ones, the L3 check cannot count
     got = verdicts("C17", "tiers", {**TIERS, "L3.cold.p50_us": 950.0}, suite="kv-tiers", manifest=LAB)
     assert got["L3.cold.p50_us"].outcome is Outcome.INCONCLUSIVE
     # L1 taken away (served from L2): not faster than L2, so the L1 check cannot count
-    lab = verdicts("C17", "tiers", {**TIERS, "L1.fetch_copy.p50_us": 170.0}, profile="lab-a100", suite="kv-tiers")
+    lab = verdicts("C17", "tiers", {**TIERS, "L1.fetch_copy.p50_us": 170.0}, profile="lab-a100", suite="kv-tiers",
+                   facts=on_gpu)
     assert lab["L1.fetch_copy.p50_us"].outcome is Outcome.INCONCLUSIVE
     # the 64-byte GET as the measure (the old check): the control sees it is no chunk fetch
     got = verdicts("C17", "tiers", {**TIERS, "L2.fetch_decode.p50_us": 45.0}, suite="kv-tiers", manifest=LAB)
@@ -116,3 +137,25 @@ def test_lab_a100_profile_carries_the_source_setting_and_fails_on_skips():
         from harness.driver_contract import get
 
         get("kv-tiers-codecs").resolve_params("t", {})
+
+
+def test_codec_metrics_carry_the_raw_stand_in_beside_the_aligned_codec():
+    """The stand-in of the aligned layout (raw bytes: no header, no alignment) is measured in the
+    same interleaved decodes and QPS slices, as its own speedup and gain over JSON, so the ledger
+    can ask whether the aligned layout does better than any binary layout (issue 39, point 5)."""
+    from harness.experiments.kv_tiers.codecs_case import STAND_IN, _codec_metrics
+
+    p = {"codecs": ["json", "aligned128", STAND_IN]}
+    ms = {"json": 2.0, "aligned128": 0.25, STAND_IN: 0.2, CONTROL: 2.0}
+    qps = {"json": 100.0, "aligned128": 130.0, STAND_IN: 140.0, CONTROL: 101.0}
+    m = _codec_metrics(p, 1000, ms, {"aligned128": 0.1, "json": 1.0, STAND_IN: 0.1}, qps,
+                       {k: 1 for k in ms}, [0.0001])
+    assert m["sized.decode_speedup.raw_vs_json"].value == pytest.approx(10.0)
+    assert m["sized.decode_speedup.aligned128_vs_json"].value == pytest.approx(8.0)
+    assert m["qps_gain_pct.raw_vs_json"].value == pytest.approx(40.0)
+    assert m["control.qps_gain_pct.json_vs_json"].value == pytest.approx(1.0)
+    # without the raw codec the stand-in is not measured (the ledger then says inconclusive)
+    m = _codec_metrics({"codecs": ["json", "aligned128"]}, 1000, {k: v for k, v in ms.items() if k != STAND_IN},
+                       {"aligned128": 0.1}, {k: v for k, v in qps.items() if k != STAND_IN}, {k: 1 for k in ms},
+                       [0.0001])
+    assert "sized.decode_speedup.raw_vs_json" not in m and "qps_gain_pct.raw_vs_json" not in m

@@ -17,9 +17,9 @@ def test_a_check_without_a_control_is_refused(tmp_path):
 
     for name in ("redis-cluster.yaml",):
         shutil.copy(spec.SUITES_DIR / name, tmp_path / name)
-    check = ("      - {suite: redis-cluster, case: redis-benchmark, metric: GET.p99_ms, op: '<', value: 1.2, unit: ms"
-             "%s}\n")
-    for extra, message in (("", "needs at least one control"),
+    check = ("      - {suite: redis-cluster, case: redis-benchmark, metric: GET.p99_ms, op: '<', value: 1.2, unit: ms,"
+             " better: lower, observed: o, no_mechanism_off: r%s}\n")
+    for extra, message in (("", "no instrument control; add one"),
                            (", control: {metric: x, op: '<', value: 1, text: t}", "unknown field 'control'")):
         (tmp_path / "claims.yaml").write_text("claims:\n  - id: C12\n    section: '2.5'\n    text: t\n    checks:\n"
                                              + check % extra)

@@ -58,12 +58,13 @@ def test_lua_rules_on_the_cluster(cluster, cluster_client):
     script = cluster_client.register_script(cas.CAS_LUA)
 
     def call(rule, sent, w=1):
-        return script(keys=[key], args=[rule, sent, "p", "r", w])
+        return script(keys=[key], args=[rule, sent, "p", "r", w, f"w{w}.{sent}"])
 
     assert call("dominated", "0,0") == 0  # the source's rule with the vector the client read
     assert cluster_client.hget(key, "prompt") == b"p0"
     assert call("dominated", "1,0") == 1  # with the writer's counter incremented
-    assert cluster_client.hgetall(key) == {b"prompt": b"p", b"response": b"r", b"vv": b"1,0"}
+    # the write's id is stored with the pair: what the read-back follows, whatever the vector says
+    assert cluster_client.hgetall(key) == {b"prompt": b"p", b"response": b"r", b"vv": b"1,0", b"wid": b"w1.1,0"}
     assert call("dominated", "0,1", w=2) == 0  # concurrent with the stored vector
     assert call("equal", "0,0", w=2) == 0  # stale read
     assert call("equal", "1,0", w=2) == 1
@@ -97,12 +98,23 @@ def test_concurrent_writers_cas_loses_and_mixes_nothing(concurrent_run):
     assert m["plain.lost_updates"] > 0 and m["plain.mixups_read"] + m["plain.replica_mixups_read"] > 0
     assert m["atomic.lost_updates"] > 0
     assert m["atomic.mixups_read"] == 0 and m["atomic.replica_mixups_read"] == 0 and m["atomic.mixups_final"] == 0
+    # the rule as written applies nothing, and refuses writes nothing conflicted with
     assert m["as-written.applied_pct"] == 0 and m["as-written.attempts"] > 0
+    assert m["as-written.unjustified_refusals"] == m["as-written.attempts"]
     for mode in ("incremented", "equal"):
         assert m[f"{mode}.applied_pct"] > 0
-        for metric in ("lost_updates", "mixups_read", "replica_mixups_read", "mixups_final",
-                       "replica_mixups_final", "replica_diverged_keys", "errors"):
+        # a CAS: what the writers were told applied is what the read-back finds, and nothing more
+        assert m[f"{mode}.applied_pct"] == pytest.approx(m[f"mechanism.{mode}.told_applied_pct"])
+        for metric in ("lost_updates", "unjustified_refusals", "refused_but_applied", "foreign_final_keys",
+                       "mixups_read", "replica_mixups_read", "mixups_final", "replica_mixups_final",
+                       "replica_diverged_keys", "errors"):
             assert m[f"{mode}.{metric}"] == 0, (mode, metric)
+    for mode in cas.MODES:  # the instruments' canary, in every rule: seen mixed on every read, one write lost
+        assert m[f"{mode}.canary_lost_updates"] == 1 and m[f"{mode}.canary_unjustified_refusals"] == 1, mode
+        assert m[f"{mode}.canary_refused_but_applied"] == 1, mode
+        assert m[f"{mode}.replica_connections_not_replica"] == 0, mode
+        assert m[f"{mode}.canary_mixups_read"] == m[f"{mode}.canary_reads"] > 0, mode
+        assert m[f"{mode}.canary_replica_mixups_read"] == m[f"{mode}.canary_replica_reads"] > 0, mode
     rules = out.series["rules"]
     assert rules.column("rule") == list(cas.MODES) and "tables" not in out.details
     assert rules.column("replica_reads")[cas.MODES.index("equal")] > 0  # the replicas were read, not skipped
@@ -121,8 +133,13 @@ def test_each_c20_check_flips_when_its_mechanism_is_removed(concurrent_run):
     assert replica.in_claim(m["incremented.replica_mixups_read"])
     applied = checks["as-written.applied_pct"]
     assert not applied.in_claim(m["as-written.applied_pct"]) and applied.in_claim(m["incremented.applied_pct"])
-    for chk in checks.values():  # every check's control names a metric this run produced
-        assert chk.control is not None and chk.control.metric in m
+    refusals = checks["incremented.unjustified_refusals"]
+    assert refusals.in_claim(m["incremented.unjustified_refusals"])
+    assert not refusals.in_claim(m["as-written.unjustified_refusals"])
+    for chk in checks.values():  # every check's controls name metrics this run produced
+        assert chk.controls
+        for c in chk.controls:
+            assert c.metric in m and (c.than is None or c.than in m), (chk.metric, c.metric)
 
 
 def test_lab_profile_carries_the_source_claim_and_fails_on_skips():
@@ -156,9 +173,14 @@ def test_view_presents_every_rule_across_repetitions(concurrent_run, tmp_path):
 # ---- C20 judged on real runs: readers that read too little, and the mechanisms removed ------
 
 def test_mixups_are_not_measured_when_a_reader_read_too_little():
-    base = {"attempts": 10, "applied": 5, "lost_updates": 0, "mixups_read": 0, "replica_mixups_read": 0,
-            "mixups_final": 0, "replica_mixups_final": 0, "replica_diverged_keys": 0, "errors": 0,
-            "p50_ms": 1.0, "p99_ms": 2.0, "reader_errors": 0}
+    base = {"attempts": 10, "told_applied": 5, "chain": 5, "lost": 0, "unjustified_refusals": 0,
+            "refused_but_applied": 0, "foreign_final_keys": 0, "mixups_read": 0, "replica_mixups_read": 0,
+            "canary_mixups_read": 3, "canary_replica_mixups_read": 3, "canary_reads": 3, "canary_replica_reads": 3,
+            "canary_lost_updates": 1, "canary_unjustified_refusals": 1, "canary_refused_but_applied": 1,
+            "mixups_final": 0, "replica_mixups_final": 0,
+            "replica_diverged_keys": 0, "replica_connections_not_replica": 0, "errors": 0, "p50_ms": 1.0,
+            "p99_ms": 2.0, "reader_errors": 0,
+            "vv_lost_updates": 0}
     m = cas.rule_metrics({**base, "reader_min_reads": 20, "reader_min_replica_reads": 20}, 20, True)
     assert m["mixups_read"].value == 0 and m["replica_mixups_read"].value == 0
     m = cas.rule_metrics({**base, "reader_min_reads": 19, "reader_min_replica_reads": 400}, 20, True)
@@ -271,19 +293,38 @@ def test_a_rule_with_no_update_made_fails_the_case_with_the_first_error(cluster,
 def test_c20_verdicts_on_a_real_run_and_with_each_mechanism_removed(concurrent_run, tmp_path):
     """The ledger's verdicts on the real concurrent run, then with each mechanism removed:
     the measured side replaced by the same run's arm without it (non-atomic writes: plain;
-    no version check: atomic), and the instrument broken (the plain arm made to mix nothing)."""
+    no version check: atomic; the rule as written), and each instrument blinded (its canary
+    seen as nothing)."""
     out, _ = concurrent_run
     got = _c20(out, tmp_path)
     assert got["as-written.applied_pct"].outcome.value == "not reproduced"  # the rule as written applies nothing
-    for metric in ("incremented.mixups_read", "incremented.replica_mixups_read", "incremented.lost_updates"):
+    for metric in ("incremented.mixups_read", "incremented.replica_mixups_read", "incremented.lost_updates",
+                   "incremented.unjustified_refusals"):
         assert got[metric].outcome.value == "reproduced", (metric, got[metric].reason)
 
     def removed(**swap):
         return _c20(out, tmp_path, {**out.metrics, **{k.replace("__", "."): out.metrics[v] for k, v in swap.items()}})
 
+    def blinded(metric):
+        from harness.driver_contract import Metric
+
+        return _c20(out, tmp_path, {**out.metrics, metric: Metric(0, out.metrics[metric].unit)})
+
     assert removed(incremented__mixups_read="plain.mixups_read")["incremented.mixups_read"].outcome.value \
         == "not reproduced"
     assert removed(incremented__lost_updates="atomic.lost_updates")["incremented.lost_updates"].outcome.value \
         == "not reproduced"
-    blind = removed(plain__mixups_read="atomic.mixups_read")  # the instrument broken: no mix-ups to see
-    assert blind["incremented.mixups_read"].outcome.value == "inconclusive"
+    assert removed(incremented__unjustified_refusals="as-written.unjustified_refusals")[
+        "incremented.unjustified_refusals"].outcome.value == "not reproduced"
+    assert blinded("incremented.canary_mixups_read")["incremented.mixups_read"].outcome.value == "inconclusive"
+    assert blinded("incremented.canary_replica_mixups_read")[
+        "incremented.replica_mixups_read"].outcome.value == "inconclusive"
+    assert blinded("incremented.canary_lost_updates")["incremented.lost_updates"].outcome.value == "inconclusive"
+    assert blinded("incremented.canary_unjustified_refusals")[
+        "incremented.unjustified_refusals"].outcome.value == "inconclusive"
+    assert blinded("incremented.canary_refused_but_applied")[
+        "incremented.refused_but_applied"].outcome.value == "inconclusive"
+    # a script that applies every write and replies 'refused': nothing told applied is lost, but
+    # the read-back finds the refused writes applied
+    lying = {**out.metrics, "incremented.refused_but_applied": out.metrics["incremented.attempts"]}
+    assert _c20(out, tmp_path, lying)["incremented.refused_but_applied"].outcome.value == "not reproduced"

@@ -56,13 +56,17 @@ def _means(rule, texts, offsets, wait, size, key_of=entity_keys.entity_key):
     return sum(r.added_ms for r in reqs) / len(reqs)
 
 
-@pytest.mark.parametrize("rate, want", [(200.0, "reproduced"), (4000.0, "not reproduced")])
+@pytest.mark.parametrize("rate, want", [(200.0, None), (100.0, "not attributable"), (4000.0, "not reproduced")])
 def test_the_c16_cut_depends_on_how_fast_static_batches_fill(rate, want):
     """The cut (dynamic minus static added latency) is not bounded by construction: at 200
     requests/s a static batch of 8 fills in about 40 ms, so its requests wait about 17 ms
     against the dynamic rule's 5 ms window (inside the claim's band); at 4000 requests/s a batch
     of 8 fills in 2 ms, the static rule waits less than the window and the claim is not
-    reproduced. Real dispatcher threads and sleeps, distinct keys (paraphrase-like traffic)."""
+    reproduced. Real dispatcher threads and sleeps, distinct keys (paraphrase-like traffic): no
+    two requests share a key, so at 200 requests/s the cut is the window's alone, which the
+    stand-in (the same window, keys never shared) shows: not attributable to equal-key batching
+    (at 100 requests/s, where the cut is deep enough that the stand-in's 10% margin lies well
+    beyond the timers' jitter on a busy host; at 200 requests/s only the effect is asserted)."""
     n = 80 if rate < 1000 else 400
     texts = [f"Compare Paris and Berlin in {2000 + i}" for i in range(n)]
     offsets = dispatcher.poisson_offsets(n, rate, seed=1)
@@ -72,11 +76,18 @@ def test_the_c16_cut_depends_on_how_fast_static_batches_fill(rate, want):
          "control.static_batch_entity_key.added_ms_mean": _means("static", texts, offsets, 0.050, 8),
          "instrument.fixed_wait.added_ms_mean": _means("dynamic", texts, offsets, 0.010, 1 << 30,
                                                        key_of=lambda t: f"{t}#{next(counter)}"),
-         "instrument.fixed_wait.known_ms": 10.0}
+         "instrument.fixed_wait.known_ms": 10.0,
+         "standin.dynamic_unique_key.added_ms_mean": _means("dynamic", texts, offsets, 0.005, 64,
+                                                            key_of=lambda t: f"{t}#u{next(counter)}")}
     m["batching.dynamic_vs_static_added_ms"] = (m["dynamic_batch_entity_key.added_ms_mean"]
                                                 - m["static_batch_token_key.added_ms_mean"])
+    m["standin.unique_vs_static_added_ms"] = (m["standin.dynamic_unique_key.added_ms_mean"]
+                                              - m["static_batch_token_key.added_ms_mean"])
     m["control.static_vs_static_added_ms"] = (m["control.static_batch_entity_key.added_ms_mean"]
                                               - m["static_batch_token_key.added_ms_mean"])
     v = check_verdict("C16", "entity-keys", "batching.dynamic_vs_static_added_ms", m)
     assert v.controls[0].held is True, v.reason  # the known 10 ms wait is seen
+    if want is None:  # the cut is inside the claim's band, whatever the stand-in says
+        assert v.check.in_claim(m["batching.dynamic_vs_static_added_ms"]), v.reason
+        return
     assert str(v.outcome) == want, (round(m["batching.dynamic_vs_static_added_ms"], 2), v.reason)

@@ -57,7 +57,7 @@ def test_lab_profile_carries_the_source_numbers_as_the_ledgers_bands():
              if chk["suite"] == SUITE and "band" in chk}
     for key, band in limits.items():
         assert bands.get(key) == band, key  # the same band as the ledger's check of that metric
-    for want in [("semantic", "hash.correct_hit_rate_pct"), ("semantic", "lsh.correct_hit_rate_pct"),
+    for want in [("semantic", "hash.correct_hit_rate_pct"), ("semantic", "lsh.net_hit_rate_pct"),
                  ("ttft", "hash_cache.p95_ms"), ("ttft", "semantic_cache.p95_ms"), ("memory", "memory.gpu_change_pct"),
                  ("semantic", "c7.uniform_tokens.threshold"), ("semantic", "c7.periodic_tokens.threshold"),
                  ("semantic", "c7.static_loss_pct"), ("entity-keys", "token.correct_hit_rate_pct"),

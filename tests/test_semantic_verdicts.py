@@ -14,6 +14,7 @@ from tests.ledger_helpers import LAB
 from tests.test_semantic_spec import verdicts_of
 from tests.test_semantic_store import FIX, HITS
 
+SUCCESS = {"reproduced", "direction reproduced, magnitude differs", "exceeded"}
 KEYS = dict(dataset_rows=60, insert_fraction=1.0, latency_queries=2, radii=[0, 4, 8, 12], thresholds=[0.9, 0.8],
             torch_threads=1)
 ENTITY = dict(dataset=str(FIX / "gptcache_small.json"), insert_fraction=1.0, rate_rps=20, rounds=1,
@@ -56,9 +57,11 @@ def test_c2_without_the_semantic_key_is_not_reproduced_with_the_instrument_held(
     m_on = {k: x.value for k, x in keys_runs["on"].metrics.items()}
     assert m_on["lsh.correct_hit_rate_pct"] > 20 and m_on["lsh_r0.correct_hit_rate_pct"] < 5
     # the sem_<hex> key as written (radius 0) and the prompt hash hit (almost) nothing of the paraphrases
-    assert _outcomes(on)["lsh_r0.correct_hit_rate_pct"] == "not reproduced"
+    assert _outcomes(on)["lsh_r0.net_hit_rate_pct"] == "not reproduced"
     assert _outcomes(on)["hash.correct_hit_rate_pct"] == "not reproduced"
-    assert _outcomes(on)["lsh.gain_over_hash_pp"] in ("reproduced", "direction reproduced, magnitude differs")
+    # every origin inserted (no query must miss): the net gain can pass the band's top
+    assert _outcomes(on)["lsh.net_gain_over_hash_pp"] in ("reproduced", "direction reproduced, magnitude differs",
+                                                          "exceeded")
     assert set(_outcomes(off).values()) == {"not reproduced"}, _outcomes(off)  # the LSH key removed: no hit
 
 
@@ -76,7 +79,9 @@ def test_c7_without_the_formula_is_not_reproduced_and_with_a_short_stream_inconc
     assert "computed" in keys_runs["on"].metrics["c7.uniform_tokens.threshold"].note
     assert all(_held(cv, "instrument") for cv in on.values())
     assert _outcomes(on)["c7.uniform_tokens.threshold"] == "not reproduced"
-    assert set(_outcomes(off).values()) == {"not reproduced"}, _outcomes(off)  # every stream gets 0.75
+    # every stream gets 0.75: no success word (the uniform threshold is past the band on the side the ledger
+    # names better, and its mechanism-off control then fails)
+    assert not set(_outcomes(off).values()) & SUCCESS, _outcomes(off)
     assert keys_runs["off"].metrics["c7.static_loss_pct"].value == 0
     s = {k: x.value for k, x in keys_runs["short"].metrics.items()}
     assert s["c7.instrument.entropy_error_bits"] > 0.05  # 40 draws of 9 symbols: the plug-in H is biased low
@@ -100,7 +105,7 @@ def test_c3_ttft_the_oracle_sees_a_cache_and_the_exact_key_is_not_reproduced(clu
     on, off, blind = (verdicts_of("C3", "ttft", runs[k])[metric] for k in ("on", "off", "blind"))
     p95 = {k: (round(m["on"][k]), round(m["off"][k]), round(m["blind"][k])) for k in m["on"] if "p95_ms" in k}
     assert _held(on, "instrument") and _held(off, "instrument"), p95
-    assert str(on.outcome) in ("reproduced", "direction reproduced, magnitude differs"), on.reason
+    assert str(on.outcome) in ("reproduced", "exceeded", "direction reproduced, magnitude differs"), on.reason
     assert str(off.outcome) == "not reproduced", (off.reason, p95)
     assert str(blind.outcome) == "inconclusive", (blind.reason, p95)
     assert "p95_floor_ms" not in " ".join(k for k in m["on"] if k.startswith("semantic"))  # h = 1: no floor
@@ -171,9 +176,14 @@ def test_c16_without_batching_is_not_reproduced_with_the_known_wait_seen(entity_
     assert m["on"]["static_batch_token_key.added_ms_mean"] > 5 * m["on"]["dynamic_batch_entity_key.added_ms_mean"]
     assert m["on"]["dynamic_batch_entity_key.added_ms_mean"] > 4.5  # no key repeats: every request waits 5 ms
     assert _outcomes(on)["dynamic_batch_entity_key.added_ms_mean"] == "not reproduced"
-    assert _outcomes(on)["batching.dynamic_vs_static_added_ms"] in ("reproduced",
-                                                                    "direction reproduced, magnitude differs")
-    assert set(_outcomes(off).values()) == {"not reproduced"}, {k: cv.reason for k, cv in off.items()}
+    # ... but no key repeats, so nothing is batched: the cut is the short window's, as the stand-in (the same
+    # window, keys never shared) shows, not equal-key batching's (issue 39: attribution to the named mechanism)
+    assert m["on"]["dynamic_batch_entity_key.requests_per_batch"] == 1
+    assert m["on"]["standin.dynamic_unique_key.requests_per_batch"] == 1
+    assert _outcomes(on)["batching.dynamic_vs_static_added_ms"] == "not attributable", on[
+        "batching.dynamic_vs_static_added_ms"].reason
+    # no batching anywhere: no wait is the batching's, so no check may be called a success
+    assert not set(_outcomes(off).values()) & SUCCESS, {k: cv.reason for k, cv in off.items()}
     assert abs(m["off"]["batching.dynamic_vs_static_added_ms"]) < 1  # no batching anywhere: no cut
 
 

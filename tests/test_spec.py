@@ -142,7 +142,8 @@ def test_loaded_specs_are_kept_until_a_file_changes_and_callers_get_their_own_co
     (tmp_path / "claims.yaml").write_text(yaml.safe_dump({"claims": [
         {"id": "C1", "section": "1", "text": "t",
          "checks": [{"suite": "demo", "case": "rb", "metric": "GET.p99_ms", "op": "<", "value": 1,
-                     "instrument": {"metric": "GET.p99_ms", "op": ">", "value": 0, "text": "i"}}]}]}))
+                     "instrument": {"metric": "GET.p99_ms", "op": ">", "value": 0, "text": "i"},
+                     "better": "lower", "observed": "o", "no_mechanism_off": "r"}]}]}))
     first = spec.load_all_suites(tmp_path)
     first["demo"].cases.clear()  # a caller's change
     claims = spec.load_claims(tmp_path)

@@ -61,8 +61,9 @@ def threshold_text(t: Threshold) -> str:
 
 
 def check_text(c: ClaimCheck) -> str:
+    better = f" ({c.better} is better)" if c.better else ""
     if c.band is not None:
-        return f"{c.metric} in [{fmt(c.band[0])}, {fmt(c.band[1])}] {c.unit}".strip()
+        return f"{c.metric} in [{fmt(c.band[0])}, {fmt(c.band[1])}] {c.unit}".strip() + better
     return f"{c.metric} {c.op} {fmt(c.value)} {c.unit}".strip()
 
 

@@ -142,10 +142,22 @@ def _thresholds(a: Analysis, suite: str, history: str | None = None) -> list[dic
 
 
 def _control_cells(k) -> tuple[list[str], list[str]]:
-    """Each control of a check in words, and what it measured (one line each, kind first)."""
-    if not k.controls:
-        return ["none"], ["-"]
+    """Each control of a check in words, and what it measured (one line each, kind first); a
+    control that cannot exist is shown with its reason, the reference cross-check last."""
+    chk = k.check
     control, outcome = [], []
+    for label, why in (("instrument", chk.no_instrument), ("mechanism off", chk.no_mechanism_off)):
+        if why:
+            control.append(f"{label}: none, {why}")
+            outcome.append(f"{label}: -")
+    if k.reference is not None:
+        ref = k.reference.reference
+        control.append(f"reference: {ref.text} ({chk.metric} within {F.fmt(ref.tolerance)} of {ref.metric})")
+        outcome.append("reference: not measured" if k.reference.agrees is None else
+                       f"reference: {F.fmt(k.reference.summary.median)}: "
+                       + ("agrees" if k.reference.agrees else "DISAGREES"))
+    if not k.controls and not control:
+        return ["none"], ["-"]
     for r in k.controls:
         ctl = r.control
         rhs = f"{F.fmt(ctl.factor)} x {ctl.than}" if ctl.than and ctl.factor != 1 else (ctl.than or F.fmt(ctl.value))
@@ -167,7 +179,8 @@ def _claims(a: Analysis, history: str | None = None) -> list[dict]:
             checks.append({"check": F.check_text(k.check), "measured": F.describe(k.summary),
                            "control": control, "control_outcome": control_outcome,
                            "held": k.control_held, "verdict": k.outcome.value, "css": F.css_class(k.outcome),
-                           "reason": k.reason, "band_reason": k.check.band_reason, "where": f"{k.check.suite} / {k.check.case}",
+                           "reason": k.reason, "band_reason": k.check.band_reason, "observed": k.check.observed,
+                           "where": f"{k.check.suite} / {k.check.case}",
                            "history": history_link(history, k.check.suite, k.check.case, k.check.metric)})
         out.append({"id": cv.id, "section": cv.claim.section, "text": cv.claim.text, "verdict": cv.outcome.value,
                     "css": F.css_class(cv.outcome), "note": cv.note, "differs": cv.claim.differs, "checks": checks})

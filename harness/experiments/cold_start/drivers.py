@@ -400,6 +400,7 @@ class _Pooled:
         self.rows: dict[str, list] = {}
         self.sweep: dict[str, list] = {}
         self.logs: dict[str, RunLog] = {}
+        self.primaries: list[int] = []  # the primaries each cluster had, as its CLUSTER NODES said
 
     def add_seconds(self, n: int, k: int, name: str, cols: dict, before: int, after: int) -> None:
         for i, s in enumerate(range(-before, after)):
@@ -414,6 +415,18 @@ class _Pooled:
                        ("peak_occupancy_pct", max(cols["occupancy_pct"][before:])),
                        ("refused", sum(cols["refused"][before:]))):
             self.sweep.setdefault(key, []).append(v)
+
+
+def _primaries_of(tgt) -> int:
+    """The primaries the cluster itself reports (CLUSTER NODES asked of its entry node), not
+    the number it was asked to start: the case facts that conditions compare come from here."""
+    from harness.cluster import parse_cluster_nodes
+
+    c = tgt.client(tgt.entry, socket_timeout=5, socket_connect_timeout=5, decode_responses=True)
+    try:
+        return sum(n.role == "primary" for n in parse_cluster_nodes(c.execute_command("CLUSTER NODES")))
+    finally:
+        c.close()
 
 
 def _measure_size(ctx: CaseContext, p: dict, pg, n: int, seed: int, acc: _Pooled) -> dict:
@@ -440,6 +453,7 @@ def _measure_size(ctx: CaseContext, p: dict, pg, n: int, seed: int, acc: _Pooled
     tgt = lc.up(log=lambda msg: None) if lc else own
     sweep = [k for k in p["pool_sweep"] if k != p["pool_size"]] if n == p["sweep_primaries"] else []
     try:
+        acc.primaries.append(_primaries_of(tgt))
         cold = sorted(tgt.primaries, key=lambda x: (x.host, x.port))[:math.ceil(p["cold_fraction"] * n)]
         cold_slots = _cold_slots(tgt, cold)
         runs = {"flush": cold if p["flush"] else [], "control": []}
@@ -497,5 +511,8 @@ def pool_sizes(ctx: CaseContext) -> CaseOutcome:
                                                   "refused": "reads"},
                                       "the flush at one cluster size with pools of several sizes: the level of "
                                       "occupancy is the pool's, the source gives no pool size")
-    facts = {"cluster_primaries": ", ".join(str(n) for n in sizes)}
+    # the clusters' primaries as they reported them, and whether the source's 20-primary cluster
+    # was among them (a condition compares numbers as numbers: a list of sizes never equals 20)
+    facts = {"cluster_primaries": ", ".join(str(n) for n in acc.primaries),
+             "measured_20_primaries": 20 in acc.primaries}
     return CaseOutcome("ok", metrics=acc.metrics, details=details, series=series, facts=facts)

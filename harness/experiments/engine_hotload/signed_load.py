@@ -100,6 +100,7 @@ def summarize(attempts: list[dict]) -> dict[str, float]:
         out[prefix + "refused"] = sum(a["outcome"] == "refused" for a in refusals)
         out[prefix + "wrong_verdicts"] = sum(a["outcome"] != a["expected"] for a in mine)
         out[prefix + "deserialized_refused"] = sum(a["deserialized"] for a in refusals)
+        out[prefix + "deserialized_intact"] = sum(a["deserialized"] for a in mine if a["expected"] == "loaded")
     out["refusal_cases"] = sum(a["expected"] == "refused" for a in attempts if a["verification"] == "on")
     return out
 
@@ -141,6 +142,9 @@ def signed_load(ctx: CaseContext) -> CaseOutcome:
     m["refused"] = Metric(counts["refused"], "files", "higher")
     m["deserialized_refused"] = Metric(counts["deserialized_refused"], "files", "lower",
                                        "refused files that reached the deserializer (must be 0)")
+    m["deserialized_intact"] = Metric(counts["deserialized_intact"], "files", None,
+                                      "intact signed files seen reaching the deserializer (the counter's instrument: "
+                                      "it must see these)")
     m["verify_ms"] = Metric(big.get("verify_ms", 0.0), "ms", "lower", "SHA-256 of the MiniLM ONNX file (~91 MB)")
     m["verify_over_deserialize"] = Metric(big.get("verify_ms", 0.0) / max(big.get("deserialize_ms", 1e-9), 1e-9),
                                           "x", "lower")

@@ -13,10 +13,15 @@ the old engine keeps serving.
 The drain is what makes the swap safe: `drain="broken"` (the mechanism removed, for the
 hot-swap check's mechanism-off run) closes the old engine right after the switch, under a
 call still in flight, which then fails (a call whose engine was closed under it fails).
+
+Loading aside is what makes the swap uninterrupted: `aside=False` (that mechanism removed,
+the latency checks' mechanism-off arm) loads, checks and warms the new engine while holding
+the slot's lock, so every request waits for it; it fails nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -148,27 +153,21 @@ class EngineSlot:
                     self._cond.notify_all()
 
     def swap(self, load_new: Callable[[], Engine], buckets: list[Bucket], feeds_for: FeedsFor,
-             drain_timeout_s: float = 60.0, check: bool = True, drain: str = "wait") -> SwapReport:
+             drain_timeout_s: float = 60.0, check: bool = True, drain: str = "wait",
+             aside: bool = True) -> SwapReport:
         """Load, check and warm a new engine aside, switch, drain and close the old one.
         On any failure before the switch the new engine is closed and the old one serves on.
         check=False skips the compatibility check (the refused-swap case's control only);
         drain="broken" switches while a call is in flight on the old engine and closes it at
-        once, without waiting (the drain removed: the hot-swap check's mechanism-off run)."""
+        once, without waiting (the drain removed: the failures check's mechanism-off arm);
+        aside=False loads, checks and warms the new engine under the slot's lock, so every
+        request waits (loading aside removed: the latency checks' mechanism-off arm)."""
         if drain not in DRAINS:
             raise ValueError(f"drain {drain!r} is not one of {', '.join(DRAINS)}")
         with self.swapping:
             rep = SwapReport(time.perf_counter())
-            new = load_new()
-            rep.loaded = time.perf_counter()
-            try:
-                if check:
-                    check_compatible(self._engine, new, buckets)
-                rep.checked = time.perf_counter()
-                rep.prewarm = [vars(r) for r in new.prewarm(buckets, feeds_for)]
-                rep.warmed = time.perf_counter()
-            except BaseException:
-                new.close()
-                raise
+            with (contextlib.nullcontext() if aside else self._cond):
+                new = self._prepare(load_new, rep, buckets, feeds_for, check)
             old = self._switch(new, rep, drain_timeout_s if drain == "broken" else None)
             if drain == "wait":
                 with self._cond:
@@ -180,6 +179,23 @@ class EngineSlot:
             old.close()
             rep.released = time.perf_counter()
             return rep
+
+    def _prepare(self, load_new: Callable[[], Engine], rep: SwapReport, buckets: list[Bucket],
+                 feeds_for: FeedsFor, check: bool) -> Engine:
+        """Load, check and warm the new engine (aside: requests keep running on the old one);
+        on any failure the new engine is closed and the error raised."""
+        new = load_new()
+        rep.loaded = time.perf_counter()
+        try:
+            if check:
+                check_compatible(self._engine, new, buckets)
+            rep.checked = time.perf_counter()
+            rep.prewarm = [vars(r) for r in new.prewarm(buckets, feeds_for)]
+            rep.warmed = time.perf_counter()
+        except BaseException:
+            new.close()
+            raise
+        return new
 
     def _switch(self, new: Engine, rep: SwapReport, until_in_flight_s: float | None = None) -> Engine:
         """Point the slot at `new` (under the lock, for microseconds); returns the old engine.
@@ -201,6 +217,18 @@ class EngineSlot:
         rep.switch_s = rep.switched - t0
         rep.version, rep.old_label, rep.new_label = self.version, old.label, new.label
         return old
+
+    def hold(self, seconds: float) -> SwapReport:
+        """Hold the slot's lock for `seconds` and change nothing: a stall of known length that
+        every request arriving meanwhile waits out (the latency checks' instrument: the
+        clients must see it). No engine is loaded or switched."""
+        with self.swapping:
+            rep = SwapReport(time.perf_counter())
+            with self._cond:
+                time.sleep(seconds)
+            rep.loaded = rep.checked = rep.warmed = rep.switched = rep.drained = rep.released = time.perf_counter()
+            rep.version, rep.old_label, rep.new_label = self.version, self._engine.label, self._engine.label
+            return rep
 
     def restart(self, load_new: Callable[[], Engine]) -> SwapReport:
         """The hot swap's control: replace the engine the way a restart does. The served

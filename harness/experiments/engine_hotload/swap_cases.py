@@ -23,12 +23,15 @@ from harness.experiments.engine_hotload.served import (
 SWAP_PARAMS = {**COMMON,
                "threads": Param(int, 4, "request threads", min=1),
                "interval_ms": Param(float, 10.0, "each thread sends one request per interval (0 = back to back)", min=0),
-               "swaps": Param(int, 3, "hot swaps during the stream; as many restarts (the control) interleaved", min=1),
+               "swaps": Param(int, 3, "hot swaps during the stream; after each, a restart, an in-place swap, a no-drain "
+                                        "swap and a pause (the controls), interleaved", min=1),
                "before_s": Param(float, 2.0, "steady stream before the first swap", min=0),
                "gap_s": Param(float, 3.0, "time between the starts of two actions (swap or restart)", min=0),
                "after_s": Param(float, 2.0, "stream after the last action finished", min=0),
                "sample_ms": Param(float, 10.0, "memory sampling interval", min=1),
                "window_ms": Param(float, 250.0, "window of the latency-over-time series", min=1),
+               "pause_ms": Param(float, 300.0, "the pause control: the slot's lock held this long, nothing loaded "
+                                 "(a stall of known length the clients must see)", min=1),
                "drain": Param(str, "wait", "wait: close the old engine after the calls in flight on it finished; "
                               "broken: close it at once, under a call in flight (the drain removed, a control run)",
                               ("wait", "broken"))}
@@ -64,9 +67,9 @@ def run_stream(served: Served, slot, p: dict, t0: float, actions):
 def attribute_failures(records, actions: list[dict]) -> dict[str, int]:
     """Failed requests by the arm whose recorded time window they fall in: a failure whose
     request [start, end] overlaps an action's [t_start_s, t_released_s] belongs to that
-    action's kind ('swap' or 'restart'; the latest such action if several), any other to
-    'outside' (no action running). The error text decides nothing."""
-    out = {"swap": 0, "restart": 0, "outside": 0}
+    action's kind ('swap', 'restart', 'in-place' or 'no-drain'; the latest such action if
+    several), any other to 'outside' (no action running). The error text decides nothing."""
+    out = {kind: 0 for kind in ("swap", "restart", *(a["kind"] for a in actions), "outside")}
     for r in records:
         if not r.ok:
             out[arm_of(r, actions)] += 1
@@ -74,41 +77,124 @@ def attribute_failures(records, actions: list[dict]) -> dict[str, int]:
 
 
 def arm_of(r, actions: list[dict]) -> str:
-    end = r.t + r.ms / 1e3
-    hit = [a for a in actions if r.t <= a["t_released_s"] and end >= a["t_start_s"]]
-    return max(hit, key=lambda a: a["t_start_s"])["kind"] if hit else "outside"
+    """The kind of the latest action whose window the request [start, end] overlaps, or 'outside'."""
+    a = _latest_overlapping(r.t, r.t + r.ms / 1e3, actions)
+    return a["kind"] if a else "outside"
 
 
 def action_rows(done: list, samples: list, t0: float, gpu: bool) -> list[dict]:
-    """One row per swap or restart: its phases, its recorded time window (seconds since the
-    stream's t0, start to release) and the memory peak over the baseline inside it."""
+    """One row per action (kind, its SwapReport, the driver's perf_counter before the call and
+    after it returned): its phases as the mechanism reported them (shown only), its time window
+    as the driver took it around the call (seconds since the stream's t0: what failures and
+    latencies are attributed by, so the mechanism cannot shorten it), and the memory peak
+    over the baseline inside that window."""
     from harness.experiments.engine_hotload.gpu import peak_extra
 
     acts = []
-    for kind, rep in done:
+    for kind, rep, called, returned in done:
         d = rep.durations_ms()
-        w = (rep.started - t0, rep.released - t0)
+        w = (called - t0, returned - t0)
         _, extra = peak_extra(samples, w[0], w[1])
         gpu_extra = peak_extra(samples, w[0], w[1], "gpu_used_bytes")[1] / MIB if gpu else None
-        acts.append({"kind": kind, **d, "outage_ms": (rep.switched - rep.started) * 1e3 if kind == "restart" else 0.0,
+        acts.append({"kind": kind, **d, "call_ms": (returned - called) * 1e3,
+                     "no_engine_ms": (rep.switched - rep.started) * 1e3 if kind == "restart" else 0.0,
                      "t_start_s": w[0], "t_switch_s": rep.switched - t0, "t_released_s": w[1],
                      "inflight_at_switch": rep.inflight_at_switch, "old": rep.old_label, "new": rep.new_label,
                      "rss_extra_mib": extra / MIB, "gpu_extra_mib": gpu_extra})
     return acts
 
 
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _latest_overlapping(lo: float, hi: float, actions: list[dict]) -> dict | None:
+    hit = [a for a in actions if lo <= a["t_released_s"] and hi >= a["t_start_s"]]
+    return max(hit, key=lambda a: a["t_start_s"]) if hit else None
+
+
+def _arm_service(records, gaps, acts: list[dict], kind: str) -> dict:
+    """What the clients saw inside the windows of one kind of action: the worst request and
+    the P99 of the requests overlapping them, the longest answer gap across them, the
+    driver-timed call. A request or a gap belongs to the latest action whose window it
+    overlaps (as failures do), so adjacent windows never share one."""
+    mine = [a for a in acts if a["kind"] == kind]
+    if not mine:
+        return {}
+    by_action: dict[int, list[float]] = {}
+    for r in records:
+        a = _latest_overlapping(r.t, r.t + r.ms / 1e3, acts)
+        if a is not None and a["kind"] == kind:
+            by_action.setdefault(id(a), []).append(r.ms)
+    lat = [v for vs in by_action.values() for v in vs]
+    waited = [max(by_action[id(a)]) / a["call_ms"] for a in mine if id(a) in by_action and a["call_ms"] > 0]
+    per_action = {}
+    for lo, hi in gaps:
+        a = _latest_overlapping(lo, hi, acts)
+        if a is not None and a["kind"] == kind:
+            per_action[id(a)] = max(per_action.get(id(a), 0.0), (hi - lo) * 1e3)
+    arm_gaps = list(per_action.values())
+    return {"max": max(lat) if lat else None, "p99": stats.percentile(lat, 99) if lat else None, "n": len(lat),
+            "gap_max": max(arm_gaps) if arm_gaps else None,
+            "gap_median": stats.median(arm_gaps) if arm_gaps else None,
+            "call_ms": stats.median([a["call_ms"] for a in mine]), "waited": max(waited) if waited else None}
+
+
+def service_metrics(records, acts: list[dict]) -> dict[str, Metric]:
+    """"No interruption" as the clients saw it, from request timestamps alone (each request
+    thread's perf_counter before its call and after it returned; the windows are the driver's,
+    around each call): the worst request overlapping a hot swap's window against the swap's
+    own length (did any request wait for it?) and against steady state (requests overlapping
+    no action's window), and the longest time no client got an answer against steady state and
+    against a restart's outage (the same measure over a restart). The in-place arm (loading
+    aside removed: requests wait on the slot's lock) and the pause (the lock held for a known
+    time) show what the same measures see when requests do wait."""
+    from harness.experiments.engine_hotload.workload import answer_gaps, steady_gap_ms, summary
+
+    spans = [(a["t_start_s"], a["t_released_s"]) for a in acts]
+    gaps = answer_gaps(records)
+    steady = summary([r.ms for r in records if r.ok and arm_of(r, acts) == "outside"])
+    steady_gap = steady_gap_ms(gaps, spans)
+    sw, rs, ip, pa = (_arm_service(records, gaps, acts, k) for k in ("swap", "restart", "in-place", "pause"))
+    outage = rs.get("gap_median")
+    m = {"steady.p50_ms": Metric(steady.get("p50"), "ms", "lower", "requests overlapping no action's window"),
+         "steady.p99_ms": Metric(steady.get("p99"), "ms", "lower", "requests overlapping no action's window"),
+         "steady.gap_ms": Metric(steady_gap, "ms", "lower", "longest time no client got an answer, outside every "
+                                                              "action's window (the request pacing's own gaps)"),
+         "restart.outage_ms": Metric(outage, "ms", "lower", "restart (the control): longest time no client got an "
+                                                            "answer across its window, median over restarts"),
+         "restart.outage_over_steady": Metric(_ratio(outage, steady_gap), "x", None,
+                                              "restart outage / steady longest answer gap (the instrument)")}
+    for prefix, arm, what in (("swap", sw, "a hot swap"), ("in_place", ip, "an in-place swap (the control)"),
+                              ("pause", pa, "a pause (the instrument)")):
+        m[f"{prefix}.window_max_ms"] = Metric(arm.get("max"), "ms", "lower",
+                                              f"worst request overlapping {what}'s window")
+        m[f"{prefix}.window_p99_ms"] = Metric(arm.get("p99"), "ms", "lower",
+                                              f"P99 of the requests overlapping {what}'s windows")
+        m[f"{prefix}.window_requests"] = Metric(arm.get("n"), "requests")
+        m[f"{prefix}.window_over_steady"] = Metric(_ratio(arm.get("max"), steady.get("p99")), "x", "lower",
+                                                   f"worst request overlapping {what}'s window / steady P99")
+        m[f"{prefix}.gap_ms"] = Metric(arm.get("gap_max"), "ms", "lower",
+                                       f"longest time no client got an answer across {what}'s window")
+        m[f"{prefix}.gap_over_steady"] = Metric(_ratio(arm.get("gap_max"), steady_gap), "x", "lower",
+                                                f"{prefix}.gap_ms / steady.gap_ms")
+        m[f"{prefix}.gap_over_restart_outage"] = Metric(_ratio(arm.get("gap_max"), outage), "x", "lower",
+                                                        f"{prefix}.gap_ms / restart.outage_ms")
+        m[f"{prefix}.window_max_over_call"] = Metric(arm.get("waited"), "x", "lower",
+                                                     f"worst request overlapping {what}'s window / that action's "
+                                                     "call (driver-timed), the largest over the actions: about 1 "
+                                                     "when requests wait for the whole action, small when none waits")
+        m[f"{prefix}.call_ms"] = Metric(arm.get("call_ms"), "ms", "lower",
+                                        f"{what}: the driver's time from the call to its return (median)")
+    return m
+
+
 def swap_metrics(records, acts: list[dict], engine_mib: float, gpu: bool) -> dict:
     """The hot-swap case's metrics; failures attributed to arms by their time windows."""
-    from harness.experiments.engine_hotload.workload import summary
-
     swaps = [a for a in acts if a["kind"] == "swap"]
     restarts = [a for a in acts if a["kind"] == "restart"]
     failed = attribute_failures(records, acts)
-    in_swap = lambda r: any(a["t_start_s"] <= r.t <= a["t_released_s"] for a in swaps)  # noqa: E731
-    in_any = lambda r: any(a["t_start_s"] <= r.t <= a["t_released_s"] for a in acts)  # noqa: E731
-    steady = summary([r.ms for r in records if r.ok and not in_any(r)])
-    during = summary([r.ms for r in records if r.ok and in_swap(r)])
-    m = {
+    m = {**service_metrics(records, acts),
         "failed_requests": Metric(failed["swap"] + failed["outside"], "requests", "lower",
                                   "failed requests except those in a restart's time window: during hot swaps and "
                                   "outside any action"),
@@ -116,6 +202,11 @@ def swap_metrics(records, acts: list[dict], engine_mib: float, gpu: bool) -> dic
                                               "failed requests overlapping a hot swap's window (start to release)"),
         "control.failed_requests": Metric(failed["restart"], "requests", None,
                                           "failed requests overlapping a restart's window (the control)"),
+        "no_drain.failed_requests": Metric(failed.get("no-drain"), "requests", None,
+                                           "failed requests overlapping a no-drain swap's window (the old engine "
+                                           "closed under a call in flight: the drain removed, a control)"),
+        "in_place.failed_requests": Metric(failed.get("in-place"), "requests", None,
+                                           "failed requests overlapping an in-place swap's window"),
         "requests": Metric(len(records), "requests", "higher"),
         "swaps_done": Metric(len(swaps), "swaps", "higher"),
         "restarts_done": Metric(len(restarts), "restarts"),
@@ -125,12 +216,9 @@ def swap_metrics(records, acts: list[dict], engine_mib: float, gpu: bool) -> dic
                                  "longest time the reference lock was held to switch"),
         "swap.drain_ms": Metric(stats.median([a["drain_ms"] for a in swaps]), "ms", "lower",
                                 "wait for calls in flight on the old engine"),
-        "restart.outage_ms": Metric(stats.median([a["outage_ms"] for a in restarts]), "ms", "lower",
-                                    "restart: time with no engine serving (median over restarts)"),
-        "steady.p50_ms": Metric(steady.get("p50"), "ms", "lower"),
-        "steady.p99_ms": Metric(steady.get("p99"), "ms", "lower"),
-        "during_swap.p50_ms": Metric(during.get("p50"), "ms", "lower"),
-        "during_swap.p99_ms": Metric(during.get("p99"), "ms", "lower"),
+        "restart.no_engine_ms": Metric(stats.median([a["no_engine_ms"] for a in restarts]), "ms", None,
+                                       "restart: time with no engine as the mechanism reported it (shown, not "
+                                       "judged; restart.outage_ms is what the clients saw)"),
         "engine_mib": Metric(engine_mib, "MiB"),
         "rss_peak_extra_mib": Metric(max(a["rss_extra_mib"] for a in swaps), "MiB", "lower",
                                      "largest RSS rise over the pre-swap baseline during a hot swap"),
@@ -149,12 +237,33 @@ def swap_metrics(records, acts: list[dict], engine_mib: float, gpu: bool) -> dic
     return {k: v for k, v in m.items() if v.value is not None}
 
 
+ARMS = ("swap", "restart", "in-place", "no-drain", "pause")  # one round of actions, in this order
+
+
+def _act(kind: str, slot, load, served, drain: str, pause_s: float):
+    """One action on the slot: the hot swap (drain as the case says), a restart (the control:
+    close, then load), an in-place swap (loading aside removed: the new engine loaded and warmed
+    under the slot's lock), a no-drain swap (the drain removed: the old engine closed under a
+    call in flight) or a pause (the slot's lock held for pause_s, nothing loaded: a stall of
+    known length, the instrument)."""
+    if kind == "restart":
+        return slot.restart(load)
+    if kind == "pause":
+        return slot.hold(pause_s)
+    feeds_for = lambda b: served.feeds.feeds(slot.engine.io(), b, 0)  # noqa: E731
+    if kind == "in-place":
+        return slot.swap(load, served.buckets, feeds_for, aside=False)
+    return slot.swap(load, served.buckets, feeds_for, drain="broken" if kind == "no-drain" else drain)
+
+
 def _swap_actions(ctx: CaseContext, served: Served, slot, files: list[Path], verifiers: list, done: list,
                   errors: list) -> None:
-    """The swaps and, interleaved, the restarts (the control), `gap_s` apart, under the stream."""
+    """The hot swaps and, interleaved, the controls (a restart, an in-place swap, a no-drain
+    swap and a pause per hot swap), `gap_s` apart, under the stream. Each action's window is taken here,
+    around the call, with the clock the request threads use."""
     p = ctx.params
     time.sleep(p["before_s"])
-    plan = [kind for _ in range(p["swaps"]) for kind in ("swap", "restart")]
+    plan = [kind for _ in range(p["swaps"]) for kind in ARMS]
     for k, kind in enumerate(plan):
         start = time.perf_counter()
         idx = (k + 1) % 2
@@ -164,12 +273,9 @@ def _swap_actions(ctx: CaseContext, served: Served, slot, files: list[Path], ver
             return served.open(files[i], label=lb, verifier=verifiers[i])
 
         try:
-            if kind == "swap":
-                rep = slot.swap(load, served.buckets, lambda b: served.feeds.feeds(slot.engine.io(), b, 0),
-                                drain=p["drain"])
-            else:
-                rep = slot.restart(load)
-            done.append((kind, rep))
+            called = time.perf_counter()
+            rep = _act(kind, slot, load, served, p["drain"], p["pause_ms"] / 1e3)
+            done.append((kind, rep, called, time.perf_counter()))
             ctx.log(f"{kind} {k + 1}: serving {files[idx].name} after {rep.durations_ms()['to_serving_ms']:.0f} ms")
         except Exception as e:
             errors.append(f"{kind} {k + 1}: {type(e).__name__}: {e}")
@@ -193,7 +299,8 @@ def _swap_series(p: dict, records: list, acts: list[dict], samples: list, engine
                                   f"{p['window_ms']:g} ms"),
         "actions": Series({k: [a[k] for a in acts] for k in
                            ("kind", "old", "new", "t_start_s", "t_switch_s", "t_released_s", "load_ms", "check_ms",
-                            "prewarm_ms", "switch_ms", "drain_ms", "to_serving_ms", "outage_ms", "inflight_at_switch",
+                            "prewarm_ms", "switch_ms", "drain_ms", "to_serving_ms", "call_ms", "no_engine_ms",
+                            "inflight_at_switch",
                             "rss_extra_mib")}, {"t_start_s": "s", "t_switch_s": "s", "t_released_s": "s",
                                                 "rss_extra_mib": "MiB"},
                           f"engine file {engine_mib:.1f} MiB; restarts close the served engine, then load the new one"),
@@ -247,7 +354,7 @@ def hot_swap(ctx: CaseContext) -> CaseOutcome:
         **env, "gpu_telemetry": sampler.gpu,
         "drain": p["drain"],
         "failures": [f"{arm_of(r, acts)} at {r.t:.3f} s: {r.error}" for r in records if not r.ok
-                     and arm_of(r, acts) != "restart"][:20]})
+                     and arm_of(r, acts) in ("swap", "outside")][:20]})
 
 
 # ---- a swap that must be refused ---------------------------------------------------------------
@@ -288,12 +395,18 @@ def _variants(ctx: CaseContext, served: Served, folder: Path) -> list[tuple[str,
 
 class _Attempts:
     """Every variant swapped in with the check on, then at once with it off (the control),
-    under the request stream; a swap that got through is swapped back to the real model."""
+    under the request stream. After each attempt probe requests as the service sends them (the
+    served model's inputs, one per shape bucket) go through the slot: whether they are answered
+    in the served model's output shapes is the clients' view of which engine serves, whatever
+    the swap reported. A
+    swap that got through (or an engine the probe does not recognise) is swapped back."""
 
     def __init__(self, ctx: CaseContext, served: Served, slot, variants: list, verifier):
         self.ctx, self.served, self.slot, self.variants, self.verifier = ctx, served, slot, variants, verifier
         self.loading: dict = {}
         self.results: list[dict] = []
+        self.io = slot.engine.io()  # the inputs the service sends
+        self.shapes: dict | None = None
 
     def opener(self, path: Path, label: str, ver=None):
         def load():
@@ -304,28 +417,55 @@ class _Attempts:
     def feeds_for(self, b):  # the engine being warmed gets feeds for its own inputs
         return self.served.feeds.feeds(self.loading["engine"].io(), b, 0)
 
-    def __call__(self) -> None:
+    def probe(self) -> tuple[bool, str]:
+        """One request per shape bucket with the served model's inputs through the slot: each
+        answered, in the output shapes the served model answered with before any attempt?"""
+        shapes = {}
+        for b in self.served.buckets:
+            try:
+                out, _ = self.slot.infer(self.served.feeds.feeds(self.io, b, 0))
+            except Exception as e:
+                return False, f"probe at {b.name} failed: {type(e).__name__}: {e}"[:200]
+            shapes[b.name] = {k: list(v.shape) for k, v in out.items()}
+        if self.shapes is None:
+            self.shapes = shapes
+        return shapes == self.shapes, f"probe answered {shapes}"
+
+    def attempt(self, f: Path, check: bool) -> tuple[str, str]:
         from harness.experiments.engine_hotload.swap import IncompatibleEngine
 
+        try:
+            self.slot.swap(self.opener(f, f.name, self.verifier), self.served.buckets, self.feeds_for, check=check)
+            return "accepted", f"now serving {f.name}"
+        except IncompatibleEngine as e:
+            return "refused", str(e)
+        except Exception as e:  # the control may break at prewarm: not accepted, not refused by the check
+            return "failed", f"{type(e).__name__}: {e}"[:300]
+
+    def __call__(self) -> None:
         served, slot = self.served, self.slot
         time.sleep(0.3)
+        self.probe()
         for what, f, should_refuse in self.variants:
             for check in (True, False):  # the control (check off) right after each checked attempt
                 version_before = slot.version
-                try:
-                    slot.swap(self.opener(f, f.name, self.verifier), served.buckets, self.feeds_for, check=check)
-                    outcome, msg = "accepted", f"now serving {f.name}"
-                    # back to the real model (no check: the served engine may be the incompatible one)
+                outcome, msg = self.attempt(f, check)
+                serves, seen = self.probe()
+                if outcome == "accepted" or not serves:  # back to the real model (no check: the served
+                    # engine may be the incompatible one)
                     slot.swap(self.opener(served.file, "minilm"), served.buckets, self.feeds_for, check=False)
-                except IncompatibleEngine as e:
-                    outcome, msg = "refused", str(e)
-                except Exception as e:  # the control may break at prewarm: not accepted, not refused by the check
-                    outcome, msg = "failed", f"{type(e).__name__}: {e}"[:300]
                 self.results.append({"variant": what, "file": f.name, "check": "on" if check else "off (control)",
                                      "expected": "refused" if should_refuse else "accepted", "outcome": outcome,
-                                     "message": msg, "version_before": version_before, "version_after": slot.version})
-                self.ctx.log(f"{what}, check {'on' if check else 'off'}: {outcome}")
+                                     "serves_as_before": serves, "message": f"{msg}; {seen}",
+                                     "version_before": version_before, "version_after": slot.version})
+                self.ctx.log(f"{what}, check {'on' if check else 'off'}: {outcome}, {seen}")
                 time.sleep(0.1)
+
+
+def wrong(r: dict) -> bool:
+    """A wrong verdict: the outcome is not the expected one, or a swap that had to be refused
+    left the clients with an engine that does not answer as the served model did."""
+    return r["outcome"] != r["expected"] or (r["expected"] == "refused" and not r["serves_as_before"])
 
 
 def incompatible_swap(ctx: CaseContext) -> CaseOutcome:
@@ -355,12 +495,17 @@ def incompatible_swap(ctx: CaseContext) -> CaseOutcome:
     m = {"refused": Metric(sum(r["outcome"] == "refused" and r["expected"] == "refused" for r in checked), "swaps",
                            "higher"),
          "expected_refusals": Metric(sum(r["expected"] == "refused" for r in checked), "swaps"),
-         "wrong_verdicts": Metric(sum(r["outcome"] != r["expected"] for r in checked), "swaps", "lower"),
-         "control.wrong_verdicts": Metric(sum(r["outcome"] != r["expected"] for r in control), "swaps", None,
+         "wrong_verdicts": Metric(sum(wrong(r) for r in checked), "swaps", "lower",
+                                  "outcome not the expected one, or a refused swap after which the probe request "
+                                  "(the served model's inputs) is not answered as before"),
+         "control.wrong_verdicts": Metric(sum(wrong(r) for r in control), "swaps", None,
                                           "the same swaps with the compatibility check off"),
+         "served_changed_on_refusal": Metric(sum(r["outcome"] == "refused" and not r["serves_as_before"]
+                                                 for r in checked), "swaps", "lower",
+                                             "refused swaps after which the probe was not answered as before"),
          "failed_requests": Metric(sum(not r.ok for r in records), "requests", "lower"),
          "requests": Metric(len(records), "requests")}
-    keys = ("variant", "check", "expected", "outcome", "message")
+    keys = ("variant", "check", "expected", "outcome", "serves_as_before", "message")
     series = {"attempts": Series({k: [r[k] for r in results] for k in keys}, {},
                                  "small ONNX models built with onnx.helper next to the served MiniLM; the check runs "
                                  "after loading aside and before any prewarm or switch, under a request stream")}

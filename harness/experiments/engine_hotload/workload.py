@@ -176,3 +176,19 @@ def windows(records: list[Request], width_s: float) -> list[dict]:
         out.append({"t": k * width_s, "n": len(rs), "p50": stats.percentile(lat, 50), "max": max(lat),
                     "failed": sum(not r.ok for r in rs)})
     return out
+
+
+# ---- service as the clients saw it (request timestamps only) ------------------------------
+
+def answer_gaps(records: list[Request]) -> list[tuple[float, float]]:
+    """(from, to) between consecutive successful answers, in the order the clients got them:
+    the intervals in which no client got an answer. A restart's outage is the gap that spans
+    it; a swap that makes every request wait shows the same way."""
+    ends = sorted(r.t + r.ms / 1e3 for r in records if r.ok)
+    return list(zip(ends, ends[1:]))
+
+
+def steady_gap_ms(gaps: list[tuple[float, float]], windows: list[tuple[float, float]]) -> float | None:
+    """The longest answer gap that overlaps none of the windows (steady state), in ms."""
+    outside = [b - a for a, b in gaps if not any(a <= hi and b >= lo for lo, hi in windows)]
+    return max(outside) * 1e3 if outside else None

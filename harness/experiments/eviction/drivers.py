@@ -232,6 +232,9 @@ SIM_PARAMS = {
                                    "gives no cache size); null: no such size", min=0.001, max=99.999),
     "as_random": Param(list, [], "policies simulated as seeded random eviction under their own names (the mechanism "
                                  "removed; for tests)", ALL_POLICIES),
+    "reference_at_calibrated": Param(bool, True, "also simulate lru, lfu and the hybrid at the calibrated size with "
+                                                 "the pure-Python references (reference.* metrics: the ledger's "
+                                                 "cross-check of the calibrated hit rates)"),
 }
 
 
@@ -344,6 +347,32 @@ def _calibrated_metrics(ctx: CaseContext, p: dict, ids, nxt, tail, policies: lis
         note = ("the control: seeded random eviction, same trace and size; " if x == CONTROL_POLICY else "") + why
         m[f"{pre}.calibrated.{x}.hit_rate_pct"] = percent(hr, note)
         m[f"{pre}.calibrated.{x}.long_tail_pct"] = percent(lt, note)
+    m.update(_reference_metrics(ctx, p, ids, nxt, tail, cap, [x for x in REFERENCE_POLICIES if x in res], pre))
+    return m
+
+
+REFERENCE_POLICIES = ("lru", "lfu", "hybrid")  # the policies of the source's figures (C18)
+
+
+def _reference_metrics(ctx: CaseContext, p: dict, ids, nxt, tail, cap: int, policies: list[str], pre: str) -> dict:
+    """The same policies at the calibrated size, simulated again by the pure-Python references
+    (reference.py) on the same trace: an independent count of the hits the ledger judges, so a
+    simulator that forgets or miscounts shows up as a mismatch (as the crosscheck case does on
+    a short trace). reference.* metrics; `reference_at_calibrated` false skips them."""
+    from . import reference
+
+    if not p["reference_at_calibrated"]:
+        return {}
+    m: dict[str, Metric] = {}
+    for x in policies:
+        t0 = time.perf_counter()
+        ref_obj = reference.RefHybrid(cap, p["hybrid_k"]) if x == "hybrid" else reference.REFERENCES[x](cap)
+        hits = np.array(reference.run(ref_obj, ids, nxt), dtype=bool)
+        hr, lt = traces.hit_rates(hits, tail)
+        note = f"the pure-Python reference ({type(ref_obj).__name__}) on the same trace and size"
+        m[f"reference.{pre}.calibrated.{x}.hit_rate_pct"] = percent(hr, note)
+        m[f"reference.{pre}.calibrated.{x}.long_tail_pct"] = percent(lt, note)
+        ctx.log(f"reference {x} at {cap}: hit rate {hr:.2f}%, tail {lt:.2f}% ({time.perf_counter() - t0:.1f} s)")
     return m
 
 
@@ -566,6 +595,8 @@ def _redis_outcome(ctx: CaseContext, results: list, trace: traces.Trace, pre: st
         label = f"{pre}.{r.label}"
         m[f"{label}.hit_rate_pct"] = percent(info_hr, "the control of allkeys-lru/lfu: random eviction, same replay"
                                              if r.label == "allkeys-random" else "")
+        m[f"reference.{label}.hit_rate_pct"] = percent(hr, "the replay client's own count of the GETs that "
+                                                           "found their key (the reference of INFO's hit rate)")
         m[f"{label}.long_tail_pct"] = percent(lt)
         m[f"{label}.evicted_keys"] = Metric(a["evicted_keys"], "keys")
         m[f"{label}.refused_sets"] = Metric(r.refused, "requests", None, "SET refused with OOM")

@@ -98,7 +98,19 @@ def run_tiers(ctx: CaseContext) -> CaseOutcome:
             f"{env_note(device)}.")
     return CaseOutcome("ok", metrics=_tier_metrics(samples, store, put_s, mismatches),
                        series={"tiers": _tier_series(samples, note)},
-                       details={"ttl_s": {t: p[t.lower() + "_ttl_s"] for t in ("L1", "L2", "L3")}})
+                       details={"ttl_s": {t: p[t.lower() + "_ttl_s"] for t in ("L1", "L2", "L3")}},
+                       facts={"l1_device": l1_device_name(device)})
+
+
+def l1_device_name(device) -> str:
+    """Where L1's tensors live, as the device itself names it: the CUDA device's model name
+    (compared with a claim's GPU model), or 'cpu' (host memory)."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return torch.cuda.get_device_name(dev)
+    return dev.type
 
 
 def _fetch_round(store, keys: list, originals: dict, samples: dict[str, list[float]]) -> int:

@@ -13,6 +13,8 @@ C17, C18, C19).
 - tiers.py: the source's three tiers (L1 / L2 / L3 sized for a model shape, TTLs, LRU-K).
 - analyses.py: the capacity curve, reuse (C1), the head share (C19) and their controls.
 - predict.py: predicted_hit_rate(), the prediction a real engine's prefix cache is held to.
+- recount.py: the independent reference of every judged number (reference.<metric>): the
+  trace file read again, plain dict caches, nothing shared with the simulator.
 - drivers.py: the harness drivers (kv-trace-simulate, kv-trace-crosscheck).
 
 libcachesim is imported inside functions.

@@ -3,7 +3,8 @@
 kv-trace-simulate    one KV-block trace: its summary, reuse at the maximum and at a GPU's KV
                      capacity (C1), hit rate against capacity per policy (C18's ordering on KV
                      blocks), the head share (C19 on KV blocks) and the source's three tiers
-                     (C5, C17), each with its controls
+                     (C5, C17), each with its controls, and every judged number recounted by
+                     recount.py (reference.<metric>), a path that shares no code with the simulator
 kv-trace-crosscheck  every policy and the tiers against the scan-based references, request by
                      request, on a sample of whole sessions of the trace
 
@@ -19,11 +20,12 @@ from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric
 from harness.driver_helpers import write_csv
 from harness.errors import BadInput
 
-from . import analyses, policies, shape
+from . import analyses, policies, recount, shape
 from .trace import DEFAULT_TRACE, KVTrace, load_trace
 
 ORDER = ("lru", "lfu", "hybrid")  # the source's ordering (C18): lru < lfu < "lru-lfu" (the hybrid)
-CONTROL_ORDER = ("lru", "lfu", "random")
+CONTROL_ORDER = ("lru", "lfu", "random")  # mechanism off: random eviction in the hybrid's place
+KNOWN_ORDER = ("random", "opt")  # instrument: the floor below the ceiling, an ordering known to hold
 DEFAULT_CAPACITIES = [10**4, 3 * 10**4, 10**5, 3 * 10**5, 10**6, 3 * 10**6, 10**7, 3 * 10**7, 5 * 10**7, 10**8,
                       3 * 10**8, 10**9]
 DEFAULT_POLICIES = [p for p in policies.ALL_POLICIES if p != "lru-2"]
@@ -120,6 +122,7 @@ def run_trace(ctx: CaseContext) -> CaseOutcome:
     metrics.update(head_m)
     tier_m, tier_s, tier_details = _tiers(t, st, p, m)
     metrics.update(tier_m)
+    metrics.update(_references(p, metrics, ctx.log))
     series = {"curve": analyses.curve_series(rows), "head_sweep": head_s, **tier_s}
     write_csv(ctx.raw_path("capacity_curve.csv"), list(rows[0]), ([r[k] for k in rows[0]] for r in rows))
     details = {"trace": {"file": p["trace"], "name": t.name, "sha256": t.sha256, "digest": t.digest(),
@@ -130,15 +133,33 @@ def run_trace(ctx: CaseContext) -> CaseOutcome:
     return CaseOutcome("ok", metrics=metrics, series=series, details=details, facts=facts_of(t, p))
 
 
+def _references(p: dict, metrics: dict[str, Metric], log) -> dict[str, Metric]:
+    """The judged numbers recounted by recount.py (a separate path that shares no code with
+    the simulator) on the same trace, as `reference.<metric>` beside each metric."""
+    out = {}
+    for name, (value, what) in recount.recount(input_path(p["trace"]), p, ORDER, analyses.label, log).items():
+        own = metrics.get(name[len("reference."):])
+        unit = own.unit if own else ("s" if name == "reference.seconds" else "")
+        out[name] = Metric(value, unit, None, f"independent reference: {what}")
+        if own is not None and abs(own.value - value) > 1e-6:
+            log(f"{name[len('reference.'):]}: the simulator gives {own.value:.6g}, the reference {value:.6g}")
+    log(f"reference: {len(out) - 1} numbers recounted in {out['reference.seconds'].value:.1f} s")
+    return out
+
+
 def _curve_metrics(rows: list[dict], rps: dict, n_blocks: float) -> dict[str, Metric]:
     held, n = analyses.ordering(rows, ORDER)
     held_r, n_r = analyses.ordering(rows, CONTROL_ORDER)
+    held_k, n_k = analyses.ordering(rows, KNOWN_ORDER)
     m = {
         "curve.ordering_sizes_pct": Metric(100.0 * held / n if n else 0.0, "% of sizes", None,
                                            f"simulated capacities where token hit rates order lru < lfu < hybrid "
                                            f"({held} of {n})"),
         "curve.ordering_random_sizes_pct": Metric(100.0 * held_r / n_r if n_r else 0.0, "% of sizes", None,
                                                   "the same with random eviction in the hybrid's place"),
+        "curve.ordering_known_sizes_pct": Metric(100.0 * held_k / n_k if n_k else 0.0, "% of sizes", None,
+                                                 "the same measure on an ordering known to hold: random eviction "
+                                                 "(the floor) below Belady's MIN (the ceiling)"),
         "curve.opt_violations": Metric(len(analyses.opt_violations(rows)), "cases", "lower",
                                        "policy x capacity where a policy's block hit rate beats opt's"),
     }

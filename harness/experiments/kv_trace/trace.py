@@ -312,3 +312,14 @@ def duplicated(trace: KVTrace) -> KVTrace:
     the copy's blocks were all used a moment before, so a cache that can hold one request
     hits every block of every copy (a reuse known to be there)."""
     return subset(trace, np.repeat(np.arange(trace.n_requests), 2), f"{trace.name} (each request twice)")
+
+
+def replayed(trace: KVTrace) -> KVTrace:
+    """The whole trace followed by a second pass of itself (times shifted past the first
+    pass's end): every block of the second pass was used before, at any distance up to
+    the whole trace, so an infinite cache hits all of them (a long-range reuse known to be
+    there; the duplicated trace shows only the reuse of the request just before)."""
+    t = subset(trace, np.concatenate([np.arange(trace.n_requests)] * 2), f"{trace.name} (replayed twice)")
+    shift = int(trace.timestamps_ms[-1] - trace.timestamps_ms[0]) + 1
+    t.timestamps_ms[trace.n_requests:] += shift
+    return t

@@ -21,15 +21,23 @@ a version vector with one counter per writer. Writer threads read a pair, pick a
   the server increments the writer's counter.
 
 The CAS rules run as one Lua script (atomic on the primary, replicated as a whole).
-Readers check every pair they see on the primaries and, with READONLY, on the replicas:
-a response that is not its prompt's partner is a mix-up. A reader that read too little (it
-died, or was starved) would see "0 mix-ups" for nothing: the mix-up counts of a rule are
-measured only when every reader made at least `min_reads_per_reader` reads on the primaries
-(and as many on the replicas, where there are replicas); else they are left out (not
-measured), with the fewest reads shown. After each rule the replicas
-must converge to their primaries; the final vectors give lost updates (an applied update
-adds exactly 1 to its vector's sum, so applied - final sum counts updates overwritten
-without being seen).
+
+Nothing judged comes from the mechanism under test (issue 39): a CAS script that applies every
+write and stores the element-wise max of the vectors keeps its vectors' arithmetic consistent,
+so lost updates counted from the vectors (applied - final sum) come out 0 for it. Every write
+carries a unique id, stored with the pair; each writer keeps its history (the id it read just
+before writing, what it sent, what it was told), and after the rule every pair is read back
+once. history.py judges the histories against the read-back (lost updates, refusals with no
+conflict) and the pairs the readers saw against the histories (mix-ups). Readers check every
+pair they see on the primaries and, with READONLY, on the replicas. A reader that read too
+little (it died, or was starved) would see "0 mix-ups" for nothing: the mix-up counts of a rule
+are measured only when every reader made at least `min_reads_per_reader` reads on the
+primaries (and as many on the replicas, where there are replicas); else they are left out (not
+measured), with the fewest reads shown. A canary pair (CANARY), mixed on purpose, with two blind
+acknowledged writes of the harness in its history, is read by the same readers and read back
+with the rest: in every rule the checks must flag it and find its one lost write, or they
+cannot see. After each rule the replicas must converge to their primaries. The vectors' own
+count and the script's replies are reported as mechanism.RULE.* (shown, never judged).
 
 A rule's `seconds` start when all its threads have connected and met at a start gate,
 and a rule in which no writer made an update fails the case with the first error.
@@ -43,19 +51,24 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections import Counter
 
 from harness import stats
 from harness.cluster import slot_owners
 from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
 from harness.errors import BadInput
+from harness.experiments.prompt_cas import history
 from harness.signals import deferred_interrupts
 from harness.text_data import GPTCACHE_FILE
 
 MODES = ("plain", "atomic", "as-written", "incremented", "equal")
 GATE_TIMEOUT_S = 60.0  # the longest the threads of a rule wait for each other to connect
+CANARY = "pp:{canary}"  # a pair mixed on purpose, with one lost write in its history: the instruments' control
+CANARY_SHARE = 0.1  # the share of reads that go to the canary pair
 
 # KEYS[1]: the pair's hash. ARGV: rule ('dominated' | 'equal'), the client's vector,
-# prompt, response, the writer's 1-based index. Returns 1 when applied, 0 when refused.
+# prompt, response, the writer's 1-based index, the write's id. Returns 1 when applied, 0 when
+# refused.
 CAS_LUA = """
 local function parse(s)
   local t = {}
@@ -84,7 +97,7 @@ elseif ARGV[1] == 'equal' then
 else
   return redis.error_reply('unknown rule ' .. tostring(ARGV[1]))
 end
-redis.call('HSET', KEYS[1], 'prompt', ARGV[3], 'response', ARGV[4], 'vv', new)
+redis.call('HSET', KEYS[1], 'prompt', ARGV[3], 'response', ARGV[4], 'vv', new, 'wid', ARGV[6])
 return 1
 """
 
@@ -146,21 +159,17 @@ def _s(v) -> str | None:
     return v.decode() if isinstance(v, bytes) else v
 
 
-def _mixed(pairs: dict[str, str], h: dict) -> int:
-    """1 when the hash's response is not its prompt's partner (an HGETALL reply), else 0."""
-    return int(pairs.get(_s(h.get(b"prompt"))) != _s(h.get(b"response")))
-
-
 class Tally:
-    """Counters shared by the threads of one rule."""
+    """Counters and histories shared by the threads of one rule."""
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.n = {"attempts": 0, "applied": 0, "errors": 0, "reads": 0, "mixups_read": 0,
-                  "replica_reads": 0, "replica_mixups_read": 0, "reader_errors": 0}
+        self.n = {"attempts": 0, "told_applied": 0, "errors": 0, "reads": 0, "replica_reads": 0, "reader_errors": 0,
+                  "replica_connections_not_replica": 0}
         self.per_reader: dict[int, dict[str, int]] = {}  # reader -> {"reads": n, "replica_reads": n}
         self.latencies: list[float] = []
-        self.applied_per_key: dict[str, int] = {}
+        self.history: list[history.Attempt] = []  # every write, as its writer saw it
+        self.seen: Counter = Counter()  # (key, Value read, on a replica) -> times read
         self.first_error = ""
         self.first_reader_error = ""
         self.stop = threading.Event()  # set on an interrupt
@@ -194,10 +203,31 @@ class Tally:
                 self.n[k] += v
 
 
+def _send(c, script, mode: str, w: int, key: str, read: list[int], wid: str, prompt: str, response: str) -> bool:
+    """Write one pair under `mode`, based on the vector `read`; True when the mechanism said applied."""
+    if mode == "plain":
+        read[w] += 1
+        c.hset(key, "prompt", prompt)
+        c.hset(key, "response", response)
+        c.hset(key, mapping={"vv": encode(read), "wid": wid})
+        return True
+    if mode == "atomic":
+        read[w] += 1
+        c.hset(key, mapping={"prompt": prompt, "response": response, "vv": encode(read), "wid": wid})
+        return True
+    sent = list(read)
+    if mode == "incremented":
+        sent[w] += 1
+    rule = "equal" if mode == "equal" else "dominated"
+    return bool(int(script(keys=[key], args=[rule, encode(sent), prompt, response, w + 1, wid])))
+
+
 def _writer(target, mode: str, w: int, n: int, keys: list[str], pairs: list[tuple], seed: int,
             tally: Tally) -> None:
+    """Write random pairs to random keys until the deadline, each write with a unique id, and
+    keep this writer's history: what it read (the parent id), what it sent, what it was told."""
     rng = random.Random(seed * 1000 + w)
-    lat, applied_keys = [], {}
+    lat, mine = [], []
     try:
         c = target.cluster_client()
     except Exception as e:  # noqa: BLE001 - a writer that cannot connect makes no attempt; reported
@@ -211,46 +241,36 @@ def _writer(target, mode: str, w: int, n: int, keys: list[str], pairs: list[tupl
         while tally.running():
             key = rng.choice(keys)
             prompt, response = rng.choice(pairs)
+            wid, parent = f"w{w}.{len(mine) + 1}", None
             t0 = time.perf_counter()
             try:
-                read = decode(c.hget(key, "vv"), n)
-                if mode == "plain":
-                    read[w] += 1
-                    c.hset(key, "prompt", prompt)
-                    c.hset(key, "response", response)
-                    c.hset(key, "vv", encode(read))
-                    ok = 1
-                elif mode == "atomic":
-                    read[w] += 1
-                    c.hset(key, mapping={"prompt": prompt, "response": response, "vv": encode(read)})
-                    ok = 1
-                else:
-                    sent = list(read)
-                    if mode == "incremented":
-                        sent[w] += 1
-                    rule = "equal" if mode == "equal" else "dominated"
-                    ok = int(script(keys=[key], args=[rule, encode(sent), prompt, response, w + 1]))
+                vv, parent = c.hmget(key, ["vv", "wid"])
+                parent = _s(parent)
+                ok = _send(c, script, mode, w, key, decode(vv, n), wid, prompt, response)
             except Exception as e:  # noqa: BLE001 - counted and reported, the run goes on
+                mine.append(history.Attempt(key, wid, parent, prompt, response, history.ERROR))
                 tally.add(attempts=1, errors=1)
                 tally.first_error = tally.first_error or f"{type(e).__name__}: {e}"
                 continue
             lat.append(time.perf_counter() - t0)
-            tally.add(attempts=1, applied=ok)
-            if ok:
-                applied_keys[key] = applied_keys.get(key, 0) + 1
+            mine.append(history.Attempt(key, wid, parent, prompt, response,
+                                        history.APPLIED if ok else history.REFUSED))
+            tally.add(attempts=1, told_applied=int(ok))
     finally:
         c.close()
         with tally.lock:
             tally.latencies += lat
-            for k, v in applied_keys.items():
-                tally.applied_per_key[k] = tally.applied_per_key.get(k, 0) + v
+            tally.history += mine
 
 
-def _reader(target, r: int, keys: list[str], owners: dict, pairs: dict, tally: Tally) -> None:
+def _reader(target, r: int, keys: list[str], owners: dict, tally: Tally) -> None:
+    """Read random pairs, alternately on primaries and (READONLY) replicas, and keep every pair
+    read; they are judged against the writers' histories once the writers are done. About one
+    read in CANARY_SHARE goes to the canary pair (mixed on purpose), counted apart."""
     from redis.crc import key_slot
 
     rng = random.Random(r)
-    clients = {}
+    clients, seen = {}, Counter()
     with tally.lock:
         mine = tally.per_reader.setdefault(r, {"reads": 0, "replica_reads": 0})
 
@@ -260,6 +280,11 @@ def _reader(target, r: int, keys: list[str], owners: dict, pairs: dict, tally: T
             clients[k] = target.client(node)
             if replica:
                 clients[k].execute_command("READONLY")
+                # the node itself says whether it is a replica (not the reader's own bookkeeping):
+                # a "replica" read that reaches a primary would see every write at once
+                role = clients[k].execute_command("ROLE")
+                if str(role[0].decode() if isinstance(role[0], bytes) else role[0]) != "slave":
+                    tally.add(replica_connections_not_replica=1)
         return clients[k]
 
     try:
@@ -267,39 +292,45 @@ def _reader(target, r: int, keys: list[str], owners: dict, pairs: dict, tally: T
             return
         i = 0
         while tally.running():
-            key = rng.choice(keys)
+            key = CANARY if rng.random() < CANARY_SHARE else rng.choice(keys)
             primary, replicas = owners[key_slot(key.encode())]
             replica = bool(replicas) and i % 2 == 1
             node = rng.choice(replicas) if replica else primary
             i += 1
-            h = conn(node, replica).hgetall(key)
-            bad = _mixed(pairs, h)
-            kind = "replica_reads" if replica else "reads"
-            with tally.lock:
-                mine[kind] += 1
-                tally.n[kind] += 1
-                tally.n["replica_mixups_read" if replica else "mixups_read"] += bad
+            seen[(key, as_value(conn(node, replica).hgetall(key)), replica)] += 1
+            if key != CANARY:
+                with tally.lock:
+                    mine["replica_reads" if replica else "reads"] += 1
     except Exception as e:  # noqa: BLE001 - a reader that fails stops; its short count is what tells
         tally.add(reader_errors=1)
         tally.first_reader_error = tally.first_reader_error or f"reader {r}: {type(e).__name__}: {e}"
     finally:
         for cl in clients.values():
             cl.close()
+        with tally.lock:
+            tally.seen.update(seen)
 
 
-def _final_state(target, keys, owners, pairs, n, wait_s: float = 5.0) -> dict:
-    """Primary state per key, replica convergence, final mix-ups and vector sums."""
+def as_value(h: dict) -> history.Value | None:
+    """An HGETALL reply as a pair (None: no pair there)."""
+    if not h:
+        return None
+    return history.Value(_s(h.get(b"wid")), _s(h.get(b"prompt")), _s(h.get(b"response")))
+
+
+def read_back(target, keys: list[str], owners: dict, wait_s: float = 5.0) -> dict:
+    """Each key's pair on its primary, and on its replicas once they converge to it (or
+    `wait_s` passes): {"primary": {key: HGETALL}, "replicas": {key: [HGETALL, ...]}, "diverged": n}."""
     from redis.crc import key_slot
 
-    out = {"mixups_final": 0, "replica_mixups_final": 0, "replica_diverged_keys": 0, "vv_sum": {}}
+    out = {"primary": {}, "replicas": {}, "diverged": 0}
     deadline = time.monotonic() + wait_s
     for key in keys:
         primary, replicas = owners[key_slot(key.encode())]
         pc = target.client(primary)
-        ph = pc.hgetall(key)
+        ph = out["primary"][key] = pc.hgetall(key)
         pc.close()
-        out["mixups_final"] += _mixed(pairs, ph)
-        out["vv_sum"][key] = sum(decode(ph.get(b"vv"), n))
+        out["replicas"][key] = []
         for rep in replicas:
             rc = target.client(rep)
             rc.execute_command("READONLY")
@@ -308,42 +339,96 @@ def _final_state(target, keys, owners, pairs, n, wait_s: float = 5.0) -> dict:
                 time.sleep(0.05)
                 rh = rc.hgetall(key)
             rc.close()
-            out["replica_diverged_keys"] += int(rh != ph)
-            out["replica_mixups_final"] += _mixed(pairs, rh)
+            out["replicas"][key].append(rh)
+            out["diverged"] += int(rh != ph)
+    return out
+
+
+def seed_pairs(target, keys: list[str], items: list[tuple], n: int) -> tuple[dict, list]:
+    """Seed every key (vectors at zero) and the canary pair: a mixed pair (a prompt with another
+    prompt's partner) that readers must flag, then overwritten blindly by two acknowledged
+    writes of the harness that both read the seed, so that the read-back must find one of
+    them lost; a third write read the second and was written, though its history says it was
+    refused, which the read-back must find applied; a fourth read the third and was refused
+    with nothing in conflict (never sent), which the read-back must find. Returns ({key: seed
+    Value}, the canary's history)."""
+    seeds = {key: history.Value(f"seed.{i}", *items[i % len(items)]) for i, key in enumerate(keys)}
+    prompt = items[0][0]
+    wrong = next(r for p, r in items if r != items[0][1])
+    seeds[CANARY] = history.Value("canary.seed", prompt, wrong)
+    canary = [history.Attempt(CANARY, f"canary.{i}", "canary.seed", prompt, wrong, history.APPLIED) for i in (1, 2)]
+    canary.append(history.Attempt(CANARY, "canary.4", "canary.2", prompt, wrong, history.REFUSED))
+    refused = history.Attempt(CANARY, "canary.3", "canary.4", prompt, wrong, history.REFUSED)
+    c = target.cluster_client()
+    try:
+        for key, s in seeds.items():
+            c.delete(key)
+            c.hset(key, mapping={"prompt": s.prompt, "response": s.response, "vv": encode([0] * n), "wid": s.wid})
+        for a in canary:  # what a client without CAS does: read the seed, write over whatever is there
+            c.hset(CANARY, mapping={"prompt": a.prompt, "response": a.response, "wid": a.wid})
+    finally:
+        c.close()
+    return seeds, canary + [refused]
+
+
+def judge_rule(tally: Tally, seeds: dict, back: dict, pairs: dict, n: int) -> dict:
+    """The rule's observed counts: the writers' histories against the final read-back, the
+    readers' pairs against the histories; and the mechanism's own (vectors, replies), shown only."""
+    final = {k: as_value(h) for k, h in back["primary"].items()}
+    verdicts = history.judge_writes(tally.history, seeds, final)
+    sent = {a.wid: history.Value(a.wid, a.prompt, a.response) for a in tally.history}
+    sent.update({s.wid: s for s in seeds.values()})
+    real = [k for k in seeds if k != CANARY]
+    out = {k: sum(getattr(verdicts[key], k) for key in real)
+           for k in ("chain", "lost", "refused_but_applied", "unjustified_refusals")}
+    out["foreign_final_keys"] = sum(verdicts[k].foreign for k in real)
+    out["canary_lost_updates"] = verdicts[CANARY].lost
+    out["canary_unjustified_refusals"] = verdicts[CANARY].unjustified_refusals
+    out["canary_refused_but_applied"] = verdicts[CANARY].refused_but_applied
+    for name in ("mixups_read", "replica_mixups_read", "canary_mixups_read", "canary_replica_mixups_read",
+                 "canary_reads", "canary_replica_reads"):
+        out[name] = 0
+    for (key, v, replica), count in tally.seen.items():
+        where = ("canary_" if key == CANARY else "") + ("replica_" if replica else "")
+        out[where + "mixups_read"] += count * int(v is None or history.mixed(v, pairs, sent))
+        if key == CANARY:
+            out[where + "reads"] += count
+    out["mixups_final"] = sum(final[k] is None or history.mixed(final[k], pairs, sent) for k in real)
+    out["replica_mixups_final"] = sum(as_value(h) is None or history.mixed(as_value(h), pairs, sent)
+                                      for k in real for h in back["replicas"][k])
+    told = Counter(a.key for a in tally.history if a.told == history.APPLIED)
+    out["vv_lost_updates"] = sum(told[k] - sum(decode(back["primary"][k].get(b"vv"), n)) for k in real)
     return out
 
 
 def run_mode(target, mode: str, p: dict, pairs: dict, items: list[tuple], owners: dict, log) -> dict:
-    """One rule: seed the pairs, run writers and readers, then check the final state.
-    `items` is `pairs` as a sorted list (what the writers pick from)."""
+    """One rule: seed the pairs, run writers and readers, then judge what the writers were told
+    against the final read-back. `items` is `pairs` as a sorted list (what the writers pick from)."""
     n = p["writers"]
     keys = [f"pp:{{k{i}}}" for i in range(p["keys"])]
-    c = target.cluster_client()
-    try:  # every rule starts from the same seeded pairs, vectors at zero
-        for i, key in enumerate(keys):
-            prompt, response = items[i % len(items)]
-            c.delete(key)
-            c.hset(key, mapping={"prompt": prompt, "response": response, "vv": encode([0] * n)})
-    finally:
-        c.close()
+    seeds, canary = seed_pairs(target, keys, items, n)
+    read_back(target, keys + [CANARY], owners)  # replicas hold the seeds before anyone reads them
     tally = Tally()
+    tally.history += canary
     tally.open_gate(n + p["readers"], p["seconds"])
     threads = [threading.Thread(target=_writer, args=(target, mode, w, n, keys, items, p["seed"], tally),
                                 name=f"prompt-cas-writer-{w}") for w in range(n)]
-    threads += [threading.Thread(target=_reader, args=(target, r, keys, owners, pairs, tally),
+    threads += [threading.Thread(target=_reader, args=(target, r, keys, owners, tally),
                                  name=f"prompt-cas-reader-{r}") for r in range(p["readers"])]
     run_threads(threads, tally.stop, tally.gate)
-    final = _final_state(target, keys, owners, pairs, n)
-    lost = sum(tally.applied_per_key.get(k, 0) - final["vv_sum"][k] for k in keys)
+    back = read_back(target, keys + [CANARY], owners)
     lat_ms = [1000 * x for x in tally.latencies]
-    out = dict(tally.n, lost_updates=lost, mixups_final=final["mixups_final"],
-               replica_mixups_final=final["replica_mixups_final"],
-               replica_diverged_keys=final["replica_diverged_keys"],
+    reads = {k: sum(c for (key, _, rep), c in tally.seen.items() if key != CANARY and rep == (k == "replica_reads"))
+             for k in ("reads", "replica_reads")}
+    out = dict(tally.n, **reads, **judge_rule(tally, seeds, back, pairs, n),
+               replica_diverged_keys=back["diverged"] - sum(h != back["primary"][CANARY]
+                                                            for h in back["replicas"][CANARY]),
                p50_ms=stats.percentile(lat_ms, 50) if lat_ms else None,
                p99_ms=stats.percentile(lat_ms, 99) if lat_ms else None, first_error=tally.first_error,
                first_reader_error=tally.first_reader_error,
                **reads_per_reader(tally.per_reader, p["readers"]))
-    log(f"{mode}: {out['attempts']} attempts, {out['applied']} applied, {lost} lost, mix-ups seen "
+    log(f"{mode}: {out['attempts']} attempts, {out['told_applied']} told applied, {out['chain']} found applied, "
+        f"{out['lost']} lost, {out['unjustified_refusals']} refused without a conflict, mix-ups seen "
         f"{out['mixups_read']}/{out['reads']} on primaries and {out['replica_mixups_read']}/{out['replica_reads']} "
         f"on replicas, {out['errors']} errors" + (f"; {tally.first_reader_error}" if tally.first_reader_error else ""))
     return out
@@ -385,22 +470,36 @@ def mixups_measured(r: dict, min_reads: int, replicas: bool) -> tuple[bool, bool
 
 
 def rule_metrics(r: dict, min_reads: int, replicas: bool) -> dict[str, Metric]:
-    """One rule's metrics. The mix-up counts read are left out (not measured) unless every
-    reader made `min_reads` reads where they were counted; their row values become None."""
-    r["applied_pct"] = 100.0 * r["applied"] / r["attempts"] if r["attempts"] else None
+    """One rule's metrics, each observed outside the mechanism (the writers' histories against
+    the final read-back; the readers' pairs against the histories). The mix-up counts read are
+    left out (not measured) unless every reader made `min_reads` reads where they were counted;
+    their row values become None. The mechanism's own numbers: mechanism_metrics."""
+    r["applied"] = r["chain"]
+    r["applied_pct"] = 100.0 * r["chain"] / r["attempts"] if r["attempts"] else None
+    r["lost_updates"] = r["lost"]
     r["update_p50_ms"], r["update_p99_ms"] = r["p50_ms"], r["p99_ms"]
     primary_ok, replica_ok = mixups_measured(r, min_reads, replicas)
     r["mixups_read"] = r["mixups_read"] if primary_ok else None
     r["replica_mixups_read"] = r["replica_mixups_read"] if replica_ok else None
     m = {
         "attempts": Metric(r["attempts"], "updates"),
-        "applied_pct": Metric(r["applied_pct"], "%", "higher"),
-        "lost_updates": Metric(r["lost_updates"], "updates", "lower"),
+        "applied_pct": Metric(r["applied_pct"], "%", "higher",
+                              "writes found in the final read-back (on a pair's chain of write ids) per attempt"),
+        "lost_updates": Metric(r["lost"], "updates", "lower",
+                               "writes told applied whose effect the final read-back lacks (off the chain)"),
+        "unjustified_refusals": Metric(r["unjustified_refusals"], "updates", "lower",
+                                       "writes told refused though the value they read is still the final one"),
+        "refused_but_applied": Metric(r["refused_but_applied"], "updates", "lower",
+                                      "writes told refused that the final read-back contains"),
+        "foreign_final_keys": Metric(r["foreign_final_keys"], "keys", "lower",
+                                     "pairs whose final value no write sent, or whose chain misses the seed"),
         "mixups_read": Metric(r["mixups_read"], "reads", "lower",
-                              f"mixed pairs read on primaries; measured when every reader read >= {min_reads} times"),
+                              f"mixed pairs read on primaries (against the prompt's partner and the writers' "
+                              f"histories); measured when every reader read >= {min_reads} times"),
         "replica_mixups_read": Metric(r["replica_mixups_read"], "reads", "lower",
                                       f"mixed pairs read on replicas; measured when every reader read them >= "
                                       f"{min_reads} times"),
+        **{k: Metric(r[k], u, None, d) for k, u, d in CANARY_METRICS},
         "reader_min_reads": Metric(r["reader_min_reads"], "reads", "higher", "fewest primary reads of one reader"),
         "reader_min_replica_reads": Metric(r["reader_min_replica_reads"], "reads", "higher",
                                            "fewest replica reads of one reader"),
@@ -408,6 +507,9 @@ def rule_metrics(r: dict, min_reads: int, replicas: bool) -> dict[str, Metric]:
         "mixups_final": Metric(r["mixups_final"], "keys", "lower"),
         "replica_mixups_final": Metric(r["replica_mixups_final"], "keys", "lower"),
         "replica_diverged_keys": Metric(r["replica_diverged_keys"], "keys", "lower"),
+        "replica_connections_not_replica": Metric(r["replica_connections_not_replica"], "connections", "lower",
+                                                  "readers' replica connections whose node answered ROLE as "
+                                                  "anything but a replica"),
         "errors": Metric(r["errors"], "updates", "lower"),
         "update_p50_ms": Metric(r["p50_ms"], "ms", "lower"),
         "update_p99_ms": Metric(r["p99_ms"], "ms", "lower"),
@@ -415,9 +517,34 @@ def rule_metrics(r: dict, min_reads: int, replicas: bool) -> dict[str, Metric]:
     return {k: v for k, v in m.items() if v.value is not None}
 
 
-ROW_COLUMNS = ("attempts", "applied", "applied_pct", "lost_updates", "mixups_read", "reads", "replica_mixups_read",
-               "replica_reads", "reader_min_reads", "reader_min_replica_reads", "reader_errors", "mixups_final",
-               "replica_diverged_keys", "errors", "update_p50_ms", "update_p99_ms")
+CANARY_METRICS = (
+    ("canary_mixups_read", "reads", "reads of the canary pair (mixed on purpose) on primaries flagged mixed"),
+    ("canary_replica_mixups_read", "reads", "reads of the canary pair on replicas flagged mixed"),
+    ("canary_reads", "reads", "reads of the canary pair on primaries"),
+    ("canary_replica_reads", "reads", "reads of the canary pair on replicas"),
+    ("canary_lost_updates", "updates", "the canary's two blind acknowledged writes: the read-back must find 1 lost"),
+    ("canary_unjustified_refusals", "updates", "the canary's write refused with nothing in conflict: the read-back "
+                                               "must find 1"),
+    ("canary_refused_but_applied", "updates", "the canary's write recorded as refused but written: the read-back must "
+                                              "find 1"),
+)
+
+
+def mechanism_metrics(r: dict) -> dict[str, Metric]:
+    """The mechanism's own bookkeeping, shown beside the observed numbers and never judged: the
+    share of writes it said it applied, and lost updates computed from the version vectors it
+    wrote (told applied minus the final vectors' sum)."""
+    told_pct = 100.0 * r["told_applied"] / r["attempts"] if r["attempts"] else None
+    m = {"told_applied_pct": Metric(told_pct, "%", None, "writes the mechanism said it applied (its replies)"),
+         "vv_lost_updates": Metric(r["vv_lost_updates"], "updates", None,
+                                   "told applied minus the final version vectors' sum (the mechanism's vectors)")}
+    return {k: v for k, v in m.items() if v.value is not None}
+
+
+ROW_COLUMNS = ("attempts", "applied", "applied_pct", "lost_updates", "unjustified_refusals", "refused_but_applied",
+               "mixups_read", "reads", "replica_mixups_read", "replica_reads", "canary_mixups_read",
+               "canary_lost_updates", "reader_min_reads", "reader_min_replica_reads", "reader_errors", "mixups_final",
+               "replica_diverged_keys", "errors", "update_p50_ms", "update_p99_ms", "told_applied", "vv_lost_updates")
 
 
 def order_for(modes: list[str], repetition: int) -> list[str]:
@@ -449,6 +576,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
                                metrics=metrics)
         m = rule_metrics(r, p["min_reads_per_reader"], replicas)
         metrics.update({f"{mode}.{k}": v for k, v in m.items()})
+        metrics.update({f"mechanism.{mode}.{k}": v for k, v in mechanism_metrics(r).items()})
         cols["rule"].append(mode)
         for c in ROW_COLUMNS:
             cols[c].append(r[c])

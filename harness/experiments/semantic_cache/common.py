@@ -10,8 +10,8 @@ from harness.driver_contract import INPUT_FILE, Param
 from harness.errors import BadInput
 from harness.experiments.semantic_cache import datasets
 
-KEY_PATTERNS = ("hash_*", "hashn_*", "sem_*", "semb*", "semnn_*", "tpl_*", "tplsem_*", "ctl_*", "ctlb*", "mem*", "orc_*",
-                "orcb*", "gcnn_*")
+KEY_PATTERNS = ("hash_*", "hashn_*", "sem_*", "semb*", "semnn_*", "tpl_*", "tplsem_*", "ctl_*", "ctlb*", "chs_*", "chsb*",
+                "mem*", "orc_*", "orcb*", "gcnn_*")
 
 
 def dataset_params() -> dict[str, Param]:

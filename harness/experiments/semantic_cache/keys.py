@@ -54,6 +54,22 @@ def signatures(vectors: np.ndarray, proj: np.ndarray) -> np.ndarray:
     return packed.view(">u8").reshape(-1).astype(np.uint64)
 
 
+def char_ngram_vectors(texts: list[str], n: int = 4, dim: int = 4096) -> np.ndarray:
+    """The stand-in for the embedding: unit vectors of hashed character n-gram counts of each
+    normalized text (feature hashing, a signed bucket per n-gram, BLAKE2b so that it does not
+    depend on PYTHONHASHSEED). Through the same random hyperplanes they give Charikar's SimHash
+    of the text's character n-grams: a similarity hash that knows spelling, not meaning. A cache
+    keyed by it is what an SBERT-keyed cache must beat for its hits to be the embedding's."""
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    for row, text in enumerate(texts):
+        t = f" {normalize(text)} "
+        for i in range(max(1, len(t) - n + 1)):
+            h = int.from_bytes(hashlib.blake2b(t[i:i + n].encode(), digest_size=8).digest(), "big")
+            out[row, h % dim] += 1.0 if h >> 63 else -1.0
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return out / np.where(norms > 0, norms, 1.0)
+
+
 def sem_key(sig: int, prefix: str = "sem") -> str:
     return f"{prefix}_{int(sig):016x}"
 

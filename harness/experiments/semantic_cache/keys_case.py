@@ -1,8 +1,9 @@
 """The case of driver `semantic-cache-keys` (claims C2, C7): correct and wrong hits, precision and
 recall of the key schemes over a dataset, with the Hamming radius and the cosine threshold
 chosen on a calibration split and reported on a disjoint test split; the control whose
-semantic key is replaced by an exact hash; the lookup latency split (embedding / key /
-Redis round trip); the section 2.2 dynamic threshold on uniform, periodic and constant
+semantic key is replaced by an exact hash, and the stand-in whose embedding is replaced by a
+SimHash of character 4-grams (a similarity hash that knows spelling, not meaning); the lookup
+latency split (embedding / key / Redis round trip); the section 2.2 dynamic threshold on uniform, periodic and constant
 token streams. Entries live in the Redis Cluster."""
 
 from __future__ import annotations
@@ -30,8 +31,12 @@ PARAMS = {
     "batch_size": Param(int, 64, "embedding batch size", min=1),
     "ttl_s": Param(int, 300, "TTL of every cache entry (the source's L2 TTL: 5 minutes)", min=1),
     "signature": Param(str, "lsh", "lsh: the semantic key under test; exact: the signature replaced by an exact "
-                                   "text hash (the mechanism removed, to show that the checks would see it)",
-                       ("lsh", "exact")),
+                                   "text hash (the mechanism removed, to show that the checks would see it); "
+                                   "charsim: the embedding replaced by the stand-in's character n-gram vector",
+                       ("lsh", "exact", "charsim")),
+    "charsim_ngram": Param(int, 4, "the stand-in: characters per n-gram of its hashed n-gram vector", min=1, max=16),
+    "charsim_dim": Param(int, 4096, "the stand-in: buckets of its hashed n-gram vector (the hyperplanes' dimension)",
+                         min=64, max=65536),
     "c7_period": Param(int, 8, "C7: period (tokens) of the periodic token stream", min=2),
     "c7_static_threshold": Param(float, 0.75, "C7: the static cosine threshold compared with the dynamic one",
                                  min=-1, max=1),
@@ -59,11 +64,15 @@ def check(where: str, p: dict) -> None:
 
 
 def scheme_metrics(prefix: str, c: metrics.CacheCounts, note: str = "") -> dict[str, Metric]:
-    """Only correct hits count as hits; wrong hits are errors. Precision is left out when
-    there was no hit (0 of 0 is not a precision)."""
+    """Only correct hits count as hits; wrong hits are errors. The net hit rate counts each
+    wrong answer against a right one (a cache that answers every query with its nearest entry
+    gains correct hits only by serving more wrong ones). Precision is left out when there was
+    no hit (0 of 0 is not a precision)."""
     out = {
         f"{prefix}.correct_hit_rate_pct": Metric(100 * c.correct_hit_rate, "%", "higher", note),
         f"{prefix}.wrong_hit_rate_pct": Metric(100 * c.wrong_hit_rate, "%", "lower", "wrong answers (errors)"),
+        f"{prefix}.net_hit_rate_pct": Metric(100 * (c.correct - c.wrong) / c.queries if c.queries else 0.0, "%", "higher",
+                                             "correct hits minus wrong hits, per query"),
         f"{prefix}.recall_pct": Metric(100 * c.recall, "%", "higher"),
     }
     if c.hits:
@@ -105,15 +114,19 @@ def run(ctx: CaseContext) -> CaseOutcome:
                        "dim": emb.dim, "bits": keys.BITS, "bands": p["bands"], "file": "lsh_projection.npy",
                        "sha256_of_float32": hashlib.sha256(proj.tobytes()).hexdigest()})
     ins_sig, q_sig = keys.signatures(ins_vec, proj), keys.signatures(q_vec, proj)
+    cproj, ins_csig, q_csig = _stand_in_signatures(p, wl, seed)
     if p["signature"] == "exact":
         ins_sig, q_sig = (np.array([keys.text_signature(t) for t, _ in texts], dtype=np.uint64)
                           for texts in (wl.inserts, wl.queries))
+    elif p["signature"] == "charsim":
+        ins_sig, q_sig = ins_csig, q_csig
 
     from harness.experiments.semantic_cache.store import Entry, Store
 
     client = ctx.target.cluster_client()
     store = Store(client, p["ttl_s"], p["bands"])
     control = Store(client, p["ttl_s"], p["bands"], prefix="ctl")
+    stand = Store(client, p["ttl_s"], p["bands"], prefix="chs")
     removed = common.clear_patterns(ctx.target)
     if removed:
         ctx.log(f"removed {removed} keys left by an earlier run")
@@ -124,18 +137,30 @@ def run(ctx: CaseContext) -> CaseOutcome:
         store.put_signatures(ins_sig, entries)
         store.put_many([(f"semnn_{i}", e) for i, e in enumerate(entries)], nx=False)
         control.put_signatures(np.array([keys.text_signature(t) for t, _ in wl.inserts], dtype=np.uint64), entries)
-        ctx.log(f"inserted {len(entries)} entries under 5 key schemes")
-        out, nn_sim, nlab = _evaluate(ctx, p, wl, cal, test, store, control, ins_vec, q_vec, q_sig)
-        out.metrics.update(_repeats(wl, store, control, ins_sig, int(out.metrics["lsh.radius"].value)))
+        stand.put_signatures(ins_csig, entries)
+        ctx.log(f"inserted {len(entries)} entries under 6 key schemes")
+        out, nn_sim, nlab = _evaluate(ctx, p, wl, cal, test, (store, control, stand), ins_vec, q_vec,
+                                      (q_sig, q_csig))
+        radii = int(out.metrics["lsh.radius"].value), int(out.metrics["charsim.radius"].value)
+        out.metrics.update(_repeats(wl, (store, control, stand), (ins_sig, ins_csig), radii))
         with torch_threads(p["torch_threads"] or 1):
-            out.metrics.update(_latency(ctx, p, wl, store, emb, proj, int(out.metrics["lsh.radius"].value)))
+            out.metrics.update(_latency(ctx, p, wl, (store, stand), emb, (proj, cproj), radii))
     finally:
-        store.clear()
-        control.clear()
+        for s in (store, control, stand):
+            s.clear()
         client.close()
     _c7(p, wl, test, emb, nn_sim, nlab, out)
     _dataset_extras(p, ds, emb, proj, out)
     return out
+
+
+def _stand_in_signatures(p, wl, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The stand-in's hyperplanes (same seed as the semantic key's, its vectors' dimension) and
+    the signatures of the inserts' and the queries' character n-gram vectors."""
+    cproj = keys.projection(p["charsim_dim"], seed)
+    ins, qs = (keys.signatures(keys.char_ngram_vectors([t for t, _ in texts], p["charsim_ngram"], p["charsim_dim"]),
+                               cproj) for texts in (wl.inserts, wl.queries))
+    return cproj, ins, qs
 
 
 class _Scoring:
@@ -169,11 +194,17 @@ class _Scoring:
         self.m.update(scheme_metrics(prefix, c, note))
 
 
-def _evaluate(ctx, p, wl, cal, test, store, control, ins_vec, q_vec, q_sig) -> tuple[CaseOutcome, np.ndarray, list]:
+def _evaluate(ctx, p, wl, cal, test, stores, ins_vec, q_vec, q_sigs) -> tuple[CaseOutcome, np.ndarray, list]:
+    store, control, stand = stores
     sc = _Scoring(wl, cal, test)
     hash_rate = _hash_schemes(sc, store)
-    radius, bdist, lab, sweep = _lsh_scheme(ctx, p, sc, store, q_sig, hash_rate)
+    radius, bdist, lab, sweep = _lsh_scheme(ctx, p, sc, store, q_sigs[0], hash_rate)
+    csweep = _charsim_scheme(p, sc, stand, q_sigs[1], hash_rate)
     _control_scheme(sc, control, radius, hash_rate)
+    for prefix in ("lsh", "charsim", "control.exact_key"):
+        sc.m[f"{prefix}.net_gain_over_hash_pp"] = Metric(
+            sc.m[f"{prefix}.net_hit_rate_pct"].value - sc.m["hash.net_hit_rate_pct"].value, "pp", "higher",
+            "net hit rate (correct minus wrong hits) over the prompt hash's, test split")
     nn_sim, nlab, nn_sweep = _nn_scheme(p, sc, store, ins_vec, q_vec)
     cal_set = set(cal)
     write_csv(ctx.raw_path("per_query.csv"),
@@ -190,6 +221,9 @@ def _evaluate(ctx, p, wl, cal, test, store, control, ins_vec, q_vec, q_sig) -> t
                            f"{len(test) - n_should} must miss; radius and threshold chosen on a disjoint "
                            f"calibration split of {len(cal)} queries (no origin in both)."),
         "lsh_sweep": _series(["radius", *SWEEP_COLUMNS], sweep),
+        "charsim_sweep": _series(["radius", *SWEEP_COLUMNS], csweep, {},
+                                 f"the stand-in: SimHash of character {p['charsim_ngram']}-grams, same hyperplane "
+                                 f"LSH, store, bands and radius calibration"),
         "nn_sweep": _series(["threshold", *SWEEP_COLUMNS], nn_sweep),
     }
     return CaseOutcome("ok", metrics=sc.m, series=series, details={"workload": wl.name}), nn_sim, nlab
@@ -229,6 +263,27 @@ def _lsh_scheme(ctx, p, sc: _Scoring, store, q_sig, hash_rate: float) -> tuple[i
     return radius, bdist, lab, sweep
 
 
+def _charsim_scheme(p, sc: _Scoring, stand, q_csig, hash_rate: float) -> list:
+    """The stand-in: the embedding replaced by a hashed vector of the prompt's character
+    n-grams, everything else as in the LSH scheme (hyperplanes, signatures, store, bands,
+    its own radius chosen on the calibration split by the same rule). The semantic key's
+    hits are the embedding's only where they exceed these. Returns the sweep."""
+    bsig, bdist = stand.nearest_many(q_csig)
+    lab = [g.label if g else None for g in stand.get_many([keys.sem_key(s, "chs") if s is not None else "chs_none"
+                                                            for s in bsig])]
+    radius, sweep = sc.calibrated(sorted(set(int(r) for r in p["radii"])), lambda r: bdist <= r, lab)
+    what = f"SimHash of character {p['charsim_ngram']}-grams"
+    sc.scheme("charsim_r0", f"stand-in: {what} as an exact key", "radius 0", sc.counts(sc.test, bdist <= 0, lab),
+              "the stand-in's chs_<hex> key as an exact key, test split")
+    c = sc.counts(sc.test, bdist <= radius, lab)
+    note = f"the stand-in ({what}), radius {radius} (best F1 on the calibration split), {p['bands']} bands"
+    sc.scheme("charsim", f"stand-in: {what} (Redis, banded)", f"radius {radius}", c, note + ", test split")
+    sc.m["charsim.radius"] = Metric(radius, "bits", None, "the stand-in's radius, chosen on the calibration split")
+    sc.m["charsim.gain_over_hash_pp"] = Metric(100 * c.correct_hit_rate - hash_rate, "pp", "higher",
+                                               "the stand-in's gain over the prompt hash")
+    return sweep
+
+
 def _control_scheme(sc: _Scoring, control, radius: int, hash_rate: float) -> None:
     """The control: the semantic key replaced by an exact hash, same store layout and radius."""
     csig, cdist = control.nearest_many(np.array([keys.text_signature(t) for t, _ in sc.wl.queries],
@@ -255,11 +310,13 @@ def _nn_scheme(p, sc: _Scoring, store, ins_vec, q_vec) -> tuple[np.ndarray, list
     return nn_sim, nlab, nn_sweep
 
 
-def _repeats(wl, store, control, ins_sig, radius: int) -> dict[str, Metric]:
+def _repeats(wl, stores, ins_sigs, radii: tuple[int, int]) -> dict[str, Metric]:
     """The instrument of C2's checks: every inserted prompt asked again verbatim, through the
     same keys, store and lookups (the prompt hash, sem_<hex> at radius 0 and at the calibrated
-    radius, the exact-hash control). Every answer is in the cache, so a working lookup hits
-    them all: a key that hits less here is broken, not outdone."""
+    radius, the exact-hash control, the stand-in at radius 0 and at its radius). Every answer
+    is in the cache, so a working lookup hits them all: a key that hits less here is broken,
+    not outdone (a blind stand-in would make any semantic key look better than it)."""
+    (store, control, stand), (ins_sig, ins_csig), (radius, cradius) = stores, ins_sigs, radii
     texts, labels = [t for t, _ in wl.inserts], [lab for _, lab in wl.inserts]
 
     def counts(got) -> metrics.CacheCounts:
@@ -281,11 +338,20 @@ def _repeats(wl, store, control, ins_sig, radius: int) -> dict[str, Metric]:
     c = counts([g if d <= radius else None for g, d in zip(cgot, cdist)])
     out["instrument.repeats.control.exact_key.correct_hit_rate_pct"] = Metric(100 * c.correct_hit_rate, "%",
                                                                               "higher", note)
+    bsig, bdist = stand.nearest_many(ins_csig)
+    got = stand.get_many([keys.sem_key(s, "chs") if s is not None else "chs_none" for s in bsig])
+    for name, r in (("charsim_r0", 0), ("charsim", cradius)):
+        c = counts([g if d <= r else None for g, d in zip(got, bdist)])
+        out[f"instrument.repeats.{name}.correct_hit_rate_pct"] = Metric(100 * c.correct_hit_rate, "%", "higher",
+                                                                        f"{note}, the stand-in at radius {r}")
     return out
 
 
-def _latency(ctx, p, wl, store, emb, proj, radius: int) -> dict[str, Metric]:
-    """One query at a time, end to end through the LSH scheme at the chosen radius."""
+def _latency(ctx, p, wl, stores, emb, projs, radii: tuple[int, int]) -> dict[str, Metric]:
+    """One query at a time, end to end through the LSH scheme at the chosen radius; the prompt
+    hash and the stand-in (its n-gram vector in the embedding's place, its own radius) timed on
+    the same query right after it, so that all three see the same load."""
+    (store, stand), (proj, cproj), (radius, cradius) = stores, projs, radii
     rng = random.Random(p["split_seed"] + 7)
     texts = [wl.queries[i][0] for i in rng.sample(range(len(wl.queries)), min(p["latency_queries"], len(wl.queries)))]
     emb.encode_one(texts[0])  # warm-up
@@ -302,17 +368,24 @@ def _latency(ctx, p, wl, store, emb, proj, radius: int) -> dict[str, Metric]:
         t3 = time.perf_counter()
         store.get(keys.exact_key(text, True))
         t4 = time.perf_counter()
-        rows.append([1000 * (t1 - t0), 1000 * (t2 - t1), 1000 * (t3 - t2), 1000 * (t3 - t0), 1000 * (t4 - t3)])
+        csig = int(keys.signatures(keys.char_ngram_vectors([text], p["charsim_ngram"], p["charsim_dim"]), cproj)[0])
+        entry, dist, _best = stand.lsh_nearest(csig)
+        _ = entry is not None and dist <= cradius
+        t5 = time.perf_counter()
+        rows.append([1000 * (t1 - t0), 1000 * (t2 - t1), 1000 * (t3 - t2), 1000 * (t3 - t0), 1000 * (t4 - t3),
+                     1000 * (t5 - t4)])
         if (n + 1) % 100 == 0:
             ctx.log(f"latency: {n + 1}/{len(texts)} single-query lookups")
-    write_csv(ctx.raw_path("lookup_latency_ms.csv"), ["embed_ms", "key_ms", "redis_ms", "total_ms", "hash_lookup_ms"],
+    write_csv(ctx.raw_path("lookup_latency_ms.csv"),
+              ["embed_ms", "key_ms", "redis_ms", "total_ms", "hash_lookup_ms", "charsim_lookup_ms"],
               [[f"{x:.4f}" for x in r] for r in rows])
     out: dict[str, Metric] = {}
     for j, (name, note) in enumerate((("embed", "all-MiniLM-L6-v2, one query, 1 torch thread unless set"),
                                       ("key", "64-bit signature + sem_<hex> + band keys"),
                                       ("redis", "band SMEMBERS pipeline + GET sem_<hex>"),
                                       ("lookup", "embedding + key + Redis, one query"),
-                                      ("hash_lookup", "normalize + SHA-256 + GET"))):
+                                      ("hash_lookup", "normalize + SHA-256 + GET"),
+                                      ("charsim_lookup", "the stand-in: n-gram vector + signature + Redis"))):
         out.update(latency_metrics(name, [r[j] for r in rows], note=note))
     return out
 
@@ -342,6 +415,12 @@ def _c7(p, wl, test, emb, nn_sim, nlab, out: CaseOutcome) -> None:
     out.metrics["c7.instrument.entropy_error_bits"] = Metric(
         abs(measured["control.known_entropy"][0] - float(np.log2(p["c7_known_symbols"]))), "bits", "lower",
         f"measured: |H - log2 {p['c7_known_symbols']}| on i.i.d. uniform draws of {p['c7_known_symbols']} symbols")
+    reference = metrics.dynamic_threshold(min(float(np.log2(tok.vocab_size)), float(np.log2(len(ids) or 1))), 0.0)
+    out.metrics["c7.reference.uniform_tokens.threshold"] = Metric(
+        p["c7_static_threshold"] if p["c7_threshold"] == "static" else reference, "", None,
+        f"the reference, computed without the stream: the formula at the entropy the uniform generator was given "
+        f"(log2 of the vocabulary of {tok.vocab_size} ids, at most log2 of the {len(ids)} draws) and r = 0 (the "
+        f"static threshold when the formula is removed); the uniform stream's threshold must agree with it")
     out.metrics["c7.instrument.lag1_r_error"] = Metric(
         abs(measured["control.known_r"][1] - p["c7_known_r"]), "", "lower",
         f"measured: |r - {p['c7_known_r']:g}| on an AR(1) stream of coefficient {p['c7_known_r']:g}")

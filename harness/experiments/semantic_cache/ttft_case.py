@@ -242,7 +242,9 @@ def _cached_mode_metrics(mode: str, ms: list[float], outs: list[str]) -> dict[st
     the measured misses, labelled as computed)."""
     hits, wrong = outs.count("hit"), outs.count("wrong_hit")
     out = {f"{mode}.correct_hit_rate_pct": Metric(100 * hits / len(outs), "%", "higher", "correct hits only"),
-           f"{mode}.wrong_hits": Metric(wrong, "requests", "lower", "errors: an entry of another origin")}
+           f"{mode}.wrong_hits": Metric(wrong, "requests", "lower", "errors: an entry of another origin"),
+           f"{mode}.net_hit_rate_pct": Metric(100 * (hits - wrong) / len(outs), "%", "higher",
+                                              "correct hits minus wrong hits, per request")}
     misses = [t for t, o in zip(ms, outs) if o != "hit"]
     floor = metrics.quantile_floor(hits / len(outs), misses)
     if floor is not None:

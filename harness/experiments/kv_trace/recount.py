@@ -1,0 +1,366 @@
+"""An independent recount of the numbers the ledger judges on a KV-block trace (issue 39).
+
+The simulator (trace.py, prefix.py, policies.py, tiers.py, analyses.py, shape.py) is fast:
+numpy arrays, libCacheSim, lazy heaps. Its numbers are the ones judged, so a fault in it
+(a cache that forgets, a prefix rule that stops too late) would be judged as a finding. This
+module counts the same numbers again on the same trace by a separate path that shares no
+code with it: it reads the trace file's lines itself (json, no numpy), keeps each cache in
+plain dicts and OrderedDicts, applies the prefix rule request by request as it goes, and
+sizes the GPU and the tiers from the parameters with its own arithmetic. Each number comes
+out as the metric `reference.<the simulator's metric name>`; the ledger's `reference`
+field compares the two and calls a difference inconclusive.
+
+Written for clarity: the caches are the textbook ones (a set for the infinite cache, an
+OrderedDict for LRU, frequency buckets for LFU, an insertion-ordered queue of young blocks
+for LRU-K). The one scan is the leaf-first LRU's search for its least recently used leaf
+and LRU-K's search among blocks used K times when no young block is left. The whole
+Mooncake trace takes seconds; the timings are metrics of the case (reference.*.seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import Counter, OrderedDict
+from pathlib import Path
+
+GIB = 2**30
+GB = 10**9
+
+
+def read_requests(path: Path, max_requests: int = 0) -> list[tuple[int, int, list]]:
+    """(timestamp ms, input tokens, block ids) of every request of a Mooncake-format file.
+    The driver has already checked the file (trace.py); this is a second, plain reading."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            out.append((int(rec["timestamp"]), int(rec["input_length"]), list(rec["hash_ids"])))
+            if max_requests and len(out) >= max_requests:
+                break
+    return out
+
+
+def block_tokens(input_len: int, j: int, block_size: int) -> int:
+    """Tokens of a request's j-th block: a whole block, the remainder for the last one, none
+    beyond the prompt."""
+    return min(block_size, max(0, input_len - j * block_size))
+
+
+# ---- caches: access(key, now_ms, parent) -> hit, then the block is cached (or refused) ----
+
+
+class Forever:
+    """The infinite cache: a block seen before is a hit."""
+
+    def __init__(self):
+        self.seen = set()
+
+    def expire(self, now):
+        pass
+
+    def access(self, key, now, parent):
+        hit = key in self.seen
+        self.seen.add(key)
+        return hit
+
+
+class LRU:
+    """Least recently used, with an optional idle time (TTL, ms): blocks last used more than
+    ttl_ms before a request arrives are dropped before its lookups."""
+
+    def __init__(self, capacity: int, ttl_ms: float | None = None):
+        self.cap, self.ttl, self.od = capacity, ttl_ms, OrderedDict()  # key -> last use (ms), oldest first
+
+    def expire(self, now):
+        while self.ttl is not None and self.od and now - next(iter(self.od.values())) > self.ttl:
+            self.od.popitem(last=False)
+
+    def access(self, key, now, parent):
+        hit = key in self.od
+        if hit:
+            self.od.move_to_end(key)
+        elif len(self.od) >= self.cap:
+            self.od.popitem(last=False)
+        self.od[key] = now
+        return hit
+
+
+class LFU:
+    """Fewest uses since insertion first; among equal counts, the block that reached its
+    count first. One insertion-ordered bucket per count."""
+
+    def __init__(self, capacity: int):
+        self.cap, self.count, self.buckets = capacity, {}, {}
+
+    def expire(self, now):
+        pass
+
+    def access(self, key, now, parent):
+        c = self.count.get(key)
+        if c is not None:
+            del self.buckets[c][key]
+            if not self.buckets[c]:
+                del self.buckets[c]
+            self.count[key] = c + 1
+            self.buckets.setdefault(c + 1, OrderedDict())[key] = True
+            return True
+        if len(self.count) >= self.cap:
+            low = min(self.buckets)
+            victim, _ = self.buckets[low].popitem(last=False)
+            if not self.buckets[low]:
+                del self.buckets[low]
+            del self.count[victim]
+        self.count[key] = 1
+        self.buckets.setdefault(1, OrderedDict())[key] = True
+        return False
+
+
+class LRUK:
+    """LRU-K without retained history: blocks used fewer than K times since insertion are
+    evicted first, in insertion order; then the block whose K-th most recent use is the
+    oldest. Uses are counted in lookups (the position in the block stream)."""
+
+    def __init__(self, capacity: int, k: int, ttl_ms: float | None = None):
+        self.cap, self.k, self.ttl = capacity, k, ttl_ms
+        self.young = OrderedDict()  # fewer than K uses, insertion order
+        self.uses = {}  # key -> its last K use positions
+        self.last = OrderedDict()  # key -> last use (ms), oldest first (for the TTL)
+        self.clock = 0
+
+    def _drop(self, key):
+        del self.uses[key]
+        self.young.pop(key, None)
+        self.last.pop(key, None)
+
+    def expire(self, now):
+        while self.ttl is not None and self.last and now - next(iter(self.last.values())) > self.ttl:
+            self._drop(next(iter(self.last)))
+
+    def victim(self):
+        if self.young:
+            return next(iter(self.young))
+        return min(self.uses, key=lambda x: self.uses[x][0])
+
+    def insert(self, key, now):
+        self.uses[key] = [self.clock]
+        if self.k > 1:
+            self.young[key] = True
+        self.last[key] = now
+
+    def access(self, key, now, parent):
+        self.clock += 1
+        if key in self.uses:
+            u = self.uses[key] = (self.uses[key] + [self.clock])[-self.k:]
+            if len(u) >= self.k:
+                self.young.pop(key, None)
+            self.last.move_to_end(key)
+            self.last[key] = now
+            return True
+        if len(self.uses) >= self.cap:
+            self._drop(self.victim())
+        self.insert(key, now)
+        return False
+
+
+class Hybrid:
+    """The eviction suite's hybrid: LRU-K eviction with LFU admission. Every block's count
+    over the trace so far is kept; in a full cache a missing block is admitted only if its
+    count (this lookup included) is higher than the LRU-K victim's."""
+
+    def __init__(self, capacity: int, k: int):
+        self.lruk, self.count = LRUK(capacity, k), Counter()
+
+    def expire(self, now):
+        pass
+
+    def access(self, key, now, parent):
+        self.count[key] += 1
+        c = self.lruk
+        if key in c.uses or len(c.uses) < c.cap:
+            return c.access(key, now, parent)
+        c.clock += 1
+        v = c.victim()
+        if self.count[key] > self.count[v]:
+            c._drop(v)
+            c.insert(key, now)
+        return False
+
+
+class LeafLRU:
+    """Leaf-first LRU: only a block no cached block depends on can go, the least recently
+    used such leaf first (found by walking the blocks from the least recently used). A
+    block depends on its parent (the block before it in the request that inserted it)
+    while that parent stays cached."""
+
+    def __init__(self, capacity: int, ttl_ms: float | None = None):
+        self.cap, self.ttl = capacity, ttl_ms
+        self.last = OrderedDict()  # key -> last use (ms), least recently used first
+        self.kids, self.parent, self.born = {}, {}, {}  # children cached; (parent, its birth) or None; insertion
+        self.clock = 0
+
+    def _drop(self, key):
+        del self.last[key], self.kids[key], self.born[key]
+        link = self.parent.pop(key)
+        if link is not None and self.born.get(link[0]) == link[1]:
+            self.kids[link[0]] -= 1
+
+    def expire(self, now):
+        while self.ttl is not None and self.last and now - next(iter(self.last.values())) > self.ttl:
+            self._drop(next(iter(self.last)))
+
+    def access(self, key, now, parent):
+        self.clock += 1
+        if key in self.last:
+            self.last.move_to_end(key)
+            self.last[key] = now
+            return True
+        if len(self.last) >= self.cap:
+            self._drop(next(k for k in self.last if self.kids[k] == 0))
+        linked = parent in self.last and parent != key
+        self.parent[key] = (parent, self.born[parent]) if linked else None
+        if linked:
+            self.kids[parent] += 1
+        self.last[key], self.kids[key], self.born[key] = now, 0, self.clock
+        return False
+
+
+def make(policy: str, capacity: int | None, ttl_s: float | None = None, hybrid_k: int = 2):
+    """The cache of `policy` (None when this module has no reference for it)."""
+    ttl_ms = None if ttl_s is None else ttl_s * 1000.0
+    if capacity is None:
+        return Forever()
+    if policy == "lru":
+        return LRU(capacity, ttl_ms)
+    if policy == "leaf-lru":
+        return LeafLRU(capacity, ttl_ms)
+    if policy.startswith("lru-") and policy[4:].isdigit():
+        return LRUK(capacity, int(policy[4:]), ttl_ms)
+    if policy == "lfu" and ttl_ms is None:
+        return LFU(capacity)
+    if policy == "hybrid" and ttl_ms is None:
+        return Hybrid(capacity, hybrid_k)
+    return None
+
+
+class Nothing:
+    """A tier of no capacity: it holds nothing."""
+
+    def expire(self, now):
+        pass
+
+    def access(self, key, now, parent):
+        return False
+
+
+def replay(requests: list, block_size: int, caches: list) -> int:
+    """Prompt tokens hit with the prefix rule: every block of every request is looked up in
+    every cache (and then held by it); a request's hit is its leading run of blocks that
+    some cache held, a block after the first miss counts as a miss."""
+    hit_tokens = 0
+    for now, input_len, ids in requests:
+        for c in caches:
+            c.expire(now)
+        run, parent = True, -1
+        for j, key in enumerate(ids):
+            held = [c.access(key, now, parent) for c in caches]
+            if run and any(held):
+                hit_tokens += block_tokens(input_len, j, block_size)
+            else:
+                run = False
+            parent = key
+    return hit_tokens
+
+
+def sizes(p: dict) -> tuple[int, int]:
+    """(KV bytes per token, the GPU's KV capacity in tokens) of the stated model shape:
+    2 (K, V) x layers x KV heads x head dim x bytes; the GPU's usable memory minus the
+    weights, over the KV bytes per token."""
+    kvb = 2 * p["model_layers"] * p["model_kv_heads"] * p["model_head_dim"] * p["kv_dtype_bytes"]
+    free = p["gpu_memory_gib"] * GIB * p["gpu_memory_utilization"] - p["model_params_b"] * 1e9 * p["weight_dtype_bytes"]
+    return kvb, int(max(0.0, free) // kvb)
+
+
+def head_share(requests: list, fraction: float) -> float:
+    """Share of block lookups that go to the ceil(fraction x distinct) most used blocks."""
+    counts = Counter(key for _, _, ids in requests for key in ids)
+    k = max(1, math.ceil(fraction * len(counts)))
+    return sum(sorted(counts.values(), reverse=True)[:k]) / sum(counts.values())
+
+
+def tier_caches(p: dict, kvb: int, block_size: int, ttls: bool = True, l3: str | None = None) -> list | None:
+    """The three tiers' caches as the parameters size them (None: no reference for one)."""
+    out = []
+    for i, (gb, ttl, pol) in enumerate(zip(p["tier_gb"], p["tier_ttl_s"], p["tier_policies"])):
+        cap = int(max(0.0, gb * GB) // kvb) // block_size
+        pol = l3 if (l3 is not None and i == len(p["tier_gb"]) - 1) else pol
+        c = Nothing() if cap < 1 else make(pol, cap, ttl if ttls else None)
+        if c is None:
+            return None
+        out.append(c)
+    return out
+
+
+def _rate(requests: list, block_size: int, caches: list | None, total: int) -> float | None:
+    return None if caches is None else 100.0 * replay(requests, block_size, caches) / total
+
+
+def curve(requests: list, p: dict, distinct: int, order: tuple, log) -> tuple[float | None, dict]:
+    """At every simulated capacity (0 < blocks < distinct) the token hit rates of the
+    policies of `order`: (% of those capacities where the rates increase strictly in that
+    order (the curve's ordering, C18), {(policy, capacity in tokens): rate})."""
+    bs, total = p["block_size"], sum(n for _, n, _ in requests)
+    checked, held, rates = 0, 0, {}
+    for cap_tok in dict.fromkeys(p["capacities_tokens"]):
+        blocks = int(cap_tok // bs)
+        if not 0 < blocks < distinct:
+            continue
+        row = [_rate(requests, bs, [c] if (c := make(n, blocks, None, p["hybrid_k"])) else None, total) for n in order]
+        rates.update({(n, cap_tok): r for n, r in zip(order, row) if r is not None})
+        if None in row:
+            return None, rates
+        checked += 1
+        held += all(a < b for a, b in zip(row, row[1:]))
+        log(f"reference at {cap_tok:g} tokens: " + ", ".join(f"{n} {r:.2f}" for n, r in zip(order, row)))
+    return (100.0 * held / checked if checked else 0.0), rates
+
+
+def recount(path: Path, p: dict, order: tuple, label, log=print) -> dict[str, tuple[float, str]]:
+    """{`reference.<metric>`: (value, what)} for every judged number this module can count,
+    the curve's rates of the policies of `order` (`label` names a capacity as the curve's
+    metrics do) and reference.seconds (the whole recount's wall time)."""
+    t0 = time.perf_counter()
+    requests = read_requests(path, p["max_requests"])
+    bs, total = p["block_size"], sum(n for _, n, _ in requests)
+    kvb, gpu_tokens = sizes(p)
+    distinct = len({key for _, _, ids in requests for key in ids})
+    out: dict[str, tuple[float, str]] = {}
+
+    def put(name: str, value: float | None, what: str) -> None:
+        if value is not None:  # no reference for this configuration: the metric stays unmeasured
+            out[f"reference.{name}"] = (value, what)
+
+    mx = _rate(requests, bs, [Forever()], total)
+    put("reuse.max.token_hit_pct", mx, "a set of the blocks seen before")
+    gpu = make(p["gpu_policy"], gpu_tokens // bs) if gpu_tokens // bs < distinct else Forever()
+    put("reuse.gpu.token_hit_pct", _rate(requests, bs, [gpu] if gpu else None, total),
+        f"{p['gpu_policy']} in an OrderedDict, {gpu_tokens // bs} blocks")
+    ordered, rates = curve(requests, p, distinct, order, log)
+    put("curve.ordering_sizes_pct", ordered, f"{', '.join(order)} in dicts at every simulated capacity")
+    for (name, cap_tok), r in rates.items():
+        put(f"curve.{name}.at_{label(cap_tok)}.token_hit_pct", r, f"{name} in dicts")
+    put("blocks.head_share_pct", 100.0 * head_share(requests, p["head_fraction"]), "a Counter of the block ids")
+    base = _rate(requests, bs, tier_caches(p, kvb, bs), total)
+    no_ttl = _rate(requests, bs, tier_caches(p, kvb, bs, ttls=False), total)
+    l3_lru = _rate(requests, bs, tier_caches(p, kvb, bs, l3="lru"), total)
+    if base is not None and mx:
+        put("tiers.base.of_max_pct", 100.0 * base / mx, "the three tiers in dicts / the set's maximum")
+    if base is not None and no_ttl:
+        put("tiers.ttl_kept_pct", 100.0 * base / no_ttl, "the tiers with / without TTLs, in dicts")
+    if base is not None and l3_lru is not None:
+        put("tiers.L3.lruk_gain_pp", base - l3_lru, "the tiers with L3 LRU-K / L3 LRU, in dicts")
+    out["reference.seconds"] = (time.perf_counter() - t0, "the whole recount, on the whole trace")
+    return out

@@ -1,0 +1,66 @@
+"""Mutations of the serving suite: the serving checks of claims C1 (the engine's prefix-cache
+hit rate on a trace slice below 38%), C2 and C3 (the semantic cache end to end in front of the
+engine) and I23 (the harness's client agrees with vLLM's own benchmark client).
+
+Every run starts vLLM's CPU engines (minutes on two cores before the first request): none of
+them is fast; they run in `make mutations` only.
+"""
+
+from __future__ import annotations
+
+from tests.mutations.framework import Edit, Mutation
+
+ENGINES = "harness/experiments/serving/engines.py"
+REPLAY = "harness/experiments/serving/replay.py"
+SEMANTIC = "harness/experiments/serving/semantic_case.py"
+CLIENT = "harness/experiments/serving/client.py"
+PEER = "harness/experiments/serving/peer_case.py"
+C1 = ("serving/prefix-cache trace.on.engine_hit_pct",)
+C2 = "serving/semantic-e2e semantic_cache.net_hit_rate_pct"
+C3 = "serving/semantic-e2e ttft.p95_change_semantic_vs_hash_pct"
+I23 = ("serving/client-vs-vllm peer.ttft_p50_absdiff_pct", "serving/client-vs-vllm peer.tpot_p50_absdiff_pct")
+
+MUTATIONS = [
+    Mutation(
+        name="serving/engine-hit-counter-blinded",
+        claim="C1", kind="blinded",
+        what="the engine's prefix-cache hits read as 0 whatever /metrics says (a counter that never counts a hit)",
+        edits=(Edit(ENGINES, "    pct = 100.0 * d.hits / denom\n", "    pct = 0.0 * d.hits / denom\n"),),
+        run="serving/prefix-cache", checks=C1, timeout_s=900),
+    Mutation(
+        name="serving/replay-prompts-unshared",
+        claim="C1", kind="broken",
+        what="the replay gives every request its own tokens for a shared hash id: the slice's sharing never "
+             "reaches the engine (the simulator still predicts it from the trace's hash ids)",
+        edits=(Edit(REPLAY, "            tokens.extend(_run_of(salt, h, tokens_per_hash, vocab_high))\n",
+                    "            tokens.extend(_run_of(f\"{salt}:{i}\", h, tokens_per_hash, vocab_high))\n"),),
+        run="serving/prefix-cache", checks=C1, timeout_s=900),
+    Mutation(
+        name="serving/semantic-key-is-exact",
+        claim="C2", kind="stand-in",
+        what="the semantic cache's key is an exact signature of the normalized text (no embedding): "
+             "paraphrases cannot hit",
+        edits=(Edit(SEMANTIC, '        exact = self.p["signature"] == "exact" and mode == "semantic_cache"\n',
+                    '        exact = mode == "semantic_cache"\n'),),
+        run="serving/semantic-e2e", checks=(C2,), timeout_s=900),
+    Mutation(
+        name="serving/oracle-store-empty",
+        claim="C3", kind="blinded",
+        what="the oracle cache (the instrument) is never filled: the measurement cannot show what a hit costs",
+        edits=(Edit(SEMANTIC, '        if p["oracle"] == "hit":\n', "        if False:\n"),),
+        run="serving/semantic-e2e", checks=(C3,), timeout_s=900),
+    Mutation(
+        name="serving/client-ttft-halved",
+        claim="I23", kind="broken",
+        what="the harness's client reports half the time to the first token it measured",
+        edits=(Edit(CLIENT, "                self.res.ttft_ms = 1000 * (now - self.st)\n",
+                    "                self.res.ttft_ms = 500 * (now - self.st)\n"),),
+        run="serving/client-vs-vllm", checks=I23[:1], timeout_s=900),
+    Mutation(
+        name="serving/late-instrument-not-late",
+        claim="I23", kind="blinded",
+        what="the instrument's late client waits 0 ms before each POST instead of 150 ms",
+        edits=(Edit(PEER, '        late = _harness(ep, prompts, "late", p["instrument_delay_ms"]) if p["instrument_delay_ms"] else None\n',
+                    '        late = _harness(ep, prompts, "late", 0.0) if p["instrument_delay_ms"] else None\n'),),
+        run="serving/client-vs-vllm", checks=I23, timeout_s=900),
+]
