@@ -149,8 +149,8 @@ def test_harness_report_writes_the_verdicts_the_analysis_gives(tmp_path, capsys)
 
 
 def test_processes_a_run_left_in_its_copy_are_stopped_and_no_others(tmp_path):
-    """A run cut short leaves servers whose command line names its copy: those are stopped;
-    a process that names another folder is left alone."""
+    """A run cut short leaves servers running in its copy's folders: those are stopped; a
+    process in another folder (even one whose command line names the copy) is left alone."""
     import subprocess
     import sys
 
@@ -159,12 +159,12 @@ def test_processes_a_run_left_in_its_copy_are_stopped_and_no_others(tmp_path):
     copy, other = tmp_path / "copy", tmp_path / "other"
     copy.mkdir()
     other.mkdir()
-    sleep = [sys.executable, "-c", "import time; time.sleep(30)"]  # the path stays in its command line
-    mine = subprocess.Popen(sleep + [str(copy / "redis.conf")])
-    theirs = subprocess.Popen(sleep + [str(other / "redis.conf")])
+    sleep = [sys.executable, "-c", "import time; time.sleep(30)"]
+    mine = subprocess.Popen(sleep + [str(other / "redis.conf")], cwd=copy)  # a server started in the copy
+    theirs = subprocess.Popen(sleep + [str(copy / "redis.conf")], cwd=other)  # names the copy, runs elsewhere
     try:
         assert stop_leftovers(copy) == [mine.pid]
-        assert mine.wait(timeout=10) != 0
+        mine.wait(timeout=10)  # ended well before its 30 s (its status was reaped by the stop: ours is its parent)
         assert theirs.poll() is None
     finally:
         for p in (mine, theirs):

@@ -234,41 +234,38 @@ def _run_bounded(cmd: list[str], cwd: Path, env: dict, timeout_s: int, log: Path
 
 def stop_leftovers(copy: Path, wait_s: float = 5.0) -> list[int]:
     """Stop the processes a run in `copy` left behind (a run cut short leaves its redis-server
-    and postgres processes, which detach from its process group): those whose command line
-    names the copy's folder, a temporary folder no other process knows. Returns their pids."""
-    mark = str(copy.resolve())
+    and postgres processes, which detach from its process group). A process is the run's only
+    when it is proven so, never by its name or command line: its working folder is inside the
+    copy (the harness starts every server in its own state folder there) and it started after
+    the copy was made; it is signalled through harness.ownership (a pidfd opened before the
+    check, the start time checked again). Returns their pids."""
+    from harness import ownership
+
+    root = os.path.realpath(copy)
+    made = os.stat(root).st_mtime - 1.0
+    btime = _boot_time()
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def inside(proc) -> bool:
+        cwd = ownership.cwd_of(proc.pid)
+        return (ownership.start_time(proc.pid) == proc.start and cwd is not None
+                and (cwd == root or cwd.startswith(root + os.sep)))
+
     found = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == os.getpid():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
-        except OSError:
-            continue
-        if mark in cmd:
-            found.append(int(d.name))
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        alive = []
-        for pid in found:
-            try:
-                os.kill(pid, sig)
-                alive.append(pid)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + wait_s
-        while alive and time.monotonic() < deadline:
-            alive = [p for p in alive if Path(f"/proc/{p}").exists() and "Z" not in _state(p)]
-            time.sleep(0.1)
-        if not alive:
-            break
-    return found
+    for pid, _ppid, _pgid, start in ownership.scan():
+        proc = ownership.Proc(pid, start)
+        if pid != os.getpid() and btime + start / ticks >= made and inside(proc):
+            found.append(proc)
+    ownership.terminate(found, lambda proc: Path(root), timeout=wait_s, check=inside)
+    return [proc.pid for proc in found]
 
 
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[-1].split()[0]
-    except (OSError, IndexError):
-        return "Z"
+def _boot_time() -> float:
+    """The kernel's boot time (seconds since the epoch), from /proc/stat."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("btime "):
+            return float(line.split()[1])
+    return 0.0
 
 
 def read_outcome(m: Mutation, results: Path, out: Outcome) -> Outcome:
