@@ -35,7 +35,7 @@ from harness.results import Record, write_manifest, write_results
 from harness.run_target import manifest_facts, refresh_topology, target_for
 from harness.selection import Plan, check_repeat, plan
 from harness.serving_engine.for_run import engines_for_run
-from harness.signals import deferred_interrupts, signal_name
+from harness.signals import deferred_interrupts, first_interrupt_only, signal_name
 from harness.target import Target
 
 
@@ -104,24 +104,25 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
         configured_port()  # a bad HARNESS_MONITORING_PORT is refused before anything starts
         configured_url(target)  # so is a bad HARNESS_PROMETHEUS_URL (or inventory monitoring host)
     plans = plan(list(names), profile=profile, keyword=keyword, repeat=repeat, overrides=list(overrides), log=log)
-    run = _open_run(plans, profile, target, Path(results_dir), log)
     bad_input: BadInput | None = None
     interrupt: BaseException | None = None
-    try:
-        _run_on_target(run, plans, target, base_port, monitoring, profile)
-    except BadInput as e:
-        bad_input = e
-    except KeyboardInterrupt as e:
-        interrupt = e
-        run.mark_interrupted(e)
-    finally:
-        # an exception going on past this block (none when handled above)
-        pending = sys.exc_info()[1]
-        if run.refused(bad_input or pending):
-            _discard(run.run_dir)
-        else:
-            published, late = _close_run(run, pending, allow_skipped)
-            interrupt = interrupt or late
+    with first_interrupt_only() as gate:  # a second signal, or one after the last case, is held
+        run = _open_run(plans, profile, target, Path(results_dir), log)
+        try:
+            _run_on_target(run, plans, target, base_port, monitoring, profile)
+        except BadInput as e:
+            bad_input = e
+        except KeyboardInterrupt as e:
+            interrupt = e
+            run.mark_interrupted(e)
+        finally:
+            gate.closing = True  # first: a signal from here on waits, the report is written
+            # an exception going on past this block (none when handled above)
+            pending = sys.exc_info()[1]
+            if run.refused(bad_input or pending):
+                _discard(run.run_dir)
+            else:
+                published = _close_run(run, pending, allow_skipped)
     if interrupt is not None:
         log(f"interrupted during {run.interrupted['case']}; what was measured is in {run.run_dir} "
             f"(report: {published.report})")
@@ -243,40 +244,15 @@ def _reserve_released(run_dir: Path):
 
 def _close_run(run: _Run, pending: BaseException | None, allow_skipped: bool):
     """Write the manifest and results and, unless an error other than an interrupt is going
-    on (`pending`), publish the report; a second Ctrl-C (or a SIGTERM, SIGHUP) meanwhile waits until
-    they are written. Returns (what publish made or None, the interrupt that came early or
-    None). A Ctrl-C that lands as the shield goes up, before it holds anything, is the run's
-    interrupt (when nothing else is going on) and the writing starts again behind the shield."""
-    while True:
-        try:
-            interrupt = None
-            with _shielded(), _reserve_released(run.run_dir):
-                if isinstance(pending, KeyboardInterrupt) and not run.interrupted:  # a second Ctrl-C came early
-                    interrupt = pending
-                    run.mark_interrupted(pending)
-                run.close()
-                published = None
-                if pending is None or isinstance(pending, KeyboardInterrupt):
-                    published = publish(run.run_dir, allow_skipped=allow_skipped)
-            return published, interrupt
-        except KeyboardInterrupt as e:
-            if pending is None:
-                pending = e
-
-
-@contextlib.contextmanager
-def _shielded():
-    """Let a second Ctrl-C (or SIGTERM, SIGHUP) wait until the report of what was measured is
-    written; when the run was interrupted anyway, the held signal adds nothing. One that
-    lands before the shield is up goes on (the caller starts again)."""
-    up = False
-    try:
-        with deferred_interrupts():
-            up = True
-            yield
-    except KeyboardInterrupt:
-        if not up:
-            raise
+    on (`pending`), publish the report (signals meanwhile are held by the run's gate).
+    Returns what publish made, or None."""
+    with _reserve_released(run.run_dir):
+        if isinstance(pending, KeyboardInterrupt) and not run.interrupted:
+            run.mark_interrupted(pending)
+        run.close()
+        if pending is None or isinstance(pending, KeyboardInterrupt):
+            return publish(run.run_dir, allow_skipped=allow_skipped)
+    return None
 
 
 def _make_run_dir(results_dir: Path) -> Path:

@@ -97,9 +97,10 @@ def exit_code(exc: BaseException) -> int:
 @contextlib.contextmanager
 def deferred_interrupts():
     """Run the block to its end: SIGINT, SIGTERM and SIGHUP arriving during it are held back
-    and raised (as KeyboardInterrupt / Terminated / HungUp) once it is done; a signal that is
-    ignored (SIG_IGN: nohup, a background job) stays ignored. Outside the main thread the
-    block simply runs."""
+    and, once it is done, given to the handler in place before it (by default raised as
+    KeyboardInterrupt / Terminated / HungUp; a run's gate raises only its first); a signal
+    that is ignored (SIG_IGN: nohup, a background job) stays ignored. Outside the main thread
+    the block simply runs."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -122,7 +123,61 @@ def deferred_interrupts():
             if h is not None:  # None: a handler not set from Python; leave it
                 signal.signal(s, h)
     if held:
-        raise interrupt_for(held[0])
+        _replay(held[0], old.get(held[0]))
+
+
+def _replay(signum: int, handler) -> None:
+    """A held signal goes to the handler that was in place before the block (Python's
+    Ctrl-C handler raises KeyboardInterrupt; a run's gate holds a second one); one not set
+    from Python is raised as its interrupt."""
+    if callable(handler):
+        handler(signum, None)
+        return
+    raise interrupt_for(signum)
+
+
+class Gate:
+    """See `first_interrupt_only`. `closing` is set once the run's measuring is over: a
+    signal from then on is held, never raised; `held` lists every signal that came, `raised`
+    says whether the first was raised."""
+
+    def __init__(self):
+        self.closing = False
+        self.raised = False
+        self.held: list[int] = []
+
+    def handle(self, signum, frame):
+        self.held.append(signum)
+        if len(self.held) == 1 and not self.closing:
+            self.raised = True
+            raise interrupt_for(signum)
+
+
+@contextlib.contextmanager
+def first_interrupt_only():
+    """A run's measuring and closing: the first SIGINT, SIGTERM or SIGHUP is raised (the run
+    stops); every later one is held, as is any that comes once `gate.closing` is set, so that
+    a second Ctrl-C, or one landing between the last case and the writing of the report,
+    never cuts the writing of what was measured short. Held signals add nothing: the run ends
+    as it would have (interrupted by the first, or not at all). A signal ignored when the block
+    starts (nohup) stays ignored; outside the main thread the block simply runs."""
+    gate = Gate()
+    if threading.current_thread() is not threading.main_thread():
+        yield gate
+        return
+    old = {}
+    try:
+        for s in HANDLED:
+            current = signal.getsignal(s)
+            if current is signal.SIG_IGN:
+                continue
+            old[s] = current
+            signal.signal(s, gate.handle)
+        yield gate
+    finally:
+        for s, h in old.items():
+            if h is not None:
+                signal.signal(s, h)
 
 
 class GuardedStream:
