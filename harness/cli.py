@@ -191,8 +191,9 @@ def report(run_dir, baseline, history):
                    "(a warning instead of exit 2)")
 @click.option("--output", type=click.Path(path_type=Path), help="also write the comparison to this file")
 def compare(baseline, run_dir, last, factor, fmt, only_changed, allow_mismatch, output):
-    """Per-metric change from BASELINE to RUN_DIR, regressions first; exit 1 on a
-    regression, 2 when the sides are not comparable or share no metric.
+    """The claims whose verdict changed from BASELINE to RUN_DIR, then the per-metric
+    change, regressions first; exit 1 on a regression (a metric, or a claim that held and
+    no longer does), 2 when the sides are not comparable or share no metric.
 
     BASELINE is one earlier results folder, or the folder that holds earlier results
     folders: then the baseline is the median of the last --last runs that match RUN_DIR's

@@ -27,7 +27,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import stats
+from harness import stats, verdicts
 from harness.analysis import Analysis, analyze
 from harness.errors import BadInput
 from harness.metric_history import find_runs, load_runs, run_facts
@@ -204,13 +204,17 @@ class Comparison:
     current: str
     warnings: list[str] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)  # pooled runs left out, with why
+    verdict_changes: list[dict] = field(default_factory=list)  # harness.verdicts.changes
+    verdicts_from: list[str] = field(default_factory=list)  # where each side's verdicts come from
 
     def counts(self) -> dict[str, int]:
         return {s: sum(r["status"] == s for r in self.rows) for s in ORDER}
 
     @property
     def exit_code(self) -> int:
-        return 1 if any(r["regression"] for r in self.rows) else 0
+        """1 when a metric regressed or a claim's verdict no longer holds."""
+        regressed = any(c["kind"] == verdicts.REGRESSED for c in self.verdict_changes)
+        return 1 if regressed or any(r["regression"] for r in self.rows) else 0
 
     def header(self) -> str:
         c = self.counts()
@@ -220,7 +224,19 @@ class Comparison:
 
     def to_json(self) -> dict:
         return {"baseline": self.baseline, "current": self.current, "warnings": self.warnings,
-                "left_out": self.left_out, "counts": self.counts(), "exit_code": self.exit_code, "rows": self.rows}
+                "left_out": self.left_out, "counts": self.counts(), "exit_code": self.exit_code,
+                "verdict_changes": self.verdict_changes, "verdicts_from": self.verdicts_from, "rows": self.rows}
+
+    def verdict_lines(self) -> list[str]:
+        """The claims whose verdict changed, one line each (regressions first)."""
+        if not self.verdict_changes:
+            return ["no claim's verdict changed"]
+        out = [f"{len(self.verdict_changes)} claim(s) changed verdict:"]
+        for c in self.verdict_changes:
+            checks = "; ".join(f"{k['suite']}/{k['case']} {k['metric']}: {k['before']} -> {k['after']}"
+                               for k in c["checks"][:3])
+            out.append(f"  {c['id']}: {c['before']} -> {c['after']} ({c['kind']})" + (f" [{checks}]" if checks else ""))
+        return out
 
 
 def changed_only(rows: list[dict]) -> list[dict]:
@@ -232,7 +248,8 @@ COLUMNS = ("suite", "case", "metric", "baseline", "current", "change", "limit", 
 
 def format_text(c: Comparison, rows: list[dict]) -> str:
     lines = [f"baseline: {c.baseline}", f"this run: {c.current}"] + [f"warning: {w}" for w in c.warnings]
-    lines += [f"left out of the pool: {x}" for x in c.left_out]
+    lines += [f"left out of the pool: {x}" for x in c.left_out] + [f"verdicts: {x}" for x in c.verdicts_from]
+    lines += c.verdict_lines()
     lines = [for_terminal(line, LINE) for line in lines]  # paths and facts from the folders: one line each
     lines += [c.header(), ""]
     lines.append(table(list(COLUMNS), [[r[k] for k in COLUMNS] for r in rows], max_width=110)
@@ -248,6 +265,7 @@ def _md(v) -> str:
 def format_markdown(c: Comparison, rows: list[dict]) -> str:
     lines = [f"### {c.header()}", "", f"- baseline: {_md(c.baseline)}", f"- this run: {_md(c.current)}"]
     lines += [f"- **warning**: {_md(w)}" for w in c.warnings] + [f"- left out of the pool: {_md(x)}" for x in c.left_out]
+    lines += [f"- {_md(line.strip())}" for line in c.verdict_lines()]
     lines.append("")
     if rows:
         lines.append("| " + " | ".join(COLUMNS) + " |")
@@ -324,8 +342,11 @@ def compare_dirs(baseline, current, *, last: int = POOL, factor: float = FACTOR,
         raise BadInput(f"no metric in common between the baseline ({len(base)} metrics) and {new.run_dir} "
                        f"({len(a_new.metrics)} metrics); compare runs of the same suites and cases")
     rows = compare_baseline(base, a_new, factor)
+    before, before_from = verdicts.load(pool[-1].run_dir)
+    after, after_from = verdicts.load(new.run_dir)
     return Comparison(rows, what, f"{new.run_dir} ({nf['profile']} profile, revision {nf['revision'][:10]})",
-                      warnings, left_out)
+                      warnings, left_out, verdicts.changes(before, after),
+                      [f"baseline {pool[-1].run_dir.name}: {before_from}", f"this run: {after_from}"])
 
 
 def _pool(baseline: Path, new, nf: dict, last: int, allow_mismatch: bool, log) -> tuple[list, list[str]]:

@@ -11,11 +11,11 @@ folder's report-error.txt; never "the folder is damaged".
 from __future__ import annotations
 
 import contextlib
-import json
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import verdicts
 from harness.analysis import Analysis, analyze
 from harness.compare import compare, refuse_same_run
 from harness.errors import EXIT_ENVIRONMENT, HarnessError
@@ -28,7 +28,6 @@ from harness.summary import summary_text
 
 ERROR_FILE = "report-error.txt"
 JUNIT_FILE = "junit.xml"
-VERDICTS_FILE = "verdicts.json"
 
 
 class ReportFailed(HarnessError):
@@ -55,7 +54,8 @@ class Published:
 
 def publish(run_dir: Path, *, allow_skipped: bool = False, baseline: Path | None = None,
             history: str | None = None) -> Published:
-    """Load `run_dir` (and `baseline`), analyse it, write report.html and junit.xml there."""
+    """Load `run_dir` (and `baseline`), analyse it, write report.html, junit.xml and
+    verdicts.json there; with a baseline the report starts with what changed."""
     run = load_run(run_dir)
     base = None
     if baseline is not None:
@@ -63,22 +63,14 @@ def publish(run_dir: Path, *, allow_skipped: bool = False, baseline: Path | None
         refuse_same_run(base, run, "--baseline")
     with internal_errors(run.run_dir):
         a = analyze(run, allow_skipped=allow_skipped)
-        comparison = compare(analyze(base), a) if base is not None else None
-        report = render_report(run, a, comparison, history=history)
+        comparison = changed = None
+        if base is not None:
+            comparison = compare(analyze(base), a)
+            changed = verdicts.changes(verdicts.load(base.run_dir)[0], verdicts.document(run, a))
+        report = render_report(run, a, comparison, history=history, changed=changed)
         junit = write_junit(run.run_dir / JUNIT_FILE, a)
-        write_verdicts(run, a)
+        verdicts.write(run, a)
     return Published(run, a, report, junit)
-
-
-def write_verdicts(run: RunData, a: Analysis) -> Path:
-    """verdicts.json: the ledger's verdicts as the report shows them, machine-readable, so that
-    a tool (the mutation suite, tests/mutations) reads the verdict a user would see."""
-    claims = [{"id": cv.id, "verdict": str(cv.outcome),
-               "checks": [{"suite": c.check.suite, "case": c.check.case, "metric": c.check.metric,
-                           "verdict": str(c.outcome), "reason": c.reason} for c in cv.checks]}
-              for cv in a.claims]
-    doc = {"run_id": run.manifest.get("run_id") or run.run_dir.name, "exit_code": a.exit_code, "claims": claims}
-    return write_atomic(run.run_dir / VERDICTS_FILE, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 @contextlib.contextmanager

@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("stored run", ("harness.results", "harness.driver_helpers")),
     ("analysis", ("harness.analysis", "harness.metric_history", "harness.child")),
     ("experiments", ("harness.experiments", "harness.worker")),
-    ("report", ("harness.report", "harness.summary", "harness.compare")),
+    ("report", ("harness.report", "harness.summary", "harness.verdicts", "harness.compare")),
     ("publishing", ("harness.publish",)),
     ("running", ("harness.selection", "harness.run_target", "harness.runner")),
     ("command line", ("harness.cli", "harness.__main__")),

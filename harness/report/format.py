@@ -12,7 +12,7 @@ from markupsafe import escape as _escape
 
 from harness.analysis import MetricSummary, Outcome, ThresholdVerdict, Verdict
 from harness.safe_text import NAME, for_html
-from harness.spec import ClaimCheck, Threshold
+from harness.spec import ClaimCheck, Control, Threshold
 
 
 def esc(text, limit: int = NAME) -> str:
@@ -65,6 +65,12 @@ def check_text(c: ClaimCheck) -> str:
     if c.band is not None:
         return f"{c.metric} in [{fmt(c.band[0])}, {fmt(c.band[1])}] {c.unit}".strip() + better
     return f"{c.metric} {c.op} {fmt(c.value)} {c.unit}".strip()
+
+
+def control_text(ctl: Control) -> str:
+    """A control's comparison: 'metric op value' (or 'op factor x other metric')."""
+    rhs = f"{fmt(ctl.factor)} x {ctl.than}" if ctl.than and ctl.factor != 1 else (ctl.than or fmt(ctl.value))
+    return f"{ctl.metric} {ctl.op} {rhs}"
 
 
 def claimed_text(tv: ThresholdVerdict) -> str:

@@ -28,6 +28,7 @@ from harness.report.svg import chart
 from harness.report.views import monitoring as monitoring_view
 from harness.results import RunData
 from harness.safe_text import BLOCK, for_html
+from harness.verdicts import deciding_check
 
 PCT = re.compile(r"^(?P<cmd>.+)\.p(?P<q>\d+(?:\.\d+)?)_(?P<unit>ms|us|s)$")
 REPORT_NAME = "report.html"
@@ -160,8 +161,7 @@ def _control_cells(k) -> tuple[list[str], list[str]]:
         return ["none"], ["-"]
     for r in k.controls:
         ctl = r.control
-        rhs = f"{F.fmt(ctl.factor)} x {ctl.than}" if ctl.than and ctl.factor != 1 else (ctl.than or F.fmt(ctl.value))
-        control.append(f"{ctl.label}: {ctl.text} ({ctl.metric} {ctl.op} {rhs})")
+        control.append(f"{ctl.label}: {ctl.text} ({F.control_text(ctl)})")
         if r.held is None:
             outcome.append(f"{ctl.label}: not measured")
         else:
@@ -177,7 +177,7 @@ def _claims(a: Analysis, history: str | None = None) -> list[dict]:
         for k in cv.checks:
             control, control_outcome = _control_cells(k)
             checks.append({"check": F.check_text(k.check), "measured": F.describe(k.summary),
-                           "control": control, "control_outcome": control_outcome,
+                           "controls": list(zip(control, control_outcome)),
                            "held": k.control_held, "verdict": k.outcome.value, "css": F.css_class(k.outcome),
                            "reason": k.reason, "band_reason": k.check.band_reason, "observed": k.check.observed,
                            "where": f"{k.check.suite} / {k.check.case}",
@@ -185,6 +185,45 @@ def _claims(a: Analysis, history: str | None = None) -> list[dict]:
         out.append({"id": cv.id, "section": cv.claim.section, "text": cv.claim.text, "verdict": cv.outcome.value,
                     "css": F.css_class(cv.outcome), "note": cv.note, "differs": cv.claim.differs, "checks": checks})
     return out
+
+
+def one_line(text: str, limit: int, sentence: bool = False) -> str:
+    """A text cut to `limit` characters at a word (to its first sentence first when
+    `sentence`), for a board cell; the whole text is in the claim's section."""
+    text = " ".join(str(text or "").split())
+    if sentence:
+        text = re.split(r"(?<=\.)\s", text, maxsplit=1)[0]
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " \u2026"
+
+
+def _board(a: Analysis) -> list[dict]:
+    """The verdict board: one row per claim, in the ledger's order; the deciding check's
+    claimed and measured values; the long text stays in the claim's section."""
+    rows = []
+    for cv in a.claims:
+        k = deciding_check(cv)
+        measured = F.describe(k.summary) if k is not None else "-"
+        if k is not None and k.summary is not None and len(k.summary.values) > 1 and k.summary.spread != float("inf"):
+            measured += f", spread {k.summary.spread:.0%}"
+        more = len(cv.checks) - 1
+        rows.append({"id": cv.id, "text": one_line(cv.claim.text, 110, sentence=True), "verdict": cv.outcome.value,
+                     "css": F.css_class(cv.outcome), "section": cv.claim.section,
+                     "claimed": one_line(F.check_text(k.check).split(" (")[0], 60) if k is not None else "not measurable",
+                     "measured": measured, "more": f"+{more} more check{'s' * (more > 1)}" if more > 0 else "",
+                     "reason": one_line((k.reason if k is not None else "") or cv.note, 120)})
+    return rows
+
+
+def _changed(changed: list[dict] | None, comparison: list[dict] | None) -> dict | None:
+    """What changed since the baseline, for the report's top: verdicts that changed and the
+    metrics that regressed."""
+    if changed is None and comparison is None:
+        return None
+    return {"verdicts": [{**c, "reason": one_line(c.get("reason", ""), 130), "css_before": F.css_class(c["before"]),
+                          "css_after": F.css_class(c["after"])} for c in changed or []],
+            "regressions": [r for r in comparison or [] if r.get("regression")]}
 
 
 def _monitoring(run: RunData) -> dict | None:
@@ -212,7 +251,7 @@ def _monitoring_section(mon: dict) -> dict:
 
 
 def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = None,
-                  history: str | None = None) -> dict:
+                  history: str | None = None, changed: list[dict] | None = None) -> dict:
     if history and re.match(r"^\s*[a-zA-Z][a-zA-Z0-9+.-]*:", history) and not history.startswith(("https:", "http:")):
         raise BadInput(f"--history {history!r}: give a relative path or an http(s) URL of the history page")
     man = run.manifest
@@ -229,7 +268,8 @@ def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = Non
         "counts": {v.value: n for v, n in counts.items()},
         "suites": [_suite_context(run, a, name, srun, history) for name, srun in run.suites.items()],
         "claims": _claims(a, history), **_machine_context(man), "monitoring": _monitoring(run),
-        "comparison": comparison,
+        "comparison": comparison, "board": _board(a), "changed": _changed(changed, comparison),
+        "identity": _identity(man),
         "interrupted": None if not interrupted else
         {"at": _time(interrupted.get("at")), "case": interrupted.get("case", ""), "signal": interrupted.get("signal", "")},
         "hosts": man.hosts,
@@ -288,6 +328,15 @@ def _machine_context(man: Manifest) -> dict:
     return {"env": env, "tools": tools, "packages": packages, "servers": servers}
 
 
+def _identity(man: Manifest) -> str:
+    """The run's machine in one line: CPU and cores, GPU, revision."""
+    host, git = man.host, man.git
+    rev = str(git.get("revision") or "?")[:10] + (" (uncommitted changes)" if git.get("dirty") else "")
+    gpu = _gpu_line(man.gpu) if man.gpu.get("present") else "no GPU"
+    return (f"{host.get('cpu_model', '?')}, {host.get('cpu_logical', '?')} logical cores, "
+            f"{host.get('memory_total_gib', '?')} GiB; {gpu}; revision {rev}")
+
+
 def _constraints_line(c) -> str:
     """constraints.txt as the manifest recorded it: its digest and what was not installed as pinned."""
     if not isinstance(c, dict):
@@ -327,15 +376,17 @@ def _env() -> Environment:
     return env
 
 
-def render_html(run: RunData, a: Analysis, comparison: list[dict] | None = None, history: str | None = None) -> str:
+def render_html(run: RunData, a: Analysis, comparison: list[dict] | None = None, history: str | None = None,
+                changed: list[dict] | None = None) -> str:
     env = _env()
     css = (REPORTS_DIR / "templates" / "report.css").read_text()
     return env.get_template("report.html.j2").render(css=Markup(css), pass_verdict=Verdict.PASS.value,
-                                                     **build_context(run, a, comparison, history))
+                                                     **build_context(run, a, comparison, history, changed))
 
 
 def render_report(run: RunData, a: Analysis, comparison: list[dict] | None = None,
-                  out: Path | None = None, history: str | None = None) -> Path:
+                  out: Path | None = None, history: str | None = None, changed: list[dict] | None = None) -> Path:
+    """report.html; `changed`: the claims whose verdict changed since the baseline (harness.verdicts.changes)."""
     out = out or run.run_dir / REPORT_NAME
-    write_atomic(out, render_html(run, a, comparison, history))  # never through a link left in the folder
+    write_atomic(out, render_html(run, a, comparison, history, changed))  # never through a link left in the folder
     return out
