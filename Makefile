@@ -22,7 +22,8 @@ DEBIAN_RUNTIME := redis-server:redis-server redis-cli:redis-tools redis-benchmar
 DEBIAN_TEST := $(DEBIAN_RUNTIME) /usr/sbin/sshd:openssh-server ssh:openssh-client ssh-keygen:openssh-client \
 	ip:iproute2 unshare:util-linux setsid:util-linux flock:util-linux \
 	prometheus:prometheus prometheus-redis-exporter:prometheus-redis-exporter \
-	prometheus-node-exporter:prometheus-node-exporter ansible-playbook:ansible chromium:chromium
+	prometheus-node-exporter:prometheus-node-exporter ansible-playbook:ansible chromium:chromium \
+	chromedriver:chromium-driver npm:npm
 
 .PHONY: venvs setup setup-test reproduce test mutations bench bench-overhead provision unprovision lint clean cluster-up cluster-down
 
@@ -48,8 +49,12 @@ venvs:
 setup: venvs
 	@infra/scripts/ensure-debian-packages.sh $(DEBIAN_RUNTIME)
 
+# axe-core for the report's browser test (tests/test_report_browser.py), pinned in
+# tools/browser/package-lock.json: installed here, never at test time; again only when the lock changes.
 setup-test: venvs
 	@infra/scripts/ensure-debian-packages.sh $(DEBIAN_TEST)
+	@[ tools/browser/node_modules/.package-lock.json -nt tools/browser/package-lock.json ] || \
+		npm ci --prefix tools/browser --no-audit --no-fund
 
 ## Start what is needed, run every suite with the local profile, write the report, stop everything.
 reproduce: setup

@@ -29,6 +29,9 @@ FORMAT = "harness-verdicts"
 VERSION = 1
 # how a change of verdict reads: from a verdict that holds to one that does not is a regression
 REGRESSED, RECOVERED, CHANGED = "regressed", "recovered", "changed"
+NEW, UNJUDGED = "newly judged", "not judged now"  # from or to a claim not run (or absent)
+ORDER = (REGRESSED, CHANGED, RECOVERED, NEW, UNJUDGED)
+NOT_JUDGED = ("absent", "not run")
 
 
 def _num(x):
@@ -147,6 +150,10 @@ def _by_key(doc: dict) -> dict:
 
 
 def _kind(before: dict | None, after: dict | None) -> str:
+    if (after or {}).get("verdict", "absent") in NOT_JUDGED:
+        return UNJUDGED
+    if (before or {}).get("verdict", "absent") in NOT_JUDGED:
+        return NEW
     held = bool(before and before.get("holds"))
     holds = bool(after and after.get("holds"))
     return REGRESSED if held and not holds else RECOVERED if holds and not held else CHANGED
@@ -170,8 +177,9 @@ def _check_changes(before: dict, after: dict) -> list[dict]:
 
 def changes(before: dict, after: dict) -> list[dict]:
     """The claims whose verdict differs from `before` to `after`, regressions first: id,
-    before, after, kind (regressed: it held and no longer does; recovered; changed), the
-    new reason, and the checks whose verdict changed."""
+    before, after, kind (regressed: it held and no longer does; changed; recovered; newly
+    judged: not run before; not judged now: not run now), the new reason, and the checks
+    whose verdict changed."""
     old, new = _by_key(before), _by_key(after)
     out = []
     for cid in sorted(set(old) | set(new), key=lambda i: (int("".join(ch for ch in i if ch.isdigit()) or 10**9), i)):
@@ -184,5 +192,4 @@ def changes(before: dict, after: dict) -> list[dict]:
         out.append({"id": cid, "before": vo, "after": vn, "kind": _kind(o, n), "reason": reason,
                     "text": (n or o or {}).get("text", ""),
                     "checks": _check_changes(o or {}, n or {})})
-    order = {REGRESSED: 0, CHANGED: 1, RECOVERED: 2}
-    return sorted(out, key=lambda c: order[c["kind"]])
+    return sorted(out, key=lambda c: ORDER.index(c["kind"]))

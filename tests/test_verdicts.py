@@ -142,8 +142,12 @@ def test_a_report_with_a_baseline_shows_what_changed_first(tmp_path):
         main(["report", str(new), "--baseline", str(old)])
     assert e.value.code == 0
     html = (new / "report.html").read_text()
-    changes = html[html.index('id="changes"'):html.index('id="verdict-board"')]
-    assert html.index('id="changes"') < html.index('id="verdict-board"')
+    top = html[html.index('id="changes"'):html.index('id="verdict-board"')]  # one line above the board
+    assert "1 claim(s) changed verdict (regressed: T1); 1 metric(s) regressed." in re.sub("<[^>]+>", "", top)
+    board = _board_text(html)
+    assert board.index('href="#claim-T1"') < board.index('href="#claim-T2"')
+    assert "regressed, was reproduced" in board  # the changed claim first, with its old verdict
+    changes = html[html.index('id="changes-detail"'):html.index('id="claims"')]
     assert re.search(r'href="#claim-T1">T1</a></th><td><span class="v v-reproduced">reproduced</span></td>'
                      r'<td><span class="v v-not-reproduced">not reproduced</span></td><td>regressed</td>', changes)
     assert "get.p99_ms" in changes  # the metric that regressed
@@ -158,3 +162,13 @@ def test_an_edited_verdicts_json_is_not_trusted(tmp_path):
     assert "not version 1" in source and [c["id"] for c in doc["claims"]] == ["T1", "T2"]
     (d / "verdicts.json").write_text("{")
     assert "damaged" in verdicts.load(d)[1]
+
+
+def test_a_claim_not_run_on_one_side_is_new_or_unjudged_never_a_regression():
+    def doc(verdict, holds):
+        return {"claims": [{"id": "C1", "verdict": verdict, "holds": holds, "checks": []}]}
+    assert verdicts.changes(doc("not run", False), doc("reproduced", True))[0]["kind"] == verdicts.NEW
+    assert verdicts.changes(doc("reproduced", True), doc("not run", False))[0]["kind"] == verdicts.UNJUDGED
+    assert verdicts.changes(doc("reproduced", True), doc("inconclusive", False))[0]["kind"] == verdicts.REGRESSED
+    assert verdicts.changes(doc("reproduced", True), {"claims": []})[0]["kind"] == verdicts.UNJUDGED
+    assert verdicts.changes(doc("reproduced", True), doc("reproduced", True)) == []

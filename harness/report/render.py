@@ -198,9 +198,11 @@ def one_line(text: str, limit: int, sentence: bool = False) -> str:
     return text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " \u2026"
 
 
-def _board(a: Analysis) -> list[dict]:
-    """The verdict board: one row per claim, in the ledger's order; the deciding check's
-    claimed and measured values; the long text stays in the claim's section."""
+def _board(a: Analysis, changed: list[dict] | None = None) -> list[dict]:
+    """The verdict board: one row per claim, in the ledger's order (with a baseline, the
+    claims whose verdict changed first, regressions first); the deciding check's claimed and
+    measured values; the long text stays in the claim's section."""
+    was = {c["id"]: c for c in changed or []}
     rows = []
     for cv in a.claims:
         k = deciding_check(cv)
@@ -208,22 +210,30 @@ def _board(a: Analysis) -> list[dict]:
         if k is not None and k.summary is not None and len(k.summary.values) > 1 and k.summary.spread != float("inf"):
             measured += f", spread {k.summary.spread:.0%}"
         more = len(cv.checks) - 1
+        c = was.get(cv.id)
         rows.append({"id": cv.id, "text": one_line(cv.claim.text, 110, sentence=True), "verdict": cv.outcome.value,
                      "css": F.css_class(cv.outcome), "section": cv.claim.section,
                      "claimed": one_line(F.check_text(k.check).split(" (")[0], 60) if k is not None else "not measurable",
                      "measured": measured, "more": f"+{more} more check{'s' * (more > 1)}" if more > 0 else "",
-                     "reason": one_line((k.reason if k is not None else "") or cv.note, 120)})
-    return rows
+                     "reason": one_line((k.reason if k is not None else "") or cv.note, 120),
+                     "was": (f"{c['kind']}, was {c['before']}" if c and c["kind"] in ("regressed", "recovered")
+                             else f"was {c['before']}" if c else "")})
+    order = [c["id"] for c in changed or []]
+    return sorted(rows, key=lambda r: order.index(r["id"]) if r["id"] in order else len(order))
 
 
 def _changed(changed: list[dict] | None, comparison: list[dict] | None) -> dict | None:
-    """What changed since the baseline, for the report's top: verdicts that changed and the
-    metrics that regressed."""
+    """What changed since the baseline: a line for the report's top (the claims whose verdict
+    changed, by kind; the metrics that regressed) and the tables after the board."""
     if changed is None and comparison is None:
         return None
+    regressions = [r for r in comparison or [] if r.get("regression")]
+    kinds = {}
+    for c in changed or []:
+        kinds.setdefault(c["kind"], []).append(c["id"])
     return {"verdicts": [{**c, "reason": one_line(c.get("reason", ""), 130), "css_before": F.css_class(c["before"]),
                           "css_after": F.css_class(c["after"])} for c in changed or []],
-            "regressions": [r for r in comparison or [] if r.get("regression")]}
+            "kinds": [(k, ", ".join(ids)) for k, ids in kinds.items()], "regressions": regressions}
 
 
 def _monitoring(run: RunData) -> dict | None:
@@ -268,7 +278,7 @@ def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = Non
         "counts": {v.value: n for v, n in counts.items()},
         "suites": [_suite_context(run, a, name, srun, history) for name, srun in run.suites.items()],
         "claims": _claims(a, history), **_machine_context(man), "monitoring": _monitoring(run),
-        "comparison": comparison, "board": _board(a), "changed": _changed(changed, comparison),
+        "comparison": comparison, "board": _board(a, changed), "changed": _changed(changed, comparison),
         "identity": _identity(man),
         "interrupted": None if not interrupted else
         {"at": _time(interrupted.get("at")), "case": interrupted.get("case", ""), "signal": interrupted.get("signal", "")},
