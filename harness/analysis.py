@@ -3,7 +3,7 @@ ledger with its controls, and the exit code. Pure functions over a RunData; noth
 runs anything, and nothing here formats: numbers and enum verdicts only (the report,
 the summary and JUnit format them).
 
-A claim check is judged with its controls (DESIGN.md, "Contracts"): an instrument control
+A claim check is judged with its controls (docs/cli.md, "Reading a verdict"): an instrument control
 that does not see its known effect, or a computed number that disagrees with its independent
 reference (or whose reference was not measured), makes the check inconclusive; with the
 measurement trusted, a claimed effect that is absent or opposite is `not reproduced`; an

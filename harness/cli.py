@@ -18,7 +18,7 @@ from harness.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, BadInput, Environme
 from harness.files import NO_SPACE, no_space_line, write_atomic
 from harness.monitoring import cluster_owner, configured_port, stacks_owned_by, start_stack, stop_stack
 from harness.process import redact
-from harness.publish import publish
+from harness.publish import measurements_markdown, publish
 from harness.report.history_page import write_history
 from harness.runner import run_suites
 from harness.safe_text import LINE, NAME, for_terminal
@@ -212,6 +212,25 @@ def compare(baseline, run_dir, last, factor, fmt, only_changed, allow_mismatch, 
         except BadInput as e:
             raise BadInput(f"--output {e}") from None
     sys.exit(c.exit_code)
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--write", "out", type=click.Path(path_type=Path), help="write the Markdown to this file "
+              "(docs/measurements.md) instead of printing it")
+def measurements(run_dir, out):
+    """What RUN_DIR measured, as Markdown generated from the folder alone: the run and its
+    machine, each claim's verdict with its deciding check, the thresholds, the cases that did
+    not run, where the time went. docs/measurements.md is written by it, never by hand."""
+    text = measurements_markdown(run_dir)
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        write_atomic(out, text, follow=True)
+    except BadInput as e:
+        raise BadInput(f"--write {e}") from None
+    click.echo(f"wrote {for_terminal(out, LINE)}")
 
 
 @cli.command()

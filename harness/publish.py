@@ -20,6 +20,7 @@ from harness.analysis import Analysis, analyze
 from harness.compare import compare, refuse_same_run
 from harness.errors import EXIT_ENVIRONMENT, HarnessError
 from harness.files import write_atomic
+from harness.report import measurements
 from harness.report.junit import write_junit
 from harness.report.render import render_report
 from harness.results import RunData, load_run
@@ -71,6 +72,13 @@ def publish(run_dir: Path, *, allow_skipped: bool = False, baseline: Path | None
         junit = write_junit(run.run_dir / JUNIT_FILE, a)
         verdicts.write(run, a)
     return Published(run, a, report, junit)
+
+
+def measurements_markdown(run_dir: Path) -> str:
+    """docs/measurements.md's text for a results folder (harness.report.measurements)."""
+    run = load_run(run_dir)
+    with internal_errors(run.run_dir):
+        return measurements.markdown(run, analyze(run))
 
 
 @contextlib.contextmanager

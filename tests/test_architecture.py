@@ -141,7 +141,7 @@ def layer_of(module: str) -> int:
                     best = (i, len(p))
     if best is None:
         raise AssertionError(f"{module} is in no layer: add it to LAYERS in tests/test_architecture.py "
-                             f"(and to the README's architecture section)")
+                             f"(and to docs/architecture.md's layer table)")
     return best[0]
 
 

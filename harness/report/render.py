@@ -35,7 +35,7 @@ REPORT_NAME = "report.html"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 
 
-def _time(ts) -> str:
+def time_text(ts) -> str:
     if not ts or not isinstance(ts, (int, float)):
         return "-"
     try:
@@ -272,7 +272,7 @@ def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = Non
     return {
         "title": f"Cache reproduction report - {run_id}", "csp": CSP,
         "run_id": run_id, "profile": man.profile,
-        "target": man.target, "started": _time(man.started), "ended": _time(man.ended),
+        "target": man.target, "started": time_text(man.started), "ended": time_text(man.ended),
         "duration": f"{duration:.0f} s" if duration is not None else "-",
         "exit_code": a.exit_code, "exit_reason": a.exit_reason,
         "counts": {v.value: n for v, n in counts.items()},
@@ -281,7 +281,7 @@ def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = Non
         "comparison": comparison, "board": _board(a, changed), "changed": _changed(changed, comparison),
         "identity": _identity(man),
         "interrupted": None if not interrupted else
-        {"at": _time(interrupted.get("at")), "case": interrupted.get("case", ""), "signal": interrupted.get("signal", "")},
+        {"at": time_text(interrupted.get("at")), "case": interrupted.get("case", ""), "signal": interrupted.get("signal", "")},
         "hosts": man.hosts,
         "generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
     }
@@ -327,7 +327,7 @@ def _machine_context(man: Manifest) -> dict:
     host, git = man.host, man.git
     env = [("CPU", f"{host.get('cpu_model', '?')} ({host.get('cpu_logical', '?')} logical cores)"),
            ("Memory", f"{host.get('memory_total_gib', '?')} GiB"), ("Kernel", host.get("kernel", "?")),
-           ("Python", host.get("python", "?")), ("GPU", _gpu_line(man.gpu)),
+           ("Python", host.get("python", "?")), ("GPU", gpu_line(man.gpu)),
            ("Git revision", f"{git.get('revision', '?')}{' (uncommitted changes)' if git.get('dirty') else ''}"),
            ("Pinned versions", _constraints_line(man.get("constraints")))]
     tools = [(k, (v or {}).get("version") or (v or {}).get("missing") or "-")
@@ -342,7 +342,7 @@ def _identity(man: Manifest) -> str:
     """The run's machine in one line: CPU and cores, GPU, revision."""
     host, git = man.host, man.git
     rev = str(git.get("revision") or "?")[:10] + (" (uncommitted changes)" if git.get("dirty") else "")
-    gpu = _gpu_line(man.gpu) if man.gpu.get("present") else "no GPU"
+    gpu = gpu_line(man.gpu) if man.gpu.get("present") else "no GPU"
     return (f"{host.get('cpu_model', '?')}, {host.get('cpu_logical', '?')} logical cores, "
             f"{host.get('memory_total_gib', '?')} GiB; {gpu}; revision {rev}")
 
@@ -361,7 +361,7 @@ def _constraints_line(c) -> str:
         f"{k} {v}" for k, v in list(differs.items())[:5])
 
 
-def _gpu_line(gpu: dict) -> str:
+def gpu_line(gpu: dict) -> str:
     if not gpu.get("present"):
         return gpu.get("reason") or "no GPU"
     return "; ".join(f"{g.get('name')} ({g.get('memory_total_mib')} MiB)" for g in gpu.get("gpus", [])) + \

@@ -48,8 +48,8 @@ def _engine_opts(f):
               help="auto (bfloat16 where the CPU has native bf16, AVX512-BF16 or AMX, else float32), "
                    "float32, bfloat16 or float16")
 @click.option("--compiled", is_flag=True,
-              help="let vLLM compile the model (torch.compile) instead of --enforce-eager: slower to start "
-                   "(48-121 s more on 2 cores), 5-10%% faster to serve there")
+              help="let vLLM compile the model (torch.compile) instead of --enforce-eager: slower to start, "
+                   "somewhat faster to serve")
 def engine_up(port, kv_cache_gib, no_prefix_caching, max_model_len, timeout, cpus, dtype, compiled):
     """Start vLLM on 127.0.0.1:PORT and wait until it serves; it keeps running."""
     from harness.serving_engine.local import EngineConfig, LocalEngine
