@@ -795,6 +795,8 @@ class Claim:
 
     @classmethod
     def from_json(cls, d: dict) -> "Claim":
+        if not isinstance(d["id"], str):  # an edited results.json: the id keys boards and comparisons
+            raise TypeError(f"a claim's id is a {type(d['id']).__name__}, not text")
         return cls(d["id"], str(d.get("section", "")), d.get("text", ""),
                    [ClaimCheck.from_json(c) for c in d.get("checks", [])], d.get("not_measurable", ""),
                    d.get("differs", ""), d.get("not_measured", ""), dict(d.get("figures") or {}))
