@@ -346,7 +346,8 @@ def compare_dirs(baseline, current, *, last: int = POOL, factor: float = FACTOR,
     after, after_from = verdicts.load(new.run_dir)
     return Comparison(rows, what, f"{new.run_dir} ({nf['profile']} profile, revision {nf['revision'][:10]})",
                       warnings, left_out, verdicts.changes(before, after),
-                      [f"baseline {pool[-1].run_dir.name}: {before_from}", f"this run: {after_from}"])
+                      [f"baseline {pool[-1].run_dir.name}: {before_from}", f"this run: {after_from}",
+                       *filter(None, [verdicts.ledger_note(before, after)])])
 
 
 def _pool(baseline: Path, new, nf: dict, last: int, allow_mismatch: bool, log) -> tuple[list, list[str]]:

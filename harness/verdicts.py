@@ -4,7 +4,8 @@ Per claim and per check: suite, case, metric, the claimed threshold or band and 
 is better, the measured median and values, each control's value and whether it held, the
 reference cross-check, the conditions the check needs and what the run measured, the
 verdict and its reason; the thresholds' verdicts beside them. Versioned like results.json
-(`format`, `version`); written by `harness run` and `harness report` (harness.publish).
+(`format`, `version`); written by `harness run` and `harness report` (harness.publish), with
+the digest of the ledger that judged the run (`ledger_sha256`).
 
 `changes(before, after)` lists the claims (and checks) whose verdict differs between two
 runs: what `harness compare` prints first and what the report of a run with a baseline
@@ -14,6 +15,7 @@ has its verdicts computed from its results.json, and says so.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -109,7 +111,9 @@ def document(run: RunData, a: Analysis) -> dict:
                    "verdict": str(t.verdict), "claim": t.claim_id or None, "detail": t.detail}
                   for t in a.thresholds]
     git = man.git if isinstance(man.git, dict) else {}
+    ledger = json.dumps([c.to_json() for c in run.claims], sort_keys=True, default=str)
     return {"format": FORMAT, "version": VERSION, "run_id": man.run_id or run.run_dir.name,
+            "ledger_sha256": hashlib.sha256(ledger.encode("utf-8", "backslashreplace")).hexdigest(),
             "profile": man.profile, "target": man.target, "revision": git.get("revision"),
             "started": _num(man.started), "ended": _num(man.ended),
             "interrupted": run.interrupted if isinstance(run.interrupted, dict) else None,
@@ -138,6 +142,16 @@ def load(run_dir: Path) -> tuple[dict, str]:
             why = "its verdicts.json is damaged"
     run = load_run(Path(run_dir))
     return document(run, analyze(run)), f"computed now from its results.json ({why})"
+
+
+def ledger_note(before: dict, after: dict) -> str:
+    """'' when both sides were judged by the same ledger (or one does not say), else a line
+    saying that a verdict change may be the ledger's, not the measurement's."""
+    a, b = before.get("ledger_sha256"), after.get("ledger_sha256")
+    if not a or not b or a == b:
+        return ""
+    return ("the two runs were judged by different ledgers (suites/claims.yaml changed between them): "
+            "a verdict change may come from the ledger, not from what was measured")
 
 
 def _by_key(doc: dict) -> dict:

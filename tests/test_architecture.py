@@ -12,6 +12,7 @@ reason.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -412,3 +413,18 @@ LAZY_FOR_NOW = {
     ("harness.serving_engine.external", "harness.inventory"),
     ("harness.serving_engine.local", "harness.model_wheels"),
 }
+
+
+def test_the_docs_layer_table_is_this_list():
+    """docs/architecture.md's layer table names the layers of LAYERS, top first, and in each
+    row every module of that layer (a module moved to another layer moves in the docs too)."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "architecture.md").read_text()
+    section = doc[doc.index("## Layers"):]
+    section = section[:section.index("\n## ", 3)]
+    rows = [r.split("|")[1:3] for r in section.splitlines() if r.startswith("| ") and not r.startswith("| layer")]
+    assert [name.strip() for name, _ in rows] == [name for name, _ in reversed(LAYERS)]
+    for (_, modules), (layer, prefixes) in zip(rows, reversed(LAYERS)):
+        shown = {m.split("/")[0] for m in re.findall(r"`([^`]+)`", modules)}
+        want = {"harness" if p == "harness" else p.removeprefix("harness.") for p in prefixes
+                if p != "harness.__init__"}
+        assert want <= shown, f"docs/architecture.md's row {layer!r} lacks {sorted(want - shown)}"

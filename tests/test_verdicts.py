@@ -172,3 +172,22 @@ def test_a_claim_not_run_on_one_side_is_new_or_unjudged_never_a_regression():
     assert verdicts.changes(doc("reproduced", True), doc("inconclusive", False))[0]["kind"] == verdicts.REGRESSED
     assert verdicts.changes(doc("reproduced", True), {"claims": []})[0]["kind"] == verdicts.UNJUDGED
     assert verdicts.changes(doc("reproduced", True), doc("reproduced", True)) == []
+
+
+def test_compare_says_when_the_ledger_that_judged_the_runs_differs(tmp_path, capsys):
+    old, new = _run(tmp_path, 1, 1.2), _run(tmp_path, 2, 2.0)
+    publish(old)
+    data = json.loads((new / "results.json").read_text())
+    data["claims"][0]["checks"][0]["band"] = [1.0, 2.5]  # the ledger changed: 2.0 ms is now inside
+    (new / "results.json").write_text(json.dumps(data))
+    publish(new)
+    a, b = (json.loads((d / "verdicts.json").read_text())["ledger_sha256"] for d in (old, new))
+    assert len(a) == 64 and a != b
+    with pytest.raises(SystemExit):
+        main(["compare", str(old), str(new), "--allow-mismatch"])
+    out = capsys.readouterr().out
+    assert "verdicts: the two runs were judged by different ledgers" in out
+    assert "no claim's verdict changed" in out  # T1 reproduced on both sides, by different bands
+    with pytest.raises(SystemExit):
+        main(["compare", str(old), str(_run(tmp_path, 3, 1.2)), "--allow-mismatch"])
+    assert "different ledgers" not in capsys.readouterr().out  # the same ledger: no such line
