@@ -438,13 +438,15 @@ def test_pool_check_needs_the_flush(cluster, tmp_path):
 @pytest.mark.slow
 def test_pool_refusal_check_at_20_primaries(cluster, tmp_path):
     """C9's 20-node check on a 20-primary loopback cluster (no replicas, half the rate per
-    primary, a pool of 4 x 20 ms = 200 reads/s that the warm cluster does not fill): comparable
+    primary, a pool of 4 x 30 ms = 133 reads/s that the warm cluster does not fill, and that half the
+    primaries flushed overfill by half even when a loaded machine sends less than the rate: CI once
+    saw 98% at 200 reads/s): comparable
     (the case measured 20 primaries); with half the primaries flushed the pool is asked for
     more than it has; with the flush removed it is not: not reproduced."""
     chk = _checks("C9")[1]
     p = {k: v.default for k, v in cs.POOL_PARAMS.items()}
     p.update(primaries=[20], replicas=0, rate_per_primary=30, warm_min_s=5, warm_max_s=6, steady_window_s=2,
-             cold_seconds=3, pool_size=4, query_ms=20.0, port_offset=40, pg_port=PG_PORT + 1)
+             cold_seconds=3, pool_size=4, query_ms=30.0, port_offset=40, pg_port=PG_PORT + 1)
     m, v, out = _pool_run(cluster, tmp_path, chk, p)
     assert out.facts == {"cluster_primaries": "20", "measured_20_primaries": True} and m["p20.warmup.offered_first_s_pct"] > 100
     assert m["p20.pool.peak_offered_pct"] > 100 and m["p20.pool.refused"] > 0
