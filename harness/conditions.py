@@ -9,7 +9,8 @@ generator is, from harness.host_identity). A string the profile declares decides
 How a fact meets a condition:
 - hosts are machines, not addresses: `redis_hosts` counts distinct boot ids measured on the
   hosts (six namespaces or aliases of one machine are one host); `loadgen_separate` asks
-  whether the load generator's machine is none of them. A host whose identity was not
+  whether every load generator's machine is none of them, `loadgens_distinct` whether the
+  load generators are as many machines as they are hosts (`loadgens` counts them). A host whose identity was not
   measured (an old results folder, an SSH failure) makes the fact unknown, except where the
   addresses alone settle it (one address for everything is one host);
 - a GPU model is matched as a model: `A100` is a word of 'NVIDIA A100-SXM4-80GB', not of
@@ -134,9 +135,6 @@ def host_facts(manifest, nodes: list[dict]) -> dict[str, Any]:
         key, why = _machine_of(addr, ids, here)
         groups.setdefault(key, []).append(addr)
         problems += [why] if why else []
-    loadgen = manifest.get("loadgen") if isinstance(manifest.get("loadgen"), dict) else {}
-    lg_addr = str(loadgen.get("address") or "")
-    lg_key, lg_why = _machine_of(lg_addr, ids, here) if lg_addr else (here or HERE, "")
     all_measured = all(_measured(k) for k in groups)
     if all_measured or (len(groups) == 1 and None not in groups):  # one address for every node is one host
         facts["redis_hosts"] = len(groups)
@@ -144,15 +142,48 @@ def host_facts(manifest, nodes: list[dict]) -> dict[str, Any]:
         facts["redis_hosts"] = None
         facts["redis_hosts" + NOT_MEASURED_NOTE] = _unknown_why(list(groups), problems)
     facts["redis_host_names"] = "; ".join(_label(k, addrs, here) for k, addrs in groups.items())
-    facts["loadgen_host"] = _label(lg_key, [lg_addr] if lg_addr else [], here)
-    if lg_key is not None and lg_key in groups:
+    facts.update(loadgen_facts(manifest, ids, here, groups, problems))
+    return facts
+
+
+def _loadgen_addresses(manifest) -> list[str]:
+    """The load generators' addresses (the first, then `others`); [''] for this machine."""
+    loadgen = manifest.get("loadgen") if isinstance(manifest.get("loadgen"), dict) else {}
+    first = str(loadgen.get("address") or "")
+    others = [str(o.get("address") or "") for o in loadgen.get("others") or [] if isinstance(o, dict)]
+    return [first, *(a for a in others if a)] if first else [""]
+
+
+def loadgen_facts(manifest, ids: dict, here: str | None, groups: dict, problems: list[str]) -> dict[str, Any]:
+    """loadgens (how many), loadgen_separate (every one is none of the Redis machines),
+    loadgens_distinct (each is a machine of its own) and the label of where they ran."""
+    addrs = _loadgen_addresses(manifest)
+    keys, whys = [], []
+    for addr in addrs:
+        key, why = _machine_of(addr, ids, here) if addr else (here or HERE, "")
+        keys.append(key)
+        whys += [why] if why else []
+    all_measured = all(_measured(k) for k in groups)
+    facts: dict[str, Any] = {"loadgens": len(addrs)}
+    by_machine: dict[str | None, list[str]] = {}
+    for k, a in zip(keys, addrs):
+        by_machine.setdefault(k, []).extend([a] if a else [])
+    facts["loadgen_host"] = "; ".join(_label(k, a, here) for k, a in by_machine.items())
+    if any(k is not None and k in groups for k in keys):
         facts["loadgen_separate"] = False  # the same machine (or the same address) as a Redis host
-    elif _measured(lg_key) and all_measured:
+    elif all(_measured(k) for k in keys) and all_measured:
         facts["loadgen_separate"] = True
     else:
         facts["loadgen_separate"] = None
-        facts["loadgen_separate" + NOT_MEASURED_NOTE] = _unknown_why([lg_key, *groups], [lg_why] * bool(lg_why)
-                                                                     + problems)
+        facts["loadgen_separate" + NOT_MEASURED_NOTE] = _unknown_why([*keys, *groups], whys + problems)
+    known = [k for k in keys if k is not None]
+    if len(set(known)) < len(known):
+        facts["loadgens_distinct"] = False  # two of them are one machine (or one address)
+    elif all(_measured(k) for k in keys):
+        facts["loadgens_distinct"] = True
+    else:
+        facts["loadgens_distinct"] = None
+        facts["loadgens_distinct" + NOT_MEASURED_NOTE] = _unknown_why(keys, whys)
     return facts
 
 
@@ -248,8 +279,9 @@ def _show(key: str, have: Any, facts: dict) -> str:
         text += " (varied across repetitions)"
     if key == "redis_hosts" and facts.get("redis_host_names"):
         text += f" ({facts['redis_host_names']})"
-    if key == "loadgen_separate" and facts.get("loadgen_host"):
-        text += f" (load generator on {facts['loadgen_host']})"
+    if key in ("loadgen_separate", "loadgens_distinct") and facts.get("loadgen_host"):
+        many = facts.get("loadgens", 1) != 1
+        text += f" (load generator{'s' if many else ''} on {facts['loadgen_host']})"
     return text
 
 

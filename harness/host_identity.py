@@ -104,16 +104,17 @@ def measure_remote(host: RemoteHost, timeout: float | None = None) -> dict:
 
 def measure(target: Target, ssh_hosts: dict[str, RemoteHost | str | None]) -> dict:
     """`host_identity` for the manifest: HERE, every Redis node's host and the load
-    generator's address. `ssh_hosts` maps an address to the RemoteHost that reaches it (the
+    generators' addresses. `ssh_hosts` maps an address to the RemoteHost that reaches it (the
     inventory's connection data), to None for this machine, or to a string: why it cannot
     be reached. A loopback address (outside the lab in a box's) is read here.
     The SSH hosts are asked at once, each within TIMEOUT_S."""
     here = measure_here()
     out: dict = {HERE: here}
     wanted = [n.host for n in target.nodes]
-    if target.loadgen is not None:
-        wanted.append(target.loadgen.address)
-        ssh_hosts = {target.loadgen.address: target.loadgen, **ssh_hosts}
+    for lg in target.load_generators:
+        if lg is not None:
+            wanted.append(lg.address)
+            ssh_hosts = {lg.address: lg, **ssh_hosts}
     remote: dict[str, RemoteHost] = {}
     for addr in dict.fromkeys(wanted):
         how = None if is_this_machine(addr) else ssh_hosts.get(addr, "no SSH connection data for it")

@@ -5,8 +5,8 @@ group (prometheus_url).
 Each Redis host gives its address (`ansible_host`, else the host name) and its port
 (`redis_cluster_port`, else 6379). The cluster's roles are read from the live cluster.
 
-The load generator is the first host of group `loadgen`: the harness runs redis-benchmark
-and memtier_benchmark there over SSH (as `ansible_user` at `ansible_host`:`ansible_port`,
+The load generators are the hosts of group `loadgen`: the harness runs redis-benchmark on
+the first and memtier_benchmark on every one at once (loadgen_hosts), over SSH (as `ansible_user` at `ansible_host`:`ansible_port`,
 with the ssh_config named by `harness_ssh_config` or by `-F` in `ansible_ssh_common_args`,
 and `ansible_ssh_private_key_file`), like a lab whose Redis hosts are not the machine that
 runs the harness. No loadgen host, `ansible_connection: local`, or HARNESS_LOADGEN=local:
@@ -171,12 +171,13 @@ def load_target(path: str | Path) -> Target:
         nodes.append(Node(address, port))
     password = os.environ.get("REDIS_CLUSTER_PASSWORD") or None
     add_secret(password)
-    loadgen = loadgen_host(path)  # a broken loadgen entry is bad input here, never a silent local run
-    if loadgen is not None:
-        problem = loadgen.check()
+    loadgens = loadgen_hosts(path)  # a broken loadgen entry is bad input here, never a silent local run
+    for host in loadgens:
+        problem = host.check()
         if problem:
             raise EnvironmentProblem(problem)
-    target = Target(name=str(path), kind="cluster", nodes=nodes, password=password, loadgen=loadgen)
+    target = Target(name=str(path), kind="cluster", nodes=nodes, password=password,
+                    loadgen=loadgens[0] if loadgens else None, other_loadgens=loadgens[1:])
     return _with_roles(target)
 
 
@@ -213,17 +214,30 @@ def _with_roles(target: Target) -> Target:
 
 
 def loadgen_host(path: str | Path) -> RemoteHost | None:
-    """The inventory's load generator (first host of group `loadgen`) as an SSH host, or
-    None when the load tools run on this machine."""
+    """The inventory's first load generator as an SSH host, or None when the load tools run
+    on this machine."""
+    hosts = loadgen_hosts(path)
+    return hosts[0] if hosts else None
+
+
+def loadgen_hosts(path: str | Path) -> list[RemoteHost]:
+    """Every host of group `loadgen`, in the inventory's order, as SSH hosts; [] when the
+    load tools run on this machine (no such host, HARNESS_LOADGEN=local, or one host with
+    `ansible_connection: local`). Several hosts of which one is this machine is refused:
+    this machine would run its share beside the harness itself."""
     if os.environ.get(LOADGEN_ENV, "").strip().lower() == "local":
-        return None
+        return []
     hosts = group_hosts(path, LOADGEN_GROUP)
     if not hosts:
-        return None
-    name, hv = next(iter(hosts.items()))
-    if _literal(hv.get("ansible_connection")) == "local":
-        return None
-    return _remote_host(path, name, hv)
+        return []
+    local = [name for name, hv in hosts.items() if _literal(hv.get("ansible_connection")) == "local"]
+    if local and len(hosts) == 1:
+        return []
+    if local:
+        raise BadInput(f"{path}: the {LOADGEN_GROUP} group has {len(hosts)} hosts and {local[0][:80]!r} is "
+                       f"ansible_connection: local (this machine); give every load generator its own address, "
+                       f"or keep one host in the group")
+    return [_remote_host(path, name, hv) for name, hv in hosts.items()]
 
 
 def redis_ssh_hosts(path: str | Path) -> dict[str, RemoteHost | str | None]:
@@ -295,12 +309,16 @@ def check_ssh_config(path: Path, where: str) -> None:
 
 
 def loadgen_summary(target: Target) -> dict:
-    """For the manifest: which machine runs the load tools of this target."""
+    """For the manifest: which machine runs the load tools of this target (the first load
+    generator) and, under `others`, the further load generators that memtier runs on too."""
     host = target.loadgen
     out = {"ran_on": tools_machine(host)}
     if host is not None:
         out.update({"name": host.name, "address": host.address, "user": host.user, "via": "ssh",
                     "ssh_config": host.ssh_config})
+    if target.other_loadgens:
+        out["others"] = [{"name": h.name, "address": h.address, "user": h.user, "via": "ssh"}
+                         for h in target.other_loadgens]
     return out
 
 

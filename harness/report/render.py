@@ -319,6 +319,9 @@ def _case_context(run: RunData, a: Analysis, name: str, c, own: list) -> dict:
         "servers": _server_summary(run, name, c.name),
         "raw": sorted({f for r in recs for f in r.raw_files if _inside_run(f)}),
         "hosts": sorted({str(r.details.get("ran_on")) for r in recs if r.details.get("ran_on")}),
+        # a load tool's stand-in that replays recorded real output says so (the lab in a box's memtier)
+        "replayed": sorted({str(line) for r in recs if isinstance(r.details.get("replayed"), list)
+                            for line in r.details["replayed"]}),
     }
 
 

@@ -24,14 +24,24 @@ ERROR_PATTERNS = (re.compile(r"Connection error", re.I), re.compile(r"handle err
                   re.compile(r"server returned error", re.I))
 
 def build_command(p: dict, host: str, port: int, cluster: bool, json_path: str,
-                  password: str | None = None) -> list[str]:
+                  password: str | None = None, *, key_range: tuple[int, int] | None = None,
+                  hdr_prefix: str | None = None) -> list[str]:
+    """The command line. `key_range` (first, last key): one load generator's share of the
+    keys, with a seed of its own per client (several load generators); `hdr_prefix`: where
+    memtier writes its HDR histogram logs."""
+    keys = [f"--key-maximum={p['key_maximum']}"]
+    if key_range is not None:
+        keys = [f"--key-minimum={key_range[0]}", f"--key-maximum={key_range[1]}", "--distinct-client-seed",
+                "--randomize"]
     cmd = ["memtier_benchmark", "-s", host, "-p", str(port), "--protocol=redis",
            f"--clients={p['clients']}", f"--threads={p['threads']}", f"--ratio={p['ratio']}",
-           f"--key-maximum={p['key_maximum']}", f"--data-size={p['data_size']}",
+           *keys, f"--data-size={p['data_size']}",
            f"--pipeline={p['pipeline']}", f"--key-pattern={p['key_pattern']}",
            "--run-count=1", "--hide-histogram", f"--json-out-file={json_path}",
            "--print-percentiles=" + ",".join(f"{q:g}" for q in p["percentiles"])]
     cmd.append(f"--test-time={p['test_time']}" if p["test_time"] else f"--requests={p['requests']}")
+    if hdr_prefix is not None:
+        cmd.append(f"--hdr-file-prefix={hdr_prefix}")
     if cluster:
         cmd.append("--cluster-mode")  # without it a cluster answers MOVED and memtier "succeeds"
     if password:  # memtier has no environment form: redacted wherever the command is kept
@@ -42,6 +52,11 @@ def build_command(p: dict, host: str, port: int, cluster: bool, json_path: str,
 def missing(target) -> str:
     """'' when memtier_benchmark is where it will run (the inventory's load generator, or here)."""
     return tool_missing("memtier_benchmark", target.loadgen, INSTALL_HINT)
+
+
+def missing_on(host) -> str:
+    """'' when memtier_benchmark is on `host` (a load generator; None: here)."""
+    return tool_missing("memtier_benchmark", host, INSTALL_HINT)
 
 
 def ran_on(target) -> str:
@@ -63,6 +78,12 @@ class Section:
     duration_ms: float | None
     problems: list[str] = field(default_factory=list)
     histograms: dict[str, str] = field(default_factory=dict)  # kind -> memtier's compressed HDR histogram
+    # When the process ran, by its own clock (Runtime, ms since the epoch), and its Totals'
+    # operations in each second of the run (Time-Serie): what several load generators'
+    # windows are checked and summed with (harness.tools.loadgen_merge).
+    start_ms: float | None = None
+    finish_ms: float | None = None
+    per_second: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -117,6 +138,28 @@ def _section_problems(name: str, rows: dict, duration_ms: float | None) -> list[
     return problems
 
 
+def _epoch_ms(value) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return float(value) if ok else None
+
+
+def per_second_counts(totals: dict) -> list[int]:
+    """The Totals row's operations per second of the run, in order (its 'Time-Serie', keyed
+    '0', '1', ...); [] when the JSON has none or a second is missing or not a count."""
+    ts = totals.get("Time-Serie") if isinstance(totals, dict) else None
+    if not isinstance(ts, dict) or not ts:
+        return []
+    try:
+        keys = sorted(ts, key=int)
+    except ValueError:
+        return []
+    counts = [ts[k].get("Count") if isinstance(ts[k], dict) else None for k in keys]
+    if [int(k) for k in keys] != list(range(len(keys))) or not all(
+            isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+        return []
+    return counts
+
+
 def parse_json(data: dict, stderr: str = "") -> MemtierResult:
     """Read every results section of a memtier JSON file and validate it.
 
@@ -133,9 +176,12 @@ def parse_json(data: dict, stderr: str = "") -> MemtierResult:
         if "Totals" not in body:
             continue
         rows = {k: body[k] for k in ROW_KINDS if isinstance(body.get(k), dict)}
-        dur = (body.get("Runtime") or {}).get("Total duration")
+        runtime = body.get("Runtime") if isinstance(body.get("Runtime"), dict) else {}
+        dur = runtime.get("Total duration")
         sections[name] = Section(name, rows, dur, _section_problems(name, rows, dur),
-                                 {k: h for k, r in rows.items() if (h := histogram_text(r))})
+                                 {k: h for k, r in rows.items() if (h := histogram_text(r))},
+                                 _epoch_ms(runtime.get("Start time")), _epoch_ms(runtime.get("Finish time")),
+                                 per_second_counts(rows.get("Totals", {})))
     chosen = None
     if "ALL STATS" in sections:
         chosen = "ALL STATS"

@@ -3,15 +3,24 @@
 # `unshare --mount --uts --pid --fork --mount-proc --propagation private`).
 # Gives the host its own hostname, /etc and /var (overlays on the machine's), /run, /tmp
 # and /var/tmp (tmpfs), then runs its sshd and reaps orphans until it is killed.
-# Usage: host-init.sh NAME ADDRESS HOST_DIR HOSTS_FILE
+# A load generator (REPLAY given: infra/lab-sim/memtier-replay) gets memtier_benchmark in
+# its own /usr/local/bin (an overlay: this machine's stays as it is): the stand-in that
+# replays recorded real output, the recording named in /etc/lab-sim/memtier-recording.
+# Usage: host-init.sh NAME ADDRESS HOST_DIR HOSTS_FILE [REPLAY]
 set -euo pipefail
-name=$1 addr=$2 dir=$3 hosts=$4
+name=$1 addr=$2 dir=$3 hosts=$4 replay=${5:-}
 hostname "$name"
 for d in etc var; do
   mount -t overlay "lab-$d" -o "lowerdir=/$d,upperdir=$dir/upper/$d,workdir=$dir/work/$d" "/$d"
 done
 cp "$hosts" /etc/hosts
 echo "$name" > /etc/hostname
+if [ -n "$replay" ]; then
+  mkdir -p "$dir/upper/bin" "$dir/work/bin" /etc/lab-sim
+  mount -t overlay lab-bin -o "lowerdir=/usr/local/bin,upperdir=$dir/upper/bin,workdir=$dir/work/bin" /usr/local/bin
+  ln -sf "$replay" /usr/local/bin/memtier_benchmark
+  echo "${LAB_SIM_MEMTIER_RECORDING:-multi}" > /etc/lab-sim/memtier-recording
+fi
 # root's home is the host's own (/var/lib/lab-root), as on a real host: the machine's /root
 # stays visible but its shell start-up files are not run by every SSH command (a pyenv
 # `init` there waited 60 s per command on a stale rehash lock: make lab-sim-up timed out).

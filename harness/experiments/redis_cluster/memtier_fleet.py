@@ -1,0 +1,119 @@
+"""memtier_benchmark on every load generator of the inventory at once, as one measurement.
+
+Each host of the `loadgen` group runs its own memtier_benchmark over SSH, with its own share
+of the keys and a seed of its own per client, and every process waits for one shared start
+time before it starts (a few seconds ahead, so that every SSH connection is up by then; the
+hosts' clocks must agree, as NTP keeps a lab's). Every host's JSON, HDR logs, stdout and
+stderr are kept under the run's raw folder, named after the host.
+
+The run is judged as one load (harness.tools.loadgen_merge): the hosts' windows must overlap
+for at least `min_overlap_share` of the longest, else the repetition is invalid, with the
+numbers; throughput is summed over the common window; percentiles come from the hosts'
+merged histograms. Each host's own figures are kept in the `loadgens` series.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from harness.driver_contract import CaseContext, Metric, Series
+from harness.process import RemoteHost, command_line, redact, run_tool
+from harness.tools import loadgen_merge, memtier
+from harness.tools.loadgen_merge import HostRun
+
+START_LEAD_S = 3.0  # the shared start lies this far ahead of the moment the commands are sent
+# Run on each load generator before memtier: sleep until the shared start, then become memtier
+# (python3 is on every host Ansible manages). A start more than a minute away is not waited for.
+START_GATE = ("import os,sys,time; d=float(sys.argv[1])-time.time(); "
+              "time.sleep(d) if 0<d<60 else None; os.execvp(sys.argv[2], sys.argv[2:])")
+# The first line a stand-in that replays recorded output writes on stderr (infra/lab-sim).
+REPLAY_MARK = "memtier_benchmark stand-in"
+
+
+def key_ranges(key_maximum: int, n: int) -> list[tuple[int, int]]:
+    """Keys 1..key_maximum split into n contiguous ranges, one per load generator."""
+    return [(i * key_maximum // n + 1, (i + 1) * key_maximum // n) for i in range(n)]
+
+
+def gated(cmd: list[str], start_epoch: float) -> list[str]:
+    """`cmd` started at `start_epoch` (seconds since the epoch) by the host's own clock."""
+    return ["python3", "-c", START_GATE, f"{start_epoch:.3f}", *cmd]
+
+
+@dataclass
+class FleetRun:
+    runs: list[HostRun]
+    commands: dict[str, str]
+    failure: str  # '' when every host wrote a JSON file
+    replayed: list[str]
+
+
+def _one_host(ctx: CaseContext, params: dict, name: str, host: RemoteHost, keys: tuple[int, int],
+              start: float) -> tuple[HostRun | None, str, str, str]:
+    """(the host's parsed run or None, why it failed, its command line, its stand-in line)."""
+    node, secrets = ctx.target.entry, (ctx.target.password,)
+    stem = f"{name}-{host.name}"
+    json_path = ctx.raw_path(f"{stem}.json")
+    cmd = memtier.build_command(params, node.host, node.port, ctx.target.kind == "cluster", str(json_path),
+                                ctx.target.password, key_range=keys, hdr_prefix=str(ctx.raw_dir / stem))
+    cmd = gated(cmd, start)
+    res = run_tool(cmd, ctx.raw_dir, stem, params["timeout_s"] + START_LEAD_S, host=host, secrets=secrets)
+    shown = command_line(cmd, secrets)
+    replay = next((line for line in res.stderr.splitlines() if line.startswith(REPLAY_MARK)), "")
+    if res.timed_out or res.returncode != 0:
+        return None, f"{host.name}: {res.failure('memtier_benchmark')}", shown, replay
+    if not json_path.exists():
+        return None, f"{host.name}: memtier_benchmark wrote no JSON file (see {stem}.stderr)", shown, replay
+    text = redact(json_path.read_text(errors="replace"), secrets)
+    json_path.write_text(text)
+    return HostRun(host.name, memtier.parse_files(text, res.stderr)), "", shown, replay
+
+
+def run_fleet(ctx: CaseContext, params: dict, name: str) -> FleetRun:
+    """memtier on every load generator at once, from one shared start time."""
+    hosts = [h for h in ctx.target.load_generators if h is not None]
+    ranges = key_ranges(params["key_maximum"], len(hosts))
+    start = time.time() + START_LEAD_S
+    with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
+        done = list(pool.map(lambda hk: _one_host(ctx, params, name, hk[0], hk[1], start), zip(hosts, ranges)))
+    commands = {f"{name} on {h.name}": shown for h, (_, _, shown, _) in zip(hosts, done)}
+    failures = [why for _, why, _, _ in done if why]
+    return FleetRun([r for r, _, _, _ in done if r is not None], commands, "; ".join(failures),
+                    [f"{h.name}: {line}" for h, (_, _, _, line) in zip(hosts, done) if line])
+
+
+def judge(runs: list[HostRun], qs, min_share: float) -> tuple[dict[str, Metric], dict[str, Series], list[str]]:
+    """Metrics, series and problems of one fleet run: per-host validity, the overlap, the
+    throughput summed over the common window, the merged percentiles."""
+    problems = [f"{r.host}: " + "; ".join(r.result.problems) for r in runs if not r.result.valid]
+    if problems:
+        return {}, {}, problems
+    problems = loadgen_merge.window_problems(runs)
+    if problems:
+        return {}, {}, problems
+    window = loadgen_merge.overlap(runs, min_share)
+    n = len(runs)
+    metrics = {"loadgens.count": Metric(n, "load generators", None),
+               "loadgens.overlap_share": Metric(round(window.share, 4), "share", "higher",
+                                                "the common window over the longest load generator's window")}
+    if window.problem:
+        return metrics, {}, [window.problem]
+    metrics["Totals.ops_per_sec"] = Metric(loadgen_merge.summed_rate(runs, window), "ops/s", "higher",
+                                           f"every load generator's operations in their common window "
+                                           f"({window.common_ms / 1000:.2f} s), summed ({n} load generators)")
+    merged = loadgen_merge.merged(runs, qs)
+    for kind, m in merged.items():
+        for q, v in m.percentiles.items():
+            metrics[f"{kind}.{memtier.percentile_name(f'p{q:g}')}_ms"] = Metric(
+                v, "ms", "lower", f"from the merged HDR histograms of {n} load generators ({m.requests} requests)")
+    cols = loadgen_merge.host_rows(runs, qs, min(r.section.start_ms for r in runs))
+    series = {"loadgens": Series(cols, {"start_s": "s", "finish_s": "s", "ops_per_sec": "ops/s",
+                                        **{f"p{q:g}_ms": "ms" for q in qs}},
+                                 "each load generator's own window, requests, throughput and percentiles "
+                                 "(from its own histogram); the merged figures are the case's metrics")}
+    hdr = memtier.histogram_columns()
+    memtier.histogram_rows(hdr, "measured", {k: m.histogram for k, m in merged.items()})
+    series.update(memtier.histogram_series(hdr))
+    return metrics, series, []
