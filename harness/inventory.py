@@ -155,6 +155,14 @@ def _literal(value) -> str | None:
     return str(value)
 
 
+def load_generators_only(path: str | Path) -> Target:
+    """A target without Redis (a suite that needs no cluster) that still has the inventory's
+    load generators, for the serving client; nothing is contacted here."""
+    loadgens = loadgen_hosts(path)
+    return Target(name=str(path), kind="none", loadgen=loadgens[0] if loadgens else None,
+                  other_loadgens=loadgens[1:], loadgen_python=loadgen_python(path))
+
+
 def load_target(path: str | Path) -> Target:
     path = Path(path)
     hosts = group_hosts(path, REDIS_GROUP)
@@ -177,7 +185,8 @@ def load_target(path: str | Path) -> Target:
         if problem:
             raise EnvironmentProblem(problem)
     target = Target(name=str(path), kind="cluster", nodes=nodes, password=password,
-                    loadgen=loadgens[0] if loadgens else None, other_loadgens=loadgens[1:])
+                    loadgen=loadgens[0] if loadgens else None, other_loadgens=loadgens[1:],
+                    loadgen_python=loadgen_python(path))
     return _with_roles(target)
 
 
@@ -238,6 +247,25 @@ def loadgen_hosts(path: str | Path) -> list[RemoteHost]:
                        f"ansible_connection: local (this machine); give every load generator its own address, "
                        f"or keep one host in the group")
     return [_remote_host(path, name, hv) for name, hv in hosts.items()]
+
+
+DEFAULT_HARNESS_DIR = "/opt/llm-cache-harness"  # the loadgen role's loadgen_harness_dir
+
+
+def loadgen_python(path: str | Path) -> str | None:
+    """The harness's Python on the load generators: `loadgen_harness_python`, else the
+    loadgen role's venv (`loadgen_harness_dir`/.venv/bin/python); None without load
+    generators. An absolute path of plain characters, else BadInput."""
+    hosts = group_hosts(path, LOADGEN_GROUP) if loadgen_hosts(path) else None
+    if not hosts:
+        return None
+    hv = next(iter(hosts.values()))
+    given = _literal(hv.get("loadgen_harness_python"))
+    python = given or f"{(_literal(hv.get('loadgen_harness_dir')) or DEFAULT_HARNESS_DIR).rstrip('/')}/.venv/bin/python"
+    if not python.startswith("/") or any(not (c.isalnum() or c in "/._-+") for c in python):
+        raise BadInput(f"{path}: the load generators' harness Python {python[:120]!r} is not an absolute path of "
+                       f"letters, digits and / . _ - +; set loadgen_harness_python (or loadgen_harness_dir)")
+    return python
 
 
 def redis_ssh_hosts(path: str | Path) -> dict[str, RemoteHost | str | None]:

@@ -19,15 +19,15 @@ import redis
 from harness import host_identity
 from harness.cluster import LocalCluster, parse_cluster_nodes
 from harness.errors import HarnessError
-from harness.inventory import load_target, loadgen_summary, redis_ssh_hosts
+from harness.inventory import load_generators_only, load_target, loadgen_summary, redis_ssh_hosts
 from harness.target import Target
 
 
 @contextlib.contextmanager
 def target_for(needs_cluster: bool, target: str, base_port: int, log: Callable[[str], None]):
     """Yield the Target; a local cluster that this run started is stopped afterwards."""
-    if not needs_cluster:
-        yield Target(name=target, kind="none")
+    if not needs_cluster:  # an inventory's load generators still come along (the serving client runs there)
+        yield Target(name=target, kind="none") if target == "local" else load_generators_only(target)
         return
     if target != "local":
         yield load_target(target)

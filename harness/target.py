@@ -180,6 +180,9 @@ class Target:
     # The inventory's further load generators: memtier runs on every one of them at once
     # (harness.tools.loadgen_merge); the other tools run on `loadgen` only.
     other_loadgens: list[RemoteHost] = field(default_factory=list)
+    # The harness's Python on the load generators (the loadgen role's checkout): the serving
+    # client runs there with it (harness.experiments.serving.client_fleet).
+    loadgen_python: str | None = None
 
     @property
     def load_generators(self) -> list[RemoteHost | None]:
@@ -226,6 +229,8 @@ class Target:
             out["loadgen"] = asdict(self.loadgen)
         if self.other_loadgens:
             out["other_loadgens"] = [asdict(h) for h in self.other_loadgens]
+        if self.loadgen_python:
+            out["loadgen_python"] = self.loadgen_python
         return out
 
     @classmethod
@@ -235,7 +240,8 @@ class Target:
                    [Node(n["host"], int(n["port"]), n.get("role")) for n in d.get("nodes", [])],
                    engines={k: LlmEndpoint.from_json(e) for k, e in (d.get("engines") or {}).items()},
                    loadgen=RemoteHost(**loadgen) if isinstance(loadgen, dict) else None,
-                   other_loadgens=[RemoteHost(**h) for h in d.get("other_loadgens") or [] if isinstance(h, dict)])
+                   other_loadgens=[RemoteHost(**h) for h in d.get("other_loadgens") or [] if isinstance(h, dict)],
+                   loadgen_python=d.get("loadgen_python") if isinstance(d.get("loadgen_python"), str) else None)
 
     def to_env(self) -> dict[str, str]:
         """The credentials as environment variables for a child process (never its argv or job file)."""

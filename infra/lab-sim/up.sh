@@ -212,6 +212,8 @@ $(for i in 1 2 3 4 5 6; do printf '        %s: {ansible_host: %s}\n' "${LAB_NAME
         loadgen_install_packages: false
         loadgen_install_memtier: false
         loadgen_install_harness: false
+        # the hosts see this checkout (/work is shared): the serving client runs with its venv
+        loadgen_harness_python: $LAB_REPO/.venv/bin/python
       hosts:
 $(for i in "${LAB_LOADGENS[@]}"; do printf '        %s: {ansible_host: %s}\n' "${LAB_NAMES[$i]}" "$(lab_addr "$i")"; done)
     gpu:

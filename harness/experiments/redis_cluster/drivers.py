@@ -30,6 +30,10 @@ from harness.process import command_line, redact, run_tool, where
 from harness.tools import memtier, redis_benchmark
 from harness.tools.redis_benchmark import SIMPLE_TITLES, VALID_TESTS, build_command, error_lines, parse_csv, to_metrics
 
+# redis-benchmark prints percentiles, not a histogram: several hosts' figures could not be
+# pooled into one percentile, so it runs on the first load generator only (as the source's one command).
+ONE_LOADGEN_NOTE = ("redis-benchmark ran on {host} only, of the inventory's {n} load generators: it prints "
+                    "percentiles, not a histogram, so several hosts' percentiles could not be pooled into one")
 SERVING_SHARE = 0.10  # a primary "serves" a run when it executed at least this share of its GET/SET calls
 SPREAD_KEY = "key:{spread-control}:__rand_int__"
 
@@ -143,6 +147,15 @@ def _spread_control(ctx: CaseContext, p: dict, metrics: dict, problems: list, co
     return ""
 
 
+def _benchmark_details(ctx: CaseContext, commands: dict, order: list[str], ran_on: str) -> dict:
+    topology = {"primaries": sum(n.role == "primary" for n in ctx.target.nodes),
+                "replicas": sum(n.role == "replica" for n in ctx.target.nodes)}
+    details = {"commands": commands, "topology": topology, "order": order, "ran_on": ran_on}
+    if len(ctx.target.load_generators) > 1:
+        details["one_load_generator"] = ONE_LOADGEN_NOTE.format(host=ran_on, n=len(ctx.target.load_generators))
+    return details
+
+
 @register("redis-cluster-benchmark", params=BENCHMARK_PARAMS, needs="cluster", check=_check_benchmark,
           description="redis-benchmark --csv against the target (with --cluster on a cluster), with its controls")
 def run_benchmark(ctx: CaseContext) -> CaseOutcome:
@@ -195,9 +208,7 @@ def run_benchmark(ctx: CaseContext) -> CaseOutcome:
         roles = {n.address: n.role or "" for n in ctx.target.nodes}
         series["primaries"] = Series({"node": list(calls), "role": [roles.get(k, "") for k in calls],
                                       "get_set_calls": list(calls.values())})
-    topology = {"primaries": sum(n.role == "primary" for n in ctx.target.nodes),
-                "replicas": sum(n.role == "replica" for n in ctx.target.nodes)}
-    details = {"commands": commands, "topology": topology, "order": [n for n, _ in runs], "ran_on": ran_on}
+    details = _benchmark_details(ctx, commands, [n for n, _ in runs], ran_on)
     # measured conditions: how many primaries really served the measured run (a check's
     # `conditions` can require the load spread over the claimed topology)
     facts = {"primaries_serving": int(metrics["cluster.primaries_serving"].value)} if calls else {}

@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import secrets
 
-from harness import serving_engine
-from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, input_path
+from harness import serving_engine, stats
+from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, input_path
+from harness.errors import BadInput
 from harness.experiments.kv_trace import trace as kvtrace
 from harness.experiments.kv_trace.predict import predicted_hit_rate
 from harness.http_get import display
 
-from . import client, engines, replay, summary
+from . import client, client_fleet, engines, replay, summary
 
 PARAMS = {
     "trace": Param(str, kvtrace.DEFAULT_TRACE, "a Mooncake-format JSONL trace (512 tokens per hash id)", kind=INPUT_FILE),
@@ -43,6 +44,9 @@ PARAMS = {
     "engine_block": Param(int, 128, "the engine's block size when its /metrics does not say (vLLM's CPU backend: 128)",
                           min=1, max=replay.MAX_TOKENS_PER_HASH),
     "vocab_size": Param(int, 49152, "the model's vocabulary (prompt token ids are drawn below it)", min=2000),
+    "client_on": Param(str, "here", "where the client runs: here, or on every load generator of the --target "
+                       "inventory at once (loadgens: requests dealt round-robin, their rows merged)",
+                       choices=("here", "loadgens")),
     "timeout_s": Param(float, 90.0, "a request's own time limit", min=1.0),
     "stall_s": Param(float, 30.0, "no byte for this long mid-stream: the request stalled", min=0.5),
     "seed": Param(int, 0, "salt of the prompt tokens (0: a fresh random salt per repetition, so that nothing an "
@@ -66,7 +70,7 @@ def _arm(ctx, arm: str, ep, reqs, p, caching_on: bool | None = None) -> tuple[li
     arm) says the engine caches prefixes: then its queries counter must follow the prompt
     tokens it served, or its hit rate is invalid."""
     before = engines.Counters.read(ep)
-    res = client.run(ep.base_url, ep.model, reqs, timeout_s=p["timeout_s"], stall_s=p["stall_s"])
+    res, by_host = _send(ctx, arm, ep, reqs, p)
     served = sum(r.prompt_tokens or 0 for r in res if r.status == "ok")
     on = arm.endswith(".on") if caching_on is None else caching_on
     d = before.delta(engines.Counters.read(ep), served, on)
@@ -74,9 +78,35 @@ def _arm(ctx, arm: str, ep, reqs, p, caching_on: bool | None = None) -> tuple[li
     ctx.log(f"{arm}: {ok}/{len(res)} ok, engine hits {d.hits} of {d.queries} tokens queried"
             + (f" (no measurement: {d.problem})" if d.problem else ""))
     counts = {"queries": d.queries, "hits": d.hits, "hit_pct": engines.hit_pct(d, served), "served": served}
+    if by_host:
+        counts["by_loadgen"] = by_host
     if d.problem:  # the counters' deltas are impossible: the hit rate is invalid, with the reason
         counts["invalid"] = f"{arm}.engine_hit_pct: {d.problem}"
     return res, counts
+
+
+def _send(ctx, arm: str, ep, reqs, p) -> tuple[list[client.Result], dict]:
+    """The arm's requests sent from here, or from every load generator at once (their rows
+    merged in request order; each host's own rows kept in raw/ARM-HOST.csv)."""
+    if p["client_on"] == "here":
+        return client.run(ep.base_url, ep.model, reqs, timeout_s=p["timeout_s"], stall_s=p["stall_s"]), {}
+    hosts = [h for h in ctx.target.load_generators if h is not None]
+    if not hosts or not ctx.target.loadgen_python:
+        raise BadInput(f"{ctx.case}.client_on=loadgens needs load generators: give --target an inventory whose "
+                       f"loadgen group has hosts (with the harness installed: role loadgen), or client_on=here")
+    fl = client_fleet.run(hosts, ctx.target.loadgen_python, ep.base_url, ep.model, reqs, timeout_s=p["timeout_s"],
+                          stall_s=p["stall_s"])
+    by_host = {}
+    for h, why in zip(hosts, fl.failures):
+        own = [r for r, o in zip(fl.results, fl.hosts) if o == h.name]
+        summary.write_rows(ctx.raw_path(f"{arm}-{h.name}.csv"), own)
+        ok = [r.ttft_ms for r in own if r.status == "ok" and r.ttft_ms is not None]
+        by_host[h.name] = {"requests": len(own), "ok": len(ok), "failure": why,
+                           "ttft_p50_ms": stats.percentile(ok, 50) if ok else None,
+                           "ttft_p95_ms": stats.percentile(ok, 95) if ok else None}
+        if why:
+            ctx.log(f"{arm}: {why}")
+    return fl.results, by_host
 
 
 def run(ctx: CaseContext) -> CaseOutcome:
@@ -134,6 +164,13 @@ def _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, eps, salt)
                                             "prefix-cache hit rate: deltas of vllm:prefix_cache_hits_total over "
                                             "vllm:prefix_cache_queries_total")
         series[arm.replace(".", "_")] = summary.series_of(res, arm)
+    hosts = [(arm, h, c) for arm in results for h, c in (counts[arm].get("by_loadgen") or {}).items()]
+    if hosts:
+        series["loadgens"] = Series(
+            {"arm": [a for a, _, _ in hosts], "load_generator": [h for _, h, _ in hosts],
+             **{k: [c[k] for _, _, c in hosts] for k in ("requests", "ok", "ttft_p50_ms", "ttft_p95_ms")}},
+            {"ttft_p50_ms": "ms", "ttft_p95_ms": "ms"},
+            "each load generator's own requests; the arm's metrics are over every host's rows merged")
     m.update(_instrument_metrics(results))
     m.update(_prediction(sc, block, capacity, p, m.get("trace.on.engine_hit_pct")))
     m["trace.prompt_tokens"] = Metric(sc.prompt_tokens, "tokens", None, "prompt tokens of the scaled slice")
@@ -150,7 +187,8 @@ def _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, eps, salt)
              "engine_block_size": block, "tokens_per_hash": p["tokens_per_hash"],
              "length_scale": round(sc.length_scale, 5), "time_scale": round(sc.time_scale, 6),
              "engine_counters": m["trace.on.engine_hit_pct"].value is not None if "trace.on.engine_hit_pct" in m else False,
-             "mechanism_off_engine": eps[1] is not None}
+             "mechanism_off_engine": eps[1] is not None,
+             "client_loadgens": len({h for _, h, _ in hosts}) if hosts else 0}
     if capacity:
         facts["engine_kv_tokens"] = int(capacity)
     invalid = [c["invalid"] for c in counts.values() if c.get("invalid")]

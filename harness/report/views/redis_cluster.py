@@ -17,12 +17,15 @@ def _benchmark(ctx: ViewContext) -> list:
     runs = ctx.aggregate(case, "runs", key=["run", "test"])
     if runs is not None:
         claimed = ctx.figure("C12", "p99_ms")
+        one = next((r.details["one_load_generator"] for r in ctx.run.ok_records(ctx.suite, case)
+                    if isinstance(r.details.get("one_load_generator"), str)), "")
         blocks.append(series_table(
             runs, "redis-benchmark: measured and control runs (median over repetitions, min-max)", case,
             note="The control is the same benchmark with more clients, run alternately before and after the "
                  "measured run: a closed loop queues deeper, so its percentiles must be higher. "
                  + (f"The source claims GET/SET P99 < {claimed:g} ms (C12) at "
-                    f"{ctx.figure('C12', 'clients'):g} clients on its lab hosts." if claimed is not None else "")))
+                    f"{ctx.figure('C12', 'clients'):g} clients on its lab hosts." if claimed is not None else "")
+                 + (f" {one[0].upper()}{one[1:]}." if one else "")))
         series = []
         lo, hi = runs.columns.get("p99_ms.min"), runs.columns.get("p99_ms.max")
         for run in dict.fromkeys(runs.column("run")):

@@ -6,7 +6,7 @@ ledger."""
 
 from __future__ import annotations
 
-from harness.report.views import Chart, Table, ViewContext, view
+from harness.report.views import Chart, Table, ViewContext, series_table, view
 
 ARMS = (("trace.on", "trace slice, prefix caching on"), ("trace.off", "trace slice, prefix caching off (mechanism off)"),
         ("instrument.on", "one long prefix repeated, caching on (instrument)"),
@@ -47,6 +47,13 @@ def _prefix(ctx: ViewContext, case: str) -> list:
                              "engine block is named by the hash id holding its last token) at the engine's "
                              "capacity from vllm:cache_config_info. The suite's threshold is the tolerance. "
                              + _which_is_off(ctx.metric(case, "trace.hit_gap_pp"))))
+    hosts = ctx.aggregate(case, "loadgens", key=["arm", "load_generator"])
+    if hosts is not None:
+        blocks.append(series_table(hosts, "The client on each load generator (the arms above merge every host's rows)",
+                                   case, note="Requests dealt round-robin to the inventory's load generators, each "
+                                   "at its scheduled time, from one shared start. Each host's own TTFT is its rows' "
+                                   "percentile; the arms' percentiles above are over every host's rows merged "
+                                   "(every request counted once), never an average of the hosts' percentiles."))
     chart = [{"name": label, "points": [[i, v] for i, v in enumerate(_ttfts(ctx, case, arm))]}
              for arm, label in ARMS[:2]]
     if any(c["points"] for c in chart):
