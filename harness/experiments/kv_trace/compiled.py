@@ -7,7 +7,7 @@ C compiler at `make setup` or in CI's fresh clone), and it is well kept (NumPy's
 ecosystem, releases for every new NumPy). A C extension or Cython would need a compiler on
 every host and a second language beside the references. The compile cost is paid once:
 every kernel is compiled with cache=True, so the machine code lands in __pycache__ and
-later processes load it (a few ms) instead of compiling it again (about a second each).
+later processes load it instead of compiling it again.
 
 Every kernel takes `ids`, the trace's block ids mapped to dense integers 0..n_ids-1 once
 per trace (policies.dense_ids), and returns one bool per lookup. The libCacheSim policies (LFU, ARC,

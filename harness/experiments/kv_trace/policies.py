@@ -15,7 +15,7 @@ TTL: expiry on the trace's own timestamps, active: when a request arrives at tim
 cached block whose last use is more than the TTL before t is dropped before its lookups.
 
 Two engines give the same per-block hits: "compiled" (compiled.py, numba: every policy,
-libCacheSim's included, on dense block ids, 5-100x faster) and "python" (the loops below and
+libCacheSim's included, on dense block ids) and "python" (the loops below and
 libCacheSim's own policies, one Python call per lookup). The compiled one is used whenever
 numba imports; the python one is the fallback and what the compiled loops are checked
 against request by request (tests/test_kv_trace_compiled.py). `engine_name()` says which
