@@ -48,7 +48,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 # Third-party packages whose import is slow or needs a device: a module that loads one at
 # its module level is heavy, and importing it inside a function is allowed.
 HEAVY = {"torch", "transformers", "sentence_transformers", "onnx", "onnxruntime", "tensorrt", "pycuda", "cuda",
-         "libcachesim", "vllm", "gptcache", "numpy", "pandas", "scipy", "sklearn", "faiss", "lmdb", "psycopg",
+         "libcachesim", "numba", "vllm", "gptcache", "numpy", "pandas", "scipy", "sklearn", "faiss", "lmdb", "psycopg",
          "psycopg2", "pynvml", "prometheus_api_client", "hdrhistogram", "gguf", "llama_cpp", "datasets"}
 
 # Function-level imports of project modules that are not heavy but stay where they are, with why.

@@ -93,9 +93,8 @@ MUTATIONS = [
         name="kv-trace/l3-lruk-is-lru",
         claim="C5", kind="stand-in",
         what="L3's LRU-K simulated as plain LRU (the tier keeps its lru-3 name)",
-        edits=(Edit(TIERS, "    return policies.lruk_hits(stream.ids, stream.times, spec.capacity_blocks, "
-                           "int(spec.policy[4:]), ttl_ms)\n",
-                    "    return policies.lru_hits(stream.ids, stream.times, spec.capacity_blocks, ttl_ms)\n"),),
+        edits=(Edit(TIERS, "    return policies.lruk(stream, spec.capacity_blocks, int(spec.policy[4:]), ttl_ms)\n",
+                    "    return policies.lru(stream, spec.capacity_blocks, ttl_ms)\n"),),
         run=RUN, checks=(C5_LRUK,), sets=NO_CURVE, timeout_s=300),
     Mutation(
         name="kv-trace/lruk-gain-against-random",

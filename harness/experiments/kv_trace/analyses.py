@@ -110,6 +110,9 @@ def curve(trace: KVTrace, stream: Stream, capacities: list[int], names: list[str
     block lookups per second per policy (simulated capacities only)."""
     distinct = n_distinct(trace)
     inf = prefix.rates(trace, infinite_hits(trace))
+    t0 = time.perf_counter()
+    policies.prepare(stream, names)
+    log(f"simulator: {policies.engine_description()}, prepared in {time.perf_counter() - t0:.2f} s")
     rows, spent, looked = [], {}, {}
     for cap_tok in capacities:
         blocks = int(cap_tok // trace.block_size)

@@ -87,7 +87,8 @@ def load(p: dict, ctx: CaseContext | None = None) -> KVTrace:
 
 def facts_of(t: KVTrace, p: dict) -> dict:
     return {"trace_file": p["trace"], "trace_sha256": t.sha256 or t.digest(),
-            "trace_is_mooncake_conversation": t.is_mooncake_conversation, "block_size": t.block_size}
+            "trace_is_mooncake_conversation": t.is_mooncake_conversation, "block_size": t.block_size,
+            "simulator": policies.engine_description()}
 
 
 def _tier_specs(p: dict, m: shape.ModelShape, bs: int):
@@ -168,9 +169,11 @@ def _curve_metrics(rows: list[dict], rps: dict, n_blocks: float) -> dict[str, Me
             key = f"curve.{r['policy']}.at_{analyses.label(r['capacity_tokens'])}"
             m[f"{key}.token_hit_pct"] = Metric(r["token_hit_pct"], "%", "higher")
             m[f"{key}.share_of_max_pct"] = Metric(r["share_of_max_pct"], "%", None, "of the infinite cache's")
+    how = policies.engine_description()
     for name, v in rps.items():
         m[f"curve.{name}.lookups_per_s"] = Metric(v, "lookups/s", "higher",
-                                                  "block lookups per second of the simulation (prefix rule included)")
+                                                  f"block lookups per second of the simulation (prefix rule "
+                                                  f"included): {how}")
     return m
 
 

@@ -13,6 +13,13 @@ applied afterwards (prefix.py), so every policy here sees the same stream.
 
 TTL: expiry on the trace's own timestamps, active: when a request arrives at time t, every
 cached block whose last use is more than the TTL before t is dropped before its lookups.
+
+Two engines give the same per-block hits: "compiled" (compiled.py, numba: every policy,
+libCacheSim's included, on dense block ids) and "python" (the loops below and
+libCacheSim's own policies, one Python call per lookup). The compiled one is used whenever
+numba imports; the python one is the fallback and what the compiled loops are checked
+against request by request (tests/test_kv_trace_compiled.py). `engine_name()` says which
+one runs; the kv-trace driver records it beside each policy's lookups/s.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from functools import cached_property
 
 import numpy as np
 
-from harness.errors import BadInput
+from harness.errors import BadInput, EnvironmentProblem
 
 from .trace import KVTrace
 
@@ -44,7 +51,8 @@ NO_NEXT = 2**62
 
 @dataclass
 class Stream:
-    """The flat block stream of a trace as Python lists (fast to iterate)."""
+    """The flat block stream of a trace: as Python lists for the python engine (fast to
+    iterate), as numpy arrays of dense block ids for the compiled one (built once, on use)."""
 
     trace: KVTrace
 
@@ -54,7 +62,7 @@ class Stream:
 
     @cached_property
     def times(self) -> list:
-        return self.trace.block_times_ms().tolist()
+        return self.time_array.tolist()
 
     @cached_property
     def parents(self) -> list:
@@ -62,18 +70,71 @@ class Stream:
 
     @cached_property
     def depths(self) -> list:
-        return self.trace.depths().tolist()
+        return self.depth_array.tolist()
 
     @cached_property
     def next_use(self) -> list:
         """Position of the next lookup of the same block, NO_NEXT when there is none."""
-        ids = self.trace.blocks
-        nxt = np.full(len(ids), NO_NEXT, dtype=np.int64)
-        order = np.argsort(ids, kind="stable")
-        s = ids[order]
-        same = s[1:] == s[:-1]
-        nxt[order[:-1][same]] = order[1:][same]
-        return nxt.tolist()
+        return self.next_array.tolist()
+
+    @cached_property
+    def dense(self) -> tuple[np.ndarray, int]:
+        """(block ids mapped to 0..n-1 in the order of the ids, n distinct blocks)."""
+        return dense_ids(self.trace.blocks)
+
+    @cached_property
+    def time_array(self) -> np.ndarray:
+        return self.trace.block_times_ms()
+
+    @cached_property
+    def depth_array(self) -> np.ndarray:
+        return self.trace.depths()
+
+    @cached_property
+    def next_array(self) -> np.ndarray:
+        return next_uses(self.dense[0])
+
+    @cached_property
+    def dense_parents(self) -> np.ndarray:
+        """The dense id of the block before each block in its request, -1 for a first block."""
+        ids, t = self.dense[0], self.trace
+        par = np.empty(len(ids), dtype=np.int64)
+        if len(ids):
+            par[0] = -1
+            par[1:] = ids[:-1]
+            par[t.offsets[:-1][t.lengths > 0]] = -1
+        return par
+
+
+def dense_ids(blocks: np.ndarray) -> tuple[np.ndarray, int]:
+    """(ids as dense integers 0..n-1 in the order of the original ids, n). Ids that are
+    already small non-negative integers (the Mooncake release's are) go through a table,
+    others through np.unique. The order is kept, so ties broken by the smaller id stay so."""
+    blocks = np.asarray(blocks)
+    if len(blocks) == 0:
+        return np.zeros(0, np.int32), 0
+    lo, hi = int(blocks.min()), int(blocks.max())
+    if lo >= 0 and hi < 4 * len(blocks) + (1 << 20):
+        seen = np.zeros(hi + 1, np.bool_)
+        seen[blocks] = True
+        n = int(np.count_nonzero(seen))
+        dt = np.int32 if n < 2**31 else np.int64
+        if n == hi + 1:  # already dense
+            return blocks.astype(dt, copy=False), n
+        table = (np.cumsum(seen, dtype=np.int64) - 1).astype(dt)
+        return table[blocks], n
+    uniq, inv = np.unique(blocks, return_inverse=True)
+    return inv.astype(np.int32 if len(uniq) < 2**31 else np.int64), len(uniq)
+
+
+def next_uses(ids: np.ndarray) -> np.ndarray:
+    """Position of the next lookup of the same block, NO_NEXT when there is none."""
+    nxt = np.full(len(ids), NO_NEXT, dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    s = ids[order]
+    same = s[1:] == s[:-1]
+    nxt[order[:-1][same]] = order[1:][same]
+    return nxt
 
 
 def _bools(out: bytearray) -> np.ndarray:
@@ -92,19 +153,81 @@ def check_policy(where: str, name: str, capacity: int, ttl_s: float | None) -> N
         raise BadInput(f"{where}: policy {name!r} has no TTL here; with a TTL use one of {', '.join(TTL_POLICIES)}")
 
 
+ENGINES = ("compiled", "python")
+_LOADED: dict = {}
+_NO_TIMES = np.zeros(0, dtype=np.int64)
+
+
+def _compiled():
+    """compiled.py, or None where numba does not import (loaded on first use: numba alone
+    takes about 0.2 s to import, which every harness command would pay otherwise)."""
+    if "module" not in _LOADED:
+        try:
+            import harness.experiments.kv_trace.compiled as compiled
+        except ImportError as e:  # numba missing or broken: the python engine, same hits
+            compiled, _LOADED["why"] = None, f"{type(e).__name__}: {e}"
+        _LOADED["module"] = compiled
+    return _LOADED["module"]
+
+
+def engine_name(engine: str | None = None) -> str:
+    """The engine that runs: `engine` when given, else compiled where numba imports."""
+    if engine is None:
+        return "compiled" if _compiled() is not None else "python"
+    if engine not in ENGINES:
+        raise BadInput(f"simulator engine {engine!r} is unknown; use one of {', '.join(ENGINES)}")
+    if engine == "compiled" and _compiled() is None:
+        raise EnvironmentProblem(f"the compiled simulator needs numba ({_LOADED.get('why')}); run `make setup`, "
+                                 f"or use the python engine")
+    return engine
+
+
+def engine_description(engine: str | None = None) -> str:
+    name = engine_name(engine)
+    if name == "compiled":
+        return f"compiled loops (numba {_compiled().VERSION})"
+    why = _LOADED.get("why")
+    return "pure-Python loops and libCacheSim's policies" + (f" (numba did not import: {why})" if why else "")
+
+
+def prepare(stream: Stream, names=ALL_POLICIES, engine: str | None = None) -> None:
+    """Build what the compiled loops read (dense ids, next uses, parents) and load the loops,
+    once per trace, so that a timed simulation times the simulation only."""
+    c = _kernels(engine)
+    if c is None:
+        return
+    _ = stream.dense
+    if "opt" in names:
+        _ = stream.next_array, stream.depth_array
+    if "leaf-lru" in names:
+        _ = stream.dense_parents
+    c.warm()
+
+
+def _kernels(engine: str | None):
+    return _compiled() if engine_name(engine) == "compiled" else None
+
+
+def _times(stream: Stream, ttl_ms: float | None) -> np.ndarray:
+    return _NO_TIMES if ttl_ms is None else stream.time_array
+
+
 def block_hits(stream: Stream, name: str, capacity: int, ttl_s: float | None = None, seed: int = 0,
-               hybrid_k: int = 2) -> np.ndarray:
+               hybrid_k: int = 2, engine: str | None = None) -> np.ndarray:
     """Per-block hits of policy `name` with `capacity` blocks (and a TTL in seconds)."""
     check_policy("policy", name, capacity, ttl_s)
     ttl_ms = None if ttl_s is None else ttl_s * 1000.0
-    if ttl_ms is not None and name == "lru":
-        return lru_hits(stream.ids, stream.times, capacity, ttl_ms)
-    if ttl_ms is not None and name.startswith("lru-"):
-        return lruk_hits(stream.ids, stream.times, capacity, int(name[4:]), ttl_ms)
+    c = _kernels(engine)
+    if name == "lru" and (ttl_ms is not None or c is not None):
+        return lru(stream, capacity, ttl_ms, engine)
+    if name.startswith("lru-") and (ttl_ms is not None or c is not None):
+        return lruk(stream, capacity, int(name[4:]), ttl_ms, engine)
+    if name == "leaf-lru":
+        return leaf_lru(stream, capacity, ttl_ms, engine)
+    if c is not None:
+        return _compiled_hits(c, stream, name, capacity, seed, hybrid_k)
     if name in LIB_POLICIES:
         return lib_hits(name, stream.ids, capacity)
-    if name == "leaf-lru":
-        return leaf_lru_hits(stream.ids, stream.parents, stream.times, capacity, ttl_ms)
     if name == "opt":
         return opt_hits(stream.ids, stream.next_use, stream.depths, capacity)
     from harness.experiments.eviction import simulate
@@ -113,6 +236,49 @@ def block_hits(stream: Stream, name: str, capacity: int, ttl_s: float | None = N
     if name == "random":
         return simulate.random_hits(ids, capacity, seed)
     return simulate.hybrid_hits(ids, capacity, hybrid_k)
+
+
+def _compiled_hits(c, stream: Stream, name: str, capacity: int, seed: int, hybrid_k: int) -> np.ndarray:
+    ids, n = stream.dense
+    if name == "lfu":
+        return c.lfu(ids, n, capacity)
+    if name == "arc":
+        return c.arc(ids, n, capacity)
+    if name == "s3fifo":
+        return c.s3fifo(ids, n, capacity)
+    if name == "opt":
+        return c.opt(ids, n, stream.next_array, stream.depth_array, capacity)
+    if name == "random":
+        return c.random(ids, n, capacity, seed)
+    return c.lruk(ids, n, _NO_TIMES, capacity, hybrid_k, None, admit_lfu=True)  # the hybrid
+
+
+def lru(stream: Stream, capacity: int, ttl_ms: float | None = None, engine: str | None = None) -> np.ndarray:
+    """Exact LRU with optional TTL expiry (ms), on either engine."""
+    c = _kernels(engine)
+    if c is None:
+        return lru_hits(stream.ids, stream.times, capacity, ttl_ms)
+    ids, n = stream.dense
+    return c.lru(ids, n, _times(stream, ttl_ms), capacity, ttl_ms)
+
+
+def lruk(stream: Stream, capacity: int, k: int, ttl_ms: float | None = None, engine: str | None = None) -> np.ndarray:
+    """LRU-K with optional TTL expiry (ms), on either engine (without TTL the python engine
+    uses libCacheSim's LRUK for K = 2 and 3, as block_hits always did)."""
+    c = _kernels(engine)
+    if c is None:
+        return lruk_hits(stream.ids, stream.times, capacity, k, ttl_ms)
+    ids, n = stream.dense
+    return c.lruk(ids, n, _times(stream, ttl_ms), capacity, k, ttl_ms)
+
+
+def leaf_lru(stream: Stream, capacity: int, ttl_ms: float | None = None, engine: str | None = None) -> np.ndarray:
+    """Leaf-first LRU with optional TTL expiry (ms), on either engine."""
+    c = _kernels(engine)
+    if c is None:
+        return leaf_lru_hits(stream.ids, stream.parents, stream.times, capacity, ttl_ms)
+    ids, n = stream.dense
+    return c.leaf_lru(ids, n, stream.dense_parents, _times(stream, ttl_ms), capacity, ttl_ms)
 
 
 def lib_hits(name: str, ids: list, capacity: int) -> np.ndarray:

@@ -61,10 +61,12 @@ def rates(trace: KVTrace, block_hits: np.ndarray, tokens: np.ndarray | None = No
     if len(block_hits) != trace.n_blocks:
         raise ValueError(f"{len(block_hits)} hits for {trace.n_blocks} blocks")
     runs = leading_runs(block_hits, trace.offsets)
-    tok = trace.block_tokens() if tokens is None else tokens
-    in_run = run_mask(runs, trace.offsets)
-    per_req = np.bincount(trace.block_request()[in_run], weights=tok[in_run],
-                          minlength=trace.n_requests).astype(np.int64)
+    if tokens is None:  # blocks hold block_size tokens each, the last the rest: a run's are min(input, run x size)
+        per_req = np.minimum(trace.input_len, runs * trace.block_size)
+    else:
+        in_run = run_mask(runs, trace.offsets)
+        per_req = np.bincount(trace.block_request()[in_run], weights=tokens[in_run],
+                              minlength=trace.n_requests).astype(np.int64)
     total_tok = int(trace.input_len.sum())
     nb = max(trace.n_blocks, 1)
     return Rates(per_req.sum() / total_tok if total_tok else 0.0, runs.sum() / nb, block_hits.sum() / nb,

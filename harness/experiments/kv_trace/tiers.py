@@ -37,15 +37,15 @@ class TierSpec:
 
 def tier_hits(stream: Stream, spec: TierSpec) -> np.ndarray:
     """Per-block hits of one tier (this package's implementations, with or without TTL, so
-    that a tier with and without its TTL differ only by the TTL)."""
+    that a tier with and without its TTL differ only by the TTL; compiled when numba imports)."""
     ttl_ms = None if spec.ttl_s is None else spec.ttl_s * 1000.0
     if spec.capacity_blocks < 1:
         return np.zeros(stream.trace.n_blocks, dtype=bool)
     if spec.policy == "lru":
-        return policies.lru_hits(stream.ids, stream.times, spec.capacity_blocks, ttl_ms)
+        return policies.lru(stream, spec.capacity_blocks, ttl_ms)
     if spec.policy == "leaf-lru":
-        return policies.leaf_lru_hits(stream.ids, stream.parents, stream.times, spec.capacity_blocks, ttl_ms)
-    return policies.lruk_hits(stream.ids, stream.times, spec.capacity_blocks, int(spec.policy[4:]), ttl_ms)
+        return policies.leaf_lru(stream, spec.capacity_blocks, ttl_ms)
+    return policies.lruk(stream, spec.capacity_blocks, int(spec.policy[4:]), ttl_ms)
 
 
 @dataclass

@@ -134,7 +134,9 @@ def _curve(ctx: ViewContext, case: str) -> tuple[list, Series | None]:
                         rows, agg.note, case))
     rps = [[k.split(".")[1], _m(ctx, case, k)] for k in _metric_names(ctx, case) if k.endswith(".lookups_per_s")]
     if rps:
-        blocks.append(Table("Block lookups per second of the simulation", ["policy", "lookups/s"], rps, "", case))
+        how = _facts(ctx, case).get("simulator")
+        blocks.append(Table("Block lookups per second of the simulation", ["policy", "lookups/s"], rps,
+                            f"simulator: {how}" if how else "", case))
     return blocks, agg
 
 
