@@ -177,7 +177,9 @@ def loadgen_facts(manifest, ids: dict, here: str | None, groups: dict, problems:
         facts["loadgen_separate"] = None
         facts["loadgen_separate" + NOT_MEASURED_NOTE] = _unknown_why([*keys, *groups], whys + problems)
     known = [k for k in keys if k is not None]
-    if len(set(known)) < len(known):
+    if len(keys) == 1:
+        facts["loadgens_distinct"] = True  # one load generator is one machine
+    elif len(set(known)) < len(known):
         facts["loadgens_distinct"] = False  # two of them are one machine (or one address)
     elif all(_measured(k) for k in keys):
         facts["loadgens_distinct"] = True

@@ -384,11 +384,12 @@ class RemoteHost:
             argv += ["-i", self.identity]
         return argv + ["--", self.address, remote_command]  # options end before the destination
 
-    def run(self, remote_command: str, timeout: float = 30, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-        """Run a shell command on the host; ssh's own failure is returncode 255."""
+    def run(self, remote_command: str, timeout: float = 30, stdin: bytes | None = None,
+            processes: list | None = None) -> subprocess.CompletedProcess:
+        """Run a shell command on the host; ssh's own failure is returncode 255. `processes`:
+        see run_process."""
         try:
-            return subprocess.run(self.ssh_argv(remote_command), input=stdin or b"", capture_output=True,
-                                  timeout=timeout)
+            return run_process(self.ssh_argv(remote_command), stdin or b"", timeout, processes=processes)
         except subprocess.TimeoutExpired as e:
             return subprocess.CompletedProcess(e.cmd, 255, e.stdout or b"",
                                                (e.stderr or b"") + f"ssh: no answer within {timeout:.0f} s".encode())
@@ -414,6 +415,54 @@ class RemoteHost:
 
     def temp_path(self, name: str) -> str:
         return f"/tmp/harness-{uuid.uuid4().hex[:12]}-{name}"
+
+
+def run_process(argv: list[str], stdin: bytes | None, timeout: float, env: dict | None = None,
+                processes: list | None = None) -> subprocess.CompletedProcess:
+    """subprocess.run(argv, capture_output=True) with `stdin` and `timeout`; with `processes`
+    (a list shared with the thread that started this one), the child is added to it while it
+    runs, so that the other thread can kill it (several load generators at once: a SIGTERM
+    that reaches the harness must not wait for every SSH session to end)."""
+    if processes is None:
+        return subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout, env=env)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    processes.append(proc)
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise subprocess.TimeoutExpired(argv, timeout, out, err) from None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+CLOCK_COMMAND = "python3 -c 'import time; print(repr(time.time()))'"
+
+
+def clock_offset_ms(host: RemoteHost) -> tuple[float, float]:
+    """(how far `host`'s clock is ahead of this machine's, ms; the SSH round trip it was read
+    in, ms: the offset is known to within half of it): the host's time.time() against the
+    middle of the round trip. EnvironmentProblem when the host does not tell its time."""
+    t0 = time.time()
+    p = host.run(CLOCK_COMMAND, timeout=30)
+    t1 = time.time()
+    try:
+        theirs = float(p.stdout.decode().strip())
+    except ValueError:
+        raise EnvironmentProblem(f"load generator {host.name} did not tell its time ({CLOCK_COMMAND}: exit "
+                                 f"{p.returncode}); it needs python3") from None
+    return 1000 * (theirs - (t0 + t1) / 2), 1000 * (t1 - t0)
+
+
+def kill_all(processes: list) -> None:
+    """Kill every process of `processes` still running (see run_process)."""
+    for proc in list(processes):
+        if proc.poll() is None:
+            proc.kill()
 
 
 def _bad(message: str):
@@ -509,11 +558,11 @@ def _fetch_dir(host: RemoteHost, remote_dir: str, raw_dir: Path, secrets: list[s
 
 
 def run_tool(cmd: list[str], raw_dir: Path, name: str, timeout: float, env: dict | None = None, *,
-             host: RemoteHost | None = None, secrets=()) -> ToolRun:
+             host: RemoteHost | None = None, secrets=(), processes: list | None = None) -> ToolRun:
     """Run `cmd` here or on a load-generator host over SSH (`host`, e.g. the target's
     loadgen), writing NAME.cmd, NAME.stdout and NAME.stderr under raw_dir. Every known
     secret (and `secrets`) is redacted from all three and, on a host, sent over stdin
-    instead of the command line."""
+    instead of the command line. `processes`: see run_process."""
     secrets = [str(s) for s in secrets if s]
     for s in secrets:
         add_secret(s)
@@ -536,7 +585,7 @@ def run_tool(cmd: list[str], raw_dir: Path, name: str, timeout: float, env: dict
         argv, stdin, limit = cmd, None, timeout
     t0 = time.monotonic()
     try:
-        p = subprocess.run(argv, input=stdin, capture_output=True, timeout=limit, env=env)
+        p = run_process(argv, stdin, limit, env, processes)
         rc, out, err, timed_out = p.returncode, p.stdout, p.stderr, False
         if host is not None and rc in (124, 137) and time.monotonic() - t0 >= timeout:
             timed_out = True  # timeout(1) on the host stopped it

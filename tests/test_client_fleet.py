@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from dataclasses import asdict
 
 import pytest
 
 from harness.experiments.serving import client_fleet, client_worker
 from harness.experiments.serving.client import Request, Result
-from harness.process import RemoteHost
+from harness.process import CLOCK_COMMAND, RemoteHost
 
 
 def test_shares_deal_every_request_once():
@@ -22,8 +23,11 @@ def test_shares_deal_every_request_once():
     assert sorted(i for p in client_fleet.shares(101, 7) for i in p) == list(range(101))
 
 
-def _host_answers(monkeypatch, answers: dict[str, tuple[int, bytes, bytes]], seen: dict):
-    def fake_run(self, command, timeout=30, stdin=None):
+def _host_answers(monkeypatch, answers: dict[str, tuple[int, bytes, bytes]], seen: dict, skew_s: float = 0.0):
+    """Each host answers its job with `answers[name]`; its clock is `skew_s` x its number ahead."""
+    def fake_run(self, command, timeout=30, stdin=None, processes=None):
+        if command == CLOCK_COMMAND:
+            return subprocess.CompletedProcess(command, 0, repr(time.time() + skew_s * int(self.name[-1])).encode(), b"")
         seen[self.name] = (command, json.loads(stdin))
         rc, out, err = answers[self.name]
         return subprocess.CompletedProcess(command, rc, out, err)
@@ -45,7 +49,7 @@ def test_rows_come_back_at_their_requests_places_and_a_failed_host_says_so(monke
     jobs = [{"requests": [asdict(reqs[i]) for i in part]} for part in client_fleet.shares(7, 3)]
     answers = {"lg-0": (0, _rows(jobs[0], 100.0), b""), "lg-1": (0, _rows(jobs[1], 200.0), b""),
                "lg-2": (1, b"", b"Traceback ...\nModuleNotFoundError: No module named 'aiohttp'\n")}
-    _host_answers(monkeypatch, answers, seen)
+    _host_answers(monkeypatch, answers, seen, skew_s=30.0)
     out = client_fleet.run(hosts, "/opt/h/.venv/bin/python", "http://u:pw@127.77.0.18:8051", "m", reqs,
                            timeout_s=5, stall_s=2)
     assert [r.index for r in out.results] == list(range(7))
@@ -56,7 +60,9 @@ def test_rows_come_back_at_their_requests_places_and_a_failed_host_says_so(monke
     # the URL (a credential in it) went over stdin, never on the command line; one shared start
     assert all("pw" not in cmd and cmd.endswith("-m harness.experiments.serving.client_worker")
                for cmd, _ in seen.values())
-    assert len({job["start_epoch"] for _, job in seen.values()}) == 1
+    # one shared start, given to each host in its own clock (lg-1's is 30 s ahead, lg-2's 60 s)
+    starts = [seen[f"lg-{k}"][1]["start_epoch"] for k in range(3)]
+    assert abs(starts[1] - starts[0] - 30) < 0.5 and abs(starts[2] - starts[0] - 60) < 0.5
     assert all(job["base_url"] == "http://u:pw@127.77.0.18:8051" for _, job in seen.values())
 
 

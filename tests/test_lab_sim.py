@@ -310,18 +310,20 @@ def _memtier_on_three_load_generators(run_dir: Path, recs: list[dict]) -> None:
         assert m["loadgens.count"]["value"] == 3 and m["loadgens.overlap_share"]["value"] > 0.99
         assert r["details"]["ran_on"] == ", ".join(f"{n} ({a}) over SSH" for n, a in LOADGENS.items())
         assert len(r["details"]["replayed"]) == 3
+        assert set(r["details"]["clocks"]) == set(LOADGENS)  # one machine's clock: offsets of a few ms at most
+        assert all(abs(c["offset_ms"]) < 500 for c in r["details"]["clocks"].values()), r["details"]["clocks"]
         hosts = r["series"]["loadgens"]["columns"]
         assert hosts["load_generator"] == list(LOADGENS) and hosts["p99_ms"] == [11.967, 12.351, 14.399]
     for i, (name, addr) in enumerate(LOADGENS.items()):
-        cmds = list((run_dir / "raw").rglob(f"memtier-{name}.cmd"))
+        cmds = list((run_dir / "raw").rglob(f"memtier-on-{name}.cmd"))
         assert len(cmds) == len(mem), cmds
         for c in cmds:
             text = c.read_text()
             assert text.startswith(f"# ran on {name} ({addr}) over SSH") and "--distinct-client-seed" in text
             assert f"--key-minimum={i * 100000 + 1} --key-maximum={(i + 1) * 100000}" in text and PASSWORD not in text
             folder = c.parent
-            assert (folder / f"memtier-{name}.json").exists() and (folder / f"memtier-{name}_FULL_RUN_1.hgrm").exists()
-            assert "memtier_benchmark stand-in" in (folder / f"memtier-{name}.stderr").read_text()
+            assert (folder / f"memtier-on-{name}.json").exists() and (folder / f"memtier-on-{name}_FULL_RUN_1.hgrm").exists()
+            assert "memtier_benchmark stand-in" in (folder / f"memtier-on-{name}.stderr").read_text()
 
 
 def test_a_staggered_start_is_invalid_with_the_numbers(lab, tmp_path):

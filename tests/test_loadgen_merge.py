@@ -10,6 +10,7 @@ import pytest
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
+from harness.errors import BadInput
 from harness.experiments.redis_cluster import memtier_fleet
 from harness.paths import REPO_ROOT
 from harness.tools import loadgen_merge, memtier
@@ -51,7 +52,7 @@ def test_the_merge_agrees_with_the_hosts_hdr_log_files():
     m = loadgen_merge.merged(runs("multi"), QS)["Totals"]
     assert total.get_total_count() == m.requests
     for q in QS:
-        # within the histograms' resolution (3 significant digits, buckets set up per file)
+        # within the histograms' resolution (the JSON's and the logs' histograms are set up differently)
         assert total.get_value_at_percentile(q) / 1000 == pytest.approx(m.percentiles[q], rel=1e-2)
 
 
@@ -177,3 +178,55 @@ def test_key_ranges_split_the_keys_without_gaps():
     parts = memtier_fleet.key_ranges(100, 7)
     assert parts[0][0] == 1 and parts[-1][1] == 100
     assert all(b[0] == a[1] + 1 for a, b in zip(parts, parts[1:]))
+
+
+def _shifted(r: HostRun, by_ms: float, offset_ms: float) -> HostRun:
+    """The same run as reported by a host whose clock is `by_ms` ahead, with `offset_ms` measured."""
+    s = r.section
+    sec = memtier.Section(s.name, s.rows, s.duration_ms, s.problems, s.histograms, s.start_ms + by_ms,
+                          s.finish_ms + by_ms, s.per_second)
+    return HostRun(r.host, memtier.MemtierResult({s.name: sec}, s.name, r.result.problems, r.result.metrics), offset_ms)
+
+
+def test_a_hosts_clock_offset_is_taken_off_its_window():
+    """A host whose clock runs 30 s ahead reports its window 30 s late: with its measured offset
+    taken off, the three still ran together; without it, the check would refuse them."""
+    rs = runs("multi")
+    ahead = [rs[0], rs[1], _shifted(rs[2], 30_000, 30_000)]
+    assert loadgen_merge.overlap(ahead, 0.9).problem == ""
+    unmeasured = [rs[0], rs[1], _shifted(rs[2], 30_000, 0.0)]
+    assert "ran together for 0.00 s" in loadgen_merge.overlap(unmeasured, 0.9).problem
+
+
+def test_histograms_of_different_ranges_merge_into_a_wide_one():
+    narrow = HdrHistogram(1, 1000, 2)
+    narrow.record_value(500)
+    wide = HdrHistogram(1, 60_000_000, 3)
+    wide.record_value(50_000)
+    merged = memtier.merge_histograms([narrow.encode().decode(), wide.encode().decode()])
+    assert merged.get_total_count() == 2 and merged.get_max_value() >= 49_900
+
+
+def test_a_damaged_histogram_makes_the_repetition_invalid_not_a_crash():
+    rs = runs("multi")
+    s = rs[1].section
+    bad = memtier.Section(s.name, s.rows, s.duration_ms, [], {**s.histograms, "Totals": "HISTFAAAnotahistogram"},
+                          s.start_ms, s.finish_ms, s.per_second)
+    broken = HostRun(rs[1].host, memtier.MemtierResult({s.name: bad}, s.name, [], rs[1].result.metrics))
+    _, _, problems = memtier_fleet.judge([rs[0], broken, rs[2]], [99], 0.9)
+    assert problems and "cannot be merged" in problems[0]
+
+
+def test_per_second_counts_that_do_not_fit_the_runtime_are_refused():
+    rs = runs("multi")
+    s = rs[0].section
+    odd = memtier.Section(s.name, s.rows, s.duration_ms, [], s.histograms, s.start_ms, s.finish_ms,
+                          s.per_second + [5, 5, 5])
+    odd_run = HostRun(rs[0].host, memtier.MemtierResult({s.name: odd}, s.name, [], rs[0].result.metrics))
+    assert "counted 10 seconds in a run of 7.0 s" in loadgen_merge.window_problems([odd_run])[0]
+    assert loadgen_merge.window_problems(rs) == [] and loadgen_merge.window_problems(runs("staggered")) == []
+
+
+def test_too_few_keys_for_the_load_generators_is_bad_input():
+    with pytest.raises(BadInput, match="key_maximum=2 cannot be split between 3"):
+        memtier_fleet.key_ranges(2, 3)

@@ -3,7 +3,7 @@ throughput summed over the common window, their latency histograms merged.
 
 Each load generator runs its own memtier_benchmark; each process reports its own start
 and finish (its JSON's Runtime, by its host's clock), its operations per second of the run
-(Time-Serie) and an HDR histogram of every request (microseconds, 3 significant digits).
+(Time-Serie) and an HDR histogram of every request (microseconds, at the histogram's own precision).
 
 - **Overlap.** The common window runs from the last start to the first finish. A run whose
   common window is shorter than `min_share` of the longest process's window is not one load
@@ -11,6 +11,8 @@ and finish (its JSON's Runtime, by its host's clock), its operations per second 
 - **Throughput** is the operations every process completed inside the common window, over
   the window's length. A second that straddles the window's edge counts in proportion to the
   part of it inside (memtier reports whole seconds).
+- **Clocks**: each process's times are its host's clock; each host's offset from the
+  harness's clock is measured before the run and taken off (`HostRun.offset_ms`).
 - **Percentiles** come from the hosts' histograms added together (HdrHistogram's `add`): the
   P99 of all requests, never an average or a maximum of the hosts' P99s, which is not a
   percentile of anything. Each host's own figures are kept beside the merged ones.
@@ -20,6 +22,7 @@ Pure functions over parsed memtier results (harness.tools.memtier): nothing here
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from harness.tools.memtier import HDR_KINDS, HISTOGRAM_US_PER_MS, MemtierResult, merge_histograms
@@ -29,14 +32,25 @@ MS_PER_S = 1000.0
 
 @dataclass(frozen=True)
 class HostRun:
-    """One load generator's memtier process: who ran it and what it reported."""
+    """One load generator's memtier process: who ran it, what it reported, and how far its
+    clock is ahead of the harness's (`offset_ms`, measured before the run): its start and
+    finish are read on the harness's clock."""
 
     host: str
     result: MemtierResult
+    offset_ms: float = 0.0
 
     @property
     def section(self):
         return self.result.sections[self.result.chosen]
+
+    @property
+    def start_ms(self) -> float:
+        return self.section.start_ms - self.offset_ms
+
+    @property
+    def finish_ms(self) -> float:
+        return self.section.finish_ms - self.offset_ms
 
 
 @dataclass(frozen=True)
@@ -65,7 +79,9 @@ class Overlap:
 
 
 def window_problems(runs: list[HostRun]) -> list[str]:
-    """Why a host's window cannot be used: no start or finish time, or no per-second counts."""
+    """Why a host's window cannot be used: no start or finish time, no per-second counts, or
+    counts for more or fewer seconds than its runtime lasted (more than one apart: memtier
+    counts a last partial second)."""
     out = []
     for r in runs:
         s = r.section
@@ -73,13 +89,16 @@ def window_problems(runs: list[HostRun]) -> list[str]:
             out.append(f"{r.host}: memtier's JSON has no usable Runtime start and finish ({s.start_ms}, {s.finish_ms})")
         elif not s.per_second:
             out.append(f"{r.host}: memtier's JSON has no per-second counts (Totals Time-Serie)")
+        elif abs(len(s.per_second) - math.ceil((s.finish_ms - s.start_ms) / MS_PER_S)) > 1:
+            out.append(f"{r.host}: memtier counted {len(s.per_second)} seconds in a run of "
+                       f"{(s.finish_ms - s.start_ms) / MS_PER_S:.1f} s; its window cannot be placed")
     return out
 
 
 def overlap(runs: list[HostRun], min_share: float) -> Overlap:
     """The common window of the hosts' runs (window_problems must be empty)."""
-    starts = [r.section.start_ms for r in runs]
-    finishes = [r.section.finish_ms for r in runs]
+    starts = [r.start_ms for r in runs]
+    finishes = [r.finish_ms for r in runs]
     longest = max(f - s for s, f in zip(starts, finishes))
     return Overlap(max(starts), min(finishes), longest, min_share)
 
@@ -87,11 +106,10 @@ def overlap(runs: list[HostRun], min_share: float) -> Overlap:
 def ops_in_window(run: HostRun, start_ms: float, finish_ms: float) -> float:
     """The host's operations inside [start_ms, finish_ms]: each second of its run counted in
     proportion to the part of it inside the window (its last second ends at its finish)."""
-    s = run.section
     total = 0.0
-    for k, count in enumerate(s.per_second):
-        lo = s.start_ms + k * MS_PER_S
-        hi = min(lo + MS_PER_S, s.finish_ms)
+    for k, count in enumerate(run.section.per_second):
+        lo = run.start_ms + k * MS_PER_S
+        hi = min(lo + MS_PER_S, run.finish_ms)
         if hi <= lo:
             continue
         inside = min(hi, finish_ms) - max(lo, start_ms)
@@ -141,11 +159,10 @@ def host_rows(runs: list[HostRun], qs, origin_ms: float) -> dict[str, list]:
     cols: dict[str, list] = {"load_generator": [], "start_s": [], "finish_s": [], "requests": [],
                              "ops_per_sec": [], **{f"p{q:g}_ms": [] for q in qs}}
     for r in runs:
-        s = r.section
         own = merge_histograms([r.result.histograms["Totals"]]) if r.result.histograms.get("Totals") else None
         cols["load_generator"].append(r.host)
-        cols["start_s"].append(round((s.start_ms - origin_ms) / MS_PER_S, 3))
-        cols["finish_s"].append(round((s.finish_ms - origin_ms) / MS_PER_S, 3))
+        cols["start_s"].append(round((r.start_ms - origin_ms) / MS_PER_S, 3))
+        cols["finish_s"].append(round((r.finish_ms - origin_ms) / MS_PER_S, 3))
         cols["requests"].append(own.get_total_count() if own else None)
         ops = r.result.metrics.get("Totals.ops_per_sec")
         cols["ops_per_sec"].append(ops.value if ops else None)

@@ -235,9 +235,10 @@ def parse_files(json_text: str, stderr: str = "") -> MemtierResult:
 
 
 # ---- pooled tail percentiles: memtier's HDR histograms merged across repetitions ----------
-# memtier records latencies in microseconds into an HdrHistogram (3 significant digits) and
-# writes it base64-compressed ("HISTFAAA...") under Percentile Latencies / Histogram log
-# format / Compressed Histogram; its printed percentiles are the histogram's values / 1000.
+# memtier records latencies in microseconds into an HdrHistogram (the JSON's are 2 significant
+# digits in memtier 2.x) and writes it base64-compressed ("HISTFAAA...") under Percentile
+# Latencies / Histogram log format / Compressed Histogram; its printed percentiles are the
+# histogram's values / 1000.
 # The median of per-run P99s is not a P99 of the pooled requests: merging the histograms
 # (the hdrhistogram package) gives the percentile of every request of every repetition.
 HISTOGRAM_US_PER_MS = 1000.0
@@ -258,18 +259,25 @@ def merge_histograms(encoded: list[str]):
         from hdrh.histogram import HdrHistogram
     except ImportError:  # a core dependency; say so in one line
         raise ValueError("the hdrhistogram package is not installed (pip install -c constraints.txt -e .)") from None
-    merged = None
+    decoded = []
     for text in encoded:
         try:
             h = HdrHistogram.decode(text)
         except Exception as e:  # the package raises several kinds for damaged input
             raise ValueError(f"a compressed histogram does not decode ({type(e).__name__})") from None
-        if h.get_total_count() == 0:
-            continue
-        if merged is None:
-            merged = h
-        else:
+        if h.get_total_count() > 0:
+            decoded.append(h)
+    if len(decoded) < 2:
+        return decoded[0] if decoded else None
+    # one histogram wide and fine enough for all of them (add() refuses a value beyond its range)
+    merged = HdrHistogram(min(h.lowest_trackable_value for h in decoded),
+                          max(h.highest_trackable_value for h in decoded),
+                          max(h.significant_figures for h in decoded))
+    for h in decoded:
+        try:
             merged.add(h)
+        except (IndexError, ValueError) as e:
+            raise ValueError(f"the histograms cannot be added ({type(e).__name__})") from None
     return merged
 
 

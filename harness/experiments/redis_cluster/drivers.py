@@ -249,6 +249,7 @@ def _check_memtier(where: str, p: dict) -> None:
 def _memtier_once(ctx: CaseContext, params: dict, name: str):
     node = ctx.target.entry
     json_path = ctx.raw_path(f"{name}.json")
+    json_path.unlink(missing_ok=True)  # only this run's own file counts
     cmd = memtier.build_command(params, node.host, node.port, ctx.target.kind == "cluster", str(json_path),
                                 ctx.target.password)
     secrets = (ctx.target.password,)
@@ -319,6 +320,7 @@ class _MemtierRun:
         """One memtier process on every load generator at once, judged as one load."""
         got = memtier_fleet.run_fleet(self.ctx, params, name)
         self.details["commands"].update(got.commands)
+        self.details["clocks"] = got.clocks
         if got.replayed:
             self.details["replayed"] = got.replayed
         if got.failure:

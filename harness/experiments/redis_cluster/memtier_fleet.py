@@ -3,8 +3,10 @@
 Each host of the `loadgen` group runs its own memtier_benchmark over SSH, with its own share
 of the keys and a seed of its own per client, and every process waits for one shared start
 time before it starts (a few seconds ahead, so that every SSH connection is up by then; the
-hosts' clocks must agree, as NTP keeps a lab's). Every host's JSON, HDR logs, stdout and
-stderr are kept under the run's raw folder, named after the host.
+start time is given to each host in its own clock: its offset from the harness's clock is
+measured over SSH first, and its reported window is read back on the harness's clock). Every
+host's JSON, HDR logs, stdout and stderr are kept under the run's raw folder, named after
+the host.
 
 The run is judged as one load (harness.tools.loadgen_merge): the hosts' windows must overlap
 for at least `min_overlap_share` of the longest, else the repetition is invalid, with the
@@ -19,13 +21,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from harness.driver_contract import CaseContext, Metric, Series
-from harness.process import RemoteHost, command_line, redact, run_tool
+from harness.errors import BadInput
+from harness.process import RemoteHost, clock_offset_ms, command_line, kill_all, redact, run_tool
 from harness.tools import loadgen_merge, memtier
 from harness.tools.loadgen_merge import HostRun
 
 START_LEAD_S = 3.0  # the shared start lies this far ahead of the moment the commands are sent
-# Run on each load generator before memtier: sleep until the shared start, then become memtier
-# (python3 is on every host Ansible manages). A start more than a minute away is not waited for.
+# Run on each load generator before memtier: sleep until the shared start (given in the host's
+# own clock), then become memtier (python3 is on every host Ansible manages). A start more than
+# a minute away is not waited for.
 START_GATE = ("import os,sys,time; d=float(sys.argv[1])-time.time(); "
               "time.sleep(d) if 0<d<60 else None; os.execvp(sys.argv[2], sys.argv[2:])")
 # The first line a stand-in that replays recorded output writes on stderr (infra/lab-sim).
@@ -34,6 +38,9 @@ REPLAY_MARK = "memtier_benchmark stand-in"
 
 def key_ranges(key_maximum: int, n: int) -> list[tuple[int, int]]:
     """Keys 1..key_maximum split into n contiguous ranges, one per load generator."""
+    if key_maximum < n:
+        raise BadInput(f"memtier.key_maximum={key_maximum} cannot be split between {n} load generators; "
+                       f"give at least {n} keys")
     return [(i * key_maximum // n + 1, (i + 1) * key_maximum // n) for i in range(n)]
 
 
@@ -48,18 +55,21 @@ class FleetRun:
     commands: dict[str, str]
     failure: str  # '' when every host wrote a JSON file
     replayed: list[str]
+    clocks: dict[str, dict]  # host -> its clock's offset and the round trip it was read in (ms)
 
 
 def _one_host(ctx: CaseContext, params: dict, name: str, host: RemoteHost, keys: tuple[int, int],
-              start: float) -> tuple[HostRun | None, str, str, str]:
+              start: float, offset_ms: float, procs: list) -> tuple[HostRun | None, str, str, str]:
     """(the host's parsed run or None, why it failed, its command line, its stand-in line)."""
     node, secrets = ctx.target.entry, (ctx.target.password,)
-    stem = f"{name}-{host.name}"
+    stem = f"{name}-on-{host.name}"  # never another run's name (a host may be called "control")
     json_path = ctx.raw_path(f"{stem}.json")
+    json_path.unlink(missing_ok=True)
     cmd = memtier.build_command(params, node.host, node.port, ctx.target.kind == "cluster", str(json_path),
                                 ctx.target.password, key_range=keys, hdr_prefix=str(ctx.raw_dir / stem))
-    cmd = gated(cmd, start)
-    res = run_tool(cmd, ctx.raw_dir, stem, params["timeout_s"] + START_LEAD_S, host=host, secrets=secrets)
+    cmd = gated(cmd, start + offset_ms / 1000)
+    res = run_tool(cmd, ctx.raw_dir, stem, params["timeout_s"] + START_LEAD_S, host=host, secrets=secrets,
+                   processes=procs)
     shown = command_line(cmd, secrets)
     replay = next((line for line in res.stderr.splitlines() if line.startswith(REPLAY_MARK)), "")
     if res.timed_out or res.returncode != 0:
@@ -68,20 +78,33 @@ def _one_host(ctx: CaseContext, params: dict, name: str, host: RemoteHost, keys:
         return None, f"{host.name}: memtier_benchmark wrote no JSON file (see {stem}.stderr)", shown, replay
     text = redact(json_path.read_text(errors="replace"), secrets)
     json_path.write_text(text)
-    return HostRun(host.name, memtier.parse_files(text, res.stderr)), "", shown, replay
+    return HostRun(host.name, memtier.parse_files(text, res.stderr), offset_ms), "", shown, replay
 
 
 def run_fleet(ctx: CaseContext, params: dict, name: str) -> FleetRun:
-    """memtier on every load generator at once, from one shared start time."""
+    """memtier on every load generator at once, from one shared start time (each host's
+    clock offset measured first and allowed for). An interrupt kills every SSH session at
+    once instead of waiting for them."""
     hosts = [h for h in ctx.target.load_generators if h is not None]
     ranges = key_ranges(params["key_maximum"], len(hosts))
+    clocks = {h.name: dict(zip(("offset_ms", "round_trip_ms"), map(lambda v: round(v, 1), clock_offset_ms(h))))
+              for h in hosts}
     start = time.time() + START_LEAD_S
-    with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
-        done = list(pool.map(lambda hk: _one_host(ctx, params, name, hk[0], hk[1], start), zip(hosts, ranges)))
+    procs: list = []
+    pool = ThreadPoolExecutor(max_workers=len(hosts))
+    try:
+        futures = [pool.submit(_one_host, ctx, params, name, h, k, start, clocks[h.name]["offset_ms"], procs)
+                   for h, k in zip(hosts, ranges)]
+        done = [f.result() for f in futures]
+    except BaseException:
+        kill_all(procs)
+        raise
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
     commands = {f"{name} on {h.name}": shown for h, (_, _, shown, _) in zip(hosts, done)}
     failures = [why for _, why, _, _ in done if why]
     return FleetRun([r for r, _, _, _ in done if r is not None], commands, "; ".join(failures),
-                    [f"{h.name}: {line}" for h, (_, _, _, line) in zip(hosts, done) if line])
+                    [f"{h.name}: {line}" for h, (_, _, _, line) in zip(hosts, done) if line], clocks)
 
 
 def judge(runs: list[HostRun], qs, min_share: float) -> tuple[dict[str, Metric], dict[str, Series], list[str]]:
@@ -93,6 +116,13 @@ def judge(runs: list[HostRun], qs, min_share: float) -> tuple[dict[str, Metric],
     problems = loadgen_merge.window_problems(runs)
     if problems:
         return {}, {}, problems
+    try:
+        return _judged(runs, qs, min_share)
+    except (ValueError, IndexError) as e:  # a histogram that does not decode or add: no merged percentile
+        return {}, {}, [f"the load generators' histograms cannot be merged: {e}"]
+
+
+def _judged(runs: list[HostRun], qs, min_share: float) -> tuple[dict[str, Metric], dict[str, Series], list[str]]:
     window = loadgen_merge.overlap(runs, min_share)
     n = len(runs)
     metrics = {"loadgens.count": Metric(n, "load generators", None),
@@ -108,7 +138,7 @@ def judge(runs: list[HostRun], qs, min_share: float) -> tuple[dict[str, Metric],
         for q, v in m.percentiles.items():
             metrics[f"{kind}.{memtier.percentile_name(f'p{q:g}')}_ms"] = Metric(
                 v, "ms", "lower", f"from the merged HDR histograms of {n} load generators ({m.requests} requests)")
-    cols = loadgen_merge.host_rows(runs, qs, min(r.section.start_ms for r in runs))
+    cols = loadgen_merge.host_rows(runs, qs, min(r.start_ms for r in runs))
     series = {"loadgens": Series(cols, {"start_s": "s", "finish_s": "s", "ops_per_sec": "ops/s",
                                         **{f"p{q:g}_ms": "ms" for q in qs}},
                                  "each load generator's own window, requests, throughput and percentiles "

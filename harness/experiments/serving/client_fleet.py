@@ -3,7 +3,8 @@
 The requests are dealt round-robin to the inventory's load generators (request i to host
 i mod n), each keeping its scheduled time, so that together they send the schedule one client
 would. Each host runs harness.experiments.serving.client_worker over SSH (the harness's own
-checkout on the host: the loadgen role installs it) from one shared start time; the job,
+checkout on the host: the loadgen role installs it) from one shared start time, given to
+each host in its own clock (its offset from this machine's measured first); the job,
 with the engine's URL, goes over SSH's stdin. Every host's rows come back whole, and the
 merge puts each row at its request's place: the percentiles the serving cases compute over
 the merged list are exact, every request counted once. A host that fails leaves its
@@ -20,7 +21,7 @@ from dataclasses import asdict, dataclass, fields
 
 from harness.experiments.serving import client
 from harness.experiments.serving.client import Request, Result
-from harness.process import RemoteHost, redact
+from harness.process import RemoteHost, clock_offset_ms, kill_all, redact
 
 WORKER = "harness.experiments.serving.client_worker"
 START_LEAD_S = 5.0  # the shared start lies this far ahead: every host's Python is up by then
@@ -54,8 +55,9 @@ def _rows(stdout: bytes, expected: int) -> list[Result]:
     return [Result(**{k: v for k, v in r.items() if k in names}) for r in rows]
 
 
-def _one(host: RemoteHost, python: str, job: bytes, n: int, limit_s: float) -> tuple[list[Result] | None, str]:
-    p = host.run(shlex.join([python, "-m", WORKER]), timeout=limit_s, stdin=job)
+def _one(host: RemoteHost, python: str, job: bytes, n: int, limit_s: float,
+         procs: list) -> tuple[list[Result] | None, str]:
+    p = host.run(shlex.join([python, "-m", WORKER]), timeout=limit_s, stdin=job, processes=procs)
     if p.returncode != 0:
         tail = " | ".join(redact(p.stderr.decode(errors="replace")).strip().splitlines()[-2:])
         return None, f"the client on {host.name} exited with code {p.returncode}: {tail or '(no output)'}"
@@ -69,12 +71,22 @@ def run(hosts: list[RemoteHost], python: str, base_url: str, model: str, request
         timeout_s: float, stall_s: float) -> FleetResults:
     """Send `requests` from every host at once; rows merged in request order."""
     parts = shares(len(requests), len(hosts))
+    offsets = [clock_offset_ms(h)[0] / 1000 for h in hosts]  # the start is given in each host's own clock
     start = time.time() + START_LEAD_S
     last = max((r.at_s for r in requests), default=0.0)
     limit = START_LEAD_S + last + timeout_s + client.DEADLINE_MARGIN_S + MARGIN_S
-    jobs = [_job(base_url, model, [requests[i] for i in part], start, timeout_s, stall_s) for part in parts]
-    with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
-        done = list(pool.map(lambda k: _one(hosts[k], python, jobs[k], len(parts[k]), limit), range(len(hosts))))
+    jobs = [_job(base_url, model, [requests[i] for i in part], start + off, timeout_s, stall_s)
+            for part, off in zip(parts, offsets)]
+    procs: list = []
+    pool = ThreadPoolExecutor(max_workers=len(hosts))
+    try:  # an interrupt kills every SSH session at once instead of waiting for them
+        futures = [pool.submit(_one, hosts[k], python, jobs[k], len(parts[k]), limit, procs) for k in range(len(hosts))]
+        done = [f.result() for f in futures]
+    except BaseException:
+        kill_all(procs)
+        raise
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
     results: list[Result | None] = [None] * len(requests)
     owner = [""] * len(requests)
     for host, part, (rows, why) in zip(hosts, parts, done):

@@ -68,12 +68,15 @@ def _loadgens(ctx: ViewContext) -> list:
         return []
     table = series_table(hosts, "memtier_benchmark on each load generator, and all of them merged", case)
     count = ctx.metric(case, "loadgens.count")
-    merged = [f"all {count.median:g} merged" if count else "all merged", "", "", ""]
-    for name in ("Totals.ops_per_sec", *(f"Totals.p{q:g}_ms" for q in POOLED_QS)):
-        m = ctx.metric(case, name)
-        merged.append(None if m is None else (m.median, m.min, m.max) if m.min != m.max else m.median)
-    width = len(table.columns)
-    table.rows.append((merged + [None] * width)[:width])
+    merged = []
+    for col in (c for c in hosts.columns if not c.endswith((".min", ".max"))):  # the table's columns, in order
+        metric = "Totals." + col if col == "ops_per_sec" or (col.startswith("p") and col.endswith("_ms")) else ""
+        m = ctx.metric(case, metric) if metric else None
+        if col == "load_generator":
+            merged.append(f"all {count.median:g} merged" if count else "all merged")
+        else:
+            merged.append("" if m is None else (m.median, m.min, m.max) if m.min != m.max else m.median)
+    table.rows.append(merged)
     share = ctx.metric(case, "loadgens.overlap_share")
     table.note = ("Each load generator ran its own memtier_benchmark with its own share of the keys, started "
                   "together (start and finish in seconds from the first start, by each host's clock). The merged "
