@@ -19,6 +19,7 @@ from harness.results import Metric
 from tests.test_semantic_spec import verdicts_of
 
 SMALL = dict(dataset_rows=60, latency_queries=4, torch_threads=1)
+INT8 = dict(int8_arm=True, concurrent_queries=8, concurrent_rounds=1, concurrent_min_s=0)
 needs_gptcache = pytest.mark.skipif(gptcache_subject.missing() is not None,
                                     reason=str(gptcache_subject.missing()))
 FIX = Path(__file__).parent / "fixtures" / "semantic"
@@ -37,14 +38,14 @@ def _run(tmp, target, **params) -> CaseOutcome:
 
 @pytest.fixture(scope="module")
 def runs(cluster, tmp_path_factory):
-    """The gptcache case on a seeded 60 records: as designed; GPTCache's similarity decision
+    """The gptcache case on a seeded 60 records: as designed (with the int8 arm); GPTCache's similarity decision
     removed (its threshold grid [0]); semantic matching removed (grid [0.999]: only
     near-identical vectors hit); and the ONNX session replaced by the torch embedding."""
     if gptcache_subject.missing():
         pytest.skip(gptcache_subject.missing())
     SHM_BEFORE.update(Path("/dev/shm").glob("gptcache-*"))
     out = {}
-    for name, extra in (("on", {}), ("no_threshold", {"gptcache_thresholds": [0.0]}),
+    for name, extra in (("on", INT8), ("no_threshold", {"gptcache_thresholds": [0.0]}),
                         ("exact", {"gptcache_thresholds": [0.999]}), ("torch", {"fast_embedding": "torch"})):
         out[name] = _run(tmp_path_factory.mktemp(name), cluster, **extra)
         assert out[name].status == "ok", out[name].reason
@@ -69,14 +70,14 @@ def test_gptcache_and_the_harness_side_by_side_on_the_same_split(runs):
     on = runs["on"]
     m = {k: x.value for k, x in on.metrics.items()}
     subjects = on.series["comparison"].columns["subject"]
-    assert len(subjects) == 5 and any("GPTCache" in s and "disk" in s for s in subjects)
+    assert len(subjects) == 6 and any("GPTCache" in s and "disk" in s for s in subjects)
     # same vectors, same split, same kind of decision: the same answers
     assert abs(m["gptcache.recall_minus_nn_pp"]) <= 5 and m["gptcache.recall_pct"] > 50
     assert m["instrument.repeats.gptcache.correct_hit_rate_pct"] == 100
     assert m["control.gptcache_exact_only.recall_pct"] == 0
     assert m["control.gptcache_no_threshold.precision_pct"] < m["gptcache.precision_pct"]
     assert m["onnx.min_cosine_vs_torch"] > 0.9999
-    for arm in ("torch", "onnx", "gptcache", "gptcache_ram", "instrument.delay"):
+    for arm in ("torch", "onnx", "int8", "gptcache", "gptcache_ram", "instrument.delay"):
         for part in ("embed", "search", "store", "lookup"):
             assert m[f"{arm}.{part}.p50_ms"] > 0 and m[f"{arm}.{part}.p95_ms"] >= m[f"{arm}.{part}.p50_ms"]
     assert on.facts["gptcache_ram_fs"] == "tmpfs" and on.facts["gptcache_disk_fs"]
@@ -112,8 +113,8 @@ def test_i24_speed_checks_without_the_onnx_session_never_reproduce(runs):
 
 def _speed(values: dict) -> dict:
     out = CaseOutcome("ok", metrics={k: Metric(x, "") for k, x in values.items()})
-    return {k: str(cv.outcome) for k, cv in verdicts_of("I24", "gptcache", out).items() if "gptcache" not in k
-            or k.startswith("lookup.")}
+    return {k: str(cv.outcome) for k, cv in verdicts_of("I24", "gptcache", out).items()
+            if not k.startswith("int8.") and ("gptcache" not in k or k.startswith("lookup."))}
 
 
 def test_i24_speed_checks_on_the_metrics_of_a_recorded_run():
@@ -159,7 +160,84 @@ def test_the_view_shows_the_comparison_and_the_published_counts_as_published(run
     blocks = [b for b in views.build(run, analyze(run), "semantic-cache") if b.case == "gptcache"]
     titles = [b.title for b in blocks]
     assert titles[0].startswith("GPTCache beside the harness") and "(measured)" in titles[0]
+    assert any("int8" in str(r[0]) for r in blocks[0].rows)  # the int8 arm's latency split
+    conc = next(b for b in blocks if b.title.startswith("Queries per second under concurrent clients"))
+    assert [r[0] for r in conc.rows] == ["gptcache", "gptcache_ram", "onnx", "int8", "instrument.double"]
+    agree = next(b for b in blocks if b.title.startswith("The int8 arm beside FP32"))
+    assert len(agree.rows) == 3 and "gptcache_mock_data.json" in agree.note
     pub = next(b for b in blocks if b.title.startswith("GPTCache's published counts"))
     assert "published, not measured here" in pub.title
     assert [r[1:4] for r in pub.rows] == [[425, 25, 549], [804, 77, 118], [904, 92, 3]]  # the ledger's figures
     assert round(pub.rows[2][4], 1) == 90.8 and round(pub.rows[2][5], 1) == 90.5
+
+
+@needs_gptcache
+def test_the_int8_arm_beside_fp32_on_a_real_run(runs):
+    """Issue 45: the int8 arm timed, run under concurrent clients and judged against the dataset's
+    labels; its timed lookups returned the answers its accuracy pass judged."""
+    on, torch_run = runs["on"], runs["torch"]
+    m = {k: x.value for k, x in on.metrics.items()}
+    assert "int8.lookup.p50_ms" not in torch_run.metrics  # off by default: FP32 alone
+    assert m["int8.threshold"] == m["nn.threshold"]  # the same cache's threshold
+    assert 0.95 < m["int8.min_cosine_vs_fp32"] < 0.99999  # quantized, not the FP32 graph
+    assert m["int8.served_same_answer_pct"] == 100 and m["onnx.served_same_answer_pct"] >= 95
+    assert 0 <= m["int8.same_answer_pct"] <= m["int8.same_decision_pct"] <= 100
+    assert m["int8.recall_minus_fp32_pp"] == m["int8.recall_pct"] - m["nn.recall_pct"]
+    assert m["instrument.noisy.cosine"] == 0.95 and m["instrument.noisy.accuracy_shift_pp"] >= 0
+    conc = on.series["concurrent"].columns
+    assert conc["subject"] == ["gptcache", "gptcache_ram", "onnx", "int8", "instrument.double"]
+    assert set(conc["clients"]) == {8} and set(conc["queries"]) == {8}
+    for arm in conc["subject"]:
+        assert m[f"concurrent.{arm}.qps"] > 0
+    assert m["int8.concurrent.speedup_vs_gptcache"] == m["concurrent.int8.qps"] / m["concurrent.gptcache.qps"]
+    agree = on.series["int8_agreement"].columns
+    assert agree["arm"][0].startswith("FP32") and agree["same_answer_pct"][0] == 100
+    assert agree["precision_pct"][1] == m.get("int8.precision_pct") and on.series["int8_agreement"].note.startswith(
+        "gptcache_mock_data.json")
+
+
+# the int8 arm's checks on metrics of the shape a real run gives (a verdict test must not
+# depend on how busy the machine is): the arm as measured here, one thing changed each
+INT8_RUN = {"int8.lookup.p50_ms": 4.5, "onnx.lookup.p50_ms": 9.9, "instrument.delay.embed_seen_ms": 9.8,
+            "instrument.delay.known_ms": 10.0, "int8.served_same_answer_pct": 100.0,
+            "int8.concurrent.speedup_vs_gptcache": 6.3, "onnx.concurrent.speedup_vs_gptcache": 2.7,
+            "instrument.double.qps_over_int8": 0.52, "int8.precision_minus_fp32_pp": 1.1,
+            "int8.recall_minus_fp32_pp": -1.3, "instrument.noisy.accuracy_shift_pp": 17.8}
+
+
+def _int8(values: dict) -> dict:
+    out = CaseOutcome("ok", metrics={k: Metric(x, "") for k, x in values.items()})
+    return {k: str(cv.outcome) for k, cv in verdicts_of("I24", "gptcache", out).items() if k.startswith("int8.")}
+
+
+def test_i24_int8_checks_reproduce_as_measured_and_catch_an_int8_arm_that_is_fp32():
+    assert set(_int8(INT8_RUN).values()) == {"reproduced"}, _int8(INT8_RUN)
+    # an 'int8' arm running the FP32 graph on a machine fast enough for 6 ms: as fast as FP32, so
+    # the speed is not the quantization's; its agreement with FP32 is perfect
+    fp32 = _int8({**INT8_RUN, "int8.lookup.p50_ms": 5.5, "onnx.lookup.p50_ms": 5.6,
+                  "int8.concurrent.speedup_vs_gptcache": 5.2, "onnx.concurrent.speedup_vs_gptcache": 5.1,
+                  "int8.precision_minus_fp32_pp": 0.0, "int8.recall_minus_fp32_pp": 0.0})
+    assert fp32["int8.lookup.p50_ms"] == "not attributable"
+    assert fp32["int8.concurrent.speedup_vs_gptcache"] == "not attributable"
+    # FP32's speed on a slow machine: over 6 ms and under 5x
+    slow = _int8({**INT8_RUN, "int8.lookup.p50_ms": 9.9, "int8.concurrent.speedup_vs_gptcache": 2.7})
+    assert slow["int8.lookup.p50_ms"] == "not reproduced" and slow["int8.concurrent.speedup_vs_gptcache"] == \
+        "not reproduced"
+
+
+def test_i24_int8_checks_catch_random_vectors_and_blind_instruments():
+    # random vectors are fast and answer almost nothing right: precision and recall far from FP32's
+    rand = _int8({**INT8_RUN, "int8.lookup.p50_ms": 0.4, "int8.precision_minus_fp32_pp": -91.4,
+                  "int8.recall_minus_fp32_pp": -86.3})
+    assert rand["int8.precision_minus_fp32_pp"] == "not reproduced" == rand["int8.recall_minus_fp32_pp"]
+    # an int8 arm that agrees too well is fine; one that is better than FP32 by over 1.5 points is
+    # outside the band too (better: neither: a drop-in embedding should not change the answers)
+    assert _int8({**INT8_RUN, "int8.recall_minus_fp32_pp": 3.0})["int8.recall_minus_fp32_pp"] == "not reproduced"
+    # the comparison blind to a known turn of the vectors; the pass blind to doubled work; the timed
+    # arm not the judged one (its answers differ from the accuracy pass's)
+    blind = _int8({**INT8_RUN, "instrument.noisy.accuracy_shift_pp": 0.0})
+    assert blind["int8.precision_minus_fp32_pp"] == "inconclusive" == blind["int8.recall_minus_fp32_pp"]
+    work = _int8({**INT8_RUN, "instrument.double.qps_over_int8": 0.98})
+    assert work["int8.concurrent.speedup_vs_gptcache"] == "inconclusive"
+    other = _int8({**INT8_RUN, "int8.served_same_answer_pct": 52.0})
+    assert other["int8.lookup.p50_ms"] == "inconclusive" == other["int8.concurrent.speedup_vs_gptcache"]

@@ -86,3 +86,53 @@ def test_the_fused_and_the_engine_graphs_give_the_same_vectors(onnx):
     engine = OnnxEmbedder.load(threads=1, graph="engine")
     texts = ["How do I reset my password?", "a", " ".join(["cache"] * 300)]
     assert float((onnx.encode(texts) * engine.encode(texts)).sum(1).min()) >= 0.99999
+
+
+@pytest.fixture(scope="module")
+def int8():
+    from harness.experiments.semantic_cache.onnx_embed import OnnxEmbedder
+
+    return OnnxEmbedder.load(threads=1, graph="int8")
+
+
+def test_the_int8_graph_runs_on_integer_kernels_and_an_fp32_graph_is_refused(int8):
+    """Issue 45's int8 arm: every matrix product of the fused graph quantized (one QAttention
+    per layer, three MatMulInteger, activations quantized at run time, no FP32 MatMul left),
+    built once beside the fused file; the FP32 graph does not pass the same check."""
+    import os
+
+    from harness.experiments.semantic_cache.onnx_fused import minilm_onnx_fused
+    from harness.experiments.semantic_cache.onnx_int8 import check_int8, int8_counts, minilm_onnx_int8
+
+    path = minilm_onnx_int8()
+    assert int8.graph_file == path.name and path.name.startswith("minilm-int8-")
+    assert path.parent == minilm_onnx_fused().parent
+    counts = int8_counts(path)
+    assert counts["QAttention"] == 6 and counts["MatMulInteger"] == 18 and counts["MatMul"] == 0
+    assert counts["DynamicQuantizeLinear"] >= 1
+    check_int8(path)
+    with pytest.raises(RuntimeError, match="FP32 matrix products"):
+        check_int8(minilm_onnx_fused())
+    assert path.stat().st_size < 0.4 * minilm_onnx_fused().stat().st_size  # int8 weights: a quarter of FP32's
+    mtime = os.stat(path).st_mtime_ns
+    assert minilm_onnx_int8() == path and os.stat(path).st_mtime_ns == mtime  # kept, not rebuilt
+
+
+def test_int8_vectors_differ_from_fp32_yet_make_the_same_decisions(onnx, int8):
+    """The int8 arm is not the FP32 graph under another name (its vectors differ) and not
+    another model (nearest-neighbour decisions at the cache's threshold agree on a seeded
+    sample of the data, checked against FP32's query by query)."""
+    from harness.experiments.semantic_cache import common
+    from harness.experiments.semantic_cache.gptcache_accuracy import agreement, answers_of, nn_accuracy
+
+    _, wl = common.load({"dataset": datasets.DEFAULT_DATASET, "dataset_format": "auto", "dataset_rows": 80,
+                         "split_seed": 0, "insert_fraction": 0.5})
+    ins, qs = [t for t, _ in wl.inserts], [t for t, _ in wl.queries]
+    labels = [lab for _, lab in wl.inserts]
+    every = list(range(len(qs)))
+    fp = nn_accuracy(onnx.encode(qs), onnx.encode(ins), labels, wl, every, every, [0.85])
+    q8 = nn_accuracy(int8.encode(qs), int8.encode(ins), labels, wl, every, every, [0.85])
+    cos = (onnx.encode(qs) * int8.encode(qs)).sum(1)
+    assert float(cos.max()) < 0.99999 and float(cos.min()) > 0.95  # changed by quantization, not replaced
+    agree = agreement(answers_of(fp, labels), answers_of(q8, labels), every)
+    assert agree["same_decision_pct"] >= 90 and agree["same_answer_pct"] >= 90, agree

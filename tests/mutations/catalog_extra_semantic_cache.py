@@ -104,6 +104,33 @@ MUTATIONS: list[Mutation] = [
         edits=(Edit(ACC, "        cache.set_threshold(t)\n        p = run_pass(cache, test_texts)\n",
                     "        p = run_pass(cache, test_texts)  # mutation: the threshold left at 0\n"),),
         run="semantic-cache/gptcache", checks=(GPT + "gptcache.precision_minus_nn_pp",)),
+    Mutation(
+        name="semantic-cache/i24-int8-is-fp32", claim="I24", kind="broken",
+        what="the 'int8' arm loads the FP32 fused graph: the quantized file is built, never run",
+        edits=(Edit(GPTC, 'OnnxEmbedder.load(p["onnx_threads"], ctx.log, graph="int8")',
+                    'OnnxEmbedder.load(p["onnx_threads"], ctx.log, graph="fused")  # mutation'),),
+        run="semantic-cache/gptcache",
+        checks=(GPT + "int8.lookup.p50_ms", GPT + "int8.concurrent.speedup_vs_gptcache")),
+    Mutation(
+        name="semantic-cache/i24-int8-random-vectors", claim="I24", kind="broken",
+        what="the 'int8' arm returns a random unit vector per text (seeded by the text): fast, and no model",
+        edits=(Edit(GPTC, '    int8 = _int8_accuracy(q8, wl, cal, test, ours, p, ctx.log) if q8 is not None else None\n',
+                    '    if q8 is not None:  # mutation: a random unit vector per text in the int8 arm\n'
+                    '        def _rand(text, _d=q8.dim):\n'
+                    '            seed = int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)\n'
+                    '            v = np.random.default_rng(seed).standard_normal(_d)\n'
+                    '            return (v / np.linalg.norm(v)).astype(np.float32)\n'
+                    '        q8.encode_one = _rand\n'
+                    '    int8 = _int8_accuracy(q8, wl, cal, test, ours, p, ctx.log) if q8 is not None else None\n'),),
+        # no hit at FP32's threshold: its precision is left out, so only the recall is named
+        run="semantic-cache/gptcache", checks=(GPT + "int8.recall_minus_fp32_pp",)),
+    Mutation(
+        name="semantic-cache/i24-int8-noise-not-applied", claim="I24", kind="blinded",
+        what="the agreement checks' instrument skips its known turn of the int8 query vectors",
+        edits=(Edit(GPTC, 'noisy = nn_accuracy(perturbed(q, p["instrument_noise_cosine"], p["split_seed"] + 11), i8,',
+                    'noisy = nn_accuracy(q, i8,  # mutation: no turn\n                        '),),
+        run="semantic-cache/gptcache",
+        checks=(GPT + "int8.precision_minus_fp32_pp", GPT + "int8.recall_minus_fp32_pp")),
     # ---- C3 (judged on the lab: gpu A100) ------------------------------------------------
     Mutation(
         name="semantic-cache/c3-semantic-misses-not-stored", claim="C3", kind="broken",

@@ -91,3 +91,31 @@ def nn_accuracy(q_vec: np.ndarray, ins_vec: np.ndarray, ins_labels: list, wl, ca
     chosen, _ = calibrate(ths, cal, lambda t: list(sim >= t), matched, labels, should)
     return {"threshold": chosen, "test": counts_at(test, list(sim >= chosen), matched, labels, should),
             "nearest": idx, "cosine": sim}
+
+
+def answers_of(acc: dict, ins_labels: list) -> list:
+    """What the harness's NN gives the caller for each query at its calibrated threshold: the
+    nearest entry's label on a hit, None on a miss."""
+    return [ins_labels[int(i)] if s >= acc["threshold"] else None for i, s in zip(acc["nearest"], acc["cosine"])]
+
+
+def agreement(a: list, b: list, idx: list[int]) -> dict:
+    """Two arms' answers (label or None per query) compared query by query on `idx`: the share
+    with the same hit/miss decision and the share with the same answer (both miss, or both hit
+    the same label), in %."""
+    n = len(idx)
+    same_decision = sum((a[i] is None) == (b[i] is None) for i in idx)
+    same_answer = sum(a[i] == b[i] for i in idx)
+    return {"queries": n, "same_decision_pct": 100 * same_decision / n if n else float("nan"),
+            "same_answer_pct": 100 * same_answer / n if n else float("nan")}
+
+
+def perturbed(vecs: np.ndarray, cosine: float, seed: int) -> np.ndarray:
+    """Each unit vector turned in a seeded random direction to exactly `cosine` of itself (the
+    instrument of the agreement checks: a known change the comparison must see)."""
+    rng = np.random.default_rng(seed)
+    noise = rng.standard_normal(vecs.shape).astype(np.float32)
+    noise -= (noise * vecs).sum(1, keepdims=True) * vecs  # orthogonal to each vector
+    noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+    out = cosine * vecs + np.sqrt(max(0.0, 1 - cosine * cosine)) * noise
+    return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype(np.float32)

@@ -11,6 +11,7 @@ from harness.experiments.semantic_cache.keys_case import SWEEP_COLUMNS, scheme_m
 SUBJECTS = {
     "harness, torch embedding (before)": ("torch", "nn"),
     "harness, ONNX Runtime embedding (after)": ("onnx", "nn"),
+    "harness, ONNX Runtime int8 embedding (int8 arm)": ("int8", "int8"),
     "GPTCache, SQLite on the run's disk": ("gptcache", "gptcache"),
     "GPTCache, SQLite in RAM (tmpfs)": ("gptcache_ram", "gptcache"),
     "instrument: ONNX path + known wait in the embedding": ("instrument.delay", None),
@@ -74,6 +75,11 @@ def latency_outputs(out: CaseOutcome, tm, p: dict, n_queries: int) -> None:
         m[f"control.torch.speedup_vs_gptcache{sfx}"] = Metric(
             tm.p50(theirs) / tm.p50("torch"), "x", None,
             "the ONNX session removed: GPTCache's lookup P50 / the harness's with the torch embedding")
+    if "int8" in tm.rows:
+        for theirs in ("gptcache", "gptcache_ram"):
+            if theirs in tm.rows:
+                m[f"int8.speedup_vs_{theirs}"] = Metric(tm.p50(theirs) / tm.p50("int8"), "x", "higher",
+                                                        f"{theirs}'s lookup P50 / the int8 path's, one query at a time")
     m["instrument.delay.known_ms"] = Metric(float(p["instrument_delay_ms"]), "ms", None, "the wait added")
     m["instrument.delay.embed_seen_ms"] = Metric(tm.p50("instrument.delay", "embed") - tm.p50("onnx", "embed"), "ms",
                                                  None, "embedding P50 of the delayed arm minus the fast arm's")
@@ -99,3 +105,92 @@ def _comparison(m: dict, tm, note: str) -> Series:
         rows.append(row)
     return Series({c: [r[i] for r in rows] for i, c in enumerate(COLUMNS)},
                   {c: ("ms" if c.endswith("_ms") else "%" if c.endswith("_pct") else "") for c in COLUMNS}, note)
+
+
+def _diff(m: dict, a: str, b: str, name: str, note: str) -> None:
+    if a in m and b in m:
+        m[name] = Metric(m[a].value - m[b].value, "pp", None, note)
+
+
+def int8_outputs(out: CaseOutcome, int8: dict, n_test: int, dataset: str) -> None:
+    """The int8 arm's accuracy pass: its counts, its agreement with FP32 query by query, and the
+    instrument (its query vectors turned to a known cosine of themselves)."""
+    m, acc, noisy = out.metrics, int8["acc"], int8["noisy"]
+    _counts(out, "int8", acc["test"], f"the int8 path's exact cosine NN at cosine >= {acc['threshold']:g} on int8 "
+                                      f"vectors, test split")
+    m["int8.threshold"] = Metric(acc["threshold"], "", None, "cosine: FP32's, chosen on the calibration split")
+    for k in ("precision", "recall"):
+        _diff(m, f"int8.{k}_pct", f"nn.{k}_pct", f"int8.{k}_minus_fp32_pp",
+              f"the int8 path's {k} minus FP32's, same split, each against the dataset's labels")
+    for sfx, ag, where in (("", int8["agree"], "test split"), (".all", int8["agree_all"], "every query")):
+        m[f"int8{sfx}.same_decision_pct"] = Metric(ag["same_decision_pct"], "%", None,
+                                                   f"queries where int8 and FP32 both hit or both miss ({where})")
+        m[f"int8{sfx}.same_answer_pct"] = Metric(ag["same_answer_pct"], "%", None,
+                                                 f"queries where int8 and FP32 give the same answer ({where})")
+    _counts(out, "instrument.noisy", noisy["test"], f"the instrument: the int8 query vectors turned to cosine "
+                                                    f"{int8['noise_cosine']:g} of themselves, same rule, test split")
+    m["instrument.noisy.cosine"] = Metric(int8["noise_cosine"], "", None, "the known turn of each query vector")
+    shifts = [abs(m[f"instrument.noisy.{k}_pct"].value - m[f"int8.{k}_pct"].value) for k in ("precision", "recall")
+              if f"instrument.noisy.{k}_pct" in m and f"int8.{k}_pct" in m]
+    if shifts:
+        m["instrument.noisy.accuracy_shift_pp"] = Metric(max(shifts), "pp", None,
+                                                         "the instrument's larger move of precision or recall from "
+                                                         "the int8 arm's: the comparison must see it")
+    rows = []
+    for arm, pre, ag, th in (("FP32 (ONNX Runtime, the default)", "nn", None, None),
+                             ("int8 (dynamic per-channel)", "int8", int8["agree"], acc["threshold"]),
+                             (f"instrument: int8 turned to cosine {int8['noise_cosine']:g}", "instrument.noisy",
+                              int8["noisy_agree"], noisy["threshold"])):
+        rows.append([arm, th if th is not None else m["nn.threshold"].value,
+                     *(m[f"{pre}.{k}"].value if f"{pre}.{k}" in m else None
+                       for k in ("correct_hits", "wrong_hits", "precision_pct", "recall_pct")),
+                     100.0 if ag is None else ag["same_decision_pct"], 100.0 if ag is None else ag["same_answer_pct"]])
+    cols = ["arm", "threshold", "correct_hits", "wrong_hits", "precision_pct", "recall_pct", "same_decision_pct",
+            "same_answer_pct"]
+    out.series["int8_agreement"] = Series(
+        {c: [r[i] for r in rows] for i, c in enumerate(cols)}, {c: "%" for c in cols if c.endswith("_pct")},
+        f"{dataset}: {n_test} test queries at FP32's threshold (chosen on the calibration split); decisions and "
+        f"answers compared with FP32's query by query, precision and recall against the dataset's labels "
+        f"(every query: same decision {int8['agree_all']['same_decision_pct']:.1f}%, same answer "
+        f"{int8['agree_all']['same_answer_pct']:.1f}%)")
+
+
+def concurrent_outputs(out: CaseOutcome, totals: dict, p: dict) -> None:
+    """Queries per second of every subject under `concurrent_clients` client threads, and the ratios."""
+    m, clients = out.metrics, p["concurrent_clients"]
+    qps = {arm: n / t for arm, (n, t) in totals.items()}
+    for arm, v in qps.items():
+        m[f"concurrent.{arm}.qps"] = Metric(v, "queries/s", "higher", f"{clients} client threads, same queries")
+    for theirs in ("gptcache", "gptcache_ram"):
+        if theirs not in qps:
+            continue
+        sfx = "" if theirs == "gptcache" else "_ram"
+        for arm, what in (("int8", "the int8 path's"), ("onnx", "the FP32 path's (quantization removed)")):
+            m[f"{arm}.concurrent.speedup_vs_gptcache{sfx}"] = Metric(
+                qps[arm] / qps[theirs], "x", "higher" if arm == "int8" else None,
+                f"{what} queries/s over {theirs}'s, {clients} concurrent clients")
+    m["instrument.double.qps_over_int8"] = Metric(qps["instrument.double"] / qps["int8"], "x", None,
+                                                  "the instrument: the int8 lookup embedding every query twice, its "
+                                                  "queries/s over the int8 path's (about 0.5 when the pass sees work)")
+    rows = [[arm, clients, n, v, v / qps["gptcache"]] for arm, v, n in
+            ((a, qps[a], totals[a][0]) for a in qps)]
+    cols = ["subject", "clients", "queries", "queries_per_s", "over_gptcache"]
+    out.series["concurrent"] = Series(
+        {c: [r[i] for r in rows] for i, c in enumerate(cols)}, {"queries_per_s": "queries/s", "over_gptcache": "x"},
+        f"the same {p['concurrent_queries']} queries through each subject from {clients} client threads at once (a "
+        f"shared queue), sent again until the subject has run {p['concurrent_min_s']:g} s in the round; "
+        f"{p['concurrent_rounds']} rounds, the subjects' order rotated per round; GPTCache "
+        f"embeds with the torch all-MiniLM-L6-v2, every model session on one thread")
+
+
+def served_outputs(out: CaseOutcome, served: dict, int8: dict) -> None:
+    """The answers the timed lookups (interleaved and concurrent) gave their callers, against
+    the accuracy pass's answers for the same texts: the arm timed is the arm judged."""
+    for arm, ref, note in (("int8", int8["answers"], "the int8 arm's accuracy pass"),
+                           ("onnx", int8["fp32_answers"], "FP32's accuracy pass (torch vectors)")):
+        pairs = served.get(arm, [])
+        if pairs:
+            same = sum(ans == ref[t] for t, ans in pairs)
+            out.metrics[f"{arm}.served_same_answer_pct"] = Metric(
+                100 * same / len(pairs), "%", None,
+                f"the {len(pairs)} answers the timed {arm} lookups returned, the same as {note} gave for the text")

@@ -3,8 +3,10 @@
 The graph is the lookup's own fused export (`onnx_fused.minilm_onnx_fused`: the transformer
 with its mean pooling and L2 normalisation in the graph, its attention, LayerNorm and GELU
 steps fused by ONNX Runtime's transformer optimizer, FP32; built once and kept under the cache
-folder beside the engine suite's export). `graph="engine"` loads the engine suite's own export
-(`engine_hotload.export.minilm_onnx`, unfused) instead, to compare the two. Tokens come from the model's own `tokenizer.json` through the `tokenizers` library
+folder beside the engine suite's export). `graph="int8"` loads its dynamic per-channel int8
+quantization (`onnx_int8.minilm_onnx_int8`, the lookup's int8 arm); `graph="engine"` loads the
+engine suite's own export (`engine_hotload.export.minilm_onnx`, unfused) instead, to compare
+the two. Tokens come from the model's own `tokenizer.json` through the `tokenizers` library
 (no padding for one query; truncated at the model's `max_seq_length`, 256, as
 sentence-transformers does). The session runs on one intra-op thread by default, like the
 single-query torch path it is compared with. Vectors equal sentence-transformers' to cosine
@@ -22,10 +24,11 @@ import numpy as np
 from harness.experiments.engine_hotload.backend_ort import onnxruntime, session_options
 from harness.experiments.engine_hotload.export import HIDDEN, minilm_onnx
 from harness.experiments.semantic_cache.onnx_fused import minilm_onnx_fused
+from harness.experiments.semantic_cache.onnx_int8 import minilm_onnx_int8
 from harness.model_wheels import minilm_path
 
 SEQ_LENGTH_FILE = "sentence_bert_config.json"
-GRAPHS = {"fused": minilm_onnx_fused, "engine": minilm_onnx}
+GRAPHS = {"fused": minilm_onnx_fused, "engine": minilm_onnx, "int8": minilm_onnx_int8}
 
 
 @dataclass
@@ -34,6 +37,7 @@ class OnnxEmbedder:
     tokenizer: object  # tokenizers.Tokenizer
     dim: int = 384
     delay_s: float = 0.0  # the instrument: a known wait added inside the embedding step
+    graph_file: str = ""  # the name of the ONNX file the session runs
 
     @classmethod
     def load(cls, threads: int = 1, log=lambda m: None, graph: str = "fused") -> "OnnxEmbedder":
@@ -41,17 +45,17 @@ class OnnxEmbedder:
 
         ort = onnxruntime()
         model_dir = minilm_path()
-        session = ort.InferenceSession(str(GRAPHS[graph](log=log)), session_options(threads, "all"),
-                                       providers=["CPUExecutionProvider"])
+        path = GRAPHS[graph](log=log)
+        session = ort.InferenceSession(str(path), session_options(threads, "all"), providers=["CPUExecutionProvider"])
         tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         max_len = int(json.loads((model_dir / SEQ_LENGTH_FILE).read_text()).get("max_seq_length", 256))
         tok.enable_truncation(max_len)
         tok.no_padding()
-        return cls(session, tok, HIDDEN)
+        return cls(session, tok, HIDDEN, graph_file=path.name)
 
     def with_delay(self, delay_ms: float) -> "OnnxEmbedder":
         """The same session and tokenizer with a known wait of `delay_ms` in every embedding."""
-        return OnnxEmbedder(self.session, self.tokenizer, self.dim, delay_ms / 1000.0)
+        return OnnxEmbedder(self.session, self.tokenizer, self.dim, delay_ms / 1000.0, self.graph_file)
 
     def encode_one(self, text: str) -> np.ndarray:
         """The unit vector (384,) float32 of one text."""

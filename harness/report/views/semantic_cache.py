@@ -178,11 +178,40 @@ def _gptcache(ctx: ViewContext) -> list:
                                  f"{_text(_median(ctx, case, 'nn.threshold'))}; the instrument's known "
                                  f"{_text(_median(ctx, case, 'instrument.delay.known_ms'))} ms wait seen as "
                                  f"{_text(_median(ctx, case, 'instrument.delay.embed_seen_ms'))} ms. " + s.note))
+    out += _int8(ctx)
     out.append(_published(ctx))
     sw = ctx.aggregate(case, "gptcache_sweep", key=["threshold", "split"])
     if sw is not None:
         out.append(series_table(sw, "GPTCache's similarity threshold: calibration and test splits", case,
                                 note=sw.note))
+    return out
+
+
+def _int8(ctx: ViewContext) -> list:
+    """The int8 arm beside FP32 (when the run had it): throughput under concurrent clients
+    against GPTCache's, and the agreement of the two arms on the run's data."""
+    case, out = "gptcache", []
+    c = ctx.aggregate(case, "concurrent", key="subject")
+    if c is not None:
+        out.append(series_table(c, "Queries per second under concurrent clients: the int8 and FP32 lookups against "
+                                   "GPTCache (measured)", case,
+                                note=f"int8 over GPTCache on disk {_text(_median(ctx, case, 'int8.concurrent.speedup_vs_gptcache'))}x"
+                                     f" (in RAM {_text(_median(ctx, case, 'int8.concurrent.speedup_vs_gptcache_ram'))}x),"
+                                     f" FP32 {_text(_median(ctx, case, 'onnx.concurrent.speedup_vs_gptcache'))}x; lookup"
+                                     f" P50 one query at a time: int8 {_text(_median(ctx, case, 'int8.lookup.p50_ms'))}"
+                                     f" ms, FP32 {_text(_median(ctx, case, 'onnx.lookup.p50_ms'))} ms (the split is in "
+                                     f"the table above); the instrument (int8 embedding every query twice) at "
+                                     f"{_text(_median(ctx, case, 'instrument.double.qps_over_int8'))}x the int8 "
+                                     f"path's queries/s. " + c.note))
+    a = ctx.aggregate(case, "int8_agreement", key="arm")
+    if a is not None:
+        out.append(series_table(a, "The int8 arm beside FP32: same decisions, same answers, precision and recall "
+                                   "(test split)", case,
+                                note=f"int8 minus FP32: precision {_text(_median(ctx, case, 'int8.precision_minus_fp32_pp'))}"
+                                     f" pp, recall {_text(_median(ctx, case, 'int8.recall_minus_fp32_pp'))} pp; the "
+                                     f"timed int8 lookups returned the accuracy pass's answer for "
+                                     f"{_text(_median(ctx, case, 'int8.served_same_answer_pct'))}% of their queries. "
+                                + a.note))
     return out
 
 
