@@ -1,0 +1,113 @@
+"""A load sweep's judgement of its points (harness.experiments.serving.sweep) and the
+multi-turn session traffic (harness.experiments.serving.sessions), on constructed Results:
+the client's own measuring is tested in tests/test_serving_client.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.errors import BadInput
+from harness.experiments.serving import sessions, sweep
+from harness.experiments.serving.client import Result
+
+SLO = sweep.Slo(ttft_p95_ms=200, tpot_p95_ms=50, min_met_pct=90)
+RULES = sweep.Rules(margin=0.1, max_late_ms=50, growth=2.0)
+
+
+def _results(n: int, rate: float, ttft, late: float = 1.0, ok_share: float = 1.0, tpot: float = 20.0):
+    """n requests scheduled at `rate`, TTFT ttft(i) (a number or a function of i)."""
+    out = []
+    for i in range(n):
+        status = "ok" if i < n * ok_share else "timeout"
+        t = ttft(i) if callable(ttft) else ttft
+        out.append(Result(i, "a", i / rate, status, ttft_ms=t if status == "ok" else None,
+                          tpot_ms=tpot if status == "ok" else None, late_ms=late))
+    return out
+
+
+def _point(level, results, window=10.0):
+    return sweep.point_stats(results, level, window, SLO, RULES, offered_rps=level)
+
+
+def test_a_point_that_keeps_up_is_valid_unsaturated_and_meets_the_slo():
+    p = _point(2.0, _results(20, 2.0, 100.0))
+    assert (p.invalid, p.saturated, p.slo_held) == ("", "", True)
+    assert p.sent_rps == 2.0 and p.completed_rps == 2.0 and p.goodput_rps == 2.0 and p.met_pct == 100
+
+
+def test_a_client_that_cannot_send_the_load_makes_the_point_invalid_with_the_numbers():
+    late = _point(4.0, _results(40, 4.0, 100.0, late=400.0))
+    assert "ran 400 ms late at P95 (over 50 ms)" in late.invalid and not late.slo_held
+    short = _results(40, 4.0, 100.0)
+    for r in short[20:]:
+        r.late_ms = None  # never dispatched
+    p = _point(4.0, short)
+    assert "the client sent 2.00 req/s of the 4.00 configured (under 90%)" in p.invalid
+
+
+def test_a_server_that_stops_keeping_up_is_saturated():
+    queue = _point(8.0, _results(80, 8.0, lambda i: 100.0 + 50 * i))  # TTFT grows through the point
+    assert "TTFT grew" in queue.saturated and not queue.invalid
+    drops = _point(8.0, _results(80, 8.0, 100.0, ok_share=0.5))
+    assert "completed 4.00 req/s of the 8.00 sent" in drops.saturated
+
+
+def test_the_knee_the_stop_and_the_highest_rate_at_the_slo():
+    pts = [_point(1.0, _results(10, 1.0, 80.0)), _point(2.0, _results(20, 2.0, 150.0)),
+           _point(4.0, _results(40, 4.0, lambda i: 150.0 + 40 * i)), _point(8.0, _results(80, 8.0, 3000.0))]
+    assert sweep.knee(pts).level == 4.0
+    assert sweep.should_stop(pts) and not sweep.should_stop(pts[:3])
+    assert sweep.highest_at_slo(pts).level == 2.0
+
+
+def test_a_point_that_passes_above_a_failing_one_is_not_capacity():
+    pts = [_point(1.0, _results(10, 1.0, 80.0)), _point(2.0, _results(20, 2.0, 900.0)),
+           _point(3.0, _results(30, 3.0, 80.0))]
+    assert sweep.highest_at_slo(pts).level == 1.0
+    invalid_between = [pts[0], _point(2.0, _results(20, 2.0, 80.0, late=500.0)), pts[2]]
+    assert sweep.highest_at_slo(invalid_between).level == 3.0  # an invalid point says nothing either way
+
+
+def test_the_warm_up_is_kept_out():
+    rs = _results(20, 2.0, 100.0)
+    assert [r.index for r in sweep.measured(rs, 5.0)] == list(range(10, 20))
+
+
+def test_generated_sessions_share_the_system_prompt_and_grow_their_history():
+    spec = sessions.SessionSpec(users=4, users_per_s=1.0, turns=(3, 3), system_tokens=64, user_tokens=10,
+                                answer_tokens=5, think_s=1.0, seed=3)
+    reqs = sessions.generate(spec)
+    assert reqs == sessions.generate(spec) and len(reqs) == 12  # seeded: the same traffic
+    assert [r.at_s for r in reqs] == sorted(r.at_s for r in reqs)
+    system = reqs[0].prompt[:64]
+    assert all(r.prompt[:64] == system for r in reqs)
+    by_user: dict = {}
+    for r in reqs:
+        by_user.setdefault(r.tag.split("/")[0], []).append(r)
+    for turns in by_user.values():
+        lengths = [len(t.prompt) for t in turns]
+        assert lengths == [74, 89, 104]  # system + each turn's user tokens + the answers before it
+        assert turns[1].prompt[:74] == turns[0].prompt and turns[2].prompt[:89] == turns[1].prompt
+    shared = sessions.shared_prefix_tokens(reqs)
+    # a later user's first turn reuses the system prompt; a later turn the whole prompt before it
+    assert shared == 3 * 64 + 4 * (74 + 89)
+
+
+def test_a_long_history_keeps_the_system_prompt():
+    spec = sessions.SessionSpec(users=1, turns=(6, 6), system_tokens=30, user_tokens=20, answer_tokens=20,
+                                max_prompt_tokens=100, seed=1)
+    reqs = sessions.generate(spec)
+    assert all(len(r.prompt) <= 100 and r.prompt[:30] == reqs[0].prompt[:30] for r in reqs)
+
+
+def test_the_users_sessions_from_jsonl(tmp_path):
+    f = tmp_path / "s.jsonl"
+    f.write_text(json.dumps({"session": "a", "at_s": 1.5, "prompt": "hi", "max_tokens": 4}) + "\n"
+                 + json.dumps({"session": "a", "at_s": 0.0, "prompt": [1, 2, 3]}) + "\n")
+    reqs = sessions.from_jsonl(f)
+    assert [(r.at_s, r.prompt, r.max_tokens) for r in reqs] == [(0.0, [1, 2, 3], 16), (1.5, "hi", 4)]
+    f.write_text('{"session": "a", "prompt": "x"}\n')
+    with pytest.raises(BadInput, match="line 1: not a session turn"):
+        sessions.from_jsonl(f)
