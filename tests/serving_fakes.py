@@ -54,9 +54,14 @@ def synthetic_events(tokens: int) -> list[bytes]:
 class FakeServer:
     """`mode` may be changed while it runs; `served` counts completions answered."""
 
-    def __init__(self, mode: str = "ok", gap_s: float = 0.01, tokens: int | None = None, port: int | None = None):
+    def __init__(self, mode: str = "ok", gap_s: float = 0.01, tokens: int | None = None, port: int | None = None,
+                 slots: int | None = None):
+        """`slots`: at most this many completions streamed at once, the others wait (a server
+        made slow on purpose: its capacity is slots / (tokens x gap_s) requests per second)."""
         assert mode in MODES
         self.mode, self.gap_s, self.served = mode, gap_s, 0
+        self.slots = slots
+        self._slots = None
         self.events = synthetic_events(tokens) if tokens else _events(RECORDED)
         self.port = port or free_port()
         self.loop = asyncio.new_event_loop()
@@ -91,6 +96,8 @@ class FakeServer:
 
     def _run(self):
         asyncio.set_event_loop(self.loop)
+        if self.slots:
+            self._slots = asyncio.Semaphore(self.slots)
         self._server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", self.port))
         self._ready.set()
         self.loop.run_forever()
@@ -106,6 +113,9 @@ class FakeServer:
             path = head.split(b" ")[1]
             if path == b"/v1/models":
                 await self._plain(writer, 200, b'{"object":"list","data":[{"id":"smollm2","object":"model"}]}')
+            elif path == b"/v1/completions" and self._slots is not None:
+                async with self._slots:
+                    await self._completion(writer)
             elif path == b"/v1/completions":
                 await self._completion(writer)
             else:

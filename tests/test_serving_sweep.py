@@ -23,12 +23,13 @@ def _results(n: int, rate: float, ttft, late: float = 1.0, ok_share: float = 1.0
         status = "ok" if i < n * ok_share else "timeout"
         t = ttft(i) if callable(ttft) else ttft
         out.append(Result(i, "a", i / rate, status, ttft_ms=t if status == "ok" else None,
-                          tpot_ms=tpot if status == "ok" else None, late_ms=late))
+                          tpot_ms=tpot if status == "ok" else None, late_ms=late,
+                          e2e_ms=t + 50.0 if status == "ok" else None))
     return out
 
 
 def _point(level, results, window=10.0):
-    return sweep.point_stats(results, level, window, SLO, RULES, offered_rps=level)
+    return sweep.point_stats(results, level, 0.0, window, SLO, RULES, offered_rps=level)
 
 
 def test_a_point_that_keeps_up_is_valid_unsaturated_and_meets_the_slo():
@@ -52,6 +53,10 @@ def test_a_server_that_stops_keeping_up_is_saturated():
     assert "TTFT grew" in queue.saturated and not queue.invalid
     drops = _point(8.0, _results(80, 8.0, 100.0, ok_share=0.5))
     assert "completed 4.00 req/s of the 8.00 sent" in drops.saturated
+    behind = _point(8.0, _results(80, 8.0, 4000.0))  # answers every request, but too late to keep up
+    assert "completed 4.80 req/s of the 8.00 sent" in behind.saturated  # 48 answers end in the 10 s
+    calm = _point(2.0, _results(20, 2.0, lambda i: 5.0 + i))  # 5x TTFT growth, but by 14 ms: no queue
+    assert calm.ttft_growth_x > 2 and calm.saturated == ""
 
 
 def test_the_knee_the_stop_and_the_highest_rate_at_the_slo():
@@ -111,3 +116,50 @@ def test_the_users_sessions_from_jsonl(tmp_path):
     f.write_text('{"session": "a", "prompt": "x"}\n')
     with pytest.raises(BadInput, match="line 1: not a session turn"):
         sessions.from_jsonl(f)
+
+
+# ---- the sweep against a server made slow on purpose (tests/serving_fakes.FakeServer) ----
+
+def _ctx(tmp_path, url: str, **params):
+    from harness.driver_contract import CaseContext, get
+    from harness.target import LlmEndpoint, Target
+
+    p = {name: prm.default for name, prm in get("serving-sweep").params.items()}
+    p.update(params)
+    tgt = Target("local", engines={"cached": LlmEndpoint(url, "smollm2", True, True)})
+    return CaseContext("serving", "sweep", 1, "local", p, tmp_path, tgt, log=lambda _: None)
+
+
+def test_the_sweep_stops_one_point_past_saturation(tmp_path):
+    """A server that streams one request at a time (about 13 per second) swept at 2, 5, 25, 50
+    and 100 req/s: 2 and 5 keep up, 25 is the knee, 50 the one point past it, 100 is never sent."""
+    from harness.experiments.serving import sweep_case
+    from tests.serving_fakes import FakeServer
+
+    with FakeServer(gap_s=0.012, tokens=4, slots=1) as srv:
+        ctx = _ctx(tmp_path, srv.url, rates=[2.0, 5.0, 25.0, 50.0, 100.0], warmup_s=1.0, window_s=4.0,
+                   slo_ttft_p95_ms=600.0, workload="sessions", session_system_tokens=16, session_user_tokens=8,
+                   session_answer_tokens=4, session_think_s=0.3, max_prompt_tokens=64)
+        rows = sweep_case.sweep_arm(ctx, "prefix.on", ctx.target.engines["cached"], sweep_case.Workloads(ctx.params),
+                                    128, 1)
+    levels = [r["level"] for r in rows]
+    assert levels == [2.0, 5.0, 25.0, 50.0], [(r["level"], r["saturated"], r["invalid"]) for r in rows]
+    assert not rows[0]["saturated"] and not rows[1]["saturated"] and rows[2]["saturated"]
+    assert all(not r["invalid"] for r in rows), [r["invalid"] for r in rows]
+    pts = [r["_stats"] for r in rows]
+    assert sweep.knee(pts).level == 25.0 and sweep.highest_at_slo(pts).level == 5.0
+
+
+def test_a_client_that_cannot_send_the_load_gives_an_invalid_point(tmp_path):
+    """8000 requests a second from one Python process: the schedule falls behind, and the point
+    says so with the numbers instead of reporting what the client managed as the server's."""
+    from harness.experiments.serving import sweep_case
+    from tests.serving_fakes import FakeServer
+
+    with FakeServer(gap_s=0.001, tokens=2) as srv:
+        ctx = _ctx(tmp_path, srv.url, rates=[8000.0], warmup_s=0.2, window_s=1.0, instrument_prefix_tokens=64,
+                   timeout_s=10.0)
+        (row,) = sweep_case.sweep_arm(ctx, "instrument.on", ctx.target.engines["cached"],
+                                      sweep_case.Workloads(ctx.params), 128, 1)
+    assert "late at P95" in row["invalid"] or "the client sent" in row["invalid"], row
+    assert not row["slo_held"]

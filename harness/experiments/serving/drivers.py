@@ -1,11 +1,11 @@
-"""The serving suite's drivers (the cases: prefix_case.py, semantic_case.py, peer_case.py)."""
+"""The serving suite's drivers (the cases: prefix_case.py, semantic_case.py, peer_case.py, sweep_case.py)."""
 
 from __future__ import annotations
 
 from harness.driver_contract import CaseContext, CaseOutcome, register
 from harness.experiments.semantic_cache import ttft_case
 
-from . import peer_case, prefix_case, semantic_case
+from . import peer_case, prefix_case, semantic_case, sweep_case
 
 
 @register("serving-prefix-cache", params=prefix_case.PARAMS, engines=("cached", "uncached"),
@@ -28,3 +28,11 @@ def semantic_e2e(ctx: CaseContext) -> CaseOutcome:
                       "round by round")
 def client_vs_vllm(ctx: CaseContext) -> CaseOutcome:
     return peer_case.run(ctx)
+
+
+@register("serving-sweep", params=sweep_case.PARAMS, engines=("cached", "uncached"), check=sweep_case.check,
+          description="a load sweep per arm (prefix caching on/off, and a repeated long prefix as the instrument): "
+                      "open-loop rates or closed-loop users, each point's load checked to be the load configured, "
+                      "stopping one point past the knee; the highest load at the SLO per arm and what the cache buys")
+def load_sweep(ctx: CaseContext) -> CaseOutcome:
+    return sweep_case.run(ctx)

@@ -10,9 +10,10 @@ the warm-up (the point's first `warmup_s`) are sent but kept out of every statis
   `1 - margin` of the offered rate over the window, and its schedule's lateness (P95 of
   dispatch minus scheduled time) stayed under `max_late_ms`. Otherwise the point is
   `invalid`, with the numbers: a client that cannot send the load measures itself.
-- **Saturated** (the server no longer keeps up): it completed less than `1 - margin` of what
-  was sent over the window, or TTFT grew through the point (the median TTFT of the last third
-  of its requests over the first third's is above `growth`): a queue building up.
+- **Saturated** (the server no longer keeps up): fewer answers ended inside the window than
+  `1 - margin` of the requests sent in it, or TTFT grew through the point (the median TTFT of
+  the last third of its requests over the first third's above `growth`, and by more than a
+  tenth of the window): a queue building up.
 - **The SLO**: TTFT P95, TPOT P95 (either may be absent) and the share of requests that met
   both (`min_met_pct`); goodput is the requests per second that met it.
 - **The highest load at the SLO** is the highest valid point at which the SLO held and held
@@ -70,6 +71,7 @@ class PointStats:
     ttft_p95_ms: float | None
     tpot_p95_ms: float | None
     ttft_growth_x: float | None
+    ttft_rise_ms: float
     requests: int
     invalid: str  # '' when the load sent was the load configured
     saturated: str  # '' when the server kept up
@@ -85,33 +87,45 @@ def _pct(values: list[float], q: float) -> float | None:
     return stats.percentile(values, q) if values else None
 
 
-def growth(results: list[Result]) -> float | None:
-    """Median TTFT of the last third of the completed requests (in scheduled order) over the
-    first third's; None with fewer than 6."""
+def growth(results: list[Result]) -> tuple[float | None, float]:
+    """(median TTFT of the last third of the completed requests, in scheduled order, over the
+    first third's; the difference in ms); (None, 0) with fewer than 6."""
     done = [r.ttft_ms for r in sorted(results, key=lambda r: r.scheduled_s) if r.status == "ok" and r.ttft_ms]
     if len(done) < 6:
-        return None
+        return None, 0.0
     third = len(done) // 3
     first, last = stats.median(done[:third]), stats.median(done[-third:])
-    return last / first if first > 0 else None
+    return (last / first if first > 0 else None), last - first
 
 
-def point_stats(results: list[Result], level: float, window_s: float, slo: Slo, rules: Rules,
+def finished_s(r: Result) -> float | None:
+    """When the request's answer ended, in seconds from the point's start; None if it was not sent."""
+    if r.late_ms is None or r.e2e_ms is None:
+        return None
+    return r.scheduled_s + (r.late_ms + r.e2e_ms) / 1000
+
+
+def point_stats(everything: list[Result], level: float, warmup_s: float, window_s: float, slo: Slo, rules: Rules,
                 offered_rps: float | None) -> PointStats:
-    """One point's figures over its measured window (`results` without the warm-up)."""
+    """One point's figures. Latencies, the SLO and goodput over the requests scheduled in the
+    window (after the warm-up); the server's throughput as the answers that ended inside the
+    window, whenever they were sent: a server that falls behind completes fewer per second
+    than it is sent, even when it answers every request in the end."""
+    results = measured(everything, warmup_s)
     n = len(results)
     ok = [r for r in results if r.status == "ok"]
     met = [r for r in ok if slo.met(r)]
     sent = sum(r.late_ms is not None for r in results)
+    ended = sum(1 for r in everything if r.status == "ok" and warmup_s <= (finished_s(r) or -1) < warmup_s + window_s)
     late = [r.late_ms for r in results if r.late_ms is not None]
-    g = growth(results)
-    p = PointStats(level, offered_rps, sent / window_s, len(ok) / window_s, len(met) / window_s,
+    g, rise = growth(results)
+    p = PointStats(level, offered_rps, sent / window_s, ended / window_s, len(met) / window_s,
                    100.0 * len(met) / n if n else 0.0, _pct(late, 95),
                    _pct([r.ttft_ms for r in ok if r.ttft_ms is not None], 50),
                    _pct([r.ttft_ms for r in ok if r.ttft_ms is not None], 95),
-                   _pct([r.tpot_ms for r in ok if r.tpot_ms is not None], 95), g, n, "", "", False)
+                   _pct([r.tpot_ms for r in ok if r.tpot_ms is not None], 95), g, rise, n, "", "", False)
     p.invalid = _invalid(p, rules)
-    p.saturated = _saturated(p, rules)
+    p.saturated = _saturated(p, rules, window_s)
     p.slo_held = not p.invalid and n > 0 and p.met_pct >= slo.min_met_pct
     return p
 
@@ -128,12 +142,12 @@ def _invalid(p: PointStats, rules: Rules) -> str:
     return "; ".join(why)
 
 
-def _saturated(p: PointStats, rules: Rules) -> str:
+def _saturated(p: PointStats, rules: Rules, window_s: float) -> str:
     why = []
     if p.sent_rps > 0 and p.completed_rps < (1 - rules.margin) * p.sent_rps:
         why.append(f"completed {p.completed_rps:.2f} req/s of the {p.sent_rps:.2f} sent")
-    if p.ttft_growth_x is not None and p.ttft_growth_x > rules.growth:
-        why.append(f"TTFT grew {p.ttft_growth_x:.1f}x through the point")
+    if p.ttft_growth_x is not None and p.ttft_growth_x > rules.growth and p.ttft_rise_ms > 100 * window_s:
+        why.append(f"TTFT grew {p.ttft_growth_x:.1f}x ({p.ttft_rise_ms:.0f} ms) through the point")
     return "; ".join(why)
 
 

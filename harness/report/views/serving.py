@@ -141,6 +141,56 @@ def _overhead(ctx: ViewContext) -> list:
                   "dispatch time minus scheduled time, on the client's 2 shared cores.")]
 
 
+SWEEP_ARMS = (("prefix.on", "prefix caching on"), ("prefix.off", "prefix caching off (mechanism off)"),
+              ("instrument.on", "one long prefix repeated, caching on (instrument)"),
+              ("instrument.off", "one long prefix repeated, caching off"))
+
+
+def _sweep(ctx: ViewContext, case: str) -> list:
+    """Latency and goodput against load per arm (first repetition's points, the knee marked),
+    the highest load at the SLO per arm and what each cache buys (medians over repetitions)."""
+    runs = ctx.series(case, "points")
+    if not runs:
+        return []
+    pts = runs[0][1].columns
+    unit = "req/s" if (ctx.run.ok_records(ctx.suite, case)[0].details or {}).get("mode", "open") == "open" else "users"
+    slo = (ctx.run.ok_records(ctx.suite, case)[0].details or {}).get("slo", "")
+    blocks: list = []
+    for y, title, label in (("ttft_p95_ms", "TTFT P95 against load", "TTFT P95 (ms)"),
+                            ("goodput_rps", "Goodput (requests meeting the SLO per second) against load",
+                             "goodput (req/s)")):
+        series = []
+        for arm, name in SWEEP_ARMS:
+            idx = [i for i, a in enumerate(pts["arm"]) if a == arm and pts[y][i] is not None]
+            if idx:
+                series.append({"name": name, "points": [[pts["level"][i], pts[y][i]] for i in idx]})
+                knee = next((i for i in idx if pts["saturated"][i] and not pts["invalid"][i]), None)
+                if knee is not None:
+                    series.append({"name": f"{name}: knee", "points": [[pts["level"][knee], pts[y][knee]]]})
+        if series:
+            blocks.append(Chart(f"Load sweep: {title} (first repetition)", series, f"load ({unit})", label,
+                                kind="line", case=case, note=f"SLO: {slo}. A knee point is the first load at which "
+                                "the server no longer kept up; the sweep ran one point past it."))
+    rows = [[name, _m(ctx, case, f"{arm}.max_at_slo"), _m(ctx, case, f"{arm}.knee"),
+             _m(ctx, case, f"{arm}.invalid_points")] for arm, name in SWEEP_ARMS if ctx.metric(case, f"{arm}.points")]
+    blocks.append(Table("Load sweep: the highest load at the SLO per arm", ["arm", f"highest at the SLO ({unit})",
+                        f"knee ({unit})", "invalid points"], rows, case=case,
+                        note=f"SLO: {slo}. The highest load at which it held, and held at every valid point below "
+                             "it; a point is invalid when the load sent was not the load configured (its reason is in "
+                             "the points table)."))
+    buys = [[cache, _m(ctx, case, f"{cache}.on.engine_hit_pct"), _m(ctx, case, f"{cache}.ttft_p95_change_pct"),
+             _m(ctx, case, f"{cache}.capacity_gain_x"), _m(ctx, case, f"{cache}.prefill_tokens_saved_per_s")]
+            for cache in ("prefix", "instrument") if ctx.metric(case, f"{cache}.on.points")]
+    if buys:
+        blocks.append(Table("What the hit rate buys", ["cache", "engine hit rate (%)", "TTFT P95 change at equal load (%)",
+                                                       "capacity at the SLO (x, on over off)",
+                                                       "prefill tokens saved (tokens/s)"], buys, case=case))
+    agg = ctx.aggregate(case, "points", key=["arm", "level"])
+    if agg is not None:
+        blocks.append(series_table(agg, "Load sweep: every point (median over repetitions)", case))
+    return blocks
+
+
 @view("serving")
 def serving(ctx: ViewContext) -> list:
     blocks: list = []
@@ -151,4 +201,6 @@ def serving(ctx: ViewContext) -> list:
         blocks += _semantic(ctx, "semantic-e2e")
     if "client-vs-vllm" in names:
         blocks += _peer(ctx, "client-vs-vllm")
+    if "sweep" in names:
+        blocks += _sweep(ctx, "sweep")
     return blocks + _overhead(ctx)

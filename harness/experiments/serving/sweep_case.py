@@ -1,0 +1,328 @@
+"""The case of driver `serving-sweep`: what a cache buys under load. Each arm is swept over a
+list of open-loop rates (or closed-loop concurrencies); each point sends a fresh workload for
+`warmup_s + window_s` (its first `warmup_s` kept out of the statistics), and an arm stops one
+point past its knee (harness.experiments.serving.sweep says what a point measured, whether it
+was valid, where the server stopped keeping up and the highest load at the SLO).
+
+Arms (each on the same levels, one after the other):
+- prefix.on / prefix.off: the workload to the engine with prefix caching on ("cached") and off
+  ("uncached": the mechanism-off control);
+- instrument.on / instrument.off: one long prefix asked again and again at the same rates (a
+  workload whose capacity a prefix cache must raise: the instrument of the capacity gain).
+
+Workloads (`workload`): the Mooncake trace (a session sample, its timestamps scaled to each
+rate), multi-turn sessions from the seeded generator (harness.experiments.serving.sessions;
+its parameters are recorded), or the user's sessions (`sessions_file`, JSONL). Every point
+draws new prompt tokens, so nothing an earlier point cached can hit.
+
+What the hit rate buys, per cache: the engine's hit rate over the sweep (its /metrics), the
+TTFT change at the highest load both arms ran validly, the capacity change at the SLO (on
+over off), and the prefill tokens the cache saved per second at the on arm's highest load at
+the SLO.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+from harness import serving_engine
+from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, input_path
+from harness.errors import BadInput
+from harness.experiments.kv_trace import trace as kvtrace
+
+from . import client, engines, replay, sessions, sweep, sweep_run
+
+ARMS = ("prefix.on", "prefix.off", "instrument.on", "instrument.off")
+WORKLOADS = ("trace", "sessions", "file")
+
+PARAMS = {
+    "arms": Param(list, ["prefix.on", "prefix.off", "instrument.on", "instrument.off"], "the arms swept", ARMS),
+    "workload": Param(str, "trace", "what the prefix arms send: the Mooncake trace, generated multi-turn "
+                      "sessions, or the user's sessions_file", choices=WORKLOADS),
+    "mode": Param(str, "open", "open loop at `rates`, or closed loop at `concurrencies`", choices=("open", "closed")),
+    "rates": Param(list, [0.5, 1.0, 2.0, 4.0], "open loop: requests per second, in increasing order", min=0.01),
+    "concurrencies": Param(list, [1, 2, 4, 8], "closed loop: users, in increasing order", min=1),
+    "warmup_s": Param(float, 3.0, "each point's first seconds: sent, kept out of the statistics", min=0.0),
+    "window_s": Param(float, 12.0, "each point's measured seconds", min=1.0),
+    "slo_ttft_p95_ms": Param(float, 1000.0, "the SLO's TTFT bound (ms; 0: none)", min=0.0),
+    "slo_tpot_p95_ms": Param(float, 0.0, "the SLO's TPOT bound (ms; 0: none)", min=0.0),
+    "slo_min_met_pct": Param(float, 90.0, "the share of a point's requests that must meet the bounds", min=0, max=100),
+    "margin": Param(float, 0.1, "sent under (1 - margin) x offered: invalid; completed under (1 - margin) x "
+                    "sent: saturated", min=0.0, max=0.9),
+    "max_late_ms": Param(float, 50.0, "schedule lateness P95 above this: the point is invalid", min=0.0),
+    "growth": Param(float, 2.0, "TTFT of a point's last third over its first third above this: saturated",
+                    min=1.0),
+    "trace": Param(str, kvtrace.DEFAULT_TRACE, "a Mooncake-format JSONL trace", kind=INPUT_FILE),
+    "session_fraction": Param(float, 0.02, "the trace's sessions sampled (whole conversations)", min=0.0001, max=1),
+    "tokens_per_hash": Param(int, 16, "prompt tokens per hash id", min=1),
+    "max_prompt_tokens": Param(int, 512, "prompts are cut here", min=16),
+    "tail_tokens": Param(int, 8, "tokens of its own at the end of every prompt", min=1),
+    "output_tokens": Param(int, 4, "tokens generated per request (ignore_eos)", min=1),
+    "instrument_prefix_tokens": Param(int, 512, "the instrument's shared prefix, in tokens", min=64),
+    "session_turns": Param(list, [2, 5], "generated sessions: turns per user, [min, max]", min=1),
+    "session_system_tokens": Param(int, 256, "generated sessions: the shared system prompt", min=0),
+    "session_user_tokens": Param(int, 48, "generated sessions: a user turn's new tokens", min=1),
+    "session_answer_tokens": Param(int, 32, "generated sessions: an answer's tokens in the history", min=0),
+    "session_think_s": Param(float, 2.0, "generated sessions: mean think time between turns", min=0.0),
+    "sessions_file": Param(str, "", "the user's sessions (JSONL: session, at_s, prompt, max_tokens); workload=file"),
+    "engine_block": Param(int, 128, "the engine's block size when its /metrics does not say", min=1),
+    "vocab_size": Param(int, 49152, "the model's vocabulary (prompt token ids are drawn below it)", min=2000),
+    "timeout_s": Param(float, 60.0, "a request's own time limit", min=1.0),
+    "stall_s": Param(float, 20.0, "no byte for this long mid-stream: the request stalled", min=0.5),
+    "seed": Param(int, 0, "seed of the workloads' tokens and arrivals (each point and repetition adds its own)"),
+}
+
+
+def check(where: str, p: dict) -> None:
+    levels = p["rates"] if p["mode"] == "open" else p["concurrencies"]
+    if list(levels) != sorted(levels) or len(set(levels)) != len(levels) or not levels:
+        raise BadInput(f"{where}.{'rates' if p['mode'] == 'open' else 'concurrencies'}: give increasing levels, "
+                       f"e.g. [0.5, 1, 2, 4]")
+    if len(p["session_turns"]) != 2 or p["session_turns"][0] > p["session_turns"][1]:
+        raise BadInput(f"{where}.session_turns: give [min, max], e.g. [2, 5]")
+    if p["workload"] == "file" and not p["sessions_file"]:
+        raise BadInput(f"{where}: workload=file needs sessions_file=PATH (JSONL: session, at_s, prompt)")
+    if not (p["slo_ttft_p95_ms"] or p["slo_tpot_p95_ms"]):
+        raise BadInput(f"{where}: give the SLO at least one bound: slo_ttft_p95_ms or slo_tpot_p95_ms")
+
+
+def slo_of(p: dict) -> sweep.Slo:
+    return sweep.Slo(p["slo_ttft_p95_ms"] or None, p["slo_tpot_p95_ms"] or None, p["slo_min_met_pct"])
+
+
+def rules_of(p: dict) -> sweep.Rules:
+    return sweep.Rules(p["margin"], p["max_late_ms"], p["growth"])
+
+
+# ---- workloads: a point's requests ----------------------------------------------------------
+
+class Workloads:
+    """The requests of one point: `level` (rate or users) for `span_s` seconds, with tokens of
+    its own (`salt`)."""
+
+    def __init__(self, p: dict):
+        self.p = p
+        self._trace = None
+        self._file = None
+
+    def _trace_records(self) -> list[dict]:
+        if self._trace is None:
+            full = kvtrace.load_trace(input_path(self.p["trace"]), 512, shown=self.p["trace"])
+            s = kvtrace.session_sample(full, self.p["session_fraction"], self.p["seed"])
+            self._trace = [{"timestamp": int(s.timestamps_ms[i]), "input_length": int(s.input_len[i]),
+                            "output_length": int(s.output_len[i]),
+                            "hash_ids": s.blocks[s.offsets[i]:s.offsets[i + 1]].tolist()} for i in range(s.n_requests)]
+        return self._trace
+
+    def requests(self, arm: str, rate: float, span_s: float, salt: int, block: int) -> list[client.Request]:
+        n = max(2, math.ceil(rate * span_s))
+        p = self.p
+        if arm.startswith("instrument"):
+            return replay.repeated_prefix(n, p["instrument_prefix_tokens"], p["tail_tokens"], 1.0 / rate,
+                                          p["output_tokens"], salt, p["vocab_size"], tag=arm)
+        if p["workload"] == "sessions":
+            return self._sessions(rate, span_s, salt, arm)
+        if p["workload"] == "file":
+            return _scaled(self._user_file(), rate, n, arm)
+        recs = self._trace_records()[:n]
+        sc = replay.scale(recs, tokens_per_hash=p["tokens_per_hash"], engine_block=block,
+                          max_prompt_tokens=p["max_prompt_tokens"], tail_tokens=p["tail_tokens"],
+                          duration_s=max(1.0, (len(recs) - 1) / rate), output_tokens=p["output_tokens"], salt=salt,
+                          vocab_high=p["vocab_size"])
+        return [client.Request(r.at_s, r.prompt, r.max_tokens, arm) for r in sc.requests]
+
+    def _sessions(self, rate: float, span_s: float, salt: int, arm: str) -> list[client.Request]:
+        reqs = [r for r in sessions.generate(self.session_spec(rate, span_s, salt)) if r.at_s < span_s]
+        return [client.Request(r.at_s, r.prompt, r.max_tokens, arm) for r in reqs]
+
+    def session_spec(self, rate: float, span_s: float, salt: int) -> sessions.SessionSpec:
+        p = self.p
+        lo, hi = p["session_turns"]
+        users_per_s = rate / ((lo + hi) / 2)  # a user sends its turns one think time apart
+        return sessions.SessionSpec(users=max(1, math.ceil(users_per_s * span_s)), users_per_s=users_per_s,
+                                    turns=(lo, hi), system_tokens=p["session_system_tokens"],
+                                    user_tokens=p["session_user_tokens"], answer_tokens=p["session_answer_tokens"],
+                                    think_s=p["session_think_s"], output_tokens=p["output_tokens"],
+                                    max_prompt_tokens=p["max_prompt_tokens"], vocab_high=p["vocab_size"], seed=salt)
+
+    def _user_file(self) -> list[client.Request]:
+        if self._file is None:
+            self._file = sessions.from_jsonl(input_path(self.p["sessions_file"]), self.p["output_tokens"])
+        return self._file
+
+
+def _scaled(reqs: list[client.Request], rate: float, n: int, arm: str) -> list[client.Request]:
+    """The first n requests, their times scaled so that they arrive at `rate` on average."""
+    reqs = reqs[:n]
+    span = reqs[-1].at_s - reqs[0].at_s if len(reqs) > 1 else 0.0
+    k = ((len(reqs) - 1) / rate) / span if span > 0 else 0.0
+    return [client.Request((r.at_s - reqs[0].at_s) * k if span else i / rate, r.prompt, r.max_tokens, arm)
+            for i, r in enumerate(reqs)]
+
+
+# ---- running an arm -------------------------------------------------------------------------
+
+def engine_serve(sess, ep, lim) -> sweep_run.Serve:
+    url = client.completions_url(ep.base_url)
+
+    async def serve(i: int, r: client.Request, t0: float) -> client.Result:
+        return await client.send(sess, url, ep.model, i, r, t0, lim)
+
+    return serve
+
+
+async def run_point(ep, reqs: list[client.Request], p: dict, users: int | None) -> list[client.Result]:
+    lim = client.limits(p["timeout_s"], p["stall_s"])
+    async with client.session() as sess:
+        serve = engine_serve(sess, ep, lim)
+        if users is None:
+            return await sweep_run.open_loop(reqs, serve, p["timeout_s"])
+        return await sweep_run.closed_loop(reqs, serve, users, p["warmup_s"] + p["window_s"], p["timeout_s"])
+
+
+def sweep_arm(ctx: CaseContext, arm: str, ep, loads: Workloads, block: int, salt: int) -> list[dict]:
+    """Every point of one arm, climbing until one past the knee: one row per point."""
+    p = ctx.params
+    span = p["warmup_s"] + p["window_s"]
+    levels = p["rates"] if p["mode"] == "open" else p["concurrencies"]
+    points, rows = [], []
+    for k, level in enumerate(levels):
+        rate = float(level) if p["mode"] == "open" else 50.0 * level  # closed loop: enough requests
+        reqs = loads.requests(arm, rate, span, salt + 7919 * (k + 1), block)
+        before = engines.Counters.read(ep)
+        results = asyncio.run(run_point(ep, reqs, p, None if p["mode"] == "open" else int(level)))
+        served = sum(r.prompt_tokens or 0 for r in results if r.status == "ok")
+        counts = before.delta(engines.Counters.read(ep), served, arm.endswith(".on") and ep.prefix_caching is not False)
+        offered = (sum(r.at_s >= p["warmup_s"] for r in reqs) / p["window_s"]) if p["mode"] == "open" else None
+        st = sweep.point_stats(results, float(level), p["warmup_s"], p["window_s"], slo_of(p), rules_of(p), offered)
+        points.append(st)
+        rows.append(_row(arm, st, counts, served, span))
+        ctx.log(f"{arm} at {level:g}{' req/s' if p['mode'] == 'open' else ' users'}: ttft p95 "
+                f"{st.ttft_p95_ms or 0:.0f} ms, goodput {st.goodput_rps:.2f} req/s"
+                + (f"; invalid: {st.invalid}" if st.invalid else "") + (f"; saturated: {st.saturated}"
+                                                                       if st.saturated else ""))
+        if sweep.should_stop(points):
+            break
+    return rows
+
+
+def _row(arm: str, st: sweep.PointStats, counts: engines.Counters, served: int, span_s: float) -> dict:
+    return {"arm": arm, "level": st.level, "offered_rps": st.offered_rps, "sent_rps": st.sent_rps,
+            "completed_rps": st.completed_rps, "goodput_rps": st.goodput_rps, "met_pct": st.met_pct,
+            "late_p95_ms": st.late_p95_ms, "ttft_p50_ms": st.ttft_p50_ms, "ttft_p95_ms": st.ttft_p95_ms,
+            "tpot_p95_ms": st.tpot_p95_ms, "ttft_growth_x": st.ttft_growth_x, "requests": st.requests,
+            "invalid": st.invalid, "saturated": st.saturated, "slo_held": st.slo_held,
+            "engine_hit_pct": engines.hit_pct(counts, served),
+            "hit_tokens_per_s": counts.hits / span_s if counts.hits is not None and not counts.problem else None,
+            "_stats": st}
+
+
+# ---- the case -------------------------------------------------------------------------------
+
+ENGINE_OF = {"prefix.on": 0, "instrument.on": 0, "prefix.off": 1, "instrument.off": 1}
+
+
+def run(ctx: CaseContext) -> CaseOutcome:
+    p = ctx.params
+    try:
+        on, off = engines.pick(ctx.target, ctx.raw_dir)
+        for ep in (on, off):
+            if ep is not None:
+                engines.warm_up(ep, ctx.log)
+    except engines.EngineDown as e:
+        return CaseOutcome("failed", str(e))
+    block = replay_block(on, p)
+    loads = Workloads(p)
+    salt = p["seed"] * 1_000_003 + ctx.repetition
+    rows: list[dict] = []
+    skipped: dict[str, str] = {}
+    for arm in p["arms"]:
+        ep = (on, off)[ENGINE_OF[arm]]
+        if ep is None:
+            skipped[arm] = "no engine with prefix caching off (a server the user points at has no off arm)"
+            continue
+        rows += sweep_arm(ctx, arm, ep, loads, block, salt)
+        try:
+            engines.require(ep)
+        except engines.EngineDown as e:
+            return CaseOutcome("failed", f"the engine stopped answering during {arm}: {e}")
+    return outcome(ctx, rows, skipped, loads)
+
+
+def replay_block(ep, p: dict) -> int:
+    cfg = serving_engine.cache_config(ep) or {}
+    block = int(cfg.get("block_size") or p["engine_block"])
+    replay.check_block(p["tokens_per_hash"], block, "", "sweep")
+    return block
+
+
+def outcome(ctx: CaseContext, rows: list[dict], skipped: dict, loads: Workloads) -> CaseOutcome:
+    p = ctx.params
+    m: dict[str, Metric] = {}
+    unit = "req/s" if p["mode"] == "open" else "users"
+    by_arm: dict[str, list[sweep.PointStats]] = {}
+    for r in rows:
+        by_arm.setdefault(r["arm"], []).append(r["_stats"])
+    for arm, pts in by_arm.items():
+        best, k = sweep.highest_at_slo(pts), sweep.knee(pts)
+        m[f"{arm}.max_at_slo"] = Metric(best.level if best else 0.0, unit, "higher",
+                                        f"the highest {unit} at which {slo_of(p).text()} held (and at every "
+                                        f"valid point below it); 0: at none")
+        if k is not None:
+            m[f"{arm}.knee"] = Metric(k.level, unit, None, f"the first load at which the server no longer kept up: "
+                                      f"{k.saturated}")
+        m[f"{arm}.points"] = Metric(len(pts), "points", None)
+        m[f"{arm}.invalid_points"] = Metric(sum(bool(x.invalid) for x in pts), "points", "lower",
+                                            "points whose load sent was not the load configured")
+    for cache in ("prefix", "instrument"):
+        m.update(buys(cache, rows, by_arm, unit))
+    cols = [c for c in rows[0] if c != "_stats"] if rows else []
+    series = {"points": Series({c: [r[c] for r in rows] for c in cols},
+                               {"level": unit, "offered_rps": "req/s", "sent_rps": "req/s", "completed_rps": "req/s",
+                                "goodput_rps": "req/s", "met_pct": "%", "late_p95_ms": "ms", "ttft_p50_ms": "ms",
+                                "ttft_p95_ms": "ms", "tpot_p95_ms": "ms", "engine_hit_pct": "%",
+                                "hit_tokens_per_s": "tokens/s"},
+                               "one row per point of every arm")} if rows else {}
+    details = {"slo": slo_of(p).text(), "mode": p["mode"], "skipped_arms": skipped,
+               "workload": p["workload"], "unit": unit}
+    if p["workload"] == "sessions":
+        details["session_generator"] = loads.session_spec(1.0, p["warmup_s"] + p["window_s"], 0).record()
+    facts = {"sweep_mode": p["mode"], "sweep_workload": p["workload"]}
+    if not rows:
+        return CaseOutcome("failed", "no arm ran: " + "; ".join(f"{a}: {w}" for a, w in skipped.items()), m, details)
+    return CaseOutcome("ok", metrics=m, series=series, details=details, facts=facts)
+
+
+def buys(cache: str, rows: list[dict], by_arm: dict, unit: str) -> dict[str, Metric]:
+    """What the cache buys: capacity at the SLO (on over off), the TTFT P95 change at the
+    highest load both arms ran validly, the engine's hit rate and the prefill tokens saved
+    per second at the on arm's highest load at the SLO."""
+    on, off = by_arm.get(f"{cache}.on"), by_arm.get(f"{cache}.off")
+    if not on or not off:
+        return {}
+    m: dict[str, Metric] = {}
+    best_on, best_off = sweep.highest_at_slo(on), sweep.highest_at_slo(off)
+    if best_on and best_off:
+        m[f"{cache}.capacity_gain_x"] = Metric(best_on.level / best_off.level, "x", "higher",
+                                               f"highest {unit} at the SLO, cache on over off")
+    both = sorted({x.level for x in on if not x.invalid} & {x.level for x in off if not x.invalid})
+    if both:
+        lv = both[-1]
+        a = next(x for x in on if x.level == lv)
+        b = next(x for x in off if x.level == lv)
+        if a.ttft_p95_ms and b.ttft_p95_ms:
+            m[f"{cache}.ttft_p95_change_pct"] = Metric(100.0 * (a.ttft_p95_ms - b.ttft_p95_ms) / b.ttft_p95_ms, "%",
+                                                       "lower", f"TTFT P95, cache on against off, at {lv:g} {unit} "
+                                                       f"(the highest load both ran validly)")
+    hits = [r["engine_hit_pct"] for r in rows if r["arm"] == f"{cache}.on" and r["engine_hit_pct"] is not None]
+    if hits:
+        m[f"{cache}.on.engine_hit_pct"] = Metric(sum(hits) / len(hits), "%", None,
+                                                 "the engine's own prefix-cache hit rate, mean over the on arm's points")
+    if best_on:
+        row = next(r for r in rows if r["arm"] == f"{cache}.on" and r["_stats"] is best_on)
+        if row["hit_tokens_per_s"] is not None:
+            m[f"{cache}.prefill_tokens_saved_per_s"] = Metric(row["hit_tokens_per_s"], "tokens/s", "higher",
+                                                              f"prompt tokens the engine took from its cache per "
+                                                              f"second, at {best_on.level:g} {unit}")
+    return m
