@@ -39,7 +39,8 @@ REDIS_HOSTS = [f"redis-{i}" for i in range(1, 7)]
 SMALL = ["prefix-cache.max_requests=10", "prefix-cache.duration_s=8", "prefix-cache.instrument_requests=3",
          "prefix-cache.instrument_prefix_tokens=256", "prefix-cache.instrument_gap_s=0.5",
          "semantic-e2e.queries=8", "client-vs-vllm.max_requests=6", "client-vs-vllm.duration_s=4",
-         "client-vs-vllm.rounds=1", "client-vs-vllm.max_prompt_tokens=128", "client-vs-vllm.output_tokens=4"]
+         "client-vs-vllm.rounds=1", "client-vs-vllm.max_prompt_tokens=128", "client-vs-vllm.output_tokens=4",
+         "sweep.rates=[2, 4]", "sweep.point_requests=8", "sweep.warmup_requests=2"]
 
 
 def _engine_skip_reason() -> str | None:
@@ -172,7 +173,8 @@ def test_the_serving_suite_measures_the_lab_host(lab, tmp_path):
     (run_dir,) = list(tmp_path.iterdir())
     recs = json.loads((run_dir / "results.json").read_text())["records"]
     by_case = {r["case"]: r for r in recs}
-    assert set(by_case) == {"prefix-cache", "semantic-e2e", "client-vs-vllm"}, out.stdout[-3000:] + out.stderr[-3000:]
+    assert set(by_case) == {"prefix-cache", "semantic-e2e", "client-vs-vllm", "sweep"}, \
+        out.stdout[-3000:] + out.stderr[-3000:]
     assert all(r["status"] == "ok" for r in recs), [(r["case"], r["status"], r.get("reason")) for r in recs]
     man = json.loads((run_dir / "manifest.json").read_text())
     engines = man.get("engines") or {}
@@ -183,12 +185,23 @@ def test_the_serving_suite_measures_the_lab_host(lab, tmp_path):
     assert prefix["trace.on.engine_hit_pct"]["value"] is not None  # the lab host's own /metrics counters
     assert "trace.off.ttft_p50_ms" not in prefix  # the user's server has no off arm
     _client_on_three_load_generators(run_dir, by_case["prefix-cache"])
+    _one_sweep_against_the_lab_host(by_case["sweep"])
     ttft = {f"{case}.{name}": m["value"] for case, r in by_case.items() for name, m in r["metrics"].items()
             if name.endswith("ttft_p50_ms") and isinstance(m.get("value"), (int, float))}
     assert ttft and all(v > 0 for v in ttft.values()), ttft
     lab["serving_ttft_ms"] = {k: round(v) for k, v in ttft.items()}
     lab["hit_pct"] = (prefix["trace.on.engine_hit_pct"]["value"], prefix.get("trace.predicted_hit_pct", {}).get("value"))
     assert engine_processes(), "the lab's engine must still run: the harness does not stop a server it did not start"
+
+
+def _one_sweep_against_the_lab_host(rec: dict) -> None:
+    """The load sweep ran against the lab's engine with --target: its on arms over the rates
+    (the lab host has one engine, so the off arms are skipped, saying why)."""
+    cols = rec["series"]["points"]["columns"]
+    assert set(cols["arm"]) == {"prefix.on", "instrument.on"} and set(cols["level"]) <= {2.0, 4.0}
+    assert all(v is not None and v > 0 for v in cols["ttft_p95_ms"]), cols["ttft_p95_ms"]
+    assert "prefix.on.max_at_slo" in rec["metrics"] and "instrument.on.max_at_slo" in rec["metrics"]
+    assert set(rec["details"]["skipped_arms"]) == {"prefix.off", "instrument.off"}
 
 
 def _client_on_three_load_generators(run_dir: Path, rec: dict) -> None:

@@ -10,8 +10,9 @@ the warm-up (the point's first `warmup_s`) are sent but kept out of every statis
   `1 - margin` of the offered rate over the window, and its schedule's lateness (P95 of
   dispatch minus scheduled time) stayed under `max_late_ms`. Otherwise the point is
   `invalid`, with the numbers: a client that cannot send the load measures itself.
-- **Saturated** (the server no longer keeps up): fewer answers ended inside the window than
-  `1 - margin` of the requests sent in it, or TTFT grew through the point (the median TTFT of
+- **Saturated** (the server no longer keeps up): fewer answers ended inside the window (shifted
+  by the point's median time in the system) than `1 - margin` of the requests sent in it, or
+  TTFT grew through the point (the median TTFT of
   the last third of its requests over the first third's above `growth`, and by more than a
   tenth of the window): a queue building up.
 - **The SLO**: TTFT P95, TPOT P95 (either may be absent) and the share of requests that met
@@ -109,14 +110,19 @@ def point_stats(everything: list[Result], level: float, warmup_s: float, window_
                 offered_rps: float | None) -> PointStats:
     """One point's figures. Latencies, the SLO and goodput over the requests scheduled in the
     window (after the warm-up); the server's throughput as the answers that ended inside the
-    window, whenever they were sent: a server that falls behind completes fewer per second
-    than it is sent, even when it answers every request in the end."""
+    window shifted by the median time in the system, whenever they were sent: a server that
+    falls behind completes fewer per second than it is sent, even when it answers every
+    request in the end, while one that keeps up at a high but steady latency does not."""
     results = measured(everything, warmup_s)
     n = len(results)
     ok = [r for r in results if r.status == "ok"]
     met = [r for r in ok if slo.met(r)]
     sent = sum(r.late_ms is not None for r in results)
-    ended = sum(1 for r in everything if r.status == "ok" and warmup_s <= (finished_s(r) or -1) < warmup_s + window_s)
+    # the window's answers, shifted by the point's median time in the system: a server that
+    # keeps up answers what it was sent one latency later, however long that latency is
+    lag = stats.median([r.e2e_ms / 1000 for r in ok if r.e2e_ms is not None]) if ok else 0.0
+    ended = sum(1 for r in everything
+                if r.status == "ok" and warmup_s + lag <= (finished_s(r) or -1) < warmup_s + window_s + lag)
     late = [r.late_ms for r in results if r.late_ms is not None]
     g, rise = growth(results)
     p = PointStats(level, offered_rps, sent / window_s, ended / window_s, len(met) / window_s,

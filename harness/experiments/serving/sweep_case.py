@@ -1,8 +1,10 @@
 """The case of driver `serving-sweep`: what a cache buys under load. Each arm is swept over a
-list of open-loop rates (or closed-loop concurrencies); each point sends a fresh workload for
-`warmup_s + window_s` (its first `warmup_s` kept out of the statistics), and an arm stops one
-point past its knee (harness.experiments.serving.sweep says what a point measured, whether it
+list of open-loop rates (or closed-loop concurrencies); each point sends a fresh workload (its
+first requests kept out of the statistics), and an arm stops one point past its knee (harness.experiments.serving.sweep says what a point measured, whether it
 was valid, where the server stopped keeping up and the highest load at the SLO).
+
+A point sends `warmup_requests + point_requests` requests at its rate (so it lasts longer at low
+rates); in closed loop (or with point_requests 0) it lasts `warmup_s + window_s`.
 
 Arms (each on the same levels, one after the other):
 - prefix.on / prefix.off: the workload to the engine with prefix caching on ("cached") and off
@@ -43,8 +45,12 @@ PARAMS = {
     "mode": Param(str, "open", "open loop at `rates`, or closed loop at `concurrencies`", choices=("open", "closed")),
     "rates": Param(list, [0.5, 1.0, 2.0, 4.0], "open loop: requests per second, in increasing order", min=0.01),
     "concurrencies": Param(list, [1, 2, 4, 8], "closed loop: users, in increasing order", min=1),
-    "warmup_s": Param(float, 3.0, "each point's first seconds: sent, kept out of the statistics", min=0.0),
-    "window_s": Param(float, 12.0, "each point's measured seconds", min=1.0),
+    "point_requests": Param(int, 32, "open loop: requests measured per point (the point lasts point_requests / "
+                            "rate seconds); 0: a point lasts window_s", min=0),
+    "warmup_requests": Param(int, 8, "open loop: requests sent before them, kept out of the statistics", min=0),
+    "warmup_s": Param(float, 3.0, "closed loop (or point_requests 0): each point's first seconds, kept out",
+                      min=0.0),
+    "window_s": Param(float, 12.0, "closed loop (or point_requests 0): each point's measured seconds", min=1.0),
     "slo_ttft_p95_ms": Param(float, 1000.0, "the SLO's TTFT bound (ms; 0: none)", min=0.0),
     "slo_tpot_p95_ms": Param(float, 0.0, "the SLO's TPOT bound (ms; 0: none)", min=0.0),
     "slo_min_met_pct": Param(float, 90.0, "the share of a point's requests that must meet the bounds", min=0, max=100),
@@ -54,7 +60,8 @@ PARAMS = {
     "growth": Param(float, 2.0, "TTFT of a point's last third over its first third above this: saturated",
                     min=1.0),
     "trace": Param(str, kvtrace.DEFAULT_TRACE, "a Mooncake-format JSONL trace", kind=INPUT_FILE),
-    "session_fraction": Param(float, 0.02, "the trace's sessions sampled (whole conversations)", min=0.0001, max=1),
+    "session_fraction": Param(float, 0.004, "the trace's sessions sampled (whole conversations); a point sends "
+                              "the sample's first requests in time order", min=0.0001, max=1),
     "tokens_per_hash": Param(int, 16, "prompt tokens per hash id", min=1),
     "max_prompt_tokens": Param(int, 512, "prompts are cut here", min=16),
     "tail_tokens": Param(int, 8, "tokens of its own at the end of every prompt", min=1),
@@ -116,7 +123,7 @@ class Workloads:
         return self._trace
 
     def requests(self, arm: str, rate: float, span_s: float, salt: int, block: int) -> list[client.Request]:
-        n = max(2, math.ceil(rate * span_s))
+        n = max(2, round(rate * span_s))
         p = self.p
         if arm.startswith("instrument"):
             return replay.repeated_prefix(n, p["instrument_prefix_tokens"], p["tail_tokens"], 1.0 / rate,
@@ -181,23 +188,31 @@ async def run_point(ep, reqs: list[client.Request], p: dict, users: int | None) 
         return await sweep_run.closed_loop(reqs, serve, users, p["warmup_s"] + p["window_s"], p["timeout_s"])
 
 
+def timing(p: dict, level: float) -> tuple[float, float]:
+    """(warm-up seconds, measured seconds) of a point at `level`."""
+    if p["mode"] == "open" and p["point_requests"]:
+        return p["warmup_requests"] / level, p["point_requests"] / level
+    return p["warmup_s"], p["window_s"]
+
+
 def sweep_arm(ctx: CaseContext, arm: str, ep, loads: Workloads, block: int, salt: int) -> list[dict]:
     """Every point of one arm, climbing until one past the knee: one row per point."""
     p = ctx.params
-    span = p["warmup_s"] + p["window_s"]
     levels = p["rates"] if p["mode"] == "open" else p["concurrencies"]
     points, rows = [], []
     for k, level in enumerate(levels):
+        warmup, window = timing(p, float(level))
         rate = float(level) if p["mode"] == "open" else 50.0 * level  # closed loop: enough requests
-        reqs = loads.requests(arm, rate, span, salt + 7919 * (k + 1), block)
+        reqs = loads.requests(arm, rate, warmup + window, salt + 7919 * (k + 1), block)
         before = engines.Counters.read(ep)
-        results = asyncio.run(run_point(ep, reqs, p, None if p["mode"] == "open" else int(level)))
+        pp = dict(p, warmup_s=warmup, window_s=window)
+        results = asyncio.run(run_point(ep, reqs, pp, None if p["mode"] == "open" else int(level)))
         served = sum(r.prompt_tokens or 0 for r in results if r.status == "ok")
         counts = before.delta(engines.Counters.read(ep), served, arm.endswith(".on") and ep.prefix_caching is not False)
-        offered = (sum(r.at_s >= p["warmup_s"] for r in reqs) / p["window_s"]) if p["mode"] == "open" else None
-        st = sweep.point_stats(results, float(level), p["warmup_s"], p["window_s"], slo_of(p), rules_of(p), offered)
+        offered = (sum(r.at_s >= warmup for r in reqs) / window) if p["mode"] == "open" else None
+        st = sweep.point_stats(results, float(level), warmup, window, slo_of(p), rules_of(p), offered)
         points.append(st)
-        rows.append(_row(arm, st, counts, served, span))
+        rows.append(_row(arm, st, counts, served, warmup + window))
         ctx.log(f"{arm} at {level:g}{' req/s' if p['mode'] == 'open' else ' users'}: ttft p95 "
                 f"{st.ttft_p95_ms or 0:.0f} ms, goodput {st.goodput_rps:.2f} req/s"
                 + (f"; invalid: {st.invalid}" if st.invalid else "") + (f"; saturated: {st.saturated}"
@@ -287,7 +302,7 @@ def outcome(ctx: CaseContext, rows: list[dict], skipped: dict, loads: Workloads)
     details = {"slo": slo_of(p).text(), "mode": p["mode"], "skipped_arms": skipped,
                "workload": p["workload"], "unit": unit}
     if p["workload"] == "sessions":
-        details["session_generator"] = loads.session_spec(1.0, p["warmup_s"] + p["window_s"], 0).record()
+        details["session_generator"] = loads.session_spec(1.0, sum(timing(p, 1.0)), 0).record()
     facts = {"sweep_mode": p["mode"], "sweep_workload": p["workload"]}
     if not rows:
         return CaseOutcome("failed", "no arm ran: " + "; ".join(f"{a}: {w}" for a, w in skipped.items()), m, details)
