@@ -232,6 +232,11 @@ ROWS = [
      "as the TTFT check: agreeing, then the known late client unseen (metrics of a recorded real run)",
      "test_serving_ledger.py::test_peer_checks_need_the_instrument_and_hold_when_the_clients_agree",
      "reproduced / inconclusive"),
+    ("I25", "serving/sweep", "prefix.capacity_gain_x",
+     "recorded real sweep; the repeated-prefix instrument showing no gain (blind); the off arm as fast as the on "
+     "arm (mechanism left in); a gain under the target",
+     "test_serving_ledger.py::test_recorded_sweep_reproduces_i25_and_each_control_turns_it",
+     "reproduced / inconclusive / not attributable / not reproduced"),
     ("I24", "semantic-cache/gptcache", "lookup.speedup_vs_gptcache",
      "the ONNX session replaced by the torch embedding (real run); a torch path as fast; the known wait unseen "
      "(metrics of a recorded run)",

@@ -1,4 +1,4 @@
-"""The ledger's serving checks (C1 on an engine, C2 and C3 end to end, I23 the peer) judged on
+"""The ledger's serving checks (C1 on an engine, C2 and C3 end to end, I23 the peer, I25 the sweep) judged on
 the recorded metrics of real runs of the serving cases (tests/fixtures/serving/*_metrics.json:
 vLLM's CPU build serving SmolLM2 on this kind of machine, the harness's client, vLLM's
 benchmark client), and with each check's instrument blinded or its mechanism left in: every
@@ -137,3 +137,20 @@ def test_peer_checks_need_the_instrument_and_hold_when_the_clients_agree():
     assert set(blind.values()) == {Outcome.INCONCLUSIVE}
     late = judge("I23", "client-vs-vllm", PEER, peer__ttft_p50_absdiff_pct=25.0, peer__tpot_p50_absdiff_pct=1.3)
     assert late["peer.ttft_p50_absdiff_pct"] is Outcome.NOT_REPRODUCED
+
+
+SWEEP = recorded("sweep")
+
+
+def test_recorded_sweep_reproduces_i25_and_each_control_turns_it():
+    """I25 on a real sweep (vLLM's CPU engines, prefix caching on and off, the instrument): the
+    capacity gain at the SLO holds; with the instrument blind (the repeated prefix showing no
+    gain) it cannot be trusted; with the off arm as fast as the on arm the gain is not the
+    cache's; a gain under 1.3x is not reproduced."""
+    assert judge("I25", "sweep", SWEEP) == {"prefix.capacity_gain_x": Outcome.REPRODUCED}, SWEEP
+    blind = judge("I25", "sweep", SWEEP, instrument__capacity_gain_x=1.0)
+    assert blind["prefix.capacity_gain_x"] is Outcome.INCONCLUSIVE
+    leaky = judge("I25", "sweep", SWEEP, prefix__off__max_at_slo=SWEEP["prefix.on.max_at_slo"])
+    assert leaky["prefix.capacity_gain_x"] is Outcome.NOT_ATTRIBUTABLE
+    small = judge("I25", "sweep", SWEEP, prefix__capacity_gain_x=1.1)
+    assert small["prefix.capacity_gain_x"] is Outcome.NOT_REPRODUCED

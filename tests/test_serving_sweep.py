@@ -168,3 +168,20 @@ def test_a_client_that_cannot_send_the_load_gives_an_invalid_point(tmp_path):
                                       sweep_case.Workloads(ctx.params), 128, 1)
     assert "late at P95" in row["invalid"] or "the client sent" in row["invalid"], row
     assert not row["slo_held"]
+
+
+def test_a_trace_point_larger_than_the_sample_repeats_it_with_tokens_of_its_own():
+    """The trace sample (60 requests) at 32 req/s over 5.5 s: 176 requests in three copies, the
+    sample's timing scaled to the rate, each copy's prompts sharing nothing with another's."""
+    from harness.driver_contract import get
+    from harness.experiments.serving import sweep_case
+
+    p = {name: prm.default for name, prm in get("serving-sweep").params.items()}
+    reqs = sweep_case.Workloads(p).requests("prefix.on", 32.0, 5.5, 11, 128)
+    assert len(reqs) == 176
+    span = max(r.at_s for r in reqs) - min(r.at_s for r in reqs)
+    assert 176 / 32 * 0.8 < span < 176 / 32 * 1.2
+    first = {tuple(r.prompt[:16]) for r in reqs[:60]}  # the trace's first block: one shared system prompt
+    third = {tuple(r.prompt[:16]) for r in reqs[120:]}
+    assert len(first) == 1 and first.isdisjoint(third)
+    assert len({tuple(r.prompt) for r in reqs}) == 176

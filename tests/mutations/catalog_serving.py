@@ -1,6 +1,7 @@
 """Mutations of the serving suite: the serving checks of claims C1 (the engine's prefix-cache
 hit rate on a trace slice below 38%), C2 and C3 (the semantic cache end to end in front of the
-engine) and I23 (the harness's client agrees with vLLM's own benchmark client).
+engine), I23 (the harness's client agrees with vLLM's own benchmark client) and I25 (prefix
+caching's capacity gain at the SLO, from the load sweep).
 
 Every run starts vLLM's CPU engines (minutes on two cores before the first request): none of
 them is fast; they run in `make mutations` only.
@@ -15,10 +16,13 @@ REPLAY = "harness/experiments/serving/replay.py"
 SEMANTIC = "harness/experiments/serving/semantic_case.py"
 CLIENT = "harness/experiments/serving/client.py"
 PEER = "harness/experiments/serving/peer_case.py"
+SWEEP = "harness/experiments/serving/sweep.py"
+SWEEP_CASE = "harness/experiments/serving/sweep_case.py"
 C1 = ("serving/prefix-cache trace.on.engine_hit_pct",)
 C2 = "serving/semantic-e2e semantic_cache.net_hit_rate_pct"
 C3 = "serving/semantic-e2e ttft.p95_change_semantic_vs_hash_pct"
 I23 = ("serving/client-vs-vllm peer.ttft_p50_absdiff_pct", "serving/client-vs-vllm peer.tpot_p50_absdiff_pct")
+I25 = ("serving/sweep prefix.capacity_gain_x",)
 
 MUTATIONS = [
     Mutation(
@@ -63,4 +67,19 @@ MUTATIONS = [
         edits=(Edit(PEER, '        late = _harness(ep, prompts, "late", p["instrument_delay_ms"]) if p["instrument_delay_ms"] else None\n',
                     '        late = _harness(ep, prompts, "late", 0.0) if p["instrument_delay_ms"] else None\n'),),
         run="serving/client-vs-vllm", checks=I23, timeout_s=900),
+    Mutation(
+        name="serving/sweep-capacity-ignores-the-slo",
+        claim="I25", kind="broken",
+        what="an arm's highest load at the SLO is its highest valid point, whether the SLO held there or not: "
+             "every arm reaches the top rate and no cache can show a capacity gain",
+        edits=(Edit(SWEEP, "        if not p.slo_held:\n            break\n", "        pass\n"),),
+        run="serving/sweep", checks=I25, timeout_s=1200),
+    Mutation(
+        name="serving/sweep-off-arm-is-cached",
+        claim="I25", kind="stand-in",
+        what="the off arms are sent to the engine with prefix caching on: the mechanism-off control measures "
+             "the mechanism",
+        edits=(Edit(SWEEP_CASE, 'ENGINE_OF = {"prefix.on": 0, "instrument.on": 0, "prefix.off": 1, "instrument.off": 1}\n',
+                    'ENGINE_OF = {"prefix.on": 0, "instrument.on": 0, "prefix.off": 0, "instrument.off": 0}\n'),),
+        run="serving/sweep", checks=I25, timeout_s=1200),
 ]

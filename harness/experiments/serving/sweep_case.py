@@ -3,8 +3,9 @@ list of open-loop rates (or closed-loop concurrencies); each point sends a fresh
 first requests kept out of the statistics), and an arm stops one point past its knee (harness.experiments.serving.sweep says what a point measured, whether it
 was valid, where the server stopped keeping up and the highest load at the SLO).
 
-A point sends `warmup_requests + point_requests` requests at its rate (so it lasts longer at low
-rates); in closed loop (or with point_requests 0) it lasts `warmup_s + window_s`.
+A point sends at least `warmup_requests + point_requests` requests at its rate and lasts at
+least `warmup_s + window_s` (so it is longer at low rates, and a queue has time to show itself
+at high ones); in closed loop it lasts `warmup_s + window_s`.
 
 Arms (each on the same levels, one after the other):
 - prefix.on / prefix.off: the workload to the engine with prefix caching on ("cached") and off
@@ -45,12 +46,12 @@ PARAMS = {
     "mode": Param(str, "open", "open loop at `rates`, or closed loop at `concurrencies`", choices=("open", "closed")),
     "rates": Param(list, [0.5, 1.0, 2.0, 4.0], "open loop: requests per second, in increasing order", min=0.01),
     "concurrencies": Param(list, [1, 2, 4, 8], "closed loop: users, in increasing order", min=1),
-    "point_requests": Param(int, 32, "open loop: requests measured per point (the point lasts point_requests / "
-                            "rate seconds); 0: a point lasts window_s", min=0),
-    "warmup_requests": Param(int, 8, "open loop: requests sent before them, kept out of the statistics", min=0),
-    "warmup_s": Param(float, 3.0, "closed loop (or point_requests 0): each point's first seconds, kept out",
-                      min=0.0),
-    "window_s": Param(float, 12.0, "closed loop (or point_requests 0): each point's measured seconds", min=1.0),
+    "point_requests": Param(int, 32, "open loop: at least this many requests measured per point (at least "
+                            "window_s long); 0: a point lasts window_s", min=0),
+    "warmup_requests": Param(int, 8, "open loop: at least this many requests before them (at least warmup_s "
+                             "long), kept out of the statistics", min=0),
+    "warmup_s": Param(float, 3.0, "each point's first seconds at least, kept out of the statistics", min=0.0),
+    "window_s": Param(float, 12.0, "each point's measured seconds at least", min=1.0),
     "slo_ttft_p95_ms": Param(float, 1000.0, "the SLO's TTFT bound (ms; 0: none)", min=0.0),
     "slo_tpot_p95_ms": Param(float, 0.0, "the SLO's TPOT bound (ms; 0: none)", min=0.0),
     "slo_min_met_pct": Param(float, 90.0, "the share of a point's requests that must meet the bounds", min=0, max=100),
@@ -132,12 +133,23 @@ class Workloads:
             return self._sessions(rate, span_s, salt, arm)
         if p["workload"] == "file":
             return _scaled(self._user_file(), rate, n, arm)
-        recs = self._trace_records()[:n]
-        sc = replay.scale(recs, tokens_per_hash=p["tokens_per_hash"], engine_block=block,
-                          max_prompt_tokens=p["max_prompt_tokens"], tail_tokens=p["tail_tokens"],
-                          duration_s=max(1.0, (len(recs) - 1) / rate), output_tokens=p["output_tokens"], salt=salt,
-                          vocab_high=p["vocab_size"])
-        return [client.Request(r.at_s, r.prompt, r.max_tokens, arm) for r in sc.requests]
+        return self._trace_requests(rate, n, salt, block, arm)
+
+    def _trace_requests(self, rate: float, n: int, salt: int, block: int, arm: str) -> list[client.Request]:
+        """n requests of the trace sample at `rate` on average: the sample's timestamps scaled,
+        and where it has fewer than n requests, copies of it one after the other, each with
+        tokens of its own (a copy shares nothing with another)."""
+        p, base = self.p, self._trace_records()
+        out: list[client.Request] = []
+        for c in range(math.ceil(n / len(base))):
+            recs = base[:min(len(base), n - c * len(base))]
+            sc = replay.scale(recs, tokens_per_hash=p["tokens_per_hash"], engine_block=block,
+                              max_prompt_tokens=p["max_prompt_tokens"], tail_tokens=p["tail_tokens"],
+                              duration_s=max(1.0, (len(recs) - 1) / rate), output_tokens=p["output_tokens"],
+                              salt=salt + 104729 * c, vocab_high=p["vocab_size"])
+            start = c * len(base) / rate
+            out += [client.Request(start + r.at_s, r.prompt, r.max_tokens, arm) for r in sc.requests]
+        return out
 
     def _sessions(self, rate: float, span_s: float, salt: int, arm: str) -> list[client.Request]:
         reqs = [r for r in sessions.generate(self.session_spec(rate, span_s, salt)) if r.at_s < span_s]
@@ -189,9 +201,11 @@ async def run_point(ep, reqs: list[client.Request], p: dict, users: int | None) 
 
 
 def timing(p: dict, level: float) -> tuple[float, float]:
-    """(warm-up seconds, measured seconds) of a point at `level`."""
+    """(warm-up seconds, measured seconds) of a point at `level`: open loop, long enough for
+    warmup_requests and point_requests at its rate and never shorter than warmup_s and
+    window_s (a queue must have time to show itself); closed loop, warmup_s and window_s."""
     if p["mode"] == "open" and p["point_requests"]:
-        return p["warmup_requests"] / level, p["point_requests"] / level
+        return max(p["warmup_requests"] / level, p["warmup_s"]), max(p["point_requests"] / level, p["window_s"])
     return p["warmup_s"], p["window_s"]
 
 
