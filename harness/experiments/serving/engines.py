@@ -42,6 +42,16 @@ def pick(target: Target, raw_dir=None) -> tuple[LlmEndpoint, LlmEndpoint | None]
     return on, off
 
 
+def pick_warm(target: Target, raw_dir, log) -> tuple[LlmEndpoint, LlmEndpoint | None]:
+    """pick(), then one warm-up request to each engine (its first request is no measurement);
+    EngineDown when one does not answer."""
+    on, off = pick(target, raw_dir)
+    for ep in (on, off):
+        if ep is not None:
+            warm_up(ep, log)
+    return on, off
+
+
 def require(ep: LlmEndpoint) -> LlmEndpoint:
     """`ep` when it answers and serves its model, else EngineDown saying what is wrong."""
     why = serving_engine.alive(ep)

@@ -112,10 +112,7 @@ def _send(ctx, arm: str, ep, reqs, p) -> tuple[list[client.Result], dict]:
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
     try:
-        on, off = engines.pick(ctx.target, ctx.raw_dir)
-        for ep in (on, off):
-            if ep is not None:
-                engines.warm_up(ep, ctx.log)
+        on, off = engines.pick_warm(ctx.target, ctx.raw_dir, ctx.log)
     except engines.EngineDown as e:
         return CaseOutcome("failed", str(e))
     cfg = serving_engine.cache_config(on) or {}

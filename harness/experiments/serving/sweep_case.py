@@ -255,10 +255,7 @@ ENGINE_OF = {"prefix.on": 0, "instrument.on": 0, "prefix.off": 1, "instrument.of
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
     try:
-        on, off = engines.pick(ctx.target, ctx.raw_dir)
-        for ep in (on, off):
-            if ep is not None:
-                engines.warm_up(ep, ctx.log)
+        on, off = engines.pick_warm(ctx.target, ctx.raw_dir, ctx.log)
     except engines.EngineDown as e:
         return CaseOutcome("failed", str(e))
     block = replay_block(on, p)
