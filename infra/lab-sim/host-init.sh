@@ -29,10 +29,12 @@ sed -i 's#^\(root:[^:]*:[^:]*:[^:]*:[^:]*:\)[^:]*:#\1/var/lib/lab-root:#' /etc/p
 # The lab's folder (keys, sshd_config, logs) may itself lie under /tmp, /var/tmp or /run (a
 # checkout in /tmp): hold it with a bind mount in this host's private /var before those get
 # their own tmpfs, and bind it back to the same path after, so every path stays valid. When
-# it is the checkout's .harness/lab-sim, the whole .harness folder is held: the engine host
-# serves the model folder (.harness/cache) from the engine's venv (.harness/engine/venv).
+# it is the checkout's .harness/lab-sim, the whole checkout is held: the engine host serves
+# the model folder (.harness/cache) from the engine's venv (.harness/engine/venv), and the
+# load generators run the checkout's memtier stand-in (with its recordings) and the serving
+# client from the harness's venv (.venv).
 lab=$(dirname "$dir")
-[ "$(basename "$(dirname "$lab")")" = .harness ] && lab=$(dirname "$lab")
+[ "$(basename "$(dirname "$lab")")" = .harness ] && lab=$(dirname "$(dirname "$lab")")
 hold=""
 case "$lab/" in /tmp/*|/var/tmp/*|/run/*) hold=/var/lib/lab-sim-hold ;; esac
 if [ -n "$hold" ]; then

@@ -88,7 +88,7 @@ def _arm(ctx, arm: str, ep, reqs, p, caching_on: bool | None = None) -> tuple[li
 def _send(ctx, arm: str, ep, reqs, p) -> tuple[list[client.Result], dict]:
     """The arm's requests sent from here, or from every load generator at once (their rows
     merged in request order; each host's own rows kept in raw/ARM-HOST.csv)."""
-    if p["client_on"] == "here":
+    if p.get("client_on", "here") == "here":  # (a caller that passes only the client's limits sends from here)
         return client.run(ep.base_url, ep.model, reqs, timeout_s=p["timeout_s"], stall_s=p["stall_s"]), {}
     hosts = [h for h in ctx.target.load_generators if h is not None]
     if not hosts or not ctx.target.loadgen_python:
