@@ -49,11 +49,6 @@ def build_command(p: dict, host: str, port: int, cluster: bool, json_path: str,
     return cmd
 
 
-def missing(target) -> str:
-    """'' when memtier_benchmark is where it will run (the inventory's load generator, or here)."""
-    return tool_missing("memtier_benchmark", target.loadgen, INSTALL_HINT)
-
-
 def missing_on(host) -> str:
     """'' when memtier_benchmark is on `host` (a load generator; None: here)."""
     return tool_missing("memtier_benchmark", host, INSTALL_HINT)
