@@ -179,7 +179,7 @@ def _run_on_target(run: _Run, plans: list[Plan], target: str, base_port: int, mo
 def _run_plans(run: _Run, plans: list[Plan], tgt: Target, engines, profile: str) -> None:
     # repetitions left and the finished ones' seconds, per "suite/case": the time left is
     # estimated per case (progress.time_left); a skipped case's repetitions count as done
-    remaining = {f"{p.suite.name}/{c.name}": p.repetitions for p in plans for c in p.suite.cases}
+    remaining = {f"{p.suite.name}/{c.name}": p.reps(c.name) for p in plans for c in p.suite.cases}
     finished: dict[str, list[float]] = {}
     total, done = sum(remaining.values()), 0
     t_start = time.monotonic()
@@ -189,14 +189,14 @@ def _run_plans(run: _Run, plans: list[Plan], tgt: Target, engines, profile: str)
         for case in p.suite.cases:
             key = f"{p.suite.name}/{case.name}"
             engines.at(key)  # started before the first case that needs them
-            for rep in range(1, p.repetitions + 1):
+            for rep in range(1, p.reps(case.name) + 1):
                 engines.tick()  # a background engine start moves on between repetitions
                 run.current = f"{key}/repetition {rep}"
                 if p.suite.target == "cluster" and tgt.kind == "cluster" and tgt.nodes:
                     refresh_topology(tgt, run.log)
                 elapsed = time.monotonic() - t_start
                 line = progress.progress(done, total, elapsed, progress.time_left(finished, remaining))
-                run.log(f"{line} {p.suite.name} / {case.name} / repetition {rep}/{p.repetitions}")
+                run.log(f"{line} {p.suite.name} / {case.name} / repetition {rep}/{p.reps(case.name)}")
                 t0 = time.monotonic()
                 more = _repetition(run, p, case, rep, profile, tgt)
                 if more:  # a skip takes no time and says nothing of how long the case takes
@@ -216,7 +216,7 @@ def _repetition(run: _Run, p: Plan, case: spec.Case, rep: int, profile: str, tgt
     run.log(f"    {progress.colour(rec.status, rec.status)}{': ' + rec.reason if rec.reason else ''} "
             f"({rec.duration_s:.1f} s)")
     if rec.status == "skipped":
-        for r2 in range(rep + 1, p.repetitions + 1):
+        for r2 in range(rep + 1, p.reps(case.name) + 1):
             run.records.append(Record(p.suite.name, case.name, r2, "skipped", rec.reason))
         run.save()
         return False

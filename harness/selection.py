@@ -137,6 +137,10 @@ class Plan:
     def repetitions(self) -> int:
         return self.run.repetitions
 
+    def reps(self, case: str) -> int:
+        """The repetitions of one case (fewer where the profile repeats it less)."""
+        return next((self.run.reps(c) for c in self.run.cases if c.name == case), self.run.repetitions)
+
     def params(self, case: str) -> dict:
         return next(c.params for c in self.run.cases if c.name == case)
 
@@ -168,7 +172,7 @@ def make_plans(suites: list[spec.Suite], profile: str, repeat: int | None,
                 used.add(case.name)
                 check_set(case, overrides[case.name])
             params[case.name] = s.case_params(case, profile, overrides.get(case.name))
-        plans.append(Plan(s, s.as_run(profile, repeat or prof.repetitions, params)))
+        plans.append(Plan(s, s.as_run(profile, repeat or prof.repetitions, params, repeat_given=repeat is not None)))
     unknown = set(overrides) - used
     if unknown:
         raise BadInput(f"--set names case {sorted(unknown)[0]!r}, which no selected suite has")
@@ -215,7 +219,7 @@ def plan_lines(plans, *, profile: str, target: str, base_port: int, results_dir:
                  f"(a healthy one already there is used, else one is started and stopped)")
     else:
         where = f"the inventory {target}"
-    total = sum(len(p.suite.cases) * p.repetitions for p in plans)
+    total = sum(p.reps(c.name) for p in plans for c in p.run.cases)
     lines = [f"plan: {len(plans)} suite(s), {total} case repetition(s), profile {profile}",
              f"target: {where}"]
     if needs_cluster and target != "local":
@@ -225,7 +229,8 @@ def plan_lines(plans, *, profile: str, target: str, base_port: int, results_dir:
         lines.append(f"{p.suite.name}: {p.repetitions} repetition(s) per case")
         for c in p.run.cases:
             params = ", ".join(f"{k}={v}" for k, v in c.params.items())
-            lines.append(f"  - {c.name} [{c.driver}] {params}")
+            own = f" ({c.repetitions} repetition(s))" if c.repetitions else ""
+            lines.append(f"  - {c.name} [{c.driver}]{own} {params}")
         for t in p.run.thresholds:
             lines.append(f"    threshold: {t.case} {t.metric} {t.text()}".rstrip())
     lines.append("dry run: nothing was started")

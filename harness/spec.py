@@ -237,6 +237,8 @@ class Profile:
     # selects one left out, and `leaves_out` says why it is left out
     cases: list[str] | None = None
     leaves_out: str = ""
+    # fewer repetitions for single cases (an expensive one), below `repetitions`; --repeat overrides
+    case_repetitions: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -245,13 +247,17 @@ class Case:
     driver: str
     description: str = ""
     params: dict = field(default_factory=dict)
+    repetitions: int | None = None  # as run: fewer than the suite's (the profile's case_repetitions)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "driver": self.driver, "description": self.description, "params": self.params}
+        out = {"name": self.name, "driver": self.driver, "description": self.description, "params": self.params}
+        return {**out, "repetitions": self.repetitions} if self.repetitions else out
 
     @classmethod
     def from_json(cls, d: dict) -> "Case":
-        return cls(d["name"], d["driver"], d.get("description", ""), dict(d.get("params") or {}))
+        reps = d.get("repetitions")
+        return cls(d["name"], d["driver"], d.get("description", ""), dict(d.get("params") or {}),
+                   int(reps) if isinstance(reps, int) and not isinstance(reps, bool) and reps >= 1 else None)
 
 
 @dataclass
@@ -298,10 +304,15 @@ class Suite:
         where = f"{self._where()}: cases.{case.name}.params (profile {profile})"
         return driver_contract.get(case.driver, where).resolve_params(where, merged)
 
-    def as_run(self, profile: str, repetitions: int, params: dict[str, dict]) -> "SuiteRun":
+    def as_run(self, profile: str, repetitions: int, params: dict[str, dict], repeat_given: bool = False) -> "SuiteRun":
+        """The suite as it runs; a case the profile repeats less runs its own repetitions,
+        unless --repeat gave the number for all."""
         prof = self.profile(profile)
+        own = {} if repeat_given else prof.case_repetitions
+        cases = [Case(c.name, c.driver, c.description, params[c.name],
+                      min(own[c.name], repetitions) if c.name in own else None) for c in self.cases]
         return SuiteRun(self.name, self.description, self.claim, self.target, profile, prof.description,
-                        repetitions, [Case(c.name, c.driver, c.description, params[c.name]) for c in self.cases],
+                        repetitions, cases,
                         list(prof.thresholds), dict(prof.conditions), prof.skipped_fails)
 
     def _where(self) -> str:
@@ -342,6 +353,10 @@ class SuiteRun:
     def case_names(self) -> list[str]:
         return [c.name for c in self.cases]
 
+    def reps(self, case: Case) -> int:
+        """How many repetitions `case` runs."""
+        return case.repetitions or self.repetitions
+
 
 SUITE_FIELDS = {
     "name": (str, "the suite's name, as used on the command line"),
@@ -372,6 +387,8 @@ PROFILE_FIELDS = {
     "skipped_fails": (bool, "true: a skipped case fails the run (lab profiles) unless --allow-skipped is given"),
     "cases": (list, "the cases a run of the suite runs with this profile (default: all); SUITE/CASE selects one left out"),
     "leaves_out": (str, "with cases: why the others are left out (shown when a run leaves them out)"),
+    "case_repetitions": (dict, "fewer repetitions for single cases, e.g. {sweep: 1} (an expensive case); "
+                               "--repeat overrides"),
 }
 THRESHOLD_FIELDS = {
     "case": (str, "the case whose metric is checked"),
@@ -487,7 +504,7 @@ def parse_suite(data: Any, path: Path | None = None) -> Suite:
         thresholds = _profile_thresholds(pw, pf, case_names, runs)
         profiles[pname] = Profile(pname, pf.get("description", ""), reps, overrides, thresholds,
                                   pf.get("conditions", {}), pf.get("skipped_fails", False), runs,
-                                  pf.get("leaves_out", ""))
+                                  pf.get("leaves_out", ""), _case_repetitions(pw, pf, case_names, reps))
     if not profiles:
         raise BadInput(f"{where}.profiles: a suite needs at least one profile (local)")
     suite = Suite(name, f.get("description"), claim, target, cases, profiles, path)
@@ -495,6 +512,17 @@ def parse_suite(data: Any, path: Path | None = None) -> Suite:
         for case in cases:
             suite.case_params(case, pname)
     return suite
+
+
+def _case_repetitions(pw: str, pf: "_Fields", case_names: list[str], reps: int) -> dict[str, int]:
+    out = pf.get("case_repetitions", {})
+    for cname, n in out.items():
+        if cname not in case_names:
+            raise BadInput(f"{pw}.case_repetitions: no case named {cname!r}{did_you_mean(cname, case_names)}")
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= reps:
+            raise BadInput(f"{pw}.case_repetitions.{cname}: give a whole number from 1 to the profile's repetitions "
+                           f"({reps}), got {n!r}")
+    return dict(out)
 
 
 def load_suite_file(path: Path) -> Suite:

@@ -196,9 +196,12 @@ def test_the_serving_suite_measures_the_lab_host(lab, tmp_path):
 
 def _one_sweep_against_the_lab_host(rec: dict) -> None:
     """The load sweep ran against the lab's engine with --target: its on arms over the rates
-    (the lab host has one engine, so the off arms are skipped, saying why)."""
+    (the lab host has one engine, so the off arms are skipped, saying why), and the semantic
+    arms with the cache in front of it (the lab's Redis Cluster)."""
     cols = rec["series"]["points"]["columns"]
-    assert set(cols["arm"]) == {"prefix.on", "instrument.on"} and set(cols["level"]) <= {2.0, 4.0}
+    assert set(cols["arm"]) == {"prefix.on", "instrument.on", "semantic.on", "semantic.hash", "semantic.off",
+                                "semantic.oracle"} and set(cols["level"]) <= {2.0, 4.0}
+    assert "semantic.vs_hash.best_ttft_p95_change_pct" in rec["metrics"]
     assert all(v is not None and v > 0 for v in cols["ttft_p95_ms"]), cols["ttft_p95_ms"]
     assert "prefix.on.max_at_slo" in rec["metrics"] and "instrument.on.max_at_slo" in rec["metrics"]
     assert set(rec["details"]["skipped_arms"]) == {"prefix.off", "instrument.off"}

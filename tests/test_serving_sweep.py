@@ -5,6 +5,7 @@ the client's own measuring is tested in tests/test_serving_client.py."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -185,3 +186,34 @@ def test_a_trace_point_larger_than_the_sample_repeats_it_with_tokens_of_its_own(
     third = {tuple(r.prompt[:16]) for r in reqs[120:]}
     assert len(first) == 1 and first.isdisjoint(third)
     assert len({tuple(r.prompt) for r in reqs}) == 176
+
+
+def test_the_semantic_arms_answer_hits_from_the_cache_and_send_the_rest_to_the_engine(cluster, tmp_path):
+    """The semantic arms on a real Redis Cluster, the real embedding, and a server standing in
+    for the engine: the oracle arm answers every request from the cache (the engine sees none
+    of them, each TTFT is the lookup alone), the off arm sends every request to the engine,
+    and every semantic point starts from the same cache contents."""
+    from dataclasses import replace
+
+    from harness.experiments.serving import semantic_arms, sweep_case
+    from harness.target import LlmEndpoint
+    from tests.serving_fakes import FakeServer
+
+    fix = str(Path(__file__).parent / "fixtures" / "semantic" / "gptcache_small.json")
+    with FakeServer(gap_s=0.05, tokens=2) as srv:
+        ep = LlmEndpoint(srv.url, "smollm2", False, True)
+        ctx = _ctx(tmp_path, srv.url, rates=[4.0], point_requests=0, warmup_s=0.5, window_s=2.0,
+                   dataset=fix, insert_fraction=1.0, radii=[0, 1, 2], timeout_s=10.0)
+        ctx = replace(ctx, target=replace(cluster, engines={"uncached": ep}))
+        front = semantic_arms.SemanticArms(ctx, ctx.params)
+        try:
+            (oracle,) = sweep_case.sweep_arm(ctx, "semantic.oracle", ep, front, 128, 1)
+            after_oracle = srv.served
+            (off,) = sweep_case.sweep_arm(ctx, "semantic.off", ep, front, 128, 2)
+            (on,) = sweep_case.sweep_arm(ctx, "semantic.on", ep, front, 128, 3)
+        finally:
+            front.close()
+    assert after_oracle == 0 and oracle["cache_hit_pct"] == 100.0 and oracle["wrong_hits"] == 0, oracle
+    assert oracle["ttft_p95_ms"] < 100.0 and not oracle["invalid"], oracle  # a lookup only
+    assert off["cache_hit_pct"] == 0.0 and srv.served >= off["requests"] > 0, off
+    assert on["cache_hit_pct"] is not None and on["wrong_hits"] is not None, on

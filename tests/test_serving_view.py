@@ -68,3 +68,31 @@ def test_the_peer_table_says_which_client_is_late():
     assert "vLLM's client measured 13.6% later" in peer.note and "within 10%" in peer.note
     ttft = next(r for r in peer.rows if r[0] == "TTFT P50")
     assert ttft[1] < ttft[2]  # harness below vLLM's
+
+
+def test_the_sweep_shows_curves_knee_capacity_and_c3_against_the_curve():
+    """The load sweep's part of the report, from the stored record of a real local sweep (all
+    eight arms, one repetition): TTFT and goodput against load per arm, the knee marked where
+    an arm had one, the highest load at the SLO per arm, what each cache buys, and C3's
+    semantic-against-hash change at every rate."""
+    from harness.report.views import Chart
+
+    rec = Record.from_json(json.loads((FIX / "sweep_local_record.json").read_text())["record"])
+    suites = spec.load_all_suites()
+    srun = suites["serving"].as_run("local", 1, {c.name: {} for c in suites["serving"].cases})
+    run = RunData(Path("."), dict(HERE), [rec], {"serving": srun}, spec.load_claims(suites=suites))
+    blocks = views.build(run, analyze(run), "serving")
+    charts = {b.title: b for b in blocks if isinstance(b, Chart)}
+    tables = {b.title: b for b in blocks if isinstance(b, Table)}
+    ttft = charts["Load sweep: TTFT P95 against load (first repetition)"]
+    names = {s["name"] for s in ttft.series}
+    assert {"semantic cache in front", "prompt-hash cache in front", "prefix caching off (mechanism off)"} <= names
+    assert "one long prefix repeated, caching off: knee" in names  # the one arm that saturated
+    assert "Load sweep: Goodput (requests meeting the SLO per second) against load (first repetition)" in charts
+    cap = tables["Load sweep: the highest load at the SLO per arm"]
+    assert len(cap.rows) == 8 and cap.rows[0][0] == "prefix caching on" and "8" in str(cap.rows[0][1])
+    buys = {r[0]: r for r in tables["What the hit rate buys"].rows}
+    assert set(buys) == {"prefix", "instrument", "semantic"} and "2" in str(buys["prefix"][3])
+    c3 = tables["C3 against the curve: TTFT P95, semantic cache against the hash cache, at every load both ran "
+                "validly"]
+    assert len(c3.rows) == 3  # 4, 8 and 16 req/s

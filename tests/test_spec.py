@@ -44,6 +44,11 @@ def test_valid_spec_resolves_params_with_defaults():
     (lambda d: d["profiles"]["local"]["thresholds"][0].pop("reason"), "give the threshold a reason"),
     (lambda d: d["profiles"]["local"]["thresholds"][0].update(case="rbb"), "no case named 'rbb' (did you mean 'rb'?)"),
     (lambda d: d["profiles"]["local"].update(repetitions=0), "must be between 1 and 1000"),
+    (lambda d: d["profiles"]["local"].update(case_repetitions={"rb": 3}),
+     "case_repetitions.rb: give a whole number from 1 to the profile's repetitions (2), got 3"),
+    (lambda d: d["profiles"]["local"].update(case_repetitions={"rb": "one"}), "got 'one'"),
+    (lambda d: d["profiles"]["local"].update(case_repetitions={"rbb": 1}),
+     "case_repetitions: no case named 'rbb' (did you mean 'rb'?)"),
     (lambda d: d["cases"][0].update(driver="redis-bench"), "unknown driver 'redis-bench'"),
     (lambda d: d.update(target="none"), "needs a cluster; set target: cluster"),
     (lambda d: d.pop("cases"), "field 'cases' is missing"),
@@ -160,3 +165,17 @@ def test_specs_are_parsed_with_libyaml_where_it_is_installed():
     assert spec._LOADER is (yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
     with pytest.raises(spec.AliasRefused, match=r"aliases \(\*a\).*line 2"):
         spec.parse_yaml_text("x: &a [1]\ny: *a\n", "t")
+
+
+def test_a_case_the_profile_repeats_less_runs_its_own_repetitions_unless_repeat_is_given():
+    """serving's local profile runs the load sweep once and its other cases twice; --repeat
+    gives every case the same number; the stored suite keeps the case's own number."""
+    from harness.selection import plan
+
+    (p,) = plan(["serving"], profile="local", log=lambda m: None)
+    assert p.reps("sweep") == 1 and p.reps("prefix-cache") == 2 and p.repetitions == 2
+    assert spec.SuiteRun.from_json("serving", p.run.to_json()).reps(p.run.cases[-1]) == 1
+    (again,) = plan(["serving"], profile="local", repeat=3, log=lambda m: None)
+    assert again.reps("sweep") == 3 and again.reps("prefix-cache") == 3
+    s = parse(lambda d: d["profiles"]["local"].update(case_repetitions={"rb": 1}))
+    assert s.as_run("local", 2, {"rb": {}}).cases[0].repetitions == 1

@@ -18,11 +18,14 @@ CLIENT = "harness/experiments/serving/client.py"
 PEER = "harness/experiments/serving/peer_case.py"
 SWEEP = "harness/experiments/serving/sweep.py"
 SWEEP_CASE = "harness/experiments/serving/sweep_case.py"
+SEMANTIC_ARMS = "harness/experiments/serving/semantic_arms.py"
 C1 = ("serving/prefix-cache trace.on.engine_hit_pct",)
 C2 = "serving/semantic-e2e semantic_cache.net_hit_rate_pct"
 C3 = "serving/semantic-e2e ttft.p95_change_semantic_vs_hash_pct"
 I23 = ("serving/client-vs-vllm peer.ttft_p50_absdiff_pct", "serving/client-vs-vllm peer.tpot_p50_absdiff_pct")
 I25 = ("serving/sweep prefix.capacity_gain_x",)
+C3_CURVE = ("serving/sweep semantic.vs_hash.best_ttft_p95_change_pct",)
+SEMANTIC_ONLY = ("sweep.arms=[semantic.on, semantic.hash, semantic.off, semantic.oracle]",)
 
 MUTATIONS = [
     Mutation(
@@ -82,4 +85,19 @@ MUTATIONS = [
         edits=(Edit(SWEEP_CASE, 'ENGINE_OF = {"prefix.on": 0, "instrument.on": 0, "prefix.off": 1, "instrument.off": 1}\n',
                     'ENGINE_OF = {"prefix.on": 0, "instrument.on": 0, "prefix.off": 0, "instrument.off": 0}\n'),),
         run="serving/sweep", checks=I25, timeout_s=1200),
+    Mutation(
+        name="serving/sweep-oracle-store-empty",
+        claim="C3", kind="blinded",
+        what="the sweep's oracle cache (the instrument) is never filled: every oracle request goes to the engine, "
+             "so the curve cannot show what a hit costs",
+        edits=(Edit(SEMANTIC_ARMS, '        elif mode == "oracle_cache" and not self._oracle_filled:\n',
+                    '        elif False:\n'),),
+        run="serving/sweep", checks=C3_CURVE, sets=SEMANTIC_ONLY, timeout_s=1200),
+    Mutation(
+        name="serving/sweep-semantic-key-without-embedding",
+        claim="C3", kind="stand-in",
+        what="the semantic arm's key is an exact hash of the text, no embedding (a similarity hash with no "
+             "embedding): the semantic cache becomes the hash cache",
+        edits=(Edit(SEMANTIC_ARMS, '"stream": "test", ', '"stream": "test", "signature": "exact", '),),
+        run="serving/sweep", checks=C3_CURVE, sets=SEMANTIC_ONLY, timeout_s=1200),
 ]

@@ -30,8 +30,10 @@ def client_vs_vllm(ctx: CaseContext) -> CaseOutcome:
     return peer_case.run(ctx)
 
 
-@register("serving-sweep", params=sweep_case.PARAMS, engines=("cached", "uncached"), check=sweep_case.check,
-          description="a load sweep per arm (prefix caching on/off, and a repeated long prefix as the instrument): "
+@register("serving-sweep", params=sweep_case.PARAMS, needs="cluster", engines=("cached", "uncached"),
+          check=sweep_case.check,
+          description="a load sweep per arm (prefix caching on/off, and a repeated long prefix as the instrument; "
+                      "the semantic cache, the hash cache, no cache and the oracle cache in front of the engine): "
                       "open-loop rates or closed-loop users, each point's load checked to be the load configured, "
                       "stopping one point past the knee; the highest load at the SLO per arm and what the cache buys")
 def load_sweep(ctx: CaseContext) -> CaseOutcome:

@@ -117,7 +117,9 @@ def point_stats(everything: list[Result], level: float, warmup_s: float, window_
     n = len(results)
     ok = [r for r in results if r.status == "ok"]
     met = [r for r in ok if slo.met(r)]
-    sent = sum(r.late_ms is not None for r in results)
+    # sent in the window itself: a request scheduled after it (a Poisson schedule may run past
+    # its span) is measured, but its answer would count against the next window
+    sent = sum(r.late_ms is not None and r.scheduled_s < warmup_s + window_s for r in results)
     # the window's answers, shifted by the point's median time in the system: a server that
     # keeps up answers what it was sent one latency later, however long that latency is
     lag = stats.median([r.e2e_ms / 1000 for r in ok if r.e2e_ms is not None]) if ok else 0.0

@@ -11,7 +11,12 @@ Arms (each on the same levels, one after the other):
 - prefix.on / prefix.off: the workload to the engine with prefix caching on ("cached") and off
   ("uncached": the mechanism-off control);
 - instrument.on / instrument.off: one long prefix asked again and again at the same rates (a
-  workload whose capacity a prefix cache must raise: the instrument of the capacity gain).
+  workload whose capacity a prefix cache must raise: the instrument of the capacity gain);
+- semantic.on / semantic.hash / semantic.off / semantic.oracle: the semantic-cache suite's
+  query stream through a cache in front of the engine (harness.experiments.serving.semantic_arms):
+  the semantic cache, the prompt-hash cache (C3's baseline), no cache (the control) and the
+  oracle cache (the instrument). C3 (P95 TTFT, semantic against hash) is judged against the
+  curve: per rate both ran validly, and at the rate where the cut was largest.
 
 Workloads (`workload`): the Mooncake trace (a session sample, its timestamps scaled to each
 rate), multi-turn sessions from the seeded generator (harness.experiments.serving.sessions;
@@ -33,14 +38,15 @@ from harness import serving_engine
 from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, input_path
 from harness.errors import BadInput
 from harness.experiments.kv_trace import trace as kvtrace
+from harness.experiments.semantic_cache import ttft_case
 
-from . import client, engines, replay, sessions, sweep, sweep_run
+from . import client, engines, replay, semantic_arms, sessions, sweep, sweep_run
 
-ARMS = ("prefix.on", "prefix.off", "instrument.on", "instrument.off")
+ARMS = ("prefix.on", "prefix.off", "instrument.on", "instrument.off", *semantic_arms.ARMS)
 WORKLOADS = ("trace", "sessions", "file")
 
 PARAMS = {
-    "arms": Param(list, ["prefix.on", "prefix.off", "instrument.on", "instrument.off"], "the arms swept", ARMS),
+    "arms": Param(list, list(ARMS), "the arms swept", ARMS),
     "workload": Param(str, "trace", "what the prefix arms send: the Mooncake trace, generated multi-turn "
                       "sessions, or the user's sessions_file", choices=WORKLOADS),
     "mode": Param(str, "open", "open loop at `rates`, or closed loop at `concurrencies`", choices=("open", "closed")),
@@ -79,6 +85,7 @@ PARAMS = {
     "timeout_s": Param(float, 60.0, "a request's own time limit", min=1.0),
     "stall_s": Param(float, 20.0, "no byte for this long mid-stream: the request stalled", min=0.5),
     "seed": Param(int, 0, "seed of the workloads' tokens and arrivals (each point and repetition adds its own)"),
+    **semantic_arms.PARAMS,
 }
 
 
@@ -93,6 +100,8 @@ def check(where: str, p: dict) -> None:
         raise BadInput(f"{where}: workload=file needs sessions_file=PATH (JSONL: session, at_s, prompt)")
     if not (p["slo_ttft_p95_ms"] or p["slo_tpot_p95_ms"]):
         raise BadInput(f"{where}: give the SLO at least one bound: slo_ttft_p95_ms or slo_tpot_p95_ms")
+    if any(a in semantic_arms.ARMS for a in p["arms"]):
+        ttft_case.check(where, p)
 
 
 def slo_of(p: dict) -> sweep.Slo:
@@ -122,6 +131,15 @@ class Workloads:
                             "output_length": int(s.output_len[i]),
                             "hash_ids": s.blocks[s.offsets[i]:s.offsets[i + 1]].tolist()} for i in range(s.n_requests)]
         return self._trace
+
+    def reset(self, arm: str) -> None:
+        """Nothing to reset: every point sends tokens of its own."""
+
+    def serving(self, arm: str):
+        return engine_serve
+
+    def figures(self, results: list[client.Result], warmup_s: float) -> dict:
+        return {}
 
     def requests(self, arm: str, rate: float, span_s: float, salt: int, block: int) -> list[client.Request]:
         n = max(2, round(rate * span_s))
@@ -191,10 +209,11 @@ def engine_serve(sess, ep, lim) -> sweep_run.Serve:
     return serve
 
 
-async def run_point(ep, reqs: list[client.Request], p: dict, users: int | None) -> list[client.Result]:
+async def run_point(ep, reqs: list[client.Request], p: dict, users: int | None,
+                    make_serve=engine_serve) -> list[client.Result]:
     lim = client.limits(p["timeout_s"], p["stall_s"])
     async with client.session() as sess:
-        serve = engine_serve(sess, ep, lim)
+        serve = make_serve(sess, ep, lim)
         if users is None:
             return await sweep_run.open_loop(reqs, serve, p["timeout_s"])
         return await sweep_run.closed_loop(reqs, serve, users, p["warmup_s"] + p["window_s"], p["timeout_s"])
@@ -209,8 +228,10 @@ def timing(p: dict, level: float) -> tuple[float, float]:
     return p["warmup_s"], p["window_s"]
 
 
-def sweep_arm(ctx: CaseContext, arm: str, ep, loads: Workloads, block: int, salt: int) -> list[dict]:
-    """Every point of one arm, climbing until one past the knee: one row per point."""
+def sweep_arm(ctx: CaseContext, arm: str, ep, loads, block: int, salt: int) -> list[dict]:
+    """Every point of one arm, climbing until one past the knee: one row per point. `loads`
+    gives each point's requests and how they are served (Workloads: straight to the engine;
+    semantic_arms.SemanticArms: through a cache in front of it)."""
     p = ctx.params
     levels = p["rates"] if p["mode"] == "open" else p["concurrencies"]
     points, rows = [], []
@@ -218,15 +239,17 @@ def sweep_arm(ctx: CaseContext, arm: str, ep, loads: Workloads, block: int, salt
         warmup, window = timing(p, float(level))
         rate = float(level) if p["mode"] == "open" else 50.0 * level  # closed loop: enough requests
         reqs = loads.requests(arm, rate, warmup + window, salt + 7919 * (k + 1), block)
+        loads.reset(arm)
         before = engines.Counters.read(ep)
         pp = dict(p, warmup_s=warmup, window_s=window)
-        results = asyncio.run(run_point(ep, reqs, pp, None if p["mode"] == "open" else int(level)))
+        results = asyncio.run(run_point(ep, reqs, pp, None if p["mode"] == "open" else int(level), loads.serving(arm)))
         served = sum(r.prompt_tokens or 0 for r in results if r.status == "ok")
         counts = before.delta(engines.Counters.read(ep), served, arm.endswith(".on") and ep.prefix_caching is not False)
-        offered = (sum(r.at_s >= warmup for r in reqs) / window) if p["mode"] == "open" else None
+        offered = (sum(warmup <= r.at_s < warmup + window for r in reqs) / window) if p["mode"] == "open" else None
         st = sweep.point_stats(results, float(level), warmup, window, slo_of(p), rules_of(p), offered)
         points.append(st)
-        rows.append(_row(arm, st, counts, served, warmup + window))
+        rows.append({**_row(arm, st, counts, served, warmup + window), **_cache_row(loads.figures(results, warmup),
+                                                                                   results, warmup, window)})
         ctx.log(f"{arm} at {level:g}{' req/s' if p['mode'] == 'open' else ' users'}: ttft p95 "
                 f"{st.ttft_p95_ms or 0:.0f} ms, goodput {st.goodput_rps:.2f} req/s"
                 + (f"; invalid: {st.invalid}" if st.invalid else "") + (f"; saturated: {st.saturated}"
@@ -247,9 +270,29 @@ def _row(arm: str, st: sweep.PointStats, counts: engines.Counters, served: int, 
             "_stats": st}
 
 
+def _cache_row(fig: dict, results: list[client.Result], warmup: float, window: float) -> dict:
+    """A cache in front of the engine (the semantic arms): its correct hits (% of the point's
+    measured requests), wrong hits, and the prompt tokens its hits kept from the engine per
+    second (hits per second x the mean prompt the engine served at that point); None elsewhere."""
+    if not fig:
+        return {"cache_hit_pct": None, "wrong_hits": None, "cache_saved_tokens_per_s": None}
+    served = [r.prompt_tokens for r in sweep.measured(results, warmup) if r.status == "ok" and r.prompt_tokens]
+    saved = fig["cache_hits"] / window * (sum(served) / len(served)) if served else None
+    return {"cache_hit_pct": fig["cache_hit_pct"], "wrong_hits": fig["wrong_hits"], "cache_saved_tokens_per_s": saved}
+
+
 # ---- the case -------------------------------------------------------------------------------
 
 ENGINE_OF = {"prefix.on": 0, "instrument.on": 0, "prefix.off": 1, "instrument.off": 1}
+
+
+def engine_of(arm: str, on, off):
+    """The engine an arm sends to: the semantic arms' is the one with prefix caching off where
+    the run has one (so that the cache in front is the only cache between them), else the one
+    there is."""
+    if arm in semantic_arms.ARMS:
+        return off or on
+    return (on, off)[ENGINE_OF[arm]]
 
 
 def run(ctx: CaseContext) -> CaseOutcome:
@@ -263,16 +306,21 @@ def run(ctx: CaseContext) -> CaseOutcome:
     salt = p["seed"] * 1_000_003 + ctx.repetition
     rows: list[dict] = []
     skipped: dict[str, str] = {}
-    for arm in p["arms"]:
-        ep = (on, off)[ENGINE_OF[arm]]
-        if ep is None:
-            skipped[arm] = "no engine with prefix caching off (a server the user points at has no off arm)"
-            continue
-        rows += sweep_arm(ctx, arm, ep, loads, block, salt)
-        try:
-            engines.require(ep)
-        except engines.EngineDown as e:
-            return CaseOutcome("failed", f"the engine stopped answering during {arm}: {e}")
+    front = semantic_arms.SemanticArms(ctx, p) if any(a in semantic_arms.ARMS for a in p["arms"]) else None
+    try:
+        for arm in p["arms"]:
+            ep = engine_of(arm, on, off)
+            if ep is None:
+                skipped[arm] = "no engine with prefix caching off (a server the user points at has no off arm)"
+                continue
+            rows += sweep_arm(ctx, arm, ep, front if arm in semantic_arms.ARMS else loads, block, salt)
+            try:
+                engines.require(ep)
+            except engines.EngineDown as e:
+                return CaseOutcome("failed", f"the engine stopped answering during {arm}: {e}")
+    finally:
+        if front is not None:
+            front.close()
     return outcome(ctx, rows, skipped, loads)
 
 
@@ -301,15 +349,25 @@ def outcome(ctx: CaseContext, rows: list[dict], skipped: dict, loads: Workloads)
         m[f"{arm}.points"] = Metric(len(pts), "points", None)
         m[f"{arm}.invalid_points"] = Metric(sum(bool(x.invalid) for x in pts), "points", "lower",
                                             "points whose load sent was not the load configured")
-    for cache in ("prefix", "instrument"):
+    m.update(wrong_hits(rows))
+    for cache in ("prefix", "instrument", "semantic"):
         m.update(buys(cache, rows, by_arm, unit))
+    versus, c3 = against_hash(by_arm, unit)
+    m.update(c3)
     cols = [c for c in rows[0] if c != "_stats"] if rows else []
     series = {"points": Series({c: [r[c] for r in rows] for c in cols},
                                {"level": unit, "offered_rps": "req/s", "sent_rps": "req/s", "completed_rps": "req/s",
                                 "goodput_rps": "req/s", "met_pct": "%", "late_p95_ms": "ms", "ttft_p50_ms": "ms",
                                 "ttft_p95_ms": "ms", "tpot_p95_ms": "ms", "engine_hit_pct": "%",
-                                "hit_tokens_per_s": "tokens/s"},
+                                "hit_tokens_per_s": "tokens/s", "cache_hit_pct": "%", "wrong_hits": "requests",
+                                "cache_saved_tokens_per_s": "tokens/s"},
                                "one row per point of every arm")} if rows else {}
+    if versus:
+        series["semantic_vs_hash"] = Series({c: [v[c] for v in versus] for c in versus[0]},
+                                            {"level": unit, "semantic_p95_ms": "ms", "hash_p95_ms": "ms",
+                                             "change_pct": "%"},
+                                            "C3 against the curve: TTFT P95, semantic cache against the hash "
+                                            "cache, at every load both ran validly")
     details = {"slo": slo_of(p).text(), "mode": p["mode"], "skipped_arms": skipped,
                "workload": p["workload"], "unit": unit}
     if p["workload"] == "sessions":
@@ -341,14 +399,59 @@ def buys(cache: str, rows: list[dict], by_arm: dict, unit: str) -> dict[str, Met
             m[f"{cache}.ttft_p95_change_pct"] = Metric(100.0 * (a.ttft_p95_ms - b.ttft_p95_ms) / b.ttft_p95_ms, "%",
                                                        "lower", f"TTFT P95, cache on against off, at {lv:g} {unit} "
                                                        f"(the highest load both ran validly)")
-    hits = [r["engine_hit_pct"] for r in rows if r["arm"] == f"{cache}.on" and r["engine_hit_pct"] is not None]
+    front = cache == "semantic"  # a cache in front of the engine: its own hits, not the engine's
+    col, saved = ("cache_hit_pct", "cache_saved_tokens_per_s") if front else ("engine_hit_pct", "hit_tokens_per_s")
+    hits = [r[col] for r in rows if r["arm"] == f"{cache}.on" and r[col] is not None]
     if hits:
-        m[f"{cache}.on.engine_hit_pct"] = Metric(sum(hits) / len(hits), "%", None,
-                                                 "the engine's own prefix-cache hit rate, mean over the on arm's points")
+        m[f"{cache}.on.{col}"] = Metric(sum(hits) / len(hits), "%", None,
+                                        ("the cache's correct hits" if front else "the engine's own prefix-cache hit "
+                                         "rate") + ", mean over the on arm's points")
     if best_on:
         row = next(r for r in rows if r["arm"] == f"{cache}.on" and r["_stats"] is best_on)
-        if row["hit_tokens_per_s"] is not None:
-            m[f"{cache}.prefill_tokens_saved_per_s"] = Metric(row["hit_tokens_per_s"], "tokens/s", "higher",
-                                                              f"prompt tokens the engine took from its cache per "
-                                                              f"second, at {best_on.level:g} {unit}")
+        if row[saved] is not None:
+            m[f"{cache}.prefill_tokens_saved_per_s"] = Metric(
+                row[saved], "tokens/s", "higher",
+                ("prompt tokens the cache's hits kept from the engine per second (hits x the mean prompt the engine "
+                 "served)" if front else "prompt tokens the engine took from its cache per second")
+                + f", at {best_on.level:g} {unit}")
     return m
+
+
+def wrong_hits(rows: list[dict]) -> dict[str, Metric]:
+    """Per arm of a cache in front of the engine: its wrong hits (answers of another question,
+    served by the engine instead) over every point's measured requests."""
+    m: dict[str, Metric] = {}
+    for arm in semantic_arms.ARMS:
+        mine = [r for r in rows if r["arm"] == arm and r["wrong_hits"] is not None]
+        n = sum(r["requests"] for r in mine)
+        if n:
+            m[f"{arm}.wrong_hit_pct"] = Metric(100.0 * sum(r["wrong_hits"] for r in mine) / n, "%", "lower",
+                                               f"wrong hits over the {n} measured requests of the arm's points")
+    return m
+
+
+def against_hash(by_arm: dict, unit: str) -> tuple[list[dict], dict[str, Metric]]:
+    """C3 against the curve: at every load the semantic and the hash cache both ran validly,
+    the semantic cache's TTFT P95 against the hash cache's; the largest cut, and every arm's
+    P95 at that load (the controls: no cache there, and the oracle cache)."""
+    sem, hsh = by_arm.get("semantic.on"), by_arm.get("semantic.hash")
+    if not sem or not hsh:
+        return [], {}
+    at = {a: {x.level: x for x in pts if not x.invalid and x.ttft_p95_ms} for a, pts in by_arm.items()}
+    versus = [{"level": lv, "semantic_p95_ms": at["semantic.on"][lv].ttft_p95_ms,
+               "hash_p95_ms": at["semantic.hash"][lv].ttft_p95_ms,
+               "change_pct": 100.0 * (at["semantic.on"][lv].ttft_p95_ms / at["semantic.hash"][lv].ttft_p95_ms - 1)}
+              for lv in sorted(set(at["semantic.on"]) & set(at["semantic.hash"]))]
+    if not versus:
+        return [], {}
+    best = min(versus, key=lambda v: v["change_pct"])
+    m = {"semantic.vs_hash.best_ttft_p95_change_pct": Metric(
+        best["change_pct"], "%", "lower", f"TTFT P95, semantic cache against the hash cache, at the load where the "
+        f"cut was largest ({best['level']:g} {unit}; the changes at every load: series semantic_vs_hash)"),
+         "semantic.vs_hash.best_level": Metric(best["level"], unit, None, "the load of that largest cut")}
+    for a in semantic_arms.ARMS:
+        x = at.get(a, {}).get(best["level"])
+        if x is not None:
+            m[f"{a}.ttft_p95_at_best_ms"] = Metric(x.ttft_p95_ms, "ms", "lower" if a != "semantic.off" else None,
+                                                   f"TTFT P95 of {a} at {best['level']:g} {unit}")
+    return versus, m
