@@ -169,7 +169,8 @@ def test_c3_against_the_curve_turns_with_its_controls():
     assert SWEEP_LOCAL[metric] > -10, SWEEP_LOCAL
     assert judge("C3", "sweep", SWEEP_LOCAL) == {metric: Outcome.NOT_REPRODUCED}
     off = SWEEP_LOCAL["semantic.off.ttft_p95_at_best_ms"]
-    blind = judge("C3", "sweep", SWEEP_LOCAL, semantic__oracle__ttft_p95_at_best_ms=off)
+    blind = judge("C3", "sweep", SWEEP_LOCAL, semantic__oracle__ttft_p95_pooled_ms=SWEEP_LOCAL[
+        "semantic.off.ttft_p95_pooled_ms"])
     assert blind[metric] is Outcome.INCONCLUSIVE
     cut = {"semantic.vs_hash.best_ttft_p95_change_pct": -50.0, "semantic.on.ttft_p95_at_best_ms": off / 2}
     assert judge("C3", "sweep", SWEEP_LOCAL, **{k.replace(".", "__"): v for k, v in cut.items()}) == \

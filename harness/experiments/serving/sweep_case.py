@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import math
 
-from harness import serving_engine
+from harness import serving_engine, stats
 from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, input_path
 from harness.errors import BadInput
 from harness.experiments.kv_trace import trace as kvtrace
@@ -249,7 +249,9 @@ def sweep_arm(ctx: CaseContext, arm: str, ep, loads, block: int, salt: int) -> l
         st = sweep.point_stats(results, float(level), warmup, window, slo_of(p), rules_of(p), offered)
         points.append(st)
         rows.append({**_row(arm, st, counts, served, warmup + window), **_cache_row(loads.figures(results, warmup),
-                                                                                   results, warmup, window)})
+                                                                                   results, warmup, window),
+                     "_ttft": [r.ttft_ms for r in sweep.measured(results, warmup)
+                               if r.status == "ok" and r.ttft_ms is not None]})
         ctx.log(f"{arm} at {level:g}{' req/s' if p['mode'] == 'open' else ' users'}: ttft p95 "
                 f"{st.ttft_p95_ms or 0:.0f} ms, goodput {st.goodput_rps:.2f} req/s"
                 + (f"; invalid: {st.invalid}" if st.invalid else "") + (f"; saturated: {st.saturated}"
@@ -353,8 +355,9 @@ def outcome(ctx: CaseContext, rows: list[dict], skipped: dict, loads: Workloads)
     for cache in ("prefix", "instrument", "semantic"):
         m.update(buys(cache, rows, by_arm, unit))
     versus, c3 = against_hash(by_arm, unit)
+    c3.update(pooled_p95(rows) if c3 else {})
     m.update(c3)
-    cols = [c for c in rows[0] if c != "_stats"] if rows else []
+    cols = [c for c in rows[0] if not c.startswith("_")] if rows else []
     series = {"points": Series({c: [r[c] for r in rows] for c in cols},
                                {"level": unit, "offered_rps": "req/s", "sent_rps": "req/s", "completed_rps": "req/s",
                                 "goodput_rps": "req/s", "met_pct": "%", "late_p95_ms": "ms", "ttft_p50_ms": "ms",
@@ -427,6 +430,19 @@ def wrong_hits(rows: list[dict]) -> dict[str, Metric]:
         if n:
             m[f"{arm}.wrong_hit_pct"] = Metric(100.0 * sum(r["wrong_hits"] for r in mine) / n, "%", "lower",
                                                f"wrong hits over the {n} measured requests of the arm's points")
+    return m
+
+
+def pooled_p95(rows: list[dict]) -> dict[str, Metric]:
+    """Per semantic arm, the TTFT P95 over every measured request of its valid points (the
+    instrument's comparison: more requests than one point's)."""
+    m: dict[str, Metric] = {}
+    for arm in semantic_arms.ARMS:
+        ttft = [t for r in rows if r["arm"] == arm and not r["invalid"] for t in r["_ttft"]]
+        if ttft:
+            m[f"{arm}.ttft_p95_pooled_ms"] = Metric(stats.percentile(ttft, 95), "ms", None,
+                                                    f"TTFT P95 over the {len(ttft)} measured requests of the arm's "
+                                                    f"valid points")
     return m
 
 
