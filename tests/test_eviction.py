@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from harness.errors import BadInput
+from harness.experiments import lruk
 from harness.experiments.eviction import reference, simulate, traces
 from harness.experiments.eviction.redis_replay import GET_OR_SET, key_names, parse_info, raw_info, replay
 
@@ -102,6 +103,23 @@ def test_library_matches_reference(real20k, policy):
             assert abs(int(lib.sum()) - int(ref.sum())) <= 0.02 * len(ids)
         else:
             assert np.array_equal(lib, ref), f"{policy} at {cap}: first difference at {np.nonzero(lib != ref)[0][:1]}"
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+@pytest.mark.parametrize("admit_lfu", [False, True])
+@pytest.mark.parametrize("ttl_ms", [None, 30.0])
+def test_lruk_loop_matches_its_reference_with_every_option(k, admit_lfu, ttl_ms):
+    """The LRU-K both suites share (harness/experiments/lruk.py): the fast loop and the scan
+    reference give the same hits with and without a TTL and LFU admission (the hybrid)."""
+    rng = np.random.default_rng(k + 10 * admit_lfu + (100 if ttl_ms else 0))
+    ids = traces.zipf_trace(3000, 300, 0.9, int(rng.integers(1000))).ids.tolist()
+    times = np.cumsum(rng.choice([0, 0, 1, 4, 25], size=len(ids))).astype(float).tolist()
+    for cap in (1, 7, 60):
+        fast = lruk.lruk_hits(ids, cap, k, times, ttl_ms, admit_lfu=admit_lfu)
+        ref = lruk.RefLRUK(cap, k, ttl_ms, admit_lfu=admit_lfu)
+        slow = [ref.access(x, t, None, times[t]) for t, x in enumerate(ids)]
+        assert fast.tolist() == slow, (cap, np.nonzero(fast != np.array(slow))[0][:1])
+        assert 0 < sum(slow) < len(ids)
 
 
 def test_shipped_wtinylfu_window_is_empty_below_100_objects(real20k):

@@ -230,3 +230,48 @@ def test_per_second_counts_that_do_not_fit_the_runtime_are_refused():
 def test_too_few_keys_for_the_load_generators_is_bad_input():
     with pytest.raises(BadInput, match="key_maximum=2 cannot be split between 3"):
         memtier_fleet.key_ranges(2, 3)
+
+
+def test_the_fleet_runs_one_memtier_per_host_from_one_start_in_each_hosts_clock(tmp_path, monkeypatch):
+    """run_fleet over two hosts with the SSH side stood in (run_tool, the clock offsets): each
+    host's files are memtier-on-HOST.*, its command waits for the shared start in its own clock
+    (START_GATE, the start plus its offset) with the gate's lead added to its timeout, and a
+    host that fails is named in the failure."""
+    from types import SimpleNamespace as NS
+
+    from harness.experiments.redis_cluster import drivers
+    from harness.process import ToolRun
+
+    calls = []
+
+    def run_tool(cmd, raw_dir, name, timeout, env=None, *, host=None, secrets=(), processes=None):
+        calls.append((cmd, name, timeout, host.name))
+        for ext in ("cmd", "stdout", "stderr"):
+            (raw_dir / f"{name}.{ext}").write_text("")
+        if host.name == "lg-1":
+            out = next(a.split("=", 1)[1] for a in cmd if a.startswith("--json-out-file="))
+            (tmp_path / "raw" / out.rsplit("/", 1)[1]).write_text((REC / "multi" / "lg1.json").read_text())
+        return ToolRun(cmd, 0 if host.name == "lg-1" else 1, "", f"{memtier_fleet.REPLAY_MARK} x\nboom", 0.1, False, [])
+
+    monkeypatch.setattr(memtier_fleet, "run_tool", run_tool)
+    monkeypatch.setattr(memtier_fleet, "clock_offset_ms", lambda h: (250.0 if h.name == "lg-1" else -40.0, 1.0))
+    (tmp_path / "raw").mkdir()
+    target = NS(entry=NS(host="10.0.0.1", port=7000), password="pw", kind="cluster",
+                load_generators=[NS(name="lg-1"), NS(name="lg-2")])
+    ctx = NS(target=target, raw_dir=tmp_path / "raw", raw_path=lambda n: tmp_path / "raw" / n)
+    params = {k: v.default for k, v in drivers.MEMTIER_PARAMS.items()}
+    sent = memtier_fleet.time.time()
+    got = memtier_fleet.run_fleet(ctx, params, "memtier")
+    assert [(c[1], c[3], c[2]) for c in calls] == [("memtier-on-lg-1", "lg-1", params["timeout_s"] + 3.0),
+                                                   ("memtier-on-lg-2", "lg-2", params["timeout_s"] + 3.0)]
+    starts = [float(c[0][3]) for c in calls]  # the shared start in each host's clock
+    assert starts[0] - starts[1] == pytest.approx(0.29, abs=0.002)
+    assert -0.01 < starts[0] - 0.25 - memtier_fleet.START_LEAD_S - sent < 1  # the lead after the offsets are read
+    assert calls[0][0][:3] == ["python3", "-c", memtier_fleet.START_GATE] and calls[0][0][4] == "memtier_benchmark"
+    assert f"--hdr-file-prefix={tmp_path / 'raw' / 'memtier-on-lg-1'}" in calls[0][0]
+    assert "--key-minimum=1" in calls[0][0] and f"--key-minimum={params['key_maximum'] // 2 + 1}" in calls[1][0]
+    assert [(r.host, r.offset_ms) for r in got.runs] == [("lg-1", 250.0)]
+    assert got.failure.startswith("lg-2: memtier_benchmark exited with code 1: ")
+    assert set(got.commands) == {"memtier on lg-1", "memtier on lg-2"} and "pw" not in str(got.commands)
+    assert got.replayed == [f"lg-1: {memtier_fleet.REPLAY_MARK} x", f"lg-2: {memtier_fleet.REPLAY_MARK} x"]
+    assert (tmp_path / "raw" / "memtier-on-lg-1.json").exists()

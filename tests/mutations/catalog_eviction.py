@@ -10,6 +10,7 @@ from __future__ import annotations
 from tests.mutations.framework import Edit, Mutation
 
 SIM = "harness/experiments/eviction/simulate.py"
+LRUK = "harness/experiments/lruk.py"  # the hybrid's loop (simulate.hybrid_hits calls it)
 TRACES = "harness/experiments/eviction/traces.py"
 DRIVERS = "harness/experiments/eviction/drivers.py"
 REPLAY = "harness/experiments/eviction/redis_replay.py"
@@ -40,8 +41,9 @@ MUTATIONS = [
         claim="C18", kind="broken",
         what="the hybrid's simulator forgets an evicted key's access count (the LFU admission's history), "
              "so a returning key competes as new",
-        edits=(Edit(SIM, "                del hist[victim], prio[victim]\n",
-                    "                del hist[victim], prio[victim], count[victim]\n"),),
+        edits=(Edit(LRUK, "                drop(victim)\n",
+                    "                drop(victim)\n                if count is not None:\n"
+                    "                    del count[victim]\n"),),
         run="eviction/simulate", checks=(HYBRID_HIT, HYBRID_TAIL), sets=SIM_SETS, timeout_s=240),
     Mutation(
         name="eviction/hit-counter-blinded",

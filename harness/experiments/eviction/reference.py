@@ -5,12 +5,16 @@ only. Every policy counts capacity in objects (all objects have size 1), admits 
 unless it says otherwise, and forgets an object's history when the object is evicted
 (as libCacheSim's LRU, LFU and LRU-K do).
 
-`run(policy, ids, nxt)` returns one boolean per request: hit or miss.
+`run(policy, ids, nxt)` returns one boolean per request: hit or miss. LRU-K and the hybrid
+(LRU-K eviction, LFU admission) are the reference shared with the kv-trace suite,
+harness/experiments/lruk.py (RefLRUK, RefHybrid).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import OrderedDict
+
+from harness.experiments.lruk import RefHybrid, RefLRUK
 
 INF = float("inf")
 
@@ -47,59 +51,6 @@ class RefLFU:
             victim = min(self.freq, key=lambda k: (self.freq[k], self.since[k]))
             del self.freq[victim], self.since[victim]
         self.freq[key], self.since[key] = 1, t
-        return False
-
-
-class RefLRUK:
-    """LRU-K (O'Neil et al. 1993) without retained history: objects seen fewer than K times
-    since insertion go first, oldest insertion first; otherwise evict the object whose K-th
-    most recent access is the oldest."""
-
-    def __init__(self, capacity: int, k: int = 2):
-        self.cap, self.k, self.hist, self.inserted = capacity, k, {}, {}
-
-    def access(self, key, t, nxt=None) -> bool:
-        if key in self.hist:
-            h = self.hist[key]
-            h.append(t)
-            if len(h) > self.k:
-                h.popleft()
-            return True
-        if len(self.hist) >= self.cap:
-            young = [k for k, h in self.hist.items() if len(h) < self.k]
-            if young:
-                victim = min(young, key=lambda k: self.inserted[k])
-            else:
-                victim = min(self.hist, key=lambda k: self.hist[k][0])
-            del self.hist[victim], self.inserted[victim]
-        self.hist[key], self.inserted[key] = deque([t]), t
-        return False
-
-
-class RefHybrid:
-    """The hybrid of this experiment: LRU-K eviction with LFU admission.
-
-    Eviction order is RefLRUK's (K = `k`). Every key's access count over the whole trace
-    so far is kept, also after eviction (the LFU part). On a miss in a full cache the new
-    object is admitted only if its count (this request included) is higher than the count
-    of the LRU-K victim; otherwise it is not cached and the victim stays.
-    """
-
-    def __init__(self, capacity: int, k: int = 2):
-        self.lruk = RefLRUK(capacity, k)
-        self.count: dict = {}
-
-    def access(self, key, t, nxt=None) -> bool:
-        self.count[key] = self.count.get(key, 0) + 1
-        c = self.lruk
-        if key in c.hist or len(c.hist) < c.cap:
-            return c.access(key, t)
-        young = [k for k, h in c.hist.items() if len(h) < c.k]
-        victim = min(young, key=lambda k: c.inserted[k]) if young else min(c.hist, key=lambda k: c.hist[k][0])
-        if self.count[key] <= self.count[victim]:
-            return False
-        del c.hist[victim], c.inserted[victim]
-        c.hist[key], c.inserted[key] = deque([t]), t
         return False
 
 

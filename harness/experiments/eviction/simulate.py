@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.experiments.lruk import lruk_hits
+
 # name -> (libCacheSim class name, keyword arguments); the order is the report's order
 LIB_POLICIES = {
     "lru": ("LRU", {}),
@@ -23,7 +25,7 @@ LIB_POLICIES = {
     "s3fifo": ("S3FIFO", {}),
     "wtinylfu": ("WTinyLFU", {}),
 }
-PY_POLICIES = ("hybrid", "opt")  # implemented here (fast) and in reference.py (slow)
+PY_POLICIES = ("hybrid", "opt")  # fast loops here (the hybrid's in ../lruk.py), references in reference.py
 ALL_POLICIES = tuple(LIB_POLICIES) + PY_POLICIES
 CONTROL_POLICY = "random"  # seeded random eviction: the control of the policy comparisons
 LIB_BELADY = "belady-lib"  # libCacheSim's Belady, checked against "opt"
@@ -83,41 +85,9 @@ def _lib_loop(cache, ids: np.ndarray, nxt: np.ndarray | None) -> np.ndarray:
 
 
 def hybrid_hits(ids: np.ndarray, capacity: int, k: int = 2) -> np.ndarray:
-    """The hybrid of reference.RefHybrid (LRU-K eviction, LFU admission) with a lazy heap.
-
-    LRU-K priority: (0, insertion time) while an object has fewer than K accesses since
-    insertion, then (1, time of its K-th most recent access); it only grows, so stale heap
-    entries are skipped when they surface.
-    """
-    hist: dict[int, list] = {}  # cached key -> its last <= k access times (oldest first)
-    prio: dict[int, tuple] = {}
-    count: dict[int, int] = {}  # every key seen -> accesses so far (kept after eviction)
-    heap: list = []
-    out = np.zeros(len(ids), dtype=bool)
-    for t, key in enumerate(ids.tolist()):
-        count[key] = count.get(key, 0) + 1
-        h = hist.get(key)
-        if h is not None:
-            out[t] = True
-            h.append(t)
-            if len(h) > k:
-                del h[0]
-            if len(h) < k:
-                continue  # a young object keeps its insertion-time priority
-        else:
-            if len(hist) >= capacity:
-                while prio.get(heap[0][2]) != (heap[0][0], heap[0][1]):
-                    heapq.heappop(heap)
-                victim = heap[0][2]
-                if count[key] <= count[victim]:
-                    continue  # LFU admission refuses the newcomer
-                heapq.heappop(heap)
-                del hist[victim], prio[victim]
-            h = hist[key] = [t]
-        pr = (1, h[0]) if len(h) >= k else (0, t)
-        prio[key] = pr
-        heapq.heappush(heap, (pr[0], pr[1], key))
-    return out
+    """The hybrid (LRU-K eviction, LFU admission): LRU-K's fast loop with LFU admission
+    (harness/experiments/lruk.py; its reference is RefHybrid there)."""
+    return lruk_hits(ids.tolist(), capacity, k, admit_lfu=True)
 
 
 def opt_hits(ids: np.ndarray, nxt: np.ndarray, capacity: int) -> np.ndarray:

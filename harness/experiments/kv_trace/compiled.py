@@ -249,9 +249,12 @@ def _lruk(ids, times, capacity, k, ttl_ms, use_ttl, admit_lfu, heap, pos, k1, k2
 
 
 def lruk(ids, n_ids, times, capacity, k, ttl_ms=None, admit_lfu=False):
-    """LRU-K (policies.lruk_hits, libCacheSim's LRUK) with optional TTL; with admit_lfu the
-    eviction suite's hybrid (simulate.hybrid_hits: a newcomer is cached only when it has
-    been looked up more often than the victim)."""
+    """LRU-K (the compiled engine of harness/experiments/lruk.py's policy, as lruk_hits there
+    and libCacheSim's LRUK) with optional TTL; with admit_lfu the eviction suite's hybrid (a
+    newcomer is cached only when it has been looked up more often than the victim), without
+    a TTL (the kernel keeps a refused newcomer on its TTL list)."""
+    if admit_lfu and ttl_ms is not None:
+        raise ValueError("the compiled LRU-K has no TTL with LFU admission")
     heap, pos, k1, k2 = _heap(n_ids, capacity)
     yprv, ynxt = _lists(n_ids, 1)
     prv, nxt = _lists(n_ids if ttl_ms is not None else 0, 1)

@@ -9,7 +9,8 @@ applied afterwards (prefix.py), so every policy here sees the same stream.
   the floor), opt (Belady's MIN with bypass; ties among blocks never used again are broken
   deepest block first, so its cache stays prefix-closed and its block hits are prefix hits:
   no policy can have more, the ceiling), and the eviction suite's hybrid (LRU-K eviction
-  with LFU admission, for the source's ordering lru < lfu < hybrid).
+  with LFU admission, for the source's ordering lru < lfu < hybrid). LRU-K's python loop,
+  the hybrid's too, is the one both suites share (harness/experiments/lruk.py).
 
 TTL: expiry on the trace's own timestamps, active: when a request arrives at time t, every
 cached block whose last use is more than the TTL before t is dropped before its lookups.
@@ -32,6 +33,7 @@ from functools import cached_property
 import numpy as np
 
 from harness.errors import BadInput, EnvironmentProblem
+from harness.experiments.lruk import expire_idle, lruk_hits
 
 from .trace import KVTrace
 
@@ -230,12 +232,11 @@ def block_hits(stream: Stream, name: str, capacity: int, ttl_s: float | None = N
         return lib_hits(name, stream.ids, capacity)
     if name == "opt":
         return opt_hits(stream.ids, stream.next_use, stream.depths, capacity)
+    if name == "hybrid":
+        return lruk_hits(stream.ids, capacity, hybrid_k, admit_lfu=True)
     from harness.experiments.eviction import simulate
 
-    ids = stream.trace.blocks
-    if name == "random":
-        return simulate.random_hits(ids, capacity, seed)
-    return simulate.hybrid_hits(ids, capacity, hybrid_k)
+    return simulate.random_hits(stream.trace.blocks, capacity, seed)
 
 
 def _compiled_hits(c, stream: Stream, name: str, capacity: int, seed: int, hybrid_k: int) -> np.ndarray:
@@ -267,7 +268,7 @@ def lruk(stream: Stream, capacity: int, k: int, ttl_ms: float | None = None, eng
     uses libCacheSim's LRUK for K = 2 and 3, as block_hits always did)."""
     c = _kernels(engine)
     if c is None:
-        return lruk_hits(stream.ids, stream.times, capacity, k, ttl_ms)
+        return lruk_hits(stream.ids, capacity, k, stream.times, ttl_ms)
     ids, n = stream.dense
     return c.lruk(ids, n, _times(stream, ttl_ms), capacity, k, ttl_ms)
 
@@ -300,17 +301,6 @@ def lib_hits(name: str, ids: list, capacity: int) -> np.ndarray:
     return _bools(out)
 
 
-def _expire_ordered(od: OrderedDict, cut: float, drop) -> None:
-    """Drop the entries of a recency-ordered {key: last use ms} used before `cut`."""
-    while od:
-        key = next(iter(od))
-        if od[key] >= cut:
-            return
-        del od[key]
-        if drop is not None:
-            drop(key)
-
-
 def lru_hits(ids: list, times: list, capacity: int, ttl_ms: float | None = None) -> np.ndarray:
     """Exact LRU, with optional TTL expiry (last use older than ttl_ms)."""
     od: OrderedDict = OrderedDict()
@@ -320,7 +310,7 @@ def lru_hits(ids: list, times: list, capacity: int, ttl_ms: float | None = None)
     for i, key in enumerate(ids):
         now = times[i]
         if ttl_ms is not None and now != prev:
-            _expire_ordered(od, now - ttl_ms, None)
+            expire_idle(od, now - ttl_ms, None)
             prev = now
         if key in od:
             out[i] = 1
@@ -328,51 +318,6 @@ def lru_hits(ids: list, times: list, capacity: int, ttl_ms: float | None = None)
         elif len(od) >= capacity:
             pop(last=False)
         od[key] = now
-    return _bools(out)
-
-
-def lruk_hits(ids: list, times: list, capacity: int, k: int, ttl_ms: float | None = None) -> np.ndarray:
-    """LRU-K as libCacheSim's LRUK and the eviction suite's RefLRUK (no retained history):
-    blocks with fewer than K uses since insertion go first, oldest insertion first; then the
-    oldest K-th most recent use. Lazy heap of priorities; optional TTL expiry."""
-    hist: dict = {}
-    prio: dict = {}
-    heap: list = []
-    rec: OrderedDict | None = OrderedDict() if ttl_ms is not None else None
-
-    def drop(key):
-        del hist[key], prio[key]
-
-    out = bytearray(len(ids))
-    prev = None
-    for t, key in enumerate(ids):
-        now = times[t]
-        if rec is not None:
-            if now != prev:
-                _expire_ordered(rec, now - ttl_ms, drop)
-                prev = now
-            rec.pop(key, None)
-            rec[key] = now
-        h = hist.get(key)
-        if h is not None:
-            out[t] = 1
-            h.append(t)
-            if len(h) > k:
-                del h[0]
-            if len(h) < k:
-                continue  # a young block keeps its insertion-time priority
-        else:
-            if len(hist) >= capacity:
-                while prio.get(heap[0][2]) != (heap[0][0], heap[0][1]):
-                    heapq.heappop(heap)
-                victim = heapq.heappop(heap)[2]
-                drop(victim)
-                if rec is not None:
-                    del rec[victim]
-            h = hist[key] = [t]
-        pr = (1, h[0]) if len(h) >= k else (0, t)
-        prio[key] = pr
-        heapq.heappush(heap, (pr[0], pr[1], key))
     return _bools(out)
 
 
@@ -412,7 +357,7 @@ def leaf_lru_hits(ids: list, parents: list, times: list, capacity: int, ttl_ms: 
         now = times[t]
         if rec is not None:
             if now != prev:
-                _expire_ordered(rec, now - ttl_ms, drop)
+                expire_idle(rec, now - ttl_ms, drop)
                 prev = now
             rec.pop(key, None)
             rec[key] = now

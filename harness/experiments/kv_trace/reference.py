@@ -3,7 +3,9 @@
 Written for clarity, not speed: victims and expired blocks are found by scanning every
 cached block, so use them on a slice. Each reference has
 `access(key, t, now_ms, parent, next_use, depth) -> hit`; the libCacheSim policies are
-checked against the eviction suite's references (eviction/reference.py), wrapped here.
+checked against the eviction suite's references (eviction/reference.py), wrapped here, and
+LRU-K (with its TTL) and the hybrid against the reference both suites share
+(harness/experiments/lruk.py).
 """
 
 from __future__ import annotations
@@ -11,24 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from harness.experiments.eviction import reference as ev
+from harness.experiments.lruk import Expiring, RefHybrid, RefLRUK
 
 from .policies import NO_NEXT, Stream
-
-
-class Expiring:
-    """A TTL on a reference: before a lookup at `now`, every cached block last used more
-    than ttl_ms earlier is dropped (scan)."""
-
-    def __init__(self, ttl_ms: float | None):
-        self.ttl_ms, self.used = ttl_ms, {}
-
-    def expire(self, now: float) -> list:
-        if self.ttl_ms is None:
-            return []
-        gone = [k for k, u in self.used.items() if now - u > self.ttl_ms]
-        for k in gone:
-            del self.used[k]
-        return gone
 
 
 class RefLRU(Expiring):
@@ -45,31 +32,6 @@ class RefLRU(Expiring):
             del self.last[victim]
             self.used.pop(victim, None)
         self.last[key], self.used[key] = t, now
-        return hit
-
-
-class RefLRUK(Expiring):
-    """LRU-K: fewer than K uses since insertion first (oldest insertion), then the oldest
-    K-th most recent use."""
-
-    def __init__(self, capacity: int, k: int, ttl_ms: float | None = None):
-        super().__init__(ttl_ms)
-        self.cap, self.k, self.uses, self.inserted = capacity, k, {}, {}
-
-    def access(self, key, t, now, parent=-1, next_use=NO_NEXT, depth=0) -> bool:
-        for g in self.expire(now):
-            del self.uses[g], self.inserted[g]
-        hit = key in self.uses
-        if hit:
-            self.uses[key] = (self.uses[key] + [t])[-self.k:]
-        else:
-            if len(self.uses) >= self.cap:
-                victim = min(self.uses, key=lambda x: (0, self.inserted[x]) if len(self.uses[x]) < self.k
-                             else (1, self.uses[x][0]))
-                del self.uses[victim], self.inserted[victim]
-                self.used.pop(victim, None)
-            self.uses[key], self.inserted[key] = [t], t
-        self.used[key] = now
         return hit
 
 
@@ -140,13 +102,14 @@ class RefRandom:
 
 
 class Wrapped:
-    """An eviction-suite reference (access(key, t, nxt)) in this module's interface."""
+    """An eviction-suite reference (access(key, t, nxt)) in this module's interface; `timed`:
+    one of lruk.py's, which also takes the lookup's time (access(key, t, nxt, now), its TTL)."""
 
-    def __init__(self, ref):
-        self.ref = ref
+    def __init__(self, ref, timed: bool = False):
+        self.ref, self.timed = ref, timed
 
     def access(self, key, t, now, parent=-1, next_use=NO_NEXT, depth=0) -> bool:
-        return self.ref.access(key, t, None)
+        return self.ref.access(key, t, None, now) if self.timed else self.ref.access(key, t, None)
 
 
 def make(name: str, capacity: int, ttl_s: float | None = None, n: int = 0, seed: int = 0, hybrid_k: int = 2):
@@ -155,7 +118,7 @@ def make(name: str, capacity: int, ttl_s: float | None = None, n: int = 0, seed:
     if name == "lru":
         return RefLRU(capacity, ttl_ms)
     if name.startswith("lru-"):
-        return RefLRUK(capacity, int(name[4:]), ttl_ms)
+        return Wrapped(RefLRUK(capacity, int(name[4:]), ttl_ms), timed=True)
     if name == "leaf-lru":
         return RefLeafLRU(capacity, ttl_ms)
     if name == "opt":
@@ -163,7 +126,7 @@ def make(name: str, capacity: int, ttl_s: float | None = None, n: int = 0, seed:
     if name == "random":
         return RefRandom(capacity, n, seed)
     if name == "hybrid":
-        return Wrapped(ev.RefHybrid(capacity, hybrid_k))
+        return Wrapped(RefHybrid(capacity, hybrid_k))
     return Wrapped(ev.REFERENCES[name](capacity))
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
 from harness.errors import BadInput
 from harness.experiments.redis_cluster import acl, memtier_fleet
-from harness.process import command_line, redact, run_tool, where
+from harness.process import command_line, run_tool, where
 from harness.tools import memtier, redis_benchmark
 from harness.tools.redis_benchmark import SIMPLE_TITLES, VALID_TESTS, build_command, error_lines, parse_csv, to_metrics
 
@@ -246,23 +246,6 @@ def _check_memtier(where: str, p: dict) -> None:
         raise BadInput(f"{where}: give exactly one of test_time or requests a positive value")
 
 
-def _memtier_once(ctx: CaseContext, params: dict, name: str):
-    node = ctx.target.entry
-    json_path = ctx.raw_path(f"{name}.json")
-    json_path.unlink(missing_ok=True)  # only this run's own file counts
-    cmd = memtier.build_command(params, node.host, node.port, ctx.target.kind == "cluster", str(json_path),
-                                ctx.target.password)
-    secrets = (ctx.target.password,)
-    res = run_tool(cmd, ctx.raw_dir, name, params["timeout_s"], host=ctx.target.loadgen, secrets=secrets)
-    if res.timed_out or res.returncode != 0:
-        return None, res.failure("memtier_benchmark"), command_line(cmd, secrets)
-    if not json_path.exists():
-        return None, f"memtier_benchmark wrote no JSON file (see {name}.stderr)", command_line(cmd, secrets)
-    text = redact(json_path.read_text(errors="replace"), secrets)  # memtier writes its --authenticate value back
-    json_path.write_text(text)
-    return memtier.parse_files(text, res.stderr), "", command_line(cmd, secrets)
-
-
 @register("redis-cluster-memtier", params=MEMTIER_PARAMS, needs="cluster", check=_check_memtier,
           description="memtier_benchmark with --json-out-file (and --cluster-mode on a cluster), with its control; "
                       "on every load generator of the inventory at once, their histograms merged")
@@ -302,9 +285,10 @@ class _MemtierRun:
 
     def single(self, params: dict, name: str) -> CaseOutcome | None:
         """One memtier process (on the first load generator, or here)."""
-        parsed, failure, self.details["commands"][name] = _memtier_once(self.ctx, params, name)
+        once = memtier_fleet.run_once(self.ctx, params, name, self.ctx.target.loadgen)
+        parsed, self.details["commands"][name] = once.parsed, once.shown
         if parsed is None:
-            return CaseOutcome("failed" if "no JSON" not in failure else "invalid", failure, self.metrics,
+            return CaseOutcome("failed" if "no JSON" not in once.failure else "invalid", once.failure, self.metrics,
                                self.details)
         self.details["sections"][name] = {"chosen": parsed.chosen,
                                           "problems": {n: s.problems for n, s in parsed.sections.items()}}

@@ -12,6 +12,9 @@ The run is judged as one load (harness.tools.loadgen_merge): the hosts' windows 
 for at least `min_overlap_share` of the longest, else the repetition is invalid, with the
 numbers; throughput is summed over the common window; percentiles come from the hosts'
 merged histograms. Each host's own figures are kept in the `loadgens` series.
+
+One memtier process (command, raw files, parsing) is `run_once`, which the case's run on
+one load generator (drivers.py) uses too.
 """
 
 from __future__ import annotations
@@ -58,27 +61,51 @@ class FleetRun:
     clocks: dict[str, dict]  # host -> its clock's offset and the round trip it was read in (ms)
 
 
+@dataclass
+class MemtierOnce:
+    parsed: memtier.MemtierResult | None  # None when it failed or wrote no JSON file
+    failure: str  # why it failed ('' when it did not)
+    shown: str  # its command line, secrets redacted
+    stderr: str
+
+
+def run_once(ctx: CaseContext, params: dict, stem: str, host: RemoteHost | None, *,
+             key_range: tuple[int, int] | None = None, start: float | None = None,
+             procs: list | None = None) -> MemtierOnce:
+    """One memtier_benchmark process on `host` (None: here) against the target, its files
+    under the run's raw folder named STEM (.cmd, .stdout, .stderr, .json; with a key range,
+    one load generator's share, its HDR logs too). With `start` (seconds since the epoch, in
+    the host's own clock) it waits for that moment through START_GATE."""
+    node, secrets = ctx.target.entry, (ctx.target.password,)
+    json_path = ctx.raw_path(f"{stem}.json")
+    json_path.unlink(missing_ok=True)  # only this run's own file counts
+    cmd = memtier.build_command(params, node.host, node.port, ctx.target.kind == "cluster", str(json_path),
+                                ctx.target.password, key_range=key_range,
+                                hdr_prefix=None if key_range is None else str(ctx.raw_dir / stem))
+    timeout = params["timeout_s"]
+    if start is not None:
+        cmd, timeout = gated(cmd, start), timeout + START_LEAD_S
+    res = run_tool(cmd, ctx.raw_dir, stem, timeout, host=host, secrets=secrets, processes=procs)
+    shown = command_line(cmd, secrets)
+    if res.timed_out or res.returncode != 0:
+        return MemtierOnce(None, res.failure("memtier_benchmark"), shown, res.stderr)
+    if not json_path.exists():
+        return MemtierOnce(None, f"memtier_benchmark wrote no JSON file (see {stem}.stderr)", shown, res.stderr)
+    text = redact(json_path.read_text(errors="replace"), secrets)  # memtier writes its --authenticate value back
+    json_path.write_text(text)
+    return MemtierOnce(memtier.parse_files(text, res.stderr), "", shown, res.stderr)
+
+
 def _one_host(ctx: CaseContext, params: dict, name: str, host: RemoteHost, keys: tuple[int, int],
               start: float, offset_ms: float, procs: list) -> tuple[HostRun | None, str, str, str]:
     """(the host's parsed run or None, why it failed, its command line, its stand-in line)."""
-    node, secrets = ctx.target.entry, (ctx.target.password,)
-    stem = f"{name}-on-{host.name}"  # never another run's name (a host may be called "control")
-    json_path = ctx.raw_path(f"{stem}.json")
-    json_path.unlink(missing_ok=True)
-    cmd = memtier.build_command(params, node.host, node.port, ctx.target.kind == "cluster", str(json_path),
-                                ctx.target.password, key_range=keys, hdr_prefix=str(ctx.raw_dir / stem))
-    cmd = gated(cmd, start + offset_ms / 1000)
-    res = run_tool(cmd, ctx.raw_dir, stem, params["timeout_s"] + START_LEAD_S, host=host, secrets=secrets,
-                   processes=procs)
-    shown = command_line(cmd, secrets)
-    replay = next((line for line in res.stderr.splitlines() if line.startswith(REPLAY_MARK)), "")
-    if res.timed_out or res.returncode != 0:
-        return None, f"{host.name}: {res.failure('memtier_benchmark')}", shown, replay
-    if not json_path.exists():
-        return None, f"{host.name}: memtier_benchmark wrote no JSON file (see {stem}.stderr)", shown, replay
-    text = redact(json_path.read_text(errors="replace"), secrets)
-    json_path.write_text(text)
-    return HostRun(host.name, memtier.parse_files(text, res.stderr), offset_ms), "", shown, replay
+    # the stem is never another run's name (a host may be called "control")
+    once = run_once(ctx, params, f"{name}-on-{host.name}", host, key_range=keys, start=start + offset_ms / 1000,
+                    procs=procs)
+    replay = next((line for line in once.stderr.splitlines() if line.startswith(REPLAY_MARK)), "")
+    if once.parsed is None:
+        return None, f"{host.name}: {once.failure}", once.shown, replay
+    return HostRun(host.name, once.parsed, offset_ms), "", once.shown, replay
 
 
 def run_fleet(ctx: CaseContext, params: dict, name: str) -> FleetRun:
