@@ -344,7 +344,12 @@ def outcome(ctx: CaseContext, rows: list[dict], skipped: dict, loads: Workloads)
         best, k = sweep.highest_at_slo(pts), sweep.knee(pts)
         m[f"{arm}.max_at_slo"] = Metric(best.level if best else 0.0, unit, "higher",
                                         f"the highest {unit} at which {slo_of(p).text()} held (and at every "
-                                        f"valid point below it); 0: at none")
+                                        f"valid point below it); 0: at none"
+                                        + ("" if _failed(pts) else "; it held at every load tried: the "
+                                                                   "capacity is at least this"))
+        fail = next((x for x in sorted(pts, key=lambda x: x.level) if not x.invalid and not x.slo_held), None)
+        if fail is not None:
+            m[f"{arm}.slo_failed_at"] = Metric(fail.level, unit, None, "the lowest valid load at which the SLO failed")
         if k is not None:
             m[f"{arm}.knee"] = Metric(k.level, unit, None, f"the first load at which the server no longer kept up: "
                                       f"{k.saturated}")
@@ -390,9 +395,13 @@ def buys(cache: str, rows: list[dict], by_arm: dict, unit: str) -> dict[str, Met
         return {}
     m: dict[str, Metric] = {}
     best_on, best_off = sweep.highest_at_slo(on), sweep.highest_at_slo(off)
-    if best_on and best_off:
+    # a capacity is found where the SLO failed at a valid point; an arm that held it at every
+    # load tried has a capacity of at least its top load, and the off arm's must be found
+    if best_on and best_off and _failed(off):
         m[f"{cache}.capacity_gain_x"] = Metric(best_on.level / best_off.level, "x", "higher",
-                                               f"highest {unit} at the SLO, cache on over off")
+                                               f"highest {unit} at the SLO, cache on over off"
+                                               + ("" if _failed(on) else " (at least: the on arm held the SLO at "
+                                                                         "every load tried)"))
     both = sorted({x.level for x in on if not x.invalid} & {x.level for x in off if not x.invalid})
     if both:
         lv = both[-1]
@@ -418,6 +427,11 @@ def buys(cache: str, rows: list[dict], by_arm: dict, unit: str) -> dict[str, Met
                  "served)" if front else "prompt tokens the engine took from its cache per second")
                 + f", at {best_on.level:g} {unit}")
     return m
+
+
+def _failed(points: list[sweep.PointStats]) -> bool:
+    """The SLO failed at a valid point: the arm's capacity was found."""
+    return any(not x.invalid and not x.slo_held for x in points)
 
 
 def wrong_hits(rows: list[dict]) -> dict[str, Metric]:

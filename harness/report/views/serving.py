@@ -174,13 +174,16 @@ def _sweep(ctx: ViewContext, case: str) -> list:
             blocks.append(Chart(f"Load sweep: {title} (first repetition)", series, f"load ({unit})", label,
                                 kind="line", case=case, note=f"SLO: {slo}. A knee point is the first load at which "
                                 "the server no longer kept up; the sweep ran one point past it."))
-    rows = [[name, _m(ctx, case, f"{arm}.max_at_slo"), _m(ctx, case, f"{arm}.knee"),
+    rows = [[name, _m(ctx, case, f"{arm}.max_at_slo"),
+             _m(ctx, case, f"{arm}.slo_failed_at") if ctx.metric(case, f"{arm}.slo_failed_at") else
+             "held at every load tried", _m(ctx, case, f"{arm}.knee"),
              _m(ctx, case, f"{arm}.invalid_points")] for arm, name in SWEEP_ARMS if ctx.metric(case, f"{arm}.points")]
     blocks.append(Table("Load sweep: the highest load at the SLO per arm", ["arm", f"highest at the SLO ({unit})",
-                        f"knee ({unit})", "invalid points"], rows, case=case,
+                        f"SLO failed at ({unit})", f"knee ({unit})", "invalid points"], rows, case=case,
                         note=f"SLO: {slo}. The highest load at which it held, and held at every valid point below "
-                             "it; a point is invalid when the load sent was not the load configured (its reason is in "
-                             "the points table)."))
+                             "it; where it held at every load tried, the capacity is at least the top load and a "
+                             "capacity gain over such an arm is not computed. A point is invalid when the load sent "
+                             "was not the load configured (its reason is in the points table)."))
     hit = {"semantic": "cache_hit_pct"}
     buys = [[cache, _m(ctx, case, f"{cache}.on.{hit.get(cache, 'engine_hit_pct')}"),
              _m(ctx, case, f"{cache}.ttft_p95_change_pct"),
