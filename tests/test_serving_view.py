@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness import spec
-from harness.analysis import analyze
-from harness.report import views
-from harness.report.views import Table
-from harness.results import Metric, Record, RunData
+from harness.model import spec
+from harness.model.stored_run import Metric, Record, RunData
+from harness.publish import views
+from harness.publish.views import Table
+from harness.verdict.analysis import analyze
 from tests.ledger_helpers import HERE
 
 FIX = Path(__file__).parent / "fixtures" / "serving"

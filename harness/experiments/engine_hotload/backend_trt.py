@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.base.files import build_once
 from harness.experiments.engine_hotload.lifecycle import (
     Engine,
     EngineError,
@@ -45,7 +46,6 @@ from harness.experiments.engine_hotload.lifecycle import (
     inputs_of,
     register_backend,
 )
-from harness.files import build_once
 
 H2D, D2H = 1, 2  # cudaMemcpyKind
 

@@ -8,10 +8,10 @@ tensorrt or a GPU is missing.
 
 from __future__ import annotations
 
-from harness import stats
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
-from harness.driver_helpers import write_csv
+from harness.base import stats
 from harness.experiments.engine_hotload.served import COMMON, MIB, Served, env_details, skip_reason
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_helpers import write_csv
 
 MODE_PREFIX = {"cold": "cold", "profile0": "profile0", "all": "prewarmed"}  # mode -> metric prefix
 

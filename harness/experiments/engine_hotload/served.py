@@ -6,8 +6,8 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from harness.driver_contract import INPUT_FILE, CaseContext, Param, input_path
-from harness.errors import BadInput
+from harness.base.errors import BadInput
+from harness.model.driver_contract import INPUT_FILE, CaseContext, Param, input_path
 
 DEFAULT_BUCKETS = [[1, 16], [1, 64], [8, 16], [8, 64]]
 # TensorRT profiles, each [[min_batch, min_seq], [opt_batch, opt_seq], [max_batch, max_seq]]:

@@ -10,8 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Series
 from harness.experiments.engine_hotload.served import Served
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Series
 
 
 class _Counter:

@@ -8,9 +8,7 @@ import json
 import time
 from pathlib import Path
 
-from harness import stats
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
-from harness.driver_helpers import write_csv
+from harness.base import stats
 from harness.experiments.engine_hotload.served import (
     COMMON,
     MIB,
@@ -19,6 +17,8 @@ from harness.experiments.engine_hotload.served import (
     skip_reason,
     trusted_manifest,
 )
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_helpers import write_csv
 
 SWAP_PARAMS = {**COMMON,
                "threads": Param(int, 4, "request threads", min=1),

@@ -6,7 +6,7 @@ eviction-crosscheck     every simulated policy against reference.py on a short t
 eviction-redis          real redis-server per maxmemory-policy and knob (standalone)
 eviction-redis-cluster  the same replay on the target Redis Cluster (maxmemory per node)
 
-Drivers return metrics and series; the suite's view (harness/report/views/eviction.py)
+Drivers return metrics and series; the suite's view (harness/publish/views/eviction.py)
 builds the tables and charts and takes the source's numbers from the ledger (C18 figures).
 Controls: seeded random eviction on the same trace and sizes (simulate), allkeys-random on
 the same replay (redis), and the head share of a uniform trace over the same tokens (trace).
@@ -20,9 +20,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
-from harness.driver_helpers import write_csv
-from harness.errors import BadInput
+from harness.base.errors import BadInput
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.model.driver_helpers import write_csv
 
 from . import traces
 from .redis_replay import parse_runs, refuse_names_not_in_redis
@@ -67,7 +67,7 @@ def _check_trace(where: str, p: dict) -> None:
 
 
 def _text_path(p: dict):
-    from harness.driver_contract import input_path
+    from harness.model.driver_contract import input_path
 
     return input_path(p["text_file"])
 
@@ -642,7 +642,7 @@ REDIS_NOTE = ("maxmemory = used_memory of the empty server + target keys x bytes
 @register("eviction-redis", params=REDIS_PARAMS, check=_check_redis,
           description="the trace replayed on standalone redis-servers, one per maxmemory-policy/knob")
 def run_redis(ctx: CaseContext) -> CaseOutcome:
-    from harness.redis_server import require_tool
+    from harness.infra.redis_server import require_tool
 
     from .redis_replay import key_names, replay_standalone
 

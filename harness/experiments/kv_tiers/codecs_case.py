@@ -16,9 +16,8 @@ import time
 import uuid
 from typing import Callable
 
-from harness import stats
-from harness.driver_contract import REQUIRED, CaseContext, CaseOutcome, Metric, Param, Series
-from harness.errors import BadInput
+from harness.base import stats
+from harness.base.errors import BadInput
 from harness.experiments.kv_tiers.common import (
     BINARY_CODECS,
     CODECS,
@@ -28,6 +27,7 @@ from harness.experiments.kv_tiers.common import (
     load_model,
     text_path,
 )
+from harness.model.driver_contract import REQUIRED, CaseContext, CaseOutcome, Metric, Param, Series
 
 CODEC_PARAMS = {
     **COMMON,

@@ -9,8 +9,8 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from harness.driver_contract import INPUT_FILE, CaseContext, Param, input_path
-from harness.driver_helpers import torch_threads
+from harness.model.driver_contract import INPUT_FILE, CaseContext, Param, input_path
+from harness.model.driver_helpers import torch_threads
 
 COMMON = {
     "chunk_tokens": Param(int, 32, "tokens per KV chunk (every layer's K and V of this many tokens)", min=1),
@@ -46,7 +46,7 @@ def load_model(ctx: CaseContext):
 
     from harness.experiments.kv_tiers import extract
     from harness.experiments.kv_tiers.tiers import default_device
-    from harness.model_wheels import smollm2
+    from harness.infra.model_wheels import smollm2
 
     torch.set_grad_enabled(False)
     device = default_device()

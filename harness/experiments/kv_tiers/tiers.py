@@ -165,7 +165,7 @@ class L3:
                 for key, payload in items:
                     txn.put(key.encode(), expires + payload)
         except lmdb.MapFullError:
-            from harness.errors import BadInput
+            from harness.base.errors import BadInput
 
             raise BadInput(f"LMDB map at {self.path} is full ({self.map_size} bytes); raise l3_map_mb") from None
 

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import time
 
-from harness import stats
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
-from harness.driver_helpers import latency_metrics
-from harness.errors import BadInput
+from harness.base import stats
+from harness.base.errors import BadInput
 from harness.experiments.kv_tiers.common import (
     COMMON,
     TIER_STORE_PARAMS,
@@ -29,6 +27,8 @@ from harness.experiments.kv_tiers.common import (
     load_model,
     text_path,
 )
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_helpers import latency_metrics
 
 TIER_PARAMS = {
     **COMMON, **TIER_STORE_PARAMS,

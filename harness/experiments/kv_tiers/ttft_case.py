@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments.kv_tiers.common import (
     COMMON,
     TIER_STORE_PARAMS,
@@ -16,6 +15,7 @@ from harness.experiments.kv_tiers.common import (
     load_model,
     text_path,
 )
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
 
 TTFT_PARAMS = {
     **COMMON, **TIER_STORE_PARAMS,

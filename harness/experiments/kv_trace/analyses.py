@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from harness.results import Metric, Series
+from harness.model.stored_run import Metric, Series
 
 from . import policies, prefix
 from .policies import Stream

@@ -8,7 +8,7 @@ kv-trace-simulate    one KV-block trace: its summary, reuse at the maximum and a
 kv-trace-crosscheck  every policy and the tiers against the scan-based references, request by
                      request, on a sample of whole sessions of the trace
 
-Drivers measure; the view (harness/report/views/kv_trace.py) presents, and takes the
+Drivers measure; the view (harness/publish/views/kv_trace.py) presents, and takes the
 Mooncake paper's figures from the ledger (C1's figures), shown only for that trace.
 """
 
@@ -16,9 +16,18 @@ from __future__ import annotations
 
 import json
 
-from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, input_path, register
-from harness.driver_helpers import write_csv
-from harness.errors import BadInput
+from harness.base.errors import BadInput
+from harness.model.driver_contract import (
+    INPUT_FILE,
+    CaseContext,
+    CaseOutcome,
+    Metric,
+    Param,
+    Series,
+    input_path,
+    register,
+)
+from harness.model.driver_helpers import write_csv
 
 from . import analyses, policies, recount, shape
 from .trace import DEFAULT_TRACE, KVTrace, load_trace

@@ -31,7 +31,7 @@ from functools import cached_property
 
 import numpy as np
 
-from harness.errors import BadInput, EnvironmentProblem
+from harness.base.errors import BadInput, EnvironmentProblem
 
 from .trace import KVTrace
 

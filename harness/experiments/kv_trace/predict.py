@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 
 from . import analyses, prefix
 from .policies import Stream, check_policy

@@ -21,7 +21,7 @@ class Embedder:
 
     @classmethod
     def load(cls, device: str = "cpu") -> "Embedder":
-        from harness.model_wheels import sentence_model
+        from harness.infra.model_wheels import sentence_model
 
         return cls(sentence_model(device))
 

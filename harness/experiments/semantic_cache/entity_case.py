@@ -27,9 +27,9 @@ import random
 
 import numpy as np
 
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
-from harness.driver_helpers import latency_metrics, torch_threads, write_csv
 from harness.experiments.semantic_cache import common, dispatcher, entity_keys, keys, metrics
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_helpers import latency_metrics, torch_threads, write_csv
 
 PARAMS = {
     **common.dataset_params(),

@@ -32,9 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, input_path
-from harness.driver_helpers import torch_threads, write_csv
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments.semantic_cache import common, gptcache_subject
 from harness.experiments.semantic_cache.gptcache_accuracy import (
     agreement,
@@ -51,6 +49,8 @@ from harness.experiments.semantic_cache.gptcache_report import (
     served_outputs,
 )
 from harness.experiments.semantic_cache.lookup_latency import concurrent, harness_answer, interleaved
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, input_path
+from harness.model.driver_helpers import torch_threads, write_csv
 
 PREFIX = "gcnn_"
 PARAMS = {

@@ -14,10 +14,10 @@ import time
 
 import numpy as np
 
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
-from harness.driver_helpers import latency_metrics, torch_threads, write_csv
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments.semantic_cache import common, keys, metrics
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_helpers import latency_metrics, torch_threads, write_csv
 
 PARAMS = {
     **common.dataset_params(),

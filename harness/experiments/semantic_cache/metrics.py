@@ -240,7 +240,7 @@ def quantile_floor(hit_share: float, miss_values: Sequence[float], q: float = 0.
     stream's q-quantile is at least the misses' own (q - h) / (1 - h) quantile (numpy's linear
     percentile of the measured misses). None when h >= q (the hits alone can set the quantile)
     or no request missed."""
-    from harness import stats
+    from harness.base import stats
 
     if hit_share >= q or not miss_values:
         return None

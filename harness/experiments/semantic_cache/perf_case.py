@@ -8,9 +8,9 @@ import time
 
 import numpy as np
 
-from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series
-from harness.driver_helpers import torch_threads
 from harness.experiments.semantic_cache import common, datasets, keys
+from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_helpers import torch_threads
 
 PARAMS = {
     "dataset": Param(str, datasets.DEFAULT_DATASET, "texts to embed (any supported format; relative to the "

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
-from harness.driver_helpers import latency_metrics, torch_threads, write_csv
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments.semantic_cache import common, datasets, keys, metrics
 from harness.experiments.semantic_cache.ttft import MODES
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_helpers import latency_metrics, torch_threads, write_csv
 
 STREAMS = ("test", "semantic-hits")
 STREAM_PARAMS = {
@@ -143,7 +143,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
     from harness.experiments.semantic_cache.embed import Embedder
     from harness.experiments.semantic_cache.store import Entry, Store
     from harness.experiments.semantic_cache.ttft import generate, serve
-    from harness.model_wheels import smollm2
+    from harness.infra.model_wheels import smollm2
 
     dev = device_of(p)
     ctx.log(f"loading SmolLM2-135M-Instruct and all-MiniLM-L6-v2 on {dev}")

@@ -18,11 +18,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from harness import serving_engine
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param
-from harness.driver_helpers import torch_threads
 from harness.experiments.semantic_cache import common, keys, ttft_case
 from harness.experiments.semantic_cache.ttft import MODES
+from harness.infra import serving_engine
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
+from harness.model.driver_helpers import torch_threads
 
 from . import client, engines
 

@@ -29,10 +29,10 @@ from __future__ import annotations
 import asyncio
 import math
 
-from harness import serving_engine
-from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, input_path
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments.kv_trace import trace as kvtrace
+from harness.infra import serving_engine
+from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, input_path
 
 from . import client, engines, replay, sessions, sweep, sweep_run
 
