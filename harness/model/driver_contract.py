@@ -291,6 +291,7 @@ def _with_named_max(name: str, p: Param) -> Param:
 
 
 _LOADED = False
+SUITES_PACKAGE = "harness.experiments"  # one package per suite, each with its drivers.py
 
 
 def load_all() -> dict[str, Driver]:
@@ -298,9 +299,9 @@ def load_all() -> dict[str, Driver]:
     module of a suite that registers drivers) so that its drivers register."""
     global _LOADED
     if not _LOADED:
-        import harness.experiments
-
-        for mod in pkgutil.iter_modules(harness.experiments.__path__, harness.experiments.__name__ + "."):
+        # a declared module path, not an import statement: the suites sit above this layer
+        suites = importlib.import_module(SUITES_PACKAGE)
+        for mod in pkgutil.iter_modules(suites.__path__, suites.__name__ + "."):
             if not mod.ispkg:
                 continue
             if importlib.util.find_spec(mod.name + ".drivers") is None:

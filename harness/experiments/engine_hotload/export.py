@@ -19,6 +19,7 @@ from pathlib import Path
 
 from harness.base.files import build_once
 from harness.base.paths import CACHE_DIR
+from harness.infra.model_wheels import minilm_path
 
 EXPORT_RECIPE = "minilm-meanpool-l2-v1-opset18"  # change when the exported graph changes
 OPSET = 18
@@ -58,7 +59,6 @@ def engine_cache_dir(cache_dir: Path | None = None) -> Path:
 
 def minilm_onnx(cache_dir: Path | None = None, log=lambda m: None) -> Path:
     """The exported MiniLM ONNX file; exported on the first call (about 7 s), then kept."""
-    from harness.infra.model_wheels import minilm_path
 
     src = minilm_path()
     out = engine_cache_dir(cache_dir) / f"minilm-{model_key(src)}.onnx"

@@ -16,6 +16,7 @@ from pathlib import Path
 from harness.base import stats
 from harness.base.text_data import texts_from_records
 from harness.experiments.engine_hotload.lifecycle import Bucket, TensorSpec, input_shape, inputs_of
+from harness.infra.model_wheels import minilm_path
 
 VARIANTS = 8  # distinct request batches per bucket, cycled
 
@@ -32,7 +33,6 @@ class TextFeeds:
         if tokenizer is None:
             from transformers import AutoTokenizer
 
-            from harness.infra.model_wheels import minilm_path
 
             tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()))
         self.texts, self.tok = texts, tokenizer

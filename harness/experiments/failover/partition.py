@@ -39,6 +39,7 @@ from harness.experiments.failover import client, lost_writes, minority_writer
 from harness.experiments.failover.kill import order
 from harness.experiments.failover.scenario import FaultRun, ranges
 from harness.infra import ownership
+from harness.infra.redis_server import RedisProcess, require_tool
 from harness.model import child
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
 
@@ -117,7 +118,6 @@ class LabCluster:
         return [(a, self.port) for a in self.hosts.values()]
 
     def up(self, timeout: float = 30.0) -> None:
-        from harness.infra.redis_server import RedisProcess, require_tool
 
         exe = require_tool("redis-server")
         self._stop_leftovers()

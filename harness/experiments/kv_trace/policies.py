@@ -32,6 +32,7 @@ from functools import cached_property
 import numpy as np
 
 from harness.base.errors import BadInput, EnvironmentProblem
+from harness.experiments.eviction import simulate
 
 from .trace import KVTrace
 
@@ -163,7 +164,7 @@ def _compiled():
     takes about 0.2 s to import, which every harness command would pay otherwise)."""
     if "module" not in _LOADED:
         try:
-            import harness.experiments.kv_trace.compiled as compiled
+            import harness.experiments.kv_trace.compiled as compiled  # lazy: numba, 0.2 s, maybe missing
         except ImportError as e:  # numba missing or broken: the python engine, same hits
             compiled, _LOADED["why"] = None, f"{type(e).__name__}: {e}"
         _LOADED["module"] = compiled
@@ -230,7 +231,6 @@ def block_hits(stream: Stream, name: str, capacity: int, ttl_s: float | None = N
         return lib_hits(name, stream.ids, capacity)
     if name == "opt":
         return opt_hits(stream.ids, stream.next_use, stream.depths, capacity)
-    from harness.experiments.eviction import simulate
 
     ids = stream.trace.blocks
     if name == "random":

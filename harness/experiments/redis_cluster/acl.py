@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import secrets
 
+from harness.base.errors import BadInput
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
 
 SOURCE_RULE = "~cache:* +get +hgetall -@all"
@@ -63,7 +64,6 @@ N_OTHER_KEYS = sum(k == "other-key" for _, _, k in PROBES)
 def _check(where: str, p: dict) -> None:
     import re
 
-    from harness.base.errors import BadInput
 
     if not p["rules"]:
         raise BadInput(f"{where}.rules: give at least one rule, e.g. {{fixed: {WORKING_RULE!r}}}")

@@ -21,6 +21,8 @@ class Embedder:
 
     @classmethod
     def load(cls, device: str = "cpu") -> "Embedder":
+
+        # lazy: the GPU check's host (tools/gpu_check) loads this module with no model wheels to find
         from harness.infra.model_wheels import sentence_model
 
         return cls(sentence_model(device))

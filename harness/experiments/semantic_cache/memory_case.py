@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from harness.experiments.semantic_cache import memory_probe, ttft_case
+from harness.experiments.semantic_cache.embed import Embedder
 from harness.model import child
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
 from harness.model.driver_helpers import torch_threads
@@ -36,7 +37,6 @@ def _probe(ctx: CaseContext, p: dict, job: dict, name: str) -> dict:
 
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
-    from harness.experiments.semantic_cache.embed import Embedder
 
     dev = ttft_case.device_of(p)
     with torch_threads(p["torch_threads"]):

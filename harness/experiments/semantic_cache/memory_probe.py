@@ -22,7 +22,14 @@ from __future__ import annotations
 import resource
 import sys
 
+from harness.experiments.semantic_cache import keys
+from harness.experiments.semantic_cache.embed import Embedder
+from harness.experiments.semantic_cache.store import Entry, Store
+from harness.experiments.semantic_cache.ttft import PeakRSS, generate, nvml_used_bytes, serve
+from harness.infra.model_wheels import smollm2
+from harness.infra.target import Target
 from harness.model import child
+from harness.model.driver_helpers import torch_threads
 
 MODULE = "harness.experiments.semantic_cache.memory_probe"
 
@@ -44,11 +51,6 @@ def main(job: dict, log) -> dict:
     """The child's work: serve the job's stream in its mode and return the peaks."""
     import numpy as np
 
-    from harness.experiments.semantic_cache import keys
-    from harness.experiments.semantic_cache.store import Entry, Store
-    from harness.experiments.semantic_cache.ttft import PeakRSS, generate, nvml_used_bytes, serve
-    from harness.infra.target import Target
-    from harness.model.driver_helpers import torch_threads
 
     mode, dev = job["mode"], job["device"]
     target = Target.from_env(job["target"])
@@ -56,14 +58,12 @@ def main(job: dict, log) -> dict:
     with torch_threads(job["torch_threads"]):
         import torch
 
-        from harness.infra.model_wheels import smollm2
 
         tok, model = smollm2(dev)  # every mode holds the model from its start
         generate(tok, model, job["requests"][0][0], job["max_new_tokens"])  # its weights resident, as a server's
         held = extra_allocation(job["extra_mb"], dev) if mode == "extra_allocation" else None
         emb = proj = None
         if mode == "semantic_cache":
-            from harness.experiments.semantic_cache.embed import Embedder
 
             emb = Embedder.load(dev)
             proj = keys.projection(emb.dim, job["lsh_seed"])

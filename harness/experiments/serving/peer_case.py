@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from harness.base import stats
+from harness.infra.model_wheels import smollm2_dir
 from harness.infra.process import note_url_secrets, redact, redact_file, redact_json
 from harness.infra.serving_engine import install
 from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series
@@ -210,7 +211,6 @@ def _rounds(ctx, p: dict, ep, hs: str):
 
 
 def _model_dir() -> str:
-    from harness.infra.model_wheels import smollm2_dir
 
     return str(smollm2_dir())
 

