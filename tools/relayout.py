@@ -127,24 +127,29 @@ def _old_module_paths() -> list[tuple[str, str]]:
 
 
 def move_files() -> None:
-    """git mv every old file or folder that is still there; write the new folders' __init__.py."""
+    """Move every file under harness/ that is still at an old path to its new one (git mv,
+    or a plain rename for a file git does not track), file by file: a file a later branch
+    added under an old folder (harness/report/views/new.py) moves too, and nothing is
+    deleted. Then write the new layer folders' __init__.py where it is missing or empty."""
     pkg = ROOT / "harness"
-    for layer in LAYER_DOCS:
-        (pkg / layer).mkdir(exist_ok=True)
-    for old, new in _old_module_paths():
-        if not (pkg / old).exists():
+    for path in sorted(p for p in pkg.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        old = path.relative_to(ROOT).as_posix()
+        new = rewrite_text(old)
+        if new == old:
             continue
-        if old == "report":  # its contents join publish/, which already holds outputs.py
-            for child in sorted((pkg / old).iterdir()):
-                if child.name != "__pycache__" and not (pkg / "publish" / child.name).exists():
-                    _git("mv", str(child), str(pkg / "publish" / child.name))
-            shutil.rmtree(pkg / old, ignore_errors=True)
+        if (ROOT / new).exists():
+            print(f"{old}: left where it is, {new} exists already")
             continue
-        (pkg / new).parent.mkdir(parents=True, exist_ok=True)
-        _git("mv", str(pkg / old), str(pkg / new))
+        (ROOT / new).parent.mkdir(parents=True, exist_ok=True)
+        if subprocess.run(["git", "mv", old, new], cwd=ROOT, capture_output=True).returncode:
+            path.rename(ROOT / new)
+    for folder in sorted((p for p in pkg.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        if not any(q.is_file() and "__pycache__" not in q.parts for q in folder.rglob("*")):
+            shutil.rmtree(folder)
     for layer, doc in LAYER_DOCS.items():
         init = pkg / layer / "__init__.py"
         if not init.exists() or not init.read_text().strip():
+            init.parent.mkdir(exist_ok=True)
             init.write_text(f'"""{_wrap(doc)}"""\n')
             _git("add", str(init))
 
@@ -261,7 +266,7 @@ def rewrite(paths: list[Path]) -> list[Path]:
 
 def _files(args: list[str]) -> list[Path]:
     if not args:
-        return [ROOT / p for p in _git("ls-files").splitlines()]
+        return [ROOT / p for p in _git("ls-files", "--cached", "--others", "--exclude-standard").splitlines()]
     out = []
     for a in args:
         p = Path(a)

@@ -14,7 +14,7 @@ repetitions per side no two-sided test can reach p < 0.05 (the smallest possible
 0.1), so the range rule carries the decision and the p-value informs.
 
 The two sides must be comparable: the same profile, the same host class, the same key
-package and tool versions (harness.verdict.metric_history.run_facts) and, for the cases both ran, the same
+package and tool versions (harness.verdict.metric_history.comparison_facts) and, for the cases both ran, the same
 resolved parameters. Otherwise `check_sides` says what
 differs and the command exits 2, unless the user allows it (then it is a warning line).
 """
@@ -34,7 +34,7 @@ from harness.model.stored_run import MANIFEST, load_run
 from harness.verdict import verdicts_json as verdicts
 from harness.verdict.analysis import Analysis, analyze
 from harness.verdict.display import fmt
-from harness.verdict.metric_history import find_runs, load_runs, run_facts
+from harness.verdict.metric_history import comparison_facts, find_runs, load_runs
 from harness.verdict.summary import table
 
 FACTOR = 0.05  # 5%: past this a change in the worse direction is a regression
@@ -317,7 +317,7 @@ def compare_dirs(baseline, current, *, last: int = POOL, factor: float = FACTOR,
     if factor < 0 or not math.isfinite(factor):
         raise BadInput(f"--factor must be a non-negative fraction (0.05 = 5%), got {factor}")
     new = refuse_empty(load_run(Path(current)), "RUN_DIR")
-    nf = run_facts(new)
+    nf = comparison_facts(new)
     baseline = Path(baseline)
     left_out: list[str] = []
     if (baseline / MANIFEST).exists():
@@ -329,7 +329,7 @@ def compare_dirs(baseline, current, *, last: int = POOL, factor: float = FACTOR,
         what = (f"median of the last {len(pool)} run(s) under {baseline} "
                 f"({pool[0].run_dir.name} .. {pool[-1].run_dir.name})")
     warnings = []
-    diff = check_sides([run_facts(r) for r in pool], nf)
+    diff = check_sides([comparison_facts(r) for r in pool], nf)
     if diff:
         if not allow_mismatch:
             raise BadInput(f"the sides are not comparable: {'; '.join(diff)}; compare runs of the same profile, "
@@ -355,13 +355,13 @@ def _pool(baseline: Path, new, nf: dict, last: int, allow_mismatch: bool, log) -
     """The last `last` runs under `baseline` before `new` that match it, and the ones left out (named)."""
     left_out: list[str] = []
     runs = [r for r in load_runs(find_runs(baseline, log), log)
-            if r.run_dir.resolve() != new.run_dir.resolve() and run_facts(r)["run_id"] != nf["run_id"]]
+            if r.run_dir.resolve() != new.run_dir.resolve() and comparison_facts(r)["run_id"] != nf["run_id"]]
     started = nf["started"]
     if started is not None:
-        runs = [r for r in runs if (run_facts(r)["started"] or 0) < started]
+        runs = [r for r in runs if (comparison_facts(r)["started"] or 0) < started]
     matching = []
     for r in runs:
-        diff = check_sides([run_facts(r)], nf)
+        diff = check_sides([comparison_facts(r)], nf)
         if diff and not allow_mismatch:
             left_out.append(f"{_shown(r.run_dir.name)}: {diff[0]}")
         else:

@@ -46,7 +46,7 @@ def anchor(suite: str, case: str, metric: str) -> str:
     return f"m-{slug}-{hashlib.sha1(key.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
-def run_facts(run: RunData) -> dict:
+def comparison_facts(run: RunData) -> dict:
     """What a run ran on: profile, host class, key versions; the sides of a comparison must
     agree on these. The host is its hardware and the target (not the hostname, which a CI
     runner changes every night)."""
@@ -155,7 +155,7 @@ def build_history(runs: list[RunData]) -> dict:
     """The history of every metric over `runs` (oldest first): {"runs": [...], "metrics": [...]}."""
     facts, series = [], {}
     for i, run in enumerate(runs):
-        facts.append({"index": i + 1, **run_facts(run), "date": date_text(run.manifest.started)})
+        facts.append({"index": i + 1, **comparison_facts(run), "date": date_text(run.manifest.started)})
         a = analyze(run)
         for m in a.metrics:
             h = series.setdefault((m.suite, m.case, m.metric), MetricHistory(m.suite, m.case, m.metric, m.unit, m.better))
