@@ -38,10 +38,10 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 # The serving engine (vLLM, CPU build) in its own venv, .harness/engine/venv, pinned in
 # constraints-engine.txt; reused as it is when its marker matches the pins (a no-op then).
-# It is built while pip fills the harness's venv (python -m harness.serving_engine.install
+# It is built while pip fills the harness's venv (python -m harness.infra.serving_engine.install
 # needs only the standard library); a Ctrl-C stops both.
 venvs:
-	@setsid $(PYTHON) -m harness.serving_engine.install & engine=$$!; \
+	@setsid $(PYTHON) -m harness.infra.serving_engine.install & engine=$$!; \
 	trap 'kill -TERM -- -$$engine 2>/dev/null; wait $$engine; exit 130' INT TERM; \
 	$(MAKE) --no-print-directory $(VENV)/.installed; main=$$?; \
 	wait $$engine; eng=$$?; trap - INT TERM; \

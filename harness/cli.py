@@ -11,19 +11,20 @@ from pathlib import Path
 import click
 from click.shell_completion import CompletionItem
 
-from harness import compare as C
-from harness import driver_contract, signals, spec
-from harness.cluster import LocalCluster
-from harness.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, BadInput, EnvironmentProblem, HarnessError
-from harness.files import NO_SPACE, no_space_line, write_atomic
-from harness.monitoring import cluster_owner, configured_port, stacks_owned_by, start_stack, stop_stack
-from harness.process import redact
-from harness.publish import measurements_markdown, publish
-from harness.report.history_page import write_history
-from harness.runner import run_suites
-from harness.safe_text import LINE, NAME, for_terminal
-from harness.selection import plan, plan_lines
-from harness.serving_engine.commands import engine
+from harness.base import signals
+from harness.base.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, BadInput, EnvironmentProblem, HarnessError
+from harness.base.files import NO_SPACE, no_space_line, write_atomic
+from harness.base.safe_text import LINE, NAME, for_terminal
+from harness.infra.cluster import LocalCluster
+from harness.infra.monitoring import cluster_owner, configured_port, stacks_owned_by, start_stack, stop_stack
+from harness.infra.process import redact
+from harness.infra.serving_engine.commands import engine
+from harness.model import driver_contract, spec
+from harness.publish.history_page import write_history
+from harness.publish.outputs import measurements_markdown, publish
+from harness.run.runner import run_suites
+from harness.run.selection import plan, plan_lines
+from harness.verdict import baseline as C
 
 
 def _log(msg: str) -> None:
@@ -323,7 +324,7 @@ def cluster_status(host, base_port, as_json):
         sys.exit(EXIT_ENVIRONMENT)
 
 
-cli.add_command(engine)  # harness engine install|up|down|status (harness/serving_engine/commands.py)
+cli.add_command(engine)  # harness engine install|up|down|status (harness/infra/serving_engine/commands.py)
 
 
 @cli.command()

@@ -1,5 +1,5 @@
 """The child side of tests/test_child.py: `python -m tests.child_work JOB.json` through
-harness.child.serve, doing what the job's "do" says."""
+harness.model.child.serve, doing what the job's "do" says."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import os
 import sys
 import time
 
-from harness import child
-from harness.errors import BadInput, EnvironmentProblem, HarnessError
-from harness.target import Target
+from harness.base.errors import BadInput, EnvironmentProblem, HarnessError
+from harness.infra.target import Target
+from harness.model import child
 
 
 def work(job: dict, log) -> dict:

@@ -102,7 +102,7 @@ def _need_redis():
 def cluster(tmp_path_factory):
     """A real 6-node cluster (3 primaries + 3 replicas); yields its Target."""
     _need_redis()
-    from harness.cluster import LocalCluster
+    from harness.infra.cluster import LocalCluster
 
     c = LocalCluster(base_port=TEST_CLUSTER_PORT, state_dir=tmp_path_factory.mktemp("cluster"))
     target = c.up()
@@ -116,7 +116,7 @@ def cluster(tmp_path_factory):
 def redis_server(tmp_path):
     """Factory: start a standalone redis-server with extra config; all are stopped after the test."""
     _need_redis()
-    from harness.redis_server import RedisProcess
+    from harness.infra.redis_server import RedisProcess
 
     started = []
 
@@ -142,9 +142,9 @@ def cluster_client(cluster):
 
 @pytest.fixture(autouse=True)
 def _secrets_are_per_test():
-    """harness.process remembers secrets for the whole process (a run's passwords); a test's
+    """harness.infra.process remembers secrets for the whole process (a run's passwords); a test's
     one-letter URL password ('HTTP://A:B@H') must not redact 'MiB' in a later test's output."""
-    from harness import process
+    from harness.infra import process
 
     before = set(process._SECRETS)
     yield

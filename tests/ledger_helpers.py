@@ -1,7 +1,7 @@
 """Judge the ledger's real checks on chosen metrics, on this machine or on a measured lab.
 
 `LAB` is what a run on the source's lab measures (six Redis hosts, a separate load generator,
-an A100, NVMe storage): the manifest facts harness.conditions reads. Tests use it to show that
+an A100, NVMe storage): the manifest facts harness.model.conditions reads. Tests use it to show that
 a check becomes comparable when the run measured the claim's conditions, and only then.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import spec
-from harness.analysis import analyze
-from harness.results import Metric, Record, RunData
+from harness.model import spec
+from harness.model.stored_run import Metric, Record, RunData
+from harness.verdict.analysis import analyze
 
 # what `make reproduce` measures here: the loopback cluster, no GPU, a VM's disk, 2 cores
 HERE = {

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness import spec
+from harness.model import spec
 
 HEAD = ["claim", "check", "observed", "reference", "instrument control", "mechanism-off control", "stand-in",
         "mutations that break it", "verdict (fresh run)"]
@@ -61,8 +61,8 @@ def rows(claims, verdicts: dict | None = None, mutations: dict | None = None) ->
 
 
 def verdicts_of(run_dir: Path) -> dict:
-    from harness.analysis import analyze
-    from harness.results import load_run
+    from harness.model.stored_run import load_run
+    from harness.verdict.analysis import analyze
 
     a = analyze(load_run(run_dir))
     out = {}

@@ -1,4 +1,4 @@
-"""Synthetic stored runs written through the real results writer (harness.results), for the
+"""Synthetic stored runs written through the real results writer (harness.model.stored_run), for the
 history, compare and benchmark tests: N results folders under one root, each with the
 real manifest of this machine and records whose values are known."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from harness import manifest
-from harness.results import Metric, Record, write_manifest, write_results
-from harness.spec import SuiteRun
+from harness.infra import machine_facts as manifest
+from harness.model.spec import SuiteRun
+from harness.model.stored_run import Metric, Record, write_manifest, write_results
 
 METRICS = {  # name: (level, unit, better)
     "get.rps": (100000.0, "req/s", "higher"),

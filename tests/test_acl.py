@@ -3,11 +3,11 @@
 import pytest
 import redis
 
-from harness.driver_contract import CaseContext
-from harness.errors import BadInput
+from harness.base.errors import BadInput
+from harness.base.paths import SUITES_DIR
 from harness.experiments.redis_cluster import acl
-from harness.paths import SUITES_DIR
-from harness.spec import ClaimCheck, load_yaml
+from harness.model.driver_contract import CaseContext
+from harness.model.spec import ClaimCheck, load_yaml
 
 
 def ledger_checks(claim_id: str, suite: str) -> dict[str, ClaimCheck]:
@@ -99,10 +99,10 @@ def test_the_ledger_checks_flip_when_the_mechanism_is_removed(cluster, tmp_path)
 
 
 def test_view_shows_each_probe_under_each_rule(cluster, tmp_path):
-    from harness.analysis import analyze
-    from harness.report import views
-    from harness.results import Record, RunData
-    from harness.spec import Case, SuiteClaim, SuiteRun
+    from harness.model.spec import Case, SuiteClaim, SuiteRun
+    from harness.model.stored_run import Record, RunData
+    from harness.publish import views
+    from harness.verdict.analysis import analyze
 
     out, _ = _run(cluster, tmp_path / "raw")
     recs = [Record("redis-cluster", "acl", 1, "ok", metrics=out.metrics, series=out.series)]

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import Outcome, Verdict, analyze
-from harness.compare import compare
-from harness.results import Metric, Record, RunData
-from harness.spec import Claim, SuiteRun
+from harness.model.spec import Claim, SuiteRun
+from harness.model.stored_run import Metric, Record, RunData
+from harness.verdict.analysis import Outcome, Verdict, analyze
+from harness.verdict.baseline import compare
 
 
 def run_of(values: dict[str, list[float]], *, skipped_case=False, better="lower", claims=None,
@@ -173,7 +173,7 @@ def test_compare_needs_size_and_separation():
 
 
 def test_numbers_for_people():
-    from harness.report.format import fmt
+    from harness.verdict.display import fmt
 
     assert [fmt(v) for v in (347.0, 123.45, 1092.0, 12.0, 0.863, 0.0, None)] == \
         ["347", "123.5", "1,092", "12", "0.863", "0", "-"]

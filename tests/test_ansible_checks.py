@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.paths import REPO_ROOT
+from harness.base.paths import REPO_ROOT
 from tests.test_ansible_local import ANSIBLE_DIR, ANSIBLE_PLAYBOOK, make_inventory, playbook
 
 ANSIBLE_LINT = Path(sys.executable).parent / "ansible-lint"
@@ -36,7 +36,7 @@ def test_playbooks_pass_the_syntax_check(inventory, play):
 
 
 def test_committed_local_inventory_uses_7000_to_7005():
-    from harness.inventory import _find_group
+    from harness.infra.inventory import _find_group
 
     tree = yaml.safe_load((ANSIBLE_DIR / "inventories" / "local.yml").read_text())
     hosts = _find_group(tree, "redis")["hosts"]
@@ -55,7 +55,7 @@ def test_too_few_hosts_fail_early_with_the_fix(tmp_path):
 
 @needs_playbook
 def test_a_foreign_redis_on_the_port_is_left_alone(tmp_path):
-    from harness.redis_server import RedisProcess
+    from harness.infra.redis_server import RedisProcess
 
     # a port below 55535 (the role refuses higher ones: the bus port is port + 10000)
     foreign = RedisProcess("127.0.0.1", 7639, tmp_path / "foreign").start()

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from harness import process
-from harness.inventory import LOADGEN_ENV, loadgen_host
-from harness.paths import REPO_ROOT
+from harness.base.paths import REPO_ROOT
+from harness.infra import process
+from harness.infra.inventory import LOADGEN_ENV, loadgen_host
 
 LAB = REPO_ROOT / "ansible" / "inventories" / "lab.yml"
 LOCAL = REPO_ROOT / "ansible" / "inventories" / "local.yml"
@@ -36,15 +36,15 @@ def test_an_ssh_config_from_the_inventory_is_used(tmp_path, monkeypatch):
     assert host.ssh_config == "/x/ssh_config" and host.port == 2222
     assert host.ssh_argv("true")[:3] == ["ssh", "-F", "/x/ssh_config"]
     inv.write_text("all:\n  children:\n    loadgen:\n      hosts: [a, b]\n")
-    from harness.errors import BadInput
+    from harness.base.errors import BadInput
 
     with pytest.raises(BadInput, match="expected a mapping"):
         loadgen_host(inv)
 
 
 def test_load_tools_of_a_target_run_on_its_load_generator():
-    from harness.target import Node, Target
-    from harness.tools import memtier, redis_benchmark
+    from harness.infra.load_tools import memtier, redis_benchmark
+    from harness.infra.target import Node, Target
 
     lg = process.RemoteHost("loadgen-1", "127.77.0.17", ssh_config="/x")
     tgt = Target("inv.yml", "cluster", [Node("127.77.0.11", 6379)], loadgen=lg)

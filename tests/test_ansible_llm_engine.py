@@ -14,7 +14,7 @@ import subprocess
 import pytest
 import yaml
 
-from harness.paths import REPO_ROOT
+from harness.base.paths import REPO_ROOT
 from tests.test_ansible_local import ANSIBLE_DIR, ANSIBLE_PLAYBOOK, playbook, recap
 
 ENGINE_VENV = REPO_ROOT / ".harness" / "engine" / "venv"
@@ -65,7 +65,7 @@ def test_the_role_installs_the_engine_version_the_harness_pins():
 
 
 def test_the_lab_inventory_llm_group_is_what_the_harness_measures():
-    from harness.serving_engine.external import from_inventory
+    from harness.infra.serving_engine.external import from_inventory
 
     (ep,) = from_inventory(ANSIBLE_DIR / "inventories" / "lab.yml").values()
     assert (ep.base_url, ep.model, ep.managed) == ("http://10.20.1.11:8000", "qwen2-7b-instruct", False)
@@ -79,7 +79,7 @@ def test_the_lab_inventory_llm_group_is_what_the_harness_measures():
 @needs_playbook
 @needs_engine
 def test_check_mode_starts_nothing(tmp_path):
-    from harness.model_wheels import smollm2_dir
+    from harness.infra.model_wheels import smollm2_dir
 
     out = playbook(inventory(tmp_path, smollm2_dir()), "site.yml", "--check")
     assert out.returncode == 0, out.stdout[-3000:]
@@ -141,7 +141,7 @@ def test_an_engine_that_dies_at_start_fails_with_its_log_tail(tmp_path):
 def test_an_engine_not_ready_in_time_is_stopped_with_its_log_tail(tmp_path):
     """A real vLLM start with a 5 s readiness limit (it needs minutes): the role fails with
     the timeout and the log's tail, and stops the half-started engine."""
-    from harness.model_wheels import smollm2_dir
+    from harness.infra.model_wheels import smollm2_dir
 
     out = playbook(inventory(tmp_path, smollm2_dir(), llm_engine_start_timeout_s=5,
                              llm_engine_stop_timeout_s=10), "site.yml")
@@ -163,10 +163,10 @@ def test_an_engine_not_ready_in_time_is_stopped_with_its_log_tail(tmp_path):
 @needs_playbook
 def test_the_roles_dtype_is_the_harness_choice_for_the_cpus_flags(tmp_path):
     """The role's `auto` dtype (its first two tasks, run on this machine against made-up
-    /proc/cpuinfo files) is what harness.serving_engine.local.cpu_dtype picks for the same
+    /proc/cpuinfo files) is what harness.infra.serving_engine.local.cpu_dtype picks for the same
     flags: bfloat16 with avx512_bf16 or amx_bf16, float32 without, vLLM's own without a
     flags line. (A regular expression's word boundary once made it float32 everywhere.)"""
-    from harness.serving_engine.local import cpu_dtype
+    from harness.infra.serving_engine.local import cpu_dtype
 
     tasks = yaml.safe_load((ANSIBLE_DIR / "roles" / "llm_engine" / "tasks" / "config.yml").read_text())[:2]
     assert "slurp" in str(tasks[0]) and "llm_engine_dtype_used" in str(tasks[1])

@@ -16,7 +16,7 @@ import subprocess
 import pytest
 import yaml
 
-from harness.paths import REPO_ROOT
+from harness.base.paths import REPO_ROOT
 
 ANSIBLE_DIR = REPO_ROOT / "ansible"
 BASE_PORT = 7600
@@ -118,7 +118,7 @@ def test_second_run_changes_nothing(provisioned):
 
 def test_harness_benchmarks_the_provisioned_cluster(provisioned, tmp_path):
     assert provisioned["first"].returncode == 0
-    from harness.runner import run_suites
+    from harness.run.runner import run_suites
     from tests.test_monitoring import redis_suite
 
     out = run_suites([redis_suite(tmp_path)], target=provisioned["inventory"], repeat=1,

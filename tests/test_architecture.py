@@ -2,11 +2,10 @@
 
 Every `harness/**/*.py` is parsed (ast, nothing imported), and every import of a
 `harness.*` module becomes an arrow, module-level or inside a function. The layers below
-are the README's architecture section: a module imports only modules of its own layer or
-of a lower one. A function-level import of the project's own modules is allowed only
-where it avoids loading something heavy: the imported module loads one of HEAVY at its
-module level (itself or through what it imports), or it is listed in LAZY with the
-reason.
+are docs/architecture.md's table: one folder of harness/ per layer, and a module imports
+only modules of its own layer or of a lower one. Imports of the project's own modules
+inside functions are at most MAX_LAZY, each with a comment saying why; what `harness
+--help` and `harness validate` load at module level imports nothing of HEAVY but numpy.
 """
 
 from __future__ import annotations
@@ -21,41 +20,32 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "harness"
 
-# Lowest first. A module is in the first layer one of whose prefixes names it (a prefix
-# names a module and everything under it).
+# Lowest first: one folder of harness/ per layer (its name is the folder's), the package's
+# own __init__ in the lowest and the command line, the only top-level module besides, on top.
+# A module's layer is its folder; it imports only modules of its own layer or of a lower one.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("harness", "harness.__init__", "harness.errors", "harness.paths", "harness.formats")),
-    ("primitives", ("harness.files", "harness.hostnames", "harness.signals", "harness.stats", "harness.stepdetect",
-                    "harness.text_data", "harness.model_wheels", "harness.progress", "harness.manifest",
-                    "harness.manifest_record", "harness.metrics_model", "harness.process",
-                    "harness.file_cache", "harness.safe_text", "harness.http_get",
-                    "harness.ownership")),
-    ("target", ("harness.target",)),
-    ("infrastructure", ("harness.redis_server", "harness.cluster", "harness.inventory", "harness.server_stats",
-                        "harness.tools", "harness.monitoring", "harness.serving_engine",
-                        "harness.host_identity")),
-    ("driver contract", ("harness.driver_contract",)),
-    ("spec", ("harness.spec", "harness.conditions")),
-    ("stored run", ("harness.results", "harness.driver_helpers")),
-    ("analysis", ("harness.analysis", "harness.metric_history", "harness.child")),
-    ("experiments", ("harness.experiments", "harness.worker")),
-    ("report", ("harness.report", "harness.summary", "harness.verdicts", "harness.compare")),
-    ("publishing", ("harness.publish",)),
-    ("running", ("harness.selection", "harness.run_target", "harness.runner")),
+    ("base", ("harness", "harness.__init__", "harness.base")),
+    ("infra", ("harness.infra",)),
+    ("model", ("harness.model",)),
+    ("verdict", ("harness.verdict",)),
+    ("experiments", ("harness.experiments",)),
+    ("publish", ("harness.publish",)),
+    ("run", ("harness.run",)),
     ("command line", ("harness.cli", "harness.__main__")),
 ]
 
-# Third-party packages whose import is slow or needs a device: a module that loads one at
-# its module level is heavy, and importing it inside a function is allowed.
+# The modules allowed beside the layer folders at the top of harness/, and how many entries it may hold.
+TOP_MODULES = {"__init__", "__main__", "cli"}
+MAX_TOP_LEVEL = 10
+
+# Third-party packages whose import is slow or needs a device: what the command line and the
+# suites' drivers modules load at module level may not load one (numpy aside, for the drivers).
 HEAVY = {"torch", "transformers", "sentence_transformers", "onnx", "onnxruntime", "tensorrt", "pycuda", "cuda",
          "libcachesim", "numba", "vllm", "gptcache", "numpy", "pandas", "scipy", "sklearn", "faiss", "lmdb", "psycopg",
          "psycopg2", "pynvml", "prometheus_api_client", "hdrhistogram", "gguf", "llama_cpp", "datasets"}
 
-# Function-level imports of project modules that are not heavy but stay where they are, with why.
-LAZY: dict[tuple[str, str], str] = {
-    ("harness.driver_contract", "harness.experiments"):
-        "driver discovery: load_all() imports every suite's drivers module so that its drivers register",
-}
+# Imports of the project's own modules inside functions: at most this many, each with a comment saying why.
+MAX_LAZY = 10
 
 
 @dataclass(frozen=True)
@@ -95,8 +85,16 @@ def _imported(node: ast.AST, module: str) -> list[str]:
             package = (module if _is_package(module) else module.rpartition(".")[0]).split(".")
             parts = package[: len(package) - node.level + 1]
             base = ".".join(parts + ([base] if base else []))
-        return [base] + [f"{base}.{a.name}" for a in node.names]
+        submodules = [f"{base}.{a.name}" for a in node.names]
+        # `from harness.base import stats` imports the module stats (and the package's __init__,
+        # which only documents its layer): the arrow goes to the module
+        return submodules if all(m in MODULES for m in submodules) else [base] + submodules
     return []
+
+
+def _from_base(node: ast.ImportFrom, module: str) -> str:
+    """The absolute module a `from X import ...` names as X."""
+    return _imported(ast.ImportFrom(node.module, [ast.alias("*")], node.level), module)[0]
 
 
 def _is_package(module: str) -> bool:
@@ -210,9 +208,9 @@ def test_the_graph_is_read():
     """The checks below see the package: its modules and the arrows everyone knows of."""
     assert len(MODULES) > 50
     pairs = {(a.source, a.target) for a in ARROWS}
-    assert ("harness.runner", "harness.selection") in pairs and ("harness.spec", "harness.driver_contract") in pairs
-    assert {"harness.driver_contract", "harness.experiments"} <= {a for pair in pairs for a in pair}
-    assert "yaml" in THIRD_PARTY["harness.spec"] and "numpy" in THIRD_PARTY["harness.experiments.kv_trace.trace"]
+    assert ("harness.run.runner", "harness.run.selection") in pairs and ("harness.model.spec", "harness.model.driver_contract") in pairs
+    assert ("harness.experiments.redis_cluster.drivers", "harness.model.driver_contract") in pairs
+    assert "yaml" in THIRD_PARTY["harness.model.spec"] and "numpy" in THIRD_PARTY["harness.experiments.kv_trace.trace"]
 
 
 def test_no_import_cycles():
@@ -223,21 +221,83 @@ def test_no_import_cycles():
 
 def test_the_cycle_finder_finds_a_cycle():
     """The check above could fail: a made-up arrow back from spec to results closes a circle."""
-    made_up = ARROWS + [Arrow("harness.driver_contract", "harness.results", False, 0)]
-    assert any({"harness.driver_contract", "harness.results", "harness.spec"} <= set(c) for c in cycles(made_up))
+    made_up = ARROWS + [Arrow("harness.model.driver_contract", "harness.model.stored_run", False, 0)]
+    assert any({"harness.model.driver_contract", "harness.model.stored_run", "harness.model.spec"} <= set(c) for c in cycles(made_up))
+
+
+def upward(arrows: list[Arrow]) -> list[str]:
+    """The arrows that run from a layer up to a higher one."""
+    return sorted(f"{a.source} (layer {LAYERS[layer_of(a.source)][0]!r}) imports {a.target} "
+                  f"(layer {LAYERS[layer_of(a.target)][0]!r}) at line {a.line}"
+                  for a in arrows if layer_of(a.target) > layer_of(a.source))
 
 
 def test_nothing_imports_upward():
-    up = [f"{a.source} (layer {LAYERS[layer_of(a.source)][0]!r}) imports {a.target} "
-          f"(layer {LAYERS[layer_of(a.target)][0]!r}) at line {a.line}"
-          for a in ARROWS if layer_of(a.target) > layer_of(a.source) and (a.source, a.target) not in LAZY]
-    assert not up, "imports that run back up the layers:\n" + "\n".join(sorted(up))
+    up = upward(ARROWS)
+    assert not up, "imports that run back up the layers:\n" + "\n".join(up)
 
 
-@pytest.mark.parametrize("forbidden", ["harness.runner", "harness.selection", "harness.publish", "harness.cli"])
+def test_the_upward_check_finds_a_made_up_arrow():
+    """The check above could fail: a made-up arrow from base up to the runner is found."""
+    made_up = [Arrow("harness.base.errors", "harness.run.runner", False, 0)]
+    assert upward(ARROWS + made_up) and not upward(ARROWS)
+
+
+def folder_of(module: str) -> str | None:
+    """The layer folder `module` sits in (`harness.infra.cluster` -> `infra`), None at the top of harness/."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and _is_package(".".join(parts[:2])) else None
+
+
+def test_each_layer_is_one_folder():
+    """A layer is a folder of harness/ of its name, and a module's layer is its folder."""
+    for name, prefixes in LAYERS[:-1]:
+        assert f"harness.{name}" in prefixes and _is_package(f"harness.{name}"), name
+        assert set(prefixes) - {"harness", "harness.__init__"} == {f"harness.{name}"}, name
+    assert all(folder_of(p) is None for p in LAYERS[-1][1])
+    wrong = [m for m in MODULES if folder_of(m) and LAYERS[layer_of(m)][0] != folder_of(m)]
+    assert not wrong, f"modules whose layer is not their folder: {wrong}"
+
+
+def top_level(root: Path) -> tuple[list[str], list[str]]:
+    """The modules (.py files) and packages at the top of `root`."""
+    files = sorted(p.stem for p in root.glob("*.py"))
+    packages = sorted(p.name for p in root.iterdir() if (p / "__init__.py").exists())
+    return files, packages
+
+
+def test_the_top_of_harness_holds_at_most_10_modules():
+    """harness/ holds the layer folders, its __init__ and __main__, and the command line: nothing else."""
+    files, packages = top_level(ROOT)
+    assert len(files) + len(packages) <= MAX_TOP_LEVEL, files + packages
+    assert set(files) <= TOP_MODULES, f"modules beside the layer folders: {sorted(set(files) - TOP_MODULES)}"
+    assert set(packages) == {name for name, _ in LAYERS[:-1]}, packages
+
+
+def test_the_top_level_check_could_fail(tmp_path):
+    """The count above sees a module put beside the folders."""
+    for name in ("cli.py", "stray.py", "base/__init__.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("")
+    files, packages = top_level(tmp_path)
+    assert files == ["cli", "stray"] and packages == ["base"] and not set(files) <= TOP_MODULES
+
+
+def test_the_folders_import_downward_only():
+    """Folder by folder: the graph of folders (and the top-level modules) has no cycle."""
+    def unit(m: str) -> str:
+        return folder_of(m) or m
+    folder_arrows = [Arrow(unit(a.source), unit(a.target), a.lazy, a.line) for a in ARROWS
+                     if unit(a.source) != unit(a.target)]
+    assert not cycles(folder_arrows)
+    made_up = folder_arrows + [Arrow("base", "run", False, 0)]
+    assert cycles(made_up)
+
+
+@pytest.mark.parametrize("forbidden", ["harness.run.runner", "harness.run.selection", "harness.publish.outputs", "harness.cli"])
 def test_no_experiment_or_report_imports_the_runner(forbidden):
     bad = [f"{a.source}:{a.line}" for a in ARROWS
-           if a.target == forbidden and (a.source.startswith(("harness.experiments", "harness.report.")))]
+           if a.target == forbidden and (a.source.startswith(("harness.experiments", "harness.publish.")))]
     assert not bad, f"{forbidden} imported by {', '.join(bad)}"
 
 
@@ -247,17 +307,17 @@ SUITE_PACKAGES = sorted(m for m in MODULES if m.startswith("harness.experiments.
 
 def register_calls(module: str, tree: ast.Module) -> list[int]:
     """The lines where `module` calls the driver contract's `register`: by its name (or an
-    alias) imported from harness.driver_contract, or through the module itself."""
+    alias) imported from harness.model.driver_contract, or through the module itself."""
     names, modules = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            base = _imported(node, module)[0]
-            if base == "harness.driver_contract":
+            base = _from_base(node, module)
+            if base == "harness.model.driver_contract":
                 names |= {a.asname or a.name for a in node.names if a.name == "register"}
-            elif base == "harness":
+            elif base == "harness.model":
                 modules |= {a.asname or a.name for a in node.names if a.name == "driver_contract"}
         elif isinstance(node, ast.Import):
-            modules |= {a.asname or a.name for a in node.names if a.name == "harness.driver_contract"}
+            modules |= {a.asname or a.name for a in node.names if a.name == "harness.model.driver_contract"}
     lines = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
@@ -281,10 +341,10 @@ def test_only_a_suites_drivers_module_registers_drivers():
 
 
 @pytest.mark.parametrize("source", [
-    "from harness.driver_contract import register as reg\n@reg('x', params={})\ndef f(ctx): pass\n",
-    "from harness import driver_contract as dc\ndc.register('x', params={})(print)\n",
-    "import harness.driver_contract\nharness.driver_contract.register('x', params={})(print)\n",
-    "from ...driver_contract import register\nregister('x', params={})(print)\n",
+    "from harness.model.driver_contract import register as reg\n@reg('x', params={})\ndef f(ctx): pass\n",
+    "from harness.model import driver_contract as dc\ndc.register('x', params={})(print)\n",
+    "import harness.model.driver_contract\nharness.model.driver_contract.register('x', params={})(print)\n",
+    "from ...model.driver_contract import register\nregister('x', params={})(print)\n",
 ])
 def test_the_register_finder_finds_a_call(source):
     """The check above could fail: each way of calling register is found."""
@@ -292,22 +352,70 @@ def test_the_register_finder_finds_a_call(source):
 
 
 def test_infrastructure_takes_the_target_from_target_py():
-    infra = [m for m in MODULES if LAYERS[layer_of(m)][0] == "infrastructure"]
+    infra = [m for m in MODULES if LAYERS[layer_of(m)][0] == "infra"]
     bad = [f"{a.source} imports {a.target}" for a in ARROWS if a.source in infra
-           and a.target in ("harness.driver_contract", "harness.spec", "harness.results", "harness.runner")]
+           and a.target.startswith(("harness.model", "harness.run"))]
     assert infra and not bad, bad
 
 
-def test_function_level_imports_only_avoid_something_heavy():
-    heavy = heavy_modules()
-    lazy = [a for a in ARROWS if a.lazy]
-    unjustified = [f"{a.source}:{a.line} imports {a.target} inside a function (not heavy: import it at module "
-                   f"level, or list it in LAZY with the reason)"
-                   for a in lazy if a.target not in heavy and (a.source, a.target) not in LAZY
-                   and (a.source, a.target) not in LAZY_FOR_NOW]
-    assert not unjustified, "\n".join(sorted(unjustified))
-    stale = [pair for pair in LAZY if not any((a.source, a.target) == pair and a.lazy for a in ARROWS)]
-    assert not stale, f"LAZY lists imports that are no longer function-level: {stale}"
+def lazy_imports(path: str, source: str) -> list[str]:
+    """`path:line` of each import of the project's own modules (absolute or relative) inside a
+    function, with the comment that says why (on its line or the line above), or `UNEXPLAINED`."""
+    lines = source.splitlines()
+    found = []
+    for node, lazy in _walk(ast.parse(source)):
+        own = node.level or (node.module or "").split(".")[0] == "harness" if isinstance(node, ast.ImportFrom) \
+            else any(a.name.split(".")[0] == "harness" for a in node.names)
+        if lazy and own:
+            here = lines[node.end_lineno - 1].partition("#")[2].strip()
+            above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
+            why = here or (above[1:].strip() if above.startswith("#") else "")
+            found.append(f"{path}:{node.lineno} {ast.unparse(node)}  # {why or 'UNEXPLAINED'}")
+    return found
+
+
+LAZY = [entry for p in sorted(ROOT.rglob("*.py"))
+        for entry in lazy_imports(str(p.relative_to(ROOT.parent)), p.read_text())]
+
+
+def test_few_function_level_imports_of_own_modules_each_explained():
+    """Own modules are imported at module level (drivers are found by module path, with
+    importlib): the few inside a function say why."""
+    assert len(LAZY) <= MAX_LAZY, f"{len(LAZY)} imports of project modules inside functions (at most " \
+        f"{MAX_LAZY}): import at module level, a heavy third-party package inside the function instead:\n" + \
+        "\n".join(LAZY)
+    bad = [e for e in LAZY if e.endswith("# UNEXPLAINED")]
+    assert not bad, "function-level imports without a comment saying why:\n" + "\n".join(bad)
+
+
+def test_the_function_level_import_check_could_fail():
+    source = "import os\n\ndef f():\n    from harness.base import stats\n    from . import x  # why\n    import json\n"
+    assert lazy_imports("m.py", source) == ["m.py:4 from harness.base import stats  # UNEXPLAINED",
+                                              "m.py:5 from . import x  # why"]
+
+
+def eager_closure(module: str) -> set[str]:
+    """The project modules importing `module` loads: its module-level imports, theirs, and their packages."""
+    eager: dict[str, set[str]] = {}
+    for a in ARROWS:
+        if not a.lazy:
+            eager.setdefault(a.source, set()).add(a.target)
+    seen, todo = set(), [module]
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo += list(eager.get(m, ())) + [m.rsplit(".", i)[0] for i in range(1, m.count("."))]
+    return seen
+
+
+@pytest.mark.parametrize("module", ["harness.cli"] + sorted(m for m in MODULES if m.endswith(".drivers")))
+def test_the_command_line_and_the_drivers_load_nothing_heavy(module):
+    """`harness --help` loads harness.cli, `harness validate` every suite's drivers module too:
+    neither loads a HEAVY package at module level (the drivers may load numpy)."""
+    allowed = set() if module == "harness.cli" else {"numpy"}
+    loaded = {name for m in eager_closure(module) for name in THIRD_PARTY.get(m, ())} & HEAVY
+    assert loaded <= allowed, f"{module} loads {sorted(loaded - allowed)} when imported"
 
 
 def test_a_heavy_module_is_found_through_what_it_imports():
@@ -315,7 +423,7 @@ def test_a_heavy_module_is_found_through_what_it_imports():
     direct = {m for m, names in THIRD_PARTY.items() if names & HEAVY}
     through = {a.source for a in ARROWS if not a.lazy and a.target in direct} - direct
     assert "harness.experiments.kv_trace.trace" in direct and through and through <= heavy
-    assert "harness.errors" not in heavy and "harness.runner" not in heavy and "harness.cli" not in heavy
+    assert "harness.base.errors" not in heavy and "harness.run.runner" not in heavy and "harness.cli" not in heavy
 
 
 def test_no_function_over_60_lines_in_the_package():
@@ -337,94 +445,23 @@ def test_no_function_over_60_lines_in_the_package():
 LONG_FOR_NOW: set[str] = set()
 
 
-# Function-level imports inside the experiments and the serving-engine package that are not
-# heavy, found when this test was written (issue 20): each goes to module level (or to LAZY
-# with its reason) as its package is next worked on; none may be added.
-LAZY_FOR_NOW = {
-    ("harness.experiments.cold_start.drivers", "harness.cluster"),
-    ("harness.experiments.cold_start.drivers", "harness.paths"),
-    ("harness.experiments.engine_hotload.backend_trt", "harness.experiments.engine_hotload.gpu"),
-    ("harness.experiments.engine_hotload.cases", "harness.experiments.engine_hotload.fresh"),
-    ("harness.experiments.engine_hotload.export", "harness.model_wheels"),
-    ("harness.experiments.engine_hotload.served", "harness.experiments.engine_hotload.backend_ort"),
-    ("harness.experiments.engine_hotload.served", "harness.experiments.engine_hotload.backend_trt"),
-    ("harness.experiments.engine_hotload.served", "harness.experiments.engine_hotload.export"),
-    ("harness.experiments.engine_hotload.served", "harness.experiments.engine_hotload.lifecycle"),
-    ("harness.experiments.engine_hotload.served", "harness.experiments.engine_hotload.signing"),
-    ("harness.experiments.engine_hotload.served", "harness.experiments.engine_hotload.workload"),
-    ("harness.experiments.engine_hotload.signed_load", "harness.experiments.engine_hotload.backend_ort"),
-    ("harness.experiments.engine_hotload.signed_load", "harness.experiments.engine_hotload.export"),
-    ("harness.experiments.engine_hotload.signed_load", "harness.experiments.engine_hotload.signing"),
-    ("harness.experiments.engine_hotload.swap_cases", "harness.experiments.engine_hotload.backend_ort"),
-    ("harness.experiments.engine_hotload.swap_cases", "harness.experiments.engine_hotload.backend_trt"),
-    ("harness.experiments.engine_hotload.swap_cases", "harness.experiments.engine_hotload.export"),
-    ("harness.experiments.engine_hotload.swap_cases", "harness.experiments.engine_hotload.gpu"),
-    ("harness.experiments.engine_hotload.swap_cases", "harness.experiments.engine_hotload.signing"),
-    ("harness.experiments.engine_hotload.swap_cases", "harness.experiments.engine_hotload.swap"),
-    ("harness.experiments.engine_hotload.swap_cases", "harness.experiments.engine_hotload.workload"),
-    ("harness.experiments.engine_hotload.workload", "harness.model_wheels"),
-    ("harness.experiments.eviction.drivers", "harness.driver_contract"),
-    ("harness.experiments.eviction.drivers", "harness.experiments.eviction"),
-    ("harness.experiments.eviction.drivers", "harness.experiments.eviction.reference"),
-    ("harness.experiments.eviction.drivers", "harness.redis_server"),
-    ("harness.experiments.eviction.redis_replay", "harness.redis_server"),
-    ("harness.experiments.eviction.traces", "harness.model_wheels"),
-    ("harness.experiments.failover.kill", "harness.cluster"),
-    ("harness.experiments.failover.kill", "harness.paths"),
-    ("harness.experiments.failover.partition", "harness.redis_server"),
-    ("harness.experiments.failover.watch", "harness.experiments.failover.client"),
-    ("harness.experiments.kv_tiers.codecs_case", "harness.experiments.kv_tiers"),
-    ("harness.experiments.kv_tiers.codecs_case", "harness.experiments.kv_tiers.extract"),
-    ("harness.experiments.kv_tiers.common", "harness.experiments.kv_tiers"),
-    ("harness.experiments.kv_tiers.common", "harness.experiments.kv_tiers.extract"),
-    ("harness.experiments.kv_tiers.common", "harness.model_wheels"),
-    ("harness.experiments.kv_tiers.tiers", "harness.errors"),
-    ("harness.experiments.kv_tiers.tiers_case", "harness.experiments.kv_tiers"),
-    ("harness.experiments.kv_tiers.tiers_case", "harness.experiments.kv_tiers.extract"),
-    ("harness.experiments.kv_tiers.tiers_case", "harness.experiments.kv_tiers.ttft"),
-    ("harness.experiments.kv_tiers.ttft_case", "harness.experiments.kv_tiers"),
-    ("harness.experiments.kv_tiers.ttft_case", "harness.experiments.kv_tiers.extract"),
-    ("harness.experiments.kv_tiers.ttft_case", "harness.experiments.kv_tiers.ttft"),
-    ("harness.experiments.kv_trace.analyses", "harness.experiments.eviction"),
-    ("harness.experiments.kv_trace.drivers", "harness.experiments.kv_trace"),
-    ("harness.experiments.kv_trace.policies", "harness.experiments.eviction"),
-    ("harness.experiments.prompt_cas.drivers", "harness.text_data"),
-    ("harness.experiments.redis_cluster.acl", "harness.errors"),
-    ("harness.experiments.semantic_cache.datasets", "harness.driver_contract"),
-    ("harness.experiments.semantic_cache.embed", "harness.model_wheels"),
-    ("harness.experiments.semantic_cache.gptcache_case", "harness.errors"),
-    ("harness.experiments.semantic_cache.memory_probe", "harness.experiments.semantic_cache"),
-    ("harness.experiments.semantic_cache.memory_probe", "harness.experiments.semantic_cache.ttft"),
-    ("harness.experiments.semantic_cache.memory_probe", "harness.model_wheels"),
-    ("harness.experiments.semantic_cache.memory_probe", "harness.target"),
-    ("harness.experiments.semantic_cache.memory_probe", "harness.driver_helpers"),
-    ("harness.experiments.semantic_cache.metrics", "harness.stats"),
-    ("harness.experiments.semantic_cache.onnx_embed", "harness.experiments.engine_hotload.backend_ort"),
-    ("harness.experiments.semantic_cache.onnx_embed", "harness.experiments.engine_hotload.export"),
-    ("harness.experiments.semantic_cache.onnx_embed", "harness.model_wheels"),
-    ("harness.experiments.semantic_cache.ttft", "harness.experiments.semantic_cache"),
-    ("harness.experiments.semantic_cache.ttft_case", "harness.experiments.semantic_cache.ttft"),
-    ("harness.experiments.semantic_cache.ttft_case", "harness.model_wheels"),
-    ("harness.experiments.serving.peer_case", "harness.driver_contract"),
-    ("harness.experiments.serving.peer_case", "harness.model_wheels"),
-    ("harness.experiments.serving.prefix_case", "harness.stats"),
-    ("harness.serving_engine.commands", "harness.serving_engine.install"),
-    ("harness.serving_engine.commands", "harness.serving_engine.local"),
-    ("harness.serving_engine.external", "harness.inventory"),
-    ("harness.serving_engine.local", "harness.model_wheels"),
-}
-
-
 def test_the_docs_layer_table_is_this_list():
     """docs/architecture.md's layer table names the layers of LAYERS, top first, and in each
-    row every module of that layer (a module moved to another layer moves in the docs too)."""
+    row its folder and every module and package the folder holds (a module added or moved
+    is added or moved in the docs too)."""
     doc = (Path(__file__).resolve().parent.parent / "docs" / "architecture.md").read_text()
     section = doc[doc.index("## Layers"):]
     section = section[:section.index("\n## ", 3)]
     rows = [r.split("|")[1:3] for r in section.splitlines() if r.startswith("| ") and not r.startswith("| layer")]
     assert [name.strip() for name, _ in rows] == [name for name, _ in reversed(LAYERS)]
     for (_, modules), (layer, prefixes) in zip(rows, reversed(LAYERS)):
-        shown = {m.split("/")[0] for m in re.findall(r"`([^`]+)`", modules)}
-        want = {"harness" if p == "harness" else p.removeprefix("harness.") for p in prefixes
-                if p != "harness.__init__"}
+        shown = set(re.findall(r"`([^`]+)`", modules))
+        if layer == "command line":
+            want = {f"{p.removeprefix('harness.')}.py" for p in prefixes}
+        else:
+            folder = ROOT / layer
+            want = {f"{layer}/"} | {p.stem for p in folder.glob("*.py") if p.stem != "__init__"} | \
+                   {f"{p.name}/" for p in folder.iterdir() if (p / "__init__.py").exists()}
+            if layer == "experiments":
+                want = {f"{layer}/"}
         assert want <= shown, f"docs/architecture.md's row {layer!r} lacks {sorted(want - shown)}"

@@ -1,4 +1,4 @@
-"""harness.files.build_once: a kept artefact (the converted SmolLM2 folder, the exported ONNX
+"""harness.base.files.build_once: a kept artefact (the converted SmolLM2 folder, the exported ONNX
 files) is built by one process while another waits and takes it; a failed build leaves
 nothing. Two test workers or two runs once wrote the same temporary path at the same time."""
 
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.files import build_once
+from harness.base.files import build_once
 
 # A builder in its own process: notes its start in builds.log, takes a second, writes a
 # folder with one file (a folder, as the SmolLM2 conversion makes).
 CHILD = """
 import sys, time
 from pathlib import Path
-from harness.files import build_once
+from harness.base.files import build_once
 out, log = Path(sys.argv[1]), Path(sys.argv[2])
 def build(tmp):
     with open(log, "a") as f:

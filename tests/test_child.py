@@ -1,4 +1,4 @@
-"""harness.child: a job in a fresh process, a typed outcome or a typed error out, and
+"""harness.model.child: a job in a fresh process, a typed outcome or a typed error out, and
 nothing left running. The child is a real Python process (tests/child_work.py)."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from harness import child
-from harness.errors import BadInput, EnvironmentProblem, HarnessError
-from harness.formats import CHILD_FORMAT
-from harness.process import RemoteHost
-from harness.target import PASSWORD_ENV, Node, Target
+from harness.base.errors import BadInput, EnvironmentProblem, HarnessError
+from harness.base.format_versions import CHILD_FORMAT
+from harness.infra.process import RemoteHost
+from harness.infra.target import PASSWORD_ENV, Node, Target
+from harness.model import child
 
 MODULE = "tests.child_work"
 

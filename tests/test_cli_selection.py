@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import progress
+from harness.base import progress
 
 REPO = Path(__file__).resolve().parent.parent
 PORT = int(os.environ.get("HARNESS_TEST_SELECTION_PORT", "7860"))  # this file's ports: PORT .. PORT + 25
@@ -146,7 +146,7 @@ def test_cluster_status_of_a_healthy_cluster_exits_0(cluster):
 
 
 def test_split_names_whole_suite_beside_one_of_its_cases():
-    from harness.selection import split_names
+    from harness.run.selection import split_names
 
     assert split_names(["redis-cluster/acl", "redis-cluster/memtier"]) == (
         ["redis-cluster"], {"redis-cluster": ["acl", "memtier"]})

@@ -14,7 +14,7 @@ import pytest
 
 from harness.experiments.serving import client_fleet, client_worker
 from harness.experiments.serving.client import Request, Result
-from harness.process import CLOCK_COMMAND, RemoteHost
+from harness.infra.process import CLOCK_COMMAND, RemoteHost
 
 
 def test_shares_deal_every_request_once():

@@ -2,8 +2,8 @@
 
 import redis
 
-from harness.cluster import LocalCluster, parse_cluster_nodes
-from harness.redis_server import pid_alive
+from harness.infra.cluster import LocalCluster, parse_cluster_nodes
+from harness.infra.redis_server import pid_alive
 from tests.conftest import free_port
 
 
@@ -49,7 +49,7 @@ def test_up_and_down_leave_no_process(tmp_path):
 
 def test_a_server_in_a_relative_folder_starts(tmp_path, monkeypatch):
     """redis-server changes into `dir` before it opens the log file: paths must be absolute."""
-    from harness.redis_server import RedisProcess
+    from harness.infra.redis_server import RedisProcess
 
     monkeypatch.chdir(tmp_path)
     with RedisProcess("127.0.0.1", free_port(), "relative/node") as p:
@@ -62,7 +62,7 @@ def test_meet_all_makes_every_node_know_every_other(tmp_path):
     the join does not wait for gossip (a 10 + 10 cluster's create went from 8 s to 2.5 s)."""
     import time
 
-    from harness.redis_server import RedisProcess
+    from harness.infra.redis_server import RedisProcess
 
     c = LocalCluster(base_port=7830, primaries=3, replicas=0, state_dir=tmp_path)
     procs = [RedisProcess("127.0.0.1", p, tmp_path / f"node-{p}", cluster=True).start() for p in c.ports]

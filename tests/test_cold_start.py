@@ -11,15 +11,15 @@ import socket
 
 import pytest
 
-from harness import spec
-from harness.analysis import analyze, check_verdict
-from harness.driver_contract import CaseContext, get
-from harness.errors import BadInput, EnvironmentProblem
+from harness.base.errors import BadInput, EnvironmentProblem
+from harness.base.paths import SUITES_DIR
 from harness.experiments.cold_start import counting
 from harness.experiments.cold_start import drivers as cs
-from harness.paths import SUITES_DIR
-from harness.results import Record, RunData
-from harness.spec import Case, SuiteClaim, SuiteRun
+from harness.model import spec
+from harness.model.driver_contract import CaseContext, get
+from harness.model.spec import Case, SuiteClaim, SuiteRun
+from harness.model.stored_run import Record, RunData
+from harness.verdict.analysis import analyze, check_verdict
 
 PG_PORT = 5435  # the tests' PostgreSQL (the suite's local profile uses 5433 and 5434)
 
@@ -128,7 +128,7 @@ def test_lab_profile_carries_the_source_numbers_as_bands():
 def test_conditions_are_the_facts_the_cases_measured():
     """C8 needs 20 primaries and a 15% share, C9's 20-node check a run that measured 20
     primaries: compared with the case facts, not with the profile's strings."""
-    from harness.conditions import differ
+    from harness.model.conditions import differ
 
     growth, attempts = _checks("C8")
     assert growth.conditions == attempts.conditions == {"cluster_primaries": 20, "cold_node_share_pct": 15}
@@ -164,7 +164,7 @@ def test_busy_port_is_an_environment_problem(pg):
 
 def test_a_server_left_by_a_killed_run_is_stopped_first():
     from harness.experiments.cold_start.postgres import PostgresServer
-    from harness.redis_server import pid_alive
+    from harness.infra.redis_server import pid_alive
 
     left = PostgresServer(PG_PORT + 1).start()
     pid = left.proc.pid
@@ -316,8 +316,8 @@ def test_c8_checks_refute_the_growth_and_need_the_flush(cluster, tmp_path):
 
 def _view_shows_the_run_beside_the_ledger(out, tmp_path):
     """The view on stored records of two repetitions: aggregated tables, the ledger's series."""
-    from harness.report import views
-    from harness.spec import Claim
+    from harness.model.spec import Claim
+    from harness.publish import views
 
     recs = [Record("cold-start", "flush-one-primary", r, "ok", metrics=out.metrics, series=out.series)
             for r in (1, 2)]
@@ -350,7 +350,7 @@ def test_c8_attempts_check_is_blind_without_retries(cluster, tmp_path):
 
 @pytest.mark.slow
 def test_pool_case_measures_a_cluster_of_its_own_and_stops_it(cluster, tmp_path):
-    from harness.redis_server import port_is_free
+    from harness.infra.redis_server import port_is_free
 
     p = {k: v.default for k, v in cs.POOL_PARAMS.items()}
     p.update(primaries=[3], replicas=0, rate_per_primary=100, warm_min_s=2, warm_max_s=2,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import analyze
-from harness.compare import Baseline, baseline_of, check_sides, compare_baseline, compare_dirs
-from harness.errors import BadInput
-from harness.results import load_run
+from harness.base.errors import BadInput
+from harness.model.stored_run import load_run
+from harness.verdict.analysis import analyze
+from harness.verdict.baseline import Baseline, baseline_of, check_sides, compare_baseline, compare_dirs
 from tests.stored_runs import METRICS, noisy_values, write_run, write_series
 
 REPO = Path(__file__).resolve().parent.parent
@@ -125,7 +125,7 @@ def test_check_sides_names_each_difference():
 
 
 def load_run_of(values):
-    from harness.results import Metric, Record, RunData
+    from harness.model.stored_run import Metric, Record, RunData
     from tests.stored_runs import suite_run
 
     recs = [Record("kv", "bench", i + 1, "ok", metrics={k: Metric(v[i], "ms", "lower") for k, v in values.items()})
@@ -134,7 +134,7 @@ def load_run_of(values):
 
 
 def test_the_manifest_records_the_pins_and_says_which_installed_version_differs(tmp_path):
-    from harness.manifest import collect_constraints
+    from harness.infra.machine_facts import collect_constraints
 
     good = collect_constraints()
     assert good["sha256"] and good["differs_count"] == 0, good["differs"]  # this .venv is what constraints.txt pins
@@ -159,7 +159,7 @@ def test_monitoring_without_its_client_is_one_line_and_starts_nothing(tmp_path):
 
 
 def test_the_report_says_whether_the_run_was_installed_as_pinned(tmp_path):
-    from harness.report.render import render_html
+    from harness.publish.render import render_html
 
     d = write_run(tmp_path, 1, {"get.rps": [1.0, 1.0, 1.0]},
                   man_extra={"constraints": {"file": "constraints.txt", "sha256": "ab" * 32,

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import conditions
-from harness.analysis import Outcome, analyze
-from harness.host_identity import HERE
-from harness.results import Metric, Record, load_run, write_manifest, write_results
-from harness.spec import Claim, SuiteRun
+from harness.infra.host_identity import HERE
+from harness.model import conditions
+from harness.model.spec import Claim, SuiteRun
+from harness.model.stored_run import Metric, Record, load_run, write_manifest, write_results
+from harness.verdict.analysis import Outcome, analyze
 
 CLAIMS_YAML = Path(__file__).resolve().parents[1] / "suites" / "claims.yaml"
 KEPT = ("suite", "case", "metric", "op", "value", "unit", "band", "band_reason", "better", "conditions")
@@ -247,7 +247,7 @@ def test_a_fact_not_measured_is_unknown():
 def test_a_mig_slice_is_not_the_gpu_model_and_l1_is_matched_where_it_lives():
     """Red team (issue 39): a MIG slice of an A100 read as an A100; kv-tiers' L1 judged by the
     machine's GPU while its tensors lived in host memory."""
-    from harness.conditions import differ, gpu_matches
+    from harness.model.conditions import differ, gpu_matches
 
     assert not gpu_matches("A100", "NVIDIA A100-SXM4-40GB MIG 1g.5gb")
     assert gpu_matches("A100 MIG", "NVIDIA A100-SXM4-40GB MIG 1g.5gb")

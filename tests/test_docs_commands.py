@@ -144,7 +144,7 @@ def _worked_example(copy: Path) -> None:
         if lang == "python" and first.startswith("# harness/"):
             (copy / first[2:].strip()).write_text(body)
         elif lang == "python" and "suite's view" in first:
-            (copy / "harness" / "report" / "views" / "ttl_expiry.py").write_text(body)
+            (copy / "harness" / "publish" / "views" / "ttl_expiry.py").write_text(body)
         elif lang == "yaml" and first.startswith("name: ttl-expiry"):
             (copy / "suites" / "ttl-expiry.yaml").write_text(body)
         elif lang == "yaml" and first.lstrip().startswith("- id: C23"):

@@ -10,7 +10,6 @@ import time
 
 import pytest
 
-from harness.analysis import Outcome, analyze
 from harness.experiments.engine_hotload.cases import prewarm_summary
 from harness.experiments.engine_hotload.lifecycle import (
     Bucket,
@@ -22,8 +21,9 @@ from harness.experiments.engine_hotload.lifecycle import (
     prewarm_plan_for,
     source_prewarm_plan,
 )
-from harness.results import Record, RunData
-from harness.spec import load_all_suites, load_claims
+from harness.model.spec import load_all_suites, load_claims
+from harness.model.stored_run import Record, RunData
+from harness.verdict.analysis import Outcome, analyze
 
 BUCKETS = [Bucket(1, 16), Bucket(1, 64), Bucket(8, 16), Bucket(8, 64)]
 IO = [TensorSpec("input_ids", "input", "int64", (-1, -1)), TensorSpec("attention_mask", "input", "int64", (-1, -1)),
@@ -229,8 +229,8 @@ def test_a_restart_fails_requests_where_a_hot_swap_fails_none(tiny):
 def _hot_swap_run(tmp_path, drain: str):
     """The hot-swap case as the local profile runs it (real MiniLM on ONNX Runtime, a real
     request stream, one swap and one restart), with `drain`; its C14 ledger verdict."""
-    from harness.driver_contract import CaseContext, Target
     from harness.experiments.engine_hotload.swap_cases import hot_swap
+    from harness.model.driver_contract import CaseContext, Target
     from tests import ledger_helpers
 
     suites, claims = ledger()
@@ -266,8 +266,8 @@ def test_prewarm_checks_on_onnx_runtime_are_inconclusive_with_both_numbers(tmp_p
     Runtime): here a fresh engine's first request costs about what a prewarmed one's does,
     so the instrument (no prewarm must be >= 1.5x slower at its first request) does not see
     a penalty and both prewarm checks are `inconclusive`, naming both first-request times."""
-    from harness.driver_contract import CaseContext, Target
     from harness.experiments.engine_hotload.cases import prewarm
+    from harness.model.driver_contract import CaseContext, Target
     from tests import ledger_helpers
 
     suites, claims = ledger()
@@ -293,8 +293,8 @@ def test_incompatible_swap_check_on_a_real_run_and_with_the_check_removed(tmp_pa
     ONNX models with other IO, a request stream): every incompatible model refused, and its
     own control (the check off) swaps them in. With the check removed from the measured side
     (its wrong verdicts are the control's) the ledger says `not reproduced`."""
-    from harness.driver_contract import CaseContext, Target
     from harness.experiments.engine_hotload.swap_cases import incompatible_swap
+    from harness.model.driver_contract import CaseContext, Target
     from tests import ledger_helpers
 
     suites, claims = ledger()
@@ -332,13 +332,13 @@ def test_with_the_check_off_an_incompatible_engine_is_swapped_in(tiny):
         assert slot.version == 1 and slot.engine.io()[-1].shape == (-1, 256)
     finally:
         slot.engine.close()
-    from harness.errors import BadInput
+    from harness.base.errors import BadInput
 
     assert issubclass(IncompatibleEngine, BadInput)
 
 
 def test_with_verification_off_a_tampered_file_reaches_the_deserializer(tmp_path, tiny):
-    from harness.errors import BadInput
+    from harness.base.errors import BadInput
     from harness.experiments.engine_hotload.signed_load import load_attempt, summarize
     from harness.experiments.engine_hotload.signing import ModelRefused, write_manifest
 

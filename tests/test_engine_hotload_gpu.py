@@ -12,9 +12,9 @@ import types
 
 import pytest
 
-from harness.driver_contract import CaseContext, Target
 from harness.experiments.engine_hotload import gpu
 from harness.experiments.engine_hotload.backend_trt import profile_shapes, unavailable_reason
+from harness.model.driver_contract import CaseContext, Target
 
 HAS_TRT = importlib.util.find_spec("tensorrt") is not None
 
@@ -104,7 +104,7 @@ def test_trt_unavailable_reason_names_tensorrt_and_the_gpu():
 
 
 def test_trt_cases_are_skipped_with_the_reason_where_trt_or_gpu_is_missing(tmp_path):
-    from harness.driver_contract import load_all
+    from harness.model.driver_contract import load_all
 
     drivers = load_all()
     why = unavailable_reason()

@@ -112,14 +112,14 @@ def minilm():
 
 @pytest.fixture(scope="module")
 def feeds():
+    from harness.base.paths import DATA_DIR
     from harness.experiments.engine_hotload.workload import TextFeeds, load_texts
-    from harness.paths import DATA_DIR
 
     return TextFeeds(load_texts(DATA_DIR / "gptcache_mock_data.json"))
 
 
 def test_exported_model_matches_sentence_transformers(minilm, feeds):
-    from harness.model_wheels import sentence_model
+    from harness.infra.model_wheels import sentence_model
 
     eng = open_engine("ort", minilm)
     try:
@@ -230,10 +230,10 @@ def test_compatibility_check_refuses_a_model_with_a_different_input(minilm, feed
 
 
 def test_suite_spec_validates_and_bad_params_are_bad_input():
-    from harness import spec
-    from harness.driver_contract import get
-    from harness.errors import BadInput
-    from harness.paths import SUITES_DIR
+    from harness.base.errors import BadInput
+    from harness.base.paths import SUITES_DIR
+    from harness.model import spec
+    from harness.model.driver_contract import get
 
     suite = spec.load_suite_file(SUITES_DIR / "engine-hotload.yaml")
     assert {c.driver for c in suite.cases} == {"engine-hotload-cold-start", "engine-hotload-prewarm", "engine-hotload-hot-swap",

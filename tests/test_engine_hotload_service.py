@@ -155,7 +155,7 @@ def _c14(metrics: dict, case: str = "hot-swap", **kw) -> dict:
 def test_a_swap_that_holds_the_lock_is_not_reproduced_though_it_fails_nothing():
     """The issue's mutant: 0 failed requests, every request thread stalled for the load. The
     failures check still holds (it counts failures); the service checks do not."""
-    from harness.analysis import Outcome
+    from harness.verdict.analysis import Outcome
 
     got = _c14(SOUND)
     assert {cv.outcome for cv in got.values()} == {Outcome.REPRODUCED}, {k: cv.reason for k, cv in got.items()}
@@ -166,7 +166,7 @@ def test_a_swap_that_holds_the_lock_is_not_reproduced_though_it_fails_nothing():
 
 
 def test_the_service_checks_need_an_instrument_that_sees_a_stall_and_a_stall_without_loading_aside():
-    from harness.analysis import Outcome
+    from harness.verdict.analysis import Outcome
 
     blind = _c14({**SOUND, "pause.window_max_over_call": 0.01})  # latencies that cannot show a wait
     assert blind["swap.window_max_over_call"].outcome is Outcome.INCONCLUSIVE
@@ -178,7 +178,7 @@ def test_the_service_checks_need_an_instrument_that_sees_a_stall_and_a_stall_wit
 
 
 def test_the_trt_hot_swap_is_judged_the_same_way_on_the_lab_only():
-    from harness.analysis import Outcome
+    from harness.verdict.analysis import Outcome
 
     lab = {**SOUND, "gpu_peak_extra_over_engine": 1.2, "control.gpu_peak_extra_over_engine": 0.1}
     assert {cv.outcome for cv in _c14(lab, "trt-hot-swap").values()} == {Outcome.NOT_COMPARABLE}  # no GPU here

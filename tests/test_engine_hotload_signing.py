@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments.engine_hotload.backend_ort import OrtEngine
 from harness.experiments.engine_hotload.export import tiny_onnx
 from harness.experiments.engine_hotload.signing import (

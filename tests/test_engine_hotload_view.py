@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.analysis import analyze
-from harness.report import views
-from harness.results import Metric, Record, RunData, Series
-from harness.spec import load_all_suites, load_claims
+from harness.model.spec import load_all_suites, load_claims
+from harness.model.stored_run import Metric, Record, RunData, Series
+from harness.publish import views
+from harness.verdict.analysis import analyze
 
 
 def _run(records):

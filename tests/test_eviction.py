@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments import lruk
 from harness.experiments.eviction import reference, simulate, traces
 from harness.experiments.eviction.redis_replay import GET_OR_SET, key_names, parse_info, raw_info, replay
@@ -193,7 +193,7 @@ def _suite(params: dict) -> dict:
     {"lru-k-samples": 5},
 ])
 def test_spec_naming_invented_redis_names_is_refused(params):
-    from harness.spec import parse_suite
+    from harness.model.spec import parse_suite
 
     with pytest.raises(BadInput) as e:
         parse_suite(_suite(params))
@@ -202,7 +202,7 @@ def test_spec_naming_invented_redis_names_is_refused(params):
 
 
 def test_real_policy_spec_is_accepted():
-    from harness.spec import parse_suite
+    from harness.model.spec import parse_suite
 
     s = parse_suite(_suite({"runs": ["allkeys-lru", {"policy": "allkeys-lfu", "lfu-log-factor": 10}]}))
     assert s.cases[0].driver == "eviction-redis"
@@ -219,7 +219,7 @@ def test_cli_validate_refuses_the_invented_policy(tmp_path):
 
 
 def test_the_suite_validates():
-    from harness.spec import load_suite_file
+    from harness.model.spec import load_suite_file
 
     s = load_suite_file(REPO / "suites" / "eviction.yaml")
     assert {c.name for c in s.cases} >= {"trace", "simulate", "crosscheck", "redis", "redis-cluster"}
@@ -285,7 +285,7 @@ def test_run_labels_name_knobs_only_when_they_differ_from_redis_defaults():
 
 
 def _ledger_checks(claim_id: str) -> list:
-    from harness.spec import ClaimCheck, load_yaml
+    from harness.model.spec import ClaimCheck, load_yaml
 
     claims = load_yaml(REPO / "suites" / "claims.yaml", "claims ledger")["claims"]
     return [ClaimCheck.from_json(c) for c in next(c for c in claims if c["id"] == claim_id)["checks"]]
@@ -347,7 +347,7 @@ def test_lru_stack_distances_give_libcachesims_lru_at_every_size(real20k):
 
 
 def _ctx(tmp_path, case: str, params: dict, repetition: int = 1):
-    from harness.driver_contract import CaseContext, Target
+    from harness.model.driver_contract import CaseContext, Target
 
     return CaseContext("eviction", case, repetition, "local", params, tmp_path, Target("none"), log=lambda m: None)
 
@@ -476,10 +476,10 @@ def test_c19_with_a_broken_instrument_is_inconclusive(tmp_path):
 
 
 def test_view_builds_tables_from_records_across_repetitions(small_simulation, tmp_path):
-    from harness.analysis import analyze
-    from harness.report import views
-    from harness.results import Record, RunData
-    from harness.spec import Case, Claim, SuiteClaim, SuiteRun
+    from harness.model.spec import Case, Claim, SuiteClaim, SuiteRun
+    from harness.model.stored_run import Record, RunData
+    from harness.publish import views
+    from harness.verdict.analysis import analyze
 
     out, _ = small_simulation
     recs = [Record("eviction", "simulate", rep, "ok", metrics=out.metrics, series=out.series) for rep in (1, 2)]

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import driver_contract, spec
-from harness.driver_contract import CaseContext, Node, Target
-from harness.errors import BadInput
-from harness.paths import REPO_ROOT
-from harness.redis_server import port_is_free
+from harness.base.errors import BadInput
+from harness.base.paths import REPO_ROOT
+from harness.infra.redis_server import port_is_free
+from harness.model import driver_contract, spec
+from harness.model.driver_contract import CaseContext, Node, Target
 from tests.conftest import TEST_CLUSTER_PORT
 
 
@@ -36,7 +36,7 @@ def killed(tmp_path_factory, cluster):
 
 
 def test_the_suites_cluster_is_untouched_and_healthy_after_the_case(killed, cluster):
-    from harness.cluster import LocalCluster
+    from harness.infra.cluster import LocalCluster
 
     base = min(n.port for n in cluster.nodes)
     assert LocalCluster(base_port=base).health_problem() is None
@@ -78,9 +78,9 @@ def test_nothing_is_left_running_after_the_case(killed):
 
 
 def _claim_verdict(out, tmp_path, claim_id, metrics=None):
-    from harness.analysis import analyze, check_verdict
-    from harness.results import Record, RunData
-    from harness.spec import Case, SuiteClaim, SuiteRun
+    from harness.model.spec import Case, SuiteClaim, SuiteRun
+    from harness.model.stored_run import Record, RunData
+    from harness.verdict.analysis import analyze, check_verdict
 
     chk = next(c for c in spec.load_claims() if c.id == claim_id).checks[0]
     rec = Record("failover", chk.case, 1, "ok", metrics=metrics or out.metrics, series=out.series)
@@ -91,7 +91,7 @@ def _claim_verdict(out, tmp_path, claim_id, metrics=None):
 
 
 def test_c11a_check_holds_and_turns_around_without_replicas(killed, tmp_path):
-    from harness.analysis import Outcome
+    from harness.verdict.analysis import Outcome
 
     out, _ = killed
     v, _ = _claim_verdict(out, tmp_path, "C11a")
@@ -108,7 +108,7 @@ def test_c11b_rejoin_needs_the_nodes_conf(killed, tmp_path):
     comes back as a stranger (new identity) and does not rejoin as a replica, while the same
     kill with nodes.conf rejoins. The check holds with its control held; with the measured
     side taken from the control (the mechanism removed) it is not reproduced."""
-    from harness.analysis import Outcome
+    from harness.verdict.analysis import Outcome
 
     out, ctx = killed
     m = {k: v.value for k, v in out.metrics.items()}
@@ -124,8 +124,8 @@ def test_c11b_rejoin_needs_the_nodes_conf(killed, tmp_path):
 
 
 def test_view_has_a_timeline_per_run_and_the_lost_writes_table(killed, tmp_path):
-    from harness.analysis import analyze
-    from harness.report.views import Chart, Table, build
+    from harness.publish.views import Chart, Table, build
+    from harness.verdict.analysis import analyze
 
     out, _ = killed
     _, run = _claim_verdict(out, tmp_path, "C11a")
@@ -225,12 +225,12 @@ def _cmd(p: Path) -> str:
 
 
 def test_the_minority_writer_runs_as_a_child_and_returns_its_history():
-    """The partition case's writer process (harness.child), here without a namespace: a seed
+    """The partition case's writer process (harness.model.child), here without a namespace: a seed
     that refuses connections gives unacknowledged writes, each kept with its error kind."""
     import time
 
-    from harness import child
     from harness.experiments.failover import lost_writes, minority_writer
+    from harness.model import child
 
     port = next(p for p in range(TEST_CLUSTER_PORT + 40, TEST_CLUSTER_PORT + 50) if port_is_free("127.0.0.1", p))
     start = time.monotonic() + 0.3

@@ -26,9 +26,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness import inventory
-from harness.errors import BadInput
-from harness.target import HOST_RE, USER_RE
+from harness.base.errors import BadInput
+from harness.infra import inventory
+from harness.infra.target import HOST_RE, USER_RE
 from tests.test_hostile import _check_cli, cli, hostile_run
 
 HOSTILE = ["-oProxyCommand=touch /tmp/fuzz-pwned", "$(touch /tmp/fuzz-pwned)", "`id`", "a;b", "a|b", "--", "-",

@@ -141,7 +141,7 @@ def test_the_host_code_imports_only_what_the_host_has():
             elif top not in sys.stdlib_module_names and top not in HOST_HAS:
                 bad.append(f"{name} imports {imp}")
     assert not bad, bad
-    assert ("tools.gpu_check.prepare", True) not in seen and ("harness.model_wheels", True) not in seen
+    assert ("tools.gpu_check.prepare", True) not in seen and ("harness.infra.model_wheels", True) not in seen
 
 
 @pytest.fixture(scope="module")

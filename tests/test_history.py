@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.metric_history import anchor, build_history, find_runs, load_runs
-from harness.report.format import esc
-from harness.report.history_page import write_history
-from harness.report.render import CSP
+from harness.publish.history_page import write_history
+from harness.publish.render import CSP
+from harness.verdict.display import esc
+from harness.verdict.metric_history import anchor, build_history, find_runs, load_runs
 from tests.stored_runs import write_run, write_series
 
 REPO = Path(__file__).resolve().parent.parent

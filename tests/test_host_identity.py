@@ -1,4 +1,4 @@
-"""Host identity measured on each host (harness.host_identity): this machine read directly,
+"""Host identity measured on each host (harness.infra.host_identity): this machine read directly,
 an inventory's hosts over real SSH with the inventory's connection data; a host that cannot
 be reached is recorded with its error (and counts as unknown), never guessed."""
 
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import host_identity
-from harness.host_identity import HERE, identity_from, measure, measure_here, measure_remote
-from harness.inventory import redis_ssh_hosts
-from harness.process import RemoteHost
-from harness.target import Node, Target
+from harness.infra import host_identity
+from harness.infra.host_identity import HERE, identity_from, measure, measure_here, measure_remote
+from harness.infra.inventory import redis_ssh_hosts
+from harness.infra.process import RemoteHost
+from harness.infra.target import Node, Target
 
 BOOT = "0a1b2c3d-0000-4000-8000-00000000abcd"
 SSH_PORT = 9187  # from this file's range 9100-9199: an sshd of its own, or nothing listening

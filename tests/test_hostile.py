@@ -24,9 +24,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness import spec
+from harness.base.paths import REPO_ROOT
 from harness.cli import main
-from harness.paths import REPO_ROOT
+from harness.model import spec
 
 SUITE = {
     "name": "hostile", "description": "d", "claim": {"section": "1", "text": "t"}, "target": "none",
@@ -165,8 +165,8 @@ def test_bad_input_is_one_line_never_a_traceback(name, tmp_path):
 
 
 def test_integer_too_large_for_a_bounded_parameter():
-    from harness.driver_contract import Param
-    from harness.errors import BadInput
+    from harness.base.errors import BadInput
+    from harness.model.driver_contract import Param
 
     with pytest.raises(BadInput, match=r"must be at most 10, got 999999999999\.\.\. \(400 digits\)"):
         Param(int, 1, "x", max=10).check("w", int("9" * 400))
@@ -204,7 +204,7 @@ def test_non_finite_threshold_refused(tmp_path, value):
 
 
 def test_nan_never_written(tmp_path):
-    from harness.results import Record, Series, load_run, write_manifest, write_results
+    from harness.model.stored_run import Record, Series, load_run, write_manifest, write_results
 
     rec = Record("s", "c", 1, "ok", details={"x": float("nan"), "y": [float("inf"), 1.0]},
                  series={"n": Series({"a": [1.0, float("nan")]})})
@@ -235,7 +235,7 @@ def test_names_that_become_paths_refused_at_validation(tmp_path, where, value):
 
 
 def test_raw_files_stay_in_the_run_folder(tmp_path):
-    from harness.driver_contract import CaseContext, Target
+    from harness.model.driver_contract import CaseContext, Target
 
     ctx = CaseContext("s", "c", 1, "local", {}, tmp_path / "raw" / "s" / "c" / "rep1", Target("none"))
     for bad in ("../x", "../../../../tmp/x", "/etc/passwd", "a/b", "..", "", "a\\b"):
@@ -246,9 +246,9 @@ def test_raw_files_stay_in_the_run_folder(tmp_path):
 
 def test_runner_refuses_a_case_that_would_write_outside(tmp_path):
     """Names in a Plan that bypassed the spec checks still cannot leave the run folder."""
-    from harness.errors import BadInput
-    from harness.runner import run_case
-    from harness.selection import make_plans
+    from harness.base.errors import BadInput
+    from harness.run.runner import run_case
+    from harness.run.selection import make_plans
 
     s = spec.parse_suite(json.loads(json.dumps(SUITE)))
     plan = make_plans([s], "local", 1, {})[0]
@@ -277,7 +277,7 @@ def hostile(i: int) -> str:
 
 def hostile_run(tmp_path: Path) -> Path:
     """A results folder with a hostile string in every field that reaches the report."""
-    from harness.results import Metric, Record, Series, write_manifest, write_results
+    from harness.model.stored_run import Metric, Record, Series, write_manifest, write_results
 
     suite, case, metric = hostile(0), hostile(1), hostile(2)
     h = [hostile(i) for i in range(10)]
@@ -344,7 +344,7 @@ def test_report_with_hostile_names_has_no_markup_from_them(tmp_path):
 
 def test_svg_attributes_escape_quotes():
     """The issue's reproduction: a quote in a chart title broke out of aria-label."""
-    from harness.report.svg import chart
+    from harness.publish.svg import chart
 
     p = _Elements()
     p.feed(chart(hostile(0) + hostile(1), [{"name": hostile(3), "points": [[hostile(1), 1.0], [hostile(0), 2.0]]}],
@@ -381,7 +381,7 @@ def test_report_with_hostile_names_runs_no_script_in_chromium(tmp_path):
 
 # ---- item 6: an interrupted run reads as one ---------------------------------------------
 def test_report_command_renders_an_interrupted_run_as_interrupted(tmp_path):
-    from harness.results import Record, write_manifest, write_results
+    from harness.model.stored_run import Record, write_manifest, write_results
 
     s = spec.parse_suite(json.loads(json.dumps(SUITE)))
     write_manifest(tmp_path, {"run_id": "r", "started": 1.0, "ended": 2.0})
@@ -467,8 +467,8 @@ def test_fuzz_set_values_cli(tmp_path, value, param):
 @given(value=SET_VALUES, param=SET_PARAMS, case=st.sampled_from(["sim", "", "nope"]))
 def test_fuzz_set_values_plan(value, param, case):
     """The same parse and check that `run` does before anything starts: BadInput or a plan."""
-    from harness.errors import BadInput
-    from harness.selection import make_plans, parse_overrides
+    from harness.base.errors import BadInput
+    from harness.run.selection import make_plans, parse_overrides
 
     s = spec.parse_suite(json.loads(json.dumps(SUITE)))
     try:
@@ -497,7 +497,7 @@ def test_wrong_password_is_named_not_provision_it_first(tmp_path):
     """An inventory's Redis refuses REDIS_CLUSTER_PASSWORD: the line says so."""
     if not shutil.which("redis-server"):
         pytest.skip("redis-server not installed")
-    from harness.redis_server import RedisProcess
+    from harness.infra.redis_server import RedisProcess
 
     port = 7591
     server = RedisProcess("127.0.0.1", port, tmp_path / "redis", config={"requirepass": "right-one"}).start()

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import driver_contract
-from harness.driver_contract import CaseOutcome, Metric, Param
-from harness.process import UNPARSED_URL, note_url_secrets, redact, redact_url_credentials, url_for_display
+from harness.infra.process import UNPARSED_URL, note_url_secrets, redact, redact_url_credentials, url_for_display
+from harness.model import driver_contract
+from harness.model.driver_contract import CaseOutcome, Metric, Param
 from tests.conftest import TEST_CLUSTER_PORT
 from tests.stored_runs import write_series
 from tests.test_hostile import SUITE, assert_one_line, cli, write_suite
@@ -114,7 +114,7 @@ class _BasicAuthReady(BaseHTTPRequestHandler):
 def test_a_prometheus_behind_basic_auth_is_reached_with_the_urls_credentials():
     """http_ok sends the URL's user and password as basic auth (urllib alone would take
     'alice:p@ss' for part of the host and never connect)."""
-    from harness.monitoring.stack import http_ok
+    from harness.infra.monitoring.stack import http_ok
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _BasicAuthReady)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import driver_contract
-from harness.cluster import LocalCluster, PortLock
-from harness.driver_contract import CaseOutcome, Metric
-from harness.redis_server import pid_alive
+from harness.infra.cluster import LocalCluster, PortLock
+from harness.infra.redis_server import pid_alive
+from harness.model import driver_contract
+from harness.model.driver_contract import CaseOutcome, Metric
 from tests.conftest import TEST_CLUSTER_PORT, _need_redis
 from tests.test_hostile import assert_one_line, cli
 
@@ -90,7 +90,7 @@ def test_a_refused_start_leaves_the_unhealthy_cluster_running(spec_file, tmp_pat
 
 def _holder(ports_base: int) -> subprocess.Popen:
     """Another harness process holding the ports of a cluster on `ports_base`."""
-    code = ("import sys, time; from harness.cluster import LocalCluster; "
+    code = ("import sys, time; from harness.infra.cluster import LocalCluster; "
             f"c = LocalCluster(base_port={ports_base}); c.lock.acquire(); print('held', flush=True); time.sleep(120)")
     p = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "held"

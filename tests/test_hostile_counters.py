@@ -23,12 +23,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from harness.errors import EXIT_BAD_INPUT, BadInput
+from harness.base.errors import EXIT_BAD_INPUT, BadInput
 from harness.experiments.serving import client, engines, replay
-from harness.target import LlmEndpoint
+from harness.infra.target import LlmEndpoint
 from tests.test_hostile_http import Server
 
-metrics = importlib.import_module("harness.serving_engine.metrics")  # the package's `metrics` is a function
+metrics = importlib.import_module("harness.infra.serving_engine.metrics")  # the package's `metrics` is a function
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "pw-c0unt3r-7"
@@ -137,8 +137,8 @@ def test_the_whole_case_against_frozen_counters_is_invalid(tmp_path):
     """The case from start to end against a server whose counters never move: invalid with
     the reason, and no 0% recorded as the engine's hit rate."""
     pytest.importorskip("aiohttp")
-    from harness.driver_contract import CaseContext, get
-    from harness.target import Target
+    from harness.infra.target import Target
+    from harness.model.driver_contract import CaseContext, get
 
     params = {"max_requests": 4, "duration_s": 1.0, "instrument_requests": 2, "instrument_gap_s": 0.1,
               "timeout_s": 5.0, "stall_s": 2.0, "seed": 1}
@@ -245,9 +245,9 @@ def test_the_suggested_tokens_per_hash_fits_and_is_nearest(block, tokens):
 
 def test_a_block_size_of_24_fails_the_case_naming_the_server(tmp_path):
     pytest.importorskip("aiohttp")
-    from harness import runner
-    from harness.driver_contract import CaseContext, get
-    from harness.target import Target
+    from harness.infra.target import Target
+    from harness.model.driver_contract import CaseContext, get
+    from harness.run import runner
 
     with Engine(lambda n: config(24) + counters(100 * n, 50 * n)) as srv:
         d = get("serving-prefix-cache")

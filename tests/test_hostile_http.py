@@ -22,13 +22,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import http_get
-from harness.errors import EXIT_ENVIRONMENT, HarnessError
+from harness.base.errors import EXIT_ENVIRONMENT, HarnessError
 from harness.experiments.serving import engines
-from harness.monitoring import query, stack
-from harness.target import LlmEndpoint
+from harness.infra import http_get
+from harness.infra.monitoring import query, stack
+from harness.infra.target import LlmEndpoint
 
-metrics = importlib.import_module("harness.serving_engine.metrics")  # the package's `metrics` is a function
+metrics = importlib.import_module("harness.infra.serving_engine.metrics")  # the package's `metrics` is a function
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "pw-s3cret-9"
@@ -327,7 +327,7 @@ def test_hostile_label_sets_parse_in_linear_time(tmp_path):
     for n, line in enumerate(HOSTILE_LINES.values()):
         files.append(tmp_path / f"metrics{n}.txt")
         files[-1].write_text("# HELP x\n" + line + "\nup 1\n")
-    code = ("import sys, time; from harness.serving_engine.metrics import parse_prometheus as p\n"
+    code = ("import sys, time; from harness.infra.serving_engine.metrics import parse_prometheus as p\n"
             "for f in sys.argv[1:]:\n"
             "    t = time.perf_counter(); out = p(open(f).read())\n"
             "    print(round(time.perf_counter() - t, 3), 'up' in out, flush=True)\n")
@@ -396,8 +396,8 @@ def test_a_cache_config_no_engine_has_names_the_server_and_exits_3(label, value)
 
 
 def test_a_wrong_cache_config_of_the_users_server_ends_the_run_before_it_starts(tmp_path, monkeypatch):
-    from harness.serving_engine.for_run import engines_for_run
-    from harness.target import Target
+    from harness.infra.serving_engine.for_run import engines_for_run
+    from harness.infra.target import Target
 
     body = b'vllm:cache_config_info{block_size="inf"} 1\n'
     with Server(lambda s, p, c: reply(c, 200, body if p == "/metrics" else MODELS)) as srv:
@@ -411,9 +411,9 @@ def test_a_wrong_cache_config_of_the_users_server_ends_the_run_before_it_starts(
 
 
 def test_a_wrong_cache_config_fails_the_case_without_blaming_the_user(tmp_path, monkeypatch):
-    from harness import runner
-    from harness.driver_contract import CaseContext, get
-    from harness.target import Target
+    from harness.infra.target import Target
+    from harness.model.driver_contract import CaseContext, get
+    from harness.run import runner
 
     def respond(server, path, conn):
         reply(conn, 200, b'vllm:cache_config_info{block_size="-16"} 1\n' if path == "/metrics" else MODELS)
@@ -488,9 +488,9 @@ def test_a_restarted_engine_makes_the_prefix_case_invalid_not_a_measurement(tmp_
     """The whole case against a real (fake) server, the engine's counters going backwards
     between the reads around each arm: the case is invalid with the reason, no hit rate."""
     pytest.importorskip("aiohttp")
-    from harness import serving_engine
-    from harness.driver_contract import CaseContext, get
-    from harness.target import Target
+    from harness.infra import serving_engine
+    from harness.infra.target import Target
+    from harness.model.driver_contract import CaseContext, get
     from tests.serving_fakes import FakeServer
 
     reads = iter(range(10**6, 0, -1000))
@@ -517,7 +517,7 @@ def test_a_restarted_engine_makes_the_prefix_case_invalid_not_a_measurement(tmp_
 def test_a_servers_location_or_error_never_becomes_a_secret(respond, monkeypatch):
     """`Location: http://x:e@evil.example/` made 'e' a secret: every later redact() gave
     "pr***fix cach*** hit rat***" and results.json's keys "sch***ma_v***rsion"."""
-    from harness import process
+    from harness.infra import process
 
     monkeypatch.setattr(process, "_SECRETS", set())
     with Server(respond) as srv:

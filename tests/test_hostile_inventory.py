@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import inventory
-from harness.errors import BadInput
-from harness.process import RemoteHost
-from harness.target import Target
+from harness.base.errors import BadInput
+from harness.infra import inventory
+from harness.infra.process import RemoteHost
+from harness.infra.target import Target
 from tests.test_hostile import assert_one_line, cli
 
 LOCAL_REDIS = "      hosts: {n1: {ansible_host: 127.0.0.1, redis_cluster_port: 6399}}\n"

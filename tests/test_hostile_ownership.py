@@ -11,7 +11,7 @@ promptly, never a traceback or a hang. Links at state.json, redis.conf, engine.l
 the state folders themselves are never written through.
 
 The command lines run as subprocesses (with a timeout) against a state folder in the
-test's tmp_path: ENTRY points harness.paths.STATE_DIR there before anything reads it.
+test's tmp_path: ENTRY points harness.base.paths.STATE_DIR there before anything reads it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from tests.conftest import TEST_CLUSTER_PORT, _need_redis, free_port
 from tests.test_hostile import cli
 
 REPO = Path(__file__).resolve().parent.parent
-ENTRY = ("import sys, pathlib, harness.paths as p; p.STATE_DIR = pathlib.Path(sys.argv.pop(1)); "
+ENTRY = ("import sys, pathlib, harness.base.paths as p; p.STATE_DIR = pathlib.Path(sys.argv.pop(1)); "
          "from harness.cli import main; main()")
 BASE = TEST_CLUSTER_PORT + 60  # no cluster is started on it: `down` and `status` bind nothing
 LINKED = TEST_CLUSTER_PORT + 90  # the cluster `up` with links in its folders (3 primaries, no replicas)
@@ -159,7 +159,7 @@ def test_cluster_down_leaves_the_users_redis_named_in_the_state(tmp_path, foreig
     time.sleep(0.3)
     assert alive(foreign_redis), "cluster down stopped a redis-server the harness did not start"
     write_json(cluster_state(state), {"boot": boot(), **entries(foreign_redis, form, BASE)})
-    from harness.cluster import LocalCluster
+    from harness.infra.cluster import LocalCluster
 
     st = LocalCluster(base_port=BASE, state_dir=cluster_state(state).parent).status()
     assert st["running"] is False and st["pids_alive"] == []
@@ -169,9 +169,9 @@ def test_cluster_down_leaves_the_users_redis_named_in_the_state(tmp_path, foreig
 def test_the_run_start_cleanup_of_a_leftover_leaves_the_users_redis(tmp_path, foreign_redis, form, monkeypatch):
     """A `harness run` that replaces the cluster a killed run left (run_target.target_for):
     the state names a dead owner and the user's redis-server; the server keeps running."""
-    from harness import cluster as cluster_mod
-    from harness import run_target
-    from harness.errors import EnvironmentProblem
+    from harness.base.errors import EnvironmentProblem
+    from harness.infra import cluster as cluster_mod
+    from harness.run import target_lifecycle as run_target
 
     monkeypatch.setattr(cluster_mod, "STATE_DIR", tmp_path / "state")
     monkeypatch.setattr(cluster_mod, "LOCK_DIR", tmp_path / "state" / "locks")
@@ -245,7 +245,7 @@ def _pgid(pid: int) -> int | None:
 def test_a_monitoring_state_naming_its_own_executable_signals_nothing(tmp_path, monkeypatch, exe):
     """The executable a monitoring state names used to be the check (an empty one matched
     every process); the process's start time and folder are now."""
-    from harness.monitoring import stack
+    from harness.infra.monitoring import stack
 
     monkeypatch.setattr(stack, "STATE_DIR", tmp_path / "state")
     port = free_port()
@@ -264,7 +264,7 @@ def test_a_monitoring_state_naming_its_own_executable_signals_nothing(tmp_path, 
 def fake_engine(monkeypatch, tmp_path) -> Path:
     """An engine whose 'python' is a script that sleeps: LocalEngine.spawn's real path (the
     log, the state, the process in the engine's folder) without starting vLLM."""
-    from harness.serving_engine import install
+    from harness.infra.serving_engine import install
 
     script = tmp_path / "fake-python"
     script.write_text("#!/bin/bash\nexec -a VLLM::APIServer sleep 60\n")
@@ -281,8 +281,8 @@ def test_an_engine_the_harness_started_is_stopped_from_its_state_and_no_link_is_
     """The engine's log is a link to a file of the user's: `spawn` replaces the link (the
     file keeps its content), and `down` from another instance (only the state file to go on)
     stops the process it started. A link at its state file is refused in one line."""
-    from harness.errors import EnvironmentProblem
-    from harness.serving_engine.local import EngineConfig, LocalEngine
+    from harness.base.errors import EnvironmentProblem
+    from harness.infra.serving_engine.local import EngineConfig, LocalEngine
 
     model = fake_engine(monkeypatch, tmp_path)
     folder = tmp_path / "engine"
@@ -378,9 +378,9 @@ def test_damaged_state_values_are_one_line(tmp_path, name, what, monkeypatch):
 
 
 def _point_state_at(monkeypatch, state: Path) -> None:
-    from harness import cluster as cluster_mod
-    from harness.monitoring import stack
-    from harness.serving_engine import install
+    from harness.infra import cluster as cluster_mod
+    from harness.infra.monitoring import stack
+    from harness.infra.serving_engine import install
 
     monkeypatch.setattr(cluster_mod, "STATE_DIR", state)
     monkeypatch.setattr(cluster_mod, "LOCK_DIR", state / "locks")
@@ -416,9 +416,9 @@ def test_any_json_in_a_state_file_is_a_status_or_one_line(tmp_path_factory, monk
     """Random JSON values in every field of the three state files: `engine status`, the
     cluster's and the monitoring stack's checks answer, or say in one line what is wrong with
     which file; never a traceback. (Status only: nothing here sends a signal.)"""
-    from harness.cluster import LocalCluster
-    from harness.errors import HarnessError
-    from harness.monitoring import stack
+    from harness.base.errors import HarnessError
+    from harness.infra.cluster import LocalCluster
+    from harness.infra.monitoring import stack
 
     state = tmp_path_factory.mktemp("state")
     _point_state_at(monkeypatch, state)
@@ -445,8 +445,8 @@ def test_cluster_up_writes_through_no_link_in_its_folders(tmp_path):
     replaces them, the files keep their content. A link at its state.json is refused in one
     line, the file it points to unchanged."""
     _need_redis()
-    from harness.cluster import LocalCluster
-    from harness.errors import EnvironmentProblem
+    from harness.base.errors import EnvironmentProblem
+    from harness.infra.cluster import LocalCluster
 
     folder = tmp_path / "cluster"
     (folder / f"node-{LINKED}").mkdir(parents=True)
@@ -474,8 +474,8 @@ def test_a_state_folder_that_is_a_link_is_refused(tmp_path, where):
     """The cluster's folder, or a node's, is a link to a folder of the user's: one line,
     nothing written there, nothing left running."""
     _need_redis()
-    from harness.cluster import LocalCluster
-    from harness.errors import EnvironmentProblem
+    from harness.base.errors import EnvironmentProblem
+    from harness.infra.cluster import LocalCluster
 
     elsewhere = tmp_path / "users-folder"
     elsewhere.mkdir()
@@ -500,7 +500,7 @@ def test_private_writes_and_logs_replace_what_is_there(tmp_path, there):
     """write_private (state.json, redis.conf, prometheus.yml) and open_log (engine.log, the
     monitoring logs): a link, a FIFO or an old file at the name is replaced, never written
     through or blocked on."""
-    from harness.ownership import open_log, write_private
+    from harness.infra.ownership import open_log, write_private
 
     victim = tmp_path / "users-file"
     victim.write_text("precious\n")
@@ -522,8 +522,8 @@ def test_private_writes_and_logs_replace_what_is_there(tmp_path, there):
 def test_a_port_lock_that_is_a_fifo_or_a_link_is_one_line(tmp_path, there):
     """The port locks under the state folder: a FIFO or a link at a lock file's name is
     refused in one line (it was an OSError traceback, or a lock taken through a link)."""
-    from harness.cluster import PortLock
-    from harness.errors import EnvironmentProblem
+    from harness.base.errors import EnvironmentProblem
+    from harness.infra.cluster import PortLock
 
     port = free_port()
     lock = PortLock("127.0.0.1", [port], lock_dir=tmp_path)
@@ -542,8 +542,8 @@ def test_the_lab_clusters_leftover_cleanup_stops_only_its_own_servers(tmp_path):
     """failover's lab cluster trusted a state file's pid when the command line merely held
     the lab's address: a process the state names is stopped only when it has the recorded
     start time and runs in the host's own folder."""
-    from harness import ownership
     from harness.experiments.failover.partition import LabCluster
+    from harness.infra import ownership
 
     lab = LabCluster(7999, 1000, tmp_path / "lab")
     (lab.folder / "h1").mkdir(parents=True)
@@ -572,9 +572,9 @@ def test_the_postgres_leftover_cleanup_stops_only_its_own_server(tmp_path):
     owner.json proves it is the server this harness started (start time, running in the data
     folder); a pid elsewhere is a stale file, and an unproven process in the folder is one
     line, never signalled."""
-    from harness import ownership
-    from harness.errors import EnvironmentProblem
+    from harness.base.errors import EnvironmentProblem
     from harness.experiments.cold_start.postgres import OWNER_FILE, PostgresServer
+    from harness.infra import ownership
 
     pg = PostgresServer(free_port(), tmp_path / "pg")
     pg.data_dir.mkdir(parents=True)

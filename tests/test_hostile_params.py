@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-from harness import driver_contract
-from harness.driver_contract import DAY_S, INT_LIMIT, Param
-from harness.errors import BadInput
+from harness.base.errors import BadInput
+from harness.model import driver_contract
+from harness.model.driver_contract import DAY_S, INT_LIMIT, Param
 
 
 def _harness(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

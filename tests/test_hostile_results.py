@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import driver_contract
-from harness.driver_contract import CaseOutcome, Metric, Param
-from harness.files import RESERVE_NAME, NoSpace, read_bounded, reserve_space, write_atomic
-from harness.results import MAX_MANIFEST_BYTES, MAX_RESULTS_BYTES, Record, write_manifest, write_results
+from harness.base.files import RESERVE_NAME, NoSpace, read_bounded, reserve_space, write_atomic
+from harness.model import driver_contract
+from harness.model.driver_contract import CaseOutcome, Metric, Param
+from harness.model.stored_run import MAX_MANIFEST_BYTES, MAX_RESULTS_BYTES, Record, write_manifest, write_results
 from tests.stored_runs import write_run, write_series
 from tests.test_hostile import assert_one_line, cli
 

@@ -21,12 +21,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness import process
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments.serving import peer_case
-from harness.process import REDACTED, redact, redact_command, run_tool, url_for_display
-from harness.serving_engine import external
-from harness.target import LlmEndpoint
+from harness.infra import process
+from harness.infra.process import REDACTED, redact, redact_command, run_tool, url_for_display
+from harness.infra.serving_engine import external
+from harness.infra.target import LlmEndpoint
 
 MARK = "PW"
 TOKEN = st.integers(100000, 999999).map(lambda n: f"{MARK}{n}")
@@ -102,7 +102,7 @@ def test_no_refusal_line_shows_a_password(template, model, password):
 @SETTINGS
 @given(password=PASSWORD)
 def test_the_validator_shows_only_scheme_and_host(password):
-    from harness.target import check_llm_url
+    from harness.infra.target import check_llm_url
 
     for template, _ in REFUSALS:
         try:
@@ -277,7 +277,7 @@ def test_showing_a_url_remembers_nothing(text):
     """A server's Location (`http://x:e@evil.example/`) or error text went through display(),
     which remembered its password as a secret: redact() then turned every 'e' into ***
     ("pr***fix cach*** hit rat***"). Showing a URL now hides its credentials and remembers nothing."""
-    from harness import http_get
+    from harness.infra import http_get
 
     for show in (url_for_display, http_get.display, redact):
         show(text)
@@ -290,7 +290,7 @@ def _round_trip(run_dir: Path) -> str:
     folder must still be the harness's own): results.json as written."""
     import shutil
 
-    from harness.results import load_run, write_manifest, write_results
+    from harness.model.stored_run import load_run, write_manifest, write_results
 
     shutil.copytree(Path(__file__).parent / "fixtures" / "results-v1" / "run", run_dir)
     data = load_run(run_dir)
@@ -338,8 +338,8 @@ def test_the_prometheus_url_is_checked_before_anything_shows_it(url, monkeypatch
     """HARNESS_PROMETHEUS_URL='admin:Pr0mSecret@127.0.0.1:9' was shown whole ("monitoring:
     using Prometheus at admin:Pr0mSecret@...") and kept in results.json and report.html.
     Now it is refused as HARNESS_LLM_URL is: exit 2, no part of the credentials."""
-    from harness import http_get
-    from harness.monitoring import query
+    from harness.infra import http_get
+    from harness.infra.monitoring import query
 
     monkeypatch.setenv("HARNESS_PROMETHEUS_URL", url)
     with pytest.raises(BadInput) as e:
@@ -356,7 +356,7 @@ def test_the_prometheus_url_is_checked_before_anything_shows_it(url, monkeypatch
 
 
 def test_a_good_prometheus_url_is_taken_and_its_password_remembered(monkeypatch):
-    from harness.monitoring import query
+    from harness.infra.monitoring import query
 
     monkeypatch.setenv("HARNESS_PROMETHEUS_URL", "http://admin:Pr0m%2FSecret@127.0.0.1:9090/")
     assert query.configured_url("local") == "http://admin:Pr0m%2FSecret@127.0.0.1:9090"
@@ -364,7 +364,7 @@ def test_a_good_prometheus_url_is_taken_and_its_password_remembered(monkeypatch)
 
 
 def test_an_inventory_monitoring_host_with_credentials_is_refused_without_them(tmp_path):
-    from harness.inventory import prometheus_url
+    from harness.infra.inventory import prometheus_url
 
     inv = tmp_path / "hosts.yml"
     inv.write_text("all:\n  children:\n    monitoring:\n      hosts:\n        m1:\n"

@@ -34,10 +34,11 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import driver_contract, signals
-from harness.driver_contract import CaseOutcome, Metric, Param
-from harness.errors import BadInput
-from harness.paths import STATE_DIR
+from harness.base import signals
+from harness.base.errors import BadInput
+from harness.base.paths import STATE_DIR
+from harness.model import driver_contract
+from harness.model.driver_contract import CaseOutcome, Metric, Param
 from tests.conftest import TEST_CLUSTER_PORT
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,7 +59,7 @@ def _wait(ctx):
 @driver_contract.register("test-signals-own-process", isolate=True,
                           params={"seconds": Param(float, 1.0, "how long the case takes", min=0, max=60)})
 def _wait_in_own_process(ctx):
-    """Waits `seconds` in its own process (harness.worker), whose pid it writes first."""
+    """Waits `seconds` in its own process (harness.run.worker), whose pid it writes first."""
     ctx.raw_path("pid.txt").write_text(str(os.getpid()))
     time.sleep(ctx.params["seconds"])
     return CaseOutcome(metrics={"waited_s": Metric(ctx.params["seconds"], "s")})
@@ -191,13 +192,13 @@ def test_a_hang_up_stops_the_worker_marks_the_folder_and_exits_129(tmp_path):
             time.sleep(0.05)
             pid_file = next(iter(results.glob("*/raw/hostile-signals/case/rep1/pid.txt")), None)
         worker = int(pid_file.read_text())
-        assert _running(worker, "harness.worker")
+        assert _running(worker, "harness.run.worker")
         os.killpg(proc.pid, signal.SIGHUP)
         code = _ended(proc)
     finally:
         _stop(proc)
         reader.join(5)
-        survived = worker and _running(worker, "harness.worker")
+        survived = worker and _running(worker, "harness.run.worker")
         if survived:  # the case's process the run started and left
             os.kill(worker, signal.SIGKILL)
     err = "\n".join(lines)

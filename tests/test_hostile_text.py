@@ -6,7 +6,7 @@ name, and Markdown links and images. `harness report`, `compare` (text, markdown
 and `history`, run as real processes through pipes: nothing of it reaches the terminal
 as it is, junit.xml parses, the files stay small, Markdown forges no link, a lone
 surrogate is carried (shown as an escape), never a traceback or "a bug of the harness";
-and a refused run's empty folder is never pooled. The harness.safe_text functions are
+and a refused run's empty folder is never pooled. The harness.base.safe_text functions are
 checked with hypothesis."""
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import safe_text
-from harness.results import Metric, Record, write_manifest, write_results
-from harness.spec import SuiteRun
+from harness.base import safe_text
+from harness.model.spec import SuiteRun
+from harness.model.stored_run import Metric, Record, write_manifest, write_results
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -241,9 +241,9 @@ def test_a_huge_value_in_a_message_is_bounded(tmp_path):
 
 def test_harness_runs_summary_table_and_exit_reason_are_safe(hostile):
     """What `harness run` prints at its end (the summary table, the exit line), in-process."""
-    from harness.analysis import analyze
-    from harness.results import load_run
-    from harness.summary import summary_text
+    from harness.model.stored_run import load_run
+    from harness.verdict.analysis import analyze
+    from harness.verdict.summary import summary_text
 
     _, a, _, _ = hostile
     analysis = analyze(load_run(a))

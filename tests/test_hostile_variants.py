@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import safe_text
-from harness.driver_contract import MAX_LIST_ITEMS, Param
-from harness.errors import BadInput
-from harness.report.render import _inside_run
+from harness.base import safe_text
+from harness.base.errors import BadInput
+from harness.model.driver_contract import MAX_LIST_ITEMS, Param
+from harness.publish.render import _inside_run
 from tests import stored_runs
 
 
@@ -119,7 +119,7 @@ def test_a_stored_threshold_of_infinity_is_damaged_input(limit, tmp_path):
 
 def test_no_threshold_is_left_unbounded_in_a_spec_either(tmp_path):
     """The spec side already refused it; the two stay in step."""
-    from harness.spec import Threshold
+    from harness.model.spec import Threshold
 
     with pytest.raises(BadInput):
         Threshold.from_json({"case": "c", "metric": "m", "op": "<=", "value": float("inf"), "unit": "",

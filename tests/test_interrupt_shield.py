@@ -18,7 +18,8 @@ import time
 import pytest
 import yaml
 
-from harness import runner, signals
+from harness.base import signals
+from harness.run import runner
 
 SUITE = {"name": "shield", "description": "d", "claim": {"section": "1", "text": "t"}, "target": "none",
          "cases": [{"name": "sim", "driver": "eviction-simulate",

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import driver_contract
-from harness.driver_contract import CaseOutcome, Metric, Param
+from harness.model import driver_contract
+from harness.model.driver_contract import CaseOutcome, Metric, Param
 
 REPO = Path(__file__).resolve().parent.parent
 BASE_PORT = int(os.environ.get("HARNESS_TEST_INTERRUPT_PORT", "7570"))
@@ -233,8 +233,8 @@ def test_rerun_after_kill_9_does_not_reuse_the_old_cluster(spec_file, tmp_path):
 def test_cluster_down_stops_only_the_monitoring_its_cluster_started(tmp_path):
     """Two stacks' state files, each naming a real node exporter and the cluster that started
     it: `cluster down --base-port N` stops N's, whatever HARNESS_MONITORING_PORT says."""
-    from harness import ownership
-    from harness.monitoring import stack
+    from harness.infra import ownership
+    from harness.infra.monitoring import stack
     from tests.test_hostile import cli
 
     exe = stack.find_tool("node_exporter")
@@ -274,8 +274,8 @@ def test_cases_after_a_failover_use_the_new_primary(tmp_path):
         pytest.skip("redis-server not installed")
     import redis
 
-    from harness.cluster import LocalCluster
-    from harness.run_target import refresh_topology
+    from harness.infra.cluster import LocalCluster
+    from harness.run.target_lifecycle import refresh_topology
 
     c = LocalCluster(base_port=BASE_PORT + 10, state_dir=tmp_path / "cluster")
     tgt = c.up()
@@ -310,8 +310,8 @@ def test_second_ctrl_c_during_cluster_up_cleanup_leaves_no_node(tmp_path, monkey
     the cleanup still stops every node that was started, then the interrupt goes on."""
     if not shutil.which("redis-server"):
         pytest.skip("redis-server not installed")
-    from harness import cluster as cluster_mod
-    from harness.redis_server import RedisProcess, pid_alive
+    from harness.infra import cluster as cluster_mod
+    from harness.infra.redis_server import RedisProcess, pid_alive
 
     base = BASE_PORT + 20
     started: list[int] = []
@@ -350,7 +350,7 @@ def test_a_process_just_spawned_is_seen_by_the_stop():
     monitoring stack started left a redis_exporter running (seen once in CI). Our own child
     counts as running its program until its command line says otherwise; a zombie, another
     program and a process that is not our child do not."""
-    from harness.redis_server import runs_program
+    from harness.infra.redis_server import runs_program
 
     sleep = shutil.which("sleep")
     for _ in range(100):

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from xml.etree import ElementTree as ET
 
-from harness.analysis import analyze
-from harness.report.junit import junit_xml, write_junit
-from harness.results import Metric, Record, RunData
-from harness.spec import SuiteRun
+from harness.model.spec import SuiteRun
+from harness.model.stored_run import Metric, Record, RunData
+from harness.publish.junit import junit_xml, write_junit
+from harness.verdict.analysis import analyze
 
 THRESHOLDS = [
     {"case": "bench", "metric": "GET.p99_ms", "op": "<", "value": 5.0, "unit": "ms", "reason": "r1"},

@@ -192,7 +192,7 @@ def test_acknowledged_entries_survive_a_killed_writer(tmp_path):
 
 
 def test_l3_refuses_a_full_map_with_a_clear_error(tmp_path):
-    from harness.errors import BadInput
+    from harness.base.errors import BadInput
 
     l3 = L3(tmp_path / "small", 1 << 20)
     try:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.analysis import Outcome
 from harness.experiments.kv_tiers.codecs_case import CONTROL, interleaved_decode, size_for_time
+from harness.verdict.analysis import Outcome
 from tests.test_engine_hotload_controls import verdicts
 
 
@@ -118,7 +118,7 @@ def test_dropping_l3_pages_keeps_the_data_readable(tmp_path):
 
 
 def test_lab_a100_profile_carries_the_source_setting_and_fails_on_skips():
-    from harness.spec import load_all_suites
+    from harness.model.spec import load_all_suites
 
     suite = load_all_suites()["kv-tiers"]
     lab, local = suite.profile("lab-a100"), suite.profile("local")
@@ -134,7 +134,7 @@ def test_lab_a100_profile_carries_the_source_setting_and_fails_on_skips():
     for figure in ("1.82 ms", "0.23 ms", "+29% QPS", "< 10 us", "~150 us", "~8 ms", "every 500 L2 writes"):
         assert figure in text
     with pytest.raises(Exception, match="json_decode_target_ms"):
-        from harness.driver_contract import get
+        from harness.model.driver_contract import get
 
         get("kv-tiers-codecs").resolve_params("t", {})
 

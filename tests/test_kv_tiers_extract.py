@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments.kv_tiers import extract, ttft
 
 
@@ -38,7 +38,7 @@ def test_breakeven_needs_every_longer_length_to_win():
 
 
 def test_ttft_params_are_checked():
-    from harness import driver_contract
+    from harness.model import driver_contract
 
     drv = driver_contract.get("kv-tiers-ttft")
     with pytest.raises(BadInput, match="8192"):
@@ -54,7 +54,7 @@ def smol():
     pytest.importorskip("transformers")
     import torch
 
-    from harness.model_wheels import smollm2
+    from harness.infra.model_wheels import smollm2
 
     try:
         model = smollm2()
@@ -109,8 +109,8 @@ def test_ttft_point_restores_the_same_first_token_from_every_tier(smol, cluster_
 def test_drivers_run_end_to_end(smol, cluster, tmp_path, driver, params):
     """Each driver on tiny inputs: ok, finite metrics, its series (never tables or charts),
     and nothing of its keys left in the cluster."""
-    from harness import driver_contract
-    from harness.driver_contract import CaseContext
+    from harness.model import driver_contract
+    from harness.model.driver_contract import CaseContext
 
     drv = driver_contract.get(driver)
     ctx = CaseContext("kv-tiers", "t", 1, "local", drv.resolve_params("t", {**params, "torch_threads": 1}),

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.errors import BadInput
+from harness.base.errors import BadInput
+from harness.base.paths import REPO_ROOT
 from harness.experiments.kv_trace import analyses, crosscheck, policies, prefix, reference, tiers
 from harness.experiments.kv_trace import trace as T
 from harness.experiments.kv_trace.predict import predicted_hit_rate, predicted_rates
-from harness.paths import REPO_ROOT
 
 TRACE = REPO_ROOT / "data/mooncake/conversation_trace.jsonl"
 

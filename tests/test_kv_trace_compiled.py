@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.errors import EnvironmentProblem
+from harness.base.errors import EnvironmentProblem
+from harness.base.paths import REPO_ROOT
 from harness.experiments.kv_trace import analyses, crosscheck, policies, prefix, reference, synth, tiers
 from harness.experiments.kv_trace import trace as T
-from harness.paths import REPO_ROOT
 
 TRACE = REPO_ROOT / "data/mooncake/conversation_trace.jsonl"
 TTL_S = 120.0

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments.kv_trace import trace as T
 from tests.test_hostile import assert_one_line, cli
 

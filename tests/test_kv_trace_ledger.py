@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.analysis import Outcome
+from harness.base.paths import REPO_ROOT
 from harness.experiments.kv_trace import analyses, drivers, prefix, recount
 from harness.experiments.kv_trace import trace as T
-from harness.paths import REPO_ROOT
+from harness.verdict.analysis import Outcome
 from tests.ledger_helpers import verdicts
 
 RECORDED = json.loads((Path(__file__).parent / "fixtures/kv_trace/prefix_cache_metrics.json").read_text())["metrics"]

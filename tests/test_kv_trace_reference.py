@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.base.paths import REPO_ROOT
 from harness.experiments.kv_trace import analyses, drivers, policies, prefix, recount, shape
 from harness.experiments.kv_trace import trace as T
-from harness.paths import REPO_ROOT
 
 TRACE = REPO_ROOT / "data/mooncake/conversation_trace.jsonl"
 

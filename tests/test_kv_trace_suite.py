@@ -12,10 +12,10 @@ from html import unescape
 
 import pytest
 
-from harness import spec
-from harness.analysis import analyze
-from harness.paths import REPO_ROOT
-from harness.results import load_run
+from harness.base.paths import REPO_ROOT
+from harness.model import spec
+from harness.model.stored_run import load_run
+from harness.verdict.analysis import analyze
 from tests.test_hostile import assert_one_line, cli
 
 TRACE = REPO_ROOT / "data/mooncake/conversation_trace.jsonl"

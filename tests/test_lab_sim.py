@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.paths import REPO_ROOT
+from harness.base.paths import REPO_ROOT
 
 LAB_DIR = REPO_ROOT / ".harness" / "lab-sim"
 INVENTORY = LAB_DIR / "inventory.yml"
@@ -349,8 +349,8 @@ def _six_namespaces_are_one_machine(run_dir: Path, man: dict) -> None:
     """Each lab host was asked over SSH which machine it is (each answered with its own host
     name, so the answer came from the host): all nine are this machine's kernel, so the
     ledger's six-host checks (C12, C13) are not comparable here, and say why."""
-    from harness.analysis import Outcome, analyze
-    from harness.results import load_run
+    from harness.model.stored_run import load_run
+    from harness.verdict.analysis import Outcome, analyze
 
     ids = man["host_identity"]
     here = Path("/proc/sys/kernel/random/boot_id").read_text().strip()

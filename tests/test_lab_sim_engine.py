@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import stats
-from harness.paths import REPO_ROOT
-from harness.serving_engine.local import cpu_dtype
+from harness.base import stats
+from harness.base.paths import REPO_ROOT
+from harness.infra.serving_engine.local import cpu_dtype
 from tests.test_lab_sim import INVENTORY, LAB_DIR, _skip_reason, harness, leftovers, make, recap, ssh
 
 ENGINE_VENV = REPO_ROOT / ".harness" / "engine" / "venv"
@@ -116,7 +116,7 @@ def test_the_engine_host_is_in_the_llm_group(lab):
     out = ssh(HOST, "hostname; ip -4 -o addr show | awk '{print $4}'")
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [HOST, "127.0.0.1/8", f"{ADDR}/24"]
-    from harness.serving_engine.external import from_inventory
+    from harness.infra.serving_engine.external import from_inventory
 
     (ep,) = from_inventory(INVENTORY).values()  # what `harness run --target` will measure
     assert (ep.base_url, ep.model, ep.managed) == (BASE_URL, "smollm2", False)

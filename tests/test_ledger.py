@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from harness import driver_contract, spec
-from harness.driver_contract import CaseOutcome
+from harness.model import driver_contract, spec
+from harness.model.driver_contract import CaseOutcome
 
 
 def test_a_check_without_a_control_is_refused(tmp_path):
     """The ledger loader refuses a check with no control, and the old single `control` form."""
     import shutil
 
-    from harness.errors import BadInput
+    from harness.base.errors import BadInput
 
     for name in ("redis-cluster.yaml",):
         shutil.copy(spec.SUITES_DIR / name, tmp_path / name)

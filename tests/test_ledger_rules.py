@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import spec
-from harness.analysis import HOLDS, Outcome, analyze
-from harness.errors import BadInput
-from harness.results import Metric, Record, RunData
+from harness.base.errors import BadInput
+from harness.model import spec
+from harness.model.stored_run import Metric, Record, RunData
+from harness.verdict.analysis import HOLDS, Outcome, analyze
 
 BASE = ("suite: redis-cluster, case: redis-benchmark, metric: m, unit: x, observed: 'client timestamps', "
         "instrument: {metric: i, op: '>', value: 1, text: sees}")

@@ -1,4 +1,4 @@
-"""Several load generators, one measurement (harness.tools.loadgen_merge), on the recorded
+"""Several load generators, one measurement (harness.infra.load_tools.loadgen_merge), on the recorded
 real outputs of three memtier processes against one cluster (tests/fixtures/memtier/
 multi-loadgen: started together, staggered by 4 s, and one process with their connections)."""
 
@@ -10,11 +10,11 @@ import pytest
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
-from harness.errors import BadInput
+from harness.base.errors import BadInput
+from harness.base.paths import REPO_ROOT
 from harness.experiments.redis_cluster import memtier_fleet
-from harness.paths import REPO_ROOT
-from harness.tools import loadgen_merge, memtier
-from harness.tools.loadgen_merge import HostRun
+from harness.infra.load_tools import loadgen_merge, memtier
+from harness.infra.load_tools.loadgen_merge import HostRun
 
 REC = REPO_ROOT / "tests" / "fixtures" / "memtier" / "multi-loadgen"
 QS = (50, 99, 99.9)
@@ -240,7 +240,7 @@ def test_the_fleet_runs_one_memtier_per_host_from_one_start_in_each_hosts_clock(
     from types import SimpleNamespace as NS
 
     from harness.experiments.redis_cluster import drivers
-    from harness.process import ToolRun
+    from harness.infra.process import ToolRun
 
     calls = []
 

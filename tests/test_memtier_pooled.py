@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import analyze
-from harness.results import Record, RunData
-from harness.tools.memtier import (
+from harness.infra.load_tools.memtier import (
     histogram_columns,
     histogram_rows,
     histogram_series,
@@ -16,6 +14,8 @@ from harness.tools.memtier import (
     parse_files,
     pooled_percentiles,
 )
+from harness.model.stored_run import Record, RunData
+from harness.verdict.analysis import analyze
 
 FIX = Path(__file__).parent / "fixtures" / "memtier"
 
@@ -77,8 +77,8 @@ def test_the_driver_keeps_each_runs_histograms_with_memtiers_own_percentiles():
 
 
 def test_the_view_shows_pooled_beside_the_median_of_runs(tmp_path):
-    from harness.report.views import build
-    from harness.spec import Case, SuiteClaim, SuiteRun
+    from harness.model.spec import Case, SuiteClaim, SuiteRun
+    from harness.publish.views import build
 
     recs = [_record(1, "cluster_ratio1-1.json"), _record(2, "cluster_ratio1-10_runcount2.json")]
     suite = SuiteRun("redis-cluster", "", SuiteClaim("2.4", "t"), "cluster", "local", "", 2,
@@ -92,7 +92,7 @@ def test_the_view_shows_pooled_beside_the_median_of_runs(tmp_path):
     assert totals[:3] == ["Totals", 2, 338605]
     assert totals[4] == (pytest.approx(6.895), 4.191, 9.599)  # P99: median (min-max) of the two runs
     assert 8.5 < totals[7] < 9.599  # P99 pooled: near the big run's, far from the median of runs
-    from harness.report.render import render_html
+    from harness.publish.render import render_html
 
     for rec, fixture in zip(recs, ("cluster_ratio1-1.json", "cluster_ratio1-10_runcount2.json")):
         raw = tmp_path / "raw" / f"rep{rec.repetition}" / "memtier.json"  # memtier's own file, kept
@@ -106,9 +106,9 @@ def test_the_view_shows_pooled_beside_the_median_of_runs(tmp_path):
 def test_a_folder_from_before_the_histograms_series_gets_it_when_loaded(tmp_path):
     """A memtier repetition stored without the `histograms` series (written before issue 20)
     gets it from the raw memtier JSON it kept, at load time; the report then pools it."""
-    from harness.report.render import render_html
-    from harness.results import load_run, write_manifest, write_results
-    from harness.spec import Case, SuiteClaim, SuiteRun
+    from harness.model.spec import Case, SuiteClaim, SuiteRun
+    from harness.model.stored_run import load_run, write_manifest, write_results
+    from harness.publish.render import render_html
 
     recs = []
     for rep, fixture in ((1, "cluster_ratio1-1.json"), (2, "cluster_ratio1-10_runcount2.json")):

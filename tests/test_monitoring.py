@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import monitoring
-from harness.driver_contract import Node, Target
-from harness.inventory import prometheus_url
-from harness.paths import REPO_ROOT
+from harness.base.paths import REPO_ROOT
+from harness.infra import monitoring
+from harness.infra.inventory import prometheus_url
+from harness.model.driver_contract import Node, Target
 
 MON_PORT = 7690
 CLUSTER_PORT = 7650
@@ -67,7 +67,7 @@ def test_matrix_to_series_names_offsets_and_drops_nan():
 
 
 def test_series_stats_and_tables():
-    from harness.report.views import monitoring as view
+    from harness.publish.views import monitoring as view
 
     assert view.series_stats([[0, 1.0], [1, 3.0], [2, 2.0]]) == {"mean": 2.0, "peak": 3.0, "last": 2.0}
     assert view.series_stats([]) == {"mean": None, "peak": None, "last": None}
@@ -117,8 +117,8 @@ def _need(*tools):
 
 def test_run_with_monitoring_shows_prometheus_series(tmp_path, monkeypatch):
     _need("redis-server", "redis-benchmark", "prometheus", "prometheus-redis-exporter", "prometheus-node-exporter")
-    from harness.runner import run_suites
-    from harness.spec import select_suites
+    from harness.model.spec import select_suites
+    from harness.run.runner import run_suites
 
     monkeypatch.setenv(monitoring.PORT_ENV, str(MON_PORT))
     suite_file = redis_suite(tmp_path)
@@ -138,7 +138,7 @@ def test_run_with_monitoring_shows_prometheus_series(tmp_path, monkeypatch):
     assert max(p[1] for s in ops for p in s["points"]) > 100
     assert {s["name"] for s in charts["Used memory per node"]["series"]} == nodes
     assert len(charts["Host CPU busy"]["series"]) == 1
-    from harness.report.views import monitoring as view
+    from harness.publish.views import monitoring as view
 
     assert len(view.blocks(mon)[-2].rows) == 6  # the per-node table
     assert (out.run_dir / "raw" / "monitoring" / "ops.json").exists()
@@ -156,7 +156,7 @@ def test_run_with_monitoring_shows_prometheus_series(tmp_path, monkeypatch):
 
 def test_run_without_prometheus_still_works_and_says_why(tmp_path, monkeypatch):
     _need("redis-server", "redis-benchmark")
-    from harness.runner import run_suites
+    from harness.run.runner import run_suites
 
     monkeypatch.setenv("PATH", _bin_without_prometheus(tmp_path) + os.pathsep + "/nonexistent")
     out = run_suites([redis_suite(tmp_path)], repeat=1, overrides=["redis-benchmark.requests=5000"],

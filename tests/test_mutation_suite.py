@@ -26,7 +26,7 @@ RUN_ALL = os.environ.get("MUTATIONS", "") == "all"
 
 
 def _ledger_checks() -> set[str]:
-    from harness.spec import load_claims
+    from harness.model.spec import load_claims
 
     return {f"{chk.suite}/{chk.case} {chk.metric}" for c in load_claims() for chk in c.checks}
 
@@ -58,7 +58,7 @@ def test_every_check_a_mutation_names_is_a_ledger_check_of_its_claim_and_run():
         for chk in m.checks:
             assert chk in known, f"{m.name}: {chk!r} is not a check of suites/claims.yaml"
             assert chk.split(" ", 1)[0] == m.run, f"{m.name}: {chk!r} is not judged by its run {m.run}"
-    from harness.spec import load_claims
+    from harness.model.spec import load_claims
 
     by_claim = {c.id: {f"{k.suite}/{k.case} {k.metric}" for k in c.checks} for c in load_claims()}
     for m in MUTATIONS:
@@ -128,9 +128,9 @@ def test_harness_report_writes_the_verdicts_the_analysis_gives(tmp_path, capsys)
     import json
     from pathlib import Path
 
-    from harness.analysis import analyze
     from harness.cli import main
-    from harness.results import load_run
+    from harness.model.stored_run import load_run
+    from harness.verdict.analysis import analyze
 
     run_dir = tmp_path / "stored"
     shutil.copytree(Path(__file__).parent / "fixtures" / "results-v2" / "run", run_dir)

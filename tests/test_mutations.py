@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import spec
-from harness.analysis import Outcome
+from harness.model import spec
+from harness.verdict.analysis import Outcome
 
 TESTS = Path(__file__).parent
 LEDGER_PAGE = TESTS.parent / "docs" / "ledger.md"

@@ -9,9 +9,9 @@ import time
 import pytest
 import redis
 
-from harness.driver_contract import CaseContext
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments.prompt_cas import drivers as cas
+from harness.model.driver_contract import CaseContext
 
 
 def test_vectors_round_trip():
@@ -74,8 +74,8 @@ def test_lua_rules_on_the_cluster(cluster, cluster_client):
 
 
 def ledger_checks(claim_id: str, suite: str) -> dict:
-    from harness.paths import SUITES_DIR
-    from harness.spec import ClaimCheck, load_yaml
+    from harness.base.paths import SUITES_DIR
+    from harness.model.spec import ClaimCheck, load_yaml
 
     claims = load_yaml(SUITES_DIR / "claims.yaml", "claims ledger")["claims"]
     raw = next(c for c in claims if c["id"] == claim_id)["checks"]
@@ -145,8 +145,8 @@ def test_each_c20_check_flips_when_its_mechanism_is_removed(concurrent_run):
 def test_lab_profile_carries_the_source_claim_and_fails_on_skips():
     """The source gives the rule and 'no response mix-ups' (no writers, keys or duration):
     the lab profile checks exactly that, beside both controls, and a skip fails it."""
-    from harness.paths import SUITES_DIR
-    from harness.spec import load_yaml
+    from harness.base.paths import SUITES_DIR
+    from harness.model.spec import load_yaml
 
     lab = load_yaml(SUITES_DIR / "prompt-cas.yaml", "spec")["profiles"]["lab-a100"]
     assert lab["skipped_fails"] is True
@@ -156,10 +156,10 @@ def test_lab_profile_carries_the_source_claim_and_fails_on_skips():
 
 
 def test_view_presents_every_rule_across_repetitions(concurrent_run, tmp_path):
-    from harness.analysis import analyze
-    from harness.report import views
-    from harness.results import Record, RunData
-    from harness.spec import Case, SuiteClaim, SuiteRun
+    from harness.model.spec import Case, SuiteClaim, SuiteRun
+    from harness.model.stored_run import Record, RunData
+    from harness.publish import views
+    from harness.verdict.analysis import analyze
 
     out, _ = concurrent_run
     recs = [Record("prompt-cas", "cas", rep, "ok", metrics=out.metrics, series=out.series) for rep in (1, 2)]
@@ -192,10 +192,10 @@ def test_mixups_are_not_measured_when_a_reader_read_too_little():
 
 
 def _c20(out, tmp_path, metrics=None):
-    """C20's checks judged by harness.analysis on a run with this outcome's metrics."""
-    from harness.analysis import analyze
-    from harness.results import Record, RunData
-    from harness.spec import load_all_suites, load_claims
+    """C20's checks judged by harness.verdict.analysis on a run with this outcome's metrics."""
+    from harness.model.spec import load_all_suites, load_claims
+    from harness.model.stored_run import Record, RunData
+    from harness.verdict.analysis import analyze
     from tests import ledger_helpers
 
     suites = load_all_suites()
@@ -306,7 +306,7 @@ def test_c20_verdicts_on_a_real_run_and_with_each_mechanism_removed(concurrent_r
         return _c20(out, tmp_path, {**out.metrics, **{k.replace("__", "."): out.metrics[v] for k, v in swap.items()}})
 
     def blinded(metric):
-        from harness.driver_contract import Metric
+        from harness.model.driver_contract import Metric
 
         return _c20(out, tmp_path, {**out.metrics, metric: Metric(0, out.metrics[metric].unit)})
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.driver_contract import CaseContext
 from harness.experiments.prompt_cas import drivers as cas
 from harness.experiments.prompt_cas import history as h
 from harness.experiments.prompt_cas.history import APPLIED, ERROR, REFUSED, Attempt, Value
+from harness.model.driver_contract import CaseContext
 
 SEED = Value("seed.0", "p0", "r0")
 PARTNER = {"p0": "r0", "p1": "r1", "p2": "r2"}
@@ -117,7 +117,7 @@ def test_a_cas_that_applies_every_write_loses_updates_the_read_back_sees(apply_e
 
 
 def test_the_ledger_does_not_call_a_cas_that_applies_every_write_reproduced(apply_every_write_run, tmp_path):
-    """Judged by harness.analysis on that run: the lost-updates check is not reproduced (its
+    """Judged by harness.verdict.analysis on that run: the lost-updates check is not reproduced (its
     instruments saw, its mechanism-off control held), and so is C20 as a whole; before issue 39
     the same mutant made every C20 check pass."""
     from tests.test_prompt_cas import _c20
@@ -131,8 +131,8 @@ def test_the_ledger_does_not_call_a_cas_that_applies_every_write_reproduced(appl
 def test_no_judged_metric_of_c20_is_the_mechanisms_own():
     """Every C20 check names its observation, and neither it nor a control judges a
     mechanism.* metric (the vectors and the script's replies)."""
-    from harness.paths import SUITES_DIR
-    from harness.spec import load_yaml
+    from harness.base.paths import SUITES_DIR
+    from harness.model.spec import load_yaml
 
     claims = load_yaml(SUITES_DIR / "claims.yaml", "claims ledger")["claims"]
     checks = next(c for c in claims if c["id"] == "C20")["checks"]

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import publish as P
+from harness.base.errors import BadInput
+from harness.base.format_versions import MANIFEST_FORMAT
 from harness.cli import main
-from harness.errors import BadInput
-from harness.formats import MANIFEST_FORMAT
-from harness.manifest_record import Manifest
-from harness.results import load_run, write_manifest
+from harness.model.manifest import Manifest
+from harness.model.stored_run import load_run, write_manifest
+from harness.publish import outputs as P
 
 V2 = Path(__file__).parent / "fixtures" / "results-v2" / "run"
 
@@ -97,8 +97,8 @@ def test_run_and_report_publish_alike(tmp_path):
 
 
 def test_history_json_says_its_format(tmp_path):
-    from harness.formats import HISTORY_FORMAT
-    from harness.report.history_page import write_history
+    from harness.base.format_versions import HISTORY_FORMAT
+    from harness.publish.history_page import write_history
 
     root = tmp_path / "runs"
     shutil.copytree(V2, root / V2.name)

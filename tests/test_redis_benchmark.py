@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.driver_contract import CaseContext, Node, Target
 from harness.experiments.redis_cluster import drivers as drv
-from harness.tools import redis_benchmark as rb
+from harness.infra.load_tools import redis_benchmark as rb
+from harness.model.driver_contract import CaseContext, Node, Target
 
 FIX = Path(__file__).parent / "fixtures" / "redis-benchmark"
 
@@ -166,8 +166,8 @@ def test_c13_checks_can_come_out_either_way():
 def test_c11_is_out_of_the_ledger_with_the_reason():
     """Counting the topology the harness built restates the slot split it made: C11 has no
     check, it says why, and points at what measures what the replicas are for."""
-    from harness.analysis import Outcome, analyze
-    from harness.results import Metric, Record, RunData
+    from harness.model.stored_run import Metric, Record, RunData
+    from harness.verdict.analysis import Outcome, analyze
     from tests.ledger_helpers import ledger, verdicts
 
     suites, claims = ledger()
@@ -184,7 +184,7 @@ def test_c11_is_out_of_the_ledger_with_the_reason():
 
 
 def test_lab_profile_is_the_source_verbatim_and_fails_on_skips():
-    from harness.spec import load_yaml
+    from harness.model.spec import load_yaml
 
     lab = load_yaml(Path(__file__).parents[1] / "suites" / "redis-cluster.yaml")["profiles"]["lab-a100"]
     assert lab["skipped_fails"] is True
@@ -201,10 +201,10 @@ def test_driver_fails_fast_when_nothing_listens(tmp_path):
 
 
 def test_view_aggregates_runs_and_takes_the_claim_from_the_ledger(tmp_path):
-    from harness.analysis import analyze
-    from harness.report import views
-    from harness.results import Record, RunData, Series
-    from harness.spec import Case, Claim, SuiteClaim, SuiteRun
+    from harness.model.spec import Case, Claim, SuiteClaim, SuiteRun
+    from harness.model.stored_run import Record, RunData, Series
+    from harness.publish import views
+    from harness.verdict.analysis import analyze
 
     def rec(rep, p99):
         runs = Series({"run": ["measured", "measured", "control", "control"], "clients": [50, 50, 200, 200],

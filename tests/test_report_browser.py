@@ -34,8 +34,8 @@ def reports(tmp_path_factory):
     """{"plain": report.html of a real kv-trace run, "compared": the same run's report against
     an earlier run of the suite's crosscheck alone (so verdicts changed)}."""
     b.need_browser(b.missing())
-    from harness import runner
-    from harness.publish import publish
+    from harness.publish.outputs import publish
+    from harness.run import runner
 
     root, log = tmp_path_factory.mktemp("browser-reports"), []
     trace = root / "trace.jsonl"

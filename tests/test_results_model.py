@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import driver_contract
-from harness.analysis import Verdict, analyze
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
-from harness.report import views
-from harness.report.render import render_report
-from harness.results import Record, RunData, load_run, write_results
-from harness.spec import SuiteRun
+from harness.model import driver_contract
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.model.spec import SuiteRun
+from harness.model.stored_run import Record, RunData, load_run, write_results
+from harness.publish import views
+from harness.publish.render import render_report
+from harness.verdict.analysis import Verdict, analyze
 
 V1 = Path(__file__).parent / "fixtures" / "results-v1" / "run"
 
@@ -88,8 +88,8 @@ def _isolated(ctx: CaseContext) -> CaseOutcome:
 
 
 def test_an_isolated_case_runs_in_its_own_process(tmp_path):
-    from harness.runner import _run_isolated
-    from harness.target import Target
+    from harness.infra.target import Target
+    from harness.run.runner import _run_isolated
 
     lines = []
     ctx = CaseContext("s", "c", 1, "local", {"n": 3}, tmp_path, Target("t"), log=lines.append)

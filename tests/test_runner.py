@@ -7,10 +7,10 @@ import shutil
 import pytest
 import yaml
 
-from harness import results
-from harness.analysis import analyze
-from harness.report.render import render_report
-from harness.runner import run_suites
+from harness.model import stored_run as results
+from harness.publish.render import render_report
+from harness.run.runner import run_suites
+from harness.verdict.analysis import analyze
 from tests.conftest import TEST_CLUSTER_PORT
 
 SUITE = {
@@ -92,7 +92,7 @@ def test_schema_version_mismatch_says_what_to_do(run, tmp_path):
     data = json.loads((copy / "results.json").read_text())
     data["schema_version"] = 99
     (copy / "results.json").write_text(json.dumps(data))
-    from harness.errors import BadInput
+    from harness.base.errors import BadInput
 
     with pytest.raises(BadInput, match="upgrade the harness"):
         results.load_run(copy)

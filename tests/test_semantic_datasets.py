@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments.semantic_cache import datasets
 
 FIX = Path(__file__).parent / "fixtures" / "semantic"

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import driver_contract
-from harness.driver_contract import CaseContext, CaseOutcome
 from harness.experiments.semantic_cache import gptcache_subject
-from harness.results import Metric
+from harness.model import driver_contract
+from harness.model.driver_contract import CaseContext, CaseOutcome
+from harness.model.stored_run import Metric
 from tests.test_semantic_spec import verdicts_of
 
 SMALL = dict(dataset_rows=60, latency_queries=4, torch_threads=1)
@@ -145,10 +145,10 @@ def test_i24_speed_checks_on_the_metrics_of_a_recorded_run():
 
 @needs_gptcache
 def test_the_view_shows_the_comparison_and_the_published_counts_as_published(runs, tmp_path):
-    from harness import spec
-    from harness.analysis import analyze
-    from harness.report import views
-    from harness.results import Record, RunData
+    from harness.model import spec
+    from harness.model.stored_run import Record, RunData
+    from harness.publish import views
+    from harness.verdict.analysis import analyze
     from tests.ledger_helpers import HERE
 
     suites = spec.load_all_suites()

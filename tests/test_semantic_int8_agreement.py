@@ -10,11 +10,11 @@ import time
 import numpy as np
 import pytest
 
-from harness import driver_contract
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments.semantic_cache import drivers  # noqa: F401  (registers the drivers)
 from harness.experiments.semantic_cache.gptcache_accuracy import agreement, answers_of, perturbed
 from harness.experiments.semantic_cache.lookup_latency import concurrent
+from harness.model import driver_contract
 
 
 def test_agreement_counts_same_decisions_and_same_answers_on_the_given_queries():
@@ -84,7 +84,7 @@ def test_the_int8_arm_is_off_by_default_and_chosen_with_a_parameter():
 
 
 def test_the_local_profile_runs_the_int8_arm():
-    from harness import spec
+    from harness.model import spec
 
     suite = spec.load_all_suites()["semantic-cache"]
     assert suite.profiles["local"].params["gptcache"]["int8_arm"] is True

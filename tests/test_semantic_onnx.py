@@ -19,7 +19,7 @@ def onnx():
 
 @pytest.mark.slow  # about 2,000 texts through both models
 def test_onnx_embedding_equals_sentence_transformers_on_every_text_of_the_data(onnx):
-    from harness.model_wheels import sentence_model
+    from harness.infra.model_wheels import sentence_model
 
     ds = datasets.load(datasets.DEFAULT_DATASET, "auto")
     texts = sorted({t for row in ds.rows for t in row[:2]})
@@ -36,7 +36,7 @@ def test_onnx_embedding_equals_sentence_transformers_on_every_text_of_the_data(o
 def test_long_texts_are_truncated_as_sentence_transformers_does(onnx):
     """sentence-transformers cuts at max_seq_length (256 tokens); so must the ONNX path,
     else a long text gets another vector."""
-    from harness.model_wheels import sentence_model
+    from harness.infra.model_wheels import sentence_model
 
     long = " ".join(["the cache keeps every answer it was given"] * 60)  # over 256 tokens
     assert len(onnx.tokenizer.encode(long).ids) == 256
@@ -72,7 +72,7 @@ def test_the_lookup_graph_has_every_layer_fused_and_an_unfused_graph_is_refused(
 
 def test_the_fused_file_is_named_by_the_weights_the_recipe_and_the_tool_versions(monkeypatch):
     from harness.experiments.semantic_cache import onnx_fused
-    from harness.model_wheels import minilm_path
+    from harness.infra.model_wheels import minilm_path
 
     before = onnx_fused.fused_key(minilm_path())
     assert onnx_fused.fused_key(minilm_path()) == before

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import yaml
 
-from harness import spec
-from harness.analysis import analyze
-from harness.paths import SUITES_DIR
-from harness.results import Metric, Record, RunData
+from harness.base.paths import SUITES_DIR
+from harness.model import spec
+from harness.model.stored_run import Metric, Record, RunData
+from harness.verdict.analysis import analyze
 from tests.ledger_helpers import HERE, LAB, ledger
 
 SUITE = "semantic-cache"
@@ -22,7 +22,7 @@ def _suite():
 
 def verdicts_of(claim_id: str, case: str, out, *, params: dict | None = None, facts: dict | None = None,
                 manifest: dict | None = None, drop: tuple[str, ...] = ()) -> dict:
-    """The ledger's real checks of `claim_id` on `case`, judged by harness.analysis.analyze on a
+    """The ledger's real checks of `claim_id` on `case`, judged by harness.verdict.analysis.analyze on a
     RunData holding one record of the real CaseOutcome `out` (its metrics, series and facts;
     `facts` overrides some, `drop` leaves metrics out), on this machine's measured facts
     (HERE) unless `manifest` says otherwise: {metric: CheckVerdict}."""
@@ -39,7 +39,7 @@ def verdicts_of(claim_id: str, case: str, out, *, params: dict | None = None, fa
 def check_verdict(claim_id: str, case: str, metric: str, values: dict[str, float], tmp_path: Path = None,
                   profile: str = "local", manifest: dict | None = None):
     """The verdict of the ledger's check on `metric`, for a run whose case measured `values`."""
-    from harness.driver_contract import CaseOutcome
+    from harness.model.driver_contract import CaseOutcome
 
     out = CaseOutcome("ok", metrics={k: Metric(v, "") for k, v in values.items()})
     return verdicts_of(claim_id, case, out, manifest=LAB if profile == "lab-a100" else manifest)[metric]

@@ -9,9 +9,9 @@ only the vector replaced, and that the ledger calls a semantic key that is such 
 import numpy as np
 import pytest
 
-from harness import driver_contract
-from harness.driver_contract import CaseContext
 from harness.experiments.semantic_cache import keys
+from harness.model import driver_contract
+from harness.model.driver_contract import CaseContext
 from tests.test_semantic_spec import check_verdict, verdicts_of
 
 KEYS = dict(dataset_rows=60, insert_fraction=1.0, latency_queries=2, radii=[0, 4, 8, 12, 16], thresholds=[0.9, 0.8],

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import driver_contract
-from harness.driver_contract import CaseContext
 from harness.experiments.semantic_cache import keys
 from harness.experiments.semantic_cache.store import Entry, Store
+from harness.model import driver_contract
+from harness.model.driver_contract import CaseContext
 
 FIX = Path(__file__).parent / "fixtures" / "semantic"
 

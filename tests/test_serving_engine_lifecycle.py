@@ -17,11 +17,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.driver_contract import CaseContext, get
-from harness.serving_engine import alive, cache_config, install, placement, prefix_cache_counters
-from harness.serving_engine.for_run import engines_for_run
-from harness.serving_engine.local import EngineConfig, LocalEngine
-from harness.target import LlmEndpoint, Target
+from harness.infra.serving_engine import alive, cache_config, install, placement, prefix_cache_counters
+from harness.infra.serving_engine.for_run import engines_for_run
+from harness.infra.serving_engine.local import EngineConfig, LocalEngine
+from harness.infra.target import LlmEndpoint, Target
+from harness.model.driver_contract import CaseContext, get
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(

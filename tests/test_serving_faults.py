@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.driver_contract import CaseContext, get
-from harness.target import LlmEndpoint, Target
+from harness.infra.target import LlmEndpoint, Target
+from harness.model.driver_contract import CaseContext, get
 from tests.serving_fakes import FakeServer, free_port
 
 pytest.importorskip("aiohttp")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.analysis import Outcome
+from harness.verdict.analysis import Outcome
 from tests.ledger_helpers import verdicts
 
 FIX = Path(__file__).parent / "fixtures" / "serving"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments.serving import sessions, sweep
 from harness.experiments.serving.client import Result
 
@@ -122,8 +122,8 @@ def test_the_users_sessions_from_jsonl(tmp_path):
 # ---- the sweep against a server made slow on purpose (tests/serving_fakes.FakeServer) ----
 
 def _ctx(tmp_path, url: str, **params):
-    from harness.driver_contract import CaseContext, get
-    from harness.target import LlmEndpoint, Target
+    from harness.infra.target import LlmEndpoint, Target
+    from harness.model.driver_contract import CaseContext, get
 
     p = {name: prm.default for name, prm in get("serving-sweep").params.items()}
     p.update(params)
@@ -174,8 +174,8 @@ def test_a_client_that_cannot_send_the_load_gives_an_invalid_point(tmp_path):
 def test_a_trace_point_larger_than_the_sample_repeats_it_with_tokens_of_its_own():
     """The trace sample (60 requests) at 32 req/s over 5.5 s: 176 requests in three copies, the
     sample's timing scaled to the rate, each copy's prompts sharing nothing with another's."""
-    from harness.driver_contract import get
     from harness.experiments.serving import sweep_case
+    from harness.model.driver_contract import get
 
     p = {name: prm.default for name, prm in get("serving-sweep").params.items()}
     reqs = sweep_case.Workloads(p).requests("prefix.on", 32.0, 5.5, 11, 128)
@@ -196,7 +196,7 @@ def test_the_semantic_arms_answer_hits_from_the_cache_and_send_the_rest_to_the_e
     from dataclasses import replace
 
     from harness.experiments.serving import semantic_arms, sweep_case
-    from harness.target import LlmEndpoint
+    from harness.infra.target import LlmEndpoint
     from tests.serving_fakes import FakeServer
 
     fix = str(Path(__file__).parent / "fixtures" / "semantic" / "gptcache_small.json")

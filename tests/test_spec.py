@@ -5,9 +5,9 @@ import copy
 import pytest
 import yaml
 
-from harness import spec
-from harness.errors import BadInput
-from harness.paths import SUITES_DIR
+from harness.base.errors import BadInput
+from harness.base.paths import SUITES_DIR
+from harness.model import spec
 
 BASE = {
     "name": "demo",
@@ -69,7 +69,7 @@ def test_spec_errors_name_the_field_and_the_fix(mutate, needle):
 
 
 def test_a_profile_that_leaves_out_a_case_says_why_and_suite_slash_case_still_runs_it():
-    from harness.selection import plan
+    from harness.run.selection import plan
 
     lines = []
     (p,) = plan(["semantic-cache"], profile="local", log=lines.append)
@@ -121,8 +121,8 @@ def test_a_claimed_point_is_a_band_threshold(tmp_path):
     would pass a refuting value: c7.uniform <= 0.51 passed 0.4)."""
     import pytest as _pytest
 
-    from harness.errors import BadInput
-    from harness.spec import load_suite_file
+    from harness.base.errors import BadInput
+    from harness.model.spec import load_suite_file
 
     base = ("name: s\ndescription: d\nclaim: {section: '1', text: t, ids: [C1]}\ntarget: none\ncases:\n  - {name: c, driver: eviction-simulate}\n"
             "profiles:\n  local:\n    thresholds:\n      - {case: c, metric: m, %s, reason: r}\n")
@@ -138,9 +138,9 @@ def test_a_claimed_point_is_a_band_threshold(tmp_path):
 
 
 def test_loaded_specs_are_kept_until_a_file_changes_and_callers_get_their_own_copy(tmp_path):
-    """spec's cache (harness.file_cache): a second load is the kept one, a rewrite of the
+    """spec's cache (harness.base.file_cache): a second load is the kept one, a rewrite of the
     same size right away is read again, and what a caller changes reaches no other caller."""
-    from harness import file_cache
+    from harness.base import file_cache
 
     path = tmp_path / "demo.yaml"
     path.write_text(yaml.safe_dump(BASE))
@@ -170,7 +170,7 @@ def test_specs_are_parsed_with_libyaml_where_it_is_installed():
 def test_a_case_the_profile_repeats_less_runs_its_own_repetitions_unless_repeat_is_given():
     """serving's local profile runs the load sweep once and its other cases twice; --repeat
     gives every case the same number; the stored suite keeps the case's own number."""
-    from harness.selection import plan
+    from harness.run.selection import plan
 
     (p,) = plan(["serving"], profile="local", log=lambda m: None)
     assert p.reps("sweep") == 1 and p.reps("prefix-cache") == 2 and p.repetitions == 2

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from harness import stats
+from harness.base import stats
 
 
 def test_median_odd_and_even():

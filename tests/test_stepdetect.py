@@ -1,10 +1,10 @@
-"""Step detection (harness.stepdetect) on synthetic series with known answers."""
+"""Step detection (harness.verdict.stepdetect) on synthetic series with known answers."""
 
 import random
 
 import pytest
 
-from harness.stepdetect import detect_steps, noise_sigma, potts_l1
+from harness.verdict.stepdetect import detect_steps, noise_sigma, potts_l1
 
 
 def noisy(levels: list[float], rel_noise: float, seed: int) -> list[float]:
@@ -57,7 +57,7 @@ def test_potts_l1_known_answer_and_sigma():
 def test_segment_costs_are_the_l1_distance_to_the_median():
     import statistics
 
-    from harness.stepdetect import _segment_costs
+    from harness.verdict.stepdetect import _segment_costs
 
     rnd = random.Random(11)
     y = [rnd.random() for _ in range(25)]

@@ -1,4 +1,4 @@
-"""harness.target.Target says where and how: the nodes, the load generator, the engines,
+"""harness.infra.target.Target says where and how: the nodes, the load generator, the engines,
 and the credentials handed over in the environment only. A broken load-generator entry in
 an inventory is bad input (exit 2, one line), never a silent local run."""
 
@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from harness import inventory
+from harness.base.errors import BadInput
 from harness.cli import main
-from harness.errors import BadInput
-from harness.process import RemoteHost
-from harness.target import PASSWORD_ENV, USERNAME_ENV, LlmEndpoint, Node, Target
-from harness.tools import memtier, redis_benchmark
+from harness.infra import inventory
+from harness.infra.load_tools import memtier, redis_benchmark
+from harness.infra.process import RemoteHost
+from harness.infra.target import PASSWORD_ENV, USERNAME_ENV, LlmEndpoint, Node, Target
 
 
 def _target() -> Target:

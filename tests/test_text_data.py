@@ -2,8 +2,8 @@
 
 import pytest
 
-from harness.errors import BadInput
-from harness.text_data import GPTCACHE_FILE, texts_from_records
+from harness.base.errors import BadInput
+from harness.base.text_data import GPTCACHE_FILE, texts_from_records
 
 
 def test_shipped_file_gives_every_origin_and_paraphrase_in_order():

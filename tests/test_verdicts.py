@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import verdicts
 from harness.cli import main
-from harness.publish import publish
-from harness.spec import Claim, ClaimCheck, Control
+from harness.model.spec import Claim, ClaimCheck, Control
+from harness.publish.outputs import publish
+from harness.verdict import verdicts_json as verdicts
 from tests import stored_runs
 
 V2 = Path(__file__).parent / "fixtures" / "results-v2" / "run"

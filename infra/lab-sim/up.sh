@@ -28,7 +28,7 @@ lab_model=""
 if [ "$LAB_ENGINE" = 1 ]; then
   [ -x "$LAB_ENGINE_VENV/bin/python" ] || die "LAB_SIM_ENGINE=1 but the engine's environment $LAB_ENGINE_VENV is missing; install it first: harness engine install (make setup)"
   [ -x "$LAB_REPO/.venv/bin/python" ] || die "the harness's venv $LAB_REPO/.venv is missing; run make setup"
-  lab_model=$(cd "$LAB_REPO" && .venv/bin/python -c 'from harness.model_wheels import smollm2_dir; print(smollm2_dir())' 2>"${TMPDIR:-/tmp}/lab-sim-model.err") \
+  lab_model=$(cd "$LAB_REPO" && .venv/bin/python -c 'from harness.infra.model_wheels import smollm2_dir; print(smollm2_dir())' 2>"${TMPDIR:-/tmp}/lab-sim-model.err") \
     || die "the SmolLM2 model folder could not be made: $(tail -n 1 "${TMPDIR:-/tmp}/lab-sim-model.err"); run make setup"
 fi
 

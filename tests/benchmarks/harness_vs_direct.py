@@ -17,12 +17,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness import spec
-from harness.cluster import LocalCluster
-from harness.paths import SUITES_DIR
-from harness.stats import mann_whitney_p, median, relative_spread
-from harness.summary import table
-from harness.tools import redis_benchmark as rb
+from harness.base.paths import SUITES_DIR
+from harness.base.stats import mann_whitney_p, median, relative_spread
+from harness.infra.cluster import LocalCluster
+from harness.infra.load_tools import redis_benchmark as rb
+from harness.model import spec
+from harness.verdict.summary import table
 
 TOLERANCE = 0.05
 

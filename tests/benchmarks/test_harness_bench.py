@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import analyze
-from harness.results import Metric, Record, Series, load_run, write_manifest, write_results
-from harness.spec import SuiteRun
+from harness.model.spec import SuiteRun
+from harness.model.stored_run import Metric, Record, Series, load_run, write_manifest, write_results
+from harness.verdict.analysis import analyze
 
 SUITES, CASES, REPS, METRICS, ROWS = 8, 10, 5, 40, 200
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
@@ -82,7 +82,7 @@ def test_analyze(benchmark, request):
 
 
 def test_render_report(benchmark, request):
-    from harness.report.render import render_html
+    from harness.publish.render import render_html
 
     _skip_unless_enabled(benchmark)
     data = load_run(request.getfixturevalue("big_run"))
@@ -92,8 +92,8 @@ def test_render_report(benchmark, request):
 
 
 def test_history_of_thirty_runs(benchmark, request):
-    from harness.metric_history import build_history, find_runs, load_runs
-    from harness.report.history_page import render_history
+    from harness.publish.history_page import render_history
+    from harness.verdict.metric_history import build_history, find_runs, load_runs
 
     _skip_unless_enabled(benchmark)
     root = request.getfixturevalue("thirty_runs")
@@ -107,7 +107,7 @@ def test_history_of_thirty_runs(benchmark, request):
 
 
 def test_step_detection_300_points(benchmark):
-    from harness.stepdetect import detect_steps
+    from harness.verdict.stepdetect import detect_steps
 
     _skip_unless_enabled(benchmark)
     rnd = random.Random(3)
@@ -117,7 +117,7 @@ def test_step_detection_300_points(benchmark):
 
 
 def test_parse_memtier_and_pool_histograms(benchmark):
-    from harness.tools.memtier import parse_files, pooled_percentiles
+    from harness.infra.load_tools.memtier import parse_files, pooled_percentiles
 
     _skip_unless_enabled(benchmark)
     texts = [(FIX / "memtier" / n).read_text() for n in ("cluster_ratio1-1.json", "cluster_ratio1-10_runcount2.json")]
@@ -132,7 +132,7 @@ def test_parse_memtier_and_pool_histograms(benchmark):
 
 
 def test_parse_redis_benchmark(benchmark):
-    from harness.tools.redis_benchmark import parse_csv
+    from harness.infra.load_tools.redis_benchmark import parse_csv
 
     _skip_unless_enabled(benchmark)
     text = (FIX / "redis-benchmark" / "cluster_get_set.stdout").read_text()

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.results import Metric, Record, write_manifest, write_results
-from harness.spec import SuiteRun
+from harness.model.spec import SuiteRun
+from harness.model.stored_run import Metric, Record, write_manifest, write_results
 
 RUNS, METRICS, REPS, STEP_AT = 3000, 24, 3, 2000
 BOUND_S_PER_RUN = 0.030
@@ -53,7 +53,7 @@ def long_history(tmp_path_factory) -> Path:
 
 def test_history_of_3000_runs(benchmark, request):
     _skip_unless_enabled(benchmark)
-    from harness.report.history_page import write_history
+    from harness.publish.history_page import write_history
 
     root = request.getfixturevalue("long_history")
     out = root.parent / "history-out"

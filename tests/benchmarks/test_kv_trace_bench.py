@@ -19,9 +19,9 @@ import time
 
 import pytest
 
+from harness.base.paths import REPO_ROOT
 from harness.experiments.kv_trace import analyses, drivers, policies, prefix, synth
 from harness.experiments.kv_trace.trace import load_trace
-from harness.paths import REPO_ROOT
 
 CAPACITY_BLOCKS = 3_000_000 // 512
 EVERY_POLICY = 5_000_000  # block lookups/s of the compiled loops (issue 45)

@@ -29,8 +29,8 @@ import urllib.request
 
 import pytest
 
+from harness.base.paths import REPO_ROOT
 from harness.experiments.serving import client
-from harness.paths import REPO_ROOT
 from tests.serving_fakes import free_port
 
 aiohttp = pytest.importorskip("aiohttp")

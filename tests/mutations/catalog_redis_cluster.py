@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from tests.mutations.framework import Edit, Mutation
 
-RB = "harness/tools/redis_benchmark.py"
-MEMTIER = "harness/tools/memtier.py"
+RB = "harness/infra/load_tools/redis_benchmark.py"
+MEMTIER = "harness/infra/load_tools/memtier.py"
 DRIVERS = "harness/experiments/redis_cluster/drivers.py"
 ACL = "harness/experiments/redis_cluster/acl.py"
 P99 = ("redis-cluster/redis-benchmark GET.p99_ms", "redis-cluster/redis-benchmark SET.p99_ms")

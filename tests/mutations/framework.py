@@ -237,9 +237,9 @@ def stop_leftovers(copy: Path, wait_s: float = 5.0) -> list[int]:
     and postgres processes, which detach from its process group). A process is the run's only
     when it is proven so, never by its name or command line: its working folder is inside the
     copy (the harness starts every server in its own state folder there) and it started after
-    the copy was made; it is signalled through harness.ownership (a pidfd opened before the
+    the copy was made; it is signalled through harness.infra.ownership (a pidfd opened before the
     check, the start time checked again). Returns their pids."""
-    from harness import ownership
+    from harness.infra import ownership
 
     root = os.path.realpath(copy)
     made = os.stat(root).st_mtime - 1.0

@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.manifest import collect_gpu
-from harness.paths import REPO_ROOT
+from harness.base.paths import REPO_ROOT
+from harness.infra.machine_facts import collect_gpu
 from tools.gpu_check import models
 
 BUDGET_S = 480

@@ -17,7 +17,7 @@ import json
 import os
 from pathlib import Path
 
-from harness.paths import REPO_ROOT
+from harness.base.paths import REPO_ROOT
 
 CARRY = REPO_ROOT / ".harness" / "gpu-carry"
 MINILM = "minilm"

@@ -22,8 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.model_wheels import minilm_path, smollm2_gguf_path
-from harness.paths import REPO_ROOT
+from harness.base.paths import REPO_ROOT
+from harness.infra.model_wheels import minilm_path, smollm2_gguf_path
 from tools.gpu_check import models
 
 CARRY_LIMIT = 64 * 2 ** 20

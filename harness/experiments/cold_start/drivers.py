@@ -17,12 +17,15 @@ The drivers report per-second series of every run and metrics of flush minus con
 
 from __future__ import annotations
 
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
-from harness.errors import BadInput
+from harness.base.errors import BadInput
+from harness.base.paths import STATE_DIR
 from harness.experiments.cold_start import counting
 from harness.experiments.cold_start.postgres import PostgresServer
 from harness.experiments.cold_start.store import load_table
 from harness.experiments.cold_start.traffic import RunLog, StoreConfig, run_once
+from harness.experiments.eviction.traces import real_trace
+from harness.infra.cluster import LocalCluster, parse_cluster_nodes, slot_owners
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
 
 COMMON = {
     "warm_min_s": Param(int, 3, "shortest warm-up before the flush (s)", min=1),
@@ -94,7 +97,6 @@ def _check_pool(where: str, p: dict) -> None:
 # ---- shared -------------------------------------------------------------------------------
 def plan(p: dict, rate: int, seed: int):
     """The key stream and the warm-up: (keys, hit rates per second, warm seconds, steady)."""
-    from harness.experiments.eviction.traces import real_trace
 
     n = rate * (p["warm_max_s"] + p["cold_seconds"]) + rate
     trace = real_trace(n, seed)
@@ -151,7 +153,6 @@ def run_order(names: list[str], repetition: int) -> list[str]:
 
 
 def _cold_slots(tgt, nodes) -> set:
-    from harness.cluster import slot_owners
 
     addrs = {n.address for n in nodes}
     return {slot for slot, (owner, _) in slot_owners(tgt).items() if owner is not None and owner.address in addrs}
@@ -420,7 +421,6 @@ class _Pooled:
 def _primaries_of(tgt) -> int:
     """The primaries the cluster itself reports (CLUSTER NODES asked of its entry node), not
     the number it was asked to start: the case facts that conditions compare come from here."""
-    from harness.cluster import parse_cluster_nodes
 
     c = tgt.client(tgt.entry, socket_timeout=5, socket_connect_timeout=5, decode_responses=True)
     try:
@@ -433,8 +433,6 @@ def _measure_size(ctx: CaseContext, p: dict, pg, n: int, seed: int, acc: _Pooled
     """Flush and control (and the pool sweep at `sweep_primaries`) at one cluster size."""
     import math
 
-    from harness.cluster import LocalCluster
-    from harness.paths import STATE_DIR
 
     before, after = p["steady_window_s"], p["cold_seconds"]
     rate = p["rate_per_primary"] * n

@@ -17,10 +17,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness import ownership
-from harness.errors import EnvironmentProblem
-from harness.paths import STATE_DIR
-from harness.redis_server import check_ports_free, pid_alive
+from harness.base.errors import EnvironmentProblem
+from harness.base.paths import STATE_DIR
+from harness.infra import ownership
+from harness.infra.redis_server import check_ports_free, pid_alive
 
 INSTALL_HINT = "install it with: apt-get install -y postgresql"
 
@@ -114,7 +114,7 @@ class PostgresServer:
                  "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
                  "-c", "shared_buffers=32MB", "-c", "logging_collector=off"],
                 stdout=log, stderr=log, start_new_session=True, **run_as)
-            # who started it, and the server itself, by pid and start time (harness.ownership):
+            # who started it, and the server itself, by pid and start time (harness.infra.ownership):
             # a later run stops a leftover only when it is provably this one
             ownership.write_private(self.folder / OWNER_FILE, json.dumps({
                 "boot": ownership.boot_id(), "owner": ownership.spawned(os.getpid()).as_json(),

@@ -22,6 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.base.files import build_once
 from harness.experiments.engine_hotload.lifecycle import (
     Engine,
     EngineError,
@@ -30,7 +31,6 @@ from harness.experiments.engine_hotload.lifecycle import (
     implicit_profile,
     register_backend,
 )
-from harness.files import build_once
 
 OPT_LEVELS = ("disabled", "basic", "extended", "all")
 _ORT_TYPES = {"tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(float)": "float32",

@@ -36,6 +36,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.base.files import build_once
+from harness.experiments.engine_hotload.gpu import nvml_status
 from harness.experiments.engine_hotload.lifecycle import (
     Engine,
     EngineError,
@@ -45,7 +47,6 @@ from harness.experiments.engine_hotload.lifecycle import (
     inputs_of,
     register_backend,
 )
-from harness.files import build_once
 
 H2D, D2H = 1, 2  # cudaMemcpyKind
 
@@ -176,7 +177,6 @@ class CudaRuntime:
 
 def unavailable_reason(nvml=None) -> str | None:
     """Why the TensorRT backend cannot run here, or None when it can."""
-    from harness.experiments.engine_hotload.gpu import nvml_status
 
     reasons = []
     try:
@@ -200,7 +200,6 @@ def unavailable_reason(nvml=None) -> str | None:
 
 def environment() -> dict:
     """TensorRT, CUDA and GPU facts for the record (engines are tied to all three)."""
-    from harness.experiments.engine_hotload.gpu import nvml_status
 
     out = {"tensorrt": trt_version(), "gpu": nvml_status()}
     try:
@@ -262,7 +261,6 @@ def build_plan(onnx_path: Path, profiles: list, *, timing_cache: Path | None = N
 
 def plan_path(onnx_path: Path, profiles: list, cache_dir: Path) -> Path:
     """Engines are tied to the TensorRT version and the GPU model: both are in the name."""
-    from harness.experiments.engine_hotload.gpu import nvml_status
 
     gpu = nvml_status()
     gpu_name = gpu["devices"][0]["name"] if gpu["present"] else "nogpu"

@@ -8,10 +8,11 @@ tensorrt or a GPU is missing.
 
 from __future__ import annotations
 
-from harness import stats
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
-from harness.driver_helpers import write_csv
+from harness.base import stats
+from harness.experiments.engine_hotload.fresh import run_fresh
 from harness.experiments.engine_hotload.served import COMMON, MIB, Served, env_details, skip_reason
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_helpers import write_csv
 
 MODE_PREFIX = {"cold": "cold", "profile0": "profile0", "all": "prewarmed"}  # mode -> metric prefix
 
@@ -25,7 +26,6 @@ def _tokens(ctx: CaseContext, served: Served):
 def cold_start(ctx: CaseContext) -> CaseOutcome:
     if (why := skip_reason(ctx)):
         return CaseOutcome("skipped", why)
-    from harness.experiments.engine_hotload.fresh import run_fresh
 
     served = Served(ctx)
     tokens = _tokens(ctx, served)
@@ -99,7 +99,6 @@ _NOTES = {
 def prewarm(ctx: CaseContext) -> CaseOutcome:
     if (why := skip_reason(ctx)):
         return CaseOutcome("skipped", why)
-    from harness.experiments.engine_hotload.fresh import run_fresh
 
     served = Served(ctx)
     p = ctx.params

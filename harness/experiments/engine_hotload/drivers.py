@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness.driver_contract import CaseContext, CaseOutcome, Param, register
 from harness.experiments.engine_hotload import cases, signed_load, swap_cases
 from harness.experiments.engine_hotload.served import COMMON, check_common
+from harness.model.driver_contract import CaseContext, CaseOutcome, Param, register
 
 
 @register("engine-hotload-cold-start",

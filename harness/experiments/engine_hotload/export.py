@@ -1,6 +1,6 @@
 """ONNX files for the engine experiments, built once and kept under the cache folder.
 
-- `minilm_onnx()`: all-MiniLM-L6-v2 (from harness.model_wheels.minilm_path()) with its mean
+- `minilm_onnx()`: all-MiniLM-L6-v2 (from harness.infra.model_wheels.minilm_path()) with its mean
   pooling and L2 normalisation, exported by the torch.export-based exporter
   (`dynamo=True`; the TorchScript exporter fails on BERT with transformers 5) with dynamic
   batch and sequence axes. Inputs `input_ids` and `attention_mask` (int64, [batch,
@@ -17,8 +17,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from harness.files import build_once
-from harness.paths import CACHE_DIR
+from harness.base.files import build_once
+from harness.base.paths import CACHE_DIR
+from harness.infra.model_wheels import minilm_path
 
 EXPORT_RECIPE = "minilm-meanpool-l2-v1-opset18"  # change when the exported graph changes
 OPSET = 18
@@ -58,7 +59,6 @@ def engine_cache_dir(cache_dir: Path | None = None) -> Path:
 
 def minilm_onnx(cache_dir: Path | None = None, log=lambda m: None) -> Path:
     """The exported MiniLM ONNX file; exported on the first call (about 7 s), then kept."""
-    from harness.model_wheels import minilm_path
 
     src = minilm_path()
     out = engine_cache_dir(cache_dir) / f"minilm-{model_key(src)}.onnx"

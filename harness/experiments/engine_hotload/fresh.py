@@ -6,7 +6,7 @@ CUDA modules); an engine opened after another one in the same process never pays
 so "cold" would be measured warm. Each cold or prewarmed engine of the prewarm and
 cold-start cases therefore runs here, in its own interpreter:
 
-    run_fresh(SPEC, work)   # python -m harness.experiments.engine_hotload.fresh, through harness.child
+    run_fresh(SPEC, work)   # python -m harness.experiments.engine_hotload.fresh, through harness.model.child
 
 SPEC: {backend, file, manifest (or null), options, buckets, tokens (an .npz of tokenizer
 outputs written by workload.save_tokens), mode (cold | profile0 | all), steady_requests}.
@@ -19,11 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-from harness import child
-from harness.errors import HarnessError
+from harness.base.errors import HarnessError
 from harness.experiments.engine_hotload.lifecycle import EngineError, first_request_order, open_engine, parse_buckets
 from harness.experiments.engine_hotload.signing import Verifier
 from harness.experiments.engine_hotload.workload import feeds_from_tokens
+from harness.model import child
 
 MODULE = "harness.experiments.engine_hotload.fresh"
 
@@ -75,7 +75,7 @@ def measure(spec: dict) -> dict:
 
 
 def run_fresh(spec: dict, work: Path, timeout_s: float = 300.0) -> dict:
-    """measure(spec) in a new interpreter (harness.child); raises EngineError with the
+    """measure(spec) in a new interpreter (harness.model.child); raises EngineError with the
     child's last words (its stderr goes to `work` when it ends without an outcome)."""
     what = f"a fresh {spec['backend']} engine ({spec['mode']})"
     work.mkdir(parents=True, exist_ok=True)

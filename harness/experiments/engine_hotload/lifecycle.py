@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from harness.errors import HarnessError
+from harness.base.errors import HarnessError
 
 UNBOUNDED = 2**31 - 1  # the max of a dynamic dimension ONNX Runtime accepts without limit
 

@@ -6,8 +6,14 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from harness.driver_contract import INPUT_FILE, CaseContext, Param, input_path
-from harness.errors import BadInput
+from harness.base.errors import BadInput
+from harness.experiments.engine_hotload.backend_ort import onnxruntime
+from harness.experiments.engine_hotload.backend_trt import cached_plan, environment, unavailable_reason
+from harness.experiments.engine_hotload.export import engine_cache_dir, minilm_onnx
+from harness.experiments.engine_hotload.lifecycle import open_engine, parse_buckets
+from harness.experiments.engine_hotload.signing import Verifier, write_manifest
+from harness.experiments.engine_hotload.workload import TextFeeds, load_texts
+from harness.model.driver_contract import INPUT_FILE, CaseContext, Param, input_path
 
 DEFAULT_BUCKETS = [[1, 16], [1, 64], [8, 16], [8, 64]]
 # TensorRT profiles, each [[min_batch, min_seq], [opt_batch, opt_seq], [max_batch, max_seq]]:
@@ -30,7 +36,6 @@ COMMON = {
 
 
 def check_common(where: str, p: dict) -> None:
-    from harness.experiments.engine_hotload.lifecycle import parse_buckets
 
     try:
         parse_buckets(p["buckets"])
@@ -47,7 +52,6 @@ def check_common(where: str, p: dict) -> None:
 
 @lru_cache(maxsize=4)
 def text_feeds(texts_path: str):
-    from harness.experiments.engine_hotload.workload import TextFeeds, load_texts
 
     return TextFeeds(load_texts(input_path(texts_path)))
 
@@ -56,15 +60,12 @@ class Served:
     """What a case serves: the engine file, its manifest verifier, and how to open it."""
 
     def __init__(self, ctx: CaseContext):
-        from harness.experiments.engine_hotload.export import engine_cache_dir, minilm_onnx
-        from harness.experiments.engine_hotload.lifecycle import parse_buckets
 
         p = ctx.params
         self.params, self.backend = p, p["backend"]
         self.buckets = parse_buckets(p["buckets"])
         self.onnx = input_path(p["model"]) if p["model"] else minilm_onnx(log=ctx.log)
         if self.backend == "trt":
-            from harness.experiments.engine_hotload.backend_trt import cached_plan
 
             self.file = cached_plan(self.onnx, p["trt_profiles"], engine_cache_dir(), log=ctx.log)
         else:
@@ -78,7 +79,6 @@ class Served:
         return {}
 
     def open(self, path: Path | None = None, label: str = "", verifier=None):
-        from harness.experiments.engine_hotload.lifecycle import open_engine
 
         path = path or self.file
         return open_engine(self.backend, path, verifier=verifier or self.verifier, label=label or path.name,
@@ -95,7 +95,6 @@ class Served:
 def trusted_manifest(file: Path):
     """The SHA-256 manifest kept next to a cached engine file (written when the file was made
     or first seen), as a Verifier; every load checks the file against it."""
-    from harness.experiments.engine_hotload.signing import Verifier, write_manifest
 
     man = file.with_name(file.name + ".manifest.json")
     if not man.exists():
@@ -106,7 +105,6 @@ def trusted_manifest(file: Path):
 def skip_reason(ctx: CaseContext) -> str | None:
     if ctx.params["backend"] != "trt":
         return None
-    from harness.experiments.engine_hotload.backend_trt import unavailable_reason
 
     why = unavailable_reason()
     return f"TensorRT case skipped: {why}" if why else None
@@ -116,11 +114,9 @@ def env_details(served: Served, io: list, profiles: list, memory: dict, engine_b
     out = {"backend": served.backend, "engine_file": served.file.name, "engine_bytes": engine_bytes,
            "io": io, "profiles": profiles, "memory": memory}
     if served.backend == "trt":
-        from harness.experiments.engine_hotload.backend_trt import environment
 
         out["tensorrt_environment"] = environment()
     else:
-        from harness.experiments.engine_hotload.backend_ort import onnxruntime
 
         out["onnxruntime"] = onnxruntime().__version__  # imported with its telemetry off
     return out

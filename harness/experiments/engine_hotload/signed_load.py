@@ -10,8 +10,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Series
+from harness.experiments.engine_hotload.backend_ort import OrtEngine
+from harness.experiments.engine_hotload.export import tiny_onnx
 from harness.experiments.engine_hotload.served import Served
+from harness.experiments.engine_hotload.signing import (
+    ModelRefused,
+    Verifier,
+    generate_keypair,
+    sha256_bytes,
+    sign_manifest,
+    write_manifest,
+)
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Series
 
 
 class _Counter:
@@ -21,7 +31,6 @@ class _Counter:
 
     @classmethod
     def engine(cls):
-        from harness.experiments.engine_hotload.backend_ort import OrtEngine
 
         class Counting(OrtEngine):
             def _deserialize(self, data, path):
@@ -33,8 +42,6 @@ class _Counter:
 
 def _fixtures(served: Served, work: Path, keys: Path) -> dict[str, Path]:
     """Manifests, keys, signatures and files for every attempt (private keys under `keys`)."""
-    from harness.experiments.engine_hotload.export import tiny_onnx
-    from harness.experiments.engine_hotload.signing import generate_keypair, sha256_bytes, sign_manifest, write_manifest
 
     (work / "tampered").mkdir(parents=True, exist_ok=True)
     tiny = tiny_onnx(work / "tiny.onnx")
@@ -74,7 +81,6 @@ def attempts_plan(served: Served, f: dict[str, Path]) -> list[tuple[str, str, tu
 
 def load_attempt(what: str, expected: str, verifier_args: tuple | None, path: Path) -> dict:
     """One load; verifier_args None = verification off (the control)."""
-    from harness.experiments.engine_hotload.signing import ModelRefused, Verifier
 
     before = _Counter.count
     eng = _Counter.engine()
@@ -109,7 +115,6 @@ def signed_load(ctx: CaseContext) -> CaseOutcome:
     if ctx.params["backend"] != "ort":
         return CaseOutcome("skipped", "the signature check is backend-independent (it runs on the file's bytes "
                                       "before deserialization); it is measured with backend ort")
-    from harness.experiments.engine_hotload.signing import Verifier
 
     served = Served(ctx)
     work = ctx.raw_dir / "signing"

@@ -23,8 +23,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from harness.errors import BadInput
-from harness.files import loads_json
+from harness.base.errors import BadInput
+from harness.base.files import loads_json
 
 SCHEMA = "harness-engine-manifest/1"
 

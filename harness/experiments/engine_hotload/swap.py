@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from harness.errors import BadInput, HarnessError
+from harness.base.errors import BadInput, HarnessError
 from harness.experiments.engine_hotload.lifecycle import (
     Bucket,
     Engine,

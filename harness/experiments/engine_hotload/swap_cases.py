@@ -8,9 +8,11 @@ import json
 import time
 from pathlib import Path
 
-from harness import stats
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
-from harness.driver_helpers import write_csv
+from harness.base import stats
+from harness.experiments.engine_hotload.backend_ort import save_optimized
+from harness.experiments.engine_hotload.backend_trt import cached_plan
+from harness.experiments.engine_hotload.export import engine_cache_dir, tiny_onnx
+from harness.experiments.engine_hotload.gpu import MemorySampler, peak_extra
 from harness.experiments.engine_hotload.served import (
     COMMON,
     MIB,
@@ -19,6 +21,11 @@ from harness.experiments.engine_hotload.served import (
     skip_reason,
     trusted_manifest,
 )
+from harness.experiments.engine_hotload.signing import Verifier, write_manifest
+from harness.experiments.engine_hotload.swap import EngineSlot, IncompatibleEngine
+from harness.experiments.engine_hotload.workload import RequestStream, answer_gaps, steady_gap_ms, summary, windows
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_helpers import write_csv
 
 SWAP_PARAMS = {**COMMON,
                "threads": Param(int, 4, "request threads", min=1),
@@ -42,7 +49,6 @@ def _second_version(served: Served) -> Path:
     the same model saved once (another file, same IO); for TensorRT, the same plan."""
     if served.backend != "ort":
         return served.file
-    from harness.experiments.engine_hotload.backend_ort import save_optimized
 
     dst = served.file.with_name(served.file.stem + "-ortopt.onnx")
     return save_optimized(served.file, dst, "extended")
@@ -50,7 +56,6 @@ def _second_version(served: Served) -> Path:
 
 def run_stream(served: Served, slot, p: dict, t0: float, actions):
     """Run the request stream around `actions()`; returns the stream's records."""
-    from harness.experiments.engine_hotload.workload import RequestStream
 
     def call(bucket, i):
         _, version = slot.infer(served.feeds.feeds(slot.engine.io(), bucket, i))
@@ -88,7 +93,6 @@ def action_rows(done: list, samples: list, t0: float, gpu: bool) -> list[dict]:
     as the driver took it around the call (seconds since the stream's t0: what failures and
     latencies are attributed by, so the mechanism cannot shorten it), and the memory peak
     over the baseline inside that window."""
-    from harness.experiments.engine_hotload.gpu import peak_extra
 
     acts = []
     for kind, rep, called, returned in done:
@@ -149,7 +153,6 @@ def service_metrics(records, acts: list[dict]) -> dict[str, Metric]:
     against a restart's outage (the same measure over a restart). The in-place arm (loading
     aside removed: requests wait on the slot's lock) and the pause (the lock held for a known
     time) show what the same measures see when requests do wait."""
-    from harness.experiments.engine_hotload.workload import answer_gaps, steady_gap_ms, summary
 
     spans = [(a["t_start_s"], a["t_released_s"]) for a in acts]
     gaps = answer_gaps(records)
@@ -286,7 +289,6 @@ def _swap_actions(ctx: CaseContext, served: Served, slot, files: list[Path], ver
 
 def _swap_series(p: dict, records: list, acts: list[dict], samples: list, engine_mib: float, gpu: bool,
                  gpu_info: dict) -> dict[str, Series]:
-    from harness.experiments.engine_hotload.workload import windows
 
     win = windows(records, p["window_ms"] / 1e3)
     step = max(1, len(samples) // 400)
@@ -315,8 +317,6 @@ def _swap_series(p: dict, records: list, acts: list[dict], samples: list, engine
 def hot_swap(ctx: CaseContext) -> CaseOutcome:
     if (why := skip_reason(ctx)):
         return CaseOutcome("skipped", why)
-    from harness.experiments.engine_hotload.gpu import MemorySampler
-    from harness.experiments.engine_hotload.swap import EngineSlot
 
     p = ctx.params
     served = Served(ctx)
@@ -361,7 +361,6 @@ def hot_swap(ctx: CaseContext) -> CaseOutcome:
 
 def incompatible_variants(folder: Path) -> list[tuple[str, Path, bool]]:
     """(what differs, ONNX file, should be refused) for the refused-swap case."""
-    from harness.experiments.engine_hotload.export import tiny_onnx
 
     dyn = ("batch", "sequence")
     return [
@@ -384,8 +383,6 @@ def _variants(ctx: CaseContext, served: Served, folder: Path) -> list[tuple[str,
     """The incompatible variants, built as TensorRT plans where the backend is TensorRT."""
     variants = incompatible_variants(folder)
     if served.backend == "trt":
-        from harness.experiments.engine_hotload.backend_trt import cached_plan
-        from harness.experiments.engine_hotload.export import engine_cache_dir
 
         p = ctx.params
         variants = [(w, cached_plan(f, p["trt_profiles"] if "seq16" not in f.name else [[[1, 16], [4, 16], [8, 16]]],
@@ -432,7 +429,6 @@ class _Attempts:
         return shapes == self.shapes, f"probe answered {shapes}"
 
     def attempt(self, f: Path, check: bool) -> tuple[str, str]:
-        from harness.experiments.engine_hotload.swap import IncompatibleEngine
 
         try:
             self.slot.swap(self.opener(f, f.name, self.verifier), self.served.buckets, self.feeds_for, check=check)
@@ -471,8 +467,6 @@ def wrong(r: dict) -> bool:
 def incompatible_swap(ctx: CaseContext) -> CaseOutcome:
     if (why := skip_reason(ctx)):
         return CaseOutcome("skipped", why)
-    from harness.experiments.engine_hotload.signing import Verifier, write_manifest
-    from harness.experiments.engine_hotload.swap import EngineSlot
 
     p = ctx.params
     served = Served(ctx)

@@ -13,9 +13,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import stats
+from harness.base import stats
+from harness.base.text_data import texts_from_records
 from harness.experiments.engine_hotload.lifecycle import Bucket, TensorSpec, input_shape, inputs_of
-from harness.text_data import texts_from_records
+from harness.infra.model_wheels import minilm_path
 
 VARIANTS = 8  # distinct request batches per bucket, cycled
 
@@ -32,7 +33,6 @@ class TextFeeds:
         if tokenizer is None:
             from transformers import AutoTokenizer
 
-            from harness.model_wheels import minilm_path
 
             tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()))
         self.texts, self.tok = texts, tokenizer

@@ -6,7 +6,7 @@ eviction-crosscheck     every simulated policy against reference.py on a short t
 eviction-redis          real redis-server per maxmemory-policy and knob (standalone)
 eviction-redis-cluster  the same replay on the target Redis Cluster (maxmemory per node)
 
-Drivers return metrics and series; the suite's view (harness/report/views/eviction.py)
+Drivers return metrics and series; the suite's view (harness/publish/views/eviction.py)
 builds the tables and charts and takes the source's numbers from the ledger (C18 figures).
 Controls: seeded random eviction on the same trace and sizes (simulate), allkeys-random on
 the same replay (redis), and the head share of a uniform trace over the same tokens (trace).
@@ -20,12 +20,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
-from harness.driver_helpers import write_csv
-from harness.errors import BadInput
+from harness.base.errors import BadInput
+from harness.infra.redis_server import require_tool
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, input_path, register
+from harness.model.driver_helpers import write_csv
 
-from . import traces
-from .redis_replay import parse_runs, refuse_names_not_in_redis
+from . import reference, simulate, traces
+from .redis_replay import key_names, parse_runs, refuse_names_not_in_redis, replay_cluster, replay_standalone
 from .simulate import ALL_POLICIES, CONTROL_POLICY, LIB_BELADY, LIB_POLICIES
 
 ORDER = ("lru", "lfu", "hybrid")  # the source's ordering of hit rates: lru < lfu < "lru-lfu" (our hybrid)
@@ -67,7 +68,6 @@ def _check_trace(where: str, p: dict) -> None:
 
 
 def _text_path(p: dict):
-    from harness.driver_contract import input_path
 
     return input_path(p["text_file"])
 
@@ -263,7 +263,6 @@ def ordering_holds(rates: dict[str, float], names: tuple[str, ...]) -> bool:
 def _sweep(ctx: CaseContext, p: dict, ids, nxt, tail, caps: list[int], policies: list[str]) -> dict:
     """policy -> capacity -> (hit rate, long-tail retention) of every policy and the random control.
     A policy named in `as_random` is simulated as random eviction (the mechanism removed)."""
-    from . import simulate
 
     res: dict[str, dict[int, tuple]] = {x: {} for x in policies + [CONTROL_POLICY]}
     for cap in dict.fromkeys(caps):
@@ -300,7 +299,6 @@ def _ordering(res: dict, fractions: list, cap_of: dict) -> dict[str, list]:
 
 
 def _rps(ctx: CaseContext, p: dict, policies: list[str]) -> dict[str, float]:
-    from . import simulate
 
     if not p["rps_requests"]:
         return {}
@@ -325,7 +323,6 @@ def calibrated_capacity(ids, hit_pct: float | None, start: int = 0) -> int | Non
     """The cache size (objects) at which exact LRU reaches `hit_pct` on these requests (from
     `start` on): the source gives no cache size, so its own LRU figure fixes the size at which
     its other figures are judged. None when not asked or not reachable."""
-    from . import simulate
 
     if hit_pct is None:
         return None
@@ -359,7 +356,6 @@ def _reference_metrics(ctx: CaseContext, p: dict, ids, nxt, tail, cap: int, poli
     (reference.py) on the same trace: an independent count of the hits the ledger judges, so a
     simulator that forgets or miscounts shows up as a mismatch (as the crosscheck case does on
     a short trace). reference.* metrics; `reference_at_calibrated` false skips them."""
-    from . import reference
 
     if not p["reference_at_calibrated"]:
         return {}
@@ -408,7 +404,6 @@ def _ordering_metrics(p: dict, ord_cols: dict, pre: str) -> dict[str, Metric]:
 @register("eviction-simulate", params=SIM_PARAMS, check=_check_sim,
           description="libCacheSim policies, the hybrid and Belady's OPT across cache sizes on a token trace")
 def run_simulate(ctx: CaseContext) -> CaseOutcome:
-    from . import simulate
 
     p = ctx.params
     trace = build_trace(p, ctx.repetition)
@@ -476,7 +471,6 @@ NOT_COUNTED = ("wtinylfu", "wtinylfu-shipped", LIB_BELADY)  # sketch-based or ca
 @register("eviction-crosscheck", params=CROSS_PARAMS, check=_check_trace,
           description="libCacheSim and the fast hybrid/OPT against the pure-Python references, request by request")
 def run_crosscheck(ctx: CaseContext) -> CaseOutcome:
-    from . import reference, simulate
 
     p = ctx.params
     trace = build_trace(p, ctx.repetition)
@@ -570,7 +564,6 @@ REDIS_COLUMNS = ("configuration", "maxmemory_bytes", "bytes_per_key", "target_ke
 
 
 def _redis_outcome(ctx: CaseContext, results: list, trace: traces.Trace, pre: str, note: str) -> CaseOutcome:
-    from . import simulate
 
     p = ctx.params
     ids, nxt = trace.ids, traces.next_access(trace.ids)
@@ -642,9 +635,7 @@ REDIS_NOTE = ("maxmemory = used_memory of the empty server + target keys x bytes
 @register("eviction-redis", params=REDIS_PARAMS, check=_check_redis,
           description="the trace replayed on standalone redis-servers, one per maxmemory-policy/knob")
 def run_redis(ctx: CaseContext) -> CaseOutcome:
-    from harness.redis_server import require_tool
 
-    from .redis_replay import key_names, replay_standalone
 
     require_tool("redis-server")
     p = ctx.params
@@ -671,7 +662,6 @@ CLUSTER_PARAMS = {**REDIS_PARAMS, "runs": Param(list, ["allkeys-lru", "allkeys-l
 @register("eviction-redis-cluster", params=CLUSTER_PARAMS, needs="cluster", check=_check_redis,
           description="the trace replayed on the target Redis Cluster (maxmemory per primary, INFO summed)")
 def run_redis_cluster(ctx: CaseContext) -> CaseOutcome:
-    from .redis_replay import replay_cluster
 
     p = ctx.params
     if ctx.target.kind != "cluster" or not ctx.target.nodes:

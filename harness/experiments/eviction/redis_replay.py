@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.errors import BadInput
+from harness.base.errors import BadInput
+from harness.infra.redis_server import RedisProcess
 
 REAL_POLICIES = ("allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu",
                  "volatile-ttl", "volatile-random", "noeviction")
@@ -277,7 +278,6 @@ def _measure(client, keys: list[bytes], warm: int, value_bytes: int, ttl: int, b
 def replay_standalone(spec: RunSpec, keys: list[bytes], warm: int, folder, *, n_distinct: int,
                       capacity_fraction: float, value_bytes: int, ttl_s: int, batch: int) -> ReplayResult:
     """A fresh redis-server for one configuration: size maxmemory, warm up, measure."""
-    from harness.redis_server import RedisProcess
 
     ttl = ttl_s if spec.volatile else 0
     proc = RedisProcess("127.0.0.1", _free_port(), folder, config=spec.config())

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.errors import BadInput
-from harness.paths import DATA_DIR
-from harness.text_data import texts_from_records
+from harness.base.errors import BadInput
+from harness.base.paths import DATA_DIR
+from harness.base.text_data import texts_from_records
+from harness.infra.model_wheels import minilm_path
 
 DATA_FILE = DATA_DIR / "gptcache_mock_data.json"
 TOKENIZERS = ("minilm",)
@@ -67,7 +68,6 @@ def load_tokenizer(name: str = "minilm"):
         raise BadInput(f"tokenizer {name!r} is not one of {', '.join(TOKENIZERS)}")
     from tokenizers import Tokenizer
 
-    from harness.model_wheels import minilm_path
 
     tok = Tokenizer.from_file(str(minilm_path() / "tokenizer.json"))
     tok.no_padding()  # the shipped tokenizer.json pads to 128 with [PAD]: not text

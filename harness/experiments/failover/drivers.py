@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.driver_contract import CaseContext, CaseOutcome, register
 from harness.experiments.failover import kill, partition
+from harness.model.driver_contract import CaseContext, CaseOutcome, register
 
 
 @register("failover-primary-killed", params=kill.PARAMS, needs="cluster", check=kill.check,

@@ -26,10 +26,12 @@ import time
 
 import redis
 
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param
-from harness.errors import BadInput, EnvironmentProblem
+from harness.base.errors import BadInput, EnvironmentProblem
+from harness.base.paths import STATE_DIR
 from harness.experiments.failover import client
 from harness.experiments.failover.scenario import FaultRun, ranges
+from harness.infra.cluster import LocalCluster
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
 
 VARIANTS = ("plain", "wait", "min-replicas")
 CONTROLS = ("no-kill", "no-replicas", "no-nodes-conf")
@@ -199,8 +201,6 @@ def _own_base(ctx: CaseContext, p: dict) -> tuple[str, int]:
 
 
 def run(ctx: CaseContext) -> CaseOutcome:
-    from harness.cluster import LocalCluster
-    from harness.paths import STATE_DIR
 
     p = ctx.params
     host, base = _own_base(ctx, p)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from harness.driver_helpers import write_csv
 from harness.experiments.failover import lost_writes
 from harness.experiments.failover.client import History
-from harness.results import Metric, Series
+from harness.model.driver_helpers import write_csv
+from harness.model.stored_run import Metric, Series
 
 
 def loss_metrics(prefix: str, writes: list[lost_writes.Write], final: dict, need_replicas: int) -> dict[str, Metric]:

@@ -1,5 +1,5 @@
 """A writer in its own process, meant to run inside a simulated host's network namespace
-(`harness.child.start(MODULE, job, prefix=["ip", "netns", "exec", "ls-hN"])`), so that it
+(`harness.model.child.start(MODULE, job, prefix=["ip", "netns", "exec", "ls-hN"])`), so that it
 stays on the cut-off primary's side of a partition. It writes the job's keys at a fixed
 rate through the slot router seeded with that primary, from the job's `start` to its `end`
 (monotonic seconds, the clock the parent uses too), and returns its history: one dict per
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict
 
-from harness import child
 from harness.experiments.failover import client
+from harness.model import child
 
 MODULE = "harness.experiments.failover.minority_writer"
 

@@ -33,13 +33,15 @@ from pathlib import Path
 
 import redis
 
-from harness import child, ownership
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param
-from harness.errors import BadInput, EnvironmentProblem
+from harness.base.errors import BadInput, EnvironmentProblem
+from harness.base.paths import INFRA_DIR, STATE_DIR
 from harness.experiments.failover import client, lost_writes, minority_writer
 from harness.experiments.failover.kill import order
 from harness.experiments.failover.scenario import FaultRun, ranges
-from harness.paths import INFRA_DIR, STATE_DIR
+from harness.infra import ownership
+from harness.infra.redis_server import RedisProcess, require_tool
+from harness.model import child
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
 
 VARIANTS = ("plain", "min-replicas")
 CONTROLS = ("no-cut",)
@@ -116,7 +118,6 @@ class LabCluster:
         return [(a, self.port) for a in self.hosts.values()]
 
     def up(self, timeout: float = 30.0) -> None:
-        from harness.redis_server import RedisProcess, require_tool
 
         exe = require_tool("redis-server")
         self._stop_leftovers()
@@ -192,7 +193,7 @@ class LabCluster:
     def _stop_leftovers(self) -> None:
         """Servers a killed earlier run left in the namespaces: only the processes its state
         file names that are provably the harness's (the recorded start time, running in the
-        host's own folder h<i>: harness.ownership), never a pid a file merely names."""
+        host's own folder h<i>: harness.infra.ownership), never a pid a file merely names."""
         fix = f"remove {self.folder} once no lab cluster of the harness runs"
         doc = ownership.read_state_file(self.state_file, fix)
         if doc is None:

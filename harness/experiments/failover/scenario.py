@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import redis
 from redis.crc import key_slot
 
-from harness.driver_contract import CaseContext, Metric
 from harness.experiments.failover import client, measure
 from harness.experiments.failover.watch import Watcher, node_id, parse_nodes
+from harness.model.driver_contract import CaseContext, Metric
 
 WHAT_FIRST = {"pfail": "{noun} to PFAIL in another node's view", "fail": "{noun} to FAIL in another node's view",
               "promoted": "{noun} to the replica calling itself primary"}

@@ -9,6 +9,8 @@ import time
 
 import redis
 
+from harness.experiments.failover.client import plain_client
+
 
 def parse_nodes(reply) -> list[tuple[str, str, set, str]]:
     """(id, ip:port, flags, primary id or '-') per line of CLUSTER NODES (text or redis-py's dict)."""
@@ -44,7 +46,6 @@ class Watcher(threading.Thread):
         self.polls = 0
 
     def run(self) -> None:
-        from harness.experiments.failover.client import plain_client
 
         conns = {a: plain_client(a[0], a[1], 0.2, self.password) for a in self.addrs}
         try:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness import stats
+from harness.base import stats
 from harness.experiments.kv_tiers.codecs import CodecError, plain_copy
 
 

@@ -16,9 +16,10 @@ import time
 import uuid
 from typing import Callable
 
-from harness import stats
-from harness.driver_contract import REQUIRED, CaseContext, CaseOutcome, Metric, Param, Series
-from harness.errors import BadInput
+from harness.base import stats
+from harness.base.errors import BadInput
+from harness.experiments.kv_tiers import codecs, extract
+from harness.experiments.kv_tiers.codecs import CodecError
 from harness.experiments.kv_tiers.common import (
     BINARY_CODECS,
     CODECS,
@@ -28,6 +29,7 @@ from harness.experiments.kv_tiers.common import (
     load_model,
     text_path,
 )
+from harness.model.driver_contract import REQUIRED, CaseContext, CaseOutcome, Metric, Param, Series
 
 CODEC_PARAMS = {
     **COMMON,
@@ -90,7 +92,6 @@ def interleaved_decode(codecs: dict, arrays: list, repeats: int) -> dict[str, li
     after another). Every decode is of a fresh copy of the encoded bytes, made outside the
     timer (a decoder that remembers a buffer it saw is then timed on new work), and must be
     bit-exact."""
-    from harness.experiments.kv_tiers.codecs import CodecError
 
     bufs = {name: [c.encode(a) for a in arrays] for name, c in codecs.items()}
     out: dict[str, list[float]] = {name: [] for name in codecs}
@@ -143,7 +144,6 @@ def interleaved_qps(codecs: dict, arrays: list, client, prefix: str, seconds: fl
 
 @in_torch_threads
 def run_codecs(ctx: CaseContext) -> CaseOutcome:
-    from harness.experiments.kv_tiers import codecs, extract
 
     p = ctx.params
     tok, model, device = load_model(ctx)
@@ -188,7 +188,6 @@ def run_codecs(ctx: CaseContext) -> CaseOutcome:
 
 
 def _codec_for(name: str, shape):
-    from harness.experiments.kv_tiers import codecs
 
     return codecs.make_codec(name.split(" ")[0], shape, "float32")
 
@@ -196,7 +195,6 @@ def _codec_for(name: str, shape):
 def _whole_chunks(p: dict, whole: list, whole_names: list[str]) -> tuple[dict, dict, list[float]]:
     """Decodes of whole 32-token chunks per codec (JSON on one chunk, json_repeats times) and
     plain copies of the aligned128 bytes beside them: (codecs, decode seconds, copy seconds)."""
-    from harness.experiments.kv_tiers import codecs
 
     whole_codecs = {name: _codec_for(name, whole[0].shape) for name in whole_names}
     whole_dec = {}

@@ -9,8 +9,12 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from harness.driver_contract import INPUT_FILE, CaseContext, Param, input_path
-from harness.driver_helpers import torch_threads
+from harness.experiments.kv_tiers import codecs, extract, tiers
+from harness.experiments.kv_tiers.extract import DEFAULT_TEXT
+from harness.experiments.kv_tiers.tiers import default_device
+from harness.infra.model_wheels import smollm2
+from harness.model.driver_contract import INPUT_FILE, CaseContext, Param, input_path
+from harness.model.driver_helpers import torch_threads
 
 COMMON = {
     "chunk_tokens": Param(int, 32, "tokens per KV chunk (every layer's K and V of this many tokens)", min=1),
@@ -35,7 +39,6 @@ def in_torch_threads(fn):
 
 
 def text_path(p: dict) -> Path:
-    from harness.experiments.kv_tiers.extract import DEFAULT_TEXT
 
     return input_path(p["text_path"]) if p["text_path"] else DEFAULT_TEXT
 
@@ -44,9 +47,6 @@ def load_model(ctx: CaseContext):
     """(tokenizer, model, device), warmed up by one short forward pass."""
     import torch
 
-    from harness.experiments.kv_tiers import extract
-    from harness.experiments.kv_tiers.tiers import default_device
-    from harness.model_wheels import smollm2
 
     torch.set_grad_enabled(False)
     device = default_device()
@@ -79,7 +79,6 @@ class Store:
     """A TieredStore on the target's cluster and a (temporary) LMDB folder; cleans up."""
 
     def __init__(self, ctx: CaseContext, shape, device: str):
-        from harness.experiments.kv_tiers import codecs, tiers
 
         p = ctx.params
         # on a tmpfs there is no cold read: the L3 control (cold vs warm) then fails and says so

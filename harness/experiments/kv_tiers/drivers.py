@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.driver_contract import CaseContext, CaseOutcome, register
 from harness.experiments.kv_tiers import codecs_case, tiers_case, ttft_case
+from harness.model.driver_contract import CaseContext, CaseOutcome, register
 
 
 @register("kv-tiers-codecs", params=codecs_case.CODEC_PARAMS, needs="cluster", check=codecs_case.check_codecs,

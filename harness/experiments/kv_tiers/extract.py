@@ -20,9 +20,9 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import BadInput
-from harness.paths import DATA_DIR
-from harness.text_data import texts_from_records
+from harness.base.errors import BadInput
+from harness.base.paths import DATA_DIR
+from harness.base.text_data import texts_from_records
 
 DEFAULT_CHUNK_TOKENS = 32
 DEFAULT_TEXT = DATA_DIR / "gptcache_mock_data.json"

@@ -29,6 +29,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Callable
 
+from harness.base.errors import BadInput
 from harness.experiments.kv_tiers.codecs import decode_tensor
 
 DEFAULT_TTL_S = {"L1": 30.0, "L2": 300.0, "L3": 3600.0}
@@ -165,7 +166,6 @@ class L3:
                 for key, payload in items:
                     txn.put(key.encode(), expires + payload)
         except lmdb.MapFullError:
-            from harness.errors import BadInput
 
             raise BadInput(f"LMDB map at {self.path} is full ({self.map_size} bytes); raise l3_map_mb") from None
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import time
 
-from harness import stats
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
-from harness.driver_helpers import latency_metrics
-from harness.errors import BadInput
+from harness.base import stats
+from harness.base.errors import BadInput
+from harness.experiments.kv_tiers import extract
+from harness.experiments.kv_tiers.codecs import decode_tensor
 from harness.experiments.kv_tiers.common import (
     COMMON,
     TIER_STORE_PARAMS,
@@ -29,6 +29,9 @@ from harness.experiments.kv_tiers.common import (
     load_model,
     text_path,
 )
+from harness.experiments.kv_tiers.ttft import prepare_tier
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_helpers import latency_metrics
 
 TIER_PARAMS = {
     **COMMON, **TIER_STORE_PARAMS,
@@ -56,7 +59,6 @@ def check_tiers(where: str, p: dict) -> None:
 
 @in_torch_threads
 def run_tiers(ctx: CaseContext) -> CaseOutcome:
-    from harness.experiments.kv_tiers import extract
 
     p = ctx.params
     tok, model, device = load_model(ctx)
@@ -118,7 +120,6 @@ def _fetch_round(store, keys: list, originals: dict, samples: dict[str, list[flo
     returns the fetches whose tensor was not bit-exact."""
     import torch
 
-    from harness.experiments.kv_tiers.codecs import decode_tensor
 
     mismatches = 0
     for k in keys:
@@ -147,7 +148,6 @@ def _store_lookups(store, keys: list, originals: dict, payloads: dict) -> int:
     one that answers; returns the lookups answered by another tier or not bit-exact."""
     import torch
 
-    from harness.experiments.kv_tiers.ttft import prepare_tier
 
     mismatches = 0
     for tier in ("L1", "L2", "L3"):

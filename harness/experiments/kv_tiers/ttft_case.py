@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
-from harness.errors import BadInput
+from harness.base.errors import BadInput
+from harness.experiments.kv_tiers import extract, ttft
 from harness.experiments.kv_tiers.common import (
     COMMON,
     TIER_STORE_PARAMS,
@@ -16,6 +16,7 @@ from harness.experiments.kv_tiers.common import (
     load_model,
     text_path,
 )
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
 
 TTFT_PARAMS = {
     **COMMON, **TIER_STORE_PARAMS,
@@ -38,7 +39,6 @@ def check_ttft(where: str, p: dict) -> None:
 
 @in_torch_threads
 def run_ttft(ctx: CaseContext) -> CaseOutcome:
-    from harness.experiments.kv_tiers import extract, ttft
 
     p = ctx.params
     tok, model, device = load_model(ctx)
@@ -60,7 +60,6 @@ def run_ttft(ctx: CaseContext) -> CaseOutcome:
 
 
 def ttft_outcome(points, p: dict, device: str) -> CaseOutcome:
-    from harness.experiments.kv_tiers import ttft
 
     metrics: dict[str, Metric] = {}
     for pt in points:

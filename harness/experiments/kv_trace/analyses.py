@@ -18,7 +18,8 @@ import time
 
 import numpy as np
 
-from harness.results import Metric, Series
+from harness.experiments.eviction import traces as ev
+from harness.model.stored_run import Metric, Series
 
 from . import policies, prefix
 from .policies import Stream
@@ -170,7 +171,6 @@ def curve_series(rows: list[dict]) -> Series:
 
 def head(trace: KVTrace, fraction: float, sweep: list[float], seed: int) -> tuple[dict[str, Metric], Series]:
     """C19 on KV blocks: the share of block lookups to the top `fraction` of distinct blocks."""
-    from harness.experiments.eviction import traces as ev
 
     ids = trace.blocks
     share = ev.head_share(ids, ev.head_ids(ids, fraction))

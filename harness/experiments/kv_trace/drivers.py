@@ -8,7 +8,7 @@ kv-trace-simulate    one KV-block trace: its summary, reuse at the maximum and a
 kv-trace-crosscheck  every policy and the tiers against the scan-based references, request by
                      request, on a sample of whole sessions of the trace
 
-Drivers measure; the view (harness/report/views/kv_trace.py) presents, and takes the
+Drivers measure; the view (harness/publish/views/kv_trace.py) presents, and takes the
 Mooncake paper's figures from the ledger (C1's figures), shown only for that trace.
 """
 
@@ -16,12 +16,23 @@ from __future__ import annotations
 
 import json
 
-from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, input_path, register
-from harness.driver_helpers import write_csv
-from harness.errors import BadInput
+from harness.base.errors import BadInput
+from harness.model.driver_contract import (
+    INPUT_FILE,
+    CaseContext,
+    CaseOutcome,
+    Metric,
+    Param,
+    Series,
+    input_path,
+    register,
+)
+from harness.model.driver_helpers import write_csv
 
-from . import analyses, policies, recount, shape
-from .trace import DEFAULT_TRACE, KVTrace, load_trace
+from . import analyses, crosscheck, policies, recount, shape, tier_metrics, tiers
+from .policies import Stream
+from .tiers import TierSpec
+from .trace import DEFAULT_TRACE, KVTrace, load_trace, session_sample, unique_blocks
 
 ORDER = ("lru", "lfu", "hybrid")  # the source's ordering (C18): lru < lfu < "lru-lfu" (the hybrid)
 CONTROL_ORDER = ("lru", "lfu", "random")  # mechanism off: random eviction in the hybrid's place
@@ -92,7 +103,6 @@ def facts_of(t: KVTrace, p: dict) -> dict:
 
 
 def _tier_specs(p: dict, m: shape.ModelShape, bs: int):
-    from .tiers import TierSpec
 
     return [TierSpec(name, shape.blocks_of(m.tokens_in(gb * shape.GB), bs), ttl, pol)
             for name, gb, ttl, pol in zip(("L1", "L2", "L3"), p["tier_gb"], p["tier_ttl_s"], p["tier_policies"])]
@@ -102,7 +112,6 @@ def _tier_specs(p: dict, m: shape.ModelShape, bs: int):
           description="a KV-block trace: reuse (C1), hit rate vs capacity per policy (C18), head share (C19), "
                       "the source's tiers (C5, C17), with controls")
 def run_trace(ctx: CaseContext) -> CaseOutcome:
-    from .policies import Stream
 
     p = ctx.params
     t = load(p, ctx)
@@ -178,9 +187,6 @@ def _curve_metrics(rows: list[dict], rps: dict, n_blocks: float) -> dict[str, Me
 
 
 def _tiers(t: KVTrace, st, p: dict, m: shape.ModelShape):
-    from . import tier_metrics, tiers
-    from .policies import Stream
-    from .trace import unique_blocks
 
     specs = _tier_specs(p, m, t.block_size)
     res = tiers.variants(st, specs, p["short_ttl_divisor"], p["small_divisor"])
@@ -214,8 +220,6 @@ CROSS_COLUMNS = ["policy", "capacity_blocks", "ttl_s", "hits", "reference_hits",
 @register("kv-trace-crosscheck", params=CROSS_PARAMS,
           description="every policy and the tiers against scan-based references, request by request")
 def run_crosscheck(ctx: CaseContext) -> CaseOutcome:
-    from . import crosscheck
-    from .trace import session_sample
 
     p = ctx.params
     full = load(p, ctx)

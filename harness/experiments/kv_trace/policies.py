@@ -32,7 +32,8 @@ from functools import cached_property
 
 import numpy as np
 
-from harness.errors import BadInput, EnvironmentProblem
+from harness.base.errors import BadInput, EnvironmentProblem
+from harness.experiments.eviction import simulate
 from harness.experiments.lruk import expire_idle, lruk_hits
 
 from .trace import KVTrace
@@ -165,7 +166,7 @@ def _compiled():
     takes about 0.2 s to import, which every harness command would pay otherwise)."""
     if "module" not in _LOADED:
         try:
-            import harness.experiments.kv_trace.compiled as compiled
+            import harness.experiments.kv_trace.compiled as compiled  # lazy: numba, 0.2 s, maybe missing
         except ImportError as e:  # numba missing or broken: the python engine, same hits
             compiled, _LOADED["why"] = None, f"{type(e).__name__}: {e}"
         _LOADED["module"] = compiled
@@ -234,7 +235,6 @@ def block_hits(stream: Stream, name: str, capacity: int, ttl_s: float | None = N
         return opt_hits(stream.ids, stream.next_use, stream.depths, capacity)
     if name == "hybrid":
         return lruk_hits(stream.ids, capacity, hybrid_k, admit_lfu=True)
-    from harness.experiments.eviction import simulate
 
     return simulate.random_hits(stream.trace.blocks, capacity, seed)
 

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 
 from . import analyses, prefix
-from .policies import Stream, check_policy
+from .policies import Stream, block_hits, check_policy
 from .trace import KVTrace, load_trace, records_trace
 
 
@@ -54,7 +54,6 @@ def predicted_rates(requests_slice, block_size: int, capacity_tokens: int, polic
         return prefix.rates(t, np.zeros(t.n_blocks, dtype=bool))
     if blocks >= analyses.n_distinct(t) and ttl_s is None:
         return prefix.rates(t, analyses.infinite_hits(t))
-    from .policies import block_hits
 
     check_policy("predicted_hit_rate", policy, blocks, ttl_s)
     return prefix.rates(t, block_hits(Stream(t), policy, blocks, ttl_s=ttl_s))

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.driver_contract import Param
-from harness.errors import BadInput
+from harness.base.errors import BadInput
+from harness.model.driver_contract import Param
 
 GIB = 2**30
 GB = 10**9

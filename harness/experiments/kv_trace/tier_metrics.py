@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.results import Metric, Series
+from harness.model.stored_run import Metric, Series
 
 from .tiers import TierResult
 

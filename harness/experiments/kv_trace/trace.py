@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 
 DEFAULT_TRACE = "data/mooncake/conversation_trace.jsonl"
 # The Mooncake FAST'25 conversation trace (data/mooncake/README.md): provenance, not a claim

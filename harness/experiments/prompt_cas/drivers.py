@@ -53,13 +53,13 @@ import threading
 import time
 from collections import Counter
 
-from harness import stats
-from harness.cluster import slot_owners
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
-from harness.errors import BadInput
+from harness.base import stats
+from harness.base.errors import BadInput
+from harness.base.signals import deferred_interrupts
+from harness.base.text_data import GPTCACHE_FILE, texts_from_records
 from harness.experiments.prompt_cas import history
-from harness.signals import deferred_interrupts
-from harness.text_data import GPTCACHE_FILE
+from harness.infra.cluster import slot_owners
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
 
 MODES = ("plain", "atomic", "as-written", "incremented", "equal")
 GATE_TIMEOUT_S = 60.0  # the longest the threads of a rule wait for each other to connect
@@ -125,7 +125,6 @@ def _check(where: str, p: dict) -> None:
 def load_pairs(path: str) -> dict[str, str]:
     """prompt -> its one correct response, from a JSON list of {origin, similar}. A prompt
     that appears twice with different partners is dropped (it has no single partner)."""
-    from harness.text_data import texts_from_records
 
     texts = texts_from_records(path, ("origin", "similar"), "prompt-cas pairs")
     if len(texts) % 2:

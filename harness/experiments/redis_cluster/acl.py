@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import secrets
 
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.base.errors import BadInput
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
 
 SOURCE_RULE = "~cache:* +get +hgetall -@all"
 WORKING_RULE = "-@all +get +hgetall ~cache:*"
@@ -63,7 +64,6 @@ N_OTHER_KEYS = sum(k == "other-key" for _, _, k in PROBES)
 def _check(where: str, p: dict) -> None:
     import re
 
-    from harness.errors import BadInput
 
     if not p["rules"]:
         raise BadInput(f"{where}.rules: give at least one rule, e.g. {{fixed: {WORKING_RULE!r}}}")

@@ -2,9 +2,9 @@
 memtier_benchmark against the target cluster, each with its control run interleaved; the
 ACL case's driver (acl.py) is registered here too (every driver of the suite is in this file).
 
-The tool wrappers (command line, parsing, validation) live in harness/tools/; these
+The tool wrappers (command line, parsing, validation) live in harness/infra/load_tools/; these
 functions run them for one repetition and return metrics and series (the suite's view,
-harness/report/views/redis_cluster.py, presents them).
+harness/publish/views/redis_cluster.py, presents them).
 
 Controls (the same benchmark under a condition known to differ, alternating order with
 the measured run from one repetition to the next):
@@ -23,12 +23,19 @@ the measured run from one repetition to the next):
 
 from __future__ import annotations
 
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments.redis_cluster import acl, memtier_fleet
-from harness.process import command_line, run_tool, where
-from harness.tools import memtier, redis_benchmark
-from harness.tools.redis_benchmark import SIMPLE_TITLES, VALID_TESTS, build_command, error_lines, parse_csv, to_metrics
+from harness.infra.load_tools import memtier, redis_benchmark
+from harness.infra.load_tools.redis_benchmark import (
+    SIMPLE_TITLES,
+    VALID_TESTS,
+    build_command,
+    error_lines,
+    parse_csv,
+    to_metrics,
+)
+from harness.infra.process import command_line, run_tool, where
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
 
 # redis-benchmark prints percentiles, not a histogram: several hosts' figures could not be
 # pooled into one percentile, so it runs on the first load generator only (as the source's one command).

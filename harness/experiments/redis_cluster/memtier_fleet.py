@@ -8,7 +8,7 @@ measured over SSH first, and its reported window is read back on the harness's c
 host's JSON, HDR logs, stdout and stderr are kept under the run's raw folder, named after
 the host.
 
-The run is judged as one load (harness.tools.loadgen_merge): the hosts' windows must overlap
+The run is judged as one load (harness.infra.load_tools.loadgen_merge): the hosts' windows must overlap
 for at least `min_overlap_share` of the longest, else the repetition is invalid, with the
 numbers; throughput is summed over the common window; percentiles come from the hosts'
 merged histograms. Each host's own figures are kept in the `loadgens` series.
@@ -23,11 +23,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from harness.driver_contract import CaseContext, Metric, Series
-from harness.errors import BadInput
-from harness.process import RemoteHost, clock_offset_ms, command_line, kill_all, redact, run_tool
-from harness.tools import loadgen_merge, memtier
-from harness.tools.loadgen_merge import HostRun
+from harness.base.errors import BadInput
+from harness.infra.load_tools import loadgen_merge, memtier
+from harness.infra.load_tools.loadgen_merge import HostRun
+from harness.infra.process import RemoteHost, clock_offset_ms, command_line, kill_all, redact, run_tool
+from harness.model.driver_contract import CaseContext, Metric, Series
 
 START_LEAD_S = 3.0  # the shared start lies this far ahead of the moment the commands are sent
 # Run on each load generator before memtier: sleep until the shared start (given in the host's

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import random
 
-from harness.driver_contract import INPUT_FILE, Param
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments.semantic_cache import datasets
+from harness.model.driver_contract import INPUT_FILE, Param
 
 KEY_PATTERNS = ("hash_*", "hashn_*", "sem_*", "semb*", "semnn_*", "tpl_*", "tplsem_*", "ctl_*", "ctlb*", "chs_*", "chsb*",
                 "mem*", "orc_*", "orcb*", "gcnn_*")

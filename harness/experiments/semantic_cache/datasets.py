@@ -19,8 +19,9 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import BadInput
-from harness.files import loads_json
+from harness.base.errors import BadInput
+from harness.base.files import loads_json
+from harness.model.driver_contract import input_path
 
 FORMATS = ("auto", "gptcache", "groups", "pairs")
 EXTENSIONS = {".json": "gptcache", ".jsonl": "groups", ".tsv": "pairs"}
@@ -69,7 +70,6 @@ def detect_format(path: Path, fmt: str = "auto") -> str:
 
 def load(path: str | Path, fmt: str = "auto") -> Dataset:
     """Read and check a dataset file; BadInput (one line) for anything wrong with it."""
-    from harness.driver_contract import input_path
 
     p = input_path(str(path))
     fmt = detect_format(p, fmt)

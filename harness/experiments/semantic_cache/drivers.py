@@ -3,7 +3,6 @@ memory_case.py, perf_case.py, entity_case.py)."""
 
 from __future__ import annotations
 
-from harness.driver_contract import CaseContext, CaseOutcome, register
 from harness.experiments.semantic_cache import (
     common,
     entity_case,
@@ -13,6 +12,7 @@ from harness.experiments.semantic_cache import (
     perf_case,
     ttft_case,
 )
+from harness.model.driver_contract import CaseContext, CaseOutcome, register
 
 
 @register("semantic-cache-keys", params=keys_case.PARAMS, needs="cluster", check=keys_case.check,

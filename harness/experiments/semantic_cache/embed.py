@@ -21,7 +21,9 @@ class Embedder:
 
     @classmethod
     def load(cls, device: str = "cpu") -> "Embedder":
-        from harness.model_wheels import sentence_model
+
+        # lazy: the GPU check's host (tools/gpu_check) loads this module with no model wheels to find
+        from harness.infra.model_wheels import sentence_model
 
         return cls(sentence_model(device))
 

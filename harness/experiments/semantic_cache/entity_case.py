@@ -27,9 +27,11 @@ import random
 
 import numpy as np
 
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
-from harness.driver_helpers import latency_metrics, torch_threads, write_csv
 from harness.experiments.semantic_cache import common, dispatcher, entity_keys, keys, metrics
+from harness.experiments.semantic_cache.embed import Embedder, cached_encode
+from harness.experiments.semantic_cache.store import Entry, Store
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_helpers import latency_metrics, torch_threads, write_csv
 
 PARAMS = {
     **common.dataset_params(),
@@ -76,7 +78,6 @@ def entity_lsh_key(sig: int, text: str) -> str:
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
     _, wl = common.load(p)
-    from harness.experiments.semantic_cache.embed import Embedder, cached_encode
 
     with torch_threads(p["torch_threads"]):
         emb = Embedder.load()
@@ -106,7 +107,6 @@ def run(ctx: CaseContext) -> CaseOutcome:
 
 
 def _hit_rates(ctx, p, wl, schemes) -> tuple[dict, list]:
-    from harness.experiments.semantic_cache.store import Entry, Store
 
     labels = [lab for _, lab in wl.queries]
     should = wl.should_hit()

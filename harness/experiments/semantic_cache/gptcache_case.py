@@ -32,10 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, input_path
-from harness.driver_helpers import torch_threads, write_csv
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments.semantic_cache import common, gptcache_subject
+from harness.experiments.semantic_cache.embed import Embedder, cached_encode
 from harness.experiments.semantic_cache.gptcache_accuracy import (
     agreement,
     answers_of,
@@ -51,6 +50,10 @@ from harness.experiments.semantic_cache.gptcache_report import (
     served_outputs,
 )
 from harness.experiments.semantic_cache.lookup_latency import concurrent, harness_answer, interleaved
+from harness.experiments.semantic_cache.onnx_embed import OnnxEmbedder
+from harness.experiments.semantic_cache.store import Entry, Store
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, input_path
+from harness.model.driver_helpers import torch_threads, write_csv
 
 PREFIX = "gcnn_"
 PARAMS = {
@@ -115,8 +118,6 @@ def run(ctx: CaseContext) -> CaseOutcome:
     _, wl = common.load(p)
     cal, test = common.split_queries(wl.queries, p["calibration_fraction"], p["split_seed"])
     ctx.log(f"{wl.name}; {len(cal)} calibration / {len(test)} test queries; GPTCache {gptcache_subject.VERSION}")
-    from harness.experiments.semantic_cache.embed import Embedder, cached_encode
-    from harness.experiments.semantic_cache.onnx_embed import OnnxEmbedder
 
     with torch_threads(p["torch_threads"]):
         emb = Embedder.load()
@@ -194,7 +195,6 @@ def _arms(p: dict, emb, q8, log) -> dict:
     """The harness's timed paths: torch ("before"), the fast path ("after"; the torch
     embedding when fast_embedding=torch), the fast path with the instrument's known wait, and
     the int8 path when `q8` (its OnnxEmbedder) is given."""
-    from harness.experiments.semantic_cache.onnx_embed import OnnxEmbedder
 
     if p["fast_embedding"] == "onnx":
         onnx = OnnxEmbedder.load(p["onnx_threads"], log)
@@ -248,7 +248,6 @@ def _timed(ctx, s: Subjects, out) -> None:
     """The interleaved latency pass (and the concurrent pass with the int8 arm): the harness's
     entries in Redis, GPTCache on disk (and in RAM when `s.ram_cache` is given), every latency
     query through every arm."""
-    from harness.experiments.semantic_cache.store import Entry, Store
 
     p, wl = ctx.params, s.wl
     rng = random.Random(p["split_seed"] + 7)

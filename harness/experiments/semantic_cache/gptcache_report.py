@@ -3,9 +3,9 @@ measured, not how it is shown: the suite's view builds the tables)."""
 
 from __future__ import annotations
 
-from harness.driver_contract import CaseOutcome, Metric, Series
-from harness.driver_helpers import latency_metrics
 from harness.experiments.semantic_cache.keys_case import SWEEP_COLUMNS, scheme_metrics, sweep_row
+from harness.model.driver_contract import CaseOutcome, Metric, Series
+from harness.model.driver_helpers import latency_metrics
 
 # subject (row of the comparison table) -> (latency arm, accuracy prefix or None)
 SUBJECTS = {

@@ -14,10 +14,12 @@ import time
 
 import numpy as np
 
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
-from harness.driver_helpers import latency_metrics, torch_threads, write_csv
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments.semantic_cache import common, keys, metrics
+from harness.experiments.semantic_cache.embed import Embedder, cached_encode
+from harness.experiments.semantic_cache.store import Entry, Store
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_helpers import latency_metrics, torch_threads, write_csv
 
 PARAMS = {
     **common.dataset_params(),
@@ -101,7 +103,6 @@ def run(ctx: CaseContext) -> CaseOutcome:
     cal, test = common.split_queries(wl.queries, p["calibration_fraction"], p["split_seed"])
     seed = p["lsh_seed"] + ctx.repetition - 1
     ctx.log(f"{wl.name}; {len(cal)} calibration / {len(test)} test queries; LSH seed {seed}")
-    from harness.experiments.semantic_cache.embed import Embedder, cached_encode
 
     with torch_threads(p["torch_threads"]):
         emb = Embedder.load()
@@ -121,7 +122,6 @@ def run(ctx: CaseContext) -> CaseOutcome:
     elif p["signature"] == "charsim":
         ins_sig, q_sig = ins_csig, q_csig
 
-    from harness.experiments.semantic_cache.store import Entry, Store
 
     client = ctx.target.cluster_client()
     store = Store(client, p["ttl_s"], p["bands"])
@@ -463,7 +463,6 @@ def _c7_loss(p, wl, test, nn_sim, nlab, out: CaseOutcome) -> None:
 
 
 def _dataset_extras(p, ds, emb, proj, out: CaseOutcome) -> None:
-    from harness.experiments.semantic_cache.embed import cached_encode
 
     if ds.fmt == "pairs":
         with torch_threads(p["torch_threads"]):

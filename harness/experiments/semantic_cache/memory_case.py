@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 
-from harness import child
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
-from harness.driver_helpers import torch_threads
 from harness.experiments.semantic_cache import memory_probe, ttft_case
+from harness.experiments.semantic_cache.embed import Embedder
+from harness.model import child
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_helpers import torch_threads
 
 PARAMS = {**{k: v for k, v in ttft_case.STREAM_PARAMS.items() if k != "oracle"},
           "queries": Param(int, 20, "length of the stream each mode serves (from the test split)", min=1),
@@ -28,7 +29,7 @@ RUNS = ("no_cache", "hash_cache", "semantic_cache", "control.no_cache", "instrum
 
 
 def _probe(ctx: CaseContext, p: dict, job: dict, name: str) -> dict:
-    """One mode in a fresh process (harness.child): its peaks, or its error raised here."""
+    """One mode in a fresh process (harness.model.child): its peaks, or its error raised here."""
     return child.run(memory_probe.MODULE, job, timeout=p["timeout_s"], what=f"the {name} memory process",
                      env={**os.environ, **ctx.target.to_env()},  # the password in the environment, never the job
                      log=ctx.log, stderr_path=ctx.raw_path(f"memory_{name}.stderr"))
@@ -36,7 +37,6 @@ def _probe(ctx: CaseContext, p: dict, job: dict, name: str) -> dict:
 
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
-    from harness.experiments.semantic_cache.embed import Embedder
 
     dev = ttft_case.device_of(p)
     with torch_threads(p["torch_threads"]):

@@ -1,11 +1,11 @@
 """One serving mode in a fresh process, for claim C4's memory peaks.
 
-Run through `harness.child` (`child.run(MODULE, job, ...)`): the job names the mode, the stream, the inserts' signatures, the radius and the target; the process loads
+Run through `harness.model.child` (`child.run(MODULE, job, ...)`): the job names the mode, the stream, the inserts' signatures, the radius and the target; the process loads
 what the mode needs (all-MiniLM-L6-v2 for the semantic cache, up front), fills its cache in
 Redis, serves the stream with the same decode work as every other mode, and writes its
 peaks: RSS (sampled every 10 ms, and the kernel's ru_maxrss), and on a GPU torch's peak
 allocation and NVML's used memory. The target's password comes in the environment
-(harness.target.Target.to_env()), never on the command line.
+(harness.infra.target.Target.to_env()), never on the command line.
 
 Every mode holds SmolLM2 (and the semantic cache all-MiniLM-L6-v2) from its start, and runs
 one warm-up generation before the sampled window opens (the weights are memory-mapped: only
@@ -22,7 +22,14 @@ from __future__ import annotations
 import resource
 import sys
 
-from harness import child
+from harness.experiments.semantic_cache import keys
+from harness.experiments.semantic_cache.embed import Embedder
+from harness.experiments.semantic_cache.store import Entry, Store
+from harness.experiments.semantic_cache.ttft import PeakRSS, generate, nvml_used_bytes, serve
+from harness.infra.model_wheels import smollm2
+from harness.infra.target import Target
+from harness.model import child
+from harness.model.driver_helpers import torch_threads
 
 MODULE = "harness.experiments.semantic_cache.memory_probe"
 
@@ -44,11 +51,6 @@ def main(job: dict, log) -> dict:
     """The child's work: serve the job's stream in its mode and return the peaks."""
     import numpy as np
 
-    from harness.driver_helpers import torch_threads
-    from harness.experiments.semantic_cache import keys
-    from harness.experiments.semantic_cache.store import Entry, Store
-    from harness.experiments.semantic_cache.ttft import PeakRSS, generate, nvml_used_bytes, serve
-    from harness.target import Target
 
     mode, dev = job["mode"], job["device"]
     target = Target.from_env(job["target"])
@@ -56,14 +58,12 @@ def main(job: dict, log) -> dict:
     with torch_threads(job["torch_threads"]):
         import torch
 
-        from harness.model_wheels import smollm2
 
         tok, model = smollm2(dev)  # every mode holds the model from its start
         generate(tok, model, job["requests"][0][0], job["max_new_tokens"])  # its weights resident, as a server's
         held = extra_allocation(job["extra_mb"], dev) if mode == "extra_allocation" else None
         emb = proj = None
         if mode == "semantic_cache":
-            from harness.experiments.semantic_cache.embed import Embedder
 
             emb = Embedder.load(dev)
             proj = keys.projection(emb.dim, job["lsh_seed"])

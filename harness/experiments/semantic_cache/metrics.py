@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
+from harness.base import stats
+
 
 def _ratio(a: float, b: float) -> float:
     return a / b if b else 0.0
@@ -240,7 +242,6 @@ def quantile_floor(hit_share: float, miss_values: Sequence[float], q: float = 0.
     stream's q-quantile is at least the misses' own (q - h) / (1 - h) quantile (numpy's linear
     percentile of the measured misses). None when h >= q (the hits alone can set the quantile)
     or no request missed."""
-    from harness import stats
 
     if hit_share >= q or not miss_values:
         return None

@@ -25,7 +25,7 @@ from harness.experiments.engine_hotload.backend_ort import onnxruntime, session_
 from harness.experiments.engine_hotload.export import HIDDEN, minilm_onnx
 from harness.experiments.semantic_cache.onnx_fused import minilm_onnx_fused
 from harness.experiments.semantic_cache.onnx_int8 import minilm_onnx_int8
-from harness.model_wheels import minilm_path
+from harness.infra.model_wheels import minilm_path
 
 SEQ_LENGTH_FILE = "sentence_bert_config.json"
 GRAPHS = {"fused": minilm_onnx_fused, "engine": minilm_onnx, "int8": minilm_onnx_int8}

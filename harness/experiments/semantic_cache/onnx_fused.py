@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from harness.base.files import build_once
 from harness.experiments.engine_hotload.backend_ort import onnxruntime
 from harness.experiments.engine_hotload.export import (
     DYNAMIC_AXES,
@@ -29,8 +30,7 @@ from harness.experiments.engine_hotload.export import (
     model_key,
     pooled_embedder,
 )
-from harness.files import build_once
-from harness.model_wheels import minilm_path
+from harness.infra.model_wheels import minilm_path
 
 FUSED_RECIPE = "minilm-meanpool-l2-torchscript-eager-ortfuse-bert-fp32-v1-opset17"
 OPSET = 17

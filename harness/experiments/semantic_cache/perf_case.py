@@ -8,9 +8,10 @@ import time
 
 import numpy as np
 
-from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series
-from harness.driver_helpers import torch_threads
 from harness.experiments.semantic_cache import common, datasets, keys
+from harness.experiments.semantic_cache.embed import Embedder
+from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_helpers import torch_threads
 
 PARAMS = {
     "dataset": Param(str, datasets.DEFAULT_DATASET, "texts to embed (any supported format; relative to the "
@@ -36,7 +37,6 @@ def texts_of(ds: datasets.Dataset) -> list[str]:
 
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
-    from harness.experiments.semantic_cache.embed import Embedder
 
     texts = texts_of(datasets.load(p["dataset"], p["dataset_format"]))
     texts = (texts * (p["texts_per_pass"] // len(texts) + 1))[:p["texts_per_pass"]]

@@ -20,6 +20,9 @@ import threading
 import time
 from dataclasses import dataclass
 
+from harness.experiments.semantic_cache import keys
+from harness.experiments.semantic_cache.store import Entry
+
 
 @dataclass
 class Generation:
@@ -124,8 +127,6 @@ def serve(mode: str, text: str, label: str, model_of, store, max_new_tokens: int
     stream under its own signature, so every request is a hit whatever `signature` says."""
     import numpy as np
 
-    from harness.experiments.semantic_cache import keys
-    from harness.experiments.semantic_cache.store import Entry
 
     t0 = time.perf_counter()
     if mode == "no_cache":

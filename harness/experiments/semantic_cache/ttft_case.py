@@ -19,11 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
-from harness.driver_helpers import latency_metrics, torch_threads, write_csv
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 from harness.experiments.semantic_cache import common, datasets, keys, metrics
-from harness.experiments.semantic_cache.ttft import MODES
+from harness.experiments.semantic_cache.embed import Embedder, cached_encode
+from harness.experiments.semantic_cache.store import Entry, Store
+from harness.experiments.semantic_cache.ttft import MODES, generate, serve
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_helpers import latency_metrics, torch_threads, write_csv
 
 STREAMS = ("test", "semantic-hits")
 STREAM_PARAMS = {
@@ -108,7 +110,6 @@ def prepare(p: dict, emb, log) -> Stream:
     drawn from the queries the LSH cache answers correctly (chosen with the LSH signatures and
     radius whatever `signature` says, so that the runs with and without the mechanism serve the
     same stream)."""
-    from harness.experiments.semantic_cache.embed import cached_encode
 
     _, wl = common.load(p)
     cal, test = common.split_queries(wl.queries, p["calibration_fraction"], p["split_seed"])
@@ -140,13 +141,12 @@ def prepare(p: dict, emb, log) -> Stream:
 
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
-    from harness.experiments.semantic_cache.embed import Embedder
-    from harness.experiments.semantic_cache.store import Entry, Store
-    from harness.experiments.semantic_cache.ttft import generate, serve
-    from harness.model_wheels import smollm2
 
     dev = device_of(p)
     ctx.log(f"loading SmolLM2-135M-Instruct and all-MiniLM-L6-v2 on {dev}")
+    # lazy: the GPU check's host (tools/gpu_check) loads this module with no model wheels to find
+    from harness.infra.model_wheels import smollm2
+
     tok, model = smollm2(dev)
 
     def loaded():  # loaded up front: a first miss must not time the load
@@ -190,7 +190,6 @@ def run(ctx: CaseContext) -> CaseOutcome:
 def fill_oracle(store, requests: list[tuple[str, str]], emb, proj) -> None:
     """The instrument's store: every request of the stream under its own LSH signature,
     computed one query at a time as serve() computes it, so every lookup finds it."""
-    from harness.experiments.semantic_cache.store import Entry
 
     sigs = np.array([int(keys.signatures(emb.encode_one(t), proj)[0]) for t, _ in requests], dtype=np.uint64)
     store.put_signatures(sigs, [Entry(lab, f"[oracle answer of request {i}]") for i, (_, lab) in enumerate(requests)])

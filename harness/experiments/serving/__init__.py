@@ -8,7 +8,7 @@ harness's client held against vLLM's own benchmark client (the peer).
   lateness of the schedule and the client's own overhead.
 - summary.py: per-request rows to metrics (percentiles, error and lateness shares) and the
   raw CSV.
-- engines.py: the engines a case measures (harness.serving_engine reads their `/metrics`).
+- engines.py: the engines a case measures (harness.infra.serving_engine reads their `/metrics`).
 - replay.py: a Mooncake-format slice turned into token-id prompts and the engine blocks the
   simulator predicts on.
 - prefix_case.py, semantic_case.py, peer_case.py: the cases (serving-prefix-cache,

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, fields
 
 from harness.experiments.serving import client
 from harness.experiments.serving.client import Request, Result
-from harness.process import RemoteHost, clock_offset_ms, kill_all, redact
+from harness.infra.process import RemoteHost, clock_offset_ms, kill_all, redact
 
 WORKER = "harness.experiments.serving.client_worker"
 START_LEAD_S = 5.0  # the shared start lies this far ahead: every host's Python is up by then

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.driver_contract import CaseContext, CaseOutcome, register
 from harness.experiments.semantic_cache import ttft_case
+from harness.model.driver_contract import CaseContext, CaseOutcome, register
 
 from . import peer_case, prefix_case, semantic_case, sweep_case
 

@@ -3,7 +3,7 @@
 `target.engines` holds "cached" and "uncached" when the harness started them (prefix caching
 on and off: the mechanism-off arm), or "external" for a server the user points at (measured as
 it is: its configuration is unknown, so the off arm is not measured). Reading the engine's
-counters is engine-infra's (harness.serving_engine.metrics); a server without vLLM's counters
+counters is engine-infra's (harness.infra.serving_engine.metrics); a server without vLLM's counters
 gives None, and the case reports those metrics as missing."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from harness import serving_engine
-from harness.errors import EnvironmentProblem
-from harness.process import url_for_display
-from harness.target import LlmEndpoint, Target
+from harness.base.errors import EnvironmentProblem
+from harness.infra import serving_engine
+from harness.infra.process import url_for_display
+from harness.infra.target import LlmEndpoint, Target
 
 from . import client
 

@@ -17,10 +17,11 @@ import threading
 import time
 from pathlib import Path
 
-from harness import stats
-from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series
-from harness.process import note_url_secrets, redact, redact_file, redact_json
-from harness.serving_engine import install
+from harness.base import stats
+from harness.infra.model_wheels import smollm2_dir
+from harness.infra.process import note_url_secrets, redact, redact_file, redact_json
+from harness.infra.serving_engine import install
+from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series
 
 from . import client, engines, summary
 from .prefix_case import slice_records
@@ -210,7 +211,6 @@ def _rounds(ctx, p: dict, ep, hs: str):
 
 
 def _model_dir() -> str:
-    from harness.model_wheels import smollm2_dir
 
     return str(smollm2_dir())
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 import secrets
 
-from harness import serving_engine, stats
-from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, input_path
-from harness.errors import BadInput
+from harness.base import stats
+from harness.base.errors import BadInput
 from harness.experiments.kv_trace import trace as kvtrace
 from harness.experiments.kv_trace.predict import predicted_hit_rate
-from harness.http_get import display
+from harness.infra import serving_engine
+from harness.infra.http_get import display
+from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, input_path
 
 from . import client, client_fleet, engines, replay, summary
 
@@ -200,7 +201,6 @@ def _repeats(res: list[client.Result]) -> list[float]:
 
 
 def _instrument_metrics(results: dict) -> dict[str, Metric]:
-    from harness import stats
 
     m = {}
     for arm in ("instrument.on", "instrument.off"):

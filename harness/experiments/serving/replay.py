@@ -24,14 +24,14 @@ import math
 import random
 from dataclasses import dataclass
 
-from harness.errors import BadInput
+from harness.base.errors import BadInput
 
 from .client import Request
 
 VOCAB_LOW = 1000  # token ids drawn from [VOCAB_LOW, vocab_high): clear of special and byte tokens
 MOONCAKE_BLOCK = 512
 TAIL_ID_BASE = 1 << 62  # identities of blocks holding a request's own tail (never shared)
-MAX_TOKENS_PER_HASH = 1 << 16  # the largest block size an engine reports (harness.serving_engine.metrics)
+MAX_TOKENS_PER_HASH = 1 << 16  # the largest block size an engine reports (harness.infra.serving_engine.metrics)
 
 
 @dataclass

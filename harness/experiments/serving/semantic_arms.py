@@ -27,10 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from harness.driver_contract import Param
 from harness.experiments.semantic_cache import common, keys, ttft_case
 from harness.experiments.semantic_cache.embed import Embedder
 from harness.experiments.semantic_cache.store import Entry, Store
+from harness.model.driver_contract import Param
 
 from . import client
 from .semantic_case import Front

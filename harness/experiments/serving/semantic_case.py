@@ -18,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import time
 
-from harness import serving_engine
-from harness.driver_contract import CaseContext, CaseOutcome, Metric, Param
-from harness.driver_helpers import torch_threads
 from harness.experiments.semantic_cache import common, keys, ttft_case
+from harness.experiments.semantic_cache.embed import Embedder
+from harness.experiments.semantic_cache.store import Entry, Store
 from harness.experiments.semantic_cache.ttft import MODES
+from harness.infra import serving_engine
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
+from harness.model.driver_helpers import torch_threads
 
 from . import client, engines
 
@@ -58,7 +60,6 @@ class Front:
     async def serve(self, mode: str, text: str, label: str) -> tuple[float | None, str]:
         import numpy as np
 
-        from harness.experiments.semantic_cache.store import Entry
 
         t0 = time.perf_counter()
         entry, key = (None, None) if mode == "no_cache" else self.lookup(mode, text)
@@ -98,8 +99,6 @@ async def _serve_stream(ctx, ep, p, s, stores, emb, proj) -> tuple[list[list], l
 
 
 def run(ctx: CaseContext) -> CaseOutcome:
-    from harness.experiments.semantic_cache.embed import Embedder
-    from harness.experiments.semantic_cache.store import Entry, Store
 
     p = {**ctx.params, "device": "cpu"}
     try:

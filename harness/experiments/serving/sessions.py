@@ -24,8 +24,8 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness.errors import BadInput
-from harness.files import read_bounded
+from harness.base.errors import BadInput
+from harness.base.files import read_bounded
 
 from .client import Request
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import stats
-from harness.driver_contract import Metric, Series
-from harness.driver_helpers import write_csv
+from harness.base import stats
+from harness.model.driver_contract import Metric, Series
+from harness.model.driver_helpers import write_csv
 
 from .client import STATUSES, Result
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness import stats
+from harness.base import stats
 
 from .client import Result
 

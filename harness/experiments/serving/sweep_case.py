@@ -34,11 +34,12 @@ from __future__ import annotations
 import asyncio
 import math
 
-from harness import serving_engine, stats
-from harness.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, input_path
-from harness.errors import BadInput
+from harness.base import stats
+from harness.base.errors import BadInput
 from harness.experiments.kv_trace import trace as kvtrace
 from harness.experiments.semantic_cache import ttft_case
+from harness.infra import serving_engine
+from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, input_path
 
 from . import client, engines, replay, semantic_arms, sessions, sweep, sweep_run
 

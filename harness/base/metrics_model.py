@@ -1,0 +1,138 @@
+"""What a driver measures: a `Metric` (one number with its unit and which direction is
+better) or a `Series` (named columns of equal length: the raw sequence a view turns into a
+table or a chart), and the facts a case reports (flat names to a string, number or boolean).
+
+The lowest layer of the data model: the driver contract (harness.model.driver_contract), the stored run
+(harness.model.stored_run) and the views all build on it; it imports nothing of the harness.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+STATUSES = ("ok", "failed", "invalid", "skipped")
+BETTER = (None, "lower", "higher")
+
+
+def finite_number(v: Any) -> float | None:
+    """A number from a file the user may have edited, as a float: None unless it is a finite
+    int or float (not a bool; an int too large for a float is None, not an OverflowError)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def finite_or_none(v: Any) -> Any:
+    """NaN and infinities never reach a results file (they are not JSON): None instead; so
+    is an int past a float's range (a damaged file's), which no statistic could use."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and finite_number(v) is None:
+        return None
+    return v
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A measured value with its unit and which direction is better."""
+
+    value: float | None
+    unit: str
+    better: str | None = None  # "lower", "higher" or None (neither)
+    note: str = ""
+
+    def __post_init__(self):
+        if self.better not in BETTER:
+            raise ValueError(f"Metric.better must be 'lower', 'higher' or None, not {self.better!r}")
+        if self.value is not None:
+            if isinstance(self.value, bool) or not isinstance(self.value, (int, float)):
+                raise ValueError(f"Metric value must be a number, got {self.value!r}")
+            v = finite_number(self.value)
+            if v is None:
+                raise ValueError(f"Metric value must be finite, got {str(self.value)[:60]}")
+            object.__setattr__(self, "value", v)
+
+    def to_json(self) -> dict:
+        out = {"value": self.value, "unit": self.unit}
+        if self.better:
+            out["better"] = self.better
+        if self.note:
+            out["note"] = self.note
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Metric":
+        return cls(data["value"], data.get("unit", ""), data.get("better"), data.get("note", ""))
+
+
+@dataclass(frozen=True)
+class Series:
+    """A raw measured sequence: named columns of equal length. Values are numbers, strings
+    or None (not measured); NaN and infinities become None. `units` names a column's unit.
+
+    Example: Series({"second": [-1, 0, 1], "store_reads": [40, 100, 56]}, {"store_reads": "reads/s"})
+    """
+
+    columns: dict[str, list]
+    units: dict[str, str] = field(default_factory=dict)
+    note: str = ""
+
+    def __post_init__(self):
+        if not isinstance(self.columns, dict) or not self.columns:
+            raise ValueError("a Series needs at least one column")
+        lengths = {k: len(v) for k, v in self.columns.items()}
+        if len(set(lengths.values())) > 1:
+            raise ValueError(f"Series columns differ in length: {lengths}")
+        clean = {}
+        for k, col in self.columns.items():
+            vals = []
+            for v in col:
+                if hasattr(v, "item") and not isinstance(v, (str, bytes)):  # numpy scalars
+                    v = v.item()
+                if v is not None and not isinstance(v, (int, float, str)):
+                    raise ValueError(f"Series column {k!r}: {type(v).__name__} is not a number, string or None")
+                vals.append(finite_or_none(v))
+            clean[str(k)] = vals
+        object.__setattr__(self, "columns", clean)
+        unknown = set(self.units) - set(clean)
+        if unknown:
+            raise ValueError(f"Series units name unknown columns: {sorted(unknown)}")
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values())))
+
+    def column(self, name: str) -> list:
+        return self.columns[name]
+
+    def rows(self) -> list[list]:
+        cols = list(self.columns.values())
+        return [list(r) for r in zip(*cols)]
+
+    def to_json(self) -> dict:
+        out: dict = {"columns": self.columns}
+        if self.units:
+            out["units"] = self.units
+        if self.note:
+            out["note"] = self.note
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Series":
+        return cls(data["columns"], data.get("units", {}), data.get("note", ""))
+
+
+FACT_TYPES = (str, int, float, bool)
+
+
+def check_facts(facts: dict) -> dict:
+    """Facts are flat: names to a string, number or boolean (what a ledger condition compares)."""
+    if not isinstance(facts, dict):
+        raise ValueError(f"facts must be a mapping, not {type(facts).__name__}")
+    for k, v in facts.items():
+        if not isinstance(k, str) or not isinstance(v, FACT_TYPES):
+            raise ValueError(f"fact {k!r}: {type(v).__name__} is not a string, number or boolean")
+    return facts
