@@ -24,7 +24,7 @@ C2 = "serving/semantic-e2e semantic_cache.net_hit_rate_pct"
 C3 = "serving/semantic-e2e ttft.p95_change_semantic_vs_hash_pct"
 I23 = ("serving/client-vs-vllm peer.ttft_p50_absdiff_pct", "serving/client-vs-vllm peer.tpot_p50_absdiff_pct")
 I25 = ("serving/sweep prefix.capacity_gain_x",)
-C3_CURVE = ("serving/sweep semantic.vs_hash.best_ttft_p95_change_pct",)
+C3_CURVE = ("serving/sweep semantic.vs_hash.ttft_p95_change_pct",)
 SEMANTIC_ONLY = ("sweep.arms=[semantic.on, semantic.hash, semantic.off, semantic.oracle]",)
 
 MUTATIONS = [

@@ -54,7 +54,15 @@ class SemanticArms:
         self.emb = Embedder.load("cpu")
         self.s = ttft_case.prepare(self.p, self.emb, ctx.log)
         self.proj = keys.projection(self.emb.dim, self.p["lsh_seed"])
-        self.rc = ctx.target.cluster_client()
+        self.rc = ctx.target.cluster_client(socket_timeout=10)  # a hung node fails a lookup, never the case
+        self.worker = None
+        try:
+            self._start(ctx)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, ctx) -> None:
         common.clear_patterns(ctx.target)
         p_ = self.p
         self.stores = {"hash_cache": Store(self.rc, p_["ttl_s"], p_["bands"]),
@@ -73,18 +81,23 @@ class SemanticArms:
         self.worker.submit(self.emb.encode_one, self.s.requests[0][0]).result()  # the first call is no measurement
 
     def close(self) -> None:
+        """The worker drained first (no write lands after), then the stores cleared; the
+        torch thread count the worker set is restored."""
         try:
-            for st in self.stores.values():
+            if self.worker is not None:
+                self.worker.shutdown(wait=True)
+            for st in getattr(self, "stores", {}).values():
                 st.clear()
         finally:
-            self.worker.shutdown(wait=True)
             self.rc.close()
-            import torch
+            if self.worker is not None:
+                import torch
 
-            torch.set_num_threads(self._threads)
+                torch.set_num_threads(self._threads)
 
     def reset(self, arm: str) -> None:
         """The stores as a point starts: the inserted origins (and, for the oracle, every query)."""
+        self.worker.submit(lambda: None).result()  # the last point's writes are done before the reset
         entries = [Entry(lab, f"[cached answer of entry {i}]") for i, (_, lab) in enumerate(self.s.workload.inserts)]
         mode = MODE_OF[arm]
         if mode == "hash_cache":
@@ -126,6 +139,14 @@ class SemanticArms:
             async def serve(i: int, r: client.Request, t0: float) -> client.Result:
                 st = time.perf_counter()
                 late_ms = 1000 * (st - (t0 + r.at_s))
+                try:
+                    return await through(i, r, t0, st, late_ms)
+                except Exception as e:  # the cache failed (Redis): the request's error, sent on time
+                    self.outcomes[i] = "error"
+                    return client.Result(i, r.tag, r.at_s, "error", f"the cache: {type(e).__name__}: {e}"[:200],
+                                         late_ms=late_ms)
+
+            async def through(i: int, r: client.Request, t0: float, st: float, late_ms: float) -> client.Result:
                 loop = asyncio.get_running_loop()
                 entry, key = (None, None) if mode == "no_cache" else \
                     await loop.run_in_executor(loop_worker, front.lookup, mode, r.prompt)
@@ -146,6 +167,11 @@ class SemanticArms:
             return serve
 
         return make
+
+    def engine_served(self, results: list[client.Result]) -> list[client.Result]:
+        """The requests the engine served (misses, wrong hits, no cache): a queue shows in
+        their TTFT, while a mix of hits and misses would swing a third's median."""
+        return [r for r in results if self.outcomes.get(r.index) != "hit"]
 
     def figures(self, results: list[client.Result], warmup_s: float) -> dict:
         """The cache's own figures over the point's measured requests: correct hits (% of

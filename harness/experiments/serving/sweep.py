@@ -77,6 +77,7 @@ class PointStats:
     invalid: str  # '' when the load sent was the load configured
     saturated: str  # '' when the server kept up
     slo_held: bool
+    errors: int = 0  # measured requests that did not complete (left out of the percentiles)
 
 
 def measured(results: list[Result], warmup_s: float) -> list[Result]:
@@ -107,7 +108,7 @@ def finished_s(r: Result) -> float | None:
 
 
 def point_stats(everything: list[Result], level: float, warmup_s: float, window_s: float, slo: Slo, rules: Rules,
-                offered_rps: float | None) -> PointStats:
+                offered_rps: float | None, queued: list[Result] | None = None) -> PointStats:
     """One point's figures. Latencies, the SLO and goodput over the requests scheduled in the
     window (after the warm-up); the server's throughput as the answers that ended inside the
     window shifted by the median time in the system, whenever they were sent: a server that
@@ -126,12 +127,14 @@ def point_stats(everything: list[Result], level: float, warmup_s: float, window_
     ended = sum(1 for r in everything
                 if r.status == "ok" and warmup_s + lag <= (finished_s(r) or -1) < warmup_s + window_s + lag)
     late = [r.late_ms for r in results if r.late_ms is not None]
-    g, rise = growth(results)
+    # TTFT growth over the requests that could queue (`queued`: a cache's hits cannot; by default all)
+    g, rise = growth(measured(queued, warmup_s) if queued is not None else results)
     p = PointStats(level, offered_rps, sent / window_s, ended / window_s, len(met) / window_s,
                    100.0 * len(met) / n if n else 0.0, _pct(late, 95),
                    _pct([r.ttft_ms for r in ok if r.ttft_ms is not None], 50),
                    _pct([r.ttft_ms for r in ok if r.ttft_ms is not None], 95),
                    _pct([r.tpot_ms for r in ok if r.tpot_ms is not None], 95), g, rise, n, "", "", False)
+    p.errors = n - len(ok)
     p.invalid = _invalid(p, rules)
     p.saturated = _saturated(p, rules, window_s)
     p.slo_held = not p.invalid and n > 0 and p.met_pct >= slo.min_met_pct

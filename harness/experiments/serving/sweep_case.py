@@ -142,6 +142,9 @@ class Workloads:
     def figures(self, results: list[client.Result], warmup_s: float) -> dict:
         return {}
 
+    def engine_served(self, results: list[client.Result]) -> list[client.Result]:
+        return results
+
     def requests(self, arm: str, rate: float, span_s: float, salt: int, block: int) -> list[client.Request]:
         n = max(2, round(rate * span_s))
         p = self.p
@@ -247,7 +250,8 @@ def sweep_arm(ctx: CaseContext, arm: str, ep, loads, block: int, salt: int) -> l
         served = sum(r.prompt_tokens or 0 for r in results if r.status == "ok")
         counts = before.delta(engines.Counters.read(ep), served, arm.endswith(".on") and ep.prefix_caching is not False)
         offered = (sum(warmup <= r.at_s < warmup + window for r in reqs) / window) if p["mode"] == "open" else None
-        st = sweep.point_stats(results, float(level), warmup, window, slo_of(p), rules_of(p), offered)
+        st = sweep.point_stats(results, float(level), warmup, window, slo_of(p), rules_of(p), offered,
+                               loads.engine_served(results))
         points.append(st)
         rows.append({**_row(arm, st, counts, served, warmup + window), **_cache_row(loads.figures(results, warmup),
                                                                                    results, warmup, window),
@@ -270,6 +274,7 @@ def _row(arm: str, st: sweep.PointStats, counts: engines.Counters, served: int, 
             "invalid": st.invalid, "saturated": st.saturated, "slo_held": st.slo_held,
             "engine_hit_pct": engines.hit_pct(counts, served),
             "hit_tokens_per_s": counts.hits / span_s if counts.hits is not None and not counts.problem else None,
+            "errors": st.errors,
             "_stats": st}
 
 
@@ -360,9 +365,9 @@ def outcome(ctx: CaseContext, rows: list[dict], skipped: dict, loads: Workloads)
     m.update(wrong_hits(rows))
     for cache in ("prefix", "instrument", "semantic"):
         m.update(buys(cache, rows, by_arm, unit))
-    versus, c3 = against_hash(by_arm, unit)
-    c3.update(pooled_p95(rows) if c3 else {})
+    versus, c3 = against_hash(rows, unit)
     m.update(c3)
+    m.update(errors_of(rows))
     cols = [c for c in rows[0] if not c.startswith("_")] if rows else []
     series = {"points": Series({c: [r[c] for r in rows] for c in cols},
                                {"level": unit, "offered_rps": "req/s", "sent_rps": "req/s", "completed_rps": "req/s",
@@ -376,7 +381,8 @@ def outcome(ctx: CaseContext, rows: list[dict], skipped: dict, loads: Workloads)
                                             {"level": unit, "semantic_p95_ms": "ms", "hash_p95_ms": "ms",
                                              "change_pct": "%"},
                                             "C3 against the curve: TTFT P95, semantic cache against the hash "
-                                            "cache, at every load both ran validly")
+                                            "cache, at every load both ran steadily (valid, not saturated, "
+                                            "no request failed)")
     details = {"slo": slo_of(p).text(), "mode": p["mode"], "skipped_arms": skipped,
                "workload": p["workload"], "unit": unit}
     if p["workload"] == "sessions":
@@ -435,6 +441,19 @@ def _failed(points: list[sweep.PointStats]) -> bool:
     return any(not x.invalid and not x.slo_held for x in points)
 
 
+def errors_of(rows: list[dict]) -> dict[str, Metric]:
+    """Per arm: the measured requests that did not complete, over every point (at a point past
+    the knee, timeouts are what the server did; below it, a fault)."""
+    m: dict[str, Metric] = {}
+    for arm in dict.fromkeys(r["arm"] for r in rows):
+        mine = [r for r in rows if r["arm"] == arm]
+        n = sum(r["requests"] for r in mine)
+        if n:
+            m[f"{arm}.error_pct"] = Metric(100.0 * sum(r["errors"] for r in mine) / n, "%", "lower",
+                                           f"requests that did not complete, of the {n} measured at every point")
+    return m
+
+
 def wrong_hits(rows: list[dict]) -> dict[str, Metric]:
     """Per arm of a cache in front of the engine: its wrong hits (answers of another question,
     served by the engine instead) over every point's measured requests."""
@@ -448,41 +467,43 @@ def wrong_hits(rows: list[dict]) -> dict[str, Metric]:
     return m
 
 
-def pooled_p95(rows: list[dict]) -> dict[str, Metric]:
-    """Per semantic arm, the TTFT P95 over every measured request of its valid points (the
-    instrument's comparison: more requests than one point's)."""
-    m: dict[str, Metric] = {}
-    for arm in semantic_arms.ARMS:
-        ttft = [t for r in rows if r["arm"] == arm and not r["invalid"] for t in r["_ttft"]]
+def _steady(r: dict) -> bool:
+    """A point whose P95 is a steady state: valid, not saturated (a queue's P95 grows with
+    the window), every measured request completed."""
+    return not r["invalid"] and not r["saturated"] and not r["errors"]
+
+
+def against_hash(rows: list[dict], unit: str) -> tuple[list[dict], dict[str, Metric]]:
+    """C3 against the curve. Per load at which the semantic and the hash cache both ran
+    steadily: their TTFT P95s and the change (the report's table). Judged: the change of the
+    P95 over every measured request of those loads, pooled (a point's P95 of a dozen requests
+    is nearly its slowest one, and the best of several such points would favour the claim);
+    the controls (no cache, the oracle cache) pooled over the same loads."""
+    arms = {a for a in semantic_arms.ARMS if any(r["arm"] == a for r in rows)}
+    if not {"semantic.on", "semantic.hash"} <= arms:
+        return [], {}
+    steady = {a: {r["level"]: r for r in rows if r["arm"] == a and _steady(r)} for a in arms}
+    pair = sorted(set(steady["semantic.on"]) & set(steady["semantic.hash"]))
+    versus = [{"level": lv, "semantic_p95_ms": steady["semantic.on"][lv]["ttft_p95_ms"],
+               "hash_p95_ms": steady["semantic.hash"][lv]["ttft_p95_ms"],
+               "change_pct": 100.0 * (steady["semantic.on"][lv]["ttft_p95_ms"]
+                                      / steady["semantic.hash"][lv]["ttft_p95_ms"] - 1)}
+              for lv in pair if steady["semantic.on"][lv]["ttft_p95_ms"] and steady["semantic.hash"][lv]["ttft_p95_ms"]]
+    shared = [lv for lv in pair if all(lv in steady[a] for a in arms)]  # where every semantic arm ran steadily
+    if not shared:
+        return versus, {}
+    where = f"{', '.join(f'{lv:g}' for lv in shared)} {unit}"
+    m: dict[str, Metric] = {"semantic.shared_levels": Metric(len(shared), "loads", None,
+                                                             f"the loads every semantic arm ran steadily: {where}")}
+    for a in sorted(arms):
+        ttft = [t for lv in shared for t in steady[a][lv]["_ttft"]]
         if ttft:
-            m[f"{arm}.ttft_p95_pooled_ms"] = Metric(stats.percentile(ttft, 95), "ms", None,
-                                                    f"TTFT P95 over the {len(ttft)} measured requests of the arm's "
-                                                    f"valid points")
-    return m
-
-
-def against_hash(by_arm: dict, unit: str) -> tuple[list[dict], dict[str, Metric]]:
-    """C3 against the curve: at every load the semantic and the hash cache both ran validly,
-    the semantic cache's TTFT P95 against the hash cache's; the largest cut, and every arm's
-    P95 at that load (the controls: no cache there, and the oracle cache)."""
-    sem, hsh = by_arm.get("semantic.on"), by_arm.get("semantic.hash")
-    if not sem or not hsh:
-        return [], {}
-    at = {a: {x.level: x for x in pts if not x.invalid and x.ttft_p95_ms} for a, pts in by_arm.items()}
-    versus = [{"level": lv, "semantic_p95_ms": at["semantic.on"][lv].ttft_p95_ms,
-               "hash_p95_ms": at["semantic.hash"][lv].ttft_p95_ms,
-               "change_pct": 100.0 * (at["semantic.on"][lv].ttft_p95_ms / at["semantic.hash"][lv].ttft_p95_ms - 1)}
-              for lv in sorted(set(at["semantic.on"]) & set(at["semantic.hash"]))]
-    if not versus:
-        return [], {}
-    best = min(versus, key=lambda v: v["change_pct"])
-    m = {"semantic.vs_hash.best_ttft_p95_change_pct": Metric(
-        best["change_pct"], "%", "lower", f"TTFT P95, semantic cache against the hash cache, at the load where the "
-        f"cut was largest ({best['level']:g} {unit}; the changes at every load: series semantic_vs_hash)"),
-         "semantic.vs_hash.best_level": Metric(best["level"], unit, None, "the load of that largest cut")}
-    for a in semantic_arms.ARMS:
-        x = at.get(a, {}).get(best["level"])
-        if x is not None:
-            m[f"{a}.ttft_p95_at_best_ms"] = Metric(x.ttft_p95_ms, "ms", "lower" if a != "semantic.off" else None,
-                                                   f"TTFT P95 of {a} at {best['level']:g} {unit}")
+            m[f"{a}.ttft_p95_shared_ms"] = Metric(stats.percentile(ttft, 95), "ms", None,
+                                                  f"TTFT P95 over the {len(ttft)} measured requests at {where}")
+    on, hsh = m.get("semantic.on.ttft_p95_shared_ms"), m.get("semantic.hash.ttft_p95_shared_ms")
+    if on and hsh and hsh.value:
+        m["semantic.vs_hash.ttft_p95_change_pct"] = Metric(
+            100.0 * (on.value / hsh.value - 1), "%", "lower",
+            f"TTFT P95, semantic cache against the hash cache, over every measured request at {where} (each load's "
+            f"own change: series semantic_vs_hash)")
     return versus, m
