@@ -95,4 +95,5 @@ def test_the_sweep_shows_curves_knee_capacity_and_c3_against_the_curve():
     assert set(buys) == {"prefix", "instrument", "semantic"} and "2" in str(buys["prefix"][3])
     c3 = tables["C3 against the curve: TTFT P95, semantic cache against the hash cache, at every load both ran "
                 "steadily"]
-    assert len(c3.rows) == 3  # 4, 8 and 16 req/s
+    # 4 and 16 req/s: at 8 the semantic arm's schedule ran late (an invalid point is left out)
+    assert [r[0] for r in c3.rows] == [4.0, 16.0], c3.rows
