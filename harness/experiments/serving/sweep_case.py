@@ -362,12 +362,14 @@ def outcome(ctx: CaseContext, rows: list[dict], skipped: dict, loads: Workloads)
         m[f"{arm}.points"] = Metric(len(pts), "points", None)
         m[f"{arm}.invalid_points"] = Metric(sum(bool(x.invalid) for x in pts), "points", "lower",
                                             "points whose load sent was not the load configured")
-    m.update(wrong_hits(rows))
+    m.update(per_arm_pct(rows, "wrong_hits", "wrong_hit_pct",
+                         "wrong hits (answers of another question, served by the engine instead)"))
     for cache in ("prefix", "instrument", "semantic"):
         m.update(buys(cache, rows, by_arm, unit))
     versus, c3 = against_hash(rows, unit)
     m.update(c3)
-    m.update(errors_of(rows))
+    # at a point past the knee, timeouts are what the server did; below it, a fault
+    m.update(per_arm_pct(rows, "errors", "error_pct", "requests that did not complete"))
     cols = [c for c in rows[0] if not c.startswith("_")] if rows else []
     series = {"points": Series({c: [r[c] for r in rows] for c in cols},
                                {"level": unit, "offered_rps": "req/s", "sent_rps": "req/s", "completed_rps": "req/s",
@@ -441,29 +443,16 @@ def _failed(points: list[sweep.PointStats]) -> bool:
     return any(not x.invalid and not x.slo_held for x in points)
 
 
-def errors_of(rows: list[dict]) -> dict[str, Metric]:
-    """Per arm: the measured requests that did not complete, over every point (at a point past
-    the knee, timeouts are what the server did; below it, a fault)."""
+def per_arm_pct(rows: list[dict], col: str, name: str, what: str) -> dict[str, Metric]:
+    """Per arm whose rows have `col`: its sum over every point's measured requests, as a share
+    of them (`{arm}.{name}`)."""
     m: dict[str, Metric] = {}
-    for arm in dict.fromkeys(r["arm"] for r in rows):
-        mine = [r for r in rows if r["arm"] == arm]
+    for arm in dict.fromkeys(r["arm"] for r in rows if r[col] is not None):
+        mine = [r for r in rows if r["arm"] == arm and r[col] is not None]
         n = sum(r["requests"] for r in mine)
         if n:
-            m[f"{arm}.error_pct"] = Metric(100.0 * sum(r["errors"] for r in mine) / n, "%", "lower",
-                                           f"requests that did not complete, of the {n} measured at every point")
-    return m
-
-
-def wrong_hits(rows: list[dict]) -> dict[str, Metric]:
-    """Per arm of a cache in front of the engine: its wrong hits (answers of another question,
-    served by the engine instead) over every point's measured requests."""
-    m: dict[str, Metric] = {}
-    for arm in semantic_arms.ARMS:
-        mine = [r for r in rows if r["arm"] == arm and r["wrong_hits"] is not None]
-        n = sum(r["requests"] for r in mine)
-        if n:
-            m[f"{arm}.wrong_hit_pct"] = Metric(100.0 * sum(r["wrong_hits"] for r in mine) / n, "%", "lower",
-                                               f"wrong hits over the {n} measured requests of the arm's points")
+            m[f"{arm}.{name}"] = Metric(100.0 * sum(r[col] for r in mine) / n, "%", "lower",
+                                        f"{what}, of the {n} measured requests of the arm's points")
     return m
 
 
