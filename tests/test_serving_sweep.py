@@ -217,3 +217,29 @@ def test_the_semantic_arms_answer_hits_from_the_cache_and_send_the_rest_to_the_e
     assert oracle["ttft_p95_ms"] < 100.0 and not oracle["invalid"], oracle  # a lookup only
     assert off["cache_hit_pct"] == 0.0 and srv.served >= off["requests"] > 0, off
     assert on["cache_hit_pct"] is not None and on["wrong_hits"] is not None, on
+
+
+def test_the_outcome_pools_c3_over_the_loads_every_semantic_arm_ran_steadily(tmp_path):
+    """The case's outcome on constructed points: C3's change is the pooled P95s' (semantic
+    against hash) over the loads where all four semantic arms ran steadily: a saturated point
+    of one arm leaves its load out for all of them; wrong hits and errors are shares per arm."""
+    from harness.experiments.serving import engines, sweep_case
+
+    ctx = _ctx(tmp_path, "http://127.0.0.1:9")
+    ttft = {"semantic.on": 100.0, "semantic.hash": 200.0, "semantic.off": 300.0, "semantic.oracle": 10.0}
+    rows = []
+    for arm, t in ttft.items():
+        for lv in (4.0, 8.0):
+            slow = arm == "semantic.off" and lv == 8.0  # saturated: load 8 is no one's
+            res = _results(int(10 * lv), lv, 5000.0 if slow else t)  # the configured rate over the 10 s window
+            st = _point(lv, res)
+            st.saturated = "a queue" if slow else ""
+            rows.append({**sweep_case._row(arm, st, engines.Counters(None, None), 0, 10.0),
+                         **sweep_case._cache_row({"cache_hit_pct": 0.0, "wrong_hits": int(arm == "semantic.on"),
+                                                  "cache_hits": 0}, res, 0.0, 10.0),
+                         "_ttft": [r.ttft_ms for r in res]})
+    m = sweep_case.outcome(ctx, rows, {}, sweep_case.Workloads(ctx.params)).metrics
+    assert m["semantic.shared_levels"].value == 1
+    assert m["semantic.vs_hash.ttft_p95_change_pct"].value == pytest.approx(-50.0)
+    assert m["semantic.off.ttft_p95_shared_ms"].value == pytest.approx(300.0)
+    assert m["semantic.on.wrong_hit_pct"].value == pytest.approx(100 * 2 / 120) and m["semantic.on.error_pct"].value == 0
