@@ -14,6 +14,7 @@ from click.shell_completion import CompletionItem
 from harness.base import signals
 from harness.base.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, BadInput, EnvironmentProblem, HarnessError
 from harness.base.files import NO_SPACE, no_space_line, write_atomic
+from harness.base.paths import REPO_ROOT
 from harness.base.safe_text import LINE, NAME, for_terminal
 from harness.infra.cluster import LocalCluster
 from harness.infra.monitoring import cluster_owner, configured_port, stacks_owned_by, start_stack, stop_stack
@@ -73,13 +74,21 @@ def cli():
     claim, threshold and measurement side by side."""
 
 
+def _spec_path(s) -> str | None:
+    """A suite's spec file, relative to the repository when it is there."""
+    if not s.path:
+        return None
+    p = Path(s.path).resolve()
+    return str(p.relative_to(REPO_ROOT)) if p.is_relative_to(REPO_ROOT) else str(p)
+
+
 @cli.command("list")
 @click.option("--json", "as_json", is_flag=True, help="print JSON (suites, cases, profiles, drivers)")
 def list_cmd(as_json):
     """Suites, their cases and profiles; the registered drivers."""
     if as_json:
         click.echo(json.dumps({
-            "suites": [{"name": s.name, "file": s.path.name if s.path else None, "description": s.description,
+            "suites": [{"name": s.name, "file": _spec_path(s), "description": s.description,
                         "target": s.target, "profiles": list(s.profiles),
                         "cases": [{"name": c.name, "driver": c.driver, "description": c.description} for c in s.cases]}
                        for s in spec.load_all_suites().values()],
@@ -87,7 +96,7 @@ def list_cmd(as_json):
                         for n, d in sorted(driver_contract.load_all().items())]}, indent=1))
         return
     for s in spec.load_all_suites().values():
-        click.echo(for_terminal(f"{s.name}  ({s.path.name})  profiles: {', '.join(s.profiles)}", LINE))
+        click.echo(for_terminal(f"{s.name}  ({_spec_path(s)})  profiles: {', '.join(s.profiles)}", LINE))
         click.echo("    " + for_terminal(s.description.strip().splitlines()[0] if s.description.strip() else '', LINE))
         for c in s.cases:
             click.echo(for_terminal(f"    - {c.name} [{c.driver}] {c.description}", LINE))
@@ -330,7 +339,7 @@ cli.add_command(engine)  # harness engine install|up|down|status (harness/infra/
 @cli.command()
 @click.argument("specs", nargs=-1)
 def validate(specs):
-    """Check suite specs (all of suites/ and the claims ledger when none are given)."""
+    """Check suite specs (every suite of harness/experiments/ and the claims ledger when none are given)."""
     for line in spec.validate_paths(list(specs)):
         click.echo(for_terminal(line, LINE))
 

@@ -99,9 +99,9 @@ def test_the_ledger_checks_flip_when_the_mechanism_is_removed(cluster, tmp_path)
 
 
 def test_view_shows_each_probe_under_each_rule(cluster, tmp_path):
+    from harness.experiments import views
     from harness.model.spec import Case, SuiteClaim, SuiteRun
     from harness.model.stored_run import Record, RunData
-    from harness.publish import views
     from harness.verdict.analysis import analyze
 
     out, _ = _run(cluster, tmp_path / "raw")

@@ -29,11 +29,11 @@ def assert_one_line(p, code, needle):
 def test_validate_all_shipped_specs():
     p = harness("validate")
     assert p.returncode == 0, p.stderr
-    assert "redis-cluster.yaml: ok" in p.stdout
+    assert "redis_cluster/suite.yaml: ok (redis-cluster)" in p.stdout
 
 
 def test_misspelt_field_exit_2(tmp_path):
-    d = yaml.safe_load((REPO / "suites" / "redis-cluster.yaml").read_text())
+    d = yaml.safe_load((REPO / "harness" / "experiments" / "redis_cluster" / "suite.yaml").read_text())
     d["cases"][0]["parameters"] = d["cases"][0].pop("params")
     f = tmp_path / "bad.yaml"
     f.write_text(yaml.safe_dump(d))

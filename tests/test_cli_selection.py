@@ -153,4 +153,4 @@ def test_split_names_whole_suite_beside_one_of_its_cases():
     assert split_names(["redis-cluster", "redis-cluster/acl"]) == (["redis-cluster"], {})
     assert split_names(["redis-cluster/acl", "redis-cluster"]) == (["redis-cluster"], {})
     assert split_names(["redis-cluster", "redis-cluster"]) == (["redis-cluster", "redis-cluster"], {})  # refused later
-    assert split_names(["suites/redis-cluster.yaml"]) == (["suites/redis-cluster.yaml"], {})
+    assert split_names(["harness/experiments/redis_cluster/suite.yaml"]) == (["harness/experiments/redis_cluster/suite.yaml"], {})

@@ -12,7 +12,7 @@ import socket
 import pytest
 
 from harness.base.errors import BadInput, EnvironmentProblem
-from harness.base.paths import SUITES_DIR
+from harness.base.paths import SUITES_DIR, suite_spec
 from harness.experiments.cold_start import counting
 from harness.experiments.cold_start import drivers as cs
 from harness.model import spec
@@ -86,7 +86,7 @@ def test_cluster_sizes_spread_over_repetitions():
     assert [cs._sizes({**p, "sizes_per_repetition": "one"}, r) for r in (1, 2, 4)] == [[3], [6], [3]]
     assert cs._sizes({**p, "sizes_per_repetition": "all"}, 2) == [3, 6, 10]
     assert cs._sizes({"primaries": [3], "sizes_per_repetition": "alternate"}, 2) == [3]
-    s = spec.load_suite_file(SUITES_DIR / "cold-start.yaml")
+    s = spec.load_suite_file(suite_spec("cold-start"))
     local = s.case_params(s.case("pool-by-cluster-size"), "local")
     reps = s.profile("local").repetitions
     measured = [n for r in range(1, reps + 1) for n in cs._sizes(local, r)]
@@ -110,7 +110,7 @@ def test_bad_params_are_refused_with_the_fix():
 
 
 def test_lab_profile_carries_the_source_numbers_as_bands():
-    s = spec.load_suite_file(SUITES_DIR / "cold-start.yaml")
+    s = spec.load_suite_file(suite_spec("cold-start"))
     lab = s.profile("lab-a100")
     assert lab.skipped_fails is True
     assert s.case_params(s.case("flush-one-primary"), "lab-a100")["cold_seconds"] == 8  # the source's 8 s
@@ -234,7 +234,7 @@ def _ledger(claim_id: str) -> dict:
 
 
 def _checks(claim_id: str):
-    suites = {"cold-start": spec.load_suite_file(SUITES_DIR / "cold-start.yaml")}
+    suites = {"cold-start": spec.load_suite_file(suite_spec("cold-start"))}
     return [spec._parse_check(f"{claim_id}.checks[{i}]", c, suites)
             for i, c in enumerate(_ledger(claim_id)["checks"])]
 
@@ -316,8 +316,8 @@ def test_c8_checks_refute_the_growth_and_need_the_flush(cluster, tmp_path):
 
 def _view_shows_the_run_beside_the_ledger(out, tmp_path):
     """The view on stored records of two repetitions: aggregated tables, the ledger's series."""
+    from harness.experiments import views
     from harness.model.spec import Claim
-    from harness.publish import views
 
     recs = [Record("cold-start", "flush-one-primary", r, "ok", metrics=out.metrics, series=out.series)
             for r in (1, 2)]

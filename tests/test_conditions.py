@@ -22,7 +22,7 @@ from harness.model.spec import Claim, SuiteRun
 from harness.model.stored_run import Metric, Record, load_run, write_manifest, write_results
 from harness.verdict.analysis import Outcome, analyze
 
-CLAIMS_YAML = Path(__file__).resolve().parents[1] / "suites" / "claims.yaml"
+CLAIMS_YAML = Path(__file__).resolve().parents[1] / "harness" / "experiments" / "claims.yaml"
 KEPT = ("suite", "case", "metric", "op", "value", "unit", "band", "band_reason", "better", "conditions")
 
 
@@ -36,7 +36,7 @@ def ident(i: int, **extra) -> dict:
 
 def ledger_checks(wanted) -> dict[str, list[dict]]:
     """The real ledger's checks whose conditions name `wanted` keys, by claim id: read from
-    suites/claims.yaml as it stands (only what the comparison needs)."""
+    harness/experiments/claims.yaml as it stands (only what the comparison needs)."""
     raw = yaml.safe_load(CLAIMS_YAML.read_text())
     out: dict[str, list[dict]] = {}
     for claim in raw["claims"]:

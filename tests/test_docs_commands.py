@@ -143,12 +143,10 @@ def _worked_example(copy: Path) -> None:
         first = body.splitlines()[0]
         if lang == "python" and first.startswith("# harness/"):
             (copy / first[2:].strip()).write_text(body)
-        elif lang == "python" and "suite's view" in first:
-            (copy / "harness" / "publish" / "views" / "ttl_expiry.py").write_text(body)
         elif lang == "yaml" and first.startswith("name: ttl-expiry"):
-            (copy / "suites" / "ttl-expiry.yaml").write_text(body)
+            (copy / "harness" / "experiments" / "ttl_expiry" / "suite.yaml").write_text(body)
         elif lang == "yaml" and first.lstrip().startswith("- id: C23"):
-            claims = copy / "suites" / "claims.yaml"
+            claims = copy / "harness" / "experiments" / "claims.yaml"
             claims.write_text(claims.read_text().rstrip("\n") + "\n" + body)
         else:
             continue
@@ -164,7 +162,7 @@ def test_the_worked_example_of_a_new_suite_validates_and_plans(tmp_path):
     import sys
 
     copy = tmp_path / "copy"
-    for part in ("harness", "suites", "reports"):
+    for part in ("harness", "reports"):
         shutil.copytree(REPO / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "data").symlink_to(REPO / "data")  # the specs name their datasets there
     _worked_example(copy)

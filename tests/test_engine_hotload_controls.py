@@ -68,7 +68,7 @@ def test_prewarm_summary_known_answer():
 
 @functools.lru_cache(maxsize=1)
 def ledger():
-    """The suite specs and the claims ledger as they are in suites/ (read once)."""
+    """The suite specs and the claims ledger as they are in harness/experiments/ (read once)."""
     suites = load_all_suites()
     return suites, load_claims(suites=suites)
 

@@ -2,7 +2,7 @@
 
 The machine these tests were written on has neither a GPU nor tensorrt: the TensorRT
 backend is checked for importability, its pure helpers and its skip reason; it runs for
-real only on a GPU host (the trt-* cases of suites/engine-hotload.yaml).
+real only on a GPU host (the trt-* cases of harness/experiments/engine_hotload/suite.yaml).
 """
 
 from __future__ import annotations

@@ -231,11 +231,11 @@ def test_compatibility_check_refuses_a_model_with_a_different_input(minilm, feed
 
 def test_suite_spec_validates_and_bad_params_are_bad_input():
     from harness.base.errors import BadInput
-    from harness.base.paths import SUITES_DIR
+    from harness.base.paths import suite_spec
     from harness.model import spec
     from harness.model.driver_contract import get
 
-    suite = spec.load_suite_file(SUITES_DIR / "engine-hotload.yaml")
+    suite = spec.load_suite_file(suite_spec("engine-hotload"))
     assert {c.driver for c in suite.cases} == {"engine-hotload-cold-start", "engine-hotload-prewarm", "engine-hotload-hot-swap",
                                                "engine-hotload-incompatible-swap", "engine-hotload-signed-load"}
     drv = get("engine-hotload-prewarm")

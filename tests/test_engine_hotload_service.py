@@ -139,7 +139,7 @@ def test_loading_aside_serves_on_where_loading_under_the_lock_and_a_pause_stall(
     assert m["in_place.gap_ms"] > 250 and m["restart.outage_ms"] > 250 and m["swap.gap_ms"] < 150, m
 
 
-# ---- the ledger judges the hot swap on service (suites/claims.yaml, C14) -------------------
+# ---- the ledger judges the hot swap on service (harness/experiments/claims.yaml, C14) -------------------
 
 SOUND = {"swap.window_max_over_call": 0.09, "pause.window_max_over_call": 1.05, "in_place.window_max_over_call": 0.95,
          "swap.gap_over_steady": 1.8, "restart.outage_over_steady": 7.0, "in_place.gap_over_steady": 9.0,

@@ -221,7 +221,7 @@ def test_cli_validate_refuses_the_invented_policy(tmp_path):
 def test_the_suite_validates():
     from harness.model.spec import load_suite_file
 
-    s = load_suite_file(REPO / "suites" / "eviction.yaml")
+    s = load_suite_file(REPO / "harness" / "experiments" / "eviction" / "suite.yaml")
     assert {c.name for c in s.cases} >= {"trace", "simulate", "crosscheck", "redis", "redis-cluster"}
 
 
@@ -287,12 +287,12 @@ def test_run_labels_name_knobs_only_when_they_differ_from_redis_defaults():
 def _ledger_checks(claim_id: str) -> list:
     from harness.model.spec import ClaimCheck, load_yaml
 
-    claims = load_yaml(REPO / "suites" / "claims.yaml", "claims ledger")["claims"]
+    claims = load_yaml(REPO / "harness" / "experiments" / "claims.yaml", "claims ledger")["claims"]
     return [ClaimCheck.from_json(c) for c in next(c for c in claims if c["id"] == claim_id)["checks"]]
 
 
 def _spec():
-    return yaml.safe_load((REPO / "suites" / "eviction.yaml").read_text())
+    return yaml.safe_load((REPO / "harness" / "experiments" / "eviction" / "suite.yaml").read_text())
 
 
 def test_every_profile_produces_the_metrics_the_ledger_checks():
@@ -476,9 +476,9 @@ def test_c19_with_a_broken_instrument_is_inconclusive(tmp_path):
 
 
 def test_view_builds_tables_from_records_across_repetitions(small_simulation, tmp_path):
+    from harness.experiments import views
     from harness.model.spec import Case, Claim, SuiteClaim, SuiteRun
     from harness.model.stored_run import Record, RunData
-    from harness.publish import views
     from harness.verdict.analysis import analyze
 
     out, _ = small_simulation

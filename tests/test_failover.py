@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.base.errors import BadInput
-from harness.base.paths import REPO_ROOT
+from harness.base.paths import REPO_ROOT, suite_spec
 from harness.infra.redis_server import port_is_free
 from harness.model import driver_contract, spec
 from harness.model.driver_contract import CaseContext, Node, Target
@@ -124,7 +124,7 @@ def test_c11b_rejoin_needs_the_nodes_conf(killed, tmp_path):
 
 
 def test_view_has_a_timeline_per_run_and_the_lost_writes_table(killed, tmp_path):
-    from harness.publish.views import Chart, Table, build
+    from harness.experiments.views import Chart, Table, build
     from harness.verdict.analysis import analyze
 
     out, _ = killed
@@ -150,7 +150,7 @@ def test_bad_variant_names_the_choices():
 
 
 def test_spec_lab_profile_carries_the_source_topology_and_redis_default_timeout():
-    s = spec.load_suite_file(spec.SUITES_DIR / "failover.yaml")
+    s = spec.load_suite_file(suite_spec("failover"))
     lab = s.profile("lab-a100")
     assert lab.skipped_fails is True
     assert s.case_params(s.case("primary-killed"), "lab-a100")["node_timeout_ms"] == 15000

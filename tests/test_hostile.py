@@ -138,7 +138,7 @@ BAD = {
                          "99999"),
     "monitoring port 99999": (lambda t: ["run", "redis-cluster", "--monitoring", "--results-dir", t / "r"],
                               "HARNESS_MONITORING_PORT"),
-    "suite named twice": (lambda t: ["run", "redis-cluster", REPO_ROOT / "suites" / "redis-cluster.yaml",
+    "suite named twice": (lambda t: ["run", "redis-cluster", REPO_ROOT / "harness" / "experiments" / "redis_cluster" / "suite.yaml",
                                      "--dry-run"], "named twice"),
 }
 ENV = {"monitoring port 99999": {"HARNESS_MONITORING_PORT": "99999"}}

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.experiments import views
 from harness.model.spec import load_all_suites, load_claims
 from harness.model.stored_run import Metric, Record, RunData, Series
-from harness.publish import views
 from harness.verdict.analysis import analyze
 
 

@@ -12,7 +12,7 @@ from html import unescape
 
 import pytest
 
-from harness.base.paths import REPO_ROOT
+from harness.base.paths import REPO_ROOT, suite_spec
 from harness.model import spec
 from harness.model.stored_run import load_run
 from harness.verdict.analysis import analyze
@@ -36,7 +36,7 @@ def verdict_of(run_dir, claim: str) -> str:
 
 
 def test_the_suite_is_valid_and_names_its_trace():
-    s = spec.load_suite_file(spec.SUITES_DIR / "kv-trace.yaml")
+    s = spec.load_suite_file(suite_spec("kv-trace"))
     for profile in ("local", "lab-sim", "lab-a100"):
         params = s.case_params(s.case("prefix-cache"), profile)
         assert params["trace"] == "data/mooncake/conversation_trace.jsonl" and params["block_size"] == 512

@@ -161,8 +161,8 @@ def test_a_second_provision_changes_nothing(lab):
 
 
 def test_the_serving_suite_measures_the_lab_host(lab, tmp_path):
-    if not (REPO_ROOT / "suites" / "serving.yaml").exists():
-        pytest.fail("suites/serving.yaml does not exist yet: the serving suite (serving-cases) is missing")
+    if not (REPO_ROOT / "harness" / "experiments" / "serving" / "suite.yaml").exists():
+        pytest.fail("harness/experiments/serving/suite.yaml does not exist yet: the serving suite (serving-cases) is missing")
     t0 = time.monotonic()
     args = ["run", "serving", "--profile", "lab-sim", "--target", str(INVENTORY), "--results-dir", str(tmp_path)]
     for setting in SMALL:

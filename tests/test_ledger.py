@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.base.paths import suite_spec
 from harness.model import driver_contract, spec
 from harness.model.driver_contract import CaseOutcome
 
@@ -16,7 +17,7 @@ def test_a_check_without_a_control_is_refused(tmp_path):
     from harness.base.errors import BadInput
 
     for name in ("redis-cluster.yaml",):
-        shutil.copy(spec.SUITES_DIR / name, tmp_path / name)
+        shutil.copy(suite_spec(name.removesuffix(".yaml")), tmp_path / name)
     check = ("      - {suite: redis-cluster, case: redis-benchmark, metric: GET.p99_ms, op: '<', value: 1.2, unit: ms,"
              " better: lower, observed: o, no_mechanism_off: r%s}\n")
     for extra, message in (("", "no instrument control; add one"),

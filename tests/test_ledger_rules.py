@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.base.errors import BadInput
+from harness.base.paths import suite_spec
 from harness.model import spec
 from harness.model.stored_run import Metric, Record, RunData
 from harness.verdict.analysis import HOLDS, Outcome, analyze
@@ -22,7 +23,7 @@ BASE = ("suite: redis-cluster, case: redis-benchmark, metric: m, unit: x, observ
 
 
 def _ledger(tmp_path: Path, *checks: str):
-    shutil.copy(spec.SUITES_DIR / "redis-cluster.yaml", tmp_path / "redis-cluster.yaml")
+    shutil.copy(suite_spec("redis-cluster"), tmp_path / "redis-cluster.yaml")
     body = "".join(f"      - {{{c}}}\n" for c in checks)
     (tmp_path / "claims.yaml").write_text(f"claims:\n  - id: C12\n    section: '2.5'\n    text: t\n    checks:\n{body}")
     return spec.load_claims(tmp_path)

@@ -77,8 +77,8 @@ def test_the_driver_keeps_each_runs_histograms_with_memtiers_own_percentiles():
 
 
 def test_the_view_shows_pooled_beside_the_median_of_runs(tmp_path):
+    from harness.experiments.views import build
     from harness.model.spec import Case, SuiteClaim, SuiteRun
-    from harness.publish.views import build
 
     recs = [_record(1, "cluster_ratio1-1.json"), _record(2, "cluster_ratio1-10_runcount2.json")]
     suite = SuiteRun("redis-cluster", "", SuiteClaim("2.4", "t"), "cluster", "local", "", 2,

@@ -26,7 +26,7 @@ NO_PROM_CLUSTER_PORT = 7660
 def redis_suite(tmp_path: Path) -> str:
     """The committed redis-cluster suite, cut down to its redis-benchmark and memtier cases
     (other cases may be added by other experiments; these tests are about telemetry)."""
-    spec = yaml.safe_load((REPO_ROOT / "suites" / "redis-cluster.yaml").read_text())
+    spec = yaml.safe_load((REPO_ROOT / "harness" / "experiments" / "redis_cluster" / "suite.yaml").read_text())
     spec["cases"] = [c for c in spec["cases"] if c["driver"] in ("redis-cluster-benchmark", "redis-cluster-memtier")]
     names = {c["name"] for c in spec["cases"]}
     for prof in spec["profiles"].values():
@@ -67,7 +67,7 @@ def test_matrix_to_series_names_offsets_and_drops_nan():
 
 
 def test_series_stats_and_tables():
-    from harness.publish.views import monitoring as view
+    from harness.publish import monitoring_view as view
 
     assert view.series_stats([[0, 1.0], [1, 3.0], [2, 2.0]]) == {"mean": 2.0, "peak": 3.0, "last": 2.0}
     assert view.series_stats([]) == {"mean": None, "peak": None, "last": None}
@@ -138,7 +138,7 @@ def test_run_with_monitoring_shows_prometheus_series(tmp_path, monkeypatch):
     assert max(p[1] for s in ops for p in s["points"]) > 100
     assert {s["name"] for s in charts["Used memory per node"]["series"]} == nodes
     assert len(charts["Host CPU busy"]["series"]) == 1
-    from harness.publish.views import monitoring as view
+    from harness.publish import monitoring_view as view
 
     assert len(view.blocks(mon)[-2].rows) == 6  # the per-node table
     assert (out.run_dir / "raw" / "monitoring" / "ops.json").exists()

@@ -56,7 +56,7 @@ def test_every_check_a_mutation_names_is_a_ledger_check_of_its_claim_and_run():
     known = _ledger_checks()
     for m in MUTATIONS:
         for chk in m.checks:
-            assert chk in known, f"{m.name}: {chk!r} is not a check of suites/claims.yaml"
+            assert chk in known, f"{m.name}: {chk!r} is not a check of harness/experiments/claims.yaml"
             assert chk.split(" ", 1)[0] == m.run, f"{m.name}: {chk!r} is not judged by its run {m.run}"
     from harness.model.spec import load_claims
 

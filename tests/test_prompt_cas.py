@@ -145,10 +145,10 @@ def test_each_c20_check_flips_when_its_mechanism_is_removed(concurrent_run):
 def test_lab_profile_carries_the_source_claim_and_fails_on_skips():
     """The source gives the rule and 'no response mix-ups' (no writers, keys or duration):
     the lab profile checks exactly that, beside both controls, and a skip fails it."""
-    from harness.base.paths import SUITES_DIR
+    from harness.base.paths import suite_spec
     from harness.model.spec import load_yaml
 
-    lab = load_yaml(SUITES_DIR / "prompt-cas.yaml", "spec")["profiles"]["lab-a100"]
+    lab = load_yaml(suite_spec("prompt-cas"), "spec")["profiles"]["lab-a100"]
     assert lab["skipped_fails"] is True
     limits = {(t["metric"], t["op"], t["value"]) for t in lab["thresholds"]}
     assert {("incremented.mixups_read", "<=", 0), ("incremented.replica_mixups_read", "<=", 0),
@@ -156,9 +156,9 @@ def test_lab_profile_carries_the_source_claim_and_fails_on_skips():
 
 
 def test_view_presents_every_rule_across_repetitions(concurrent_run, tmp_path):
+    from harness.experiments import views
     from harness.model.spec import Case, SuiteClaim, SuiteRun
     from harness.model.stored_run import Record, RunData
-    from harness.publish import views
     from harness.verdict.analysis import analyze
 
     out, _ = concurrent_run

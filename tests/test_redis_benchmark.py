@@ -186,7 +186,7 @@ def test_c11_is_out_of_the_ledger_with_the_reason():
 def test_lab_profile_is_the_source_verbatim_and_fails_on_skips():
     from harness.model.spec import load_yaml
 
-    lab = load_yaml(Path(__file__).parents[1] / "suites" / "redis-cluster.yaml")["profiles"]["lab-a100"]
+    lab = load_yaml(Path(__file__).parents[1] / "harness" / "experiments" / "redis_cluster" / "suite.yaml")["profiles"]["lab-a100"]
     assert lab["skipped_fails"] is True
     assert lab["params"]["redis-benchmark"]["clients"] == 200 and lab["params"]["redis-benchmark"]["requests"] == 1000000
     assert (lab["params"]["memtier"]["clients"], lab["params"]["memtier"]["threads"]) == (32, 8)
@@ -201,9 +201,9 @@ def test_driver_fails_fast_when_nothing_listens(tmp_path):
 
 
 def test_view_aggregates_runs_and_takes_the_claim_from_the_ledger(tmp_path):
+    from harness.experiments import views
     from harness.model.spec import Case, Claim, SuiteClaim, SuiteRun
     from harness.model.stored_run import Record, RunData, Series
-    from harness.publish import views
     from harness.verdict.analysis import analyze
 
     def rec(rep, p99):

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.experiments import views
 from harness.model import driver_contract
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
 from harness.model.spec import SuiteRun
 from harness.model.stored_run import Record, RunData, load_run, write_results
-from harness.publish import views
 from harness.publish.render import render_report
 from harness.verdict.analysis import Verdict, analyze
 

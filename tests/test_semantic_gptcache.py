@@ -145,9 +145,9 @@ def test_i24_speed_checks_on_the_metrics_of_a_recorded_run():
 
 @needs_gptcache
 def test_the_view_shows_the_comparison_and_the_published_counts_as_published(runs, tmp_path):
+    from harness.experiments import views
     from harness.model import spec
     from harness.model.stored_run import Record, RunData
-    from harness.publish import views
     from harness.verdict.analysis import analyze
     from tests.ledger_helpers import HERE
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.base.paths import SUITES_DIR
+from harness.base.paths import SUITES_DIR, suite_spec
 from harness.model import spec
 from harness.model.stored_run import Metric, Record, RunData
 from harness.verdict.analysis import analyze
@@ -17,7 +17,7 @@ SUITE = "semantic-cache"
 
 
 def _suite():
-    return spec.load_suite_file(SUITES_DIR / "semantic-cache.yaml")
+    return spec.load_suite_file(suite_spec("semantic-cache"))
 
 
 def verdicts_of(claim_id: str, case: str, out, *, params: dict | None = None, facts: dict | None = None,

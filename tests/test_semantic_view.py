@@ -4,9 +4,9 @@ aggregate of every repetition and takes claimed numbers from the ledger's figure
 
 from pathlib import Path
 
+from harness.experiments import views
+from harness.experiments.views import Chart, Table
 from harness.model.stored_run import load_run
-from harness.publish import views
-from harness.publish.views import Chart, Table
 from harness.verdict.analysis import analyze
 
 RUN = Path(__file__).parent / "fixtures" / "semantic" / "run"

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from harness.experiments import views
+from harness.experiments.views import Table
 from harness.model import spec
 from harness.model.stored_run import Metric, Record, RunData
-from harness.publish import views
-from harness.publish.views import Table
 from harness.verdict.analysis import analyze
 from tests.ledger_helpers import HERE
 
@@ -75,7 +75,7 @@ def test_the_sweep_shows_curves_knee_capacity_and_c3_against_the_curve():
     eight arms, one repetition): TTFT and goodput against load per arm, the knee marked where
     an arm had one, the highest load at the SLO per arm, what each cache buys, and C3's
     semantic-against-hash change at every rate."""
-    from harness.publish.views import Chart
+    from harness.experiments.views import Chart
 
     rec = Record.from_json(json.loads((FIX / "sweep_local_record.json").read_text())["record"])
     suites = spec.load_all_suites()

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from harness.base.errors import BadInput
-from harness.base.paths import SUITES_DIR
+from harness.base.paths import suite_spec
 from harness.model import spec
 
 BASE = {
@@ -105,7 +105,7 @@ def test_the_ledger_refuses_a_check_on_an_unknown_case(tmp_path):
 
 
 def test_redis_cluster_profiles_carry_the_source_numbers_verbatim():
-    s = spec.load_suite_file(SUITES_DIR / "redis-cluster.yaml")
+    s = spec.load_suite_file(suite_spec("redis-cluster"))
     lab = s.profile("lab-a100")
     rb = s.case_params(s.case("redis-benchmark"), "lab-a100")
     assert rb["clients"] == 200 and rb["requests"] == 1000000 and rb["tests"] == ["get", "set"]

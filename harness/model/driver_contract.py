@@ -2,7 +2,7 @@
 
 A *driver* is one function that runs one case once (one repetition) and returns a
 CaseOutcome: metrics (numbers) and series (raw sequences). Drivers measure; they never
-build report tables or charts (each suite's view in harness/publish/views/ does). Every
+build report tables or charts (each suite's view in harness/experiments/views.py does). Every
 experiment lives in harness/experiments/<suite>/ and registers its drivers in one module,
 harness/experiments/<suite>/drivers.py, with `@register("<suite>-<what>", params=...)`
 (one thin function per driver that calls the case's module), declaring their parameters

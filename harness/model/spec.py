@@ -1,4 +1,4 @@
-"""Suite specs (YAML in suites/) and the claims ledger (suites/claims.yaml): loading,
+"""Suite specs (harness/experiments/<suite>/suite.yaml) and the claims ledger (harness/experiments/claims.yaml): loading,
 strict validation, and the typed objects that the runner stores with a run and the
 analysis reads back (each serialises and loads itself).
 
@@ -26,6 +26,7 @@ from harness.model import driver_contract
 OPS = ("<", "<=", ">", ">=")
 BAND_OP = "in"  # a threshold given as band: [low, high]
 CLAIMS_FILE = "claims.yaml"
+SUITE_FILE = "suite.yaml"  # a suite folder's spec
 MAX_SPEC_BYTES = 1 << 20  # 1 MiB: a suite spec is a page of YAML
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 NAME_RULE = "letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64 characters"
@@ -531,7 +532,9 @@ def load_suite_file(path: Path) -> Suite:
 
 
 def suite_files(directory: Path = SUITES_DIR) -> list[Path]:
-    return sorted(p for p in directory.glob("*.yaml") if p.name != CLAIMS_FILE)
+    """The specs of a folder of suites: each subfolder's suite.yaml (harness/experiments/), or
+    the folder's own *.yaml files but the ledger (a folder of your own specs)."""
+    return sorted(directory.glob(f"*/{SUITE_FILE}")) + sorted(p for p in directory.glob("*.yaml") if p.name != CLAIMS_FILE)
 
 
 def load_all_suites(directory: Path = SUITES_DIR) -> dict[str, Suite]:
@@ -1014,7 +1017,7 @@ def claim_figure(claims: list[Claim], claim_id: str, name: str):
 
 
 def validate_paths(paths: list[str], directory: Path = SUITES_DIR) -> list[str]:
-    """Validate spec files (all of suites/ and the ledger when none are given); returns OK lines."""
+    """Validate spec files (every suite of harness/experiments/ and the ledger when none are given); returns OK lines."""
     if paths:
         return [f"{p}: ok ({load_suite_file(Path(p)).name})" for p in paths]
     suites = load_all_suites(directory)

@@ -20,11 +20,11 @@ from harness.base.errors import BadInput
 from harness.base.files import write_atomic
 from harness.base.paths import REPORTS_DIR
 from harness.base.safe_text import BLOCK, for_html
+from harness.experiments import views
 from harness.model.manifest import Manifest
 from harness.model.stored_run import RunData
-from harness.publish import views
+from harness.publish import monitoring_view
 from harness.publish.svg import chart
-from harness.publish.views import monitoring as monitoring_view
 from harness.verdict import display as F
 from harness.verdict.analysis import Analysis, Verdict
 from harness.verdict.metric_history import anchor

@@ -150,7 +150,7 @@ def ledger_note(before: dict, after: dict) -> str:
     a, b = before.get("ledger_sha256"), after.get("ledger_sha256")
     if not a or not b or a == b:
         return ""
-    return ("the two runs were judged by different ledgers (suites/claims.yaml changed between them): "
+    return ("the two runs were judged by different ledgers (harness/experiments/claims.yaml changed between them): "
             "a verdict change may come from the ledger, not from what was measured")
 
 

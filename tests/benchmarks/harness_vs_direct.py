@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.base.paths import SUITES_DIR
+from harness.base.paths import suite_spec
 from harness.base.stats import mann_whitney_p, median, relative_spread
 from harness.infra.cluster import LocalCluster
 from harness.infra.load_tools import redis_benchmark as rb
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--base-port", type=int, default=7000)
     args = ap.parse_args(argv)
-    suite = spec.load_suite_file(SUITES_DIR / "redis-cluster.yaml")
+    suite = spec.load_suite_file(suite_spec("redis-cluster"))
     params = suite.case_params(suite.case("redis-benchmark"), "local")
     cluster = LocalCluster(base_port=args.base_port)
     started = cluster.health_problem() is not None

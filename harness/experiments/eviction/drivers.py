@@ -6,7 +6,7 @@ eviction-crosscheck     every simulated policy against reference.py on a short t
 eviction-redis          real redis-server per maxmemory-policy and knob (standalone)
 eviction-redis-cluster  the same replay on the target Redis Cluster (maxmemory per node)
 
-Drivers return metrics and series; the suite's view (harness/publish/views/eviction.py)
+Drivers return metrics and series; the suite's view (harness/experiments/eviction/view.py)
 builds the tables and charts and takes the source's numbers from the ledger (C18 figures).
 Controls: seeded random eviction on the same trace and sizes (simulate), allkeys-random on
 the same replay (redis), and the head share of a uniform trace over the same tokens (trace).

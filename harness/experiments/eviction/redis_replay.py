@@ -59,7 +59,7 @@ def refuse_names_not_in_redis(where: str, value, path: str = "") -> None:
                 raise BadInput(
                     f"{where}{'.' + path if path else ''}: {name!r} does not exist in Redis (no {what} of "
                     f"that name in any release); the source's LRU-K + LFU hybrid is simulated instead: "
-                    f"policy 'hybrid' of driver eviction-simulate (case 'simulate' in suites/eviction.yaml)")
+                    f"policy 'hybrid' of driver eviction-simulate (case 'simulate' in harness/experiments/eviction/suite.yaml)")
 
 
 @dataclass

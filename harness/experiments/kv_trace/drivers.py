@@ -8,7 +8,7 @@ kv-trace-simulate    one KV-block trace: its summary, reuse at the maximum and a
 kv-trace-crosscheck  every policy and the tiers against the scan-based references, request by
                      request, on a sample of whole sessions of the trace
 
-Drivers measure; the view (harness/publish/views/kv_trace.py) presents, and takes the
+Drivers measure; the view (harness/experiments/kv_trace/view.py) presents, and takes the
 Mooncake paper's figures from the ledger (C1's figures), shown only for that trace.
 """
 

@@ -4,7 +4,7 @@ ACL case's driver (acl.py) is registered here too (every driver of the suite is 
 
 The tool wrappers (command line, parsing, validation) live in harness/infra/load_tools/; these
 functions run them for one repetition and return metrics and series (the suite's view,
-harness/publish/views/redis_cluster.py, presents them).
+harness/experiments/redis_cluster/view.py, presents them).
 
 Controls (the same benchmark under a condition known to differ, alternating order with
 the measured run from one repetition to the next):

@@ -5,7 +5,7 @@ aggregated across repetitions (median, min-max)."""
 
 from __future__ import annotations
 
-from harness.publish.views import Chart, Table, ViewContext, points, series_table, view
+from harness.experiments.views import Chart, Table, ViewContext, points, series_table, view
 
 WHAT = {
     "plain": "SET",

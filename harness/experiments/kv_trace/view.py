@@ -6,8 +6,8 @@ the source's tiers with their controls (C5, C17), and the cross-check."""
 
 from __future__ import annotations
 
+from harness.experiments.views import Chart, Table, ViewContext, points, series_table, view
 from harness.model.stored_run import Series
-from harness.publish.views import Chart, Table, ViewContext, points, series_table, view
 
 POLICY_ORDER = ("opt", "leaf-lru", "lru", "arc", "s3fifo", "lfu", "lru-2", "lru-3", "hybrid", "random")
 

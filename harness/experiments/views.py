@@ -1,4 +1,4 @@
-"""Views: one per suite, building the report's tables and charts from the stored run.
+"""Views: one per suite (its folder's view.py), building the report's tables and charts from the stored run.
 
 Drivers measure; views present. A view is a function registered with `@view("suite")`
 that receives a ViewContext (the run, its analysis, the ledger's claimed figures) and
@@ -11,11 +11,13 @@ view: every series as an aggregated table.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from dataclasses import dataclass, field
 from typing import Callable
 
 from harness.base import stats
+from harness.model.driver_contract import SUITES_PACKAGE
 from harness.model.spec import claim_figure
 from harness.model.stored_run import RunData, Series
 from harness.verdict.analysis import Analysis, MetricSummary
@@ -136,10 +138,14 @@ def view(suite: str):
 
 
 def _load() -> None:
+    """Import every suite folder's view.py (harness/experiments/<suite>/view.py) so that its
+    view registers; a suite without one gets the default view."""
     global _LOADED
     if not _LOADED:
-        for mod in pkgutil.iter_modules(__path__, __name__ + "."):
-            importlib.import_module(mod.name)
+        suites = importlib.import_module(SUITES_PACKAGE)
+        for mod in pkgutil.iter_modules(suites.__path__, suites.__name__ + "."):
+            if mod.ispkg and importlib.util.find_spec(mod.name + ".view") is not None:
+                importlib.import_module(mod.name + ".view")
         _LOADED = True
 
 

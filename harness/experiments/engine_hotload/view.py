@@ -4,7 +4,7 @@ aggregated across repetitions; claimed numbers from the ledger (C14)."""
 
 from __future__ import annotations
 
-from harness.publish.views import Chart, Table, ViewContext, points, series_table, view
+from harness.experiments.views import Chart, Table, ViewContext, points, series_table, view
 
 PHASES = ("read_ms", "verify_ms", "deserialize_ms", "context_ms", "first_infer_ms", "total_ms")
 MODES = (("cold", "no prewarm (control)"), ("profile0", "source's prewarm: profile 0, one enqueue"),

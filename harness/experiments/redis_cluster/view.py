@@ -5,8 +5,8 @@ repetitions. Claimed numbers come from the ledger (C12, C13 figures)."""
 from __future__ import annotations
 
 from harness.base import stats
+from harness.experiments.views import Chart, Table, ViewContext, series_table, view
 from harness.infra.load_tools.memtier import pooled_percentiles
-from harness.publish.views import Chart, Table, ViewContext, series_table, view
 
 POOLED_QS = (50, 99, 99.9)
 

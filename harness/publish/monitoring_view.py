@@ -3,7 +3,7 @@ Prometheus series a run kept (results.json "monitoring")."""
 
 from __future__ import annotations
 
-from harness.publish.views import Chart, Table
+from harness.experiments.views import Chart, Table
 
 
 def series_stats(points: list[list[float]]) -> dict:

@@ -4,8 +4,8 @@ control, the cross-check and the real Redis replays, aggregated across repetitio
 
 from __future__ import annotations
 
+from harness.experiments.views import Chart, Table, ViewContext, points, series_table, view
 from harness.model.stored_run import Series
-from harness.publish.views import Chart, Table, ViewContext, points, series_table, view
 
 # the source's rows and the simulated policy that stands for each
 SOURCE_ROWS = (("allkeys-lru", "lru"), ("allkeys-lfu", "lfu"), ("allkeys-lru-lfu", "hybrid"))

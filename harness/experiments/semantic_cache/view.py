@@ -5,8 +5,8 @@ repetitions (median, min-max); claimed numbers come from the ledger's figures.""
 
 from __future__ import annotations
 
+from harness.experiments.views import Chart, Table, ViewContext, points, series_table, view
 from harness.model.stored_run import Series
-from harness.publish.views import Chart, Table, ViewContext, points, series_table, view
 
 SUITE = "semantic-cache"
 

@@ -6,7 +6,7 @@ ledger."""
 
 from __future__ import annotations
 
-from harness.publish.views import Chart, Table, ViewContext, series_table, view
+from harness.experiments.views import Chart, Table, ViewContext, series_table, view
 
 ARMS = (("trace.on", "trace slice, prefix caching on"), ("trace.off", "trace slice, prefix caching off (mechanism off)"),
         ("instrument.on", "one long prefix repeated, caching on (instrument)"),

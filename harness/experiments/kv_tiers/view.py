@@ -4,7 +4,7 @@ aggregated across repetitions, claimed numbers from the ledger (C15, C17)."""
 
 from __future__ import annotations
 
-from harness.publish.views import Chart, Table, ViewContext, points, series_table, view
+from harness.experiments.views import Chart, Table, ViewContext, points, series_table, view
 
 
 def _range(s):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.publish.views import ViewContext, series_table, view
+from harness.experiments.views import ViewContext, series_table, view
 
 RULES = {
     "plain": "no CAS, three HSETs (control: mix-ups from non-atomic writes)",

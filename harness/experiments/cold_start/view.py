@@ -5,8 +5,8 @@ with min-max)."""
 
 from __future__ import annotations
 
+from harness.experiments.views import Chart, Table, points, series_table, view
 from harness.model.stored_run import Series
-from harness.publish.views import Chart, Table, points, series_table, view
 
 FLUSH = "flush-one-primary"
 POOL = "pool-by-cluster-size"
