@@ -50,7 +50,7 @@ venvs:
 setup: venvs
 	@infra/scripts/ensure-debian-packages.sh $(DEBIAN_RUNTIME)
 
-# axe-core for the report's browser test (tests/test_report_browser.py), pinned in
+# axe-core for the report's browser test (tests/system/test_report_browser.py), pinned in
 # tools/browser/package-lock.json: installed here, never at test time; again only when the lock changes.
 setup-test: venvs
 	@infra/scripts/ensure-debian-packages.sh $(DEBIAN_TEST)
@@ -76,7 +76,7 @@ test: setup-test
 ## (`make test` runs only the fast ones). One mutation by hand: python -m tests.mutations.run NAME.
 mutations: setup-test
 	MUTATIONS=all $(VENV)/bin/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
-		tests/test_mutation_suite.py $(PYTEST_ARGS)
+		tests/system/test_mutation_suite.py $(PYTEST_ARGS)
 
 ## Benchmarks kept in the repo (pytest-benchmark); see README. Each run is saved under
 ## .benchmarks/ and compared with the last saved one; a median more than BENCH_FAIL slower fails.

@@ -1,5 +1,5 @@
 """Checks of a report page in a real browser (Debian's Chromium, headless, driven by Selenium
-through Debian's chromedriver), used by tests/test_report_browser.py on real reports and on a
+through Debian's chromedriver), used by tests/system/test_report_browser.py on real reports and on a
 deliberately broken copy. Each check returns a list of problems, one line each: empty = holds.
 
 Nothing is fetched: the browser and its driver are Debian packages, axe-core is the copy that

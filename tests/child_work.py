@@ -1,4 +1,4 @@
-"""The child side of tests/test_child.py: `python -m tests.child_work JOB.json` through
+"""The child side of tests/unit/test_child.py: `python -m tests.child_work JOB.json` through
 harness.model.child.serve, doing what the job's "do" says."""
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # `make test` runs the tests on two workers (pytest-xdist, --dist loadfile). Each worker has
 # its own range of cluster ports: the session cluster and every file's clusters at an offset
 # from it (+10 ... +99) never meet another worker's. gw0 keeps 7100; gw1 7300, gw2 7400, gw3
-# 7700: ranges that hold no test file's fixed port (tests/test_parallel_groups.py checks it;
+# 7700: ranges that hold no test file's fixed port (tests/unit/test_parallel_groups.py checks it;
 # the bus ports are these + 10000).
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 WORKER_INDEX = int(WORKER[2:]) if WORKER.startswith("gw") and WORKER[2:].isdigit() else 0
@@ -55,7 +55,7 @@ LONG_FIRST = ("lab", "test_cold_start", "engine", "interrupts", "test_ansible_ll
 
 def group_of(nodeid_or_path: str) -> str:
     """The group of a test: its file's stem, or the shared group GROUPS gives that file. The
-    code mutations (tests/test_mutation_suite.py) are grouped by suite, so that two workers run
+    code mutations (tests/system/test_mutation_suite.py) are grouped by suite, so that two workers run
     them side by side (each worker's runs have their own ports, tests/mutations/framework.py)."""
     path, _, rest = nodeid_or_path.partition("::")
     stem = Path(path).stem

@@ -12,5 +12,5 @@ gets only the working tree and a small carry folder (docs/lab.md, "A GPU check")
 
 Only the host's packages are imported on the host: torch, transformers (and PyYAML, which
 it brings), onnxruntime, pynvml, numpy, the standard library and the working tree
-(tests/test_gpu_check.py checks it).
+(tests/suites/engine_hotload/test_gpu_check.py checks it).
 """

@@ -82,7 +82,7 @@ def memory(job: dict) -> dict:
     serve_as = "no_cache" if mode == "extra_allocation" else mode
     outcomes = [serve(serve_as, text, label, lambda: (tok, model), store, p["max_new_tokens"], emb=emb, proj=proj,
                       radius=s["radius"], signature=p["signature"])[1] for text, label in s["requests"]]
-    cuda = dev == "cuda"  # (cpu: the CPU self-test of tests/test_gpu_check.py)
+    cuda = dev == "cuda"  # (cpu: the CPU self-test of tests/suites/engine_hotload/test_gpu_check.py)
     if cuda:
         torch.cuda.synchronize()
     out = {"mode": mode, "gpu_peak_alloc": int(torch.cuda.max_memory_allocated()) if cuda else None,

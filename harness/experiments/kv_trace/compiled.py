@@ -13,7 +13,7 @@ Every kernel takes `ids`, the trace's block ids mapped to dense integers 0..n_id
 per trace (policies.dense_ids), and returns one bool per lookup. The libCacheSim policies (LFU, ARC,
 S3-FIFO, LRU-K) are rewritten here after the eviction suite's references, which are
 cross-checked against libCacheSim; the compiled loops are checked request by request
-against the pure-Python path and the scan-based references (tests/test_kv_trace_compiled.py).
+against the pure-Python path and the scan-based references (tests/suites/kv_trace/test_kv_trace_compiled.py).
 
 Indexed binary heaps order blocks by two int64 keys, ties broken by the smaller dense id
 (the smaller block id, as the references do): k1[v], k2[v] are per-block arrays.

@@ -19,7 +19,7 @@ Two engines give the same per-block hits: "compiled" (compiled.py, numba: every 
 libCacheSim's included, on dense block ids) and "python" (the loops below and
 libCacheSim's own policies, one Python call per lookup). The compiled one is used whenever
 numba imports; the python one is the fallback and what the compiled loops are checked
-against request by request (tests/test_kv_trace_compiled.py). `engine_name()` says which
+against request by request (tests/suites/kv_trace/test_kv_trace_compiled.py). `engine_name()` says which
 one runs; the kv-trace driver records it beside each policy's lookups/s.
 """
 

@@ -10,7 +10,7 @@ the two. Tokens come from the model's own `tokenizer.json` through the `tokenize
 (no padding for one query; truncated at the model's `max_seq_length`, 256, as
 sentence-transformers does). The session runs on one intra-op thread by default, like the
 single-query torch path it is compared with. Vectors equal sentence-transformers' to cosine
->= 0.9999 (tests/test_semantic_onnx.py checks every text of the data).
+>= 0.9999 (tests/suites/semantic_cache/test_semantic_onnx.py checks every text of the data).
 """
 
 from __future__ import annotations

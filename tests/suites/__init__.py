@@ -1,0 +1,1 @@
+"""Tests of one suite each: tests/suites/<suite>/ mirrors harness/experiments/<suite>/."""

@@ -1,0 +1,1 @@
+"""Tests of the cold-start suite."""

@@ -1,0 +1,146 @@
+"""C20 judged on what is observed outside the mechanism (issue 39): the writers' histories
+against the final read-back, the readers' pairs against the histories. The mechanism's own
+bookkeeping (its vectors, its "applied" replies) is shown as mechanism.* and never judged.
+
+The pure checker first (histories written by hand), then the real cluster with the CAS
+script broken the way the issue found: it applies every write and stores the element-wise max
+of the stored and the sent vector, so the vectors' own arithmetic finds no lost update."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.experiments.prompt_cas import drivers as cas
+from harness.experiments.prompt_cas import history as h
+from harness.experiments.prompt_cas.history import APPLIED, ERROR, REFUSED, Attempt, Value
+from harness.model.driver_contract import CaseContext
+
+SEED = Value("seed.0", "p0", "r0")
+PARTNER = {"p0": "r0", "p1": "r1", "p2": "r2"}
+
+
+def w(wid, parent, told=APPLIED, prompt="p1", response="r1", key="k"):
+    return Attempt(key, wid, parent, prompt, response, told)
+
+
+def judged(attempts, final):
+    by_wid = {a.wid: a for a in attempts}
+    return h.judge_key("k", attempts, final, SEED, by_wid)
+
+
+def test_a_real_cas_history_loses_nothing_and_refuses_only_conflicts():
+    # a -> b; c read the seed after a replaced it (refused: a conflict); d read b and was applied
+    hist = [w("a", "seed.0"), w("c", "seed.0", REFUSED), w("b", "a"), w("d", "b", prompt="p2", response="r2")]
+    v = judged(hist, Value("d", "p2", "r2"))
+    assert (v.chain, v.lost, v.refused_but_applied, v.unjustified_refusals, v.foreign) == (3, 0, 0, 0, False)
+
+
+def test_writes_applied_over_a_value_their_writer_never_read_are_lost():
+    """What an apply-everything script does, whatever it stores in the vectors: two writers read
+    the seed, both are told applied; the final value contains only the second."""
+    hist = [w("a", "seed.0"), w("b", "seed.0", prompt="p2", response="r2")]
+    v = judged(hist, Value("b", "p2", "r2"))
+    assert v.lost == 1 and v.chain == 1
+
+
+def test_a_final_value_no_write_sent_loses_every_acknowledged_write():
+    hist = [w("a", "seed.0"), w("b", "a")]
+    for final in (Value("b", "p1", "r2"),  # a torn pair: b's id, another write's response
+                  Value("zz", "p1", "r1"),  # an id no writer used
+                  None):  # the pair is gone
+        v = judged(hist, final)
+        assert v.foreign and v.lost == 2 and v.chain == 0, final
+    # a chain that never reaches the seed (a parent no write of the pair has) is foreign too
+    v = judged([w("a", "ghost"), w("b", "a")], Value("b", "p1", "r1"))
+    assert v.foreign and v.lost == 2
+
+
+def test_refusals_are_judged_against_the_read_back():
+    # refused, yet the final value is that write's: refused but applied
+    v = judged([w("a", "seed.0", REFUSED)], Value("a", "p1", "r1"))
+    assert v.refused_but_applied == 1 and v.lost == 0
+    # refused though nothing ever replaced the value it read: no conflict, a CAS had to apply it
+    v = judged([w("a", "seed.0", REFUSED), w("b", "seed.0", REFUSED)], SEED)
+    assert v.unjustified_refusals == 2 and v.chain == 0
+    # an error (not known whether it landed) is neither lost nor a refusal
+    v = judged([w("a", "seed.0", ERROR)], SEED)
+    assert (v.lost, v.unjustified_refusals, v.refused_but_applied) == (0, 0, 0)
+
+
+def test_judge_writes_keeps_keys_apart():
+    seeds = {"k": SEED, "j": Value("seed.1", "p2", "r2")}
+    hist = [w("a", "seed.0"), w("b", "seed.1", key="j")]
+    out = h.judge_writes(hist, seeds, {"k": Value("a", "p1", "r1"), "j": Value("seed.1", "p2", "r2")})
+    assert out["k"].chain == 1 and out["j"].lost == 1  # b is told applied, j still holds its seed
+
+
+def test_a_pair_read_is_mixed_against_the_partner_and_the_histories():
+    sent = {"a": Value("a", "p1", "r1"), "b": Value("b", "p1", "r1")}
+    assert not h.mixed(Value("a", "p1", "r1"), PARTNER, sent)
+    assert h.mixed(Value("a", "p1", "r2"), PARTNER, sent)  # not the prompt's partner
+    assert h.mixed(Value("c", "p1", "r1"), PARTNER, sent)  # a consistent pair no write of that id sent
+    assert h.mixed(Value("b", "p2", "r2"), PARTNER, sent)  # b's id on another write's pair: torn
+    assert h.mixed(Value(None, None, None), PARTNER, sent)
+
+
+APPLY_EVERY_WRITE = cas.CAS_LUA.replace(
+    "  if not (le and not eq) then return 0 end\n  new = ARGV[2]\n",
+    "  local m = {}\n  for i = 1, #c do m[i] = math.max(s[i], c[i]) end\n  new = table.concat(m, ',')\n")
+
+
+@pytest.fixture(scope="module")
+def apply_every_write_run(cluster, tmp_path_factory):
+    assert APPLY_EVERY_WRITE != cas.CAS_LUA
+    params = {k: p.default for k, p in cas.PARAMS.items()}
+    params.update(seconds=0.8, writers=4, readers=2, keys=2, modes=list(cas.MODES), min_reads_per_reader=20)
+    mp = pytest.MonkeyPatch()
+    mp.setattr(cas, "CAS_LUA", APPLY_EVERY_WRITE)
+    try:
+        out = cas.run(CaseContext("prompt-cas", "cas", 1, "local", params, tmp_path_factory.mktemp("max"), cluster,
+                                  log=lambda m: None))
+    finally:
+        mp.undo()
+    assert out.status == "ok", out.reason
+    return out
+
+
+def test_a_cas_that_applies_every_write_loses_updates_the_read_back_sees(apply_every_write_run):
+    """The issue's broken mechanism: its own vectors say nothing was lost (shown as
+    mechanism.*), the writers' histories against the read-back find the lost updates, and the
+    writers were told 'applied' for every write."""
+    m = {k: v.value for k, v in apply_every_write_run.metrics.items()}
+    assert m["mechanism.incremented.told_applied_pct"] == 100
+    assert m["mechanism.incremented.vv_lost_updates"] == 0  # the bookkeeping the old ledger judged
+    assert m["incremented.lost_updates"] > 0
+    assert m["incremented.applied_pct"] < 100  # only the writes on the final chains are found applied
+    assert m["incremented.unjustified_refusals"] == 0 and m["incremented.canary_lost_updates"] == 1
+
+
+def test_the_ledger_does_not_call_a_cas_that_applies_every_write_reproduced(apply_every_write_run, tmp_path):
+    """Judged by harness.verdict.analysis on that run: the lost-updates check is not reproduced (its
+    instruments saw, its mechanism-off control held), and so is C20 as a whole; before issue 39
+    the same mutant made every C20 check pass."""
+    from tests.suites.prompt_cas.test_prompt_cas import _c20
+
+    got = _c20(apply_every_write_run, tmp_path)
+    lost = got["incremented.lost_updates"]
+    assert lost.outcome.value == "not reproduced", lost.reason
+    assert "did not hold" not in lost.reason  # the canary and the plain arm were seen: not a blind zero
+
+
+def test_no_judged_metric_of_c20_is_the_mechanisms_own():
+    """Every C20 check names its observation, and neither it nor a control judges a
+    mechanism.* metric (the vectors and the script's replies)."""
+    from harness.base.paths import SUITES_DIR
+    from harness.model.spec import load_yaml
+
+    claims = load_yaml(SUITES_DIR / "claims.yaml", "claims ledger")["claims"]
+    checks = next(c for c in claims if c["id"] == "C20")["checks"]
+    assert checks
+    for chk in checks:
+        assert chk.get("observed", "").strip(), chk["metric"]
+        controls = [c for kind in ("instrument", "mechanism_off", "stand_in") for c in
+                    (chk.get(kind) if isinstance(chk.get(kind), list) else [chk.get(kind)] if chk.get(kind) else [])]
+        named = [chk["metric"]] + [c["metric"] for c in controls] + [c["than"] for c in controls if "than" in c]
+        assert not [n for n in named if n.startswith("mechanism.")], chk["metric"]
+        assert controls or chk.get("no_instrument"), chk["metric"]

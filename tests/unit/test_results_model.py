@@ -1,0 +1,114 @@
+"""The typed run model: series check themselves, views aggregate across repetitions,
+an older results folder (schema 1, recorded with the harness before the change) still
+loads and renders, and an isolated case runs in its own process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from harness.experiments import views
+from harness.model import driver_contract
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.model.spec import SuiteRun
+from harness.model.stored_run import Record, RunData, load_run, write_results
+from harness.publish.render import render_report
+from harness.verdict.analysis import Verdict, analyze
+from tests import TESTS
+
+V1 = TESTS / "fixtures" / "results-v1" / "run"
+
+
+def test_series_check_themselves():
+    with pytest.raises(ValueError, match="differ in length"):
+        Series({"a": [1, 2], "b": [1]})
+    with pytest.raises(ValueError, match="not a number"):
+        Series({"a": [object()]})
+    s = Series({"x": [1, 2], "y": [float("nan"), 3.5]}, {"y": "ms"})
+    assert s.columns["y"] == [None, 3.5] and s.rows() == [[1, None], [2, 3.5]]
+    assert Series.from_json(json.loads(json.dumps(s.to_json()))) == s
+
+
+def test_results_never_hold_nan(tmp_path):
+    rec = Record("s", "c", 1, "ok", series={"t": Series({"v": [float("inf")]})}, details={"x": float("nan")})
+    write_results(tmp_path, [rec], {})
+    text = (tmp_path / "results.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    json.loads(text)
+
+
+def test_views_aggregate_across_repetitions(tmp_path):
+    recs = [Record("s", "c", rep, "ok", series={"per_s": Series({"second": [0, 1], "reads": [10 * rep, 20 * rep]})})
+            for rep in (1, 2, 3)]
+    run = RunData(tmp_path, {}, recs, {"s": SuiteRun.from_json("s", {"cases": [{"name": "c", "driver": "d"}]})}, [])
+    ctx = views.ViewContext(run, analyze(run), "s")
+    agg = ctx.aggregate("c", "per_s", key="second")
+    assert agg.columns["second"] == [0, 1]
+    assert agg.columns["reads"] == [20.0, 40.0]  # the median of 10/20/30 and 20/40/60
+    assert (agg.columns["reads.min"], agg.columns["reads.max"]) == ([10, 20], [30, 60])
+    table = views.series_table(agg, "t")
+    assert table.rows[0] == [0, (20.0, 10, 30)]
+    assert views.points(agg, "second", "reads")[1] == [1, 40.0, 20, 60]
+    # the default view shows every series of a suite without a view of its own
+    blocks = views.build(run, analyze(run), "s")
+    assert [b.title for b in blocks] == ["per_s"] and blocks[0].case == "c"
+
+
+def test_a_schema_1_folder_still_loads_and_renders(tmp_path):
+    run_dir = tmp_path / "old"
+    shutil.copytree(V1, run_dir)
+    data = load_run(run_dir)
+    assert data.schema_version == 1 and data.suites["tiny-cluster"].profile == "local"
+    a = analyze(data)
+    assert {t.metric: t.verdict for t in a.thresholds} == {"GET.p99_ms": Verdict.PASS,
+                                                          "fixed.reads_allowed": Verdict.PASS}
+    html = render_report(data, a).read_text()
+    assert "tiny-cluster" in html and "ACL rules tried as a read-only cache user" in html
+    assert "(repetition 2 only)" in html  # a schema-1 table is labelled as one repetition's
+
+
+def test_harness_report_rebuilds_an_old_folder(tmp_path):
+    from harness.cli import main
+
+    run_dir = tmp_path / "old"
+    shutil.copytree(V1, run_dir)
+    with pytest.raises(SystemExit) as e:
+        main(["report", str(run_dir)])
+    assert e.value.code == 0 and (run_dir / "report.html").exists() and (run_dir / "junit.xml").exists()
+
+
+@register("test-isolated", params={"n": Param(int, 1, "a number", min=1)}, isolate=True)
+def _isolated(ctx: CaseContext) -> CaseOutcome:
+    ctx.log(f"running in pid {os.getpid()}")
+    return CaseOutcome(metrics={"pid": Metric(os.getpid(), "pid"), "n": Metric(ctx.params["n"], "")},
+                       series={"s": Series({"i": list(range(ctx.params["n"]))})})
+
+
+def test_an_isolated_case_runs_in_its_own_process(tmp_path):
+    from harness.infra.target import Target
+    from harness.run.runner import _run_isolated
+
+    lines = []
+    ctx = CaseContext("s", "c", 1, "local", {"n": 3}, tmp_path, Target("t"), log=lines.append)
+    out = _run_isolated(driver_contract.get("test-isolated"), ctx)
+    assert out.status == "ok" and out.metrics["n"].value == 3 and len(out.series["s"]) == 3
+    assert out.metrics["pid"].value != os.getpid()
+    assert lines and lines[0].startswith("running in pid")
+
+
+def test_param_bounds_are_declared_not_hand_written():
+    with pytest.raises(driver_contract.BadInput, match="must be at least 1"):
+        driver_contract.get("test-isolated").resolve_params("w", {"n": 0})
+
+
+def test_a_known_password_never_reaches_a_results_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("REDIS_CLUSTER_PASSWORD", "s3cret-Pa55")
+    rec = Record("s", "c", 1, "ok", details={"command": "redis-benchmark -a s3cret-Pa55 -n 1"},
+                 metrics={"n": Metric(1.0, "")})
+    write_results(tmp_path, [rec], {})
+    text = (tmp_path / "results.json").read_text()
+    assert "s3cret-Pa55" not in text and "-a ***" in text
+    assert json.loads(text)["records"][0]["metrics"]["n"]["value"] == 1.0
