@@ -125,6 +125,88 @@ class Series:
         return cls(data["columns"], data.get("units", {}), data.get("note", ""))
 
 
+KINDS = {"number": (int, float), "text": (str,), "int": (int,), "flag": (bool,)}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a series, declared once (in the suite folder's series.py) for the driver
+    that writes it and the view that reads it. `kind`: "number", "int", "text" or "flag" (a
+boolean); a value may
+    always be None (not measured). `family`: the name is a prefix, and every column that
+    starts with it is one of these (`errors.` for `errors.MOVED`, `errors.timeout` ...)."""
+
+    name: str
+    kind: str = "number"
+    unit: str = ""
+    family: bool = False
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"Column {self.name!r}: kind {self.kind!r} is not one of {sorted(KINDS)}")
+
+    def holds(self, name: str) -> bool:
+        return name.startswith(self.name) if self.family else name == self.name
+
+    def check(self, name: str, values: list) -> None:
+        want = KINDS[self.kind]
+        for v in values:
+            if v is not None and (isinstance(v, bool) != (self.kind == "flag") or not isinstance(v, want)):
+                raise ValueError(f"Series column {name!r}: {v!r} is not {self.kind}")
+
+
+@dataclass(frozen=True)
+class SeriesShape:
+    """A series' name and its typed columns: the one declaration its driver builds it from
+    (`make`) and its view reads it by (`shape["col"]`, `ctx.aggregate(case, shape)`). A column
+    a driver does not declare is an error where it is written; one a view asks for that is not
+    declared is an error where it is read."""
+
+    name: str
+    columns: tuple[Column, ...]
+    note: str = ""
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.holds(name):
+                return c
+        raise KeyError(f"series {self.name!r} declares no column {name!r} (declared: "
+                       f"{', '.join(c.name + ('*' if c.family else '') for c in self.columns)})")
+
+    def __getitem__(self, name: str) -> str:
+        """The column's name, checked against the declaration (what a view indexes a series by)."""
+        self.column(name)
+        return name
+
+    def make(self, columns: dict[str, list], note: str | None = None, units: dict[str, str] | None = None) -> Series:
+        """The series, its columns checked against the declaration: every declared column that
+        is not a family is there, no other, each value of its kind. Units are the declared
+        ones; `units` gives a column declared without one its unit for this series."""
+        missing = [c.name for c in self.columns if not c.family and c.name not in columns]
+        if missing:
+            raise ValueError(f"series {self.name!r}: declared columns missing: {missing}")
+        out_units: dict[str, str] = {}
+        for name, values in columns.items():
+            try:
+                col = self.column(name)
+            except KeyError as e:
+                raise ValueError(e.args[0]) from None
+            col.check(name, values)
+            if col.unit:
+                out_units[name] = col.unit
+        for name, unit in (units or {}).items():
+            if self.column(name).unit:
+                raise ValueError(f"series {self.name!r}: column {name!r} has its unit declared ({self.column(name).unit})")
+            out_units[name] = unit
+        return Series(dict(columns), out_units, self.note if note is None else note)
+
+    def rows(self, rows: list[dict], note: str | None = None, units: dict[str, str] | None = None) -> Series:
+        """`make` from a list of row dicts, in the declared order (families as the rows have them)."""
+        names = [c.name for c in self.columns if not c.family]
+        names += [k for k in (rows[0] if rows else {}) if k not in names]
+        return self.make({n: [r.get(n) for r in rows] for n in names}, note, units)
+
+
 FACT_TYPES = (str, int, float, bool)
 
 

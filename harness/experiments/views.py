@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from harness.base import stats
+from harness.base.metrics_model import SeriesShape
 from harness.model.driver_contract import SUITES_PACKAGE
 from harness.model.spec import claim_figure
 from harness.model.stored_run import RunData, Series
@@ -62,8 +63,10 @@ class ViewContext:
         s = self.run.suites.get(self.suite)
         return s.case_names() if s else []
 
-    def series(self, case: str, name: str) -> list[tuple[int, Series]]:
-        """(repetition, series) of every ok repetition that kept a series called `name`."""
+    def series(self, case: str, name: str | SeriesShape) -> list[tuple[int, Series]]:
+        """(repetition, series) of every ok repetition that kept a series called `name` (a
+        declared SeriesShape, or its name)."""
+        name = name.name if isinstance(name, SeriesShape) else name
         return [(r.repetition, r.series[name]) for r in self.run.ok_records(self.suite, case) if name in r.series]
 
     def series_names(self, case: str) -> list[str]:
@@ -81,7 +84,7 @@ class ViewContext:
         """A claimed number (or list) from the ledger's figures; None when the ledger has none."""
         return claim_figure(self.run.claims, claim_id, name)
 
-    def aggregate(self, case: str, name: str, key: str | list[str] | None = None) -> Series | None:
+    def aggregate(self, case: str, name: str | SeriesShape, key: str | list[str] | None = None) -> Series | None:
         """The series `name` of `case` over every ok repetition: one row per value of the
         `key` column(s) (in first-seen order; by row index when key is None); numeric
         columns become their median, with `<col>.min` and `<col>.max` beside them when

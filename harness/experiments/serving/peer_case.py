@@ -18,10 +18,11 @@ import time
 from pathlib import Path
 
 from harness.base import stats
+from harness.experiments.serving.series import PEER_REQUESTS
 from harness.infra.model_wheels import smollm2_dir
 from harness.infra.process import note_url_secrets, redact, redact_file, redact_json
 from harness.infra.serving_engine import install
-from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param
 
 from . import client, engines, summary
 from .prefix_case import slice_records
@@ -265,9 +266,9 @@ def _outcome(ctx, p, rounds: list[dict], mine: list[client.Result], order: list[
     series = {"harness": summary.series_of(mine, "harness")}
     pool = pooled(rounds)
     if pool["ttft_ms"]:
-        series["vllm"] = Series({"arm": ["vllm"] * len(pool["ttft_ms"]), "ttft_ms": pool["ttft_ms"],
-                                 "tpot_ms": pool["tpot_ms"], "prompt_tokens": pool["prompt_tokens"]},
-                                {"ttft_ms": "ms", "tpot_ms": "ms"}, "vLLM's benchmark client, per request")
+        series[PEER_REQUESTS.name] = PEER_REQUESTS.make({"arm": ["vllm"] * len(pool["ttft_ms"]),
+                                                         "ttft_ms": pool["ttft_ms"], "tpot_ms": pool["tpot_ms"],
+                                                         "prompt_tokens": pool["prompt_tokens"]})
     details = {"order": order, "rounds": p["rounds"],
                "vllm_rounds": [{k: v for k, v in r.items() if not isinstance(v, list)} for r in rounds]}
     facts = {"peer_client": "vllm.benchmarks.serve", "peer_first": order[0] == "vllm",

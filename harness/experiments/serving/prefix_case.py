@@ -19,9 +19,10 @@ from harness.base import stats
 from harness.base.errors import BadInput
 from harness.experiments.kv_trace import trace as kvtrace
 from harness.experiments.kv_trace.predict import predicted_hit_rate
+from harness.experiments.serving.series import LOADGENS
 from harness.infra import serving_engine
 from harness.infra.http_get import display
-from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, input_path
+from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, input_path
 
 from . import client, client_fleet, engines, replay, summary
 
@@ -164,11 +165,9 @@ def _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, eps, salt)
         series[arm.replace(".", "_")] = summary.series_of(res, arm)
     hosts = [(arm, h, c) for arm in results for h, c in (counts[arm].get("by_loadgen") or {}).items()]
     if hosts:
-        series["loadgens"] = Series(
+        series[LOADGENS.name] = LOADGENS.make(
             {"arm": [a for a, _, _ in hosts], "load_generator": [h for _, h, _ in hosts],
-             **{k: [c[k] for _, _, c in hosts] for k in ("requests", "ok", "ttft_p50_ms", "ttft_p95_ms")}},
-            {"ttft_p50_ms": "ms", "ttft_p95_ms": "ms"},
-            "each load generator's own requests; the arm's metrics are over every host's rows merged")
+             **{k: [c[k] for _, _, c in hosts] for k in ("requests", "ok", "ttft_p50_ms", "ttft_p95_ms")}})
     m.update(_instrument_metrics(results))
     m.update(_prediction(sc, block, capacity, p, m.get("trace.on.engine_hit_pct")))
     m["trace.prompt_tokens"] = Metric(sc.prompt_tokens, "tokens", None, "prompt tokens of the scaled slice")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.base import stats
+from harness.experiments.serving.series import REQUESTS
 from harness.model.driver_contract import Metric, Series
 from harness.model.driver_helpers import write_csv
 
@@ -88,8 +89,8 @@ def overhead_of(prefix: str, results: list[Result]) -> dict[str, Metric]:
 
 def series_of(results: list[Result], arm: str, repetition_note: str = "") -> Series:
     """Per-request columns for the view (the raw CSV holds every field)."""
-    return Series({"arm": [arm] * len(results), "index": [r.index for r in results],
-                   "status": [r.status for r in results], "ttft_ms": [r.ttft_ms for r in results],
-                   "tpot_ms": [r.tpot_ms for r in results], "e2e_ms": [r.e2e_ms for r in results],
-                   "prompt_tokens": [r.prompt_tokens for r in results], "late_ms": [r.late_ms for r in results]},
-                  {"ttft_ms": "ms", "tpot_ms": "ms", "e2e_ms": "ms", "late_ms": "ms"}, repetition_note)
+    return REQUESTS.make({"arm": [arm] * len(results), "index": [r.index for r in results],
+                          "status": [r.status for r in results], "ttft_ms": [r.ttft_ms for r in results],
+                          "tpot_ms": [r.tpot_ms for r in results], "e2e_ms": [r.e2e_ms for r in results],
+                          "prompt_tokens": [r.prompt_tokens for r in results],
+                          "late_ms": [r.late_ms for r in results]}, repetition_note)

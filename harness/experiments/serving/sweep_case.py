@@ -38,8 +38,9 @@ from harness.base import stats
 from harness.base.errors import BadInput
 from harness.experiments.kv_trace import trace as kvtrace
 from harness.experiments.semantic_cache import ttft_case
+from harness.experiments.serving.series import POINTS, SEMANTIC_VS_HASH
 from harness.infra import serving_engine
-from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series, input_path
+from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, input_path
 
 from . import client, engines, replay, semantic_arms, sessions, sweep, sweep_run
 
@@ -370,21 +371,10 @@ def outcome(ctx: CaseContext, rows: list[dict], skipped: dict, loads: Workloads)
     m.update(c3)
     # at a point past the knee, timeouts are what the server did; below it, a fault
     m.update(per_arm_pct(rows, "errors", "error_pct", "requests that did not complete"))
-    cols = [c for c in rows[0] if not c.startswith("_")] if rows else []
-    series = {"points": Series({c: [r[c] for r in rows] for c in cols},
-                               {"level": unit, "offered_rps": "req/s", "sent_rps": "req/s", "completed_rps": "req/s",
-                                "goodput_rps": "req/s", "met_pct": "%", "late_p95_ms": "ms", "ttft_p50_ms": "ms",
-                                "ttft_p95_ms": "ms", "tpot_p95_ms": "ms", "engine_hit_pct": "%",
-                                "hit_tokens_per_s": "tokens/s", "cache_hit_pct": "%", "wrong_hits": "requests",
-                                "cache_saved_tokens_per_s": "tokens/s"},
-                               "one row per point of every arm")} if rows else {}
+    points = [{c: v for c, v in r.items() if not c.startswith("_")} for r in rows]
+    series = {POINTS.name: POINTS.rows(points, units={"level": unit})} if rows else {}
     if versus:
-        series["semantic_vs_hash"] = Series({c: [v[c] for v in versus] for c in versus[0]},
-                                            {"level": unit, "semantic_p95_ms": "ms", "hash_p95_ms": "ms",
-                                             "change_pct": "%"},
-                                            "C3 against the curve: TTFT P95, semantic cache against the hash "
-                                            "cache, at every load both ran steadily (valid, not saturated, "
-                                            "no request failed)")
+        series[SEMANTIC_VS_HASH.name] = SEMANTIC_VS_HASH.rows(versus, units={"level": unit})
     details = {"slo": slo_of(p).text(), "mode": p["mode"], "skipped_arms": skipped,
                "workload": p["workload"], "unit": unit}
     if p["workload"] == "sessions":

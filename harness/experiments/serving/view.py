@@ -6,6 +6,7 @@ ledger."""
 
 from __future__ import annotations
 
+from harness.experiments.serving.series import LOADGENS, POINTS, REQUESTS, SEMANTIC_VS_HASH
 from harness.experiments.views import Chart, Table, ViewContext, series_table, view
 
 ARMS = (("trace.on", "trace slice, prefix caching on"), ("trace.off", "trace slice, prefix caching off (mechanism off)"),
@@ -47,7 +48,7 @@ def _prefix(ctx: ViewContext, case: str) -> list:
                              "engine block is named by the hash id holding its last token) at the engine's "
                              "capacity from vllm:cache_config_info. The suite's threshold is the tolerance. "
                              + _which_is_off(ctx.metric(case, "trace.hit_gap_pp"))))
-    hosts = ctx.aggregate(case, "loadgens", key=["arm", "load_generator"])
+    hosts = ctx.aggregate(case, LOADGENS, key=[LOADGENS["arm"], LOADGENS["load_generator"]])
     if hosts is not None:
         blocks.append(series_table(hosts, "The client on each load generator (the arms above merge every host's rows)",
                                    case, note="Requests dealt round-robin to the inventory's load generators, each "
@@ -75,7 +76,7 @@ def _ttfts(ctx: ViewContext, case: str, arm: str) -> list:
     runs = ctx.series(case, arm.replace(".", "_"))
     if not runs:
         return []
-    return [v for v in runs[0][1].columns["ttft_ms"] if v is not None]
+    return [v for v in runs[0][1].columns[REQUESTS["ttft_ms"]] if v is not None]
 
 
 def _semantic(ctx: ViewContext, case: str) -> list:
@@ -149,31 +150,37 @@ SWEEP_ARMS = (("prefix.on", "prefix caching on"), ("prefix.off", "prefix caching
               ("semantic.oracle", "oracle cache in front (instrument)"))
 
 
-def _sweep(ctx: ViewContext, case: str) -> list:
-    """Latency and goodput against load per arm (first repetition's points, the knee marked),
-    the highest load at the SLO per arm and what each cache buys (medians over repetitions)."""
-    runs = ctx.series(case, "points")
-    if not runs:
-        return []
-    pts = runs[0][1].columns
-    unit = "req/s" if (ctx.run.ok_records(ctx.suite, case)[0].details or {}).get("mode", "open") == "open" else "users"
-    slo = (ctx.run.ok_records(ctx.suite, case)[0].details or {}).get("slo", "")
+def _sweep_charts(pts: dict, case: str, unit: str, slo: str) -> list:
+    """TTFT P95 and goodput against load, a line per arm with its knee marked."""
+    arm_, level, saturated, invalid = (POINTS[c] for c in ("arm", "level", "saturated", "invalid"))
     blocks: list = []
-    for y, title, label in (("ttft_p95_ms", "TTFT P95 against load", "TTFT P95 (ms)"),
-                            ("goodput_rps", "Goodput (requests meeting the SLO per second) against load",
+    for y, title, label in ((POINTS["ttft_p95_ms"], "TTFT P95 against load", "TTFT P95 (ms)"),
+                            (POINTS["goodput_rps"], "Goodput (requests meeting the SLO per second) against load",
                              "goodput (req/s)")):
         series = []
         for arm, name in SWEEP_ARMS:
-            idx = [i for i, a in enumerate(pts["arm"]) if a == arm and pts[y][i] is not None]
+            idx = [i for i, a in enumerate(pts[arm_]) if a == arm and pts[y][i] is not None]
             if idx:
-                series.append({"name": name, "points": [[pts["level"][i], pts[y][i]] for i in idx]})
-                knee = next((i for i in idx if pts["saturated"][i] and not pts["invalid"][i]), None)
+                series.append({"name": name, "points": [[pts[level][i], pts[y][i]] for i in idx]})
+                knee = next((i for i in idx if pts[saturated][i] and not pts[invalid][i]), None)
                 if knee is not None:
-                    series.append({"name": f"{name}: knee", "points": [[pts["level"][knee], pts[y][knee]]]})
+                    series.append({"name": f"{name}: knee", "points": [[pts[level][knee], pts[y][knee]]]})
         if series:
             blocks.append(Chart(f"Load sweep: {title} (first repetition)", series, f"load ({unit})", label,
                                 kind="line", case=case, note=f"SLO: {slo}. A knee point is the first load at which "
                                 "the server no longer kept up; the sweep ran one point past it."))
+    return blocks
+
+
+def _sweep(ctx: ViewContext, case: str) -> list:
+    """Latency and goodput against load per arm (first repetition's points, the knee marked),
+    the highest load at the SLO per arm and what each cache buys (medians over repetitions)."""
+    runs = ctx.series(case, POINTS)
+    if not runs:
+        return []
+    unit = "req/s" if (ctx.run.ok_records(ctx.suite, case)[0].details or {}).get("mode", "open") == "open" else "users"
+    slo = (ctx.run.ok_records(ctx.suite, case)[0].details or {}).get("slo", "")
+    blocks = _sweep_charts(runs[0][1].columns, case, unit, slo)
     rows = [[name, _m(ctx, case, f"{arm}.max_at_slo"),
              _m(ctx, case, f"{arm}.slo_failed_at") if ctx.metric(case, f"{arm}.slo_failed_at") else
              "held at every load tried", _m(ctx, case, f"{arm}.knee"),
@@ -197,7 +204,7 @@ def _sweep(ctx: ViewContext, case: str) -> list:
                                  "semantic cache's correct hits (answers checked against the dataset's labels) for "
                                  "the cache in front of the engine, whose saved tokens are its hits times the mean "
                                  "prompt the engine served."))
-    versus = ctx.aggregate(case, "semantic_vs_hash", key="level")
+    versus = ctx.aggregate(case, SEMANTIC_VS_HASH, key=SEMANTIC_VS_HASH["level"])
     if versus is not None:
         blocks.append(series_table(versus, "C3 against the curve: TTFT P95, semantic cache against the hash cache, "
                                            "at every load both ran steadily", case,
@@ -205,7 +212,7 @@ def _sweep(ctx: ViewContext, case: str) -> list:
                                         "C3 on the P95 over every measured request of the loads where all the "
                                         "semantic arms ran steadily (semantic.vs_hash.ttft_p95_change_pct): one "
                                         "load's P95 of a dozen requests is nearly its slowest one."))
-    agg = ctx.aggregate(case, "points", key=["arm", "level"])
+    agg = ctx.aggregate(case, POINTS, key=[POINTS["arm"], POINTS["level"]])
     if agg is not None:
         blocks.append(series_table(agg, "Load sweep: every point (median over repetitions)", case))
     return blocks
