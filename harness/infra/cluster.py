@@ -34,17 +34,15 @@ from harness.base.errors import BadInput, EnvironmentProblem
 from harness.base.paths import STATE_DIR
 from harness.base.signals import deferred_interrupts
 from harness.infra.ownership import (
-    START_LIMIT,
     DamagedState,
-    Fields,
     Proc,
     boot_id,
     is_ours,
     not_ours_note,
     note,
+    open_state,
     own_dir,
     owner_alive,
-    read_state_file,
     same_boot,
     start_time,
     terminate,
@@ -424,15 +422,10 @@ class LocalCluster:
     def _state(self) -> dict:
         """The state file's fields the harness uses, checked; {} when there is none.
         DamagedState (one line, exit 3) when it cannot be used."""
-        fix = f"remove it (rm {self.state_file}) once no redis-server of this cluster runs"
-        doc = read_state_file(self.state_file, fix)
-        if doc is None:
+        f = open_state(self.state_file, "redis-server of this cluster")
+        if f is None:
             return {}
-        f = Fields(self.state_file, doc, fix)
-        procs = f.procs("procs", legacy="pids")
-        return {"procs": procs, "pids": [p.pid for p in procs], "owner_pid": f.pid("owner_pid"),
-                "owner_start": f.integer("owner_start", 0, START_LIMIT), "boot": f.text("boot", 100),
-                "host": f.text("host", 300), "base_port": f.integer("base_port", 1, 65535),
+        return {**f.owned_procs(), "host": f.text("host", 300), "base_port": f.integer("base_port", 1, 65535),
                 "started": f.number("started")}
 
     def _folder(self, p: Proc) -> Path:

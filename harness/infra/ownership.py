@@ -463,6 +463,21 @@ class Fields:
             raise self.bad(key, "a list of process entries with names of at most 200 characters")
         return Proc(e["pid"], start, port, name)
 
+    def owned_procs(self) -> dict:
+        """The processes the state records (`procs`, or an older harness's bare `pids`), their
+        pids, and who started them on which boot."""
+        procs = self.procs("procs", legacy="pids")
+        return {"procs": procs, "pids": [p.pid for p in procs], "owner_pid": self.pid("owner_pid"),
+                "owner_start": self.integer("owner_start", 0, START_LIMIT), "boot": self.text("boot", 100)}
+
+
+def open_state(path: Path | str, what: str) -> Fields | None:
+    """The state file at `path` for its fields' checks; None when there is none. A damaged
+    one's message tells to remove it once no `what` runs."""
+    fix = f"remove it (rm {path}) once no {what} runs"
+    doc = read_state_file(path, fix)
+    return None if doc is None else Fields(path, doc, fix)
+
 
 def same_boot(doc: dict) -> bool:
     """Whether a state was written in this boot (a state without a boot id: an older harness's,

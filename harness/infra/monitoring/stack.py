@@ -32,7 +32,6 @@ from harness.infra import http_get
 from harness.infra.ownership import (
     START_LIMIT,
     DamagedState,
-    Fields,
     Proc,
     boot_id,
     is_ours,
@@ -40,9 +39,9 @@ from harness.infra.ownership import (
     not_ours_note,
     note,
     open_log,
+    open_state,
     own_dir,
     owner_alive,
-    read_state_file,
     same_boot,
     spawned,
     start_time,
@@ -120,11 +119,9 @@ def read_state(port: int) -> dict:
     """The stack's state, checked field by field; {} when there is none. DamagedState (one
     line, exit 3) when it cannot be used."""
     path = stack_dir(port) / "state.json"
-    fix = f"remove it (rm {path}) once no process of this monitoring stack runs"
-    doc = read_state_file(path, fix)
-    if doc is None:
+    f = open_state(path, "process of this monitoring stack")
+    if f is None:
         return {}
-    f = Fields(path, doc, fix)
     url = f.text("url", 100)
     if url is not None and url != f"http://127.0.0.1:{port}":
         raise f.bad("url", f"this stack's own address (http://127.0.0.1:{port})")

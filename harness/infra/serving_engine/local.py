@@ -34,9 +34,7 @@ from harness.base.signals import deferred_interrupts
 from harness.infra.cluster import PortLock
 from harness.infra.model_wheels import smollm2_dir
 from harness.infra.ownership import (
-    START_LIMIT,
     DamagedState,
-    Fields,
     Proc,
     boot_id,
     cwd_of,
@@ -45,9 +43,9 @@ from harness.infra.ownership import (
     not_ours_note,
     note,
     open_log,
+    open_state,
     own_dir,
     owner_alive,
-    read_state_file,
     same_boot,
     spawned,
     start_time,
@@ -391,21 +389,16 @@ class LocalEngine:
     def _state(self) -> dict:
         """The state file's fields the harness uses, checked; {} when there is none.
         DamagedState (one line, exit 3) when it cannot be used."""
-        fix = f"remove it (rm {self.state_file}) once no process of this engine runs"
-        doc = read_state_file(self.state_file, fix)
-        if doc is None:
+        f = open_state(self.state_file, "process of this engine")
+        if f is None:
             return {}
-        f = Fields(self.state_file, doc, fix)
-        cfg = doc.get("config")
+        cfg = f.doc.get("config")
         if cfg is not None and not (isinstance(cfg, dict) and len(cfg) <= 64 and all(
                 isinstance(k, str) and len(k) <= 100 and (v is None or type(v) in (bool, int, float)
                                                           or (isinstance(v, str) and len(v) <= 200))
                 for k, v in cfg.items())):
             raise f.bad("config", "an object of the engine's settings")
-        procs = f.procs("procs", legacy="pids")
-        return {"procs": procs, "pids": [p.pid for p in procs], "pgid": f.pid("pgid"), "owner_pid": f.pid("owner_pid"),
-                "owner_start": f.integer("owner_start", 0, START_LIMIT), "boot": f.text("boot", 100),
-                "config": cfg, "log": f.text("log"), "start_s": f.number("start_s"), "started": f.number("started"),
+        return {**f.owned_procs(), "pgid": f.pid("pgid"), "config": cfg, "log": f.text("log"), "start_s": f.number("start_s"), "started": f.number("started"),
                 "argv": f.texts("argv")}
 
     def state(self) -> dict:
