@@ -37,13 +37,13 @@ from harness.infra.ownership import (
     DamagedState,
     Proc,
     boot_id,
+    gone_owner,
     is_ours,
     not_ours_note,
     note,
     open_state,
     own_dir,
-    owner_alive,
-    same_boot,
+    split_owned,
     start_time,
     terminate,
     write_private,
@@ -357,10 +357,9 @@ class LocalCluster:
         """When the nodes running here were started by a `harness run` that is gone (killed
         with -9, say): which run; else None."""
         st = self._state()
-        owner = st.get("owner_pid")
-        if not owner or not self._split(st)[0] or owner_alive(owner, st.get("owner_start")):
+        if not st.get("owner_pid") or not self._split(st)[0]:
             return None
-        return f"started by harness run pid {owner}, which no longer runs"
+        return gone_owner(st["owner_pid"], st.get("owner_start"))
 
     def started_by(self) -> str:
         owner = self._state().get("owner_pid")
@@ -434,15 +433,7 @@ class LocalCluster:
     def _split(self, st: dict) -> tuple[list[Proc], list[int], bool]:
         """(the live nodes that are provably this cluster's, the live pids that are not,
         whether those have no start time: an older harness's state)."""
-        ours, foreign, legacy = [], [], False
-        this_boot = same_boot(st)
-        for p in st.get("procs", []):
-            if this_boot and p.port in self.ports and is_ours(p, self._folder(p)):
-                ours.append(p)
-            elif start_time(p.pid) is not None:
-                foreign.append(p.pid)
-                legacy = legacy or p.start is None
-        return ours, foreign, legacy
+        return split_owned(st, "procs", lambda p: p.port in self.ports and is_ours(p, self._folder(p)))
 
     def __enter__(self):
         self.up()

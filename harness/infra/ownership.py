@@ -485,6 +485,29 @@ def same_boot(doc: dict) -> bool:
     return doc.get("boot") in (None, boot_id())
 
 
+def split_owned(st: dict, key: str, ours: Callable[[Proc], bool]) -> tuple[list[Proc], list[int], bool]:
+    """(the live processes of the state's list `key` that are provably ours (`ours`, and
+    written in this boot), the live pids it names that are not, whether those have no start
+    time: an older harness's state)."""
+    mine, foreign, legacy = [], [], False
+    this_boot = same_boot(st)
+    for p in st.get(key, []):
+        if this_boot and ours(p):
+            mine.append(p)
+        elif start_time(p.pid) is not None:
+            foreign.append(p.pid)
+            legacy = legacy or p.start is None
+    return mine, foreign, legacy
+
+
+def gone_owner(pid: int | None, start: int | None) -> str | None:
+    """Which `harness run` started something and no longer runs; None when no run started it
+    or that run still runs."""
+    if not pid or owner_alive(pid, start):
+        return None
+    return f"started by harness run pid {pid}, which no longer runs"
+
+
 def owner_alive(pid: int | None, start: int | None) -> bool:
     """Whether the run that started something (`pid`, started at `start`) still runs."""
     if pid is None:

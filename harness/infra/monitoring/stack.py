@@ -34,6 +34,7 @@ from harness.infra.ownership import (
     DamagedState,
     Proc,
     boot_id,
+    gone_owner,
     is_ours,
     is_pid,
     not_ours_note,
@@ -41,9 +42,8 @@ from harness.infra.ownership import (
     open_log,
     open_state,
     own_dir,
-    owner_alive,
-    same_boot,
     spawned,
+    split_owned,
     start_time,
     terminate,
     write_private,
@@ -171,21 +171,13 @@ def leftover(port: int) -> str | None:
     kind, _, pid = st.get("owner", "").partition(" ")
     if kind != "run" or not pid.isdigit():
         return None
-    return None if owner_alive(int(pid), st.get("owner_start")) else f"started by harness run pid {pid}, which no longer runs"
+    return gone_owner(int(pid), st.get("owner_start"))
 
 
 def _owned(port: int, st: dict) -> tuple[list[Proc], list[int], bool]:
     """(the live processes that are provably this stack's, the live pids the state names
     that are not, whether those have no start time: an older harness's state)."""
-    ours, foreign, legacy = [], [], False
-    this_boot = same_boot(st)
-    for p in st.get("processes", []):
-        if this_boot and is_ours(p, stack_dir(port)):
-            ours.append(p)
-        elif start_time(p.pid) is not None:
-            foreign.append(p.pid)
-            legacy = legacy or p.start is None
-    return ours, foreign, legacy
+    return split_owned(st, "processes", lambda p: is_ours(p, stack_dir(port)))
 
 
 def stack_running(port: int) -> bool:

@@ -39,15 +39,15 @@ from harness.infra.ownership import (
     boot_id,
     cwd_of,
     descendants,
+    gone_owner,
     is_ours,
     not_ours_note,
     note,
     open_log,
     open_state,
     own_dir,
-    owner_alive,
-    same_boot,
     spawned,
+    split_owned,
     start_time,
     terminate,
     write_private,
@@ -322,15 +322,7 @@ class LocalEngine:
     def _owned(self, st: dict) -> tuple[list[Proc], list[int], bool]:
         """(the live processes that are provably this engine's, the live pids the state names
         that are not, whether those have no start time: an older harness's state)."""
-        ours: list[Proc] = []
-        foreign, legacy = [], False
-        this_boot = same_boot(st)
-        for p in st.get("procs", []):
-            if this_boot and is_ours(p, self.state_dir):
-                ours.append(p)
-            elif start_time(p.pid) is not None:
-                foreign.append(p.pid)
-                legacy = legacy or p.start is None
+        ours, foreign, legacy = split_owned(st, "procs", lambda p: is_ours(p, self.state_dir))
         leaders = [p for p in ours if p.pid == st.get("pgid")]
         found = {p.pid: p for p in [*ours, *descendants(ours, leaders), *self._mine()]}
         return sorted(found.values(), key=lambda p: p.pid), foreign, legacy
@@ -424,10 +416,8 @@ class LocalEngine:
     def leftover(self) -> str | None:
         """When the engine running here was started by a `harness run` that is gone: which."""
         st = self._state()
-        owner = st.get("owner_pid")
-        if not owner or owner_alive(owner, st.get("owner_start")) or not self.running_pids():
-            return None
-        return f"started by harness run pid {owner}, which no longer runs"
+        why = gone_owner(st.get("owner_pid"), st.get("owner_start"))
+        return why if why and self.running_pids() else None
 
     def status(self) -> dict:
         st = self._state()
