@@ -34,18 +34,16 @@ from harness.base.errors import BadInput, EnvironmentProblem
 from harness.base.paths import STATE_DIR
 from harness.base.signals import deferred_interrupts
 from harness.infra.ownership import (
-    START_LIMIT,
     DamagedState,
-    Fields,
     Proc,
     boot_id,
+    gone_owner,
     is_ours,
     not_ours_note,
     note,
+    open_state,
     own_dir,
-    owner_alive,
-    read_state_file,
-    same_boot,
+    split_owned,
     start_time,
     terminate,
     write_private,
@@ -359,10 +357,9 @@ class LocalCluster:
         """When the nodes running here were started by a `harness run` that is gone (killed
         with -9, say): which run; else None."""
         st = self._state()
-        owner = st.get("owner_pid")
-        if not owner or not self._split(st)[0] or owner_alive(owner, st.get("owner_start")):
+        if not st.get("owner_pid") or not self._split(st)[0]:
             return None
-        return f"started by harness run pid {owner}, which no longer runs"
+        return gone_owner(st["owner_pid"], st.get("owner_start"))
 
     def started_by(self) -> str:
         owner = self._state().get("owner_pid")
@@ -424,15 +421,10 @@ class LocalCluster:
     def _state(self) -> dict:
         """The state file's fields the harness uses, checked; {} when there is none.
         DamagedState (one line, exit 3) when it cannot be used."""
-        fix = f"remove it (rm {self.state_file}) once no redis-server of this cluster runs"
-        doc = read_state_file(self.state_file, fix)
-        if doc is None:
+        f = open_state(self.state_file, "redis-server of this cluster")
+        if f is None:
             return {}
-        f = Fields(self.state_file, doc, fix)
-        procs = f.procs("procs", legacy="pids")
-        return {"procs": procs, "pids": [p.pid for p in procs], "owner_pid": f.pid("owner_pid"),
-                "owner_start": f.integer("owner_start", 0, START_LIMIT), "boot": f.text("boot", 100),
-                "host": f.text("host", 300), "base_port": f.integer("base_port", 1, 65535),
+        return {**f.owned_procs(), "host": f.text("host", 300), "base_port": f.integer("base_port", 1, 65535),
                 "started": f.number("started")}
 
     def _folder(self, p: Proc) -> Path:
@@ -441,15 +433,7 @@ class LocalCluster:
     def _split(self, st: dict) -> tuple[list[Proc], list[int], bool]:
         """(the live nodes that are provably this cluster's, the live pids that are not,
         whether those have no start time: an older harness's state)."""
-        ours, foreign, legacy = [], [], False
-        this_boot = same_boot(st)
-        for p in st.get("procs", []):
-            if this_boot and p.port in self.ports and is_ours(p, self._folder(p)):
-                ours.append(p)
-            elif start_time(p.pid) is not None:
-                foreign.append(p.pid)
-                legacy = legacy or p.start is None
-        return ours, foreign, legacy
+        return split_owned(st, "procs", lambda p: p.port in self.ports and is_ours(p, self._folder(p)))
 
     def __enter__(self):
         self.up()

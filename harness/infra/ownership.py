@@ -463,11 +463,49 @@ class Fields:
             raise self.bad(key, "a list of process entries with names of at most 200 characters")
         return Proc(e["pid"], start, port, name)
 
+    def owned_procs(self) -> dict:
+        """The processes the state records (`procs`, or an older harness's bare `pids`), their
+        pids, and who started them on which boot."""
+        procs = self.procs("procs", legacy="pids")
+        return {"procs": procs, "pids": [p.pid for p in procs], "owner_pid": self.pid("owner_pid"),
+                "owner_start": self.integer("owner_start", 0, START_LIMIT), "boot": self.text("boot", 100)}
+
+
+def open_state(path: Path | str, what: str) -> Fields | None:
+    """The state file at `path` for its fields' checks; None when there is none. A damaged
+    one's message tells to remove it once no `what` runs."""
+    fix = f"remove it (rm {path}) once no {what} runs"
+    doc = read_state_file(path, fix)
+    return None if doc is None else Fields(path, doc, fix)
+
 
 def same_boot(doc: dict) -> bool:
     """Whether a state was written in this boot (a state without a boot id: an older harness's,
     whose entries have no start time either)."""
     return doc.get("boot") in (None, boot_id())
+
+
+def split_owned(st: dict, key: str, ours: Callable[[Proc], bool]) -> tuple[list[Proc], list[int], bool]:
+    """(the live processes of the state's list `key` that are provably ours (`ours`, and
+    written in this boot), the live pids it names that are not, whether those have no start
+    time: an older harness's state)."""
+    mine, foreign, legacy = [], [], False
+    this_boot = same_boot(st)
+    for p in st.get(key, []):
+        if this_boot and ours(p):
+            mine.append(p)
+        elif start_time(p.pid) is not None:
+            foreign.append(p.pid)
+            legacy = legacy or p.start is None
+    return mine, foreign, legacy
+
+
+def gone_owner(pid: int | None, start: int | None) -> str | None:
+    """Which `harness run` started something and no longer runs; None when no run started it
+    or that run still runs."""
+    if not pid or owner_alive(pid, start):
+        return None
+    return f"started by harness run pid {pid}, which no longer runs"
 
 
 def owner_alive(pid: int | None, start: int | None) -> bool:

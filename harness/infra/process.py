@@ -46,6 +46,7 @@ import subprocess
 import tarfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -463,6 +464,23 @@ def kill_all(processes: list) -> None:
     for proc in list(processes):
         if proc.poll() is None:
             proc.kill()
+
+
+def run_each(jobs: list) -> list:
+    """Call every job of `jobs` (each a function of one argument: the shared list of the
+    processes it starts, see run_process) at once, one thread each; their answers in order.
+    An interrupt or an error kills every process they started at once instead of waiting
+    for them."""
+    procs: list = []
+    pool = ThreadPoolExecutor(max_workers=len(jobs))
+    try:
+        futures = [pool.submit(job, procs) for job in jobs]
+        return [f.result() for f in futures]
+    except BaseException:
+        kill_all(procs)
+        raise
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _bad(message: str):

@@ -28,7 +28,7 @@ import redis
 
 from harness.base.errors import BadInput, EnvironmentProblem
 from harness.base.paths import STATE_DIR
-from harness.experiments.failover import client
+from harness.experiments.failover import client, scenario
 from harness.experiments.failover.scenario import FaultRun, ranges
 from harness.infra.cluster import LocalCluster
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
@@ -61,27 +61,14 @@ PARAMS = {
 
 
 def check(where: str, p: dict) -> None:
-    if not p["variants"] and not p["controls"]:
-        raise BadInput(f"{where}: give at least one of variants or controls")
+    scenario.check_arms(where, p)
     for name in ("variants", "controls"):
         if len(set(p[name])) != len(p[name]):
             raise BadInput(f"{where}.{name}: a name appears twice; list each once")
 
 
-def order(variants: list[str], controls: list[str], repetition: int) -> list[str]:
-    """The run order of one repetition: variants and controls alternating (a control between
-    two variants), the whole sequence rotated by one per repetition."""
-    names: list[str] = []
-    for i in range(max(len(variants), len(controls))):
-        names += variants[i:i + 1] + controls[i:i + 1]
-    if not names:
-        return []
-    k = (repetition - 1) % len(names)
-    return names[k:] + names[:k]
-
-
 def _after_s(p: dict) -> float:
-    return p["after_kill_s"] if p["after_kill_s"] is not None else p["node_timeout_ms"] / 1000 * 1.5 + 3
+    return scenario.fault_s(p["after_kill_s"], p)
 
 
 def _is_replica(host: str, port: int) -> bool:
@@ -193,18 +180,11 @@ def run_once(ctx: CaseContext, cl, variant: str, p: dict) -> tuple[dict, dict, d
     return KillRun(ctx, cl, variant, p).run()
 
 
-def _own_base(ctx: CaseContext, p: dict) -> tuple[str, int]:
-    nodes = ctx.target.nodes
-    host = "127.0.0.1"
-    base = (min(n.port for n in nodes) if nodes else 7000) + p["port_offset"]
-    return host, base
-
-
 def run(ctx: CaseContext) -> CaseOutcome:
 
     p = ctx.params
-    host, base = _own_base(ctx, p)
-    names = order(list(p["variants"]), list(p["controls"]), ctx.repetition)
+    host, base = "127.0.0.1", scenario.own_port(ctx, p)
+    names = scenario.order(list(p["variants"]), list(p["controls"]), ctx.repetition)
     metrics: dict[str, Metric] = {}
     series: dict = {}
     details: dict = {"order": names, "node_timeout_ms": p["node_timeout_ms"], "own_cluster": f"{host}:{base}-{base + 5}"}
@@ -233,16 +213,10 @@ def run(ctx: CaseContext) -> CaseOutcome:
             metrics.update(m)
             series.update(s)
             details[name] = d
-            ctx.log(f"{name}: promoted {_fmt(m.get(name + '.promoted_s'))} s, killed range recovered "
-                    f"{_fmt(m.get(name + '.killed_range.recovered_s'))} s, lost acknowledged "
-                    f"{_fmt(m.get(name + '.lost_acked'))} of {_fmt(m.get(name + '.acked'))}")
+            ctx.log(f"{name}: promoted {scenario.fmt(m.get(name + '.promoted_s'))} s, killed range recovered "
+                    f"{scenario.fmt(m.get(name + '.killed_range.recovered_s'))} s, lost acknowledged "
+                    f"{scenario.fmt(m.get(name + '.lost_acked'))} of {scenario.fmt(m.get(name + '.acked'))}")
     finally:
         cl.down()
         bare.down()
     return CaseOutcome("ok", metrics=metrics, series=series, details=details)
-
-
-def _fmt(m) -> str:
-    if m is None or m.value is None:
-        return "-"
-    return f"{m.value:.2f}".rstrip("0").rstrip(".")

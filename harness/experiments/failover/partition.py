@@ -35,8 +35,7 @@ import redis
 
 from harness.base.errors import BadInput, EnvironmentProblem
 from harness.base.paths import INFRA_DIR, STATE_DIR
-from harness.experiments.failover import client, lost_writes, minority_writer
-from harness.experiments.failover.kill import order
+from harness.experiments.failover import client, lost_writes, minority_writer, scenario
 from harness.experiments.failover.scenario import FaultRun, ranges
 from harness.infra import ownership
 from harness.infra.redis_server import RedisProcess, require_tool
@@ -70,8 +69,7 @@ PARAMS = {
 
 
 def check(where: str, p: dict) -> None:
-    if not p["variants"] and not p["controls"]:
-        raise BadInput(f"{where}: give at least one of variants or controls")
+    scenario.check_arms(where, p)
 
 
 # ---- the lab --------------------------------------------------------------------------------
@@ -238,8 +236,7 @@ class CutRun(FaultRun):
     whole_note = "3 primaries + 3 replicas, links up, after the heal"
 
     def __init__(self, ctx: CaseContext, lc: LabCluster, variant: str, p: dict):
-        cut_s = p["cut_s"] if p["cut_s"] is not None else p["node_timeout_ms"] / 1000 * 1.5 + 3
-        super().__init__(ctx, variant, p, lc.addrs, faulty=variant != "no-cut", fault_s=cut_s,
+        super().__init__(ctx, variant, p, lc.addrs, faulty=variant != "no-cut", fault_s=scenario.fault_s(p["cut_s"], p),
                          after_s=p["after_heal_s"])
         self.lc = lc
         self.minority = None
@@ -358,13 +355,12 @@ def run(ctx: CaseContext) -> CaseOutcome:
             tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
             return CaseOutcome("skipped", f"the simulated lab could not be started: {tail[0]}")
         started = True
-    nodes = ctx.target.nodes
-    port = (min(n.port for n in nodes) if nodes else 7000) + p["port_offset"]
+    port = scenario.own_port(ctx, p)
     if port > 65535 - 10000:
         raise BadInput(f"port_offset {p['port_offset']}: the lab nodes' port {port} leaves no room for its bus "
                        f"port (+10000); give a smaller port_offset")
     lc = LabCluster(port, p["node_timeout_ms"], STATE_DIR / f"failover-lab-{port}")
-    names = order(list(p["variants"]), list(p["controls"]), ctx.repetition)
+    names = scenario.order(list(p["variants"]), list(p["controls"]), ctx.repetition)
     metrics: dict[str, Metric] = {}
     series: dict = {}
     details: dict = {"order": names, "node_timeout_ms": p["node_timeout_ms"], "lab_started_by_case": started,
@@ -377,10 +373,10 @@ def run(ctx: CaseContext) -> CaseOutcome:
             metrics.update(m)
             series.update(s)
             details[name] = d
-            ctx.log(f"{name}: the cut-off side acknowledged writes for {_fmt(m.get(name + '.minority.accepting_s'))} s; "
-                    f"lost acknowledged {_fmt(m.get(name + '.minority.lost_acked'))} of "
-                    f"{_fmt(m.get(name + '.minority.acked'))} (cut-off side), "
-                    f"{_fmt(m.get(name + '.lost_acked'))} of {_fmt(m.get(name + '.acked'))} (all)")
+            ctx.log(f"{name}: the cut-off side acknowledged writes for {scenario.fmt(m.get(name + '.minority.accepting_s'))} s; "
+                    f"lost acknowledged {scenario.fmt(m.get(name + '.minority.lost_acked'))} of "
+                    f"{scenario.fmt(m.get(name + '.minority.acked'))} (cut-off side), "
+                    f"{scenario.fmt(m.get(name + '.lost_acked'))} of {scenario.fmt(m.get(name + '.acked'))} (all)")
     finally:
         lc.down()
         if started:
@@ -388,9 +384,3 @@ def run(ctx: CaseContext) -> CaseOutcome:
             if r.returncode != 0:
                 ctx.log(f"lab-sim down.sh: {(r.stderr or r.stdout).strip()[-200:]}")
     return CaseOutcome("ok", metrics=metrics, series=series, details=details)
-
-
-def _fmt(m) -> str:
-    if m is None or m.value is None:
-        return "-"
-    return f"{m.value:.2f}".rstrip("0").rstrip(".")

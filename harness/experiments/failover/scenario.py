@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import redis
 from redis.crc import key_slot
 
+from harness.base.errors import BadInput
 from harness.experiments.failover import client, measure
 from harness.experiments.failover.watch import Watcher, node_id, parse_nodes
 from harness.model.driver_contract import CaseContext, Metric
@@ -78,6 +79,41 @@ def flush_primaries(addrs) -> None:
                 c.flushall()
         finally:
             c.close()
+
+
+def check_arms(where: str, p: dict) -> None:
+    if not p["variants"] and not p["controls"]:
+        raise BadInput(f"{where}: give at least one of variants or controls")
+
+
+def order(variants: list[str], controls: list[str], repetition: int) -> list[str]:
+    """The run order of one repetition: variants and controls alternating (a control between
+    two variants), the whole sequence rotated by one per repetition."""
+    names: list[str] = []
+    for i in range(max(len(variants), len(controls))):
+        names += variants[i:i + 1] + controls[i:i + 1]
+    if not names:
+        return []
+    k = (repetition - 1) % len(names)
+    return names[k:] + names[:k]
+
+
+def fault_s(given: float | None, p: dict) -> float:
+    """How long the fault lasts: `given` seconds, or by default the node timeout x 1.5 + 3 s."""
+    return given if given is not None else p["node_timeout_ms"] / 1000 * 1.5 + 3
+
+
+def own_port(ctx: CaseContext, p: dict) -> int:
+    """The case's own nodes' first port: the suite cluster's first (7000 without one) + port_offset."""
+    nodes = ctx.target.nodes
+    return (min(n.port for n in nodes) if nodes else 7000) + p["port_offset"]
+
+
+def fmt(m) -> str:
+    """A metric's value for the case's log line ('-': none)."""
+    if m is None or m.value is None:
+        return "-"
+    return f"{m.value:.2f}".rstrip("0").rstrip(".")
 
 
 def ranges(slots: list[int]) -> str:

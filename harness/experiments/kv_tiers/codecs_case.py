@@ -18,16 +18,16 @@ from typing import Callable
 
 from harness.base import stats
 from harness.base.errors import BadInput
-from harness.experiments.kv_tiers import codecs, extract
+from harness.experiments.kv_tiers import codecs
 from harness.experiments.kv_tiers.codecs import CodecError
 from harness.experiments.kv_tiers.common import (
     BINARY_CODECS,
     CODECS,
     COMMON,
+    check_prompt,
     env_note,
     in_torch_threads,
-    load_model,
-    text_path,
+    prompt_chunks,
 )
 from harness.model.driver_contract import REQUIRED, CaseContext, CaseOutcome, Metric, Param, Series
 
@@ -51,8 +51,7 @@ STAND_IN = "raw"
 
 
 def check_codecs(where: str, p: dict) -> None:
-    if p["prompt_tokens"] < p["chunk_tokens"]:
-        raise BadInput(f"{where}.prompt_tokens: needs at least one whole chunk ({p['chunk_tokens']} tokens)")
+    check_prompt(where, p)
     for need in ("json", "aligned128"):
         if need not in p["codecs"]:
             raise BadInput(f"{where}.codecs: must include {need} (the claim compares json with aligned128)")
@@ -146,10 +145,7 @@ def interleaved_qps(codecs: dict, arrays: list, client, prefix: str, seconds: fl
 def run_codecs(ctx: CaseContext) -> CaseOutcome:
 
     p = ctx.params
-    tok, model, device = load_model(ctx)
-    ids = extract.prompt_ids(tok, p["prompt_tokens"], text_path(p))
-    _, cache = extract.prefill(model, ids)
-    chunks = extract.split_chunks(cache, ids, p["chunk_tokens"])
+    chunks, device = prompt_chunks(ctx)
     whole = [codecs.to_numpy(c.tensor)[0] for c in chunks]
     n = size_for_time(lambda k: _json_decode_ms(_codec_for, whole, k), p["json_decode_target_ms"], 64, whole[0].size)
     sized = [w.reshape(-1)[:n].copy() for w in whole]

@@ -9,6 +9,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from harness.base.errors import BadInput
 from harness.experiments.kv_tiers import codecs, extract, tiers
 from harness.experiments.kv_tiers.extract import DEFAULT_TEXT
 from harness.experiments.kv_tiers.tiers import default_device
@@ -55,6 +56,21 @@ def load_model(ctx: CaseContext):
     _, cache = extract.prefill(model, ids[:48])
     extract.continue_from(model, cache, ids[48:])
     return tok, model, device
+
+
+def check_prompt(where: str, p: dict) -> None:
+    if p["prompt_tokens"] < p["chunk_tokens"]:
+        raise BadInput(f"{where}.prompt_tokens: needs at least one whole chunk ({p['chunk_tokens']} tokens)")
+
+
+def prompt_chunks(ctx: CaseContext) -> tuple[list[extract.Chunk], str]:
+    """(the KV chunks of the case's real prompt of prompt_tokens, the device): the model
+    loaded and warmed, the prompt prefilled and cut into chunks of chunk_tokens."""
+    p = ctx.params
+    tok, model, device = load_model(ctx)
+    ids = extract.prompt_ids(tok, p["prompt_tokens"], text_path(p))
+    _, cache = extract.prefill(model, ids)
+    return extract.split_chunks(cache, ids, p["chunk_tokens"]), device
 
 
 def env_note(device: str) -> str:

@@ -17,17 +17,15 @@ from __future__ import annotations
 import time
 
 from harness.base import stats
-from harness.base.errors import BadInput
-from harness.experiments.kv_tiers import extract
 from harness.experiments.kv_tiers.codecs import decode_tensor
 from harness.experiments.kv_tiers.common import (
     COMMON,
     TIER_STORE_PARAMS,
     Store,
+    check_prompt,
     env_note,
     in_torch_threads,
-    load_model,
-    text_path,
+    prompt_chunks,
 )
 from harness.experiments.kv_tiers.ttft import prepare_tier
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
@@ -53,18 +51,14 @@ MEASURES = {  # measure -> (tier, what is timed)
 
 
 def check_tiers(where: str, p: dict) -> None:
-    if p["prompt_tokens"] < p["chunk_tokens"]:
-        raise BadInput(f"{where}.prompt_tokens: needs at least one whole chunk ({p['chunk_tokens']} tokens)")
+    check_prompt(where, p)
 
 
 @in_torch_threads
 def run_tiers(ctx: CaseContext) -> CaseOutcome:
 
     p = ctx.params
-    tok, model, device = load_model(ctx)
-    ids = extract.prompt_ids(tok, p["prompt_tokens"], text_path(p))
-    _, cache = extract.prefill(model, ids)
-    chunks = extract.split_chunks(cache, ids, p["chunk_tokens"])
+    chunks, device = prompt_chunks(ctx)
     originals = {c.key: c.tensor for c in chunks}
     keys = list(originals)
     s = Store(ctx, chunks[0].tensor.shape, device)

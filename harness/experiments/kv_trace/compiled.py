@@ -41,6 +41,13 @@ def _less(a, b, k1, k2):
 
 
 @INLINE
+def _place(heap, pos, i, v):
+    """Put v at slot i of the heap."""
+    heap[i] = v
+    pos[v] = i
+
+
+@INLINE
 def _sift_up(heap, pos, k1, k2, i):
     v = heap[i]
     while i > 0:
@@ -48,11 +55,9 @@ def _sift_up(heap, pos, k1, k2, i):
         u = heap[p]
         if not _less(v, u, k1, k2):
             break
-        heap[i] = u
-        pos[u] = i
+        _place(heap, pos, i, u)
         i = p
-    heap[i] = v
-    pos[v] = i
+    _place(heap, pos, i, v)
 
 
 @INLINE
@@ -67,17 +72,14 @@ def _sift_down(heap, pos, k1, k2, i, size):
         u = heap[c]
         if not _less(u, v, k1, k2):
             break
-        heap[i] = u
-        pos[u] = i
+        _place(heap, pos, i, u)
         i = c
-    heap[i] = v
-    pos[v] = i
+    _place(heap, pos, i, v)
 
 
 @INLINE
 def _push(heap, pos, k1, k2, size, v):
-    heap[size] = v
-    pos[v] = size
+    _place(heap, pos, size, v)
     _sift_up(heap, pos, k1, k2, size)
     return size + 1
 
@@ -91,8 +93,7 @@ def _remove(heap, pos, k1, k2, size, v):
     if i == size:
         return size
     u = heap[size]
-    heap[i] = u
-    pos[u] = i
+    _place(heap, pos, i, u)
     _sift_up(heap, pos, k1, k2, i)
     _sift_down(heap, pos, k1, k2, pos[u], size)
     return size

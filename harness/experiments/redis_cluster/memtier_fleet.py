@@ -20,13 +20,13 @@ one load generator (drivers.py) uses too.
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 from harness.base.errors import BadInput
 from harness.infra.load_tools import loadgen_merge, memtier
 from harness.infra.load_tools.loadgen_merge import HostRun
-from harness.infra.process import RemoteHost, clock_offset_ms, command_line, kill_all, redact, run_tool
+from harness.infra.process import RemoteHost, clock_offset_ms, command_line, redact, run_each, run_tool
 from harness.model.driver_contract import CaseContext, Metric, Series
 
 START_LEAD_S = 3.0  # the shared start lies this far ahead of the moment the commands are sent
@@ -117,17 +117,8 @@ def run_fleet(ctx: CaseContext, params: dict, name: str) -> FleetRun:
     clocks = {h.name: dict(zip(("offset_ms", "round_trip_ms"), map(lambda v: round(v, 1), clock_offset_ms(h))))
               for h in hosts}
     start = time.time() + START_LEAD_S
-    procs: list = []
-    pool = ThreadPoolExecutor(max_workers=len(hosts))
-    try:
-        futures = [pool.submit(_one_host, ctx, params, name, h, k, start, clocks[h.name]["offset_ms"], procs)
-                   for h, k in zip(hosts, ranges)]
-        done = [f.result() for f in futures]
-    except BaseException:
-        kill_all(procs)
-        raise
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    done = run_each([partial(_one_host, ctx, params, name, h, k, start, clocks[h.name]["offset_ms"])
+                     for h, k in zip(hosts, ranges)])
     commands = {f"{name} on {h.name}": shown for h, (_, _, shown, _) in zip(hosts, done)}
     failures = [why for _, why, _, _ in done if why]
     return FleetRun([r for r, _, _, _ in done if r is not None], commands, "; ".join(failures),

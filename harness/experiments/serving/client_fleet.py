@@ -16,12 +16,12 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
+from functools import partial
 
 from harness.experiments.serving import client
 from harness.experiments.serving.client import Request, Result
-from harness.infra.process import RemoteHost, clock_offset_ms, kill_all, redact
+from harness.infra.process import RemoteHost, clock_offset_ms, redact, run_each
 
 WORKER = "harness.experiments.serving.client_worker"
 START_LEAD_S = 5.0  # the shared start lies this far ahead: every host's Python is up by then
@@ -77,16 +77,8 @@ def run(hosts: list[RemoteHost], python: str, base_url: str, model: str, request
     limit = START_LEAD_S + last + timeout_s + client.DEADLINE_MARGIN_S + MARGIN_S
     jobs = [_job(base_url, model, [requests[i] for i in part], start + off, timeout_s, stall_s)
             for part, off in zip(parts, offsets)]
-    procs: list = []
-    pool = ThreadPoolExecutor(max_workers=len(hosts))
-    try:  # an interrupt kills every SSH session at once instead of waiting for them
-        futures = [pool.submit(_one, hosts[k], python, jobs[k], len(parts[k]), limit, procs) for k in range(len(hosts))]
-        done = [f.result() for f in futures]
-    except BaseException:
-        kill_all(procs)
-        raise
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    # an interrupt kills every SSH session at once instead of waiting for them
+    done = run_each([partial(_one, hosts[k], python, jobs[k], len(parts[k]), limit) for k in range(len(hosts))])
     results: list[Result | None] = [None] * len(requests)
     owner = [""] * len(requests)
     for host, part, (rows, why) in zip(hosts, parts, done):

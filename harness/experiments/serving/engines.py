@@ -8,13 +8,16 @@ gives None, and the case reports those metrics as missing."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 from harness.base.errors import EnvironmentProblem
 from harness.infra import serving_engine
 from harness.infra.process import url_for_display
 from harness.infra.target import LlmEndpoint, Target
+from harness.model.driver_contract import CaseContext, CaseOutcome
 
 from . import client
 
@@ -26,6 +29,17 @@ MIN_QUERIED = 0.5
 
 class EngineDown(Exception):
     """An engine a case needs does not answer: the case fails with this reason."""
+
+
+def fails_when_down(run: Callable[[CaseContext], CaseOutcome]) -> Callable[[CaseContext], CaseOutcome]:
+    """A case's `run` whose EngineDown is the case's failure, with the engine's reason."""
+    @functools.wraps(run)
+    def checked(ctx: CaseContext) -> CaseOutcome:
+        try:
+            return run(ctx)
+        except EngineDown as e:
+            return CaseOutcome("failed", str(e))
+    return checked
 
 
 def pick(target: Target, raw_dir=None) -> tuple[LlmEndpoint, LlmEndpoint | None]:
@@ -50,6 +64,12 @@ def pick_warm(target: Target, raw_dir, log) -> tuple[LlmEndpoint, LlmEndpoint | 
         if ep is not None:
             warm_up(ep, log)
     return on, off
+
+
+def pick_off(target: Target, raw_dir=None) -> LlmEndpoint:
+    """The engine with prefix caching off where the run has one, else the on engine (pick());
+    EngineDown when it does not answer."""
+    return require(target.engines.get("uncached") or pick(target, raw_dir)[0])
 
 
 def require(ep: LlmEndpoint) -> LlmEndpoint:

@@ -164,19 +164,16 @@ def _harness(ep, prompts: list[dict], tag: str, delay_ms: float = 0.0) -> list[c
     return client.run(ep.base_url, ep.model, reqs, timeout_s=120, stall_s=60)
 
 
+@engines.fails_when_down
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
     if not install.venv_python().exists():
         return CaseOutcome("failed", f"vLLM's benchmark client needs the engine's venv ({install.venv_python()} "
                                      f"is missing): {install.INSTALL_HINT}")
-    try:
-        ep = ctx.target.engines.get("uncached") or engines.pick(ctx.target, ctx.raw_dir)[0]
-        engines.require(ep)
-        engines.warm_up(ep, ctx.log)
-        with tempfile.TemporaryDirectory(prefix="harness-peer-") as hs:
-            peer_rounds, mine, late, order = _rounds(ctx, p, ep, hs)
-    except engines.EngineDown as e:
-        return CaseOutcome("failed", str(e))
+    ep = engines.pick_off(ctx.target, ctx.raw_dir)
+    engines.warm_up(ep, ctx.log)
+    with tempfile.TemporaryDirectory(prefix="harness-peer-") as hs:
+        peer_rounds, mine, late, order = _rounds(ctx, p, ep, hs)
     out = _outcome(ctx, p, peer_rounds, mine, order, ep)
     if late is not None:
         out.metrics.update(_late_metrics(ctx, late, out.metrics, p))

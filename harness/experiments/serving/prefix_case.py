@@ -111,12 +111,10 @@ def _send(ctx, arm: str, ep, reqs, p) -> tuple[list[client.Result], dict]:
     return fl.results, by_host
 
 
+@engines.fails_when_down
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
-    try:
-        on, off = engines.pick_warm(ctx.target, ctx.raw_dir, ctx.log)
-    except engines.EngineDown as e:
-        return CaseOutcome("failed", str(e))
+    on, off = engines.pick_warm(ctx.target, ctx.raw_dir, ctx.log)
     cfg = serving_engine.cache_config(on) or {}
     block = int(cfg.get("block_size") or p["engine_block"])
     replay.check_block(p["tokens_per_hash"], block, display(on.base_url) if cfg.get("block_size") else "", ctx.case)

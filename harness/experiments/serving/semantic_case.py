@@ -98,14 +98,11 @@ async def _serve_stream(ctx, ep, p, s, stores, emb, proj) -> tuple[list[list], l
     return rows, front.errors
 
 
+@engines.fails_when_down
 def run(ctx: CaseContext) -> CaseOutcome:
 
     p = {**ctx.params, "device": "cpu"}
-    try:
-        ep = ctx.target.engines.get("uncached") or engines.pick(ctx.target, ctx.raw_dir)[0]
-        engines.require(ep)
-    except engines.EngineDown as e:
-        return CaseOutcome("failed", str(e))
+    ep = engines.pick_off(ctx.target, ctx.raw_dir)
     emb = Embedder.load("cpu")
     s = ttft_case.prepare(p, emb, ctx.log)
     proj = keys.projection(emb.dim, p["lsh_seed"])

@@ -304,12 +304,10 @@ def engine_of(arm: str, on, off):
     return (on, off)[ENGINE_OF[arm]]
 
 
+@engines.fails_when_down
 def run(ctx: CaseContext) -> CaseOutcome:
     p = ctx.params
-    try:
-        on, off = engines.pick_warm(ctx.target, ctx.raw_dir, ctx.log)
-    except engines.EngineDown as e:
-        return CaseOutcome("failed", str(e))
+    on, off = engines.pick_warm(ctx.target, ctx.raw_dir, ctx.log)
     block = replay_block(on, p)
     loads = Workloads(p)
     salt = p["seed"] * 1_000_003 + ctx.repetition

@@ -32,19 +32,18 @@ from harness.infra import http_get
 from harness.infra.ownership import (
     START_LIMIT,
     DamagedState,
-    Fields,
     Proc,
     boot_id,
+    gone_owner,
     is_ours,
     is_pid,
     not_ours_note,
     note,
     open_log,
+    open_state,
     own_dir,
-    owner_alive,
-    read_state_file,
-    same_boot,
     spawned,
+    split_owned,
     start_time,
     terminate,
     write_private,
@@ -120,11 +119,9 @@ def read_state(port: int) -> dict:
     """The stack's state, checked field by field; {} when there is none. DamagedState (one
     line, exit 3) when it cannot be used."""
     path = stack_dir(port) / "state.json"
-    fix = f"remove it (rm {path}) once no process of this monitoring stack runs"
-    doc = read_state_file(path, fix)
-    if doc is None:
+    f = open_state(path, "process of this monitoring stack")
+    if f is None:
         return {}
-    f = Fields(path, doc, fix)
     url = f.text("url", 100)
     if url is not None and url != f"http://127.0.0.1:{port}":
         raise f.bad("url", f"this stack's own address (http://127.0.0.1:{port})")
@@ -174,21 +171,13 @@ def leftover(port: int) -> str | None:
     kind, _, pid = st.get("owner", "").partition(" ")
     if kind != "run" or not pid.isdigit():
         return None
-    return None if owner_alive(int(pid), st.get("owner_start")) else f"started by harness run pid {pid}, which no longer runs"
+    return gone_owner(int(pid), st.get("owner_start"))
 
 
 def _owned(port: int, st: dict) -> tuple[list[Proc], list[int], bool]:
     """(the live processes that are provably this stack's, the live pids the state names
     that are not, whether those have no start time: an older harness's state)."""
-    ours, foreign, legacy = [], [], False
-    this_boot = same_boot(st)
-    for p in st.get("processes", []):
-        if this_boot and is_ours(p, stack_dir(port)):
-            ours.append(p)
-        elif start_time(p.pid) is not None:
-            foreign.append(p.pid)
-            legacy = legacy or p.start is None
-    return ours, foreign, legacy
+    return split_owned(st, "processes", lambda p: is_ours(p, stack_dir(port)))
 
 
 def stack_running(port: int) -> bool:

@@ -34,22 +34,20 @@ from harness.base.signals import deferred_interrupts
 from harness.infra.cluster import PortLock
 from harness.infra.model_wheels import smollm2_dir
 from harness.infra.ownership import (
-    START_LIMIT,
     DamagedState,
-    Fields,
     Proc,
     boot_id,
     cwd_of,
     descendants,
+    gone_owner,
     is_ours,
     not_ours_note,
     note,
     open_log,
+    open_state,
     own_dir,
-    owner_alive,
-    read_state_file,
-    same_boot,
     spawned,
+    split_owned,
     start_time,
     terminate,
     write_private,
@@ -324,15 +322,7 @@ class LocalEngine:
     def _owned(self, st: dict) -> tuple[list[Proc], list[int], bool]:
         """(the live processes that are provably this engine's, the live pids the state names
         that are not, whether those have no start time: an older harness's state)."""
-        ours: list[Proc] = []
-        foreign, legacy = [], False
-        this_boot = same_boot(st)
-        for p in st.get("procs", []):
-            if this_boot and is_ours(p, self.state_dir):
-                ours.append(p)
-            elif start_time(p.pid) is not None:
-                foreign.append(p.pid)
-                legacy = legacy or p.start is None
+        ours, foreign, legacy = split_owned(st, "procs", lambda p: is_ours(p, self.state_dir))
         leaders = [p for p in ours if p.pid == st.get("pgid")]
         found = {p.pid: p for p in [*ours, *descendants(ours, leaders), *self._mine()]}
         return sorted(found.values(), key=lambda p: p.pid), foreign, legacy
@@ -391,21 +381,16 @@ class LocalEngine:
     def _state(self) -> dict:
         """The state file's fields the harness uses, checked; {} when there is none.
         DamagedState (one line, exit 3) when it cannot be used."""
-        fix = f"remove it (rm {self.state_file}) once no process of this engine runs"
-        doc = read_state_file(self.state_file, fix)
-        if doc is None:
+        f = open_state(self.state_file, "process of this engine")
+        if f is None:
             return {}
-        f = Fields(self.state_file, doc, fix)
-        cfg = doc.get("config")
+        cfg = f.doc.get("config")
         if cfg is not None and not (isinstance(cfg, dict) and len(cfg) <= 64 and all(
                 isinstance(k, str) and len(k) <= 100 and (v is None or type(v) in (bool, int, float)
                                                           or (isinstance(v, str) and len(v) <= 200))
                 for k, v in cfg.items())):
             raise f.bad("config", "an object of the engine's settings")
-        procs = f.procs("procs", legacy="pids")
-        return {"procs": procs, "pids": [p.pid for p in procs], "pgid": f.pid("pgid"), "owner_pid": f.pid("owner_pid"),
-                "owner_start": f.integer("owner_start", 0, START_LIMIT), "boot": f.text("boot", 100),
-                "config": cfg, "log": f.text("log"), "start_s": f.number("start_s"), "started": f.number("started"),
+        return {**f.owned_procs(), "pgid": f.pid("pgid"), "config": cfg, "log": f.text("log"), "start_s": f.number("start_s"), "started": f.number("started"),
                 "argv": f.texts("argv")}
 
     def state(self) -> dict:
@@ -431,10 +416,8 @@ class LocalEngine:
     def leftover(self) -> str | None:
         """When the engine running here was started by a `harness run` that is gone: which."""
         st = self._state()
-        owner = st.get("owner_pid")
-        if not owner or owner_alive(owner, st.get("owner_start")) or not self.running_pids():
-            return None
-        return f"started by harness run pid {owner}, which no longer runs"
+        why = gone_owner(st.get("owner_pid"), st.get("owner_start"))
+        return why if why and self.running_pids() else None
 
     def status(self) -> dict:
         st = self._state()

@@ -5,8 +5,8 @@ import random
 import pytest
 
 from harness.experiments.failover import lost_writes
-from harness.experiments.failover.kill import order
 from harness.experiments.failover.lost_writes import LOST, OVERWRITTEN, PRESENT, Write
+from harness.experiments.failover.scenario import order
 
 
 def w(client, seq, key, sent, done=None, ok=True, replicas=None, error="", group="a"):
