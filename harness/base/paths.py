@@ -7,7 +7,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # the claims ledger (claims.yaml) judges them all and sits beside them.
 SUITES_DIR = REPO_ROOT / "harness" / "experiments"
 INFRA_DIR = REPO_ROOT / "infra"
-REPORTS_DIR = REPO_ROOT / "reports"
+TEMPLATES_DIR = REPO_ROOT / "harness" / "publish" / "templates"  # the report's and history page's
 DATA_DIR = REPO_ROOT / "data"
 STATE_DIR = REPO_ROOT / ".harness"  # pids and data folders of local servers (git-ignored)
 CACHE_DIR = STATE_DIR / "cache"  # converted models and other artefacts kept between runs

@@ -1,4 +1,4 @@
-"""Renders the history page (reports/templates/history.html.j2) from harness.verdict.metric_history's data:
+"""Renders the history page (harness/publish/templates/history.html.j2) from harness.verdict.metric_history's data:
 one chart per metric (per-run median with min-max whiskers, the threshold, the fitted
 levels), its steps, and the runs with their annotations. Inline SVG only, the report's
 Content-Security-Policy, every string escaped (Jinja autoescape; svg.py uses format.esc)."""
@@ -11,7 +11,7 @@ from pathlib import Path
 from markupsafe import Markup
 
 from harness.base.files import write_atomic
-from harness.base.paths import REPORTS_DIR
+from harness.base.paths import TEMPLATES_DIR
 from harness.publish.render import CSP, _env
 from harness.publish.svg import chart
 from harness.verdict import display as F
@@ -92,7 +92,7 @@ def build_context(data: dict, root: str) -> dict:
 
 
 def render_history(data: dict, root: str) -> str:
-    css = (REPORTS_DIR / "templates" / "report.css").read_text()
+    css = (TEMPLATES_DIR / "report.css").read_text()
     return _env().get_template("history.html.j2").render(css=Markup(css), **build_context(data, root))
 
 

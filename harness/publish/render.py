@@ -1,4 +1,4 @@
-"""Builds the report's data from a results folder and renders reports/templates/report.html.j2.
+"""Builds the report's data from a results folder and renders harness/publish/templates/report.html.j2.
 
 The template receives computed data only (strings, numbers, lists); charts arrive as
 ready SVG markup built by svg.py from the views' Chart blocks. Every string that reaches
@@ -18,7 +18,7 @@ from markupsafe import Markup
 
 from harness.base.errors import BadInput
 from harness.base.files import write_atomic
-from harness.base.paths import REPORTS_DIR
+from harness.base.paths import TEMPLATES_DIR
 from harness.base.safe_text import BLOCK, for_html
 from harness.experiments import views
 from harness.model.manifest import Manifest
@@ -382,7 +382,7 @@ def _finalize(value):
 
 
 def _env() -> Environment:
-    env = Environment(loader=FileSystemLoader(str(REPORTS_DIR / "templates")),
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES_DIR)),
                       autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True,
                       finalize=_finalize)
     env.filters["fmt"] = F.fmt
@@ -392,7 +392,7 @@ def _env() -> Environment:
 def render_html(run: RunData, a: Analysis, comparison: list[dict] | None = None, history: str | None = None,
                 changed: list[dict] | None = None) -> str:
     env = _env()
-    css = (REPORTS_DIR / "templates" / "report.css").read_text()
+    css = (TEMPLATES_DIR / "report.css").read_text()
     return env.get_template("report.html.j2").render(css=Markup(css), pass_verdict=Verdict.PASS.value,
                                                      **build_context(run, a, comparison, history, changed))
 
