@@ -294,6 +294,7 @@ def _suite_context(run: RunData, a: Analysis, name: str, srun, history: str | No
     return {"name": name, "description": srun.description, "claim": srun.claim,
             "profile": srun.profile, "profile_description": srun.profile_description,
             "repetitions": srun.repetitions, "conditions": srun.conditions,
+            "fewer": [f"{c.name} {srun.reps(c)}" for c in srun.cases if srun.reps(c) != srun.repetitions],
             "thresholds": _thresholds(a, name, history), "cases": cases,
             "charts": [svg(b) for b in suite_blocks if isinstance(b, views.Chart)],
             "tables": [_table(b) for b in suite_blocks if isinstance(b, views.Table)]}

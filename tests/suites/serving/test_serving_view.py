@@ -98,3 +98,15 @@ def test_the_sweep_shows_curves_knee_capacity_and_c3_against_the_curve():
                 "steadily"]
     # 4 and 16 req/s: at 8 the semantic arm's schedule ran late (an invalid point is left out)
     assert [r[0] for r in c3.rows] == [4.0, 16.0], c3.rows
+
+
+def test_the_report_says_which_case_ran_fewer_repetitions_than_the_suite():
+    """The local profile runs the sweep once (case_repetitions) and the other cases twice: the
+    suite's header says so, instead of a bare "Repetitions: 2"."""
+    from harness.publish.render import render_html
+
+    rec = Record.from_json(json.loads((FIX / "sweep_local_record.json").read_text())["record"])
+    suites = spec.load_all_suites()
+    srun = suites["serving"].as_run("local", 2, {c.name: {} for c in suites["serving"].cases})
+    run = RunData(Path("."), dict(HERE), [rec], {"serving": srun}, spec.load_claims(suites=suites))
+    assert "Repetitions: 2 (sweep 1)." in render_html(run, analyze(run))
