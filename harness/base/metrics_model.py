@@ -125,15 +125,15 @@ class Series:
         return cls(data["columns"], data.get("units", {}), data.get("note", ""))
 
 
-KINDS = {"number": (int, float), "text": (str,), "int": (int,), "flag": (bool,)}
+KINDS = {"number": (int, float), "text": (str,), "int": (int,), "flag": (bool,), "value": (int, float, str)}
 
 
 @dataclass(frozen=True)
 class Column:
     """One column of a series, declared once (in the suite folder's series.py) for the driver
-    that writes it and the view that reads it. `kind`: "number", "int", "text" or "flag" (a
-boolean); a value may
-    always be None (not measured). `family`: the name is a prefix, and every column that
+    that writes it and the view that reads it. `kind`: "number", "int", "text", "flag" (a
+    boolean) or "value" (a number or a text, row by row: a column whose summary row names
+    several numbers at once, "24/160/640"); a value may always be None (not measured). `family`: the name is a prefix, and every column that
     starts with it is one of these (`errors.` for `errors.MOVED`, `errors.timeout` ...)."""
 
     name: str

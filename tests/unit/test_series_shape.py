@@ -43,3 +43,10 @@ def test_a_view_that_asks_for_an_undeclared_column_is_stopped():
     assert SHAPE["ttft_ms"] == "ttft_ms" and SHAPE["errors.MOVED"] == "errors.MOVED"
     with pytest.raises(KeyError, match="declares no column 'ttft_p95'"):
         SHAPE["ttft_p95"]
+
+
+def test_a_value_column_takes_numbers_and_texts_but_not_flags():
+    shape = SeriesShape("pairs", (Column("capacity_blocks", "value"),))
+    assert shape.make({"capacity_blocks": [24, 1.5, "24/160/640", None]}).columns["capacity_blocks"][2] == "24/160/640"
+    with pytest.raises(ValueError, match="True is not value"):
+        shape.make({"capacity_blocks": [True]})

@@ -29,6 +29,7 @@ from harness.experiments.kv_tiers.common import (
     in_torch_threads,
     prompt_chunks,
 )
+from harness.experiments.kv_tiers.series import CODEC_SERIES
 from harness.model.driver_contract import REQUIRED, CaseContext, CaseOutcome, Metric, Param, Series
 
 CODEC_PARAMS = {
@@ -179,7 +180,7 @@ def run_codecs(ctx: CaseContext) -> CaseOutcome:
     rows += [[name, "whole chunk", whole[0].size, len(whole_codecs[name].encode(whole[0])), None, wms[name], None]
              for name in whole_names]
     ctx.raw_path("codecs.json").write_text(json.dumps({"sized_elements": n, "rows": rows}, indent=1))
-    return CaseOutcome("ok", metrics=m, series={"codecs": _codec_series(p, rows, device)},
+    return CaseOutcome("ok", metrics=m, series={CODEC_SERIES.name: _codec_series(p, rows, device)},
                        details={"chunk_shape": list(whole[0].shape), "binary_codecs": list(BINARY_CODECS)})
 
 
@@ -244,11 +245,11 @@ def _codec_metrics(p: dict, n: int, ms: dict, wms: dict, qps: dict, bytes_of: di
 
 
 def _codec_series(p: dict, rows: list[list], device) -> Series:
-    cols = ["codec", "scope", "elements", "bytes", "encode_ms", "decode_ms", "store_fetch_qps"]
-    return Series({c: [r[k] for r in rows] for k, c in enumerate(cols)},
-                  {"bytes": "B", "encode_ms": "ms", "decode_ms": "ms", "store_fetch_qps": "ops/s"},
-                  f"sized: the first 'elements' float32 values of each real 32-token chunk (all layers' K "
-                  f"and V of SmolLM2-135M), the size whose JSON decode takes {p['json_decode_target_ms']:g} "
-                  f"ms here (calibrated in each repetition); '{CONTROL}' is the JSON codec measured in the aligned "
-                  f"codec's place. Decodes interleaved over codecs, {p['decode_repeats']} per chunk; one store+fetch "
-                  f"op = encode + SET + GET + decode through the Redis Cluster, one client. {env_note(device)}.")
+    cols = [c.name for c in CODEC_SERIES.columns]
+    return CODEC_SERIES.make(
+        {c: [r[k] for r in rows] for k, c in enumerate(cols)},
+        f"sized: the first 'elements' float32 values of each real 32-token chunk (all layers' K "
+        f"and V of SmolLM2-135M), the size whose JSON decode takes {p['json_decode_target_ms']:g} "
+        f"ms here (calibrated in each repetition); '{CONTROL}' is the JSON codec measured in the aligned "
+        f"codec's place. Decodes interleaved over codecs, {p['decode_repeats']} per chunk; one store+fetch "
+        f"op = encode + SET + GET + decode through the Redis Cluster, one client. {env_note(device)}.")

@@ -27,6 +27,7 @@ from harness.experiments.kv_tiers.common import (
     in_torch_threads,
     prompt_chunks,
 )
+from harness.experiments.kv_tiers.series import TIER_SERIES
 from harness.experiments.kv_tiers.ttft import prepare_tier
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
 from harness.model.driver_helpers import latency_metrics
@@ -93,7 +94,7 @@ def run_tiers(ctx: CaseContext) -> CaseOutcome:
             f"{p['write_behind_every']} L2 writes; {pending_after_puts} writes were pending when flushed. "
             f"{env_note(device)}.")
     return CaseOutcome("ok", metrics=_tier_metrics(samples, store, put_s, mismatches),
-                       series={"tiers": _tier_series(samples, note)},
+                       series={TIER_SERIES.name: _tier_series(samples, note)},
                        details={"ttl_s": {t: p[t.lower() + "_ttl_s"] for t in ("L1", "L2", "L3")}},
                        facts={"l1_device": l1_device_name(device)})
 
@@ -172,12 +173,11 @@ def _tier_metrics(samples: dict[str, list[float]], store, put_s: list[float], mi
 
 def _tier_series(samples: dict[str, list[float]], note: str) -> Series:
     names = [n for n in MEASURES if samples[n]]
-    return Series(
+    return TIER_SERIES.make(
         {"measure": names, "tier": [MEASURES[n][0] for n in names], "what": [MEASURES[n][1] for n in names],
          "n": [len(samples[n]) for n in names],
          "p50_us": [stats.percentile(samples[n], 50) * 1e6 for n in names],
-         "p99_us": [stats.percentile(samples[n], 99) * 1e6 for n in names]},
-        {"p50_us": "us", "p99_us": "us"}, note)
+         "p99_us": [stats.percentile(samples[n], 99) * 1e6 for n in names]}, note)
 
 
 def _small_get_latency(client, prefix: str, n: int) -> list[float]:

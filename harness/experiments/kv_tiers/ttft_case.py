@@ -16,7 +16,8 @@ from harness.experiments.kv_tiers.common import (
     load_model,
     text_path,
 )
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.experiments.kv_tiers.series import TTFT_SERIES
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
 
 TTFT_PARAMS = {
     **COMMON, **TIER_STORE_PARAMS,
@@ -88,9 +89,8 @@ def ttft_outcome(points, p: dict, device: str) -> CaseOutcome:
         cols[f"{tier}_ms"] = [pt.tier_ms(tier) for pt in points]
     for tier in ttft.TIER_ORDER:
         cols[f"{tier}_fetch_ms"] = [pt.fetch_ms(tier) for pt in points]
-    units = {k: "ms" for k in cols if k.endswith("_ms")}
-    series = {"ttft": Series(cols, units,
-                             f"{p['repeats']} timed run(s) per point and variant in each repetition (median); codec "
-                             f"{p['codec']}; chunk {p['chunk_tokens']} tokens; the last >= {p['min_suffix']} tokens are "
-                             f"always computed; fetch = lookups + decode + cache assembly. {env_note(device)}.")}
+    note = (f"{p['repeats']} timed run(s) per point and variant in each repetition (median); codec "
+            f"{p['codec']}; chunk {p['chunk_tokens']} tokens; the last >= {p['min_suffix']} tokens are "
+            f"always computed; fetch = lookups + decode + cache assembly. {env_note(device)}.")
+    series = {TTFT_SERIES.name: TTFT_SERIES.make(cols, note)}
     return CaseOutcome("ok", metrics=metrics, series=series)

@@ -4,6 +4,7 @@ aggregated across repetitions, claimed numbers from the ledger (C15, C17)."""
 
 from __future__ import annotations
 
+from harness.experiments.kv_tiers.series import CODEC_SERIES, TIER_SERIES, TTFT_SERIES
 from harness.experiments.views import Chart, Table, ViewContext, points, series_table, view
 
 
@@ -14,7 +15,7 @@ def _range(s):
 
 
 def _codecs(ctx: ViewContext, case: str) -> list:
-    agg = ctx.aggregate(case, "codecs", key=["codec", "scope"])
+    agg = ctx.aggregate(case, CODEC_SERIES, key=[CODEC_SERIES["codec"], CODEC_SERIES["scope"]])
     if agg is None:
         return []
     claimed = {"json": ctx.figure("C15", "json_decode_ms"), "aligned128": ctx.figure("C15", "aligned_decode_ms")}
@@ -50,27 +51,29 @@ CLAIMED_TIER = {"L1.fetch_copy": ("l1_us", "< {} us"), "L2.fetch_decode": ("l2_u
 
 
 def _tiers(ctx: ViewContext, case: str) -> list:
-    agg = ctx.aggregate(case, "tiers", key="measure")
+    agg = ctx.aggregate(case, TIER_SERIES, key=TIER_SERIES["measure"])
     if agg is None:
         return []
     claimed = []
-    for m in agg.column("measure"):
+    measure, tier, what = (TIER_SERIES[c] for c in ("measure", "tier", "what"))
+    for m in agg.column(measure):
         fig, fmt = CLAIMED_TIER.get(m, (None, ""))
         v = ctx.figure("C17", fig) if fig else None
         claimed.append(fmt.format(f"{v:g}") if v is not None else "-")
     agg.columns["claimed"] = claimed
-    order = ["measure", "tier", "claimed", "what"] + [c for c in agg.columns if c not in ("measure", "tier", "claimed",
-                                                                                          "what")]
+    order = [measure, tier, "claimed", what] + [c for c in agg.columns if c not in (measure, tier, "claimed", what)]
     agg = type(agg)({c: agg.columns[c] for c in order}, agg.units, agg.note)
     return [series_table(agg, "Tier access latency: claimed (source 4.1) vs measured", case)]
 
 
 def _ttft(ctx: ViewContext, case: str) -> list:
-    agg = ctx.aggregate(case, "ttft", key="tokens")
+    tokens = TTFT_SERIES["tokens"]
+    agg = ctx.aggregate(case, TTFT_SERIES, key=tokens)
     if agg is None:
         return []
-    series = [{"name": "full prefill", "points": points(agg, "tokens", "full_ms")}]
-    series += [{"name": f"prefix KV from {t}", "points": points(agg, "tokens", f"{t}_ms")} for t in ("L1", "L2", "L3")]
+    series = [{"name": "full prefill", "points": points(agg, tokens, TTFT_SERIES["full_ms"])}]
+    series += [{"name": f"prefix KV from {t}", "points": points(agg, tokens, TTFT_SERIES[f"{t}_ms"])}
+               for t in ("L1", "L2", "L3")]
     return [series_table(agg, "TTFT per prompt length: full prefill vs prefix KV restored from each tier", case),
             Chart("Time to first token against prompt length, per tier holding the prefix KV", series, "prompt tokens",
                   "TTFT ms", x_log=True, y_log=True, case=case)]
@@ -81,10 +84,10 @@ def kv_tiers(ctx: ViewContext) -> list:
     blocks: list = []
     for case in ctx.case_names():
         names = ctx.series_names(case)
-        if "codecs" in names:
+        if CODEC_SERIES.name in names:
             blocks += _codecs(ctx, case)
-        if "tiers" in names:
+        if TIER_SERIES.name in names:
             blocks += _tiers(ctx, case)
-        if "ttft" in names:
+        if TTFT_SERIES.name in names:
             blocks += _ttft(ctx, case)
     return blocks

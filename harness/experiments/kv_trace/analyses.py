@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from harness.experiments.eviction import traces as ev
+from harness.experiments.kv_trace.series import CURVE, HEAD_SWEEP
 from harness.model.stored_run import Metric, Series
 
 from . import policies, prefix
@@ -161,12 +162,7 @@ def opt_violations(rows: list[dict]) -> list[tuple]:
 
 
 def curve_series(rows: list[dict]) -> Series:
-    cols = {k: [r[k] for r in rows] for k in rows[0]}
-    return Series(cols, {"capacity_tokens": "tokens", "capacity_blocks": "blocks", "token_hit_pct": "%",
-                         "block_hit_pct": "%", "raw_block_hit_pct": "%", "share_of_max_pct": "%"},
-                  "token_hit_pct / block_hit_pct: with the prefix rule; raw_block_hit_pct: blocks the policy found, "
-                  "also after a gap; share_of_max_pct: token hit rate / the infinite cache's; simulated = 0: no "
-                  "simulation needed (the cache holds every distinct block, or no block)")
+    return CURVE.rows(rows)
 
 
 def head(trace: KVTrace, fraction: float, sweep: list[float], seed: int) -> tuple[dict[str, Metric], Series]:
@@ -196,5 +192,4 @@ def head(trace: KVTrace, fraction: float, sweep: list[float], seed: int) -> tupl
         rows["head_fraction"].append(f)
         rows["head_blocks"].append(len(h))
         rows["share_pct"].append(100 * ev.head_share(ids, h))
-    return m, Series(rows, {"share_pct": "%", "head_blocks": "blocks"},
-                     "share of block lookups to the most frequent head_fraction of distinct blocks")
+    return m, HEAD_SWEEP.make(rows)

@@ -17,13 +17,13 @@ from __future__ import annotations
 import json
 
 from harness.base.errors import BadInput
+from harness.experiments.kv_trace.series import CURVE, HEAD_SWEEP, PAIRS
 from harness.model.driver_contract import (
     INPUT_FILE,
     CaseContext,
     CaseOutcome,
     Metric,
     Param,
-    Series,
     input_path,
     register,
 )
@@ -133,7 +133,7 @@ def run_trace(ctx: CaseContext) -> CaseOutcome:
     tier_m, tier_s, tier_details = _tiers(t, st, p, m)
     metrics.update(tier_m)
     metrics.update(_references(p, metrics, ctx.log))
-    series = {"curve": analyses.curve_series(rows), "head_sweep": head_s, **tier_s}
+    series = {CURVE.name: analyses.curve_series(rows), HEAD_SWEEP.name: head_s, **tier_s}
     write_csv(ctx.raw_path("capacity_curve.csv"), list(rows[0]), ([r[k] for k in rows[0]] for r in rows))
     details = {"trace": {"file": p["trace"], "name": t.name, "sha256": t.sha256, "digest": t.digest(),
                          "mismatched_lines": t.mismatched_lines},
@@ -213,8 +213,7 @@ CROSS_PARAMS = {
     "ttl_s": Param(float, 60.0, "TTL of the TTL policies' check, in seconds", min=0.001),
     "policies": Param(list, list(policies.ALL_POLICIES), "policies to check", policies.ALL_POLICIES),
 }
-CROSS_COLUMNS = ["policy", "capacity_blocks", "ttl_s", "hits", "reference_hits", "differing_blocks",
-                 "differing_requests", "first_differing_request", "verdict"]
+CROSS_COLUMNS = [c.name for c in PAIRS.columns]
 
 
 @register("kv-trace-crosscheck", params=CROSS_PARAMS,
@@ -234,5 +233,5 @@ def run_crosscheck(ctx: CaseContext) -> CaseOutcome:
          "crosscheck.pairs": Metric(len(rows), "pairs"),
          "crosscheck.sample_requests": Metric(t.n_requests, "requests"),
          "crosscheck.sample_blocks": Metric(t.n_blocks, "blocks")}
-    return CaseOutcome("ok", metrics=m, series={"pairs": Series({c: [r[c] for r in rows] for c in CROSS_COLUMNS})},
+    return CaseOutcome("ok", metrics=m, series={PAIRS.name: PAIRS.rows(rows)},
                        details={"sample": t.name, "digest": t.digest()}, facts=facts_of(full, p))

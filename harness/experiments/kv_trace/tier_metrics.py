@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness.experiments.kv_trace.series import TIER_CONTROLS, TIERS
 from harness.model.stored_run import Metric, Series
 
 from .tiers import TierResult
@@ -70,9 +71,7 @@ def tier_series(trace, res: dict[str, TierResult], kv_bytes: int, gb: list, medi
     base = res["base"]
     tot_tok = float(trace.input_len.sum())
     moved = base.bytes_moved(kv_bytes)
-    cols: dict[str, list] = {c: [] for c in ("tier", "medium", "capacity_gb", "capacity_tokens", "ttl_s", "policy",
-                                             "alone_hit_pct", "cumulative_hit_pct", "served_token_pct",
-                                             "requests_served_pct", "gb_in", "gb_up_to_L1")}
+    cols: dict[str, list] = {c.name: [] for c in TIERS.columns}
     for k, s in enumerate(base.specs, 1):
         gb_in = moved.get(f"{base.specs[k - 2].name}_to_{s.name}", 0.0) / 1e9 if k > 1 else None
         gb_up = moved.get(f"{s.name}_to_{base.specs[0].name}", 0.0) / 1e9 if k > 1 else None
@@ -81,15 +80,9 @@ def tier_series(trace, res: dict[str, TierResult], kv_bytes: int, gb: list, medi
                                100 * base.served_tokens(k) / tot_tok, 100 * base.requests_served(trace, k) / trace.n_requests,
                                gb_in, gb_up)):
             cols[c].append(v)
-    ctl: dict[str, list] = {"variant": [], "what": [], "token_hit_pct": [], "block_hit_pct": []}
+    ctl: dict[str, list] = {c.name: [] for c in TIER_CONTROLS.columns}
     for name, r in res.items():
         for c, v in zip(ctl, (name, CONTROL_NOTES.get(name, ""), 100 * r.cumulative[-1].token,
                               100 * r.cumulative[-1].block)):
             ctl[c].append(v)
-    units = {"capacity_gb": "GB", "capacity_tokens": "tokens", "ttl_s": "s", "alone_hit_pct": "%",
-             "cumulative_hit_pct": "%", "served_token_pct": "%", "requests_served_pct": "%", "gb_in": "GB",
-             "gb_up_to_L1": "GB"}
-    return {"tiers": Series(cols, units, "token-weighted, prefix rule across tiers; gb_in: written into the tier "
-                                         "from the one above; gb_up_to_L1: copied up to L1 for the hits it served"),
-            "tier_controls": Series(ctl, {"token_hit_pct": "%", "block_hit_pct": "%"},
-                                    "all tiers together (cumulative at L3), token- and block-weighted")}
+    return {TIERS.name: TIERS.make(cols), TIER_CONTROLS.name: TIER_CONTROLS.make(ctl)}

@@ -6,6 +6,9 @@ the source's tiers with their controls (C5, C17), and the cross-check."""
 
 from __future__ import annotations
 
+import dataclasses
+
+from harness.experiments.kv_trace.series import CURVE, HEAD_SWEEP, PAIRS, TIER_CONTROLS, TIERS
 from harness.experiments.views import Chart, Table, ViewContext, points, series_table, view
 from harness.model.stored_run import Series
 
@@ -80,9 +83,9 @@ def _paper(ctx: ViewContext, case: str, curve: Series | None) -> list:
             "Not shown: they describe the Mooncake conversation trace, and this run used another trace."]], "", case)]
 
     def share(cap, pol):
-        for i, (p, c) in enumerate(zip(curve.column("policy"), curve.column("capacity_tokens"))):
+        for i, (p, c) in enumerate(zip(curve.column(CURVE["policy"]), curve.column(CURVE["capacity_tokens"]))):
             if p == pol and c == cap:
-                return curve.columns["share_of_max_pct"][i]
+                return curve.columns[CURVE["share_of_max_pct"]][i]
         return "capacity not in the curve"
 
     rows = [["Table 2: cache ratio", f"{ratio:g}%", _m(ctx, case, "reuse.max.token_hit_pct"),
@@ -98,24 +101,29 @@ def _paper(ctx: ViewContext, case: str, curve: Series | None) -> list:
                   "hit rate against capacity counting only the order of requests.", case)]
 
 
+def _rows(s: Series, idx: list[int]) -> Series:
+    """The rows `idx` of an aggregated series (with their .min and .max columns)."""
+    return dataclasses.replace(s, columns={c: [v[i] for i in idx] for c, v in s.columns.items()})
+
+
 def _curve(ctx: ViewContext, case: str) -> tuple[list, Series | None]:
-    agg = ctx.aggregate(case, "curve", key=["policy", "capacity_tokens"])
+    policy, capacity, token_hit = CURVE["policy"], CURVE["capacity_tokens"], CURVE["token_hit_pct"]
+    agg = ctx.aggregate(case, CURVE, key=[policy, capacity])
     if agg is None:
         return [], None
-    pols = list(dict.fromkeys(agg.column("policy")))
+    pols = list(dict.fromkeys(agg.column(policy)))
     pols = [p for p in POLICY_ORDER if p in pols] + [p for p in pols if p not in POLICY_ORDER]
     blocks: list = []
     ratio = ctx.figure("C1", "mooncake_cache_ratio_pct")
     mooncake = _facts(ctx, case).get("trace_is_mooncake_conversation")
-    for value, title in (("token_hit_pct", "token-weighted"), ("block_hit_pct", "block-weighted")):
+    for value, title in ((token_hit, "token-weighted"), (CURVE["block_hit_pct"], "block-weighted")):
         series = []
         for pol in pols:
-            idx = [i for i, x in enumerate(agg.column("policy")) if x == pol]
-            sub = Series({c: [agg.columns[c][i] for i in idx] for c in agg.columns})
+            sub = _rows(agg, [i for i, x in enumerate(agg.column(policy)) if x == pol])
             series.append({"name": "maximum (infinite)" if pol == "infinite" else pol,
-                           "points": points(sub, "capacity_tokens", value)})
-        if ratio is not None and mooncake and value == "token_hit_pct":
-            caps = sorted(set(agg.column("capacity_tokens")))
+                           "points": points(sub, capacity, value)})
+        if ratio is not None and mooncake and value == token_hit:
+            caps = sorted(set(agg.column(capacity)))
             series.append({"name": f"paper T2, stated {ratio:g}%",
                            "points": [[caps[0], ratio], [caps[-1], ratio]]})
         blocks.append(Chart(f"Prefix-cache hit rate against capacity ({title})", series, "capacity (tokens)",
@@ -123,12 +131,11 @@ def _curve(ctx: ViewContext, case: str) -> tuple[list, Series | None]:
                             note="prefix rule: a request's hit is the leading run of its blocks found in the cache"
                                  + ("; 'paper T2': the Mooncake paper's Table 2 cache ratio for this trace, a figure "
                                     "of the paper (the ledger's C1 figures), not a measurement"
-                                    if ratio is not None and mooncake and value == "token_hit_pct" else "")))
-    caps = list(dict.fromkeys(agg.column("capacity_tokens")))
+                                    if ratio is not None and mooncake and value == token_hit else "")))
+    caps = list(dict.fromkeys(agg.column(capacity)))
     rows = []
     for pol in pols:
-        by = {c: v for p, c, v in zip(agg.column("policy"), agg.column("capacity_tokens"), agg.column("token_hit_pct"))
-              if p == pol}
+        by = {c: v for p, c, v in zip(agg.column(policy), agg.column(capacity), agg.column(token_hit)) if p == pol}
         rows.append([pol] + [by.get(c, "-") for c in caps])
     blocks.append(Table("Token hit rate % by capacity (tokens) and policy", ["policy"] + [f"{c:,.0f}" for c in caps],
                         rows, agg.note, case))
@@ -159,7 +166,7 @@ def _eviction_claims(ctx: ViewContext, case: str) -> list:
     blocks = [Table("The source's eviction claims on KV-block lookups", ["claim", "source", "measured", "controls"],
                     rows, "ordering: % of the simulated capacities where it holds; the eviction suite measures the "
                           "same on token ids", case)]
-    sweep = ctx.aggregate(case, "head_sweep", key="head_fraction")
+    sweep = ctx.aggregate(case, HEAD_SWEEP, key=HEAD_SWEEP["head_fraction"])
     if sweep is not None:
         blocks.append(series_table(sweep, "Head share by head size (KV blocks)", case))
     return blocks
@@ -167,12 +174,12 @@ def _eviction_claims(ctx: ViewContext, case: str) -> list:
 
 def _tiers(ctx: ViewContext, case: str) -> list:
     blocks = []
-    t = ctx.aggregate(case, "tiers", key="tier")
+    t = ctx.aggregate(case, TIERS, key=TIERS["tier"])
     if t is not None:
         blocks.append(series_table(t, "The source's tiers on the trace (C5, C17)", case,
                                    t.note + ". Model: inclusive, write-through; every use of a block is an access in "
                                             "every tier; the highest tier holding a block serves it."))
-    c = ctx.aggregate(case, "tier_controls", key="variant")
+    c = ctx.aggregate(case, TIER_CONTROLS, key=TIER_CONTROLS["variant"])
     if c is not None:
         blocks.append(series_table(c, "The tiers beside their controls", case,
                                    f"TTLs kept {_n(ctx, case, 'tiers.ttl_kept_pct')}% of the no-TTL hit rate; L3 "
@@ -187,12 +194,12 @@ def kv_trace(ctx: ViewContext) -> list:
     blocks: list = []
     for case in ctx.case_names():
         names = ctx.series_names(case)
-        if "curve" in names:
+        if CURVE.name in names:
             curve_blocks, agg = _curve(ctx, case)
             blocks += _summary(ctx, case) + _reuse(ctx, case) + _paper(ctx, case, agg) + curve_blocks
             blocks += _eviction_claims(ctx, case) + _tiers(ctx, case)
-        elif "pairs" in names:
-            pairs = ctx.aggregate(case, "pairs")
+        elif PAIRS.name in names:
+            pairs = ctx.aggregate(case, PAIRS)
             blocks.append(series_table(pairs, "Cross-check against the scan-based references (request by request)",
                                        case, "match: the same per-block hits and per-request leading runs"))
     return blocks

@@ -24,7 +24,8 @@ from __future__ import annotations
 import secrets
 
 from harness.base.errors import BadInput
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.experiments.redis_cluster.series import PROBE_REPLIES
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
 
 SOURCE_RULE = "~cache:* +get +hgetall -@all"
 WORKING_RULE = "-@all +get +hgetall ~cache:*"
@@ -156,7 +157,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
     owner = admin.get_node_from_key(CACHE_STRING)
     node = next(n for n in tgt.nodes if (n.host, n.port) == (owner.host, owner.port))
     password = secrets.token_hex(12)
-    cols: dict[str, list] = {"rule": [], "probe": [], "kind": [], "reply": []}
+    cols: dict[str, list] = {c.name: [] for c in PROBE_REPLIES.columns}
     metrics: dict[str, Metric] = {}
     rules = list(ctx.params["rules"].items())
     if ctx.repetition % 2 == 0:  # interleave: the rules' order alternates between repetitions
@@ -190,5 +191,5 @@ def run(ctx: CaseContext) -> CaseOutcome:
             tgt.client(n).execute_command("ACL", "DELUSER", user)
         admin.delete(CACHE_STRING, CACHE_HASH, OTHER_STRING, OTHER_HASH)
         admin.close()
-    return CaseOutcome("ok", metrics=metrics, series={"probes": Series(cols)},
+    return CaseOutcome("ok", metrics=metrics, series={PROBE_REPLIES.name: PROBE_REPLIES.make(cols)},
                        details={"rules": dict(ctx.params["rules"]), "user": user, "node": node.address})

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from harness.base.errors import BadInput
 from harness.experiments.redis_cluster import acl, memtier_fleet
+from harness.experiments.redis_cluster.series import BENCHMARK_RUNS, MEMTIER_RUNS, PRIMARIES
 from harness.infra.load_tools import memtier, redis_benchmark
 from harness.infra.load_tools.redis_benchmark import (
     SIMPLE_TITLES,
@@ -183,8 +184,7 @@ def run_benchmark(ctx: CaseContext) -> CaseOutcome:
     problems: list[str] = []
     commands: dict[str, str] = {}
     ran_on = redis_benchmark.ran_on(ctx.target)  # the inventory's load generator over SSH, or this machine
-    cols: dict[str, list] = {"run": [], "clients": [], "test": [], "rps": [], "p50_ms": [], "p95_ms": [],
-                             "p99_ms": [], "max_ms": []}
+    cols: dict[str, list] = {c.name: [] for c in BENCHMARK_RUNS.columns}
     calls: dict[str, int] = {}
     for name, params in runs:
         ctx.log(f"redis-benchmark ({name}) -t {','.join(params['tests'])} -c {params['clients']} -n {params['requests']}")
@@ -210,11 +210,11 @@ def run_benchmark(ctx: CaseContext) -> CaseOutcome:
         failed = _spread_control(ctx, p, metrics, problems, commands)
         if failed:
             return CaseOutcome("failed", failed, metrics, {"commands": commands, "ran_on": ran_on})
-    series = {"runs": Series(cols, {"rps": "req/s", "p50_ms": "ms", "p95_ms": "ms", "p99_ms": "ms", "max_ms": "ms"})}
+    series = {BENCHMARK_RUNS.name: BENCHMARK_RUNS.make(cols)}
     if calls:
         roles = {n.address: n.role or "" for n in ctx.target.nodes}
-        series["primaries"] = Series({"node": list(calls), "role": [roles.get(k, "") for k in calls],
-                                      "get_set_calls": list(calls.values())})
+        series[PRIMARIES.name] = PRIMARIES.make({"node": list(calls), "role": [roles.get(k, "") for k in calls],
+                                                 "get_set_calls": list(calls.values())})
     details = _benchmark_details(ctx, commands, [n for n, _ in runs], ran_on)
     # measured conditions: how many primaries really served the measured run (a check's
     # `conditions` can require the load spread over the claimed topology)
@@ -285,7 +285,7 @@ class _MemtierRun:
         self.ctx = ctx
         self.metrics: dict[str, Metric] = {}
         self.details: dict = {"commands": {}, "sections": {}, "ran_on": ran_on}
-        self.cols: dict[str, list] = {"run": [], "connections": [], "ops_per_sec": [], "p50_ms": [], "p99_ms": []}
+        self.cols: dict[str, list] = {c.name: [] for c in MEMTIER_RUNS.columns}
         self.hdr = memtier.histogram_columns()
         self.series: dict[str, Series] = {}
         self.invalid: list[str] = []
@@ -322,10 +322,10 @@ class _MemtierRun:
         metrics, series, problems = memtier_fleet.judge(got.runs, params["percentiles"], params["min_overlap_share"])
         self.invalid += [f"{name}: {p}" for p in problems]
         self.metrics.update(metrics)
-        self.series.update({k: v for k, v in series.items() if k != "histograms"})
+        self.series.update({k: v for k, v in series.items() if k != memtier.HISTOGRAMS.name})
         self._row(name, dict(params, clients=params["clients"] * len(got.runs)), metrics)
-        if "histograms" in series:
-            hist = series["histograms"].columns
+        if memtier.HISTOGRAMS.name in series:
+            hist = series[memtier.HISTOGRAMS.name].columns
             for col in self.hdr:
                 self.hdr[col] += hist[col]
         return None
@@ -339,7 +339,7 @@ class _MemtierRun:
             self.cols[col].append(m.value if m else None)
 
     def outcome(self) -> CaseOutcome:
-        series = {"runs": Series(self.cols, {"ops_per_sec": "ops/s", "p50_ms": "ms", "p99_ms": "ms"}),
+        series = {MEMTIER_RUNS.name: MEMTIER_RUNS.make(self.cols),
                   **memtier.histogram_series(self.hdr), **self.series}
         if self.invalid:
             return CaseOutcome("invalid", "; ".join(self.invalid), self.metrics, self.details, series)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from harness.base.errors import BadInput
+from harness.experiments.redis_cluster.series import LOADGENS
 from harness.infra.load_tools import loadgen_merge, memtier
 from harness.infra.load_tools.loadgen_merge import HostRun
 from harness.infra.process import RemoteHost, clock_offset_ms, command_line, redact, run_each, run_tool
@@ -157,10 +158,7 @@ def _judged(runs: list[HostRun], qs, min_share: float) -> tuple[dict[str, Metric
             metrics[f"{kind}.{memtier.percentile_name(f'p{q:g}')}_ms"] = Metric(
                 v, "ms", "lower", f"from the merged HDR histograms of {n} load generators ({m.requests} requests)")
     cols = loadgen_merge.host_rows(runs, qs, min(r.start_ms for r in runs))
-    series = {"loadgens": Series(cols, {"start_s": "s", "finish_s": "s", "ops_per_sec": "ops/s",
-                                        **{f"p{q:g}_ms": "ms" for q in qs}},
-                                 "each load generator's own window, requests, throughput and percentiles "
-                                 "(from its own histogram); the merged figures are the case's metrics")}
+    series = {LOADGENS.name: LOADGENS.make(cols)}
     hdr = memtier.histogram_columns()
     memtier.histogram_rows(hdr, "measured", {k: m.histogram for k, m in merged.items()})
     series.update(memtier.histogram_series(hdr))

@@ -5,8 +5,16 @@ repetitions. Claimed numbers come from the ledger (C12, C13 figures)."""
 from __future__ import annotations
 
 from harness.base import stats
+from harness.experiments.redis_cluster.series import (
+    BENCHMARK_RUNS,
+    LOADGEN_PERCENTILE,
+    LOADGENS,
+    MEMTIER_RUNS,
+    PRIMARIES,
+    PROBE_REPLIES,
+)
 from harness.experiments.views import Chart, Table, ViewContext, series_table, view
-from harness.infra.load_tools.memtier import pooled_percentiles
+from harness.infra.load_tools.memtier import HISTOGRAMS, pooled_percentiles
 
 POOLED_QS = (50, 99, 99.9)
 
@@ -14,7 +22,8 @@ POOLED_QS = (50, 99, 99.9)
 def _benchmark(ctx: ViewContext) -> list:
     case = "redis-benchmark"
     blocks: list = []
-    runs = ctx.aggregate(case, "runs", key=["run", "test"])
+    run_, test, clients, p99 = (BENCHMARK_RUNS[c] for c in ("run", "test", "clients", "p99_ms"))
+    runs = ctx.aggregate(case, BENCHMARK_RUNS, key=[run_, test])
     if runs is not None:
         claimed = ctx.figure("C12", "p99_ms")
         one = next((r.details["one_load_generator"] for r in ctx.run.ok_records(ctx.suite, case)
@@ -27,18 +36,18 @@ def _benchmark(ctx: ViewContext) -> list:
                     f"{ctx.figure('C12', 'clients'):g} clients on its lab hosts." if claimed is not None else "")
                  + (f" {one[0].upper()}{one[1:]}." if one else "")))
         series = []
-        lo, hi = runs.columns.get("p99_ms.min"), runs.columns.get("p99_ms.max")
-        for run in dict.fromkeys(runs.column("run")):
-            idx = [i for i, r in enumerate(runs.column("run")) if r == run and runs.column("p99_ms")[i] is not None]
-            pts = [[f"{runs.column('test')[i]} P99", runs.column("p99_ms")[i]] + ([lo[i], hi[i]] if lo and hi else [])
+        lo, hi = runs.columns.get(f"{p99}.min"), runs.columns.get(f"{p99}.max")
+        for run in dict.fromkeys(runs.column(run_)):
+            idx = [i for i, r in enumerate(runs.column(run_)) if r == run and runs.column(p99)[i] is not None]
+            pts = [[f"{runs.column(test)[i]} P99", runs.column(p99)[i]] + ([lo[i], hi[i]] if lo and hi else [])
                    for i in idx]
             if idx:
-                series.append({"name": f"{run} ({runs.column('clients')[idx[0]]:g} clients)", "points": pts})
+                series.append({"name": f"{run} ({runs.column(clients)[idx[0]]:g} clients)", "points": pts})
         if claimed is not None:
             series.append({"name": "claimed (C12, lab)", "points": [[f"{t} P99", claimed] for t in
-                                                                 dict.fromkeys(runs.column("test"))]})
+                                                                 dict.fromkeys(runs.column(test))]})
         blocks.append(Chart("redis-benchmark P99 by run", series, "", "P99 latency (ms)", kind="bar", case=case))
-    primaries = ctx.aggregate(case, "primaries", key="node")
+    primaries = ctx.aggregate(case, PRIMARIES, key=PRIMARIES["node"])
     if primaries is not None:
         blocks.append(series_table(primaries, "GET/SET calls each primary executed during the measured run", case,
                                    note="INFO commandstats before and after the measured run; a primary serves the "
@@ -48,7 +57,7 @@ def _benchmark(ctx: ViewContext) -> list:
 
 def _memtier(ctx: ViewContext) -> list:
     case = "memtier"
-    runs = ctx.aggregate(case, "runs", key="run")
+    runs = ctx.aggregate(case, MEMTIER_RUNS, key=MEMTIER_RUNS["run"])
     if runs is None:
         return _pooled(ctx)
     claimed = ctx.figure("C13", "ops_per_sec")
@@ -63,16 +72,17 @@ def _loadgens(ctx: ViewContext) -> list:
     """Several load generators: each one's own figures (median over repetitions) and, last,
     the case's figures, which come from all of them together."""
     case = "memtier"
-    hosts = ctx.aggregate(case, "loadgens", key="load_generator")
+    host = LOADGENS["load_generator"]
+    hosts = ctx.aggregate(case, LOADGENS, key=host)
     if hosts is None:
         return []
     table = series_table(hosts, "memtier_benchmark on each load generator, and all of them merged", case)
     count = ctx.metric(case, "loadgens.count")
     merged = []
     for col in (c for c in hosts.columns if not c.endswith((".min", ".max"))):  # the table's columns, in order
-        metric = "Totals." + col if col == "ops_per_sec" or (col.startswith("p") and col.endswith("_ms")) else ""
+        metric = "Totals." + col if col == LOADGENS["ops_per_sec"] or LOADGEN_PERCENTILE.holds(col) else ""
         m = ctx.metric(case, metric) if metric else None
-        if col == "load_generator":
+        if col == host:
             merged.append(f"all {count.median:g} merged" if count else "all merged")
         else:
             merged.append("" if m is None else (m.median, m.min, m.max) if m.min != m.max else m.median)
@@ -92,14 +102,15 @@ def _pooled_row(kind: str, rows: list[dict]) -> list | None:
     """[kind, repetitions, requests, (median, min, max) of the runs' own percentile per q,
     the percentile of the pooled requests per q]; None when the histograms do not merge."""
     try:
-        pooled, n = pooled_percentiles([r["histogram"] for r in rows], POOLED_QS)
+        pooled, n = pooled_percentiles([r[HISTOGRAMS["histogram"]] for r in rows], POOLED_QS)
     except ValueError:
         return None
     if not pooled:
         return None
     row: list = [kind, len(rows), n]
     for q in POOLED_QS:
-        vals = [r[f"p{q:g}_ms"] for r in rows if r.get(f"p{q:g}_ms") is not None]
+        col = HISTOGRAMS[f"p{q:g}_ms"]
+        vals = [r[col] for r in rows if r.get(col) is not None]
         row.append((stats.median(vals), min(vals), max(vals)) if len(vals) > 1 else (vals[0] if vals else None))
     return row + [pooled[q] for q in POOLED_QS]
 
@@ -109,10 +120,10 @@ def _pooled(ctx: ViewContext) -> list:
     every request counted once, beside the median of the per-repetition percentiles."""
     case = "memtier"
     groups: dict[str, dict[str, list[dict]]] = {}
-    for _, s in ctx.series(case, "histograms"):
+    for _, s in ctx.series(case, HISTOGRAMS):
         for i in range(len(s)):
             row = {c: s.columns[c][i] for c in s.columns}
-            groups.setdefault(row["run"], {}).setdefault(row["kind"], []).append(row)
+            groups.setdefault(row[HISTOGRAMS["run"]], {}).setdefault(row[HISTOGRAMS["kind"]], []).append(row)
     cols = (["rows", "repetitions", "requests"] + [f"P{q:g} median of runs (ms)" for q in POOLED_QS]
             + [f"P{q:g} pooled (ms)" for q in POOLED_QS])
     blocks = []
@@ -128,13 +139,14 @@ def _pooled(ctx: ViewContext) -> list:
 
 def _acl(ctx: ViewContext) -> list:
     case = "acl"
-    probes = ctx.aggregate(case, "probes", key=["rule", "probe"])
+    rule, probe, kind, reply = (PROBE_REPLIES[c] for c in ("rule", "probe", "kind", "reply"))
+    probes = ctx.aggregate(case, PROBE_REPLIES, key=[rule, probe])
     if probes is None:
         return []
-    rules = list(dict.fromkeys(probes.column("rule")))
-    by = {(r, p): reply for r, p, reply in zip(probes.column("rule"), probes.column("probe"), probes.column("reply"))}
-    kinds = dict(zip(probes.column("probe"), probes.column("kind")))
-    rows = [[p, kinds[p]] + [by.get((r, p), "-") for r in rules] for p in dict.fromkeys(probes.column("probe"))]
+    rules = list(dict.fromkeys(probes.column(rule)))
+    by = {(r, p): answer for r, p, answer in zip(probes.column(rule), probes.column(probe), probes.column(reply))}
+    kinds = dict(zip(probes.column(probe), probes.column(kind)))
+    rows = [[p, kinds[p]] + [by.get((r, p), "-") for r in rules] for p in dict.fromkeys(probes.column(probe))]
     return [Table("ACL probes as the trt-infer user, per rule", ["probe", "kind"] + rules, rows,
                   note="source = the rule as written ('~cache:* +get +hgetall -@all'); fixed = the working order "
                        "('-@all +get +hgetall ~cache:*'); read-all = '-@all +@read ~*', the control that shows a "

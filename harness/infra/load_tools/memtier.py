@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from harness.base.files import loads_json
-from harness.base.metrics_model import Metric, Series
+from harness.base.metrics_model import Column, Metric, Series, SeriesShape
 from harness.infra.process import tool_missing, where
 
 INSTALL_HINT = "the Ansible loadgen role installs it on lab hosts"
@@ -287,11 +287,16 @@ def pooled_percentiles(encoded: list[str], qs=(50, 99, 99.9)) -> tuple[dict[floa
 
 HDR_KINDS = ("Totals", "Gets", "Sets")
 HDR_QS = (50, 99, 99.9)
+# The `histograms` series, declared here (the infra layer builds it; the redis-cluster view reads it).
+HISTOGRAMS = SeriesShape("histograms", (
+    Column("run", "text"), Column("kind", "text"), Column("requests", "int"),
+    *(Column(f"p{q:g}_ms", unit="ms") for q in HDR_QS), Column("histogram", "text")),
+    "memtier's HDR histogram of every request of the run, per kind (compressed)")
 
 
 def histogram_columns() -> dict[str, list]:
     """The empty columns of the `histograms` series (histogram_rows fills them)."""
-    return {"run": [], "kind": [], "requests": [], **{f"p{q:g}_ms": [] for q in HDR_QS}, "histogram": []}
+    return {c.name: [] for c in HISTOGRAMS.columns}
 
 
 def histogram_rows(cols: dict[str, list], run: str, histograms: dict[str, str]) -> None:
@@ -320,5 +325,4 @@ def histogram_series(cols: dict[str, list]) -> dict[str, Series]:
     """{"histograms": the series} when a row was kept, else {}."""
     if not cols["run"]:
         return {}
-    return {"histograms": Series(cols, {f"p{q:g}_ms": "ms" for q in HDR_QS},
-                                 "memtier's HDR histogram of every request of the run, per kind (compressed)")}
+    return {HISTOGRAMS.name: HISTOGRAMS.make(cols)}
