@@ -151,6 +151,8 @@ class Column:
     def check(self, name: str, values: list) -> None:
         want = KINDS[self.kind]
         for v in values:
+            if hasattr(v, "item") and not isinstance(v, (str, bytes)):  # numpy scalars, as Series takes them
+                v = v.item()
             if v is not None and (isinstance(v, bool) != (self.kind == "flag") or not isinstance(v, want)):
                 raise ValueError(f"Series column {name!r}: {v!r} is not {self.kind}")
 

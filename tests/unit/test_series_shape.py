@@ -4,6 +4,8 @@ error where it happens, not an empty table in the report."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from harness.base.metrics_model import Column, SeriesShape
@@ -32,6 +34,12 @@ def test_a_driver_that_writes_another_series_than_declared_is_stopped(columns, w
         SHAPE.make(columns)
 
 
+def test_numpy_scalars_count_as_their_python_kind():
+    np = pytest.importorskip("numpy")
+    s = SHAPE.make({"arm": [np.str_("a")], "level": [np.int64(2)], "ttft_ms": [np.float32(1.5)], "held": [np.bool_(True)]})
+    assert s.columns == {"arm": ["a"], "level": [2], "ttft_ms": [1.5], "held": [True]}
+
+
 def test_a_declared_unit_cannot_be_overridden_and_rows_keep_the_declared_order():
     with pytest.raises(ValueError, match="has its unit declared"):
         SHAPE.make({"arm": [], "level": [], "ttft_ms": [], "held": []}, units={"ttft_ms": "s"})
@@ -50,3 +58,51 @@ def test_a_value_column_takes_numbers_and_texts_but_not_flags():
     assert shape.make({"capacity_blocks": [24, 1.5, "24/160/640", None]}).columns["capacity_blocks"][2] == "24/160/640"
     with pytest.raises(ValueError, match="True is not value"):
         shape.make({"capacity_blocks": [True]})
+
+
+def _declared() -> dict[str, dict[str, list[SeriesShape]]]:
+    """suite name -> {series name: its shapes} from every suite folder's series.py (two cases
+    may store different series under one name: redis-cluster's "runs")."""
+    import importlib
+    import pkgutil
+
+    import harness.experiments as experiments
+    out: dict[str, dict[str, list[SeriesShape]]] = {}
+    for mod in pkgutil.iter_modules(experiments.__path__):
+        if mod.ispkg and importlib.util.find_spec(f"harness.experiments.{mod.name}.series"):
+            series = importlib.import_module(f"harness.experiments.{mod.name}.series")
+            shapes = out.setdefault(mod.name.replace("_", "-"), {})
+            for v in vars(series).values():
+                if isinstance(v, SeriesShape) and v not in shapes.get(v.name, []):
+                    shapes.setdefault(v.name, []).append(v)
+    return out
+
+
+def _fits(shape: SeriesShape, stored: dict) -> bool:
+    try:
+        made = shape.make(stored["columns"], stored.get("note", ""),
+                          {k: u for k, u in (stored.get("units") or {}).items() if not shape.column(k).unit})
+    except (ValueError, KeyError):
+        return False
+    return made.units == (stored.get("units") or {})
+
+
+def test_every_suite_declares_its_series_and_real_stored_runs_fit_them():
+    """Every suite folder has a series.py; the series of the real runs stored in the tests'
+    fixtures (semantic-cache's local run, the sweep's record, kv-trace's) fit the declarations
+    their views read them by."""
+    from tests import TESTS
+
+    declared = _declared()
+    assert set(declared) == {"cold-start", "engine-hotload", "eviction", "failover", "kv-tiers", "kv-trace",
+                             "prompt-cas", "redis-cluster", "semantic-cache", "serving"}
+    records = [r for f in (TESTS / "fixtures").rglob("results.json") for r in json.loads(f.read_text())["records"]]
+    records.append(json.loads((TESTS / "fixtures" / "serving" / "sweep_local_record.json").read_text())["record"])
+    checked = 0
+    for r in records:
+        for name, s in (r.get("series") or {}).items():
+            shapes = declared.get(r["suite"], {}).get(name, [])
+            if shapes:
+                assert any(_fits(shape, s) for shape in shapes), (r["suite"], name)
+                checked += 1
+    assert checked >= 10
