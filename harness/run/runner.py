@@ -221,7 +221,7 @@ def _repetition(run: _Run, p: Plan, case: spec.Case, rep: int, profile: str, tgt
             f"({rec.duration_s:.1f} s)")
     if rec.status == "skipped":
         for r2 in range(rep + 1, p.reps(case.name) + 1):
-            run.records.append(Record(p.suite.name, case.name, r2, "skipped", rec.reason))
+            run.records.append(Record("skipped", rec.reason).stored(suite=p.suite.name, case=case.name, repetition=r2))
         run.save()
         return False
     if rec.bad_input:
@@ -303,9 +303,8 @@ def run_case(p: Plan, case: spec.Case, rep: int, profile: str, tgt: Target, run_
     raw_files = sorted(str(f.relative_to(run_dir)) for f in raw_dir.rglob("*") if f.is_file())
     if not raw_files:
         shutil.rmtree(raw_dir, ignore_errors=True)
-    return Record(suite, case.name, rep, outcome.status, outcome.reason, outcome.metrics, raw_files,
-                  details, params, started, duration, outcome.series, bad,
-                  dict(outcome.facts))
+    return outcome.stored(suite=suite, case=case.name, repetition=rep, params=params, started=started,
+                          duration_s=duration, raw_files=raw_files, bad_input=bad, details=details)
 
 
 def _outcome(drv: driver_contract.Driver, ctx: CaseContext, run_dir: Path) -> tuple[CaseOutcome, bool]:
@@ -334,8 +333,8 @@ def _outcome(drv: driver_contract.Driver, ctx: CaseContext, run_dir: Path) -> tu
 
 def _run_isolated(drv: driver_contract.Driver, ctx: CaseContext) -> CaseOutcome:
     """One repetition in a fresh `python -m harness.run.worker` process; its log lines are
-    passed on as they come, its outcome read back (harness.model.child)."""
+    passed on as they come, its outcome read back (harness.model.child) as the record it sent."""
     out = child.run(worker.MODULE, worker.job_for(drv, ctx), what="the case's own process",
                     env={**os.environ, **ctx.target.to_env()}, log=ctx.log,
                     stderr_path=ctx.raw_dir / "worker.stderr")
-    return CaseOutcome.from_json(out)
+    return Record.from_json(out)

@@ -127,7 +127,8 @@ def load_run_of(values):
     from harness.model.stored_run import Metric, Record, RunData
     from tests.stored_runs import suite_run
 
-    recs = [Record("kv", "bench", i + 1, "ok", metrics={k: Metric(v[i], "ms", "lower") for k, v in values.items()})
+    recs = [Record(suite="kv", case="bench", repetition=i + 1,
+                   metrics={k: Metric(v[i], "ms", "lower") for k, v in values.items()})
             for i in range(3)]
     return RunData(Path("."), {}, recs, {"kv": suite_run()}, [])
 
