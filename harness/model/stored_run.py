@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness.base.errors import BadInput
 from harness.base.files import loads_json, read_bounded, write_atomic
-from harness.base.format_versions import MANIFEST_FORMAT, RESULTS_READABLE, RESULTS_SCHEMA
+from harness.base.format_versions import RESULTS_READABLE, RESULTS_SCHEMA
 from harness.base.metrics_model import STATUSES, Metric, Series, finite_or_none
 from harness.base.safe_text import NAME, TEXT, for_terminal
 from harness.infra.load_tools import memtier
@@ -104,8 +104,12 @@ def atomic_write_json(path: Path, data) -> None:
     write_atomic(path, json.dumps(_sanitize(data, secrets), indent=1, default=_json_default, allow_nan=False))
 
 
-def write_manifest(run_dir: Path, manifest: dict) -> None:
-    atomic_write_json(run_dir / MANIFEST, {"format_version": MANIFEST_FORMAT, **manifest})
+def write_manifest(run_dir: Path, manifest: Manifest | dict) -> None:
+    """manifest.json: the Manifest's own JSON (with its format_version); a mapping given
+    here (a test's) is read into one first, as a reader would."""
+    if not isinstance(manifest, Manifest):
+        manifest = Manifest.from_json(dict(manifest))
+    atomic_write_json(run_dir / MANIFEST, manifest.to_json())
 
 
 def write_results(run_dir: Path, records: list[Record], suites: dict, claims: list | None = None, *,
