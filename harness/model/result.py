@@ -54,7 +54,7 @@ class Record:
             raise ValueError(f"a {self.status} record needs a reason")
         check_facts(self.facts)
         if isinstance(self.repetition, bool) or not isinstance(self.repetition, int) or self.repetition < 0:
-            raise ValueError("repetitions count from 1")
+            raise ValueError(f"a repetition is a whole number (from 1; 0 until stored), not {self.repetition!r:.40}")
         # a driver's outcome; a stored schema-1 record kept its tables in details, and still loads
         if self.repetition == 0 and ("tables" in self.details or "charts" in self.details):
             raise ValueError("drivers measure: return series, and let the suite's view build tables and charts")
