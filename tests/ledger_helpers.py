@@ -46,7 +46,7 @@ def verdicts(claim_id: str, case: str, metrics: dict, profile: str = "local", su
     this manifest (HERE by default) and these case facts and params."""
     suites, claims = ledger()
     srun = suites[suite].as_run(profile, 1, {c.name: {} for c in suites[suite].cases})
-    rec = Record(suite, case, 1, "ok", metrics={k: Metric(v, "") for k, v in metrics.items()},
+    rec = Record(suite=suite, case=case, repetition=1, metrics={k: Metric(v, "") for k, v in metrics.items()},
                  params=dict(params or {}), facts=dict(facts or {}))
     run = RunData(Path("."), dict(HERE if manifest is None else manifest), [rec], {suite: srun}, claims)
     claim = next(c for c in analyze(run).claims if c.id == claim_id)

@@ -49,7 +49,7 @@ def write_run(root: Path, i: int, values: dict[str, list[float]], *, profile="lo
         for k, vs in values.items():
             unit, better = (units or METRICS).get(k, ("", None))[1:] if k in (units or METRICS) else ("", None)
             ms[k] = Metric(vs[rep], unit, better)
-        recs.append(Record("kv", case, rep + 1, "ok", metrics=ms))
+        recs.append(Record(suite="kv", case=case, repetition=rep + 1, metrics=ms))
     write_results(d, recs, {"kv": suite_run((case,), params)}, [])
     return d
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from statistics import median as _median
 from typing import Sequence
 
@@ -34,6 +35,17 @@ def relative_spread(values: Sequence[float]) -> float:
     if width == 0:
         return 0.0
     return math.inf if m == 0 else width / abs(m)
+
+
+def coefficient_of_variation(values: Sequence[float]) -> float:
+    """Sample stdev / |mean|: 0 for one value or none that differ; inf when the mean is 0."""
+    if len(values) < 2:
+        return 0.0
+    sd = statistics.stdev(values)
+    if sd == 0:
+        return 0.0
+    mean = statistics.fmean(values)
+    return math.inf if mean == 0 else sd / abs(mean)
 
 
 def is_noisy(values: Sequence[float], limit: float = 0.10) -> bool:

@@ -1,8 +1,10 @@
 """The contract between the runner and everything that measures, and the driver toolkit.
 
 A *driver* is one function that runs one case once (one repetition) and returns a
-CaseOutcome: metrics (numbers) and series (raw sequences). Drivers measure; they never
-build report tables or charts (each suite's view in harness/experiments/views.py does). Every
+CaseOutcome: metrics (numbers) and series (raw sequences). CaseOutcome is the record the
+runner stores (harness.model.result.Record), before the runner says where and when.
+Drivers measure; they never build report tables or charts (each suite's view in
+harness/experiments/views.py does). Every
 experiment lives in harness/experiments/<suite>/ and registers its drivers in one module,
 harness/experiments/<suite>/drivers.py, with `@register("<suite>-<what>", params=...)`
 (one thin function per driver that calls the case's module), declaring their parameters
@@ -21,14 +23,15 @@ import importlib.util
 import math
 import pkgutil
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from harness.base.errors import BadInput, did_you_mean
-from harness.base.metrics_model import STATUSES, Metric, Series, check_facts
+from harness.base.metrics_model import Metric, Series
 from harness.base.paths import REPO_ROOT
 from harness.infra.target import Node, Target
+from harness.model.result import Record
 
 __all__ = ["REQUIRED", "Param", "Metric", "Series", "CaseOutcome", "CaseContext", "Driver", "Node", "Target",
            "register", "get", "load_all", "INPUT_FILE"]
@@ -157,41 +160,7 @@ def input_path(value: str) -> Path:
     return p if p.is_absolute() else REPO_ROOT / p
 
 
-@dataclass
-class CaseOutcome:
-    """What one repetition of one case produced: metrics (numbers with units), series (raw
-    sequences for the suite's view), details (free JSON worth keeping, such as the
-    command that ran; never tables or charts) and facts: the conditions the case measured
-    (clients really used, which memory was measured, the share of keys on the node), which
-    the ledger compares with what a claim needs."""
-
-    status: str = "ok"
-    reason: str = ""
-    metrics: dict[str, Metric] = field(default_factory=dict)
-    details: dict = field(default_factory=dict)
-    series: dict[str, Series] = field(default_factory=dict)
-    facts: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        if self.status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, not {self.status!r}")
-        check_facts(self.facts)
-        if self.status != "ok" and not self.reason:
-            raise ValueError(f"a {self.status} outcome needs a reason")
-        if "tables" in self.details or "charts" in self.details:
-            raise ValueError("drivers measure: return series, and let the suite's view build tables and charts")
-
-    def to_json(self) -> dict:
-        return {"status": self.status, "reason": self.reason,
-                "metrics": {k: m.to_json() for k, m in self.metrics.items()},
-                "series": {k: s.to_json() for k, s in self.series.items()}, "details": self.details,
-                "facts": self.facts}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "CaseOutcome":
-        return cls(d["status"], d.get("reason", ""), {k: Metric.from_json(m) for k, m in d.get("metrics", {}).items()},
-                   d.get("details", {}), {k: Series.from_json(s) for k, s in d.get("series", {}).items()},
-                   dict(d.get("facts") or {}))
+CaseOutcome = Record  # what a driver returns: the record the runner stores (harness.model.result)
 
 
 @dataclass

@@ -1,5 +1,11 @@
 """The stored manifest (manifest.json) as a typed record: what a run ran on and when.
 
+The runner builds a `Manifest` when a run starts, adds to it with `dataclasses.replace` as
+the run goes (the target's facts, the window, each suite's wall time, the serving engines,
+the end, an interruption) and writes its `to_json()` (harness.model.stored_run.write_manifest).
+Every field it writes is declared here; a field of the wrong type is refused when the
+object is made.
+
 `Manifest.from_json` reads any manifest this harness wrote (format 0, written before the
 format version, and MANIFEST_FORMAT): each known field is checked for its type once, here;
 a value of the wrong type (a hand-edited file) reads as absent, so that no reader past this
@@ -19,7 +25,8 @@ from harness.base.safe_text import NAME, for_terminal
 TEXT_FIELDS = ("run_id", "profile", "target", "harness_version")
 TIME_FIELDS = ("started", "ended")
 OBJECT_FIELDS = ("git", "host", "tools", "packages", "gpu", "storage", "constraints", "target_nodes", "loadgen",
-                 "servers", "window", "suite_wall_s", "interrupted", "hosts", "monitoring", "host_identity")
+                 "servers", "window", "suite_wall_s", "interrupted", "hosts", "monitoring", "host_identity",
+                 "engines", "engines_start")
 
 
 @dataclass(frozen=True)
@@ -47,12 +54,26 @@ class Manifest:
     interrupted: dict = field(default_factory=dict)
     hosts: dict = field(default_factory=dict)
     monitoring: dict = field(default_factory=dict)  # format 0 of a schema-1 run kept the monitoring series here
+    engines: dict = field(default_factory=dict)  # per configuration: the serving engine a run used
+    engines_start: dict = field(default_factory=dict)  # how the run's engines were started, and how long it took
     format_version: int = MANIFEST_FORMAT
     extra: dict = field(default_factory=dict)  # fields this version does not know
     _json: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self):
+        object.__setattr__(self, "suites", tuple(self.suites))
+        self._check_types()
         object.__setattr__(self, "_json", self._to_json())
+
+    def _check_types(self) -> None:
+        """What the runner writes is what a reader expects: text, times, objects, suite names."""
+        wrong = [k for k in TEXT_FIELDS if not isinstance(getattr(self, k), (str, type(None)))]
+        wrong += [k for k in TIME_FIELDS if getattr(self, k) is not None and finite_number(getattr(self, k)) is None]
+        wrong += [k for k in OBJECT_FIELDS if not isinstance(getattr(self, k), dict)]
+        wrong += ["suites"] if not all(isinstance(s, str) for s in self.suites) else []
+        if wrong:
+            raise TypeError(f"manifest field {wrong[0]!r}: {type(getattr(self, wrong[0])).__name__} is not what "
+                            f"a manifest holds there")
 
     @classmethod
     def from_json(cls, d: dict, where: str = "manifest.json") -> "Manifest":

@@ -1,7 +1,8 @@
 """The stored run: typed records and the results folder (manifest.json, results.json, raw/).
 
 What a driver measures (`Metric`, `Series`) is defined in harness.base.metrics_model (re-exported
-here). A `Record` is one repetition of one case. Objects check themselves when created
+here). A `Record` is one repetition of one case (harness.model.result, re-exported here: the
+same type a driver returns). Objects check themselves when created
 and load any older schema version they know (schema 1 had no series and kept the spec
 as plain dicts). A report can be rebuilt from this folder alone.
 """
@@ -14,12 +15,13 @@ from pathlib import Path
 
 from harness.base.errors import BadInput
 from harness.base.files import loads_json, read_bounded, write_atomic
-from harness.base.format_versions import MANIFEST_FORMAT, RESULTS_READABLE, RESULTS_SCHEMA
-from harness.base.metrics_model import STATUSES, Metric, Series, check_facts, finite_or_none
+from harness.base.format_versions import RESULTS_READABLE, RESULTS_SCHEMA
+from harness.base.metrics_model import STATUSES, Metric, Series, finite_or_none
 from harness.base.safe_text import NAME, TEXT, for_terminal
 from harness.infra.load_tools import memtier
 from harness.infra.process import known_secrets, redact
 from harness.model.manifest import Manifest
+from harness.model.result import Record
 from harness.model.spec import Claim, SuiteRun
 
 SCHEMA_VERSION = RESULTS_SCHEMA
@@ -28,58 +30,6 @@ MANIFEST = "manifest.json"
 RESULTS = "results.json"
 MAX_MANIFEST_BYTES = 16 << 20  # a manifest is a few KB of facts
 MAX_RESULTS_BYTES = 256 << 20  # the largest real runs keep a few MB of records and series
-
-
-@dataclass
-class Record:
-    """One repetition of one case. Checks itself when created."""
-
-    suite: str
-    case: str
-    repetition: int
-    status: str
-    reason: str = ""
-    metrics: dict[str, Metric] = field(default_factory=dict)
-    raw_files: list[str] = field(default_factory=list)  # relative to the run folder
-    details: dict = field(default_factory=dict)  # free JSON the experiment keeps (commands, digests)
-    params: dict = field(default_factory=dict)
-    started: float = 0.0
-    duration_s: float = 0.0
-    series: dict[str, Series] = field(default_factory=dict)
-    bad_input: bool = False  # the case failed on the user's input (spec, dataset, model file)
-    facts: dict = field(default_factory=dict)  # conditions the case measured (see CaseOutcome.facts)
-
-    def __post_init__(self):
-        for name in ("suite", "case", "reason"):
-            if not isinstance(getattr(self, name), str):
-                raise ValueError(f"a record's {name} must be text, not {type(getattr(self, name)).__name__}")
-        if self.status not in STATUSES:
-            shown = for_terminal(repr(self.status), NAME)  # a damaged file's value: one bounded line
-            raise ValueError(f"record status must be one of {STATUSES}, not {shown}")
-        if self.status != "ok" and not self.reason:
-            raise ValueError(f"a {self.status} record needs a reason")
-        if isinstance(self.repetition, bool) or not isinstance(self.repetition, int) or self.repetition < 1:
-            raise ValueError("repetitions count from 1")
-
-    def to_json(self) -> dict:
-        return {
-            "suite": self.suite, "case": self.case, "repetition": self.repetition,
-            "status": self.status, "reason": self.reason, "bad_input": self.bad_input,
-            "metrics": {k: m.to_json() for k, m in self.metrics.items()},
-            "series": {k: s.to_json() for k, s in self.series.items()},
-            "raw_files": self.raw_files, "details": self.details, "params": self.params,
-            "started": self.started, "duration_s": self.duration_s, "facts": self.facts,
-        }
-
-    @classmethod
-    def from_json(cls, d: dict) -> "Record":
-        return cls(d["suite"], d["case"], d["repetition"], d["status"], d.get("reason", ""),
-                   {k: Metric.from_json(m) for k, m in (d.get("metrics") or {}).items()},
-                   list(d.get("raw_files") or []), dict(d.get("details") or {}), dict(d.get("params") or {}),
-                   float(d.get("started") or 0.0), float(d.get("duration_s") or 0.0),
-                   {k: Series.from_json(s) for k, s in (d.get("series") or {}).items()},
-                   bool(d.get("bad_input") or (d.get("details") or {}).get("bad_input")),
-                   check_facts(dict(d.get("facts") or {})))
 
 
 @dataclass
@@ -154,8 +104,12 @@ def atomic_write_json(path: Path, data) -> None:
     write_atomic(path, json.dumps(_sanitize(data, secrets), indent=1, default=_json_default, allow_nan=False))
 
 
-def write_manifest(run_dir: Path, manifest: dict) -> None:
-    atomic_write_json(run_dir / MANIFEST, {"format_version": MANIFEST_FORMAT, **manifest})
+def write_manifest(run_dir: Path, manifest: Manifest | dict) -> None:
+    """manifest.json: the Manifest's own JSON (with its format_version); a mapping given
+    here (a test's) is read into one first, as a reader would."""
+    if not isinstance(manifest, Manifest):
+        manifest = Manifest.from_json(dict(manifest))
+    atomic_write_json(run_dir / MANIFEST, manifest.to_json())
 
 
 def write_results(run_dir: Path, records: list[Record], suites: dict, claims: list | None = None, *,

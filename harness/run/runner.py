@@ -18,7 +18,7 @@ import shutil
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -35,6 +35,7 @@ from harness.infra.serving_engine.for_run import engines_for_run
 from harness.infra.target import Target
 from harness.model import child, driver_contract, spec
 from harness.model.driver_contract import CaseContext, CaseOutcome
+from harness.model.manifest import Manifest
 from harness.model.stored_run import Record, write_manifest, write_results
 from harness.publish.outputs import publish
 from harness.run import worker
@@ -58,7 +59,7 @@ class _Run:
     """One run's state: its folder, manifest and records, saved after every record."""
 
     run_dir: Path
-    man: dict
+    man: Manifest  # what is known so far; note() adds to it
     suite_runs: dict
     claims: list
     log: Callable[[str], None]
@@ -66,6 +67,16 @@ class _Run:
     monitoring: dict | None = None
     interrupted: dict | None = None
     current: str = ""
+    # the serving engines' summary, which harness.infra.serving_engine.for_run keeps as the run goes
+    # (the manifest's `engines` and `engines_start`)
+    engine_facts: dict = field(default_factory=dict)
+
+    def note(self, **facts) -> None:
+        """Add declared fields to the manifest (written by write_manifest)."""
+        self.man = replace(self.man, **facts)
+
+    def write_manifest(self) -> None:
+        write_manifest(self.run_dir, replace(self.man, **self.engine_facts))
 
     def save(self) -> None:
         write_results(self.run_dir, self.records, self.suite_runs, self.claims, monitoring=self.monitoring,
@@ -85,10 +96,8 @@ class _Run:
         self.interrupted = {"at": time.time(), "case": self.current or "between cases", "signal": signal_name(e)}
 
     def close(self) -> None:
-        self.man["ended"] = time.time()
-        if self.interrupted:
-            self.man["interrupted"] = self.interrupted
-        write_manifest(self.run_dir, self.man)
+        self.note(ended=time.time(), interrupted=dict(self.interrupted or {}))
+        self.write_manifest()
         self.save()
 
 
@@ -134,7 +143,7 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
     if bad_input is not None:
         raise bad_input
     return RunOutcome(run.run_dir, published.analysis, published.exit_code, published.report,
-                      dict(run.man.get("suite_wall_s") or {}), published.summary())
+                      dict(run.man.suite_wall_s), published.summary())
 
 
 def _open_run(plans: list[Plan], profile: str, target: str, results_dir: Path, log) -> _Run:
@@ -145,11 +154,10 @@ def _open_run(plans: list[Plan], profile: str, target: str, results_dir: Path, l
         with deferred_interrupts():  # the folder is made and known before a Ctrl-C can land
             run_dir = _make_run_dir(results_dir)
         reserve_space(run_dir)  # room for the records if the case output fills the disk
-        man = {"run_id": run_dir.name, "profile": profile, "target": target,
-               "suites": [p.suite.name for p in plans], "started": time.time(), "ended": None,
-               **manifest.collect_all()}
+        man = Manifest(run_id=run_dir.name, profile=profile, target=target,
+                       suites=tuple(p.suite.name for p in plans), started=time.time(), **manifest.collect_all())
         run = _Run(run_dir, man, {p.suite.name: p.run for p in plans}, spec.load_claims(), log)
-        write_manifest(run_dir, man)
+        run.write_manifest()
         run.save()
         log(f"run {run_dir.name}: {len(plans)} suite(s), profile {profile}, results in {run_dir}")
         return run
@@ -165,19 +173,19 @@ def _run_on_target(run: _Run, plans: list[Plan], target: str, base_port: int, mo
     it, stop what was started."""
     needs_cluster = any(p.suite.target == "cluster" for p in plans)
     with target_for(needs_cluster, target, base_port, run.log) as tgt, \
-            engines_for_run(engine_needs(plans), tgt, run.run_dir, target, run.man, run.log) as engines:
-        run.man.update(manifest_facts(tgt, target))
-        write_manifest(run.run_dir, run.man)
+            engines_for_run(engine_needs(plans), tgt, run.run_dir, target, run.engine_facts, run.log) as engines:
+        run.note(**manifest_facts(tgt, target))
+        run.write_manifest()
         monitor = Monitor.start(tgt, run.run_dir, run.log) if monitoring else None
-        run.man["window"] = {"start": time.time()}
+        run.note(window={"start": time.time()})
         try:
             _run_plans(run, plans, tgt, engines, profile)
             run.current = ""
         finally:
-            run.man["window"]["end"] = time.time()
+            run.note(window={**run.man.window, "end": time.time()})
             if monitor is not None:
                 cut_short = isinstance(sys.exc_info()[1], KeyboardInterrupt)  # do not keep a Ctrl-C waiting
-                run.monitoring = monitor.finish(run.man["window"], run.run_dir, wait=not cut_short)
+                run.monitoring = monitor.finish(run.man.window, run.run_dir, wait=not cut_short)
 
 
 def _run_plans(run: _Run, plans: list[Plan], tgt: Target, engines, profile: str) -> None:
@@ -187,7 +195,7 @@ def _run_plans(run: _Run, plans: list[Plan], tgt: Target, engines, profile: str)
     finished: dict[str, list[float]] = {}
     total, done = sum(remaining.values()), 0
     t_start = time.monotonic()
-    run.man["suite_wall_s"] = {}
+    run.note(suite_wall_s={})
     for p in plans:
         suite_t0 = time.monotonic()
         for case in p.suite.cases:
@@ -209,7 +217,7 @@ def _run_plans(run: _Run, plans: list[Plan], tgt: Target, engines, profile: str)
                 done, remaining[key] = done + remaining[key] - left, left
                 if not more:
                     break
-        run.man["suite_wall_s"][p.suite.name] = round(time.monotonic() - suite_t0, 1)
+        run.note(suite_wall_s={**run.man.suite_wall_s, p.suite.name: round(time.monotonic() - suite_t0, 1)})
 
 
 def _repetition(run: _Run, p: Plan, case: spec.Case, rep: int, profile: str, tgt: Target) -> bool:
@@ -221,7 +229,7 @@ def _repetition(run: _Run, p: Plan, case: spec.Case, rep: int, profile: str, tgt
             f"({rec.duration_s:.1f} s)")
     if rec.status == "skipped":
         for r2 in range(rep + 1, p.reps(case.name) + 1):
-            run.records.append(Record(p.suite.name, case.name, r2, "skipped", rec.reason))
+            run.records.append(Record("skipped", rec.reason).stored(suite=p.suite.name, case=case.name, repetition=r2))
         run.save()
         return False
     if rec.bad_input:
@@ -303,9 +311,8 @@ def run_case(p: Plan, case: spec.Case, rep: int, profile: str, tgt: Target, run_
     raw_files = sorted(str(f.relative_to(run_dir)) for f in raw_dir.rglob("*") if f.is_file())
     if not raw_files:
         shutil.rmtree(raw_dir, ignore_errors=True)
-    return Record(suite, case.name, rep, outcome.status, outcome.reason, outcome.metrics, raw_files,
-                  details, params, started, duration, outcome.series, bad,
-                  dict(outcome.facts))
+    return outcome.stored(suite=suite, case=case.name, repetition=rep, params=params, started=started,
+                          duration_s=duration, raw_files=raw_files, bad_input=bad, details=details)
 
 
 def _outcome(drv: driver_contract.Driver, ctx: CaseContext, run_dir: Path) -> tuple[CaseOutcome, bool]:
@@ -334,8 +341,8 @@ def _outcome(drv: driver_contract.Driver, ctx: CaseContext, run_dir: Path) -> tu
 
 def _run_isolated(drv: driver_contract.Driver, ctx: CaseContext) -> CaseOutcome:
     """One repetition in a fresh `python -m harness.run.worker` process; its log lines are
-    passed on as they come, its outcome read back (harness.model.child)."""
+    passed on as they come, its outcome read back (harness.model.child) as the record it sent."""
     out = child.run(worker.MODULE, worker.job_for(drv, ctx), what="the case's own process",
                     env={**os.environ, **ctx.target.to_env()}, log=ctx.log,
                     stderr_path=ctx.raw_dir / "worker.stderr")
-    return CaseOutcome.from_json(out)
+    return Record.from_json(out)

@@ -25,12 +25,14 @@ def job_for(drv: driver_contract.Driver, ctx: driver_contract.CaseContext) -> di
 
 
 def run_case(job: dict, log) -> dict:
-    """The child's work: the driver's outcome, as JSON."""
+    """The child's work: the driver's outcome, as JSON (the record of this repetition; the
+    runner adds the rest of what it stores)."""
     if job.get("module"):  # the driver's own module registers it (also one outside harness.experiments)
         importlib.import_module(job["module"])
     ctx = driver_contract.CaseContext(job["suite"], job["case"], job["repetition"], job["profile"], job["params"],
                               Path(job["raw_dir"]), Target.from_env(job["target"]), log)
-    return driver_contract.get(job["driver"]).run(ctx).to_json()
+    outcome = driver_contract.get(job["driver"]).run(ctx)
+    return outcome.stored(suite=ctx.suite, case=ctx.case, repetition=ctx.repetition).to_json()
 
 
 if __name__ == "__main__":

@@ -69,6 +69,10 @@ HOLDS = (Outcome.REPRODUCED, Outcome.EXCEEDED)
 
 @dataclass
 class MetricSummary:
+    """One metric of one case over the values it pools: a run's repetitions, or (a pooled
+    baseline, harness.verdict.baseline) the per-run medians of `runs` runs. The one summary
+    that analysis, the report and comparison read; `of` computes it."""
+
     suite: str
     case: str
     metric: str
@@ -81,6 +85,20 @@ class MetricSummary:
     noisy: bool
     spread: float
     note: str = ""
+    runs: int = 1  # how many runs the values come from
+
+    @classmethod
+    def of(cls, suite: str, case: str, metric: str, unit: str, better: str | None, values: list[float], *,
+           note: str = "", runs: int = 1) -> "MetricSummary":
+        """The summary of `values`: median, range, spread and whether it is noisy."""
+        values = list(values)
+        return cls(suite, case, metric, unit, better, values, stats.median(values), min(values), max(values),
+                   stats.is_noisy(values, NOISE_LIMIT), stats.relative_spread(values), note, runs)
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation (sample stdev / |mean|); 0 for one value."""
+        return stats.coefficient_of_variation(self.values)
 
 
 @dataclass
@@ -225,10 +243,8 @@ def summarize_metrics(run: RunData) -> list[MetricSummary]:
             grouped.setdefault((r.suite, r.case, name), []).append(m)
     out = []
     for (suite, case, name), ms in grouped.items():
-        vals = [m.value for m in ms]
-        out.append(MetricSummary(suite, case, name, ms[0].unit, ms[0].better, vals,
-                                 stats.median(vals), min(vals), max(vals),
-                                 stats.is_noisy(vals, NOISE_LIMIT), stats.relative_spread(vals), ms[0].note))
+        out.append(MetricSummary.of(suite, case, name, ms[0].unit, ms[0].better, [m.value for m in ms],
+                                    note=ms[0].note))
     return out
 
 

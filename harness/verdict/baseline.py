@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +31,7 @@ from harness.base.errors import BadInput
 from harness.base.safe_text import LINE, NAME, TEXT, bound_strings, for_markdown, for_terminal
 from harness.model.stored_run import MANIFEST, load_run
 from harness.verdict import verdicts_json as verdicts
-from harness.verdict.analysis import Analysis, analyze
+from harness.verdict.analysis import Analysis, MetricSummary, analyze
 from harness.verdict.display import fmt
 from harness.verdict.metric_history import comparison_facts, find_runs, load_runs
 from harness.verdict.summary import table
@@ -44,55 +43,25 @@ POOL = 7  # runs in a pooled baseline
 ORDER = ("regression", "improvement", "changed", "unstable", "missing", "new", "within noise", "no change")
 
 
-@dataclass
-class Baseline:
-    """One metric's baseline: the values it pools (per-run medians, or one run's repetitions)."""
-
-    suite: str
-    case: str
-    metric: str
-    unit: str
-    better: str | None
-    values: list[float]
-    median: float
-    runs: int  # how many runs it pools
-
-    @property
-    def cv(self) -> float:
-        """Coefficient of variation (sample stdev / |mean|); 0 for one value."""
-        if len(self.values) < 2:
-            return 0.0
-        mean = statistics.fmean(self.values)
-        sd = statistics.stdev(self.values)
-        if sd == 0:
-            return 0.0
-        return math.inf if mean == 0 else sd / abs(mean)
-
-
-def baseline_of(analyses: list[Analysis]) -> dict[tuple, Baseline]:
-    """One run: its repetitions; several: the median of their per-run medians."""
-    out: dict[tuple, Baseline] = {}
+def baseline_of(analyses: list[Analysis]) -> dict[tuple, MetricSummary]:
+    """One run: its repetitions (its own summaries); several: the summary of their per-run
+    medians, which the baseline's median is the median of."""
     if len(analyses) == 1:
-        for m in analyses[0].metrics:
-            out[(m.suite, m.case, m.metric)] = Baseline(m.suite, m.case, m.metric, m.unit, m.better,
-                                                        list(m.values), m.median, 1)
-        return out
+        return {(m.suite, m.case, m.metric): m for m in analyses[0].metrics}
     grouped: dict[tuple, list] = {}
     for a in analyses:
         for m in a.metrics:
             grouped.setdefault((m.suite, m.case, m.metric), []).append(m)
-    for key, ms in grouped.items():
-        meds = [m.median for m in ms]
-        out[key] = Baseline(*key, ms[-1].unit, ms[-1].better, meds, stats.median(meds), len(ms))
-    return out
+    return {key: MetricSummary.of(*key, ms[-1].unit, ms[-1].better, [m.median for m in ms], note=ms[-1].note,
+                                  runs=len(ms)) for key, ms in grouped.items()}
 
 
-def _row(b: Baseline, m, factor: float) -> dict:
+def _row(b: MetricSummary, m, factor: float) -> dict:
     change = stats.relative_change(b.median, m.median)
     cv = b.cv
     limit = max(factor, cv)
     p = stats.mann_whitney_p(b.values, m.values)
-    clear = m.min > max(b.values) or m.max < min(b.values)
+    clear = m.min > b.max or m.max < b.min
     if cv > UNSTABLE_CV:
         status = "unstable"
     elif abs(change) <= limit:
@@ -122,7 +91,7 @@ def _row(b: Baseline, m, factor: float) -> dict:
             "status": status, "assessment": assessment, "css": css, "regression": status == "regression"}
 
 
-def compare_baseline(base: dict[tuple, Baseline], new: Analysis, factor: float = FACTOR) -> list[dict]:
+def compare_baseline(base: dict[tuple, MetricSummary], new: Analysis, factor: float = FACTOR) -> list[dict]:
     rows = []
     seen = set()
     for m in new.metrics:

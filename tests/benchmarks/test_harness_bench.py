@@ -47,7 +47,7 @@ def _write_big_run(d: Path, rnd: random.Random, suites=SUITES, cases=CASES, reps
                 series = {"timeline": Series({"second": list(range(rows)),
                                               "ops": [1000 + rnd.random() * 50 for _ in range(rows)]},
                                              {"ops": "ops/s"})}
-                recs.append(Record(name, f"case{c}", rep, "ok", metrics=ms, series=series))
+                recs.append(Record(suite=name, case=f"case{c}", repetition=rep, metrics=ms, series=series))
     write_results(d, recs, runs, [])
     return d
 

@@ -44,7 +44,7 @@ def long_history(tmp_path_factory) -> Path:
         write_manifest(d, {"run_id": d.name, "profile": "local", "target": "local", "suites": ["kv"],
                            "started": started, "ended": started + 60, **man})
         level = 1.3 if i >= STEP_AT else 1.0  # m0 steps up by 30% at run STEP_AT
-        recs = [Record("kv", "bench", rep, "ok", metrics={
+        recs = [Record(suite="kv", case="bench", repetition=rep, metrics={
             f"m{k}.p99_ms": Metric((10 + k) * (level if k == 0 else 1.0) * (1 + rnd.gauss(0, 0.01)), "ms", "lower")
             for k in range(METRICS)}) for rep in range(1, REPS + 1)]
         write_results(d, recs, {"kv": srun}, [])

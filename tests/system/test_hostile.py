@@ -206,7 +206,7 @@ def test_non_finite_threshold_refused(tmp_path, value):
 def test_nan_never_written(tmp_path):
     from harness.model.stored_run import Record, Series, load_run, write_manifest, write_results
 
-    rec = Record("s", "c", 1, "ok", details={"x": float("nan"), "y": [float("inf"), 1.0]},
+    rec = Record(suite="s", case="c", repetition=1, details={"x": float("nan"), "y": [float("inf"), 1.0]},
                  series={"n": Series({"a": [1.0, float("nan")]})})
     write_manifest(tmp_path, {"run_id": "r"})
     write_results(tmp_path, [rec], {}, [])
@@ -291,12 +291,13 @@ def hostile_run(tmp_path: Path) -> Path:
                        differs=h[4], figures={})
     records = []
     for rep in (1, 2):
-        records.append(Record(suite, case, rep, "ok", "", {metric: Metric(0.5 * rep, h[0], "lower", h[1]),
-                                                           h[2]: Metric(3.0, h[3])},
-                              [f"raw/{h[4]}", h[4], "/etc/passwd"], {"ran_on": h[0]}, {"p": h[1]}, 0.0, 0.1,
-                              {h[3]: Series({h[4]: [h[0], h[1]], h[2]: [1.0, 2.0]}, {h[2]: h[3]}, h[4])}))
-    records.append(Record(suite, h[3], 1, "failed", h[4]))
-    records.append(Record(suite, h[3], 2, "skipped", h[0]))
+        records.append(Record(suite=suite, case=case, repetition=rep,
+                              metrics={metric: Metric(0.5 * rep, h[0], "lower", h[1]), h[2]: Metric(3.0, h[3])},
+                              raw_files=[f"raw/{h[4]}", h[4], "/etc/passwd"], details={"ran_on": h[0]},
+                              params={"p": h[1]}, started=0.0, duration_s=0.1,
+                              series={h[3]: Series({h[4]: [h[0], h[1]], h[2]: [1.0, 2.0]}, {h[2]: h[3]}, h[4])}))
+    records.append(Record(suite=suite, case=h[3], repetition=1, status="failed", reason=h[4]))
+    records.append(Record(suite=suite, case=h[3], repetition=2, status="skipped", reason=h[0]))
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     write_manifest(run_dir, {"run_id": h[0], "profile": h[1], "target": h[2], "started": 1.0, "ended": 2.0,
@@ -385,7 +386,8 @@ def test_report_command_renders_an_interrupted_run_as_interrupted(tmp_path):
 
     s = spec.parse_suite(json.loads(json.dumps(SUITE)))
     write_manifest(tmp_path, {"run_id": "r", "started": 1.0, "ended": 2.0})
-    write_results(tmp_path, [Record("hostile", "sim", 1, "ok")], {"hostile": s.as_run("local", 2, {"sim": {}})}, [],
+    write_results(tmp_path, [Record(suite="hostile", case="sim",
+                                    repetition=1)], {"hostile": s.as_run("local", 2, {"sim": {}})}, [],
                   interrupted={"at": 1.5, "case": "hostile/sim/repetition 2", "signal": "SIGTERM"})
     code, out, err = cli("report", tmp_path)
     assert code == 0, err

@@ -363,8 +363,9 @@ def test_compare_output_through_a_link_the_user_named(tmp_path):
 def test_records_written_through_the_writer_stay_valid(tmp_path):
     """write_results replaces results.json whole: a reader sees the old or the new file."""
     write_manifest(tmp_path, {"run_id": "r"})
-    write_results(tmp_path, [Record("s", "c", 1, "ok")], {}, [])
+    write_results(tmp_path, [Record(suite="s", case="c", repetition=1)], {}, [])
     first = (tmp_path / "results.json").read_text()
-    write_results(tmp_path, [Record("s", "c", 1, "ok"), Record("s", "c", 2, "ok")], {}, [])
+    write_results(tmp_path, [Record(suite="s", case="c",
+                                    repetition=1), Record(suite="s", case="c", repetition=2)], {}, [])
     assert json.loads(first)["records"] and len(json.loads((tmp_path / "results.json").read_text())["records"]) == 2
     assert _leftovers(tmp_path) == []

@@ -79,11 +79,12 @@ def write_hostile_run(root: Path, name: str, started: float, scale: float, versi
     (d / "raw").mkdir(parents=True)
     write_manifest(d, _manifest(name + ALL, started, version))
     suite, case = "kv" + ALL, "bench" + ALL
-    recs = [Record(suite, case, rep, "ok", metrics={
+    recs = [Record(suite=suite, case=case, repetition=rep, metrics={
         "get" + ALL: Metric(100.0 * scale + rep, "req/s" + ALL, "higher"), BIG: Metric(1.0 * scale + rep, ALL),
         "plain": Metric(5.0 + rep, "ms", "lower")}, details={"model": ALL}, facts={"model": ALL})
             for rep in (1, 2, 3)]
-    recs.append(Record(suite, "broken" + ALL, 1, "failed", ALL, facts={"model": BIG}))
+    recs.append(Record(suite=suite, case="broken" + ALL, repetition=1, status="failed", reason=ALL,
+                       facts={"model": BIG}))
     write_results(d, recs, {suite: SuiteRun.from_json(suite, _suite())}, [], interrupted=interrupted)
     return d
 
@@ -203,8 +204,9 @@ def test_a_lone_surrogate_anywhere_is_carried_not_a_traceback(tmp_path):
     (run / "raw").mkdir(parents=True)
     write_manifest(run, {"run_id": "s\ud800", "profile": "local\udc80", "started": 1.0, "host": {"cpu_model": "\ud800"}})
     suite = SuiteRun.from_json("kv", {"cases": [{"name": "c\ud800", "driver": "d"}]})
-    write_results(run, [Record("kv", "c\ud800", 1, "ok", metrics={"m\ud800": Metric(1.0, "u\ud800")}),
-                        Record("kv", "c\ud800", 2, "failed", "why\ud800")], {"kv": suite}, [])
+    write_results(run, [Record(suite="kv", case="c\ud800", repetition=1, metrics={"m\ud800": Metric(1.0, "u\ud800")}),
+                        Record(suite="kv", case="c\ud800", repetition=2, status="failed",
+                               reason="why\ud800")], {"kv": suite}, [])
     assert '"\\ud800"' in (run / "results.json").read_text() or "\\ud800" in (run / "results.json").read_text()
     p = harness("report", run)
     assert_safe(p, codes=(0, 1, 3))  # 3: a failed case, not a bug
@@ -213,7 +215,8 @@ def test_a_lone_surrogate_anywhere_is_carried_not_a_traceback(tmp_path):
     other = tmp_path / "20260102-000000-t"
     (other / "raw").mkdir(parents=True)
     write_manifest(other, {"run_id": "t", "profile": "local\udc80", "started": 2.0, "host": {"cpu_model": "\ud800"}})
-    write_results(other, [Record("kv", "c\ud800", 1, "ok", metrics={"m\ud800": Metric(2.0, "u\ud800")})],
+    write_results(other, [Record(suite="kv", case="c\ud800", repetition=1,
+                                 metrics={"m\ud800": Metric(2.0, "u\ud800")})],
                   {"kv": suite}, [])
     for fmt in ("text", "markdown", "json"):
         assert_safe(harness("compare", run, other, "--format", fmt, "--allow-mismatch"))

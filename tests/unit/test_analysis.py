@@ -14,9 +14,10 @@ def run_of(values: dict[str, list[float]], *, skipped_case=False, better="lower"
            conditions=None) -> RunData:
     recs = []
     for rep in range(1, 4):
-        recs.append(Record("s", "c", rep, "ok", metrics={k: Metric(v[rep - 1], "ms", better) for k, v in values.items()}))
+        recs.append(Record(suite="s", case="c", repetition=rep,
+                           metrics={k: Metric(v[rep - 1], "ms", better) for k, v in values.items()}))
     if skipped_case:
-        recs.append(Record("s", "m", 1, "skipped", "tool not found"))
+        recs.append(Record(suite="s", case="m", repetition=1, status="skipped", reason="tool not found"))
     thresholds = [{"case": "c", "metric": "lat", "op": "<", "value": 10, "unit": "ms", "reason": "r"},
                   {"case": "c", "metric": "absent", "op": "<", "value": 10, "unit": "ms", "reason": "r"},
                   {"case": "m", "metric": "ops", "op": ">", "value": 1, "unit": "ops/s", "reason": "r"}]
@@ -37,7 +38,7 @@ def test_median_decides_missing_fails_skipped_does_not():
 
 def test_failed_record_is_an_environment_failure():
     run = run_of({"lat": [1.0, 1.0, 1.0]})
-    run.records.append(Record("s", "c", 4, "failed", "server died"))
+    run.records.append(Record(suite="s", case="c", repetition=4, status="failed", reason="server died"))
     assert analyze(run).exit_code == 3
 
 

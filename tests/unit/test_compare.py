@@ -11,8 +11,8 @@ import pytest
 
 from harness.base.errors import BadInput
 from harness.model.stored_run import load_run
-from harness.verdict.analysis import analyze
-from harness.verdict.baseline import Baseline, baseline_of, check_sides, compare_baseline, compare_dirs
+from harness.verdict.analysis import MetricSummary, analyze
+from harness.verdict.baseline import baseline_of, check_sides, compare_baseline, compare_dirs
 from tests import REPO
 from tests.stored_runs import METRICS, noisy_values, write_run, write_series
 
@@ -93,14 +93,29 @@ def test_pool_leaves_out_runs_of_another_profile_and_names_them(tmp_path):
     assert "last 2 run(s)" in c.baseline and len(c.left_out) == 1 and "profile" in c.left_out[0]
 
 
+def _pooled(medians: list[float]) -> dict:
+    """A pooled baseline of one metric: the per-run medians of len(medians) runs."""
+    return {("kv", "bench", "m"): MetricSummary.of("kv", "bench", "m", "ms", "lower", medians, runs=len(medians))}
+
+
+def test_a_baseline_is_the_analysis_summary_of_what_it_pools():
+    runs = [analyze(load_run_of({"m": [v, v + 2.0, v - 2.0]})) for v in (100.0, 104.0, 90.0)]
+    one = baseline_of(runs[:1])[("kv", "bench", "m")]
+    assert one is runs[0].metric("kv", "bench", "m") and one.runs == 1  # one run: its own repetitions
+    pooled = baseline_of(runs)[("kv", "bench", "m")]
+    assert isinstance(pooled, MetricSummary) and pooled.runs == 3 and pooled.values == [100.0, 104.0, 90.0]
+    assert (pooled.median, pooled.min, pooled.max, pooled.unit) == (100.0, 90.0, 104.0, "ms")
+    assert pooled.cv == pytest.approx(0.0736, abs=1e-4) and one.cv == pytest.approx(0.02)
+
+
 def test_factor_is_raised_to_the_baselines_variation_and_unstable_is_never_a_regression():
     new = analyze(load_run_of({"m": [115.0, 116.0, 114.0]}))
-    steady = {("kv", "bench", "m"): Baseline("kv", "bench", "m", "ms", "lower", [100.0, 101.0, 99.0, 100.0], 100.0, 4)}
+    steady = _pooled([100.0, 101.0, 99.0, 100.0])
     assert compare_baseline(steady, new)[0]["status"] == "regression"  # +15% > max(5%, 0.8%)
-    wobbly = {("kv", "bench", "m"): Baseline("kv", "bench", "m", "ms", "lower", [100.0, 92.0, 108.0, 100.0], 100.0, 4)}
+    wobbly = _pooled([100.0, 92.0, 108.0, 100.0])
     row = compare_baseline(wobbly, new)[0]  # CV 6.5%: the limit is 6.5%, 15% is past it and clear of 92..108
     assert row["status"] == "regression" and row["limit"] == "6.5%"
-    unstable = {("kv", "bench", "m"): Baseline("kv", "bench", "m", "ms", "lower", [100.0, 80.0, 112.0, 100.0], 100.0, 4)}
+    unstable = _pooled([100.0, 80.0, 112.0, 100.0])
     row = compare_baseline(unstable, new)[0]
     assert row["status"] == "unstable" and not row["regression"] and "not judged" in row["assessment"]
     far = analyze(load_run_of({"m": [150.0, 151.0, 149.0]}))  # still unstable, and it says the run is outside
@@ -127,7 +142,8 @@ def load_run_of(values):
     from harness.model.stored_run import Metric, Record, RunData
     from tests.stored_runs import suite_run
 
-    recs = [Record("kv", "bench", i + 1, "ok", metrics={k: Metric(v[i], "ms", "lower") for k, v in values.items()})
+    recs = [Record(suite="kv", case="bench", repetition=i + 1,
+                   metrics={k: Metric(v[i], "ms", "lower") for k, v in values.items()})
             for i in range(3)]
     return RunData(Path("."), {}, recs, {"kv": suite_run()}, [])
 

@@ -65,7 +65,8 @@ def stored_run(tmp_path: Path, manifest: dict, checks: dict[str, list[dict]]) ->
         claims.append(Claim.from_json({"id": cid, "section": "1", "text": "t", "checks": chks}))
         for chk in chks:
             params = {k: v for k, v in chk["conditions"].items() if k not in ("redis_hosts", "loadgen_separate", "gpu")}
-            records.append(Record(chk["suite"], chk["case"], 1, "ok", metrics={chk["metric"]: Metric(1.0, "")},
+            records.append(Record(suite=chk["suite"], case=chk["case"], repetition=1,
+                                  metrics={chk["metric"]: Metric(1.0, "")},
                                   params=params))
             suites.setdefault(chk["suite"], set()).add(chk["case"])
     runs = {s: SuiteRun.from_json(s, {"cases": [{"name": c, "driver": "d"} for c in sorted(cases)]})
@@ -224,18 +225,19 @@ def test_numbers_are_compared_as_numbers(need, have, ok):
 
 
 def test_a_fact_that_varied_across_repetitions_meets_nothing():
-    recs = [Record("s", "c", i, "ok", facts={"cluster_primaries": n}) for i, n in ((1, 10), (2, 20))]
+    recs = [Record(suite="s", case="c", repetition=i, facts={"cluster_primaries": n}) for i, n in ((1, 10), (2, 20))]
     facts = conditions.case_facts(recs, {})
     assert isinstance(facts["cluster_primaries"], conditions.Varied)
     assert conditions.differ({"cluster_primaries": 20}, facts) == [
         "cluster_primaries: measured 10 | 20 (varied across repetitions), claim 20"]
     assert conditions.differ({"cluster_primaries": "10 | 20"}, facts)  # not even its own text
     # measured in one repetition only: varied too, never the one value
-    recs = [Record("s", "c", 1, "ok", facts={"cluster_primaries": 20}), Record("s", "c", 2, "ok", params={"x": 1})]
+    recs = [Record(suite="s", case="c", repetition=1, facts={"cluster_primaries": 20}),
+            Record(suite="s", case="c", repetition=2, params={"x": 1})]
     assert conditions.differ({"cluster_primaries": 20}, conditions.case_facts(recs, {})) == [
         "cluster_primaries: measured 20 | not measured (varied across repetitions), claim 20"]
     # the same in every repetition: the one value; a measured fact over the configured one
-    recs = [Record("s", "c", i, "ok", params={"clients": 50}, facts={"clients": 200}) for i in (1, 2)]
+    recs = [Record(suite="s", case="c", repetition=i, params={"clients": 50}, facts={"clients": 200}) for i in (1, 2)]
     assert conditions.case_facts(recs, {})["clients"] == 200
 
 

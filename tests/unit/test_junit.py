@@ -22,10 +22,11 @@ THRESHOLDS = [
 def _run(tmp_path) -> RunData:
     recs = []
     for rep, (g, s) in enumerate([(1.0, 2.0), (1.2, 2.2), (1.1, 2.1)], start=1):
-        recs.append(Record("suite-a", "bench", rep, "ok", metrics={
+        recs.append(Record(suite="suite-a", case="bench", repetition=rep, metrics={
             "GET.p99_ms": Metric(g, "ms", "lower"), "SET.p99_ms": Metric(s, "ms", "lower")}))
-    recs.append(Record("suite-a", "memtier", 1, "skipped", "memtier_benchmark not found"))
-    recs.append(Record("suite-a", "broken", 1, "failed", "the tool crashed"))
+    recs.append(Record(suite="suite-a", case="memtier", repetition=1, status="skipped",
+                       reason="memtier_benchmark not found"))
+    recs.append(Record(suite="suite-a", case="broken", repetition=1, status="failed", reason="the tool crashed"))
     suites = {"suite-a": SuiteRun.from_json("suite-a", {"thresholds": THRESHOLDS}),
               "suite-b": SuiteRun.from_json("suite-b", {"thresholds": []})}
     return RunData(tmp_path, {"run_id": "t"}, recs, suites, [])

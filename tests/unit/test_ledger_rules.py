@@ -33,7 +33,8 @@ def _verdict(tmp_path: Path, check: str, metrics: dict) -> tuple[Outcome, str, O
     claims = _ledger(tmp_path, check)
     suites = {"redis-cluster": spec.load_suite_file(tmp_path / "redis-cluster.yaml")}
     srun = suites["redis-cluster"].as_run("local", 1, {c.name: {} for c in suites["redis-cluster"].cases})
-    rec = Record("redis-cluster", "redis-benchmark", 1, "ok", metrics={k: Metric(v, "") for k, v in metrics.items()})
+    rec = Record(suite="redis-cluster", case="redis-benchmark", repetition=1,
+                 metrics={k: Metric(v, "") for k, v in metrics.items()})
     a = analyze(RunData(Path("."), {}, [rec], {"redis-cluster": srun}, claims))
     cv = a.claims[0].checks[0]
     return cv.outcome, cv.reason, a.claims[0].outcome

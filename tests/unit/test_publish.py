@@ -12,14 +12,17 @@ from pathlib import Path
 import pytest
 
 from harness.base.errors import BadInput
-from harness.base.format_versions import MANIFEST_FORMAT
+from harness.base.format_versions import MANIFEST_FORMAT, RESULTS_SCHEMA
 from harness.cli import main
 from harness.model.manifest import Manifest
 from harness.model.stored_run import load_run, write_manifest
 from harness.publish import outputs as P
+from harness.verdict.analysis import analyze
+from harness.verdict.baseline import compare
 from tests import TESTS
 
 V2 = TESTS / "fixtures" / "results-v2" / "run"
+TODAY = TESTS / "fixtures" / "results-v2-manifest-v1" / "run"
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -38,6 +41,41 @@ def test_harness_report_renders_a_folder_written_before_format_versions(tmp_path
     assert "kv-trace" in html and "crosscheck" in html and "20261202-004610-629c8a" in html
     assert "<testsuites" in (run_dir / "junit.xml").read_text()
     assert json.loads((run_dir / "manifest.json").read_text()) == json.loads((V2 / "manifest.json").read_text())
+
+
+def test_a_folder_of_todays_format_renders_and_compares_with_itself(tmp_path, capsys):
+    """TODAY: `harness run kv-trace/crosscheck --repeat 2` of the harness at 4ea09cb, before a
+    driver's outcome and a stored record were one type and the manifest was typed when
+    written (results.json schema 2, manifest.json format 1). It loads as written, renders the
+    verdicts that harness gave it, and compares with itself as no change."""
+    run_dir = tmp_path / TODAY.name
+    shutil.copytree(TODAY, run_dir)
+    man, res = (json.loads((TODAY / f).read_text()) for f in ("manifest.json", "results.json"))
+    assert man["format_version"] == MANIFEST_FORMAT and res["schema_version"] == RESULTS_SCHEMA
+    data = load_run(run_dir)
+    # every key it holds is declared (an empty object, its `servers` here, reads as absent)
+    assert data.manifest.extra == {} and data.manifest.to_json() == {k: v for k, v in man.items() if v != {}}
+    assert [r.to_json() for r in data.records] == res["records"]  # the records read back as written
+    with pytest.raises(SystemExit) as e:
+        main(["report", str(run_dir)])
+    assert e.value.code == 0, capsys.readouterr().err
+    verdicts = json.loads((run_dir / "verdicts.json").read_text())
+    assert verdicts["exit_code"] == 0 and verdicts["run_id"] == man["run_id"] == "20261206-065002-2d023a"
+    assert [(t["metric"], t["verdict"], t["measured"]["values"]) for t in verdicts["thresholds"]] == [
+        ("crosscheck.mismatched_pairs", "pass", [0.0, 0.0])]
+    assert {c["id"]: c["verdict"] for c in verdicts["claims"] if c["verdict"] != "not run"} == {
+        c: "not measurable here" for c in ("C6", "C10", "C11", "C22")}
+    assert "crosscheck.sample_blocks" in (run_dir / "report.html").read_text()
+    rows = compare(analyze(data), analyze(load_run(run_dir)))
+    assert len(rows) == 4 and {r["change"] for r in rows} == {"+0.0%"} and not any(r["regression"] for r in rows)
+    same = tmp_path / "again"  # the CLI refuses one run id on both sides: the same run under another id
+    shutil.copytree(TODAY, same)
+    (same / "manifest.json").write_text(json.dumps({**man, "run_id": "20261206-065003-000000"}))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(["compare", str(run_dir), str(same)])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and "no claim's verdict changed" in out and "0 regression(s), 0 improvement(s)" in out
 
 
 def test_the_stored_manifest_loads_as_a_typed_record(tmp_path):

@@ -32,8 +32,41 @@ def test_series_check_themselves():
     assert Series.from_json(json.loads(json.dumps(s.to_json()))) == s
 
 
+def test_a_drivers_outcome_is_the_record_the_runner_stores():
+    assert CaseOutcome is Record
+    out = CaseOutcome("invalid", "too few hits", {"m": Metric(1.5, "ms", "lower")}, {"command": "x"},
+                      {"t": Series({"v": [1, 2]})}, {"clients": 4})  # the drivers' positional spelling
+    assert (out.status, out.reason, out.details, out.facts, out.repetition) == (
+        "invalid", "too few hits", {"command": "x"}, {"clients": 4}, 0)
+    rec = out.stored(suite="s", case="c", repetition=2, params={"n": 1}, started=5.0, duration_s=1.5,
+                     raw_files=["raw/s/c/rep2/x.csv"], details={"server_info": {}, **out.details})
+    assert (rec.suite, rec.case, rec.repetition, rec.params, rec.duration_s) == ("s", "c", 2, {"n": 1}, 1.5)
+    assert rec.metrics is out.metrics and rec.details == {"server_info": {}, "command": "x"} and out.repetition == 0
+    again = Record.from_json(json.loads(json.dumps(rec.to_json())))
+    assert again == rec and list(rec.to_json()) == [
+        "suite", "case", "repetition", "status", "reason", "bad_input", "metrics", "series", "raw_files", "details",
+        "params", "started", "duration_s", "facts"]  # the stored record's keys, as results.json has them
+
+
+def test_a_results_check_lives_in_the_record_once():
+    with pytest.raises(ValueError, match="needs a reason"):
+        CaseOutcome("failed")
+    with pytest.raises(ValueError, match="status must be one of"):
+        Record("s", "c")  # the old positional order (suite, case, ...) is refused, never misread
+    with pytest.raises(ValueError, match="repetitions count from 1"):
+        CaseOutcome().stored(suite="s", case="c", repetition=0)
+    with pytest.raises(ValueError, match="repetitions count from 1"):
+        Record.from_json({"suite": "s", "case": "c", "repetition": 0, "status": "ok"})
+    with pytest.raises(ValueError, match="is not a string, number or boolean"):
+        Record.from_json({"suite": "s", "case": "c", "repetition": 1, "status": "ok", "facts": {"f": [1]}})
+    # a schema-1 record kept its tables in details: it loads, though a driver may not return one
+    legacy = {"suite": "s", "case": "c", "repetition": 1, "status": "ok", "details": {"tables": []}}
+    assert Record.from_json(legacy).details == {"tables": []}
+
+
 def test_results_never_hold_nan(tmp_path):
-    rec = Record("s", "c", 1, "ok", series={"t": Series({"v": [float("inf")]})}, details={"x": float("nan")})
+    rec = Record(suite="s", case="c", repetition=1, series={"t": Series({"v": [float("inf")]})},
+                 details={"x": float("nan")})
     write_results(tmp_path, [rec], {})
     text = (tmp_path / "results.json").read_text()
     assert "NaN" not in text and "Infinity" not in text
@@ -41,7 +74,8 @@ def test_results_never_hold_nan(tmp_path):
 
 
 def test_views_aggregate_across_repetitions(tmp_path):
-    recs = [Record("s", "c", rep, "ok", series={"per_s": Series({"second": [0, 1], "reads": [10 * rep, 20 * rep]})})
+    recs = [Record(suite="s", case="c", repetition=rep,
+                   series={"per_s": Series({"second": [0, 1], "reads": [10 * rep, 20 * rep]})})
             for rep in (1, 2, 3)]
     run = RunData(tmp_path, {}, recs, {"s": SuiteRun.from_json("s", {"cases": [{"name": "c", "driver": "d"}]})}, [])
     ctx = views.ViewContext(run, analyze(run), "s")
@@ -95,6 +129,7 @@ def test_an_isolated_case_runs_in_its_own_process(tmp_path):
     ctx = CaseContext("s", "c", 1, "local", {"n": 3}, tmp_path, Target("t"), log=lines.append)
     out = _run_isolated(driver_contract.get("test-isolated"), ctx)
     assert out.status == "ok" and out.metrics["n"].value == 3 and len(out.series["s"]) == 3
+    assert (out.suite, out.case, out.repetition) == ("s", "c", 1)  # the record its process sent back
     assert out.metrics["pid"].value != os.getpid()
     assert lines and lines[0].startswith("running in pid")
 
@@ -106,7 +141,7 @@ def test_param_bounds_are_declared_not_hand_written():
 
 def test_a_known_password_never_reaches_a_results_file(tmp_path, monkeypatch):
     monkeypatch.setenv("REDIS_CLUSTER_PASSWORD", "s3cret-Pa55")
-    rec = Record("s", "c", 1, "ok", details={"command": "redis-benchmark -a s3cret-Pa55 -n 1"},
+    rec = Record(suite="s", case="c", repetition=1, details={"command": "redis-benchmark -a s3cret-Pa55 -n 1"},
                  metrics={"n": Metric(1.0, "")})
     write_results(tmp_path, [rec], {})
     text = (tmp_path / "results.json").read_text()

@@ -8,8 +8,9 @@ import pytest
 import yaml
 
 from harness.model import stored_run as results
+from harness.model.manifest import Manifest
 from harness.publish.render import render_report
-from harness.run.runner import run_suites
+from harness.run.runner import _Run, run_suites
 from harness.verdict.analysis import analyze
 from tests.conftest import TEST_CLUSTER_PORT
 
@@ -47,6 +48,9 @@ def test_results_folder_contract(run):
         assert key in man
     assert man["gpu"]["present"] is False and man["gpu"]["reason"]
     assert man["tools"]["redis-server"]["version"].startswith("Redis server")
+    typed = Manifest.from_json(man)  # the runner wrote a Manifest: every key it wrote is a declared field
+    assert typed.extra == {} and typed.to_json() == man and typed.suites == ("tiny-cluster",)
+    assert typed.window["start"] <= typed.window["end"] <= typed.ended and set(typed.suite_wall_s) == {"tiny-cluster"}
     data = json.loads((d / "results.json").read_text())
     assert data["schema_version"] == results.SCHEMA_VERSION
     recs = data["records"]
@@ -116,3 +120,21 @@ def test_report_opens_in_a_real_browser(run, tmp_path):
                         f"file://{run.run_dir / 'report.html'}"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-500:]
     assert "Claims ledger" in p.stdout and "redis-benchmark" in p.stdout
+
+
+def test_the_manifest_is_typed_while_the_run_writes_it(tmp_path):
+    run = _Run(tmp_path, Manifest(run_id="r", suites=("kv",), started=1.0), {}, [], log=lambda m: None)
+    # the serving engines' summary, as harness.infra.serving_engine.for_run keeps it during a run
+    run.engine_facts.update(engines={"cached": {"managed": True}}, engines_start={"wall_s": 1.5})
+    run.note(window={"start": 1.0}, suite_wall_s={"kv": 2.0})
+    run.write_manifest()
+    written = json.loads((tmp_path / "manifest.json").read_text())
+    back = Manifest.from_json(written)
+    assert back.extra == {} and back.engines == {"cached": {"managed": True}} and back.engines_start["wall_s"] == 1.5
+    assert (back.window, back.suite_wall_s, written["suites"]) == ({"start": 1.0}, {"kv": 2.0}, ["kv"])
+    with pytest.raises(TypeError, match="'window'"):
+        run.note(window=[1.0])  # a field of the wrong type is refused when it is written, not when read
+    with pytest.raises(TypeError, match="'ended'"):
+        run.note(ended="later")
+    with pytest.raises(TypeError):
+        run.note(gone=1)  # only declared fields

@@ -250,7 +250,7 @@ def _verdict(chk, out, tmp_path, facts: dict | None = None):
     repetitions of one run), through the real analysis, with the case's measured facts (or
     `facts` in their place)."""
     outs = out if isinstance(out, list) else [out]
-    recs = [Record("cold-start", chk.case, i, "ok", metrics=o.metrics, series=o.series,
+    recs = [Record(suite="cold-start", case=chk.case, repetition=i, metrics=o.metrics, series=o.series,
                    facts=dict(o.facts if facts is None else facts)) for i, o in enumerate(outs, 1)]
     driver = "cold-start-flush" if chk.case == "flush-one-primary" else "cold-start-pool"
     suite = SuiteRun("cold-start", "", SuiteClaim("2.3", "t"), "cluster", "local", "", len(recs),
@@ -319,7 +319,7 @@ def _view_shows_the_run_beside_the_ledger(out, tmp_path):
     from harness.experiments import views
     from harness.model.spec import Claim
 
-    recs = [Record("cold-start", "flush-one-primary", r, "ok", metrics=out.metrics, series=out.series)
+    recs = [Record(suite="cold-start", case="flush-one-primary", repetition=r, metrics=out.metrics, series=out.series)
             for r in (1, 2)]
     suite = SuiteRun("cold-start", "", SuiteClaim("2.3", "t"), "cluster", "local", "", 2,
                      [Case("flush-one-primary", "cold-start-flush")], [])

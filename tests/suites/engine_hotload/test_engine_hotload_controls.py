@@ -239,7 +239,8 @@ def _hot_swap_run(tmp_path, drain: str):
     out = hot_swap(CaseContext("engine-hotload", "hot-swap", 1, "local", params, tmp_path / drain,
                                Target("none", "none", []), log=lambda m: None))
     assert out.status == "ok", out.reason
-    rec = Record("engine-hotload", "hot-swap", 1, "ok", metrics=out.metrics, series=out.series, params=params)
+    rec = Record(suite="engine-hotload", case="hot-swap", repetition=1, metrics=out.metrics, series=out.series,
+                 params=params)
     srun = suite.as_run("local", 1, {c.name: {} for c in suite.cases})
     run = RunData(tmp_path, dict(ledger_helpers.HERE), [rec], {"engine-hotload": srun}, claims)
     claim = next(c for c in analyze(run).claims if c.id == "C14")
@@ -277,7 +278,8 @@ def test_prewarm_checks_on_onnx_runtime_are_inconclusive_with_both_numbers(tmp_p
                               log=lambda m: None))
     assert out.status == "ok", out.reason
     m = {k: v.value for k, v in out.metrics.items()}
-    rec = Record("engine-hotload", "prewarm", 1, "ok", metrics=out.metrics, series=out.series, params=params)
+    rec = Record(suite="engine-hotload", case="prewarm", repetition=1, metrics=out.metrics, series=out.series,
+                 params=params)
     run = RunData(tmp_path, dict(ledger_helpers.HERE), [rec],
                   {"engine-hotload": suite.as_run("local", 1, {c.name: {} for c in suite.cases})}, claims)
     claim = next(c for c in analyze(run).claims if c.id == "C14")
@@ -305,7 +307,7 @@ def test_incompatible_swap_check_on_a_real_run_and_with_the_check_removed(tmp_pa
     assert out.status == "ok", out.reason
 
     def judged(metrics):
-        rec = Record("engine-hotload", "incompatible-swap", 1, "ok", metrics=metrics, series=out.series)
+        rec = Record(suite="engine-hotload", case="incompatible-swap", repetition=1, metrics=metrics, series=out.series)
         run = RunData(tmp_path, dict(ledger_helpers.HERE), [rec],
                       {"engine-hotload": suite.as_run("local", 1, {c.name: {} for c in suite.cases})}, claims)
         claim = next(c for c in analyze(run).claims if c.id == "C14")

@@ -24,7 +24,8 @@ def _prewarm(rep: int, cold_ms: float) -> Record:
          "prewarmed.first_ms": 2.1, "cold.first_over_p99": cold_ms / 3, "profile0.first_over_p99": 2.5 / 3,
          "prewarmed.first_over_p99": 0.7}
     steady = Series({"bucket": ["b1x16"], "n": [12], "p50_ms": [2.0], "p99_ms": [3.0]})
-    return Record("engine-hotload", "prewarm", rep, "ok", metrics={k: Metric(v, "ms") for k, v in m.items()},
+    return Record(suite="engine-hotload", case="prewarm", repetition=rep,
+                  metrics={k: Metric(v, "ms") for k, v in m.items()},
                   series={"steady": steady})
 
 
@@ -33,7 +34,7 @@ def _swap(rep: int, failed_restart: int) -> Record:
                    "rss_extra_mib": [200.0, 20.0]})
     m = {"failed_requests": Metric(0, "requests"), "control.failed_requests": Metric(failed_restart, "requests"),
          "rss_peak_extra_over_engine": Metric(2.2, "x")}
-    return Record("engine-hotload", "hot-swap", rep, "ok", metrics=m, series={"actions": acts})
+    return Record(suite="engine-hotload", case="hot-swap", repetition=rep, metrics=m, series={"actions": acts})
 
 
 def test_engine_view_aggregates_repetitions_and_takes_claims_from_the_ledger():

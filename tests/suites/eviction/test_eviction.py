@@ -481,7 +481,8 @@ def test_view_builds_tables_from_records_across_repetitions(small_simulation, tm
     from harness.verdict.analysis import analyze
 
     out, _ = small_simulation
-    recs = [Record("eviction", "simulate", rep, "ok", metrics=out.metrics, series=out.series) for rep in (1, 2)]
+    recs = [Record(suite="eviction", case="simulate", repetition=rep, metrics=out.metrics,
+                   series=out.series) for rep in (1, 2)]
     suite = SuiteRun("eviction", "", SuiteClaim("4.2", "t"), "none", "local", "", 2,
                      [Case("simulate", "eviction-simulate")], [])
     figures = {"lru_hit_rate_pct": 68.2, "lfu_hit_rate_pct": 71.9, "hybrid_hit_rate_pct": 79.6}

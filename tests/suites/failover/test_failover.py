@@ -83,7 +83,7 @@ def _claim_verdict(out, tmp_path, claim_id, metrics=None):
     from harness.verdict.analysis import analyze, check_verdict
 
     chk = next(c for c in spec.load_claims() if c.id == claim_id).checks[0]
-    rec = Record("failover", chk.case, 1, "ok", metrics=metrics or out.metrics, series=out.series)
+    rec = Record(suite="failover", case=chk.case, repetition=1, metrics=metrics or out.metrics, series=out.series)
     suite = SuiteRun("failover", "", SuiteClaim("2.5", "t"), "cluster", "local", "", 1,
                      [Case(chk.case, "failover-primary-killed")], [])
     run = RunData(tmp_path, {}, [rec], {"failover": suite}, spec.load_claims())

@@ -25,14 +25,14 @@ def _codecs(rep: int, json_ms: float, aligned_ms: float) -> Record:
                      "store_fetch_qps": [80.0, 300.0, 79.0]}, {"decode_ms": "ms"})
     m = {"sized.decode_speedup.aligned128_vs_json": Metric(json_ms / aligned_ms, "x"),
          "sized.elements": Metric(1000, "float32 values"), "sized.json.decode_ms": Metric(json_ms, "ms")}
-    return Record("kv-tiers", "codecs", rep, "ok", metrics=m, series={"codecs": series})
+    return Record(suite="kv-tiers", case="codecs", repetition=rep, metrics=m, series={"codecs": series})
 
 
 def _tiers(rep: int, l2_us: float) -> Record:
     series = Series({"measure": ["L1.fetch_copy", "L2.fetch_decode", "L3.cold"], "tier": ["L1", "L2", "L3"],
                      "what": ["copy", "get+decode", "cold read"], "n": [24, 24, 24],
                      "p50_us": [200.0, l2_us, 9000.0], "p99_us": [300.0, 2 * l2_us, 12000.0]}, {"p50_us": "us"})
-    return Record("kv-tiers", "tiers", rep, "ok", series={"tiers": series})
+    return Record(suite="kv-tiers", case="tiers", repetition=rep, series={"tiers": series})
 
 
 def test_kv_view_aggregates_repetitions_and_takes_claims_from_the_ledger():

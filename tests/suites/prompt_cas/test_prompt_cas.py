@@ -162,7 +162,8 @@ def test_view_presents_every_rule_across_repetitions(concurrent_run, tmp_path):
     from harness.verdict.analysis import analyze
 
     out, _ = concurrent_run
-    recs = [Record("prompt-cas", "cas", rep, "ok", metrics=out.metrics, series=out.series) for rep in (1, 2)]
+    recs = [Record(suite="prompt-cas", case="cas", repetition=rep, metrics=out.metrics,
+                   series=out.series) for rep in (1, 2)]
     suite = SuiteRun("prompt-cas", "", SuiteClaim("4.3", "t"), "cluster", "local", "", 2, [Case("cas", "prompt-cas-rules")], [])
     run = RunData(tmp_path, {}, recs, {"prompt-cas": suite}, [])
     (table,) = views.build(run, analyze(run), "prompt-cas")
@@ -200,7 +201,7 @@ def _c20(out, tmp_path, metrics=None):
 
     suites = load_all_suites()
     suite = suites["prompt-cas"]
-    rec = Record("prompt-cas", "cas", 1, "ok", metrics=metrics or out.metrics, series=out.series)
+    rec = Record(suite="prompt-cas", case="cas", repetition=1, metrics=metrics or out.metrics, series=out.series)
     run = RunData(tmp_path, dict(ledger_helpers.HERE), [rec],
                   {"prompt-cas": suite.as_run("local", 1, {c.name: {} for c in suite.cases})},
                   load_claims(suites=suites))

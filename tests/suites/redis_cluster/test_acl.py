@@ -105,7 +105,7 @@ def test_view_shows_each_probe_under_each_rule(cluster, tmp_path):
     from harness.verdict.analysis import analyze
 
     out, _ = _run(cluster, tmp_path / "raw")
-    recs = [Record("redis-cluster", "acl", 1, "ok", metrics=out.metrics, series=out.series)]
+    recs = [Record(suite="redis-cluster", case="acl", repetition=1, metrics=out.metrics, series=out.series)]
     suite = SuiteRun("redis-cluster", "", SuiteClaim("2.5", "t"), "cluster", "local", "", 1,
                      [Case("acl", "redis-cluster-acl")], [])
     run = RunData(tmp_path, {}, recs, {"redis-cluster": suite}, [])

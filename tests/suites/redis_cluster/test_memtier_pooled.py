@@ -61,7 +61,7 @@ def _record(rep: int, fixture: str):
     sec = res.sections["ALL STATS" if "ALL STATS" in res.sections else "BEST RUN RESULTS"]
     cols = histogram_columns()
     histogram_rows(cols, "measured", sec.histograms)
-    return Record("redis-cluster", "memtier", rep, "ok", series=histogram_series(cols))
+    return Record(suite="redis-cluster", case="memtier", repetition=rep, series=histogram_series(cols))
 
 
 def test_the_driver_keeps_each_runs_histograms_with_memtiers_own_percentiles():
@@ -115,7 +115,8 @@ def test_a_folder_from_before_the_histograms_series_gets_it_when_loaded(tmp_path
         raw = tmp_path / "raw" / "redis-cluster" / "memtier" / f"rep{rep}" / "memtier.json"
         raw.parent.mkdir(parents=True)
         raw.write_text((FIX / fixture).read_text())
-        recs.append(Record("redis-cluster", "memtier", rep, "ok", raw_files=[str(raw.relative_to(tmp_path)),
+        recs.append(Record(suite="redis-cluster", case="memtier", repetition=rep,
+                           raw_files=[str(raw.relative_to(tmp_path)),
                                                                             "../outside/memtier-control.json"]))
     suite = SuiteRun("redis-cluster", "", SuiteClaim("2.4", "t"), "cluster", "local", "", 2,
                      [Case("memtier", "redis-cluster-memtier")], [])

@@ -177,7 +177,8 @@ def test_c11_is_out_of_the_ledger_with_the_reason():
     assert "C11a" in c11.not_measurable and "primaries_serving" in c11.not_measurable
     assert not any(chk.metric.endswith("primaries_serving") for c in claims for chk in c.checks)
     srun = suites["redis-cluster"].as_run("local", 1, {c.name: {} for c in suites["redis-cluster"].cases})
-    rec = Record("redis-cluster", "redis-benchmark", 1, "ok", metrics={"cluster.primaries_serving": Metric(1, "")})
+    rec = Record(suite="redis-cluster", case="redis-benchmark", repetition=1,
+                 metrics={"cluster.primaries_serving": Metric(1, "")})
     verdict = next(c for c in analyze(RunData(Path("."), {}, [rec], {"redis-cluster": srun}, claims)).claims
                    if c.id == "C11")
     assert verdict.outcome is Outcome.NOT_MEASURABLE  # whatever the count: no verdict hangs on it
@@ -211,7 +212,7 @@ def test_view_aggregates_runs_and_takes_the_claim_from_the_ledger(tmp_path):
         runs = Series({"run": ["measured", "measured", "control", "control"], "clients": [50, 50, 200, 200],
                        "test": ["SET", "GET", "SET", "GET"], "rps": [1e4] * 4, "p50_ms": [1.0] * 4,
                        "p95_ms": [2.0] * 4, "p99_ms": [p99, p99, 4 * p99, 4 * p99], "max_ms": [9.0] * 4})
-        return Record("redis-cluster", "redis-benchmark", rep, "ok", series={"runs": runs})
+        return Record(suite="redis-cluster", case="redis-benchmark", repetition=rep, series={"runs": runs})
 
     suite = SuiteRun("redis-cluster", "", SuiteClaim("2.5", "t"), "cluster", "local", "", 2,
                      [Case("redis-benchmark", "redis-cluster-benchmark")], [])

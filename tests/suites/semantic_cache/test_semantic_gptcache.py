@@ -155,7 +155,8 @@ def test_the_view_shows_the_comparison_and_the_published_counts_as_published(run
     suites = spec.load_all_suites()
     srun = suites["semantic-cache"].as_run("local", 1, {c.name: {} for c in suites["semantic-cache"].cases})
     on = runs["on"]
-    rec = Record("semantic-cache", "gptcache", 1, "ok", metrics=dict(on.metrics), series=dict(on.series),
+    rec = Record(suite="semantic-cache", case="gptcache", repetition=1, metrics=dict(on.metrics),
+                 series=dict(on.series),
                  facts=dict(on.facts))
     run = RunData(Path("."), dict(HERE), [rec], {"semantic-cache": srun}, spec.load_claims(suites=suites))
     blocks = [b for b in views.build(run, analyze(run), "semantic-cache") if b.case == "gptcache"]

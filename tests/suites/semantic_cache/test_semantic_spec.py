@@ -29,7 +29,7 @@ def verdicts_of(claim_id: str, case: str, out, *, params: dict | None = None, fa
     suites, claims = ledger()
     suite = suites[SUITE]
     srun = suite.as_run("local", 1, {c.name: {} for c in suite.cases})
-    rec = Record(SUITE, case, 1, "ok", metrics={k: v for k, v in out.metrics.items() if k not in drop},
+    rec = Record(suite=SUITE, case=case, repetition=1, metrics={k: v for k, v in out.metrics.items() if k not in drop},
                  series=dict(out.series), params=dict(params or {}), facts={**out.facts, **(facts or {})})
     run = RunData(Path("."), dict(HERE if manifest is None else manifest), [rec], {SUITE: srun}, claims)
     claim = next(c for c in analyze(run).claims if c.id == claim_id)

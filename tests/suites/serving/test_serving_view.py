@@ -23,7 +23,7 @@ CASES = {"prefix-cache": "prefix_cache", "semantic-e2e": "semantic_e2e", "client
 def _run(claims=None) -> RunData:
     suites = spec.load_all_suites()
     srun = suites["serving"].as_run("local", 1, {c.name: {} for c in suites["serving"].cases})
-    recs = [Record("serving", case, 1, "ok",
+    recs = [Record(suite="serving", case=case, repetition=1,
                    metrics={k: Metric(v, "") for k, v in json.loads((FIX / f"{f}_metrics.json").read_text())[
                        "metrics"].items() if v is not None})
             for case, f in CASES.items()]
