@@ -21,6 +21,7 @@ from harness.base.errors import BadInput
 from harness.base.paths import STATE_DIR
 from harness.experiments.cold_start import counting
 from harness.experiments.cold_start.postgres import PostgresServer
+from harness.experiments.cold_start.series import EXCESS, FLUSH_SECONDS, POOL_SECONDS, POOL_SWEEP
 from harness.experiments.cold_start.store import load_table
 from harness.experiments.cold_start.traffic import RunLog, StoreConfig, run_once
 from harness.experiments.eviction.traces import real_trace
@@ -284,12 +285,6 @@ def _excess_metrics(excess: list, excess_nr: list) -> dict[str, Metric]:
     }
 
 
-UNITS = {"requests": "req/s", "hit_rate_pct": "%", "store_queries": "queries/s", "cold_misses": "misses/s",
-         "cold_attempts": "attempts/s", "cold_store_queries": "queries/s", "cold_refused": "reads/s",
-         "refused": "reads/s", "timeouts": "queries/s", "failed": "reads/s", "occupancy_pct": "%",
-         "offered_pct": "%"}
-
-
 def _flush_series(cols: dict, seconds: list, excess: list, excess_nr: list) -> dict[str, Series]:
     runs_col, sec_col = [], []
     data: dict[str, list] = {k: [] for k in cols["flush"]}
@@ -300,12 +295,9 @@ def _flush_series(cols: dict, seconds: list, excess: list, excess_nr: list) -> d
             for k in data:
                 data[k].append(cols[name][k][i])
     return {
-        "per_second": Series({"run": runs_col, "second": sec_col, **data}, UNITS,
-                             "second 0 starts at the flush (the control: at the same point of the schedule)"),
-        "excess": Series({"second": list(range(len(excess))), "flush_minus_control": excess,
-                          "noretry_minus_control": excess_nr},
-                         {"flush_minus_control": "queries/s", "noretry_minus_control": "queries/s"},
-                         "the cold node's store queries per second after the flush, minus the paired control's"),
+        FLUSH_SECONDS.name: FLUSH_SECONDS.make({"run": runs_col, "second": sec_col, **data}),
+        EXCESS.name: EXCESS.make({"second": list(range(len(excess))), "flush_minus_control": excess,
+                                  "noretry_minus_control": excess_nr}),
     }
 
 
@@ -500,15 +492,9 @@ def pool_sizes(ctx: CaseContext) -> CaseOutcome:
     if first_error:
         ctx.log(f"first error: {first_error}")
     acc.metrics.update(health)
-    units = {"requests": "req/s", "store_queries": "queries/s", "refused": "reads/s", "timeouts": "queries/s",
-             "failed": "reads/s", "occupancy_pct": "%", "offered_pct": "%"}
-    series = {"per_second": Series(acc.rows, units, "second 0 starts at the flush; pool occupancy is the mean over "
-                                                    "the second")}
+    series = {POOL_SECONDS.name: POOL_SECONDS.make(acc.rows)}
     if acc.sweep:
-        series["pool_sweep"] = Series(acc.sweep, {"capacity_reads_per_s": "reads/s", "peak_occupancy_pct": "%",
-                                                  "refused": "reads"},
-                                      "the flush at one cluster size with pools of several sizes: the level of "
-                                      "occupancy is the pool's, the source gives no pool size")
+        series[POOL_SWEEP.name] = POOL_SWEEP.make(acc.sweep)
     # the clusters' primaries as they reported them, and whether the source's 20-primary cluster
     # was among them (a condition compares numbers as numbers: a list of sizes never equals 20)
     facts = {"cluster_primaries": ", ".join(str(n) for n in acc.primaries),

@@ -5,6 +5,7 @@ with min-max)."""
 
 from __future__ import annotations
 
+from harness.experiments.cold_start.series import EXCESS, FLUSH_SECONDS, POOL_SECONDS, POOL_SWEEP
 from harness.experiments.views import Chart, Table, points, series_table, view
 from harness.model.stored_run import Series
 
@@ -22,14 +23,16 @@ def _summary(ms):
 
 def _flush_blocks(ctx) -> list:
     blocks: list = []
-    excess = ctx.aggregate(FLUSH, "excess", key="second")
+    second, flush_minus, noretry_minus = (EXCESS[c] for c in ("second", "flush_minus_control",
+                                                              "noretry_minus_control"))
+    excess = ctx.aggregate(FLUSH, EXCESS, key=second)
     claimed = ctx.figure("C8", "cold_node_store_qps") or []
     if excess is not None:
         cols = excess.columns
-        seconds = cols["second"]
+        seconds = cols[second]
         rows = []
         for i, s in enumerate(seconds):
-            rows.append([s + 1, _cell(cols, "flush_minus_control", i), _cell(cols, "noretry_minus_control", i),
+            rows.append([s + 1, _cell(cols, flush_minus, i), _cell(cols, noretry_minus, i),
                          claimed[s] if s < len(claimed) else "-"])
         growth = ctx.metric(FLUSH, "cold_node.excess_growth_per_s")
         growth_nr = ctx.metric(FLUSH, "noretry.cold_node.excess_growth_per_s")
@@ -43,8 +46,8 @@ def _flush_blocks(ctx) -> list:
                   "node holds a third of a 3-primary cluster's slots, the source's a 15% share of 20 nodes (the "
                   "ledger compares the case's measured facts cluster_primaries and cold_node_share_pct)."),
             case=FLUSH))
-        chart = [{"name": "flush - control", "points": points(excess, "second", "flush_minus_control")},
-                 {"name": "retry off: flush - control", "points": points(excess, "second", "noretry_minus_control")}]
+        chart = [{"name": "flush - control", "points": points(excess, second, flush_minus)},
+                 {"name": "retry off: flush - control", "points": points(excess, second, noretry_minus)}]
         for line in chart:
             line["points"] = [[p[0] + 1, *p[1:]] for p in line["points"]]
         if claimed:
@@ -52,14 +55,15 @@ def _flush_blocks(ctx) -> list:
         blocks.append(Chart("Cold node: store queries per second above the control, beside the source's series",
                             chart, "seconds after the flush", "queries/s", note="log scale; seconds with no "
                             "excess (<= 0) have no point on it", y_log=True, case=FLUSH))
-    per = ctx.aggregate(FLUSH, "per_second", key=["run", "second"])
+    per = ctx.aggregate(FLUSH, FLUSH_SECONDS, key=[FLUSH_SECONDS["run"], FLUSH_SECONDS["second"]])
     if per is not None:
         lines = []
         for run in RUNS:
-            idx = [i for i, r in enumerate(per.columns["run"]) if r == run]
+            idx = [i for i, r in enumerate(per.columns[FLUSH_SECONDS["run"]]) if r == run]
             if idx:
                 sub = _rows(per, idx)
-                lines.append({"name": run, "points": points(sub, "second", "cold_store_queries")})
+                lines.append({"name": run, "points": points(sub, FLUSH_SECONDS["second"],
+                                                            FLUSH_SECONDS["cold_store_queries"])})
         blocks.append(Chart("Cold node's store queries per second, each run (flush at 0; the control is not flushed)",
                             lines, "seconds since the flush point", "queries/s", case=FLUSH))
         blocks.append(series_table(per, "Per second, each run (second 0 starts at the flush point)", FLUSH))
@@ -91,10 +95,10 @@ def _fmt(ms) -> str:
 
 
 def _pool_blocks(ctx) -> list:
-    per = ctx.aggregate(POOL, "per_second", key=["primaries", "run", "second"])
+    per = ctx.aggregate(POOL, POOL_SECONDS, key=[POOL_SECONDS[c] for c in ("primaries", "run", "second")])
     if per is None:
         return []
-    sizes = sorted({int(n) for n in per.columns["primaries"]})
+    sizes = sorted({int(n) for n in per.columns[POOL_SECONDS["primaries"]]})
     nodes = ctx.figure("C9", "nodes") or []
     claimed_occ = dict(zip(nodes, ctx.figure("C9", "pool_occupancy_pct") or []))
     claimed_qps = dict(zip(nodes, ctx.figure("C9", "store_qps") or []))
@@ -129,7 +133,7 @@ def _pool_blocks(ctx) -> list:
         lines.append({"name": "source", "points": [[n, v] for n, v in claimed_occ.items()]})
     blocks.append(Chart("Peak store pool occupancy by cluster size", lines, "primaries", "pool occupancy (%)",
                         kind="scatter", case=POOL))
-    sweep = ctx.aggregate(POOL, "pool_sweep", key=["primaries", "pool_size"])
+    sweep = ctx.aggregate(POOL, POOL_SWEEP, key=[POOL_SWEEP["primaries"], POOL_SWEEP["pool_size"]])
     if sweep is not None:
         blocks.append(series_table(sweep, "The flush with pools of several sizes (the source gives none)", POOL,
                                    sweep.note + ". Peak occupancy and refused reads after the flush; the ledger "

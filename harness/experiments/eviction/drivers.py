@@ -27,6 +27,7 @@ from harness.model.driver_helpers import write_csv
 
 from . import reference, simulate, traces
 from .redis_replay import key_names, parse_runs, refuse_names_not_in_redis, replay_cluster, replay_standalone
+from .series import CURVES, HEAD_SWEEP, ORDERING, PAIRS, RANK_FREQUENCY, RPS, RUNS, TOP_TOKENS
 from .simulate import ALL_POLICIES, CONTROL_POLICY, LIB_BELADY, LIB_POLICIES
 
 ORDER = ("lru", "lfu", "hybrid")  # the source's ordering of hit rates: lru < lfu < "lru-lfu" (our hybrid)
@@ -157,8 +158,7 @@ def _head_metrics(p: dict, trace: traces.Trace, pre: str) -> tuple[dict, Series]
         for col, v in (("head_fraction", f), ("head_size", len(h)), ("share_pct", share),
                        ("uniform_share_pct", 100.0 * traces.head_share(uniform, traces.head_ids(uniform, f)))):
             cols[col].append(v)
-    sweep = Series(cols, {"share_pct": "%", "uniform_share_pct": "%"},
-                   "the source does not say which tokens are high-frequency: the head size is swept")
+    sweep = HEAD_SWEEP.make(cols)
     return m, sweep
 
 
@@ -200,13 +200,14 @@ def run_trace(ctx: CaseContext) -> CaseOutcome:
         metrics[f"{pre}.corpus_passes"] = Metric(passes, "passes", None, "trace requests / tokens in the corpus")
     top = order[:20]
     series = {
-        "top_tokens": Series({"rank": list(range(1, len(top) + 1)), "token": [name(uniq[i]) for i in top],
-                              "count": [int(cnt[i]) for i in top],
-                              "share_pct": [100.0 * cnt[i] / len(trace) for i in top]}, {"share_pct": "%"},
-                             HEAD_DEFINITION),
-        "rank_frequency": Series({"rank": [int(r) for r in ranks], "requests": [int(counts[r - 1]) for r in ranks],
-                                  "zipf_fit": [float(v) for v in fitted]}),
-        "head_sweep": sweep,
+        TOP_TOKENS.name: TOP_TOKENS.make({"rank": list(range(1, len(top) + 1)), "token": [name(uniq[i]) for i in top],
+                                          "count": [int(cnt[i]) for i in top],
+                                          "share_pct": [100.0 * cnt[i] / len(trace) for i in top]},
+                                         note=HEAD_DEFINITION),
+        RANK_FREQUENCY.name: RANK_FREQUENCY.make({"rank": [int(r) for r in ranks],
+                                                  "requests": [int(counts[r - 1]) for r in ranks],
+                                                  "zipf_fit": [float(v) for v in fitted]}),
+        HEAD_SWEEP.name: sweep,
     }
     return CaseOutcome("ok", metrics=metrics, series=series, details={
         "trace": {**st, "meta": trace.meta, "seed": trace.seed}})
@@ -434,14 +435,14 @@ def run_simulate(ctx: CaseContext) -> CaseOutcome:
     if passes is not None:
         m[f"{pre}.corpus_passes"] = Metric(passes, "passes", None, "trace requests / tokens in the corpus")
     series = {
-        "curves": Series(curve_cols, {"hit_rate_pct": "%", "long_tail_pct": "%", "gap_to_opt_pp": "pp"}),
-        "ordering": Series(ord_cols, {x: "%" for x in (*ORDER, CONTROL_POLICY)}),
+        CURVES.name: CURVES.make(curve_cols),
+        ORDERING.name: ORDERING.make(ord_cols),
     }
     if rps:
-        series["rps"] = Series({"policy": list(rps), "rps": list(rps.values()),
-                                "implementation": ["libCacheSim process_trace (C)" if k in LIB_POLICIES
-                                                   else "pure Python" for k in rps]}, {"rps": "req/s"},
-                               f"{p['rps_requests']} requests, cache {100 * p['table_fraction']:g}% of distinct")
+        series[RPS.name] = RPS.make({"policy": list(rps), "rps": list(rps.values()),
+                                     "implementation": ["libCacheSim process_trace (C)" if k in LIB_POLICIES
+                                                        else "pure Python" for k in rps]},
+                                    f"{p['rps_requests']} requests, cache {100 * p['table_fraction']:g}% of distinct")
     details = {
         "trace": {"name": trace.name, "requests": len(ids), "distinct": nd, "seed": trace.seed,
                   "digest": trace.digest(), "head_size": int(len(head)), "meta": trace.meta},
@@ -500,7 +501,8 @@ def run_crosscheck(ctx: CaseContext) -> CaseOutcome:
                                 "not counted)")}
     for k, v in per_pol.items():
         m[f"crosscheck.{k}.differing_requests"] = Metric(v, "requests", "lower")
-    return CaseOutcome("ok", metrics=m, series={"pairs": Series({c: list(col) for c, col in zip(CROSS_COLUMNS, zip(*rows))})},
+    pairs = PAIRS.make({c: list(col) for c, col in zip(CROSS_COLUMNS, zip(*rows))})
+    return CaseOutcome("ok", metrics=m, series={PAIRS.name: pairs},
                        details={"trace": {"requests": len(ids), "seed": trace.seed, "digest": trace.digest()}})
 
 
@@ -612,9 +614,7 @@ def _redis_outcome(ctx: CaseContext, results: list, trace: traces.Trace, pre: st
     for r in results:
         for node, text in r.raw_infos.items():
             ctx.raw_path(f"info_{r.label}_{node.replace(':', '_')}.txt").write_text(text)
-    series = {"runs": Series(cols, {"maxmemory_bytes": "B", "hit_pct_info": "%", "hit_pct_client": "%",
-                                    "long_tail_pct": "%", "max_idle_s": "s", "exact_lru_pct": "%",
-                                    "exact_lfu_pct": "%", "opt_pct": "%"}, note)}
+    series = {RUNS.name: RUNS.make(cols, note)}
     if problems:
         return CaseOutcome("invalid", "; ".join(problems), m, {}, series)
     return CaseOutcome("ok", metrics=m, series=series)

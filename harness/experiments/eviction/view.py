@@ -4,6 +4,16 @@ control, the cross-check and the real Redis replays, aggregated across repetitio
 
 from __future__ import annotations
 
+from harness.experiments.eviction.series import (
+    CURVES,
+    HEAD_SWEEP,
+    ORDERING,
+    PAIRS,
+    RANK_FREQUENCY,
+    RPS,
+    RUNS,
+    TOP_TOKENS,
+)
 from harness.experiments.views import Chart, Table, ViewContext, points, series_table, view
 from harness.model.stored_run import Series
 
@@ -29,9 +39,9 @@ def summary(ctx: ViewContext, case: str, metric: str):
 
 def pivot(s: Series, value: str, title: str, case: str, note: str = "", skip: tuple = ()) -> Table:
     """policy x size fraction table of `value`."""
-    fracs = list(dict.fromkeys(s.column("size_fraction")))
+    fracs = list(dict.fromkeys(s.column(CURVES["size_fraction"])))
     rows: dict = {}
-    for i, (pol, f) in enumerate(zip(s.column("policy"), s.column("size_fraction"))):
+    for i, (pol, f) in enumerate(zip(s.column(CURVES["policy"]), s.column(CURVES["size_fraction"]))):
         if pol not in skip:
             rows.setdefault(pol, {})[f] = cell(s, value, i)
     return Table(title, ["policy"] + [f"{100 * f:g}% of distinct" for f in fracs],
@@ -40,7 +50,7 @@ def pivot(s: Series, value: str, title: str, case: str, note: str = "", skip: tu
 
 def _trace(ctx: ViewContext, case: str) -> list:
     blocks: list = []
-    top = ctx.aggregate(case, "top_tokens", key="token")
+    top = ctx.aggregate(case, TOP_TOKENS, key=TOP_TOKENS["token"])
     pre = "real" if ctx.metric(case, "real.head_share_pct") is not None else "zipf"
     if top is not None:
         share, passes = ctx.metric(case, f"{pre}.head_share_pct"), ctx.metric(case, f"{pre}.corpus_passes")
@@ -50,18 +60,19 @@ def _trace(ctx: ViewContext, case: str) -> list:
         if passes is not None:
             note += f"; the trace goes {passes.median:.2f} times through the corpus"
         blocks.append(series_table(top, "The 20 most frequent tokens", case, note))
-    sweep = ctx.aggregate(case, "head_sweep", key="head_fraction")
+    sweep = ctx.aggregate(case, HEAD_SWEEP, key=HEAD_SWEEP["head_fraction"])
     if sweep is not None:
         blocks.append(series_table(sweep, "Head share by head size (the source does not say which tokens are "
                                           "high-frequency)", case,
                                    sweep.note + "; share_pct: requests to the top head_fraction of distinct tokens; "
                                                 "uniform_share_pct: the same on uniform draws over the same tokens "
                                                 "(mechanism off). C19 is judged at 1%."))
-    rf = ctx.aggregate(case, "rank_frequency", key="rank")
+    rank = RANK_FREQUENCY["rank"]
+    rf = ctx.aggregate(case, RANK_FREQUENCY, key=rank)
     if rf is not None:
         blocks.append(Chart("Rank-frequency of the token trace", [
-            {"name": "measured", "points": points(rf, "rank", "requests")},
-            {"name": "Zipf fit (MLE)", "points": points(rf, "rank", "zipf_fit")}],
+            {"name": "measured", "points": points(rf, rank, RANK_FREQUENCY["requests"])},
+            {"name": "Zipf fit (MLE)", "points": points(rf, rank, RANK_FREQUENCY["zipf_fit"])}],
             "rank", "requests", x_log=True, y_log=True, case=case))
     return blocks
 
@@ -107,7 +118,8 @@ def _calibrated_table(ctx: ViewContext, case: str, pre: str) -> Table | None:
 
 
 def _simulate(ctx: ViewContext, case: str) -> list:
-    curves = ctx.aggregate(case, "curves", key=["policy", "size_fraction"])
+    policy, size_fraction = CURVES["policy"], CURVES["size_fraction"]
+    curves = ctx.aggregate(case, CURVES, key=[policy, size_fraction])
     if curves is None:
         return []
     pre = "sim" if ctx.metric(case, "sim.opt_violations") is not None else "zipf"
@@ -117,42 +129,42 @@ def _simulate(ctx: ViewContext, case: str) -> list:
         calibrated = _calibrated_table(ctx, case, pre)
         if calibrated is not None:
             blocks.append(calibrated)
-    ordering = ctx.aggregate(case, "ordering", key="size_fraction")
+    ordering = ctx.aggregate(case, ORDERING, key=ORDERING["size_fraction"])
     if ordering is not None:
         held, ctl = ctx.metric(case, f"{pre}.ordering_sizes_pct"), ctx.metric(case, f"{pre}.ordering_random_sizes_pct")
         note = ("holds = 1 where hit rates order lru < lfu < hybrid (the source's order); holds_with_random: the "
                 "control, the hybrid replaced by seeded random eviction on the same trace and size.")
         if held is not None and ctl is not None:
             note += f" Ordering held at {held.median:g}% of sizes; with random in place of the hybrid at {ctl.median:g}%."
-        fr, holds = ordering.column("size_fraction"), ordering.column("holds")
+        fr, holds = ordering.column(ORDERING["size_fraction"]), ordering.column(ORDERING["holds"])
         note += " Sizes where it held (median over repetitions): " + (
             ", ".join(f"{100 * f:g}%" for f, h in zip(fr, holds) if h is not None and h >= 0.5) or "none") + "."
         blocks.append(series_table(ordering, "The source's ordering at several cache sizes (hit rate %)", case, note))
-    blocks.append(pivot(curves, "hit_rate_pct", "Hit rate % by cache size", case))
-    blocks.append(pivot(curves, "long_tail_pct", "Long-tail retention % by cache size", case))
-    blocks.append(pivot(curves, "gap_to_opt_pp", "Gap to the optimal bound (OPT hit % minus policy hit %, pp)", case,
+    blocks.append(pivot(curves, CURVES["hit_rate_pct"], "Hit rate % by cache size", case))
+    blocks.append(pivot(curves, CURVES["long_tail_pct"], "Long-tail retention % by cache size", case))
+    blocks.append(pivot(curves, CURVES["gap_to_opt_pp"], "Gap to the optimal bound (OPT hit % minus policy hit %, pp)", case,
                         "OPT = Belady's MIN with bypass; no policy may beat it.", skip=("opt",)))
-    policies = list(dict.fromkeys(curves.column("policy")))
-    for value, title in (("hit_rate_pct", "Hit rate"), ("long_tail_pct", "Long-tail retention")):
+    policies = list(dict.fromkeys(curves.column(policy)))
+    for value, title in ((CURVES["hit_rate_pct"], "Hit rate"), (CURVES["long_tail_pct"], "Long-tail retention")):
         series = []
         for pol in policies:
-            idx = [i for i, x in enumerate(curves.column("policy")) if x == pol]
+            idx = [i for i, x in enumerate(curves.column(policy)) if x == pol]
             sub = Series({c: [curves.columns[c][i] for i in idx] for c in curves.columns})
-            series.append({"name": pol, "points": points(sub, "size_fraction", value)})
+            series.append({"name": pol, "points": points(sub, size_fraction, value)})
         blocks.append(Chart(f"{title} by cache size", series, "cache size (fraction of distinct tokens)",
                             f"{title.lower()} %", x_log=True, case=case))
-    rps = ctx.aggregate(case, "rps", key="policy")
+    rps = ctx.aggregate(case, RPS, key=RPS["policy"])
     if rps is not None:
         blocks.append(series_table(rps, "Requests/s per policy", case))
     return blocks
 
 
 def _redis(ctx: ViewContext, case: str) -> list:
-    runs = ctx.aggregate(case, "runs", key="configuration")
+    runs = ctx.aggregate(case, RUNS, key=RUNS["configuration"])
     if runs is None:
         return []
     pre = "cluster" if case == "redis-cluster" else "redis"
-    labels = runs.column("configuration")
+    labels = runs.column(RUNS["configuration"])
     rows = []
     for name, sim in SOURCE_ROWS:
         claimed = ctx.figure("C18", f"{sim}_hit_rate_pct")
@@ -174,16 +186,16 @@ def eviction(ctx: ViewContext) -> list:
     blocks: list = []
     for case in ctx.case_names():
         names = ctx.series_names(case)
-        if "top_tokens" in names:
+        if TOP_TOKENS.name in names:
             blocks += _trace(ctx, case)
-        elif "curves" in names:
+        elif CURVES.name in names:
             blocks += _simulate(ctx, case)
-        elif "pairs" in names:
-            pairs = ctx.aggregate(case, "pairs", key=["implementation", "reference", "capacity"])
+        elif PAIRS.name in names:
+            pairs = ctx.aggregate(case, PAIRS, key=[PAIRS[c] for c in ("implementation", "reference", "capacity")])
             blocks.append(series_table(pairs, "Cross-check against the pure-Python references (request by request)",
                                        case, "W-TinyLFU's reference counts frequencies exactly where libCacheSim uses "
                                              "a count-min sketch; libCacheSim's Belady always admits, the bound may "
                                              "bypass: both are shown, not counted."))
-        elif "runs" in names:
+        elif RUNS.name in names:
             blocks += _redis(ctx, case)
     return blocks

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from harness.experiments.failover import lost_writes
 from harness.experiments.failover.client import History
+from harness.experiments.failover.series import EVENTS, TIMELINE
 from harness.model.driver_helpers import write_csv
 from harness.model.stored_run import Metric, Series
 
@@ -54,15 +55,13 @@ def timeline(writes: list[lost_writes.Write], reads: list[tuple], t_fault: float
         if 0 <= k < n and what != "hit":
             (missing if what == "missing" else read_err)[k] += 1
     cols["reads_missing"], cols["read_errors"] = missing, read_err
-    units = {c: "per 100 ms" for c in cols if c != "t"}
-    units["t"] = "s"
-    return Series(cols, units, "writes by send time, 100 ms bins; t = 0 at the fault")
+    return TIMELINE.make(cols)
 
 
 def events_series(events: list[tuple[float, str, str]], t_fault: float) -> Series:
     ev = sorted(events)
-    return Series({"t": [round(t - t_fault, 3) for t, _, _ in ev], "node": [a for _, a, _ in ev],
-                   "event": [e for _, _, e in ev]}, {"t": "s"}, "t = 0 at the fault")
+    return EVENTS.make({"t": [round(t - t_fault, 3) for t, _, _ in ev], "node": [a for _, a, _ in ev],
+                        "event": [e for _, _, e in ev]})
 
 
 def write_history(path, hist: History, t0: float) -> None:

@@ -20,6 +20,7 @@ from redis.crc import key_slot
 
 from harness.base.errors import BadInput
 from harness.experiments.failover import client, measure
+from harness.experiments.failover.series import EVENTS, TIMELINE
 from harness.experiments.failover.watch import Watcher, node_id, parse_nodes
 from harness.model.driver_contract import CaseContext, Metric
 
@@ -260,9 +261,10 @@ class FaultRun:
                                     "%", "lower", "writes sent more than 50 ms after their scheduled time")
         m[f"{v}.reads_missing"] = Metric(sum(1 for _, _, w in self.hist.reads if w == "missing"), "reads", "lower",
                                          "reads of an acknowledged key that found nothing")
-        series = {f"{v}.timeline": measure.timeline(all_writes, self.hist.reads, self.t_fault, -self.p["warm_s"],
-                                                    self.fault_s + self.after_s, list(self.groups), self.need),
-                  f"{v}.events": measure.events_series(self.watcher.events, self.t_fault)}
+        series = {f"{v}.{TIMELINE.name}": measure.timeline(all_writes, self.hist.reads, self.t_fault,
+                                                           -self.p["warm_s"], self.fault_s + self.after_s,
+                                                           list(self.groups), self.need),
+                  f"{v}.{EVENTS.name}": measure.events_series(self.watcher.events, self.t_fault)}
         self.hist.writes = all_writes
         measure.write_history(self.ctx.raw_path(f"{v}.writes.csv"), self.hist, self.t_fault)
         self.details["watch_polls"] = self.watcher.polls

@@ -5,6 +5,7 @@ aggregated across repetitions (median, min-max)."""
 
 from __future__ import annotations
 
+from harness.experiments.failover.series import EVENTS, TIMELINE
 from harness.experiments.views import Chart, Table, ViewContext, points, series_table, view
 
 WHAT = {
@@ -27,7 +28,8 @@ def _cell(ctx: ViewContext, case: str, name: str):
 
 
 def _runs(ctx: ViewContext, case: str) -> list[str]:
-    names = [n[: -len(".timeline")] for n in ctx.series_names(case) if n.endswith(".timeline")]
+    tail = f".{TIMELINE.name}"
+    names = [n[: -len(tail)] for n in ctx.series_names(case) if n.endswith(tail)]
     return sorted(names, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER))
 
 
@@ -80,23 +82,24 @@ def failover(ctx: ViewContext) -> list:
 
 
 def _timeline(ctx: ViewContext, case: str, run: str, fault: str, rng: str) -> list:
-    tl = ctx.aggregate(case, f"{run}.timeline", key="t")
+    t = TIMELINE["t"]
+    tl = ctx.aggregate(case, f"{run}.{TIMELINE.name}", key=t)
     if tl is None:
         return []
     group = "cut" if rng == "cut_range" else "killed"
-    series = [{"name": "writes acknowledged", "points": points(tl, "t", "acked")}]
-    if f"errors.{group}" in tl.columns:
-        series.append({"name": f"errors, {fault} range", "points": points(tl, "t", f"errors.{group}")})
-    if "errors.others" in tl.columns:
-        series.append({"name": "errors, other ranges", "points": points(tl, "t", "errors.others")})
-    if "timeouts" in tl.columns:
-        series.append({"name": "timeouts (of the errors)", "points": points(tl, "t", "timeouts")})
-    series.append({"name": "reads of acknowledged keys: missing", "points": points(tl, "t", "reads_missing")})
-    ev = ctx.aggregate(case, f"{run}.events", key="event")
+    series = [{"name": "writes acknowledged", "points": points(tl, t, TIMELINE["acked"])}]
+    for col, name in ((TIMELINE[f"errors.{group}"], f"errors, {fault} range"),
+                      (TIMELINE["errors.others"], "errors, other ranges"),
+                      (TIMELINE["timeouts"], "timeouts (of the errors)")):
+        if col in tl.columns:
+            series.append({"name": name, "points": points(tl, t, col)})
+    series.append({"name": "reads of acknowledged keys: missing", "points": points(tl, t, TIMELINE["reads_missing"])})
+    ev = ctx.aggregate(case, f"{run}.{EVENTS.name}", key=EVENTS["event"])
     events = ""
     out: list = []
     if ev is not None and len(ev):
-        events = "; ".join(f"{e} {t:.2f} s" for e, t in zip(ev.column("event"), ev.column("t")) if t is not None)
+        events = "; ".join(f"{e} {s:.2f} s" for e, s in zip(ev.column(EVENTS["event"]), ev.column(EVENTS["t"]))
+                           if s is not None)
         out.append(series_table(ev, f"{run}: role changes and events (s after the {fault})", case))
     chart = Chart(f"{run}: writes per 100 ms around the {fault} ({WHAT.get(run, run)})", series,
                   f"seconds since the {fault}", "writes per 100 ms",

@@ -58,8 +58,9 @@ from harness.base.errors import BadInput
 from harness.base.signals import deferred_interrupts
 from harness.base.text_data import GPTCACHE_FILE, texts_from_records
 from harness.experiments.prompt_cas import history
+from harness.experiments.prompt_cas.series import RULES
 from harness.infra.cluster import slot_owners
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, register
 
 MODES = ("plain", "atomic", "as-written", "incremented", "equal")
 GATE_TIMEOUT_S = 60.0  # the longest the threads of a rule wait for each other to connect
@@ -540,10 +541,7 @@ def mechanism_metrics(r: dict) -> dict[str, Metric]:
     return {k: v for k, v in m.items() if v.value is not None}
 
 
-ROW_COLUMNS = ("attempts", "applied", "applied_pct", "lost_updates", "unjustified_refusals", "refused_but_applied",
-               "mixups_read", "reads", "replica_mixups_read", "replica_reads", "canary_mixups_read",
-               "canary_lost_updates", "reader_min_reads", "reader_min_replica_reads", "reader_errors", "mixups_final",
-               "replica_diverged_keys", "errors", "update_p50_ms", "update_p99_ms", "told_applied", "vv_lost_updates")
+ROW_COLUMNS = tuple(c.name for c in RULES.columns if c.name != "rule")  # a rule's row: its counts, as declared
 
 
 def order_for(modes: list[str], repetition: int) -> list[str]:
@@ -562,7 +560,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
     owners = slot_owners(ctx.target)
     replicas = any(reps for _, reps in owners.values())
     metrics: dict[str, Metric] = {}
-    cols: dict[str, list] = {"rule": [], **{c: [] for c in ROW_COLUMNS}}
+    cols: dict[str, list] = {RULES["rule"]: [], **{c: [] for c in ROW_COLUMNS}}
     order = order_for(p["modes"], ctx.repetition)
     short: dict[str, list] = {}
     for mode in order:
@@ -576,7 +574,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
         m = rule_metrics(r, p["min_reads_per_reader"], replicas)
         metrics.update({f"{mode}.{k}": v for k, v in m.items()})
         metrics.update({f"mechanism.{mode}.{k}": v for k, v in mechanism_metrics(r).items()})
-        cols["rule"].append(mode)
+        cols[RULES["rule"]].append(mode)
         for c in ROW_COLUMNS:
             cols[c].append(r[c])
         if r["first_reader_error"] or "mixups_read" not in m or (replicas and "replica_mixups_read" not in m):
@@ -584,7 +582,6 @@ def run(ctx: CaseContext) -> CaseOutcome:
                 f"{mode}: fewest reads per reader {r['reader_min_reads']} on primaries, "
                 f"{r['reader_min_replica_reads']} on replicas (need {p['min_reads_per_reader']})"
                 + (f"; {r['first_reader_error']}" if r["first_reader_error"] else ""))
-    series = {"rules": Series(cols, {"applied_pct": "%", "update_p50_ms": "ms", "update_p99_ms": "ms"},
-                              f"{p['writers']} writers and {p['readers']} readers on {p['keys']} pairs for "
-                              f"{p['seconds']:g} s per rule")}
+    series = {RULES.name: RULES.make(cols, f"{p['writers']} writers and {p['readers']} readers on {p['keys']} pairs "
+                                           f"for {p['seconds']:g} s per rule")}
     return CaseOutcome("ok", metrics=metrics, series=series, details={"order": order, **short})

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from harness.experiments.prompt_cas.series import RULES
 from harness.experiments.views import ViewContext, series_table, view
 
-RULES = {
+WHAT = {
     "plain": "no CAS, three HSETs (control: mix-ups from non-atomic writes)",
     "atomic": "no CAS, one HSET (control: lost updates from missing CAS, no mix-ups)",
     "as-written": "the source's dominance rule, the client sending the vector it read",
@@ -17,11 +18,12 @@ RULES = {
 def prompt_cas(ctx: ViewContext) -> list:
     blocks = []
     for case in ctx.case_names():
-        rules = ctx.aggregate(case, "rules", key="rule")
+        rule = RULES["rule"]
+        rules = ctx.aggregate(case, RULES, key=rule)
         if rules is None:
             continue
-        rules.columns["what"] = [RULES.get(r, "") for r in rules.column("rule")]
-        order = ["rule", "what"] + [c for c in rules.columns if c not in ("rule", "what")]
+        rules.columns["what"] = [WHAT.get(r, "") for r in rules.column(rule)]
+        order = [rule, "what"] + [c for c in rules.columns if c not in (rule, "what")]
         rules = type(rules)({c: rules.columns[c] for c in order}, rules.units, rules.note)
         blocks.append(series_table(
             rules, "Prompt/response updates under each rule (median over repetitions, min-max)", case,
