@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from harness.base import stats
 from harness.experiments.engine_hotload.fresh import run_fresh
+from harness.experiments.engine_hotload.series import COLD_STARTS, FIRST_REQUESTS, PREWARM, STEADY
 from harness.experiments.engine_hotload.served import COMMON, MIB, Served, env_details, skip_reason
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
 from harness.model.driver_helpers import write_csv
 
 MODE_PREFIX = {"cold": "cold", "profile0": "profile0", "all": "prewarmed"}  # mode -> metric prefix
@@ -46,10 +47,11 @@ def cold_start(ctx: CaseContext) -> CaseOutcome:
             "InferenceSession creation from the verified bytes; the file is read from the page cache after the "
             "first load." if served.backend == "ort" else
             "TensorRT: deserialize_cuda_engine, then one execution context per optimization profile.")
-    series = Series({"cold start": [r[0] for r in rows], **{c: [r[k + 1] for r in rows] for k, c in enumerate(cols)}},
-                    {c: "ms" for c in cols}, f"each load in a fresh process; first inference on bucket "
-                                             f"{first['first'][0]['bucket']}. {note}")
-    return CaseOutcome("ok", metrics=m, series={"cold_starts": series},
+    series = COLD_STARTS.make({"cold start": [r[0] for r in rows],
+                               **{c: [r[k + 1] for r in rows] for k, c in enumerate(cols)}},
+                              f"each load in a fresh process; first inference on bucket {first['first'][0]['bucket']}. "
+                              f"{note}")
+    return CaseOutcome("ok", metrics=m, series={COLD_STARTS.name: series},
                        details=env_details(served, first["io"], first["profiles"], first["memory"],
                                            first["engine_bytes"]))
 
@@ -126,17 +128,13 @@ def prewarm(ctx: CaseContext) -> CaseOutcome:
     metrics["prewarm_ms"] = Metric(stats.median([sum(w["ms"] for w in r["prewarm"]) for r in runs if r["mode"] == "all"]),
                                    "ms", "lower")
     first = runs[0]
+    first_cols, warm_cols = ("engine", "mode", "position", "bucket", "ms"), ("engine", "mode", "profile", "bucket", "ms")
     series = {
-        "first_requests": Series({"engine": [r[0] for r in first_rows], "mode": [r[1] for r in first_rows],
-                                  "position": [r[2] for r in first_rows], "bucket": [r[3] for r in first_rows],
-                                  "ms": [r[4] for r in first_rows]}, {"ms": "ms"},
-                                 "each engine in a fresh process; position 1 is the engine's very first request"),
-        "steady": Series({"bucket": names, "n": [steady[b]["n"] for b in names],
-                          "p50_ms": [steady[b]["p50"] for b in names], "p99_ms": [steady[b]["p99"] for b in names]},
-                         {"p50_ms": "ms", "p99_ms": "ms"}, "pooled over every fresh engine after its first requests"),
-        "prewarm": Series({"engine": [r[0] for r in warm_rows], "mode": [r[1] for r in warm_rows],
-                           "profile": [r[2] for r in warm_rows], "bucket": [r[3] for r in warm_rows],
-                           "ms": [r[4] for r in warm_rows]}, {"ms": "ms"}),
+        FIRST_REQUESTS.name: FIRST_REQUESTS.rows([dict(zip(first_cols, r)) for r in first_rows]),
+        STEADY.name: STEADY.make({"bucket": names, "n": [steady[b]["n"] for b in names],
+                                  "p50_ms": [steady[b]["p50"] for b in names],
+                                  "p99_ms": [steady[b]["p99"] for b in names]}),
+        PREWARM.name: PREWARM.rows([dict(zip(warm_cols, r)) for r in warm_rows]),
     }
     return CaseOutcome("ok", metrics=metrics, series=series,
                        details={**env_details(served, first["io"], first["profiles"], first["memory"],

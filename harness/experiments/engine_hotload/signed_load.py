@@ -12,6 +12,7 @@ from pathlib import Path
 
 from harness.experiments.engine_hotload.backend_ort import OrtEngine
 from harness.experiments.engine_hotload.export import tiny_onnx
+from harness.experiments.engine_hotload.series import LOAD_ATTEMPTS
 from harness.experiments.engine_hotload.served import Served
 from harness.experiments.engine_hotload.signing import (
     ModelRefused,
@@ -21,7 +22,7 @@ from harness.experiments.engine_hotload.signing import (
     sign_manifest,
     write_manifest,
 )
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Series
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric
 
 
 class _Counter:
@@ -157,9 +158,6 @@ def signed_load(ctx: CaseContext) -> CaseOutcome:
     m["runtime_recheck_detects_change"] = Metric(1.0 if detects else 0.0, "bool", "higher")
     m["control.runtime_recheck_detects_change"] = Metric(1.0 if false_alarm else 0.0, "bool", None,
                                                          "the same recheck of an unchanged copy (must be 0)")
-    keys = ("case", "verification", "expected", "outcome", "deserialized", "message")
-    series = {"attempts": Series({k: [a[k] for a in attempts] for k in keys}, {},
-                                 "Ed25519 keys made for the run (private keys in a temporary folder, deleted); public "
-                                 "keys, manifests and signatures are kept in raw/. The check hashes the bytes that were "
-                                 "read, and those bytes are what ONNX Runtime receives.")}
+    series = {LOAD_ATTEMPTS.name: LOAD_ATTEMPTS.make({c.name: [a[c.name] for a in attempts]
+                                                     for c in LOAD_ATTEMPTS.columns})}
     return CaseOutcome("ok", metrics=m, series=series)

@@ -13,6 +13,7 @@ from harness.experiments.engine_hotload.backend_ort import save_optimized
 from harness.experiments.engine_hotload.backend_trt import cached_plan
 from harness.experiments.engine_hotload.export import engine_cache_dir, tiny_onnx
 from harness.experiments.engine_hotload.gpu import MemorySampler, peak_extra
+from harness.experiments.engine_hotload.series import ACTIONS, LATENCY_WINDOWS, MEMORY, SWAP_ATTEMPTS
 from harness.experiments.engine_hotload.served import (
     COMMON,
     MIB,
@@ -294,23 +295,17 @@ def _swap_series(p: dict, records: list, acts: list[dict], samples: list, engine
     step = max(1, len(samples) // 400)
     kept = samples[::step]
     return {
-        "latency_windows": Series({"t_s": [w["t"] for w in win], "requests": [w["n"] for w in win],
-                                   "p50_ms": [w["p50"] for w in win], "max_ms": [w["max"] for w in win],
-                                   "failed": [w["failed"] for w in win]}, {"t_s": "s", "p50_ms": "ms", "max_ms": "ms"},
-                                  f"{p['threads']} threads, one request per {p['interval_ms']:g} ms each; windows of "
-                                  f"{p['window_ms']:g} ms"),
-        "actions": Series({k: [a[k] for a in acts] for k in
-                           ("kind", "old", "new", "t_start_s", "t_switch_s", "t_released_s", "load_ms", "check_ms",
-                            "prewarm_ms", "switch_ms", "drain_ms", "to_serving_ms", "call_ms", "no_engine_ms",
-                            "inflight_at_switch",
-                            "rss_extra_mib")}, {"t_start_s": "s", "t_switch_s": "s", "t_released_s": "s",
-                                                "rss_extra_mib": "MiB"},
-                          f"engine file {engine_mib:.1f} MiB; restarts close the served engine, then load the new one"),
-        "memory": Series({"t_s": [s.t for s in kept], "rss_mib": [s.rss_bytes / MIB for s in kept],
-                          "gpu_mib": [(s.gpu_used_bytes / MIB) if s.gpu_used_bytes is not None else None for s in kept]},
-                         {"t_s": "s", "rss_mib": "MiB", "gpu_mib": "MiB"},
-                         "process RSS" + ("; GPU memory through NVML" if gpu else
-                                          f" (no GPU: {gpu_info.get('reason', 'none')})")),
+        LATENCY_WINDOWS.name: LATENCY_WINDOWS.make(
+            {"t_s": [w["t"] for w in win], "requests": [w["n"] for w in win], "p50_ms": [w["p50"] for w in win],
+             "max_ms": [w["max"] for w in win], "failed": [w["failed"] for w in win]},
+            f"{p['threads']} threads, one request per {p['interval_ms']:g} ms each; windows of {p['window_ms']:g} ms"),
+        ACTIONS.name: ACTIONS.make({c.name: [a[c.name] for a in acts] for c in ACTIONS.columns},
+                                   f"engine file {engine_mib:.1f} MiB; restarts close the served engine, then load "
+                                   f"the new one"),
+        MEMORY.name: MEMORY.make(
+            {"t_s": [s.t for s in kept], "rss_mib": [s.rss_bytes / MIB for s in kept],
+             "gpu_mib": [(s.gpu_used_bytes / MIB) if s.gpu_used_bytes is not None else None for s in kept]},
+            "process RSS" + ("; GPU memory through NVML" if gpu else f" (no GPU: {gpu_info.get('reason', 'none')})")),
     }
 
 
@@ -499,9 +494,7 @@ def incompatible_swap(ctx: CaseContext) -> CaseOutcome:
                                              "refused swaps after which the probe was not answered as before"),
          "failed_requests": Metric(sum(not r.ok for r in records), "requests", "lower"),
          "requests": Metric(len(records), "requests")}
-    keys = ("variant", "check", "expected", "outcome", "serves_as_before", "message")
-    series = {"attempts": Series({k: [r[k] for r in results] for k in keys}, {},
-                                 "small ONNX models built with onnx.helper next to the served MiniLM; the check runs "
-                                 "after loading aside and before any prewarm or switch, under a request stream")}
+    series = {SWAP_ATTEMPTS.name: SWAP_ATTEMPTS.make({c.name: [r[c.name] for r in results]
+                                                     for c in SWAP_ATTEMPTS.columns})}
     return CaseOutcome("ok", metrics=m, series=series, details={
         "failures": [r.error for r in records if not r.ok][:20]})

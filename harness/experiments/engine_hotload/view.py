@@ -4,6 +4,15 @@ aggregated across repetitions; claimed numbers from the ledger (C14)."""
 
 from __future__ import annotations
 
+from harness.experiments.engine_hotload.series import (
+    ACTIONS,
+    COLD_STARTS,
+    LATENCY_WINDOWS,
+    LOAD_ATTEMPTS,
+    MEMORY,
+    STEADY,
+    SWAP_ATTEMPTS,
+)
 from harness.experiments.views import Chart, Table, ViewContext, points, series_table, view
 
 PHASES = ("read_ms", "verify_ms", "deserialize_ms", "context_ms", "first_infer_ms", "total_ms")
@@ -30,10 +39,10 @@ def _cold_start(ctx: ViewContext, case: str) -> list:
 
 
 def _prewarm(ctx: ViewContext, case: str) -> list:
-    steady = ctx.aggregate(case, "steady", key="bucket")
+    steady = ctx.aggregate(case, STEADY, key=STEADY["bucket"])
     if steady is None:
         return []
-    buckets = steady.column("bucket")
+    buckets = steady.column(STEADY["bucket"])
     claimed = ctx.figure("C14", "first_over_p99")
     rows = []
     for b in buckets:
@@ -60,13 +69,13 @@ def _prewarm(ctx: ViewContext, case: str) -> list:
         pts = [[b, ctx.metric(case, f"{b}.{m}_first_ms").median] for b in buckets
                if ctx.metric(case, f"{b}.{m}_first_ms") is not None]
         series.append({"name": f"first: {what}", "points": pts})
-    series.append({"name": "steady p50", "points": points(steady, "bucket", "p50_ms")})
+    series.append({"name": "steady p50", "points": points(steady, STEADY["bucket"], STEADY["p50_ms"])})
     blocks.append(Chart("First request vs steady state per bucket", series, "bucket", "ms", kind="bar", case=case))
     return blocks
 
 
 def _hot_swap(ctx: ViewContext, case: str) -> list:
-    acts = ctx.aggregate(case, "actions")
+    acts = ctx.aggregate(case, ACTIONS)
     if acts is None:
         return []
     blocks = [series_table(acts, "Hot swaps and restarts (the control) in the request stream", case,
@@ -83,18 +92,19 @@ def _hot_swap(ctx: ViewContext, case: str) -> list:
              f">= {fig:g}x in total (extra <= {fig - 1:g}x)" if fig is not None else "-",
              (1 + mem.median) if mem else "-"]]
     blocks.append(Table("Claimed vs measured: hot swap (source 3.1)", ["what", "claimed", "measured"], rows, case=case))
-    win = ctx.aggregate(case, "latency_windows", key="t_s")
+    t_s = LATENCY_WINDOWS["t_s"]
+    win = ctx.aggregate(case, LATENCY_WINDOWS, key=t_s)
     if win is not None:
         blocks.append(Chart("Request latency over time around the swaps (median over repetitions)",
-                            [{"name": "p50 per window", "points": points(win, "t_s", "p50_ms")},
-                             {"name": "max per window", "points": points(win, "t_s", "max_ms")},
-                             {"name": "failed per window", "points": points(win, "t_s", "failed")}],
+                            [{"name": "p50 per window", "points": points(win, t_s, LATENCY_WINDOWS["p50_ms"])},
+                             {"name": "max per window", "points": points(win, t_s, LATENCY_WINDOWS["max_ms"])},
+                             {"name": "failed per window", "points": points(win, t_s, LATENCY_WINDOWS["failed"])}],
                             "time (s)", "ms / failed requests", case=case))
-    memory = ctx.aggregate(case, "memory")
+    memory = ctx.aggregate(case, MEMORY)
     if memory is not None:
-        series = [{"name": "process RSS MiB", "points": points(memory, "t_s", "rss_mib")}]
-        if any(v is not None for v in memory.column("gpu_mib")):
-            series.append({"name": "GPU used MiB", "points": points(memory, "t_s", "gpu_mib")})
+        series = [{"name": "process RSS MiB", "points": points(memory, MEMORY["t_s"], MEMORY["rss_mib"])}]
+        if any(v is not None for v in memory.column(MEMORY["gpu_mib"])):
+            series.append({"name": "GPU used MiB", "points": points(memory, MEMORY["t_s"], MEMORY["gpu_mib"])})
         blocks.append(Chart("Memory around the swaps", series, "time (s)", "MiB", note=memory.note, case=case))
     return blocks
 
@@ -104,15 +114,16 @@ def engine_hotload(ctx: ViewContext) -> list:
     blocks: list = []
     for case in ctx.case_names():
         names = ctx.series_names(case)
-        if "cold_starts" in names:
+        if COLD_STARTS.name in names:
             blocks += _cold_start(ctx, case)
-        if "steady" in names:
+        if STEADY.name in names:
             blocks += _prewarm(ctx, case)
-        if "actions" in names:
+        if ACTIONS.name in names:
             blocks += _hot_swap(ctx, case)
-        if "attempts" in names:
-            swaps = "variant" in ctx.series(case, "attempts")[0][1].columns
-            att = ctx.aggregate(case, "attempts", key=["variant", "check"] if swaps else ["case", "verification"])
+        if SWAP_ATTEMPTS.name in names:  # the incompatible swaps' or the signed loads' (the same name)
+            swaps = SWAP_ATTEMPTS["variant"] in ctx.series(case, SWAP_ATTEMPTS)[0][1].columns
+            shape, key = (SWAP_ATTEMPTS, ("variant", "check")) if swaps else (LOAD_ATTEMPTS, ("case", "verification"))
+            att = ctx.aggregate(case, shape, key=[shape[k] for k in key])
             title = ("Swap attempts to models with other IO tensors (check on, then off as the control)" if swaps
                      else "Verified loads and refusals (verification on, then off as the control)")
             blocks.append(series_table(att, title, case))

@@ -3,7 +3,15 @@ measured, not how it is shown: the suite's view builds the tables)."""
 
 from __future__ import annotations
 
-from harness.experiments.semantic_cache.keys_case import SWEEP_COLUMNS, scheme_metrics, sweep_row
+from harness.experiments.semantic_cache.keys_case import scheme_metrics, sweep_row
+from harness.experiments.semantic_cache.series import (
+    COMPARISON,
+    COMPARISON_NO_UNIT,
+    CONCURRENT,
+    GPTCACHE_SWEEP,
+    INT8_AGREEMENT,
+    from_lists,
+)
 from harness.model.driver_contract import CaseOutcome, Metric, Series
 from harness.model.driver_helpers import latency_metrics
 
@@ -16,9 +24,6 @@ SUBJECTS = {
     "GPTCache, SQLite in RAM (tmpfs)": ("gptcache_ram", "gptcache"),
     "instrument: ONNX path + known wait in the embedding": ("instrument.delay", None),
 }
-COLUMNS = ["subject", "correct_hits", "wrong_hits", "precision_pct", "recall_pct", "lookup_p50_ms", "lookup_p95_ms",
-           "embed_p50_ms", "embed_p95_ms", "search_p50_ms", "search_p95_ms", "store_p50_ms", "store_p95_ms",
-           "gptcache_p50_over_this"]
 PART_NOTES = {"embed": "the query embedding, one query",
               "search": "harness: numpy exact cosine NN + threshold; GPTCache: Faiss search + SearchDistanceEvaluation",
               "store": "harness: GET of the nearest entry from the Redis Cluster; GPTCache: the rest of get() "
@@ -54,8 +59,8 @@ def accuracy_outputs(out: CaseOutcome, ours: dict, theirs: dict, n_test: int) ->
         100 * r.correct_hit_rate, "%", "higher",
         f"the instrument: the {r.queries} inserted prompts asked GPTCache again verbatim at the chosen threshold")
     rows = [[t, *sweep_row(split, cc)] for t, split, cc in theirs["sweep"]]
-    out.series["gptcache_sweep"] = Series(
-        {c: [r[i] for r in rows] for i, c in enumerate(["threshold", *SWEEP_COLUMNS])}, {},
+    out.series[GPTCACHE_SWEEP.name] = from_lists(
+        GPTCACHE_SWEEP, rows,
         f"GPTCache's calibration: one pass of real get() calls at threshold 0 (its scores); a hit at t is a score "
         f">= t; the test-split row at the chosen threshold is re-measured with real calls ({n_test} queries)")
 
@@ -83,7 +88,7 @@ def latency_outputs(out: CaseOutcome, tm, p: dict, n_queries: int) -> None:
     m["instrument.delay.known_ms"] = Metric(float(p["instrument_delay_ms"]), "ms", None, "the wait added")
     m["instrument.delay.embed_seen_ms"] = Metric(tm.p50("instrument.delay", "embed") - tm.p50("onnx", "embed"), "ms",
                                                  None, "embedding P50 of the delayed arm minus the fast arm's")
-    out.series["comparison"] = _comparison(m, tm, (
+    out.series[COMPARISON.name] = _comparison(m, tm, (
         f"{n_queries} queries, each through every subject (order rotated per query); correct/wrong hits, precision "
         f"and recall on the test split at each subject's calibrated threshold (the harness's torch and ONNX paths "
         f"make the same decisions: same model, vectors equal to cosine >= 0.9999); GPTCache embeds with the same "
@@ -103,8 +108,7 @@ def _comparison(m: dict, tm, note: str) -> Series:
             row += [m[f"{arm}.{part}.p50_ms"].value, m[f"{arm}.{part}.p95_ms"].value]
         row.append(ref["gptcache"] / tm.p50(arm) if "gptcache" in ref else None)
         rows.append(row)
-    return Series({c: [r[i] for r in rows] for i, c in enumerate(COLUMNS)},
-                  {c: ("ms" if c.endswith("_ms") else "%" if c.endswith("_pct") else "") for c in COLUMNS}, note)
+    return from_lists(COMPARISON, rows, note, units=COMPARISON_NO_UNIT)
 
 
 def _diff(m: dict, a: str, b: str, name: str, note: str) -> None:
@@ -145,10 +149,8 @@ def int8_outputs(out: CaseOutcome, int8: dict, n_test: int, dataset: str) -> Non
                      *(m[f"{pre}.{k}"].value if f"{pre}.{k}" in m else None
                        for k in ("correct_hits", "wrong_hits", "precision_pct", "recall_pct")),
                      100.0 if ag is None else ag["same_decision_pct"], 100.0 if ag is None else ag["same_answer_pct"]])
-    cols = ["arm", "threshold", "correct_hits", "wrong_hits", "precision_pct", "recall_pct", "same_decision_pct",
-            "same_answer_pct"]
-    out.series["int8_agreement"] = Series(
-        {c: [r[i] for r in rows] for i, c in enumerate(cols)}, {c: "%" for c in cols if c.endswith("_pct")},
+    out.series[INT8_AGREEMENT.name] = from_lists(
+        INT8_AGREEMENT, rows,
         f"{dataset}: {n_test} test queries at FP32's threshold (chosen on the calibration split); decisions and "
         f"answers compared with FP32's query by query, precision and recall against the dataset's labels "
         f"(every query: same decision {int8['agree_all']['same_decision_pct']:.1f}%, same answer "
@@ -174,9 +176,8 @@ def concurrent_outputs(out: CaseOutcome, totals: dict, p: dict) -> None:
                                                   "queries/s over the int8 path's (about 0.5 when the pass sees work)")
     rows = [[arm, clients, n, v, v / qps["gptcache"]] for arm, v, n in
             ((a, qps[a], totals[a][0]) for a in qps)]
-    cols = ["subject", "clients", "queries", "queries_per_s", "over_gptcache"]
-    out.series["concurrent"] = Series(
-        {c: [r[i] for r in rows] for i, c in enumerate(cols)}, {"queries_per_s": "queries/s", "over_gptcache": "x"},
+    out.series[CONCURRENT.name] = from_lists(
+        CONCURRENT, rows,
         f"the same {p['concurrent_queries']} queries through each subject from {clients} client threads at once (a "
         f"shared queue), sent again until the subject has run {p['concurrent_min_s']:g} s in the round; "
         f"{p['concurrent_rounds']} rounds, the subjects' order rotated per round; GPTCache "

@@ -17,8 +17,19 @@ import numpy as np
 from harness.base.errors import BadInput
 from harness.experiments.semantic_cache import common, keys, metrics
 from harness.experiments.semantic_cache.embed import Embedder, cached_encode
+from harness.experiments.semantic_cache.series import (
+    C7_LOSS,
+    C7_STREAMS,
+    CHARSIM_SWEEP,
+    GPTCACHE_PROTOCOL,
+    KEY_SCHEMES,
+    LSH_SWEEP,
+    NN_SWEEP,
+    PAIRS,
+    from_lists,
+)
 from harness.experiments.semantic_cache.store import Entry, Store
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
 from harness.model.driver_helpers import latency_metrics, torch_threads, write_csv
 
 PARAMS = {
@@ -54,9 +65,6 @@ PARAMS = {
                                           "every stream gets c7_static_threshold (the mechanism removed, to show "
                                           "that the checks would see it)", ("dynamic", "static")),
 }
-SCHEME_COLUMNS = ["scheme", "setting", "queries", "hits", "correct", "wrong", "must_miss_hits",
-                  "correct_hit_rate_pct", "wrong_hit_rate_pct", "precision_pct", "recall_pct"]
-SWEEP_COLUMNS = ["split", "correct_hit_rate_pct", "wrong_hit_rate_pct", "precision_pct", "recall_pct", "f1"]
 
 
 def check(where: str, p: dict) -> None:
@@ -83,18 +91,16 @@ def scheme_metrics(prefix: str, c: metrics.CacheCounts, note: str = "") -> dict[
 
 
 def scheme_row(scheme: str, setting: str, c: metrics.CacheCounts) -> list:
+    """A row of KEY_SCHEMES."""
     return [scheme, setting, c.queries, c.hits, c.correct, c.wrong, c.false_hits_on_new,
             100 * c.correct_hit_rate, 100 * c.wrong_hit_rate, 100 * c.precision if c.hits else None,
             100 * c.recall]
 
 
 def sweep_row(split: str, c: metrics.CacheCounts) -> list:
+    """A sweep's row after its setting (series.SWEEP)."""
     return [split, 100 * c.correct_hit_rate, 100 * c.wrong_hit_rate, 100 * c.precision if c.hits else None,
             100 * c.recall, c.f1]
-
-
-def _series(columns: list[str], rows: list[list], units: dict | None = None, note: str = "") -> Series:
-    return Series({c: [r[i] for r in rows] for i, c in enumerate(columns)}, units or {}, note)
 
 
 def run(ctx: CaseContext) -> CaseOutcome:
@@ -215,16 +221,15 @@ def _evaluate(ctx, p, wl, cal, test, stores, ins_vec, q_vec, q_sigs) -> tuple[Ca
                for i in range(len(sc.qlab))])
     n_should = sum(sc.should[i] for i in test)
     series = {
-        "schemes": _series(SCHEME_COLUMNS, sc.rows, {"correct_hit_rate_pct": "%", "wrong_hit_rate_pct": "%",
-                                                     "precision_pct": "%", "recall_pct": "%"},
-                           f"{wl.name}; test split: {len(test)} queries, {n_should} with their answer in the cache, "
-                           f"{len(test) - n_should} must miss; radius and threshold chosen on a disjoint "
-                           f"calibration split of {len(cal)} queries (no origin in both)."),
-        "lsh_sweep": _series(["radius", *SWEEP_COLUMNS], sweep),
-        "charsim_sweep": _series(["radius", *SWEEP_COLUMNS], csweep, {},
-                                 f"the stand-in: SimHash of character {p['charsim_ngram']}-grams, same hyperplane "
-                                 f"LSH, store, bands and radius calibration"),
-        "nn_sweep": _series(["threshold", *SWEEP_COLUMNS], nn_sweep),
+        KEY_SCHEMES.name: from_lists(KEY_SCHEMES, sc.rows,
+                                     f"{wl.name}; test split: {len(test)} queries, {n_should} with their answer in "
+                                     f"the cache, {len(test) - n_should} must miss; radius and threshold chosen on a "
+                                     f"disjoint calibration split of {len(cal)} queries (no origin in both)."),
+        LSH_SWEEP.name: from_lists(LSH_SWEEP, sweep),
+        CHARSIM_SWEEP.name: from_lists(CHARSIM_SWEEP, csweep,
+                                       f"the stand-in: SimHash of character {p['charsim_ngram']}-grams, same "
+                                       f"hyperplane LSH, store, bands and radius calibration"),
+        NN_SWEEP.name: from_lists(NN_SWEEP, nn_sweep),
     }
     return CaseOutcome("ok", metrics=sc.m, series=series, details={"workload": wl.name}), nn_sim, nlab
 
@@ -424,10 +429,10 @@ def _c7(p, wl, test, emb, nn_sim, nlab, out: CaseOutcome) -> None:
     out.metrics["c7.instrument.lag1_r_error"] = Metric(
         abs(measured["control.known_r"][1] - p["c7_known_r"]), "", "lower",
         f"measured: |r - {p['c7_known_r']:g}| on an AR(1) stream of coefficient {p['c7_known_r']:g}")
-    out.series["c7_streams"] = _series(["stream", "tokens", "entropy_bits", "lag1_r", "threshold"], rows,
-                                       {"entropy_bits": "bits"},
-                                       f"periodic: the first {p['c7_period']} tokens of the query stream repeated; "
-                                       f"every threshold is computed by the formula from the measured H and r")
+    out.series[C7_STREAMS.name] = from_lists(C7_STREAMS, rows,
+                                             f"periodic: the first {p['c7_period']} tokens of the query stream "
+                                             f"repeated; every threshold is computed by the formula from the measured "
+                                             f"H and r")
     _c7_loss(p, wl, test, nn_sim, nlab, out)
 
 
@@ -456,10 +461,10 @@ def _c7_loss(p, wl, test, nn_sim, nlab, out: CaseOutcome) -> None:
             metrics.static_loss_pct(c_dyn.correct, c_strict.correct), "%", None,
             f"the instrument: correct hits at a strict static {strict:g} ({c_strict.correct}) against the dynamic "
             f"threshold's; a lookup that sees hits must see most of them lost there")
-    out.series["c7_loss"] = _series(["threshold", "kind", "correct_hits", "wrong_hits"],
-                                    [[dyn, "dynamic (uniform-token stream), computed", c_dyn.correct, c_dyn.wrong],
-                                     [static, "static", c_static.correct, c_static.wrong],
-                                     [strict, "instrument: strict static", c_strict.correct, c_strict.wrong]])
+    out.series[C7_LOSS.name] = from_lists(C7_LOSS, [
+        [dyn, "dynamic (uniform-token stream), computed", c_dyn.correct, c_dyn.wrong],
+        [static, "static", c_static.correct, c_static.wrong],
+        [strict, "instrument: strict static", c_strict.correct, c_strict.wrong]])
 
 
 def _dataset_extras(p, ds, emb, proj, out: CaseOutcome) -> None:
@@ -481,10 +486,9 @@ def _dataset_extras(p, ds, emb, proj, out: CaseOutcome) -> None:
             rows.append(["LSH Hamming", f"<= {r}", *_pair_cells(metrics.pair_counts(list(ham <= r), labels))])
         out.metrics["pairs.roc_auc_cosine"] = Metric(metrics.roc_auc(list(map(float, cos)), labels), "", "higher")
         out.metrics["pairs.roc_auc_hamming"] = Metric(metrics.roc_auc([-float(h) for h in ham], labels), "", "higher")
-        out.series["pairs"] = _series(["scheme", "setting", "pairs", "tp", "fp", "fn", "tn", "hit_rate_pct",
-                                       "precision_pct", "recall_pct", "f1"], rows, {},
-                                      f"{ds.path.name}: {len(labels)} pairs, {sum(labels)} labelled 1; a pair is "
-                                      f"predicted 'same' when the scheme matches its two sentences")
+        out.series[PAIRS.name] = from_lists(PAIRS, rows, f"{ds.path.name}: {len(labels)} pairs, {sum(labels)} "
+                                                         f"labelled 1; a pair is predicted 'same' when the scheme "
+                                                         f"matches its two sentences")
     if ds.fmt == "gptcache":
         # GPTCache's own protocol: every origin inserted, every similar asked
         origins = sorted({o for o, _ in ds.rows})
@@ -496,10 +500,7 @@ def _dataset_extras(p, ds, emb, proj, out: CaseOutcome) -> None:
             hit = sim >= cos_t
             correct = int(sum(1 for h, i, (o, _) in zip(hit, idx, ds.rows) if h and origins[i] == o))
             rows.append([cos_t, (cos_t + 1) / 2, correct, int(hit.sum()) - correct, len(ds.rows) - int(hit.sum())])
-        out.series["gptcache_protocol"] = _series(
-            ["cosine_threshold", "gptcache_threshold", "correct", "wrong", "miss"], rows, {},
-            "every origin inserted, every paraphrase asked (no query must miss); GPTCache's score threshold t "
-            "is about cosine >= 2t - 1")
+        out.series[GPTCACHE_PROTOCOL.name] = from_lists(GPTCACHE_PROTOCOL, rows)
 
 
 def _pair_cells(pc: metrics.PairCounts) -> list:

@@ -14,6 +14,7 @@ import os
 
 from harness.experiments.semantic_cache import memory_probe, ttft_case
 from harness.experiments.semantic_cache.embed import Embedder
+from harness.experiments.semantic_cache.series import MEMORY_MODES
 from harness.model import child
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
 from harness.model.driver_helpers import torch_threads
@@ -99,7 +100,7 @@ def _metrics(res: dict, p: dict) -> dict[str, Metric]:
 def _series(res: dict, order: tuple, dev: str, p: dict) -> dict[str, Series]:
     mib = 2 ** 20
     names = list(res)
-    return {"modes": Series({
+    return {MEMORY_MODES.name: MEMORY_MODES.make({
         "mode": names, "order": [order.index(n) + 1 for n in names],
         "rss_peak_mb": [res[n]["rss_peak"] / mib for n in names],
         "ru_maxrss_mb": [res[n]["ru_maxrss"] / mib for n in names],
@@ -107,7 +108,6 @@ def _series(res: dict, order: tuple, dev: str, p: dict) -> dict[str, Series]:
         "model_served": [sum(o != "hit" for o in res[n]["outcomes"]) for n in names],
         "correct_hits": [res[n]["outcomes"].count("hit") for n in names],
         "wrong_hits": [res[n]["outcomes"].count("wrong_hit") for n in names]},
-        {"rss_peak_mb": "MiB", "ru_maxrss_mb": "MiB", "gpu_peak_mb": "MiB"},
         f"each mode in its own fresh process on {dev}: {len(res['no_cache']['outcomes'])} requests, "
         f"{p['max_new_tokens']} tokens decoded whenever the model serves (every process holds SmolLM2 from its "
         f"start; stream {p['stream']}); the semantic cache's process also holds all-MiniLM-L6-v2; "

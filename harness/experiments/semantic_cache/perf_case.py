@@ -10,7 +10,8 @@ import numpy as np
 
 from harness.experiments.semantic_cache import common, datasets, keys
 from harness.experiments.semantic_cache.embed import Embedder
-from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, Series
+from harness.experiments.semantic_cache.series import ROUNDS
+from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param
 from harness.model.driver_helpers import torch_threads
 
 PARAMS = {
@@ -82,9 +83,11 @@ def run(ctx: CaseContext) -> CaseOutcome:
         "lsh_sign.vectors_per_s": Metric(p["lsh_vectors"] / best, "vectors/s", "higher"),
     }
     rounds = list(range(1, p["rounds"] + 1))
-    series = {"rounds": Series({"round": rounds * 2, "path": ["ours"] * len(ours) + ["sentence-transformers"] * len(ref),
-                                "texts_per_s": ours + ref}, {"texts_per_s": "texts/s"},
-                               f"{len(texts)} texts per pass, batch {p['batch_size']}, "
-                               f"{p['torch_threads'] or 'default'} torch threads, the two paths alternating; ours "
-                               f"tokenizes once and sorts by token count, sentence-transformers sorts by characters")}
+    series = {ROUNDS.name: ROUNDS.make({"round": rounds * 2,
+                                        "path": ["ours"] * len(ours) + ["sentence-transformers"] * len(ref),
+                                        "texts_per_s": ours + ref},
+                                       f"{len(texts)} texts per pass, batch {p['batch_size']}, "
+                                       f"{p['torch_threads'] or 'default'} torch threads, the two paths alternating; "
+                                       f"ours tokenizes once and sorts by token count, sentence-transformers sorts by "
+                                       f"characters")}
     return CaseOutcome("ok", metrics=m, series=series)

@@ -22,9 +22,10 @@ import numpy as np
 from harness.base.errors import BadInput
 from harness.experiments.semantic_cache import common, datasets, keys, metrics
 from harness.experiments.semantic_cache.embed import Embedder, cached_encode
+from harness.experiments.semantic_cache.series import REQUESTS, from_lists
 from harness.experiments.semantic_cache.store import Entry, Store
 from harness.experiments.semantic_cache.ttft import MODES, generate, serve
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
 from harness.model.driver_helpers import latency_metrics, torch_threads, write_csv
 
 STREAMS = ("test", "semantic-hits")
@@ -224,15 +225,12 @@ def outcome_of(ctx, p, s: Stream, rows: list[list], dev: str) -> CaseOutcome:
             100 * (floor.value - p95["hash_cache"]) / p95["hash_cache"], "%", None,
             "computed, not measured: the lowest P95 change the semantic cache's measured hit rate allows, "
             "its misses' own quantile against the hash cache's measured P95")
-    series = {"requests": Series({"request": [r[0] for r in rows], "position": [r[1] for r in rows],
-                                  "mode": [r[2] for r in rows], "ttft_ms": [r[3] for r in rows],
-                                  "outcome": [r[4] for r in rows]}, {"ttft_ms": "ms"},
-                                 f"{len(s.requests)} requests from the test split (stream {p['stream']}; "
-                                 f"{should} with their answer in the cache), each served in all {len(MODES)} modes "
-                                 f"in rotating order; SmolLM2-135M-Instruct on {dev}, greedy, {p['max_new_tokens']} "
-                                 f"new tokens whenever the model serves; radius {s.radius} chosen on "
-                                 f"{s.calibration_queries} calibration queries; oracle_cache (the instrument) holds "
-                                 f"every request under its own signature")}
+    note = (f"{len(s.requests)} requests from the test split (stream {p['stream']}; {should} with their answer in the "
+            f"cache), each served in all {len(MODES)} modes in rotating order; SmolLM2-135M-Instruct on {dev}, greedy, "
+            f"{p['max_new_tokens']} new tokens whenever the model serves; radius {s.radius} chosen on "
+            f"{s.calibration_queries} calibration queries; oracle_cache (the instrument) holds every request under its "
+            f"own signature")
+    series = {REQUESTS.name: from_lists(REQUESTS, rows, note)}
     return CaseOutcome("ok", metrics=m, series=series, details={"device": dev})
 
 

@@ -5,6 +5,25 @@ repetitions (median, min-max); claimed numbers come from the ledger's figures.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from harness.experiments.semantic_cache.series import (
+    BATCHING,
+    C7_STREAMS,
+    COMPARISON,
+    CONCURRENT,
+    ENTITY_SCHEMES,
+    GPTCACHE_PROTOCOL,
+    GPTCACHE_SWEEP,
+    INT8_AGREEMENT,
+    KEY_SCHEMES,
+    LSH_SWEEP,
+    MEMORY_MODES,
+    NN_SWEEP,
+    PAIRS,
+    REQUESTS,
+    ROUNDS,
+)
 from harness.experiments.views import Chart, Table, ViewContext, points, series_table, view
 from harness.model.stored_run import Series
 
@@ -35,18 +54,20 @@ def _claimed(ctx: ViewContext, claim: str, name: str, i: int | None = None):
 
 
 def _sweep_chart(s: Series, x: str, title: str, case: str) -> Chart:
-    test = Series({c: [v for v, sp in zip(s.columns[c], s.columns["split"]) if sp == "test"] for c in s.columns},
-                  s.units)
-    return Chart(title, [{"name": "correct hits % (test split)", "points": points(test, x, "correct_hit_rate_pct")},
-                         {"name": "wrong hits % (test split)", "points": points(test, x, "wrong_hit_rate_pct")},
-                         {"name": "precision % (test split)", "points": points(test, x, "precision_pct")}],
+    """A calibration sweep's test-split rows (every sweep's columns after its setting: LSH_SWEEP's)."""
+    split = s.columns[LSH_SWEEP["split"]]
+    test = replace(s, columns={c: [v for v, sp in zip(s.columns[c], split) if sp == "test"] for c in s.columns},
+                   note="")
+    return Chart(title, [{"name": f"{what} (test split)", "points": points(test, x, LSH_SWEEP[col])}
+                         for what, col in (("correct hits %", "correct_hit_rate_pct"),
+                                           ("wrong hits %", "wrong_hit_rate_pct"), ("precision %", "precision_pct"))],
                  x, "% of queries / of hits", note="each point: median across repetitions, whiskers min-max",
                  case=case)
 
 
 def _semantic(ctx: ViewContext) -> list:
     case, out = "semantic", []
-    s = ctx.aggregate(case, "schemes", key="scheme")
+    s = ctx.aggregate(case, KEY_SCHEMES, key=KEY_SCHEMES["scheme"])
     if s is not None:
         out.append(series_table(s, "Key schemes on the test split (only correct hits count; wrong hits are errors)",
                                 case))
@@ -62,15 +83,15 @@ def _semantic(ctx: ViewContext) -> list:
                          note=f"calibrated on the calibration split: Hamming radius "
                               f"{_text(_median(ctx, case, 'lsh.radius'))}, cosine threshold "
                               f"{_text(_median(ctx, case, 'nn.threshold'))}", case=case))
-    for name, x, title in (("lsh_sweep", "radius", "LSH through Redis against the Hamming radius"),
-                           ("nn_sweep", "threshold", "Exact cosine NN against the threshold")):
-        sw = ctx.aggregate(case, name, key=[x, "split"])
+    for shape, x, title in ((LSH_SWEEP, "radius", "LSH through Redis against the Hamming radius"),
+                            (NN_SWEEP, "threshold", "Exact cosine NN against the threshold")):
+        sw = ctx.aggregate(case, shape, key=[shape[x], shape["split"]])
         if sw is not None:
-            out.append(_sweep_chart(sw, x, title, case))
+            out.append(_sweep_chart(sw, shape[x], title, case))
             out.append(series_table(sw, f"{title}: calibration and test splits", case,
                                     note="the setting with the best F1 of correct hits on the calibration split "
                                          "is the one reported; its test-split row is the measurement"))
-    c7 = ctx.aggregate(case, "c7_streams", key="stream")
+    c7 = ctx.aggregate(case, C7_STREAMS, key=C7_STREAMS["stream"])
     if c7 is not None:
         out.append(series_table(c7, "C7: the dynamic threshold max(0.4, 0.85 (1 - H/8 (1 - |r|))) over token streams",
                                 case, note=f"claimed: uniform random traffic {_claimed(ctx, 'C7', 'uniform_threshold')}, "
@@ -86,8 +107,8 @@ def _semantic(ctx: ViewContext) -> list:
                          note="every threshold is computed (the formula on measured H and r); the hit counts are "
                               "measured lookups; the loss is >= 0 by construction while the dynamic threshold is "
                               "below the static one", case=case))
-    for name, title in (("pairs", "Pair-level decisions"), ("gptcache_protocol", "GPTCache's own protocol")):
-        t = ctx.aggregate(case, name, key=None)
+    for shape, title in ((PAIRS, "Pair-level decisions"), (GPTCACHE_PROTOCOL, "GPTCache's own protocol")):
+        t = ctx.aggregate(case, shape, key=None)
         if t is not None:
             out.append(series_table(t, title, case))
     return out
@@ -113,11 +134,12 @@ def _ttft(ctx: ViewContext) -> list:
                               "error; the oracle cache answers every request from the store (the instrument); the "
                               "P95 floor is computed, not measured: the misses' own (0.95 - h) / (1 - h) quantile at "
                               "the measured hit rate h, below which no P95 can fall", case=case))
-    runs = ctx.series(case, "requests")
+    runs = ctx.series(case, REQUESTS)
     if runs:
         series = []
         for mode in ("no_cache", "hash_cache", "semantic_cache", "oracle_cache"):
-            vals = sorted(v for _, s in runs for v, md in zip(s.columns["ttft_ms"], s.columns["mode"]) if md == mode)
+            vals = sorted(v for _, s in runs for v, md in zip(s.columns[REQUESTS["ttft_ms"]], s.columns[REQUESTS["mode"]])
+                          if md == mode)
             series.append({"name": mode, "points": [[100 * (i + 1) / len(vals), v] for i, v in enumerate(vals)]})
         out.append(Chart("TTFT distribution per mode (all repetitions pooled)", series, "percentile", "TTFT ms",
                          y_log=True, note=runs[0][1].note, case=case))
@@ -125,7 +147,7 @@ def _ttft(ctx: ViewContext) -> list:
 
 
 def _memory(ctx: ViewContext) -> list:
-    s = ctx.aggregate("memory", "modes", key="mode")
+    s = ctx.aggregate("memory", MEMORY_MODES, key=MEMORY_MODES["mode"])
     if s is None:
         return []
     note = (f"claimed (GPU memory): {_claimed(ctx, 'C4', 'gpu_change_pct')}%; measured peak RSS change while serving "
@@ -138,12 +160,12 @@ def _memory(ctx: ViewContext) -> list:
 
 def _entity(ctx: ViewContext) -> list:
     case, out = "entity-keys", []
-    s = ctx.aggregate(case, "schemes", key="key")
+    s = ctx.aggregate(case, ENTITY_SCHEMES, key=ENTITY_SCHEMES["key"])
     if s is not None:
         out.append(series_table(s, "Section 3.3 key schemes: correct hits through Redis", case,
                                 note=f"claimed: token key {_claimed(ctx, 'C16', 'hit_rate_pct', 0)}% -> template/entity "
                                      f"key {_claimed(ctx, 'C16', 'hit_rate_pct', 1)}%. " + s.note))
-    b = ctx.aggregate(case, "batching", key=["arm", "round"])
+    b = ctx.aggregate(case, BATCHING, key=[BATCHING["arm"], BATCHING["round"]])
     if b is not None:
         claimed = {"static_batch_token_key": _claimed(ctx, "C16", "added_ms", 0),
                    "dynamic_batch_entity_key": _claimed(ctx, "C16", "added_ms", 1)}
@@ -153,7 +175,7 @@ def _entity(ctx: ViewContext) -> list:
                          [[arm, claimed.get(arm, "-"), _median(ctx, case, f"{arm}.added_ms_mean"),
                            _median(ctx, case, f"{arm}.added.p95_ms"), _median(ctx, case, f"{arm}.e2e_added_ms_mean"),
                            _median(ctx, case, f"{arm}.requests_per_batch")]
-                          for arm in dict.fromkeys(b.columns["arm"])],
+                          for arm in dict.fromkeys(b.columns[BATCHING["arm"]])],
                          note="judged: added = arrival to dispatch; dynamic minus static: "
                               f"{_text(_median(ctx, case, 'batching.dynamic_vs_static_added_ms'))} ms (the dynamic rule "
                               f"removed: {_text(_median(ctx, case, 'control.static_vs_static_added_ms'))} ms); the end "
@@ -165,7 +187,7 @@ def _entity(ctx: ViewContext) -> list:
 
 def _gptcache(ctx: ViewContext) -> list:
     case, out = "gptcache", []
-    s = ctx.aggregate(case, "comparison", key="subject")
+    s = ctx.aggregate(case, COMPARISON, key=COMPARISON["subject"])
     if s is None:
         return out
     speed = ", ".join(f"{label} {_text(_median(ctx, case, name))}x" for label, name in (
@@ -180,7 +202,7 @@ def _gptcache(ctx: ViewContext) -> list:
                                  f"{_text(_median(ctx, case, 'instrument.delay.embed_seen_ms'))} ms. " + s.note))
     out += _int8(ctx)
     out.append(_published(ctx))
-    sw = ctx.aggregate(case, "gptcache_sweep", key=["threshold", "split"])
+    sw = ctx.aggregate(case, GPTCACHE_SWEEP, key=[GPTCACHE_SWEEP["threshold"], GPTCACHE_SWEEP["split"]])
     if sw is not None:
         out.append(series_table(sw, "GPTCache's similarity threshold: calibration and test splits", case,
                                 note=sw.note))
@@ -191,7 +213,7 @@ def _int8(ctx: ViewContext) -> list:
     """The int8 arm beside FP32 (when the run had it): throughput under concurrent clients
     against GPTCache's, and the agreement of the two arms on the run's data."""
     case, out = "gptcache", []
-    c = ctx.aggregate(case, "concurrent", key="subject")
+    c = ctx.aggregate(case, CONCURRENT, key=CONCURRENT["subject"])
     if c is not None:
         out.append(series_table(c, "Queries per second under concurrent clients: the int8 and FP32 lookups against "
                                    "GPTCache (measured)", case,
@@ -203,7 +225,7 @@ def _int8(ctx: ViewContext) -> list:
                                      f"the table above); the instrument (int8 embedding every query twice) at "
                                      f"{_text(_median(ctx, case, 'instrument.double.qps_over_int8'))}x the int8 "
                                      f"path's queries/s. " + c.note))
-    a = ctx.aggregate(case, "int8_agreement", key="arm")
+    a = ctx.aggregate(case, INT8_AGREEMENT, key=INT8_AGREEMENT["arm"])
     if a is not None:
         out.append(series_table(a, "The int8 arm beside FP32: same decisions, same answers, precision and recall "
                                    "(test split)", case,
@@ -235,7 +257,7 @@ def _published(ctx: ViewContext) -> Table:
 
 
 def _embed(ctx: ViewContext) -> list:
-    s = ctx.aggregate("embed-perf", "rounds", key=["path", "round"])
+    s = ctx.aggregate("embed-perf", ROUNDS, key=[ROUNDS["path"], ROUNDS["round"]])
     return [series_table(s, "Embedding throughput, same process, alternating passes", "embed-perf")] if s else []
 
 
