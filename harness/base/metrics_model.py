@@ -112,6 +112,15 @@ class Series:
         cols = list(self.columns.values())
         return [list(r) for r in zip(*cols)]
 
+    def take(self, idx: list[int]) -> "Series":
+        """The rows `idx`, in that order: the same columns, units and note (a view's subset)."""
+        return Series({c: [v[i] for i in idx] for c, v in self.columns.items()}, dict(self.units), self.note)
+
+    def select(self, names: list[str]) -> "Series":
+        """The columns `names`, in that order, with their units (a view's column order)."""
+        return Series({c: self.columns[c] for c in names}, {c: u for c, u in self.units.items() if c in names},
+                      self.note)
+
     def to_json(self) -> dict:
         out: dict = {"columns": self.columns}
         if self.units:

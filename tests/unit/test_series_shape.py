@@ -106,3 +106,26 @@ def test_every_suite_declares_its_series_and_real_stored_runs_fit_them():
                 assert any(_fits(shape, s) for shape in shapes), (r["suite"], name)
                 checked += 1
     assert checked >= 10
+
+
+def test_a_view_takes_rows_and_orders_columns_without_building_a_series_of_its_own():
+    from harness.base.metrics_model import Series
+
+    s = Series({"arm": ["a", "b", "c"], "x": [1, 2, 3]}, {"x": "ms"}, "n")
+    assert s.take([2, 0]).columns == {"arm": ["c", "a"], "x": [3, 1]} and s.take([1]).units == {"x": "ms"}
+    assert list(s.select(["x", "arm"]).columns) == ["x", "arm"] and s.select(["arm"]).units == {}
+
+
+def test_no_suite_builds_a_series_but_through_its_declaration():
+    """`Series(...)` appears nowhere in harness/experiments/ but in the views' aggregation
+    (views.py): drivers build through series.py's shapes, views take rows and columns."""
+    import ast
+
+    from tests import REPO
+
+    found = []
+    for path in sorted((REPO / "harness" / "experiments").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "Series":
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert found and all(f.startswith("harness/experiments/views.py:") for f in found), found

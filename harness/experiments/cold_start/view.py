@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from harness.experiments.cold_start.series import EXCESS, FLUSH_SECONDS, POOL_SECONDS, POOL_SWEEP
 from harness.experiments.views import Chart, Table, points, series_table, view
-from harness.model.stored_run import Series
 
 FLUSH = "flush-one-primary"
 POOL = "pool-by-cluster-size"
@@ -61,7 +60,7 @@ def _flush_blocks(ctx) -> list:
         for run in RUNS:
             idx = [i for i, r in enumerate(per.columns[FLUSH_SECONDS["run"]]) if r == run]
             if idx:
-                sub = _rows(per, idx)
+                sub = per.take(idx)
                 lines.append({"name": run, "points": points(sub, FLUSH_SECONDS["second"],
                                                             FLUSH_SECONDS["cold_store_queries"])})
         blocks.append(Chart("Cold node's store queries per second, each run (flush at 0; the control is not flushed)",
@@ -81,9 +80,6 @@ def _cell(cols: dict, c: str, i: int):
     v = cols[c][i]
     return (v, lo[i], hi[i]) if lo and hi and lo[i] != hi[i] else v
 
-
-def _rows(s, idx):
-    return Series({c: [v[i] for i in idx] for c, v in s.columns.items()}, dict(s.units))
 
 
 def _fmt(ms) -> str:

@@ -149,7 +149,7 @@ def _simulate(ctx: ViewContext, case: str) -> list:
         series = []
         for pol in policies:
             idx = [i for i, x in enumerate(curves.column(policy)) if x == pol]
-            sub = Series({c: [curves.columns[c][i] for i in idx] for c in curves.columns})
+            sub = curves.take(idx)
             series.append({"name": pol, "points": points(sub, size_fraction, value)})
         blocks.append(Chart(f"{title} by cache size", series, "cache size (fraction of distinct tokens)",
                             f"{title.lower()} %", x_log=True, case=case))

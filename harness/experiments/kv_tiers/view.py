@@ -62,7 +62,7 @@ def _tiers(ctx: ViewContext, case: str) -> list:
         claimed.append(fmt.format(f"{v:g}") if v is not None else "-")
     agg.columns["claimed"] = claimed
     order = [measure, tier, "claimed", what] + [c for c in agg.columns if c not in (measure, tier, "claimed", what)]
-    agg = type(agg)({c: agg.columns[c] for c in order}, agg.units, agg.note)
+    agg = agg.select(order)
     return [series_table(agg, "Tier access latency: claimed (source 4.1) vs measured", case)]
 
 

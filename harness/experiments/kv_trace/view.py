@@ -6,8 +6,6 @@ the source's tiers with their controls (C5, C17), and the cross-check."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from harness.experiments.kv_trace.series import CURVE, HEAD_SWEEP, PAIRS, TIER_CONTROLS, TIERS
 from harness.experiments.views import Chart, Table, ViewContext, points, series_table, view
 from harness.model.stored_run import Series
@@ -101,10 +99,6 @@ def _paper(ctx: ViewContext, case: str, curve: Series | None) -> list:
                   "hit rate against capacity counting only the order of requests.", case)]
 
 
-def _rows(s: Series, idx: list[int]) -> Series:
-    """The rows `idx` of an aggregated series (with their .min and .max columns)."""
-    return dataclasses.replace(s, columns={c: [v[i] for i in idx] for c, v in s.columns.items()})
-
 
 def _curve(ctx: ViewContext, case: str) -> tuple[list, Series | None]:
     policy, capacity, token_hit = CURVE["policy"], CURVE["capacity_tokens"], CURVE["token_hit_pct"]
@@ -119,7 +113,7 @@ def _curve(ctx: ViewContext, case: str) -> tuple[list, Series | None]:
     for value, title in ((token_hit, "token-weighted"), (CURVE["block_hit_pct"], "block-weighted")):
         series = []
         for pol in pols:
-            sub = _rows(agg, [i for i, x in enumerate(agg.column(policy)) if x == pol])
+            sub = agg.take([i for i, x in enumerate(agg.column(policy)) if x == pol])
             series.append({"name": "maximum (infinite)" if pol == "infinite" else pol,
                            "points": points(sub, capacity, value)})
         if ratio is not None and mooncake and value == token_hit:

@@ -24,7 +24,7 @@ def prompt_cas(ctx: ViewContext) -> list:
             continue
         rules.columns["what"] = [WHAT.get(r, "") for r in rules.column(rule)]
         order = [rule, "what"] + [c for c in rules.columns if c not in (rule, "what")]
-        rules = type(rules)({c: rules.columns[c] for c in order}, rules.units, rules.note)
+        rules = rules.select(order)
         blocks.append(series_table(
             rules, "Prompt/response updates under each rule (median over repetitions, min-max)", case,
             note=f"{rules.note}; the rules' order rotates by one per repetition. A mix-up is a response that is "

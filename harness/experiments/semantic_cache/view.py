@@ -5,8 +5,6 @@ repetitions (median, min-max); claimed numbers come from the ledger's figures.""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from harness.experiments.semantic_cache.series import (
     BATCHING,
     C7_STREAMS,
@@ -56,8 +54,7 @@ def _claimed(ctx: ViewContext, claim: str, name: str, i: int | None = None):
 def _sweep_chart(s: Series, x: str, title: str, case: str) -> Chart:
     """A calibration sweep's test-split rows (every sweep's columns after its setting: LSH_SWEEP's)."""
     split = s.columns[LSH_SWEEP["split"]]
-    test = replace(s, columns={c: [v for v, sp in zip(s.columns[c], split) if sp == "test"] for c in s.columns},
-                   note="")
+    test = s.take([i for i, sp in enumerate(split) if sp == "test"])
     return Chart(title, [{"name": f"{what} (test split)", "points": points(test, x, LSH_SWEEP[col])}
                          for what, col in (("correct hits %", "correct_hit_rate_pct"),
                                            ("wrong hits %", "wrong_hit_rate_pct"), ("precision %", "precision_pct"))],

@@ -27,7 +27,7 @@ POINTS = SeriesShape("points", (
     Column("arm", "text"), Column("level"), Column("offered_rps", unit="req/s"), Column("sent_rps", unit="req/s"),
     Column("completed_rps", unit="req/s"), Column("goodput_rps", unit="req/s"), Column("met_pct", unit="%"),
     Column("late_p95_ms", unit="ms"), Column("ttft_p50_ms", unit="ms"), Column("ttft_p95_ms", unit="ms"),
-    Column("tpot_p95_ms", unit="ms"), Column("ttft_growth_x", unit="x"), Column("requests", "int"),
+    Column("tpot_p95_ms", unit="ms"), Column("ttft_growth_x"), Column("requests", "int"),
     Column("invalid", "text"), Column("saturated", "text"), Column("slo_held", "flag"),
     Column("engine_hit_pct", unit="%"), Column("hit_tokens_per_s", unit="tokens/s"), Column("errors", "int"),
     Column("cache_hit_pct", unit="%"), Column("wrong_hits", "int", unit="requests"),
