@@ -3,8 +3,8 @@
 A *driver* is one function that runs one case once (one repetition) and returns a
 CaseOutcome: metrics (numbers) and series (raw sequences). CaseOutcome is the record the
 runner stores (harness.model.result.Record), before the runner says where and when.
-Drivers measure; they never build report tables or charts (each suite's view in
-harness/experiments/views.py does). Every
+Drivers measure; they never build report tables or charts (each suite's view,
+harness/experiments/<suite>/view.py, does). Every
 experiment lives in harness/experiments/<suite>/ and registers its drivers in one module,
 harness/experiments/<suite>/drivers.py, with `@register("<suite>-<what>", params=...)`
 (one thin function per driver that calls the case's module), declaring their parameters

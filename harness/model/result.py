@@ -56,14 +56,16 @@ class Record:
         if isinstance(self.repetition, bool) or not isinstance(self.repetition, int) or self.repetition < 0:
             raise ValueError(f"a repetition is a whole number (from 1; 0 until stored), not {self.repetition!r:.40}")
         # a driver's outcome; a stored schema-1 record kept its tables in details, and still loads
-        if self.repetition == 0 and ("tables" in self.details or "charts" in self.details):
-            raise ValueError("drivers measure: return series, and let the suite's view build tables and charts")
+        if self.repetition == 0:
+            _drivers_measure(self.details)
 
     def stored(self, *, suite: str, case: str, repetition: int, params: dict | None = None,
                started: float = 0.0, duration_s: float = 0.0, raw_files: list[str] | None = None,
                bad_input: bool = False, details: dict | None = None) -> "Record":
         """This outcome as the runner stores it: the same measurements, with where and when.
         `details`, when given, replaces the driver's (the runner's own facts with them)."""
+        if self.repetition == 0:  # the driver's outcome, its details perhaps changed after it was made
+            _drivers_measure(self.details)
         return _as_stored(replace(
             self, suite=suite, case=case, repetition=repetition, params=dict(params or {}), started=started,
             duration_s=duration_s, raw_files=list(raw_files or []), bad_input=bad_input,
@@ -91,6 +93,11 @@ class Record:
             params=dict(d.get("params") or {}), started=float(d.get("started") or 0.0),
             duration_s=float(d.get("duration_s") or 0.0), raw_files=list(d.get("raw_files") or []),
             bad_input=bool(d.get("bad_input") or details.get("bad_input"))))
+
+
+def _drivers_measure(details: dict) -> None:
+    if "tables" in details or "charts" in details:
+        raise ValueError("drivers measure: return series, and let the suite's view build tables and charts")
 
 
 def _as_stored(r: Record) -> Record:

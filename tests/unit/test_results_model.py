@@ -62,6 +62,11 @@ def test_a_results_check_lives_in_the_record_once():
     # a schema-1 record kept its tables in details: it loads, though a driver may not return one
     legacy = {"suite": "s", "case": "c", "repetition": 1, "status": "ok", "details": {"tables": []}}
     assert Record.from_json(legacy).details == {"tables": []}
+    # ... and a driver's outcome whose details gained a table after it was made is refused when stored
+    late = CaseOutcome(details={})
+    late.details["charts"] = []
+    with pytest.raises(ValueError, match="drivers measure"):
+        late.stored(suite="s", case="c", repetition=1)
 
 
 def test_results_never_hold_nan(tmp_path):
