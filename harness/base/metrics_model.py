@@ -211,6 +211,12 @@ class SeriesShape:
             out_units[name] = unit
         return Series(dict(columns), out_units, self.note if note is None else note)
 
+    def lists(self, rows: list[list], note: str | None = None, units: dict[str, str] | None = None) -> Series:
+        """`make` from rows given as lists, their cells in the declared column order."""
+        if any(len(r) != len(self.columns) for r in rows):
+            raise ValueError(f"series {self.name!r}: a row's cells are not its {len(self.columns)} declared columns")
+        return self.make({c.name: [r[i] for r in rows] for i, c in enumerate(self.columns)}, note, units)
+
     def rows(self, rows: list[dict], note: str | None = None, units: dict[str, str] | None = None) -> Series:
         """`make` from a list of row dicts, in the declared order (families as the rows have them)."""
         names = [c.name for c in self.columns if not c.family]

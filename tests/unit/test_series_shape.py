@@ -129,3 +129,11 @@ def test_no_suite_builds_a_series_but_through_its_declaration():
             if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "Series":
                 found.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert found and all(f.startswith("harness/experiments/views.py:") for f in found), found
+
+
+def test_rows_given_as_lists_take_the_declared_order_and_their_length_is_checked():
+    shape = SeriesShape("pairs", (Column("arm", "text"), Column("level"), Column("ttft_ms", unit="ms")))
+    s = shape.lists([["a", 1, 2.0], ["b", 2, None]])
+    assert s.columns == {"arm": ["a", "b"], "level": [1, 2], "ttft_ms": [2.0, None]} and s.units == {"ttft_ms": "ms"}
+    with pytest.raises(ValueError, match="not its 3 declared columns"):
+        shape.lists([["a", 1]])

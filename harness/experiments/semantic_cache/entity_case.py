@@ -29,7 +29,7 @@ import numpy as np
 
 from harness.experiments.semantic_cache import common, dispatcher, entity_keys, keys, metrics
 from harness.experiments.semantic_cache.embed import Embedder, cached_encode
-from harness.experiments.semantic_cache.series import BATCHING, ENTITY_SCHEMES, from_lists
+from harness.experiments.semantic_cache.series import BATCHING, ENTITY_SCHEMES
 from harness.experiments.semantic_cache.store import Entry, Store
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
 from harness.model.driver_helpers import latency_metrics, torch_threads, write_csv
@@ -98,8 +98,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
     series: dict[str, Series] = {}
     with torch_threads(p["torch_threads"] or 1):
         _batching(ctx, p, wl, emb, tok, m, series)
-    series[ENTITY_SCHEMES.name] = from_lists(
-        ENTITY_SCHEMES, rows,
+    series[ENTITY_SCHEMES.name] = ENTITY_SCHEMES.lists(rows,
         f"{wl.name}. token = SHA-256 of the MiniLM token ids; entity = template id + sorted normalized entities, "
         f"extractor {entity_keys.EXTRACTOR}; lsh = sem_<hex> (radius 0); entity_lsh = sem_<hex> + entity set; "
         f"control.exact_key = SHA-256 of the raw prompt")
@@ -169,8 +168,7 @@ def _batching(ctx, p, wl, emb, tok, m: dict, series: dict) -> None:
               [[arm, rnd + 1, r.index, f"{r.added_ms:.4f}", f"{r.queue_ms:.4f}", f"{r.end_to_end_ms:.4f}",
                 r.batch_size] for arm, rounds in per_arm.items() for rnd, reqs in enumerate(rounds) for r in reqs])
     m.update(_batching_metrics(p, per_arm))
-    series[BATCHING.name] = from_lists(
-        BATCHING, rows,
+    series[BATCHING.name] = BATCHING.lists(rows,
         f"{p['rounds']} rounds of {n} requests at {p['rate_rps']:g}/s (seeded Poisson, the same arrivals and texts for "
         f"every arm of a round, arms in rotating order); dynamic: equal keys, max wait {p['max_wait_ms']:g} ms, at "
         f"most {p['max_batch']}; static: {p['static_batch_size']} per batch whatever the key, at most "

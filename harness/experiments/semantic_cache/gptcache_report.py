@@ -10,7 +10,6 @@ from harness.experiments.semantic_cache.series import (
     CONCURRENT,
     GPTCACHE_SWEEP,
     INT8_AGREEMENT,
-    from_lists,
 )
 from harness.model.driver_contract import CaseOutcome, Metric, Series
 from harness.model.driver_helpers import latency_metrics
@@ -59,8 +58,7 @@ def accuracy_outputs(out: CaseOutcome, ours: dict, theirs: dict, n_test: int) ->
         100 * r.correct_hit_rate, "%", "higher",
         f"the instrument: the {r.queries} inserted prompts asked GPTCache again verbatim at the chosen threshold")
     rows = [[t, *sweep_row(split, cc)] for t, split, cc in theirs["sweep"]]
-    out.series[GPTCACHE_SWEEP.name] = from_lists(
-        GPTCACHE_SWEEP, rows,
+    out.series[GPTCACHE_SWEEP.name] = GPTCACHE_SWEEP.lists(rows,
         f"GPTCache's calibration: one pass of real get() calls at threshold 0 (its scores); a hit at t is a score "
         f">= t; the test-split row at the chosen threshold is re-measured with real calls ({n_test} queries)")
 
@@ -108,7 +106,7 @@ def _comparison(m: dict, tm, note: str) -> Series:
             row += [m[f"{arm}.{part}.p50_ms"].value, m[f"{arm}.{part}.p95_ms"].value]
         row.append(ref["gptcache"] / tm.p50(arm) if "gptcache" in ref else None)
         rows.append(row)
-    return from_lists(COMPARISON, rows, note, units=COMPARISON_NO_UNIT)
+    return COMPARISON.lists(rows, note, units=COMPARISON_NO_UNIT)
 
 
 def _diff(m: dict, a: str, b: str, name: str, note: str) -> None:
@@ -149,8 +147,7 @@ def int8_outputs(out: CaseOutcome, int8: dict, n_test: int, dataset: str) -> Non
                      *(m[f"{pre}.{k}"].value if f"{pre}.{k}" in m else None
                        for k in ("correct_hits", "wrong_hits", "precision_pct", "recall_pct")),
                      100.0 if ag is None else ag["same_decision_pct"], 100.0 if ag is None else ag["same_answer_pct"]])
-    out.series[INT8_AGREEMENT.name] = from_lists(
-        INT8_AGREEMENT, rows,
+    out.series[INT8_AGREEMENT.name] = INT8_AGREEMENT.lists(rows,
         f"{dataset}: {n_test} test queries at FP32's threshold (chosen on the calibration split); decisions and "
         f"answers compared with FP32's query by query, precision and recall against the dataset's labels "
         f"(every query: same decision {int8['agree_all']['same_decision_pct']:.1f}%, same answer "
@@ -176,8 +173,7 @@ def concurrent_outputs(out: CaseOutcome, totals: dict, p: dict) -> None:
                                                   "queries/s over the int8 path's (about 0.5 when the pass sees work)")
     rows = [[arm, clients, n, v, v / qps["gptcache"]] for arm, v, n in
             ((a, qps[a], totals[a][0]) for a in qps)]
-    out.series[CONCURRENT.name] = from_lists(
-        CONCURRENT, rows,
+    out.series[CONCURRENT.name] = CONCURRENT.lists(rows,
         f"the same {p['concurrent_queries']} queries through each subject from {clients} client threads at once (a "
         f"shared queue), sent again until the subject has run {p['concurrent_min_s']:g} s in the round; "
         f"{p['concurrent_rounds']} rounds, the subjects' order rotated per round; GPTCache "

@@ -26,7 +26,6 @@ from harness.experiments.semantic_cache.series import (
     LSH_SWEEP,
     NN_SWEEP,
     PAIRS,
-    from_lists,
 )
 from harness.experiments.semantic_cache.store import Entry, Store
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
@@ -221,15 +220,15 @@ def _evaluate(ctx, p, wl, cal, test, stores, ins_vec, q_vec, q_sigs) -> tuple[Ca
                for i in range(len(sc.qlab))])
     n_should = sum(sc.should[i] for i in test)
     series = {
-        KEY_SCHEMES.name: from_lists(KEY_SCHEMES, sc.rows,
+        KEY_SCHEMES.name: KEY_SCHEMES.lists(sc.rows,
                                      f"{wl.name}; test split: {len(test)} queries, {n_should} with their answer in "
                                      f"the cache, {len(test) - n_should} must miss; radius and threshold chosen on a "
                                      f"disjoint calibration split of {len(cal)} queries (no origin in both)."),
-        LSH_SWEEP.name: from_lists(LSH_SWEEP, sweep),
-        CHARSIM_SWEEP.name: from_lists(CHARSIM_SWEEP, csweep,
+        LSH_SWEEP.name: LSH_SWEEP.lists(sweep),
+        CHARSIM_SWEEP.name: CHARSIM_SWEEP.lists(csweep,
                                        f"the stand-in: SimHash of character {p['charsim_ngram']}-grams, same "
                                        f"hyperplane LSH, store, bands and radius calibration"),
-        NN_SWEEP.name: from_lists(NN_SWEEP, nn_sweep),
+        NN_SWEEP.name: NN_SWEEP.lists(nn_sweep),
     }
     return CaseOutcome("ok", metrics=sc.m, series=series, details={"workload": wl.name}), nn_sim, nlab
 
@@ -429,7 +428,7 @@ def _c7(p, wl, test, emb, nn_sim, nlab, out: CaseOutcome) -> None:
     out.metrics["c7.instrument.lag1_r_error"] = Metric(
         abs(measured["control.known_r"][1] - p["c7_known_r"]), "", "lower",
         f"measured: |r - {p['c7_known_r']:g}| on an AR(1) stream of coefficient {p['c7_known_r']:g}")
-    out.series[C7_STREAMS.name] = from_lists(C7_STREAMS, rows,
+    out.series[C7_STREAMS.name] = C7_STREAMS.lists(rows,
                                              f"periodic: the first {p['c7_period']} tokens of the query stream "
                                              f"repeated; every threshold is computed by the formula from the measured "
                                              f"H and r")
@@ -461,7 +460,7 @@ def _c7_loss(p, wl, test, nn_sim, nlab, out: CaseOutcome) -> None:
             metrics.static_loss_pct(c_dyn.correct, c_strict.correct), "%", None,
             f"the instrument: correct hits at a strict static {strict:g} ({c_strict.correct}) against the dynamic "
             f"threshold's; a lookup that sees hits must see most of them lost there")
-    out.series[C7_LOSS.name] = from_lists(C7_LOSS, [
+    out.series[C7_LOSS.name] = C7_LOSS.lists([
         [dyn, "dynamic (uniform-token stream), computed", c_dyn.correct, c_dyn.wrong],
         [static, "static", c_static.correct, c_static.wrong],
         [strict, "instrument: strict static", c_strict.correct, c_strict.wrong]])
@@ -486,7 +485,7 @@ def _dataset_extras(p, ds, emb, proj, out: CaseOutcome) -> None:
             rows.append(["LSH Hamming", f"<= {r}", *_pair_cells(metrics.pair_counts(list(ham <= r), labels))])
         out.metrics["pairs.roc_auc_cosine"] = Metric(metrics.roc_auc(list(map(float, cos)), labels), "", "higher")
         out.metrics["pairs.roc_auc_hamming"] = Metric(metrics.roc_auc([-float(h) for h in ham], labels), "", "higher")
-        out.series[PAIRS.name] = from_lists(PAIRS, rows, f"{ds.path.name}: {len(labels)} pairs, {sum(labels)} "
+        out.series[PAIRS.name] = PAIRS.lists(rows, f"{ds.path.name}: {len(labels)} pairs, {sum(labels)} "
                                                          f"labelled 1; a pair is predicted 'same' when the scheme "
                                                          f"matches its two sentences")
     if ds.fmt == "gptcache":
@@ -500,7 +499,7 @@ def _dataset_extras(p, ds, emb, proj, out: CaseOutcome) -> None:
             hit = sim >= cos_t
             correct = int(sum(1 for h, i, (o, _) in zip(hit, idx, ds.rows) if h and origins[i] == o))
             rows.append([cos_t, (cos_t + 1) / 2, correct, int(hit.sum()) - correct, len(ds.rows) - int(hit.sum())])
-        out.series[GPTCACHE_PROTOCOL.name] = from_lists(GPTCACHE_PROTOCOL, rows)
+        out.series[GPTCACHE_PROTOCOL.name] = GPTCACHE_PROTOCOL.lists(rows)
 
 
 def _pair_cells(pc: metrics.PairCounts) -> list:

@@ -5,15 +5,7 @@ or parameters is given where the series is made."""
 
 from __future__ import annotations
 
-from harness.base.metrics_model import Column, Series, SeriesShape
-
-
-def from_lists(shape: SeriesShape, rows: list[list], note: str | None = None,
-               units: dict[str, str] | None = None) -> Series:
-    """`shape.make` from rows given as lists, their cells in the declared column order."""
-    if any(len(r) != len(shape.columns) for r in rows):
-        raise ValueError(f"series {shape.name!r}: a row's cells are not its {len(shape.columns)} declared columns")
-    return shape.make({c.name: [r[i] for r in rows] for i, c in enumerate(shape.columns)}, note, units)
+from harness.base.metrics_model import Column, SeriesShape
 
 # ---- semantic (keys_case.py) ---------------------------------------------------------------
 

@@ -22,7 +22,7 @@ import numpy as np
 from harness.base.errors import BadInput
 from harness.experiments.semantic_cache import common, datasets, keys, metrics
 from harness.experiments.semantic_cache.embed import Embedder, cached_encode
-from harness.experiments.semantic_cache.series import REQUESTS, from_lists
+from harness.experiments.semantic_cache.series import REQUESTS
 from harness.experiments.semantic_cache.store import Entry, Store
 from harness.experiments.semantic_cache.ttft import MODES, generate, serve
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
@@ -230,7 +230,7 @@ def outcome_of(ctx, p, s: Stream, rows: list[list], dev: str) -> CaseOutcome:
             f"{p['max_new_tokens']} new tokens whenever the model serves; radius {s.radius} chosen on "
             f"{s.calibration_queries} calibration queries; oracle_cache (the instrument) holds every request under its "
             f"own signature")
-    series = {REQUESTS.name: from_lists(REQUESTS, rows, note)}
+    series = {REQUESTS.name: REQUESTS.lists(rows, note)}
     return CaseOutcome("ok", metrics=m, series=series, details={"device": dev})
 
 
