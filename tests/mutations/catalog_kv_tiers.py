@@ -50,6 +50,14 @@ MUTATIONS = [
                     '    if name.startswith("aligned"):\n        return RawCodec(shape, dtype)\n        try:\n'),),
         run="kv-tiers/codecs", checks=(DECODE,), timeout_s=300),
     Mutation(
+        name="kv-tiers/raw-standin-copies-thrice",
+        claim="C15", kind="weakened",
+        what="the raw-bytes stand-in decodes through two extra copies of its buffer: a slower stand-in, so the "
+             "aligned layout beats it more easily (issue 52)",
+        edits=(Edit(CODECS, "        arr = np.frombuffer(buf, dtype=np_dtype(self.dtype)).reshape(self.shape)\n",
+                    "        arr = np.frombuffer(bytes(bytearray(bytes(buf))), dtype=np_dtype(self.dtype)).reshape(self.shape)\n"),),
+        run="kv-tiers/codecs", checks=(DECODE, QPS), timeout_s=300),
+    Mutation(
         name="kv-tiers/decode-timer-blinded",
         claim="C15", kind="blinded",
         what="the interleaved decode timer reads a constant 1 us for every decode, whatever the codec",
