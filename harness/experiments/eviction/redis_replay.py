@@ -233,6 +233,8 @@ class ReplayResult:
     seconds: float
     raw_infos: dict = field(default_factory=dict)
     idle_max_s: int | None = None  # largest OBJECT IDLETIME among up to 200 cached keys at the end
+    config_read: dict = field(default_factory=dict)  # CONFIG GET maxmemory* read back from the server
+    probe: dict | None = None  # recency_probe's counts (the LRU stand-in's instrument), when asked
 
     @property
     def hits(self) -> int:
@@ -275,9 +277,52 @@ def _measure(client, keys: list[bytes], warm: int, value_bytes: int, ttl: int, b
     return res, before, parse_info(after_raw), samples, filled, secs, after_raw, idle_max
 
 
+RECENCY_PROBE_KEYS = 200  # keys per group of the recency probe
+RECENCY_PROBE_SLEEP_S = 2.1  # over Redis's 1 s LRU clock resolution, twice
+
+
+def recency_probe(client, value_bytes: int, bpk: float, n: int = RECENCY_PROBE_KEYS) -> dict:
+    """The LRU stand-in's own instrument, on its own server after the replay (same policy and
+    knobs): a sequence whose outcome under LRU is known. Room for 2.5 n keys; n keys `touched`
+    and n keys `idle` written, a sleep over the LRU clock's resolution, the touched ones read
+    again, then n new keys written (about n/2 evictions). LRU evicts idle keys first, so it keeps
+    every touched key; random eviction loses about a fifth of them. Returns the kept counts."""
+    client.flushall()
+    time.sleep(0.05)
+    base = evictable_memory(client)
+    client.config_set("maxmemory", int(base + 2.5 * n * bpk))
+    value = b"x" * value_bytes
+    groups = {g: [b"probe:%s:%d" % (g.encode(), i) for i in range(n)] for g in ("touched", "idle", "new")}
+
+    def write(names) -> None:
+        pipe = client.pipeline(transaction=False)
+        for k in names:
+            pipe.set(k, value)
+        pipe.execute(raise_on_error=False)
+
+    write(groups["touched"])
+    write(groups["idle"])
+    time.sleep(RECENCY_PROBE_SLEEP_S)
+    pipe = client.pipeline(transaction=False)
+    for k in groups["touched"]:
+        pipe.get(k)
+    pipe.execute()
+    write(groups["new"])
+    kept = {}
+    for g, names in groups.items():
+        pipe = client.pipeline(transaction=False)
+        for k in names:
+            pipe.exists(k)
+        kept[g] = int(sum(pipe.execute()))
+    return {"keys_per_group": n, "kept": kept, "evicted_keys": int(parse_info(raw_info(client, "stats"))
+                                                                    .get("evicted_keys", 0))}
+
+
 def replay_standalone(spec: RunSpec, keys: list[bytes], warm: int, folder, *, n_distinct: int,
-                      capacity_fraction: float, value_bytes: int, ttl_s: int, batch: int) -> ReplayResult:
-    """A fresh redis-server for one configuration: size maxmemory, warm up, measure."""
+                      capacity_fraction: float, value_bytes: int, ttl_s: int, batch: int,
+                      probe: bool = False) -> ReplayResult:
+    """A fresh redis-server for one configuration: size maxmemory, warm up, measure; with
+    `probe`, then the recency probe on the same server (the LRU stand-in's instrument)."""
 
     ttl = ttl_s if spec.volatile else 0
     proc = RedisProcess("127.0.0.1", _free_port(), folder, config=spec.config())
@@ -289,9 +334,11 @@ def replay_standalone(spec: RunSpec, keys: list[bytes], warm: int, folder, *, n_
         maxmem = int(base + target * bpk)
         c.config_set("maxmemory", maxmem)
         res, before, after, samples, filled, secs, after_raw, idle_max = _measure(c, keys, warm, value_bytes, ttl, batch)
+        config_read = {str(k): v for k, v in c.config_get("maxmemory*").items()}
+        probed = recency_probe(c, value_bytes, bpk) if probe else None
         c.close()
     return ReplayResult(spec.label, res, counters(before), counters(after), float(np.median(samples)),
-                        maxmem, bpk, target, filled, secs, {"standalone": after_raw}, idle_max)
+                        maxmem, bpk, target, filled, secs, {"standalone": after_raw}, idle_max, config_read, probed)
 
 
 def _owners_and_probes(target, keys: list) -> tuple[dict, dict[str, list]]:
