@@ -218,8 +218,8 @@ def run(ctx: CaseContext) -> CaseOutcome:
                 reply = _dry_run(tgt, node, user, args) if args[0] in DESTRUCTIVE else ""
                 reply = reply or _try(node, user, password, args)
                 after = command_counts(seen_at)
-                grew = lambda entry: after.get(entry, 0) > before.get(entry, 0)  # noqa: E731
-                reached = grew(stat_name(args)) or (reply.startswith("ok (ACL DRYRUN") and grew("acl|dryrun"))
+                grew = {k for k, v in after.items() if v > before.get(k, 0)}
+                reached = stat_name(args) in grew or (reply.startswith("ok (ACL DRYRUN") and "acl|dryrun" in grew)
                 results.append((kind, reply, reached))
                 for k, v in (("rule", name), ("probe", probe), ("kind", kind), ("reply", reply),
                              ("node_saw", "yes" if reached else "no")):
