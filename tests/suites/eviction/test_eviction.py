@@ -396,11 +396,12 @@ def small_simulation(tmp_path_factory):
     return out, {k: v.value for k, v in out.metrics.items()}
 
 
-def _judged(claim_id: str, case: str, metrics: dict) -> dict:
-    """The ledger's real checks of `claim_id` on `case`, judged on these measured metrics."""
+def _judged(claim_id: str, case: str, metrics: dict, facts: dict | None = None) -> dict:
+    """The ledger's real checks of `claim_id` on `case`, judged on these measured metrics (and
+    the case's facts: the server settings read back)."""
     from tests.ledger_helpers import verdicts
 
-    return {k: str(v.outcome) for k, v in verdicts(claim_id, case, metrics, suite="eviction").items()}
+    return {k: str(v.outcome) for k, v in verdicts(claim_id, case, metrics, suite="eviction", facts=facts).items()}
 
 
 def test_c18_simulated_checks_on_a_real_simulation(small_simulation):
@@ -463,12 +464,17 @@ def test_c18_redis_checks_on_real_redis_servers(tmp_path):
     for policy in ("allkeys-lru", "allkeys-lfu", "allkeys-random"):  # what the servers said they ran
         assert out.facts[f"redis.{policy}.maxmemory-policy"] == policy
         assert out.facts[f"redis.{policy}.maxmemory_as_sized"] is True
-    v = _judged("C18", "redis", m)
+    v = _judged("C18", "redis", m, out.facts)
     assert "inconclusive" not in (v["redis.allkeys-lfu.hit_rate_pct"], v["redis.allkeys-lru.hit_rate_pct"]), v
     for policy in ("allkeys-lfu", "allkeys-lru"):
         off = dict(m, **{k.replace("allkeys-random", policy): val for k, val in m.items()
                          if k.startswith(("redis.allkeys-random.", "reference.redis.allkeys-random."))})
-        assert _judged("C18", "redis", off)[f"redis.{policy}.hit_rate_pct"] == "not reproduced", policy
+        assert _judged("C18", "redis", off, out.facts)[f"redis.{policy}.hit_rate_pct"] == "not reproduced", policy
+    # the same numbers from servers that said they ran another policy, or no facts at all: inconclusive
+    for policy in ("allkeys-lfu", "allkeys-lru"):
+        other = dict(out.facts, **{f"redis.{policy}.maxmemory-policy": "allkeys-random"})
+        assert _judged("C18", "redis", m, other)[f"redis.{policy}.hit_rate_pct"] == "inconclusive", policy
+    assert set(_judged("C18", "redis", m).values()) == {"inconclusive"}
 
 
 def _trace_run(tmp_path, **over):

@@ -139,3 +139,22 @@ def test_view_shows_each_probe_under_each_rule(cluster, tmp_path):
     (table,) = views.build(run, analyze(run), "redis-cluster")
     assert table.columns == ["probe", "kind", "source", "fixed", "read-all"] and len(table.rows) == len(acl.PROBES)
     assert table.rows[0][:3] == ["GET a cache key", "read", "NOPERM"] and table.rows[0][3] == "ok"
+
+
+def test_refusals_the_owning_node_never_saw_are_inconclusive():
+    """C21's checks of an absence (issue 52): 14 of 14 refused is evidence only when the owning
+    node's own counters saw the 14 probes; out of 0 probes, or seen 0 times, it is inconclusive."""
+    from tests.ledger_helpers import verdicts
+
+    n = acl.N_FORBIDDEN
+    m = {"source.reads_allowed": 0, "fixed.reads_allowed": 2, "read-all.forbidden_not_refused": 5}
+    for rule in ("source", "fixed"):
+        m.update({f"{rule}.forbidden_not_refused": 0, f"{rule}.forbidden_sent": n, f"{rule}.forbidden_reached": n})
+    judged = lambda metrics: {k: str(v.outcome) for k, v in  # noqa: E731
+                              verdicts("C21", "acl", metrics, suite="redis-cluster").items()}
+    v = judged(m)
+    assert v["source.forbidden_not_refused"] == v["fixed.forbidden_not_refused"] == "reproduced", v
+    v = judged(dict(m, **{"fixed.forbidden_reached": 0, "source.forbidden_reached": n - 1}))
+    assert v["source.forbidden_not_refused"] == v["fixed.forbidden_not_refused"] == "inconclusive", v
+    v = judged(dict(m, **{"fixed.forbidden_sent": 0, "fixed.forbidden_reached": 0}))
+    assert v["fixed.forbidden_not_refused"] == "inconclusive", v
