@@ -86,6 +86,18 @@ MUTATIONS = [
         run="eviction/redis", checks=("eviction/redis redis.allkeys-lfu.hit_rate_pct",),
         sets=("redis.runs=[allkeys-lru,allkeys-lfu,allkeys-random]",), timeout_s=240),
     Mutation(
+        name="eviction/redis-policy-quietly-random",
+        claim="C18", kind="blinded",
+        what="the harness's setting of the policy quietly gives every allkeys-* redis-server allkeys-random (the "
+             "runs keep their labels): Redis's LRU is close to random at replay speed, so only the policy read "
+             "back from the servers shows that no server ran LRU or LFU",
+        edits=(Edit(REPLAY, '        return {"maxmemory-policy": self.policy, **self.knobs}',
+                    '        return {"maxmemory-policy": "allkeys-random" if self.policy.startswith("allkeys-") '
+                    'else self.policy, **self.knobs}'),),
+        run="eviction/redis", checks=("eviction/redis redis.allkeys-lru.hit_rate_pct",
+                                      "eviction/redis redis.allkeys-lfu.hit_rate_pct"),
+        sets=("redis.runs=[allkeys-lru,allkeys-lfu,allkeys-random]",), timeout_s=240),
+    Mutation(
         name="eviction/trace-unskewed",
         claim="C19", kind="broken",
         what="the measured token trace replaced by uniform draws over its own tokens (the long tail gone)",

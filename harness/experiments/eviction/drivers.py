@@ -26,8 +26,8 @@ from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Para
 from harness.model.driver_helpers import write_csv
 
 from . import reference, simulate, standin, traces
-from .redis_replay import (RECENCY_PROBE_SLEEP_S, key_names, parse_runs, refuse_names_not_in_redis, replay_cluster,
-                           replay_standalone)
+from .redis_replay import (RECENCY_PROBE_SLEEP_S, config_facts, key_names, parse_runs, refuse_names_not_in_redis,
+                           replay_cluster, replay_standalone)
 from .series import CURVES, HEAD_SWEEP, ORDERING, PAIRS, RANK_FREQUENCY, RPS, RUNS, TOP_TOKENS
 from .simulate import ALL_POLICIES, CONTROL_POLICY, LIB_BELADY, LIB_POLICIES
 
@@ -606,8 +606,11 @@ def _redis_outcome(ctx: CaseContext, results: list, trace: traces.Trace, pre: st
     tail = traces.tail_mask(ids, traces.head_ids(ids, p["head_fraction"]))[warm:]
     m: dict[str, Metric] = {}
     cols: dict[str, list] = {c: [] for c in REDIS_COLUMNS}
-    problems, sims = [], {}
+    problems, sims, facts = [], {}, {}
     for r in results:
+        # the policy, maxmemory and knobs as the server reported them during the run (CONFIG GET,
+        # INFO): the ledger's `configured` compares them with what its checks need
+        facts.update(config_facts(f"{pre}.{r.label}", r.config_read, r.maxmemory))
         cap = max(1, int(round(r.dbsize_median)))
         if cap not in sims:
             sims[cap] = {x: traces.hit_rates(simulate.policy_hits(x, ids, nxt, cap)[warm:], tail)
@@ -643,14 +646,15 @@ def _redis_outcome(ctx: CaseContext, results: list, trace: traces.Trace, pre: st
     ctx.raw_path("redis_runs.json").write_text(json.dumps(
         [{"label": r.label, "maxmemory": r.maxmemory, "bytes_per_key": r.bytes_per_key, "target_keys": r.target_keys,
           "keys_held_median": r.dbsize_median, "filled": r.filled, "seconds": r.seconds, "info_before": r.info_before,
-          "info_after": r.info_after, "client_hits": r.hits, "refused": r.refused} for r in results], indent=1))
+          "info_after": r.info_after, "client_hits": r.hits, "refused": r.refused, "config_read": r.config_read}
+         for r in results], indent=1))
     for r in results:
         for node, text in r.raw_infos.items():
             ctx.raw_path(f"info_{r.label}_{node.replace(':', '_')}.txt").write_text(text)
     series = {RUNS.name: RUNS.make(cols, note)}
     if problems:
-        return CaseOutcome("invalid", "; ".join(problems), m, {}, series)
-    return CaseOutcome("ok", metrics=m, series=series)
+        return CaseOutcome("invalid", "; ".join(problems), m, {}, series, facts)
+    return CaseOutcome("ok", metrics=m, series=series, facts=facts)
 
 
 REDIS_NOTE = ("maxmemory = used_memory of the empty server + target keys x bytes/key, where bytes/key is the "
@@ -703,7 +707,8 @@ STAND_IN_POLICY = "allkeys-lru"  # the stand-in of allkeys-lfu's check (C18)
 def _stand_in_outcome(out: CaseOutcome, r) -> None:
     """The LRU stand-in's strength as its server reports it (fact standin_lru_samples, CONFIG GET
     maxmemory-samples after the replay) and its instrument: the recency probe on the same server."""
-    samples = r.config_read.get("maxmemory-samples")
+    # the last reading (after the measured replay) of the stand-in's own server
+    samples = r.config_read[-1].get("maxmemory-samples") if r.config_read else None
     if samples is not None:
         out.facts["standin_lru_samples"] = int(samples)
     pr = r.probe
