@@ -26,8 +26,15 @@ from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Para
 from harness.model.driver_helpers import write_csv
 
 from . import reference, simulate, standin, traces
-from .redis_replay import (RECENCY_PROBE_SLEEP_S, config_facts, key_names, parse_runs, refuse_names_not_in_redis,
-                           replay_cluster, replay_standalone)
+from .redis_replay import (
+    RECENCY_PROBE_SLEEP_S,
+    config_facts,
+    key_names,
+    parse_runs,
+    refuse_names_not_in_redis,
+    replay_cluster,
+    replay_standalone,
+)
 from .series import CURVES, HEAD_SWEEP, ORDERING, PAIRS, RANK_FREQUENCY, RPS, RUNS, TOP_TOKENS
 from .simulate import ALL_POLICIES, CONTROL_POLICY, LIB_BELADY, LIB_POLICIES
 
