@@ -181,7 +181,9 @@ def test_mixups_are_not_measured_when_a_reader_read_too_little():
             "mixups_final": 0, "replica_mixups_final": 0,
             "replica_diverged_keys": 0, "replica_connections_not_replica": 0, "errors": 0, "p50_ms": 1.0,
             "p99_ms": 2.0, "reader_errors": 0,
-            "vv_lost_updates": 0}
+            "vv_lost_updates": 0, "reads": 40, "replica_reads": 40, "acked_writes": 5, "refused_writes": 5,
+            "conflicting_writes": 5, "conflicts_refused": 5, "reads_of_new_writes": 30,
+            "replica_reads_of_new_writes": 30, "replica_copies_read_back": 2}
     m = cas.rule_metrics({**base, "reader_min_reads": 20, "reader_min_replica_reads": 20}, 20, True)
     assert m["mixups_read"].value == 0 and m["replica_mixups_read"].value == 0
     m = cas.rule_metrics({**base, "reader_min_reads": 19, "reader_min_replica_reads": 400}, 20, True)
