@@ -327,6 +327,17 @@ def test_c20_verdicts_on_a_real_run_and_with_each_mechanism_removed(concurrent_r
         "incremented.unjustified_refusals"].outcome.value == "inconclusive"
     assert blinded("incremented.canary_refused_but_applied")[
         "incremented.refused_but_applied"].outcome.value == "inconclusive"
+    # issue 52: a zero counts only where its situation arose in the judged arm (races that reached the CAS,
+    # reads served after a write of the run), and out of something: either at 0 reads inconclusive
+    for metric, situation, denominator in (
+            ("incremented.mixups_read", "incremented.reads_of_new_writes", "incremented.reads"),
+            ("incremented.replica_mixups_read", "incremented.replica_reads_of_new_writes", "incremented.replica_reads"),
+            ("incremented.lost_updates", "incremented.conflicting_writes", "incremented.acked_writes"),
+            ("incremented.refused_but_applied", "incremented.conflicts_refused", "incremented.refused_writes"),
+            ("incremented.unjustified_refusals", "incremented.conflicting_writes", "incremented.refused_writes")):
+        assert out.metrics[situation].value >= 50 and out.metrics[denominator].value > 0, metric
+        assert blinded(situation)[metric].outcome.value == "inconclusive", (metric, situation)
+        assert blinded(denominator)[metric].outcome.value == "inconclusive", (metric, denominator)
     # a script that applies every write and replies 'refused': nothing told applied is lost, but
     # the read-back finds the refused writes applied
     lying = {**out.metrics, "incremented.refused_but_applied": out.metrics["incremented.attempts"]}
