@@ -363,7 +363,7 @@ def _six_namespaces_are_one_machine(run_dir: Path, man: dict) -> None:
         assert ids[addr]["via"] == f"ssh {name}"
     # read twice (issue 52): each server's run_id through the harness's connection is the one its
     # host reported in the same SSH session (redis-cli there, with the password on stdin)
-    for name, addr in REDIS_HOSTS.items():
+    for addr in REDIS_HOSTS.values():
         server = ids[addr]["servers"]["6379"]
         assert len(server.get("run_id", "")) == 40 and server["run_id"] == server.get("on_host"), (addr, server)
     six = [cv for c in analyze(load_run(run_dir)).claims for cv in c.checks
