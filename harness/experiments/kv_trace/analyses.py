@@ -164,8 +164,10 @@ def opt_violations(rows: list[dict]) -> list[tuple]:
 
 
 def opt_compared(rows: list[dict]) -> int:
-    """(policy, capacity) cases compared with opt (the denominator of opt_violations)."""
-    opt = {r["capacity_tokens"] for r in rows if r["policy"] == "opt"}
+    """(policy, capacity) cases compared with opt at a simulated capacity (the denominator of
+    opt_violations: above the trace's distinct blocks every policy is the infinite cache, and
+    comparing those is no evidence)."""
+    opt = {r["capacity_tokens"] for r in rows if r["policy"] == "opt" and r["simulated"]}
     return sum(1 for r in rows if r["policy"] not in (INFINITE, "opt") and r["capacity_tokens"] in opt)
 
 
