@@ -15,10 +15,12 @@ The policy (O'Neil et al. 1993, without retained history, as libCacheSim's LRUK)
   otherwise it is not cached and the victim stays.
 
 Two implementations of it, kept apart on purpose (the project cross-checks every computed
-number against an independent reference): `lruk_hits`, a lazy heap, is the python engine of
-both suites (eviction/simulate.py's hybrid, kv_trace/policies.py's lru-K); `RefLRUK` finds
-its victims by scanning, and is what `lruk_hits`, the compiled loop (kv_trace/compiled.py)
-and libCacheSim's LRUK are checked against request by request. The kv-trace suite's ledger
+number against an independent reference): `lruk_hits` here, a lazy heap, is the python engine
+of both suites (eviction/simulate.py's hybrid, kv_trace/policies.py's lru-K); `RefLRUK` in
+lruk_reference.py finds its victims by scanning, and is what `lruk_hits`, the compiled loop
+(kv_trace/compiled.py) and libCacheSim's LRUK are checked against request by request. The
+two live in separate modules so that a reference (eviction/reference.py) never imports the
+module it checks (the ledger's `independent_of`, enforced on the import graph). The kv-trace suite's ledger
 recount (kv_trace/recount.py) has a third, textbook one on purpose: it shares no code with
 the simulator or these references.
 """
@@ -26,7 +28,7 @@ the simulator or these references.
 from __future__ import annotations
 
 import heapq
-from collections import OrderedDict, deque
+from collections import OrderedDict
 
 import numpy as np
 
@@ -99,68 +101,3 @@ def lruk_hits(ids: list, capacity: int, k: int = 2, times: list | None = None, t
         prio[key] = pr
         heapq.heappush(heap, (pr[0], pr[1], key))
     return np.frombuffer(bytes(out), dtype=np.uint8).astype(bool)
-
-
-class Expiring:
-    """TTL in the scan-based references: before a lookup at `now`, every cached key last
-    used more than ttl_ms earlier is dropped (scan). A subclass records each cached key's
-    last use in `used` and forgets the keys expire() returns."""
-
-    def __init__(self, ttl_ms: float | None):
-        self.ttl_ms, self.used = ttl_ms, {}
-
-    def expire(self, now: float) -> list:
-        if self.ttl_ms is None:
-            return []
-        gone = [k for k, u in self.used.items() if now - u > self.ttl_ms]
-        for k in gone:
-            del self.used[k]
-        return gone
-
-
-class RefLRUK(Expiring):
-    """The module's LRU-K written for clarity, not speed (victims and expired objects are
-    found by scanning): use it on short traces. The independent reference of `lruk_hits`,
-    of the compiled loop and of libCacheSim's LRUK; `access(key, t, nxt=None, now=None)`
-    (nxt is not used; now: the lookup's time in ms, with a TTL)."""
-
-    def __init__(self, capacity: int, k: int = 2, ttl_ms: float | None = None, admit_lfu: bool = False):
-        super().__init__(ttl_ms)
-        self.cap, self.k, self.hist, self.inserted = capacity, k, {}, {}
-        self.count: dict | None = {} if admit_lfu else None
-
-    def victim(self):
-        young = [x for x, h in self.hist.items() if len(h) < self.k]
-        if young:
-            return min(young, key=lambda x: self.inserted[x])
-        return min(self.hist, key=lambda x: self.hist[x][0])
-
-    def access(self, key, t, nxt=None, now=None) -> bool:
-        for gone in self.expire(now):
-            del self.hist[gone], self.inserted[gone]
-        if self.count is not None:
-            self.count[key] = self.count.get(key, 0) + 1
-        h = self.hist.get(key)
-        if h is not None:
-            h.append(t)
-            if len(h) > self.k:
-                h.popleft()
-            self.used[key] = now
-            return True
-        if len(self.hist) >= self.cap:
-            victim = self.victim()
-            if self.count is not None and self.count[key] <= self.count[victim]:
-                return False
-            del self.hist[victim], self.inserted[victim]
-            self.used.pop(victim, None)
-        self.hist[key], self.inserted[key] = deque([t]), t
-        self.used[key] = now
-        return False
-
-
-class RefHybrid(RefLRUK):
-    """The eviction suite's hybrid: LRU-K eviction (K = `k`) with LFU admission (see the
-    module's docstring)."""
-
-    def __init__(self, capacity: int, k: int = 2):
-        super().__init__(capacity, k, admit_lfu=True)

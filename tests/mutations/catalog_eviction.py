@@ -112,3 +112,48 @@ MUTATIONS = [
                     "    order = np.lexsort((uniq, counts))  # by count descending, then id ascending"),),
         run="eviction/trace", checks=("eviction/trace real.head_share_pct",), timeout_s=180),
 ]
+
+# ---- dependent: the reference (eviction/reference.py) quietly made to ask the simulator (issue 52) ----
+# reference.run() hands a policy's trace to simulate.py (libCacheSim) or to lruk.py's fast loop and
+# returns their hits as the reference's: the reference always agrees. The ledger's references name
+# harness.experiments.eviction.reference, independent of simulate.py, drivers.py, lruk.py and
+# libcachesim: the runner's record of what the reference module reaches makes them `inconclusive`.
+REFERENCE = "harness/experiments/eviction/reference.py"
+_RUN = '    """Feed a trace to a reference policy object; one bool (hit) per request."""\n'
+LRU_TAIL = "eviction/simulate sim.calibrated.lru.long_tail_pct"
+
+
+def _asks(cls: str, call: str) -> str:
+    return (_RUN + f'    if type(policy).__name__ == "{cls}":  # mutation: the simulator answers for the reference\n'
+                   "        import numpy as np\n"
+                   f"        {call}\n"
+                   "        return [bool(h) for h in hits]\n")
+
+
+MUTATIONS += [
+    Mutation(
+        name="eviction/reference-lru-asks-libcachesim",
+        claim="C18", kind="dependent",
+        what="the reference's LRU hands the trace to simulate.py (libCacheSim's LRU) and returns its hits",
+        edits=(Edit(REFERENCE, _RUN, _asks("RefLRU", "from harness.experiments.eviction import simulate\n"
+                                                     "        hits = simulate.policy_hits(\"lru\", np.asarray(ids), "
+                                                     "np.asarray(nxt), policy.cap)")),),
+        run="eviction/simulate", checks=(LRU_TAIL,), sets=SIM_SETS, timeout_s=240),
+    Mutation(
+        name="eviction/reference-lfu-asks-libcachesim",
+        claim="C18", kind="dependent",
+        what="the reference's LFU hands the trace to simulate.py (libCacheSim's LFU) and returns its hits",
+        edits=(Edit(REFERENCE, _RUN, _asks("RefLFU", "from harness.experiments.eviction import simulate\n"
+                                                     "        hits = simulate.policy_hits(\"lfu\", np.asarray(ids), "
+                                                     "np.asarray(nxt), policy.cap)")),),
+        run="eviction/simulate", checks=(LFU_HIT, LFU_TAIL), sets=SIM_SETS, timeout_s=240),
+    Mutation(
+        name="eviction/reference-hybrid-uses-fast-loop",
+        claim="C18", kind="dependent",
+        what="the reference's hybrid runs lruk.py's fast loop (lruk_hits with LFU admission), the code it checks "
+             "(as before the reference moved to lruk_reference.py)",
+        edits=(Edit(REFERENCE, _RUN, _asks("RefHybrid", "from harness.experiments.lruk import lruk_hits\n"
+                                                        "        hits = lruk_hits([int(x) for x in ids], policy.cap, "
+                                                        "policy.k, admit_lfu=True)")),),
+        run="eviction/simulate", checks=(HYBRID_HIT, HYBRID_TAIL), sets=SIM_SETS, timeout_s=240),
+]

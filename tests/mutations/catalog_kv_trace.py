@@ -146,3 +146,71 @@ MUTATIONS = [
         edits=(Edit(ANALYSES, "    z = ev.zipf_trace(len(ids), nd, 1.0, seed).ids\n", "    z = uniform\n"),),
         run=RUN, checks=(C19,), sets=NO_CURVE, timeout_s=300),
 ]
+
+# ---- dependent: the reference (recount.py) quietly made to ask the simulator (issue 52) ------
+# Each edit makes recount.py import the simulator's modules and return the simulator's own
+# number as the reference, so the two always agree. The ledger's reference names
+# harness.experiments.kv_trace.recount, independent of the simulator's modules: the runner's
+# record of what the reference module reaches makes the check `inconclusive`.
+RECOUNT = "harness/experiments/kv_trace/recount.py"
+_LOAD = ("    from harness.experiments.kv_trace import analyses as _sim, trace as _tr  # mutation: the simulator's count\n"
+         "    _t = _tr.load_trace(path, bs, max_requests=p[\"max_requests\"])\n")
+
+MUTATIONS += [
+    Mutation(
+        name="kv-trace/recount-max-asks-simulator",
+        claim="C1", kind="dependent",
+        what="the recount's maximum reuse is the simulator's own (analyses.infinite_hits and prefix.rates on the "
+             "simulator's reading of the trace): the reference always agrees",
+        edits=(Edit(RECOUNT, "    mx = _rate(requests, bs, [Forever()], total)\n",
+                    _LOAD + "    mx = 100.0 * _sim.prefix.rates(_t, _sim.infinite_hits(_t)).token\n"),),
+        run=RUN, checks=(C1_MAX,), sets=NO_CURVE, timeout_s=300),
+    Mutation(
+        name="kv-trace/recount-gpu-asks-simulator",
+        claim="C1", kind="dependent",
+        what="the recount's reuse at the GPU's capacity is the simulator's own (shape.py's sizing, policies.py's "
+             "leaf-first LRU, prefix.py's rule): the reference always agrees",
+        edits=(Edit(RECOUNT, '    put("reuse.gpu.token_hit_pct", _rate(requests, bs, [gpu] if gpu else None, total),\n',
+                    _LOAD.replace("import analyses as _sim,", "import analyses as _sim, shape as _shape,")
+                    + "    _b = _shape.blocks_of(_shape.ModelShape.from_params(p).gpu_kv_tokens(p[\"gpu_memory_gib\"], "
+                      "p[\"gpu_memory_utilization\"]), bs)\n"
+                      "    put(\"reuse.gpu.token_hit_pct\", 100.0 * _sim.rates_at(_t, _sim.policies.Stream(_t), "
+                      "p[\"gpu_policy\"], _b).token,\n"),),
+        run=RUN, checks=(C1_GPU,), sets=NO_CURVE, timeout_s=300),
+    Mutation(
+        name="kv-trace/recount-ordering-asks-simulator",
+        claim="C18", kind="dependent",
+        what="the recount's ordering is the simulator's own (analyses.curve with libCacheSim's LRU and LFU and the "
+             "hybrid's loop, analyses.ordering): the reference always agrees",
+        edits=(Edit(RECOUNT, "    ordered, rates = curve(requests, p, distinct, order, log)\n",
+                    "    ordered, rates = curve(requests, p, distinct, order, log)\n" + _LOAD
+                    + "    _rows, _ = _sim.curve(_t, _sim.policies.Stream(_t), list(dict.fromkeys(p[\"capacities_tokens\"])), "
+                      "list(order), p[\"seed\"], p[\"hybrid_k\"], log)\n"
+                      "    _held, _n = _sim.ordering(_rows, order)\n"
+                      "    ordered = 100.0 * _held / _n if _n else 0.0\n"),),
+        run=RUN, checks=(C18,), sets=SMALL_CURVE, timeout_s=300),
+    Mutation(
+        name="kv-trace/recount-head-asks-simulator",
+        claim="C19", kind="dependent",
+        what="the recount's head share is the simulator's own (analyses.head over the eviction suite's head "
+             "definition): the reference always agrees",
+        edits=(Edit(RECOUNT, '    put("blocks.head_share_pct", 100.0 * head_share(requests, p["head_fraction"]), '
+                             '"a Counter of the block ids")\n',
+                    _LOAD + '    put("blocks.head_share_pct", _sim.head(_t, p["head_fraction"], p["head_sweep"], '
+                            'p["seed"])[0]["blocks.head_share_pct"].value, "a Counter of the block ids")\n'),),
+        run=RUN, checks=(C19,), sets=NO_CURVE, timeout_s=300),
+    Mutation(
+        name="kv-trace/recount-tiers-ask-simulator",
+        claim="C5", kind="dependent",
+        what="the recount's tiers are the simulator's own (the driver's tiers: tiers.py, policies.py's LRU and "
+             "LRU-K, tier_metrics.py): the three tier references always agree (C5's two checks and C17's)",
+        edits=(Edit(RECOUNT, "    if base is not None and mx:\n",
+                    "    from harness.experiments.kv_trace import drivers as _drv, shape as _shape, trace as _tr  # mutation\n"
+                    "    _t = _tr.load_trace(path, bs, max_requests=p[\"max_requests\"])\n"
+                    "    _tm = _drv._tiers(_t, _drv.Stream(_t), p, _shape.ModelShape.from_params(p))[0]\n"
+                    "    for _name in (\"tiers.base.of_max_pct\", \"tiers.ttl_kept_pct\", \"tiers.L3.lruk_gain_pp\"):\n"
+                    "        put(_name, _tm[_name].value, \"the simulator's own tiers\")\n"
+                    "    base = None\n"
+                    "    if base is not None and mx:\n"),),
+        run=RUN, checks=(C5_TTL, C5_LRUK, C17), sets=NO_CURVE, timeout_s=300),
+]

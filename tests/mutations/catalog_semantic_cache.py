@@ -158,3 +158,22 @@ MUTATIONS: list[Mutation] = [
         run="semantic-cache/ttft",
         checks=("semantic-cache/ttft ttft.p95_change_semantic_vs_hash_pct",)),
 ]
+
+# ---- dependent: C7's reference quietly made to use the stream (issue 52) ---------------------
+# c7_reference.py imports metrics.py and returns the threshold of the generated uniform stream
+# itself (drawn, measured and put through the formula as the checked number is): the reference
+# always agrees. The ledger's reference names harness.experiments.semantic_cache.c7_reference,
+# independent of metrics.py and keys_case.py: the runner's record makes the check `inconclusive`.
+MUTATIONS += [
+    Mutation(
+        name="semantic-cache/c7-reference-measures-the-stream", claim="C7", kind="dependent",
+        what="C7's reference threshold measured on a uniform stream drawn by metrics.py (its generator, entropy "
+             "estimator and formula) instead of computed at the entropy the generator was given",
+        edits=(Edit("harness/experiments/semantic_cache/c7_reference.py",
+                    "    h = min(math.log2(vocab_size), math.log2(draws or 1))\n    r = 0.0\n",
+                    "    from harness.experiments.semantic_cache import metrics  # mutation: the checked path itself\n"
+                    "    seq = metrics.c7_streams([0] * max(1, draws), vocab_size, 1, 0)[\"uniform_tokens\"]\n"
+                    "    return metrics.stream_threshold(seq)[2]\n"
+                    "    h = min(math.log2(vocab_size), math.log2(draws or 1))\n    r = 0.0\n"),),
+        run=SEM, checks=(UNIFORM,), sets=SMALL),
+]

@@ -101,3 +101,28 @@ MUTATIONS = [
         edits=(Edit(SEMANTIC_ARMS, '"stream": "test", ', '"stream": "test", "signature": "exact", '),),
         run="serving/sweep", checks=C3_CURVE, sets=SEMANTIC_ONLY, timeout_s=1200),
 ]
+
+# ---- dependent: C1's reference (the kv-trace simulator's prediction) quietly made to read the
+# engine (issue 52). engines.py keeps the hit rates it computed from the engine's counters;
+# predict.py imports engines.py and returns that rate as its prediction: the reference always
+# agrees with the engine (the first rate kept is trace.on's: with --repeat 1 the arms run in
+# ARMS order). The ledger's reference names harness.experiments.kv_trace.predict,
+# independent of harness.experiments.serving, harness.infra.serving_engine and vllm: the runner's
+# record of what the reference module reaches makes the check `inconclusive`. Needs the engine
+# (a GPU), like the rest of this case.
+PREDICT = "harness/experiments/kv_trace/predict.py"
+MUTATIONS += [
+    Mutation(
+        name="serving/prediction-reads-the-engine",
+        claim="C1", kind="dependent",
+        what="the simulator's prediction for the slice returns the engine's measured prefix-cache hit rate "
+             "(trace.on's, kept by engines.hit_pct) instead of simulating the slice",
+        edits=(Edit(ENGINES, "    pct = 100.0 * d.hits / denom\n",
+                    "    pct = 100.0 * d.hits / denom\n    globals().setdefault(\"HIT_PCTS\", []).append(pct)  # mutation\n"),
+               Edit(PREDICT, '    """The token-weighted prefix-cache hit rate (0..1) the simulator predicts for the slice."""\n',
+                    '    """The token-weighted prefix-cache hit rate (0..1) the simulator predicts for the slice."""\n'
+                    "    from harness.experiments.serving import engines  # mutation: the engine answers for the simulator\n"
+                    "    if getattr(engines, \"HIT_PCTS\", None) and capacity_tokens < 10**12:\n"
+                    "        return engines.HIT_PCTS[0] / 100.0\n")),
+        run="serving/prefix-cache", checks=C1, timeout_s=900),
+]

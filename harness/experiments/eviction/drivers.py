@@ -466,6 +466,8 @@ def run_simulate(ctx: CaseContext) -> CaseOutcome:
     m.update(_ordering_metrics(p, ord_cols, pre))
     m.update(_calibrated_metrics(ctx, p, ids, nxt, tail, policies, pre))
     m[f"{pre}.opt_violations"] = Metric(len(violations), "cases", "lower", "policy x size where a policy beat OPT")
+    m[f"{pre}.opt_compared"] = Metric(sum(len(res[x]) for x in policies if x != "opt" and x in res), "cases", None,
+                                      "policy x size cases compared with OPT (the denominator of opt_violations)")
     m[f"{pre}.capacity_objects"] = Metric(table_cap, "tokens")
     m[f"{pre}.head_share_pct"] = Metric(100.0 * (1 - tail.mean()), "%")
     passes = corpus_passes(trace)
@@ -535,7 +537,10 @@ def run_crosscheck(ctx: CaseContext) -> CaseOutcome:
     m = {"crosscheck.mismatched_pairs": Metric(
         mism, "pairs", "lower", "policy x size pairs whose hit/miss sequence differs from the reference (W-TinyLFU, "
                                 "which uses a sketch, and libCacheSim's Belady, which cannot bypass, are shown but "
-                                "not counted)")}
+                                "not counted)"),
+         "crosscheck.pairs": Metric(sum(1 for r in rows if r[0] not in NOT_COUNTED), "pairs", None,
+                                    "policy x size pairs compared request by request and counted (the denominator of "
+                                    "mismatched_pairs)")}
     for k, v in per_pol.items():
         m[f"crosscheck.{k}.differing_requests"] = Metric(v, "requests", "lower")
     pairs = PAIRS.make({c: list(col) for c, col in zip(CROSS_COLUMNS, zip(*rows))})

@@ -7,14 +7,15 @@ unless it says otherwise, and forgets an object's history when the object is evi
 
 `run(policy, ids, nxt)` returns one boolean per request: hit or miss. LRU-K and the hybrid
 (LRU-K eviction, LFU admission) are the reference shared with the kv-trace suite,
-harness/experiments/lruk.py (RefLRUK, RefHybrid).
+harness/experiments/lruk_reference.py (RefLRUK, RefHybrid), which does not import the fast loop
+it checks (harness/experiments/lruk.py).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 
-from harness.experiments.lruk import RefHybrid, RefLRUK
+from harness.experiments.lruk_reference import RefHybrid, RefLRUK
 
 INF = float("inf")
 

@@ -86,7 +86,7 @@ def _lib_loop(cache, ids: np.ndarray, nxt: np.ndarray | None) -> np.ndarray:
 
 def hybrid_hits(ids: np.ndarray, capacity: int, k: int = 2) -> np.ndarray:
     """The hybrid (LRU-K eviction, LFU admission): LRU-K's fast loop with LFU admission
-    (harness/experiments/lruk.py; its reference is RefHybrid there)."""
+    (harness/experiments/lruk.py; its reference is RefHybrid in lruk_reference.py)."""
     return lruk_hits(ids.tolist(), capacity, k, admit_lfu=True)
 
 

@@ -66,7 +66,7 @@ def run_tiers(ctx: CaseContext) -> CaseOutcome:
     store = s.store
     s.keys.update(keys)
     samples: dict[str, list[float]] = {k: [] for k in MEASURES}
-    mismatches = 0
+    mismatches, compared = 0, {"lookups": 0}
     try:
         for c in chunks:
             store.put(c.key, c.tensor)
@@ -78,8 +78,8 @@ def run_tiers(ctx: CaseContext) -> CaseOutcome:
         ctx.log(f"{len(keys)} chunks of {chunks[0].tensor.numel() * 4} bytes written; L3 holds {len(store.l3)} after "
                 f"flush; {p['rounds']} rounds")
         for _ in range(p["rounds"]):
-            mismatches += _fetch_round(store, keys, originals, samples)
-            mismatches += _store_lookups(store, keys, originals, payloads)
+            mismatches += _fetch_round(store, keys, originals, samples, compared)
+            mismatches += _store_lookups(store, keys, originals, payloads, compared)
         for i in range(len(keys)):  # misses: keys that were never written
             store.get(f"absent-{i}")
         samples["L2.small_get"] = _small_get_latency(s.client, store.l2.prefix, p["small_gets"])
@@ -93,7 +93,7 @@ def run_tiers(ctx: CaseContext) -> CaseOutcome:
             f"file on this host's disk, cold reads after posix_fadvise(DONTNEED) on its data file. Write-behind every "
             f"{p['write_behind_every']} L2 writes; {pending_after_puts} writes were pending when flushed. "
             f"{env_note(device)}.")
-    return CaseOutcome("ok", metrics=_tier_metrics(samples, store, put_s, mismatches),
+    return CaseOutcome("ok", metrics=_tier_metrics(samples, store, put_s, mismatches, compared["lookups"]),
                        series={TIER_SERIES.name: _tier_series(samples, note)},
                        details={"ttl_s": {t: p[t.lower() + "_ttl_s"] for t in ("L1", "L2", "L3")}},
                        facts={"l1_device": l1_device_name(device)})
@@ -110,9 +110,10 @@ def l1_device_name(device) -> str:
     return dev.type
 
 
-def _fetch_round(store, keys: list, originals: dict, samples: dict[str, list[float]]) -> int:
+def _fetch_round(store, keys: list, originals: dict, samples: dict[str, list[float]], compared: dict) -> int:
     """Every key through each fetch kind in turn (L1 copy, L2 GET + decode, L3 cold, L3 warm);
-    returns the fetches whose tensor was not bit-exact."""
+    returns the fetches whose tensor was not bit-exact (compared["lookups"] counts the fetches
+    compared)."""
     import torch
 
 
@@ -135,10 +136,11 @@ def _fetch_round(store, keys: list, originals: dict, samples: dict[str, list[flo
             samples[name].append(dt)
         ref = originals[k].cpu()
         mismatches += sum(not torch.equal(t.cpu(), ref) for t in got.values())
+        compared["lookups"] += len(got)
     return mismatches
 
 
-def _store_lookups(store, keys: list, originals: dict, payloads: dict) -> int:
+def _store_lookups(store, keys: list, originals: dict, payloads: dict, compared: dict) -> int:
     """The store's own lookups with fall-through and promotion, each tier prepared to be the
     one that answers; returns the lookups answered by another tier or not bit-exact."""
     import torch
@@ -151,10 +153,12 @@ def _store_lookups(store, keys: list, originals: dict, payloads: dict) -> int:
             t, hit = store.get(k)
             if hit != tier or not torch.equal(t.cpu(), originals[k].cpu()):
                 mismatches += 1
+            compared["lookups"] += 1
     return mismatches
 
 
-def _tier_metrics(samples: dict[str, list[float]], store, put_s: list[float], mismatches: int) -> dict[str, Metric]:
+def _tier_metrics(samples: dict[str, list[float]], store, put_s: list[float], mismatches: int,
+                  compared: int) -> dict[str, Metric]:
     metrics: dict[str, Metric] = {}
     for name, secs in samples.items():
         metrics.update(latency_metrics(name, [v * 1e6 for v in secs], (50, 99), MEASURES[name][1], "us"))
@@ -162,6 +166,9 @@ def _tier_metrics(samples: dict[str, list[float]], store, put_s: list[float], mi
         metrics[f"hits.{tier}"] = Metric(store.hits[tier], "lookups")
     metrics.update(latency_metrics("put", [v * 1e6 for v in put_s], (50, 99), "L1 + encode + L2 SET + queue", "us"))
     metrics["mismatches"] = Metric(mismatches, "lookups", "lower", "wrong tier, or tensor not bit-exact")
+    metrics["lookups_compared"] = Metric(compared, "lookups", None,
+                                         "fetches and store lookups whose tier and tensor were compared (the "
+                                         "denominator of mismatches)")
     wb = store.write_behind
     metrics["write_behind.batches"] = Metric(wb.batches, "batches")
     metrics["write_behind.persisted"] = Metric(wb.persisted, "entries")

@@ -76,6 +76,9 @@ def ttft_outcome(points, p: dict, device: str) -> CaseOutcome:
             "worst L2-restore TTFT / full-prefill TTFT over prompts of 512 tokens and more")
     metrics["first_token_mismatches"] = Metric(sum(pt.mismatches for pt in points), "prompts", "lower",
                                                "restored-prefix first token differs from the full prefill's")
+    metrics["first_token_compared"] = Metric(sum(len(v) for pt in points for v in pt.tier_s.values()), "prompts",
+                                             None, "restored-prefix continuations whose first token was compared with "
+                                             "the full prefill's (the denominator of first_token_mismatches)")
     metrics["wrong_tier_hits"] = Metric(sum(pt.wrong_tier for pt in points), "prompts", "lower")
     for tier in ttft.TIER_ORDER:
         be = ttft.breakeven(points, tier)

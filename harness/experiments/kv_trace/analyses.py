@@ -86,6 +86,8 @@ def reuse(trace: KVTrace, gpu_blocks: int, policy: str) -> dict[str, Metric]:
         out[f"reuse.{pre}max.block_hit_pct"] = pct(mx.block, note)
         out[f"reuse.{pre}gpu.token_hit_pct"] = pct(gpu.token, note or f"{policy} with the GPU's KV capacity")
         out[f"reuse.{pre}gpu.block_hit_pct"] = pct(gpu.block, note)
+        out[f"reuse.{pre}block_lookups"] = Metric(tr.n_blocks, "lookups", None,
+                                                  "block lookups replayed (the denominator of this variant's hit rates)")
     twice = replayed(trace)
     out["reuse.replayed.max.token_hit_pct"] = pct(
         rates_at(twice, Stream(twice), policy, None).token,
@@ -159,6 +161,14 @@ def opt_violations(rows: list[dict]) -> list[tuple]:
     opt = {r["capacity_tokens"]: r["block_hit_pct"] for r in rows if r["policy"] == "opt"}
     return [(r["policy"], r["capacity_tokens"]) for r in rows if r["policy"] != INFINITE
             and r["capacity_tokens"] in opt and r["block_hit_pct"] > opt[r["capacity_tokens"]] + 1e-9]
+
+
+def opt_compared(rows: list[dict]) -> int:
+    """(policy, capacity) cases compared with opt at a simulated capacity (the denominator of
+    opt_violations: above the trace's distinct blocks every policy is the infinite cache, and
+    comparing those is no evidence)."""
+    opt = {r["capacity_tokens"] for r in rows if r["policy"] == "opt" and r["simulated"]}
+    return sum(1 for r in rows if r["policy"] not in (INFINITE, "opt") and r["capacity_tokens"] in opt)
 
 
 def curve_series(rows: list[dict]) -> Series:

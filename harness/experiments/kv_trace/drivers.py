@@ -172,6 +172,8 @@ def _curve_metrics(rows: list[dict], rps: dict, n_blocks: float) -> dict[str, Me
                                                  "(the floor) below Belady's MIN (the ceiling)"),
         "curve.opt_violations": Metric(len(analyses.opt_violations(rows)), "cases", "lower",
                                        "policy x capacity where a policy's block hit rate beats opt's"),
+        "curve.opt_compared": Metric(analyses.opt_compared(rows), "cases", None,
+                                     "policy x capacity cases compared with opt (the denominator of opt_violations)"),
     }
     for r in rows:
         if r["policy"] != analyses.INFINITE:

@@ -124,7 +124,8 @@ class LRUK:
     evicted first, in insertion order; then the block whose K-th most recent use is the
     oldest. Uses are counted in lookups (the position in the block stream). The policy of
     harness/experiments/lruk.py, written again here on purpose: this recount shares no code
-    with the simulator (lruk_hits there) or its request-by-request reference (RefLRUK)."""
+    with the simulator (lruk_hits there) or its request-by-request reference (RefLRUK in
+    lruk_reference.py)."""
 
     def __init__(self, capacity: int, k: int, ttl_ms: float | None = None):
         self.cap, self.k, self.ttl = capacity, k, ttl_ms

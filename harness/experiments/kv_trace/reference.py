@@ -5,7 +5,7 @@ cached block, so use them on a slice. Each reference has
 `access(key, t, now_ms, parent, next_use, depth) -> hit`; the libCacheSim policies are
 checked against the eviction suite's references (eviction/reference.py), wrapped here, and
 LRU-K (with its TTL) and the hybrid against the reference both suites share
-(harness/experiments/lruk.py).
+(harness/experiments/lruk_reference.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.experiments.eviction import reference as ev
-from harness.experiments.lruk import Expiring, RefHybrid, RefLRUK
+from harness.experiments.lruk_reference import Expiring, RefHybrid, RefLRUK
 
 from .policies import NO_NEXT, Stream
 

@@ -5,8 +5,9 @@ dynamic threshold (section 2.2, C7) and template/entity keys with equal-key batc
 Modules: datasets (GPTCache JSON, JSONL {query, group}, labelled pairs TSV), embed
 (all-MiniLM-L6-v2), keys (exact hash, 64-bit random-hyperplane LSH, cosine NN), store
 (entries in the Redis Cluster), metrics (correct/wrong hits, precision, recall, calibration,
-the C7 formula), ttft (serving one request of SmolLM2), entity_keys (template id + entity
-set), dispatcher (a real batching dispatcher), memory_probe (one serving mode in a fresh
+the C7 formula), c7_reference (C7's reference threshold, the formula written again
+without the stream and without metrics.py), ttft (serving one request of SmolLM2),
+entity_keys (template id + entity set), dispatcher (a real batching dispatcher), memory_probe (one serving mode in a fresh
 process), onnx_embed (the query embedding from ONNX Runtime), onnx_fused (its fused graph),
 gptcache_subject (GPTCache 0.1.44 as a subject), gptcache_accuracy (its calibration and test
 counts beside the harness's exact NN), lookup_latency (one lookup at a time through every

@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from harness.base.errors import BadInput
-from harness.experiments.semantic_cache import common, keys, metrics
+from harness.experiments.semantic_cache import c7_reference, common, keys, metrics
 from harness.experiments.semantic_cache.embed import Embedder, cached_encode
 from harness.experiments.semantic_cache.series import (
     C7_LOSS,
@@ -463,7 +463,7 @@ def _c7(p, wl, test, emb, nn_sim, nlab, out: CaseOutcome) -> None:
     out.metrics["c7.instrument.entropy_error_bits"] = Metric(
         abs(measured["control.known_entropy"][0] - float(np.log2(p["c7_known_symbols"]))), "bits", "lower",
         f"measured: |H - log2 {p['c7_known_symbols']}| on i.i.d. uniform draws of {p['c7_known_symbols']} symbols")
-    reference = metrics.dynamic_threshold(min(float(np.log2(tok.vocab_size)), float(np.log2(len(ids) or 1))), 0.0)
+    reference = c7_reference.uniform_threshold(tok.vocab_size, len(ids))
     out.metrics["c7.reference.uniform_tokens.threshold"] = Metric(
         p["c7_static_threshold"] if p["c7_threshold"] == "static" else reference, "", None,
         f"the reference, computed without the stream: the formula at the entropy the uniform generator was given "

@@ -369,6 +369,10 @@ def outcome(ctx: CaseContext, rows: list[dict], skipped: dict, loads: Workloads)
     m.update(c3)
     # at a point past the knee, timeouts are what the server did; below it, a fault
     m.update(per_arm_pct(rows, "errors", "error_pct", "requests that did not complete"))
+    for arm in dict.fromkeys(r["arm"] for r in rows if r["errors"] is not None):
+        m[f"{arm}.requests"] = Metric(sum(r["requests"] for r in rows if r["arm"] == arm and r["errors"] is not None),
+                                      "requests", None, "measured requests of the arm's points (the denominator of "
+                                                        "error_pct)")
     points = [{c: v for c, v in r.items() if not c.startswith("_")} for r in rows]
     series = {POINTS.name: POINTS.rows(points, units={"level": unit})} if rows else {}
     if versus:

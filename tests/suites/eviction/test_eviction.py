@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from harness.base.errors import BadInput
-from harness.experiments import lruk
+from harness.experiments import lruk, lruk_reference
 from harness.experiments.eviction import reference, simulate, traces
 from harness.experiments.eviction.redis_replay import GET_OR_SET, key_names, parse_info, raw_info, replay
 from tests import REPO
@@ -115,7 +115,7 @@ def test_lruk_loop_matches_its_reference_with_every_option(k, admit_lfu, ttl_ms)
     times = np.cumsum(rng.choice([0, 0, 1, 4, 25], size=len(ids))).astype(float).tolist()
     for cap in (1, 7, 60):
         fast = lruk.lruk_hits(ids, cap, k, times, ttl_ms, admit_lfu=admit_lfu)
-        ref = lruk.RefLRUK(cap, k, ttl_ms, admit_lfu=admit_lfu)
+        ref = lruk_reference.RefLRUK(cap, k, ttl_ms, admit_lfu=admit_lfu)
         slow = [ref.access(x, t, None, times[t]) for t, x in enumerate(ids)]
         assert fast.tolist() == slow, (cap, np.nonzero(fast != np.array(slow))[0][:1])
         assert 0 < sum(slow) < len(ids)

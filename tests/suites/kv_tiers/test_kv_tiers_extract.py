@@ -128,10 +128,12 @@ def test_drivers_run_end_to_end(smol, cluster, tmp_path, driver, params):
     if driver == "kv-tiers-latency":
         m = out.metrics
         assert m["mismatches"].value == 0 and m["write_behind.batches"].value == 2
+        assert m["lookups_compared"].value > 0  # the denominator of mismatches (issue 52)
         assert m["hits.L3"].value == 2
         assert {"L1.fetch_copy.p50_us", "L2.fetch_decode.p50_us", "L2.small_get.p50_us", "L3.cold.p50_us",
                 "L3.warm.p50_us"} <= set(m)
     if driver == "kv-tiers-ttft":
         assert out.metrics["first_token_mismatches"].value == 0
+        assert out.metrics["first_token_compared"].value > 0  # its denominator (issue 52)
         assert out.series["ttft"].column("tokens") == [64, 80]
     assert not [k for n in cluster.primaries for k in cluster.client(n).keys("kv*")]
