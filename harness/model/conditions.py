@@ -212,6 +212,16 @@ def second_reading(manifest, nodes: list[dict], ids: dict[str, dict]) -> dict[st
     known = [m for m in machines.values() if m is not None]
     out: dict[str, Any] = {"why": why, "where": where}
     out["redis_hosts"] = len(set(known)) if machines and len(known) == len(machines) else None
+    lg_boots = _loadgen_boots(manifest, ids)
+    if out["redis_hosts"] is None or None in lg_boots:
+        out["loadgen_separate"] = None
+    else:
+        out["loadgen_separate"] = not (set(lg_boots) & set(known))
+    return out
+
+
+def _loadgen_boots(manifest, ids: dict[str, dict]) -> list[str | None]:
+    """The boot id of each load generator's machine (None where it was not measured)."""
     loadgen = manifest.get("loadgen") if isinstance(manifest.get("loadgen"), dict) else {}
     lg_addrs = [str(loadgen.get("address") or "")]
     lg_addrs += [str(o.get("address") or "") for o in loadgen.get("others") or [] if isinstance(o, dict)]
@@ -222,11 +232,7 @@ def second_reading(manifest, nodes: list[dict], ids: dict[str, dict]) -> dict[st
             entry = ids.get(HERE)
         boot = entry.get("boot_id") if isinstance(entry, dict) else None
         lg_boots.append(boot if isinstance(boot, str) and UUID_RE.match(boot) else None)
-    if out["redis_hosts"] is None or None in lg_boots:
-        out["loadgen_separate"] = None
-    else:
-        out["loadgen_separate"] = not (set(lg_boots) & set(known))
-    return out
+    return lg_boots
 
 
 def _cross_check_hosts(facts: dict[str, Any], second: dict[str, Any]) -> None:

@@ -226,26 +226,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
                     cols[k].append(v)
             logged = denials_logged(seen_at, user) - logged_before
             t = tally(results)
-            metrics[f"{name}.reads_allowed"] = Metric(t["reads_allowed"], f"of {N_ALLOWED}", "higher")
-            metrics[f"{name}.forbidden_noperm"] = Metric(t["forbidden_noperm"], f"of {N_FORBIDDEN}", "higher",
-                                                         "forbidden probes refused with NOPERM")
-            metrics[f"{name}.forbidden_not_refused"] = Metric(
-                t["forbidden_not_refused"], f"of {N_FORBIDDEN}", "lower",
-                "forbidden probes that ran or failed with an error other than NOPERM")
-            metrics[f"{name}.forbidden_executed"] = Metric(t["forbidden_executed"], f"of {N_FORBIDDEN}", "lower")
-            metrics[f"{name}.forbidden_sent"] = Metric(
-                t["forbidden_sent"], "probes", None, "forbidden probes tried as the user (sent, or asked with ACL DRYRUN)")
-            metrics[f"{name}.writes_sent"] = Metric(t["writes_sent"], "probes", None, "write probes tried as the user")
-            metrics[f"{name}.other_keys_sent"] = Metric(t["other_keys_sent"], "probes", None,
-                                                        "reads of keys outside cache:* tried as the user")
-            metrics[f"{name}.forbidden_reached"] = Metric(
-                t["forbidden_reached"], "probes", None,
-                "forbidden probes the owning node's own INFO commandstats counted (calls, rejected or failed calls of "
-                "the probe's command; acl|dryrun for a probe DRYRUN granted): the probes that reached it")
-            metrics[f"{name}.denials_logged"] = Metric(
-                logged, "denials", None, "the owning node's ACL LOG: denials it recorded for the user under this rule")
-            metrics[f"{name}.writes_allowed"] = Metric(t["writes_allowed"], f"of {N_WRITES}", "lower")
-            metrics[f"{name}.other_keys_allowed"] = Metric(t["other_keys_allowed"], f"of {N_OTHER_KEYS}", "lower")
+            metrics.update(_rule_metrics(name, t, logged))
             ctx.log(f"{name}: {rule!r} -> reads {t['reads_allowed']}/{N_ALLOWED}, NOPERM "
                     f"{t['forbidden_noperm']}/{N_FORBIDDEN}, ran {t['forbidden_executed']}, "
                     f"other errors {t['forbidden_other_error']}; the node saw {t['forbidden_reached']}/"
@@ -258,3 +239,29 @@ def run(ctx: CaseContext) -> CaseOutcome:
         seen_at.close()
     return CaseOutcome("ok", metrics=metrics, series={PROBE_REPLIES.name: PROBE_REPLIES.make(cols)},
                        details={"rules": dict(ctx.params["rules"]), "user": user, "node": node.address})
+
+
+def _rule_metrics(name: str, t: dict, logged: int) -> dict[str, Metric]:
+    """One rule's metrics from its probes' tally and the denials the owning node logged."""
+    out: dict[str, Metric] = {}
+    out[f"{name}.reads_allowed"] = Metric(t["reads_allowed"], f"of {N_ALLOWED}", "higher")
+    out[f"{name}.forbidden_noperm"] = Metric(t["forbidden_noperm"], f"of {N_FORBIDDEN}", "higher",
+                                                 "forbidden probes refused with NOPERM")
+    out[f"{name}.forbidden_not_refused"] = Metric(
+        t["forbidden_not_refused"], f"of {N_FORBIDDEN}", "lower",
+        "forbidden probes that ran or failed with an error other than NOPERM")
+    out[f"{name}.forbidden_executed"] = Metric(t["forbidden_executed"], f"of {N_FORBIDDEN}", "lower")
+    out[f"{name}.forbidden_sent"] = Metric(
+        t["forbidden_sent"], "probes", None, "forbidden probes tried as the user (sent, or asked with ACL DRYRUN)")
+    out[f"{name}.writes_sent"] = Metric(t["writes_sent"], "probes", None, "write probes tried as the user")
+    out[f"{name}.other_keys_sent"] = Metric(t["other_keys_sent"], "probes", None,
+                                                "reads of keys outside cache:* tried as the user")
+    out[f"{name}.forbidden_reached"] = Metric(
+        t["forbidden_reached"], "probes", None,
+        "forbidden probes the owning node's own INFO commandstats counted (calls, rejected or failed calls of "
+        "the probe's command; acl|dryrun for a probe DRYRUN granted): the probes that reached it")
+    out[f"{name}.denials_logged"] = Metric(
+        logged, "denials", None, "the owning node's ACL LOG: denials it recorded for the user under this rule")
+    out[f"{name}.writes_allowed"] = Metric(t["writes_allowed"], f"of {N_WRITES}", "lower")
+    out[f"{name}.other_keys_allowed"] = Metric(t["other_keys_allowed"], f"of {N_OTHER_KEYS}", "lower")
+    return out
