@@ -18,13 +18,39 @@ from pathlib import Path
 
 from harness.model import spec
 
-HEAD = ["claim", "check", "observed", "reference", "instrument control", "mechanism-off control", "stand-in",
-        "mutations that break it", "verdict (fresh run)"]
+HEAD = ["claim", "check", "observed", "exercised (a check of an absence)", "reference", "instrument control",
+        "mechanism-off control", "stand-in", "independence enforced", "mutations that break it", "verdict (fresh run)"]
 
 
 def _controls(controls, why: str = "") -> str:
     shown = "; ".join(f"`{c.describe()}`" for c in controls)
     return shown or (f"none: {why}" if why else "-")
+
+
+def _exercised(k) -> str:
+    """A check of an absence: its denominator and the counter (with its minimum) showing the
+    dangerous situation happened; '-' for any other check."""
+    if not k.judges_an_absence:
+        return "-"
+    parts = [f"out of `{k.of}`" if k.of else "no denominator"]
+    parts += [f"`{c.describe()}` ({c.text})" for c in k.exercises] or [f"none: {k.no_exercise or 'not stated'}"]
+    return "; ".join(parts)
+
+
+def _independence(k) -> str:
+    """How each reference's and stand-in's independence or strength is enforced."""
+    parts = []
+    if k.reference is not None:
+        parts.append(f"reference: {k.reference.independence()}")
+    for s in k.stand_ins:
+        fixed = (", ".join(f"{p}={v}" for p, v in s.params.items()) + " fixed by the ledger") if s.params else \
+            f"no strength to fix: {s.no_params or 'not stated'}"
+        own = f"its own instrument `{s.instrument.describe()}`" if s.instrument is not None else \
+            f"no instrument of its own: {s.no_instrument or 'not stated'}"
+        parts.append(f"stand-in `{s.metric}`: {fixed}; {own}")
+    if k.configured:
+        parts.append("read back from the server: " + ", ".join(f"{f}={v}" for f, v in k.configured.items()))
+    return "; ".join(parts) or "-"
 
 
 def mutations_by_check() -> dict[str, list[str]]:
@@ -44,7 +70,7 @@ def rows(claims, verdicts: dict | None = None, mutations: dict | None = None) ->
     for c in claims:
         if not c.checks:
             why = c.not_measurable or c.not_measured
-            out.append([c.id, "-", "-", "-", "-", "-", "-", "-",
+            out.append([c.id, "-", "-", "-", "-", "-", "-", "-", "-", "-",
                         (verdicts or {}).get((c.id, None), "not measurable here" if c.not_measurable else
                                              "not measured") + (f": {why[:160]}..." if len(why) > 160 else
                                                                 f": {why}")])
@@ -53,8 +79,8 @@ def rows(claims, verdicts: dict | None = None, mutations: dict | None = None) ->
             ref = f"`{k.metric}` within {k.reference.tolerance:g} of `{k.reference.metric}`: {k.reference.text}" \
                 if k.reference else "none"
             broken = mutations.get(f"{k.suite}/{k.case} {k.metric}", [])
-            out.append([c.id, check, k.observed, ref, _controls(k.instruments, k.no_instrument),
-                        _controls(k.mechanism_off, k.no_mechanism_off), _controls(k.stand_ins),
+            out.append([c.id, check, k.observed, _exercised(k), ref, _controls(k.instruments, k.no_instrument),
+                        _controls(k.mechanism_off, k.no_mechanism_off), _controls(k.stand_ins), _independence(k),
                         ", ".join(broken) or "none yet",
                         (verdicts or {}).get((c.id, k.suite, k.case, k.metric), "-")])
     return out
@@ -103,7 +129,13 @@ with neither kind of control must say why each cannot exist.
    with what the run measured on the machines: a mismatch, or a condition not measured, is
    **not comparable here**.
 2. An instrument that does not see its known effect, or a reference that disagrees or was not
-   measured, is **inconclusive**: the measurement is not trusted.
+   measured, is **inconclusive**: the measurement is not trusted. So is a check whose evidence
+   does not hold: a check of an absence (0 lost, 0 failed, 0 mixed) whose dangerous situation
+   did not occur in the judged run (its **exercise** counter below its minimum) or whose count
+   is out of nothing (0 of 0); a reference that imports what it checks (read from the run's own
+   source); a stand-in that ran at another strength than the ledger fixes, or whose own
+   instrument does not see it work; a server whose configuration, read back during the run, is
+   not what the check depends on.
 3. With the measurement trusted: outside the claim on the worse side is **not reproduced**; an
    ordering or sign that holds with another value is **direction reproduced, magnitude
    differs**; an effect just as large without the mechanism or with the stand-in is **not
@@ -115,7 +147,12 @@ with neither kind of control must say why each cannot exist.
 
 Claims that cannot be measured here (the source's production figures, a profile of hardware
 that is not here) say so with the reason: **not measurable here**. The table below gives, for
-every check, what it observes and the code mutations of `tests/mutations/` that must break it.
+every check, what it observes, for a check of an absence its denominator and exercise counter
+with its minimum, for every reference and stand-in how its independence or strength is
+enforced, and the code mutations of `tests/mutations/` that must break it (`unexercised`: the
+situation never arises and the check must read inconclusive; `dependent` and `weakened`: a
+reference made to share code with what it checks, a stand-in made weaker, which must never read
+as a success).
 
 ## Every check
 """

@@ -26,7 +26,7 @@ TEXT_FIELDS = ("run_id", "profile", "target", "harness_version")
 TIME_FIELDS = ("started", "ended")
 OBJECT_FIELDS = ("git", "host", "tools", "packages", "gpu", "storage", "constraints", "target_nodes", "loadgen",
                  "servers", "window", "suite_wall_s", "interrupted", "hosts", "monitoring", "host_identity",
-                 "engines", "engines_start")
+                 "engines", "engines_start", "references")
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,9 @@ class Manifest:
     monitoring: dict = field(default_factory=dict)  # format 0 of a schema-1 run kept the monitoring series here
     engines: dict = field(default_factory=dict)  # per configuration: the serving engine a run used
     engines_start: dict = field(default_factory=dict)  # how the run's engines were started, and how long it took
+    # per reference module of the ledger: {"reaches": [the modules it must not import that it does]} or
+    # {"missing": true}, read from the run's own source files (harness.base.import_graph)
+    references: dict = field(default_factory=dict)
     format_version: int = MANIFEST_FORMAT
     extra: dict = field(default_factory=dict)  # fields this version does not know
     _json: dict = field(default_factory=dict, repr=False, compare=False)

@@ -46,6 +46,17 @@ def stored_names(d: dict, *keys: str) -> list[str]:
     return out
 
 
+MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+PARAM_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def is_absence_bound(op: str | None, value: float | None) -> bool:
+    """`< 0`/`<= 0`: a bound that judges an absence (0 lost, 0 failed, 0 mixed). Such a bound
+    needs a denominator (what the count is out of) and, on a ledger check, evidence that the
+    dangerous situation happened in the judged run (issue 52)."""
+    return op in ("<", "<=") and value is not None and value == 0
+
+
 def compare(op: str, measured: float, limit: float) -> bool:
     """The one threshold test: `measured OP limit`."""
     return {"<": measured < limit, "<=": measured <= limit, ">": measured > limit, ">=": measured >= limit}[op]
@@ -177,6 +188,12 @@ class Threshold:
     unit: str = ""
     reason: str = ""
     high: float | None = None  # op "in": the band [value, high] (a claimed point, not a bound)
+    of: str | None = None  # a count's denominator: the metric of the same case it is out of
+
+    @property
+    def bounds_an_absence(self) -> bool:
+        """A bound of 0 from above (`errors <= 0`): it judges that something did not happen."""
+        return is_absence_bound(self.op, self.value)
 
     def holds(self, measured: float) -> bool:
         if self.op == BAND_OP:
@@ -194,6 +211,8 @@ class Threshold:
                "unit": self.unit, "reason": self.reason}
         if self.high is not None:
             out["high"] = self.high
+        if self.of is not None:
+            out["of"] = self.of
         return out
 
     @classmethod
@@ -204,8 +223,9 @@ class Threshold:
         if op not in (*OPS, BAND_OP) or (op == BAND_OP) != (high is not None):
             raise BadInput(f"{where}: op {str(op)[:20]!r} is not one of {', '.join(OPS)} or {BAND_OP!r} with a high "
                            f"bound; the file is damaged, re-run the suites")
+        of = stored_names(d, "of")[0] if d.get("of") is not None else None
         return cls(*stored_names(d, "case", "metric"), op, _stored_number(where, d["value"]), d.get("unit", ""),
-                   d.get("reason", ""), None if high is None else _stored_number(where, high))
+                   d.get("reason", ""), None if high is None else _stored_number(where, high), of)
 
 
 def _stored_number(where: str, v: Any) -> float:
@@ -400,6 +420,8 @@ THRESHOLD_FIELDS = {
     "band": (list, "instead of op + value: [low, high] for a claimed point (a point is a band, not a bound)"),
     "unit": (str, "the unit of the limit, e.g. ms"),
     "reason": (str, "why this limit, for this profile"),
+    "of": (str, "a bound of 0 from above (0 errors, 0 lost): the metric of the same case the count is out of "
+                "(requests sent, writes acknowledged); not measured or 0 makes the threshold missing"),
 }
 
 
@@ -449,11 +471,26 @@ def _threshold(tw: str, tf: "_Fields") -> Threshold:
         low, high = _finite(f"{tw}.band", band[0]), _finite(f"{tw}.band", band[1])
         if low > high:
             raise BadInput(f"{tw}.band: low {low:g} is above high {high:g}")
+        if tf.get("of", None) is not None:
+            raise BadInput(f"{tw}.of: only a bound of 0 from above (op <= or <, value 0) names a denominator")
         return Threshold(case, metric, BAND_OP, low, unit, reason, high)
     op = tf.get("op")
     if op not in OPS:
         raise BadInput(f"{tw}.op: {op!r} is not one of {' '.join(OPS)}")
-    return Threshold(case, metric, op, tf.get("value"), unit, reason)
+    value = tf.get("value")
+    return Threshold(case, metric, op, value, unit, reason, None, _denominator(tw, tf.get("of", None), op, value))
+
+
+def _denominator(where: str, of: str | None, op: str | None, value: float | None) -> str | None:
+    """A count's denominator (`of`): required on a bound of 0 from above, refused elsewhere."""
+    if of is None:
+        if REQUIRE_EVIDENCE and is_absence_bound(op, value):
+            raise BadInput(f"{where}: a bound of 0 ({op} 0) on a count needs of: the metric it is out of (requests "
+                           f"sent, writes acknowledged), so that 0 of 0 is never a pass")
+        return None
+    if not is_absence_bound(op, value):
+        raise BadInput(f"{where}.of: only a bound of 0 from above (op <= or <, value 0) names a denominator")
+    return _metric_name(f"{where}.of", of)
 
 
 def _metric_name(where: str, name: str) -> str:
@@ -616,6 +653,16 @@ CHECK_FIELDS = {
                          "loadgen_separate: true, clients: 200, ...} (case facts, the case's parameters, the "
                          "manifest); a difference gives 'not comparable here'"),
     "unit": (str, "unit of the claimed number"),
+    "of": (str, "a check of an absence (op <= or <, value 0): the metric of the same case the count is out of "
+                "(reads checked, writes acknowledged); not measured or 0 makes the check inconclusive"),
+    "exercised": ((dict, list), "{metric, op, value | than [, factor], text} or a list of them, on a check of an "
+                                "absence: a counter showing that the dangerous situation happened in the judged run "
+                                "(conflicts that reached the CAS, requests in flight across the swap) and its "
+                                "minimum; below it the check is inconclusive"),
+    "no_exercise": (str, "on a check of an absence: why no counter can show the situation happened"),
+    "configured": (dict, "server configuration the check depends on, as the case read it back from the server "
+                         "(CONFIG GET, INFO, the engine's own settings) and recorded as facts: {fact: expected}; a "
+                         "mismatch or a fact not recorded makes the check inconclusive"),
 }
 CONTROL_FIELDS = {
     "metric": (str, "the control's metric, measured in the same case"),
@@ -626,10 +673,25 @@ CONTROL_FIELDS = {
     "text": (str, "what the control is, in words (e.g. 'prewarm off: first request on a fresh engine')"),
 }
 DIRECTION_FIELDS = {"op": (str, "one of < <= > >="), "value": (float, "the boundary, e.g. 0 for a sign")}
+STAND_IN_FIELDS = {
+    **CONTROL_FIELDS,
+    "params": (dict, "the stand-in's strength, fixed here: {case parameter: value}; the case runs with these "
+                     "values (a spec, profile or --set that sets one is refused) and a run that used others is "
+                     "inconclusive"),
+    "no_params": (str, "why the stand-in has no strength to fix (plain LRU at the same capacity)"),
+    "instrument": (dict, "{metric, op, value | than [, factor], text}: the stand-in's own instrument, showing it "
+                         "does what it is said to do; not held makes the check inconclusive"),
+    "no_instrument": (str, "why the stand-in can have no instrument of its own"),
+}
 REFERENCE_FIELDS = {
     "metric": (str, "the reference's metric, measured in the same case by independent code"),
     "tolerance": (float, "the largest difference |metric - reference| that still agrees, in the check's unit"),
     "text": (str, "what the reference is, in words"),
+    "module": (str, "the module that computes the reference (harness.experiments.kv_trace.recount)"),
+    "independent_of": (list, "the modules or packages that compute the checked number: the reference module may not "
+                             "import any of them, directly or through what it imports (a test of the import graph "
+                             "and the run both check it)"),
+    "not_code": (str, "instead of module: why the reference is not code of this project (a server's own counters)"),
 }
 BETTER = ("higher", "lower")
 NEITHER = "neither"  # a band only: a claimed point where no side is better (a formula's value, an agreement)
@@ -650,8 +712,12 @@ class Condition:
 INSTRUMENT = "instrument"
 MECHANISM_OFF = "mechanism_off"
 STAND_IN = "stand_in"
-CONTROL_KINDS = (INSTRUMENT, MECHANISM_OFF, STAND_IN)
-CONTROL_LABELS = {INSTRUMENT: "instrument", MECHANISM_OFF: "mechanism off", STAND_IN: "stand-in"}
+EXERCISE = "exercised"  # evidence that the dangerous situation happened (a check of an absence)
+CONTROL_KINDS = (INSTRUMENT, MECHANISM_OFF, STAND_IN, EXERCISE)
+CONTROL_LABELS = {INSTRUMENT: "instrument", MECHANISM_OFF: "mechanism off", STAND_IN: "stand-in",
+                  EXERCISE: "exercise"}
+# Evidence is required of every check of an absence, every reference and every stand-in (issue 52).
+REQUIRE_EVIDENCE = False
 
 
 @dataclass
@@ -662,16 +728,34 @@ class Reference:
     metric: str
     tolerance: float
     text: str
+    module: str = ""  # the module computing the reference
+    independent_of: tuple[str, ...] = ()  # the modules computing the checked number: never imported by `module`
+    not_code: str = ""  # instead of module: why the reference is not this project's code
 
     def agrees(self, measured: float, reference: float) -> bool:
         return abs(measured - reference) <= self.tolerance
 
+    def independence(self) -> str:
+        """How the reference's independence is enforced, in words."""
+        if self.module:
+            return (f"{self.module} imports none of {', '.join(self.independent_of)} (the import graph, checked by a "
+                    f"test and by every run)")
+        return f"not code of this project: {self.not_code}" if self.not_code else "not stated"
+
     def to_json(self) -> dict:
-        return {"metric": self.metric, "tolerance": self.tolerance, "text": self.text}
+        out = {"metric": self.metric, "tolerance": self.tolerance, "text": self.text}
+        if self.module:
+            out["module"], out["independent_of"] = self.module, list(self.independent_of)
+        if self.not_code:
+            out["not_code"] = self.not_code
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "Reference":
-        return cls(*stored_names(d, "metric"), _stored_number("reference", d.get("tolerance")), str(d.get("text", "")))
+        deps = d.get("independent_of")
+        return cls(*stored_names(d, "metric"), _stored_number("reference", d.get("tolerance")), str(d.get("text", "")),
+                   str(d.get("module") or ""), tuple(str(x) for x in deps) if isinstance(deps, list) else (),
+                   str(d.get("not_code") or ""))
 
 
 @dataclass
@@ -689,6 +773,10 @@ class Control:
     than: str | None = None
     factor: float = 1.0
     kind: str = INSTRUMENT
+    params: dict = field(default_factory=dict)  # a stand-in's strength, fixed by the ledger
+    instrument: "Control | None" = None  # a stand-in's own instrument
+    no_params: str = ""
+    no_instrument: str = ""
 
     def __post_init__(self):
         if self.kind not in CONTROL_KINDS:
@@ -709,12 +797,23 @@ class Control:
         if self.than is not None:
             out["than"] = self.than
             out["factor"] = self.factor
+        if self.params:
+            out["params"] = self.params
+        if self.instrument is not None:
+            out["instrument"] = self.instrument.to_json()
+        for key in ("no_params", "no_instrument"):
+            if getattr(self, key):
+                out[key] = getattr(self, key)
         return out
 
     @classmethod
     def from_json(cls, d: dict, kind: str = INSTRUMENT) -> "Control":
+        own = d.get("instrument")
+        params = d.get("params")
         return cls(*stored_names(d, "metric"), d["op"], d.get("text", ""), d.get("value"), d.get("than"),
-                   float(d.get("factor", 1.0)), d.get("kind", kind))
+                   float(d.get("factor", 1.0)), d.get("kind", kind), dict(params) if isinstance(params, dict) else {},
+                   cls.from_json(own, INSTRUMENT) if isinstance(own, dict) else None, str(d.get("no_params") or ""),
+                   str(d.get("no_instrument") or ""))
 
 
 @dataclass
@@ -735,6 +834,18 @@ class ClaimCheck:
     reference: Reference | None = None  # the same number computed independently
     no_instrument: str = ""  # why no instrument control can exist
     no_mechanism_off: str = ""  # why no mechanism-off control can exist
+    of: str | None = None  # a check of an absence: the metric its count is out of
+    no_exercise: str = ""  # a check of an absence: why no counter can show the situation happened
+    configured: dict = field(default_factory=dict)  # server configuration read back: {fact: expected}
+
+    @property
+    def judges_an_absence(self) -> bool:
+        """0 lost, 0 failed, 0 mixed: a check that passes when nothing happened."""
+        return self.band is None and is_absence_bound(self.op, self.value)
+
+    @property
+    def exercises(self) -> list[Control]:
+        return [c for c in self.controls if c.kind == EXERCISE]
 
     @property
     def instruments(self) -> list[Control]:
@@ -767,7 +878,8 @@ class ClaimCheck:
     def describe(self) -> str:
         if self.band is not None:
             return f"{self.metric} in [{self.band[0]:g}, {self.band[1]:g}] {self.unit}".strip()
-        return f"{self.metric} {self.op} {self.value:g} {self.unit}".strip()
+        of = f" of {self.of}" if self.of else ""
+        return f"{self.metric} {self.op} {self.value:g} {self.unit}".strip() + of
 
     def to_json(self) -> dict:
         out: dict = {"suite": self.suite, "case": self.case, "metric": self.metric, "unit": self.unit}
@@ -783,7 +895,7 @@ class ClaimCheck:
             out["conditions"] = self.conditions
         if self.reference is not None:
             out["reference"] = self.reference.to_json()
-        for key in ("better", "observed", "no_instrument", "no_mechanism_off"):
+        for key in ("better", "observed", "no_instrument", "no_mechanism_off", "of", "no_exercise", "configured"):
             if getattr(self, key):
                 out[key] = getattr(self, key)
         return out
@@ -806,7 +918,9 @@ class ClaimCheck:
                    Condition(direction["op"], float(direction["value"])) if direction else None,
                    controls, dict(d.get("conditions") or {}), str(d.get("better") or ""), str(d.get("observed") or ""),
                    Reference.from_json(ref) if isinstance(ref, dict) else None, str(d.get("no_instrument") or ""),
-                   str(d.get("no_mechanism_off") or ""))
+                   str(d.get("no_mechanism_off") or ""), stored_names(d, "of")[0] if d.get("of") is not None else None,
+                   str(d.get("no_exercise") or ""),
+                   dict(d["configured"]) if isinstance(d.get("configured"), dict) else {})
 
 
 @dataclass
@@ -866,14 +980,16 @@ def _parse_check(w: str, craw: Any, suites: dict[str, Suite]) -> ClaimCheck:
     if op is not None:
         bounds.append(("value", Condition(op, value)))
     _check_direction(w, better, bounds, controls)
-    reference = None
-    if cf.get("reference", None) is not None:
-        rf = _Fields(f"{w}.reference", cf.get("reference"), REFERENCE_FIELDS)
-        tolerance = rf.get("tolerance")
-        if tolerance < 0:
-            raise BadInput(f"{w}.reference.tolerance: {tolerance:g} is negative; give the largest difference that "
-                           f"still agrees")
-        reference = Reference(_metric_name(f"{w}.reference", rf.get("metric")), tolerance, rf.get("text"))
+    _fixed_params_declared(w, suites[suite], case, controls)
+    reference = _parse_reference(w, cf.get("reference", None))
+    of = _denominator(w, cf.get("of", None), op, value)
+    no_exercise = (cf.get("no_exercise", "") or "").strip()
+    _exercise_evidence(w, op, value, [c for c in controls if c.kind == EXERCISE], no_exercise)
+    configured = cf.get("configured", {})
+    for k, v in configured.items():
+        if not isinstance(v, (str, int, float, bool)):
+            raise BadInput(f"{w}.configured.{k}: expected a string, number or boolean (the setting as the server "
+                           f"reports it), got {type(v).__name__}")
     observed = cf.get("observed").strip()
     if not observed:
         raise BadInput(f"{w}.observed: empty; name the independent observation the metric comes from")
@@ -882,7 +998,80 @@ def _parse_check(w: str, craw: Any, suites: dict[str, Suite]) -> ClaimCheck:
         if not isinstance(v, (str, int, float, bool)):
             raise BadInput(f"{w}.conditions.{k}: expected a string, number or boolean, got {type(v).__name__}")
     return ClaimCheck(suite, case, metric, op, value, cf.get("unit", ""), band, cf.get("band_reason", ""),
-                      direction, controls, conditions, better, observed, reference, *reasons)
+                      direction, controls, conditions, better, observed, reference, *reasons, of, no_exercise,
+                      dict(configured))
+
+
+def _fixed_params_declared(w: str, suite: "Suite", case: str, controls: list[Control]) -> None:
+    """A stand-in's fixed strength names parameters of the case's driver, and no spec or profile
+    of the suite sets them to anything else (the ledger is where they live)."""
+    c = next(x for x in suite.cases if x.name == case)
+    declared = driver_contract.get(c.driver, f"{w}.case").params
+    for ctl in controls:
+        for key, value in ctl.params.items():
+            if key not in declared:
+                raise BadInput(f"{w}.stand_in.params.{key}: case {case!r} (driver {c.driver!r}) has no parameter "
+                               f"{key!r}{did_you_mean(key, declared)}; its parameters: {', '.join(sorted(declared))}")
+            declared[key].check(f"{w}.stand_in.params.{key}", value)
+            given = [(f"{suite._where()}: cases.{case}.params", c.params)] + [
+                (f"{suite._where()}: profiles.{name}.params.{case}", prof.params.get(case, {}))
+                for name, prof in suite.profiles.items()]
+            for where, params in given:
+                if key in params:
+                    raise BadInput(f"{where}.{key}: fixed by the ledger ({w}: a stand-in's strength lives there, "
+                                   f"{key}={value!r}); remove it from the suite")
+
+
+def fixed_params(claims: list["Claim"]) -> dict[tuple[str, str], dict[str, tuple[Any, str]]]:
+    """(suite, case) -> {parameter: (value, claim id)}: the stand-ins' strengths the ledger fixes."""
+    out: dict[tuple[str, str], dict[str, tuple[Any, str]]] = {}
+    for claim in claims:
+        for chk in claim.checks:
+            for ctl in chk.stand_ins:
+                for key, value in ctl.params.items():
+                    have = out.setdefault((chk.suite, chk.case), {})
+                    if key in have and have[key][0] != value:
+                        raise BadInput(f"claims {have[key][1]} and {claim.id} fix {chk.suite}/{chk.case}'s parameter "
+                                       f"{key} to {have[key][0]!r} and {value!r}; a case runs with one value")
+                    have[key] = (value, claim.id)
+    return out
+
+
+def _parse_reference(w: str, raw: Any) -> Reference | None:
+    if raw is None:
+        return None
+    rf = _Fields(f"{w}.reference", raw, REFERENCE_FIELDS)
+    tolerance = rf.get("tolerance")
+    if tolerance < 0:
+        raise BadInput(f"{w}.reference.tolerance: {tolerance:g} is negative; give the largest difference that "
+                       f"still agrees")
+    module, deps, not_code = rf.get("module", ""), rf.get("independent_of", []), (rf.get("not_code", "") or "").strip()
+    if module and not_code:
+        raise BadInput(f"{w}.reference: both module and not_code given; a reference is this project's code or not")
+    if bool(module) != bool(deps):
+        raise BadInput(f"{w}.reference: give module and independent_of together (the module computing the reference "
+                       f"and the modules computing the checked number, which it may not import)")
+    for name in [module, *deps]:
+        if not isinstance(name, str) or (name and not MODULE_RE.fullmatch(name)):
+            raise BadInput(f"{w}.reference: {str(name)[:60]!r} is not a dotted module name (harness.experiments.x.y)")
+    if REQUIRE_EVIDENCE and not module and not not_code:
+        raise BadInput(f"{w}.reference: name the module computing it and independent_of (what it may not import), "
+                       f"or say in not_code why the reference is not this project's code")
+    return Reference(_metric_name(f"{w}.reference", rf.get("metric")), tolerance, rf.get("text"), module,
+                     tuple(deps), not_code)
+
+
+def _exercise_evidence(w: str, op: str | None, value: float | None, exercises: list[Control], reason: str) -> None:
+    """A check of an absence shows that the dangerous situation happened, or says why it cannot."""
+    if not is_absence_bound(op, value):
+        if exercises or reason:
+            raise BadInput(f"{w}: exercised and no_exercise belong to a check of an absence (op <= or <, value 0)")
+        return
+    if exercises and reason:
+        raise BadInput(f"{w}: both exercised and no_exercise given; keep the counter or the reason, not both")
+    if REQUIRE_EVIDENCE and not exercises and not reason:
+        raise BadInput(f"{w}: a check of an absence ({op} 0) needs exercised: a counter showing the dangerous "
+                       f"situation happened in the judged run and its minimum (or no_exercise: why none can)")
 
 
 def _claimed(w: str, cf: "_Fields") -> tuple:
@@ -962,12 +1151,31 @@ def _as_list(raw: Any) -> list:
 
 
 def _parse_control(where: str, raw: Any, kind: str) -> Control:
-    kf = _Fields(where, raw, CONTROL_FIELDS)
+    kf = _Fields(where, raw, STAND_IN_FIELDS if kind == STAND_IN else CONTROL_FIELDS)
     value_c, than = kf.get("value", None), kf.get("than", None)
     if (value_c is None) == (than is None):
         raise BadInput(f"{where}: give either value (a number) or than (another metric of the case)")
-    return Control(_metric_name(where, kf.get("metric")), _op(f"{where}.op", kf.get("op")), kf.get("text"),
-                   value_c, than, kf.get("factor", 1.0), kind)
+    control = Control(_metric_name(where, kf.get("metric")), _op(f"{where}.op", kf.get("op")), kf.get("text"),
+                      value_c, than, kf.get("factor", 1.0), kind)
+    if kind != STAND_IN:
+        return control
+    params, no_params = kf.get("params", {}), (kf.get("no_params", "") or "").strip()
+    own, no_own = kf.get("instrument", None), (kf.get("no_instrument", "") or "").strip()
+    for key, v in params.items():
+        if not isinstance(v, (str, int, float, bool)) or not PARAM_NAME_RE.fullmatch(str(key)):
+            raise BadInput(f"{where}.params.{str(key)[:40]}: give a case parameter's name and a plain value")
+    if params and no_params or own is not None and no_own:
+        raise BadInput(f"{where}: give params or no_params, instrument or no_instrument, not both of a pair")
+    if REQUIRE_EVIDENCE and not params and not no_params:
+        raise BadInput(f"{where}: a stand-in's strength lives in the ledger: give params ({{case parameter: value}}) "
+                       f"or say in no_params why it has none")
+    if REQUIRE_EVIDENCE and own is None and not no_own:
+        raise BadInput(f"{where}: a stand-in needs its own instrument (showing it does what it is said to do) or "
+                       f"no_instrument with the reason")
+    control.params, control.no_params, control.no_instrument = dict(params), no_params, no_own
+    if own is not None:
+        control.instrument = _parse_control(f"{where}.instrument", own, INSTRUMENT)
+    return control
 
 
 def load_claims(directory: Path = SUITES_DIR, suites: dict[str, Suite] | None = None) -> list[Claim]:
@@ -1005,6 +1213,7 @@ def _parse_claims(path: Path, suites: dict[str, Suite]) -> list[Claim]:
             raise BadInput(f"{w}: claim {claim.id} needs checks, or a not_measurable or not_measured reason")
         seen.add(claim.id)
         claims.append(claim)
+    fixed_params(claims)  # two stand-ins fixing one parameter differently: refused here
     return sorted(claims, key=lambda c: c.order)
 
 

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from harness.base import progress
+from harness.base import import_graph, progress
 from harness.base.errors import BadInput, EnvironmentProblem, HarnessError
 from harness.base.files import NO_SPACE, NoSpace, no_space_line, release_reserve, reserve_for, reserve_space
+from harness.base.paths import REPO_ROOT
 from harness.base.signals import deferred_interrupts, first_interrupt_only, signal_name
 from harness.infra import machine_facts as manifest
 from harness.infra import server_stats
@@ -146,6 +147,24 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
                       dict(run.man.suite_wall_s), published.summary())
 
 
+def reference_imports(claims: list[spec.Claim], suites: set[str]) -> dict:
+    """What each reference module of the selected suites' checks reaches of the modules it must
+    not import, read from the source this run executes (the manifest's `references`)."""
+    out: dict = {}
+    for claim in claims:
+        for chk in claim.checks:
+            ref = chk.reference
+            if chk.suite not in suites or ref is None or not ref.module:
+                continue
+            found = import_graph.reaches(REPO_ROOT, ref.module, ref.independent_of)
+            entry = out.setdefault(ref.module, {"reaches": []} if found is not None else {"missing": True})
+            if found is not None:
+                entry["reaches"] = sorted(set(entry.get("reaches", [])) | set(found))
+                entry.setdefault("checked", [])
+                entry["checked"] = sorted(set(entry["checked"]) | set(ref.independent_of))
+    return out
+
+
 def _open_run(plans: list[Plan], profile: str, target: str, results_dir: Path, log) -> _Run:
     """The new run folder with its manifest and an empty results.json. Until the run starts,
     a Ctrl-C removes the folder: nothing was measured yet."""
@@ -154,9 +173,11 @@ def _open_run(plans: list[Plan], profile: str, target: str, results_dir: Path, l
         with deferred_interrupts():  # the folder is made and known before a Ctrl-C can land
             run_dir = _make_run_dir(results_dir)
         reserve_space(run_dir)  # room for the records if the case output fills the disk
+        claims = spec.load_claims()
         man = Manifest(run_id=run_dir.name, profile=profile, target=target,
-                       suites=tuple(p.suite.name for p in plans), started=time.time(), **manifest.collect_all())
-        run = _Run(run_dir, man, {p.suite.name: p.run for p in plans}, spec.load_claims(), log)
+                       suites=tuple(p.suite.name for p in plans), started=time.time(), **manifest.collect_all(),
+                       references=reference_imports(claims, {p.suite.name for p in plans}))
+        run = _Run(run_dir, man, {p.suite.name: p.run for p in plans}, claims, log)
         run.write_manifest()
         run.save()
         log(f"run {run_dir.name}: {len(plans)} suite(s), profile {profile}, results in {run_dir}")

@@ -165,6 +165,7 @@ def make_plans(suites: list[spec.Suite], profile: str, repeat: int | None,
                overrides: dict[str, dict]) -> list[Plan]:
     """Check everything that can be checked before anything starts."""
     plans, used = [], set()
+    fixed = spec.fixed_params(spec.load_claims())
     for s in suites:
         prof = s.profile(profile)
         params = {}
@@ -172,7 +173,14 @@ def make_plans(suites: list[spec.Suite], profile: str, repeat: int | None,
             if case.name in overrides:
                 used.add(case.name)
                 check_set(case, overrides[case.name])
-            params[case.name] = s.case_params(case, profile, overrides.get(case.name))
+            own = fixed.get((s.name, case.name), {})
+            for param in own:
+                if param in overrides.get(case.name, {}):
+                    raise BadInput(f"--set {case.name}.{param}: fixed by the ledger (claim {own[param][1]}'s stand-in "
+                                   f"runs with {param}={own[param][0]!r}); a weaker stand-in would make a broken "
+                                   f"mechanism look attributable, so the ledger is the one place to change it")
+            given = {**overrides.get(case.name, {}), **{k: v for k, (v, _) in own.items()}}
+            params[case.name] = s.case_params(case, profile, given or None)
         plans.append(Plan(s, s.as_run(profile, repeat or prof.repetitions, params, repeat_given=repeat is not None)))
     unknown = set(overrides) - used
     if unknown:

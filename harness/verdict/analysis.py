@@ -17,13 +17,24 @@ run measured (harness.model.conditions).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from harness.base import stats
 from harness.base.errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_THRESHOLD
 from harness.base.safe_text import NAME, TEXT, for_terminal
 from harness.model import conditions
-from harness.model.spec import Claim, ClaimCheck, Control, Reference, Threshold, compare
+from harness.model.spec import (
+    EXERCISE,
+    INSTRUMENT,
+    MECHANISM_OFF,
+    STAND_IN,
+    Claim,
+    ClaimCheck,
+    Control,
+    Reference,
+    Threshold,
+    compare,
+)
 from harness.model.stored_run import RunData
 
 NOISE_LIMIT = 0.10  # spread over 10% of the median flags a metric as noisy
@@ -170,6 +181,7 @@ class CheckVerdict:
     reason: str = ""
     facts: dict = field(default_factory=dict)  # the measured conditions the check was compared with
     reference: ReferenceResult | None = None
+    doubts: list[str] = field(default_factory=list)  # evidence that failed: each makes the check inconclusive
 
     @property
     def control(self) -> MetricSummary | None:
@@ -283,6 +295,14 @@ def threshold_verdicts(run: RunData, a: Analysis) -> list[ThresholdVerdict]:
                                                 f"not measured: {why or 'no such metric in the results'}",
                                                 claim_id, claimed))
                 continue
+            d = a.metric(suite_name, t.case, t.of) if t.of else None
+            if t.of and (d is None or not d.median > 0):
+                out.append(ThresholdVerdict(suite_name, t, Verdict.MISSING, m,
+                                            f"{for_terminal(t.metric, NAME)} counts out of nothing: "
+                                            f"{for_terminal(t.of, NAME)} is "
+                                            + ("not measured" if d is None else _num(d.median))
+                                            + "; 0 of 0 is no evidence", claim_id, claimed))
+                continue
             verdict = Verdict.PASS if t.holds(m.median) else Verdict.FAIL
             out.append(ThresholdVerdict(suite_name, t, verdict, m, "", claim_id, claimed))
     return out
@@ -320,14 +340,19 @@ def _reference_result(a: Analysis, chk: ClaimCheck, measured: float) -> Referenc
 
 
 def _untrusted(cv: CheckVerdict) -> str:
-    """Why the measurement cannot be trusted ('' when it can): a blind instrument, or a
-    reference that disagrees or was not measured."""
-    blind = [r for r in cv.controls if r.kind == "instrument" and r.held is not True]
+    """Why the measurement cannot be trusted ('' when it can): a blind instrument, a reference
+    that disagrees, was not measured or shares code with what it checks, a check of an absence
+    whose dangerous situation did not happen, and what `_evidence` found."""
+    blind = [r for r in cv.controls if r.kind == INSTRUMENT and r.held is not True]
     why = ["the instrument cannot be trusted: " + "; ".join(r.describe() for r in blind)] if blind else []
+    idle = [r for r in cv.controls if r.kind == EXERCISE and r.held is not True]
+    if idle:
+        why.append("the dangerous situation did not occur in the judged run, so an absence proves nothing: "
+                   + "; ".join(r.describe() for r in idle))
     if cv.reference is not None and cv.reference.agrees is not True:
         why.append("the computed number " + ("disagrees with" if cv.reference.agrees is False else "has no")
                    + " independent reference: " + cv.reference.describe())
-    return "; ".join(why)
+    return "; ".join(why + cv.doubts)
 
 
 def _judge(cv: CheckVerdict) -> None:
@@ -338,7 +363,7 @@ def _judge(cv: CheckVerdict) -> None:
         cv.outcome = Outcome.INCONCLUSIVE
         cv.reason = f"{untrusted}; measured {_num(m.median)} {chk.unit}".rstrip()
         return
-    instruments = [r for r in cv.controls if r.kind == "instrument"]
+    instruments = [r for r in cv.controls if r.kind in (INSTRUMENT, EXERCISE)]
     seen = "; ".join(r.describe() for r in instruments) or (
         f"no instrument control ({chk.no_instrument})" if chk.no_instrument else "no instrument control")
     effect = _effect(chk, m.median)
@@ -346,7 +371,7 @@ def _judge(cv: CheckVerdict) -> None:
         cv.outcome = Outcome.NOT_REPRODUCED
         cv.reason = f"measured {_num(m.median)} {chk.unit}, the claim needs {chk.describe()}; {seen}"
         return
-    others = [r for r in cv.controls if r.kind != "instrument"]
+    others = [r for r in cv.controls if r.kind in (MECHANISM_OFF, STAND_IN)]
     unsure = [r for r in others if r.held is None]
     failed = [r for r in others if r.held is False]
     if failed:
@@ -393,8 +418,65 @@ def check_verdict(run: RunData, a: Analysis, chk: ClaimCheck, facts_of_run: dict
         cv.reason = "no control was run for this check, so it cannot show that it could have come out the other way"
         return cv
     cv.reference = _reference_result(a, chk, m.median)
+    cv.controls += [_control_result(a, chk, own) for own in _stand_in_instruments(chk)]
+    cv.doubts = _evidence(run, a, chk, facts)
     _judge(cv)
     return cv
+
+
+def _stand_in_instruments(chk: ClaimCheck) -> list[Control]:
+    """Each stand-in's own instrument, as an instrument control of the check."""
+    return [replace(s.instrument, text=f"the stand-in's own instrument: {s.instrument.text}")
+            for s in chk.stand_ins if s.instrument is not None]
+
+
+def _same_setting(need, have) -> bool:
+    """A setting read back from a server against what the ledger needs: numbers as numbers,
+    text exactly (case aside)."""
+    if isinstance(have, conditions.Varied) or have is None:
+        return False
+    n, h = conditions.as_number(need), conditions.as_number(have)
+    if n is not None and h is not None and not isinstance(need, bool) and not isinstance(have, bool):
+        return n == h
+    return str(need).strip().lower() == str(have).strip().lower()
+
+
+def _evidence(run: RunData, a: Analysis, chk: ClaimCheck, facts: dict) -> list[str]:
+    """Why the check's evidence cannot be trusted, beyond its instruments (issue 52): a count
+    out of nothing, a server configured otherwise than the check depends on, a stand-in run
+    with another strength than the ledger fixes, a reference that imports what it checks."""
+    out = []
+    if chk.of:
+        d = a.metric(chk.suite, chk.case, chk.of)
+        if d is None or not d.median > 0:
+            out.append(f"the count is out of nothing: {chk.of} (what {chk.metric} is out of) is "
+                       + ("not measured" if d is None else f"{_num(d.median)}") + "; 0 of 0 is no evidence")
+    for key, need in chk.configured.items():
+        have = facts.get(key)
+        if not _same_setting(need, have):
+            out.append(f"the server was not configured as the check needs: {key} read back from the server is "
+                       + ("not recorded" if have is None else f"{for_terminal(str(have), TEXT)}") + f", needed {need}")
+    for s in chk.stand_ins:
+        for key, need in s.params.items():
+            have = facts.get(key)
+            if not _same_setting(need, have):
+                out.append(f"the stand-in ({s.text}) ran with {key}="
+                           + ("(not recorded)" if have is None else for_terminal(str(have), TEXT))
+                           + f", the ledger fixes {key}={need}")
+    ref = chk.reference
+    if ref is not None and ref.module:
+        recorded = run.manifest.get("references")
+        entry = recorded.get(ref.module) if isinstance(recorded, dict) else None
+        if isinstance(recorded, dict) and not isinstance(entry, dict):
+            out.append(f"the reference's independence was not checked by the run: {ref.module} is not in its record")
+        elif isinstance(entry, dict) and entry.get("missing"):
+            out.append(f"the reference module {ref.module} is not in the code the run executed")
+        elif isinstance(entry, dict):
+            reached = [m for m in entry.get("reaches") or [] if isinstance(m, str) and m in ref.independent_of]
+            if reached:
+                out.append(f"the reference is not independent: {ref.module} imports {', '.join(reached)}, which "
+                           f"computes the number it checks")
+    return out
 
 
 def claim_verdicts(run: RunData, a: Analysis) -> list[ClaimVerdict]:

@@ -10,7 +10,12 @@ which verdicts the ledger may give for the checks it names:
   for the named mechanism): never "reproduced", "direction reproduced, magnitude differs" or
   "exceeded";
 - blinded (an instrument that cannot see): "inconclusive";
-- improved (the mechanism better than claimed): never "not reproduced".
+- improved (the mechanism better than claimed): never "not reproduced";
+- unexercised (issue 52: the dangerous situation never arises in the run, so a check of an
+  absence has nothing to judge): "inconclusive";
+- dependent (a reference quietly made to share code with what it checks) and weakened (a
+  stand-in quietly made weaker): never "reproduced", "direction reproduced, magnitude differs"
+  or "exceeded".
 
 Each suite's mutations live in tests/mutations/catalog_<suite>.py (MUTATIONS); see
 tests/mutations/catalog.py and the runner, `python -m tests.mutations.run`.
@@ -33,7 +38,10 @@ from pathlib import Path
 # to copy instead, e.g. an export of a known-good revision while the checkout is mid-change.
 ROOT = Path(os.environ.get("MUTATIONS_ROOT") or Path(__file__).resolve().parents[2])
 
-KINDS = ("broken", "stand-in", "blinded", "improved")
+KINDS = ("broken", "stand-in", "blinded", "improved", "unexercised", "dependent", "weakened")
+# The kinds whose checks must not read as a success, and those that must read inconclusive.
+NEVER_SUCCESS = ("broken", "stand-in", "dependent", "weakened")
+MUST_BE_INCONCLUSIVE = ("blinded", "unexercised")
 # Verdicts that judge nothing here: the check's conditions are not what this machine has. A
 # mutation all of whose checks get one is skipped with the reason (it needs the lab).
 NOT_JUDGED_HERE = ("not comparable here", "not measurable here")
@@ -339,9 +347,9 @@ def judge(m: Mutation, verdicts: dict) -> list[str]:
             out.append(f"{m.name}: {chk}: no verdict for this check in verdicts.json")
             continue
         verdict, reason = verdicts[chk]
-        if m.kind in ("broken", "stand-in"):
+        if m.kind in NEVER_SUCCESS:
             bad, want = verdict in SUCCESS, "never " + " / ".join(SUCCESS)
-        elif m.kind == "blinded":
+        elif m.kind in MUST_BE_INCONCLUSIVE:
             bad, want = verdict != "inconclusive", "inconclusive"
         else:
             bad, want = verdict == "not reproduced", "never not reproduced"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections import defaultdict
+from dataclasses import replace
 
 import pytest
 
@@ -73,18 +74,63 @@ def test_every_claim_is_broken_at_least_twice_two_ways():
     assert not thin, f"claims with fewer than two mutations of two kinds: {thin}"
 
 
+def evidence_without_mutations(claims, mutations) -> list[str]:
+    """Issue 52: every check of an absence has an `unexercised` mutation, every reference that
+    names a module a `dependent` one, and every stand-in a `weakened` one (each naming the check)."""
+    by_kind: dict[str, set[str]] = defaultdict(set)
+    for m in mutations:
+        by_kind[m.kind].update(m.checks)
+    out = []
+    for c in claims:
+        for k in c.checks:
+            name = f"{k.suite}/{k.case} {k.metric}"
+            if k.judges_an_absence and name not in by_kind["unexercised"]:
+                out.append(f"{c.id} {name}: a check of an absence with no `unexercised` mutation")
+            if k.reference is not None and k.reference.module and name not in by_kind["dependent"]:
+                out.append(f"{c.id} {name}: a reference ({k.reference.module}) with no `dependent` mutation")
+            if k.stand_ins and name not in by_kind["weakened"]:
+                out.append(f"{c.id} {name}: a stand-in with no `weakened` mutation")
+    return out
+
+
+def test_every_absence_reference_and_stand_in_has_its_mutation():
+    from harness.model.spec import load_claims
+
+    missing = evidence_without_mutations(load_claims(), MUTATIONS)
+    assert not missing, "\n".join(missing)
+
+
+def test_the_evidence_mutation_rule_could_fail():
+    """The check above could fail: a check of an absence, a reference and a stand-in with no
+    mutation are each named; with theirs they are not."""
+    from harness.model import spec
+
+    absence = spec.ClaimCheck("s", "c", "lost", "<=", 0.0)
+    ref = spec.ClaimCheck("s", "c", "rate", ">", 1.0, reference=spec.Reference("r", 0.1, "t", "harness.a", ("harness.b",)))
+    stand = spec.ClaimCheck("s", "c", "gain", ">", 1.0, controls=[spec.Control("x", "<", "t", 1.0, kind=spec.STAND_IN)])
+    claims = [spec.Claim("C0", "", "t", [absence, ref, stand])]
+    assert len(evidence_without_mutations(claims, [])) == 3
+    mine = [Mutation("s/a", "C0", "unexercised", "w", (), "s/c", ("s/c lost",)),
+            Mutation("s/b", "C0", "dependent", "w", (), "s/c", ("s/c rate",)),
+            Mutation("s/d", "C0", "weakened", "w", (), "s/c", ("s/c gain",))]
+    assert evidence_without_mutations(claims, mine) == []
+    assert len(evidence_without_mutations(claims, [replace(mine[0], kind="broken")] + mine[1:])) == 1
+
+
 def test_the_kind_rule_is_what_the_api_says():
     """judge() on made-up verdicts: each kind refuses what it must refuse, and says why."""
     def mut(kind):
         return Mutation("s/x", "C0", kind, "w", (), "s/c", ("s/c m",))
 
-    for kind in ("broken", "stand-in"):
+    for kind in ("broken", "stand-in", "dependent", "weakened"):
         for v in SUCCESS:
             (msg,) = judge(mut(kind), {"s/c m": (v, "because")})
             assert "s/x" in msg and "s/c m" in msg and v in msg and "because" in msg
         assert judge(mut(kind), {"s/c m": ("not attributable", "")}) == []
-    assert judge(mut("blinded"), {"s/c m": ("inconclusive", "")}) == []
-    assert judge(mut("blinded"), {"s/c m": ("not attributable", "")})
+    for kind in ("blinded", "unexercised"):
+        assert judge(mut(kind), {"s/c m": ("inconclusive", "")}) == []
+        assert judge(mut(kind), {"s/c m": ("not attributable", "")})
+        assert judge(mut(kind), {"s/c m": ("reproduced", "")})
     assert judge(mut("improved"), {"s/c m": ("exceeded", "")}) == []
     assert judge(mut("improved"), {"s/c m": ("not reproduced", "")})
     assert judge(mut("broken"), {}), "a check without a verdict must fail"

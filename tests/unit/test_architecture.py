@@ -467,3 +467,49 @@ def test_the_docs_layer_table_is_this_list():
             if layer == "experiments":
                 want = {f"{layer}/"}
         assert want <= shown, f"docs/architecture.md's row {layer!r} lacks {sorted(want - shown)}"
+
+
+# ---- the ledger's references share no code with what they check (issue 52) -------------------
+def reference_imports(arrows: list[Arrow], references: list[tuple[str, tuple[str, ...]]]) -> list[str]:
+    """For each (reference module, modules it must not import): what it reaches of them,
+    through every arrow (imports inside functions too), read by this file's own graph."""
+    out = []
+    for module, forbidden in references:
+        seen, todo = set(), [module]
+        while todo:
+            for a in arrows:
+                if a.source == todo[-1] and a.target not in seen:
+                    seen.add(a.target)
+                    todo.insert(0, a.target)
+            todo.pop()
+        hits = sorted(m for m in seen for f in forbidden if m == f or m.startswith(f + "."))
+        out += [f"{module} imports {h}, which computes the number it checks" for h in hits]
+        if module not in MODULES:
+            out.append(f"{module} is named as a reference in the ledger but is no module of harness/")
+    return out
+
+
+def _ledger_references() -> list[tuple[str, tuple[str, ...]]]:
+    from harness.model.spec import load_claims
+
+    return sorted({(c.reference.module, c.reference.independent_of) for claim in load_claims() for c in claim.checks
+                   if c.reference is not None and c.reference.module})
+
+
+def test_no_reference_of_the_ledger_imports_what_it_checks():
+    refs = _ledger_references()
+    bad = reference_imports(ARROWS, refs)
+    assert not bad, "references that share code with what they check:\n" + "\n".join(bad)
+
+
+def test_the_reference_check_finds_a_made_up_arrow():
+    """The check above could fail: a reference made to import (through a helper, inside a
+    function) what it checks is found, and so is a reference module that does not exist."""
+    refs = [("harness.base.stats", ("harness.model.spec",))]
+    assert not reference_imports(ARROWS, refs)
+    made_up = ARROWS + [Arrow("harness.base.stats", "harness.base.errors", True, 0),
+                        Arrow("harness.base.errors", "harness.model.spec", True, 0)]
+    assert reference_imports(made_up, refs) == [
+        "harness.base.stats imports harness.model.spec, which computes the number it checks"]
+    assert reference_imports(ARROWS, [("harness.base.nothing", ("harness.model",))]) == [
+        "harness.base.nothing is named as a reference in the ledger but is no module of harness/"]

@@ -414,3 +414,23 @@ def test_signing_checks_need_verification_off_to_let_files_through():
     got = verdicts("C21", "signed-load", {**ok, "deserialized_refused": 2, "runtime_recheck_detects_change": 0})
     assert got["deserialized_refused"].outcome is Outcome.NOT_REPRODUCED
     assert got["runtime_recheck_detects_change"].outcome is Outcome.NOT_REPRODUCED
+
+
+def test_the_ledger_page_shows_each_checks_evidence():
+    """Issue 52: docs/ledger.md shows, for every check of an absence, what its count is out of
+    and its exercise counter with its minimum, and for every reference and stand-in how its
+    independence or strength is enforced."""
+    from harness.model.spec import load_claims
+
+    text = LEDGER_PAGE.read_text()
+    for claim in load_claims():
+        for k in claim.checks:
+            if k.judges_an_absence:
+                assert f"out of `{k.of}`" in text, f"docs/ledger.md lacks {claim.id} {k.metric}'s denominator"
+                for c in k.exercises:
+                    assert f"`{c.describe()}`" in text, f"docs/ledger.md lacks {claim.id} {k.metric}'s exercise"
+            if k.reference is not None:
+                assert k.reference.independence()[:60] in " ".join(text.split()), (claim.id, k.metric)
+            for s in k.stand_ins:
+                if s.instrument is not None:
+                    assert f"`{s.instrument.describe()}`" in text, (claim.id, k.metric, s.metric)

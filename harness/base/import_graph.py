@@ -1,0 +1,88 @@
+"""What a module of this project imports, directly or through what it imports: read from the
+source files (every import statement, those inside functions too), never by importing them.
+
+The ledger's references use it (issue 52): a reference must share no code with the number it
+checks, so the run records what each reference module reaches of the modules it is
+independent of, and a reference that reaches one of them cannot be trusted. The test of the
+import graph (tests/unit/test_architecture.py) checks the same rule with its own reader.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+MAX_SOURCE_BYTES = 4_000_000  # a source file larger than this is not one of ours
+
+
+def module_file(root: Path, module: str) -> Path | None:
+    """The source file of a dotted module name under `root` (the folder holding `harness/`)."""
+    base = root.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file() and not path.is_symlink():
+            return path
+    return None
+
+
+def _own(root: Path, name: str) -> str | None:
+    """The project module `name` is, or is inside (`harness.x.f` -> `harness.x`)."""
+    while name and module_file(root, name) is None:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports_of(root: Path, module: str) -> set[str]:
+    """The project modules `module`'s source imports (absolute and relative imports)."""
+    path = module_file(root, module)
+    if path is None or path.stat().st_size > MAX_SOURCE_BYTES:
+        return set()
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        return set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        for name in names:
+            own = _own(root, name)
+            if own and own != module:
+                out.add(own)
+    return out
+
+
+def closure(root: Path, module: str) -> set[str]:
+    """Every project module that importing `module` brings in (itself excluded), following
+    imports inside functions too; the packages above each module count as imported."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        current = todo.pop()
+        for m in imports_of(root, current):
+            parents = [".".join(m.split(".")[:i]) for i in range(1, m.count(".") + 1)]
+            for name in [m, *parents]:
+                if name not in seen and name != module and module_file(root, name) is not None:
+                    seen.add(name)
+                    todo.append(name)
+    return seen
+
+
+def within(module: str, names) -> bool:
+    """`module` is one of `names` or inside one of them (a package)."""
+    return any(module == n or module.startswith(n + ".") for n in names)
+
+
+def reaches(root: Path, module: str, targets) -> list[str] | None:
+    """Which of `targets` (modules or packages) `module` reaches; None when `module` is not found."""
+    if module_file(root, module) is None:
+        return None
+    return sorted({t for m in closure(root, module) for t in targets if within(m, [t])})
