@@ -15,6 +15,7 @@ from harness.experiments.engine_hotload.backend_trt import cached_plan
 from harness.experiments.engine_hotload.export import engine_cache_dir, perturbed_onnx, tiny_onnx
 from harness.experiments.engine_hotload.fingerprint import UNKNOWN, Fingerprints
 from harness.experiments.engine_hotload.gpu import MemorySampler, peak_extra
+from harness.experiments.engine_hotload.lifecycle import parse_buckets
 from harness.experiments.engine_hotload.series import ACTIONS, LATENCY_WINDOWS, MEMORY, SWAP_ATTEMPTS
 from harness.experiments.engine_hotload.served import (
     COMMON,
@@ -26,7 +27,6 @@ from harness.experiments.engine_hotload.served import (
 )
 from harness.experiments.engine_hotload.signing import Verifier, write_manifest
 from harness.experiments.engine_hotload.swap import EngineSlot, IncompatibleEngine
-from harness.experiments.engine_hotload.lifecycle import parse_buckets
 from harness.experiments.engine_hotload.workload import (
     Request,
     RequestStream,
@@ -313,6 +313,18 @@ def swap_metrics(records, acts: list[dict], engine_mib: float, gpu: bool, stradd
     return {k: v for k, v in m.items() if v.value is not None}
 
 
+def reported_facts(reported: list[dict]) -> dict:
+    """Facts `engine.<setting>` from what the runtime reported for every engine the case
+    loaded (Engine.reported(): read back from the runtime, not the options the harness
+    passed); a setting the engines reported differently reads as all its values."""
+    out = {}
+    for key in dict.fromkeys(k for r in reported for k in r):
+        values = list(dict.fromkeys(str(r.get(key)) for r in reported))
+        out[f"engine.{key}"] = (reported[0][key] if len(values) == 1 and isinstance(reported[0].get(key), (str, int, float, bool))
+                                else " | ".join(values))
+    return out
+
+
 ARMS = ("swap", "restart", "in-place", "no-drain", "pause")  # one round of actions, in this order
 
 
@@ -378,13 +390,14 @@ def _act(kind: str, slot, load, served, drain: str, pause_s: float, straddle: St
 
 def _swap_actions(ctx: CaseContext, served: Served, slot, files: list[Path], verifiers: list, done: list,
                   errors: list, prints: Fingerprints | None = None, straddles: list | None = None,
-                  t0: float = 0.0) -> None:
+                  t0: float = 0.0, reported: list | None = None) -> None:
     """The hot swaps and, interleaved, the controls (a restart, an in-place swap, a no-drain
     swap and a pause per hot swap), `gap_s` apart, under the stream. Each action's window is taken here,
     around the call, with the clock the request threads use. Every action that loads one loads
     the other file than the one served (so every hot swap changes the model version the
     clients get); a hot swap has its straddling requests (Straddle) when `straddles` is a list."""
     p = ctx.params
+    reported = [] if reported is None else reported
     time.sleep(p["before_s"])
     plan = [kind for _ in range(p["swaps"]) for kind in ARMS]
     serving = 0  # index in files of the file the driver last had loaded
@@ -395,7 +408,9 @@ def _swap_actions(ctx: CaseContext, served: Served, slot, files: list[Path], ver
         label = f"v{k + 1} {files[idx].name}"
 
         def load(i=idx, lb=label):
-            return served.open(files[i], label=lb, verifier=verifiers[i])
+            eng = served.open(files[i], label=lb, verifier=verifiers[i])
+            reported.append(eng.reported())  # the runtime's own settings for each engine the driver loads
+            return eng
 
         straddle = (Straddle(served, slot, prints, straddle_bucket, t0, straddles)
                     if kind == "swap" and straddles is not None else None)
@@ -459,13 +474,13 @@ def hot_swap(ctx: CaseContext) -> CaseOutcome:
     errors: list[str] = []
 
     straddles: list = []
+    reported = [first.reported()]
     try:
         records = run_stream(served, slot, p, t0,
                              lambda: _swap_actions(ctx, served, slot, files, verifiers, done, errors, prints,
-                                                   straddles, t0), prints)
+                                                   straddles, t0, reported), prints)
     finally:
         samples = sampler.stop()
-        reported = slot.engine.reported()
         slot.engine.close()
     if errors:
         return CaseOutcome("failed", "; ".join(errors))
@@ -483,7 +498,7 @@ def hot_swap(ctx: CaseContext) -> CaseOutcome:
                for r in straddles])
     m = swap_metrics(records, acts, engine_mib, gpu, straddles)
     series = _swap_series(p, records, acts, samples, engine_mib, gpu, sampler.gpu)
-    return CaseOutcome("ok", metrics=m, series=series, details={
+    return CaseOutcome("ok", metrics=m, series=series, facts=reported_facts(reported), details={
         **env, "gpu_telemetry": sampler.gpu,
         "drain": p["drain"], "engine_reported": reported,
         "failures": [f"{arm_of(r, acts)} at {r.t:.3f} s: {r.error}" for r in records if not r.ok
@@ -619,6 +634,7 @@ def incompatible_swap(ctx: CaseContext) -> CaseOutcome:
     verifier = Verifier(write_manifest([f for _, f, _ in variants], folder / "manifest.json"))
     first = served.open(label="minilm")
     first.prewarm(served.buckets, served.feeds.feeds_for(first.io(), 0))
+    facts = reported_facts([first.reported()])
     slot = EngineSlot(first)
     same_io = next(f for _, f, refuse in variants if not refuse)
     prints = Fingerprints.build({served.file.name: served.file, same_io.name: same_io}, served.buckets, served.feeds,
@@ -659,5 +675,5 @@ def incompatible_swap(ctx: CaseContext) -> CaseOutcome:
              "fingerprint, not the slot's label): the swap path really put the new engine in service")}
     series = {SWAP_ATTEMPTS.name: SWAP_ATTEMPTS.make({c.name: [r[c.name] for r in results]
                                                      for c in SWAP_ATTEMPTS.columns})}
-    return CaseOutcome("ok", metrics=m, series=series, details={
+    return CaseOutcome("ok", metrics=m, series=series, facts=facts, details={
         "failures": [r.error for r in records if not r.ok][:20]})
