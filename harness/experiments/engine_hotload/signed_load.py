@@ -254,7 +254,9 @@ def signed_load(ctx: CaseContext) -> CaseOutcome:
     shutil.copy(f["tiny"], changed)
     shutil.copy(f["tiny"], same)
     ok_before = v.recheck(changed) and v.recheck(same)
-    changed.write_bytes(f["tampered"].read_bytes())
+    flipped = bytearray(f["tiny"].read_bytes())
+    flipped[len(flipped) // 2] ^= 0x01  # the harness's own change: one bit flipped on disk after the verified load
+    changed.write_bytes(bytes(flipped))
     detects = ok_before and not v.recheck(changed)
     false_alarm = not v.recheck(same)
     t = time.perf_counter()
