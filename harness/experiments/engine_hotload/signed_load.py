@@ -203,7 +203,7 @@ def load_attempt(what: str, expected: str, verifier_args: tuple | None, path: Pa
             "outcome": outcome, "message": msg, "deserialized": _Counter.count - before, "timings": dict(eng.timings),
             "changed_after_check": changed_after_check,
             "confirmed_bad": bool(verifier_args) and expected == "refused" and fails_independently(
-                verifier_args[0], verifier_args[1], path)}
+                verifier_args[0], verifier_args[1] if len(verifier_args) > 1 else None, path)}
 
 
 def summarize(attempts: list[dict]) -> dict[str, float]:
