@@ -222,7 +222,9 @@ def swap_exercise(records, acts: list[dict]) -> dict:
     - in flight across the switch: requests answered with the old version's output whose
       answer came after the first answer of the new version had come (so the old engine was
       still computing them after the new one served: they were sent before the switch and
-      answered after it)."""
+      answered after it), and requests that failed after that answer came though they were
+      sent before the new version's first answered request was (an old engine closed under
+      them: in flight too, with no answer to fingerprint)."""
     starts = sorted(a["t_start_s"] for a in acts)
     out = {"new_answers": 0, "swaps_answered_by_new": 0, "inflight": 0, "swaps_with_inflight": 0,
            "requests_across": 0, "unrecognised": sum(r.ok and r.answered_by == UNKNOWN for r in records)}
@@ -237,7 +239,9 @@ def swap_exercise(records, acts: list[dict]) -> dict:
         if not new or a["to_file"] == a["from_file"]:
             continue
         first_new = min(r.t + r.ms / 1e3 for r in new)
-        inflight = [r for r in across if r.ok and r.answered_by == a["from_file"] and r.t + r.ms / 1e3 > first_new]
+        first_sent = min(r.t for r in new)
+        inflight = [r for r in across if r.t + r.ms / 1e3 > first_new
+                    and ((r.ok and r.answered_by == a["from_file"]) or (not r.ok and r.t < first_sent))]
         out["inflight"] += len(inflight)
         out["swaps_with_inflight"] += bool(inflight)
     return out
@@ -262,8 +266,9 @@ def swap_metrics(records, acts: list[dict], engine_mib: float, gpu: bool, stradd
                                              "hot swaps after which at least one request was answered with the new "
                                              "version's output"),
         "swap.inflight_requests": Metric(ex["inflight"], "requests", None,
-                                         "requests answered with the old version's output after the new version's "
-                                         "first answer had come: in flight across the switch"),
+                                         "requests answered with the old version's output (or failed, sent before "
+                                         "the new version's first answered request) after the new version's first "
+                                         "answer had come: in flight across the switch"),
         "swap.swaps_with_inflight": Metric(ex["swaps_with_inflight"], "swaps", None,
                                            "hot swaps with at least one request in flight across the switch"),
         "unrecognised_answers": Metric(ex["unrecognised"], "requests", None,

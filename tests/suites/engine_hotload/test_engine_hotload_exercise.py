@@ -69,10 +69,12 @@ def test_answers_after_the_next_action_started_are_not_the_swaps():
     assert ex["swaps_answered_by_new"] == 0 and ex["inflight"] == 0
 
 
-def test_failed_and_unrecognised_answers_count_for_neither_version():
-    recs = [_r(1.2, 600, OLD, ok=False), _r(1.3, 10, UNKNOWN), _r(1.5, 20, NEW)]
+def test_a_request_that_failed_across_the_switch_was_in_flight_but_one_sent_after_it_was_not():
+    recs = [_r(1.2, 600, "", ok=False),  # sent before the new engine's first answered request, failed after it
+            _r(1.55, 300, "", ok=False),  # sent after it: not in flight at the switch
+            _r(1.3, 10, UNKNOWN), _r(1.5, 20, NEW)]
     ex = swap_exercise(recs, [SWAP, RESTART])
-    assert ex["inflight"] == 0 and ex["unrecognised"] == 1 and ex["new_answers"] == 1
+    assert ex["inflight"] == 1 and ex["unrecognised"] == 1 and ex["new_answers"] == 1
 
 
 # ---- fingerprints: which model answered, from the answer -----------------------------------
