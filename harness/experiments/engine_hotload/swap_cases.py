@@ -12,7 +12,7 @@ from pathlib import Path
 from harness.base import stats
 from harness.experiments.engine_hotload.backend_ort import save_optimized
 from harness.experiments.engine_hotload.backend_trt import cached_plan
-from harness.experiments.engine_hotload.export import engine_cache_dir, perturbed_onnx, tiny_onnx
+from harness.experiments.engine_hotload.export import engine_cache_dir, perturbed_onnx, sha256_file, tiny_onnx
 from harness.experiments.engine_hotload.fingerprint import UNKNOWN, Fingerprints
 from harness.experiments.engine_hotload.gpu import MemorySampler, peak_extra
 from harness.experiments.engine_hotload.lifecycle import parse_buckets
@@ -64,7 +64,8 @@ def _second_version(served: Served, log=lambda m: None) -> Path:
     graph and IO, weights with seeded noise: export.perturbed_onnx), so that its answers
     differ from the first's and a client can tell which engine answered. For ONNX Runtime its
     optimized graph saved once; for TensorRT its plan with the same profiles."""
-    v2 = perturbed_onnx(served.onnx, served.onnx.with_name(served.onnx.stem + "-v2.onnx"))
+    key = sha256_file(served.onnx)[:12]  # kept in the cache folder, never beside a user's model
+    v2 = perturbed_onnx(served.onnx, engine_cache_dir() / f"{served.onnx.stem}-{key}-v2.onnx")
     if served.backend != "ort":
         return cached_plan(v2, served.params["trt_profiles"], engine_cache_dir(), log=log)
 
