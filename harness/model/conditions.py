@@ -13,8 +13,19 @@ How a fact meets a condition:
   load generators are as many machines as they are hosts (`loadgens` counts them). A host whose identity was not
   measured (an old results folder, an SSH failure) makes the fact unknown, except where the
   addresses alone settle it (one address for everything is one host);
+- hosts are read twice (issue 52): where the manifest holds each Redis server's run_id, read
+  through the harness's own Redis connection and again on its host (redis-cli INFO server over
+  SSH, or here for this machine; harness.infra.host_identity), `second_reading` places every
+  node on the machine of the host that reported its run_id, sharing no code with the boot-id
+  grouping. `redis_hosts` or `loadgen_separate` that the two readings give differently (or
+  that the second cannot give) is unknown, with both readings: the check is not comparable.
+  A results folder from before the run_ids were recorded is judged by its boot ids alone;
 - a GPU model is matched as a model: `A100` is a word of 'NVIDIA A100-SXM4-80GB', not of
-  'NVIDIA RTX A1000 6GB Laptop GPU'; every GPU of the run must be that model;
+  'NVIDIA RTX A1000 6GB Laptop GPU'; every GPU of the run must be that model. It is read a
+  second time in a table of known GPU names (harness.model.gpu_names, no code shared with the
+  word match): a name the table does not know, or readings that disagree, is not comparable,
+  with both readings. A MIG slice does not meet the model ('A100'); only a claim that names
+  MIG ('A100 MIG') is met, and only by a slice;
 - numbers are compared as numbers: '20' meets 20, '10 | 20' and '3, 6, 120' do not;
 - other text is matched word by word, in order ('nvme' meets 'nvme (nvme0n1)');
 - a fact that varied across the repetitions meets nothing and is shown as varied;
@@ -30,11 +41,14 @@ import re
 from typing import Any
 
 from harness.infra.host_identity import HERE, UUID_RE, is_loopback
+from harness.model import gpu_names
 
 NUMBER_RE = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+RUN_ID_RE = re.compile(r"^[0-9a-f]{40}$")  # a Redis server's run_id: 40 random hex digits, drawn at its start
 WORD_RE = re.compile(r"[0-9a-z]+(?:\.[0-9a-z]+)*")
 GPU_KEYS = ("gpu", "l1_device")  # facts matched as GPU models (kv-tiers' l1_device: where L1's tensors live)
 NOT_MEASURED_NOTE = "_unknown"  # facts[key + NOT_MEASURED_NOTE]: why a fact is unknown
+DISAGREE_NOTE = "_disagree"  # facts[key + DISAGREE_NOTE]: a fact unknown because its two readings disagree
 
 
 class Varied(str):
@@ -143,7 +157,94 @@ def host_facts(manifest, nodes: list[dict]) -> dict[str, Any]:
         facts["redis_hosts" + NOT_MEASURED_NOTE] = _unknown_why(list(groups), problems)
     facts["redis_host_names"] = "; ".join(_label(k, addrs, here) for k, addrs in groups.items())
     facts.update(loadgen_facts(manifest, ids, here, groups, problems))
+    if any(isinstance(e.get("servers"), dict) for e in ids.values()):  # measured by both paths
+        _cross_check_hosts(facts, second_reading(manifest, nodes, ids))
     return facts
+
+
+# ---- hosts: the second reading, by each Redis server's own run_id ----
+
+def second_reading(manifest, nodes: list[dict], ids: dict[str, dict]) -> dict[str, Any]:
+    """Which machine serves each Redis node, read by a second path that shares no code with
+    the boot-id grouping above: the server's run_id, read through the harness's own Redis
+    connection (ids[address]['servers'][port]['run_id']), is looked for among the run_ids the
+    hosts reported themselves (['on_host'], redis-cli INFO server run on the host over SSH, or
+    here for this machine); the node is on the machine (boot id) of the host that reported
+    it. {'redis_hosts': n or None, 'loadgen_separate': bool or None, 'why': [...], 'where':
+    {node: text}}."""
+    reported: dict[str, set] = {}  # run_id -> boot ids of the hosts that reported it
+    for entry in ids.values():
+        boot = entry.get("boot_id")
+        servers = entry.get("servers") if isinstance(entry.get("servers"), dict) else {}
+        for s in servers.values():
+            rid = s.get("on_host") if isinstance(s, dict) else None
+            if isinstance(rid, str) and RUN_ID_RE.match(rid) and isinstance(boot, str) and UUID_RE.match(boot):
+                reported.setdefault(rid, set()).add(boot)
+    machines: dict[str, str | None] = {}
+    why: list[str] = []
+    where: dict[str, str] = {}
+    for n in nodes:
+        addr, port = str(n.get("host", "")), str(n.get("port", ""))
+        node = f"{addr}:{port}"
+        entry = ids.get(addr) or {}
+        server = (entry.get("servers") or {}).get(port) if isinstance(entry.get("servers"), dict) else None
+        server = server if isinstance(server, dict) else {}
+        rid = server.get("run_id")
+        if not (isinstance(rid, str) and RUN_ID_RE.match(rid)):
+            machines[node] = None
+            why.append(f"{node}: its run_id was not read through the harness's connection "
+                       f"({str(server.get('run_id_error') or 'not recorded')[:120]})")
+            continue
+        boots = reported.get(rid, set())
+        on_host = server.get("on_host")
+        if len(boots) == 1:
+            machines[node] = next(iter(boots))
+            where[node] = machines[node]
+            continue
+        machines[node] = None
+        if not boots:
+            seen = (f"run_id {on_host[:12]}..." if isinstance(on_host, str) and RUN_ID_RE.match(on_host)
+                    else str(server.get("on_host_error") or "nothing")[:120])
+            why.append(f"{node}: its server's run_id {rid[:12]}... (through the harness's connection) was reported "
+                       f"by no host ({addr} reported {seen})")
+        else:
+            why.append(f"{node}: its server's run_id {rid[:12]}... was reported by {len(boots)} machines")
+    known = [m for m in machines.values() if m is not None]
+    out: dict[str, Any] = {"why": why, "where": where}
+    out["redis_hosts"] = len(set(known)) if machines and len(known) == len(machines) else None
+    loadgen = manifest.get("loadgen") if isinstance(manifest.get("loadgen"), dict) else {}
+    lg_addrs = [str(loadgen.get("address") or "")]
+    lg_addrs += [str(o.get("address") or "") for o in loadgen.get("others") or [] if isinstance(o, dict)]
+    lg_boots = []
+    for a in lg_addrs:
+        entry = ids.get(a) if a else ids.get(HERE)
+        if entry is None and a and is_loopback(a) and not a.startswith("127.77."):
+            entry = ids.get(HERE)
+        boot = entry.get("boot_id") if isinstance(entry, dict) else None
+        lg_boots.append(boot if isinstance(boot, str) and UUID_RE.match(boot) else None)
+    if out["redis_hosts"] is None or None in lg_boots:
+        out["loadgen_separate"] = None
+    else:
+        out["loadgen_separate"] = not (set(lg_boots) & set(known))
+    return out
+
+
+def _cross_check_hosts(facts: dict[str, Any], second: dict[str, Any]) -> None:
+    """Where the boot-id reading knows redis_hosts or loadgen_separate and the run_id reading
+    says otherwise (or cannot say), the fact is unknown, with both readings."""
+    for key in ("redis_hosts", "loadgen_separate"):
+        first, other = facts.get(key), second.get(key)
+        if first is None or (other is not None and other == first):
+            continue
+        show = {True: "yes", False: "no", None: "unknown"}
+        one = show.get(first, first) if isinstance(first, bool) else first
+        two = show.get(other, other) if isinstance(other, bool) or other is None else other
+        names = f" ({facts['redis_host_names']})" if key == "redis_hosts" and facts.get("redis_host_names") else ""
+        detail = "; ".join(second["why"][:3]) + (" ..." if len(second["why"]) > 3 else "")
+        facts[key + DISAGREE_NOTE] = (
+            f"by the boot id read on each host: {one}{names}; by where each Redis server's run_id, read through "
+            f"the harness's connection, was reported on a host: {two}" + (f" ({detail})" if detail else ""))
+        facts[key] = None
 
 
 def _loadgen_addresses(manifest) -> list[str]:
@@ -287,16 +388,48 @@ def _show(key: str, have: Any, facts: dict) -> str:
     return text
 
 
+def gpu_cross_check(key: str, need: Any, have: Any) -> str | None:
+    """The second reading of a GPU condition (harness.model.gpu_names: a table of the names
+    NVML reports, sharing no code with gpu_matches). None where both readings say the run's
+    GPUs are the claimed model; else why the condition is not met, with both readings: the
+    table does not know a name or the claim's model, or the two readings disagree (a slip in
+    either one is caught by the other). A run both readings reject keeps the plain
+    'measured X, claim Y'."""
+    by_words = matches(key, need, have)
+    by_table = gpu_names.meets(need, have) if isinstance(have, str) and not isinstance(have, Varied) else False
+    if by_words and by_table is True:
+        return None
+    if not by_words and by_table is not True:
+        return ""  # not met, and no reading says it is: the plain message
+    claim_read = gpu_names.read_claim(str(need))
+    table = ("the table of known GPU names does not know the claim's model" if claim_read is None
+             else f"the table of known GPU names reads {gpu_names.describe(have)}: "
+                  f"{'meets' if by_table else 'does not meet' if by_table is False else 'not known'} {need}")
+    return (f"{key}: measured {have}, claim {need}: the two readings disagree (word match: "
+            f"{'meets' if by_words else 'does not meet'} {need}; {table})")
+
+
 def differ(needed: dict, facts: dict) -> list[str]:
     """The claim's conditions the run did not meet, as 'name: measured X, claim Y', or
-    'name: not measured (why), claim Y' where the run could not measure it."""
+    'name: not measured (why), claim Y' where the run could not measure it. A GPU model is
+    read twice (gpu_cross_check) and a host count was measured by two paths (host_facts): a
+    disagreement is a condition not met, with both readings."""
     out = []
     for key, need in needed.items():
         have = facts.get(key)
-        if matches(key, need, have):
+        if key in GPU_KEYS and not isinstance(need, bool) and as_number(need) is None and have is not None:
+            why = gpu_cross_check(key, need, have)
+            if why:
+                out.append(why)
+                continue
+            if why is None:
+                continue
+        elif matches(key, need, have):
             continue
         claim = ("yes" if need else "no") if isinstance(need, bool) else need
-        if have is None:
+        if have is None and facts.get(key + DISAGREE_NOTE):
+            out.append(f"{key}: the two readings disagree ({facts[key + DISAGREE_NOTE]}), claim {claim}")
+        elif have is None:
             why = facts.get(key + NOT_MEASURED_NOTE)
             out.append(f"{key}: not measured{f' ({why})' if why else ''}, claim {claim}")
         else:

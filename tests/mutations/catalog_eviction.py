@@ -14,6 +14,7 @@ LRUK = "harness/experiments/lruk.py"  # the hybrid's loop (simulate.hybrid_hits 
 TRACES = "harness/experiments/eviction/traces.py"
 DRIVERS = "harness/experiments/eviction/drivers.py"
 REPLAY = "harness/experiments/eviction/redis_replay.py"
+STANDIN = "harness/experiments/eviction/standin.py"
 HYBRID_HIT = "eviction/simulate sim.calibrated.hybrid.hit_rate_pct"
 HYBRID_TAIL = "eviction/simulate sim.calibrated.hybrid.long_tail_pct"
 LFU_HIT = "eviction/simulate sim.calibrated.lfu.hit_rate_pct"
@@ -58,6 +59,43 @@ MUTATIONS = [
         edits=(Edit(REPLAY, '        return {"maxmemory-policy": self.policy, **self.knobs}',
                     '        return {"maxmemory-policy": self.policy.replace("lfu", "lru"), **self.knobs}'),),
         run="eviction/redis", checks=("eviction/redis redis.allkeys-lfu.hit_rate_pct",),
+        sets=("redis.runs=[allkeys-lru,allkeys-lfu,allkeys-random]",), timeout_s=240),
+    # issue 52: each stand-in quietly made weaker in code; its own instrument must see it
+    Mutation(
+        name="eviction/lru-standin-is-fifo",
+        claim="C18", kind="weakened",
+        what="the plain-LRU stand-in of LFU and the hybrid evicts first-in first-out (libCacheSim's FIFO under "
+             "LRU's name): a weaker stand-in that hits less, so a policy beats it more easily",
+        edits=(Edit(SIM, '    "lru": ("LRU", {}),', '    "lru": ("FIFO", {}),'),),
+        run="eviction/simulate", checks=(LFU_HIT, LFU_TAIL, HYBRID_HIT, HYBRID_TAIL), sets=SIM_SETS, timeout_s=240),
+    Mutation(
+        name="eviction/lruk-standin-is-lru",
+        claim="C18", kind="weakened",
+        what="the hybrid's LRU-K stand-in quietly run with K=1 (plain LRU) whatever its parameter says",
+        edits=(Edit(STANDIN, '    return simulate.lib_hits_with("LRUK", {"k": int(k)}, ids, capacity)',
+                    '    return simulate.lib_hits_with("LRUK", {"k": 1}, ids, capacity)'),),
+        run="eviction/simulate", checks=(HYBRID_HIT,), sets=SIM_SETS, timeout_s=240),
+    Mutation(
+        name="eviction/redis-lru-standin-is-random",
+        claim="C18", kind="weakened",
+        what="the redis-server of the allkeys-lru stand-in is configured with allkeys-random (its label and "
+             "maxmemory-samples kept)",
+        edits=(Edit(REPLAY, '        return {"maxmemory-policy": self.policy, **self.knobs}',
+                    '        return {"maxmemory-policy": self.policy.replace("allkeys-lru", "allkeys-random"), '
+                    '**self.knobs}'),),
+        run="eviction/redis", checks=("eviction/redis redis.allkeys-lfu.hit_rate_pct",),
+        sets=("redis.runs=[allkeys-lru,allkeys-lfu,allkeys-random]",), timeout_s=240),
+    Mutation(
+        name="eviction/redis-policy-quietly-random",
+        claim="C18", kind="blinded",
+        what="the harness's setting of the policy quietly gives every allkeys-* redis-server allkeys-random (the "
+             "runs keep their labels): Redis's LRU is close to random at replay speed, so only the policy read "
+             "back from the servers shows that no server ran LRU or LFU",
+        edits=(Edit(REPLAY, '        return {"maxmemory-policy": self.policy, **self.knobs}',
+                    '        return {"maxmemory-policy": "allkeys-random" if self.policy.startswith("allkeys-") '
+                    'else self.policy, **self.knobs}'),),
+        run="eviction/redis", checks=("eviction/redis redis.allkeys-lru.hit_rate_pct",
+                                      "eviction/redis redis.allkeys-lfu.hit_rate_pct"),
         sets=("redis.runs=[allkeys-lru,allkeys-lfu,allkeys-random]",), timeout_s=240),
     Mutation(
         name="eviction/trace-unskewed",

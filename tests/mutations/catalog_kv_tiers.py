@@ -50,6 +50,15 @@ MUTATIONS = [
                     '    if name.startswith("aligned"):\n        return RawCodec(shape, dtype)\n        try:\n'),),
         run="kv-tiers/codecs", checks=(DECODE,), timeout_s=300),
     Mutation(
+        name="kv-tiers/raw-standin-sleeps",
+        claim="C15", kind="weakened",
+        what="the raw-bytes stand-in pauses 0.1 ms in every decode: a slower stand-in (the sized chunk's raw decode "
+             "takes about 5 us), so the aligned layout beats it and the speedup would read attributable (issue 52)",
+        edits=(Edit(CODECS, "        arr = np.frombuffer(buf, dtype=np_dtype(self.dtype)).reshape(self.shape)\n",
+                    "        __import__('time').sleep(1e-4)  # mutation\n"
+                    "        arr = np.frombuffer(buf, dtype=np_dtype(self.dtype)).reshape(self.shape)\n"),),
+        run="kv-tiers/codecs", checks=(DECODE, QPS), timeout_s=300),
+    Mutation(
         name="kv-tiers/decode-timer-blinded",
         claim="C15", kind="blinded",
         what="the interleaved decode timer reads a constant 1 us for every decode, whatever the codec",

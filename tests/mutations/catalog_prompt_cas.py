@@ -17,6 +17,12 @@ RUN = "prompt-cas/cas"
 SETS = ("cas.seconds=1", "cas.writers=4", "cas.readers=2", "cas.keys=2")
 CHECK = "prompt-cas/cas "
 DOMINANCE = "  if not (le and not eq) then return 0 end\n  new = ARGV[2]\n"
+TALLY = "    tally = Tally()\n"  # in run_mode: the rule's shared tally
+TALLY_MODE = "    tally.mode = mode\n"  # lets a mutated reader tell the judged arm from the controls
+READER_STATE = "    clients, seen, fresh, last = {}, Counter(), Counter(), {}\n"  # in _reader
+CANARY_LINE = "CANARY_SHARE = 0.1  # the share of reads that go to the canary pair\n"
+SEND = ("                vv, parent = c.hmget(key, [\"vv\", \"wid\"])\n                parent = _s(parent)\n"
+        "                ok = _send(c, script, mode, w, key, decode(vv, n), wid, prompt, response)\n")
 
 MUTATIONS = [
     Mutation(
@@ -88,4 +94,60 @@ MUTATIONS = [
                     "  if not le then return 0 end\n  if eq then\n    local w = tonumber(ARGV[5])\n"
                     "    c[w] = c[w] + 1\n  end\n  new = table.concat(c, ',')\n"),),
         run=RUN, checks=(CHECK + "as-written.applied_pct",), sets=SETS, timeout_s=300),
+    # unexercised (issue 52): the judged arm (the incremented rule) never meets the situation its zero is
+    # about, while every control (the canary, the plain and atomic arms) still sees what it looks for; only
+    # the check's exercise evidence can tell, and the check must read inconclusive.
+    Mutation(
+        name="prompt-cas/readers-never-see-a-write",
+        claim="C20", kind="unexercised",
+        what="in the incremented rule the writers write only the first pair and the readers read only the others "
+             "(still seeded, never written): every read is checked, none can show a write made during the run",
+        edits=(Edit(DRIVER, TALLY, TALLY + TALLY_MODE),
+               Edit(DRIVER, "            key = rng.choice(keys)\n",
+                    "            key = rng.choice(keys) if mode != \"incremented\" else keys[0]\n"),
+               Edit(DRIVER, "else rng.choice(keys)\n",
+                    "else rng.choice(keys[1:] if tally.mode == \"incremented\" else keys)\n")),
+        run=RUN, checks=(CHECK + "incremented.mixups_read",), sets=SETS, timeout_s=300),
+    Mutation(
+        name="prompt-cas/replica-reads-from-a-copy",
+        claim="C20", kind="unexercised",
+        what="in the incremented rule each reader keeps the first reply of each pair on a replica and serves its "
+             "later replica reads from that copy: the replicas are read, never after a write made during the run",
+        edits=(Edit(DRIVER, TALLY, TALLY + TALLY_MODE),
+               Edit(DRIVER, READER_STATE, READER_STATE + "    copy = {}\n"),
+               Edit(DRIVER, "            seen[(key, v, replica)] += 1\n",
+                    "            if replica and tally.mode == \"incremented\":\n"
+                    "                v = copy.setdefault(key, v)\n"
+                    "            seen[(key, v, replica)] += 1\n")),
+        run=RUN, checks=(CHECK + "incremented.replica_mixups_read",), sets=SETS, timeout_s=300),
+    Mutation(
+        name="prompt-cas/writers-serialized",
+        claim="C20", kind="unexercised",
+        what="in the incremented rule the writers take one process-wide lock across each read and write: no two "
+             "writes ever race, no conflict reaches the CAS, so no update could be lost",
+        edits=(Edit(DRIVER, CANARY_LINE, CANARY_LINE + "SERIAL = threading.Lock()\n"),
+               Edit(DRIVER, SEND, "                with (SERIAL if mode == \"incremented\" else threading.Lock()):\n"
+                    + SEND.replace("\n                ", "\n                    ").replace(
+                        "                vv,", "                    vv,", 1))),
+        run=RUN, checks=(CHECK + "incremented.lost_updates",), sets=SETS, timeout_s=300),
+    Mutation(
+        name="prompt-cas/one-writer-writes",
+        claim="C20", kind="unexercised",
+        what="in the incremented rule only writer 0 writes (the others leave at the start gate): nothing conflicts, "
+             "the CAS refuses nothing, so no refusal can be untrue",
+        edits=(Edit(DRIVER, "            return\n        while tally.running():\n            key = rng.choice(keys)\n",
+                    "            return\n        if mode == \"incremented\" and w:\n            return\n"
+                    "        while tally.running():\n            key = rng.choice(keys)\n"),),
+        run=RUN, checks=(CHECK + "incremented.refused_but_applied",), sets=SETS, timeout_s=300),
+    Mutation(
+        name="prompt-cas/writers-lock-each-pair",
+        claim="C20", kind="unexercised",
+        what="in the incremented rule the writers hold a client-side lock per pair across each read and write: "
+             "no write ever conflicts, so the CAS never has a reason to refuse one",
+        edits=(Edit(DRIVER, CANARY_LINE, CANARY_LINE + "PAIR_LOCKS = {}\n"),
+               Edit(DRIVER, SEND, "                lock = PAIR_LOCKS.setdefault(key, threading.Lock())\n"
+                    "                with (lock if mode == \"incremented\" else threading.Lock()):\n"
+                    + SEND.replace("\n                ", "\n                    ").replace(
+                        "                vv,", "                    vv,", 1))),
+        run=RUN, checks=(CHECK + "incremented.unjustified_refusals",), sets=SETS, timeout_s=300),
 ]

@@ -18,6 +18,8 @@ ACL = "harness/experiments/redis_cluster/acl.py"
 P99 = ("redis-cluster/redis-benchmark GET.p99_ms", "redis-cluster/redis-benchmark SET.p99_ms")
 OPS = ("redis-cluster/memtier Totals.ops_per_sec",)
 ACL_CHECKS = ("redis-cluster/acl source.reads_allowed", "redis-cluster/acl fixed.forbidden_not_refused")
+ABSENCE_CHECKS = ("redis-cluster/acl source.forbidden_not_refused", "redis-cluster/acl fixed.forbidden_not_refused")
+OWNER = "    node = next(n for n in tgt.nodes if (n.host, n.port) == (owner.host, owner.port))\n"
 SETUSER = 'tgt.client(n).execute_command("ACL", "SETUSER", user, "reset", "on", f">{password}", *rule.split())'
 # the smallest redis-benchmark run that still has its 4x-clients control
 SMALL_BENCHMARK = ("redis-benchmark.requests=20000", "redis-benchmark.spread_control_requests=500")
@@ -92,4 +94,21 @@ MUTATIONS = [
         edits=(Edit(ACL, SETUSER, SETUSER.replace("*rule.split()",
                                                   "*sorted(rule.split(), key=lambda w: not w.startswith('-@'))")),),
         run="redis-cluster/acl", checks=ACL_CHECKS, timeout_s=180),
+    Mutation(
+        name="redis-cluster/acl-probes-to-another-node",
+        claim="C21", kind="unexercised",
+        what="the probes go to a node that does not own the probe keys (== turned into != where the owner is "
+             "picked): that node refuses every forbidden probe with NOPERM (Redis checks the ACL before it "
+             "redirects), so no refusal is missed, yet the owning node's rule is never tried (ACLs are per node)",
+        edits=(Edit(ACL, OWNER, OWNER.replace("==", "!=")),),
+        run="redis-cluster/acl", checks=ABSENCE_CHECKS, fast=True, timeout_s=180),
+    Mutation(
+        name="redis-cluster/acl-probes-never-sent",
+        claim="C21", kind="unexercised",
+        what="every probe is only asked with ACL DRYRUN on the admin connection and a denial is recorded as NOPERM: "
+             "no forbidden command is ever sent as the user, so the refusal count is all NOPERM without one "
+             "forbidden command arriving at the node",
+        edits=(Edit(ACL, "reply = _dry_run(tgt, node, user, args) if args[0] in DESTRUCTIVE else \"\"",
+                    "reply = _dry_run(tgt, node, user, args) or \"NOPERM\""),),
+        run="redis-cluster/acl", checks=ABSENCE_CHECKS, fast=True, timeout_s=180),
 ]

@@ -19,6 +19,8 @@ LSH = f"{SEM} lsh.net_hit_rate_pct"
 UNIFORM = f"{SEM} c7.uniform_tokens.threshold"
 PERIODIC = f"{SEM} c7.periodic_tokens.threshold"
 SMALL = ("semantic.latency_queries=5",)
+KEYS = "harness/experiments/semantic_cache/keys.py"
+LSH_R0 = f"{SEM} lsh_r0.net_hit_rate_pct"
 
 # Charikar's SimHash of the normalized prompt's character 4-grams (one 64-bit BLAKE2b hash per
 # 4-gram, a vote per bit), written independently of the case's own stand-in arm.
@@ -92,6 +94,22 @@ MUTATIONS: list[Mutation] = [
         what="the dynamic arm's keys made unique: the 5 ms window alone, no request ever batched with another",
         edits=(Edit(ENTITY, '"dynamic_batch_entity_key": ("dynamic", "entity"),',
                     '"dynamic_batch_entity_key": ("dynamic", "unique"),  # mutation'),),
+        run="semantic-cache/entity-keys",
+        checks=("semantic-cache/entity-keys batching.dynamic_vs_static_added_ms",
+                "semantic-cache/entity-keys dynamic_batch_entity_key.added_ms_mean")),
+    Mutation(
+        name="semantic-cache/charsim-ignores-half", claim="C2", kind="weakened",
+        what="the character n-gram stand-in hashes only the first half of each prompt: a weaker similarity hash "
+             "(prompts that share their start collide), so the semantic key beats it more easily (issue 52)",
+        edits=(Edit(KEYS, '        t = f" {normalize(text)} "\n',
+                    '        t = f" {normalize(text)[: len(normalize(text)) // 2]} "  # mutation\n'),),
+        run=SEM, checks=(LSH_R0, LSH, GAIN), sets=SMALL),
+    Mutation(
+        name="semantic-cache/c16-standin-waits-twice", claim="C16", kind="weakened",
+        what="the unique-key stand-in holds each request twice its window: a slower stand-in, so equal-key "
+             "batching looks like it saves more than the window alone (issue 52)",
+        edits=(Edit(ENTITY, '        return rule, p["standin_max_wait_ms"], p["max_batch"], key',
+                    '        return rule, 2 * p["standin_max_wait_ms"], p["max_batch"], key  # mutation'),),
         run="semantic-cache/entity-keys",
         checks=("semantic-cache/entity-keys batching.dynamic_vs_static_added_ms",
                 "semantic-cache/entity-keys dynamic_batch_entity_key.added_ms_mean")),

@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from harness.base.files import RESERVE_NAME, NoSpace, read_bounded, reserve_space, write_atomic
+from harness.base.format_versions import RESULTS_SCHEMA
 from harness.model import driver_contract
 from harness.model.driver_contract import CaseOutcome, Metric, Param
 from harness.model.stored_run import MAX_MANIFEST_BYTES, MAX_RESULTS_BYTES, Record, write_manifest, write_results
@@ -110,7 +111,7 @@ def test_a_case_that_fills_a_small_disk_ends_the_run_with_one_line(tmp_path, tmp
     run_dir = _only_run(disk / "r")
     assert str(run_dir) in line and "free" in line and "needs" in line
     data = json.loads((run_dir / "results.json").read_text())
-    assert data["schema_version"] == 2 and all(r["status"] == "ok" for r in data["records"])
+    assert data["schema_version"] == RESULTS_SCHEMA and all(r["status"] == "ok" for r in data["records"])
     assert json.loads((run_dir / "manifest.json").read_text())["run_id"] == run_dir.name
     assert (run_dir / "raw" / "hostile-disk" / "fill" / "rep1" / "out.bin").stat().st_size == 10 << 10
     assert _leftovers(disk) == []

@@ -361,6 +361,11 @@ def _six_namespaces_are_one_machine(run_dir: Path, man: dict) -> None:
     for name, addr in [*REDIS_HOSTS.items(), *LOADGENS.items()]:
         assert ids[addr].get("boot_id") == here and ids[addr]["hostname"] == name, (addr, ids[addr])
         assert ids[addr]["via"] == f"ssh {name}"
+    # read twice (issue 52): each server's run_id through the harness's connection is the one its
+    # host reported in the same SSH session (redis-cli there, with the password on stdin)
+    for addr in REDIS_HOSTS.values():
+        server = ids[addr]["servers"]["6379"]
+        assert len(server.get("run_id", "")) == 40 and server["run_id"] == server.get("on_host"), (addr, server)
     six = [cv for c in analyze(load_run(run_dir)).claims for cv in c.checks
            if cv.check.conditions.get("redis_hosts") == 6]
     assert {cv.check.case for cv in six} >= {"redis-benchmark", "memtier"}, [cv.check.metric for cv in six]

@@ -128,3 +128,86 @@ def test_a_host_over_real_ssh_answers_with_this_kernels_boot_id(tmp_path):
     here = measure_here()
     assert got.get("boot_id") == here["boot_id"], got  # another address of this machine: one host
     assert got["machine_id"] == here["machine_id"] and got["via"] == "ssh sim-1"
+
+
+REDIS_PORT = 9188  # this file's range: a redis-server of its own
+PW = "Host-id-pw-5e1f"
+
+
+@contextlib.contextmanager
+def redis_here(password: str | None = None):
+    """A redis-server on 127.0.0.1:REDIS_PORT (no persistence), stopped afterwards."""
+    if not shutil.which("redis-server") or not shutil.which("redis-cli"):
+        pytest.skip("needs redis-server and redis-cli")
+    argv = ["redis-server", "--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    p = subprocess.Popen(argv + (["--requirepass", password] if password else []),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", REDIS_PORT), timeout=0.5):
+                break
+            time.sleep(0.05)
+        yield
+    finally:
+        p.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=10)
+
+
+def test_a_local_server_is_read_by_both_paths_and_they_agree():
+    """Loopback: the run_id through the harness's Redis client and from redis-cli run here
+    are one server's; conditions counts one host, the two readings agreeing."""
+    from harness.model import conditions
+
+    with redis_here(PW):
+        ids = measure(Target("local", "cluster", [Node("127.0.0.1", REDIS_PORT)], password=PW), {})
+    server = ids["127.0.0.1"]["servers"][str(REDIS_PORT)]
+    assert set(server) == {"run_id", "on_host"} and server["run_id"] == server["on_host"], server
+    assert "servers" not in ids[HERE]  # this machine's own entry is not the Redis host's
+    man = {"target_nodes": {"nodes": [{"host": "127.0.0.1", "port": REDIS_PORT}]}, "host_identity": ids}
+    facts = conditions.run_facts(man)
+    assert (facts["redis_hosts"], facts["loadgen_separate"]) == (1, False)
+    assert not any(k.endswith(conditions.DISAGREE_NOTE) for k in facts), facts
+
+
+def test_a_server_not_there_or_refusing_is_recorded_with_why():
+    with redis_here(PW):
+        ids = measure(Target("local", "cluster", [Node("127.0.0.1", REDIS_PORT), Node("127.0.0.1", REDIS_PORT + 1)],
+                             password="wrong-pw"), {})
+    servers = ids["127.0.0.1"]["servers"]
+    assert "WRONGPASS" in servers[str(REDIS_PORT)]["on_host_error"] and "run_id_error" in servers[str(REDIS_PORT)]
+    assert servers[str(REDIS_PORT + 1)]["on_host_error"] == f"nothing listens on port {REDIS_PORT + 1} on this host"
+    assert "wrong-pw" not in repr(ids)
+
+
+def test_a_redis_host_over_ssh_is_asked_for_its_servers_in_the_same_session(monkeypatch):
+    """The SSH path (RemoteHost.run, here answered by this machine's shell as an SSH session
+    to it would): the boot id and every server's run_id come from one command; the password
+    travels on stdin, never in the command."""
+    seen = []
+
+    def local_shell(self, command, timeout=30, stdin=None, processes=None):
+        seen.append((command, stdin))
+        return subprocess.run(["sh", "-c", command], input=stdin or b"", capture_output=True, timeout=timeout)
+
+    monkeypatch.setattr(RemoteHost, "run", local_shell)
+    host = RemoteHost("redis-1", "10.9.0.1")
+    with redis_here(PW):
+        ids = measure(Target("inv", "cluster", [Node("127.77.0.31", REDIS_PORT)], password=PW),
+                      {"127.77.0.31": host})
+    (command, stdin), = seen
+    assert PW not in command and stdin == f"{PW}\n\n".encode()
+    entry = ids["127.77.0.31"]
+    assert entry["via"] == "ssh redis-1" and entry["boot_id"] == measure_here()["boot_id"]
+    # redis-cli asked the node's own address (127.77.0.31, where nothing answers here): an error,
+    # never the server that listens on this machine's 127.0.0.1
+    assert "on_host" not in entry["servers"][str(REDIS_PORT)], entry
+    assert "run_id_error" in entry["servers"][str(REDIS_PORT)]
+
+
+def test_run_ids_are_read_from_the_answer_only_when_they_are_run_ids():
+    text = f"boot_id={BOOT}\nredis.6379={'ab' * 20}\nredis.6380=ERR NOAUTH Authentication required.\nredis.6381=xyz\n"
+    assert host_identity.run_ids_from(text, [6379, 6380, 6381, 6382]) == {
+        "6379": {"on_host": "ab" * 20}, "6380": {"on_host_error": "NOAUTH Authentication required."},
+        "6381": {"on_host_error": "xyz"}, "6382": {"on_host_error": "no answer"}}

@@ -176,6 +176,8 @@ def _health(logs: dict[str, RunLog]) -> tuple[dict, str]:
         "late_max_ms": Metric(1000.0 * max((lg.max_late_s for lg in logs.values()), default=0.0), "ms", "lower",
                               "the latest start of a request after its scheduled time, all runs"),
         "errors": Metric(errors, "requests", "lower", "cluster errors, all runs"),
+        "requests": Metric(n, "requests", None, "cluster requests made, answered or failed, all runs (what errors "
+                                                "is out of)"),
     }, first
 
 

@@ -25,8 +25,16 @@ from harness.infra.redis_server import require_tool
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, input_path, register
 from harness.model.driver_helpers import write_csv
 
-from . import reference, simulate, traces
-from .redis_replay import key_names, parse_runs, refuse_names_not_in_redis, replay_cluster, replay_standalone
+from . import reference, simulate, standin, traces
+from .redis_replay import (
+    RECENCY_PROBE_SLEEP_S,
+    config_facts,
+    key_names,
+    parse_runs,
+    refuse_names_not_in_redis,
+    replay_cluster,
+    replay_standalone,
+)
 from .series import CURVES, HEAD_SWEEP, ORDERING, PAIRS, RANK_FREQUENCY, RPS, RUNS, TOP_TOKENS
 from .simulate import ALL_POLICIES, CONTROL_POLICY, LIB_BELADY, LIB_POLICIES
 
@@ -233,6 +241,9 @@ SIM_PARAMS = {
                                    "gives no cache size); null: no such size", min=0.001, max=99.999),
     "as_random": Param(list, [], "policies simulated as seeded random eviction under their own names (the mechanism "
                                  "removed; for tests)", ALL_POLICIES),
+    "standin_lruk_k": Param(int, 2, "the hybrid's stand-in LRU-K (LRU-K eviction without the hybrid's LFU "
+                                    "admission) at the calibrated size: its K (sim.calibrated.standin.lruk.*; the "
+                                    "ledger fixes it at the hybrid's K)", min=2),
     "reference_at_calibrated": Param(bool, True, "also simulate lru, lfu and the hybrid at the calibrated size with "
                                                  "the pure-Python references (reference.* metrics: the ledger's "
                                                  "cross-check of the calibrated hit rates)"),
@@ -346,7 +357,33 @@ def _calibrated_metrics(ctx: CaseContext, p: dict, ids, nxt, tail, policies: lis
         m[f"{pre}.calibrated.{x}.hit_rate_pct"] = percent(hr, note)
         m[f"{pre}.calibrated.{x}.long_tail_pct"] = percent(lt, note)
     m.update(_reference_metrics(ctx, p, ids, nxt, tail, cap, [x for x in REFERENCE_POLICIES if x in res], pre))
+    m.update(_standin_metrics(p, ids, tail, cap, pre, why))
     return m
+
+
+def _standin_metrics(p: dict, ids, tail, cap: int, pre: str, why: str) -> dict[str, Metric]:
+    """The stand-ins of C18's checks and their own instruments: the LRU-K stand-in of the hybrid
+    at the calibrated size (K = standin_lruk_k), and each stand-in (plain LRU, that LRU-K) on a
+    short sequence whose hits and misses are known by construction (standin.py): the share of
+    its requests whose outcome is the known one must be 100%."""
+    k = p["standin_lruk_k"]
+    hr, lt = traces.hit_rates(standin.lruk_standin_hits(ids, cap, k), tail)
+    note = f"the hybrid's stand-in: LRU-{k} eviction without its LFU admission (libCacheSim LRUK), " + why
+    known = ("; the stand-in's instrument: every request of a sequence whose outcome under it is known by "
+             f"construction (a cache of {standin.KNOWN_CAPACITY}; harness/experiments/eviction/standin.py)")
+    return {
+        f"{pre}.calibrated.standin.lruk.hit_rate_pct": percent(hr, note),
+        f"{pre}.calibrated.standin.lruk.long_tail_pct": percent(lt, note),
+        f"{pre}.standin.lru.known_sequence_agree_pct": Metric(
+            standin.lru_instrument(), "% of requests", None,
+            "plain LRU (the stand-in, the same simulator call as the calibrated sweep's) on a 66-request sequence: "
+            "a loop that fits (hits), a loop one key too large (LRU misses all), a hot key between fresh keys "
+            "(hits)" + known),
+        f"{pre}.standin.lruk.known_sequence_agree_pct": Metric(
+            standin.lruk_instrument(k), "% of requests", None,
+            f"LRU-{k} (the stand-in) on hot keys requested {k} times, a scan of once-requested keys, the hot keys "
+            "again (LRU-K keeps them, plain LRU would not)" + known),
+    }
 
 
 REFERENCE_POLICIES = ("lru", "lfu", "hybrid")  # the policies of the source's figures (C18)
@@ -528,6 +565,9 @@ REDIS_PARAMS = {
     "volatile_ttl_s": Param(int, 3600, "TTL given to every key under volatile-* policies (0 elsewhere)", min=0),
     "batch": Param(int, 200, "requests per pipeline", min=1),
     "lru-k-samples": Param((int, type(None)), None, "not a Redis setting; any value is refused (see the hybrid)"),
+    "standin_lru_samples": Param(int, 5, "the LRU stand-in of allkeys-lfu: maxmemory-samples of the allkeys-lru "
+                                         "run that names none (Redis's default 5; read back from its server)",
+                                 min=1, max=64),
     "calibrate_lru_hit_pct": Param((float, type(None)), None,
                                    "maxmemory for the number of keys at which exact LRU first reaches this hit rate on "
                                    "the measured requests (the suite's copy of the source's LRU figure; the source "
@@ -573,8 +613,11 @@ def _redis_outcome(ctx: CaseContext, results: list, trace: traces.Trace, pre: st
     tail = traces.tail_mask(ids, traces.head_ids(ids, p["head_fraction"]))[warm:]
     m: dict[str, Metric] = {}
     cols: dict[str, list] = {c: [] for c in REDIS_COLUMNS}
-    problems, sims = [], {}
+    problems, sims, facts = [], {}, {}
     for r in results:
+        # the policy, maxmemory and knobs as the server reported them during the run (CONFIG GET,
+        # INFO): the ledger's `configured` compares them with what its checks need
+        facts.update(config_facts(f"{pre}.{r.label}", r.config_read, r.maxmemory))
         cap = max(1, int(round(r.dbsize_median)))
         if cap not in sims:
             sims[cap] = {x: traces.hit_rates(simulate.policy_hits(x, ids, nxt, cap)[warm:], tail)
@@ -610,14 +653,15 @@ def _redis_outcome(ctx: CaseContext, results: list, trace: traces.Trace, pre: st
     ctx.raw_path("redis_runs.json").write_text(json.dumps(
         [{"label": r.label, "maxmemory": r.maxmemory, "bytes_per_key": r.bytes_per_key, "target_keys": r.target_keys,
           "keys_held_median": r.dbsize_median, "filled": r.filled, "seconds": r.seconds, "info_before": r.info_before,
-          "info_after": r.info_after, "client_hits": r.hits, "refused": r.refused} for r in results], indent=1))
+          "info_after": r.info_after, "client_hits": r.hits, "refused": r.refused, "config_read": r.config_read}
+         for r in results], indent=1))
     for r in results:
         for node, text in r.raw_infos.items():
             ctx.raw_path(f"info_{r.label}_{node.replace(':', '_')}.txt").write_text(text)
     series = {RUNS.name: RUNS.make(cols, note)}
     if problems:
-        return CaseOutcome("invalid", "; ".join(problems), m, {}, series)
-    return CaseOutcome("ok", metrics=m, series=series)
+        return CaseOutcome("invalid", "; ".join(problems), m, {}, series, facts)
+    return CaseOutcome("ok", metrics=m, series=series, facts=facts)
 
 
 REDIS_NOTE = ("maxmemory = used_memory of the empty server + target keys x bytes/key, where bytes/key is the "
@@ -642,18 +686,49 @@ def run_redis(ctx: CaseContext) -> CaseOutcome:
     trace = build_trace(p, ctx.repetition)
     keys = key_names(trace.ids)
     fraction, cal = capacity_fraction(ctx, trace)
-    results = []
+    results, stand_in = [], None
     for spec in parse_runs("runs", p["runs"]):
+        is_stand_in = stand_in is None and spec.policy == STAND_IN_POLICY and "maxmemory-samples" not in spec.knobs
+        if is_stand_in:  # the LRU stand-in: its strength is the case's parameter (the ledger fixes it)
+            spec.knobs["maxmemory-samples"] = p["standin_lru_samples"]
         t0 = time.perf_counter()
         r = replay_standalone(spec, keys, p["warmup_requests"], ctx.raw_dir / f"server-{spec.label}",
                               n_distinct=trace.n_distinct, capacity_fraction=fraction,
-                              value_bytes=p["value_bytes"], ttl_s=p["volatile_ttl_s"], batch=p["batch"])
+                              value_bytes=p["value_bytes"], ttl_s=p["volatile_ttl_s"], batch=p["batch"],
+                              probe=is_stand_in)
         results.append(r)
+        if is_stand_in:
+            stand_in = r
         ctx.log(f"{spec.label}: hit {100 * r.hits / len(r.results):.1f}%, keys held {r.dbsize_median:.0f}, "
                 f"evicted {r.info_after['evicted_keys']} ({time.perf_counter() - t0:.1f} s)")
     out = _redis_outcome(ctx, results, trace, "redis", REDIS_NOTE)
     out.metrics.update({f"redis.{k}": v for k, v in cal.items()})
+    if stand_in is not None:
+        _stand_in_outcome(out, stand_in)
     return out
+
+
+STAND_IN_POLICY = "allkeys-lru"  # the stand-in of allkeys-lfu's check (C18)
+
+
+def _stand_in_outcome(out: CaseOutcome, r) -> None:
+    """The LRU stand-in's strength as its server reports it (fact standin_lru_samples, CONFIG GET
+    maxmemory-samples after the replay) and its instrument: the recency probe on the same server."""
+    # the last reading (after the measured replay) of the stand-in's own server
+    samples = r.config_read[-1].get("maxmemory-samples") if r.config_read else None
+    if samples is not None:
+        out.facts["standin_lru_samples"] = int(samples)
+    pr = r.probe
+    n = pr["keys_per_group"]
+    label = f"redis.{r.label}"
+    out.metrics[f"{label}.known_recency_kept_pct"] = Metric(
+        100.0 * pr["kept"]["touched"] / n, "%", None,
+        f"the LRU stand-in's instrument, on its own server after the replay: {n} keys read again "
+        f"{RECENCY_PROBE_SLEEP_S:g} s after {n} others were written, then {n} new keys past maxmemory; LRU keeps every "
+        "key read again (it evicts the idle ones), random eviction loses about a fifth of them")
+    out.metrics[f"{label}.known_recency_idle_kept_pct"] = Metric(
+        100.0 * pr["kept"]["idle"] / n, "%", None, "the same probe: the idle keys still held (LRU evicts these)")
+    out.details["stand_in_probe"] = {"label": r.label, **pr, "config_read": r.config_read}
 
 
 CLUSTER_PARAMS = {**REDIS_PARAMS, "runs": Param(list, ["allkeys-lru", "allkeys-lfu"], REDIS_PARAMS["runs"].help)}

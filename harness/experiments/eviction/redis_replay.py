@@ -166,6 +166,60 @@ def sum_counters(infos: list[dict]) -> dict:
     return {k: sum(i.get(k, 0) for i in infos) for k in INFO_COUNTERS}
 
 
+# ---- the configuration the server runs with, read back -------------------------------
+
+READ_BACK = ("maxmemory-policy", "maxmemory", *KNOBS)
+
+
+def read_config(client) -> dict:
+    """What the server says it runs with (CONFIG GET, never what the harness asked for):
+    maxmemory-policy, maxmemory and the knobs, plus INFO memory's maxmemory and
+    maxmemory_policy (the same settings through another command)."""
+    out = {}
+    for name in READ_BACK:
+        got = client.config_get(name)
+        value = got.get(name) if isinstance(got, dict) else None
+        if isinstance(value, bytes):
+            value = value.decode()
+        out[name] = _num(value) if isinstance(value, str) else value
+    info = parse_info(raw_info(client, "memory"))
+    out["info.maxmemory"] = info.get("maxmemory")
+    out["info.maxmemory_policy"] = info.get("maxmemory_policy")
+    return out
+
+
+def config_facts(label: str, readings: list[dict], sized: int | None) -> dict:
+    """Case facts from the server's own readings (each a read_config() taken during the run,
+    on every server or node): `LABEL.maxmemory-policy` and each knob as read when every
+    reading agrees (else 'readings differ: ...'), `LABEL.maxmemory` (bytes, summed over the
+    nodes) and `LABEL.maxmemory_as_sized` (True when every reading's maxmemory, through CONFIG
+    GET and INFO alike, is the maxmemory the harness sized for that server: `sized` is the sum)."""
+
+    def one(name: str):
+        if not readings:
+            return "not read"
+        values = list(dict.fromkeys(str(r.get(name)) for r in readings))
+        if len(values) == 1:
+            v = readings[0].get(name)
+            return v if isinstance(v, (str, int, float, bool)) else str(v)
+        return "readings differ: " + ", ".join(values)
+
+    facts: dict = {f"{label}.maxmemory-policy": one("maxmemory-policy")}
+    for k in KNOBS:
+        facts[f"{label}.{k}"] = one(k)
+    if readings:
+        facts[f"{label}.info_maxmemory_policy"] = one("info.maxmemory_policy")
+    by_node: dict = {}
+    for r in readings:  # the last reading of each node
+        by_node[r.get("node", "")] = r
+    total = sum(int(r.get("maxmemory") or 0) for r in by_node.values())
+    facts[f"{label}.maxmemory"] = total
+    facts[f"{label}.maxmemory_as_sized"] = bool(readings) and sized is not None and all(
+        r.get("maxmemory") == r.get("info.maxmemory") and r.get("maxmemory") == r.get("sized") for r in readings) \
+        and total == sized
+    return facts
+
+
 # ---- replay -------------------------------------------------------------------------
 
 def key_names(ids: np.ndarray) -> list[bytes]:
@@ -233,6 +287,10 @@ class ReplayResult:
     seconds: float
     raw_infos: dict = field(default_factory=dict)
     idle_max_s: int | None = None  # largest OBJECT IDLETIME among up to 200 cached keys at the end
+    # the server's own settings, read back (read_config) after the warm-up and after the measured
+    # replay, on every server or node: {"node": ADDRESS, "when": ..., "sized": bytes, ...}
+    config_read: list = field(default_factory=list)
+    probe: dict | None = None  # recency_probe's counts (the LRU stand-in's instrument), when asked
 
     @property
     def hits(self) -> int:
@@ -254,6 +312,7 @@ def _free_port() -> int:
 def _measure(client, keys: list[bytes], warm: int, value_bytes: int, ttl: int, batch: int):
     """Warm up (fill past maxmemory), reset the counters, replay the rest; INFO around it."""
     warm_res = replay(client, keys[:warm], value_bytes, ttl, batch)
+    read = [dict(read_config(client), when="after the warm-up")]
     info_warm = parse_info(raw_info(client))
     filled = info_warm.get("evicted_keys", 0) > 0 or bool((warm_res == -1).any())
     client.config_resetstat()
@@ -262,6 +321,7 @@ def _measure(client, keys: list[bytes], warm: int, value_bytes: int, ttl: int, b
     t0 = time.perf_counter()
     res = replay(client, keys[warm:], value_bytes, ttl, batch, samples)
     secs = time.perf_counter() - t0
+    read.append(dict(read_config(client), when="after the measured replay"))
     after_raw = raw_info(client)
     # Redis's LRU clock ticks once a second: the spread of OBJECT IDLETIME shows how much
     # recency information approximated LRU had to work with
@@ -272,12 +332,55 @@ def _measure(client, keys: list[bytes], warm: int, value_bytes: int, ttl: int, b
         idle_max = max([i for i in idle if i is not None] or [0])
     except redis.ResponseError:  # LFU policies do not track idle time
         idle_max = None
-    return res, before, parse_info(after_raw), samples, filled, secs, after_raw, idle_max
+    return res, before, parse_info(after_raw), samples, filled, secs, after_raw, idle_max, read
+
+
+RECENCY_PROBE_KEYS = 200  # keys per group of the recency probe
+RECENCY_PROBE_SLEEP_S = 2.1  # over Redis's 1 s LRU clock resolution, twice
+
+
+def recency_probe(client, value_bytes: int, bpk: float, n: int = RECENCY_PROBE_KEYS) -> dict:
+    """The LRU stand-in's own instrument, on its own server after the replay (same policy and
+    knobs): a sequence whose outcome under LRU is known. Room for 2.5 n keys; n keys `touched`
+    and n keys `idle` written, a sleep over the LRU clock's resolution, the touched ones read
+    again, then n new keys written (about n/2 evictions). LRU evicts idle keys first, so it keeps
+    every touched key; random eviction loses about a fifth of them. Returns the kept counts."""
+    client.flushall()
+    time.sleep(0.05)
+    base = evictable_memory(client)
+    client.config_set("maxmemory", int(base + 2.5 * n * bpk))
+    value = b"x" * value_bytes
+    groups = {g: [b"probe:%s:%d" % (g.encode(), i) for i in range(n)] for g in ("touched", "idle", "new")}
+
+    def write(names) -> None:
+        pipe = client.pipeline(transaction=False)
+        for k in names:
+            pipe.set(k, value)
+        pipe.execute(raise_on_error=False)
+
+    write(groups["touched"])
+    write(groups["idle"])
+    time.sleep(RECENCY_PROBE_SLEEP_S)
+    pipe = client.pipeline(transaction=False)
+    for k in groups["touched"]:
+        pipe.get(k)
+    pipe.execute()
+    write(groups["new"])
+    kept = {}
+    for g, names in groups.items():
+        pipe = client.pipeline(transaction=False)
+        for k in names:
+            pipe.exists(k)
+        kept[g] = int(sum(pipe.execute()))
+    return {"keys_per_group": n, "kept": kept, "evicted_keys": int(parse_info(raw_info(client, "stats"))
+                                                                    .get("evicted_keys", 0))}
 
 
 def replay_standalone(spec: RunSpec, keys: list[bytes], warm: int, folder, *, n_distinct: int,
-                      capacity_fraction: float, value_bytes: int, ttl_s: int, batch: int) -> ReplayResult:
-    """A fresh redis-server for one configuration: size maxmemory, warm up, measure."""
+                      capacity_fraction: float, value_bytes: int, ttl_s: int, batch: int,
+                      probe: bool = False) -> ReplayResult:
+    """A fresh redis-server for one configuration: size maxmemory, warm up, measure; with
+    `probe`, then the recency probe on the same server (the LRU stand-in's instrument)."""
 
     ttl = ttl_s if spec.volatile else 0
     proc = RedisProcess("127.0.0.1", _free_port(), folder, config=spec.config())
@@ -288,10 +391,13 @@ def replay_standalone(spec: RunSpec, keys: list[bytes], warm: int, folder, *, n_
         target = max(1, round(capacity_fraction * n_distinct))
         maxmem = int(base + target * bpk)
         c.config_set("maxmemory", maxmem)
-        res, before, after, samples, filled, secs, after_raw, idle_max = _measure(c, keys, warm, value_bytes, ttl, batch)
+        res, before, after, samples, filled, secs, after_raw, idle_max, read = _measure(c, keys, warm, value_bytes,
+                                                                                       ttl, batch)
+        probed = recency_probe(c, value_bytes, bpk) if probe else None
         c.close()
+    read = [dict(r, node="standalone", sized=maxmem) for r in read]
     return ReplayResult(spec.label, res, counters(before), counters(after), float(np.median(samples)),
-                        maxmem, bpk, target, filled, secs, {"standalone": after_raw}, idle_max)
+                        maxmem, bpk, target, filled, secs, {"standalone": after_raw}, idle_max, read, probed)
 
 
 def _owners_and_probes(target, keys: list) -> tuple[dict, dict[str, list]]:
@@ -331,7 +437,7 @@ def replay_cluster(spec: RunSpec, target, ids: np.ndarray, warm: int, *, capacit
     pos = np.arange(len(keys))
     results = np.zeros(len(keys) - warm, dtype=np.int8)
     befores, afters, raws, dbs = [], [], {}, []
-    maxmem_total, bpks, target_total, filled_all, secs, idle_max = 0, [], 0, True, 0.0, None
+    maxmem_total, bpks, target_total, filled_all, secs, idle_max, reads = 0, [], 0, True, 0.0, None, []
     for addr, node in nodes.items():
         c = target.client(node)
         old = {k: v for k, v in c.config_get("maxmemory*").items()}
@@ -348,7 +454,9 @@ def replay_cluster(spec: RunSpec, target, ids: np.ndarray, warm: int, *, capacit
             maxmem = int(base + tgt * bpk)
             c.config_set("maxmemory", maxmem)
             log(f"{spec.label} on {addr}: {len(node_keys)} requests, maxmemory {maxmem} for ~{tgt} keys")
-            res, before, after, samples, filled, s, after_raw, idle = _measure(c, node_keys, node_warm, value_bytes, ttl, batch)
+            res, before, after, samples, filled, s, after_raw, idle, read = _measure(c, node_keys, node_warm,
+                                                                                      value_bytes, ttl, batch)
+            reads += [dict(r, node=addr, sized=maxmem) for r in read]
             idle_max = None if idle is None else max(idle_max or 0, idle)
             results[(pos[mine] - warm)[pos[mine] >= warm]] = res
             befores.append(counters(before))
@@ -369,4 +477,4 @@ def replay_cluster(spec: RunSpec, target, ids: np.ndarray, warm: int, *, capacit
                     pass
             c.close()
     return ReplayResult(spec.label, results, sum_counters(befores), sum_counters(afters), float(sum(dbs)),
-                        maxmem_total, float(np.mean(bpks)), target_total, filled_all, secs, raws, idle_max)
+                        maxmem_total, float(np.mean(bpks)), target_total, filled_all, secs, raws, idle_max, reads)

@@ -39,6 +39,8 @@ def outage_metrics(prefix: str, writes: list[lost_writes.Write], t_fault: float,
         m[f"{prefix}.{name}.recovered_s"] = Metric(o.recovered, "s", "lower",
                                                    "fault to the first acknowledged write after which none failed")
         m[f"{prefix}.{name}.error_pct"] = Metric(o.error_pct, "%", "lower", "failed writes after the fault")
+        m[f"{prefix}.{name}.sent"] = Metric(o.sent, "writes", None,
+                                            "writes sent to the range after the fault (what error_pct is out of)")
     last = [w for w in writes if w.sent >= end - 1.0]
     m[f"{prefix}.served_at_end_pct"] = Metric(100.0 * sum(w.ok for w in last) / len(last) if last else None, "%",
                                               "higher", "writes answered OK in the last second of the run, all slots")

@@ -223,6 +223,16 @@ def _codec_metrics(p: dict, n: int, ms: dict, wms: dict, qps: dict, bytes_of: di
         "chunk.decode_vs_copy.aligned128": Metric(wms["aligned128"] / (stats.median(copy_s) * 1e3), "x", "lower",
                                                   "whole chunk: aligned128 decode / a plain copy of its bytes"),
     }
+    if STAND_IN in wms:  # the stand-in's own instrument: it does what it is said to do, at its known cost
+        m[f"chunk.decode_vs_copy.{STAND_IN}"] = Metric(
+            wms[STAND_IN] / (stats.median(copy_s) * 1e3), "x", "lower",
+            "the stand-in's instrument: whole chunk, raw-bytes decode (a length check and one copy) / a plain copy "
+            "of the same bytes, timed alike; about 1x, so a stand-in that does more work per decode reads more")
+    if STAND_IN in bytes_of:
+        m[f"sized.{STAND_IN}.bytes_per_value"] = Metric(
+            bytes_of[STAND_IN] / n, "B", "lower",
+            "the stand-in's instrument: raw bytes of the sized chunk per float32 value, exactly 4 (no header, no "
+            "padding); its decodes are checked bit-exact in the interleaved loop")
     if STAND_IN in ms:
         m[f"sized.decode_speedup.{STAND_IN}_vs_json"] = Metric(
             ms["json"] / ms[STAND_IN], "x", None, "the stand-in: JSON decode / raw-bytes decode (no header, no "

@@ -170,6 +170,9 @@ class Tally:
         self.latencies: list[float] = []
         self.history: list[history.Attempt] = []  # every write, as its writer saw it
         self.seen: Counter = Counter()  # (key, Value read, on a replica) -> times read
+        # (key, Value read, on a replica) -> reads whose value differed from the same reader's previous
+        # read of that pair on that side: the server's reply changed (a write landed between them)
+        self.fresh: Counter = Counter()
         self.first_error = ""
         self.first_reader_error = ""
         self.stop = threading.Event()  # set on an interrupt
@@ -270,7 +273,7 @@ def _reader(target, r: int, keys: list[str], owners: dict, tally: Tally) -> None
     from redis.crc import key_slot
 
     rng = random.Random(r)
-    clients, seen = {}, Counter()
+    clients, seen, fresh, last = {}, Counter(), Counter(), {}
     with tally.lock:
         mine = tally.per_reader.setdefault(r, {"reads": 0, "replica_reads": 0})
 
@@ -297,7 +300,11 @@ def _reader(target, r: int, keys: list[str], owners: dict, tally: Tally) -> None
             replica = bool(replicas) and i % 2 == 1
             node = rng.choice(replicas) if replica else primary
             i += 1
-            seen[(key, as_value(conn(node, replica).hgetall(key)), replica)] += 1
+            v = as_value(conn(node, replica).hgetall(key))
+            seen[(key, v, replica)] += 1
+            if last.get((key, replica), ()) != v:  # the server's reply changed since this reader's last read there
+                fresh[(key, v, replica)] += 1
+                last[(key, replica)] = v
             if key != CANARY:
                 with tally.lock:
                     mine["replica_reads" if replica else "reads"] += 1
@@ -309,6 +316,7 @@ def _reader(target, r: int, keys: list[str], owners: dict, tally: Tally) -> None
             cl.close()
         with tally.lock:
             tally.seen.update(seen)
+            tally.fresh.update(fresh)
 
 
 def as_value(h: dict) -> history.Value | None:
@@ -398,7 +406,22 @@ def judge_rule(tally: Tally, seeds: dict, back: dict, pairs: dict, n: int) -> di
                                       for k in real for h in back["replicas"][k])
     told = Counter(a.key for a in tally.history if a.told == history.APPLIED)
     out["vv_lost_updates"] = sum(told[k] - sum(decode(back["primary"][k].get(b"vv"), n)) for k in real)
+    out.update(exercise_counts(tally, real, back))
     return out
+
+
+def exercise_counts(tally: Tally, real: list[str], back: dict) -> dict:
+    """What shows that the situations C20's zeros are about arose in this rule, and what each zero
+    is out of, counted outside the mechanism (issue 52): from the writers' histories (the write id
+    each read before sending, what it was told) and from the readers' and the read-back's server
+    replies; never from the vectors or the script's own counts."""
+    ex = history.exercise(tally.history, real)
+    writes = {a.wid: a.key for a in tally.history if a.key in set(real)}
+    return {"acked_writes": ex.acked, "refused_writes": ex.refused, "conflicting_writes": ex.conflicting,
+            "conflicts_refused": ex.conflicts_refused,
+            "reads_of_new_writes": history.reads_of_new_writes(tally.fresh, writes, replica=False),
+            "replica_reads_of_new_writes": history.reads_of_new_writes(tally.fresh, writes, replica=True),
+            "replica_copies_read_back": sum(len(back["replicas"][k]) for k in real)}
 
 
 def run_mode(target, mode: str, p: dict, pairs: dict, items: list[tuple], owners: dict, log) -> dict:
@@ -510,12 +533,33 @@ def rule_metrics(r: dict, min_reads: int, replicas: bool) -> dict[str, Metric]:
         "replica_connections_not_replica": Metric(r["replica_connections_not_replica"], "connections", "lower",
                                                   "readers' replica connections whose node answered ROLE as "
                                                   "anything but a replica"),
+        **{k: Metric(r[k], u, None, d) for k, u, d in EXERCISE_METRICS},
         "errors": Metric(r["errors"], "updates", "lower"),
         "update_p50_ms": Metric(r["p50_ms"], "ms", "lower"),
         "update_p99_ms": Metric(r["p99_ms"], "ms", "lower"),
     }
     return {k: v for k, v in m.items() if v.value is not None}
 
+
+# What each of C20's zeros is out of, and what shows that its situation arose in the rule (issue
+# 52): counted from the writers' histories and the servers' replies, outside the mechanism.
+EXERCISE_METRICS = (
+    ("reads", "reads", "pairs read on primaries and checked for mix-ups (the canary's apart)"),
+    ("replica_reads", "reads", "pairs read on replicas (READONLY) and checked for mix-ups (the canary's apart)"),
+    ("acked_writes", "updates", "writes whose writer was told applied (the writers' histories)"),
+    ("refused_writes", "updates", "writes whose writer was told refused (the writers' histories)"),
+    ("conflicting_writes", "updates", "writes that raced another: per value a writer read (its write id, in the "
+                                      "server's reply), every write sent on it but one; a CAS may apply only one"),
+    ("conflicts_refused", "updates", "writes told refused that read the same value as another write sent: "
+                                     "conflicting writes that reached the CAS and were refused"),
+    ("reads_of_new_writes", "reads", "primary reads whose reply was a write made in this rule (its id in the "
+                                     "writers' histories) and differed from that reader's previous read of the pair: "
+                                     "served by the server after a concurrent write, not a copy"),
+    ("replica_reads_of_new_writes", "reads", "replica reads (READONLY) whose reply was a write made in this rule "
+                                             "and differed from that reader's previous replica read of the pair: "
+                                             "the replica served a write made during the run"),
+    ("replica_copies_read_back", "keys", "replica copies of the pairs read back after the rule (pairs x replicas)"),
+)
 
 CANARY_METRICS = (
     ("canary_mixups_read", "reads", "reads of the canary pair (mixed on purpose) on primaries flagged mixed"),

@@ -120,3 +120,52 @@ def mixed(v: Value, partner: dict[str, str], sent: dict[str, Value]) -> bool:
     if v.prompt is None or partner.get(v.prompt) != v.response:
         return True
     return sent.get(v.wid or "") != v
+
+
+@dataclass
+class Exercise:
+    """What the writers' histories say happened to a rule's pairs, whatever the mechanism did:
+    the situations in which a CAS matters, counted from what each writer read before sending
+    (the write id in the server's reply) and what it was told, never from the vectors or the
+    script's own bookkeeping.
+
+    - `acked`: writes told applied (what a lost-update count is out of);
+    - `refused`: writes told refused (what a refusal check is out of);
+    - `conflicting`: writes that raced another: per value read (a pair's write id), every write
+      sent on it but one. Two writes that read the same value conflict, and a compare-and-swap
+      may apply at most one of them; without such races no update can be lost;
+    - `conflicts_refused`: writes told refused that read the same value as another write sent:
+      conflicting writes that reached the CAS and were refused.
+    Writes that raised (not known whether they reached the server) count nowhere."""
+
+    acked: int = 0
+    refused: int = 0
+    conflicting: int = 0
+    conflicts_refused: int = 0
+
+
+def exercise(attempts: list[Attempt], keys) -> Exercise:
+    """The writers' histories of the pairs `keys`, counted as in Exercise."""
+    keys = set(keys)
+    sent = [a for a in attempts if a.key in keys and a.told in (APPLIED, REFUSED)]
+    groups: dict[tuple, list[Attempt]] = {}
+    for a in sent:
+        if a.parent is not None:
+            groups.setdefault((a.key, a.parent), []).append(a)
+    out = Exercise(acked=sum(a.told == APPLIED for a in sent), refused=sum(a.told == REFUSED for a in sent))
+    for group in groups.values():
+        if len(group) > 1:
+            out.conflicting += len(group) - 1
+            out.conflicts_refused += sum(a.told == REFUSED for a in group)
+    return out
+
+
+def reads_of_new_writes(fresh, writes: dict[str, str], replica: bool) -> int:
+    """Reads that returned a write made in this run, on replicas (`replica`) or on primaries.
+    `fresh` counts, per (key, Value read, on a replica), the reads whose value differed from the
+    same reader's previous read of that pair on that side (the server's reply changed between
+    two reads; a client-side copy never changes); `writes` maps the write ids the writers sent
+    to their pairs. A read of a seed, of a value no writer sent, or of a pair that write was
+    not sent to counts nothing."""
+    return sum(n for (key, v, rep), n in fresh.items()
+               if rep == replica and v is not None and writes.get(v.wid or "") == key)

@@ -17,6 +17,14 @@ working order `-@all +get +hgetall ~cache:*` is the control that shows the same 
 grant the reads, and `-@all +@read ~*` (every read command on every key) is the control
 that shows a refusal check can fail. FLUSHALL and CLUSTER RESET are first asked with
 ACL DRYRUN: when a rule would grant them they are counted as granted and never sent.
+
+What the node itself saw (issue 52: a count of refusals is evidence only if the probes reached
+the node under test): around every probe the owning node's INFO commandstats is read through
+the harness's admin connection, and the probe counts as reached when its own command's
+counters there (calls + rejected_calls + failed_calls, e.g. `cmdstat_config|get`) grew; a
+probe that ACL DRYRUN granted counts as reached when the node's `acl|dryrun` calls grew. The
+node's ACL LOG entries for the user (their counts, before and after each rule) are the
+server's own record of the denials. Neither is the probe client's count.
 """
 
 from __future__ import annotations
@@ -60,6 +68,34 @@ N_ALLOWED = sum(k == "read" for _, _, k in PROBES)
 N_FORBIDDEN = len(PROBES) - N_ALLOWED
 N_WRITES = sum(k == "write" for _, _, k in PROBES)
 N_OTHER_KEYS = sum(k == "other-key" for _, _, k in PROBES)
+CONTAINERS = ("CONFIG", "ACL", "CLUSTER")  # commands whose subcommand names the commandstats entry
+
+
+def stat_name(args: tuple) -> str:
+    """The INFO commandstats entry a command is counted under: 'get', 'config|get'."""
+    name = str(args[0]).lower()
+    return f"{name}|{str(args[1]).lower()}" if args[0] in CONTAINERS and len(args) > 1 else name
+
+
+def command_counts(admin_node_client) -> dict[str, int]:
+    """The node's own count of the calls that reached each command (INFO commandstats:
+    calls + rejected_calls + failed_calls), by entry name ('get', 'config|get')."""
+    stats = admin_node_client.info("commandstats")
+    return {k[len("cmdstat_"):]: int(v.get("calls", 0)) + int(v.get("rejected_calls", 0)) + int(v.get("failed_calls", 0))
+            for k, v in stats.items() if k.startswith("cmdstat_") and isinstance(v, dict)}
+
+
+def denials_logged(admin_node_client, user: str) -> int:
+    """The node's ACL LOG: the denials it recorded for `user` (entries' counts, summed)."""
+    entries = admin_node_client.execute_command("ACL", "LOG", "1000") or []
+    total = 0
+    for e in entries:
+        e = e if isinstance(e, dict) else dict(zip(e[::2], e[1::2]))
+        e = {(k.decode() if isinstance(k, bytes) else k): v for k, v in e.items()}
+        who = e.get("username")
+        if (who.decode() if isinstance(who, bytes) else who) == user:
+            total += int(e.get("count", 0))
+    return total
 
 
 def _check(where: str, p: dict) -> None:
@@ -122,17 +158,22 @@ def _dry_run(tgt, node, user: str, args: tuple) -> str:
     return "ok (ACL DRYRUN: granted, not sent)" if answer == "OK" else ""
 
 
-def tally(results: list[tuple[str, str]]) -> dict[str, int]:
-    """Counts from (kind, reply) pairs: reads that ran; forbidden probes refused with NOPERM,
-    that ran, or that failed with another error (not a denial); writes and other-prefix reads
-    that ran."""
+def tally(results: list[tuple]) -> dict[str, int]:
+    """Counts from (kind, reply[, reached]) tuples: reads that ran; forbidden probes refused
+    with NOPERM, that ran, or that failed with another error (not a denial); writes and
+    other-prefix reads that ran; forbidden probes the node's own counters saw (reached)."""
     out = {"reads_allowed": 0, "forbidden_noperm": 0, "forbidden_executed": 0, "forbidden_other_error": 0,
-           "writes_allowed": 0, "other_keys_allowed": 0}
-    for kind, reply in results:
+           "writes_allowed": 0, "other_keys_allowed": 0, "forbidden_sent": 0, "forbidden_reached": 0,
+           "writes_sent": 0, "other_keys_sent": 0}
+    for kind, reply, *seen in results:
         ran = reply.startswith("ok")
         if kind == "read":
             out["reads_allowed"] += ran
             continue
+        out["forbidden_sent"] += 1
+        out["writes_sent"] += kind == "write"
+        out["other_keys_sent"] += kind == "other-key"
+        out["forbidden_reached"] += bool(seen and seen[0])
         if reply == "NOPERM":
             out["forbidden_noperm"] += 1
         elif ran:
@@ -156,6 +197,10 @@ def run(ctx: CaseContext) -> CaseOutcome:
     admin.hset(OTHER_HASH, mapping={"f": "v"})
     owner = admin.get_node_from_key(CACHE_STRING)
     node = next(n for n in tgt.nodes if (n.host, n.port) == (owner.host, owner.port))
+    # the node whose own counters are read: the keys' owner in the cluster's slot map, looked up
+    # apart from the node the probes are sent to
+    seen_at = tgt.client(next(n for n in tgt.nodes if (n.host, n.port) == (owner.host, owner.port)),
+                         decode_responses=True)
     password = secrets.token_hex(12)
     cols: dict[str, list] = {c.name: [] for c in PROBE_REPLIES.columns}
     metrics: dict[str, Metric] = {}
@@ -167,12 +212,19 @@ def run(ctx: CaseContext) -> CaseOutcome:
             for n in tgt.nodes:  # ACLs are per node
                 tgt.client(n).execute_command("ACL", "SETUSER", user, "reset", "on", f">{password}", *rule.split())
             results = []
+            logged_before = denials_logged(seen_at, user)
             for probe, args, kind in PROBES:
+                before = command_counts(seen_at)
                 reply = _dry_run(tgt, node, user, args) if args[0] in DESTRUCTIVE else ""
                 reply = reply or _try(node, user, password, args)
-                results.append((kind, reply))
-                for k, v in (("rule", name), ("probe", probe), ("kind", kind), ("reply", reply)):
+                after = command_counts(seen_at)
+                grew = {k for k, v in after.items() if v > before.get(k, 0)}
+                reached = stat_name(args) in grew or (reply.startswith("ok (ACL DRYRUN") and "acl|dryrun" in grew)
+                results.append((kind, reply, reached))
+                for k, v in (("rule", name), ("probe", probe), ("kind", kind), ("reply", reply),
+                             ("node_saw", "yes" if reached else "no")):
                     cols[k].append(v)
+            logged = denials_logged(seen_at, user) - logged_before
             t = tally(results)
             metrics[f"{name}.reads_allowed"] = Metric(t["reads_allowed"], f"of {N_ALLOWED}", "higher")
             metrics[f"{name}.forbidden_noperm"] = Metric(t["forbidden_noperm"], f"of {N_FORBIDDEN}", "higher",
@@ -181,15 +233,28 @@ def run(ctx: CaseContext) -> CaseOutcome:
                 t["forbidden_not_refused"], f"of {N_FORBIDDEN}", "lower",
                 "forbidden probes that ran or failed with an error other than NOPERM")
             metrics[f"{name}.forbidden_executed"] = Metric(t["forbidden_executed"], f"of {N_FORBIDDEN}", "lower")
+            metrics[f"{name}.forbidden_sent"] = Metric(
+                t["forbidden_sent"], "probes", None, "forbidden probes tried as the user (sent, or asked with ACL DRYRUN)")
+            metrics[f"{name}.writes_sent"] = Metric(t["writes_sent"], "probes", None, "write probes tried as the user")
+            metrics[f"{name}.other_keys_sent"] = Metric(t["other_keys_sent"], "probes", None,
+                                                        "reads of keys outside cache:* tried as the user")
+            metrics[f"{name}.forbidden_reached"] = Metric(
+                t["forbidden_reached"], "probes", None,
+                "forbidden probes the owning node's own INFO commandstats counted (calls, rejected or failed calls of "
+                "the probe's command; acl|dryrun for a probe DRYRUN granted): the probes that reached it")
+            metrics[f"{name}.denials_logged"] = Metric(
+                logged, "denials", None, "the owning node's ACL LOG: denials it recorded for the user under this rule")
             metrics[f"{name}.writes_allowed"] = Metric(t["writes_allowed"], f"of {N_WRITES}", "lower")
             metrics[f"{name}.other_keys_allowed"] = Metric(t["other_keys_allowed"], f"of {N_OTHER_KEYS}", "lower")
             ctx.log(f"{name}: {rule!r} -> reads {t['reads_allowed']}/{N_ALLOWED}, NOPERM "
                     f"{t['forbidden_noperm']}/{N_FORBIDDEN}, ran {t['forbidden_executed']}, "
-                    f"other errors {t['forbidden_other_error']}")
+                    f"other errors {t['forbidden_other_error']}; the node saw {t['forbidden_reached']}/"
+                    f"{t['forbidden_sent']} forbidden probes and logged {logged} denials")
     finally:
         for n in tgt.nodes:
             tgt.client(n).execute_command("ACL", "DELUSER", user)
         admin.delete(CACHE_STRING, CACHE_HASH, OTHER_STRING, OTHER_HASH)
         admin.close()
+        seen_at.close()
     return CaseOutcome("ok", metrics=metrics, series={PROBE_REPLIES.name: PROBE_REPLIES.make(cols)},
                        details={"rules": dict(ctx.params["rules"]), "user": user, "node": node.address})

@@ -34,7 +34,9 @@ LOADGENS = SeriesShape("loadgens", (
 
 # The ACL case: the reply of every probe under every rule.
 PROBE_REPLIES = SeriesShape("probes", (Column("rule", "text"), Column("probe", "text"), Column("kind", "text"),
-                                       Column("reply", "text")))
+                                       Column("reply", "text"),
+                                       Column("node_saw", "text")),
+                             "node_saw: whether the owning node's own INFO commandstats counted the probe")
 
 # memtier's HDR histograms per run and kind: built by the infra layer, declared there.
 HISTOGRAMS = memtier.HISTOGRAMS

@@ -48,6 +48,9 @@ PARAMS = {
     "ttl_s": Param(int, 300, "TTL of every cache entry", min=1),
     "instrument_wait_ms": Param(float, 10.0, "the instrument: a fixed wait every request of its arm is held "
                                              "(keys never shared); the end-to-end measurement must see it", min=0.1),
+    "standin_max_wait_ms": Param(float, 5.0, "the stand-in (standin.dynamic_unique_key: the dynamic rule with keys "
+                                             "never shared): its window, the longest wait of each of its requests "
+                                             "(the ledger fixes it at the dynamic arm's max_wait_ms)", min=0.1),
     "batching": Param(str, "on", "on: the arms batch by their rules; off: every batching arm dispatches on "
                                  "arrival (the mechanism removed, to show that the checks would see it)",
                       ("on", "off")),
@@ -64,6 +67,7 @@ ARMS = {  # name: (rule, key)
     "standin.dynamic_unique_key": ("dynamic", "unique"),
 }
 BASELINE = "control.no_batching"
+STAND_IN = "standin.dynamic_unique_key"
 
 
 def token_key(tok, text: str) -> str:
@@ -188,6 +192,8 @@ def _arm_rule(arm: str, p: dict) -> tuple[str, float, int, str]:
         rule = "none"
     if rule == "static":
         return rule, p["static_max_wait_ms"], p["static_batch_size"], key
+    if arm == STAND_IN:
+        return rule, p["standin_max_wait_ms"], p["max_batch"], key
     return rule, p["max_wait_ms"], p["max_batch"], key
 
 
@@ -225,6 +231,14 @@ def _batching_metrics(p: dict, rounds_of: dict[str, list[list[dispatcher.Request
                 e2e[arm] - e2e[BASELINE], "ms", "lower",
                 "mean end-to-end time minus no batching's, same arrivals: the rule's wait, the wait for a busy "
                 "model, less what shared model runs save (on a shared CPU it moves with the host's load)")
+    if STAND_IN in per_arm and p["batching"] == "on":
+        window = p["standin_max_wait_ms"]
+        m[f"{STAND_IN}.window_ms"] = Metric(window, "ms", None, "the stand-in's window (a parameter)")
+        m[f"{STAND_IN}.wait_vs_window"] = Metric(
+            m[f"{STAND_IN}.added_ms_mean"].value / window, "x", None,
+            "the stand-in's instrument: its mean added latency (arrival to dispatch) over its window; a request whose "
+            "key no other shares waits its whole window and no longer, so about 1x (over 1x by the key work and "
+            "the threads' wake-up); a stand-in that holds its requests longer than its window reads more")
     m["instrument.fixed_wait.known_ms"] = Metric(p["instrument_wait_ms"], "ms", None,
                                                  "the wait the instrument's arm holds every request (a parameter)")
     added = {arm: m[f"{arm}.added_ms_mean"].value for arm in per_arm}

@@ -121,6 +121,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
                        "sha256_of_float32": hashlib.sha256(proj.tobytes()).hexdigest()})
     ins_sig, q_sig = keys.signatures(ins_vec, proj), keys.signatures(q_vec, proj)
     cproj, ins_csig, q_csig = _stand_in_signatures(p, wl, seed)
+    stand_in_instrument = _stand_in_instrument(p, wl, cproj)
     if p["signature"] == "exact":
         ins_sig, q_sig = (np.array([keys.text_signature(t) for t, _ in texts], dtype=np.uint64)
                           for texts in (wl.inserts, wl.queries))
@@ -154,6 +155,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
         for s in (store, control, stand):
             s.clear()
         client.close()
+    out.metrics.update(stand_in_instrument)
     _c7(p, wl, test, emb, nn_sim, nlab, out)
     _dataset_extras(p, ds, emb, proj, out)
     return out
@@ -163,9 +165,51 @@ def _stand_in_signatures(p, wl, seed: int) -> tuple[np.ndarray, np.ndarray, np.n
     """The stand-in's hyperplanes (same seed as the semantic key's, its vectors' dimension) and
     the signatures of the inserts' and the queries' character n-gram vectors."""
     cproj = keys.projection(p["charsim_dim"], seed)
-    ins, qs = (keys.signatures(keys.char_ngram_vectors([t for t, _ in texts], p["charsim_ngram"], p["charsim_dim"]),
-                               cproj) for texts in (wl.inserts, wl.queries))
+    ins, qs = (_stand_in_sigs(p, [t for t, _ in texts], cproj) for texts in (wl.inserts, wl.queries))
     return cproj, ins, qs
+
+
+def _stand_in_sigs(p, texts: list[str], cproj) -> np.ndarray:
+    """The stand-in's signatures of texts: SimHash of their character n-grams (one path for the
+    stand-in's keys and its instrument)."""
+    return keys.signatures(keys.char_ngram_vectors(texts, p["charsim_ngram"], p["charsim_dim"]), cproj)
+
+
+KNOWN_PAIRS_TEXTS = 50  # inserted prompts the stand-in's instrument builds its known pairs from
+
+
+def known_pairs(texts: list[str]) -> list[tuple[str, str, bool]]:
+    """(a, b, same) pairs whose answer under a character n-gram hash is known by construction:
+    a prompt and itself, a prompt and its upper-cased copy with doubled spaces (the same after
+    normalization): the same signature; a prompt and the prompt with its first half, or its second
+    half, replaced by another prompt's: different signatures (half its n-grams differ)."""
+    out = []
+    for a, b in zip(texts, texts[1:] + texts[:1]):
+        na, nb = keys.normalize(a), keys.normalize(b)
+        ha, hb = len(na) // 2, len(nb) // 2
+        out += [(a, a, True), (a, "  ".join(a.upper().split(" ")), True)]
+        if na[ha:] != nb[hb:] and len(na) >= 16:
+            out.append((na, na[:ha] + nb[hb:], False))
+        if na[:ha] != nb[:hb] and len(na) >= 16:
+            out.append((na, nb[:hb] + na[ha:], False))
+    return out
+
+
+def _stand_in_instrument(p, wl, cproj) -> dict[str, Metric]:
+    """The stand-in's own instrument: its signatures of known pairs (known_pairs) through the same
+    code as its keys; every pair must come out as built (equal signatures for the duplicates,
+    unequal for the half-replaced prompts), else the stand-in is not the hash it is said to be
+    (one that ignores part of the prompt, or mangles it, fails here)."""
+    pairs = known_pairs([t for t, _ in wl.inserts[:KNOWN_PAIRS_TEXTS]])
+    sa = _stand_in_sigs(p, [a for a, _, _ in pairs], cproj)
+    sb = _stand_in_sigs(p, [b for _, b, _ in pairs], cproj)
+    agree = [(x == y) == same for x, y, (_, _, same) in zip(sa.tolist(), sb.tolist(), pairs)]
+    n_same = sum(same for _, _, same in pairs)
+    return {"instrument.charsim.known_pairs_agree_pct": Metric(
+        100.0 * sum(agree) / len(agree), "% of pairs", None,
+        f"the stand-in's instrument: {len(pairs)} prompt pairs built from {KNOWN_PAIRS_TEXTS} inserted prompts, "
+        f"{n_same} known duplicates (itself; upper-cased with doubled spaces) that must get its same signature and "
+        f"{len(pairs) - n_same} with half the prompt replaced by another's that must not")}
 
 
 class _Scoring:
@@ -372,7 +416,7 @@ def _latency(ctx, p, wl, stores, emb, projs, radii: tuple[int, int]) -> dict[str
         t3 = time.perf_counter()
         store.get(keys.exact_key(text, True))
         t4 = time.perf_counter()
-        csig = int(keys.signatures(keys.char_ngram_vectors([text], p["charsim_ngram"], p["charsim_dim"]), cproj)[0])
+        csig = int(_stand_in_sigs(p, [text], cproj)[0])
         entry, dist, _best = stand.lsh_nearest(csig)
         _ = entry is not None and dist <= cradius
         t5 = time.perf_counter()

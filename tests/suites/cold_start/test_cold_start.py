@@ -73,6 +73,17 @@ def test_offered_load_can_pass_a_full_pool():
     assert counting.offered_pct([5], None, 2) == [None]
 
 
+def test_errors_say_what_they_are_out_of():
+    """The errors threshold's denominator: every cluster request made, answered or failed."""
+    from harness.experiments.cold_start.traffic import RunLog
+
+    logs = {"flush": RunLog(requests=[(0.1, 1, True, True, 0)] * 5, errors=2, first_error="x"),
+            "control": RunLog(requests=[(0.1, 1, True, True, 0)] * 3)}
+    m, first = cs._health(logs)
+    assert m["requests"].value == 10 and m["errors"].value == 2 and first == "x"
+    assert cs._health({"flush": RunLog()})[0]["requests"].value == 0
+
+
 def test_runs_rotate_by_repetition():
     names = ["flush", "control", "no-retry"]
     assert [cs.run_order(names, r)[0] for r in (1, 2, 3, 4)] == ["flush", "control", "no-retry", "flush"]

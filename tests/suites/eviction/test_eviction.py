@@ -238,6 +238,13 @@ def test_cluster_replay_sums_per_node_info_and_restores_config(cluster):
     assert len(r.raw_infos) == len(cluster.primaries)
     after = {n.address: cluster.client(n).config_get("maxmemory*") for n in cluster.primaries}
     assert after == before
+    # the policy and maxmemory as every primary reported them during the run (read back, not asked for)
+    from harness.experiments.eviction.redis_replay import config_facts
+
+    assert {r["node"] for r in r.config_read} == {n.address for n in cluster.primaries}
+    facts = config_facts("cluster.allkeys-lru", r.config_read, r.maxmemory)
+    assert facts["cluster.allkeys-lru.maxmemory-policy"] == "allkeys-lru"
+    assert facts["cluster.allkeys-lru.maxmemory"] == r.maxmemory and facts["cluster.allkeys-lru.maxmemory_as_sized"] is True
 
 
 def test_standalone_replay_under_lfu_and_lru(tmp_path):
@@ -250,6 +257,31 @@ def test_standalone_replay_under_lfu_and_lru(tmp_path):
         assert r.filled and r.info_after["keyspace_hits"] == r.hits
         assert 0 < r.dbsize_median <= 2 * r.target_keys
         assert (r.idle_max_s is None) == (spec.policy == "allkeys-lfu")
+        # read back from the server after the warm-up and after the measured replay
+        assert [c["when"] for c in r.config_read] == ["after the warm-up", "after the measured replay"]
+        assert all(c["maxmemory-policy"] == spec.policy and c["info.maxmemory_policy"] == spec.policy
+                   and c["maxmemory"] == r.maxmemory == c["info.maxmemory"] for c in r.config_read)
+
+
+def test_a_server_running_another_policy_is_recorded_as_it_runs(tmp_path, monkeypatch):
+    """The policy facts are the server's: a configuration that quietly gives the server another
+    policy (or no maxmemory) than the run's label shows in the facts the ledger compares."""
+    from harness.experiments.eviction import redis_replay
+    from harness.experiments.eviction.redis_replay import RunSpec, config_facts, replay_standalone
+
+    monkeypatch.setattr(redis_replay.RunSpec, "config", lambda self: {"maxmemory-policy": "allkeys-random"})
+    ids = traces.zipf_trace(2000, 800, 0.9, 4).ids
+    r = replay_standalone(RunSpec("allkeys-lru"), key_names(ids), 800, tmp_path / "s", n_distinct=len(set(ids.tolist())),
+                          capacity_fraction=0.1, value_bytes=1000, ttl_s=0, batch=100)
+    facts = config_facts("redis.allkeys-lru", r.config_read, r.maxmemory)
+    assert facts["redis.allkeys-lru.maxmemory-policy"] == "allkeys-random"
+    assert facts["redis.allkeys-lru.maxmemory_as_sized"] is True
+    # maxmemory read back unlike the one sized, or readings that disagree, are said as such
+    off = [dict(c, maxmemory=0) for c in r.config_read]
+    assert config_facts("x", off, r.maxmemory)["x.maxmemory_as_sized"] is False
+    mixed = [r.config_read[0], dict(r.config_read[1], **{"maxmemory-policy": "allkeys-lfu"})]
+    assert config_facts("x", mixed, r.maxmemory)["x.maxmemory-policy"] == "readings differ: allkeys-random, allkeys-lfu"
+    assert config_facts("x", [], r.maxmemory)["x.maxmemory-policy"] == "not read"
 
 
 # ---- the controls and the ledger's checks ------------------------------------------------
@@ -364,11 +396,12 @@ def small_simulation(tmp_path_factory):
     return out, {k: v.value for k, v in out.metrics.items()}
 
 
-def _judged(claim_id: str, case: str, metrics: dict) -> dict:
-    """The ledger's real checks of `claim_id` on `case`, judged on these measured metrics."""
+def _judged(claim_id: str, case: str, metrics: dict, facts: dict | None = None) -> dict:
+    """The ledger's real checks of `claim_id` on `case`, judged on these measured metrics (and
+    the case's facts: the server settings read back)."""
     from tests.ledger_helpers import verdicts
 
-    return {k: str(v.outcome) for k, v in verdicts(claim_id, case, metrics, suite="eviction").items()}
+    return {k: str(v.outcome) for k, v in verdicts(claim_id, case, metrics, suite="eviction", facts=facts).items()}
 
 
 def test_c18_simulated_checks_on_a_real_simulation(small_simulation):
@@ -379,7 +412,8 @@ def test_c18_simulated_checks_on_a_real_simulation(small_simulation):
     assert 0 < m["sim.calibrated.size_fraction_pct"] < 20
     for x in ("lru", "lfu", "hybrid"):
         assert m["sim.calibrated.random.hit_rate_pct"] < m[f"sim.calibrated.{x}.hit_rate_pct"]
-    v = _judged("C18", "simulate", m)
+    # the LRU-K stand-in's strength as the runner gives it (the ledger fixes it: Record.params)
+    v = _judged("C18", "simulate", m, facts={"standin_lruk_k": 2})
     # LRU keeps far more of the tail here than the source's 12.5%: the band refutes it (a one-sided
     # >= 12.5 passed it); so do the hybrid's figures
     assert v["sim.calibrated.lru.long_tail_pct"] == "not reproduced", m["sim.calibrated.lru.long_tail_pct"]
@@ -428,12 +462,20 @@ def test_c18_redis_checks_on_real_redis_servers(tmp_path):
     m = {k: v.value for k, v in out.metrics.items()}
     assert m["redis.calibrated.capacity_objects"] > 0
     assert m["redis.allkeys-random.hit_rate_pct"] < m["redis.allkeys-lfu.hit_rate_pct"]
-    v = _judged("C18", "redis", m)
+    for policy in ("allkeys-lru", "allkeys-lfu", "allkeys-random"):  # what the servers said they ran
+        assert out.facts[f"redis.{policy}.maxmemory-policy"] == policy
+        assert out.facts[f"redis.{policy}.maxmemory_as_sized"] is True
+    v = _judged("C18", "redis", m, out.facts)
     assert "inconclusive" not in (v["redis.allkeys-lfu.hit_rate_pct"], v["redis.allkeys-lru.hit_rate_pct"]), v
     for policy in ("allkeys-lfu", "allkeys-lru"):
         off = dict(m, **{k.replace("allkeys-random", policy): val for k, val in m.items()
                          if k.startswith(("redis.allkeys-random.", "reference.redis.allkeys-random."))})
-        assert _judged("C18", "redis", off)[f"redis.{policy}.hit_rate_pct"] == "not reproduced", policy
+        assert _judged("C18", "redis", off, out.facts)[f"redis.{policy}.hit_rate_pct"] == "not reproduced", policy
+    # the same numbers from servers that said they ran another policy, or no facts at all: inconclusive
+    for policy in ("allkeys-lfu", "allkeys-lru"):
+        other = dict(out.facts, **{f"redis.{policy}.maxmemory-policy": "allkeys-random"})
+        assert _judged("C18", "redis", m, other)[f"redis.{policy}.hit_rate_pct"] == "inconclusive", policy
+    assert set(_judged("C18", "redis", m).values()) == {"inconclusive"}
 
 
 def _trace_run(tmp_path, **over):

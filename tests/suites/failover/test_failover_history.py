@@ -97,6 +97,19 @@ def test_outage_window_and_recovery_of_one_group():
     assert clean.window == 0.0 and clean.recovered == 0.0 and clean.error_pct == 0.0
 
 
+def test_error_rate_says_what_it_is_out_of():
+    """error_pct's denominator is a metric of its own (issue 52: 0% of 0 writes is no evidence)."""
+    from harness.experiments.failover import measure
+
+    ws = [w("c", i, f"k{i}", 100 + i * 0.1, ok=i != 3, error="refused" if i == 3 else "",
+            group="a" if i % 2 else "b") for i in range(10)]
+    m = measure.outage_metrics("no-kill", ws, 100.25, 101.0, {"a": "killed_range", "b": "other_ranges"})
+    assert m["no-kill.killed_range.sent"].value == 4 and m["no-kill.killed_range.error_pct"].value == 25.0
+    assert m["no-kill.other_ranges.sent"].value == 3 and m["no-kill.other_ranges.error_pct"].value == 0.0
+    empty = measure.outage_metrics("no-kill", [], 100.0, 101.0, {"a": "killed_range"})
+    assert empty["no-kill.killed_range.sent"].value == 0 and empty["no-kill.killed_range.error_pct"].value is None
+
+
 def test_outage_never_recovered():
     ws = [w("c", i, f"k{i}", 100 + i * 0.1, ok=i < 3, error="" if i < 3 else "refused") for i in range(10)]
     assert lost_writes.outage(ws, t0=100.0).recovered is None

@@ -181,7 +181,9 @@ def test_mixups_are_not_measured_when_a_reader_read_too_little():
             "mixups_final": 0, "replica_mixups_final": 0,
             "replica_diverged_keys": 0, "replica_connections_not_replica": 0, "errors": 0, "p50_ms": 1.0,
             "p99_ms": 2.0, "reader_errors": 0,
-            "vv_lost_updates": 0}
+            "vv_lost_updates": 0, "reads": 40, "replica_reads": 40, "acked_writes": 5, "refused_writes": 5,
+            "conflicting_writes": 5, "conflicts_refused": 5, "reads_of_new_writes": 30,
+            "replica_reads_of_new_writes": 30, "replica_copies_read_back": 2}
     m = cas.rule_metrics({**base, "reader_min_reads": 20, "reader_min_replica_reads": 20}, 20, True)
     assert m["mixups_read"].value == 0 and m["replica_mixups_read"].value == 0
     m = cas.rule_metrics({**base, "reader_min_reads": 19, "reader_min_replica_reads": 400}, 20, True)
@@ -325,6 +327,17 @@ def test_c20_verdicts_on_a_real_run_and_with_each_mechanism_removed(concurrent_r
         "incremented.unjustified_refusals"].outcome.value == "inconclusive"
     assert blinded("incremented.canary_refused_but_applied")[
         "incremented.refused_but_applied"].outcome.value == "inconclusive"
+    # issue 52: a zero counts only where its situation arose in the judged arm (races that reached the CAS,
+    # reads served after a write of the run), and out of something: either at 0 reads inconclusive
+    for metric, situation, denominator in (
+            ("incremented.mixups_read", "incremented.reads_of_new_writes", "incremented.reads"),
+            ("incremented.replica_mixups_read", "incremented.replica_reads_of_new_writes", "incremented.replica_reads"),
+            ("incremented.lost_updates", "incremented.conflicting_writes", "incremented.acked_writes"),
+            ("incremented.refused_but_applied", "incremented.conflicts_refused", "incremented.refused_writes"),
+            ("incremented.unjustified_refusals", "incremented.conflicting_writes", "incremented.refused_writes")):
+        assert out.metrics[situation].value >= 50 and out.metrics[denominator].value > 0, metric
+        assert blinded(situation)[metric].outcome.value == "inconclusive", (metric, situation)
+        assert blinded(denominator)[metric].outcome.value == "inconclusive", (metric, denominator)
     # a script that applies every write and replies 'refused': nothing told applied is lost, but
     # the read-back finds the refused writes applied
     lying = {**out.metrics, "incremented.refused_but_applied": out.metrics["incremented.attempts"]}

@@ -144,3 +144,86 @@ def test_no_judged_metric_of_c20_is_the_mechanisms_own():
         named = [chk["metric"]] + [c["metric"] for c in controls] + [c["than"] for c in controls if "than" in c]
         assert not [n for n in named if n.startswith("mechanism.")], chk["metric"]
         assert controls or chk.get("no_instrument"), chk["metric"]
+
+
+# ---- exercise evidence (issue 52): the situations C20's zeros are about, counted outside the CAS ----
+
+def test_races_are_counted_from_what_the_writers_read_whatever_the_cas_replied():
+    """Two writes that read the same value raced (a CAS may apply one); a write that read its
+    predecessor did not. Counted from the parents in the writers' histories: the replies only
+    split the races into refused or not, and an error (not known to have been sent) counts
+    nowhere."""
+    serial = [w("a", "seed.0"), w("b", "a"), w("c", "b", REFUSED)]  # one after another: no race
+    ex = h.exercise(serial, ["k"])
+    assert (ex.acked, ex.refused, ex.conflicting, ex.conflicts_refused) == (2, 1, 0, 0)
+    raced = [w("a", "seed.0"), w("b", "seed.0", REFUSED), w("c", "seed.0"), w("d", "a", ERROR), w("e", "a", REFUSED)]
+    ex = h.exercise(raced, ["k"])
+    assert (ex.acked, ex.refused, ex.conflicting, ex.conflicts_refused) == (2, 2, 2, 1)
+    # a CAS that applies every write still raced: the count does not depend on its replies
+    assert h.exercise([w("a", "seed.0"), w("b", "seed.0")], ["k"]).conflicting == 1
+    assert h.exercise(raced, ["j"]) == h.Exercise()  # another pair's writes (the canary's) count nowhere
+
+
+def test_reads_of_new_writes_count_only_changed_replies_holding_a_write_of_the_run():
+    from collections import Counter
+
+    a = Value("a", "p1", "r1")
+    fresh = Counter({("k", SEED, False): 1, ("k", a, False): 3, ("k", a, True): 2, ("k", None, False): 1,
+                     ("k", Value("zz", "p1", "r1"), False): 1})
+    assert h.reads_of_new_writes(fresh, {"a": "k"}, replica=False) == 3  # the seed, a gone pair, an unknown id: none
+    assert h.reads_of_new_writes(fresh, {"a": "k"}, replica=True) == 2
+    assert h.reads_of_new_writes(fresh, {}, replica=False) == 0  # no write made in the run
+    assert h.reads_of_new_writes(fresh, {"a": "j"}, replica=False) == 0  # a write sent to another pair
+
+
+class _FakeServer:
+    """A node whose HGETALL replies come from `reply(i)` (i: the read's number); ROLE: a replica."""
+
+    address = ("fake", 1)
+
+    def __init__(self, reply):
+        self.reply, self.i = reply, 0
+
+    def execute_command(self, *args):
+        return [b"slave"] if args[0] == "ROLE" else b"OK"
+
+    def hgetall(self, key):
+        self.i += 1
+        return self.reply(self.i)
+
+    def close(self):
+        pass
+
+
+def _fresh_reads(reply) -> tuple[int, int, int]:
+    """One reader against a fake node, for 0.05 s: (reads of new writes on primaries, on replicas,
+    reads on primaries), judged against the write ids w.* of the run."""
+    import types
+
+    server = _FakeServer(reply)
+    target = types.SimpleNamespace(client=lambda node: server)
+
+    class Everywhere(dict):
+        def __getitem__(self, slot):
+            return server, [server]
+
+    tally = cas.Tally()
+    tally.open_gate(1, 0.05)
+    cas._reader(target, 0, ["pp:{k0}"], Everywhere(), tally)
+    writes = {f"w.{i}": "pp:{k0}" for i in range(server.i + 1)}  # the canary's reads count nowhere
+    reads = sum(c for (key, _, rep), c in tally.seen.items() if key != cas.CANARY and not rep)
+    return (h.reads_of_new_writes(tally.fresh, writes, replica=False),
+            h.reads_of_new_writes(tally.fresh, writes, replica=True), reads)
+
+
+def test_the_reader_counts_a_read_of_a_new_write_only_when_the_servers_reply_changed():
+    """The counter the mix-up checks' exercise evidence reads: a server whose every reply is a new
+    write gives one per read; one that always replies the same write (or a reader-side copy) gives
+    one per side, the first read; one that holds the seed gives none."""
+    def pair(wid):
+        return {b"prompt": b"p1", b"response": b"r1", b"wid": wid.encode(), b"vv": b"1"}
+
+    new, replica_new, reads = _fresh_reads(lambda i: pair(f"w.{i}"))
+    assert reads > 10 and new == reads and replica_new > 10
+    assert _fresh_reads(lambda i: pair("w.1"))[:2] == (1, 1)
+    assert _fresh_reads(lambda i: pair("seed.0"))[:2] == (0, 0)

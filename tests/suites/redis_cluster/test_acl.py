@@ -35,7 +35,18 @@ def test_only_noperm_counts_as_refused():
     t = acl.tally([("read", "ok"), ("read", "NOPERM"), ("write", "NOPERM"), ("write", "ok"),
                    ("other-key", "error: ResponseError: WRONGTYPE"), ("command", "ok (ACL DRYRUN: granted, not sent)")])
     assert t == {"reads_allowed": 1, "forbidden_noperm": 1, "forbidden_executed": 2, "forbidden_other_error": 1,
-                 "forbidden_not_refused": 3, "writes_allowed": 1, "other_keys_allowed": 0}
+                 "forbidden_not_refused": 3, "writes_allowed": 1, "other_keys_allowed": 0,
+                 "forbidden_sent": 4, "forbidden_reached": 0, "writes_sent": 2, "other_keys_sent": 1}
+    # reached: only what the node's own counters saw (the third element), never the reply alone
+    t = acl.tally([("write", "NOPERM", True), ("write", "NOPERM", False), ("command", "ok", True)])
+    assert (t["forbidden_sent"], t["forbidden_reached"], t["forbidden_noperm"]) == (3, 2, 2)
+
+
+def test_commandstats_entry_of_each_probe():
+    assert acl.stat_name(("GET", "cache:x")) == "get"
+    assert acl.stat_name(("CONFIG", "GET", "maxmemory")) == "config|get"
+    assert acl.stat_name(("CLUSTER", "RESET", "SOFT")) == "cluster|reset"
+    assert acl.stat_name(("EVAL", "return 1", "0")) == "eval"
 
 
 def test_at_least_ten_forbidden_probes_of_every_kind_the_issue_names():
@@ -72,6 +83,13 @@ def test_trt_infer_as_written_grants_nothing_and_the_working_order_reads_only(cl
                        out.series["probes"].column("reply")))
     assert replies[("read-all", "GET another prefix")] == "ok"
     assert replies[("read-all", "FLUSHALL")] == "NOPERM" and replies[("fixed", "CLUSTER RESET")] == "NOPERM"
+    # the owning node's own counters saw every forbidden probe, and its ACL LOG every denial
+    for rule in ("source", "fixed", "read-all"):
+        assert m[f"{rule}.forbidden_sent"] == n and m[f"{rule}.forbidden_reached"] == n
+        assert m[f"{rule}.writes_sent"] == acl.N_WRITES and m[f"{rule}.other_keys_sent"] == acl.N_OTHER_KEYS
+    assert m["source.denials_logged"] == m["source.forbidden_noperm"] + 2  # the two reads are denied too
+    assert m["fixed.denials_logged"] == n and m["read-all.denials_logged"] == m["read-all.forbidden_noperm"]
+    assert set(out.series["probes"].column("node_saw")) == {"yes"}
     for n_ in cluster.nodes:  # the user is removed from every node afterwards
         users = redis.Redis(host=n_.host, port=n_.port, decode_responses=True).execute_command("ACL", "USERS")
         assert "trt-infer" not in users
@@ -98,6 +116,15 @@ def test_the_ledger_checks_flip_when_the_mechanism_is_removed(cluster, tmp_path)
     assert not source_refused.in_claim(loose["source.forbidden_not_refused"])
 
 
+def test_probes_that_never_reach_the_owner_are_not_counted_as_reached(cluster, tmp_path, monkeypatch):
+    """The exercise counter is the owning node's, not the client's: probes answered
+    client-side (never sent) leave it at 0 while the refusal count still reads 'all refused'."""
+    monkeypatch.setattr(acl, "_try", lambda node, user, password, args: "NOPERM")
+    _, m = _run(cluster, tmp_path, rules={"fixed": acl.WORKING_RULE})
+    assert m["fixed.forbidden_not_refused"] == 0 and m["fixed.forbidden_sent"] == acl.N_FORBIDDEN
+    assert m["fixed.forbidden_reached"] == 0 and m["fixed.denials_logged"] == 0
+
+
 def test_view_shows_each_probe_under_each_rule(cluster, tmp_path):
     from harness.experiments import views
     from harness.model.spec import Case, SuiteClaim, SuiteRun
@@ -112,3 +139,22 @@ def test_view_shows_each_probe_under_each_rule(cluster, tmp_path):
     (table,) = views.build(run, analyze(run), "redis-cluster")
     assert table.columns == ["probe", "kind", "source", "fixed", "read-all"] and len(table.rows) == len(acl.PROBES)
     assert table.rows[0][:3] == ["GET a cache key", "read", "NOPERM"] and table.rows[0][3] == "ok"
+
+
+def test_refusals_the_owning_node_never_saw_are_inconclusive():
+    """C21's checks of an absence (issue 52): 14 of 14 refused is evidence only when the owning
+    node's own counters saw the 14 probes; out of 0 probes, or seen 0 times, it is inconclusive."""
+    from tests.ledger_helpers import verdicts
+
+    n = acl.N_FORBIDDEN
+    m = {"source.reads_allowed": 0, "fixed.reads_allowed": 2, "read-all.forbidden_not_refused": 5}
+    for rule in ("source", "fixed"):
+        m.update({f"{rule}.forbidden_not_refused": 0, f"{rule}.forbidden_sent": n, f"{rule}.forbidden_reached": n})
+    judged = lambda metrics: {k: str(v.outcome) for k, v in  # noqa: E731
+                              verdicts("C21", "acl", metrics, suite="redis-cluster").items()}
+    v = judged(m)
+    assert v["source.forbidden_not_refused"] == v["fixed.forbidden_not_refused"] == "reproduced", v
+    v = judged(dict(m, **{"fixed.forbidden_reached": 0, "source.forbidden_reached": n - 1}))
+    assert v["source.forbidden_not_refused"] == v["fixed.forbidden_not_refused"] == "inconclusive", v
+    v = judged(dict(m, **{"fixed.forbidden_sent": 0, "fixed.forbidden_reached": 0}))
+    assert v["fixed.forbidden_not_refused"] == "inconclusive", v
