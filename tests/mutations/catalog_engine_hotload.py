@@ -16,6 +16,7 @@ from tests.mutations.framework import Edit, Mutation
 PKG = "harness/experiments/engine_hotload/"
 SWAP, WORKLOAD, LIFECYCLE = PKG + "swap.py", PKG + "workload.py", PKG + "lifecycle.py"
 SIGNING, SIGNED_LOAD, FRESH = PKG + "signing.py", PKG + "signed_load.py", PKG + "fresh.py"
+SWAP_CASES = PKG + "swap_cases.py"
 HOT = "engine-hotload/hot-swap "
 PREWARM = "engine-hotload/prewarm "
 SIGNED = "engine-hotload/signed-load "
@@ -117,5 +118,51 @@ MUTATIONS = [
         what="the counter around the deserializer never counts: it reads 0 whether or not a file reached "
              "ONNX Runtime",
         edits=(Edit(SIGNED_LOAD, "                cls.count += 1\n", "                cls.count += 0\n"),),
+        run="engine-hotload/signed-load", checks=(SIGNED + "deserialized_refused",), timeout_s=300),
+    # ---- unexercised (issue 52): the dangerous situation never arises; the absences must read inconclusive
+    Mutation(
+        name="engine-hotload/swap-waits-for-idle",
+        claim="C14", kind="unexercised",
+        what="the hot swap switches the reference only once no call is in flight on the old engine (it polls "
+             "until idle): no request is in flight across the switch, so the drain is never needed and "
+             "'0 failed requests' proves nothing about it",
+        edits=(Edit(SWAP, "                if until_in_flight_s is None or self._inflight[id(old)] > 0 or t0 >= deadline:\n",
+                    "                if self._inflight[id(old)] == 0:\n"),),
+        run="engine-hotload/hot-swap", checks=(HOT + "failed_requests",), timeout_s=300),
+    Mutation(
+        name="engine-hotload/trt-swap-waits-for-idle",
+        claim="C14", kind="unexercised",
+        what="the same on TensorRT: the switch waits until no call is in flight on the old engine",
+        edits=(Edit(SWAP, "                if until_in_flight_s is None or self._inflight[id(old)] > 0 or t0 >= deadline:\n",
+                    "                if self._inflight[id(old)] == 0:\n"),),
+        run="engine-hotload/trt-hot-swap", checks=("engine-hotload/trt-hot-swap failed_requests",), timeout_s=400),
+    Mutation(
+        name="engine-hotload/slot-keeps-the-old-engine-under-the-new-label",
+        claim="C14", kind="unexercised",
+        what="the switch relabels instead of switching: the slot keeps serving the old engine under the new "
+             "engine's label and version, and the new engine is closed as if it were the old one; accepted "
+             "swaps report success, refused ones serve on, nothing fails, but no new engine ever answers",
+        edits=(Edit(SWAP, "                    self._inflight.setdefault(id(new), 0)\n                    self._engine = new\n",
+                    "                    self._inflight.setdefault(id(new), 0)\n"
+                    "                    old.label, new.label = new.label, old.label\n"
+                    "                    old, new = new, old\n"),),
+        run="engine-hotload/incompatible-swap", checks=("engine-hotload/incompatible-swap wrong_verdicts",),
+        timeout_s=300),
+    Mutation(
+        name="engine-hotload/file-never-changes-after-its-check",
+        claim="C21", kind="unexercised",
+        what="the time-of-check/time-of-use attempt writes the replacement model beside the file instead of over "
+             "it: the file never changes after its check, so a load that re-read the path would pass as well",
+        edits=(Edit(SIGNED_LOAD, "        Path(path).write_bytes(self.replacement)\n",
+                    "        Path(path).with_name(Path(path).name + \".next\").write_bytes(self.replacement)\n"),),
+        run="engine-hotload/signed-load", checks=(SIGNED + "wrong_verdicts",), timeout_s=300),
+    Mutation(
+        name="engine-hotload/tampered-file-never-written",
+        claim="C21", kind="unexercised",
+        what="the tampered fixture is written to a temporary name that is never renamed: the bit-flipped file "
+             "and the file the edited manifest matches do not exist, their attempts fail to read a file and "
+             "nothing bad reaches the verifier, so '0 refused files deserialized' is 0 of nothing for them",
+        edits=(Edit(SIGNED_LOAD, "    tampered.write_bytes(bytes(data))\n",
+                    "    tampered.with_suffix(\".part\").write_bytes(bytes(data))\n"),),
         run="engine-hotload/signed-load", checks=(SIGNED + "deserialized_refused",), timeout_s=300),
 ]

@@ -127,6 +127,13 @@ class OrtEngine(Engine):
     def profiles(self) -> list[Profile]:
         return [implicit_profile(self._io)]
 
+    def reported(self) -> dict:
+        s = self._session
+        if s is None:
+            return {}
+        so = s.get_session_options()
+        return {"execution_provider": s.get_providers()[0], "intra_op_threads": so.intra_op_num_threads}
+
     def _run(self, feeds, profile):
         session = self._session  # one read: a concurrent close() cannot pull it away mid-call
         if session is None:

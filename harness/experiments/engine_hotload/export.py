@@ -116,10 +116,11 @@ def _check_export(path: Path) -> None:
 
 
 def tiny_onnx(path: Path, *, inputs: tuple[tuple[str, str, tuple], ...] | None = None,
-              output: tuple[str, str, tuple] = (OUTPUT, "float32", ("batch", HIDDEN))) -> Path:
+              output: tuple[str, str, tuple] = (OUTPUT, "float32", ("batch", HIDDEN)), scale: float = 1.0) -> Path:
     """A small runnable model: output = mean over the sequence of (input_ids * the other
     inputs) projected to as many values as the output's last dimension (HIDDEN by default). `inputs` are (name, dtype, shape) with dims as ints
-    (fixed) or strings (symbolic); the default mirrors MiniLM's inputs."""
+    (fixed) or strings (symbolic); the default mirrors MiniLM's inputs. `scale` multiplies the
+    projection's weights: another `scale` is another model with the same IO and other answers."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -139,7 +140,7 @@ def tiny_onnx(path: Path, *, inputs: tuple[tuple[str, str, tuple], ...] | None =
         prod = f"prod{i}"
     axes = numpy_helper.from_array(np.array([1], dtype=np.int64), "axes")
     width = out_shape[-1] if isinstance(out_shape[-1], int) else HIDDEN
-    w = numpy_helper.from_array((np.arange(width, dtype=np.float32) / width).reshape(1, width), "w")
+    w = numpy_helper.from_array((np.arange(width, dtype=np.float32) * np.float32(scale) / width).reshape(1, width), "w")
     nodes.append(helper.make_node("ReduceMean", [prod, "axes"], ["pooled"], keepdims=1))
     nodes.append(helper.make_node("MatMul", ["pooled", "w"], ["proj"]))
     nodes.append(helper.make_node("Cast", ["proj"], [out_name], to=types[out_type]))
@@ -153,3 +154,31 @@ def tiny_onnx(path: Path, *, inputs: tuple[tuple[str, str, tuple], ...] | None =
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(path))
     return path
+
+
+VARIANT_SEED = 20240314  # the second model version's weights: the first's, with this seed's noise added
+
+
+def perturbed_onnx(src: Path, dst: Path, rel_noise: float = 0.05) -> Path:
+    """A second version of the model in `src` (written once to `dst`): the same graph and IO,
+    its largest float weight tensor with seeded Gaussian noise added (rel_noise x that tensor's
+    standard deviation), as a retrained model would differ. Its answers differ from the
+    original's, so a client can tell which of the two served a request (the hot swap's
+    output fingerprint); a uniform scale would not do (layer and L2 norms cancel it)."""
+
+    def build(tmp: Path) -> None:
+        import numpy as np
+        import onnx
+        from onnx import numpy_helper
+
+        m = onnx.load(str(src), load_external_data=True)
+        floats = [t for t in m.graph.initializer if t.data_type == onnx.TensorProto.FLOAT]
+        if not floats:
+            raise RuntimeError(f"{Path(src).name} has no float weights to make a second version of")
+        big = max(floats, key=lambda t: int(np.prod(t.dims)) if t.dims else 1)
+        w = numpy_helper.to_array(big)
+        noise = np.random.default_rng(VARIANT_SEED).standard_normal(w.shape).astype(w.dtype)
+        big.CopyFrom(numpy_helper.from_array(w + noise * np.float32(rel_noise * float(w.std() or 1.0)), big.name))
+        onnx.save(m, str(tmp))
+
+    return build_once(Path(dst), build)

@@ -272,6 +272,11 @@ class Engine:
         """Backend-specific sizes (device memory of contexts ...), for the report."""
         return {}
 
+    def reported(self) -> dict:
+        """Settings as the runtime itself reports them for this engine (read back from it, not
+        what the harness asked for): e.g. the execution provider. Empty where it reports none."""
+        return {}
+
     def _deserialize(self, data: bytes, path: Path) -> None:
         raise NotImplementedError
 

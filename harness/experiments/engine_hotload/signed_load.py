@@ -1,9 +1,18 @@
 """The engine-hotload driver for signed loads (source section 4.4): a SHA-256 manifest with
 an Ed25519 signature, verified before any file reaches the deserializer and again at run
-time. Control, interleaved: every attempt again with verification off."""
+time. Control, interleaved: every attempt again with verification off.
+
+Exercise evidence, measured here apart from signing.py: every file that must be refused is
+confirmed bad by a second, independent check (hashlib and cryptography called directly:
+`fails_independently`), and one intact file is replaced on disk by another model right after
+its check passed and before the deserializer runs (time of check against time of use): the
+counting engine hashes the file on disk when the deserializer is called, and the loaded
+engine's answer tells which model it is."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import shutil
 import tempfile
@@ -26,9 +35,11 @@ from harness.model.driver_contract import CaseContext, CaseOutcome, Metric
 
 
 class _Counter:
-    """Counts how many times a file reached ONNX Runtime's deserializer."""
+    """Counts how many times a file reached ONNX Runtime's deserializer, and hashes the file
+    on disk at that moment (what a load that read the path again would get)."""
 
     count = 0
+    disk_sha256: str | None = None
 
     @classmethod
     def engine(cls):
@@ -36,9 +47,58 @@ class _Counter:
         class Counting(OrtEngine):
             def _deserialize(self, data, path):
                 cls.count += 1
+                try:
+                    cls.disk_sha256 = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+                except OSError:
+                    cls.disk_sha256 = None
                 super()._deserialize(data, path)
 
         return Counting()
+
+
+class ChangesAfterCheck:
+    """A verifier that replaces the file on disk with another model right after the wrapped
+    verifier's check of it passed (before the deserializer runs): time of check against time
+    of use. A load that hands the checked bytes to the deserializer still loads the checked
+    model; one that reads the path again loads the replacement."""
+
+    def __init__(self, inner: Verifier, replacement: bytes):
+        self.inner, self.replacement = inner, replacement
+        self.checked_sha256: str | None = None
+
+    def check(self, path: Path, data: bytes) -> str:
+        digest = self.inner.check(path, data)
+        self.checked_sha256 = digest
+        Path(path).write_bytes(self.replacement)
+        return digest
+
+
+def fails_independently(manifest: Path, public_key: Path | None, path: Path) -> bool:
+    """Whether the file really fails its signed manifest, checked apart from signing.py
+    (hashlib and cryptography called directly): no signature where a key is given, a
+    signature that does not verify, the file not listed, or its bytes not the listed SHA-256
+    and size. A file that does not exist fails nothing here (it cannot be the bad file)."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import serialization
+
+    path, manifest = Path(path), Path(manifest)
+    if not path.is_file():
+        return False
+    raw = manifest.read_bytes()
+    if public_key is not None:
+        sig = Path(str(manifest) + ".sig")
+        if not sig.is_file():
+            return True
+        try:
+            serialization.load_pem_public_key(Path(public_key).read_bytes()).verify(
+                base64.b64decode(sig.read_text().strip(), validate=True), raw)
+        except (InvalidSignature, ValueError):
+            return True
+    entry = json.loads(raw).get("files", {}).get(path.name)
+    if entry is None:
+        return True
+    data = path.read_bytes()
+    return hashlib.sha256(data).hexdigest() != entry.get("sha256") or len(data) != entry.get("size")
 
 
 def _fixtures(served: Served, work: Path, keys: Path) -> dict[str, Path]:
@@ -65,8 +125,13 @@ def _fixtures(served: Served, work: Path, keys: Path) -> dict[str, Path]:
     shutil.copy(manifest.with_name("manifest.json.sig"), edited.with_name("manifest.json.sig"))
     unknown = work / "unknown.onnx"
     shutil.copy(tiny, unknown)
+    toctou = work / "toctou" / "tiny.onnx"  # an intact copy, replaced on disk after its check passed
+    toctou.parent.mkdir(exist_ok=True)
+    shutil.copy(tiny, toctou)
+    other_model = tiny_onnx(work / "other-model" / "tiny.onnx", scale=-1.0)  # same IO, other answers
     return {"manifest": manifest, "unsigned": unsigned, "edited": edited, "tiny": tiny, "tampered": tampered,
-            "unknown": unknown, "pub": work / "signer.pub.pem", "other": work / "other.pub.pem"}
+            "unknown": unknown, "pub": work / "signer.pub.pem", "other": work / "other.pub.pem",
+            "toctou": toctou, "other_model": other_model}
 
 
 def attempts_plan(served: Served, f: dict[str, Path]) -> list[tuple[str, str, tuple, Path]]:
@@ -80,14 +145,54 @@ def attempts_plan(served: Served, f: dict[str, Path]) -> list[tuple[str, str, tu
             ("manifest edited to match the tampered file", "refused", (f["edited"], f["pub"]), f["tampered"])]
 
 
-def load_attempt(what: str, expected: str, verifier_args: tuple | None, path: Path) -> dict:
-    """One load; verifier_args None = verification off (the control)."""
+def _probe_feeds():
+    import numpy as np
+
+    ids = np.arange(1, 17, dtype=np.int64).reshape(1, 16)
+    return {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+
+
+def answer_of(path: Path):
+    """The answer of the model in `path` to the probe, from an engine of its own (no verifier)."""
+    eng = OrtEngine()
+    try:
+        eng.load(path)
+        return _first(eng.infer(_probe_feeds()))
+    finally:
+        eng.close()
+
+
+def _first(out: dict):
+    return next(iter(out.values()))
+
+
+def load_attempt(what: str, expected: str, verifier_args: tuple | None, path: Path, toctou: dict | None = None) -> dict:
+    """One load; verifier_args None = verification off (the control). toctou: {"replacement":
+    bytes, "answers": {"checked": array, "replacement": array}}: the file is replaced on disk
+    after its check passed (ChangesAfterCheck) and the loaded engine's answer to a probe says
+    which model it is ("loaded" only when it answers as the checked file)."""
+    import numpy as np
 
     before = _Counter.count
+    _Counter.disk_sha256 = None
     eng = _Counter.engine()
+    changed_after_check = False
     try:
-        eng.load(path, Verifier(*verifier_args) if verifier_args else None)
+        verifier = Verifier(*verifier_args) if verifier_args else None
+        if toctou is not None and verifier is not None:
+            verifier = ChangesAfterCheck(verifier, toctou["replacement"])
+        eng.load(path, verifier)
         outcome, msg = "loaded", f"loaded {path.name}"
+        if toctou is not None:
+            checked = getattr(verifier, "checked_sha256", None)
+            changed_after_check = (checked is not None and _Counter.disk_sha256 is not None
+                                   and _Counter.disk_sha256 != checked)
+            eng.create_contexts()
+            got = _first(eng.infer(_probe_feeds()))
+            if np.allclose(got, toctou["answers"]["replacement"]) and not np.allclose(got, toctou["answers"]["checked"]):
+                outcome, msg = "loaded the changed file", f"{path.name} answers as the file written after its check"
+            elif not np.allclose(got, toctou["answers"]["checked"]):
+                outcome, msg = "load error", f"{path.name} answers as neither the checked nor the changed file"
     except ModelRefused as e:
         outcome, msg = "refused", str(e)
     except Exception as e:  # the deserializer itself choked on the file: it was reached, not refused
@@ -95,7 +200,10 @@ def load_attempt(what: str, expected: str, verifier_args: tuple | None, path: Pa
     finally:
         eng.close()
     return {"case": what, "verification": "on" if verifier_args else "off (control)", "expected": expected,
-            "outcome": outcome, "message": msg, "deserialized": _Counter.count - before, "timings": dict(eng.timings)}
+            "outcome": outcome, "message": msg, "deserialized": _Counter.count - before, "timings": dict(eng.timings),
+            "changed_after_check": changed_after_check,
+            "confirmed_bad": bool(verifier_args) and expected == "refused" and fails_independently(
+                verifier_args[0], verifier_args[1] if len(verifier_args) > 1 else None, path)}
 
 
 def summarize(attempts: list[dict]) -> dict[str, float]:
@@ -108,7 +216,11 @@ def summarize(attempts: list[dict]) -> dict[str, float]:
         out[prefix + "wrong_verdicts"] = sum(a["outcome"] != a["expected"] for a in mine)
         out[prefix + "deserialized_refused"] = sum(a["deserialized"] for a in refusals)
         out[prefix + "deserialized_intact"] = sum(a["deserialized"] for a in mine if a["expected"] == "loaded")
-    out["refusal_cases"] = sum(a["expected"] == "refused" for a in attempts if a["verification"] == "on")
+    on = [a for a in attempts if a["verification"] == "on"]
+    out["refusal_cases"] = sum(a["expected"] == "refused" for a in on)
+    out["load_attempts"] = len(on)
+    out["bad_files_confirmed"] = sum(bool(a.get("confirmed_bad")) for a in on)
+    out["toctou.changed_after_check"] = sum(bool(a.get("changed_after_check")) for a in on)
     return out
 
 
@@ -126,6 +238,13 @@ def signed_load(ctx: CaseContext) -> CaseOutcome:
         attempts.append(load_attempt(what, expected, vargs, path))
         attempts.append(load_attempt(what, expected, None, path))  # the control, interleaved
         ctx.log(f"{what}: {attempts[-2]['outcome']} (verification off: {attempts[-1]['outcome']})")
+    # time of check against time of use: an intact file replaced by another model after its check passed
+    toctou = {"replacement": f["other_model"].read_bytes(),
+              "answers": {"checked": answer_of(f["tiny"]), "replacement": answer_of(f["other_model"])}}
+    attempts.append(load_attempt("file replaced by another model after its check passed", "loaded",
+                                 (f["manifest"], f["pub"]), f["toctou"], toctou))
+    ctx.log(f"file replaced after its check: {attempts[-1]['outcome']} "
+            f"(changed on disk at the deserializer: {attempts[-1]['changed_after_check']})")
     # run-time re-verification: a copy changes on disk after a verified load; control: a copy that does not
     v = Verifier(f["manifest"], f["pub"])
     rt = work / "runtime"
@@ -135,7 +254,9 @@ def signed_load(ctx: CaseContext) -> CaseOutcome:
     shutil.copy(f["tiny"], changed)
     shutil.copy(f["tiny"], same)
     ok_before = v.recheck(changed) and v.recheck(same)
-    changed.write_bytes(f["tampered"].read_bytes())
+    flipped = bytearray(f["tiny"].read_bytes())
+    flipped[len(flipped) // 2] ^= 0x01  # the harness's own change: one bit flipped on disk after the verified load
+    changed.write_bytes(bytes(flipped))
     detects = ok_before and not v.recheck(changed)
     false_alarm = not v.recheck(same)
     t = time.perf_counter()
@@ -145,6 +266,14 @@ def signed_load(ctx: CaseContext) -> CaseOutcome:
     counts = summarize(attempts)
     big = attempts[0]["timings"]
     m = {k: Metric(v, "files", "lower" if "wrong" in k or "deserialized" in k else None) for k, v in counts.items()}
+    m["load_attempts"] = Metric(counts["load_attempts"], "files", None,
+                                "load attempts with verification on (what wrong_verdicts is out of)")
+    m["bad_files_confirmed"] = Metric(counts["bad_files_confirmed"], "files", None,
+                                      "files that must be refused and really fail their signed manifest, confirmed "
+                                      "by a second check apart from signing.py (hashlib, cryptography)")
+    m["toctou.changed_after_check"] = Metric(counts["toctou.changed_after_check"], "files", None,
+                                             "loads whose file on disk, hashed when the deserializer was called, "
+                                             "was no longer the one whose check had passed")
     m["refused"] = Metric(counts["refused"], "files", "higher")
     m["deserialized_refused"] = Metric(counts["deserialized_refused"], "files", "lower",
                                        "refused files that reached the deserializer (must be 0)")

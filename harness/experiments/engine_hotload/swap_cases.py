@@ -5,14 +5,17 @@ off as the control)."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
 from harness.base import stats
 from harness.experiments.engine_hotload.backend_ort import save_optimized
 from harness.experiments.engine_hotload.backend_trt import cached_plan
-from harness.experiments.engine_hotload.export import engine_cache_dir, tiny_onnx
+from harness.experiments.engine_hotload.export import engine_cache_dir, perturbed_onnx, sha256_file, tiny_onnx
+from harness.experiments.engine_hotload.fingerprint import UNKNOWN, Fingerprints
 from harness.experiments.engine_hotload.gpu import MemorySampler, peak_extra
+from harness.experiments.engine_hotload.lifecycle import parse_buckets
 from harness.experiments.engine_hotload.series import ACTIONS, LATENCY_WINDOWS, MEMORY, SWAP_ATTEMPTS
 from harness.experiments.engine_hotload.served import (
     COMMON,
@@ -24,7 +27,14 @@ from harness.experiments.engine_hotload.served import (
 )
 from harness.experiments.engine_hotload.signing import Verifier, write_manifest
 from harness.experiments.engine_hotload.swap import EngineSlot, IncompatibleEngine
-from harness.experiments.engine_hotload.workload import RequestStream, answer_gaps, steady_gap_ms, summary, windows
+from harness.experiments.engine_hotload.workload import (
+    Request,
+    RequestStream,
+    answer_gaps,
+    steady_gap_ms,
+    summary,
+    windows,
+)
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
 from harness.model.driver_helpers import write_csv
 
@@ -40,27 +50,36 @@ SWAP_PARAMS = {**COMMON,
                "window_ms": Param(float, 250.0, "window of the latency-over-time series", min=1),
                "pause_ms": Param(float, 300.0, "the pause control: the slot's lock held this long, nothing loaded "
                                  "(a stall of known length the clients must see)", min=1),
+               "straddle": Param(list, [2, 64], "[batch, sequence] of the long requests sent back to back through "
+                                 "the slot from the new engine's prewarm until the hot swap returns, so that one is "
+                                 "in flight on the old engine when the reference is switched (the situation the "
+                                 "drain exists for); its records are kept apart from the paced stream's"),
                "drain": Param(str, "wait", "wait: close the old engine after the calls in flight on it finished; "
                               "broken: close it at once, under a call in flight (the drain removed, a control run)",
                               ("wait", "broken"))}
 
 
-def _second_version(served: Served) -> Path:
-    """The engine file the swap alternates with: for ONNX Runtime, its optimized graph of
-    the same model saved once (another file, same IO); for TensorRT, the same plan."""
+def _second_version(served: Served, log=lambda m: None) -> Path:
+    """The engine file the swap alternates with: a second version of the model (the same
+    graph and IO, weights with seeded noise: export.perturbed_onnx), so that its answers
+    differ from the first's and a client can tell which engine answered. For ONNX Runtime its
+    optimized graph saved once; for TensorRT its plan with the same profiles."""
+    key = sha256_file(served.onnx)[:12]  # kept in the cache folder, never beside a user's model
+    v2 = perturbed_onnx(served.onnx, engine_cache_dir() / f"{served.onnx.stem}-{key}-v2.onnx")
     if served.backend != "ort":
-        return served.file
+        return cached_plan(v2, served.params["trt_profiles"], engine_cache_dir(), log=log)
 
-    dst = served.file.with_name(served.file.stem + "-ortopt.onnx")
-    return save_optimized(served.file, dst, "extended")
+    dst = v2.with_name(v2.stem + "-ortopt.onnx")
+    return save_optimized(v2, dst, "extended")
 
 
-def run_stream(served: Served, slot, p: dict, t0: float, actions):
-    """Run the request stream around `actions()`; returns the stream's records."""
+def run_stream(served: Served, slot, p: dict, t0: float, actions, prints: Fingerprints | None = None):
+    """Run the request stream around `actions()`; returns the stream's records (each with the
+    model version its answer is, where `prints` are given)."""
 
     def call(bucket, i):
-        _, version = slot.infer(served.feeds.feeds(slot.engine.io(), bucket, i))
-        return version
+        out, version = slot.infer(served.feeds.feeds(slot.engine.io(), bucket, i))
+        return version, (prints.which(bucket.name, i, out) if prints is not None else "")
 
     stream = RequestStream(call, served.buckets, p["threads"], p["interval_ms"], t0).start()
     try:
@@ -96,7 +115,7 @@ def action_rows(done: list, samples: list, t0: float, gpu: bool) -> list[dict]:
     over the baseline inside that window."""
 
     acts = []
-    for kind, rep, called, returned in done:
+    for kind, rep, called, returned, *asked in done:
         d = rep.durations_ms()
         w = (called - t0, returned - t0)
         _, extra = peak_extra(samples, w[0], w[1])
@@ -105,6 +124,7 @@ def action_rows(done: list, samples: list, t0: float, gpu: bool) -> list[dict]:
                      "no_engine_ms": (rep.switched - rep.started) * 1e3 if kind == "restart" else 0.0,
                      "t_start_s": w[0], "t_switch_s": rep.switched - t0, "t_released_s": w[1],
                      "inflight_at_switch": rep.inflight_at_switch, "old": rep.old_label, "new": rep.new_label,
+                     "from_file": asked[0] if asked else "", "to_file": asked[1] if asked else "",
                      "rss_extra_mib": extra / MIB, "gpu_extra_mib": gpu_extra})
     return acts
 
@@ -193,12 +213,70 @@ def service_metrics(records, acts: list[dict]) -> dict[str, Metric]:
     return m
 
 
-def swap_metrics(records, acts: list[dict], engine_mib: float, gpu: bool) -> dict:
-    """The hot-swap case's metrics; failures attributed to arms by their time windows."""
+def swap_exercise(records, acts: list[dict]) -> dict:
+    """Whether each hot swap created the situation its failures check is about, told from the
+    clients' answers alone (the model version each answer is: fingerprint.py; client
+    timestamps), never from the slot's label, version or in-flight count:
+
+    - answered by the new engine: requests answered with the new version's output (the file the
+      driver asked the swap to load), sent from the swap's call until the next action's;
+    - in flight across the switch: requests answered with the old version's output whose
+      answer came after the first answer of the new version had come (so the old engine was
+      still computing them after the new one served: they were sent before the switch and
+      answered after it), and requests that failed after that answer came though they were
+      sent before the new version's first answered request was (an old engine closed under
+      them: in flight too, with no answer to fingerprint)."""
+    starts = sorted(a["t_start_s"] for a in acts)
+    out = {"new_answers": 0, "swaps_answered_by_new": 0, "inflight": 0, "swaps_with_inflight": 0,
+           "requests_across": 0, "unrecognised": sum(r.ok and r.answered_by == UNKNOWN for r in records)}
+    for a in (a for a in acts if a["kind"] == "swap"):
+        lo, hi = a["t_start_s"], a["t_released_s"]
+        nxt = next((t for t in starts if t > lo), float("inf"))
+        across = [r for r in records if r.t <= hi and r.t + r.ms / 1e3 >= lo]
+        out["requests_across"] += len(across)
+        new = [r for r in records if r.ok and r.answered_by == a["to_file"] and lo <= r.t < nxt]
+        out["new_answers"] += len(new)
+        out["swaps_answered_by_new"] += bool(new)
+        if not new or a["to_file"] == a["from_file"]:
+            continue
+        first_new = min(r.t + r.ms / 1e3 for r in new)
+        first_sent = min(r.t for r in new)
+        inflight = [r for r in across if r.t + r.ms / 1e3 > first_new
+                    and ((r.ok and r.answered_by == a["from_file"]) or (not r.ok and r.t < first_sent))]
+        out["inflight"] += len(inflight)
+        out["swaps_with_inflight"] += bool(inflight)
+    return out
+
+
+def swap_metrics(records, acts: list[dict], engine_mib: float, gpu: bool, straddles: list | None = None) -> dict:
+    """The hot-swap case's metrics; failures attributed to arms by their time windows (the
+    straddling requests' too; they are left out of the latency and gap measures)."""
     swaps = [a for a in acts if a["kind"] == "swap"]
     restarts = [a for a in acts if a["kind"] == "restart"]
-    failed = attribute_failures(records, acts)
+    everything = sorted([*records, *(straddles or [])], key=lambda r: r.t)
+    failed = attribute_failures(everything, acts)
+    ex = swap_exercise(everything, acts)
     m = {**service_metrics(records, acts),
+        "swap.requests_across": Metric(ex["requests_across"], "requests", None,
+                                       "requests (paced and straddling) whose [sent, answered] overlaps a hot swap's "
+                                       "window: what failed_requests is out of"),
+        "swap.new_answers": Metric(ex["new_answers"], "requests", None,
+                                   "requests answered with the new model version's output (its fingerprint, not the "
+                                   "slot's label), sent between a hot swap's call and the next action"),
+        "swap.swaps_answered_by_new": Metric(ex["swaps_answered_by_new"], "swaps", None,
+                                             "hot swaps after which at least one request was answered with the new "
+                                             "version's output"),
+        "swap.inflight_requests": Metric(ex["inflight"], "requests", None,
+                                         "requests answered with the old version's output (or failed, sent before "
+                                         "the new version's first answered request) after the new version's first "
+                                         "answer had come: in flight across the switch"),
+        "swap.swaps_with_inflight": Metric(ex["swaps_with_inflight"], "swaps", None,
+                                           "hot swaps with at least one request in flight across the switch"),
+        "unrecognised_answers": Metric(ex["unrecognised"], "requests", None,
+                                       "answers matching neither model version's output (shown)"),
+        "straddle_requests": Metric(len(straddles or []), "requests", None,
+                                    "long requests sent back to back during hot swaps (kept apart from the latency "
+                                    "measures)"),
         "failed_requests": Metric(failed["swap"] + failed["outside"], "requests", "lower",
                                   "failed requests except those in a restart's time window: during hot swaps and "
                                   "outside any action"),
@@ -241,10 +319,62 @@ def swap_metrics(records, acts: list[dict], engine_mib: float, gpu: bool) -> dic
     return {k: v for k, v in m.items() if v.value is not None}
 
 
+def reported_facts(reported: list[dict]) -> dict:
+    """Facts `engine.<setting>` from what the runtime reported for every engine the case
+    loaded (Engine.reported(): read back from the runtime, not the options the harness
+    passed); a setting the engines reported differently reads as all its values."""
+    out = {}
+    for key in dict.fromkeys(k for r in reported for k in r):
+        values = list(dict.fromkeys(str(r.get(key)) for r in reported))
+        out[f"engine.{key}"] = (reported[0][key] if len(values) == 1 and isinstance(reported[0].get(key), (str, int, float, bool))
+                                else " | ".join(values))
+    return out
+
+
 ARMS = ("swap", "restart", "in-place", "no-drain", "pause")  # one round of actions, in this order
 
 
-def _act(kind: str, slot, load, served, drain: str, pause_s: float):
+class Straddle:
+    """Long requests sent back to back through the slot, from the new engine's prewarm (the
+    first feeds the swap asks for) until the slot has switched (or the swap returned): one is
+    in flight on the old engine when the reference is switched, the situation the drain
+    exists for. Whether one really straddled the switch is
+    judged from the answers (swap_exercise), not from this class."""
+
+    def __init__(self, served, slot, prints: Fingerprints | None, bucket, t0: float, records: list):
+        self.served, self.slot, self.prints, self.bucket, self.t0 = served, slot, prints, bucket, t0
+        self.records = records
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def begin(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, args=(self.slot.version,), name="straddle",
+                                            daemon=True)
+            self._thread.start()
+
+    def end(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=120)
+
+    def _run(self, version_at_begin: int) -> None:
+        v = 0
+        while not self._stop.is_set() and self.slot.version == version_at_begin:
+            t = time.perf_counter()
+            try:
+                out, version = self.slot.infer(self.served.feeds.feeds(self.slot.engine.io(), self.bucket, v))
+                by = self.prints.which(self.bucket.name, v, out) if self.prints is not None else ""
+                rec = Request(t - self.t0, (time.perf_counter() - t) * 1e3, True, -1, self.bucket.name, version, "",
+                              by)
+            except Exception as e:  # a failed request is data
+                rec = Request(t - self.t0, (time.perf_counter() - t) * 1e3, False, -1, self.bucket.name, -1,
+                              f"{type(e).__name__}: {e}"[:300])
+            self.records.append(rec)
+            v += 1
+
+
+def _act(kind: str, slot, load, served, drain: str, pause_s: float, straddle: Straddle | None = None):
     """One action on the slot: the hot swap (drain as the case says), a restart (the control:
     close, then load), an in-place swap (loading aside removed: the new engine loaded and warmed
     under the slot's lock), a no-drain swap (the drain removed: the old engine closed under a
@@ -254,35 +384,53 @@ def _act(kind: str, slot, load, served, drain: str, pause_s: float):
         return slot.restart(load)
     if kind == "pause":
         return slot.hold(pause_s)
-    feeds_for = lambda b: served.feeds.feeds(slot.engine.io(), b, 0)  # noqa: E731
+    def feeds_for(b):
+        if straddle is not None:  # the new engine is loaded and checked: its prewarm begins
+            straddle.begin()
+        return served.feeds.feeds(slot.engine.io(), b, 0)
+
     if kind == "in-place":
         return slot.swap(load, served.buckets, feeds_for, aside=False)
     return slot.swap(load, served.buckets, feeds_for, drain="broken" if kind == "no-drain" else drain)
 
 
 def _swap_actions(ctx: CaseContext, served: Served, slot, files: list[Path], verifiers: list, done: list,
-                  errors: list) -> None:
+                  errors: list, prints: Fingerprints | None = None, straddles: list | None = None,
+                  t0: float = 0.0, reported: list | None = None) -> None:
     """The hot swaps and, interleaved, the controls (a restart, an in-place swap, a no-drain
     swap and a pause per hot swap), `gap_s` apart, under the stream. Each action's window is taken here,
-    around the call, with the clock the request threads use."""
+    around the call, with the clock the request threads use. Every action that loads one loads
+    the other file than the one served (so every hot swap changes the model version the
+    clients get); a hot swap has its straddling requests (Straddle) when `straddles` is a list."""
     p = ctx.params
+    reported = [] if reported is None else reported
     time.sleep(p["before_s"])
     plan = [kind for _ in range(p["swaps"]) for kind in ARMS]
+    serving = 0  # index in files of the file the driver last had loaded
+    straddle_bucket = parse_buckets([p["straddle"]])[0]
     for k, kind in enumerate(plan):
         start = time.perf_counter()
-        idx = (k + 1) % 2
+        idx = serving if kind == "pause" else 1 - serving
         label = f"v{k + 1} {files[idx].name}"
 
         def load(i=idx, lb=label):
-            return served.open(files[i], label=lb, verifier=verifiers[i])
+            eng = served.open(files[i], label=lb, verifier=verifiers[i])
+            reported.append(eng.reported())  # the runtime's own settings for each engine the driver loads
+            return eng
 
+        straddle = (Straddle(served, slot, prints, straddle_bucket, t0, straddles)
+                    if kind == "swap" and straddles is not None else None)
         try:
             called = time.perf_counter()
-            rep = _act(kind, slot, load, served, p["drain"], p["pause_ms"] / 1e3)
-            done.append((kind, rep, called, time.perf_counter()))
+            rep = _act(kind, slot, load, served, p["drain"], p["pause_ms"] / 1e3, straddle)
+            done.append((kind, rep, called, time.perf_counter(), files[serving].name, files[idx].name))
+            serving = idx
             ctx.log(f"{kind} {k + 1}: serving {files[idx].name} after {rep.durations_ms()['to_serving_ms']:.0f} ms")
         except Exception as e:
             errors.append(f"{kind} {k + 1}: {type(e).__name__}: {e}")
+        finally:
+            if straddle is not None:  # after the window was taken: waiting for it is not the swap's time
+                straddle.end()
         if k < len(plan) - 1:
             time.sleep(max(0.0, p["gap_s"] - (time.perf_counter() - start)))
     time.sleep(p["after_s"])
@@ -315,8 +463,11 @@ def hot_swap(ctx: CaseContext) -> CaseOutcome:
 
     p = ctx.params
     served = Served(ctx)
-    files = [served.file, _second_version(served)]
+    files = [served.file, _second_version(served, ctx.log)]
     verifiers = [served.verifier, trusted_manifest(files[1])]
+    prints = Fingerprints.build({f.name: f for f in files}, [*served.buckets, *parse_buckets([p["straddle"]])],
+                                served.feeds, lambda f: served.open(f, label=f"fingerprint {f.name}",
+                                                                    verifier=verifiers[files.index(f)]))
     sampler = MemorySampler(interval_s=p["sample_ms"] / 1e3).start()
     t0 = sampler.t0
     first = served.open(files[0], label=f"v0 {files[0].name}")
@@ -328,26 +479,34 @@ def hot_swap(ctx: CaseContext) -> CaseOutcome:
     done: list[tuple[str, object]] = []
     errors: list[str] = []
 
+    straddles: list = []
+    reported = [first.reported()]
     try:
         records = run_stream(served, slot, p, t0,
-                             lambda: _swap_actions(ctx, served, slot, files, verifiers, done, errors))
+                             lambda: _swap_actions(ctx, served, slot, files, verifiers, done, errors, prints,
+                                                   straddles, t0, reported), prints)
     finally:
         samples = sampler.stop()
         slot.engine.close()
     if errors:
         return CaseOutcome("failed", "; ".join(errors))
-    write_csv(ctx.raw_path("requests.csv"), ["t_s", "latency_ms", "ok", "thread", "bucket", "version", "error"],
-              [[f"{r.t:.6f}", f"{r.ms:.4f}", int(r.ok), r.thread, r.bucket, r.version, r.error] for r in records])
+    write_csv(ctx.raw_path("requests.csv"),
+              ["t_s", "latency_ms", "ok", "thread", "bucket", "version", "answered_by", "error"],
+              [[f"{r.t:.6f}", f"{r.ms:.4f}", int(r.ok), r.thread, r.bucket, r.version, r.answered_by, r.error]
+               for r in records])
     write_csv(ctx.raw_path("memory.csv"), ["t_s", "rss_bytes", "gpu_used_bytes", "gpu_util_pct"],
               [[f"{s.t:.4f}", s.rss_bytes, s.gpu_used_bytes, s.gpu_util_pct] for s in samples])
     gpu = bool(sampler.gpu.get("present"))
     acts = action_rows(done, samples, t0, gpu)
     (ctx.raw_path("actions.json")).write_text(json.dumps(acts, indent=2))
-    m = swap_metrics(records, acts, engine_mib, gpu)
+    write_csv(ctx.raw_path("straddle.csv"), ["t_s", "latency_ms", "ok", "bucket", "version", "answered_by", "error"],
+              [[f"{r.t:.6f}", f"{r.ms:.4f}", int(r.ok), r.bucket, r.version, r.answered_by, r.error]
+               for r in straddles])
+    m = swap_metrics(records, acts, engine_mib, gpu, straddles)
     series = _swap_series(p, records, acts, samples, engine_mib, gpu, sampler.gpu)
-    return CaseOutcome("ok", metrics=m, series=series, details={
+    return CaseOutcome("ok", metrics=m, series=series, facts=reported_facts(reported), details={
         **env, "gpu_telemetry": sampler.gpu,
-        "drain": p["drain"],
+        "drain": p["drain"], "engine_reported": reported,
         "failures": [f"{arm_of(r, acts)} at {r.t:.3f} s: {r.error}" for r in records if not r.ok
                      and arm_of(r, acts) in ("swap", "outside")][:20]})
 
@@ -393,8 +552,10 @@ class _Attempts:
     the swap reported. A
     swap that got through (or an engine the probe does not recognise) is swapped back."""
 
-    def __init__(self, ctx: CaseContext, served: Served, slot, variants: list, verifier):
+    def __init__(self, ctx: CaseContext, served: Served, slot, variants: list, verifier,
+                 prints: Fingerprints | None = None):
         self.ctx, self.served, self.slot, self.variants, self.verifier = ctx, served, slot, variants, verifier
+        self.prints = prints  # which model answered a probe, told from its answer
         self.loading: dict = {}
         self.results: list[dict] = []
         self.io = slot.engine.io()  # the inputs the service sends
@@ -411,20 +572,25 @@ class _Attempts:
 
     def probe(self) -> tuple[bool, str]:
         """One request per shape bucket with the served model's inputs through the slot: each
-        answered, in the output shapes the served model answered with before any attempt?"""
-        shapes = {}
+        answered, in the output shapes the served model answered with before any attempt?
+        self.answered_by: the model every probe's answer is (its fingerprint), or "?"."""
+        shapes, by = {}, set()
+        self.answered_by = UNKNOWN
         for b in self.served.buckets:
             try:
                 out, _ = self.slot.infer(self.served.feeds.feeds(self.io, b, 0))
             except Exception as e:
                 return False, f"probe at {b.name} failed: {type(e).__name__}: {e}"[:200]
             shapes[b.name] = {k: list(v.shape) for k, v in out.items()}
+            by.add(self.prints.which(b.name, 0, out) if self.prints is not None else UNKNOWN)
+        self.answered_by = by.pop() if len(by) == 1 else UNKNOWN
         if self.shapes is None:
             self.shapes = shapes
         return shapes == self.shapes, f"probe answered {shapes}"
 
     def attempt(self, f: Path, check: bool) -> tuple[str, str]:
 
+        self.loading = {}
         try:
             self.slot.swap(self.opener(f, f.name, self.verifier), self.served.buckets, self.feeds_for, check=check)
             return "accepted", f"now serving {f.name}"
@@ -441,13 +607,16 @@ class _Attempts:
             for check in (True, False):  # the control (check off) right after each checked attempt
                 version_before = slot.version
                 outcome, msg = self.attempt(f, check)
+                loaded = "engine" in self.loading  # the driver's opener returned the new engine
                 serves, seen = self.probe()
+                answered_by = self.answered_by
                 if outcome == "accepted" or not serves:  # back to the real model (no check: the served
                     # engine may be the incompatible one)
                     slot.swap(self.opener(served.file, "minilm"), served.buckets, self.feeds_for, check=False)
                 self.results.append({"variant": what, "file": f.name, "check": "on" if check else "off (control)",
                                      "expected": "refused" if should_refuse else "accepted", "outcome": outcome,
                                      "serves_as_before": serves, "message": f"{msg}; {seen}",
+                                     "loaded": loaded, "answered_by": answered_by,
                                      "version_before": version_before, "version_after": slot.version})
                 self.ctx.log(f"{what}, check {'on' if check else 'off'}: {outcome}, {seen}")
                 time.sleep(0.1)
@@ -471,8 +640,14 @@ def incompatible_swap(ctx: CaseContext) -> CaseOutcome:
     verifier = Verifier(write_manifest([f for _, f, _ in variants], folder / "manifest.json"))
     first = served.open(label="minilm")
     first.prewarm(served.buckets, served.feeds.feeds_for(first.io(), 0))
+    facts = reported_facts([first.reported()])
     slot = EngineSlot(first)
-    attempts = _Attempts(ctx, served, slot, variants, verifier)
+    same_io = next(f for _, f, refuse in variants if not refuse)
+    prints = Fingerprints.build({served.file.name: served.file, same_io.name: same_io}, served.buckets, served.feeds,
+                                lambda f: served.open(f, label=f"fingerprint {f.name}",
+                                                      verifier=served.verifier if f == served.file else verifier),
+                                variants=1)
+    attempts = _Attempts(ctx, served, slot, variants, verifier, prints)
     try:
         records = run_stream(served, slot, p, time.perf_counter(), attempts)
     finally:
@@ -493,8 +668,18 @@ def incompatible_swap(ctx: CaseContext) -> CaseOutcome:
                                                  for r in checked), "swaps", "lower",
                                              "refused swaps after which the probe was not answered as before"),
          "failed_requests": Metric(sum(not r.ok for r in records), "requests", "lower"),
-         "requests": Metric(len(records), "requests")}
+         "requests": Metric(len(records), "requests"),
+         "swaps_attempted": Metric(len(checked), "swaps", None,
+                                   "swaps attempted with the check on (what wrong_verdicts is out of)"),
+         "incompatible_loaded": Metric(sum(r["expected"] == "refused" and r["loaded"] for r in checked), "swaps", None,
+                                       "incompatible models the driver's opener loaded aside, check on: they reached "
+                                       "the compatibility check"),
+         "accepted_answered_by_new": Metric(
+             sum(r["expected"] == "accepted" and r["outcome"] == "accepted" and r["answered_by"] == r["file"]
+                 for r in checked), "swaps", None,
+             "accepted swaps (check on) after which the probes were answered with the new model's output (its "
+             "fingerprint, not the slot's label): the swap path really put the new engine in service")}
     series = {SWAP_ATTEMPTS.name: SWAP_ATTEMPTS.make({c.name: [r[c.name] for r in results]
                                                      for c in SWAP_ATTEMPTS.columns})}
-    return CaseOutcome("ok", metrics=m, series=series, details={
+    return CaseOutcome("ok", metrics=m, series=series, facts=facts, details={
         "failures": [r.error for r in records if not r.ok][:20]})

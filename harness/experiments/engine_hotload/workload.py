@@ -113,10 +113,12 @@ class Request:
     bucket: str
     version: int = -1
     error: str = ""
+    answered_by: str = ""  # the model version whose answer this is, told from the output (fingerprint.py)
 
 
 class RequestStream:
     """`threads` threads each sending requests through `call(bucket, i)` until stopped.
+    `call` returns the slot's version, or (version, the model version that answered).
 
     Each thread paces itself to one request every `interval_ms` (0 = back to back); a
     request that runs late starts the next one at once (no catch-up burst)."""
@@ -137,7 +139,8 @@ class RequestStream:
             t = time.perf_counter()
             try:
                 version = self.call(b, i)
-                rec = Request(t - self.t0, (time.perf_counter() - t) * 1e3, True, k, b.name, version)
+                version, by = version if isinstance(version, tuple) else (version, "")
+                rec = Request(t - self.t0, (time.perf_counter() - t) * 1e3, True, k, b.name, version, "", by)
             except Exception as e:  # a failed request is data, not a crash
                 rec = Request(t - self.t0, (time.perf_counter() - t) * 1e3, False, k, b.name, -1,
                               f"{type(e).__name__}: {e}"[:300])

@@ -102,16 +102,22 @@ def test_prewarm_check_counts_only_when_the_control_shows_a_penalty():
     assert got["prewarmed.first_over_p99"].outcome is Outcome.REPRODUCED
 
 
+ORT = {"engine.execution_provider": "CPUExecutionProvider"}  # what ONNX Runtime reports for its sessions here
+SWAPPED = {"swap.requests_across": 80, "swaps_done": 1, "swap.swaps_with_inflight": 1, "swap.swaps_answered_by_new": 1}
+TRIED = {"swaps_attempted": 5, "expected_refusals": 4, "incompatible_loaded": 4, "accepted_answered_by_new": 1}
+
+
 def test_swap_and_signature_checks_need_their_controls_to_fail():
-    got = verdicts("C14", "hot-swap", {"failed_requests": 0, "control.failed_requests": 12})
+    got = verdicts("C14", "hot-swap", {"failed_requests": 0, "control.failed_requests": 12, **SWAPPED}, facts=ORT)
     assert got["failed_requests"].outcome is Outcome.REPRODUCED
-    got = verdicts("C14", "hot-swap", {"failed_requests": 0, "control.failed_requests": 0})
+    got = verdicts("C14", "hot-swap", {"failed_requests": 0, "control.failed_requests": 0, **SWAPPED}, facts=ORT)
     assert got["failed_requests"].outcome is Outcome.INCONCLUSIVE
-    got = verdicts("C14", "incompatible-swap", {"wrong_verdicts": 0, "control.wrong_verdicts": 4})
+    got = verdicts("C14", "incompatible-swap", {"wrong_verdicts": 0, "control.wrong_verdicts": 4, **TRIED}, facts=ORT)
     assert got["wrong_verdicts"].outcome is Outcome.REPRODUCED
     ok = {"deserialized_refused": 0, "wrong_verdicts": 0, "runtime_recheck_detects_change": 1,
           "deserialized_intact": 2, "control.refused": 0,
-          "control.deserialized_refused": 5, "control.wrong_verdicts": 5, "control.runtime_recheck_detects_change": 0}
+          "control.deserialized_refused": 5, "control.wrong_verdicts": 5, "control.runtime_recheck_detects_change": 0,
+          "refusal_cases": 5, "load_attempts": 8, "bad_files_confirmed": 5, "toctou.changed_after_check": 1}
     assert {cv.outcome for cv in verdicts("C21", "signed-load", ok).values()} == {Outcome.REPRODUCED}
     # a blind deserializer counter (always 0) sees no intact file either: inconclusive, not attributable
     blind = {**ok, "deserialized_intact": 0, "control.deserialized_refused": 0}
@@ -122,6 +128,35 @@ def test_swap_and_signature_checks_need_their_controls_to_fail():
     assert got["deserialized_refused"].outcome is Outcome.NOT_ATTRIBUTABLE
     # a mechanism-off control: the recheck flags a change just as much with verification off
     assert got["runtime_recheck_detects_change"].outcome is Outcome.NOT_ATTRIBUTABLE
+
+
+def test_an_absence_without_its_situation_or_its_denominator_is_inconclusive():
+    """0 failed requests with no request in flight across the switch, or no answer from the new
+    engine, or out of no request at all; 0 wrong verdicts when no accepted swap put its model in
+    service; 0 refused files deserialized when the bad files were not really bad; no file changed
+    after its check; an engine that reports another execution provider than the check needs."""
+    base = {"failed_requests": 0, "control.failed_requests": 12, **SWAPPED}
+    for change, words in (({"swap.swaps_with_inflight": 0}, "did not occur"),
+                          ({"swap.swaps_answered_by_new": 0}, "did not occur"),
+                          ({"swap.requests_across": 0}, "out of nothing")):
+        cv = verdicts("C14", "hot-swap", {**base, **change}, facts=ORT)["failed_requests"]
+        assert cv.outcome is Outcome.INCONCLUSIVE and words in cv.reason, (change, cv.reason)
+    cv = verdicts("C14", "hot-swap", base, facts={"engine.execution_provider": "CUDAExecutionProvider"})["failed_requests"]
+    assert cv.outcome is Outcome.INCONCLUSIVE and "CUDAExecutionProvider" in cv.reason, cv.reason
+    cv = verdicts("C14", "hot-swap", base)["failed_requests"]  # the provider not read back at all
+    assert cv.outcome is Outcome.INCONCLUSIVE and "not recorded" in cv.reason, cv.reason
+    tried = {"wrong_verdicts": 0, "control.wrong_verdicts": 4, **TRIED}
+    for change in ({"accepted_answered_by_new": 0}, {"incompatible_loaded": 3}):
+        cv = verdicts("C14", "incompatible-swap", {**tried, **change}, facts=ORT)["wrong_verdicts"]
+        assert cv.outcome is Outcome.INCONCLUSIVE, (change, cv.reason)
+    ok = {"deserialized_refused": 0, "wrong_verdicts": 0, "deserialized_intact": 3, "control.refused": 0,
+          "control.deserialized_refused": 5, "control.wrong_verdicts": 5, "refusal_cases": 5, "load_attempts": 8,
+          "bad_files_confirmed": 5, "toctou.changed_after_check": 1}
+    got = verdicts("C21", "signed-load", {**ok, "bad_files_confirmed": 3})
+    assert got["deserialized_refused"].outcome is Outcome.INCONCLUSIVE
+    assert got["wrong_verdicts"].outcome is Outcome.INCONCLUSIVE
+    got = verdicts("C21", "signed-load", {**ok, "toctou.changed_after_check": 0})
+    assert got["wrong_verdicts"].outcome is Outcome.INCONCLUSIVE and got["deserialized_refused"].outcome is Outcome.REPRODUCED
 
 
 def test_trt_checks_are_not_comparable_on_a_host_without_a_gpu():
@@ -143,7 +178,7 @@ def test_trt_hot_swap_memory_check_needs_a_sampler_that_sees_the_second_engine()
     on = {"failed_requests": 0, "control.failed_requests": 9, "gpu_peak_extra_over_engine": 1.2,
           "control.gpu_peak_extra_over_engine": 0.1, "swap.window_max_over_call": 0.05,
           "pause.window_max_over_call": 1.0, "in_place.window_max_over_call": 0.95, "swap.gap_over_steady": 1.5,
-          "restart.outage_over_steady": 20.0, "in_place.gap_over_steady": 15.0}
+          "restart.outage_over_steady": 20.0, "in_place.gap_over_steady": 15.0, **SWAPPED}
     got = verdicts("C14", "trt-hot-swap", on, profile="lab-a100")
     assert {cv.outcome for cv in got.values()} == {Outcome.REPRODUCED}
     got = verdicts("C14", "trt-hot-swap", {**on, "control.gpu_peak_extra_over_engine": 1.2}, profile="lab-a100")
@@ -240,7 +275,7 @@ def _hot_swap_run(tmp_path, drain: str):
                                Target("none", "none", []), log=lambda m: None))
     assert out.status == "ok", out.reason
     rec = Record(suite="engine-hotload", case="hot-swap", repetition=1, metrics=out.metrics, series=out.series,
-                 params=params)
+                 params=params, facts=out.facts)
     srun = suite.as_run("local", 1, {c.name: {} for c in suite.cases})
     run = RunData(tmp_path, dict(ledger_helpers.HERE), [rec], {"engine-hotload": srun}, claims)
     claim = next(c for c in analyze(run).claims if c.id == "C14")
@@ -259,6 +294,7 @@ def test_hot_swap_check_is_not_reproduced_when_the_drain_is_removed(tmp_path):
     assert cv.controls[0].held is True and cv.outcome is Outcome.NOT_REPRODUCED, cv.reason
     m, cv = _hot_swap_run(tmp_path, "wait")
     assert m["failed_requests"] == 0 and m["control.failed_requests"] > 0, m
+    assert m["swap.swaps_with_inflight"] == m["swaps_done"] == m["swap.swaps_answered_by_new"], m
     assert cv.outcome is Outcome.REPRODUCED, cv.reason
 
 
@@ -307,13 +343,16 @@ def test_incompatible_swap_check_on_a_real_run_and_with_the_check_removed(tmp_pa
     assert out.status == "ok", out.reason
 
     def judged(metrics):
-        rec = Record(suite="engine-hotload", case="incompatible-swap", repetition=1, metrics=metrics, series=out.series)
+        rec = Record(suite="engine-hotload", case="incompatible-swap", repetition=1, metrics=metrics, series=out.series,
+                     facts=out.facts)
         run = RunData(tmp_path, dict(ledger_helpers.HERE), [rec],
                       {"engine-hotload": suite.as_run("local", 1, {c.name: {} for c in suite.cases})}, claims)
         claim = next(c for c in analyze(run).claims if c.id == "C14")
         return next(cv for cv in claim.checks if cv.check.case == "incompatible-swap")
 
     assert out.metrics["wrong_verdicts"].value == 0 and out.metrics["control.wrong_verdicts"].value > 0
+    assert out.metrics["accepted_answered_by_new"].value == 1, "the accepted model's answers were not seen"
+    assert out.metrics["incompatible_loaded"].value == out.metrics["expected_refusals"].value
     assert judged(out.metrics).outcome is Outcome.REPRODUCED
     off = {**out.metrics, "wrong_verdicts": out.metrics["control.wrong_verdicts"]}
     assert judged(off).outcome is Outcome.NOT_REPRODUCED
