@@ -484,7 +484,7 @@ def _threshold(tw: str, tf: "_Fields") -> Threshold:
 def _denominator(where: str, of: str | None, op: str | None, value: float | None) -> str | None:
     """A count's denominator (`of`): required on a bound of 0 from above, refused elsewhere."""
     if of is None:
-        if REQUIRE_EVIDENCE and is_absence_bound(op, value):
+        if is_absence_bound(op, value):
             raise BadInput(f"{where}: a bound of 0 ({op} 0) on a count needs of: the metric it is out of (requests "
                            f"sent, writes acknowledged), so that 0 of 0 is never a pass")
         return None
@@ -716,8 +716,6 @@ EXERCISE = "exercised"  # evidence that the dangerous situation happened (a chec
 CONTROL_KINDS = (INSTRUMENT, MECHANISM_OFF, STAND_IN, EXERCISE)
 CONTROL_LABELS = {INSTRUMENT: "instrument", MECHANISM_OFF: "mechanism off", STAND_IN: "stand-in",
                   EXERCISE: "exercise"}
-# Evidence is required of every check of an absence, every reference and every stand-in (issue 52).
-REQUIRE_EVIDENCE = False
 
 
 @dataclass
@@ -1054,7 +1052,7 @@ def _parse_reference(w: str, raw: Any) -> Reference | None:
     for name in [module, *deps]:
         if not isinstance(name, str) or (name and not MODULE_RE.fullmatch(name)):
             raise BadInput(f"{w}.reference: {str(name)[:60]!r} is not a dotted module name (harness.experiments.x.y)")
-    if REQUIRE_EVIDENCE and not module and not not_code:
+    if not module and not not_code:
         raise BadInput(f"{w}.reference: name the module computing it and independent_of (what it may not import), "
                        f"or say in not_code why the reference is not this project's code")
     return Reference(_metric_name(f"{w}.reference", rf.get("metric")), tolerance, rf.get("text"), module,
@@ -1069,7 +1067,7 @@ def _exercise_evidence(w: str, op: str | None, value: float | None, exercises: l
         return
     if exercises and reason:
         raise BadInput(f"{w}: both exercised and no_exercise given; keep the counter or the reason, not both")
-    if REQUIRE_EVIDENCE and not exercises and not reason:
+    if not exercises and not reason:
         raise BadInput(f"{w}: a check of an absence ({op} 0) needs exercised: a counter showing the dangerous "
                        f"situation happened in the judged run and its minimum (or no_exercise: why none can)")
 
@@ -1166,10 +1164,10 @@ def _parse_control(where: str, raw: Any, kind: str) -> Control:
             raise BadInput(f"{where}.params.{str(key)[:40]}: give a case parameter's name and a plain value")
     if params and no_params or own is not None and no_own:
         raise BadInput(f"{where}: give params or no_params, instrument or no_instrument, not both of a pair")
-    if REQUIRE_EVIDENCE and not params and not no_params:
+    if not params and not no_params:
         raise BadInput(f"{where}: a stand-in's strength lives in the ledger: give params ({{case parameter: value}}) "
                        f"or say in no_params why it has none")
-    if REQUIRE_EVIDENCE and own is None and not no_own:
+    if own is None and not no_own:
         raise BadInput(f"{where}: a stand-in needs its own instrument (showing it does what it is said to do) or "
                        f"no_instrument with the reason")
     control.params, control.no_params, control.no_instrument = dict(params), no_params, no_own

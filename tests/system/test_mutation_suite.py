@@ -259,5 +259,5 @@ def test_the_documented_commands_list_the_mutations_and_make_runs_them_all(tmp_p
                          text=True, timeout=120, cwd=root)
     assert out.returncode == 0, out.stderr
     text = page.read_text()
-    assert "| claim | check | observed | reference |" in text and "no run (verdicts not filled in)" in text
+    assert "| claim | check | observed | exercised (a check of an absence) | reference |" in text and "no run (verdicts not filled in)" in text
     assert "prompt-cas/cas-applies-every-write (broken)" in text

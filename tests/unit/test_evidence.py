@@ -102,8 +102,7 @@ def test_a_failure_seen_is_still_a_refutation(tmp_path):
     (f"{BASE}, op: '<', value: 2, better: lower, no_mechanism_off: r, no_instrument: r, "
      "configured: {maxmemory-policy: [a]}", "configured.maxmemory-policy: expected a string"),
 ])
-def test_an_absence_without_its_evidence_is_refused(tmp_path, check, message, monkeypatch):
-    monkeypatch.setattr(spec, "REQUIRE_EVIDENCE", True)
+def test_an_absence_without_its_evidence_is_refused(tmp_path, check, message):
     with pytest.raises(BadInput, match=message):
         _ledger(tmp_path, check)
 
@@ -188,8 +187,7 @@ def test_a_reference_that_imports_what_it_checks_is_not_trusted(tmp_path, record
     assert words in cv.reason
 
 
-def test_a_reference_names_its_module_and_what_it_must_not_import(tmp_path, monkeypatch):
-    monkeypatch.setattr(spec, "REQUIRE_EVIDENCE", True)
+def test_a_reference_names_its_module_and_what_it_must_not_import(tmp_path):
     with pytest.raises(BadInput, match="give module and independent_of together"):
         _ledger(tmp_path, REFERENCE.replace(", independent_of: [harness.x.simulator]", ""))
     with pytest.raises(BadInput, match="name the module computing it"):
@@ -222,8 +220,7 @@ def test_a_threshold_of_zero_counts_out_of_something(tmp_path, requests, verdict
         assert "0 of 0 is no evidence" in t.detail
 
 
-def test_a_threshold_of_zero_without_a_denominator_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(spec, "REQUIRE_EVIDENCE", True)
+def test_a_threshold_of_zero_without_a_denominator_is_refused(tmp_path):
     text = _suite_text().replace(
         "    thresholds:\n", "    thresholds:\n" + THRESHOLDS.lstrip("\n").replace(", of: requests", ""), 1)
     (tmp_path / "s.yaml").write_text(text)

@@ -98,7 +98,7 @@ def test_a_band_on_the_lower_side_is_exceeded_below_it(tmp_path):
 
 
 REF = (f"{BASE}, op: '<', value: 38, better: lower, no_mechanism_off: r, "
-       "reference: {metric: ref.m, tolerance: 0.01, text: the pure-Python reference}")
+       "reference: {metric: ref.m, tolerance: 0.01, text: the pure-Python reference, not_code: a made-up ledger}")
 
 
 @pytest.mark.parametrize("metrics, outcome, words", [
@@ -113,7 +113,7 @@ def test_a_computed_number_is_trusted_only_when_its_reference_agrees(tmp_path, m
 
 
 STAND_IN = (f"{BASE}, op: '>', value: 10, better: higher, mechanism_off: {{metric: plain.m, op: '<', value: 1, "
-            "text: exact hash}, stand_in: {metric: charsim, op: '<', than: m, factor: 0.8, text: char 4-grams}")
+            "text: exact hash}, stand_in: {metric: charsim, op: '<', than: m, factor: 0.8, text: char 4-grams, no_params: none, no_instrument: none}")
 
 
 @pytest.mark.parametrize("metrics, outcome", [

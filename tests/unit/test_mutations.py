@@ -400,7 +400,10 @@ def test_signing_checks_need_verification_off_to_let_files_through():
 
     ok = {"deserialized_refused": 0, "deserialized_intact": 2, "wrong_verdicts": 0, "runtime_recheck_detects_change": 1,
           "control.refused": 0,
-          "control.deserialized_refused": 5, "control.wrong_verdicts": 5, "control.runtime_recheck_detects_change": 0}
+          "control.deserialized_refused": 5, "control.wrong_verdicts": 5, "control.runtime_recheck_detects_change": 0,
+          # the evidence of the two absences: bad files confirmed bad apart from the verifier, one file changed
+          # after its check, and what the counts are out of
+          "refusal_cases": 5, "load_attempts": 8, "bad_files_confirmed": 5, "toctou.changed_after_check": 1}
     assert {cv.outcome for cv in verdicts("C21", "signed-load", ok).values()} == {Outcome.REPRODUCED}
     got = verdicts("C21", "signed-load", {**ok, "control.deserialized_refused": 0, "control.wrong_verdicts": 0,
                                           "control.runtime_recheck_detects_change": 1})

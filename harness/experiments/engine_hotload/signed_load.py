@@ -224,6 +224,28 @@ def summarize(attempts: list[dict]) -> dict[str, float]:
     return out
 
 
+def _runtime_recheck(served, f: dict, work: Path) -> tuple[bool, bool, float]:
+    """(a changed copy detected, an unchanged copy flagged, ms to recheck the served file)."""
+    # run-time re-verification: a copy changes on disk after a verified load; control: a copy that does not
+    v = Verifier(f["manifest"], f["pub"])
+    rt = work / "runtime"
+    rt.mkdir(exist_ok=True)
+    changed, same = rt / "tiny.onnx", rt / "unchanged" / "tiny.onnx"
+    same.parent.mkdir(exist_ok=True)
+    shutil.copy(f["tiny"], changed)
+    shutil.copy(f["tiny"], same)
+    ok_before = v.recheck(changed) and v.recheck(same)
+    flipped = bytearray(f["tiny"].read_bytes())
+    flipped[len(flipped) // 2] ^= 0x01  # the harness's own change: one bit flipped on disk after the verified load
+    changed.write_bytes(bytes(flipped))
+    detects = ok_before and not v.recheck(changed)
+    false_alarm = not v.recheck(same)
+    t = time.perf_counter()
+    v.recheck(served.file)
+    recheck_ms = (time.perf_counter() - t) * 1e3
+    return detects, false_alarm, recheck_ms
+
+
 def signed_load(ctx: CaseContext) -> CaseOutcome:
     if ctx.params["backend"] != "ort":
         return CaseOutcome("skipped", "the signature check is backend-independent (it runs on the file's bytes "
@@ -245,23 +267,7 @@ def signed_load(ctx: CaseContext) -> CaseOutcome:
                                  (f["manifest"], f["pub"]), f["toctou"], toctou))
     ctx.log(f"file replaced after its check: {attempts[-1]['outcome']} "
             f"(changed on disk at the deserializer: {attempts[-1]['changed_after_check']})")
-    # run-time re-verification: a copy changes on disk after a verified load; control: a copy that does not
-    v = Verifier(f["manifest"], f["pub"])
-    rt = work / "runtime"
-    rt.mkdir(exist_ok=True)
-    changed, same = rt / "tiny.onnx", rt / "unchanged" / "tiny.onnx"
-    same.parent.mkdir(exist_ok=True)
-    shutil.copy(f["tiny"], changed)
-    shutil.copy(f["tiny"], same)
-    ok_before = v.recheck(changed) and v.recheck(same)
-    flipped = bytearray(f["tiny"].read_bytes())
-    flipped[len(flipped) // 2] ^= 0x01  # the harness's own change: one bit flipped on disk after the verified load
-    changed.write_bytes(bytes(flipped))
-    detects = ok_before and not v.recheck(changed)
-    false_alarm = not v.recheck(same)
-    t = time.perf_counter()
-    v.recheck(served.file)
-    recheck_ms = (time.perf_counter() - t) * 1e3
+    detects, false_alarm, recheck_ms = _runtime_recheck(served, f, work)
     (ctx.raw_path("attempts.json")).write_text(json.dumps(attempts, indent=2))
     counts = summarize(attempts)
     big = attempts[0]["timings"]

@@ -248,6 +248,33 @@ def swap_exercise(records, acts: list[dict]) -> dict:
     return out
 
 
+def _exercise_metrics(ex: dict, straddles: list | None) -> dict:
+    """What shows that a hot swap's dangerous situation happened (swap_exercise's counts): requests
+    across the swap, answered by the new version, in flight across the switch."""
+    return {
+    "swap.requests_across": Metric(ex["requests_across"], "requests", None,
+                                   "requests (paced and straddling) whose [sent, answered] overlaps a hot swap's "
+                                   "window: what failed_requests is out of"),
+    "swap.new_answers": Metric(ex["new_answers"], "requests", None,
+                               "requests answered with the new model version's output (its fingerprint, not the "
+                               "slot's label), sent between a hot swap's call and the next action"),
+    "swap.swaps_answered_by_new": Metric(ex["swaps_answered_by_new"], "swaps", None,
+                                         "hot swaps after which at least one request was answered with the new "
+                                         "version's output"),
+    "swap.inflight_requests": Metric(ex["inflight"], "requests", None,
+                                     "requests answered with the old version's output (or failed, sent before "
+                                     "the new version's first answered request) after the new version's first "
+                                     "answer had come: in flight across the switch"),
+    "swap.swaps_with_inflight": Metric(ex["swaps_with_inflight"], "swaps", None,
+                                       "hot swaps with at least one request in flight across the switch"),
+    "unrecognised_answers": Metric(ex["unrecognised"], "requests", None,
+                                   "answers matching neither model version's output (shown)"),
+    "straddle_requests": Metric(len(straddles or []), "requests", None,
+                                "long requests sent back to back during hot swaps (kept apart from the latency "
+                                "measures)"),
+    }
+
+
 def swap_metrics(records, acts: list[dict], engine_mib: float, gpu: bool, straddles: list | None = None) -> dict:
     """The hot-swap case's metrics; failures attributed to arms by their time windows (the
     straddling requests' too; they are left out of the latency and gap measures)."""
@@ -256,27 +283,7 @@ def swap_metrics(records, acts: list[dict], engine_mib: float, gpu: bool, stradd
     everything = sorted([*records, *(straddles or [])], key=lambda r: r.t)
     failed = attribute_failures(everything, acts)
     ex = swap_exercise(everything, acts)
-    m = {**service_metrics(records, acts),
-        "swap.requests_across": Metric(ex["requests_across"], "requests", None,
-                                       "requests (paced and straddling) whose [sent, answered] overlaps a hot swap's "
-                                       "window: what failed_requests is out of"),
-        "swap.new_answers": Metric(ex["new_answers"], "requests", None,
-                                   "requests answered with the new model version's output (its fingerprint, not the "
-                                   "slot's label), sent between a hot swap's call and the next action"),
-        "swap.swaps_answered_by_new": Metric(ex["swaps_answered_by_new"], "swaps", None,
-                                             "hot swaps after which at least one request was answered with the new "
-                                             "version's output"),
-        "swap.inflight_requests": Metric(ex["inflight"], "requests", None,
-                                         "requests answered with the old version's output (or failed, sent before "
-                                         "the new version's first answered request) after the new version's first "
-                                         "answer had come: in flight across the switch"),
-        "swap.swaps_with_inflight": Metric(ex["swaps_with_inflight"], "swaps", None,
-                                           "hot swaps with at least one request in flight across the switch"),
-        "unrecognised_answers": Metric(ex["unrecognised"], "requests", None,
-                                       "answers matching neither model version's output (shown)"),
-        "straddle_requests": Metric(len(straddles or []), "requests", None,
-                                    "long requests sent back to back during hot swaps (kept apart from the latency "
-                                    "measures)"),
+    m = {**service_metrics(records, acts), **_exercise_metrics(ex, straddles),
         "failed_requests": Metric(failed["swap"] + failed["outside"], "requests", "lower",
                                   "failed requests except those in a restart's time window: during hot swaps and "
                                   "outside any action"),
