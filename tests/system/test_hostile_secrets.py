@@ -394,3 +394,180 @@ def test_a_secret_is_hidden_as_repr_and_json_escape_it():
     for echoed in (repr({"pw": "pw\u00e9\\SECRET\tX"}), json.dumps({"pw": "pw\u00e9\\SECRET\tX"}),
                    json.dumps({"pw": "pw\u00e9\\SECRET\tX"}, ensure_ascii=False)):
         assert "SECRET" not in redact(echoed), echoed
+
+
+# ---- issue 53, class 1: a credential in another encoding ------------------------------------------
+def _lower_hex(text: str) -> str:
+    import re
+
+    return re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), text)
+
+
+def _forms(user: str, password: str) -> dict[str, str]:
+    """Every encoding the credentials travel in (what an HTTP client sends, what a server echoes)."""
+    import base64
+
+    out = {"plain": password, "pct": quote(password, safe=""), "pct-lower": _lower_hex(quote(password, safe="")),
+           "pct-slash": quote(password), "plus": __import__("urllib.parse").parse.quote_plus(password)}
+    for what, data in (("pair", f"{user}:{password}".encode()), ("alone", password.encode())):
+        for alphabet, encode in (("std", base64.b64encode), ("url", base64.urlsafe_b64encode)):
+            text = encode(data).decode()
+            out[f"b64-{what}-{alphabet}"] = text
+            out[f"b64-{what}-{alphabet}-unpadded"] = text.rstrip("=")
+    return out
+
+
+@pytest.mark.parametrize("password", ["pw-s3cr#t/91", "PW123456?x&y=z", "pässwörd-PW3~+", "a b>c<PW77"])
+def test_every_encoding_of_a_noted_password_is_hidden(password):
+    """Only the decoded form was hidden: base64 of `user:password` (an echoed Authorization
+    header), base64 of the password, its percent-encoded forms went through whole."""
+    process.note_url_secrets(f"http://alice:{quote(password, safe='')}@127.0.0.1:8000")
+    for what, form in _forms("alice", password).items():
+        for text in (f"server said {form}", f'{{"got": "{form}"}}', f"x{form}y"):
+            assert form not in redact(text), (what, text, redact(text))
+    import base64
+
+    for pad in ("", "x", "xy"):  # inside a longer base64 text, at each of the three alignments
+        blob = base64.b64encode(f"{pad}alice:{password} and more".encode()).decode()
+        assert base64.b64encode(password.encode()).decode()[2:-4] not in redact(blob), (pad, redact(blob))
+        assert REDACTED in redact(blob)
+
+
+def test_basic_credentials_are_hidden_without_their_header_and_a_word_after_basic_is_not():
+    import base64
+
+    value = base64.b64encode(b"bob:an0ther-secret").decode()
+    for text in (f"got Basic {value}", f"'basic {value}'", f"BASIC {value.rstrip('=')}"):
+        assert value.rstrip("=") not in redact(text) and REDACTED in redact(text), redact(text)
+    for text in ("basic statistics of the run", "Basic Authentication failed", "basic dGVzdA== (no colon)"):
+        assert redact(text) == text
+
+
+def _echo_server():
+    """A server that answers every completion with 401 and echoes the credentials it was
+    sent: the Authorization header, its base64 alone, the password percent-encoded in lower
+    case and its own base64 (URL-safe, no padding), as a hostile or careless server does."""
+    import base64
+
+    from tests.system.test_hostile_http import MODELS, Server, reply
+
+    def respond(server, path, conn):
+        auth = server.requests[-1][1].get("authorization", "")
+        if path.startswith("/v1/completions"):
+            user, _, pw = base64.b64decode(auth.split(" ")[-1]).decode().partition(":")
+            echo = {"got": auth, "raw": auth.split(" ")[-1], "pct": _lower_hex(quote(pw, safe="")),
+                    "b64": base64.urlsafe_b64encode(pw.encode()).decode().rstrip("=")}
+            reply(conn, 401, json.dumps(echo, separators=(",", ":")).encode())
+        elif path.startswith("/metrics"):
+            reply(conn, 200, b'vllm:cache_config_info{block_size="16",num_gpu_blocks="1000"} 1\n')
+        else:
+            reply(conn, 200, MODELS)
+
+    return Server(respond)
+
+
+def _publish_in_a_fresh_process(run_dir: Path, *args) -> str:
+    """`harness report RUN_DIR` (and more commands) in a process that knows no secret: what
+    it writes comes from the folder alone. Returns everything the commands printed."""
+    import subprocess
+
+    from tests import REPO
+
+    env = {k: v for k, v in os.environ.items() if k not in process.SECRET_ENV + process.KEY_ENV}
+    out = []
+    for cmd in (["report", str(run_dir)], *args):
+        p = subprocess.run([sys.executable, "-m", "harness", *cmd], capture_output=True, text=True, cwd=REPO,
+                           env=env, timeout=120)
+        assert "Traceback" not in p.stderr, p.stderr[-2000:]
+        out.append(p.stdout + p.stderr)
+    return "\n".join(out)
+
+
+def _kept(run_dir: Path) -> dict[str, str]:
+    return {f.name: f.read_text(errors="replace") for f in run_dir.rglob("*") if f.is_file()}
+
+
+def test_an_echoed_authorization_header_reaches_no_file_of_the_run(tmp_path):
+    """The issue's example: a server that echoes the Authorization header put base64 of
+    `user:password` into the record's reason, and from there into results.json, report.html,
+    junit.xml and verdicts.json."""
+    pytest.importorskip("aiohttp")
+    from harness.infra.target import Target
+    from harness.model.driver_contract import CaseContext, get
+    from harness.model.stored_run import write_manifest, write_results
+    from harness.run import runner
+    from tests.stored_runs import suite_run
+
+    password = "pw-s3cr#t/91"
+    run_dir = tmp_path / "20260101-000000-echo01"
+    (run_dir / "raw").mkdir(parents=True)
+    with _echo_server() as srv:
+        url = srv.url(f"alice:{quote(password, safe='')}@")
+        ep = LlmEndpoint(url, "smollm2", managed=False)
+        d = get("serving-prefix-cache")
+        ctx = CaseContext("serving", "prefix-cache", 1, "local", d.resolve_params("prefix-cache", {}),
+                          run_dir / "raw", Target("local", engines={"external": ep}), log=lambda m: None)
+        outcome, _ = runner._outcome(d, ctx, run_dir)
+    assert outcome.status == "failed" and "HTTP 401" in outcome.reason, outcome.reason
+    write_manifest(run_dir, {"run_id": run_dir.name, "profile": "local", "target": "local", "suites": ["kv"],
+                             "started": 1_767_225_600.0, "ended": 1_767_225_660.0,
+                             "engines": {"external": {"base_url": url, "model": "smollm2"}}})
+    write_results(run_dir, [outcome.stored(suite="kv", case="bench", repetition=1)], {"kv": suite_run()}, [])
+    said = _publish_in_a_fresh_process(run_dir)
+    kept = _kept(run_dir)
+    assert {"results.json", "report.html", "junit.xml", "verdicts.json"} <= set(kept)
+    assert "HTTP 401" in kept["results.json"] and "HTTP 401" in kept["junit.xml"]  # the reason is kept
+    for what, form in _forms("alice", password).items():
+        for name, text in {**kept, "output": said}.items():
+            assert form not in text, (what, form, name)
+
+
+def _hand_edited_folder(root: Path, password: str, i: int = 1) -> Path:
+    """A results folder of an older version, or edited by hand: the password in clear in the
+    manifest (target, engines) and alone, and as base64, in a record's reason and its verdicts.json."""
+    import base64
+
+    from harness.model.stored_run import Metric, Record, write_manifest, write_results
+    from tests.stored_runs import suite_run
+
+    d = root / f"2026010{i}-000000-edited{i}"
+    (d / "raw").mkdir(parents=True)
+    write_manifest(d, {"run_id": d.name, "profile": "local", "target": "local", "suites": ["kv"],
+                       "started": 1_767_225_600.0 + 86400 * i, "ended": 1_767_225_660.0 + 86400 * i})
+    recs = [Record(suite="kv", case="bench", repetition=r, metrics={"get.rps": Metric(100000.0 + r, "req/s", "higher")})
+            for r in (1, 2)]
+    recs.append(Record("failed", "x", suite="kv", case="other", repetition=1))
+    write_results(d, recs, {"kv": suite_run(("bench", "other"))}, [])
+    url = f"http://alice:{quote(password, safe='')}@127.0.0.1:8000"
+    pair = base64.b64encode(f"alice:{password}".encode()).decode()
+    man = json.loads((d / "manifest.json").read_text())
+    man.update({"target": url, "engines": {"external": {"base_url": url, "model": "m", "note": f"pw {password}"}}})
+    (d / "manifest.json").write_text(json.dumps(man))
+    res = json.loads((d / "results.json").read_text())
+    res["records"][-1]["reason"] = f"login as alice with {password} failed; server echoed {pair}"
+    (d / "results.json").write_text(json.dumps(res))
+    return d
+
+
+def test_a_password_in_an_older_or_edited_folder_is_not_copied_out(tmp_path):
+    """A folder whose manifest holds `http://alice:PASSWORD@host` (engines, target) and whose
+    records hold the password and its base64: report.html, verdicts.json, junit.xml, the
+    history page, `harness measurements` and `harness compare` show none of them."""
+    password = "hunter2-PW9"
+    older = _hand_edited_folder(tmp_path / "runs", password, 1)
+    newer = _hand_edited_folder(tmp_path / "runs", password, 2)
+    said = _publish_in_a_fresh_process(newer, ["report", str(older)], ["measurements", str(newer)],
+                                       ["history", str(tmp_path / "runs"), "--out", str(tmp_path / "hist")])
+    vj = json.loads((older / "verdicts.json").read_text())  # an edited verdicts.json of the older run
+    vj["exit_reason"] = f"edited: {password}"
+    (older / "verdicts.json").write_text(json.dumps(vj))
+    said += _publish_in_a_fresh_process(newer, ["report", str(newer), "--baseline", str(older)],
+                                        ["compare", str(older), str(newer), "--format", "json"])
+    written = {f"{d.name}/{n}": t for d in (older, newer) for n, t in _kept(d).items()
+               if n not in ("manifest.json", "results.json", "verdicts.json") or d == newer and n == "verdicts.json"}
+    written.update({f"hist/{n}": t for n, t in _kept(tmp_path / "hist").items()})
+    assert any(n.endswith("report.html") for n in written) and any(n.startswith("hist/") for n in written)
+    assert "alice:***@" in written[f"{newer.name}/report.html"]
+    for what, form in _forms("alice", password).items():
+        for name, text in {**written, "output": said}.items():
+            assert form not in text, (what, form, name)

@@ -12,7 +12,15 @@ earlier answer. Per request (`Result`):
 - status: ok, http_error (a non-200 answer, its status kept), connect_error (refused,
   unreachable), stalled (no byte for `stall_s` mid-stream), timeout (the request's own
   `timeout_s`, or the run's deadline), cut_off (the stream ended before `[DONE]`), error
-  (anything else, its type kept);
+  (anything else, its type kept), redirected (a 3xx answer: a measured request never
+  follows a redirect, whose TTFT would be another server's under the given URL; the run
+  that sent it ends its case with `refuse_redirects()`, exit 3);
+- usage: the server's token counts are checked against what the client saw (`usage_problem`):
+  more completion tokens than the request allowed (`max_tokens`), none for a stream that
+  carried text, more prompt tokens than the prompt could make (its token ids, or one per
+  byte of its text, plus a few special tokens), or a count that is no whole number >= 0:
+  the count is not kept and TPOT is not computed from it; `usage_problems()` says so in one
+  line with both readings, and the case makes its metrics invalid;
 - late_ms: dispatch time minus scheduled time (the schedule's lateness), send_ms: dispatch to
   the request body written to the socket (aiohttp's trace hook), parse_us: time spent parsing
   the stream's chunks: the client's own overhead.
@@ -28,8 +36,13 @@ import json
 import random
 import time
 from dataclasses import dataclass, field
+from urllib.parse import urljoin
 
-STATUSES = ("ok", "http_error", "connect_error", "stalled", "timeout", "cut_off", "error")
+from harness.base.errors import EnvironmentProblem
+from harness.base.safe_text import TEXT, for_terminal
+from harness.infra.process import url_for_display
+
+STATUSES = ("ok", "http_error", "connect_error", "stalled", "timeout", "cut_off", "error", "redirected")
 DEADLINE_MARGIN_S = 5.0
 MAX_LINE = 1 << 20  # bytes of one SSE line: a server's endless line is an error, not the run's memory
 
@@ -66,6 +79,7 @@ class Result:
     send_ms: float | None = None
     parse_us: float = 0.0
     text: str = ""
+    usage_problem: str = ""  # the server's usage counts are impossible for what the client saw: both readings
 
 
 def poisson_schedule(n: int, rate_per_s: float, seed: int) -> list[float]:
@@ -92,8 +106,8 @@ class StreamParser:
     waits for its end), so that a token's time is the time of the read that brought it and
     the client's own cost per token is one JSON decode and a list append."""
 
-    def __init__(self, res: Result, st: float):
-        self.res, self.st = res, st
+    def __init__(self, res: Result, st: float, req: Request | None = None):
+        self.res, self.st, self.req = res, st, req
         self.times: list[float] = []  # the arrival of each choice chunk
         self.done = False
         self._text: list[str] = []
@@ -145,8 +159,9 @@ class StreamParser:
         self.timings()
         r, t = self.res, self.times
         r.e2e_ms = 1000 * (end - self.st)
+        check_usage(r, self.req)
         n = r.output_tokens if r.output_tokens is not None else r.chunks
-        if t and n and n > 1:
+        if t and n and n > 1 and not r.usage_problem:  # a server whose counts are impossible times no TPOT
             r.tpot_ms = 1000 * (t[-1] - t[0]) / (n - 1)
         if not self.done:
             r.status, r.error = "cut_off", f"the stream ended before [DONE] after {r.chunks} chunks"
@@ -154,6 +169,88 @@ class StreamParser:
             r.status, r.error = "error", "the stream carried no token"
         else:
             r.status = "ok"
+
+
+SPECIAL_TOKENS = 16  # what a tokenizer may add to a prompt beyond its text (BOS, a template's markers)
+
+
+def _count(value) -> int | None | str:
+    """A usage count as the server sent it: an int >= 0, None when absent, else its text (impossible)."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    return for_terminal(repr(value), 40)
+
+
+def check_usage(r: Result, req: Request | None) -> None:
+    """The server's usage counts against what the client can observe of the same request:
+    completion tokens at most what it asked for (`max_tokens`) and at least one when text
+    was streamed; prompt tokens at most what its prompt could make. An impossible count is
+    not kept (None) and `usage_problem` says it with both readings."""
+    why = []
+    out, prompt = _count(r.output_tokens), _count(r.prompt_tokens)
+    if isinstance(out, str):
+        why.append(f"completion_tokens {out} is no count")
+        out = None
+    elif out is not None and req is not None and out > req.max_tokens:
+        why.append(f"{out} completion tokens reported for {r.chunks} streamed chunks, of at most {req.max_tokens} "
+                   f"asked for (max_tokens)")
+        out = None
+    elif out == 0 and r.text:
+        why.append(f"0 completion tokens reported for {r.chunks} streamed chunks of text")
+        out = None
+    if isinstance(prompt, str):
+        why.append(f"prompt_tokens {prompt} is no count")
+        prompt = None
+    elif prompt is not None and req is not None:
+        most = (len(req.prompt) if isinstance(req.prompt, list) else len(str(req.prompt).encode())) + SPECIAL_TOKENS
+        if prompt > most:
+            sent = (f"{len(req.prompt)} prompt token ids" if isinstance(req.prompt, list)
+                    else f"a prompt of {len(str(req.prompt).encode())} bytes")
+            why.append(f"{prompt} prompt tokens reported for {sent} sent (at most {most})")
+            prompt = None
+    r.output_tokens, r.prompt_tokens = out, prompt
+    if why:
+        r.usage_problem = "the server's usage is impossible: " + "; ".join(why)
+
+
+def usage_problems(results: list[Result]) -> str:
+    """'' when every completed request's usage counts are possible; else one line: how many
+    were not, and the first one's readings (the server's count and what the client saw)."""
+    bad = [r for r in results if r.status == "ok" and r.usage_problem]
+    if not bad:
+        return ""
+    return (f"{len(bad)} of {sum(r.status == 'ok' for r in results)} completed requests: "
+            f"request {bad[0].index}: {bad[0].usage_problem}")
+
+
+class Redirected(EnvironmentProblem):
+    """A measured request was answered with a redirect (exit 3): the case fails, naming both locations."""
+
+
+def refuse_redirects(results: list[Result]) -> None:
+    """Redirected (one line naming the URL asked and where the server sent it) when any
+    request was answered with a redirect."""
+    for r in results:
+        if r.status == "redirected":
+            raise Redirected(r.error)
+
+
+def _redirect(res: Result, resp, url: str, st: float) -> Result:
+    """A 3xx answer to a measured request: not followed (the other location's TTFT would be
+    recorded under this URL), recorded with both locations."""
+    res.http_status = resp.status
+    where = resp.headers.get("Location")
+    to = url_for_display(urljoin(url, where)) if where else "(no Location given)"
+    res.status = "redirected"
+    res.error = (f"the measured POST to {url_for_display(url)} was answered HTTP {resp.status} redirecting to "
+                 f"{for_terminal(to, TEXT)}; a benchmark client never follows a redirect (what it timed would be "
+                 f"the other server's): give the URL that serves the completions itself")
+    res.e2e_ms = 1000 * (time.perf_counter() - st)
+    return res
 
 
 def _classify(exc: BaseException) -> tuple[str, str]:
@@ -243,15 +340,18 @@ async def send(session, url: str, model: str, i: int, r: Request, t0: float, lim
     st = time.perf_counter()
     res.late_ms = 1000 * (st - (t0 + r.at_s))
     watch = _Watch(lim.stall_s)
-    parser = StreamParser(res, st)
+    parser = StreamParser(res, st, r)
     try:
         if r.delay_s:
             await asyncio.sleep(r.delay_s)
         watch.start()
-        async with session.post(url, json=payload(model, r), timeout=lim.aiohttp, trace_request_ctx=watch) as resp:
+        async with session.post(url, json=payload(model, r), timeout=lim.aiohttp, trace_request_ctx=watch,
+                                allow_redirects=False) as resp:
             watch.last = time.perf_counter()  # the answer's head
             if watch.sent is not None:
                 res.send_ms = 1000 * (watch.sent - st)
+            if 300 <= resp.status < 400:
+                return _redirect(res, resp, url, st)
             if resp.status != 200:
                 return await _http_error(res, resp, st)
             async for data in resp.content.iter_any():
@@ -341,6 +441,12 @@ async def _collect(requests: list[Request], tasks: dict, sched: asyncio.Task) ->
     return out
 
 
-def run(base_url: str, model: str, requests: list[Request], **kw) -> list[Result]:
-    """run_async in a fresh event loop (drivers are synchronous)."""
-    return asyncio.run(run_async(base_url, model, requests, **kw))
+def run(base_url: str, model: str, requests: list[Request], *, redirects_allowed: bool = False,
+        **kw) -> list[Result]:
+    """run_async in a fresh event loop (drivers are synchronous). A request answered with a
+    redirect ends it (Redirected, exit 3) unless `redirects_allowed` (a load generator's
+    worker, whose rows go back to the fleet that checks them)."""
+    results = asyncio.run(run_async(base_url, model, requests, **kw))
+    if not redirects_allowed:
+        refuse_redirects(results)
+    return results

@@ -87,4 +87,5 @@ def run(hosts: list[RemoteHost], python: str, base_url: str, model: str, request
             row = rows[j] if rows is not None else Result(i, r.tag, r.at_s, "error", f"load generator {host.name}: {why}")
             row.index = i
             results[i], owner[i] = row, host.name
+    client.refuse_redirects(results)  # a redirect ends the case as it does from here
     return FleetResults(results, owner, [why for _, why in done])

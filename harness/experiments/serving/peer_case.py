@@ -270,6 +270,9 @@ def _outcome(ctx, p, rounds: list[dict], mine: list[client.Result], order: list[
                "vllm_rounds": [{k: v for k, v in r.items() if not isinstance(v, list)} for r in rounds]}
     facts = {"peer_client": "vllm.benchmarks.serve", "peer_first": order[0] == "vllm",
              "peer_engine_prefix_caching": str(ep.prefix_caching), "python_hash_seed": HASH_SEED}
+    invented = summary.invalid_usage("harness", mine)
+    if invented:  # the server's token counts are impossible: TPOT is no measurement, the case says so
+        return CaseOutcome("invalid", invented, m, details, series, facts)
     return CaseOutcome("ok", metrics=m, series=series, details=details, facts=facts)
 
 

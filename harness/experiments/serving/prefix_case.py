@@ -187,7 +187,8 @@ def _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, eps, salt)
     if capacity:
         facts["engine_kv_tokens"] = int(capacity)
     invalid = [c["invalid"] for c in counts.values() if c.get("invalid")]
-    if invalid:  # an impossible counter delta is no measurement: the case says so, with the reason
+    invalid += [why for arm, res in results.items() if (why := summary.invalid_usage(arm, res))]
+    if invalid:  # an impossible counter delta or usage count is no measurement: the case says so, with the reason
         return CaseOutcome("invalid", "; ".join(invalid), m, details, series, facts)
     return CaseOutcome("ok", metrics=m, series=series, details=details, facts=facts)
 

@@ -45,7 +45,9 @@ class Front:
 
     async def engine(self, text: str, t0: float) -> client.Result:
         req = client.Request(0.0, text, self.p["max_new_tokens"])
-        return await client.send(self.sess, self.url, self.ep.model, 0, req, t0, self.timeout)
+        res = await client.send(self.sess, self.url, self.ep.model, 0, req, t0, self.timeout)
+        client.refuse_redirects([res])  # a redirect ends the case (exit 3), never a TTFT measured elsewhere
+        return res
 
     def lookup(self, mode: str, text: str):
         store = self.stores.get(mode)

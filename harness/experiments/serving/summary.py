@@ -14,11 +14,11 @@ from harness.experiments.serving.series import REQUESTS
 from harness.model.driver_contract import Metric, Series
 from harness.model.driver_helpers import write_csv
 
-from .client import STATUSES, Result
+from .client import STATUSES, Result, usage_problems
 
 LATE_MS = 10.0  # a request dispatched more than this after its scheduled time is late
 COLUMNS = ["index", "tag", "scheduled_s", "status", "http_status", "ttft_ms", "tpot_ms", "e2e_ms", "itl_p50_ms",
-           "prompt_tokens", "output_tokens", "chunks", "late_ms", "send_ms", "parse_us", "error"]
+           "prompt_tokens", "output_tokens", "chunks", "late_ms", "send_ms", "parse_us", "error", "usage_problem"]
 
 
 def _f(v, nd=3):
@@ -33,7 +33,7 @@ def write_rows(path: Path, results: list[Result], extra: dict | None = None) -> 
         itl50 = stats.percentile(r.itl_ms, 50) if r.itl_ms else None
         rows.append([r.index, r.tag, _f(r.scheduled_s), r.status, _f(r.http_status), _f(r.ttft_ms), _f(r.tpot_ms),
                      _f(r.e2e_ms), _f(itl50), _f(r.prompt_tokens), _f(r.output_tokens), r.chunks, _f(r.late_ms),
-                     _f(r.send_ms), _f(r.parse_us, 1), r.error] + list(extra.values()))
+                     _f(r.send_ms), _f(r.parse_us, 1), r.error, r.usage_problem] + list(extra.values()))
     return write_csv(path, COLUMNS + list(extra), rows)
 
 
@@ -50,7 +50,12 @@ def metrics_of(prefix: str, results: list[Result], note: str = "") -> dict[str, 
     m: dict[str, Metric] = {f"{prefix}.requests": Metric(len(results), "requests"),
                             f"{prefix}.ok": Metric(len(ok), "requests", "higher")}
     m.update(_pcts(prefix, "ttft", [r.ttft_ms for r in ok], (50, 95, 99), note))
-    m.update(_pcts(prefix, "tpot", [r.tpot_ms for r in ok if r.tpot_ms is not None], (50, 95), note))
+    invented = usage_problems(results)
+    if invented:  # TPOT divides by the server's token count: an impossible one is no measurement
+        for q in (50, 95):
+            m[f"{prefix}.tpot_p{q}_ms"] = Metric(None, "ms", "lower", f"invalid: {prefix}.tpot: {invented}")
+    else:
+        m.update(_pcts(prefix, "tpot", [r.tpot_ms for r in ok if r.tpot_ms is not None], (50, 95), note))
     m.update(_pcts(prefix, "itl", [x for r in ok for x in r.itl_ms], (50, 95), note))
     m.update(_pcts(prefix, "e2e", [r.e2e_ms for r in ok], (50, 95), note))
     failed = len(results) - len(ok)
@@ -61,9 +66,17 @@ def metrics_of(prefix: str, results: list[Result], note: str = "") -> dict[str, 
             m[f"{prefix}.{s}"] = Metric(k, "requests", "lower")
     m.update(overhead_of(prefix, results))
     toks = [r.output_tokens for r in ok if r.output_tokens is not None]
-    if toks:
+    if invented:
+        m[f"{prefix}.output_tokens_mean"] = Metric(None, "tokens", None, f"invalid: {prefix}.output_tokens: {invented}")
+    elif toks:
         m[f"{prefix}.output_tokens_mean"] = Metric(sum(toks) / len(toks), "tokens", None, "as the server counts them")
     return m
+
+
+def invalid_usage(prefix: str, results: list[Result]) -> str:
+    """'' or the line that makes a case invalid: `prefix`'s usage counts are impossible (client.usage_problems)."""
+    why = usage_problems(results)
+    return f"{prefix}.tpot: {why}" if why else ""
 
 
 def overhead_of(prefix: str, results: list[Result]) -> dict[str, Metric]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from harness.base import stats
 
-from .client import Result
+from .client import Result, usage_problems
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def point_stats(everything: list[Result], level: float, warmup_s: float, window_
                    _pct([r.ttft_ms for r in ok if r.ttft_ms is not None], 95),
                    _pct([r.tpot_ms for r in ok if r.tpot_ms is not None], 95), g, rise, n, "", "", False)
     p.errors = n - len(ok)
-    p.invalid = _invalid(p, rules)
+    p.invalid = "; ".join(x for x in (_invalid(p, rules), usage_problems(results)) if x)
     p.saturated = _saturated(p, rules, window_s)
     p.slo_held = not p.invalid and n > 0 and p.met_pct >= slo.min_met_pct
     return p

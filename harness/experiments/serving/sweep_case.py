@@ -220,8 +220,11 @@ async def run_point(ep, reqs: list[client.Request], p: dict, users: int | None,
     async with client.session() as sess:
         serve = make_serve(sess, ep, lim)
         if users is None:
-            return await sweep_run.open_loop(reqs, serve, p["timeout_s"])
-        return await sweep_run.closed_loop(reqs, serve, users, p["warmup_s"] + p["window_s"], p["timeout_s"])
+            results = await sweep_run.open_loop(reqs, serve, p["timeout_s"])
+        else:
+            results = await sweep_run.closed_loop(reqs, serve, users, p["warmup_s"] + p["window_s"], p["timeout_s"])
+    client.refuse_redirects(results)  # a redirect ends the case (exit 3), never a point measured elsewhere
+    return results
 
 
 def timing(p: dict, level: float) -> tuple[float, float]:
