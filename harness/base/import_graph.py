@@ -31,8 +31,9 @@ def _own(root: Path, name: str) -> str | None:
     return name or None
 
 
-def imports_of(root: Path, module: str) -> set[str]:
-    """The project modules `module`'s source imports (absolute and relative imports)."""
+def imports_of(root: Path, module: str, others: set[str] | None = None) -> set[str]:
+    """The project modules `module`'s source imports (absolute and relative imports); the
+    top-level names of the other packages it imports are added to `others` when given."""
     path = module_file(root, module)
     if path is None or path.stat().st_size > MAX_SOURCE_BYTES:
         return set()
@@ -57,17 +58,20 @@ def imports_of(root: Path, module: str) -> set[str]:
             own = _own(root, name)
             if own and own != module:
                 out.add(own)
+            elif not own and name and others is not None and not (isinstance(node, ast.ImportFrom) and node.level):
+                others.add(name.split(".")[0])
     return out
 
 
-def closure(root: Path, module: str) -> set[str]:
+def closure(root: Path, module: str, others: set[str] | None = None) -> set[str]:
     """Every project module that importing `module` brings in (itself excluded), following
-    imports inside functions too; the packages above each module count as imported."""
+    imports inside functions too; the packages above each module count as imported. The
+    top-level names of the other packages any of them imports go to `others` when given."""
     seen: set[str] = set()
     todo = [module]
     while todo:
         current = todo.pop()
-        for m in imports_of(root, current):
+        for m in imports_of(root, current, others):
             parents = [".".join(m.split(".")[:i]) for i in range(1, m.count(".") + 1)]
             for name in [m, *parents]:
                 if name not in seen and name != module and module_file(root, name) is not None:
@@ -82,7 +86,10 @@ def within(module: str, names) -> bool:
 
 
 def reaches(root: Path, module: str, targets) -> list[str] | None:
-    """Which of `targets` (modules or packages) `module` reaches; None when `module` is not found."""
+    """Which of `targets` (project modules or packages, or other packages such as libcachesim)
+    `module` reaches; None when `module` is not found."""
     if module_file(root, module) is None:
         return None
-    return sorted({t for m in closure(root, module) for t in targets if within(m, [t])})
+    others: set[str] = set()
+    found = closure(root, module, others) | others
+    return sorted({t for m in found for t in targets if within(m, [t])})

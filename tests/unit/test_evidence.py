@@ -243,7 +243,11 @@ def test_the_import_graph_follows_imports_through_modules_and_inside_functions(t
         "harness/x/helper.py": "def g():\n    from .simulator import f\n    return f()\n",
         "harness/x/recount.py": "from harness.x import helper\n",
         "harness/x/clean.py": "import json\n",
+        "harness/x/peer.py": "def h():\n    import libcachesim.sub\n",
+        "harness/x/via.py": "from harness.x import peer\n",
     })
+    assert import_graph.reaches(root, "harness.x.via", ["libcachesim", "harness.x.simulator"]) == ["libcachesim"]
+    assert import_graph.reaches(root, "harness.x.clean", ["libcachesim"]) == []
     assert import_graph.reaches(root, "harness.x.recount", ["harness.x.simulator"]) == ["harness.x.simulator"]
     assert import_graph.reaches(root, "harness.x.clean", ["harness.x.simulator"]) == []
     assert import_graph.reaches(root, "harness.x.gone", ["harness.x.simulator"]) is None
