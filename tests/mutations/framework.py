@@ -53,7 +53,10 @@ SUCCESS = ("reproduced", "direction reproduced, magnitude differs", "exceeded")
 # run's own cluster at +0..+5 (bus ports +10000), the suites' own clusters at +20..+99 of it
 # (failover +20..+28, cold-start's port_offset), the engines at +50 (HARNESS_ENGINE_PORT), and
 # PostgreSQL (cold-start's pg_port) at +60.
-PORT_FIRST, PORT_LAST, PORTS_PER_WORKER = 9600, 9899, 100
+# MUTATIONS_PORT_FIRST moves the whole range (another 300 ports), for a run beside the suite's own.
+PORT_FIRST = int(os.environ.get("MUTATIONS_PORT_FIRST") or 9600)
+PORTS_PER_WORKER = 100
+PORT_LAST = PORT_FIRST + 3 * PORTS_PER_WORKER - 1
 ENGINE_OFFSET, PG_OFFSET = 50, 60
 # Suite -> the case parameter that names a fixed port of its own, and the offset it gets.
 PORT_PARAMS = {"cold-start": (("pg_port", PG_OFFSET),)}

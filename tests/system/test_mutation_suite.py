@@ -19,7 +19,7 @@ from dataclasses import replace
 import pytest
 
 from tests import REPO, TESTS
-from tests.mutations import catalog
+from tests.mutations import catalog, framework
 from tests.mutations.framework import KINDS, SUCCESS, Mutation, judge, run_mutation, stale_edits, worker_ports
 
 MUTATIONS = catalog.load()
@@ -138,9 +138,10 @@ def test_the_kind_rule_is_what_the_api_says():
 
 def test_the_worker_port_blocks_stay_in_the_suite_range():
     blocks = [worker_ports(w) for w in ("", "gw0", "gw1", "gw2")]
-    assert blocks[0] == blocks[1] == (9600, 9650, 9660)
-    assert [b[0] for b in blocks[1:]] == [9600, 9700, 9800]
-    assert all(9600 <= p <= 9899 for b in blocks for p in b)
+    first = framework.PORT_FIRST  # 9600 unless MUTATIONS_PORT_FIRST moves the range
+    assert blocks[0] == blocks[1] == (first, first + 50, first + 60)
+    assert [b[0] for b in blocks[1:]] == [first, first + 100, first + 200]
+    assert all(first <= p <= first + 299 for b in blocks for p in b)
     with pytest.raises(RuntimeError):
         worker_ports("gw3")
 
