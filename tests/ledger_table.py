@@ -150,9 +150,9 @@ that is not here) say so with the reason: **not measurable here**. The table bel
 every check, what it observes, for a check of an absence its denominator and exercise counter
 with its minimum, for every reference and stand-in how its independence or strength is
 enforced, and the code mutations of `tests/mutations/` that must break it (`unexercised`: the
-situation never arises and the check must read inconclusive; `dependent` and `weakened`: a
-reference made to share code with what it checks, a stand-in made weaker, which must never read
-as a success).
+situation never arises; `dependent`: a reference made to share code with what it checks; both
+must read inconclusive; `weakened`: a stand-in made weaker, which must never read as a
+success).
 
 ## Every check
 """

@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 
-from harness.base import stats
+from harness.base import import_graph, stats
 from harness.base.errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_THRESHOLD
 from harness.base.safe_text import NAME, TEXT, for_terminal
 from harness.model import conditions
@@ -464,18 +464,20 @@ def _evidence(run: RunData, a: Analysis, chk: ClaimCheck, facts: dict) -> list[s
                            + ("(not recorded)" if have is None else for_terminal(str(have), TEXT))
                            + f", the ledger fixes {key}={need}")
     ref = chk.reference
-    if ref is not None and ref.module:
+    if ref is not None and ref.module:  # a ledger that names the module (results schema 3 on): the run recorded it
         recorded = run.manifest.get("references")
         entry = recorded.get(ref.module) if isinstance(recorded, dict) else None
-        if isinstance(recorded, dict) and not isinstance(entry, dict):
-            out.append(f"the reference's independence was not checked by the run: {ref.module} is not in its record")
-        elif isinstance(entry, dict) and entry.get("missing"):
+        if not isinstance(entry, dict):
+            out.append(f"the reference's independence was not checked by the run: {ref.module} is not in its "
+                       f"manifest's record of what each reference imports")
+        elif entry.get("missing"):
             out.append(f"the reference module {ref.module} is not in the code the run executed")
-        elif isinstance(entry, dict):
-            reached = [m for m in entry.get("reaches") or [] if isinstance(m, str) and m in ref.independent_of]
+        else:
+            reached = [m for m in entry.get("reaches") or [] if isinstance(m, str)
+                       and (m in ref.independent_of or m == import_graph.DYNAMIC)]
             if reached:
                 out.append(f"the reference is not independent: {ref.module} imports {', '.join(reached)}, which "
-                           f"computes the number it checks")
+                           f"computes the number it checks (or may: an import by a name computed at run time)")
     return out
 
 

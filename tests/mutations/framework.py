@@ -12,10 +12,11 @@ which verdicts the ledger may give for the checks it names:
 - blinded (an instrument that cannot see): "inconclusive";
 - improved (the mechanism better than claimed): never "not reproduced";
 - unexercised (issue 52: the dangerous situation never arises in the run, so a check of an
-  absence has nothing to judge): "inconclusive";
-- dependent (a reference quietly made to share code with what it checks) and weakened (a
-  stand-in quietly made weaker): never "reproduced", "direction reproduced, magnitude differs"
-  or "exceeded".
+  absence has nothing to judge) and dependent (a reference quietly made to share code with
+  what it checks: the run's record of what the reference imports must see it, whatever the
+  numbers say): "inconclusive";
+- weakened (a stand-in quietly made weaker): never "reproduced", "direction reproduced,
+  magnitude differs" or "exceeded".
 
 Each suite's mutations live in tests/mutations/catalog_<suite>.py (MUTATIONS); see
 tests/mutations/catalog.py and the runner, `python -m tests.mutations.run`.
@@ -40,8 +41,8 @@ ROOT = Path(os.environ.get("MUTATIONS_ROOT") or Path(__file__).resolve().parents
 
 KINDS = ("broken", "stand-in", "blinded", "improved", "unexercised", "dependent", "weakened")
 # The kinds whose checks must not read as a success, and those that must read inconclusive.
-NEVER_SUCCESS = ("broken", "stand-in", "dependent", "weakened")
-MUST_BE_INCONCLUSIVE = ("blinded", "unexercised")
+NEVER_SUCCESS = ("broken", "stand-in", "weakened")
+MUST_BE_INCONCLUSIVE = ("blinded", "unexercised", "dependent")
 # Verdicts that judge nothing here: the check's conditions are not what this machine has. A
 # mutation all of whose checks get one is skipped with the reason (it needs the lab).
 NOT_JUDGED_HERE = ("not comparable here", "not measurable here")
