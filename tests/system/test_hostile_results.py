@@ -248,10 +248,9 @@ def _socket(p: Path) -> None:
 SPECIAL = {
     "results.json a FIFO": ("results.json", os.mkfifo, "FIFO"),
     "manifest.json a FIFO": ("manifest.json", os.mkfifo, "FIFO"),
-    "results.json a link to /dev/zero": ("results.json", lambda p: p.symlink_to("/dev/zero"), "character device"),
-    "manifest.json a link to /dev/zero": ("manifest.json", lambda p: p.symlink_to("/dev/zero"), "character device"),
-    "manifest.json a link to /dev/urandom": ("manifest.json", lambda p: p.symlink_to("/dev/urandom"),
-                                             "character device"),
+    "results.json a link to /dev/zero": ("results.json", lambda p: p.symlink_to("/dev/zero"), "is a link"),
+    "manifest.json a link to /dev/zero": ("manifest.json", lambda p: p.symlink_to("/dev/zero"), "is a link"),
+    "manifest.json a link to /dev/urandom": ("manifest.json", lambda p: p.symlink_to("/dev/urandom"), "is a link"),
     "results.json a socket": ("results.json", _socket, "socket"),
     "results.json a folder": ("results.json", lambda p: p.mkdir(), "folder"),
     "results.json too large": ("results.json", lambda p: _sparse(p, MAX_RESULTS_BYTES + 1), "too large"),
