@@ -33,7 +33,7 @@ def _import_cli():
     except ValueError:  # not the main thread: nothing to hold
         old = None
     try:
-        from harness.cli import main as cli_main
+        from harness.cli import main as cli_main  # here, with a Ctrl-C held: the import takes a second
     except KeyboardInterrupt as e:  # a Ctrl-C that came before the handler above
         _interrupted(e)
     finally:

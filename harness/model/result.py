@@ -74,15 +74,17 @@ class Record:
             details=self.details if details is None else details))
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "suite": self.suite, "case": self.case, "repetition": self.repetition,
             "status": self.status, "reason": self.reason, "bad_input": self.bad_input,
             "metrics": {k: m.to_json() for k, m in self.metrics.items()},
             "series": {k: s.to_json() for k, s in self.series.items()},
             "raw_files": self.raw_files, "details": self.details, "params": self.params,
             "started": self.started, "duration_s": self.duration_s, "facts": self.facts,
-            "machine_load": self.machine_load,  # added in issue 53: older readers leave it out
         }
+        if self.machine_load:  # added in issue 53: older readers leave it out, an older record has none
+            out["machine_load"] = self.machine_load
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "Record":

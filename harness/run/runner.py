@@ -29,10 +29,10 @@ from harness.base.paths import REPO_ROOT
 from harness.base.signals import deferred_interrupts, first_interrupt_only, signal_name
 from harness.infra import machine_facts as manifest
 from harness.infra import server_stats
+from harness.infra.cluster import LocalCluster
 from harness.infra.monitoring import Monitor, configured_port
 from harness.infra.monitoring.query import configured_url
 from harness.infra.redis_server import check_port_number
-from harness.infra.cluster import LocalCluster
 from harness.infra.serving_engine.external import external_engines
 from harness.infra.serving_engine.for_run import early_start, engine_configs, engines_for_run, plan_engines
 from harness.infra.target import Target
