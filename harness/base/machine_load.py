@@ -56,7 +56,10 @@ def during(before: dict, after: dict) -> dict:
 def _num(x) -> float | None:
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return None
-    return float(x) if math.isfinite(x) else None
+    try:
+        return float(x) if math.isfinite(x) else None
+    except OverflowError:  # an integer past a float's range (an edited file)
+        return None
 
 
 def is_loaded(m) -> bool:

@@ -191,7 +191,10 @@ def claim_id_problem(cid) -> str:
 def _number(x, none_ok: bool = True) -> bool:
     if x is None:
         return none_ok
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and finite_or_none(float(x)) is not None
+    try:
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and finite_or_none(float(x)) is not None
+    except OverflowError:  # an integer past a float's range
+        return False
 
 
 def _check_claims(path: Path, claims: list) -> None:
