@@ -3,9 +3,13 @@ functions, and `main` turns every HarnessError into one line and its exit code."
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import sys
+import tempfile
+import traceback
 from pathlib import Path
 
 import click
@@ -23,7 +27,8 @@ from harness.infra.serving_engine.commands import engine
 from harness.model import driver_contract, spec
 from harness.publish.history_page import write_history
 from harness.publish.outputs import measurements_markdown, publish
-from harness.run.runner import run_suites
+from harness.publish.render import check_history_location
+from harness.run.runner import check_before_run, run_suites
 from harness.run.selection import plan, plan_lines
 from harness.verdict import baseline as C
 
@@ -147,6 +152,7 @@ def run(suites, keyword, dry_run, profile, target, results_dir, repeat, override
     if dry_run:
         plans = plan(list(suites), profile=profile, keyword=keyword, repeat=repeat, overrides=list(overrides),
                      log=_log)
+        check_before_run(plans, target=target, base_port=base_port, monitoring=monitoring)  # what the run refuses
         for line in plan_lines(plans, profile=profile, target=target, base_port=base_port, results_dir=results_dir,
                                monitoring=monitoring):
             click.echo(line)
@@ -175,8 +181,8 @@ def _need_monitoring_client() -> None:
 @cli.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--baseline", type=click.Path(path_type=Path), help="an earlier results folder to compare with")
-@click.option("--history", "history", metavar="LOCATION",
-              help="where the history page is (a path relative to the report, or an https URL): "
+@click.option("--history", "history", metavar="LOCATION", callback=lambda ctx, param, v: check_history_location(v),
+              help="where the history page is (a path relative to the report, or an https URL; nothing else): "
                    "threshold and claim rows link to their metric's history")
 def report(run_dir, baseline, history):
     """(Re)render RUN_DIR/report.html (and junit.xml) from the stored results alone."""
@@ -350,7 +356,15 @@ def main(argv=None):
     old_streams = signals.guard_output() if argv is None else {}
     old_handlers = signals.install()
     try:
-        _main(argv)
+        if argv is None:
+            try:
+                _main(argv)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except Exception as e:  # noqa: BLE001 - a bug: one line, never exit 1
+                _unexpected(e)
+        else:
+            _main(argv)  # in-process callers (tests) see the exception itself
     finally:  # in-process callers (tests) get their handlers back; a real process settles as it exits
         if argv is None:
             signals.settle()
@@ -373,12 +387,44 @@ def _main(argv) -> None:
     except KeyboardInterrupt as e:
         _interrupted(e)
     except OSError as e:  # a disk that filled up under a case's own output: the environment, one line
+        if e.errno in BAD_PATH:  # a name over 255 bytes, a path over 4096, a loop of links: the user's path
+            click.echo(f"error: {for_terminal(bad_path_line(e), LINE)}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
         if e.errno not in NO_SPACE:
             raise
         where = Path(e.filename).parent if e.filename else Path.cwd()
         click.echo(f"error: {no_space_line(where)}", err=True)
         sys.exit(EXIT_ENVIRONMENT)
     sys.exit(0)
+
+
+BAD_PATH = (errno.ENAMETOOLONG, errno.ELOOP)
+
+
+def bad_path_line(e: OSError) -> str:
+    """One line for a path the file system refuses as a name: which path, why, the fix."""
+    name = str(e.filename or "a path")
+    shown = name if len(name) <= 120 else f"{name[:60]}...{name[-40:]} ({len(name.encode('utf-8', 'replace'))} bytes)"
+    why = ("a name in it is longer than the file system allows (255 bytes a name, 4096 in all)"
+           if e.errno == errno.ENAMETOOLONG else "it is a loop of links")
+    return f"{redact(shown)}: {why}; give a shorter path"
+
+
+def _unexpected(e: BaseException) -> None:
+    """A real process's exception that is no HarnessError: a bug of the harness. One line, its
+    traceback kept in a file, and exit 3: never 1, which `run` and `compare` give for a failed
+    threshold or a regression, and never a traceback on the terminal."""
+    where = ""
+    try:
+        fd, path = tempfile.mkstemp(prefix="harness-traceback-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(redact("".join(traceback.format_exception(e))))
+        where = f"; its traceback is in {path}"
+    except OSError:
+        pass
+    what = for_terminal(redact(f"{type(e).__name__}: {e}"), 200)
+    click.echo(f"error: the harness failed ({what}); this is a bug in the harness{where}", err=True)
+    sys.exit(EXIT_ENVIRONMENT)
 
 
 def _interrupted(e: BaseException) -> None:

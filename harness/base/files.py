@@ -78,21 +78,28 @@ def _size(n: int) -> str:
     return f"{n / 1024:.0f} KB" if n < 10 << 20 else f"{n / (1 << 20):.0f} MB"
 
 
-def read_bounded(path: Path | str, limit: int, what: str, fix: str = "") -> bytes:
+def read_bounded(path: Path | str, limit: int, what: str, fix: str = "", *, follow: bool = True) -> bytes:
     """The bytes of a regular file of at most `limit` bytes; anything else is BadInput
-    (one line: the path, what is wrong, and `fix`)."""
+    (one line: the path, what is wrong, and `fix`). `follow=False` (a file of a results
+    folder, which the harness wrote itself): a link there is refused, never read through."""
     path = Path(path)
     tail = f"; {fix}" if fix else ""
     try:
-        st = os.stat(path)  # follows a link: what it points to must be a regular file
+        # follow: what a link points to must be a regular file; otherwise the link itself is refused
+        st = os.stat(path) if follow else os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            raise BadInput(f"{path}: is a link; {what} is read only as a regular file the harness wrote, "
+                           f"never through a link{tail}")
         if not stat.S_ISREG(st.st_mode):
             raise BadInput(f"{path}: is {kind_of(st.st_mode)}, not a regular file; {what} must be a file{tail}")
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
     except FileNotFoundError:
         raise BadInput(f"{path}: no such file ({what}){tail}") from None
     except BadInput:
         raise
     except (OSError, ValueError) as e:
+        if getattr(e, "errno", None) == errno.ELOOP and not follow:  # swapped for a link after the lstat
+            raise BadInput(f"{path}: is a link; {what} is never read through a link{tail}") from None
         raise BadInput(f"{path}: cannot be read ({getattr(e, 'strerror', None) or e}){tail}") from None
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)  # the file that was opened, whatever was swapped in since the stat

@@ -42,6 +42,8 @@ class Record:
     duration_s: float = 0.0
     raw_files: list[str] = field(default_factory=list)  # relative to the run folder
     bad_input: bool = False  # the case failed on the user's input (spec, dataset, model file)
+    # the machine while it ran (harness.base.machine_load): load1_start, load1_end, cores, steal_pct
+    machine_load: dict = field(default_factory=dict)
 
     def __post_init__(self):
         for name in ("suite", "case", "reason"):
@@ -72,7 +74,7 @@ class Record:
             details=self.details if details is None else details))
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "suite": self.suite, "case": self.case, "repetition": self.repetition,
             "status": self.status, "reason": self.reason, "bad_input": self.bad_input,
             "metrics": {k: m.to_json() for k, m in self.metrics.items()},
@@ -80,6 +82,9 @@ class Record:
             "raw_files": self.raw_files, "details": self.details, "params": self.params,
             "started": self.started, "duration_s": self.duration_s, "facts": self.facts,
         }
+        if self.machine_load:  # added in issue 53: older readers leave it out, an older record has none
+            out["machine_load"] = self.machine_load
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "Record":
@@ -92,7 +97,19 @@ class Record:
             dict(d.get("facts") or {}), suite=d["suite"], case=d["case"], repetition=d["repetition"],
             params=dict(d.get("params") or {}), started=float(d.get("started") or 0.0),
             duration_s=float(d.get("duration_s") or 0.0), raw_files=list(d.get("raw_files") or []),
-            bad_input=bool(d.get("bad_input") or details.get("bad_input"))))
+            bad_input=bool(d.get("bad_input") or details.get("bad_input")),
+            machine_load=_machine_load(d.get("machine_load"))))
+
+
+def _machine_load(m) -> dict:
+    """A stored record's machine_load: numbers (or null) under text keys; absent in older files."""
+    if m is None:
+        return {}
+    if not isinstance(m, dict) or not all(isinstance(k, str) and (v is None or (isinstance(v, (int, float))
+                                                                                and not isinstance(v, bool)))
+                                          for k, v in m.items()):
+        raise ValueError("a record's machine_load is not an object of numbers")
+    return dict(m)
 
 
 def _drivers_measure(details: dict) -> None:

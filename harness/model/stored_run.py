@@ -129,7 +129,7 @@ def write_results(run_dir: Path, records: list[Record], suites: dict, claims: li
 
 
 def _read_json(path: Path, what: str, limit: int):
-    raw = read_bounded(path, limit, what, "give a results folder written by 'harness run'")
+    raw = read_bounded(path, limit, what, "give a results folder written by 'harness run'", follow=False)
     try:
         return loads_json(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
@@ -219,6 +219,7 @@ def load_run(run_dir: Path) -> RunData:
         raise BadInput(f"{run_dir / RESULTS}: a record or suite is malformed ({type(e).__name__}: "
                        f"{for_terminal(e, TEXT)}); "
                        f"the file is damaged, re-run the suites") from None
+    _check_claims(run_dir / RESULTS, claims)
     for key in ("monitoring", "interrupted"):
         if data.get(key) is not None and not isinstance(data[key], dict):
             raise BadInput(f"{run_dir / RESULTS}: {key!r} is a {type(data[key]).__name__}, not an object; "
@@ -229,6 +230,58 @@ def load_run(run_dir: Path) -> RunData:
     memtier_histograms(run_dir, records)
     return RunData(run_dir, manifest, records, suites, claims, version, monitoring, data.get("interrupted"),
                    legacy_blocks(records) if version == 1 else {})
+
+
+OPS = ("<", "<=", ">", ">=")
+MAX_CLAIM_ID = 64  # the ledger's ids are C1 .. C22, I23: an id keys boards, anchors and comparisons
+
+
+def claim_id_problem(cid) -> str:
+    """'' for a claim id this harness writes (text of 1-64 printable characters), else what is wrong."""
+    if not isinstance(cid, str):
+        return f"a claim id is a {type(cid).__name__}, not text"
+    if not 1 <= len(cid) <= MAX_CLAIM_ID or not cid.isprintable():
+        return f"claim id {for_terminal(repr(cid), 80)} is not 1-{MAX_CLAIM_ID} printable characters"
+    return ""
+
+
+def _number(x, none_ok: bool = True) -> bool:
+    if x is None:
+        return none_ok
+    try:
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and finite_or_none(float(x)) is not None
+    except OverflowError:  # an integer past a float's range
+        return False
+
+
+def _check_claims(path: Path, claims: list) -> None:
+    """The ledger as results.json keeps it, checked by its schema: ids, operators, numbers
+    and bands of the types the analysis compares (an edited file, one line naming the claim)."""
+    seen = set()
+    for c in claims:
+        bad = claim_id_problem(c.id)
+        if not bad and c.id in seen:
+            bad = f"claim {c.id} is listed twice"
+        seen.add(c.id)
+        for k in c.checks if not bad else []:
+            band_ok = k.band is None or (len(k.band) == 2 and all(_number(b, False) for b in k.band))
+            if not band_ok:
+                bad = "a band is not two finite numbers"
+            elif k.band is None and (k.op not in OPS or not _number(k.value, False)):
+                bad = "a check's op and value are not one of <, <=, >, >= and a finite number"
+            elif k.direction is not None and (k.direction.op not in OPS or not _number(k.direction.value, False)):
+                bad = "a check's direction is not an operator and a finite number"
+            for ctl in [x for x in k.controls] + [x.instrument for x in k.controls if x.instrument is not None]:
+                if bad:
+                    break
+                if ctl.op not in OPS or not _number(ctl.value) or not _number(ctl.factor, False) \
+                        or not isinstance(ctl.than, (str, type(None))) or (ctl.value is None and ctl.than is None):
+                    bad = f"a control of {for_terminal(k.metric, NAME)} has no operator and number (or metric) to compare"
+            if bad:
+                break
+        if bad:
+            raise BadInput(f"{path}: claims: {bad} (claim {for_terminal(str(c.id), 80)}); the file was edited or "
+                           f"damaged, re-run the suites")
 
 
 MEMTIER_RAW = {"memtier.json": "measured", "memtier-control.json": "control"}  # the memtier driver's raw files

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import unicodedata
 from pathlib import Path, PurePosixPath
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
+from harness.base import machine_load
 from harness.base.errors import BadInput
 from harness.base.files import write_atomic
 from harness.base.paths import TEMPLATES_DIR
-from harness.base.safe_text import BLOCK, for_html
+from harness.base.safe_text import BLOCK, for_html, for_terminal
 from harness.experiments import views
 from harness.model.manifest import Manifest
 from harness.model.stored_run import RunData
@@ -124,6 +126,35 @@ def _server_summary(run: RunData, suite: str, case: str) -> list[dict]:
                      "evicted": F.fmt(s.get("evicted_keys", 0)),
                      "memory": f"{(s.get('used_memory') or 0) / 2**20:.1f} MiB"})
     return rows
+
+
+_SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*:")
+
+
+def check_history_location(history: str | None) -> str | None:
+    """`report --history`: a path relative to the report, or an https URL with a host, and
+    nothing a browser would read otherwise: no control or space character anywhere (a
+    browser drops a tab or newline inside a URL: `java<TAB>script:` is `javascript:`), no
+    backslash (read as `/`), no `//host` (another host on the report's scheme), no absolute
+    path, no other scheme (`http:`, `javascript:`, `data:`, `file:`). BadInput otherwise."""
+    if history is None:
+        return None
+    shown = for_terminal(repr(history), 120)
+    why = ""
+    if not history or any(unicodedata.category(ch)[0] in "CZ" for ch in history):
+        why = "it is empty or holds a space or a control character"
+    elif "\\" in history:
+        why = "it holds a backslash (a browser reads it as /)"
+    elif history.startswith("/"):
+        why = "it starts with / (" + ("another host" if history.startswith("//") else "not relative to the report") + ")"
+    elif _SCHEME.match(history):
+        if not history.lower().startswith("https://") or len(history) <= len("https://") \
+                or history[len("https://")] in "/?#":
+            why = "its scheme is not https, or it names no host"
+    if why:
+        raise BadInput(f"--history {shown}: {why}; give a relative path (history.html, ../history/history.html) "
+                       f"or an https URL of the history page")
+    return history
 
 
 def history_link(history: str | None, suite: str, case: str, metric: str) -> str:
@@ -262,8 +293,7 @@ def _monitoring_section(mon: dict) -> dict:
 
 def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = None,
                   history: str | None = None, changed: list[dict] | None = None) -> dict:
-    if history and re.match(r"^\s*[a-zA-Z][a-zA-Z0-9+.-]*:", history) and not history.startswith(("https:", "http:")):
-        raise BadInput(f"--history {history!r}: give a relative path or an http(s) URL of the history page")
+    check_history_location(history)
     man = run.manifest
     counts = a.counts()
     interrupted = run.interrupted
@@ -280,6 +310,7 @@ def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = Non
         "claims": _claims(a, history), **_machine_context(man), "monitoring": _monitoring(run),
         "comparison": comparison, "board": _board(a, changed), "changed": _changed(changed, comparison),
         "identity": _identity(man),
+        "machine_load": machine_load.header_line([r.machine_load for r in run.records if r.machine_load]),
         "interrupted": None if not interrupted else
         {"at": time_text(interrupted.get("at")), "case": interrupted.get("case", ""), "signal": interrupted.get("signal", "")},
         "hosts": man.hosts,

@@ -22,17 +22,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from harness.base import import_graph, progress
+from harness.base import import_graph, machine_load, progress
 from harness.base.errors import BadInput, EnvironmentProblem, HarnessError
 from harness.base.files import NO_SPACE, NoSpace, no_space_line, release_reserve, reserve_for, reserve_space
 from harness.base.paths import REPO_ROOT
 from harness.base.signals import deferred_interrupts, first_interrupt_only, signal_name
 from harness.infra import machine_facts as manifest
 from harness.infra import server_stats
+from harness.infra.cluster import LocalCluster
 from harness.infra.monitoring import Monitor, configured_port
 from harness.infra.monitoring.query import configured_url
 from harness.infra.redis_server import check_port_number
-from harness.infra.serving_engine.for_run import engines_for_run
+from harness.infra.serving_engine.external import external_engines
+from harness.infra.serving_engine.for_run import early_start, engine_configs, engines_for_run, plan_engines
 from harness.infra.target import Target
 from harness.model import child, driver_contract, spec
 from harness.model.driver_contract import CaseContext, CaseOutcome
@@ -107,6 +109,23 @@ def engine_needs(plans: list[Plan]) -> list[tuple[str, tuple[str, ...]]]:
     return [(f"{p.suite.name}/{c.name}", driver_contract.get(c.driver).engines) for p in plans for c in p.suite.cases]
 
 
+def check_before_run(plans: list[Plan], *, target: str, base_port: int, monitoring: bool) -> None:
+    """Every check of the options and the environment a run makes before it starts anything,
+    made without starting anything: `run --dry-run` makes them too, so that it never shows a
+    plan the real run refuses (a --base-port with no room for the cluster, HARNESS_ENGINE_PORT
+    or HARNESS_ENGINE_KV_GIB out of range, a HARNESS_LLM_URL on port 0)."""
+    check_port_number(base_port)
+    if monitoring:
+        configured_port()
+        configured_url(target)
+    if target == "local" and any(p.suite.target == "cluster" for p in plans):
+        LocalCluster(base_port=base_port)  # refuses a base port with no room for the nodes and bus ports
+    needs = plan_engines(engine_needs(plans))
+    if needs.configs and external_engines(target) is None and target == "local":
+        engine_configs(needs.configs)
+        early_start()
+
+
 def run_suites(names: list[str], *, profile: str = "local", target: str = "local",
                results_dir: Path = Path("results"), repeat: int | None = None,
                overrides: list[str] = (), base_port: int = 7000, monitoring: bool = False,
@@ -118,6 +137,7 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
         configured_port()  # a bad HARNESS_MONITORING_PORT is refused before anything starts
         configured_url(target)  # so is a bad HARNESS_PROMETHEUS_URL (or inventory monitoring host)
     plans = plan(list(names), profile=profile, keyword=keyword, repeat=repeat, overrides=list(overrides), log=log)
+    check_before_run(plans, target=target, base_port=base_port, monitoring=monitoring)
     bad_input: BadInput | None = None
     interrupt: BaseException | None = None
     with first_interrupt_only() as gate:  # a second signal, or one after the last case, is held
@@ -243,7 +263,9 @@ def _run_plans(run: _Run, plans: list[Plan], tgt: Target, engines, profile: str)
 
 def _repetition(run: _Run, p: Plan, case: spec.Case, rep: int, profile: str, tgt: Target) -> bool:
     """One repetition, recorded and saved; False when the case's next repetitions would skip too."""
+    before = machine_load.sample()
     rec = run_case(p, case, rep, profile, tgt, run.run_dir, run.log)
+    rec.machine_load = machine_load.during(before, machine_load.sample())
     run.records.append(rec)
     run.save()
     run.log(f"    {progress.colour(rec.status, rec.status)}{': ' + rec.reason if rec.reason else ''} "

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.base.errors import BadInput, did_you_mean
+from harness.base.safe_text import LINE, for_terminal
 from harness.infra import inventory
 from harness.model import driver_contract, spec
 
@@ -243,4 +244,5 @@ def plan_lines(plans, *, profile: str, target: str, base_port: int, results_dir:
         for t in p.run.thresholds:
             lines.append(f"    threshold: {t.case} {t.metric} {t.text()}".rstrip())
     lines.append("dry run: nothing was started")
-    return lines
+    # --results-dir, --target, --set values are the user's text: one line each, escapes shown
+    return [for_terminal(line, LINE) for line in lines]

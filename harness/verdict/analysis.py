@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 
-from harness.base import import_graph, stats
+from harness.base import import_graph, machine_load, stats
 from harness.base.errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_THRESHOLD
 from harness.base.safe_text import NAME, TEXT, for_terminal
 from harness.model import conditions
@@ -304,7 +304,10 @@ def threshold_verdicts(run: RunData, a: Analysis) -> list[ThresholdVerdict]:
                                             + "; 0 of 0 is no evidence", claim_id, claimed))
                 continue
             verdict = Verdict.PASS if t.holds(m.median) else Verdict.FAIL
-            out.append(ThresholdVerdict(suite_name, t, verdict, m, "", claim_id, claimed))
+            # a failure on a loaded machine says so (issue 53); the verdict stays what was measured
+            loaded = "" if verdict is Verdict.PASS else machine_load.note(
+                [r.machine_load for r in run.ok_records(suite_name, t.case)])
+            out.append(ThresholdVerdict(suite_name, t, verdict, m, loaded, claim_id, claimed))
     return out
 
 
@@ -531,7 +534,8 @@ def analyze(run: RunData, *, allow_skipped: bool = False) -> Analysis:
     elif failing:
         a.exit_code = EXIT_THRESHOLD
         a.exit_reason = f"{len(failing)} threshold(s) not met: " + ", ".join(
-            f"{_where(t.suite, t.case)} {for_terminal(t.metric, NAME)} ({t.verdict})" for t in failing[:5])
+            f"{_where(t.suite, t.case)} {for_terminal(t.metric, NAME)} ({t.verdict}"
+            f"{'; ' + t.detail if t.verdict is Verdict.FAIL and t.detail else ''})" for t in failing[:5])
     if run.interrupted and a.exit_code == EXIT_OK:
         a.exit_reason = "the run was interrupted: " + for_terminal(run.interrupted.get("case", ""), NAME)
     return a

@@ -72,7 +72,9 @@ def comparison_facts(run: RunData) -> dict:
 
 
 def _tool_version(text: str) -> str:
-    """'Redis server v=7.0.15 sha=... build=...' -> '7.0.15' (the build id varies by package)."""
+    """'Redis server v=7.0.15 sha=... build=...' -> '7.0.15' (the build id varies by package);
+    a value that is not text (an edited manifest) is compared as its text."""
+    text = text if isinstance(text, str) else str(text)[:200]
     m = re.search(r"v=(\S+)", text) or re.search(r"(\d+\.\d+(?:\.\d+)?)", text)
     return m.group(1) if m else text
 

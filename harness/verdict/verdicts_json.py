@@ -18,11 +18,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from pathlib import Path
 
 from harness.base.errors import BadInput
-from harness.base.files import write_atomic
-from harness.model.stored_run import RunData, load_run, redacted_by_folder
+from harness.base.files import loads_json, read_bounded, write_atomic
+from harness.base.safe_text import NAME, for_terminal
+from harness.model.stored_run import RunData, claim_id_problem, load_run, redacted_by_folder
 from harness.verdict.analysis import HOLDS, Analysis, CheckVerdict, ClaimVerdict, MetricSummary, analyze
 from harness.verdict.display import check_text, control_text, threshold_text
 
@@ -34,6 +36,7 @@ REGRESSED, RECOVERED, CHANGED = "regressed", "recovered", "changed"
 NEW, UNJUDGED = "newly judged", "not judged now"  # from or to a claim not run (or absent)
 ORDER = (REGRESSED, CHANGED, RECOVERED, NEW, UNJUDGED)
 NOT_JUDGED = ("absent", "not run")
+MAX_BYTES = 64 << 20  # the ledger's verdicts of a real run take a few hundred KB
 
 
 def _num(x):
@@ -128,20 +131,72 @@ def write(run: RunData, a: Analysis) -> Path:
 
 def load(run_dir: Path) -> tuple[dict, str]:
     """A results folder's verdicts and where they come from: its verdicts.json, or (a folder
-    written before this version, or whose file is damaged) computed now from its results.json."""
+    written before this version, or by a newer harness) computed now from its results.json.
+    The file is read bounded, never through a link, and checked by its schema: anything else
+    is one line naming the file (BadInput, exit 2)."""
     f = Path(run_dir) / VERDICTS_FILE
-    why = "it has no verdicts.json"
-    if f.is_file():
-        try:
-            doc = json.loads(f.read_text(encoding="utf-8"))
-            if isinstance(doc, dict) and doc.get("format") == FORMAT and doc.get("version") == VERSION \
-                    and isinstance(doc.get("claims"), list):
-                return redacted_by_folder(run_dir, doc), str(f)  # an older or edited file may hold a secret
-            why = f"its verdicts.json is not version {VERSION} of {FORMAT}"
-        except (OSError, UnicodeDecodeError, ValueError):
-            why = "its verdicts.json is damaged"
-    run = load_run(Path(run_dir))
-    return document(run, analyze(run)), f"computed now from its results.json ({why})"
+    fix = f"run `harness report {for_terminal(str(run_dir), NAME)}` to write it anew from results.json"
+    if not os.path.lexists(f):
+        run = load_run(Path(run_dir))
+        return document(run, analyze(run)), "computed now from its results.json (it has no verdicts.json)"
+    raw = read_bounded(f, MAX_BYTES, "verdicts.json", fix, follow=False)
+    try:
+        doc = loads_json(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise BadInput(f"{f}: not valid JSON ({type(e).__name__}); verdicts.json is damaged; {fix}") from None
+    if not (isinstance(doc, dict) and doc.get("format") == FORMAT and doc.get("version") == VERSION):
+        run = load_run(Path(run_dir))
+        return document(run, analyze(run)), (f"computed now from its results.json (its verdicts.json is not "
+                                             f"version {VERSION} of {FORMAT})")
+    problem = schema_problem(doc)
+    if problem:
+        raise BadInput(f"{f}: {problem}; the file was edited or damaged; {fix}")
+    return redacted_by_folder(run_dir, doc), str(f)  # an older or edited file may hold a secret
+
+
+_TEXT = (str, type(None))
+_CLAIM_FIELDS = {"verdict": str, "holds": bool, "text": _TEXT, "note": _TEXT, "section": _TEXT, "differs": _TEXT,
+                 "checks": list}
+_CHECK_FIELDS = {"suite": str, "case": str, "metric": str, "verdict": str, "reason": _TEXT}
+
+
+def _wrong(d: dict, fields: dict, where: str) -> str:
+    for key, kind in fields.items():
+        if key in d and not isinstance(d[key], kind):
+            return f"{where}'s {key} is a {type(d[key]).__name__}"
+    return ""
+
+
+def schema_problem(doc: dict) -> str:
+    """'' when `doc` (format and version already checked) has the types the readers use:
+    claims a list of objects with an id of 1-64 printable characters, a text verdict, a
+    boolean holds, text fields, and checks that are objects naming suite, case, metric and
+    verdict in text; else what is wrong, in words."""
+    if not isinstance(doc.get("claims"), list):
+        return f"claims is a {type(doc.get('claims')).__name__}, not a list"
+    seen = set()
+    for i, c in enumerate(doc["claims"]):
+        if not isinstance(c, dict):
+            return f"claims[{i}] is a {type(c).__name__}, not an object"
+        bad = claim_id_problem(c.get("id"))
+        if bad:
+            return f"claims[{i}]: {bad}"
+        if c["id"] in seen:
+            return f"claims[{i}]: claim {c['id']} is listed twice"
+        seen.add(c["id"])
+        where = f"claim {c['id']}"
+        bad = _wrong(c, _CLAIM_FIELDS, where) or ("" if "verdict" in c else f"{where} has no verdict")
+        if bad:
+            return bad
+        for j, k in enumerate(c.get("checks") or []):
+            if not isinstance(k, dict):
+                return f"{where}: checks[{j}] is a {type(k).__name__}, not an object"
+            bad = _wrong(k, _CHECK_FIELDS, f"{where}: checks[{j}]")
+            if bad:
+                return bad
+    if "thresholds" in doc and not isinstance(doc["thresholds"], list):
+        return f"thresholds is a {type(doc['thresholds']).__name__}, not a list"
+    return ""
 
 
 def ledger_note(before: dict, after: dict) -> str:
@@ -189,6 +244,12 @@ def _check_changes(before: dict, after: dict) -> list[dict]:
     return out
 
 
+def _id_order(cid: str) -> tuple:
+    """C2 before C10: the number in the id (at most 18 digits of it: any id sorts), then the id."""
+    digits = "".join(ch for ch in cid if ch in "0123456789")[:18]
+    return (int(digits) if digits else 10**18, cid)
+
+
 def changes(before: dict, after: dict) -> list[dict]:
     """The claims whose verdict differs from `before` to `after`, regressions first: id,
     before, after, kind (regressed: it held and no longer does; changed; recovered; newly
@@ -196,7 +257,7 @@ def changes(before: dict, after: dict) -> list[dict]:
     whose verdict changed."""
     old, new = _by_key(before), _by_key(after)
     out = []
-    for cid in sorted(set(old) | set(new), key=lambda i: (int("".join(ch for ch in i if ch.isdigit()) or 10**9), i)):
+    for cid in sorted(set(old) | set(new), key=_id_order):
         o, n = old.get(cid), new.get(cid)
         vo, vn = (o or {}).get("verdict", "absent"), (n or {}).get("verdict", "absent")
         if vo == vn:

@@ -257,3 +257,29 @@ def test_a_run_compared_with_itself_is_refused(tmp_path):
     assert_one_line(cli("compare", copy, a), (2,), "same run")
     assert_one_line(cli("report", a, "--baseline", a), (2,), "compared with itself")
     assert cli("compare", a, b)[0] in (0, 1)
+
+
+# ---- issue 53, point 7: --dry-run makes the real run's checks; its lines are safe ---------
+def _dry_run(*args, env: dict | None = None) -> tuple[int, str, str]:
+    p = subprocess.run([sys.executable, "-m", "harness", "run", "--dry-run", *args], capture_output=True, text=True,
+                       timeout=120, cwd=REPO, env={**os.environ, **(env or {})})
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("args,env,needle", [
+    (("--base-port", "65535", "redis-cluster"), {}, "base port 65535"),
+    (("serving",), {"HARNESS_ENGINE_PORT": "65535"}, "HARNESS_ENGINE_PORT"),
+    (("serving",), {"HARNESS_ENGINE_KV_GIB": "nan"}, "HARNESS_ENGINE_KV_GIB"),
+    (("serving",), {"HARNESS_LLM_URL": "http://127.0.0.1:0", "HARNESS_LLM_MODEL": "m"}, "port 0"),
+])
+def test_dry_run_refuses_what_the_real_run_refuses(args, env, needle):
+    code, out, err = _dry_run(*args, env=env)
+    assert_one_line((code, out, err), (2,), needle)
+    assert "dry run: nothing was started" not in out
+
+
+def test_dry_run_shows_the_results_dir_with_its_escapes_visible():
+    code, out, err = _dry_run("--results-dir", "r\x1b]0;owned\x07\x1b[2J", "eviction/trace")
+    assert code == 0, err
+    assert "\x1b" not in out and "\x07" not in out
+    assert "results: a new folder under r\\x1b]0;owned\\x07\\x1b[2J" in out

@@ -209,15 +209,22 @@ def test_history_never_writes_through_links_in_the_root(tmp_path):
         assert (tmp_path / name).read_text() == "precious" and not (root / name).is_symlink()
 
 
-def test_links_to_results_elsewhere_are_read_but_never_written(tmp_path):
+def test_links_in_a_results_folder_are_never_read_through(tmp_path):
+    """Issue 53 (was: read but never written): results.json, manifest.json and verdicts.json
+    are files the harness wrote itself; a link there (to a 400 MB file, to another run) is one
+    line and exit 2, and what it points to is neither read nor written."""
     src = write_run(tmp_path / "src", 1, {"get.rps": [1.0, 2.0, 3.0]})
-    run_dir = tmp_path / "linked"
-    run_dir.mkdir()
-    for name in ("results.json", "manifest.json"):
+    other = write_run(tmp_path / "other", 2, {"get.rps": [1.0, 2.0, 3.0]})
+    assert cli("report", src)[0] == 0
+    for name in ("results.json", "manifest.json", "verdicts.json"):
+        run_dir = tmp_path / f"linked-{name}"
+        shutil.copytree(src, run_dir)
+        (run_dir / name).unlink()
         (run_dir / name).symlink_to(src / name)
-    before = {n: (src / n).read_bytes() for n in ("results.json", "manifest.json")}
-    assert cli("report", run_dir)[0] == 0
-    assert {n: (src / n).read_bytes() for n in before} == before
+        before = (src / name).read_bytes()
+        cmd = ("compare", run_dir, other) if name == "verdicts.json" else ("report", run_dir)
+        line = assert_one_line(cli(*cmd), (2,), "is a link")
+        assert name in line and (src / name).read_bytes() == before
 
 
 # ---- classes 5 and 9: special files, huge files, folders where files go ----------------
@@ -242,10 +249,9 @@ def _socket(p: Path) -> None:
 SPECIAL = {
     "results.json a FIFO": ("results.json", os.mkfifo, "FIFO"),
     "manifest.json a FIFO": ("manifest.json", os.mkfifo, "FIFO"),
-    "results.json a link to /dev/zero": ("results.json", lambda p: p.symlink_to("/dev/zero"), "character device"),
-    "manifest.json a link to /dev/zero": ("manifest.json", lambda p: p.symlink_to("/dev/zero"), "character device"),
-    "manifest.json a link to /dev/urandom": ("manifest.json", lambda p: p.symlink_to("/dev/urandom"),
-                                             "character device"),
+    "results.json a link to /dev/zero": ("results.json", lambda p: p.symlink_to("/dev/zero"), "is a link"),
+    "manifest.json a link to /dev/zero": ("manifest.json", lambda p: p.symlink_to("/dev/zero"), "is a link"),
+    "manifest.json a link to /dev/urandom": ("manifest.json", lambda p: p.symlink_to("/dev/urandom"), "is a link"),
     "results.json a socket": ("results.json", _socket, "socket"),
     "results.json a folder": ("results.json", lambda p: p.mkdir(), "folder"),
     "results.json too large": ("results.json", lambda p: _sparse(p, MAX_RESULTS_BYTES + 1), "too large"),

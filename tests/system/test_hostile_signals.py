@@ -495,3 +495,42 @@ def test_a_bad_engine_setting_found_once_the_folder_is_made_leaves_no_run_folder
         main(["run", str(_spec(tmp_path, "test-signals-on-engines")), "--results-dir", str(results)])
     assert e.value.code == 2
     assert not results.is_dir() or not any(results.iterdir()), list(results.iterdir())
+
+
+
+# ---- issue 53, point 7: Ctrl-C while the command line is still importing ------------------
+def _importing(pid: int) -> bool:
+    """Whether the process has begun importing the harness's dependencies: a C extension of
+    site-packages is mapped (the interpreter's own start, which no program can guard, is over)."""
+    try:
+        return "site-packages" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.1, 0.25, 0.5])
+def test_ctrl_c_while_the_cli_imports_is_one_line_and_exit_130(delay):
+    """`python -m harness` takes about a second to import here: a Ctrl-C at any moment of it
+    is `interrupted (SIGINT)` and exit 130, never Python's traceback (nor exit -2)."""
+    p = subprocess.Popen([sys.executable, "-m", "harness", "list"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True, cwd=REPO)
+    deadline = time.monotonic() + 30
+    while not _importing(p.pid) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    time.sleep(delay)
+    if p.poll() is not None:
+        pytest.skip("the command finished before the signal")
+    p.send_signal(signal.SIGINT)
+    err = p.communicate(timeout=60)[1]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert p.returncode == 130, (p.returncode, err)
+    assert err.strip().splitlines()[-1] == "interrupted (SIGINT)"
+
+
+def test_the_console_script_starts_where_a_ctrl_c_is_held():
+    """pyproject's `harness` script enters through harness.__main__ (light, holds a Ctrl-C
+    during the import), not harness.cli (whose import is the second a Ctrl-C hit)."""
+    import tomllib
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["harness"] == "harness.__main__:main"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.base.errors import BadInput
 from harness.cli import main
 from harness.model.spec import Claim, ClaimCheck, Control
 from harness.publish.outputs import publish
@@ -154,14 +155,16 @@ def test_a_report_with_a_baseline_shows_what_changed_first(tmp_path):
 
 
 def test_an_edited_verdicts_json_is_not_trusted(tmp_path):
-    """A verdicts.json of another format or damaged: the verdicts are computed again."""
+    """A verdicts.json of another format: the verdicts are computed again; a damaged one is
+    one line naming it (issue 53: never a traceback, never read as it is)."""
     d = _run(tmp_path, 1, 1.2)
     publish(d)
     (d / "verdicts.json").write_text('{"format": "harness-verdicts", "version": 99, "claims": []}')
     doc, source = verdicts.load(d)
     assert "not version 1" in source and [c["id"] for c in doc["claims"]] == ["T1", "T2"]
     (d / "verdicts.json").write_text("{")
-    assert "damaged" in verdicts.load(d)[1]
+    with pytest.raises(BadInput, match="verdicts.json is damaged"):
+        verdicts.load(d)
 
 
 def test_a_claim_not_run_on_one_side_is_new_or_unjudged_never_a_regression():
