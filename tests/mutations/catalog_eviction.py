@@ -72,8 +72,19 @@ MUTATIONS = [
         name="eviction/lruk-standin-is-lru",
         claim="C18", kind="weakened",
         what="the hybrid's LRU-K stand-in quietly run with K=1 (plain LRU) whatever its parameter says",
-        edits=(Edit(STANDIN, '    return simulate.lib_hits_with("LRUK", {"k": int(k)}, ids, capacity)',
-                    '    return simulate.lib_hits_with("LRUK", {"k": 1}, ids, capacity)'),),
+        edits=(Edit(STANDIN, '    return simulate.lib_run_with("LRUK", {"k": int(k)}, ids, capacity)',
+                    '    return simulate.lib_run_with("LRUK", {"k": 1}, ids, capacity)'),),
+        run="eviction/simulate", checks=(HYBRID_HIT,), sets=SIM_SETS, timeout_s=240),
+    Mutation(
+        name="eviction/lruk-standin-smaller",
+        claim="C18", kind="weakened",
+        what="the hybrid's LRU-K stand-in quietly run at 80% of the calibrated size (a smaller cache hits less, so "
+             "the hybrid beats it more easily); its known-sequence instrument runs at a size of its own and still "
+             "reads 100%, so only the size read back from the stand-in's cache (fact standin_capacity_ratio) shows it",
+        edits=(Edit(DRIVERS, '    hits, ran_at = standin.lruk_standin_run(ids, max(1, int(round(cap * '
+                             'p["standin_capacity_ratio"]))), k)',
+                    '    hits, ran_at = standin.lruk_standin_run(ids, max(1, int(round(0.8 * cap * '
+                    'p["standin_capacity_ratio"]))), k)'),),
         run="eviction/simulate", checks=(HYBRID_HIT,), sets=SIM_SETS, timeout_s=240),
     Mutation(
         name="eviction/redis-lru-standin-is-random",
@@ -156,4 +167,18 @@ MUTATIONS += [
                                                         "        hits = lruk_hits([int(x) for x in ids], policy.cap, "
                                                         "policy.k, admit_lfu=True)")),),
         run="eviction/simulate", checks=(HYBRID_HIT, HYBRID_TAIL), sets=SIM_SETS, timeout_s=240),
+    # the reference.* numbers are computed in reference.calibrated_rates (the driver only stores
+    # them): here that function takes every policy's hits from the simulator the driver uses
+    Mutation(
+        name="eviction/reference-rates-from-the-driver",
+        claim="C18", kind="dependent",
+        what="the reference's calibrated rates take every policy's hits from the driver's simulator "
+             "(drivers.simulate.policy_hits: libCacheSim and lruk.py's loop) instead of the pure-Python policies",
+        edits=(Edit(REFERENCE, "        hits = run(policy, ids, nxt)\n",
+                    "        from harness.experiments.eviction import drivers  # mutation: the simulator answers\n"
+                    "        import numpy as np\n"
+                    "        hits = drivers.simulate.policy_hits(name, np.asarray(ids), np.asarray(nxt), capacity, "
+                    "hybrid_k).tolist()\n"),),
+        run="eviction/simulate", checks=(LRU_TAIL, LFU_HIT, LFU_TAIL, HYBRID_HIT, HYBRID_TAIL), sets=SIM_SETS,
+        timeout_s=240),
 ]

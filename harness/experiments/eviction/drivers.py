@@ -244,6 +244,10 @@ SIM_PARAMS = {
     "standin_lruk_k": Param(int, 2, "the hybrid's stand-in LRU-K (LRU-K eviction without the hybrid's LFU "
                                     "admission) at the calibrated size: its K (sim.calibrated.standin.lruk.*; the "
                                     "ledger fixes it at the hybrid's K)", min=2),
+    "standin_capacity_ratio": Param(float, 1.0, "the hybrid's stand-in LRU-K runs at this share of the calibrated "
+                                                "size (the ledger fixes it at 1: the hybrid's own size); the case's "
+                                                "fact of this name is the size libCacheSim's LRU-K cache reports it "
+                                                "ran at over the calibrated size", min=0.01, max=1),
     "reference_at_calibrated": Param(bool, True, "also simulate lru, lfu and the hybrid at the calibrated size with "
                                                  "the pure-Python references (reference.* metrics: the ledger's "
                                                  "cross-check of the calibrated hit rates)"),
@@ -367,13 +371,19 @@ def _standin_metrics(p: dict, ids, tail, cap: int, pre: str, why: str) -> dict[s
     short sequence whose hits and misses are known by construction (standin.py): the share of
     its requests whose outcome is the known one must be 100%."""
     k = p["standin_lruk_k"]
-    hr, lt = traces.hit_rates(standin.lruk_standin_hits(ids, cap, k), tail)
+    hits, ran_at = standin.lruk_standin_run(ids, max(1, int(round(cap * p["standin_capacity_ratio"]))), k)
+    hr, lt = traces.hit_rates(hits, tail)
     note = f"the hybrid's stand-in: LRU-{k} eviction without its LFU admission (libCacheSim LRUK), " + why
     known = ("; the stand-in's instrument: every request of a sequence whose outcome under it is known by "
              f"construction (a cache of {standin.KNOWN_CAPACITY}; harness/experiments/eviction/standin.py)")
     return {
         f"{pre}.calibrated.standin.lruk.hit_rate_pct": percent(hr, note),
         f"{pre}.calibrated.standin.lruk.long_tail_pct": percent(lt, note),
+        f"{pre}.calibrated.standin.lruk.capacity_objects": Metric(
+            ran_at, "tokens", None,
+            "the size the stand-in LRU-K ran at, as its libCacheSim cache reports it after the replay (cache_size); "
+            f"the calibrated size is {cap}: their ratio is the case's fact standin_capacity_ratio, which the ledger "
+            "fixes at 1 (its known-sequence instrument runs at a size of its own, so it cannot see this)"),
         f"{pre}.standin.lru.known_sequence_agree_pct": Metric(
             standin.lru_instrument(), "% of requests", None,
             "plain LRU (the stand-in, the same simulator call as the calibrated sweep's) on a 66-request sequence: "
@@ -391,22 +401,21 @@ REFERENCE_POLICIES = ("lru", "lfu", "hybrid")  # the policies of the source's fi
 
 def _reference_metrics(ctx: CaseContext, p: dict, ids, nxt, tail, cap: int, policies: list[str], pre: str) -> dict:
     """The same policies at the calibrated size, simulated again by the pure-Python references
-    (reference.py) on the same trace: an independent count of the hits the ledger judges, so a
-    simulator that forgets or miscounts shows up as a mismatch (as the crosscheck case does on
-    a short trace). reference.* metrics; `reference_at_calibrated` false skips them."""
+    on the same trace: an independent count of the hits the ledger judges, so a simulator that
+    forgets or miscounts shows up as a mismatch (as the crosscheck case does on a short trace).
+    Every number is computed by reference.calibrated_rates (the module the ledger names as the
+    reference, whose imports each run checks); this only stores them as the reference.* metrics.
+    `reference_at_calibrated` false skips them."""
 
     if not p["reference_at_calibrated"]:
         return {}
     m: dict[str, Metric] = {}
-    for x in policies:
-        t0 = time.perf_counter()
-        ref_obj = reference.RefHybrid(cap, p["hybrid_k"]) if x == "hybrid" else reference.REFERENCES[x](cap)
-        hits = np.array(reference.run(ref_obj, ids, nxt), dtype=bool)
-        hr, lt = traces.hit_rates(hits, tail)
-        note = f"the pure-Python reference ({type(ref_obj).__name__}) on the same trace and size"
-        m[f"reference.{pre}.calibrated.{x}.hit_rate_pct"] = percent(hr, note)
-        m[f"reference.{pre}.calibrated.{x}.long_tail_pct"] = percent(lt, note)
-        ctx.log(f"reference {x} at {cap}: hit rate {hr:.2f}%, tail {lt:.2f}% ({time.perf_counter() - t0:.1f} s)")
+    for x, r in reference.calibrated_rates(policies, ids, nxt, tail, cap, p["hybrid_k"]).items():
+        note = f"the pure-Python reference ({r['reference']}) on the same trace and size"
+        m[f"reference.{pre}.calibrated.{x}.hit_rate_pct"] = percent(r["hit_rate_pct"], note)
+        m[f"reference.{pre}.calibrated.{x}.long_tail_pct"] = percent(r["long_tail_pct"], note)
+        ctx.log(f"reference {x} at {cap}: hit rate {r['hit_rate_pct']:.2f}%, tail {r['long_tail_pct']:.2f}% "
+                f"({r['seconds']:.1f} s)")
     return m
 
 
@@ -469,6 +478,7 @@ def run_simulate(ctx: CaseContext) -> CaseOutcome:
     m[f"{pre}.opt_compared"] = Metric(sum(len(res[x]) for x in policies if x != "opt" and x in res), "cases", None,
                                       "policy x size cases compared with OPT (the denominator of opt_violations)")
     m[f"{pre}.capacity_objects"] = Metric(table_cap, "tokens")
+    facts = _standin_facts(m, pre)
     m[f"{pre}.head_share_pct"] = Metric(100.0 * (1 - tail.mean()), "%")
     passes = corpus_passes(trace)
     if passes is not None:
@@ -491,8 +501,19 @@ def run_simulate(ctx: CaseContext) -> CaseOutcome:
     }
     if violations:
         return CaseOutcome("failed", f"{len(violations)} policy/size pairs beat the optimal bound, e.g. {violations[0]}",
-                           m, details, series)
-    return CaseOutcome("ok", metrics=m, details=details, series=series)
+                           m, details, series, facts)
+    return CaseOutcome("ok", metrics=m, details=details, series=series, facts=facts)
+
+
+def _standin_facts(m: dict[str, Metric], pre: str) -> dict:
+    """standin_capacity_ratio: the size the LRU-K stand-in ran at (its cache's own report) over
+    the calibrated size, rounded to 4 places; the ledger's stand-in params fix it at 1, so a
+    stand-in run smaller (weaker) than the hybrid it stands in for is inconclusive. Absent when
+    nothing was calibrated (no stand-in ran)."""
+    ran, cal = m.get(f"{pre}.calibrated.standin.lruk.capacity_objects"), m.get(f"{pre}.calibrated.capacity_objects")
+    if ran is None or cal is None or not cal.value:
+        return {}
+    return {"standin_capacity_ratio": round(ran.value / cal.value, 4)}
 
 
 # ---- eviction-crosscheck ----------------------------------------------------------------

@@ -193,7 +193,10 @@ def config_facts(label: str, readings: list[dict], sized: int | None) -> dict:
     on every server or node): `LABEL.maxmemory-policy` and each knob as read when every
     reading agrees (else 'readings differ: ...'), `LABEL.maxmemory` (bytes, summed over the
     nodes) and `LABEL.maxmemory_as_sized` (True when every reading's maxmemory, through CONFIG
-    GET and INFO alike, is the maxmemory the harness sized for that server: `sized` is the sum)."""
+    GET and INFO alike, is the maxmemory the harness sized for that server: `sized` is the sum).
+    The policy and maxmemory are each read by two commands (CONFIG GET and INFO memory): when
+    the two disagree in any reading (or INFO reports none), the fact says the readings differ,
+    naming both, instead of taking either, so a check that needs the setting is inconclusive."""
 
     def one(name: str):
         if not readings:
@@ -204,7 +207,17 @@ def config_facts(label: str, readings: list[dict], sized: int | None) -> dict:
             return v if isinstance(v, (str, int, float, bool)) else str(v)
         return "readings differ: " + ", ".join(values)
 
-    facts: dict = {f"{label}.maxmemory-policy": one("maxmemory-policy")}
+    def seen(name: str) -> str:
+        return ", ".join(dict.fromkeys(str(r.get(name)) for r in readings))
+
+    def two_ways(config: str, info: str):
+        """None when INFO's `info` agrees with CONFIG GET's `config` in every reading, else both."""
+        if all(str(r.get(config)) == str(r.get(info)) for r in readings):
+            return None
+        return f"readings differ: CONFIG GET {config} {seen(config)}; INFO {info} {seen(info)}"
+
+    facts: dict = {f"{label}.maxmemory-policy": two_ways("maxmemory-policy", "info.maxmemory_policy")
+                   or one("maxmemory-policy")}
     for k in KNOBS:
         facts[f"{label}.{k}"] = one(k)
     if readings:
@@ -213,7 +226,7 @@ def config_facts(label: str, readings: list[dict], sized: int | None) -> dict:
     for r in readings:  # the last reading of each node
         by_node[r.get("node", "")] = r
     total = sum(int(r.get("maxmemory") or 0) for r in by_node.values())
-    facts[f"{label}.maxmemory"] = total
+    facts[f"{label}.maxmemory"] = two_ways("maxmemory", "info.maxmemory") or total
     facts[f"{label}.maxmemory_as_sized"] = bool(readings) and sized is not None and all(
         r.get("maxmemory") == r.get("info.maxmemory") and r.get("maxmemory") == r.get("sized") for r in readings) \
         and total == sized

@@ -5,7 +5,10 @@ only. Every policy counts capacity in objects (all objects have size 1), admits 
 unless it says otherwise, and forgets an object's history when the object is evicted
 (as libCacheSim's LRU, LFU and LRU-K do).
 
-`run(policy, ids, nxt)` returns one boolean per request: hit or miss. LRU-K and the hybrid
+`run(policy, ids, nxt)` returns one boolean per request: hit or miss; `calibrated_rates`
+computes every reference.* metric of the simulate case (the policies replayed and their hit
+rates counted here; the driver only stores the numbers), so the code that produces the
+reference numbers is this module, whose imports each run checks. LRU-K and the hybrid
 (LRU-K eviction, LFU admission) are the reference shared with the kv-trace suite,
 harness/experiments/lruk_reference.py (RefLRUK, RefHybrid), which does not import the fast loop
 it checks (harness/experiments/lruk.py).
@@ -13,6 +16,7 @@ it checks (harness/experiments/lruk.py).
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 
 from harness.experiments.lruk_reference import RefHybrid, RefLRUK
@@ -268,4 +272,40 @@ def run(policy, ids, nxt=None) -> list[bool]:
     out = []
     for t, key in enumerate(ids):
         out.append(policy.access(int(key), t, None if nxt is None else int(nxt[t])))
+    return out
+
+
+def rates(hits, tail) -> tuple[float, float]:
+    """(hit rate, long-tail retention) in percent, counted here in plain Python: the share of
+    all requests that hit, and of the requests whose `tail` flag is set (0.0 when none is)."""
+    hits = [bool(h) for h in hits]
+    tail = [bool(t) for t in (tail.tolist() if hasattr(tail, "tolist") else tail)]
+    if len(hits) != len(tail):
+        raise ValueError("hits and tail mask differ in length")
+    n_tail = sum(tail)
+    hit_tail = sum(1 for h, t in zip(hits, tail) if h and t)
+    hr = 100.0 * (sum(hits) / len(hits)) if hits else 0.0
+    return hr, (100.0 * (hit_tail / n_tail) if n_tail else 0.0)
+
+
+def policy_object(name: str, capacity: int, hybrid_k: int = 2):
+    """The reference policy named as the simulator's policies are ("hybrid" with its K)."""
+    return RefHybrid(capacity, hybrid_k) if name == "hybrid" else REFERENCES[name](capacity)
+
+
+def calibrated_rates(policies, ids, nxt, tail, capacity: int, hybrid_k: int = 2) -> dict[str, dict]:
+    """Every reference.* number of the simulate case (eviction/simulate): each policy replayed
+    by its reference here on the trace `ids` at `capacity`, its hits counted here (rates()).
+    The driver only stores what this returns: policy -> {"hit_rate_pct", "long_tail_pct",
+    "reference" (the class that ran), "seconds"}."""
+    ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
+    nxt = None if nxt is None else (nxt.tolist() if hasattr(nxt, "tolist") else list(nxt))
+    out: dict[str, dict] = {}
+    for name in policies:
+        t0 = time.perf_counter()
+        policy = policy_object(name, capacity, hybrid_k)
+        hits = run(policy, ids, nxt)
+        hr, lt = rates(hits, tail)
+        out[name] = {"hit_rate_pct": hr, "long_tail_pct": lt, "reference": type(policy).__name__,
+                     "seconds": time.perf_counter() - t0}
     return out

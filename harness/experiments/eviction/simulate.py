@@ -58,9 +58,18 @@ def lib_hits(name: str, ids: np.ndarray, nxt: np.ndarray, capacity: int) -> np.n
 
 def lib_hits_with(cls: str, kwargs: dict, ids: np.ndarray, capacity: int) -> np.ndarray:
     """Per-request hits of libCacheSim class `cls` built with `kwargs` as given."""
+    return lib_run_with(cls, kwargs, ids, capacity)[0]
+
+
+def lib_run_with(cls: str, kwargs: dict, ids: np.ndarray, capacity: int) -> tuple[np.ndarray, int]:
+    """lib_hits_with's hits and the capacity (objects) the cache that produced them reports
+    after the replay (libCacheSim's cache_size, read back from the cache object, not the
+    argument): a caller can show the size a simulation really ran at."""
     import libcachesim as lcs
 
-    return _lib_loop(getattr(lcs, cls)(capacity, **kwargs), ids, None)
+    cache = getattr(lcs, cls)(capacity, **kwargs)
+    hits = _lib_loop(cache, ids, None)
+    return hits, int(cache.cache_size)
 
 
 def _lib_loop(cache, ids: np.ndarray, nxt: np.ndarray | None) -> np.ndarray:

@@ -25,7 +25,14 @@ def lru_standin_hits(ids: np.ndarray, nxt: np.ndarray, capacity: int) -> np.ndar
 
 def lruk_standin_hits(ids: np.ndarray, capacity: int, k: int) -> np.ndarray:
     """The LRU-K stand-in of the hybrid: libCacheSim's LRU-K with this K, no admission rule."""
-    return simulate.lib_hits_with("LRUK", {"k": int(k)}, ids, capacity)
+    return lruk_standin_run(ids, capacity, k)[0]
+
+
+def lruk_standin_run(ids: np.ndarray, capacity: int, k: int) -> tuple[np.ndarray, int]:
+    """The LRU-K stand-in's hits and the capacity (objects) its libCacheSim cache reports it ran
+    with: the known sequence runs at KNOWN_CAPACITY whatever the calibrated size, so the size
+    of the calibrated run is shown apart (the case's fact standin_capacity_ratio)."""
+    return simulate.lib_run_with("LRUK", {"k": int(k)}, ids, capacity)
 
 
 def known_lru_sequence() -> tuple[np.ndarray, np.ndarray]:

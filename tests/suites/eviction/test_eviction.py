@@ -279,9 +279,59 @@ def test_a_server_running_another_policy_is_recorded_as_it_runs(tmp_path, monkey
     # maxmemory read back unlike the one sized, or readings that disagree, are said as such
     off = [dict(c, maxmemory=0) for c in r.config_read]
     assert config_facts("x", off, r.maxmemory)["x.maxmemory_as_sized"] is False
-    mixed = [r.config_read[0], dict(r.config_read[1], **{"maxmemory-policy": "allkeys-lfu"})]
+    mixed = [r.config_read[0], dict(r.config_read[1], **{"maxmemory-policy": "allkeys-lfu",
+                                                         "info.maxmemory_policy": "allkeys-lfu"})]
     assert config_facts("x", mixed, r.maxmemory)["x.maxmemory-policy"] == "readings differ: allkeys-random, allkeys-lfu"
     assert config_facts("x", [], r.maxmemory)["x.maxmemory-policy"] == "not read"
+
+
+def _readings(**change) -> list[dict]:
+    """Two readings of one server as read_config() gives them (CONFIG GET and INFO memory), agreeing
+    unless `change` alters the second."""
+    one = {"maxmemory-policy": "allkeys-lru", "maxmemory": 1000000, "maxmemory-samples": 5, "lfu-log-factor": 10,
+           "lfu-decay-time": 1, "info.maxmemory": 1000000, "info.maxmemory_policy": "allkeys-lru",
+           "sized": 1000000, "node": "127.0.0.1:1"}
+    return [dict(one, when="after the warm-up"), dict(one, when="after the measured replay", **change)]
+
+
+def test_config_get_and_info_that_disagree_are_recorded_as_differing():
+    """The policy (and maxmemory) are read by CONFIG GET and by INFO: when the two commands disagree
+    the fact says so, naming both, instead of taking CONFIG GET's, so the ledger's `configured`
+    (which needs allkeys-lru) reads inconclusive."""
+    from harness.experiments.eviction.redis_replay import config_facts
+
+    agree = config_facts("redis.allkeys-lru", _readings(), 1000000)
+    assert agree["redis.allkeys-lru.maxmemory-policy"] == "allkeys-lru"
+    assert agree["redis.allkeys-lru.maxmemory"] == 1000000 and agree["redis.allkeys-lru.maxmemory_as_sized"] is True
+    assert _judged_configured(agree) == []
+    info_other = config_facts("redis.allkeys-lru", _readings(**{"info.maxmemory_policy": "allkeys-random"}), 1000000)
+    assert info_other["redis.allkeys-lru.maxmemory-policy"] == (
+        "readings differ: CONFIG GET maxmemory-policy allkeys-lru; INFO info.maxmemory_policy allkeys-lru, allkeys-random")
+    assert any("maxmemory-policy" in d for d in _judged_configured(info_other))
+    no_info = config_facts("redis.allkeys-lru", _readings(**{"info.maxmemory_policy": None}), 1000000)
+    assert no_info["redis.allkeys-lru.maxmemory-policy"].startswith("readings differ: ")
+    # maxmemory: INFO's unlike CONFIG GET's is said in the fact, and as_sized is False
+    mem = config_facts("redis.allkeys-lru", _readings(**{"info.maxmemory": 800000}), 1000000)
+    assert mem["redis.allkeys-lru.maxmemory"] == (
+        "readings differ: CONFIG GET maxmemory 1000000; INFO info.maxmemory 1000000, 800000")
+    assert mem["redis.allkeys-lru.maxmemory_as_sized"] is False
+    assert any("maxmemory_as_sized" in d for d in _judged_configured(mem))
+
+
+def _judged_configured(facts: dict) -> list[str]:
+    """The doubts the analysis raises on C18's allkeys-lru check from its `configured` settings
+    (the allkeys-random server's facts given as needed, so that only these readings matter)."""
+    from types import SimpleNamespace
+
+    from harness.model import spec
+    from harness.verdict import analysis
+
+    chk = next(c for c in next(c for c in spec.load_claims() if c.id == "C18").checks
+               if c.metric == "redis.allkeys-lru.hit_rate_pct")
+    facts = {**facts, "redis.allkeys-random.maxmemory-policy": "allkeys-random",
+             "redis.allkeys-random.maxmemory_as_sized": True}
+    chk = SimpleNamespace(of=None, configured=chk.configured, stand_ins=[], reference=None)
+    return analysis._evidence(None, None, chk, facts)
 
 
 # ---- the controls and the ledger's checks ------------------------------------------------
@@ -413,7 +463,8 @@ def test_c18_simulated_checks_on_a_real_simulation(small_simulation):
     for x in ("lru", "lfu", "hybrid"):
         assert m["sim.calibrated.random.hit_rate_pct"] < m[f"sim.calibrated.{x}.hit_rate_pct"]
     # the LRU-K stand-in's strength as the runner gives it (the ledger fixes it: Record.params)
-    v = _judged("C18", "simulate", m, facts={"standin_lruk_k": 2})
+    assert out.facts == {"standin_capacity_ratio": 1.0}  # the LRU-K stand-in ran at the calibrated size
+    v = _judged("C18", "simulate", m, facts={"standin_lruk_k": 2, **out.facts})
     # LRU keeps far more of the tail here than the source's 12.5%: the band refutes it (a one-sided
     # >= 12.5 passed it); so do the hybrid's figures
     assert v["sim.calibrated.lru.long_tail_pct"] == "not reproduced", m["sim.calibrated.lru.long_tail_pct"]
@@ -568,3 +619,29 @@ def test_calibrated_hit_rates_have_an_independent_reference(monkeypatch):
     p["reference_at_calibrated"] = False
     assert not any(k.startswith("reference.") for k in drivers._calibrated_metrics(ctx, p, ids, nxt, tail, ["lru"],
                                                                                   "sim"))
+
+
+def test_every_reference_number_is_computed_in_the_reference_module(monkeypatch):
+    """The reference.* metrics of the simulate case are reference.calibrated_rates's numbers, stored
+    as they are (the driver computes none of them), and reference.rates counts exactly what
+    traces.hit_rates does: the module whose imports each run checks is the one producing them."""
+    from harness.experiments.eviction import drivers, reference
+
+    ids = traces.zipf_trace(5000, 700, 1.0, seed=4).ids
+    nxt = traces.next_access(ids)
+    tail = traces.tail_mask(ids, traces.head_ids(ids, 0.01))
+    for pol in ("lru", "lfu", "hybrid"):
+        hits = simulate.policy_hits(pol, ids, nxt, 60)
+        assert reference.rates(hits, tail) == traces.hit_rates(hits, tail)
+    assert reference.rates([True, False], [False, False]) == (50.0, 0.0)
+    p = {k: v.default for k, v in drivers.SIM_PARAMS.items()}
+    ctx = _ctx(Path("/nonexistent"), "simulate", p)
+    got = reference.calibrated_rates(["lru", "lfu", "hybrid"], ids, nxt, tail, 60, 2)
+    m = drivers._reference_metrics(ctx, p, ids, nxt, tail, 60, ["lru", "lfu", "hybrid"], "sim")
+    assert {k: v.value for k, v in m.items()} == {f"reference.sim.calibrated.{x}.{w}": got[x][w] for x in got
+                                                  for w in ("hit_rate_pct", "long_tail_pct")}
+    assert got["hybrid"]["reference"] == "RefHybrid"
+    # the driver asks the reference module for every number: with it answering 1.0, every metric reads 1.0
+    monkeypatch.setattr(reference, "rates", lambda hits, tail: (1.0, 1.0))
+    m = drivers._reference_metrics(ctx, p, ids, nxt, tail, 60, ["lru", "lfu", "hybrid"], "sim")
+    assert {v.value for v in m.values()} == {1.0}

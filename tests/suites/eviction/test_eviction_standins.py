@@ -82,3 +82,45 @@ def test_recency_probe_keeps_the_keys_lru_saw_last(redis_server):
         c.close()
     assert kept["allkeys-lru"] >= 90
     assert kept["allkeys-random"] < 90
+
+
+def _calibrated(ratio: float) -> tuple[dict, dict]:
+    from pathlib import Path
+
+    from harness.experiments.eviction import traces
+    from harness.model.driver_contract import CaseContext, Target
+
+    p = {k: v.default for k, v in drivers.SIM_PARAMS.items()}
+    p.update(calibrate_lru_hit_pct=50.0, reference_at_calibrated=False, standin_capacity_ratio=ratio)
+    ids = traces.zipf_trace(6000, 800, 1.0, seed=3).ids
+    tail = traces.tail_mask(ids, traces.head_ids(ids, 0.01))
+    ctx = CaseContext("eviction", "simulate", 1, "local", p, Path("/nonexistent"), Target("none"), log=lambda m: None)
+    m = drivers._calibrated_metrics(ctx, p, ids, traces.next_access(ids), tail, ["lru", "lfu", "hybrid"], "sim")
+    return {k: v.value for k, v in m.items()}, drivers._standin_facts(m, "sim")
+
+
+def test_lruk_stand_in_runs_at_the_calibrated_size_and_says_so():
+    """The LRU-K stand-in's size is what its libCacheSim cache reports (a metric) and, over the
+    calibrated size, the fact standin_capacity_ratio that the ledger's stand-in params fix at 1:
+    run at 80% its known-sequence instrument still reads 100, the fact reads 0.8 and the
+    hybrid's check is inconclusive."""
+    from tests.ledger_helpers import verdicts
+
+    m, facts = _calibrated(1.0)
+    assert m["sim.calibrated.standin.lruk.capacity_objects"] == m["sim.calibrated.capacity_objects"]
+    assert facts == {"standin_capacity_ratio": 1.0}
+    small, small_facts = _calibrated(0.8)
+    assert small["sim.calibrated.standin.lruk.capacity_objects"] == round(0.8 * m["sim.calibrated.capacity_objects"])
+    assert small_facts["standin_capacity_ratio"] == pytest.approx(0.8, abs=0.01)
+    assert small["sim.standin.lruk.known_sequence_agree_pct"] == 100.0  # the instrument cannot see the size
+    assert small["sim.calibrated.standin.lruk.hit_rate_pct"] < m["sim.calibrated.standin.lruk.hit_rate_pct"]
+    got = verdicts("C18", "simulate", small, suite="eviction", facts={"standin_lruk_k": 2, **small_facts})
+    hyb = got["sim.calibrated.hybrid.hit_rate_pct"]
+    assert str(hyb.outcome) == "inconclusive", hyb
+    assert "standin_capacity_ratio=0.8" in " ".join(hyb.doubts)
+
+
+def test_lib_run_with_reads_the_size_back_from_the_cache():
+    ids = np.arange(50) % 7
+    hits, size = simulate.lib_run_with("LRUK", {"k": 2}, ids, 5)
+    assert size == 5 and np.array_equal(hits, simulate.lib_hits_with("LRUK", {"k": 2}, ids, 5))
