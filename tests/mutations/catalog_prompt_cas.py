@@ -150,4 +150,33 @@ MUTATIONS = [
                     + SEND.replace("\n                ", "\n                    ").replace(
                         "                vv,", "                    vv,", 1))),
         run=RUN, checks=(CHECK + "incremented.unjustified_refusals",), sets=SETS, timeout_s=300),
+    # unexercised, with the exercise counter itself miscounting (issue 52's red team): the situation never
+    # arises and the counter says it did; only the counter's own instrument (its known histories) can tell
+    Mutation(
+        name="prompt-cas/one-writer-races-grouped-by-pair",
+        claim="C20", kind="unexercised",
+        what="in the incremented rule only writer 0 writes (no race), and the race counter groups writes by pair "
+             "instead of by (pair, value read): every write but one per pair counts as conflicting (hundreds), so "
+             "the counter clears its minimum with no race having happened",
+        edits=(Edit(DRIVER, "            return\n        while tally.running():\n            key = rng.choice(keys)\n",
+                    "            return\n        if mode == \"incremented\" and w:\n            return\n"
+                    "        while tally.running():\n            key = rng.choice(keys)\n"),
+               Edit(HISTORY, "groups.setdefault((a.key, a.parent), []).append(a)",
+                    "groups.setdefault((a.key,), []).append(a)")),
+        run=RUN, checks=(CHECK + "incremented.lost_updates", CHECK + "incremented.unjustified_refusals"), sets=SETS,
+        timeout_s=300),
+    Mutation(
+        name="prompt-cas/replica-copy-reads-counted-from-primaries",
+        claim="C20", kind="unexercised",
+        what="in the incremented rule the readers serve their replica reads from a copy of the first reply (the "
+             "replicas never seen after a write), and the replica reads of new writes drop their side filter: the "
+             "primaries' reads of new writes are counted as the replicas'",
+        edits=(Edit(DRIVER, TALLY, TALLY + TALLY_MODE),
+               Edit(DRIVER, READER_STATE, READER_STATE + "    copy = {}\n"),
+               Edit(DRIVER, "            seen[(key, v, replica)] += 1\n",
+                    "            if replica and tally.mode == \"incremented\":\n"
+                    "                v = copy.setdefault(key, v)\n"
+                    "            seen[(key, v, replica)] += 1\n"),
+               Edit(HISTORY, "if rep == replica and v is not None", "if v is not None")),
+        run=RUN, checks=(CHECK + "incremented.replica_mixups_read",), sets=SETS, timeout_s=300),
 ]

@@ -111,4 +111,16 @@ MUTATIONS = [
         edits=(Edit(ACL, "reply = _dry_run(tgt, node, user, args) if args[0] in DESTRUCTIVE else \"\"",
                     "reply = _dry_run(tgt, node, user, args) or \"NOPERM\""),),
         run="redis-cluster/acl", checks=ABSENCE_CHECKS, fast=True, timeout_s=180),
+    Mutation(
+        name="redis-cluster/acl-probes-elsewhere-any-growth-reached",
+        claim="C21", kind="unexercised",
+        what="issue 52's red team: the probes go to a node that does not own the probe keys, and a probe counts "
+             "as reached when any command grew on the owner (the harness's own INFO among them, so always): the "
+             "commandstats counter reads 14 of 14 with no probe there; only the owner's ACL LOG can tell",
+        edits=(Edit(ACL, OWNER, OWNER.replace("==", "!=")),
+               Edit(ACL, "                grew = probe_growth(before, after)\n                saw = reached(args, reply, "
+                         "grew)\n",
+                    "                grew = {k for k, v in after.items() if v > before.get(k, 0)}\n"
+                    "                saw = bool(grew)\n")),
+        run="redis-cluster/acl", checks=ABSENCE_CHECKS, timeout_s=180),
 ]

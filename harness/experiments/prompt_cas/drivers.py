@@ -57,7 +57,7 @@ from harness.base import stats
 from harness.base.errors import BadInput
 from harness.base.signals import deferred_interrupts
 from harness.base.text_data import GPTCACHE_FILE, texts_from_records
-from harness.experiments.prompt_cas import history
+from harness.experiments.prompt_cas import history, known
 from harness.experiments.prompt_cas.series import RULES
 from harness.infra.cluster import slot_owners
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, register
@@ -628,4 +628,23 @@ def run(ctx: CaseContext) -> CaseOutcome:
                 + (f"; {r['first_reader_error']}" if r["first_reader_error"] else ""))
     series = {RULES.name: RULES.make(cols, f"{p['writers']} writers and {p['readers']} readers on {p['keys']} pairs "
                                            f"for {p['seconds']:g} s per rule")}
+    metrics.update(known_metrics())
+    wrong = known.failures(exercise_counts)
+    if wrong:
+        short["exercise_counters_wrong"] = wrong
     return CaseOutcome("ok", metrics=metrics, series=series, details={"order": order, **short})
+
+
+def known_metrics() -> dict[str, Metric]:
+    """The exercise counters' own instrument (issue 52): the counting code the rules are judged
+    with (exercise_counts), run on small histories whose counts are known (known.py); per counter,
+    the share of those it counts right. A counter that counts the wrong thing clears its minimum
+    in the run and fails here."""
+    pct = known.known_pct(exercise_counts)
+    out = {f"instrument.{k}_known_pct": Metric(v, "%", "higher", f"known histories whose {k.replace('_', ' ')} "
+                                                                 f"this run's counting code gives right")
+           for k, v in pct.items() if k != "exercise_counters"}
+    out["instrument.exercise_counters_known_pct"] = Metric(
+        pct["exercise_counters"], "%", "higher",
+        "known counts (every exercise counter on every known history) this run's counting code gives right")
+    return out

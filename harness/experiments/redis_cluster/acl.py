@@ -22,9 +22,12 @@ What the node itself saw (issue 52: a count of refusals is evidence only if the 
 the node under test): around every probe the owning node's INFO commandstats is read through
 the harness's admin connection, and the probe counts as reached when its own command's
 counters there (calls + rejected_calls + failed_calls, e.g. `cmdstat_config|get`) grew; a
-probe that ACL DRYRUN granted counts as reached when the node's `acl|dryrun` calls grew. The
-node's ACL LOG entries for the user (their counts, before and after each rule) are the
-server's own record of the denials. Neither is the probe client's count.
+probe that ACL DRYRUN granted counts as reached when the node's `acl|dryrun` calls grew. Only
+the probe's own entry counts: the harness's own commands on that node (its INFO, ACL LOG) and
+the node's housekeeping (REPLCONF from its replicas, connection set-up) grow whatever the probe
+does and are left out (NOT_PROBES). The node's ACL LOG entries for the user (their counts,
+before and after each rule) are the server's own record of the denials: the ledger asks for at
+least one logged denial per NOPERM the client saw. Neither is the probe client's count.
 """
 
 from __future__ import annotations
@@ -69,12 +72,32 @@ N_FORBIDDEN = len(PROBES) - N_ALLOWED
 N_WRITES = sum(k == "write" for _, _, k in PROBES)
 N_OTHER_KEYS = sum(k == "other-key" for _, _, k in PROBES)
 CONTAINERS = ("CONFIG", "ACL", "CLUSTER")  # commands whose subcommand names the commandstats entry
+# Commands that grow on the owning node whatever the probes do: the harness's own reads of it (INFO
+# commandstats, ACL LOG), connection set-up, and the replicas' and the cluster's housekeeping
+# (REPLCONF ACK every second). They are left out of what a probe is judged to have grown: the
+# admin's INFO alone grows `info` around every probe, so "something grew" says nothing (issue 52).
+NOT_PROBES = frozenset({"info", "acl|log", "replconf", "ping", "auth", "hello", "client|setinfo",
+                        "client|setname", "select", "readonly", "cluster|slots", "cluster|shards", "cluster|nodes",
+                        "cluster|info", "command", "command|docs"})
 
 
 def stat_name(args: tuple) -> str:
     """The INFO commandstats entry a command is counted under: 'get', 'config|get'."""
     name = str(args[0]).lower()
     return f"{name}|{str(args[1]).lower()}" if args[0] in CONTAINERS and len(args) > 1 else name
+
+
+def probe_growth(before: dict[str, int], after: dict[str, int]) -> set[str]:
+    """The commandstats entries that grew between two readings, the harness's own and the
+    node's housekeeping (NOT_PROBES) left out: what the probe itself can have made the node count."""
+    return {k for k, v in after.items() if v > before.get(k, 0) and k not in NOT_PROBES}
+
+
+def reached(args: tuple, reply: str, grew: set[str]) -> bool:
+    """The probe reached the node: its own command's entry grew there, or, for a probe that ACL
+    DRYRUN granted (never sent), the node's acl|dryrun calls did. Another command growing (the
+    harness's INFO, another client's traffic) is no sign of this probe."""
+    return stat_name(args) in grew or (reply.startswith("ok (ACL DRYRUN") and "acl|dryrun" in grew)
 
 
 def command_counts(admin_node_client) -> dict[str, int]:
@@ -218,11 +241,11 @@ def run(ctx: CaseContext) -> CaseOutcome:
                 reply = _dry_run(tgt, node, user, args) if args[0] in DESTRUCTIVE else ""
                 reply = reply or _try(node, user, password, args)
                 after = command_counts(seen_at)
-                grew = {k for k, v in after.items() if v > before.get(k, 0)}
-                reached = stat_name(args) in grew or (reply.startswith("ok (ACL DRYRUN") and "acl|dryrun" in grew)
-                results.append((kind, reply, reached))
+                grew = probe_growth(before, after)
+                saw = reached(args, reply, grew)
+                results.append((kind, reply, saw))
                 for k, v in (("rule", name), ("probe", probe), ("kind", kind), ("reply", reply),
-                             ("node_saw", "yes" if reached else "no")):
+                             ("node_saw", "yes" if saw else "no")):
                     cols[k].append(v)
             logged = denials_logged(seen_at, user) - logged_before
             t = tally(results)

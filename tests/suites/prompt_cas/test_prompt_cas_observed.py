@@ -227,3 +227,84 @@ def test_the_reader_counts_a_read_of_a_new_write_only_when_the_servers_reply_cha
     assert reads > 10 and new == reads and replica_new > 10
     assert _fresh_reads(lambda i: pair("w.1"))[:2] == (1, 1)
     assert _fresh_reads(lambda i: pair("seed.0"))[:2] == (0, 0)
+
+
+# ---- the exercise counters' own instrument (issue 52): known histories, known counts ----
+
+def test_the_counters_give_their_known_counts_on_the_known_histories():
+    """The counting code the rules are judged with (exercise_counts over history.exercise and
+    history.reads_of_new_writes) on the instrument's known histories: every known count."""
+    from harness.experiments.prompt_cas import known
+
+    assert known.failures(cas.exercise_counts) == []
+    assert set(known.known_pct(cas.exercise_counts).values()) == {100.0}
+    m = cas.known_metrics()
+    assert m["instrument.exercise_counters_known_pct"].value == 100
+    for c in ("conflicting_writes", "conflicts_refused", "reads_of_new_writes", "replica_reads_of_new_writes"):
+        assert m[f"instrument.{c}_known_pct"].value == 100, c
+
+
+def test_known_histories_by_hand():
+    """The histories' counts, stated directly against history.py: a serial chain has no race,
+    two writes on one value read are exactly one conflicting pair, a primary-only read log has no
+    replica read of a new write (and the other way round)."""
+    from collections import Counter
+
+    chain = [w("a", "seed.0"), w("b", "a"), w("c", "b")]
+    assert h.exercise(chain, ["k"]).conflicting == 0
+    assert h.exercise(chain + [w("d", "c", REFUSED)], ["k"]).conflicts_refused == 0  # refused, no race
+    two = [w("a", "seed.0"), w("b", "seed.0", REFUSED)]
+    assert (h.exercise(two, ["k"]).conflicting, h.exercise(two, ["k"]).conflicts_refused) == (1, 1)
+    across = [w("a", "x"), w("b", "x", key="j")]  # two pairs whose writes read the same id: no race
+    assert h.exercise(across, ["k", "j"]).conflicting == 0
+    primary_only = Counter({("k", Value("a", "p1", "r1"), False): 5})
+    assert h.reads_of_new_writes(primary_only, {"a": "k"}, replica=True) == 0
+    assert h.reads_of_new_writes(primary_only, {"a": "k"}, replica=False) == 5
+    replica_only = Counter({("k", Value("a", "p1", "r1"), True): 4})
+    assert h.reads_of_new_writes(replica_only, {"a": "k"}, replica=False) == 0
+
+
+@pytest.mark.parametrize("old, new, counter", [
+    # the red team's bugs: races grouped by pair alone, the side filter dropped; and races grouped by value alone
+    ("groups.setdefault((a.key, a.parent), []).append(a)", "groups.setdefault((a.key,), []).append(a)",
+     "conflicting_writes"),
+    ("groups.setdefault((a.key, a.parent), []).append(a)", "groups.setdefault((a.key,), []).append(a)",
+     "conflicts_refused"),
+    ("groups.setdefault((a.key, a.parent), []).append(a)", "groups.setdefault((a.parent,), []).append(a)",
+     "conflicting_writes"),
+    ("if rep == replica and v is not None", "if v is not None", "replica_reads_of_new_writes"),
+    ("if rep == replica and v is not None", "if v is not None", "reads_of_new_writes"),
+    ("writes.get(v.wid or \"\") == key)", "v.wid in writes)", "reads_of_new_writes"),
+])
+def test_a_counter_that_counts_the_wrong_thing_fails_its_known_histories(monkeypatch, old, new, counter):
+    """Each counter's instrument sees a counting bug that still clears the counter's minimum in a
+    run: the counter's known_pct falls below 100, and so the ledger's exercise evidence fails."""
+    import inspect
+
+    from harness.experiments.prompt_cas import known
+
+    src = inspect.getsource(h)
+    assert old in src
+    mutated = {}
+    exec(compile(src.replace(old, new), h.__file__, "exec"), mutated)  # noqa: S102 - the module's own text
+    for name in ("exercise", "reads_of_new_writes"):
+        monkeypatch.setattr(h, name, mutated[name])
+    assert known.known_pct(cas.exercise_counts)[counter] < 100
+    assert cas.known_metrics()["instrument.exercise_counters_known_pct"].value < 100
+
+
+def test_a_counter_below_its_known_counts_makes_the_c20_absences_inconclusive():
+    """The ledger: a check of an absence holds its exercise evidence only when its counter's
+    instrument reads 100 (its known counts), whatever the counter gave in the run."""
+    from harness.model.spec import load_claims
+
+    c20 = next(c for c in load_claims() if c.id == "C20")
+    counters = {"incremented.mixups_read": "reads_of_new_writes",
+                "incremented.replica_mixups_read": "replica_reads_of_new_writes",
+                "incremented.lost_updates": "conflicting_writes",
+                "incremented.refused_but_applied": "conflicts_refused",
+                "incremented.unjustified_refusals": "conflicting_writes"}
+    for k in c20.checks:
+        if k.judges_an_absence:
+            named = {(e.metric, e.op, e.value) for e in k.exercises}
+            assert (f"instrument.{counters[k.metric]}_known_pct", ">=", 100) in named, k.metric

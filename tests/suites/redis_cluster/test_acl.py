@@ -125,6 +125,23 @@ def test_probes_that_never_reach_the_owner_are_not_counted_as_reached(cluster, t
     assert m["fixed.forbidden_reached"] == 0 and m["fixed.denials_logged"] == 0
 
 
+def test_probes_sent_to_another_node_are_not_reached_and_not_logged_on_the_owner(cluster, tmp_path, monkeypatch):
+    """Issue 52's blinded counter: probes sent to a node that does not own the keys are refused
+    there (NOPERM: ACLs are checked before redirects), while the owner sees only the harness's own
+    INFO and ACL LOG and its housekeeping: none of that counts as reached, and its ACL LOG has none
+    of the denials, so both exercise entries of the check fail."""
+    real_try = acl._try
+
+    def elsewhere(node, user, password, args):
+        other = next(n for n in cluster.nodes if (n.host, n.port) != (node.host, node.port))
+        return real_try(other, user, password, args)
+
+    monkeypatch.setattr(acl, "_try", elsewhere)
+    _, m = _run(cluster, tmp_path, rules={"fixed": acl.WORKING_RULE})
+    assert m["fixed.forbidden_noperm"] == acl.N_FORBIDDEN
+    assert m["fixed.forbidden_reached"] == 0 and m["fixed.denials_logged"] == 0
+
+
 def test_view_shows_each_probe_under_each_rule(cluster, tmp_path):
     from harness.experiments import views
     from harness.model.spec import Case, SuiteClaim, SuiteRun
@@ -149,7 +166,8 @@ def test_refusals_the_owning_node_never_saw_are_inconclusive():
     n = acl.N_FORBIDDEN
     m = {"source.reads_allowed": 0, "fixed.reads_allowed": 2, "read-all.forbidden_not_refused": 5}
     for rule in ("source", "fixed"):
-        m.update({f"{rule}.forbidden_not_refused": 0, f"{rule}.forbidden_sent": n, f"{rule}.forbidden_reached": n})
+        m.update({f"{rule}.forbidden_not_refused": 0, f"{rule}.forbidden_sent": n, f"{rule}.forbidden_reached": n,
+                  f"{rule}.forbidden_noperm": n, f"{rule}.denials_logged": n})
     judged = lambda metrics: {k: str(v.outcome) for k, v in  # noqa: E731
                               verdicts("C21", "acl", metrics, suite="redis-cluster").items()}
     v = judged(m)
@@ -158,3 +176,25 @@ def test_refusals_the_owning_node_never_saw_are_inconclusive():
     assert v["source.forbidden_not_refused"] == v["fixed.forbidden_not_refused"] == "inconclusive", v
     v = judged(dict(m, **{"fixed.forbidden_sent": 0, "fixed.forbidden_reached": 0}))
     assert v["fixed.forbidden_not_refused"] == "inconclusive", v
+    # the owning node's ACL LOG recorded fewer denials than the client saw NOPERMs: the refusals were another
+    # node's (or the client's), whatever its commandstats were read to say
+    v = judged(dict(m, **{"fixed.denials_logged": 0, "source.denials_logged": n - 1}))
+    assert v["source.forbidden_not_refused"] == v["fixed.forbidden_not_refused"] == "inconclusive", v
+
+
+def test_only_the_probes_own_command_counts_as_reached():
+    """The reached test (issue 52): the harness's own commands on the owning node (its INFO, ACL
+    LOG) and the node's housekeeping grow around every probe; they are left out, so a probe sent
+    elsewhere grows nothing there, and only the probe's own entry (or acl|dryrun for a granted
+    DRYRUN) makes it reached."""
+    assert not {acl.stat_name(args) for _, args, _ in acl.PROBES} & acl.NOT_PROBES
+    before = {"info": 10, "acl|log": 3, "replconf": 7, "get": 1}
+    harness_only = {"info": 12, "acl|log": 3, "replconf": 8, "get": 1, "auth": 1, "client|setinfo": 2}
+    assert acl.probe_growth(before, harness_only) == set()
+    assert not acl.reached(("GET", acl.OTHER_STRING), "NOPERM", acl.probe_growth(before, harness_only))
+    grew = acl.probe_growth(before, {**harness_only, "get": 2})
+    assert grew == {"get"} and acl.reached(("GET", acl.OTHER_STRING), "NOPERM", grew)
+    assert not acl.reached(("SET", acl.CACHE_STRING, "x"), "NOPERM", grew)  # another command's growth
+    dry = acl.probe_growth(before, {**harness_only, "acl|dryrun": 1})
+    assert acl.reached(("FLUSHALL",), "ok (ACL DRYRUN: granted, not sent)", dry)
+    assert not acl.reached(("FLUSHALL",), "NOPERM", dry)  # denied by DRYRUN, then sent: flushall must grow
