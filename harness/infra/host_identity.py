@@ -192,9 +192,13 @@ def run_ids_here(address: str, ports, target: Target | None) -> dict:
 def run_ids_through_connection(target: Target, nodes) -> dict:
     """{(host, port): {'run_id': ...} or {'run_id_error': ...}}: each server's run_id read
     through the harness's own Redis connection (INFO server)."""
+    from redis.backoff import NoBackoff  # the redis client is imported where it is used (target.client)
+    from redis.retry import Retry
+
     def one(node):
-        try:
-            c = target.client(node, socket_timeout=3, socket_connect_timeout=3, decode_responses=True)
+        try:  # one try each: redis-py retries a connect timeout with backoff by default (34 s for one dead host)
+            c = target.client(node, socket_timeout=3, socket_connect_timeout=3, decode_responses=True,
+                              retry=Retry(NoBackoff(), 0))
             try:
                 rid = str(c.info("server").get("run_id") or "")
             finally:
