@@ -22,7 +22,11 @@ from harness.verdict.baseline import compare
 from tests import TESTS
 
 V2 = TESTS / "fixtures" / "results-v2" / "run"
-TODAY = TESTS / "fixtures" / "results-v2-manifest-v1" / "run"
+# `harness run kv-trace/crosscheck --repeat 2` stored by two harnesses: 4ea09cb (results.json schema 2) and
+# the one of issue 52 (schema 3: the ledger with each check's evidence, the manifest's references, each
+# record's machine load)
+BEFORE = TESTS / "fixtures" / "results-v2-manifest-v1" / "run"
+TODAY = TESTS / "fixtures" / "results-v3-manifest-v1" / "run"
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -43,15 +47,18 @@ def test_harness_report_renders_a_folder_written_before_format_versions(tmp_path
     assert json.loads((run_dir / "manifest.json").read_text()) == json.loads((V2 / "manifest.json").read_text())
 
 
-def test_a_folder_of_todays_format_renders_and_compares_with_itself(tmp_path, capsys):
-    """TODAY: `harness run kv-trace/crosscheck --repeat 2` of the harness at 4ea09cb, before a
+@pytest.mark.parametrize("folder, schema, run_id", [(BEFORE, 2, "20261206-065002-2d023a"),
+                                                    (TODAY, RESULTS_SCHEMA, "20261206-204711-41ae3f")])
+def test_a_folder_of_todays_format_renders_and_compares_with_itself(tmp_path, capsys, folder, schema, run_id):
+    """`harness run kv-trace/crosscheck --repeat 2`, stored by the harness at 4ea09cb (before a
     driver's outcome and a stored record were one type and the manifest was typed when
-    written (results.json schema 2, manifest.json format 1). It loads as written, renders the
-    verdicts that harness gave it, and compares with itself as no change."""
-    run_dir = tmp_path / TODAY.name
-    shutil.copytree(TODAY, run_dir)
-    man, res = (json.loads((TODAY / f).read_text()) for f in ("manifest.json", "results.json"))
-    assert man["format_version"] == MANIFEST_FORMAT and res["schema_version"] == 2 < RESULTS_SCHEMA
+    written: results.json schema 2, manifest.json format 1) and by today's (schema 3). Each
+    loads as written, renders the verdicts its harness gave it, and compares with itself as
+    no change."""
+    run_dir = tmp_path / folder.name
+    shutil.copytree(folder, run_dir)
+    man, res = (json.loads((folder / f).read_text()) for f in ("manifest.json", "results.json"))
+    assert man["format_version"] == MANIFEST_FORMAT and res["schema_version"] == schema
     data = load_run(run_dir)
     # every key it holds is declared (an empty object, its `servers` here, reads as absent)
     assert data.manifest.extra == {} and data.manifest.to_json() == {k: v for k, v in man.items() if v != {}}
@@ -60,7 +67,7 @@ def test_a_folder_of_todays_format_renders_and_compares_with_itself(tmp_path, ca
         main(["report", str(run_dir)])
     assert e.value.code == 0, capsys.readouterr().err
     verdicts = json.loads((run_dir / "verdicts.json").read_text())
-    assert verdicts["exit_code"] == 0 and verdicts["run_id"] == man["run_id"] == "20261206-065002-2d023a"
+    assert verdicts["exit_code"] == 0 and verdicts["run_id"] == man["run_id"] == run_id
     assert [(t["metric"], t["verdict"], t["measured"]["values"]) for t in verdicts["thresholds"]] == [
         ("crosscheck.mismatched_pairs", "pass", [0.0, 0.0])]
     assert {c["id"]: c["verdict"] for c in verdicts["claims"] if c["verdict"] != "not run"} == {
@@ -69,7 +76,7 @@ def test_a_folder_of_todays_format_renders_and_compares_with_itself(tmp_path, ca
     rows = compare(analyze(data), analyze(load_run(run_dir)))
     assert len(rows) == 4 and {r["change"] for r in rows} == {"+0.0%"} and not any(r["regression"] for r in rows)
     same = tmp_path / "again"  # the CLI refuses one run id on both sides: the same run under another id
-    shutil.copytree(TODAY, same)
+    shutil.copytree(folder, same)
     (same / "manifest.json").write_text(json.dumps({**man, "run_id": "20261206-065003-000000"}))
     capsys.readouterr()
     with pytest.raises(SystemExit) as e:
