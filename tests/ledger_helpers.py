@@ -11,6 +11,7 @@ from pathlib import Path
 
 from harness.model import spec
 from harness.model.stored_run import Metric, Record, RunData
+from harness.run.runner import reference_imports
 from harness.verdict.analysis import analyze
 
 # what `make reproduce` measures here: the loopback cluster, no GPU, a VM's disk, 2 cores
@@ -40,14 +41,25 @@ def ledger():
     return suites, spec.load_claims(suites=suites)
 
 
+def as_a_run(claims, suite: str, case: str, params: dict | None, manifest: dict | None) -> tuple[dict, dict]:
+    """(params, manifest) as a run of this checkout gives them: the stand-ins' strengths the
+    ledger fixes (the runner's params) under the given ones, and the record of what each
+    reference module imports (the manifest's references) unless the manifest has one."""
+    fixed = {k: v for k, (v, _) in spec.fixed_params(claims).get((suite, case), {}).items()}
+    man = dict(HERE if manifest is None else manifest)
+    man.setdefault("references", reference_imports(claims, {suite}))
+    return {**fixed, **(params or {})}, man
+
+
 def verdicts(claim_id: str, case: str, metrics: dict, profile: str = "local", suite: str = "engine-hotload",
              manifest: dict | None = None, facts: dict | None = None, params: dict | None = None):
     """The ledger's real checks of `claim_id` on `case`, judged on a run with these metrics,
     this manifest (HERE by default) and these case facts and params."""
     suites, claims = ledger()
     srun = suites[suite].as_run(profile, 1, {c.name: {} for c in suites[suite].cases})
+    params, man = as_a_run(claims, suite, case, params, manifest)
     rec = Record(suite=suite, case=case, repetition=1, metrics={k: Metric(v, "") for k, v in metrics.items()},
-                 params=dict(params or {}), facts=dict(facts or {}))
-    run = RunData(Path("."), dict(HERE if manifest is None else manifest), [rec], {suite: srun}, claims)
+                 params=params, facts=dict(facts or {}))
+    run = RunData(Path("."), man, [rec], {suite: srun}, claims)
     claim = next(c for c in analyze(run).claims if c.id == claim_id)
     return {cv.check.metric: cv for cv in claim.checks if cv.check.case == case and cv.check.suite == suite}

@@ -85,6 +85,8 @@ def test_the_c16_cut_depends_on_how_fast_static_batches_fill(rate, want):
                                               - m["static_batch_token_key.added_ms_mean"])
     m["control.static_vs_static_added_ms"] = (m["control.static_batch_entity_key.added_ms_mean"]
                                               - m["static_batch_token_key.added_ms_mean"])
+    # the stand-in's own instrument, as the case measures it: its mean added wait over its window
+    m["standin.dynamic_unique_key.wait_vs_window"] = m["standin.dynamic_unique_key.added_ms_mean"] / 5.0
     v = check_verdict("C16", "entity-keys", "batching.dynamic_vs_static_added_ms", m)
     assert v.controls[0].held is True, v.reason  # the known 10 ms wait is seen
     if want is None:  # the cut is inside the claim's band, whatever the stand-in says

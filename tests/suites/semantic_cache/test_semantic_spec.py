@@ -11,7 +11,7 @@ from harness.base.paths import SUITES_DIR, suite_spec
 from harness.model import spec
 from harness.model.stored_run import Metric, Record, RunData
 from harness.verdict.analysis import analyze
-from tests.ledger_helpers import HERE, LAB, ledger
+from tests.ledger_helpers import HERE, LAB, as_a_run, ledger
 
 SUITE = "semantic-cache"
 
@@ -29,9 +29,10 @@ def verdicts_of(claim_id: str, case: str, out, *, params: dict | None = None, fa
     suites, claims = ledger()
     suite = suites[SUITE]
     srun = suite.as_run("local", 1, {c.name: {} for c in suite.cases})
+    params, man = as_a_run(claims, SUITE, case, params, manifest)
     rec = Record(suite=SUITE, case=case, repetition=1, metrics={k: v for k, v in out.metrics.items() if k not in drop},
-                 series=dict(out.series), params=dict(params or {}), facts={**out.facts, **(facts or {})})
-    run = RunData(Path("."), dict(HERE if manifest is None else manifest), [rec], {SUITE: srun}, claims)
+                 series=dict(out.series), params=params, facts={**out.facts, **(facts or {})})
+    run = RunData(Path("."), man, [rec], {SUITE: srun}, claims)
     claim = next(c for c in analyze(run).claims if c.id == claim_id)
     return {cv.check.metric: cv for cv in claim.checks if cv.check.case == case}
 

@@ -119,5 +119,6 @@ def test_net_hits_count_a_wrong_answer_against_a_right_one():
     assert m["lsh.net_hit_rate_pct"].value == pytest.approx(-9)
     metrics = {"lsh.net_gain_over_hash_pp": -9.0, "control.exact_key.net_gain_over_hash_pp": 0.0,
                "charsim.net_gain_over_hash_pp": 10.0, "instrument.repeats.lsh.correct_hit_rate_pct": 100.0,
-               "instrument.repeats.charsim.correct_hit_rate_pct": 100.0}
+               "instrument.repeats.charsim.correct_hit_rate_pct": 100.0,
+               "instrument.charsim.known_pairs_agree_pct": 100.0}  # the stand-in's own instrument, held
     assert str(check_verdict("C2", "semantic", "lsh.net_gain_over_hash_pp", metrics).outcome) == "not reproduced"

@@ -34,7 +34,8 @@ def _outcomes(v: dict) -> dict:
 
 
 def _held(cv, kind: str) -> bool:
-    rs = [r for r in cv.controls if r.kind == kind]
+    """Every control of this kind held (a stand-in's own instrument aside: it is the stand-in's)."""
+    rs = [r for r in cv.controls if r.kind == kind and not r.control.text.startswith("the stand-in's own")]
     return bool(rs) and all(r.held is True for r in rs)
 
 
