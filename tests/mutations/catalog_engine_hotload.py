@@ -65,8 +65,8 @@ MUTATIONS = [
              "message, but it is already the one serving",
         edits=(Edit(SWAP, "            if check:\n                check_compatible(self._engine, new, buckets)\n",
                     "            pass\n"),
-               Edit(SWAP, '            old = self._switch(new, rep, drain_timeout_s if drain == "broken" else None)\n',
-                    '            old = self._switch(new, rep, drain_timeout_s if drain == "broken" else None)\n'
+               Edit(SWAP, '            old = self._switch(new, rep, drain_timeout_s if drain == "broken" else None, switch_when, switch_wait_s)\n',
+                    '            old = self._switch(new, rep, drain_timeout_s if drain == "broken" else None, switch_when, switch_wait_s)\n'
                     "            if check:\n                check_compatible(old, new, buckets)\n")),
         run="engine-hotload/incompatible-swap", checks=("engine-hotload/incompatible-swap wrong_verdicts",), timeout_s=300),
     # ---- C14: prewarm (inconclusive here either way: no first-request penalty on ORT/CPU) ---
@@ -126,14 +126,14 @@ MUTATIONS = [
         what="the hot swap switches the reference only once no call is in flight on the old engine (it polls "
              "until idle): no request is in flight across the switch, so the drain is never needed and "
              "'0 failed requests' proves nothing about it",
-        edits=(Edit(SWAP, "                if until_in_flight_s is None or self._inflight[id(old)] > 0 or t0 >= deadline:\n",
+        edits=(Edit(SWAP, "                if ready and (until_in_flight_s is None or self._inflight[id(old)] > 0 or t0 >= deadline):\n",
                     "                if self._inflight[id(old)] == 0:\n"),),
         run="engine-hotload/hot-swap", checks=(HOT + "failed_requests",), timeout_s=300),
     Mutation(
         name="engine-hotload/trt-swap-waits-for-idle",
         claim="C14", kind="unexercised",
         what="the same on TensorRT: the switch waits until no call is in flight on the old engine",
-        edits=(Edit(SWAP, "                if until_in_flight_s is None or self._inflight[id(old)] > 0 or t0 >= deadline:\n",
+        edits=(Edit(SWAP, "                if ready and (until_in_flight_s is None or self._inflight[id(old)] > 0 or t0 >= deadline):\n",
                     "                if self._inflight[id(old)] == 0:\n"),),
         run="engine-hotload/trt-hot-swap", checks=("engine-hotload/trt-hot-swap failed_requests",), timeout_s=400),
     Mutation(

@@ -42,3 +42,34 @@ def test_mann_whitney_normal_approximation_large_samples():
     a = list(range(20))
     b = [x + 100 for x in range(20)]
     assert stats.mann_whitney_p(a, b) < 1e-6
+
+
+def test_change_interval_holds_zero_for_the_same_work_twice_and_excludes_it_for_a_real_drop():
+    import random
+
+    from harness.base.stats import change_interval
+
+    rng = random.Random(1)
+    slow = [400 + rng.expovariate(1 / 50) for _ in range(40)]
+    noisy = [v * rng.uniform(0.7, 1.3) for v in slow]  # the same work, measured again
+    lo, hi = change_interval(slow, noisy, 95)
+    assert lo < 0 < hi
+    fast = [60 + rng.expovariate(1 / 5) for _ in range(40)]  # every request a hit
+    lo, hi = change_interval(slow, fast, 95)
+    assert lo < hi < -70
+    assert change_interval(slow, fast, 95) == (lo, hi)  # fixed seed: the same data, the same interval
+    # CI's 12 requests: the same work in two modes, a 25% P95 drop by chance is inside the interval
+    a = [380, 390, 395, 400, 405, 410, 420, 430, 440, 450, 470, 510]
+    b = [380, 390, 395, 400, 405, 410, 420, 430, 440, 450, 470, 382]
+    assert 100 * (stats.percentile(b, 95) - stats.percentile(a, 95)) / stats.percentile(a, 95) < -5
+    lo, hi = change_interval(a, b, 95)
+    assert lo < 0 <= hi
+
+
+def test_change_interval_refuses_what_it_cannot_resample():
+    from harness.base.stats import change_interval
+
+    with pytest.raises(ValueError):
+        change_interval([1], [1, 2], 95)
+    with pytest.raises(ValueError):
+        change_interval([0, 0, 0], [1, 2, 3], 95)

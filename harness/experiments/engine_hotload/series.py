@@ -38,7 +38,8 @@ LATENCY_WINDOWS = SeriesShape("latency_windows", (
 ACTIONS = SeriesShape("actions", (
     Column("kind", "text"), Column("old", "text"), Column("new", "text"), Column("t_start_s", unit="s"),
     Column("t_switch_s", unit="s"), Column("t_released_s", unit="s"), Column("load_ms"), Column("check_ms"),
-    Column("prewarm_ms"), Column("switch_ms"), Column("drain_ms"), Column("to_serving_ms"), Column("call_ms"),
+    Column("prewarm_ms"), Column("switch_wait_ms"), Column("switch_ms"), Column("drain_ms"), Column("to_serving_ms"),
+    Column("call_ms"),
     Column("no_engine_ms"), Column("inflight_at_switch", "int"), Column("rss_extra_mib", unit="MiB")))
 
 # Hot swap: process (and GPU) memory over the stream, thinned to about 400 samples.

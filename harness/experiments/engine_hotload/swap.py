@@ -113,6 +113,7 @@ class SwapReport:
     drained: float = 0.0
     released: float = 0.0
     switch_s: float = 0.0  # time the lock was held to switch the reference
+    switch_wait_s: float = 0.0  # warm to switch: the wait for the driver's switch_when
     inflight_at_switch: int = 0
     old_label: str = ""
     new_label: str = ""
@@ -121,7 +122,8 @@ class SwapReport:
 
     def durations_ms(self) -> dict:
         return {"load_ms": (self.loaded - self.started) * 1e3, "check_ms": (self.checked - self.loaded) * 1e3,
-                "prewarm_ms": (self.warmed - self.checked) * 1e3, "switch_ms": self.switch_s * 1e3,
+                "prewarm_ms": (self.warmed - self.checked) * 1e3, "switch_wait_ms": self.switch_wait_s * 1e3,
+                "switch_ms": self.switch_s * 1e3,
                 "drain_ms": (self.drained - self.switched) * 1e3, "release_ms": (self.released - self.drained) * 1e3,
                 "to_serving_ms": (self.switched - self.started) * 1e3}
 
@@ -154,21 +156,24 @@ class EngineSlot:
 
     def swap(self, load_new: Callable[[], Engine], buckets: list[Bucket], feeds_for: FeedsFor,
              drain_timeout_s: float = 60.0, check: bool = True, drain: str = "wait",
-             aside: bool = True) -> SwapReport:
+             aside: bool = True, switch_when: Callable[[], bool] | None = None,
+             switch_wait_s: float = 5.0) -> SwapReport:
         """Load, check and warm a new engine aside, switch, drain and close the old one.
         On any failure before the switch the new engine is closed and the old one serves on.
         check=False skips the compatibility check (the refused-swap case's control only);
         drain="broken" switches while a call is in flight on the old engine and closes it at
         once, without waiting (the drain removed: the failures check's mechanism-off arm);
         aside=False loads, checks and warms the new engine under the slot's lock, so every
-        request waits (loading aside removed: the latency checks' mechanism-off arm)."""
+        request waits (loading aside removed: the latency checks' mechanism-off arm);
+        switch_when: once the new engine is warm, switch when it is true (polled, at most
+        switch_wait_s): the driver's way to switch while a request it sent is in flight."""
         if drain not in DRAINS:
             raise ValueError(f"drain {drain!r} is not one of {', '.join(DRAINS)}")
         with self.swapping:
             rep = SwapReport(time.perf_counter())
             with (contextlib.nullcontext() if aside else self._cond):
                 new = self._prepare(load_new, rep, buckets, feeds_for, check)
-            old = self._switch(new, rep, drain_timeout_s if drain == "broken" else None)
+            old = self._switch(new, rep, drain_timeout_s if drain == "broken" else None, switch_when, switch_wait_s)
             if drain == "wait":
                 with self._cond:
                     if not self._cond.wait_for(lambda: self._inflight[id(old)] == 0, timeout=drain_timeout_s):
@@ -197,16 +202,21 @@ class EngineSlot:
             raise
         return new
 
-    def _switch(self, new: Engine, rep: SwapReport, until_in_flight_s: float | None = None) -> Engine:
+    def _switch(self, new: Engine, rep: SwapReport, until_in_flight_s: float | None = None,
+                switch_when: Callable[[], bool] | None = None, switch_wait_s: float = 0.0) -> Engine:
         """Point the slot at `new` (under the lock, for microseconds); returns the old engine.
         until_in_flight_s: first wait up to that long for a call in flight on the old engine
-        and switch while it runs (the broken drain's switch, so that it closes under a call)."""
-        deadline = time.perf_counter() + (until_in_flight_s or 0.0)
+        and switch while it runs (the broken drain's switch, so that it closes under a call);
+        switch_when: first wait up to switch_wait_s for it to be true."""
+        t_begin = time.perf_counter()
+        deadline = t_begin + (until_in_flight_s or 0.0)
+        wanted = t_begin + (switch_wait_s if switch_when is not None else 0.0)
         while True:
             t0 = time.perf_counter()
+            ready = switch_when is None or t0 >= wanted or switch_when()
             with self._cond:
                 old = self._engine
-                if until_in_flight_s is None or self._inflight[id(old)] > 0 or t0 >= deadline:
+                if ready and (until_in_flight_s is None or self._inflight[id(old)] > 0 or t0 >= deadline):
                     self._inflight.setdefault(id(new), 0)
                     self._engine = new
                     self.version += 1
@@ -215,6 +225,7 @@ class EngineSlot:
             time.sleep(0.0005)
         rep.switched = time.perf_counter()
         rep.switch_s = rep.switched - t0
+        rep.switch_wait_s = t0 - t_begin
         rep.version, rep.old_label, rep.new_label = self.version, old.label, new.label
         return old
 

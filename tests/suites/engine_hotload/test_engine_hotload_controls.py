@@ -283,6 +283,32 @@ def _hot_swap_run(tmp_path, drain: str):
     return {k: v.value for k, v in out.metrics.items()}, cv
 
 
+def test_a_swap_switches_once_the_drivers_condition_holds_and_not_after_its_limit(tiny):
+    """switch_when: the swap waits, warm, until the driver says a request it sent is in flight
+    (the straddle), shown as switch_wait_ms apart from the lock's switch time; a condition that
+    never holds costs at most switch_wait_s, then the swap switches anyway."""
+    from harness.experiments.engine_hotload.swap import EngineSlot
+
+    same = next(p for w, p in tiny.items() if w.startswith("same IO"))
+    buckets = [Bucket(1, 16)]
+    slot = EngineSlot(open_engine("ort", same, label="v0"))
+    asked = []
+
+    def after(n):  # true from the n-th time it is asked
+        asked.append(1)
+        return len(asked) >= n
+
+    rep = slot.swap(lambda: open_engine("ort", same, label="v1"), buckets, lambda b: _ones(slot.engine, b),
+                    switch_when=lambda: after(20))
+    assert slot.version == 1 and len(asked) == 20 and rep.durations_ms()["switch_wait_ms"] > 0
+    assert rep.durations_ms()["switch_ms"] < rep.durations_ms()["switch_wait_ms"]
+    t = time.perf_counter()
+    rep = slot.swap(lambda: open_engine("ort", same, label="v2"), buckets, lambda b: _ones(slot.engine, b),
+                    switch_when=lambda: False, switch_wait_s=0.2)
+    assert slot.version == 2 and 200 <= rep.durations_ms()["switch_wait_ms"] < 1000 and time.perf_counter() - t < 5
+    slot.engine.close()
+
+
 def test_hot_swap_check_is_not_reproduced_when_the_drain_is_removed(tmp_path):
     """The mechanism removed: the old engine closed at the switch, under a call in flight.
     Its failures fall in the hot swap's window, so they count against the hot swap (not as

@@ -33,6 +33,13 @@ def _outcomes(v: dict) -> dict:
     return {m: str(cv.outcome) for m, cv in v.items()}
 
 
+def _effect_passes(cv) -> bool:
+    """The check's measured number alone (no control) would give a success."""
+    from harness.verdict.analysis import _effect
+
+    return str(_effect(cv.check, cv.summary.median)) in SUCCESS
+
+
 def _held(cv, kind: str) -> bool:
     """Every control of this kind held (a stand-in's own instrument aside: it is the stand-in's)."""
     rs = [r for r in cv.controls if r.kind == kind and not r.control.text.startswith("the stand-in's own")]
@@ -107,7 +114,14 @@ def test_c3_ttft_the_oracle_sees_a_cache_and_the_exact_key_is_not_reproduced(clu
     p95 = {k: (round(m["on"][k]), round(m["off"][k]), round(m["blind"][k])) for k in m["on"] if "p95_ms" in k}
     assert _held(on, "instrument") and _held(off, "instrument"), p95
     assert str(on.outcome) in ("reproduced", "exceeded", "direction reproduced, magnitude differs"), on.reason
-    assert str(off.outcome) == "not reproduced", (off.reason, p95)
+    # the key an exact hash: both modes served by the model, no hit at all; on 12 requests their
+    # P95s can differ by chance (CI once saw -25%): the hits control refuses to attribute that
+    hits = next(r for r in off.controls if r.control.metric == "semantic_cache.correct_hit_rate_pct")
+    assert hits.held is False, off.reason
+    assert str(off.outcome) == ("not attributable" if _effect_passes(off) else "not reproduced"), (off.reason, p95)
+    held = {r.control.metric: r.held for r in on.controls}
+    assert held["semantic_cache.correct_hit_rate_pct"] is True, on.reason
+    assert held["ttft.p95_change_semantic_vs_hash_ci_high_pct"] is True, on.reason
     assert str(blind.outcome) == "inconclusive", (blind.reason, p95)
     assert "p95_floor_ms" not in " ".join(k for k in m["on"] if k.startswith("semantic"))  # h = 1: no floor
     assert m["off"]["semantic_cache.p95_floor_ms"] > 0.9 * m["off"]["semantic_cache.p95_ms"]  # h = 0: its own P95

@@ -95,9 +95,16 @@ def test_recorded_semantic_e2e_run_with_pinned_engines_gives_the_verdicts_of_the
 
 def test_c3_end_to_end_check_turns_with_its_controls():
     fast = {"oracle_cache.p95_ms": 5.0, "no_cache.p95_ms": 400.0, "hash_cache.p95_ms": 400.0,
-            "semantic_cache.p95_ms": 200.0, "ttft.p95_change_semantic_vs_hash_pct": -50.0}
+            "semantic_cache.p95_ms": 200.0, "ttft.p95_change_semantic_vs_hash_pct": -50.0,
+            "ttft.p95_change_semantic_vs_hash_ci_high_pct": -30.0}
     assert judge("C3", "semantic-e2e", SEMANTIC, **{k.replace(".", "__"): v for k, v in fast.items()}) == \
         {"ttft.p95_change_semantic_vs_hash_pct": Outcome.REPRODUCED}
+    chance = {**fast, "ttft.p95_change_semantic_vs_hash_ci_high_pct": 4.0}  # resampling alone gives such a drop
+    assert judge("C3", "semantic-e2e", SEMANTIC, **{k.replace(".", "__"): v for k, v in chance.items()}) == \
+        {"ttft.p95_change_semantic_vs_hash_pct": Outcome.NOT_ATTRIBUTABLE}
+    unmeasured = {k: v for k, v in fast.items() if not k.endswith("_ci_high_pct")}
+    assert judge("C3", "semantic-e2e", SEMANTIC, **{k.replace(".", "__"): v for k, v in unmeasured.items()}) == \
+        {"ttft.p95_change_semantic_vs_hash_pct": Outcome.INCONCLUSIVE}
     same = {**fast, "semantic_cache.p95_ms": 390.0}
     assert judge("C3", "semantic-e2e", SEMANTIC, **{k.replace(".", "__"): v for k, v in same.items()}) == \
         {"ttft.p95_change_semantic_vs_hash_pct": Outcome.NOT_ATTRIBUTABLE}
