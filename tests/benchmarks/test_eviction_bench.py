@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.experiments.eviction import simulate, traces
+from harness.experiments.shared import eviction_sim as simulate
+from harness.experiments.shared import eviction_traces as traces
 
 N_REQUESTS = 1_000_000
 

@@ -20,8 +20,10 @@ import time
 import pytest
 
 from harness.base.paths import REPO_ROOT
-from harness.experiments.kv_trace import analyses, drivers, policies, prefix, synth
-from harness.experiments.kv_trace.trace import load_trace
+from harness.experiments.kv_trace import analyses, drivers, synth
+from harness.experiments.shared import kv_policies as policies
+from harness.experiments.shared import kv_prefix as prefix
+from harness.experiments.shared.kv_block_trace import load_trace
 
 CAPACITY_BLOCKS = 3_000_000 // 512
 EVERY_POLICY = 5_000_000  # block lookups/s of the compiled loops (issue 45)

@@ -28,8 +28,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.experiments.semantic_cache import common, datasets, gptcache_subject
+from harness.experiments.semantic_cache import gptcache_subject
 from harness.experiments.semantic_cache.lookup_latency import concurrent, harness_answer, harness_lookup, interleaved
+from harness.experiments.shared import semantic_common as common
+from harness.experiments.shared import semantic_datasets as datasets
 
 P50_TARGET_MS = 6.0
 SPEEDUP_TARGET = 5.0
@@ -55,9 +57,9 @@ def setup(request, tmp_path_factory):
     cluster = request.getfixturevalue("cluster")
     import torch
 
-    from harness.experiments.semantic_cache.embed import Embedder, cached_encode
     from harness.experiments.semantic_cache.onnx_embed import OnnxEmbedder
-    from harness.experiments.semantic_cache.store import Entry, Store
+    from harness.experiments.shared.semantic_embed import Embedder, cached_encode
+    from harness.experiments.shared.semantic_store import Entry, Store
 
     torch.set_num_threads(1)
     _, wl = common.load({"dataset": datasets.DEFAULT_DATASET, "dataset_format": "auto", "dataset_rows": 300,

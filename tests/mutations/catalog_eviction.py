@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from tests.mutations.framework import Edit, Mutation
 
-SIM = "harness/experiments/eviction/simulate.py"
+SIM = "harness/experiments/shared/eviction_sim.py"
 LRUK = "harness/experiments/lruk.py"  # the hybrid's loop (simulate.hybrid_hits calls it)
-TRACES = "harness/experiments/eviction/traces.py"
+TRACES = "harness/experiments/shared/eviction_traces.py"
 DRIVERS = "harness/experiments/eviction/drivers.py"
 REPLAY = "harness/experiments/eviction/redis_replay.py"
 STANDIN = "harness/experiments/eviction/standin.py"
@@ -124,12 +124,12 @@ MUTATIONS = [
         run="eviction/trace", checks=("eviction/trace real.head_share_pct",), timeout_s=180),
 ]
 
-# ---- dependent: the reference (eviction/reference.py) quietly made to ask the simulator (issue 52) ----
+# ---- dependent: the reference (shared/eviction_reference.py) quietly made to ask the simulator (issue 52) ----
 # reference.run() hands a policy's trace to simulate.py (libCacheSim) or to lruk.py's fast loop and
 # returns their hits as the reference's: the reference always agrees. The ledger's references name
-# harness.experiments.eviction.reference, independent of simulate.py, drivers.py, lruk.py and
+# harness.experiments.shared.eviction_reference, independent of simulate.py, drivers.py, lruk.py and
 # libcachesim: the runner's record of what the reference module reaches makes them `inconclusive`.
-REFERENCE = "harness/experiments/eviction/reference.py"
+REFERENCE = "harness/experiments/shared/eviction_reference.py"
 _RUN = '    """Feed a trace to a reference policy object; one bool (hit) per request."""\n'
 LRU_TAIL = "eviction/simulate sim.calibrated.lru.long_tail_pct"
 

@@ -12,8 +12,9 @@ from tests.mutations.framework import Edit, Mutation
 
 PKG = "harness/experiments/semantic_cache/"
 CASE, ENTITY, ENTITY_KEYS = PKG + "keys_case.py", PKG + "entity_case.py", PKG + "entity_keys.py"
-GPTC, TTFT, PROBE = PKG + "gptcache_case.py", PKG + "ttft.py", PKG + "memory_probe.py"
-ACC, KEYS = PKG + "gptcache_accuracy.py", PKG + "keys.py"
+GPTC, PROBE = PKG + "gptcache_case.py", PKG + "memory_probe.py"
+TTFT = "harness/experiments/shared/semantic_serve.py"
+ACC, KEYS = PKG + "gptcache_accuracy.py", "harness/experiments/shared/semantic_keys.py"
 SEM = "semantic-cache/semantic "
 ENT = "semantic-cache/entity-keys "
 GPT = "semantic-cache/gptcache "

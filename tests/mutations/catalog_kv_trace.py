@@ -21,6 +21,7 @@ from dataclasses import replace
 from tests.mutations.framework import Edit, Mutation
 
 ANALYSES = "harness/experiments/kv_trace/analyses.py"
+KV_PREFIX = "harness/experiments/shared/kv_prefix.py"
 DRIVERS = "harness/experiments/kv_trace/drivers.py"
 SHAPE = "harness/experiments/kv_trace/shape.py"
 TIERS = "harness/experiments/kv_trace/tiers.py"
@@ -58,7 +59,7 @@ MUTATIONS = [
         claim="C1", kind="broken",
         what="the prefix-cache simulator's infinite cache remembers only the previous request (reuse 37.4% -> "
              "about 4.3%, which an upper bound of 38% would take as confirmation)",
-        edits=(Edit(ANALYSES, FORGETS_OLD, FORGETS_NEW),),
+        edits=(Edit(KV_PREFIX, FORGETS_OLD, FORGETS_NEW),),
         run=RUN, checks=(C1_MAX,), sets=NO_CURVE, fast=True, timeout_s=300),
     Mutation(
         name="kv-trace/gpu-ignores-utilization",

@@ -8,18 +8,18 @@ from __future__ import annotations
 from tests.mutations.framework import Edit, Mutation
 
 CASE = "harness/experiments/semantic_cache/keys_case.py"
-METRICS = "harness/experiments/semantic_cache/metrics.py"
+METRICS = "harness/experiments/shared/semantic_metrics.py"
 ENTITY = "harness/experiments/semantic_cache/entity_case.py"
 GPTC = "harness/experiments/semantic_cache/gptcache_case.py"
-TTFT_CASE = "harness/experiments/semantic_cache/ttft_case.py"
-TTFT = "harness/experiments/semantic_cache/ttft.py"
+STREAM = "harness/experiments/shared/semantic_stream.py"
+TTFT = "harness/experiments/shared/semantic_serve.py"
 SEM = "semantic-cache/semantic"
 GAIN = f"{SEM} lsh.net_gain_over_hash_pp"
 LSH = f"{SEM} lsh.net_hit_rate_pct"
 UNIFORM = f"{SEM} c7.uniform_tokens.threshold"
 PERIODIC = f"{SEM} c7.periodic_tokens.threshold"
 SMALL = ("semantic.latency_queries=5",)
-KEYS = "harness/experiments/semantic_cache/keys.py"
+KEYS = "harness/experiments/shared/semantic_keys.py"
 LSH_R0 = f"{SEM} lsh_r0.net_hit_rate_pct"
 
 # Charikar's SimHash of the normalized prompt's character 4-grams (one 64-bit BLAKE2b hash per
@@ -153,7 +153,7 @@ MUTATIONS: list[Mutation] = [
         name="semantic-cache/c3-oracle-holds-other-answers", claim="C3", kind="blinded",
         what="the oracle cache (the instrument) stores every request under another origin's label, so none of its "
              "lookups is a hit",
-        edits=(Edit(TTFT_CASE, '[Entry(lab, f"[oracle answer of request {i}]")',
+        edits=(Edit(STREAM, '[Entry(lab, f"[oracle answer of request {i}]")',
                     '[Entry(lab + "#other", f"[oracle answer of request {i}]")'),),
         run="semantic-cache/ttft",
         checks=("semantic-cache/ttft ttft.p95_change_semantic_vs_hash_pct",)),

@@ -77,7 +77,7 @@ def test_a_fraction_above_one_is_refused():
 
 
 def test_a_trace_whose_requests_are_all_empty_is_named_not_an_index_error(tmp_path):
-    from harness.experiments.kv_trace import trace
+    from harness.experiments.shared import kv_block_trace as trace
 
     path = tmp_path / "empty.jsonl"
     path.write_text("".join(json.dumps({"timestamp": i, "input_length": 0, "output_length": 1, "hash_ids": []}) + "\n"

@@ -212,7 +212,7 @@ def test_the_graph_is_read():
     pairs = {(a.source, a.target) for a in ARROWS}
     assert ("harness.run.runner", "harness.run.selection") in pairs and ("harness.model.spec", "harness.model.driver_contract") in pairs
     assert ("harness.experiments.redis_cluster.drivers", "harness.model.driver_contract") in pairs
-    assert "yaml" in THIRD_PARTY["harness.model.spec"] and "numpy" in THIRD_PARTY["harness.experiments.kv_trace.trace"]
+    assert "yaml" in THIRD_PARTY["harness.model.spec"] and "numpy" in THIRD_PARTY["harness.experiments.shared.kv_block_trace"]
 
 
 def test_no_import_cycles():
@@ -296,6 +296,98 @@ def test_the_folders_import_downward_only():
     assert cycles(made_up)
 
 
+# ---- one suite, one folder: no suite imports another; tools/ reads no suite (issue 55) --------
+SHARED = "harness.experiments.shared"  # what several suites share: below the suites, not a suite
+TOOLS = REPO / "tools"
+
+
+def suite_of(module: str) -> str | None:
+    """The suite package `module` is part of (`harness.experiments.serving.client` ->
+    `harness.experiments.serving`); None for the shared layer, the experiments package's own
+    modules (lruk, views, ...) and everything outside harness.experiments."""
+    parts = module.split(".")
+    if len(parts) < 3 or parts[:2] != ["harness", "experiments"]:
+        return None
+    package = ".".join(parts[:3])
+    return package if _is_package(package) and package != SHARED else None
+
+
+def between_suites(arrows: list[Arrow]) -> list[str]:
+    """Arrows from one suite into another, and from below the suites (the shared layer, the
+    experiments package's own modules) up into a suite."""
+    bad = []
+    for a in arrows:
+        src, dst = suite_of(a.source), suite_of(a.target)
+        if dst is None or src == dst:
+            continue
+        if src is not None:
+            bad.append(f"{a.source}:{a.line} imports {a.target}: suite {src} reads suite {dst} (move what both "
+                       f"use into {SHARED})")
+        elif a.source.startswith("harness.experiments"):
+            bad.append(f"{a.source}:{a.line} imports {a.target}: below the suites, it reads suite {dst}")
+    return sorted(bad)
+
+
+def test_no_suite_imports_another_and_the_shared_layer_imports_no_suite():
+    bad = between_suites(ARROWS)
+    assert not bad, "\n".join(bad)
+    assert any(a.target.startswith(SHARED + ".") for a in ARROWS if suite_of(a.source))  # the layer is used
+
+
+def test_the_suite_check_finds_made_up_arrows():
+    """The check above could fail: a suite reading another, the shared layer reading a suite."""
+    made_up = [Arrow("harness.experiments.serving.semantic_case", "harness.experiments.semantic_cache.ttft_case",
+                     False, 1),
+               Arrow(f"{SHARED}.semantic_stream", "harness.experiments.semantic_cache.keys_case", False, 2),
+               Arrow("harness.experiments.lruk", "harness.experiments.eviction.drivers", True, 3)]
+    assert len(between_suites(made_up)) == 3
+    assert suite_of(f"{SHARED}.kv_prefix") is None and suite_of("harness.experiments.views") is None
+    assert suite_of("harness.experiments.kv_trace.drivers") == "harness.experiments.kv_trace"
+
+
+def _tool_modules() -> dict[str, ast.Module]:
+    paths = [p for p in sorted(TOOLS.rglob("*.py")) if "node_modules" not in p.parts]
+    return {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): ast.parse(p.read_text(), str(p))
+            for p in paths}
+
+
+def tool_arrows(tools: dict[str, ast.Module]) -> list[Arrow]:
+    """Every import of a harness module by a module of tools/ (inside functions too)."""
+    out = []
+    for module, tree in tools.items():
+        for node, lazy in _walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                continue  # tools' own relative imports
+            for name in _imported(node, "harness"):
+                if name.startswith("harness."):
+                    target = _resolve(name)
+                    if target:
+                        out.append(Arrow(module, target, lazy, node.lineno))
+    return out
+
+
+def tools_reading_suites(arrows: list[Arrow]) -> list[str]:
+    return sorted(f"{a.source}:{a.line} imports {a.target}: a tool reads suite {suite_of(a.target)} (use {SHARED} "
+                  f"or the command line)" for a in arrows if suite_of(a.target))
+
+
+def test_the_tools_read_no_suite():
+    """tools/ (the GPU check, the browser's driver) uses the harness's layers and the shared
+    experiments, never a suite's own modules."""
+    tools = _tool_modules()
+    arrows = tool_arrows(tools)
+    assert "tools.gpu_check.probes" in tools and any(a.target.startswith(SHARED) for a in arrows)
+    bad = tools_reading_suites(arrows)
+    assert not bad, "\n".join(bad)
+
+
+def test_the_tools_check_finds_a_made_up_arrow():
+    tree = ast.parse("def f():\n    from harness.experiments.semantic_cache import ttft_case\n")
+    arrows = tool_arrows({"tools.demo": tree})
+    assert [a.target for a in arrows] == ["harness.experiments.semantic_cache.ttft_case"] and arrows[0].lazy
+    assert tools_reading_suites(arrows)
+
+
 @pytest.mark.parametrize("forbidden", ["harness.run.runner", "harness.run.selection", "harness.publish.outputs", "harness.cli"])
 def test_no_experiment_or_report_imports_the_runner(forbidden):
     bad = [f"{a.source}:{a.line}" for a in ARROWS
@@ -304,7 +396,7 @@ def test_no_experiment_or_report_imports_the_runner(forbidden):
 
 
 SUITE_PACKAGES = sorted(m for m in MODULES if m.startswith("harness.experiments.") and m.count(".") == 2
-                        and _is_package(m))
+                        and _is_package(m) and m != "harness.experiments.shared")
 
 
 def register_calls(module: str, tree: ast.Module) -> list[int]:
@@ -424,7 +516,7 @@ def test_a_heavy_module_is_found_through_what_it_imports():
     heavy = heavy_modules()
     direct = {m for m, names in THIRD_PARTY.items() if names & HEAVY}
     through = {a.source for a in ARROWS if not a.lazy and a.target in direct} - direct
-    assert "harness.experiments.kv_trace.trace" in direct and through and through <= heavy
+    assert "harness.experiments.shared.kv_block_trace" in direct and through and through <= heavy
     assert "harness.base.errors" not in heavy and "harness.run.runner" not in heavy and "harness.cli" not in heavy
 
 

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.experiments.semantic_cache import keys, ttft_case
-from harness.experiments.semantic_cache.store import Entry, Store
-from harness.experiments.semantic_cache.ttft import MODES, generate, serve
+from harness.experiments.shared import semantic_keys as keys
+from harness.experiments.shared import semantic_stream
+from harness.experiments.shared.semantic_serve import MODES, generate, serve
+from harness.experiments.shared.semantic_store import Entry, Store
 from tools.gpu_check import models
 
 MIB = 2 ** 20
@@ -21,17 +22,17 @@ MIB = 2 ** 20
 
 def case_params(**over) -> dict:
     """The TTFT/memory cases' parameters at their defaults, on CUDA, with `over`."""
-    p = {k: v.default for k, v in ttft_case.STREAM_PARAMS.items()}
+    p = {k: v.default for k, v in semantic_stream.STREAM_PARAMS.items()}
     p.update({"device": "cuda", "torch_threads": 1}, **over)
     return p
 
 
 def stream(job: dict) -> dict:
     """The cases' query stream, the inserts' LSH signatures and the calibrated radius
-    (ttft_case.prepare, all-MiniLM-L6-v2 on CUDA)."""
+    (semantic_stream.prepare, all-MiniLM-L6-v2 on CUDA)."""
     p = case_params(**job["params"])
     emb = models.embedder(Path(job["carry"]), job.get("device", "cuda"))
-    s = ttft_case.prepare(p, emb, lambda m: None)
+    s = semantic_stream.prepare(p, emb, lambda m: None)
     return {"params": p, "requests": [list(x) for x in s.requests], "inserts": [list(x) for x in s.workload.inserts],
             "insert_sigs": [int(x) for x in s.insert_sigs], "radius": s.radius,
             "calibration_queries": s.calibration_queries}
@@ -93,7 +94,7 @@ def memory(job: dict) -> dict:
 
 
 class _Ctx:
-    """What ttft_case.outcome_of reads of a CaseContext: where its raw CSV goes."""
+    """What semantic_stream.outcome_of reads of a CaseContext: where its raw CSV goes."""
 
     def __init__(self, folder: Path):
         self.folder = folder
@@ -105,7 +106,7 @@ class _Ctx:
 
 def ttft(job: dict) -> dict:
     """The in-process TTFT case (semantic-cache/ttft, claim C3) on CUDA: the four modes
-    interleaved per query in rotating order, its own metrics (ttft_case.outcome_of)."""
+    interleaved per query in rotating order, its own metrics (semantic_stream.outcome_of)."""
     s, dev = job["stream"], job.get("device", "cuda")
     p = s["params"]
     carry = Path(job["carry"])
@@ -115,7 +116,7 @@ def ttft(job: dict) -> dict:
     stores = _stores(s, p, "sem")
     generate(tok, model, s["requests"][0][0], 2)  # warm-up
     emb.encode_one(s["requests"][0][0])
-    ttft_case.fill_oracle(stores["oracle_cache"], [tuple(r) for r in s["requests"]], emb, proj)
+    semantic_stream.fill_oracle(stores["oracle_cache"], [tuple(r) for r in s["requests"]], emb, proj)
     rows, deadline = [], time.monotonic() + job["serve_s"]
     for n, (text, label) in enumerate(s["requests"]):
         if time.monotonic() > deadline:
@@ -126,9 +127,9 @@ def ttft(job: dict) -> dict:
                                emb=emb, proj=proj, radius=s["radius"], signature=p["signature"])
             rows.append([n, pos, mode, 1000 * t, outcome])
     served = rows[-1][0] + 1 if rows else 0
-    st = ttft_case.Stream(_Workload([tuple(x) for x in s["inserts"]]), [tuple(r) for r in s["requests"][:served]],
+    st = semantic_stream.Stream(_Workload([tuple(x) for x in s["inserts"]]), [tuple(r) for r in s["requests"][:served]],
                           None, s["radius"], s["calibration_queries"])
-    out = ttft_case.outcome_of(_Ctx(Path(job["out"])), p, st, rows, dev)
+    out = semantic_stream.outcome_of(_Ctx(Path(job["out"])), p, st, rows, dev)
     return {"metrics": {k: {"value": m.value, "unit": m.unit} for k, m in out.metrics.items()},
             "requests_served": served, "requests_planned": len(s["requests"]), "smollm2_weights": weights}
 

@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 from harness.experiments.engine_hotload.backend_ort import OrtEngine
-from harness.experiments.engine_hotload.export import tiny_onnx
 from harness.experiments.engine_hotload.series import LOAD_ATTEMPTS
 from harness.experiments.engine_hotload.served import Served
 from harness.experiments.engine_hotload.signing import (
@@ -31,6 +30,7 @@ from harness.experiments.engine_hotload.signing import (
     sign_manifest,
     write_manifest,
 )
+from harness.experiments.shared.onnx_export import tiny_onnx
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric
 
 

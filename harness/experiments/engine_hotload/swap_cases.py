@@ -12,7 +12,6 @@ from pathlib import Path
 from harness.base import stats
 from harness.experiments.engine_hotload.backend_ort import save_optimized
 from harness.experiments.engine_hotload.backend_trt import cached_plan
-from harness.experiments.engine_hotload.export import engine_cache_dir, perturbed_onnx, sha256_file, tiny_onnx
 from harness.experiments.engine_hotload.fingerprint import UNKNOWN, Fingerprints
 from harness.experiments.engine_hotload.gpu import MemorySampler, peak_extra
 from harness.experiments.engine_hotload.lifecycle import parse_buckets
@@ -35,6 +34,7 @@ from harness.experiments.engine_hotload.workload import (
     summary,
     windows,
 )
+from harness.experiments.shared.onnx_export import engine_cache_dir, perturbed_onnx, sha256_file, tiny_onnx
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
 from harness.model.driver_helpers import write_csv
 

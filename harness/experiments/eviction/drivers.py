@@ -21,11 +21,15 @@ from functools import lru_cache
 import numpy as np
 
 from harness.base.errors import BadInput
+from harness.experiments.eviction import standin
+from harness.experiments.shared import eviction_reference as reference
+from harness.experiments.shared import eviction_sim as simulate
+from harness.experiments.shared import eviction_traces as traces
+from harness.experiments.shared.eviction_sim import ALL_POLICIES, CONTROL_POLICY, LIB_BELADY, LIB_POLICIES
 from harness.infra.redis_server import require_tool
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, input_path, register
 from harness.model.driver_helpers import write_csv
 
-from . import reference, simulate, standin, traces
 from .redis_replay import (
     RECENCY_PROBE_SLEEP_S,
     config_facts,
@@ -36,7 +40,6 @@ from .redis_replay import (
     replay_standalone,
 )
 from .series import CURVES, HEAD_SWEEP, ORDERING, PAIRS, RANK_FREQUENCY, RPS, RUNS, TOP_TOKENS
-from .simulate import ALL_POLICIES, CONTROL_POLICY, LIB_BELADY, LIB_POLICIES
 
 ORDER = ("lru", "lfu", "hybrid")  # the source's ordering of hit rates: lru < lfu < "lru-lfu" (our hybrid)
 HYBRID_DEFINITION = (

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import simulate
-from .traces import next_access
+from harness.experiments.shared import eviction_sim as simulate
+from harness.experiments.shared.eviction_traces import next_access
 
 KNOWN_CAPACITY = 4  # objects: the known sequences are built for a cache of 4
 

@@ -18,32 +18,20 @@ import time
 
 import numpy as np
 
-from harness.experiments.eviction import traces as ev
 from harness.experiments.kv_trace.series import CURVE, HEAD_SWEEP
+from harness.experiments.shared import eviction_traces as ev
+from harness.experiments.shared import kv_policies as policies
+from harness.experiments.shared import kv_prefix as prefix
+from harness.experiments.shared.kv_block_trace import KVTrace, duplicated, replayed, unique_blocks
+from harness.experiments.shared.kv_policies import Stream
+from harness.experiments.shared.kv_prefix import infinite_hits, n_distinct
 from harness.model.stored_run import Metric, Series
-
-from . import policies, prefix
-from .policies import Stream
-from .trace import KVTrace, duplicated, replayed, unique_blocks
 
 INFINITE = "infinite"  # the infinite cache: every block seen before is a hit
 
 
 def pct(x: float, note: str = "", better: str | None = None) -> Metric:
     return Metric(100.0 * x, "%", better, note)
-
-
-def infinite_hits(trace: KVTrace) -> np.ndarray:
-    """Per block: seen before (the hit of a cache that never evicts)."""
-    hits = np.ones(trace.n_blocks, dtype=bool)
-    if trace.n_blocks:
-        _, first = np.unique(trace.blocks, return_index=True)
-        hits[first] = False
-    return hits
-
-
-def n_distinct(trace: KVTrace) -> int:
-    return int(len(np.unique(trace.blocks)))
 
 
 def summary(trace: KVTrace) -> dict[str, Metric]:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import policies, prefix, reference, tiers
-from .policies import Stream
-from .trace import KVTrace
+from harness.experiments.kv_trace import reference, tiers
+from harness.experiments.shared import kv_policies as policies
+from harness.experiments.shared import kv_prefix as prefix
+from harness.experiments.shared.kv_block_trace import KVTrace
+from harness.experiments.shared.kv_policies import Stream
 
 
 def _row(name: str, cap, ttl_s, t: KVTrace, fast: np.ndarray, ref: np.ndarray) -> dict:

@@ -17,7 +17,11 @@ from __future__ import annotations
 import json
 
 from harness.base.errors import BadInput
+from harness.experiments.kv_trace import analyses, crosscheck, recount, shape, tier_metrics, tiers
 from harness.experiments.kv_trace.series import CURVE, HEAD_SWEEP, PAIRS
+from harness.experiments.shared import kv_policies as policies
+from harness.experiments.shared.kv_block_trace import DEFAULT_TRACE, KVTrace, load_trace, session_sample, unique_blocks
+from harness.experiments.shared.kv_policies import Stream
 from harness.model.driver_contract import (
     INPUT_FILE,
     CaseContext,
@@ -29,10 +33,7 @@ from harness.model.driver_contract import (
 )
 from harness.model.driver_helpers import write_csv
 
-from . import analyses, crosscheck, policies, recount, shape, tier_metrics, tiers
-from .policies import Stream
 from .tiers import TierSpec
-from .trace import DEFAULT_TRACE, KVTrace, load_trace, session_sample, unique_blocks
 
 ORDER = ("lru", "lfu", "hybrid")  # the source's ordering (C18): lru < lfu < "lru-lfu" (the hybrid)
 CONTROL_ORDER = ("lru", "lfu", "random")  # mechanism off: random eviction in the hybrid's place

@@ -3,7 +3,7 @@
 Written for clarity, not speed: victims and expired blocks are found by scanning every
 cached block, so use them on a slice. Each reference has
 `access(key, t, now_ms, parent, next_use, depth) -> hit`; the libCacheSim policies are
-checked against the eviction suite's references (eviction/reference.py), wrapped here, and
+checked against the eviction suite's references (harness/experiments/shared/eviction_reference.py), wrapped here, and
 LRU-K (with its TTL) and the hybrid against the reference both suites share
 (harness/experiments/lruk_reference.py).
 """
@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.experiments.eviction import reference as ev
 from harness.experiments.lruk_reference import Expiring, RefHybrid, RefLRUK
-
-from .policies import NO_NEXT, Stream
+from harness.experiments.shared import eviction_reference as ev
+from harness.experiments.shared.kv_policies import NO_NEXT, Stream
 
 
 class RefLRU(Expiring):

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import policies, prefix
-from .policies import Stream
+from harness.experiments.shared import kv_policies as policies
+from harness.experiments.shared import kv_prefix as prefix
+from harness.experiments.shared.kv_policies import Stream
 
 TIER_NAMES = ("L1", "L2", "L3")
 

@@ -4,7 +4,6 @@ memory_case.py, perf_case.py, entity_case.py)."""
 from __future__ import annotations
 
 from harness.experiments.semantic_cache import (
-    common,
     entity_case,
     gptcache_case,
     keys_case,
@@ -12,6 +11,7 @@ from harness.experiments.semantic_cache import (
     perf_case,
     ttft_case,
 )
+from harness.experiments.shared import semantic_common as common
 from harness.model.driver_contract import CaseContext, CaseOutcome, register
 
 

@@ -27,10 +27,13 @@ import random
 
 import numpy as np
 
-from harness.experiments.semantic_cache import common, dispatcher, entity_keys, keys, metrics
-from harness.experiments.semantic_cache.embed import Embedder, cached_encode
+from harness.experiments.semantic_cache import dispatcher, entity_keys
 from harness.experiments.semantic_cache.series import BATCHING, ENTITY_SCHEMES
-from harness.experiments.semantic_cache.store import Entry, Store
+from harness.experiments.shared import semantic_common as common
+from harness.experiments.shared import semantic_keys as keys
+from harness.experiments.shared import semantic_metrics as metrics
+from harness.experiments.shared.semantic_embed import Embedder, cached_encode
+from harness.experiments.shared.semantic_store import Entry, Store
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
 from harness.model.driver_helpers import latency_metrics, torch_threads, write_csv
 

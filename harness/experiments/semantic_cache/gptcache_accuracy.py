@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.experiments.semantic_cache import keys, metrics
+from harness.experiments.shared import semantic_keys as keys
+from harness.experiments.shared import semantic_metrics as metrics
 
 
 @dataclass

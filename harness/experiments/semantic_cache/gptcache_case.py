@@ -33,8 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.base.errors import BadInput
-from harness.experiments.semantic_cache import common, gptcache_subject
-from harness.experiments.semantic_cache.embed import Embedder, cached_encode
+from harness.experiments.semantic_cache import gptcache_subject
 from harness.experiments.semantic_cache.gptcache_accuracy import (
     agreement,
     answers_of,
@@ -51,7 +50,9 @@ from harness.experiments.semantic_cache.gptcache_report import (
 )
 from harness.experiments.semantic_cache.lookup_latency import concurrent, harness_answer, interleaved
 from harness.experiments.semantic_cache.onnx_embed import OnnxEmbedder
-from harness.experiments.semantic_cache.store import Entry, Store
+from harness.experiments.shared import semantic_common as common
+from harness.experiments.shared.semantic_embed import Embedder, cached_encode
+from harness.experiments.shared.semantic_store import Entry, Store
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, input_path
 from harness.model.driver_helpers import torch_threads, write_csv
 

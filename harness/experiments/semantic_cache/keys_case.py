@@ -15,8 +15,7 @@ import time
 import numpy as np
 
 from harness.base.errors import BadInput
-from harness.experiments.semantic_cache import c7_reference, common, keys, metrics
-from harness.experiments.semantic_cache.embed import Embedder, cached_encode
+from harness.experiments.semantic_cache import c7_reference
 from harness.experiments.semantic_cache.series import (
     C7_LOSS,
     C7_STREAMS,
@@ -27,7 +26,11 @@ from harness.experiments.semantic_cache.series import (
     NN_SWEEP,
     PAIRS,
 )
-from harness.experiments.semantic_cache.store import Entry, Store
+from harness.experiments.shared import semantic_common as common
+from harness.experiments.shared import semantic_keys as keys
+from harness.experiments.shared import semantic_metrics as metrics
+from harness.experiments.shared.semantic_embed import Embedder, cached_encode
+from harness.experiments.shared.semantic_store import Entry, Store
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
 from harness.model.driver_helpers import latency_metrics, torch_threads, write_csv
 

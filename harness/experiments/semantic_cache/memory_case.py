@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 
 from harness.experiments.semantic_cache import memory_probe, ttft_case
-from harness.experiments.semantic_cache.embed import Embedder
 from harness.experiments.semantic_cache.series import MEMORY_MODES
+from harness.experiments.shared.semantic_embed import Embedder
 from harness.model import child
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
 from harness.model.driver_helpers import torch_threads

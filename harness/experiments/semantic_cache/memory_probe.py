@@ -22,10 +22,10 @@ from __future__ import annotations
 import resource
 import sys
 
-from harness.experiments.semantic_cache import keys
-from harness.experiments.semantic_cache.embed import Embedder
-from harness.experiments.semantic_cache.store import Entry, Store
-from harness.experiments.semantic_cache.ttft import PeakRSS, generate, nvml_used_bytes, serve
+from harness.experiments.shared import semantic_keys as keys
+from harness.experiments.shared.semantic_embed import Embedder
+from harness.experiments.shared.semantic_serve import PeakRSS, generate, nvml_used_bytes, serve
+from harness.experiments.shared.semantic_store import Entry, Store
 from harness.infra.model_wheels import smollm2
 from harness.infra.target import Target
 from harness.model import child

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.experiments.engine_hotload.backend_ort import onnxruntime, session_options
-from harness.experiments.engine_hotload.export import HIDDEN, minilm_onnx
 from harness.experiments.semantic_cache.onnx_fused import minilm_onnx_fused
 from harness.experiments.semantic_cache.onnx_int8 import minilm_onnx_int8
+from harness.experiments.shared.onnx_export import HIDDEN, minilm_onnx
+from harness.experiments.shared.onnx_runtime import onnxruntime, session_options
 from harness.infra.model_wheels import minilm_path
 
 SEQ_LENGTH_FILE = "sentence_bert_config.json"

@@ -21,8 +21,7 @@ import json
 from pathlib import Path
 
 from harness.base.files import build_once
-from harness.experiments.engine_hotload.backend_ort import onnxruntime
-from harness.experiments.engine_hotload.export import (
+from harness.experiments.shared.onnx_export import (
     DYNAMIC_AXES,
     INPUTS,
     OUTPUT,
@@ -30,6 +29,7 @@ from harness.experiments.engine_hotload.export import (
     model_key,
     pooled_embedder,
 )
+from harness.experiments.shared.onnx_runtime import onnxruntime
 from harness.infra.model_wheels import minilm_path
 
 FUSED_RECIPE = "minilm-meanpool-l2-torchscript-eager-ortfuse-bert-fp32-v1-opset17"

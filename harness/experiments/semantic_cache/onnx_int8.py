@@ -18,9 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.base.files import build_once
-from harness.experiments.engine_hotload.backend_ort import onnxruntime
-from harness.experiments.engine_hotload.export import model_key
 from harness.experiments.semantic_cache.onnx_fused import FUSED_RECIPE, minilm_onnx_fused
+from harness.experiments.shared.onnx_export import model_key
+from harness.experiments.shared.onnx_runtime import onnxruntime
 from harness.infra.model_wheels import minilm_path
 
 INT8_RECIPE = "ort-quantize-dynamic-per-channel-qint8-v1"

@@ -8,9 +8,11 @@ import time
 
 import numpy as np
 
-from harness.experiments.semantic_cache import common, datasets, keys
-from harness.experiments.semantic_cache.embed import Embedder
 from harness.experiments.semantic_cache.series import ROUNDS
+from harness.experiments.shared import semantic_common as common
+from harness.experiments.shared import semantic_datasets as datasets
+from harness.experiments.shared import semantic_keys as keys
+from harness.experiments.shared.semantic_embed import Embedder
 from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param
 from harness.model.driver_helpers import torch_threads
 

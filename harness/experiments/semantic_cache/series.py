@@ -78,10 +78,9 @@ CONCURRENT = SeriesShape("concurrent", (
 # Embedding throughput per pass, the two paths alternating.
 ROUNDS = SeriesShape("rounds", (Column("round", "int"), Column("path", "text"), Column("texts_per_s", unit="texts/s")))
 
-# TTFT per request and mode (the modes interleaved per request).
-REQUESTS = SeriesShape("requests", (
-    Column("request", "int"), Column("position", "int"), Column("mode", "text"), Column("ttft_ms", unit="ms"),
-    Column("outcome", "text")))
+# TTFT per request and mode (the modes interleaved per request): declared with the stream that
+# writes it, in the shared layer (the serving suite's semantic-e2e case writes it too).
+from harness.experiments.shared.semantic_series import REQUESTS  # noqa: E402,F401
 
 # Memory peak per serving mode, each in a fresh process.
 MEMORY_MODES = SeriesShape("modes", (

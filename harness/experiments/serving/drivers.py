@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.experiments.semantic_cache import ttft_case
+from harness.experiments.shared import semantic_stream
 from harness.model.driver_contract import CaseContext, CaseOutcome, register
 
 from . import peer_case, prefix_case, semantic_case, sweep_case
@@ -15,7 +15,7 @@ def prefix_cache(ctx: CaseContext) -> CaseOutcome:
     return prefix_case.run(ctx)
 
 
-@register("serving-semantic-e2e", params=semantic_case.PARAMS, needs="cluster", check=ttft_case.check,
+@register("serving-semantic-e2e", params=semantic_case.PARAMS, needs="cluster", check=semantic_stream.check,
           engines=("uncached",),
           description="the semantic-cache suite's TTFT stream with the engine serving over HTTP: no cache, hash "
                       "cache, semantic cache and the oracle cache (the instrument), interleaved per query")

@@ -17,9 +17,9 @@ import secrets
 
 from harness.base import stats
 from harness.base.errors import BadInput
-from harness.experiments.kv_trace import trace as kvtrace
-from harness.experiments.kv_trace.predict import predicted_hit_rate
 from harness.experiments.serving.series import LOADGENS
+from harness.experiments.shared import kv_block_trace as kvtrace
+from harness.experiments.shared.kv_hit_prediction import predicted_hit_rate
 from harness.infra import serving_engine
 from harness.infra.http_get import display
 from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, input_path

@@ -27,9 +27,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from harness.experiments.semantic_cache import common, keys, ttft_case
-from harness.experiments.semantic_cache.embed import Embedder
-from harness.experiments.semantic_cache.store import Entry, Store
+from harness.experiments.shared import semantic_common as common
+from harness.experiments.shared import semantic_keys as keys
+from harness.experiments.shared import semantic_stream
+from harness.experiments.shared.semantic_embed import Embedder
+from harness.experiments.shared.semantic_store import Entry, Store
 from harness.model.driver_contract import Param
 
 from . import client
@@ -41,7 +43,7 @@ MODE_OF = {"semantic.on": "semantic_cache", "semantic.hash": "hash_cache", "sema
 
 # the stream's parameters, as the semantic-cache suite names them (its queries are the pool a
 # point draws from; the engine's answer length is the sweep's output_tokens)
-PARAMS = {k: v for k, v in ttft_case.STREAM_PARAMS.items()
+PARAMS = {k: v for k, v in semantic_stream.STREAM_PARAMS.items()
           if k not in ("device", "queries", "stream", "max_new_tokens", "oracle")}
 PARAMS["semantic_pool"] = Param(int, 400, "semantic arms: the test-split queries a point draws from (at most)", min=2)
 
@@ -52,7 +54,7 @@ class SemanticArms:
     def __init__(self, ctx, p: dict):
         self.p = {**p, "queries": p["semantic_pool"], "stream": "test", "max_new_tokens": p["output_tokens"]}
         self.emb = Embedder.load("cpu")
-        self.s = ttft_case.prepare(self.p, self.emb, ctx.log)
+        self.s = semantic_stream.prepare(self.p, self.emb, ctx.log)
         self.proj = keys.projection(self.emb.dim, self.p["lsh_seed"])
         self.rc = ctx.target.cluster_client(socket_timeout=10)  # a hung node fails a lookup, never the case
         self.worker = None
@@ -108,7 +110,7 @@ class SemanticArms:
             self.stores[mode].clear()
             self.stores[mode].put_signatures(self.s.insert_sigs, entries)
         elif mode == "oracle_cache" and not self._oracle_filled:
-            self.worker.submit(ttft_case.fill_oracle, self.stores[mode], self.s.requests, self.emb,
+            self.worker.submit(semantic_stream.fill_oracle, self.stores[mode], self.s.requests, self.emb,
                                self.proj).result()
             self._oracle_filled = True
 

@@ -7,7 +7,7 @@ order): no cache (the mechanism-off control), hash cache, semantic cache, and th
 (the instrument: the semantic lookup path against a store holding every request).
 
 Everything about the stream (dataset, split, radius calibration, the stream itself, metric
-names, the P95 floor) is the semantic-cache suite's own (ttft_case.prepare / outcome_of):
+names, the P95 floor) is the semantic-cache suite's own (semantic_stream.prepare / outcome_of):
 only the model's side moved from an in-process model to the engine. TTFT of a miss = the
 lookup + the engine's time to first streamed token; a wrong hit is an error served by the
 engine. The engine is the one with prefix caching off where the run has one, so that the
@@ -18,17 +18,19 @@ from __future__ import annotations
 import asyncio
 import time
 
-from harness.experiments.semantic_cache import common, keys, ttft_case
-from harness.experiments.semantic_cache.embed import Embedder
-from harness.experiments.semantic_cache.store import Entry, Store
-from harness.experiments.semantic_cache.ttft import MODES
+from harness.experiments.shared import semantic_common as common
+from harness.experiments.shared import semantic_keys as keys
+from harness.experiments.shared import semantic_stream
+from harness.experiments.shared.semantic_embed import Embedder
+from harness.experiments.shared.semantic_serve import MODES
+from harness.experiments.shared.semantic_store import Entry, Store
 from harness.infra import serving_engine
 from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
 from harness.model.driver_helpers import torch_threads
 
 from . import client, engines
 
-PARAMS = {**{k: v for k, v in ttft_case.STREAM_PARAMS.items() if k != "device"},
+PARAMS = {**{k: v for k, v in semantic_stream.STREAM_PARAMS.items() if k != "device"},
           "timeout_s": Param(float, 60.0, "a request's own time limit", min=1.0),
           "stall_s": Param(float, 20.0, "no byte for this long mid-stream: stalled", min=0.5)}
 
@@ -106,7 +108,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
     p = {**ctx.params, "device": "cpu"}
     ep = engines.pick_off(ctx.target, ctx.raw_dir)
     emb = Embedder.load("cpu")
-    s = ttft_case.prepare(p, emb, ctx.log)
+    s = semantic_stream.prepare(p, emb, ctx.log)
     proj = keys.projection(emb.dim, p["lsh_seed"])
     rc = ctx.target.cluster_client()
     common.clear_patterns(ctx.target)
@@ -117,7 +119,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
         stores["hash_cache"].put_many([(keys.exact_key(t, True), e) for (t, _), e in zip(s.workload.inserts, entries)])
         stores["semantic_cache"].put_signatures(s.insert_sigs, entries)
         if p["oracle"] == "hit":
-            ttft_case.fill_oracle(stores["oracle_cache"], s.requests, emb, proj)
+            semantic_stream.fill_oracle(stores["oracle_cache"], s.requests, emb, proj)
         with torch_threads(p["torch_threads"] or 1):  # single queries on 1 thread, as the in-process case
             emb.encode_one(s.requests[0][0])  # the embedding's first call is no measurement
             rows, errors = asyncio.run(_serve_stream(ctx, ep, p, s, stores, emb, proj))
@@ -128,7 +130,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
         rc.close()
     if down:
         return CaseOutcome("failed", f"the engine stopped answering during the stream: {down}")
-    out = ttft_case.outcome_of(ctx, p, s, rows, "the engine over HTTP")
+    out = semantic_stream.outcome_of(ctx, p, s, rows, "the engine over HTTP")
     out.metrics["engine.errors"] = Metric(len(errors), "requests", "lower", "engine requests that did not complete "
                                           "(left out of the TTFT percentiles)")
     out.details.update({"engine": ep.model, "errors": errors[:20], "engine_prefix_caching": str(ep.prefix_caching)})

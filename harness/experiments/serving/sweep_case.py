@@ -36,9 +36,9 @@ import math
 
 from harness.base import stats
 from harness.base.errors import BadInput
-from harness.experiments.kv_trace import trace as kvtrace
-from harness.experiments.semantic_cache import ttft_case
 from harness.experiments.serving.series import POINTS, SEMANTIC_VS_HASH
+from harness.experiments.shared import kv_block_trace as kvtrace
+from harness.experiments.shared import semantic_stream
 from harness.infra import serving_engine
 from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, input_path
 
@@ -103,7 +103,7 @@ def check(where: str, p: dict) -> None:
     if not (p["slo_ttft_p95_ms"] or p["slo_tpot_p95_ms"]):
         raise BadInput(f"{where}: give the SLO at least one bound: slo_ttft_p95_ms or slo_tpot_p95_ms")
     if any(a in semantic_arms.ARMS for a in p["arms"]):
-        ttft_case.check(where, p)
+        semantic_stream.check(where, p)
 
 
 def slo_of(p: dict) -> sweep.Slo:

@@ -10,7 +10,6 @@ import pytest
 
 from harness.base.errors import HarnessError
 from harness.experiments.engine_hotload.backend_ort import OrtEngine
-from harness.experiments.engine_hotload.export import perturbed_onnx, tiny_onnx
 from harness.experiments.engine_hotload.fingerprint import UNKNOWN, Fingerprints
 from harness.experiments.engine_hotload.lifecycle import Bucket
 from harness.experiments.engine_hotload.signed_load import (
@@ -28,6 +27,7 @@ from harness.experiments.engine_hotload.signing import (
 )
 from harness.experiments.engine_hotload.swap_cases import reported_facts, swap_exercise
 from harness.experiments.engine_hotload.workload import Request
+from harness.experiments.shared.onnx_export import perturbed_onnx, tiny_onnx
 
 OLD, NEW = "v1.onnx", "v2.onnx"
 SWAP = {"kind": "swap", "t_start_s": 1.0, "t_released_s": 2.0, "from_file": OLD, "to_file": NEW}

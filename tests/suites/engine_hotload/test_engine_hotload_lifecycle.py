@@ -105,7 +105,7 @@ def test_location_and_format_are_compared_where_the_backend_has_them():
 
 @pytest.fixture(scope="module")
 def minilm():
-    from harness.experiments.engine_hotload.export import minilm_onnx
+    from harness.experiments.shared.onnx_export import minilm_onnx
 
     return minilm_onnx()
 

@@ -10,7 +10,6 @@ import pytest
 
 from harness.base.errors import BadInput
 from harness.experiments.engine_hotload.backend_ort import OrtEngine
-from harness.experiments.engine_hotload.export import tiny_onnx
 from harness.experiments.engine_hotload.signing import (
     ModelRefused,
     Verifier,
@@ -20,6 +19,7 @@ from harness.experiments.engine_hotload.signing import (
     signature_path,
     write_manifest,
 )
+from harness.experiments.shared.onnx_export import tiny_onnx
 
 
 class CountingOrt(OrtEngine):

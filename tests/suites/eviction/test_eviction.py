@@ -12,8 +12,10 @@ import yaml
 
 from harness.base.errors import BadInput
 from harness.experiments import lruk, lruk_reference
-from harness.experiments.eviction import reference, simulate, traces
 from harness.experiments.eviction.redis_replay import GET_OR_SET, key_names, parse_info, raw_info, replay
+from harness.experiments.shared import eviction_reference as reference
+from harness.experiments.shared import eviction_sim as simulate
+from harness.experiments.shared import eviction_traces as traces
 from tests import REPO
 
 
@@ -625,7 +627,8 @@ def test_every_reference_number_is_computed_in_the_reference_module(monkeypatch)
     """The reference.* metrics of the simulate case are reference.calibrated_rates's numbers, stored
     as they are (the driver computes none of them), and reference.rates counts exactly what
     traces.hit_rates does: the module whose imports each run checks is the one producing them."""
-    from harness.experiments.eviction import drivers, reference
+    from harness.experiments.eviction import drivers
+    from harness.experiments.shared import eviction_reference as reference
 
     ids = traces.zipf_trace(5000, 700, 1.0, seed=4).ids
     nxt = traces.next_access(ids)

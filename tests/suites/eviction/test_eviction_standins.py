@@ -10,8 +10,9 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
-from harness.experiments.eviction import drivers, simulate, standin
+from harness.experiments.eviction import drivers, standin
 from harness.experiments.eviction.redis_replay import bytes_per_key, recency_probe
+from harness.experiments.shared import eviction_sim as simulate
 
 
 def _ordered_dict_lru(ids, capacity: int) -> np.ndarray:
@@ -87,7 +88,7 @@ def test_recency_probe_keeps_the_keys_lru_saw_last(redis_server):
 def _calibrated(ratio: float) -> tuple[dict, dict]:
     from pathlib import Path
 
-    from harness.experiments.eviction import traces
+    from harness.experiments.shared import eviction_traces as traces
     from harness.model.driver_contract import CaseContext, Target
 
     p = {k: v.default for k, v in drivers.SIM_PARAMS.items()}

@@ -1,4 +1,4 @@
-"""The compiled simulator loops (kv_trace/compiled.py, numba) against the pure-Python engine
+"""The compiled simulator loops (shared/kv_compiled.py, numba) against the pure-Python engine
 (the loops of policies.py and libCacheSim's own policies) and the scan-based references,
 request by request, per policy; what happens without numba; the synthetic trace generator."""
 
@@ -9,8 +9,10 @@ import pytest
 
 from harness.base.errors import EnvironmentProblem
 from harness.base.paths import REPO_ROOT
-from harness.experiments.kv_trace import analyses, crosscheck, policies, prefix, reference, synth, tiers
-from harness.experiments.kv_trace import trace as T
+from harness.experiments.kv_trace import analyses, crosscheck, reference, synth, tiers
+from harness.experiments.shared import kv_block_trace as T
+from harness.experiments.shared import kv_policies as policies
+from harness.experiments.shared import kv_prefix as prefix
 
 TRACE = REPO_ROOT / "data/mooncake/conversation_trace.jsonl"
 TTL_S = 120.0

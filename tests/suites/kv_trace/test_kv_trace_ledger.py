@@ -12,8 +12,9 @@ import json
 import numpy as np
 
 from harness.base.paths import REPO_ROOT
-from harness.experiments.kv_trace import analyses, drivers, prefix, recount
-from harness.experiments.kv_trace import trace as T
+from harness.experiments.kv_trace import analyses, drivers, recount
+from harness.experiments.shared import kv_block_trace as T
+from harness.experiments.shared import kv_prefix as prefix
 from harness.verdict.analysis import Outcome
 from tests import TESTS
 from tests.ledger_helpers import verdicts

@@ -14,8 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.base.paths import REPO_ROOT
-from harness.experiments.kv_trace import analyses, drivers, policies, prefix, recount, shape
-from harness.experiments.kv_trace import trace as T
+from harness.experiments.kv_trace import analyses, drivers, recount, shape
+from harness.experiments.shared import kv_block_trace as T
+from harness.experiments.shared import kv_policies as policies
+from harness.experiments.shared import kv_prefix as prefix
 
 TRACE = REPO_ROOT / "data/mooncake/conversation_trace.jsonl"
 

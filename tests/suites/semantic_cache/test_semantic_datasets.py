@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.base.errors import BadInput
-from harness.experiments.semantic_cache import datasets
+from harness.experiments.shared import semantic_datasets as datasets
 from tests import REPO, TESTS
 
 FIX = TESTS / "fixtures" / "semantic"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.experiments.semantic_cache import datasets
+from harness.experiments.shared import semantic_datasets as datasets
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +57,8 @@ def test_the_instrument_wait_is_added_inside_the_embedding(onnx):
 def test_the_lookup_graph_has_every_layer_fused_and_an_unfused_graph_is_refused(onnx):
     """The lookup's file is the fused export (one Attention, two SkipLayerNormalization and one
     BiasGelu per layer); the engine suite's unfused export does not pass the same check."""
-    from harness.experiments.engine_hotload.export import minilm_onnx
     from harness.experiments.semantic_cache.onnx_fused import check_fused, fused_counts, minilm_onnx_fused
+    from harness.experiments.shared.onnx_export import minilm_onnx
 
     fused = minilm_onnx_fused()
     assert fused.name.startswith("minilm-fused-") and fused.parent == minilm_onnx().parent
@@ -122,8 +122,8 @@ def test_int8_vectors_differ_from_fp32_yet_make_the_same_decisions(onnx, int8):
     """The int8 arm is not the FP32 graph under another name (its vectors differ) and not
     another model (nearest-neighbour decisions at the cache's threshold agree on a seeded
     sample of the data, checked against FP32's query by query)."""
-    from harness.experiments.semantic_cache import common
     from harness.experiments.semantic_cache.gptcache_accuracy import agreement, answers_of, nn_accuracy
+    from harness.experiments.shared import semantic_common as common
 
     _, wl = common.load({"dataset": datasets.DEFAULT_DATASET, "dataset_format": "auto", "dataset_rows": 80,
                          "split_seed": 0, "insert_fraction": 0.5})

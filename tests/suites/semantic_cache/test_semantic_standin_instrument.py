@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.experiments.semantic_cache import keys, keys_case
+from harness.experiments.semantic_cache import keys_case
+from harness.experiments.shared import semantic_keys as keys
 
 TEXTS = ["How do I reset my password on the website?", "What is the capital city of France today?",
          "Can you recommend a good book about machine learning?", "Where can I find the nearest train station?"]

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from harness.experiments.semantic_cache import keys
-from harness.experiments.semantic_cache.store import Entry, Store
+from harness.experiments.shared import semantic_keys as keys
+from harness.experiments.shared.semantic_store import Entry, Store
 from harness.model import driver_contract
 from harness.model.driver_contract import CaseContext
 from tests import TESTS
@@ -44,7 +44,7 @@ def test_banded_lookup_through_redis_matches_exhaustive_search(cluster_client):
 
 @pytest.fixture(scope="module")
 def embedder():
-    from harness.experiments.semantic_cache.embed import Embedder
+    from harness.experiments.shared.semantic_embed import Embedder
 
     return Embedder.load()
 

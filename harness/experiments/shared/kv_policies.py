@@ -33,10 +33,9 @@ from functools import cached_property
 import numpy as np
 
 from harness.base.errors import BadInput, EnvironmentProblem
-from harness.experiments.eviction import simulate
 from harness.experiments.lruk import expire_idle, lruk_hits
-
-from .trace import KVTrace
+from harness.experiments.shared import eviction_sim as simulate
+from harness.experiments.shared.kv_block_trace import KVTrace
 
 LIB_POLICIES = {
     "lru": ("LRU", {}),
@@ -166,7 +165,7 @@ def _compiled():
     takes about 0.2 s to import, which every harness command would pay otherwise)."""
     if "module" not in _LOADED:
         try:
-            import harness.experiments.kv_trace.compiled as compiled  # lazy: numba, 0.2 s, maybe missing
+            import harness.experiments.shared.kv_compiled as compiled  # lazy: numba, 0.2 s, maybe missing
         except ImportError as e:  # numba missing or broken: the python engine, same hits
             compiled, _LOADED["why"] = None, f"{type(e).__name__}: {e}"
         _LOADED["module"] = compiled

@@ -20,8 +20,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from harness.experiments.semantic_cache import keys
-from harness.experiments.semantic_cache.store import Entry
+from harness.experiments.shared import semantic_keys as keys
+from harness.experiments.shared.semantic_store import Entry
 
 
 @dataclass

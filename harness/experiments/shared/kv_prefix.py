@@ -17,7 +17,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .trace import KVTrace
+from harness.experiments.shared.kv_block_trace import KVTrace
+
+
+def infinite_hits(trace: KVTrace) -> np.ndarray:
+    """Per block: seen before (the hit of a cache that never evicts)."""
+    hits = np.ones(trace.n_blocks, dtype=bool)
+    if trace.n_blocks:
+        _, first = np.unique(trace.blocks, return_index=True)
+        hits[first] = False
+    return hits
+
+
+def n_distinct(trace: KVTrace) -> int:
+    return int(len(np.unique(trace.blocks)))
 
 
 def leading_runs(block_hits: np.ndarray, offsets: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ import json
 import random
 
 from harness.base.errors import BadInput
-from harness.experiments.semantic_cache import datasets
+from harness.experiments.shared import semantic_datasets as datasets
 from harness.model.driver_contract import INPUT_FILE, Param
 
 KEY_PATTERNS = ("hash_*", "hashn_*", "sem_*", "semb*", "semnn_*", "tpl_*", "tplsem_*", "ctl_*", "ctlb*", "chs_*", "chsb*",

@@ -2,7 +2,7 @@
 suite replays a slice of a trace against a real engine and compares its measured
 prefix-cache hit rate with this).
 
-    from harness.experiments.kv_trace.predict import predicted_hit_rate
+    from harness.experiments.shared.kv_hit_prediction import predicted_hit_rate
     predicted_hit_rate(records, block_size=16, capacity_tokens=engine_kv_tokens, policy="leaf-lru")
 
 `requests_slice` is a KVTrace, a path to a Mooncake-format JSONL file, or a list of
@@ -27,10 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from harness.base.errors import BadInput
-
-from . import analyses, prefix
-from .policies import Stream, block_hits, check_policy
-from .trace import KVTrace, load_trace, records_trace
+from harness.experiments.shared import kv_prefix as prefix
+from harness.experiments.shared.kv_block_trace import KVTrace, load_trace, records_trace
+from harness.experiments.shared.kv_policies import Stream, block_hits, check_policy
 
 
 def as_trace(requests_slice, block_size: int) -> KVTrace:
@@ -52,8 +51,8 @@ def predicted_rates(requests_slice, block_size: int, capacity_tokens: int, polic
     check_policy("predicted_hit_rate", policy, max(blocks, 10), ttl_s)
     if blocks < 1:
         return prefix.rates(t, np.zeros(t.n_blocks, dtype=bool))
-    if blocks >= analyses.n_distinct(t) and ttl_s is None:
-        return prefix.rates(t, analyses.infinite_hits(t))
+    if blocks >= prefix.n_distinct(t) and ttl_s is None:
+        return prefix.rates(t, prefix.infinite_hits(t))
 
     check_policy("predicted_hit_rate", policy, blocks, ttl_s)
     return prefix.rates(t, block_hits(Stream(t), policy, blocks, ttl_s=ttl_s))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.experiments.semantic_cache import keys
+from harness.experiments.shared import semantic_keys as keys
 
 TTL_S = 300
 
