@@ -150,6 +150,17 @@ MUTATIONS: list[Mutation] = [
                      "under load it fell inside it (reproduced). A wrong-answer canary arm would catch it",
         xfail_strict=False),
     Mutation(
+        name="semantic-cache/c3-no-hit-and-a-fast-clock", claim="C3", kind="broken",
+        what="the semantic key is an exact text hash (paraphrases never hit) and the semantic mode's misses "
+             "report half the time to their first token: a P95 drop with no hit at all, the cache off control "
+             "still held and the change far beyond resampling; only the hits control can refuse it",
+        edits=(Edit(TTFT, '        exact = signature == "exact" and mode == "semantic_cache"\n',
+                    '        exact = mode == "semantic_cache"  # mutation: the key an exact hash\n'),
+               Edit(TTFT, '    return g.ttft_s, "miss"\n',
+                    '    return g.ttft_s * (0.5 if mode == "semantic_cache" else 1.0), "miss"  # mutation\n')),
+        run="semantic-cache/ttft",
+        checks=("semantic-cache/ttft ttft.p95_change_semantic_vs_hash_pct",)),
+    Mutation(
         name="semantic-cache/c3-oracle-holds-other-answers", claim="C3", kind="blinded",
         what="the oracle cache (the instrument) stores every request under another origin's label, so none of its "
              "lookups is a hit",

@@ -440,10 +440,15 @@ def test_pool_check_needs_the_flush(cluster, tmp_path):
     # of peaks (72-84% each here, in 3 pairs) can pass the 0.9x control by chance, so
     # this is judged as a run would judge it, on the median of its repetitions (3).
     runs = [_pool_run(cluster, tmp_path, chk, p, flush=False) for _ in range(3)]
-    assert all(m["p10.warmup.occupancy_first_s_pct"] >= 90 for m, _, _ in runs)  # the instrument still sees a full pool
     v = _verdict(chk, [o for _, _, o in runs], tmp_path)
-    # below the direction bound: not reproduced; above it but no fuller than its control: not the flush's
-    assert v.outcome.name in ("NOT_REPRODUCED", "NOT_ATTRIBUTABLE"), v.reason
+    # below the direction bound: not reproduced; above it but no fuller than its control: not
+    # the flush's. Never a success. The instrument (the empty cluster's first second) mostly
+    # reads a full pool; where a busy host's client could not fill it in the judged runs (a
+    # fresh clone's run beside the engine tests once read under 90% in one of three), the
+    # verdict says the measurement was blind: inconclusive
+    blind = [round(m["p10.warmup.occupancy_first_s_pct"]) for m, _, _ in runs if m["p10.warmup.occupancy_first_s_pct"] < 90]
+    assert v.outcome.name in ("NOT_REPRODUCED", "NOT_ATTRIBUTABLE") or (v.outcome.name == "INCONCLUSIVE" and blind), \
+        (v.reason, blind)
 
 
 @pytest.mark.slow
