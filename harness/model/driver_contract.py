@@ -1,7 +1,7 @@
 """The contract between the runner and everything that measures, and the driver toolkit.
 
 A *driver* is one function that runs one case once (one repetition) and returns a
-CaseOutcome: metrics (numbers) and series (raw sequences). CaseOutcome is the record the
+Record: metrics (numbers) and series (raw sequences). Record is the record the
 runner stores (harness.model.result.Record), before the runner says where and when.
 Drivers measure; they never build report tables or charts (each suite's view,
 harness/experiments/<suite>/view.py, does). Every
@@ -33,7 +33,7 @@ from harness.base.paths import REPO_ROOT
 from harness.infra.target import Node, Target
 from harness.model.result import Record
 
-__all__ = ["REQUIRED", "Param", "Metric", "Series", "CaseOutcome", "CaseContext", "Driver", "Node", "Target",
+__all__ = ["REQUIRED", "Param", "Metric", "Series", "Record", "CaseContext", "Driver", "Node", "Target",
            "register", "get", "load_all", "INPUT_FILE"]
 
 REQUIRED = object()
@@ -160,9 +160,6 @@ def input_path(value: str) -> Path:
     return p if p.is_absolute() else REPO_ROOT / p
 
 
-CaseOutcome = Record  # what a driver returns: the record the runner stores (harness.model.result)
-
-
 @dataclass
 class CaseContext:
     """Everything a driver gets for one repetition of one case."""
@@ -188,7 +185,7 @@ class CaseContext:
 @dataclass
 class Driver:
     name: str
-    run: Callable[[CaseContext], CaseOutcome]
+    run: Callable[[CaseContext], Record]
     params: dict[str, Param]
     needs: str = "none"  # target kind the driver needs
     description: str = ""
@@ -227,7 +224,7 @@ REGISTRY: dict[str, Driver] = {}
 def register(name: str, *, params: dict[str, Param], needs: str = "none", description: str = "",
              check: Callable[[str, dict], None] | None = None, isolate: bool = False,
              engines: tuple[str, ...] = ()):
-    """Decorator: register `fn(ctx) -> CaseOutcome` as the driver called `name`."""
+    """Decorator: register `fn(ctx) -> Record` as the driver called `name`."""
     if needs not in TARGET_KINDS:
         raise ValueError(f"needs must be one of {TARGET_KINDS}")
 

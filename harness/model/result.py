@@ -1,6 +1,6 @@
 """One result, from the driver that measured it to the results file: `Record`.
 
-A driver returns a Record (spelled `CaseOutcome` in drivers, the same class) with what it
+A driver returns a Record (harness.model.driver_contract names it for drivers) with what it
 measured: status, reason, metrics (numbers with units), series (raw sequences for the
 suite's view), details (free JSON worth keeping, such as the command that ran; never tables
 or charts) and facts: the conditions the case measured (clients really used, which memory

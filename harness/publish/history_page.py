@@ -14,7 +14,7 @@ from harness.base.files import write_atomic
 from harness.base.paths import TEMPLATES_DIR
 from harness.publish.render import CSP, _env
 from harness.publish.svg import chart
-from harness.verdict import display as F
+from harness.verdict import display
 from harness.verdict.metric_history import (
     HISTORY_HTML,
     HISTORY_JSON,
@@ -32,7 +32,7 @@ def metric_chart(h: dict) -> Markup:
     series = [{"name": "median (min-max)", "points": [[p["run"], p["median"], p["min"], p["max"]] for p in h["points"]]}]
     if h["thresholds"]:
         t = h["thresholds"]
-        series.append({"name": f"{THRESHOLD_NAME} {t[-1]['op']} {F.fmt(t[-1]['value'])}",
+        series.append({"name": f"{THRESHOLD_NAME} {t[-1]['op']} {display.fmt(t[-1]['value'])}",
                        "points": [[x["run"], x["value"]] for x in t]})
     if h["steps"]:
         series.append({"name": "fitted level", "points": level_points(h)})
@@ -42,7 +42,7 @@ def metric_chart(h: dict) -> Markup:
 
 def _step_text(h: dict, s: dict) -> str:
     change = "" if s["change"] is None else f" ({s['change']:+.1%})"
-    return (f"run {s['run']} ({s['date']}, {s['revision'][:10]}): {F.fmt(s['before'])} -> {F.fmt(s['after'])} "
+    return (f"run {s['run']} ({s['date']}, {s['revision'][:10]}): {display.fmt(s['before'])} -> {display.fmt(s['after'])} "
             f"{h['unit']}{change}, p = {s['p']:.3f}").replace("  ", " ")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from harness.base.safe_text import TEXT, for_markdown
 from harness.model.stored_run import RunData
 from harness.publish.render import gpu_line, one_line, time_text
-from harness.verdict import display as F
+from harness.verdict import display
 from harness.verdict.analysis import Analysis
 from harness.verdict.verdicts_json import deciding_check
 
@@ -44,13 +44,13 @@ def _claims(a: Analysis) -> list[str]:
     for cv in a.claims:
         k = deciding_check(cv)
         rows.append([cv.id, one_line(cv.claim.text, 90, sentence=True), cv.outcome.value,
-                     f"{k.check.suite}/{k.check.case}: {F.check_text(k.check).split(' (')[0]}" if k else "-",
-                     F.describe(k.summary) if k else "-", one_line((k.reason if k else "") or cv.note, 160)])
+                     f"{k.check.suite}/{k.check.case}: {display.check_text(k.check).split(' (')[0]}" if k else "-",
+                     display.describe(k.summary) if k else "-", one_line((k.reason if k else "") or cv.note, 160)])
     return _table(["claim", "the source says", "verdict", "deciding check", "measured", "why"], rows)
 
 
 def _thresholds(a: Analysis) -> list[str]:
-    rows = [[t.suite, t.case, t.threshold.metric, F.threshold_text(t.threshold), F.describe(t.summary),
+    rows = [[t.suite, t.case, t.threshold.metric, display.threshold_text(t.threshold), display.describe(t.summary),
              t.verdict.value] for t in a.thresholds]
     return _table(["suite", "case", "metric", "threshold", "median (min-max)", "verdict"], rows)
 

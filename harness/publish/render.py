@@ -27,7 +27,7 @@ from harness.model.manifest import Manifest
 from harness.model.stored_run import RunData
 from harness.publish import monitoring_view
 from harness.publish.svg import chart
-from harness.verdict import display as F
+from harness.verdict import display
 from harness.verdict.analysis import Analysis, Verdict
 from harness.verdict.metric_history import anchor
 from harness.verdict.verdicts_json import deciding_check
@@ -85,8 +85,8 @@ def _inside_run(f) -> bool:
 
 def _cell(v) -> str:
     if isinstance(v, tuple) and len(v) == 3:
-        return f"{F.fmt(v[0])} ({F.fmt(v[1])}-{F.fmt(v[2])})"
-    return F.fmt(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else ("-" if v is None else str(v))
+        return f"{display.fmt(v[0])} ({display.fmt(v[1])}-{display.fmt(v[2])})"
+    return display.fmt(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else ("-" if v is None else str(v))
 
 
 def _table(t: views.Table) -> dict:
@@ -121,9 +121,9 @@ def _server_summary(run: RunData, suite: str, case: str) -> list[dict]:
             rows.append({"node": addr, "role": "-", "commands": s["error"], "hits": "", "misses": "", "evicted": "",
                          "memory": ""})
             continue
-        rows.append({"node": addr, "role": s.get("role") or "-", "commands": F.fmt(s.get("total_commands_processed", 0)),
-                     "hits": F.fmt(s.get("keyspace_hits", 0)), "misses": F.fmt(s.get("keyspace_misses", 0)),
-                     "evicted": F.fmt(s.get("evicted_keys", 0)),
+        rows.append({"node": addr, "role": s.get("role") or "-", "commands": display.fmt(s.get("total_commands_processed", 0)),
+                     "hits": display.fmt(s.get("keyspace_hits", 0)), "misses": display.fmt(s.get("keyspace_misses", 0)),
+                     "evicted": display.fmt(s.get("evicted_keys", 0)),
                      "memory": f"{(s.get('used_memory') or 0) / 2**20:.1f} MiB"})
     return rows
 
@@ -165,10 +165,10 @@ def history_link(history: str | None, suite: str, case: str, metric: str) -> str
 
 
 def _thresholds(a: Analysis, suite: str, history: str | None = None) -> list[dict]:
-    return [{"history": history_link(history, suite, t.case, t.metric), "case": t.case, "metric": t.metric, "claimed": F.claimed_text(t) or "-",
-             "threshold": F.threshold_text(t.threshold), "measured": F.describe(t.summary),
-             "verdict": t.verdict.value, "css": F.css_class(t.verdict),
-             "detail": t.detail or F.noisy_text(t.summary), "reason": t.threshold.reason,
+    return [{"history": history_link(history, suite, t.case, t.metric), "case": t.case, "metric": t.metric, "claimed": display.claimed_text(t) or "-",
+             "threshold": display.threshold_text(t.threshold), "measured": display.describe(t.summary),
+             "verdict": t.verdict.value, "css": display.css_class(t.verdict),
+             "detail": t.detail or display.noisy_text(t.summary), "reason": t.threshold.reason,
              "anchor": f"claim-{t.claim_id}" if t.claim_id else ""}
             for t in a.thresholds if t.suite == suite]
 
@@ -184,19 +184,19 @@ def _control_cells(k) -> tuple[list[str], list[str]]:
             outcome.append(f"{label}: -")
     if k.reference is not None:
         ref = k.reference.reference
-        control.append(f"reference: {ref.text} ({chk.metric} within {F.fmt(ref.tolerance)} of {ref.metric})")
+        control.append(f"reference: {ref.text} ({chk.metric} within {display.fmt(ref.tolerance)} of {ref.metric})")
         outcome.append("reference: not measured" if k.reference.agrees is None else
-                       f"reference: {F.fmt(k.reference.summary.median)}: "
+                       f"reference: {display.fmt(k.reference.summary.median)}: "
                        + ("agrees" if k.reference.agrees else "DISAGREES"))
     if not k.controls and not control:
         return ["none"], ["-"]
     for r in k.controls:
         ctl = r.control
-        control.append(f"{ctl.label}: {ctl.text} ({F.control_text(ctl)})")
+        control.append(f"{ctl.label}: {ctl.text} ({display.control_text(ctl)})")
         if r.held is None:
             outcome.append(f"{ctl.label}: not measured")
         else:
-            outcome.append(f"{ctl.label}: {F.fmt(r.summary.median)} {r.summary.unit} vs {F.fmt(r.reference)}: "
+            outcome.append(f"{ctl.label}: {display.fmt(r.summary.median)} {r.summary.unit} vs {display.fmt(r.reference)}: "
                            + ("held" if r.held else "did NOT hold"))
     return control, outcome
 
@@ -207,14 +207,14 @@ def _claims(a: Analysis, history: str | None = None) -> list[dict]:
         checks = []
         for k in cv.checks:
             control, control_outcome = _control_cells(k)
-            checks.append({"check": F.check_text(k.check), "measured": F.describe(k.summary),
+            checks.append({"check": display.check_text(k.check), "measured": display.describe(k.summary),
                            "controls": list(zip(control, control_outcome)),
-                           "held": k.control_held, "verdict": k.outcome.value, "css": F.css_class(k.outcome),
+                           "held": k.control_held, "verdict": k.outcome.value, "css": display.css_class(k.outcome),
                            "reason": k.reason, "band_reason": k.check.band_reason, "observed": k.check.observed,
                            "where": f"{k.check.suite} / {k.check.case}",
                            "history": history_link(history, k.check.suite, k.check.case, k.check.metric)})
         out.append({"id": cv.id, "section": cv.claim.section, "text": cv.claim.text, "verdict": cv.outcome.value,
-                    "css": F.css_class(cv.outcome), "note": cv.note, "differs": cv.claim.differs, "checks": checks})
+                    "css": display.css_class(cv.outcome), "note": cv.note, "differs": cv.claim.differs, "checks": checks})
     return out
 
 
@@ -237,14 +237,14 @@ def _board(a: Analysis, changed: list[dict] | None = None) -> list[dict]:
     rows = []
     for cv in a.claims:
         k = deciding_check(cv)
-        measured = F.describe(k.summary) if k is not None else "-"
+        measured = display.describe(k.summary) if k is not None else "-"
         if k is not None and k.summary is not None and len(k.summary.values) > 1 and k.summary.spread != float("inf"):
             measured += f", spread {k.summary.spread:.0%}"
         more = len(cv.checks) - 1
         c = was.get(cv.id)
         rows.append({"id": cv.id, "text": one_line(cv.claim.text, 110, sentence=True), "verdict": cv.outcome.value,
-                     "css": F.css_class(cv.outcome), "section": cv.claim.section,
-                     "claimed": one_line(F.check_text(k.check).split(" (")[0], 60) if k is not None else "not measurable",
+                     "css": display.css_class(cv.outcome), "section": cv.claim.section,
+                     "claimed": one_line(display.check_text(k.check).split(" (")[0], 60) if k is not None else "not measurable",
                      "measured": measured, "more": f"+{more} more check{'s' * (more > 1)}" if more > 0 else "",
                      "reason": one_line((k.reason if k is not None else "") or cv.note, 120),
                      "was": (f"{c['kind']}, was {c['before']}" if c and c["kind"] in ("regressed", "recovered")
@@ -262,8 +262,8 @@ def _changed(changed: list[dict] | None, comparison: list[dict] | None) -> dict 
     kinds = {}
     for c in changed or []:
         kinds.setdefault(c["kind"], []).append(c["id"])
-    return {"verdicts": [{**c, "reason": one_line(c.get("reason", ""), 130), "css_before": F.css_class(c["before"]),
-                          "css_after": F.css_class(c["after"])} for c in changed or []],
+    return {"verdicts": [{**c, "reason": one_line(c.get("reason", ""), 130), "css_before": display.css_class(c["before"]),
+                          "css_after": display.css_class(c["after"])} for c in changed or []],
             "kinds": [(k, ", ".join(ids)) for k, ids in kinds.items()], "regressions": regressions}
 
 
@@ -340,7 +340,7 @@ def _case_context(run: RunData, a: Analysis, name: str, c, own: list) -> dict:
         "params": ", ".join(f"{k}={v}" for k, v in c.params.items()),
         "statuses": ", ".join(f"{n} {k}" for k, n in (cs.statuses.items() if cs else [])) or "not run",
         "reasons": cs.reasons if cs else [],
-        "metrics": [{"name": m.metric, "median": F.fmt(m.median), "min": F.fmt(m.min), "max": F.fmt(m.max),
+        "metrics": [{"name": m.metric, "median": display.fmt(m.median), "min": display.fmt(m.min), "max": display.fmt(m.max),
                      "unit": m.unit, "n": len(m.values),
                      "spread": f"{m.spread * 100:.1f}%" if m.spread != float("inf") else "inf",
                      "noisy": m.noisy, "note": m.note}
@@ -417,7 +417,7 @@ def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(str(TEMPLATES_DIR)),
                       autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True,
                       finalize=_finalize)
-    env.filters["fmt"] = F.fmt
+    env.filters["fmt"] = display.fmt
     return env
 
 

@@ -37,7 +37,7 @@ from harness.infra.serving_engine.external import external_engines
 from harness.infra.serving_engine.for_run import early_start, engine_configs, engines_for_run, plan_engines
 from harness.infra.target import Target
 from harness.model import child, driver_contract, spec
-from harness.model.driver_contract import CaseContext, CaseOutcome
+from harness.model.driver_contract import CaseContext
 from harness.model.manifest import Manifest
 from harness.model.stored_run import Record, write_manifest, write_results
 from harness.publish.outputs import publish
@@ -358,31 +358,31 @@ def run_case(p: Plan, case: spec.Case, rep: int, profile: str, tgt: Target, run_
                           duration_s=duration, raw_files=raw_files, bad_input=bad, details=details)
 
 
-def _outcome(drv: driver_contract.Driver, ctx: CaseContext, run_dir: Path) -> tuple[CaseOutcome, bool]:
+def _outcome(drv: driver_contract.Driver, ctx: CaseContext, run_dir: Path) -> tuple[Record, bool]:
     """The driver's outcome (here or in its own process) and whether it failed on the
     user's input; an error becomes a failed outcome, a bug's traceback goes to raw/."""
     try:
         outcome = _run_isolated(drv, ctx) if drv.isolate else drv.run(ctx)
-        if not isinstance(outcome, CaseOutcome):
-            raise TypeError(f"driver {drv.name} returned {type(outcome).__name__}, not CaseOutcome")
+        if not isinstance(outcome, Record):
+            raise TypeError(f"driver {drv.name} returned {type(outcome).__name__}, not Record")
         return outcome, False
     except BadInput as e:
-        return CaseOutcome("failed", str(e)), True
+        return Record("failed", str(e)), True
     except HarnessError as e:
-        return CaseOutcome("failed", str(e)), False
+        return Record("failed", str(e)), False
     except KeyboardInterrupt:
         raise
     except child.ChildCrashed as e:  # a bug in the case's own process: its traceback kept
         (ctx.raw_dir / "traceback.txt").write_text(e.traceback)
-        return CaseOutcome("failed", f"{e} (traceback in raw/)"), False
+        return Record("failed", f"{e} (traceback in raw/)"), False
     except Exception as e:  # a bug or a tool crash: keep the traceback with the record
         if isinstance(e, OSError) and e.errno in NO_SPACE:  # the disk is full: the run ends (exit 3)
             raise NoSpace(no_space_line(run_dir)) from None
         (ctx.raw_dir / "traceback.txt").write_text(traceback.format_exc())
-        return CaseOutcome("failed", f"{type(e).__name__}: {e} (traceback in raw/)"), False
+        return Record("failed", f"{type(e).__name__}: {e} (traceback in raw/)"), False
 
 
-def _run_isolated(drv: driver_contract.Driver, ctx: CaseContext) -> CaseOutcome:
+def _run_isolated(drv: driver_contract.Driver, ctx: CaseContext) -> Record:
     """One repetition in a fresh `python -m harness.run.worker` process; its log lines are
     passed on as they come, its outcome read back (harness.model.child) as the record it sent."""
     out = child.run(worker.MODULE, worker.job_for(drv, ctx), what="the case's own process",

@@ -24,7 +24,7 @@ import yaml
 
 from harness.infra.process import UNPARSED_URL, note_url_secrets, redact, redact_url_credentials, url_for_display
 from harness.model import driver_contract
-from harness.model.driver_contract import CaseOutcome, Metric, Param
+from harness.model.driver_contract import Metric, Param, Record
 from tests import REPO
 from tests.conftest import TEST_CLUSTER_PORT
 from tests.stored_runs import write_series
@@ -39,13 +39,13 @@ def _wait(ctx):
     """A case that takes `seconds` and writes a raw file."""
     time.sleep(ctx.params["seconds"])
     ctx.raw_path("waited.txt").write_text(f"{ctx.params['seconds']}\n")
-    return CaseOutcome(metrics={"waited_s": Metric(ctx.params["seconds"], "s")})
+    return Record(metrics={"waited_s": Metric(ctx.params["seconds"], "s")})
 
 
 @driver_contract.register("test-hostile-cluster-ping", needs="cluster", params={})
 def _cluster_ping(ctx):
     ctx.target.client(ctx.target.entry, socket_timeout=3).ping()
-    return CaseOutcome(metrics={"pinged": Metric(1.0, "nodes")})
+    return Record(metrics={"pinged": Metric(1.0, "nodes")})
 
 
 def _spec(tmp: Path, driver: str = "test-hostile-wait", target: str = "none", **params) -> Path:

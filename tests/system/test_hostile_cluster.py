@@ -19,7 +19,7 @@ import yaml
 from harness.infra.cluster import LocalCluster, PortLock
 from harness.infra.redis_server import pid_alive
 from harness.model import driver_contract
-from harness.model.driver_contract import CaseOutcome, Metric
+from harness.model.driver_contract import Metric, Record
 from tests import REPO
 from tests.conftest import TEST_CLUSTER_PORT, _need_redis
 from tests.system.test_hostile import assert_one_line, cli
@@ -32,7 +32,7 @@ def _ping(ctx):
     """PING every primary of the target (the case a refused run never gets to)."""
     for n in ctx.target.primaries:
         ctx.target.client(n, socket_timeout=3).ping()
-    return CaseOutcome(metrics={"primaries": Metric(float(len(ctx.target.primaries)), "nodes")})
+    return Record(metrics={"primaries": Metric(float(len(ctx.target.primaries)), "nodes")})
 
 
 SPEC = {"name": "hostile-cluster", "description": "one PING per primary", "claim": {"section": "0", "text": "t"},

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from harness.model import driver_contract
-from harness.model.driver_contract import CaseOutcome, Metric
+from harness.model.driver_contract import Metric, Record
 from harness.verdict import verdicts_json
 from tests import REPO
 from tests.stored_runs import write_run
@@ -199,7 +199,7 @@ def test_report_history_links_a_relative_path_or_https(tmp_path, location):
 # ---- point 6: the machine's load ---------------------------------------------------------
 @driver_contract.register("test-hostile-load", params={})
 def _quick(ctx):
-    return CaseOutcome(metrics={"p99_ms": Metric(5.0, "ms", "lower")})
+    return Record(metrics={"p99_ms": Metric(5.0, "ms", "lower")})
 
 
 def test_a_run_records_the_machine_load_of_each_case_and_the_report_shows_it(tmp_path):

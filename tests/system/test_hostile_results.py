@@ -27,7 +27,7 @@ import yaml
 from harness.base.files import RESERVE_NAME, NoSpace, read_bounded, reserve_space, write_atomic
 from harness.base.format_versions import RESULTS_SCHEMA
 from harness.model import driver_contract
-from harness.model.driver_contract import CaseOutcome, Metric, Param
+from harness.model.driver_contract import Metric, Param
 from harness.model.stored_run import MAX_MANIFEST_BYTES, MAX_RESULTS_BYTES, Record, write_manifest, write_results
 from tests import REPO
 from tests.stored_runs import write_run, write_series
@@ -51,7 +51,7 @@ def _fill(ctx):
                     raise
     else:
         path.write_bytes(b"x" * 1024 * ctx.params["kb"])
-    return CaseOutcome(metrics={"raw_kb": Metric(path.stat().st_size / 1024, "KB")})
+    return Record(metrics={"raw_kb": Metric(path.stat().st_size / 1024, "KB")})
 
 
 SPEC = {"name": "hostile-disk", "description": "raw output on a small disk", "claim": {"section": "0", "text": "t"},

@@ -38,7 +38,7 @@ from harness.base import signals
 from harness.base.errors import BadInput
 from harness.base.paths import STATE_DIR
 from harness.model import driver_contract
-from harness.model.driver_contract import CaseOutcome, Metric, Param
+from harness.model.driver_contract import Metric, Param, Record
 from tests import REPO
 from tests.conftest import TEST_CLUSTER_PORT
 
@@ -53,7 +53,7 @@ TTY_ENTRY = "import fcntl, termios; fcntl.ioctl(2, termios.TIOCSCTTY, 0); " + EN
 def _wait(ctx):
     """Waits `seconds`."""
     time.sleep(ctx.params["seconds"])
-    return CaseOutcome(metrics={"waited_s": Metric(ctx.params["seconds"], "s")})
+    return Record(metrics={"waited_s": Metric(ctx.params["seconds"], "s")})
 
 
 @driver_contract.register("test-signals-own-process", isolate=True,
@@ -62,7 +62,7 @@ def _wait_in_own_process(ctx):
     """Waits `seconds` in its own process (harness.run.worker), whose pid it writes first."""
     ctx.raw_path("pid.txt").write_text(str(os.getpid()))
     time.sleep(ctx.params["seconds"])
-    return CaseOutcome(metrics={"waited_s": Metric(ctx.params["seconds"], "s")})
+    return Record(metrics={"waited_s": Metric(ctx.params["seconds"], "s")})
 
 
 @driver_contract.register("test-signals-traffic", needs="cluster",
@@ -77,7 +77,7 @@ def _traffic(ctx):
             n += 1
     finally:
         c.close()
-    return CaseOutcome(metrics={"ops_per_s": Metric(n / (time.monotonic() - t0), "ops/s", "higher")})
+    return Record(metrics={"ops_per_s": Metric(n / (time.monotonic() - t0), "ops/s", "higher")})
 
 
 @driver_contract.register("test-signals-refuse", params={})

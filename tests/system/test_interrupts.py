@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from harness.model import driver_contract
-from harness.model.driver_contract import CaseOutcome, Metric, Param
+from harness.model.driver_contract import Metric, Param, Record
 from tests import REPO
 
 BASE_PORT = int(os.environ.get("HARNESS_TEST_INTERRUPT_PORT", "7570"))
@@ -46,7 +46,7 @@ def _traffic(ctx):
             n += 2
     finally:
         c.close()
-    return CaseOutcome(metrics={"ops_per_s": Metric(n / (time.monotonic() - t0), "ops/s", "higher")})
+    return Record(metrics={"ops_per_s": Metric(n / (time.monotonic() - t0), "ops/s", "higher")})
 
 
 SPEC = {"name": "interrupt-me", "description": "real traffic, to be interrupted",

@@ -7,7 +7,7 @@ import pytest
 
 from harness.base.paths import suite_spec
 from harness.model import driver_contract, spec
-from harness.model.driver_contract import CaseOutcome
+from harness.model.driver_contract import Record
 
 
 def test_a_check_without_a_control_is_refused(tmp_path):
@@ -40,7 +40,7 @@ def test_every_suite_has_a_lab_profile_where_a_skip_fails():
 
 def test_drivers_never_build_tables_or_charts():
     with pytest.raises(ValueError, match="drivers measure"):
-        CaseOutcome(details={"tables": []})
+        Record(details={"tables": []})
 
 def test_a_suites_code_is_found_from_its_name():
     for name, s in spec.load_all_suites().items():

@@ -12,7 +12,7 @@ import pytest
 
 from harness.experiments import views
 from harness.model import driver_contract
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.model.driver_contract import CaseContext, Metric, Param, Series, register
 from harness.model.spec import SuiteRun
 from harness.model.stored_run import Record, RunData, load_run, write_results
 from harness.publish.render import render_report
@@ -33,8 +33,7 @@ def test_series_check_themselves():
 
 
 def test_a_drivers_outcome_is_the_record_the_runner_stores():
-    assert CaseOutcome is Record
-    out = CaseOutcome("invalid", "too few hits", {"m": Metric(1.5, "ms", "lower")}, {"command": "x"},
+    out = Record("invalid", "too few hits", {"m": Metric(1.5, "ms", "lower")}, {"command": "x"},
                       {"t": Series({"v": [1, 2]})}, {"clients": 4})  # the drivers' positional spelling
     assert (out.status, out.reason, out.details, out.facts, out.repetition) == (
         "invalid", "too few hits", {"command": "x"}, {"clients": 4}, 0)
@@ -50,11 +49,11 @@ def test_a_drivers_outcome_is_the_record_the_runner_stores():
 
 def test_a_results_check_lives_in_the_record_once():
     with pytest.raises(ValueError, match="needs a reason"):
-        CaseOutcome("failed")
+        Record("failed")
     with pytest.raises(ValueError, match="status must be one of"):
         Record("s", "c")  # the old positional order (suite, case, ...) is refused, never misread
     with pytest.raises(ValueError, match="repetitions count from 1"):
-        CaseOutcome().stored(suite="s", case="c", repetition=0)
+        Record().stored(suite="s", case="c", repetition=0)
     with pytest.raises(ValueError, match="repetitions count from 1"):
         Record.from_json({"suite": "s", "case": "c", "repetition": 0, "status": "ok"})
     with pytest.raises(ValueError, match="is not a string, number or boolean"):
@@ -63,7 +62,7 @@ def test_a_results_check_lives_in_the_record_once():
     legacy = {"suite": "s", "case": "c", "repetition": 1, "status": "ok", "details": {"tables": []}}
     assert Record.from_json(legacy).details == {"tables": []}
     # ... and a driver's outcome whose details gained a table after it was made is refused when stored
-    late = CaseOutcome(details={})
+    late = Record(details={})
     late.details["charts"] = []
     with pytest.raises(ValueError, match="drivers measure"):
         late.stored(suite="s", case="c", repetition=1)
@@ -120,9 +119,9 @@ def test_harness_report_rebuilds_an_old_folder(tmp_path):
 
 
 @register("test-isolated", params={"n": Param(int, 1, "a number", min=1)}, isolate=True)
-def _isolated(ctx: CaseContext) -> CaseOutcome:
+def _isolated(ctx: CaseContext) -> Record:
     ctx.log(f"running in pid {os.getpid()}")
-    return CaseOutcome(metrics={"pid": Metric(os.getpid(), "pid"), "n": Metric(ctx.params["n"], "")},
+    return Record(metrics={"pid": Metric(os.getpid(), "pid"), "n": Metric(ctx.params["n"], "")},
                        series={"s": Series({"i": list(range(ctx.params["n"]))})})
 
 

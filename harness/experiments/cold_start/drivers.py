@@ -26,7 +26,7 @@ from harness.experiments.cold_start.store import load_table
 from harness.experiments.cold_start.traffic import RunLog, StoreConfig, run_once
 from harness.experiments.shared.eviction_traces import real_trace
 from harness.infra.cluster import LocalCluster, parse_cluster_nodes, slot_owners
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.model.driver_contract import CaseContext, Metric, Param, Record, Series, register
 
 COMMON = {
     "warm_min_s": Param(int, 3, "shortest warm-up before the flush (s)", min=1),
@@ -313,7 +313,7 @@ def cold_share_pct(log: RunLog, cold_slots: set) -> float | None:
 @register("cold-start-flush", params=FLUSH_PARAMS, needs="cluster", check=_check,
           description="one primary flushed after a steady warm-up, with paired no-flush and no-retry runs: "
                       "store reads per second, flush minus control")
-def flush_one(ctx: CaseContext) -> CaseOutcome:
+def flush_one(ctx: CaseContext) -> Record:
     p = ctx.params
     tgt = ctx.target
     primaries = sorted(tgt.primaries, key=lambda n: (n.host, n.port))
@@ -338,7 +338,7 @@ def flush_one(ctx: CaseContext) -> CaseOutcome:
             flush, retries = runs[name]
             logs[name] = one_run(tgt, pg.dsn, p, keys, slots, p["rate"], warm, flush, retries)
     if all(not lg.requests for lg in logs.values()):
-        return CaseOutcome("failed", f"every request failed; first error: {_health(logs)[1]}")
+        return Record("failed", f"every request failed; first error: {_health(logs)[1]}")
     cols = {name: seconds_of(logs[name], cold_slots, before, after, p["pool_size"]) for name in runs}
     m, first_error = _health(logs)
     if first_error:
@@ -357,7 +357,7 @@ def flush_one(ctx: CaseContext) -> CaseOutcome:
     details = {"order": order, "seed": seed, "cold_node": cold.address, "cold_slots": len(cold_slots),
                "warm_seconds": warm, "steady": steady, "cold_node_share_pct": share,
                "trace": {"digest": trace.digest(), **trace.meta}}
-    return CaseOutcome("ok", metrics=m, details=details, series=_flush_series(cols, list(range(-before, after)),
+    return Record("ok", metrics=m, details=details, series=_flush_series(cols, list(range(-before, after)),
                                                                               excess, excess_nr), facts=facts)
 
 
@@ -480,7 +480,7 @@ def _measure_size(ctx: CaseContext, p: dict, pg, n: int, seed: int, acc: _Pooled
 @register("cold-start-pool", params=POOL_PARAMS, needs="cluster", check=_check_pool,
           description="several primaries flushed in clusters of several sizes on loopback, with a paired "
                       "no-flush control: store pool occupancy and refused connections")
-def pool_sizes(ctx: CaseContext) -> CaseOutcome:
+def pool_sizes(ctx: CaseContext) -> Record:
     p = ctx.params
     seed = p["seed"] + ctx.repetition - 1
     sizes = _sizes(p, ctx.repetition)
@@ -501,4 +501,4 @@ def pool_sizes(ctx: CaseContext) -> CaseOutcome:
     # was among them (a condition compares numbers as numbers: a list of sizes never equals 20)
     facts = {"cluster_primaries": ", ".join(str(n) for n in acc.primaries),
              "measured_20_primaries": 20 in acc.primaries}
-    return CaseOutcome("ok", metrics=acc.metrics, details=details, series=series, facts=facts)
+    return Record("ok", metrics=acc.metrics, details=details, series=series, facts=facts)

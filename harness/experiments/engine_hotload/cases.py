@@ -12,7 +12,7 @@ from harness.base import stats
 from harness.experiments.engine_hotload.fresh import run_fresh
 from harness.experiments.engine_hotload.series import COLD_STARTS, FIRST_REQUESTS, PREWARM, STEADY
 from harness.experiments.engine_hotload.served import COMMON, MIB, Served, env_details, skip_reason
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
+from harness.model.driver_contract import CaseContext, Metric, Param, Record
 from harness.model.driver_helpers import write_csv
 
 MODE_PREFIX = {"cold": "cold", "profile0": "profile0", "all": "prewarmed"}  # mode -> metric prefix
@@ -24,9 +24,9 @@ def _tokens(ctx: CaseContext, served: Served):
 
 # ---- cold start ----------------------------------------------------------------------------
 
-def cold_start(ctx: CaseContext) -> CaseOutcome:
+def cold_start(ctx: CaseContext) -> Record:
     if (why := skip_reason(ctx)):
-        return CaseOutcome("skipped", why)
+        return Record("skipped", why)
 
     served = Served(ctx)
     tokens = _tokens(ctx, served)
@@ -51,7 +51,7 @@ def cold_start(ctx: CaseContext) -> CaseOutcome:
                                **{c: [r[k + 1] for r in rows] for k, c in enumerate(cols)}},
                               f"each load in a fresh process; first inference on bucket {first['first'][0]['bucket']}. "
                               f"{note}")
-    return CaseOutcome("ok", metrics=m, series={COLD_STARTS.name: series},
+    return Record("ok", metrics=m, series={COLD_STARTS.name: series},
                        details=env_details(served, first["io"], first["profiles"], first["memory"],
                                            first["engine_bytes"]))
 
@@ -98,9 +98,9 @@ _NOTES = {
 }
 
 
-def prewarm(ctx: CaseContext) -> CaseOutcome:
+def prewarm(ctx: CaseContext) -> Record:
     if (why := skip_reason(ctx)):
-        return CaseOutcome("skipped", why)
+        return Record("skipped", why)
 
     served = Served(ctx)
     p = ctx.params
@@ -136,7 +136,7 @@ def prewarm(ctx: CaseContext) -> CaseOutcome:
                                   "p99_ms": [steady[b]["p99"] for b in names]}),
         PREWARM.name: PREWARM.rows([dict(zip(warm_cols, r)) for r in warm_rows]),
     }
-    return CaseOutcome("ok", metrics=metrics, series=series,
+    return Record("ok", metrics=metrics, series=series,
                        details={**env_details(served, first["io"], first["profiles"], first["memory"],
                                               first["engine_bytes"]),
                                 "first_request_order": [f["bucket"] for f in first["first"]]})

@@ -31,7 +31,7 @@ from harness.experiments.engine_hotload.signing import (
     write_manifest,
 )
 from harness.experiments.shared.onnx_export import tiny_onnx
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric
+from harness.model.driver_contract import CaseContext, Metric, Record
 
 
 class _Counter:
@@ -246,9 +246,9 @@ def _runtime_recheck(served, f: dict, work: Path) -> tuple[bool, bool, float]:
     return detects, false_alarm, recheck_ms
 
 
-def signed_load(ctx: CaseContext) -> CaseOutcome:
+def signed_load(ctx: CaseContext) -> Record:
     if ctx.params["backend"] != "ort":
-        return CaseOutcome("skipped", "the signature check is backend-independent (it runs on the file's bytes "
+        return Record("skipped", "the signature check is backend-independent (it runs on the file's bytes "
                                       "before deserialization); it is measured with backend ort")
 
     served = Served(ctx)
@@ -295,4 +295,4 @@ def signed_load(ctx: CaseContext) -> CaseOutcome:
                                                          "the same recheck of an unchanged copy (must be 0)")
     series = {LOAD_ATTEMPTS.name: LOAD_ATTEMPTS.make({c.name: [a[c.name] for a in attempts]
                                                      for c in LOAD_ATTEMPTS.columns})}
-    return CaseOutcome("ok", metrics=m, series=series)
+    return Record("ok", metrics=m, series=series)

@@ -35,7 +35,7 @@ from harness.experiments.engine_hotload.workload import (
     windows,
 )
 from harness.experiments.shared.onnx_export import engine_cache_dir, perturbed_onnx, sha256_file, tiny_onnx
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_contract import CaseContext, Metric, Param, Record, Series
 from harness.model.driver_helpers import write_csv
 
 SWAP_PARAMS = {**COMMON,
@@ -502,9 +502,9 @@ def _swap_series(p: dict, records: list, acts: list[dict], samples: list, engine
     }
 
 
-def hot_swap(ctx: CaseContext) -> CaseOutcome:
+def hot_swap(ctx: CaseContext) -> Record:
     if (why := skip_reason(ctx)):
-        return CaseOutcome("skipped", why)
+        return Record("skipped", why)
 
     p = ctx.params
     served = Served(ctx)
@@ -534,7 +534,7 @@ def hot_swap(ctx: CaseContext) -> CaseOutcome:
         samples = sampler.stop()
         slot.engine.close()
     if errors:
-        return CaseOutcome("failed", "; ".join(errors))
+        return Record("failed", "; ".join(errors))
     write_csv(ctx.raw_path("requests.csv"),
               ["t_s", "latency_ms", "ok", "thread", "bucket", "version", "answered_by", "error"],
               [[f"{r.t:.6f}", f"{r.ms:.4f}", int(r.ok), r.thread, r.bucket, r.version, r.answered_by, r.error]
@@ -549,7 +549,7 @@ def hot_swap(ctx: CaseContext) -> CaseOutcome:
                for r in straddles])
     m = swap_metrics(records, acts, engine_mib, gpu, straddles)
     series = _swap_series(p, records, acts, samples, engine_mib, gpu, sampler.gpu)
-    return CaseOutcome("ok", metrics=m, series=series, facts=reported_facts(reported), details={
+    return Record("ok", metrics=m, series=series, facts=reported_facts(reported), details={
         **env, "gpu_telemetry": sampler.gpu,
         "drain": p["drain"], "engine_reported": reported,
         "failures": [f"{arm_of(r, acts)} at {r.t:.3f} s: {r.error}" for r in records if not r.ok
@@ -673,9 +673,9 @@ def wrong(r: dict) -> bool:
     return r["outcome"] != r["expected"] or (r["expected"] == "refused" and not r["serves_as_before"])
 
 
-def incompatible_swap(ctx: CaseContext) -> CaseOutcome:
+def incompatible_swap(ctx: CaseContext) -> Record:
     if (why := skip_reason(ctx)):
-        return CaseOutcome("skipped", why)
+        return Record("skipped", why)
 
     p = ctx.params
     served = Served(ctx)
@@ -726,5 +726,5 @@ def incompatible_swap(ctx: CaseContext) -> CaseOutcome:
              "fingerprint, not the slot's label): the swap path really put the new engine in service")}
     series = {SWAP_ATTEMPTS.name: SWAP_ATTEMPTS.make({c.name: [r[c.name] for r in results]
                                                      for c in SWAP_ATTEMPTS.columns})}
-    return CaseOutcome("ok", metrics=m, series=series, facts=facts, details={
+    return Record("ok", metrics=m, series=series, facts=facts, details={
         "failures": [r.error for r in records if not r.ok][:20]})

@@ -27,7 +27,7 @@ from harness.experiments.shared import eviction_sim as simulate
 from harness.experiments.shared import eviction_traces as traces
 from harness.experiments.shared.eviction_sim import ALL_POLICIES, CONTROL_POLICY, LIB_BELADY, LIB_POLICIES
 from harness.infra.redis_server import require_tool
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, input_path, register
+from harness.model.driver_contract import CaseContext, Metric, Param, Record, Series, input_path, register
 from harness.model.driver_helpers import write_csv
 
 from .redis_replay import (
@@ -175,7 +175,7 @@ def _head_metrics(p: dict, trace: traces.Trace, pre: str) -> tuple[dict, Series]
 
 @register("eviction-trace", params=dict(TRACE_PARAMS, **TRACE_CASE_PARAMS), check=_check_trace,
           description="token trace statistics: fitted Zipf exponent, head size and head share (C19)")
-def run_trace(ctx: CaseContext) -> CaseOutcome:
+def run_trace(ctx: CaseContext) -> Record:
     p = ctx.params
     trace = build_trace(p, ctx.repetition)
     if not p["skew"]:  # the mechanism removed: uniform draws over the same tokens stand for the trace
@@ -220,7 +220,7 @@ def run_trace(ctx: CaseContext) -> CaseOutcome:
                                                   "zipf_fit": [float(v) for v in fitted]}),
         HEAD_SWEEP.name: sweep,
     }
-    return CaseOutcome("ok", metrics=metrics, series=series, details={
+    return Record("ok", metrics=metrics, series=series, details={
         "trace": {**st, "meta": trace.meta, "seed": trace.seed}})
 
 
@@ -453,7 +453,7 @@ def _ordering_metrics(p: dict, ord_cols: dict, pre: str) -> dict[str, Metric]:
 
 @register("eviction-simulate", params=SIM_PARAMS, check=_check_sim,
           description="libCacheSim policies, the hybrid and Belady's OPT across cache sizes on a token trace")
-def run_simulate(ctx: CaseContext) -> CaseOutcome:
+def run_simulate(ctx: CaseContext) -> Record:
 
     p = ctx.params
     trace = build_trace(p, ctx.repetition)
@@ -503,9 +503,9 @@ def run_simulate(ctx: CaseContext) -> CaseOutcome:
         "as_random": list(p["as_random"]),
     }
     if violations:
-        return CaseOutcome("failed", f"{len(violations)} policy/size pairs beat the optimal bound, e.g. {violations[0]}",
+        return Record("failed", f"{len(violations)} policy/size pairs beat the optimal bound, e.g. {violations[0]}",
                            m, details, series, facts)
-    return CaseOutcome("ok", metrics=m, details=details, series=series, facts=facts)
+    return Record("ok", metrics=m, details=details, series=series, facts=facts)
 
 
 def _standin_facts(m: dict[str, Metric], pre: str) -> dict:
@@ -534,7 +534,7 @@ NOT_COUNTED = ("wtinylfu", "wtinylfu-shipped", LIB_BELADY)  # sketch-based or ca
 
 @register("eviction-crosscheck", params=CROSS_PARAMS, check=_check_trace,
           description="libCacheSim and the fast hybrid/OPT against the pure-Python references, request by request")
-def run_crosscheck(ctx: CaseContext) -> CaseOutcome:
+def run_crosscheck(ctx: CaseContext) -> Record:
 
     p = ctx.params
     trace = build_trace(p, ctx.repetition)
@@ -568,7 +568,7 @@ def run_crosscheck(ctx: CaseContext) -> CaseOutcome:
     for k, v in per_pol.items():
         m[f"crosscheck.{k}.differing_requests"] = Metric(v, "requests", "lower")
     pairs = PAIRS.make({c: list(col) for c, col in zip(CROSS_COLUMNS, zip(*rows))})
-    return CaseOutcome("ok", metrics=m, series={PAIRS.name: pairs},
+    return Record("ok", metrics=m, series={PAIRS.name: pairs},
                        details={"trace": {"requests": len(ids), "seed": trace.seed, "digest": trace.digest()}})
 
 
@@ -634,7 +634,7 @@ REDIS_COLUMNS = ("configuration", "maxmemory_bytes", "bytes_per_key", "target_ke
                  "exact_lfu_pct", "opt_pct")
 
 
-def _redis_outcome(ctx: CaseContext, results: list, trace: traces.Trace, pre: str, note: str) -> CaseOutcome:
+def _redis_outcome(ctx: CaseContext, results: list, trace: traces.Trace, pre: str, note: str) -> Record:
 
     p = ctx.params
     ids, nxt = trace.ids, traces.next_access(trace.ids)
@@ -689,8 +689,8 @@ def _redis_outcome(ctx: CaseContext, results: list, trace: traces.Trace, pre: st
             ctx.raw_path(f"info_{r.label}_{node.replace(':', '_')}.txt").write_text(text)
     series = {RUNS.name: RUNS.make(cols, note)}
     if problems:
-        return CaseOutcome("invalid", "; ".join(problems), m, {}, series, facts)
-    return CaseOutcome("ok", metrics=m, series=series, facts=facts)
+        return Record("invalid", "; ".join(problems), m, {}, series, facts)
+    return Record("ok", metrics=m, series=series, facts=facts)
 
 
 REDIS_NOTE = ("maxmemory = used_memory of the empty server + target keys x bytes/key, where bytes/key is the "
@@ -707,7 +707,7 @@ REDIS_NOTE = ("maxmemory = used_memory of the empty server + target keys x bytes
 
 @register("eviction-redis", params=REDIS_PARAMS, check=_check_redis,
           description="the trace replayed on standalone redis-servers, one per maxmemory-policy/knob")
-def run_redis(ctx: CaseContext) -> CaseOutcome:
+def run_redis(ctx: CaseContext) -> Record:
 
 
     require_tool("redis-server")
@@ -740,7 +740,7 @@ def run_redis(ctx: CaseContext) -> CaseOutcome:
 STAND_IN_POLICY = "allkeys-lru"  # the stand-in of allkeys-lfu's check (C18)
 
 
-def _stand_in_outcome(out: CaseOutcome, r) -> None:
+def _stand_in_outcome(out: Record, r) -> None:
     """The LRU stand-in's strength as its server reports it (fact standin_lru_samples, CONFIG GET
     maxmemory-samples after the replay) and its instrument: the recency probe on the same server."""
     # the last reading (after the measured replay) of the stand-in's own server
@@ -765,11 +765,11 @@ CLUSTER_PARAMS = {**REDIS_PARAMS, "runs": Param(list, ["allkeys-lru", "allkeys-l
 
 @register("eviction-redis-cluster", params=CLUSTER_PARAMS, needs="cluster", check=_check_redis,
           description="the trace replayed on the target Redis Cluster (maxmemory per primary, INFO summed)")
-def run_redis_cluster(ctx: CaseContext) -> CaseOutcome:
+def run_redis_cluster(ctx: CaseContext) -> Record:
 
     p = ctx.params
     if ctx.target.kind != "cluster" or not ctx.target.nodes:
-        return CaseOutcome("skipped", "no Redis Cluster target")
+        return Record("skipped", "no Redis Cluster target")
     trace = build_trace(p, ctx.repetition)
     fraction, cal = capacity_fraction(ctx, trace)
     results = []

@@ -31,7 +31,7 @@ from harness.base.paths import STATE_DIR
 from harness.experiments.failover import client, scenario
 from harness.experiments.failover.scenario import FaultRun, ranges
 from harness.infra.cluster import LocalCluster
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
+from harness.model.driver_contract import CaseContext, Metric, Param, Record
 
 VARIANTS = ("plain", "wait", "min-replicas")
 CONTROLS = ("no-kill", "no-replicas", "no-nodes-conf")
@@ -180,7 +180,7 @@ def run_once(ctx: CaseContext, cl, variant: str, p: dict) -> tuple[dict, dict, d
     return KillRun(ctx, cl, variant, p).run()
 
 
-def run(ctx: CaseContext) -> CaseOutcome:
+def run(ctx: CaseContext) -> Record:
 
     p = ctx.params
     host, base = "127.0.0.1", scenario.own_port(ctx, p)
@@ -219,4 +219,4 @@ def run(ctx: CaseContext) -> CaseOutcome:
     finally:
         cl.down()
         bare.down()
-    return CaseOutcome("ok", metrics=metrics, series=series, details=details)
+    return Record("ok", metrics=metrics, series=series, details=details)

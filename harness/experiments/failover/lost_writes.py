@@ -51,7 +51,7 @@ class Write:
 
 
 @dataclass
-class Verdict:
+class WriteCounts:
     counts: dict[str, int]  # present / lost / overwritten among acknowledged writes
     lost: list[Write]
     acknowledged: int
@@ -63,7 +63,7 @@ class Verdict:
         return 100.0 * len(self.lost) / self.acknowledged if self.acknowledged else None
 
 
-def classify(writes: list[Write], final: dict[str, str | None], need_replicas: int = 0) -> Verdict:
+def classify(writes: list[Write], final: dict[str, str | None], need_replicas: int = 0) -> WriteCounts:
     """Classify every acknowledged write against the final contents `final` (key -> value
     or None). A key missing from `final` counts as gone."""
     by_value: dict[tuple[str, str], Write] = {}
@@ -92,7 +92,7 @@ def classify(writes: list[Write], final: dict[str, str | None], need_replicas: i
             foreign += 1
         counts[LOST] += 1
         lost.append(w)
-    return Verdict(counts, lost, acked, unacked_present, foreign)
+    return WriteCounts(counts, lost, acked, unacked_present, foreign)
 
 
 def bins(writes: list[Write], t0: float, start: float, end: float, width: float = 0.1,

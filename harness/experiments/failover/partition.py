@@ -40,7 +40,7 @@ from harness.experiments.failover.scenario import FaultRun, ranges
 from harness.infra import ownership
 from harness.infra.redis_server import RedisProcess, require_tool
 from harness.model import child
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
+from harness.model.driver_contract import CaseContext, Metric, Param, Record
 
 VARIANTS = ("plain", "min-replicas")
 CONTROLS = ("no-cut",)
@@ -338,22 +338,22 @@ def run_once(ctx: CaseContext, lc: LabCluster, variant: str, p: dict) -> tuple[d
     return CutRun(ctx, lc, variant, p).run()
 
 
-def run(ctx: CaseContext) -> CaseOutcome:
+def run(ctx: CaseContext) -> Record:
     p = ctx.params
     problem = lab_problem()
     if problem:
-        return CaseOutcome("skipped", f"the simulated lab cannot be used here: {problem}")
+        return Record("skipped", f"the simulated lab cannot be used here: {problem}")
     started = False
     if not lab_is_up():
         if not p["start_lab"]:
-            return CaseOutcome("skipped", "the simulated lab is not up; start it with make lab-sim-up "
+            return Record("skipped", "the simulated lab is not up; start it with make lab-sim-up "
                                           "(or --set partition.start_lab=true)")
         ctx.log("starting the simulated lab (infra/lab-sim/up.sh)")
         r = _lab_script("up.sh", 180)
         if r.returncode != 0:
             _lab_script("down.sh", 60)
             tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
-            return CaseOutcome("skipped", f"the simulated lab could not be started: {tail[0]}")
+            return Record("skipped", f"the simulated lab could not be started: {tail[0]}")
         started = True
     port = scenario.own_port(ctx, p)
     if port > 65535 - 10000:
@@ -383,4 +383,4 @@ def run(ctx: CaseContext) -> CaseOutcome:
             r = _lab_script("down.sh", 120)
             if r.returncode != 0:
                 ctx.log(f"lab-sim down.sh: {(r.stderr or r.stdout).strip()[-200:]}")
-    return CaseOutcome("ok", metrics=metrics, series=series, details=details)
+    return Record("ok", metrics=metrics, series=series, details=details)

@@ -30,7 +30,7 @@ from harness.experiments.kv_tiers.common import (
     prompt_chunks,
 )
 from harness.experiments.kv_tiers.series import CODEC_SERIES
-from harness.model.driver_contract import REQUIRED, CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_contract import REQUIRED, CaseContext, Metric, Param, Record, Series
 
 CODEC_PARAMS = {
     **COMMON,
@@ -143,7 +143,7 @@ def interleaved_qps(codecs: dict, arrays: list, client, prefix: str, seconds: fl
 
 
 @in_torch_threads
-def run_codecs(ctx: CaseContext) -> CaseOutcome:
+def run_codecs(ctx: CaseContext) -> Record:
 
     p = ctx.params
     chunks, device = prompt_chunks(ctx)
@@ -180,7 +180,7 @@ def run_codecs(ctx: CaseContext) -> CaseOutcome:
     rows += [[name, "whole chunk", whole[0].size, len(whole_codecs[name].encode(whole[0])), None, wms[name], None]
              for name in whole_names]
     ctx.raw_path("codecs.json").write_text(json.dumps({"sized_elements": n, "rows": rows}, indent=1))
-    return CaseOutcome("ok", metrics=m, series={CODEC_SERIES.name: _codec_series(p, rows, device)},
+    return Record("ok", metrics=m, series={CODEC_SERIES.name: _codec_series(p, rows, device)},
                        details={"chunk_shape": list(whole[0].shape), "binary_codecs": list(BINARY_CODECS)})
 
 

@@ -29,7 +29,7 @@ from harness.experiments.kv_tiers.common import (
 )
 from harness.experiments.kv_tiers.series import TIER_SERIES
 from harness.experiments.kv_tiers.ttft import prepare_tier
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_contract import CaseContext, Metric, Param, Record, Series
 from harness.model.driver_helpers import latency_metrics
 
 TIER_PARAMS = {
@@ -56,7 +56,7 @@ def check_tiers(where: str, p: dict) -> None:
 
 
 @in_torch_threads
-def run_tiers(ctx: CaseContext) -> CaseOutcome:
+def run_tiers(ctx: CaseContext) -> Record:
 
     p = ctx.params
     chunks, device = prompt_chunks(ctx)
@@ -93,7 +93,7 @@ def run_tiers(ctx: CaseContext) -> CaseOutcome:
             f"file on this host's disk, cold reads after posix_fadvise(DONTNEED) on its data file. Write-behind every "
             f"{p['write_behind_every']} L2 writes; {pending_after_puts} writes were pending when flushed. "
             f"{env_note(device)}.")
-    return CaseOutcome("ok", metrics=_tier_metrics(samples, store, put_s, mismatches, compared["lookups"]),
+    return Record("ok", metrics=_tier_metrics(samples, store, put_s, mismatches, compared["lookups"]),
                        series={TIER_SERIES.name: _tier_series(samples, note)},
                        details={"ttl_s": {t: p[t.lower() + "_ttl_s"] for t in ("L1", "L2", "L3")}},
                        facts={"l1_device": l1_device_name(device)})

@@ -17,7 +17,7 @@ from harness.experiments.kv_tiers.common import (
     text_path,
 )
 from harness.experiments.kv_tiers.series import TTFT_SERIES
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
+from harness.model.driver_contract import CaseContext, Metric, Param, Record
 
 TTFT_PARAMS = {
     **COMMON, **TIER_STORE_PARAMS,
@@ -39,7 +39,7 @@ def check_ttft(where: str, p: dict) -> None:
 
 
 @in_torch_threads
-def run_ttft(ctx: CaseContext) -> CaseOutcome:
+def run_ttft(ctx: CaseContext) -> Record:
 
     p = ctx.params
     tok, model, device = load_model(ctx)
@@ -60,7 +60,7 @@ def run_ttft(ctx: CaseContext) -> CaseOutcome:
     return ttft_outcome(points, p, device)
 
 
-def ttft_outcome(points, p: dict, device: str) -> CaseOutcome:
+def ttft_outcome(points, p: dict, device: str) -> Record:
 
     metrics: dict[str, Metric] = {}
     for pt in points:
@@ -96,4 +96,4 @@ def ttft_outcome(points, p: dict, device: str) -> CaseOutcome:
             f"{p['codec']}; chunk {p['chunk_tokens']} tokens; the last >= {p['min_suffix']} tokens are "
             f"always computed; fetch = lookups + decode + cache assembly. {env_note(device)}.")
     series = {TTFT_SERIES.name: TTFT_SERIES.make(cols, note)}
-    return CaseOutcome("ok", metrics=metrics, series=series)
+    return Record("ok", metrics=metrics, series=series)

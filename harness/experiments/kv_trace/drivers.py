@@ -25,9 +25,9 @@ from harness.experiments.shared.kv_policies import Stream
 from harness.model.driver_contract import (
     INPUT_FILE,
     CaseContext,
-    CaseOutcome,
     Metric,
     Param,
+    Record,
     input_path,
     register,
 )
@@ -112,7 +112,7 @@ def _tier_specs(p: dict, m: shape.ModelShape, bs: int):
 @register("kv-trace-simulate", params=MAIN_PARAMS, check=_check_main,
           description="a KV-block trace: reuse (C1), hit rate vs capacity per policy (C18), head share (C19), "
                       "the source's tiers (C5, C17), with controls")
-def run_trace(ctx: CaseContext) -> CaseOutcome:
+def run_trace(ctx: CaseContext) -> Record:
 
     p = ctx.params
     t = load(p, ctx)
@@ -141,7 +141,7 @@ def run_trace(ctx: CaseContext) -> CaseOutcome:
                "model": m.describe(), "gpu_kv_tokens": gpu_tokens, "tiers": tier_details, "seed": seed,
                "opt_violations": analyses.opt_violations(rows)}
     ctx.raw_path("details.json").write_text(json.dumps(details, indent=1))
-    return CaseOutcome("ok", metrics=metrics, series=series, details=details, facts=facts_of(t, p))
+    return Record("ok", metrics=metrics, series=series, details=details, facts=facts_of(t, p))
 
 
 def _references(p: dict, metrics: dict[str, Metric], log) -> dict[str, Metric]:
@@ -221,7 +221,7 @@ CROSS_COLUMNS = [c.name for c in PAIRS.columns]
 
 @register("kv-trace-crosscheck", params=CROSS_PARAMS,
           description="every policy and the tiers against scan-based references, request by request")
-def run_crosscheck(ctx: CaseContext) -> CaseOutcome:
+def run_crosscheck(ctx: CaseContext) -> Record:
 
     p = ctx.params
     full = load(p, ctx)
@@ -236,5 +236,5 @@ def run_crosscheck(ctx: CaseContext) -> CaseOutcome:
          "crosscheck.pairs": Metric(len(rows), "pairs"),
          "crosscheck.sample_requests": Metric(t.n_requests, "requests"),
          "crosscheck.sample_blocks": Metric(t.n_blocks, "blocks")}
-    return CaseOutcome("ok", metrics=m, series={PAIRS.name: PAIRS.rows(rows)},
+    return Record("ok", metrics=m, series={PAIRS.name: PAIRS.rows(rows)},
                        details={"sample": t.name, "digest": t.digest()}, facts=facts_of(full, p))

@@ -60,7 +60,7 @@ from harness.base.text_data import GPTCACHE_FILE, texts_from_records
 from harness.experiments.prompt_cas import history, known
 from harness.experiments.prompt_cas.series import RULES
 from harness.infra.cluster import slot_owners
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, register
+from harness.model.driver_contract import CaseContext, Metric, Param, Record, register
 
 MODES = ("plain", "atomic", "as-written", "incremented", "equal")
 GATE_TIMEOUT_S = 60.0  # the longest the threads of a rule wait for each other to connect
@@ -597,7 +597,7 @@ def order_for(modes: list[str], repetition: int) -> list[str]:
 
 @register("prompt-cas-rules", params=PARAMS, needs="cluster", check=_check,
           description="prompt/response pairs updated by concurrent writers under version-vector CAS rules")
-def run(ctx: CaseContext) -> CaseOutcome:
+def run(ctx: CaseContext) -> Record:
     p = ctx.params
     pairs = load_pairs(p["pairs"])
     items = sorted(pairs.items())
@@ -610,10 +610,10 @@ def run(ctx: CaseContext) -> CaseOutcome:
     for mode in order:
         r = run_mode(ctx.target, mode, p, pairs, items, owners, ctx.log)
         if not r["attempts"]:
-            return CaseOutcome("failed", f"{mode}: no writer made an update"
+            return Record("failed", f"{mode}: no writer made an update"
                                + (f"; first error: {r['first_error']}" if r["first_error"] else ""), metrics=metrics)
         if r["errors"] == r["attempts"]:
-            return CaseOutcome("failed", f"{mode}: every update failed; first error: {r['first_error']}",
+            return Record("failed", f"{mode}: every update failed; first error: {r['first_error']}",
                                metrics=metrics)
         m = rule_metrics(r, p["min_reads_per_reader"], replicas)
         metrics.update({f"{mode}.{k}": v for k, v in m.items()})
@@ -632,7 +632,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
     wrong = known.failures(exercise_counts)
     if wrong:
         short["exercise_counters_wrong"] = wrong
-    return CaseOutcome("ok", metrics=metrics, series=series, details={"order": order, **short})
+    return Record("ok", metrics=metrics, series=series, details={"order": order, **short})
 
 
 def known_metrics() -> dict[str, Metric]:

@@ -36,7 +36,7 @@ import secrets
 
 from harness.base.errors import BadInput
 from harness.experiments.redis_cluster.series import PROBE_REPLIES
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
+from harness.model.driver_contract import CaseContext, Metric, Param, Record
 
 SOURCE_RULE = "~cache:* +get +hgetall -@all"
 WORKING_RULE = "-@all +get +hgetall ~cache:*"
@@ -209,7 +209,7 @@ def tally(results: list[tuple]) -> dict[str, int]:
     return out
 
 
-def run(ctx: CaseContext) -> CaseOutcome:
+def run(ctx: CaseContext) -> Record:
     """The redis-cluster-acl driver (registered in drivers.py)."""
     tgt = ctx.target
     user = ctx.params["username"]
@@ -260,7 +260,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
         admin.delete(CACHE_STRING, CACHE_HASH, OTHER_STRING, OTHER_HASH)
         admin.close()
         seen_at.close()
-    return CaseOutcome("ok", metrics=metrics, series={PROBE_REPLIES.name: PROBE_REPLIES.make(cols)},
+    return Record("ok", metrics=metrics, series={PROBE_REPLIES.name: PROBE_REPLIES.make(cols)},
                        details={"rules": dict(ctx.params["rules"]), "user": user, "node": node.address})
 
 

@@ -36,7 +36,7 @@ from harness.infra.load_tools.redis_benchmark import (
     to_metrics,
 )
 from harness.infra.process import command_line, run_tool, where
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series, register
+from harness.model.driver_contract import CaseContext, Metric, Param, Record, Series, register
 
 # redis-benchmark prints percentiles, not a histogram: several hosts' figures could not be
 # pooled into one percentile, so it runs on the first load generator only (as the source's one command).
@@ -166,14 +166,14 @@ def _benchmark_details(ctx: CaseContext, commands: dict, order: list[str], ran_o
 
 @register("redis-cluster-benchmark", params=BENCHMARK_PARAMS, needs="cluster", check=_check_benchmark,
           description="redis-benchmark --csv against the target (with --cluster on a cluster), with its controls")
-def run_benchmark(ctx: CaseContext) -> CaseOutcome:
+def run_benchmark(ctx: CaseContext) -> Record:
     absent = redis_benchmark.missing(ctx.target)  # here, or on the inventory's load generator
     if absent:
-        return CaseOutcome("skipped", absent)
+        return Record("skipped", absent)
     p = ctx.params
     reachable = _ping(ctx, ctx.target.entry)
     if reachable:  # redis-benchmark retries a refused connection until it is killed
-        return CaseOutcome("failed", reachable)
+        return Record("failed", reachable)
     cluster = ctx.target.kind == "cluster"
     runs = [("measured", p)]
     if p["control_clients_factor"]:
@@ -191,7 +191,7 @@ def run_benchmark(ctx: CaseContext) -> CaseOutcome:
         before = get_set_calls(ctx) if cluster and name == "measured" else {}
         rows, m, probs, commands[name] = _benchmark_once(ctx, params, f"redis-benchmark-{name}")
         if rows is None:
-            return CaseOutcome("failed", probs[0], metrics, {"commands": commands, "ran_on": ran_on})
+            return Record("failed", probs[0], metrics, {"commands": commands, "ran_on": ran_on})
         if name == "measured":
             asked = {t.upper() for t in params["tests"]} & SIMPLE_TITLES
             missing = sorted(asked - set(rows))
@@ -209,7 +209,7 @@ def run_benchmark(ctx: CaseContext) -> CaseOutcome:
     if cluster and p["spread_control_requests"]:
         failed = _spread_control(ctx, p, metrics, problems, commands)
         if failed:
-            return CaseOutcome("failed", failed, metrics, {"commands": commands, "ran_on": ran_on})
+            return Record("failed", failed, metrics, {"commands": commands, "ran_on": ran_on})
     series = {BENCHMARK_RUNS.name: BENCHMARK_RUNS.make(cols)}
     if calls:
         roles = {n.address: n.role or "" for n in ctx.target.nodes}
@@ -220,8 +220,8 @@ def run_benchmark(ctx: CaseContext) -> CaseOutcome:
     # `conditions` can require the load spread over the claimed topology)
     facts = {"primaries_serving": int(metrics["cluster.primaries_serving"].value)} if calls else {}
     if problems:
-        return CaseOutcome("invalid", "; ".join(problems), metrics, details, series, facts)
-    return CaseOutcome("ok", metrics=metrics, details=details, series=series, facts=facts)
+        return Record("invalid", "; ".join(problems), metrics, details, series, facts)
+    return Record("ok", metrics=metrics, details=details, series=series, facts=facts)
 
 
 # ---- memtier_benchmark ----------------------------------------------------------------
@@ -256,10 +256,10 @@ def _check_memtier(where: str, p: dict) -> None:
 @register("redis-cluster-memtier", params=MEMTIER_PARAMS, needs="cluster", check=_check_memtier,
           description="memtier_benchmark with --json-out-file (and --cluster-mode on a cluster), with its control; "
                       "on every load generator of the inventory at once, their histograms merged")
-def run_memtier(ctx: CaseContext) -> CaseOutcome:
+def run_memtier(ctx: CaseContext) -> Record:
     absent = next(filter(None, (memtier.missing_on(h) for h in ctx.target.load_generators)), "")
     if absent:  # here, or on a load generator of the inventory
-        return CaseOutcome("skipped", absent)
+        return Record("skipped", absent)
     p = ctx.params
     runs = [("memtier", p)]
     if p["control"]:
@@ -290,12 +290,12 @@ class _MemtierRun:
         self.series: dict[str, Series] = {}
         self.invalid: list[str] = []
 
-    def single(self, params: dict, name: str) -> CaseOutcome | None:
+    def single(self, params: dict, name: str) -> Record | None:
         """One memtier process (on the first load generator, or here)."""
         once = memtier_fleet.run_once(self.ctx, params, name, self.ctx.target.loadgen)
         parsed, self.details["commands"][name] = once.parsed, once.shown
         if parsed is None:
-            return CaseOutcome("failed" if "no JSON" not in once.failure else "invalid", once.failure, self.metrics,
+            return Record("failed" if "no JSON" not in once.failure else "invalid", once.failure, self.metrics,
                                self.details)
         self.details["sections"][name] = {"chosen": parsed.chosen,
                                           "problems": {n: s.problems for n, s in parsed.sections.items()}}
@@ -307,7 +307,7 @@ class _MemtierRun:
         memtier.histogram_rows(self.hdr, self.cols["run"][-1], parsed.histograms)
         return None
 
-    def fleet(self, params: dict, name: str) -> CaseOutcome | None:
+    def fleet(self, params: dict, name: str) -> Record | None:
         """One memtier process on every load generator at once, judged as one load."""
         got = memtier_fleet.run_fleet(self.ctx, params, name)
         self.details["commands"].update(got.commands)
@@ -315,7 +315,7 @@ class _MemtierRun:
         if got.replayed:
             self.details["replayed"] = got.replayed
         if got.failure:
-            return CaseOutcome("failed", got.failure, self.metrics, self.details)
+            return Record("failed", got.failure, self.metrics, self.details)
         for r in got.runs:
             self.details["sections"][f"{name} on {r.host}"] = {
                 "chosen": r.result.chosen, "problems": {n: s.problems for n, s in r.result.sections.items()}}
@@ -338,15 +338,15 @@ class _MemtierRun:
             m = metrics.get(metric)
             self.cols[col].append(m.value if m else None)
 
-    def outcome(self) -> CaseOutcome:
+    def outcome(self) -> Record:
         series = {MEMTIER_RUNS.name: MEMTIER_RUNS.make(self.cols),
                   **memtier.histogram_series(self.hdr), **self.series}
         if self.invalid:
-            return CaseOutcome("invalid", "; ".join(self.invalid), self.metrics, self.details, series)
-        return CaseOutcome("ok", metrics=self.metrics, details=self.details, series=series)
+            return Record("invalid", "; ".join(self.invalid), self.metrics, self.details, series)
+        return Record("ok", metrics=self.metrics, details=self.details, series=series)
 
 
 @register("redis-cluster-acl", params=acl.PARAMS, needs="cluster", check=acl._check,
           description="the source's read-only inference user from ACL rules, probed with NOPERM counted on the cluster")
-def acl_rules(ctx: CaseContext) -> CaseOutcome:
+def acl_rules(ctx: CaseContext) -> Record:
     return acl.run(ctx)

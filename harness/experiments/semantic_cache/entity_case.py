@@ -34,7 +34,7 @@ from harness.experiments.shared import semantic_keys as keys
 from harness.experiments.shared import semantic_metrics as metrics
 from harness.experiments.shared.semantic_embed import Embedder, cached_encode
 from harness.experiments.shared.semantic_store import Entry, Store
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_contract import CaseContext, Metric, Param, Record, Series
 from harness.model.driver_helpers import latency_metrics, torch_threads, write_csv
 
 PARAMS = {
@@ -83,7 +83,7 @@ def entity_lsh_key(sig: int, text: str) -> str:
     return f"tplsem_{int(sig):016x}_{hashlib.sha256(ents.encode()).hexdigest()[:16]}"
 
 
-def run(ctx: CaseContext) -> CaseOutcome:
+def run(ctx: CaseContext) -> Record:
     p = ctx.params
     _, wl = common.load(p)
 
@@ -109,7 +109,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
         f"{wl.name}. token = SHA-256 of the MiniLM token ids; entity = template id + sorted normalized entities, "
         f"extractor {entity_keys.EXTRACTOR}; lsh = sem_<hex> (radius 0); entity_lsh = sem_<hex> + entity set; "
         f"control.exact_key = SHA-256 of the raw prompt")
-    return CaseOutcome("ok", metrics=m, series=series, details={"extractor": entity_keys.EXTRACTOR})
+    return Record("ok", metrics=m, series=series, details={"extractor": entity_keys.EXTRACTOR})
 
 
 def _hit_rates(ctx, p, wl, schemes) -> tuple[dict, list]:

@@ -53,7 +53,7 @@ from harness.experiments.semantic_cache.onnx_embed import OnnxEmbedder
 from harness.experiments.shared import semantic_common as common
 from harness.experiments.shared.semantic_embed import Embedder, cached_encode
 from harness.experiments.shared.semantic_store import Entry, Store
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, input_path
+from harness.model.driver_contract import CaseContext, Metric, Param, Record, input_path
 from harness.model.driver_helpers import torch_threads, write_csv
 
 PREFIX = "gcnn_"
@@ -111,11 +111,11 @@ class LiveOrKnown:
         return self.live(text) if v is None else v
 
 
-def run(ctx: CaseContext) -> CaseOutcome:
+def run(ctx: CaseContext) -> Record:
     p = ctx.params
     why = gptcache_subject.missing()
     if why:
-        return CaseOutcome("skipped", why)
+        return Record("skipped", why)
     _, wl = common.load(p)
     cal, test = common.split_queries(wl.queries, p["calibration_fraction"], p["split_seed"])
     ctx.log(f"{wl.name}; {len(cal)} calibration / {len(test)} test queries; GPTCache {gptcache_subject.VERSION}")
@@ -134,7 +134,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
     ram_dir = input_path(p["gptcache_ram_dir"]) if p["gptcache_ram_dir"] else None
     ram = str(ram_dir) if ram_dir is not None and ram_dir.is_dir() else None
     embed = LiveOrKnown(emb.encode_one, known)
-    out = CaseOutcome("ok", details={"workload": wl.name, "gptcache_version": gptcache_subject.VERSION})
+    out = Record("ok", details={"workload": wl.name, "gptcache_version": gptcache_subject.VERSION})
     out.facts.update(gptcache_subject.store_facts(disk, ram))
     with torch_threads(p["torch_threads"] or 1), \
             gptcache_subject.GptCache(embed, emb.dim, max_size=max(1000, 2 * len(wl.inserts)),

@@ -11,7 +11,7 @@ from harness.experiments.semantic_cache.series import (
     GPTCACHE_SWEEP,
     INT8_AGREEMENT,
 )
-from harness.model.driver_contract import CaseOutcome, Metric, Series
+from harness.model.driver_contract import Metric, Record, Series
 from harness.model.driver_helpers import latency_metrics
 
 # subject (row of the comparison table) -> (latency arm, accuracy prefix or None)
@@ -30,13 +30,13 @@ PART_NOTES = {"embed": "the query embedding, one query",
               "lookup": "the whole lookup, one query"}
 
 
-def _counts(out: CaseOutcome, prefix: str, c, note: str) -> None:
+def _counts(out: Record, prefix: str, c, note: str) -> None:
     out.metrics.update(scheme_metrics(prefix, c, note))
     out.metrics[f"{prefix}.correct_hits"] = Metric(c.correct, "queries", "higher", note)
     out.metrics[f"{prefix}.wrong_hits"] = Metric(c.wrong, "queries", "lower", note)
 
 
-def accuracy_outputs(out: CaseOutcome, ours: dict, theirs: dict, n_test: int) -> None:
+def accuracy_outputs(out: Record, ours: dict, theirs: dict, n_test: int) -> None:
     m = out.metrics
     _counts(out, "nn", ours["test"], f"the harness's exact cosine NN at cosine >= {ours['threshold']:g}, test split")
     _counts(out, "gptcache", theirs["test"], f"GPTCache at similarity_threshold {theirs['threshold']:g} (real get() "
@@ -63,7 +63,7 @@ def accuracy_outputs(out: CaseOutcome, ours: dict, theirs: dict, n_test: int) ->
         f">= t; the test-split row at the chosen threshold is re-measured with real calls ({n_test} queries)")
 
 
-def latency_outputs(out: CaseOutcome, tm, p: dict, n_queries: int) -> None:
+def latency_outputs(out: Record, tm, p: dict, n_queries: int) -> None:
     m = out.metrics
     for arm in tm.rows:
         for part in ("embed", "search", "store", "lookup"):
@@ -114,7 +114,7 @@ def _diff(m: dict, a: str, b: str, name: str, note: str) -> None:
         m[name] = Metric(m[a].value - m[b].value, "pp", None, note)
 
 
-def int8_outputs(out: CaseOutcome, int8: dict, n_test: int, dataset: str) -> None:
+def int8_outputs(out: Record, int8: dict, n_test: int, dataset: str) -> None:
     """The int8 arm's accuracy pass: its counts, its agreement with FP32 query by query, and the
     instrument (its query vectors turned to a known cosine of themselves)."""
     m, acc, noisy = out.metrics, int8["acc"], int8["noisy"]
@@ -154,7 +154,7 @@ def int8_outputs(out: CaseOutcome, int8: dict, n_test: int, dataset: str) -> Non
         f"{int8['agree_all']['same_answer_pct']:.1f}%)")
 
 
-def concurrent_outputs(out: CaseOutcome, totals: dict, p: dict) -> None:
+def concurrent_outputs(out: Record, totals: dict, p: dict) -> None:
     """Queries per second of every subject under `concurrent_clients` client threads, and the ratios."""
     m, clients = out.metrics, p["concurrent_clients"]
     qps = {arm: n / t for arm, (n, t) in totals.items()}
@@ -180,7 +180,7 @@ def concurrent_outputs(out: CaseOutcome, totals: dict, p: dict) -> None:
         f"embeds with the torch all-MiniLM-L6-v2, every model session on one thread")
 
 
-def served_outputs(out: CaseOutcome, served: dict, int8: dict) -> None:
+def served_outputs(out: Record, served: dict, int8: dict) -> None:
     """The answers the timed lookups (interleaved and concurrent) gave their callers, against
     the accuracy pass's answers for the same texts: the arm timed is the arm judged."""
     for arm, ref, note in (("int8", int8["answers"], "the int8 arm's accuracy pass"),

@@ -31,7 +31,7 @@ from harness.experiments.shared import semantic_keys as keys
 from harness.experiments.shared import semantic_metrics as metrics
 from harness.experiments.shared.semantic_embed import Embedder, cached_encode
 from harness.experiments.shared.semantic_store import Entry, Store
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
+from harness.model.driver_contract import CaseContext, Metric, Param, Record
 from harness.model.driver_helpers import latency_metrics, torch_threads, write_csv
 
 PARAMS = {
@@ -105,7 +105,7 @@ def sweep_row(split: str, c: metrics.CacheCounts) -> list:
             100 * c.recall, c.f1]
 
 
-def run(ctx: CaseContext) -> CaseOutcome:
+def run(ctx: CaseContext) -> Record:
     p = ctx.params
     ds, wl = common.load(p)
     cal, test = common.split_queries(wl.queries, p["calibration_fraction"], p["split_seed"])
@@ -246,7 +246,7 @@ class _Scoring:
         self.m.update(scheme_metrics(prefix, c, note))
 
 
-def _evaluate(ctx, p, wl, cal, test, stores, ins_vec, q_vec, q_sigs) -> tuple[CaseOutcome, np.ndarray, list]:
+def _evaluate(ctx, p, wl, cal, test, stores, ins_vec, q_vec, q_sigs) -> tuple[Record, np.ndarray, list]:
     store, control, stand = stores
     sc = _Scoring(wl, cal, test)
     hash_rate = _hash_schemes(sc, store)
@@ -277,7 +277,7 @@ def _evaluate(ctx, p, wl, cal, test, stores, ins_vec, q_vec, q_sigs) -> tuple[Ca
                                        f"hyperplane LSH, store, bands and radius calibration"),
         NN_SWEEP.name: NN_SWEEP.lists(nn_sweep),
     }
-    return CaseOutcome("ok", metrics=sc.m, series=series, details={"workload": wl.name}), nn_sim, nlab
+    return Record("ok", metrics=sc.m, series=series, details={"workload": wl.name}), nn_sim, nlab
 
 
 def _hash_schemes(sc: _Scoring, store) -> float:
@@ -441,7 +441,7 @@ def _latency(ctx, p, wl, stores, emb, projs, radii: tuple[int, int]) -> dict[str
     return out
 
 
-def _c7(p, wl, test, emb, nn_sim, nlab, out: CaseOutcome) -> None:
+def _c7(p, wl, test, emb, nn_sim, nlab, out: Record) -> None:
     """Section 2.2: the dynamic threshold max(0.4, 0.85 (1 - H/8 (1 - |r|))) over token-id
     streams (H: Shannon entropy in bits, r: lag-1 Pearson correlation). What is measured: H
     and r of each stream (the real query stream, and streams the harness generates from it or
@@ -482,7 +482,7 @@ def _c7(p, wl, test, emb, nn_sim, nlab, out: CaseOutcome) -> None:
     _c7_loss(p, wl, test, nn_sim, nlab, out)
 
 
-def _c7_loss(p, wl, test, nn_sim, nlab, out: CaseOutcome) -> None:
+def _c7_loss(p, wl, test, nn_sim, nlab, out: Record) -> None:
     """Correct hits of exact cosine NN on the test split (real lookups) at the uniform stream's
     dynamic threshold, at the static one, and at the instrument's strict one. A lower
     threshold keeps every hit of a higher one, so the loss is >= 0 whenever the dynamic
@@ -513,7 +513,7 @@ def _c7_loss(p, wl, test, nn_sim, nlab, out: CaseOutcome) -> None:
         [strict, "instrument: strict static", c_strict.correct, c_strict.wrong]])
 
 
-def _dataset_extras(p, ds, emb, proj, out: CaseOutcome) -> None:
+def _dataset_extras(p, ds, emb, proj, out: Record) -> None:
 
     if ds.fmt == "pairs":
         with torch_threads(p["torch_threads"]):

@@ -16,7 +16,7 @@ from harness.experiments.semantic_cache import memory_probe, ttft_case
 from harness.experiments.semantic_cache.series import MEMORY_MODES
 from harness.experiments.shared.semantic_embed import Embedder
 from harness.model import child
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param, Series
+from harness.model.driver_contract import CaseContext, Metric, Param, Record, Series
 from harness.model.driver_helpers import torch_threads
 
 PARAMS = {**{k: v for k, v in ttft_case.STREAM_PARAMS.items() if k != "oracle"},
@@ -36,7 +36,7 @@ def _probe(ctx: CaseContext, p: dict, job: dict, name: str) -> dict:
                      log=ctx.log, stderr_path=ctx.raw_path(f"memory_{name}.stderr"))
 
 
-def run(ctx: CaseContext) -> CaseOutcome:
+def run(ctx: CaseContext) -> Record:
     p = ctx.params
 
     dev = ttft_case.device_of(p)
@@ -58,7 +58,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
         futures = {name: pool.submit(_probe, ctx, p, job, name.replace(".", "_")) for name, job in jobs.items()}
         res = {name: futures[name].result() for name in order}
     gpu = all(r["nvml_used"] is not None for r in res.values())
-    return CaseOutcome("ok", metrics=_metrics(res, p), series=_series(res, order, dev, p),
+    return Record("ok", metrics=_metrics(res, p), series=_series(res, order, dev, p),
                        details={"device": dev, "process_order": list(order)},
                        facts={"memory_measured": "gpu" if gpu else "process_rss"})
 

@@ -13,7 +13,7 @@ from harness.experiments.shared import semantic_common as common
 from harness.experiments.shared import semantic_datasets as datasets
 from harness.experiments.shared import semantic_keys as keys
 from harness.experiments.shared.semantic_embed import Embedder
-from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param
+from harness.model.driver_contract import INPUT_FILE, CaseContext, Metric, Param, Record
 from harness.model.driver_helpers import torch_threads
 
 PARAMS = {
@@ -38,7 +38,7 @@ def texts_of(ds: datasets.Dataset) -> list[str]:
     return [r[1] for r in ds.rows]
 
 
-def run(ctx: CaseContext) -> CaseOutcome:
+def run(ctx: CaseContext) -> Record:
     p = ctx.params
 
     texts = texts_of(datasets.load(p["dataset"], p["dataset_format"]))
@@ -92,4 +92,4 @@ def run(ctx: CaseContext) -> CaseOutcome:
                                        f"{p['torch_threads'] or 'default'} torch threads, the two paths alternating; "
                                        f"ours tokenizes once and sorts by token count, sentence-transformers sorts by "
                                        f"characters")}
-    return CaseOutcome("ok", metrics=m, series=series)
+    return Record("ok", metrics=m, series=series)

@@ -25,11 +25,11 @@ from harness.experiments.shared.semantic_stream import (  # noqa: F401 (the suit
     outcome_of,
     prepare,
 )
-from harness.model.driver_contract import CaseContext, CaseOutcome
+from harness.model.driver_contract import CaseContext, Record
 from harness.model.driver_helpers import torch_threads
 
 
-def run(ctx: CaseContext) -> CaseOutcome:
+def run(ctx: CaseContext) -> Record:
     p = ctx.params
 
     dev = device_of(p)

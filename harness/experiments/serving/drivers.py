@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.experiments.shared import semantic_stream
-from harness.model.driver_contract import CaseContext, CaseOutcome, register
+from harness.model.driver_contract import CaseContext, Record, register
 
 from . import peer_case, prefix_case, semantic_case, sweep_case
 
@@ -11,7 +11,7 @@ from . import peer_case, prefix_case, semantic_case, sweep_case
 @register("serving-prefix-cache", params=prefix_case.PARAMS, engines=("cached", "uncached"),
           description="the Mooncake trace replayed to vLLM with prefix caching on and off, the engine's hit rate "
                       "beside the simulator's, and a repeated long prefix (the instrument)")
-def prefix_cache(ctx: CaseContext) -> CaseOutcome:
+def prefix_cache(ctx: CaseContext) -> Record:
     return prefix_case.run(ctx)
 
 
@@ -19,14 +19,14 @@ def prefix_cache(ctx: CaseContext) -> CaseOutcome:
           engines=("uncached",),
           description="the semantic-cache suite's TTFT stream with the engine serving over HTTP: no cache, hash "
                       "cache, semantic cache and the oracle cache (the instrument), interleaved per query")
-def semantic_e2e(ctx: CaseContext) -> CaseOutcome:
+def semantic_e2e(ctx: CaseContext) -> Record:
     return semantic_case.run(ctx)
 
 
 @register("serving-client-vs-vllm", params=peer_case.PARAMS, engines=("uncached",),
           description="the harness's streaming client beside vLLM's benchmark client on the same server and requests, "
                       "round by round")
-def client_vs_vllm(ctx: CaseContext) -> CaseOutcome:
+def client_vs_vllm(ctx: CaseContext) -> Record:
     return peer_case.run(ctx)
 
 
@@ -36,5 +36,5 @@ def client_vs_vllm(ctx: CaseContext) -> CaseOutcome:
                       "the semantic cache, the hash cache, no cache and the oracle cache in front of the engine): "
                       "open-loop rates or closed-loop users, each point's load checked to be the load configured, "
                       "stopping one point past the knee; the highest load at the SLO per arm and what the cache buys")
-def load_sweep(ctx: CaseContext) -> CaseOutcome:
+def load_sweep(ctx: CaseContext) -> Record:
     return sweep_case.run(ctx)

@@ -17,7 +17,7 @@ from harness.base.errors import EnvironmentProblem
 from harness.infra import serving_engine
 from harness.infra.process import url_for_display
 from harness.infra.target import LlmEndpoint, Target
-from harness.model.driver_contract import CaseContext, CaseOutcome
+from harness.model.driver_contract import CaseContext, Record
 
 from . import client
 
@@ -31,14 +31,14 @@ class EngineDown(Exception):
     """An engine a case needs does not answer: the case fails with this reason."""
 
 
-def fails_when_down(run: Callable[[CaseContext], CaseOutcome]) -> Callable[[CaseContext], CaseOutcome]:
+def fails_when_down(run: Callable[[CaseContext], Record]) -> Callable[[CaseContext], Record]:
     """A case's `run` whose EngineDown is the case's failure, with the engine's reason."""
     @functools.wraps(run)
-    def checked(ctx: CaseContext) -> CaseOutcome:
+    def checked(ctx: CaseContext) -> Record:
         try:
             return run(ctx)
         except EngineDown as e:
-            return CaseOutcome("failed", str(e))
+            return Record("failed", str(e))
     return checked
 
 

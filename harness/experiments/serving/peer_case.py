@@ -22,7 +22,7 @@ from harness.experiments.serving.series import PEER_REQUESTS
 from harness.infra.model_wheels import smollm2_dir
 from harness.infra.process import note_url_secrets, redact, redact_file, redact_json
 from harness.infra.serving_engine import install
-from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param
+from harness.model.driver_contract import INPUT_FILE, CaseContext, Metric, Param, Record
 
 from . import client, engines, summary
 from .prefix_case import slice_records
@@ -165,10 +165,10 @@ def _harness(ep, prompts: list[dict], tag: str, delay_ms: float = 0.0) -> list[c
 
 
 @engines.fails_when_down
-def run(ctx: CaseContext) -> CaseOutcome:
+def run(ctx: CaseContext) -> Record:
     p = ctx.params
     if not install.venv_python().exists():
-        return CaseOutcome("failed", f"vLLM's benchmark client needs the engine's venv ({install.venv_python()} "
+        return Record("failed", f"vLLM's benchmark client needs the engine's venv ({install.venv_python()} "
                                      f"is missing): {install.INSTALL_HINT}")
     ep = engines.pick_off(ctx.target, ctx.raw_dir)
     engines.warm_up(ep, ctx.log)
@@ -249,7 +249,7 @@ def _peer_metrics(rounds: list[dict]) -> dict[str, Metric]:
     return m
 
 
-def _outcome(ctx, p, rounds: list[dict], mine: list[client.Result], order: list[str], ep) -> CaseOutcome:
+def _outcome(ctx, p, rounds: list[dict], mine: list[client.Result], order: list[str], ep) -> Record:
     m = summary.metrics_of("harness", mine, f"the harness's client, {p['rounds']} rounds pooled")
     m.update(_peer_metrics(rounds))
     summary.write_rows(ctx.raw_path("harness.csv"), mine)
@@ -272,8 +272,8 @@ def _outcome(ctx, p, rounds: list[dict], mine: list[client.Result], order: list[
              "peer_engine_prefix_caching": str(ep.prefix_caching), "python_hash_seed": HASH_SEED}
     invented = summary.invalid_usage("harness", mine)
     if invented:  # the server's token counts are impossible: TPOT is no measurement, the case says so
-        return CaseOutcome("invalid", invented, m, details, series, facts)
-    return CaseOutcome("ok", metrics=m, series=series, details=details, facts=facts)
+        return Record("invalid", invented, m, details, series, facts)
+    return Record("ok", metrics=m, series=series, details=details, facts=facts)
 
 
 def _late_metrics(ctx, late: list[client.Result], m: dict, p: dict) -> dict[str, Metric]:

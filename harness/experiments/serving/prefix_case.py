@@ -22,7 +22,7 @@ from harness.experiments.shared import kv_block_trace as kvtrace
 from harness.experiments.shared.kv_hit_prediction import predicted_hit_rate
 from harness.infra import serving_engine
 from harness.infra.http_get import display
-from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, input_path
+from harness.model.driver_contract import INPUT_FILE, CaseContext, Metric, Param, Record, input_path
 
 from . import client, client_fleet, engines, replay, summary
 
@@ -112,7 +112,7 @@ def _send(ctx, arm: str, ep, reqs, p) -> tuple[list[client.Result], dict]:
 
 
 @engines.fails_when_down
-def run(ctx: CaseContext) -> CaseOutcome:
+def run(ctx: CaseContext) -> Record:
     p = ctx.params
     on, off = engines.pick_warm(ctx.target, ctx.raw_dir, ctx.log)
     cfg = serving_engine.cache_config(on) or {}
@@ -141,7 +141,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
         try:
             engines.require(ep)
         except engines.EngineDown as e:
-            return CaseOutcome("failed", f"the engine stopped answering during {arm}: {e}",
+            return Record("failed", f"the engine stopped answering during {arm}: {e}",
                                details={"arms_done": list(results)})
     return _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, (on, off), salt)
 
@@ -150,7 +150,7 @@ def _tagged(r: client.Request, arm: str) -> client.Request:
     return client.Request(r.at_s, r.prompt, r.max_tokens, arm, r.ignore_eos, r.sampling)
 
 
-def _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, eps, salt) -> CaseOutcome:
+def _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, eps, salt) -> Record:
     m: dict[str, Metric] = {}
     series = {}
     for arm, res in results.items():
@@ -189,8 +189,8 @@ def _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, eps, salt)
     invalid = [c["invalid"] for c in counts.values() if c.get("invalid")]
     invalid += [why for arm, res in results.items() if (why := summary.invalid_usage(arm, res))]
     if invalid:  # an impossible counter delta or usage count is no measurement: the case says so, with the reason
-        return CaseOutcome("invalid", "; ".join(invalid), m, details, series, facts)
-    return CaseOutcome("ok", metrics=m, series=series, details=details, facts=facts)
+        return Record("invalid", "; ".join(invalid), m, details, series, facts)
+    return Record("ok", metrics=m, series=series, details=details, facts=facts)
 
 
 def _repeats(res: list[client.Result]) -> list[float]:

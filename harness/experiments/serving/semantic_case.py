@@ -25,7 +25,7 @@ from harness.experiments.shared.semantic_embed import Embedder
 from harness.experiments.shared.semantic_serve import MODES
 from harness.experiments.shared.semantic_store import Entry, Store
 from harness.infra import serving_engine
-from harness.model.driver_contract import CaseContext, CaseOutcome, Metric, Param
+from harness.model.driver_contract import CaseContext, Metric, Param, Record
 from harness.model.driver_helpers import torch_threads
 
 from . import client, engines
@@ -103,7 +103,7 @@ async def _serve_stream(ctx, ep, p, s, stores, emb, proj) -> tuple[list[list], l
 
 
 @engines.fails_when_down
-def run(ctx: CaseContext) -> CaseOutcome:
+def run(ctx: CaseContext) -> Record:
 
     p = {**ctx.params, "device": "cpu"}
     ep = engines.pick_off(ctx.target, ctx.raw_dir)
@@ -129,7 +129,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
             st.clear()
         rc.close()
     if down:
-        return CaseOutcome("failed", f"the engine stopped answering during the stream: {down}")
+        return Record("failed", f"the engine stopped answering during the stream: {down}")
     out = semantic_stream.outcome_of(ctx, p, s, rows, "the engine over HTTP")
     out.metrics["engine.errors"] = Metric(len(errors), "requests", "lower", "engine requests that did not complete "
                                           "(left out of the TTFT percentiles)")

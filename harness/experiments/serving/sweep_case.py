@@ -40,7 +40,7 @@ from harness.experiments.serving.series import POINTS, SEMANTIC_VS_HASH
 from harness.experiments.shared import kv_block_trace as kvtrace
 from harness.experiments.shared import semantic_stream
 from harness.infra import serving_engine
-from harness.model.driver_contract import INPUT_FILE, CaseContext, CaseOutcome, Metric, Param, input_path
+from harness.model.driver_contract import INPUT_FILE, CaseContext, Metric, Param, Record, input_path
 
 from . import client, engines, replay, semantic_arms, sessions, sweep, sweep_run
 
@@ -308,7 +308,7 @@ def engine_of(arm: str, on, off):
 
 
 @engines.fails_when_down
-def run(ctx: CaseContext) -> CaseOutcome:
+def run(ctx: CaseContext) -> Record:
     p = ctx.params
     on, off = engines.pick_warm(ctx.target, ctx.raw_dir, ctx.log)
     block = replay_block(on, p)
@@ -327,7 +327,7 @@ def run(ctx: CaseContext) -> CaseOutcome:
             try:
                 engines.require(ep)
             except engines.EngineDown as e:
-                return CaseOutcome("failed", f"the engine stopped answering during {arm}: {e}")
+                return Record("failed", f"the engine stopped answering during {arm}: {e}")
     finally:
         if front is not None:
             front.close()
@@ -341,7 +341,7 @@ def replay_block(ep, p: dict) -> int:
     return block
 
 
-def outcome(ctx: CaseContext, rows: list[dict], skipped: dict, loads: Workloads) -> CaseOutcome:
+def outcome(ctx: CaseContext, rows: list[dict], skipped: dict, loads: Workloads) -> Record:
     p = ctx.params
     m: dict[str, Metric] = {}
     unit = "req/s" if p["mode"] == "open" else "users"
@@ -386,8 +386,8 @@ def outcome(ctx: CaseContext, rows: list[dict], skipped: dict, loads: Workloads)
         details["session_generator"] = loads.session_spec(1.0, sum(timing(p, 1.0)), 0).record()
     facts = {"sweep_mode": p["mode"], "sweep_workload": p["workload"]}
     if not rows:
-        return CaseOutcome("failed", "no arm ran: " + "; ".join(f"{a}: {w}" for a, w in skipped.items()), m, details)
-    return CaseOutcome("ok", metrics=m, series=series, details=details, facts=facts)
+        return Record("failed", "no arm ran: " + "; ".join(f"{a}: {w}" for a, w in skipped.items()), m, details)
+    return Record("ok", metrics=m, series=series, details=details, facts=facts)
 
 
 def buys(cache: str, rows: list[dict], by_arm: dict, unit: str) -> dict[str, Metric]:

@@ -29,7 +29,7 @@ from harness.experiments.shared.semantic_embed import cached_encode
 from harness.experiments.shared.semantic_series import REQUESTS
 from harness.experiments.shared.semantic_serve import MODES
 from harness.experiments.shared.semantic_store import Entry
-from harness.model.driver_contract import CaseOutcome, Metric, Param
+from harness.model.driver_contract import Metric, Param, Record
 from harness.model.driver_helpers import latency_metrics, torch_threads, write_csv
 
 STREAMS = ("test", "semantic-hits")
@@ -152,7 +152,7 @@ def fill_oracle(store, requests: list[tuple[str, str]], emb, proj) -> None:
     store.put_signatures(sigs, [Entry(lab, f"[oracle answer of request {i}]") for i, (_, lab) in enumerate(requests)])
 
 
-def outcome_of(ctx, p, s: Stream, rows: list[list], dev: str) -> CaseOutcome:
+def outcome_of(ctx, p, s: Stream, rows: list[list], dev: str) -> Record:
     present = {lab for _, lab in s.workload.inserts}
     should = sum(lab in present for _, lab in s.requests)
     write_csv(ctx.raw_path("ttft_per_request.csv"), ["request", "position", "mode", "ttft_ms", "outcome"],
@@ -196,7 +196,7 @@ def outcome_of(ctx, p, s: Stream, rows: list[list], dev: str) -> CaseOutcome:
             f"{s.calibration_queries} calibration queries; oracle_cache (the instrument) holds every request under its "
             f"own signature")
     series = {REQUESTS.name: REQUESTS.lists(rows, note)}
-    return CaseOutcome("ok", metrics=m, series=series, details={"device": dev})
+    return Record("ok", metrics=m, series=series, details={"device": dev})
 
 
 def _cached_mode_metrics(mode: str, ms: list[float], outs: list[str]) -> dict[str, Metric]:

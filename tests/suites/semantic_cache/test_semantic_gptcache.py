@@ -14,7 +14,7 @@ import pytest
 
 from harness.experiments.semantic_cache import gptcache_subject
 from harness.model import driver_contract
-from harness.model.driver_contract import CaseContext, CaseOutcome
+from harness.model.driver_contract import CaseContext, Record
 from harness.model.stored_run import Metric
 from tests import TESTS
 from tests.suites.semantic_cache.test_semantic_spec import verdicts_of
@@ -29,7 +29,7 @@ RECORDED = json.loads((FIX / "gptcache_metrics.json").read_text())["repetitions"
 SHM_BEFORE: set = set()  # GPTCache folders in /dev/shm before this module's runs (another process's)
 
 
-def _run(tmp, target, **params) -> CaseOutcome:
+def _run(tmp, target, **params) -> Record:
     import harness.experiments.semantic_cache.drivers  # noqa: F401  (registers the driver)
 
     drv = driver_contract.REGISTRY["semantic-cache-gptcache"]
@@ -113,7 +113,7 @@ def test_i24_speed_checks_without_the_onnx_session_never_reproduce(runs):
 
 
 def _speed(values: dict) -> dict:
-    out = CaseOutcome("ok", metrics={k: Metric(x, "") for k, x in values.items()})
+    out = Record("ok", metrics={k: Metric(x, "") for k, x in values.items()})
     return {k: str(cv.outcome) for k, cv in verdicts_of("I24", "gptcache", out).items()
             if not k.startswith("int8.") and ("gptcache" not in k or k.startswith("lookup."))}
 
@@ -208,7 +208,7 @@ INT8_RUN = {"int8.lookup.p50_ms": 4.5, "onnx.lookup.p50_ms": 9.9, "instrument.de
 
 
 def _int8(values: dict) -> dict:
-    out = CaseOutcome("ok", metrics={k: Metric(x, "") for k, x in values.items()})
+    out = Record("ok", metrics={k: Metric(x, "") for k, x in values.items()})
     return {k: str(cv.outcome) for k, cv in verdicts_of("I24", "gptcache", out).items() if k.startswith("int8.")}
 
 

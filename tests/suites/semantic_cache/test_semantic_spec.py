@@ -23,7 +23,7 @@ def _suite():
 def verdicts_of(claim_id: str, case: str, out, *, params: dict | None = None, facts: dict | None = None,
                 manifest: dict | None = None, drop: tuple[str, ...] = ()) -> dict:
     """The ledger's real checks of `claim_id` on `case`, judged by harness.verdict.analysis.analyze on a
-    RunData holding one record of the real CaseOutcome `out` (its metrics, series and facts;
+    RunData holding one record of the real Record `out` (its metrics, series and facts;
     `facts` overrides some, `drop` leaves metrics out), on this machine's measured facts
     (HERE) unless `manifest` says otherwise: {metric: CheckVerdict}."""
     suites, claims = ledger()
@@ -40,9 +40,9 @@ def verdicts_of(claim_id: str, case: str, out, *, params: dict | None = None, fa
 def check_verdict(claim_id: str, case: str, metric: str, values: dict[str, float], tmp_path: Path = None,
                   profile: str = "local", manifest: dict | None = None):
     """The verdict of the ledger's check on `metric`, for a run whose case measured `values`."""
-    from harness.model.driver_contract import CaseOutcome
+    from harness.model.driver_contract import Record
 
-    out = CaseOutcome("ok", metrics={k: Metric(v, "") for k, v in values.items()})
+    out = Record("ok", metrics={k: Metric(v, "") for k, v in values.items()})
     return verdicts_of(claim_id, case, out, manifest=LAB if profile == "lab-a100" else manifest)[metric]
 
 

@@ -159,13 +159,13 @@ def test_c4_gpu_check_on_the_metrics_a_gpu_run_records():
     """No GPU here: the GPU check's wiring on the metrics the memory driver records on one (an
     A100 measured in the manifest): the cache's process above no cache with the known extra
     allocation seen is not reproduced; with the allocation unseen, inconclusive."""
-    from harness.model.driver_contract import CaseOutcome
+    from harness.model.driver_contract import Record
     from harness.model.stored_run import Metric
 
-    def out(seen: float) -> CaseOutcome:
+    def out(seen: float) -> Record:
         m = {"memory.gpu_change_pct": 8.0, "control.gpu_change_pct": 0.1, "instrument.gpu_seen_mb": seen,
              "instrument.known_mb": 256.0}
-        return CaseOutcome("ok", metrics={k: Metric(v, "") for k, v in m.items()}, facts={"memory_measured": "gpu"})
+        return Record("ok", metrics={k: Metric(v, "") for k, v in m.items()}, facts={"memory_measured": "gpu"})
 
     seen = verdicts_of("C4", "memory", out(256.0), manifest=LAB)["memory.gpu_change_pct"]
     blind = verdicts_of("C4", "memory", out(3.0), manifest=LAB)["memory.gpu_change_pct"]
