@@ -190,12 +190,16 @@ def test_c16_without_batching_is_not_reproduced_with_the_known_wait_seen(entity_
     # at 20 requests/s the static arm waits for its batches far longer than the dynamic arm's window
     assert m["on"]["static_batch_token_key.added_ms_mean"] > 5 * m["on"]["dynamic_batch_entity_key.added_ms_mean"]
     assert m["on"]["dynamic_batch_entity_key.added_ms_mean"] > 4.5  # no key repeats: every request waits 5 ms
-    assert _outcomes(on)["dynamic_batch_entity_key.added_ms_mean"] == "not reproduced"
+    # the stand-in's own instrument (its wait over its window, <= 1.5x) times a 5 ms window on a
+    # shared host: where a loaded host held it longer (a fresh clone's full run once), the
+    # stand-in's strength is unknown and the checks it serves are inconclusive, never a success
+    blind = m["on"]["standin.dynamic_unique_key.wait_vs_window"] > 1.5
+    assert _outcomes(on)["dynamic_batch_entity_key.added_ms_mean"] == ("inconclusive" if blind else "not reproduced")
     # ... but no key repeats, so nothing is batched: the cut is the short window's, as the stand-in (the same
     # window, keys never shared) shows, not equal-key batching's (issue 39: attribution to the named mechanism)
     assert m["on"]["dynamic_batch_entity_key.requests_per_batch"] == 1
     assert m["on"]["standin.dynamic_unique_key.requests_per_batch"] == 1
-    assert _outcomes(on)["batching.dynamic_vs_static_added_ms"] == "not attributable", on[
+    assert _outcomes(on)["batching.dynamic_vs_static_added_ms"] == ("inconclusive" if blind else "not attributable"), on[
         "batching.dynamic_vs_static_added_ms"].reason
     # no batching anywhere: no wait is the batching's, so no check may be called a success
     assert not set(_outcomes(off).values()) & SUCCESS, {k: cv.reason for k, cv in off.items()}
