@@ -25,7 +25,7 @@ DEBIAN_TEST := $(DEBIAN_RUNTIME) /usr/sbin/sshd:openssh-server ssh:openssh-clien
 	prometheus-node-exporter:prometheus-node-exporter ansible-playbook:ansible chromium:chromium \
 	chromedriver:chromium-driver npm:npm
 
-.PHONY: venvs setup setup-test reproduce test mutations bench bench-overhead provision unprovision lint clean cluster-up cluster-down \
+.PHONY: venvs setup setup-test reproduce test mutations bench bench-overhead provision unprovision lint lint-code clean cluster-up cluster-down \
 	gpu-check gpu-check-prepare
 
 # constraints.txt pins the exact versions the tests pass with (see its header).
@@ -66,10 +66,16 @@ reproduce: setup
 ## and subprocesses, so two workers share 2 cores well. tests/conftest.py keeps the files that
 ## share a resource on one worker and gives each worker its own cluster ports.
 TEST_WORKERS ?= 2
-test: setup-test
-	$(VENV)/bin/ruff check .
+test: setup-test lint-code
 	@$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
+
+## The formatter, the linter and the type checker (`make test` runs them first; so does the
+## pre-commit hook of .pre-commit-config.yaml).
+lint-code: setup-test
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy harness
 
 ## The mutation suite (tests/mutations): every code mutation of a mechanism or an instrument, each
 ## run in a temporary copy of the checkout, must get the verdict its kind needs from the ledger
@@ -107,7 +113,7 @@ provision:
 unprovision:
 	ANSIBLE_CONFIG=ansible/ansible.cfg ansible-playbook -i $(INVENTORY) ansible/teardown.yml $(ANSIBLE_ARGS)
 
-lint: setup-test
+lint: lint-code
 	$(VENV)/bin/ansible-lint ansible/
 
 cluster-up: setup

@@ -92,17 +92,34 @@ def _spec_path(s) -> str | None:
 def list_cmd(as_json):
     """Suites, their cases and profiles; the registered drivers."""
     if as_json:
-        click.echo(json.dumps({
-            "suites": [{"name": s.name, "file": _spec_path(s), "description": s.description,
-                        "target": s.target, "profiles": list(s.profiles),
-                        "cases": [{"name": c.name, "driver": c.driver, "description": c.description} for c in s.cases]}
-                       for s in spec.load_all_suites().values()],
-            "drivers": [{"name": n, "module": d.module, "own_process": bool(d.isolate)}
-                        for n, d in sorted(driver_contract.load_all().items())]}, indent=1))
+        click.echo(
+            json.dumps(
+                {
+                    "suites": [
+                        {
+                            "name": s.name,
+                            "file": _spec_path(s),
+                            "description": s.description,
+                            "target": s.target,
+                            "profiles": list(s.profiles),
+                            "cases": [
+                                {"name": c.name, "driver": c.driver, "description": c.description} for c in s.cases
+                            ],
+                        }
+                        for s in spec.load_all_suites().values()
+                    ],
+                    "drivers": [
+                        {"name": n, "module": d.module, "own_process": bool(d.isolate)}
+                        for n, d in sorted(driver_contract.load_all().items())
+                    ],
+                },
+                indent=1,
+            )
+        )
         return
     for s in spec.load_all_suites().values():
         click.echo(for_terminal(f"{s.name}  ({_spec_path(s)})  profiles: {', '.join(s.profiles)}", LINE))
-        click.echo("    " + for_terminal(s.description.strip().splitlines()[0] if s.description.strip() else '', LINE))
+        click.echo("    " + for_terminal(s.description.strip().splitlines()[0] if s.description.strip() else "", LINE))
         for c in s.cases:
             click.echo(for_terminal(f"    - {c.name} [{c.driver}] {c.description}", LINE))
     click.echo("\ndrivers:")
@@ -116,8 +133,10 @@ MAX_PATTERN = 256  # a SUITE/CASE name is at most 129 characters: a longer -k pa
 def _pattern(ctx, param, value):
     """-k: a pattern longer than any SUITE/CASE can match nothing; refused without echoing it whole."""
     if value is not None and len(value) > MAX_PATTERN:
-        raise BadInput(f"-k {value[:40]!r}... is {len(value)} characters long; a SUITE/CASE name has at most "
-                       f"129, give a shorter pattern ('harness list' shows the names)")
+        raise BadInput(
+            f"-k {value[:40]!r}... is {len(value)} characters long; a SUITE/CASE name has at most "
+            f"129, give a shorter pattern ('harness list' shows the names)"
+        )
     return value
 
 
@@ -130,40 +149,66 @@ def _results_dir(ctx, param, value):
 
 @cli.command(epilog=ENVIRONMENT)
 @click.argument("suites", nargs=-1, shell_complete=_complete_suites)
-@click.option("-k", "keyword", metavar="PATTERN", callback=_pattern,
-              help="only cases whose SUITE/CASE contains PATTERN (or matches it as a glob: *, ?, [])")
-@click.option("--dry-run", is_flag=True, help="print the plan (suites, cases, repetitions, parameters, target) and exit")
-@click.option("--profile", default="local", show_default=True, help="profile of the suite specs",
-              shell_complete=_complete_profiles)
+@click.option(
+    "-k",
+    "keyword",
+    metavar="PATTERN",
+    callback=_pattern,
+    help="only cases whose SUITE/CASE contains PATTERN (or matches it as a glob: *, ?, [])",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="print the plan (suites, cases, repetitions, parameters, target) and exit"
+)
+@click.option(
+    "--profile",
+    default="local",
+    show_default=True,
+    help="profile of the suite specs",
+    shell_complete=_complete_profiles,
+)
 @click.option("--target", default="local", show_default=True, help="'local' or an Ansible inventory file")
 @click.option("--results-dir", default="results", show_default=True, type=click.Path(), callback=_results_dir)
 @click.option("--repeat", type=int, default=None, help="repetitions per case (default: the profile's)")
 @click.option("--set", "overrides", multiple=True, metavar="CASE.PARAM=VALUE", help="override a case parameter")
 @click.option("--base-port", default=7000, show_default=True, help="first port of the local cluster")
 @click.option("--monitoring", is_flag=True, help="query Prometheus for server-side series of the run")
-@click.option("--allow-skipped", is_flag=True,
-              help="accept skipped cases in a profile where a skip fails the run (lab-a100)")
-def run(suites, keyword, dry_run, profile, target, results_dir, repeat, overrides, base_port, monitoring,
-        allow_skipped):
+@click.option(
+    "--allow-skipped", is_flag=True, help="accept skipped cases in a profile where a skip fails the run (lab-a100)"
+)
+def run(
+    suites, keyword, dry_run, profile, target, results_dir, repeat, overrides, base_port, monitoring, allow_skipped
+):
     """Run SUITES (all when none are named; SUITE/CASE for one case), write the results
     folder and the report."""
     if monitoring:
         _need_monitoring_client()
     if dry_run:
-        plans = plan(list(suites), profile=profile, keyword=keyword, repeat=repeat, overrides=list(overrides),
-                     log=_log)
+        plans = plan(list(suites), profile=profile, keyword=keyword, repeat=repeat, overrides=list(overrides), log=_log)
         check_before_run(plans, target=target, base_port=base_port, monitoring=monitoring)  # what the run refuses
-        for line in plan_lines(plans, profile=profile, target=target, base_port=base_port, results_dir=results_dir,
-                               monitoring=monitoring):
+        for line in plan_lines(
+            plans, profile=profile, target=target, base_port=base_port, results_dir=results_dir, monitoring=monitoring
+        ):
             click.echo(line)
         return
-    out = run_suites(list(suites), profile=profile, target=target, results_dir=results_dir, repeat=repeat,
-                     overrides=list(overrides), base_port=base_port, monitoring=monitoring,
-                     allow_skipped=allow_skipped, log=_log, keyword=keyword)
+    out = run_suites(
+        list(suites),
+        profile=profile,
+        target=target,
+        results_dir=results_dir,
+        repeat=repeat,
+        overrides=list(overrides),
+        base_port=base_port,
+        monitoring=monitoring,
+        allow_skipped=allow_skipped,
+        log=_log,
+        keyword=keyword,
+    )
     signals.settle()  # the results, report and JUnit are written: a late Ctrl-C changes nothing
     click.echo(out.summary)
-    click.echo(f"\nresults: {for_terminal(out.run_dir, LINE)}\nreport:  {for_terminal(out.report, LINE)}\n"
-               f"junit:   {for_terminal(out.run_dir / 'junit.xml', LINE)}")
+    click.echo(
+        f"\nresults: {for_terminal(out.run_dir, LINE)}\nreport:  {for_terminal(out.report, LINE)}\n"
+        f"junit:   {for_terminal(out.run_dir / 'junit.xml', LINE)}"
+    )
     if out.exit_code:
         click.echo(f"exit {out.exit_code}: {for_terminal(out.analysis.exit_reason, LINE)}", err=True)
     sys.exit(out.exit_code)
@@ -174,37 +219,57 @@ def _need_monitoring_client() -> None:
     try:
         import prometheus_api_client  # noqa: F401
     except ImportError:
-        raise EnvironmentProblem("--monitoring needs the prometheus-api-client package, which is not installed; "
-                                 "run `make setup` (or pip install -c constraints.txt -e .)") from None
+        raise EnvironmentProblem(
+            "--monitoring needs the prometheus-api-client package, which is not installed; "
+            "run `make setup` (or pip install -c constraints.txt -e .)"
+        ) from None
 
 
 @cli.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--baseline", type=click.Path(path_type=Path), help="an earlier results folder to compare with")
-@click.option("--history", "history", metavar="LOCATION", callback=lambda ctx, param, v: check_history_location(v),
-              help="where the history page is (a path relative to the report, or an https URL; nothing else): "
-                   "threshold and claim rows link to their metric's history")
+@click.option(
+    "--history",
+    "history",
+    metavar="LOCATION",
+    callback=lambda ctx, param, v: check_history_location(v),
+    help="where the history page is (a path relative to the report, or an https URL; nothing else): "
+    "threshold and claim rows link to their metric's history",
+)
 def report(run_dir, baseline, history):
     """(Re)render RUN_DIR/report.html (and junit.xml) from the stored results alone."""
     out = publish(run_dir, baseline=baseline, history=history)
     if isinstance(out.run.interrupted, dict):
-        click.echo(f"note: this run was interrupted ({for_terminal(out.run.interrupted.get('case', ''), NAME)}); "
-                   f"the report shows what was measured before", err=True)
+        click.echo(
+            f"note: this run was interrupted ({for_terminal(out.run.interrupted.get('case', ''), NAME)}); "
+            f"the report shows what was measured before",
+            err=True,
+        )
     click.echo(f"report: {for_terminal(out.report, LINE)}")
 
 
 @cli.command()
 @click.argument("baseline", type=click.Path(path_type=Path))
 @click.argument("run_dir", type=click.Path(path_type=Path))
-@click.option("--last", default=7, show_default=True,
-              help="when BASELINE is a folder of results folders: pool the last N earlier runs (median of their medians)")
-@click.option("--factor", default=0.05, show_default=True,
-              help="smallest relative change that counts (raised to the baseline's coefficient of variation)")
+@click.option(
+    "--last",
+    default=7,
+    show_default=True,
+    help="when BASELINE is a folder of results folders: pool the last N earlier runs (median of their medians)",
+)
+@click.option(
+    "--factor",
+    default=0.05,
+    show_default=True,
+    help="smallest relative change that counts (raised to the baseline's coefficient of variation)",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
 @click.option("--only-changed", is_flag=True, help="leave out metrics with no change or a change within the noise")
-@click.option("--allow-mismatch", is_flag=True,
-              help="compare even when the profile, host, key versions or case parameters differ "
-                   "(a warning instead of exit 2)")
+@click.option(
+    "--allow-mismatch",
+    is_flag=True,
+    help="compare even when the profile, host, key versions or case parameters differ (a warning instead of exit 2)",
+)
 @click.option("--output", type=click.Path(path_type=Path), help="also write the comparison to this file")
 def compare(baseline, run_dir, last, factor, fmt, only_changed, allow_mismatch, output):
     """The claims whose verdict changed from BASELINE to RUN_DIR, then the per-metric
@@ -232,8 +297,12 @@ def compare(baseline, run_dir, last, factor, fmt, only_changed, allow_mismatch, 
 
 @cli.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
-@click.option("--write", "out", type=click.Path(path_type=Path), help="write the Markdown to this file "
-              "(docs/measurements.md) instead of printing it")
+@click.option(
+    "--write",
+    "out",
+    type=click.Path(path_type=Path),
+    help="write the Markdown to this file (docs/measurements.md) instead of printing it",
+)
 def measurements(run_dir, out):
     """What RUN_DIR measured, as Markdown generated from the folder alone: the run and its
     machine, each claim's verdict with its deciding check, the thresholds, the cases that did
@@ -251,11 +320,19 @@ def measurements(run_dir, out):
 
 @cli.command()
 @click.argument("results_root", type=click.Path(path_type=Path))
-@click.option("--out", "out_dir", type=click.Path(path_type=Path),
-              help="folder for history.html and history.json (default: RESULTS_ROOT)")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    help="folder for history.html and history.json (default: RESULTS_ROOT)",
+)
 @click.option("--last", type=int, default=None, help="only the last N runs")
-@click.option("--profile", default=None, shell_complete=_complete_profiles,
-              help="the runs of this profile (default: the newest run's)")
+@click.option(
+    "--profile",
+    default=None,
+    shell_complete=_complete_profiles,
+    help="the runs of this profile (default: the newest run's)",
+)
 def history(results_root, out_dir, last, profile):
     """Every metric's history over the results folders under RESULTS_ROOT: one
     self-contained page (history.html) and history.json, with per-run whiskers, the
@@ -333,8 +410,14 @@ def cluster_status(host, base_port, as_json):
     if as_json:
         click.echo(json.dumps({**st, "healthy": bool(healthy)}, indent=1))
     else:
-        click.echo(f"cluster on {host}:{base_port}-{base_port + 5}: " + ("healthy" if healthy else (
-            "running, unhealthy: " if st.get("running") else "") + for_terminal(st.get("health"), LINE)))
+        click.echo(
+            f"cluster on {host}:{base_port}-{base_port + 5}: "
+            + (
+                "healthy"
+                if healthy
+                else ("running, unhealthy: " if st.get("running") else "") + for_terminal(st.get("health"), LINE)
+            )
+        )
     if not healthy:
         sys.exit(EXIT_ENVIRONMENT)
 
@@ -405,8 +488,11 @@ def bad_path_line(e: OSError) -> str:
     """One line for a path the file system refuses as a name: which path, why, the fix."""
     name = str(e.filename or "a path")
     shown = name if len(name) <= 120 else f"{name[:60]}...{name[-40:]} ({len(name.encode('utf-8', 'replace'))} bytes)"
-    why = ("a name in it is longer than the file system allows (255 bytes a name, 4096 in all)"
-           if e.errno == errno.ENAMETOOLONG else "it is a loop of links")
+    why = (
+        "a name in it is longer than the file system allows (255 bytes a name, 4096 in all)"
+        if e.errno == errno.ENAMETOOLONG
+        else "it is a loop of links"
+    )
     return f"{redact(shown)}: {why}; give a shorter path"
 
 

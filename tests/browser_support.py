@@ -66,8 +66,15 @@ def start_driver():
 
     options = webdriver.ChromeOptions()
     options.binary_location = chromium()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                f"--window-size={WIDTH},{HEIGHT}", "--no-first-run", "--disable-extensions"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        f"--window-size={WIDTH},{HEIGHT}",
+        "--no-first-run",
+        "--disable-extensions",
+    ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     return webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
@@ -76,6 +83,7 @@ def start_driver():
 @dataclass
 class Loaded:
     """A page as it loaded: its SEVERE console lines and every URL the browser requested."""
+
     path: Path
     console: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
@@ -85,8 +93,10 @@ def load(driver, path: Path) -> Loaded:
     """Open `path` in a 1280 x 800 viewport, at the top, in screen media."""
     for log in ("browser", "performance"):
         driver.get_log(log)  # drop what an earlier page left
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False})
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False},
+    )
     driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "screen"})
     driver.get(path.resolve().as_uri())
     console = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
@@ -118,8 +128,14 @@ def first_screen_problems(driver) -> list[str]:
     h = s["heading"]
     if h is None:
         out.append("#verdict-board has no heading")
-    elif not (s["scrollY"] == 0 and h["visible"] and h["top"] >= 0 and h["bottom"] <= s["vh"]
-              and h["left"] >= 0 and h["right"] <= s["vw"]):
+    elif not (
+        s["scrollY"] == 0
+        and h["visible"]
+        and h["top"] >= 0
+        and h["bottom"] <= s["vh"]
+        and h["left"] >= 0
+        and h["right"] <= s["vw"]
+    ):
         out.append(f"#verdict-board's heading {h['text']!r} is not visible without scrolling: {h}")
     return out
 
@@ -129,7 +145,8 @@ def board_claim_links(driver) -> list[str]:
     return driver.execute_script(
         "return [...document.querySelectorAll('#verdict-board table.board tr')]"
         ".flatMap(tr => [...tr.querySelectorAll('a[href^=\"#claim-\"]')].slice(0, 1))"
-        ".map(a => a.getAttribute('href').slice('#claim-'.length))")
+        ".map(a => a.getAttribute('href').slice('#claim-'.length))"
+    )
 
 
 CELL_LINES = """
@@ -152,8 +169,11 @@ def tall_cell_problems(driver, max_lines: float = MAX_CELL_LINES) -> list[str]:
     cells = driver.execute_script(CELL_LINES)
     if not cells:
         return ["the verdict board has no cells"]
-    return [f"board cell in column {c['col']} is {c['lines']:.1f} lines tall: {c['text']!r}"
-            for c in cells if c["lines"] > max_lines]
+    return [
+        f"board cell in column {c['col']} is {c['lines']:.1f} lines tall: {c['text']!r}"
+        for c in cells
+        if c["lines"] > max_lines
+    ]
 
 
 def overflow_problems(driver) -> list[str]:
@@ -165,7 +185,8 @@ def dangling_link_problems(driver) -> list[str]:
     """Every a[href^="#"] names an element id in the page ("#" alone is the top: allowed)."""
     dangling = driver.execute_script(
         "return [...document.querySelectorAll('a[href^=\"#\"]')].map(a => a.getAttribute('href'))"
-        ".filter(h => h.length > 1 && !document.getElementById(decodeURIComponent(h.slice(1))))")
+        ".filter(h => h.length > 1 && !document.getElementById(decodeURIComponent(h.slice(1))))"
+    )
     return [f"internal link {h} names no element" for h in dict.fromkeys(dangling)]
 
 
@@ -186,8 +207,9 @@ def external_request_problems(driver, page: Loaded) -> list[str]:
     """Nothing leaves the file: every resource the DOM names or the page loaded, and every
     request the browser sent (the DevTools network log), is file: or data:."""
     urls = driver.execute_script(SOURCES) + page.requests
-    return [f"request or source outside the file: {u[:120]}" for u in dict.fromkeys(urls)
-            if u and not u.startswith(LOCAL)]
+    return [
+        f"request or source outside the file: {u[:120]}" for u in dict.fromkeys(urls) if u and not u.startswith(LOCAL)
+    ]
 
 
 def console_problems(page: Loaded) -> list[str]:
@@ -201,7 +223,8 @@ def run_axe(driver) -> dict:
     raw = driver.execute_async_script(
         "const done = arguments[arguments.length - 1];"
         "axe.run(document, {resultTypes: ['violations']})"
-        ".then(r => done(JSON.stringify(r)), e => done(JSON.stringify({error: String(e)})));")
+        ".then(r => done(JSON.stringify(r)), e => done(JSON.stringify({error: String(e)})));"
+    )
     result = json.loads(raw)
     assert "error" not in result, f"axe-core failed to run: {result['error']}"
     return result
@@ -212,8 +235,10 @@ def axe_problems(result: dict, impacts=("serious", "critical")) -> list[str]:
     out = []
     for v in result["violations"]:
         if v.get("impact") in impacts:
-            targets = ["".join(map(str, n["target"])) if isinstance(n["target"], list) else str(n["target"])
-                       for n in v["nodes"][:3]]
+            targets = [
+                "".join(map(str, n["target"])) if isinstance(n["target"], list) else str(n["target"])
+                for n in v["nodes"][:3]
+            ]
             out.append(f"{v['id']} ({v['impact']}, {len(v['nodes'])} nodes): {v['help']}; first: {targets}")
     return out
 

@@ -34,8 +34,12 @@ def work(job: dict, log) -> dict:
         time.sleep(60)
     if do == "target":
         t = Target.from_env(job["target"])
-        return {"password_sha256": hashlib.sha256(t.password.encode()).hexdigest(), "echo": t.password,
-                "username": t.username, "loadgen": t.loadgen.address if t.loadgen else None}
+        return {
+            "password_sha256": hashlib.sha256(t.password.encode()).hexdigest(),
+            "echo": t.password,
+            "username": t.username,
+            "loadgen": t.loadgen.address if t.loadgen else None,
+        }
     raise ValueError(do)
 
 

@@ -46,14 +46,27 @@ TEST_CLUSTER_PORT = int(os.environ.get("HARNESS_TEST_CLUSTER_PORT", "7100")) + W
 # run beside the lab's provisioning and its engine they fell behind in two fresh-clone runs
 # (99% late) and passed alone, so they follow the lab on its worker.
 GROUPS = {
-    "test_lab_sim": "lab", "test_lab_sim_engine": "lab", "test_failover": "lab", "test_cold_start": "lab",
-    "test_serving_engine": "engine", "test_serving_engine_lifecycle": "engine",
-    "test_interrupts": "interrupts", "test_hostile": "interrupts",
+    "test_lab_sim": "lab",
+    "test_lab_sim_engine": "lab",
+    "test_failover": "lab",
+    "test_cold_start": "lab",
+    "test_serving_engine": "engine",
+    "test_serving_engine_lifecycle": "engine",
+    "test_interrupts": "interrupts",
+    "test_hostile": "interrupts",
 }
 # The longest groups are handed out first (60-360 s each in a serial run), so that no worker
 # is left alone at the end with one of them.
-LONG_FIRST = ("lab", "engine", "interrupts", "test_ansible_llm_engine",
-              "test_semantic_verdicts", "test_monitoring", "test_semantic_onnx", "test_cli_selection")
+LONG_FIRST = (
+    "lab",
+    "engine",
+    "interrupts",
+    "test_ansible_llm_engine",
+    "test_semantic_verdicts",
+    "test_monitoring",
+    "test_semantic_onnx",
+    "test_cli_selection",
+)
 
 
 def group_of(nodeid_or_path: str) -> str:

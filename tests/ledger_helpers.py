@@ -19,20 +19,23 @@ HERE = {
     "gpu": {"present": False, "reason": "no GPU"},
     "host": {"cpu_logical": 2},
     "storage": {"kind": "virtual", "device": "vda"},
-    "target_nodes": {"nodes": [{"host": "127.0.0.1", "port": 7000 + i, "role": "primary" if i < 3 else "replica"}
-                               for i in range(6)]},
+    "target_nodes": {
+        "nodes": [{"host": "127.0.0.1", "port": 7000 + i, "role": "primary" if i < 3 else "replica"} for i in range(6)]
+    },
 }
 LAB = {
     "gpu": {"present": True, "gpus": [{"index": 0, "name": "NVIDIA A100-SXM4-80GB"}]},
     "host": {"cpu_logical": 64},
     "storage": {"kind": "nvme", "device": "nvme0n1"},
-    "target_nodes": {"nodes": [{"host": f"redis-{i}", "port": 6379, "role": "primary" if i <= 3 else "replica"}
-                               for i in range(1, 7)]},
+    "target_nodes": {
+        "nodes": [{"host": f"redis-{i}", "port": 6379, "role": "primary" if i <= 3 else "replica"} for i in range(1, 7)]
+    },
     "loadgen": {"address": "loadgen-1"},
     # seven measured machines: six Redis hosts and the load generator, each its own kernel
-    "host_identity": {name: {"boot_id": f"{i:08x}-0000-4000-8000-{i:012x}", "machine_id": f"{i:032x}",
-                             "via": f"ssh {name}"}
-                      for i, name in enumerate([*(f"redis-{j}" for j in range(1, 7)), "loadgen-1", "this machine"], 1)},
+    "host_identity": {
+        name: {"boot_id": f"{i:08x}-0000-4000-8000-{i:012x}", "machine_id": f"{i:032x}", "via": f"ssh {name}"}
+        for i, name in enumerate([*(f"redis-{j}" for j in range(1, 7)), "loadgen-1", "this machine"], 1)
+    },
 }
 
 
@@ -51,15 +54,29 @@ def as_a_run(claims, suite: str, case: str, params: dict | None, manifest: dict 
     return {**fixed, **(params or {})}, man
 
 
-def verdicts(claim_id: str, case: str, metrics: dict, profile: str = "local", suite: str = "engine-hotload",
-             manifest: dict | None = None, facts: dict | None = None, params: dict | None = None):
+def verdicts(
+    claim_id: str,
+    case: str,
+    metrics: dict,
+    profile: str = "local",
+    suite: str = "engine-hotload",
+    manifest: dict | None = None,
+    facts: dict | None = None,
+    params: dict | None = None,
+):
     """The ledger's real checks of `claim_id` on `case`, judged on a run with these metrics,
     this manifest (HERE by default) and these case facts and params."""
     suites, claims = ledger()
     srun = suites[suite].as_run(profile, 1, {c.name: {} for c in suites[suite].cases})
     params, man = as_a_run(claims, suite, case, params, manifest)
-    rec = Record(suite=suite, case=case, repetition=1, metrics={k: Metric(v, "") for k, v in metrics.items()},
-                 params=params, facts=dict(facts or {}))
+    rec = Record(
+        suite=suite,
+        case=case,
+        repetition=1,
+        metrics={k: Metric(v, "") for k, v in metrics.items()},
+        params=params,
+        facts=dict(facts or {}),
+    )
     run = RunData(Path("."), man, [rec], {suite: srun}, claims)
     claim = next(c for c in analyze(run).claims if c.id == claim_id)
     return {cv.check.metric: cv for cv in claim.checks if cv.check.case == case and cv.check.suite == suite}

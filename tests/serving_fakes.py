@@ -40,7 +40,7 @@ def _events(data: bytes) -> list[bytes]:
 
 def synthetic_events(tokens: int) -> list[bytes]:
     """`tokens` choice chunks in the recorded chunks' shape, the usage chunk, [DONE]."""
-    rec = [json.loads(e[len(b"data: "):]) for e in _events(RECORDED) if b"[DONE]" not in e]
+    rec = [json.loads(e[len(b"data: ") :]) for e in _events(RECORDED) if b"[DONE]" not in e]
     token, usage = rec[0], rec[-1]
     out = []
     for i in range(tokens):
@@ -68,7 +68,7 @@ def at_most(events: list[bytes], max_tokens: int) -> list[bytes]:
         if b"[DONE]" in e:
             out.append(e)
             continue
-        d = json.loads(e[len(b"data: "):])
+        d = json.loads(e[len(b"data: ") :])
         if d.get("choices"):
             n += 1
             if n > max_tokens:
@@ -86,8 +86,14 @@ def at_most(events: list[bytes], max_tokens: int) -> list[bytes]:
 class FakeServer:
     """`mode` may be changed while it runs; `served` counts completions answered."""
 
-    def __init__(self, mode: str = "ok", gap_s: float = 0.01, tokens: int | None = None, port: int | None = None,
-                 slots: int | None = None):
+    def __init__(
+        self,
+        mode: str = "ok",
+        gap_s: float = 0.01,
+        tokens: int | None = None,
+        port: int | None = None,
+        slots: int | None = None,
+    ):
         """`slots`: at most this many completions streamed at once, the others wait (a server
         made slow on purpose: its capacity is slots / (tokens x gap_s) requests per second)."""
         assert mode in MODES
@@ -139,8 +145,14 @@ class FakeServer:
     async def _handle(self, reader, writer):
         try:
             head = await reader.readuntil(b"\r\n\r\n")
-            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length")), 0)
+            length = next(
+                (
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                ),
+                0,
+            )
             body = await reader.readexactly(length) if length else b""
             path = head.split(b" ")[1]
             if path == b"/v1/models":
@@ -158,8 +170,10 @@ class FakeServer:
             writer.close()
 
     async def _plain(self, writer, status: int, body: bytes):
-        writer.write(b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
-                     b"Connection: close\r\n\r\n%s" % (status, len(body), body))
+        writer.write(
+            b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+            b"Connection: close\r\n\r\n%s" % (status, len(body), body)
+        )
         await writer.drain()
 
     async def _completion(self, writer, max_tokens: int | None = None):
@@ -170,8 +184,10 @@ class FakeServer:
             return await self._plain(writer, 500, b'{"error":"boom"}')
         if mode == "http400":
             return await self._plain(writer, 400, RECORDED_400)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
-                     b"Connection: close\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+            b"Connection: close\r\n\r\n"
+        )
         events = self.events
         if self.honour_max_tokens and max_tokens:
             events = at_most(events, max_tokens)

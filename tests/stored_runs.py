@@ -27,19 +27,41 @@ def facts() -> dict:
 
 
 def suite_run(cases=("bench",), params=None) -> SuiteRun:
-    return SuiteRun.from_json("kv", {
-        "cases": [{"name": c, "driver": "d", "params": params or {}} for c in cases],
-        "thresholds": [{"case": cases[0], "metric": "get.rps", "op": ">=", "value": 50000, "unit": "req/s",
-                        "reason": "r"}]})
+    return SuiteRun.from_json(
+        "kv",
+        {
+            "cases": [{"name": c, "driver": "d", "params": params or {}} for c in cases],
+            "thresholds": [
+                {"case": cases[0], "metric": "get.rps", "op": ">=", "value": 50000, "unit": "req/s", "reason": "r"}
+            ],
+        },
+    )
 
 
-def write_run(root: Path, i: int, values: dict[str, list[float]], *, profile="local", started=None,
-              case="bench", units=None, man_extra=None, params=None) -> Path:
+def write_run(
+    root: Path,
+    i: int,
+    values: dict[str, list[float]],
+    *,
+    profile="local",
+    started=None,
+    case="bench",
+    units=None,
+    man_extra=None,
+    params=None,
+) -> Path:
     d = root / f"2026010{i // 10}-{i % 10:02d}0000-run{i:03d}"
     (d / "raw").mkdir(parents=True)
-    man = {"run_id": d.name, "profile": profile, "target": "local", "suites": ["kv"],
-           "started": started if started is not None else 1_767_225_600 + i * 86400,
-           "ended": None, **facts(), **(man_extra or {})}
+    man = {
+        "run_id": d.name,
+        "profile": profile,
+        "target": "local",
+        "suites": ["kv"],
+        "started": started if started is not None else 1_767_225_600 + i * 86400,
+        "ended": None,
+        **facts(),
+        **(man_extra or {}),
+    }
     man["ended"] = man["started"] + 60
     write_manifest(d, man)
     reps = len(next(iter(values.values())))
@@ -58,8 +80,9 @@ def noisy_values(level: float, rnd: random.Random, rel=0.01, reps=3) -> list[flo
     return [level * (1 + rnd.gauss(0, rel)) for _ in range(reps)]
 
 
-def write_series(root: Path, n: int, *, step_metric=None, step_at=None, step=0.0, seed=1, rel=0.01,
-                 last_only=False) -> list[Path]:
+def write_series(
+    root: Path, n: int, *, step_metric=None, step_at=None, step=0.0, seed=1, rel=0.01, last_only=False
+) -> list[Path]:
     """n runs of METRICS with ~rel noise; from run step_at on (or only the last run when
     last_only) step_metric is multiplied by (1 + step)."""
     rnd = random.Random(seed)

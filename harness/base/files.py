@@ -66,9 +66,15 @@ class NoSpace(EnvironmentProblem):
 
 
 def kind_of(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a link"), (stat.S_ISREG, "a file")):
+    for test, name in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISLNK, "a link"),
+        (stat.S_ISREG, "a file"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -88,8 +94,10 @@ def read_bounded(path: Path | str, limit: int, what: str, fix: str = "", *, foll
         # follow: what a link points to must be a regular file; otherwise the link itself is refused
         st = os.stat(path) if follow else os.lstat(path)
         if stat.S_ISLNK(st.st_mode):
-            raise BadInput(f"{path}: is a link; {what} is read only as a regular file the harness wrote, "
-                           f"never through a link{tail}")
+            raise BadInput(
+                f"{path}: is a link; {what} is read only as a regular file the harness wrote, "
+                f"never through a link{tail}"
+            )
         if not stat.S_ISREG(st.st_mode):
             raise BadInput(f"{path}: is {kind_of(st.st_mode)}, not a regular file; {what} must be a file{tail}")
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
@@ -124,8 +132,9 @@ def _check_target(path: Path) -> None:
     except OSError as e:
         raise BadInput(f"{path}: cannot be written ({e.strerror or e}); give a path in a writable folder") from None
     if stat.S_ISDIR(st.st_mode):
-        raise BadInput(f"{path}: is a folder, not a file; remove it (the harness writes a file there) "
-                       f"or give another path")
+        raise BadInput(
+            f"{path}: is a folder, not a file; remove it (the harness writes a file there) or give another path"
+        )
     if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
         raise BadInput(f"{path}: is {kind_of(st.st_mode)}, not a regular file; remove it or give another path")
 
@@ -161,8 +170,7 @@ def write_atomic(path: Path | str, data: str | bytes, *, follow: bool = False) -
         _write_replace(path, raw)
     except OSError as e:
         if e.errno not in NO_SPACE:
-            raise BadInput(f"{path}: cannot be written ({e.strerror or e}); give a path in a writable "
-                           f"folder") from None
+            raise BadInput(f"{path}: cannot be written ({e.strerror or e}); give a path in a writable folder") from None
         if not release_reserve(folder):
             raise _no_space(folder, len(raw)) from None
         try:
@@ -198,8 +206,10 @@ def no_space_line(folder: Path | str, needed: int | None = None) -> str:
     except OSError:
         free = "?"
     need = f"writing {_size(needed)} needs more than the {free} free" if needed else f"{free} free"
-    return (f"{folder}: no space left on its disk ({need}); free some space there or give a folder on "
-            f"another disk (--results-dir)")
+    return (
+        f"{folder}: no space left on its disk ({need}); free some space there or give a folder on "
+        f"another disk (--results-dir)"
+    )
 
 
 def reserve_space(folder: Path, size: int | None = None) -> int:

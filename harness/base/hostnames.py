@@ -41,5 +41,7 @@ def check_user(value, where: str) -> str:
     if isinstance(value, str) and USER_RE.fullmatch(value):
         return value
     shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
-    raise BadInput(f"{where}: {shown} is not a user name (letters, digits, '_', '.', '-', not starting "
-                   f"with '-'); fix the inventory")
+    raise BadInput(
+        f"{where}: {shown} is not a user name (letters, digits, '_', '.', '-', not starting "
+        f"with '-'); fix the inventory"
+    )

@@ -49,8 +49,12 @@ def during(before: dict, after: dict) -> dict:
     if before.get("cpu") and after.get("cpu"):
         d_steal, d_total = after["cpu"][0] - before["cpu"][0], after["cpu"][1] - before["cpu"][1]
         steal = round(100.0 * d_steal / d_total, 2) if d_total > 0 and d_steal >= 0 else None
-    return {"load1_start": before.get("load1"), "load1_end": after.get("load1"), "cores": os.cpu_count(),
-            "steal_pct": steal}
+    return {
+        "load1_start": before.get("load1"),
+        "load1_end": after.get("load1"),
+        "cores": os.cpu_count(),
+        "steal_pct": steal,
+    }
 
 
 def _num(x) -> float | None:
@@ -79,8 +83,15 @@ def summary(loads: list) -> dict | None:
     def top(key):
         vals = [v for v in (_num(m.get(key)) for m in loads) if v is not None]
         return max(vals) if vals else None
-    return {"load1_start": top("load1_start"), "load1_end": top("load1_end"), "cores": top("cores"),
-            "steal_pct": top("steal_pct"), "loaded": sum(is_loaded(m) for m in loads), "of": len(loads)}
+
+    return {
+        "load1_start": top("load1_start"),
+        "load1_end": top("load1_end"),
+        "cores": top("cores"),
+        "steal_pct": top("steal_pct"),
+        "loaded": sum(is_loaded(m) for m in loads),
+        "of": len(loads),
+    }
 
 
 def _fmt(x, unit: str = "") -> str:
@@ -92,9 +103,11 @@ def note(loads: list) -> str:
     s = summary(loads)
     if not s or not s["loaded"]:
         return ""
-    return (f"the machine was loaded during {s['loaded']} of {s['of']} repetition(s) (load average "
-            f"{_fmt(s['load1_start'])} at a start on {_fmt(s['cores'])} cores, CPU steal up to "
-            f"{_fmt(s['steal_pct'], '%')}): re-run on a quiet machine")
+    return (
+        f"the machine was loaded during {s['loaded']} of {s['of']} repetition(s) (load average "
+        f"{_fmt(s['load1_start'])} at a start on {_fmt(s['cores'])} cores, CPU steal up to "
+        f"{_fmt(s['steal_pct'], '%')}): re-run on a quiet machine"
+    )
 
 
 def header_line(loads: list) -> str:
@@ -102,10 +115,14 @@ def header_line(loads: list) -> str:
     s = summary(loads)
     if not s:
         return ""
-    line = (f"Machine load during the cases: load average (1 min) up to {_fmt(s['load1_start'])} at a case's "
-            f"start and {_fmt(s['load1_end'])} at its end, on {_fmt(s['cores'])} logical cores; CPU steal up to "
-            f"{_fmt(s['steal_pct'], '%')}.")
+    line = (
+        f"Machine load during the cases: load average (1 min) up to {_fmt(s['load1_start'])} at a case's "
+        f"start and {_fmt(s['load1_end'])} at its end, on {_fmt(s['cores'])} logical cores; CPU steal up to "
+        f"{_fmt(s['steal_pct'], '%')}."
+    )
     if s["loaded"]:
-        line += (f" Loaded (load above the cores at a start, or steal over {STEAL_PCT:g}%) during "
-                 f"{s['loaded']} of {s['of']} repetitions: their thresholds may fail for that reason.")
+        line += (
+            f" Loaded (load above the cores at a start, or steal over {STEAL_PCT:g}%) during "
+            f"{s['loaded']} of {s['of']} repetitions: their thresholds may fail for that reason."
+        )
     return line

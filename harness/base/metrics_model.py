@@ -118,8 +118,9 @@ class Series:
 
     def select(self, names: list[str]) -> "Series":
         """The columns `names`, in that order, with their units (a view's column order)."""
-        return Series({c: self.columns[c] for c in names}, {c: u for c, u in self.units.items() if c in names},
-                      self.note)
+        return Series(
+            {c: self.columns[c] for c in names}, {c: u for c, u in self.units.items() if c in names}, self.note
+        )
 
     def to_json(self) -> dict:
         out: dict = {"columns": self.columns}
@@ -181,8 +182,10 @@ class SeriesShape:
         for c in self.columns:
             if c.holds(name):
                 return c
-        raise KeyError(f"series {self.name!r} declares no column {name!r} (declared: "
-                       f"{', '.join(c.name + ('*' if c.family else '') for c in self.columns)})")
+        raise KeyError(
+            f"series {self.name!r} declares no column {name!r} (declared: "
+            f"{', '.join(c.name + ('*' if c.family else '') for c in self.columns)})"
+        )
 
     def __getitem__(self, name: str) -> str:
         """The column's name, checked against the declaration (what a view indexes a series by)."""
@@ -207,7 +210,9 @@ class SeriesShape:
                 out_units[name] = col.unit
         for name, unit in (units or {}).items():
             if self.column(name).unit:
-                raise ValueError(f"series {self.name!r}: column {name!r} has its unit declared ({self.column(name).unit})")
+                raise ValueError(
+                    f"series {self.name!r}: column {name!r} has its unit declared ({self.column(name).unit})"
+                )
             out_units[name] = unit
         return Series(dict(columns), out_units, self.note if note is None else note)
 

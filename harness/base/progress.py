@@ -37,8 +37,9 @@ def time_left(finished: dict[str, list[float]], remaining: dict[str, int]) -> fl
     if not every:
         return None
     overall = sum(every) / len(every)
-    return sum(n * (sum(finished[c]) / len(finished[c]) if finished.get(c) else overall)
-               for c, n in remaining.items() if n > 0)
+    return sum(
+        n * (sum(finished[c]) / len(finished[c]) if finished.get(c) else overall) for c, n in remaining.items() if n > 0
+    )
 
 
 def use_colour(stream=None) -> bool:

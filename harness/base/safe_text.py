@@ -64,8 +64,12 @@ def bound_strings(value, limit: int = TEXT):
     if kind is str:
         return value if len(value) <= limit else bounded(value, limit)
     if kind is dict or isinstance(value, dict):
-        return {(k if type(k) is not str or len(k) <= limit else bounded(k, limit)):
-                (v if type(v) in _PLAIN else bound_strings(v, limit)) for k, v in value.items()}
+        return {
+            (k if type(k) is not str or len(k) <= limit else bounded(k, limit)): (
+                v if type(v) in _PLAIN else bound_strings(v, limit)
+            )
+            for k, v in value.items()
+        }
     if kind is list or kind is tuple or isinstance(value, (list, tuple)):
         return [v if type(v) in _PLAIN else bound_strings(v, limit) for v in value]
     if isinstance(value, str):
@@ -145,4 +149,3 @@ def for_markdown(text, limit: int = TEXT) -> str:
     character that makes Markdown structure backslash-escaped (links, images, emphasis,
     code, HTML, table cells, headings), so that it renders as the text it is."""
     return _WWW.sub(r"\1\\.", _MARKDOWN.sub(r"\\\1", for_terminal(text, limit)))
-

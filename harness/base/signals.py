@@ -220,8 +220,10 @@ class GuardedStream:
         other = {"stdout": sys.stderr, "stderr": sys.stdout}.get(self.name)
         if e.errno in FULL and other is not None and other is not self:
             with contextlib.suppress(Exception):
-                other.write(f"note: {self.name}: no space left where it is written ({os.strerror(e.errno)}); "
-                            f"its output is dropped from here on, the run goes on\n")
+                other.write(
+                    f"note: {self.name}: no space left where it is written ({os.strerror(e.errno)}); "
+                    f"its output is dropped from here on, the run goes on\n"
+                )
 
     def __getattr__(self, name):  # encoding, isatty, fileno, buffer...: the stream's own
         return getattr(self.stream, name)

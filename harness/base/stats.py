@@ -103,8 +103,9 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
     return math.erfc(max(z, 0) / math.sqrt(2))
 
 
-def change_interval(a: Sequence[float], b: Sequence[float], q: float, *, level: float = 95.0,
-                    resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+def change_interval(
+    a: Sequence[float], b: Sequence[float], q: float, *, level: float = 95.0, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
     """The percentile-bootstrap interval (`level` %) of the relative change, in %, of the q-th
     percentile from sample `a` to sample `b`: each sample resampled with replacement on its
     own, `resamples` times from a fixed seed (the same data give the same interval). Resampled

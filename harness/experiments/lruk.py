@@ -45,8 +45,14 @@ def expire_idle(od: OrderedDict, cut: float, drop) -> None:
             drop(key)
 
 
-def lruk_hits(ids: list, capacity: int, k: int = 2, times: list | None = None, ttl_ms: float | None = None,
-              admit_lfu: bool = False) -> np.ndarray:
+def lruk_hits(
+    ids: list,
+    capacity: int,
+    k: int = 2,
+    times: list | None = None,
+    ttl_ms: float | None = None,
+    admit_lfu: bool = False,
+) -> np.ndarray:
     """Per-lookup hits of LRU-K with `capacity` objects (the module's policy), with a TTL
     (`times`: each lookup's time in ms) and with LFU admission (the hybrid) when asked.
 

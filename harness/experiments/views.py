@@ -107,8 +107,11 @@ class ViewContext:
         multi = len(runs) > 1
         out: dict[str, list] = {}
         for c in first.columns:
-            numeric = c not in keys and any(isinstance(row.get(c), (int, float)) and not isinstance(row.get(c), bool)
-                                            for k in order for row in groups[k])
+            numeric = c not in keys and any(
+                isinstance(row.get(c), (int, float)) and not isinstance(row.get(c), bool)
+                for k in order
+                for row in groups[k]
+            )
             out[c] = []
             if numeric and multi:
                 out[c + ".min"], out[c + ".max"] = [], []
@@ -173,8 +176,14 @@ def series_table(s: Series, title: str, case: str = "", note: str = "", with_ran
         for c in cols:
             v = s.columns[c][i]
             lo, hi = s.columns.get(c + ".min"), s.columns.get(c + ".max")
-            if with_range and lo is not None and hi is not None and lo[i] is not None and hi[i] is not None \
-                    and lo[i] != hi[i]:
+            if (
+                with_range
+                and lo is not None
+                and hi is not None
+                and lo[i] is not None
+                and hi[i] is not None
+                and lo[i] != hi[i]
+            ):
                 row.append((v, lo[i], hi[i]))
             else:
                 row.append(v)

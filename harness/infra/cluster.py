@@ -83,7 +83,8 @@ class PortLock:
                 self.release()
                 raise EnvironmentProblem(
                     f"port {port} on {self.host} is in use by another harness process (pid {holder}); nothing "
-                    f"was started or stopped: wait until it is done, or choose other ports with {flag}") from None
+                    f"was started or stopped: wait until it is done, or choose other ports with {flag}"
+                ) from None
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             self.fds.append(fd)
@@ -96,13 +97,16 @@ class PortLock:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
         except OSError as e:
             self.release()
-            raise EnvironmentProblem(f"{path}: the harness's port lock cannot be opened ({e.strerror or e}); "
-                                     f"remove it (rm {path}) and try again") from None
+            raise EnvironmentProblem(
+                f"{path}: the harness's port lock cannot be opened ({e.strerror or e}); "
+                f"remove it (rm {path}) and try again"
+            ) from None
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             self.release()
-            raise EnvironmentProblem(f"{path}: the harness's port lock is not a regular file; remove it "
-                                     f"(rm {path}) and try again")
+            raise EnvironmentProblem(
+                f"{path}: the harness's port lock is not a regular file; remove it (rm {path}) and try again"
+            )
         return fd
 
     def release(self) -> None:
@@ -125,8 +129,15 @@ class PortLock:
 
 
 class LocalCluster:
-    def __init__(self, host: str = "127.0.0.1", base_port: int = 7000, primaries: int = 3,
-                 replicas: int = 1, state_dir: Path | None = None, node_timeout_ms: int | None = None):
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        base_port: int = 7000,
+        primaries: int = 3,
+        replicas: int = 1,
+        state_dir: Path | None = None,
+        node_timeout_ms: int | None = None,
+    ):
         if primaries < 3:
             raise BadInput(f"a Redis Cluster needs at least 3 primaries, got {primaries}")
         if replicas < 0:
@@ -178,7 +189,8 @@ class LocalCluster:
         raise EnvironmentProblem(
             f"a local cluster is already running on {self.host}:{self.base_port}, {state}; it was left as it "
             f"is: stop it with `harness cluster down --base-port {self.base_port}`, or choose other ports "
-            f"with --base-port")
+            f"with --base-port"
+        )
 
     def _start(self, timeout: float, log, owner_pid: int | None) -> Target:
         all_ports = self.ports + [p + 10000 for p in self.ports]
@@ -206,8 +218,7 @@ class LocalCluster:
         every other one at once (`_meet_all`): gossip alone took redis-cli's join wait 8 s for
         a 10 + 10 cluster and 2 s for 3 + 3; redis-cli still checks the result as before."""
         addrs = [f"{self.host}:{p}" for p in self.ports]
-        cmd = ["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas", str(self.replicas),
-               "--cluster-yes"]
+        cmd = ["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas", str(self.replicas), "--cluster-yes"]
         deadline = time.monotonic() + timeout
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         lines: list[str] = []
@@ -280,7 +291,9 @@ class LocalCluster:
                 info = c.execute_command("CLUSTER INFO")
                 state = info.get("cluster_state") if isinstance(info, dict) else None
                 if state is None:
-                    state = dict(line.split(":", 1) for line in str(info).splitlines() if ":" in line).get("cluster_state")
+                    state = dict(line.split(":", 1) for line in str(info).splitlines() if ":" in line).get(
+                        "cluster_state"
+                    )
                 if state != "ok":
                     return f"{self.host}:{port} reports cluster_state:{state}"
             nodes = self.nodes()
@@ -289,7 +302,9 @@ class LocalCluster:
             if len(prim) != self.primaries or len(reps) != self.primaries * self.replicas:
                 return f"{len(prim)} primaries and {len(reps)} replicas, expected {self.primaries} and {self.primaries * self.replicas}"
             for n in reps:
-                repl = redis.Redis(host=n.host, port=n.port, socket_timeout=2, decode_responses=True).info("replication")
+                repl = redis.Redis(host=n.host, port=n.port, socket_timeout=2, decode_responses=True).info(
+                    "replication"
+                )
                 if repl.get("master_link_status") != "up":
                     return f"replica {n.address} link to its primary is {repl.get('master_link_status')}"
         except redis.RedisError as e:
@@ -303,8 +318,9 @@ class LocalCluster:
         last = None
         for port in self.ports:
             try:
-                text = redis.Redis(host=self.host, port=port, socket_timeout=2,
-                                   decode_responses=True).execute_command("CLUSTER NODES")
+                text = redis.Redis(host=self.host, port=port, socket_timeout=2, decode_responses=True).execute_command(
+                    "CLUSTER NODES"
+                )
                 break
             except redis.RedisError as e:
                 last = e
@@ -400,23 +416,41 @@ class LocalCluster:
 
     def status(self) -> dict:
         alive = [p.pid for p in self._split(self._state())[0]]
-        out = {"host": self.host, "base_port": self.base_port, "ports": self.ports,
-               "pids_alive": alive, "running": bool(alive)}
+        out = {
+            "host": self.host,
+            "base_port": self.base_port,
+            "ports": self.ports,
+            "pids_alive": alive,
+            "running": bool(alive),
+        }
         if alive:
             out["health"] = self.health_problem() or "ok"
         return out
 
     # ---- state file ----------------------------------------------------------------------
     def _write_state(self) -> None:
-        write_private(self.state_file, json.dumps({
-            "host": self.host, "base_port": self.base_port, "ports": self.ports,
-            "pids": [p.pid for p in self.processes if p.pid],
-            "procs": [p.entry().as_json() for p in self.processes if p.pid], "owner_pid": self.owner_pid,
-            "owner_start": self.owner_start, "boot": boot_id(), "started": time.time()}))
+        write_private(
+            self.state_file,
+            json.dumps(
+                {
+                    "host": self.host,
+                    "base_port": self.base_port,
+                    "ports": self.ports,
+                    "pids": [p.pid for p in self.processes if p.pid],
+                    "procs": [p.entry().as_json() for p in self.processes if p.pid],
+                    "owner_pid": self.owner_pid,
+                    "owner_start": self.owner_start,
+                    "boot": boot_id(),
+                    "started": time.time(),
+                }
+            ),
+        )
 
     def _fix(self) -> str:
-        return (f"stop the cluster's redis-server processes yourself if any still runs (ss -ltnp 'sport = "
-                f":{self.base_port}'), then remove {self.state_dir}")
+        return (
+            f"stop the cluster's redis-server processes yourself if any still runs (ss -ltnp 'sport = "
+            f":{self.base_port}'), then remove {self.state_dir}"
+        )
 
     def _state(self) -> dict:
         """The state file's fields the harness uses, checked; {} when there is none.
@@ -424,8 +458,12 @@ class LocalCluster:
         f = open_state(self.state_file, "redis-server of this cluster")
         if f is None:
             return {}
-        return {**f.owned_procs(), "host": f.text("host", 300), "base_port": f.integer("base_port", 1, 65535),
-                "started": f.number("started")}
+        return {
+            **f.owned_procs(),
+            "host": f.text("host", 300),
+            "base_port": f.integer("base_port", 1, 65535),
+            "started": f.number("started"),
+        }
 
     def _folder(self, p: Proc) -> Path:
         return self.state_dir / f"node-{p.port}"

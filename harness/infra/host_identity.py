@@ -45,26 +45,30 @@ BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 MACHINE_IDS = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
 TIMEOUT_S = 15  # per host (ssh's own connect timeout is 10 s); the hosts are asked at once
 # POSIX shell on the host: three lines, each 'name=value' (an empty value when unreadable)
-REMOTE_COMMAND = ('echo "boot_id=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"; '
-                  'echo "machine_id=$(cat /etc/machine-id 2>/dev/null || cat /var/lib/dbus/machine-id 2>/dev/null)"; '
-                  'echo "hostname=$(uname -n)"')
+REMOTE_COMMAND = (
+    'echo "boot_id=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"; '
+    'echo "machine_id=$(cat /etc/machine-id 2>/dev/null || cat /var/lib/dbus/machine-id 2>/dev/null)"; '
+    'echo "hostname=$(uname -n)"'
+)
 # POSIX shell, appended to REMOTE_COMMAND for a Redis host (and run here for this machine):
 # the password and the user name come on stdin (never argv), then one line per port,
 # 'redis.PORT=RUN_ID' or 'redis.PORT=ERR why'. A port nothing listens on in this host's
 # network namespace (/proc/net/tcp*, state 0A) is not asked: redis-cli would reach it
 # over the network, and another machine's server is not this host's.
-REDIS_COMMAND = ('IFS= read -r HARNESS_P; IFS= read -r HARNESS_U; '
-                 'if [ -n "$HARNESS_P" ]; then REDISCLI_AUTH="$HARNESS_P"; export REDISCLI_AUTH; fi; '
-                 'for p in {ports}; do '
-                 'h=$(printf ":%04X" "$p"); '
-                 'if ! cat /proc/net/tcp /proc/net/tcp6 2>/dev/null '
-                 '| awk -v h="$h" \'substr($2, length($2) - 4) == h && $4 == "0A" {{f = 1}} END {{exit !f}}\'; '
-                 'then echo "redis.$p=ERR nothing listens on port $p on this host"; continue; fi; '
-                 'out=$(timeout 5 redis-cli --no-auth-warning -h {address} -p "$p" '
-                 '${{HARNESS_U:+--user "$HARNESS_U"}} INFO server 2>&1 | tr -d "\\r"); '
-                 'id=$(printf "%s\\n" "$out" | sed -n "s/^run_id://p" | head -n 1); '
-                 'if [ -n "$id" ]; then echo "redis.$p=$id"; '
-                 'else echo "redis.$p=ERR $(printf "%s\\n" "$out" | head -n 1)"; fi; done')
+REDIS_COMMAND = (
+    "IFS= read -r HARNESS_P; IFS= read -r HARNESS_U; "
+    'if [ -n "$HARNESS_P" ]; then REDISCLI_AUTH="$HARNESS_P"; export REDISCLI_AUTH; fi; '
+    "for p in {ports}; do "
+    'h=$(printf ":%04X" "$p"); '
+    "if ! cat /proc/net/tcp /proc/net/tcp6 2>/dev/null "
+    '| awk -v h="$h" \'substr($2, length($2) - 4) == h && $4 == "0A" {{f = 1}} END {{exit !f}}\'; '
+    'then echo "redis.$p=ERR nothing listens on port $p on this host"; continue; fi; '
+    'out=$(timeout 5 redis-cli --no-auth-warning -h {address} -p "$p" '
+    '${{HARNESS_U:+--user "$HARNESS_U"}} INFO server 2>&1 | tr -d "\\r"); '
+    'id=$(printf "%s\\n" "$out" | sed -n "s/^run_id://p" | head -n 1); '
+    'if [ -n "$id" ]; then echo "redis.$p=$id"; '
+    'else echo "redis.$p=ERR $(printf "%s\\n" "$out" | head -n 1)"; fi; done'
+)
 RUN_ID_RE = re.compile(r"^[0-9a-f]{40}$")
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 MACHINE_ID_RE = re.compile(r"^[0-9a-f]{32}$")
@@ -101,7 +105,7 @@ def run_ids_from(text: str, ports) -> dict:
     for line in text.splitlines():
         name, sep, value = line.partition("=")
         if sep and name.startswith("redis."):
-            got[name[len("redis."):]] = value.strip()
+            got[name[len("redis.") :]] = value.strip()
     out = {}
     for p in map(str, ports):
         value = got.get(p, "")
@@ -126,8 +130,12 @@ def identity_from(text: str, via: str) -> dict:
         shown = boot[:60] or "nothing"
         return {"error": f"its boot id is not readable ({shown!r} in /proc/sys/kernel/random/boot_id)", "via": via}
     machine = got.get("machine_id", "").lower()
-    return {"boot_id": boot, "machine_id": machine if MACHINE_ID_RE.match(machine) else None,
-            "hostname": got.get("hostname", "")[:253] or None, "via": via}
+    return {
+        "boot_id": boot,
+        "machine_id": machine if MACHINE_ID_RE.match(machine) else None,
+        "hostname": got.get("hostname", "")[:253] or None,
+        "via": via,
+    }
 
 
 def _read_first(paths) -> str:
@@ -141,8 +149,7 @@ def _read_first(paths) -> str:
 
 def measure_here() -> dict:
     """This machine's identity, read directly."""
-    text = (f"boot_id={_read_first([BOOT_ID])}\nmachine_id={_read_first(MACHINE_IDS)}\n"
-            f"hostname={platform.node()}")
+    text = f"boot_id={_read_first([BOOT_ID])}\nmachine_id={_read_first(MACHINE_IDS)}\nhostname={platform.node()}"
     return identity_from(text, HERE)
 
 
@@ -181,8 +188,12 @@ def run_ids_here(address: str, ports, target: Target | None) -> dict:
     """The run_ids of the servers at `address` on this machine, asked with redis-cli here
     (not through the harness's Redis client): as run_ids_from."""
     try:
-        p = subprocess.run(["sh", "-c", redis_command(address, ports)], input=_secrets_stdin(target),
-                           capture_output=True, timeout=TIMEOUT_S)
+        p = subprocess.run(
+            ["sh", "-c", redis_command(address, ports)],
+            input=_secrets_stdin(target),
+            capture_output=True,
+            timeout=TIMEOUT_S,
+        )
         text = p.stdout.decode(errors="replace")
     except (OSError, subprocess.TimeoutExpired) as e:
         text = "\n".join(f"redis.{port}=ERR redis-cli could not run here: {e}" for port in ports)
@@ -197,8 +208,9 @@ def run_ids_through_connection(target: Target, nodes) -> dict:
 
     def one(node):
         try:  # one try each: redis-py retries a connect timeout with backoff by default (34 s for one dead host)
-            c = target.client(node, socket_timeout=3, socket_connect_timeout=3, decode_responses=True,
-                              retry=Retry(NoBackoff(), 0))
+            c = target.client(
+                node, socket_timeout=3, socket_connect_timeout=3, decode_responses=True, retry=Retry(NoBackoff(), 0)
+            )
             try:
                 rid = str(c.info("server").get("run_id") or "")
             finally:
@@ -245,6 +257,7 @@ def measure(target: Target, ssh_hosts: dict[str, RemoteHost | str | None]) -> di
         else:
             remote[addr] = how
     if remote:
+
         def ask(addr: str) -> dict:
             return measure_remote(remote[addr], redis=(addr, ports[addr], target) if addr in ports else None)
 

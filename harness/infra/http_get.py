@@ -100,14 +100,17 @@ class _Target:
 
 def _target(url: str, shown: str) -> _Target:
     if shown == UNPARSED_URL:  # `http://pa/ss@prom`: no request (nor DNS lookup) for a piece of a password
-        raise HttpGetError(f"{shown}; give scheme://host:port, and percent-encode any '#', '?', '/' or '@' in "
-                           f"the user or password")
+        raise HttpGetError(
+            f"{shown}; give scheme://host:port, and percent-encode any '#', '?', '/' or '@' in the user or password"
+        )
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError:  # its text may quote a piece of a mis-encoded password: not shown
-        raise HttpGetError(f"{shown} is not a URL (its host or port does not parse); percent-encode any "
-                           f"'#', '?', '/' or '@' in the user or password") from None
+        raise HttpGetError(
+            f"{shown} is not a URL (its host or port does not parse); percent-encode any "
+            f"'#', '?', '/' or '@' in the user or password"
+        ) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise HttpGetError(f"{shown} is not an http:// or https:// URL with a host")
     headers = {"Accept": "*/*", "User-Agent": "llm-cache-harness"}
@@ -155,8 +158,9 @@ def _body(resp: http.client.HTTPResponse, conn, deadline: float, cap: int, shown
     for an error answer (cap=ERROR_BODY) just its start."""
     keep_start = cap == ERROR_BODY
     if not keep_start and resp.length is not None and resp.length > cap:
-        raise HttpGetError(f"{shown} answered {resp.length} bytes, over the {cap}-byte cap for this request; "
-                           f"is this the right server?")
+        raise HttpGetError(
+            f"{shown} answered {resp.length} bytes, over the {cap}-byte cap for this request; is this the right server?"
+        )
     chunks, size = [], 0
     while True:
         _left(deadline, conn)
@@ -170,8 +174,9 @@ def _body(resp: http.client.HTTPResponse, conn, deadline: float, cap: int, shown
         if size > cap:
             if keep_start:
                 return b"".join(chunks)[:cap]
-            raise HttpGetError(f"{shown} answered more than the {cap}-byte cap for this request; "
-                               f"is this the right server?")
+            raise HttpGetError(
+                f"{shown} answered more than the {cap}-byte cap for this request; is this the right server?"
+            )
 
 
 def _reason(e: BaseException) -> str:
@@ -192,15 +197,24 @@ def _next_hop(t: _Target, status: int, location: str | None, shown: str) -> _Tar
     except ValueError:
         parts, port = None, None
     if not location:
-        raise HttpGetError(f"{shown} answered HTTP {status} with no Location to follow; is this the right server? "
-                           f"give the server's own address")
-    if (parts is None or "@" in parts.netloc or parts.scheme != t.scheme
-            or (parts.hostname or "").lower() != t.host.lower() or port != t.port):
+        raise HttpGetError(
+            f"{shown} answered HTTP {status} with no Location to follow; is this the right server? "
+            f"give the server's own address"
+        )
+    if (
+        parts is None
+        or "@" in parts.netloc
+        or parts.scheme != t.scheme
+        or (parts.hostname or "").lower() != t.host.lower()
+        or port != t.port
+    ):
         where = display(parts.geturl()) if parts is not None else display(location)  # resolved: never relative
-        raise HttpGetError(f"{shown} answered a redirect to another scheme, host or port (HTTP {status} to "
-                           f"{where}); the harness follows a redirect only to the same "
-                           f"scheme, host and port (credentials stay with the host they were given for): give "
-                           f"the server's own address")
+        raise HttpGetError(
+            f"{shown} answered a redirect to another scheme, host or port (HTTP {status} to "
+            f"{where}); the harness follows a redirect only to the same "
+            f"scheme, host and port (credentials stay with the host they were given for): give "
+            f"the server's own address"
+        )
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return _Target(t.scheme, t.host, t.port, path, t.headers)
 

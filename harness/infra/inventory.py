@@ -53,8 +53,10 @@ def _load_yaml(path: Path, what: str):
     except yaml.YAMLError as e:
         raise BadInput(f"{path}: not valid YAML: {e}".replace("\n", " ")[:400]) from None
     except (RecursionError, MemoryError, ValueError, OverflowError) as e:
-        raise BadInput(f"{path}: YAML that cannot be read ({type(e).__name__}: nested too deeply or too "
-                       f"large); simplify the inventory") from None
+        raise BadInput(
+            f"{path}: YAML that cannot be read ({type(e).__name__}: nested too deeply or too "
+            f"large); simplify the inventory"
+        ) from None
 
 
 def _read(path: Path, what: str = "--target") -> dict:
@@ -72,8 +74,9 @@ def _mapping(value, where: str) -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise BadInput(f"{where}: expected a mapping, got {type(value).__name__}; "
-                       f"see ansible/inventories/lab.yml for the shape")
+        raise BadInput(
+            f"{where}: expected a mapping, got {type(value).__name__}; see ansible/inventories/lab.yml for the shape"
+        )
     return value
 
 
@@ -95,8 +98,10 @@ def _spend(budget: list, depth: int, where: str) -> None:
         raise BadInput(f"{where[:200]}: groups nested more than {MAX_GROUP_DEPTH} deep; flatten the inventory")
     budget[0] -= 1
     if budget[0] < 0:
-        raise BadInput(f"{where[:200]}: more than {MAX_GROUP_VISITS} groups (YAML aliases repeating a group?); "
-                       f"simplify the inventory")
+        raise BadInput(
+            f"{where[:200]}: more than {MAX_GROUP_VISITS} groups (YAML aliases repeating a group?); "
+            f"simplify the inventory"
+        )
 
 
 def _find_group(tree: dict, name: str, budget: list | None = None, depth: int = 0) -> dict | None:
@@ -159,15 +164,22 @@ def load_generators_only(path: str | Path) -> Target:
     """A target without Redis (a suite that needs no cluster) that still has the inventory's
     load generators, for the serving client; nothing is contacted here."""
     loadgens = loadgen_hosts(path)
-    return Target(name=str(path), kind="none", loadgen=loadgens[0] if loadgens else None,
-                  other_loadgens=loadgens[1:], loadgen_python=loadgen_python(path))
+    return Target(
+        name=str(path),
+        kind="none",
+        loadgen=loadgens[0] if loadgens else None,
+        other_loadgens=loadgens[1:],
+        loadgen_python=loadgen_python(path),
+    )
 
 
 def load_target(path: str | Path) -> Target:
     path = Path(path)
     hosts = group_hosts(path, REDIS_GROUP)
     if hosts is None:
-        raise BadInput(f"{path}: no group named {REDIS_GROUP!r}; put the Redis Cluster hosts in a group called {REDIS_GROUP!r}")
+        raise BadInput(
+            f"{path}: no group named {REDIS_GROUP!r}; put the Redis Cluster hosts in a group called {REDIS_GROUP!r}"
+        )
     if not hosts:
         raise BadInput(f"{path}: group {REDIS_GROUP!r} has no hosts")
     nodes = []
@@ -184,9 +196,15 @@ def load_target(path: str | Path) -> Target:
         problem = host.check()
         if problem:
             raise EnvironmentProblem(problem)
-    target = Target(name=str(path), kind="cluster", nodes=nodes, password=password,
-                    loadgen=loadgens[0] if loadgens else None, other_loadgens=loadgens[1:],
-                    loadgen_python=loadgen_python(path))
+    target = Target(
+        name=str(path),
+        kind="cluster",
+        nodes=nodes,
+        password=password,
+        loadgen=loadgens[0] if loadgens else None,
+        other_loadgens=loadgens[1:],
+        loadgen_python=loadgen_python(path),
+    )
     return _with_roles(target)
 
 
@@ -197,18 +215,25 @@ def _with_roles(target: Target) -> Target:
     errors = []
     for node in target.nodes:
         try:
-            text = target.client(node, socket_timeout=3, socket_connect_timeout=3,
-                                 decode_responses=True).execute_command("CLUSTER NODES")
+            text = target.client(
+                node, socket_timeout=3, socket_connect_timeout=3, decode_responses=True
+            ).execute_command("CLUSTER NODES")
         except redis.AuthenticationError as e:
             if target.password:
-                raise BadInput(f"Redis at {node.address} refused the password in REDIS_CLUSTER_PASSWORD ({e}); "
-                               f"export the password the cluster was provisioned with") from None
-            raise BadInput(f"Redis at {node.address} needs a password ({e}); export REDIS_CLUSTER_PASSWORD "
-                           f"with the cluster's password") from None
+                raise BadInput(
+                    f"Redis at {node.address} refused the password in REDIS_CLUSTER_PASSWORD ({e}); "
+                    f"export the password the cluster was provisioned with"
+                ) from None
+            raise BadInput(
+                f"Redis at {node.address} needs a password ({e}); export REDIS_CLUSTER_PASSWORD "
+                f"with the cluster's password"
+            ) from None
         except redis.ResponseError as e:
             if "AUTH" in str(e).upper() and target.password:
-                raise BadInput(f"Redis at {node.address} does not take the password in REDIS_CLUSTER_PASSWORD ({e}); "
-                               f"unset it or give the cluster's own") from None
+                raise BadInput(
+                    f"Redis at {node.address} does not take the password in REDIS_CLUSTER_PASSWORD ({e}); "
+                    f"unset it or give the cluster's own"
+                ) from None
             errors.append(f"{node.address}: {e}")
             continue
         except redis.RedisError as e:
@@ -218,8 +243,10 @@ def _with_roles(target: Target) -> Target:
         for n in target.nodes:
             n.role = live.get((n.host, n.port))
         return target
-    raise EnvironmentProblem(f"no Redis node of {target.name} answers ({errors[0] if errors else 'no nodes'}); "
-                             f"check the hosts, or provision them: make provision INVENTORY={target.name}")
+    raise EnvironmentProblem(
+        f"no Redis node of {target.name} answers ({errors[0] if errors else 'no nodes'}); "
+        f"check the hosts, or provision them: make provision INVENTORY={target.name}"
+    )
 
 
 def loadgen_host(path: str | Path) -> RemoteHost | None:
@@ -243,9 +270,11 @@ def loadgen_hosts(path: str | Path) -> list[RemoteHost]:
     if local and len(hosts) == 1:
         return []
     if local:
-        raise BadInput(f"{path}: the {LOADGEN_GROUP} group has {len(hosts)} hosts and {local[0][:80]!r} is "
-                       f"ansible_connection: local (this machine); give every load generator its own address, "
-                       f"or keep one host in the group")
+        raise BadInput(
+            f"{path}: the {LOADGEN_GROUP} group has {len(hosts)} hosts and {local[0][:80]!r} is "
+            f"ansible_connection: local (this machine); give every load generator its own address, "
+            f"or keep one host in the group"
+        )
     return [_remote_host(path, name, hv) for name, hv in hosts.items()]
 
 
@@ -263,8 +292,10 @@ def loadgen_python(path: str | Path) -> str | None:
     given = _literal(hv.get("loadgen_harness_python"))
     python = given or f"{(_literal(hv.get('loadgen_harness_dir')) or DEFAULT_HARNESS_DIR).rstrip('/')}/.venv/bin/python"
     if not python.startswith("/") or any(not (c.isalnum() or c in "/._-+") for c in python):
-        raise BadInput(f"{path}: the load generators' harness Python {python[:120]!r} is not an absolute path of "
-                       f"letters, digits and / . _ - +; set loadgen_harness_python (or loadgen_harness_dir)")
+        raise BadInput(
+            f"{path}: the load generators' harness Python {python[:120]!r} is not an absolute path of "
+            f"letters, digits and / . _ - +; set loadgen_harness_python (or loadgen_harness_dir)"
+        )
     return python
 
 
@@ -306,8 +337,9 @@ def _remote_host(path: str | Path, name: str, hv: dict) -> RemoteHost:
         raise BadInput(f"{path}: host {name}: ansible_port must be a number, got {port!r}")
     key = _literal(hv.get("ansible_ssh_private_key_file") or hv.get("ansible_private_key_file"))
     try:
-        host = RemoteHost(name, _literal(hv.get("ansible_host")) or name, _literal(hv.get("ansible_user")),
-                          port, config, key)
+        host = RemoteHost(
+            name, _literal(hv.get("ansible_host")) or name, _literal(hv.get("ansible_user")), port, config, key
+        )
     except BadInput as e:
         raise BadInput(f"{path}: {e}") from None
     if config is not None:
@@ -328,9 +360,11 @@ def check_ssh_config(path: Path, where: str) -> None:
             continue
         key = words[0].lower()
         if key in SSH_COMMAND_KEYWORDS or (key == "match" and "exec" in (w.lower() for w in words[1:])):
-            raise BadInput(f"{where}: {path} line {n} sets {words[0]}, which runs a command on this machine "
-                           f"(or reads files unchecked); the harness does not use such a config: remove the "
-                           f"line or give another harness_ssh_config")
+            raise BadInput(
+                f"{where}: {path} line {n} sets {words[0]}, which runs a command on this machine "
+                f"(or reads files unchecked); the harness does not use such a config: remove the "
+                f"line or give another harness_ssh_config"
+            )
         if key == "proxyjump":
             for hop in ",".join(words[1:]).split(","):
                 check_host(hop.rpartition("@")[2].partition(":")[0] or hop, f"{where}: {path} line {n} ProxyJump")
@@ -342,11 +376,13 @@ def loadgen_summary(target: Target) -> dict:
     host = target.loadgen
     out = {"ran_on": tools_machine(host)}
     if host is not None:
-        out.update({"name": host.name, "address": host.address, "user": host.user, "via": "ssh",
-                    "ssh_config": host.ssh_config})
+        out.update(
+            {"name": host.name, "address": host.address, "user": host.user, "via": "ssh", "ssh_config": host.ssh_config}
+        )
     if target.other_loadgens:
-        out["others"] = [{"name": h.name, "address": h.address, "user": h.user, "via": "ssh"}
-                         for h in target.other_loadgens]
+        out["others"] = [
+            {"name": h.name, "address": h.address, "user": h.user, "via": "ssh"} for h in target.other_loadgens
+        ]
     return out
 
 
@@ -361,13 +397,17 @@ def prometheus_url(path: str | Path) -> str | None:
     for name, hv in (hosts or {}).items():
         given = _literal(hv.get("ansible_host")) or name
         if any("@" in str(v) or "://" in str(v) for v in (name, given)):  # a URL with credentials: none of it shown
-            raise BadInput(f"{path}: a host of the {MONITORING_GROUP} group is a URL or holds an '@' (not shown: it "
-                           f"may hold a credential); give its host name or IP address, and its port as "
-                           f"monitoring_prometheus_port")
+            raise BadInput(
+                f"{path}: a host of the {MONITORING_GROUP} group is a URL or holds an '@' (not shown: it "
+                f"may hold a credential); give its host name or IP address, and its port as "
+                f"monitoring_prometheus_port"
+            )
         host = check_host(given, f"{path}: monitoring host {name[:80]!r}")
         port = hv.get("monitoring_prometheus_port", 9090)
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-            raise BadInput(f"{path}: monitoring host {name[:80]!r}: monitoring_prometheus_port must be a port "
-                           f"number (1-65535), got {str(port)[:40]!r}")
+            raise BadInput(
+                f"{path}: monitoring host {name[:80]!r}: monitoring_prometheus_port must be a port "
+                f"number (1-65535), got {str(port)[:40]!r}"
+            )
         return f"http://{f'[{host}]' if ':' in host else host}:{port}"
     return None

@@ -18,9 +18,27 @@ from pathlib import Path
 from harness import __version__
 from harness.base.paths import REPO_ROOT
 
-PACKAGES = ("redis", "click", "jinja2", "pyyaml", "psutil", "numpy", "torch", "transformers",
-            "sentence-transformers", "onnxruntime", "onnx", "libcachesim", "lmdb",
-            "nvidia-ml-py", "tensorrt", "prometheus-api-client", "cryptography", "gguf", "hdrhistogram")
+PACKAGES = (
+    "redis",
+    "click",
+    "jinja2",
+    "pyyaml",
+    "psutil",
+    "numpy",
+    "torch",
+    "transformers",
+    "sentence-transformers",
+    "onnxruntime",
+    "onnx",
+    "libcachesim",
+    "lmdb",
+    "nvidia-ml-py",
+    "tensorrt",
+    "prometheus-api-client",
+    "cryptography",
+    "gguf",
+    "hdrhistogram",
+)
 TOOLS = {
     "redis-server": ["redis-server", "--version"],
     "redis-benchmark": ["redis-benchmark", "--version"],
@@ -53,8 +71,11 @@ def collect_tools() -> dict:
     out = {}
     for name, cmd in TOOLS.items():
         path = shutil.which(cmd[0])
-        out[name] = {"path": path, "version": _run(cmd) if path else None,
-                     "missing": None if path else f"{cmd[0]} not found on PATH"}
+        out[name] = {
+            "path": path,
+            "version": _run(cmd) if path else None,
+            "missing": None if path else f"{cmd[0]} not found on PATH",
+        }
     return out
 
 
@@ -69,14 +90,23 @@ def collect_packages() -> dict:
 
 
 def collect_host() -> dict:
-    info = {"hostname": platform.node(), "kernel": platform.release(), "os": platform.platform(),
-            "python": platform.python_version(), "cpu_model": _cpu_model()}
+    info = {
+        "hostname": platform.node(),
+        "kernel": platform.release(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_model": _cpu_model(),
+    }
     try:
         import psutil
 
         vm = psutil.virtual_memory()
-        info.update(cpu_logical=psutil.cpu_count(), cpu_physical=psutil.cpu_count(logical=False),
-                    memory_total_gib=round(vm.total / 2**30, 2), boot_time=psutil.boot_time())
+        info.update(
+            cpu_logical=psutil.cpu_count(),
+            cpu_physical=psutil.cpu_count(logical=False),
+            memory_total_gib=round(vm.total / 2**30, 2),
+            boot_time=psutil.boot_time(),
+        )
         freq = psutil.cpu_freq()
         if freq:
             info["cpu_mhz"] = round(freq.current)
@@ -113,11 +143,21 @@ def collect_gpu() -> dict:
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             name = pynvml.nvmlDeviceGetName(h)
             mem = pynvml.nvmlDeviceGetMemoryInfo(h)
-            gpus.append({"index": i, "name": name.decode() if isinstance(name, bytes) else name,
-                         "memory_total_mib": mem.total // 2**20, "memory_used_mib": mem.used // 2**20})
+            gpus.append(
+                {
+                    "index": i,
+                    "name": name.decode() if isinstance(name, bytes) else name,
+                    "memory_total_mib": mem.total // 2**20,
+                    "memory_used_mib": mem.used // 2**20,
+                }
+            )
         driver = pynvml.nvmlSystemGetDriverVersion()
-        return {"present": count > 0, "driver": driver.decode() if isinstance(driver, bytes) else driver,
-                "gpus": gpus, "reason": "" if count else "NVML found no devices"}
+        return {
+            "present": count > 0,
+            "driver": driver.decode() if isinstance(driver, bytes) else driver,
+            "gpus": gpus,
+            "reason": "" if count else "NVML found no devices",
+        }
     except Exception as e:
         return {"present": False, "reason": f"NVML error: {type(e).__name__}: {e}"}
     finally:
@@ -151,8 +191,12 @@ def collect_constraints(path: Path = CONSTRAINTS) -> dict:
             have = None
         if have is None or have.split("+")[0] != m.group(2):
             differs[m.group(1)] = f"installed {have or 'nothing'}, pinned {m.group(2)}"
-    return {"file": path.name, "sha256": hashlib.sha256(text.encode()).hexdigest(),
-            "differs": dict(list(differs.items())[:20]), "differs_count": len(differs)}
+    return {
+        "file": path.name,
+        "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "differs": dict(list(differs.items())[:20]),
+        "differs_count": len(differs),
+    }
 
 
 def _block_device(path: Path) -> tuple[str, Path] | None:
@@ -203,6 +247,13 @@ def collect_storage(path: Path = REPO_ROOT) -> dict:
 
 
 def collect_all() -> dict:
-    return {"harness_version": __version__, "git": collect_git(), "host": collect_host(),
-            "tools": collect_tools(), "packages": collect_packages(), "gpu": collect_gpu(),
-            "storage": collect_storage(), "constraints": collect_constraints()}
+    return {
+        "harness_version": __version__,
+        "git": collect_git(),
+        "host": collect_host(),
+        "tools": collect_tools(),
+        "packages": collect_packages(),
+        "gpu": collect_gpu(),
+        "storage": collect_storage(),
+        "constraints": collect_constraints(),
+    }

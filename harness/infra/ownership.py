@@ -47,9 +47,9 @@ _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 def _pid_limit() -> int:
     try:
-        return max(int(Path("/proc/sys/kernel/pid_max").read_text().strip()), 2 ** 22)
+        return max(int(Path("/proc/sys/kernel/pid_max").read_text().strip()), 2**22)
     except (OSError, ValueError):
-        return 2 ** 22
+        return 2**22
 
 
 PID_LIMIT = _pid_limit()
@@ -183,10 +183,15 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def terminate(procs: Iterable[Proc], folder_of: Callable[[Proc], Path], timeout: float = 5.0,
-              check: Callable[[Proc], bool] | None = None) -> int:
+def terminate(
+    procs: Iterable[Proc],
+    folder_of: Callable[[Proc], Path],
+    timeout: float = 5.0,
+    check: Callable[[Proc], bool] | None = None,
+) -> int:
     """SIGTERM every process of `procs` that is the harness's, SIGKILL those still there after
     `timeout`; returns how many were signalled. Others are never signalled."""
+
     def ours(p: Proc) -> bool:
         return check(p) if check else is_ours(p, folder_of(p))
 
@@ -265,13 +270,16 @@ def own_dir(folder: Path | str) -> Path:
     except FileExistsError:
         pass
     except OSError as e:
-        raise EnvironmentProblem(f"{folder}: the harness cannot make its state folder ({e.strerror or e}); "
-                                 f"make its parent writable") from None
+        raise EnvironmentProblem(
+            f"{folder}: the harness cannot make its state folder ({e.strerror or e}); make its parent writable"
+        ) from None
     st = os.lstat(folder)
     if not stat.S_ISDIR(st.st_mode):
         what = "a link" if stat.S_ISLNK(st.st_mode) else "not a folder"
-        raise EnvironmentProblem(f"{folder}: is {what}; the harness keeps its own state there and never writes "
-                                 f"through a link: remove it (rm {folder}) and try again")
+        raise EnvironmentProblem(
+            f"{folder}: is {what}; the harness keeps its own state there and never writes "
+            f"through a link: remove it (rm {folder}) and try again"
+        )
     return folder
 
 
@@ -280,8 +288,10 @@ def _folder_fd(path: Path, what: str) -> int:
     try:
         return _open_dir(path.parent)
     except OSError as e:
-        raise EnvironmentProblem(f"{path.parent}: is not a folder the harness can write {what} to "
-                                 f"({e.strerror or e}); remove it (a link there is refused) and try again") from None
+        raise EnvironmentProblem(
+            f"{path.parent}: is not a folder the harness can write {what} to "
+            f"({e.strerror or e}); remove it (a link there is refused) and try again"
+        ) from None
 
 
 def write_private(path: Path | str, data: str | bytes, mode: int = 0o644) -> Path:
@@ -303,8 +313,9 @@ def write_private(path: Path | str, data: str | bytes, mode: int = 0o644) -> Pat
                 os.unlink(tmp, dir_fd=dfd)
             raise
     except OSError as e:
-        raise EnvironmentProblem(f"{path}: cannot be written ({e.strerror or e}); remove it if it is a folder, "
-                                 f"or free space on its disk") from None
+        raise EnvironmentProblem(
+            f"{path}: cannot be written ({e.strerror or e}); remove it if it is a folder, or free space on its disk"
+        ) from None
     finally:
         os.close(dfd)
     return path
@@ -319,11 +330,11 @@ def open_log(path: Path | str):
     try:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path.name, dir_fd=dfd)
-        fd = os.open(path.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
-                     dir_fd=dfd)
+        fd = os.open(path.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dfd)
     except OSError as e:
-        raise EnvironmentProblem(f"{path}: the log cannot be made ({e.strerror or e}); remove what is there "
-                                 f"(rm -r {path}) and try again") from None
+        raise EnvironmentProblem(
+            f"{path}: the log cannot be made ({e.strerror or e}); remove what is there (rm -r {path}) and try again"
+        ) from None
     finally:
         os.close(dfd)
     return os.fdopen(fd, "wb")
@@ -422,7 +433,9 @@ class Fields:
         v = self.doc.get(key)
         if v is None:
             return []
-        if not (isinstance(v, list) and len(v) <= MAX_ENTRIES and all(isinstance(s, str) and len(s) <= limit for s in v)):
+        if not (
+            isinstance(v, list) and len(v) <= MAX_ENTRIES and all(isinstance(s, str) and len(s) <= limit for s in v)
+        ):
             raise self.bad(key, "a list of strings")
         return v
 
@@ -453,7 +466,7 @@ class Fields:
         if is_pid(e):
             return Proc(e)
         if not isinstance(e, dict) or not is_pid(e.get("pid")):
-            raise self.bad(key, f"a list of process entries ({{\"pid\": 2-{PID_LIMIT}, \"start\": ticks}})")
+            raise self.bad(key, f'a list of process entries ({{"pid": 2-{PID_LIMIT}, "start": ticks}})')
         start, port, name = e.get("start"), e.get("port"), e.get("name", "")
         if start is not None and not (type(start) is int and 0 <= start <= START_LIMIT):
             raise self.bad(key, "a list of process entries with start times (whole numbers of clock ticks)")
@@ -467,8 +480,13 @@ class Fields:
         """The processes the state records (`procs`, or an older harness's bare `pids`), their
         pids, and who started them on which boot."""
         procs = self.procs("procs", legacy="pids")
-        return {"procs": procs, "pids": [p.pid for p in procs], "owner_pid": self.pid("owner_pid"),
-                "owner_start": self.integer("owner_start", 0, START_LIMIT), "boot": self.text("boot", 100)}
+        return {
+            "procs": procs,
+            "pids": [p.pid for p in procs],
+            "owner_pid": self.pid("owner_pid"),
+            "owner_start": self.integer("owner_start", 0, START_LIMIT),
+            "boot": self.text("boot", 100),
+        }
 
 
 def open_state(path: Path | str, what: str) -> Fields | None:
@@ -521,7 +539,11 @@ def not_ours_note(path: Path | str, pids: list[int], legacy: bool, fix: str) -> 
     """The one line for processes a state file names that are not provably the harness's."""
     names = ", ".join(map(str, pids[:8])) + (" ..." if len(pids) > 8 else "")
     if legacy:
-        return (f"{path} names pid {names} without a start time (an older harness's state): not provably the "
-                f"harness's, so nothing was signalled; {fix}")
-    return (f"pid {names} in {path} no longer is the harness's process (another start time or folder), "
-            f"so nothing was signalled")
+        return (
+            f"{path} names pid {names} without a start time (an older harness's state): not provably the "
+            f"harness's, so nothing was signalled; {fix}"
+        )
+    return (
+        f"pid {names} in {path} no longer is the harness's process (another start time or folder), "
+        f"so nothing was signalled"
+    )

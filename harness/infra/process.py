@@ -60,10 +60,25 @@ SECRET_ENV = ("REDIS_CLUSTER_PASSWORD", "REDIS_CACHE_READER_PASSWORD", "HARNESS_
 # API keys a peer or a library may read from the environment (vLLM's client sends
 # OPENAI_API_KEY as a Bearer token): hidden too, but not taken from children like SECRET_ENV.
 KEY_ENV = ("OPENAI_API_KEY", "VLLM_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-SECRET_FLAGS = ("-a", "--pass", "--password", "--requirepass", "--masterauth", "--authenticate", "--api-key",
-                "--hf-token")
-SECRET_PREFIXES = ("--authenticate=", "--pass=", "--password=", "-redis.password=", "--redis.password=",
-                   "--api-key=", "--hf-token=")
+SECRET_FLAGS = (
+    "-a",
+    "--pass",
+    "--password",
+    "--requirepass",
+    "--masterauth",
+    "--authenticate",
+    "--api-key",
+    "--hf-token",
+)
+SECRET_PREFIXES = (
+    "--authenticate=",
+    "--pass=",
+    "--password=",
+    "-redis.password=",
+    "--redis.password=",
+    "--api-key=",
+    "--hf-token=",
+)
 _SECRETS: set[str] = set()
 # A known secret shorter than this is not replaced as a bare string (replacing every "e"
 # would rewrite the results' own keys and words); it is still hidden wherever it stands
@@ -77,8 +92,10 @@ UNPARSED_URL = "(a URL not shown: it does not read as scheme://host[:port])"
 # What a name must hold for its value to be a secret (a JSON key, `name=value` or `name:
 # value` in a tool's output: api_key='...', PASSWORD=..., "access_token": ...); a count of
 # tokens, a tokenizer, an author or a token id is no secret.
-_SECRET_WORD = (r"api[_-]?key|secret|passw(?:or)?d|(?:^|[_.-])pass(?:phrase)?(?:$|[_.-])|requirepass|pwd"
-                r"|token(?!s|iz|_?ids?\b|_?(?:count|len))|auth(?!or)|credential|cookie|signature|jwt|sessionid")
+_SECRET_WORD = (
+    r"api[_-]?key|secret|passw(?:or)?d|(?:^|[_.-])pass(?:phrase)?(?:$|[_.-])|requirepass|pwd"
+    r"|token(?!s|iz|_?ids?\b|_?(?:count|len))|auth(?!or)|credential|cookie|signature|jwt|sessionid"
+)
 SECRET_NAME = re.compile(rf"(?i){_SECRET_WORD}")
 # A query parameter's name (?key=, &sig=, &X-Amz-Signature=): a lone `key` or `sig` too.
 SECRET_PARAM = re.compile(rf"(?i){_SECRET_WORD}|(?:^|[_.-])(?:sig|key)(?:$|[_.-])")
@@ -123,7 +140,7 @@ def secret_forms(value: str, user: str | None = None) -> set[str]:
     for shift in range(3):  # the characters of any base64 text that the secret's bytes alone make
         for encode in (base64.b64encode, base64.urlsafe_b64encode):
             text = encode(b"\0" * shift + raw).decode()
-            core = text[-(-8 * shift // 6):(8 * (shift + n)) // 6]
+            core = text[-(-8 * shift // 6) : (8 * (shift + n)) // 6]
             if len(core) >= MIN_BARE_SECRET + 2:  # long enough to be no chance match in other text
                 out.add(core)
     out.discard("")
@@ -191,25 +208,34 @@ _URL_IN_TEXT = re.compile(r"(?i)(?<![A-Za-z0-9+.-])([a-z][a-z0-9+.-]{0,30}://)([
 # host[:port] as it may follow the userinfo: a name, an IPv4 address or [an IPv6 one].
 _HOSTPORT = re.compile(r"(?:\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9_][A-Za-z0-9_.-]{0,252})(?::[0-9]{0,5})?")
 _HOST_WITH_PORT = re.compile(r"(?:\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}):[0-9]{1,5}")
-_AT_HOST_WITH_PORT = re.compile(r"@(?=(?:\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}):[0-9]{1,5}"
-                                r"(?:[/?#]|\Z))")
+_AT_HOST_WITH_PORT = re.compile(
+    r"@(?=(?:\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}):[0-9]{1,5}"
+    r"(?:[/?#]|\Z))"
+)
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,15}")
 _USER = re.compile(r"[A-Za-z0-9_.~%+-]{1,64}")
 _QUERY_PARAM = re.compile(r"([?&#])([^=&#?\s'\"<>]{1,100})=([^&#\s'\"<>]*)")
-_AUTH_HEADER = re.compile(r"(?i)(?<![A-Za-z0-9_-])((?:proxy-)?authorization|x-api-key|api-key|x-auth-token)"
-                          r"(['\"]?[ \t]*[:=][ \t]*['\"]?)(?:(basic|bearer|token|digest|negotiate)[ \t]+)?"
-                          r"([^\s'\",;]+)")
+_AUTH_HEADER = re.compile(
+    r"(?i)(?<![A-Za-z0-9_-])((?:proxy-)?authorization|x-api-key|api-key|x-auth-token)"
+    r"(['\"]?[ \t]*[:=][ \t]*['\"]?)(?:(basic|bearer|token|digest|negotiate)[ \t]+)?"
+    r"([^\s'\",;]+)"
+)
 # HTTP Basic credentials without their header's name (a server that echoes the value):
 # hidden when the text after "Basic" decodes as base64 to `user:password`.
 _BASIC = re.compile(r"(?i)(?<![A-Za-z0-9_])(basic)([ \t]+)([A-Za-z0-9+/_-]{4,4096}={0,2})(?![A-Za-z0-9+/=_-])")
 _BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_])(bearer)[ \t]+(?!\*\*\*)[A-Za-z0-9._~+/=-]{8,}")
 # A password flag and its value in a line of text (`--api-key X`, `--password=X`): the
 # value hidden whatever it is (a short password too); a value starting with '-' is the next flag.
-_FLAG_VALUE = re.compile(r"(?<![A-Za-z0-9_-])(" + "|".join(re.escape(f) for f in SECRET_FLAGS if f.startswith("--"))
-                         + r")([ \t]+|=)(['\"]?)(?!\*\*\*)(?!-)([^\s'\"]{1,4096})")
+_FLAG_VALUE = re.compile(
+    r"(?<![A-Za-z0-9_-])("
+    + "|".join(re.escape(f) for f in SECRET_FLAGS if f.startswith("--"))
+    + r")([ \t]+|=)(['\"]?)(?!\*\*\*)(?!-)([^\s'\"]{1,4096})"
+)
 _NOT_A_VALUE = ("none", "null", "true", "false", "bearer", "basic", "token", "digest", "negotiate")
-_NAME_VALUE = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z0-9_.-]{1,100})(['\"]?[ \t]*[:=][ \t]*)(['\"]?)"
-                         r"(?!\*\*\*)([^\s'\",;&)}\]]{1,4096})")
+_NAME_VALUE = re.compile(
+    r"(?<![A-Za-z0-9_.-])([A-Za-z0-9_.-]{1,100})(['\"]?[ \t]*[:=][ \t]*)(['\"]?)"
+    r"(?!\*\*\*)([^\s'\",;&)}\]]{1,4096})"
+)
 
 
 def _split_first(text: str, chars: str = "/?#") -> int:
@@ -229,7 +255,7 @@ def userinfo_end(rest: str) -> int:
     if later >= 0:
         return later
     at = rest.rfind("@", 0, cut)
-    if _HOSTPORT.fullmatch(rest[at + 1:cut]):  # the standard reading is sound
+    if _HOSTPORT.fullmatch(rest[at + 1 : cut]):  # the standard reading is sound
         return at
     return rest.rfind("@")
 
@@ -253,7 +279,7 @@ def _display_url(url: str) -> str:
     if end >= 0:
         user, colon, _ = rest[:end].partition(":")
         shown = f"{user}:{REDACTED}@" if colon and _USER.fullmatch(user) else f"{REDACTED}@"
-        rest = shown + rest[end + 1:]
+        rest = shown + rest[end + 1 :]
     rest = _QUERY_PARAM.sub(_hide_query_value, rest)
     return scheme + sep + (_MATRIX_PARAM.sub(_hide_query_value, rest) if ";" in rest else rest)
 
@@ -264,8 +290,9 @@ def _hide_basic(m: re.Match) -> str:
 
     value = m.group(3)
     try:
-        data = base64.b64decode(value.replace("-", "+").replace("_", "/").rstrip("=") + "=" * (-len(value.rstrip("=")) % 4),
-                                validate=True)
+        data = base64.b64decode(
+            value.replace("-", "+").replace("_", "/").rstrip("=") + "=" * (-len(value.rstrip("=")) % 4), validate=True
+        )
     except (binascii.Error, ValueError):
         return m.group(0)
     return f"{m.group(1)}{m.group(2)}{REDACTED}" if b":" in data else m.group(0)
@@ -294,7 +321,7 @@ def redact_url_credentials(text: str) -> str:
     """Every URL in `text` with its password (or its lone token: `https://TOKEN@host`), and
     its secret-looking query values, replaced by ***; the user name stays, it says whose
     credentials they were. A URL ends at a space or a quote."""
-    return _URL_IN_TEXT.sub(lambda m: m.group(1) + _display_url(m.group(0))[len(m.group(1)):], text)
+    return _URL_IN_TEXT.sub(lambda m: m.group(1) + _display_url(m.group(0))[len(m.group(1)) :], text)
 
 
 def note_url_secrets(url: str | None) -> None:
@@ -349,8 +376,8 @@ def url_origin(value) -> str | None:
         return None
     scheme, _, rest = value.partition("://")
     end = userinfo_end(rest)
-    after = rest[end + 1:]
-    host = after[:_split_first(after)]
+    after = rest[end + 1 :]
+    host = after[: _split_first(after)]
     if "@" in after:  # an '@' past what was taken for the host: `u:12/x@h` reads two ways
         return None
     if not _SCHEME.fullmatch(scheme) or not host or not _HOSTPORT.fullmatch(host) or len(host) > 120:
@@ -490,12 +517,14 @@ class RemoteHost:
         check_host(self.address, f"{where}: ansible_host")
         if self.user is not None:
             check_user(self.user, f"{where}: ansible_user")
-        if self.port is not None and (isinstance(self.port, bool) or not isinstance(self.port, int)
-                                      or not 1 <= self.port <= 65535):
+        if self.port is not None and (
+            isinstance(self.port, bool) or not isinstance(self.port, int) or not 1 <= self.port <= 65535
+        ):
             raise _bad(f"{where}: ansible_port must be a port number (1-65535), got {self.port!r}")
         for key, value in (("ssh config", self.ssh_config), ("ssh private key file", self.identity)):
-            if value is not None and (not isinstance(value, str) or not value or value.startswith("-")
-                                      or any(c in value for c in "\0\n\r")):
+            if value is not None and (
+                not isinstance(value, str) or not value or value.startswith("-") or any(c in value for c in "\0\n\r")
+            ):
                 raise _bad(f"{where}: its {key} {str(value)[:80]!r} is not a file path; fix the inventory")
 
     @property
@@ -515,25 +544,32 @@ class RemoteHost:
             argv += ["-i", self.identity]
         return argv + ["--", self.address, remote_command]  # options end before the destination
 
-    def run(self, remote_command: str, timeout: float = 30, stdin: bytes | None = None,
-            processes: list | None = None) -> subprocess.CompletedProcess:
+    def run(
+        self, remote_command: str, timeout: float = 30, stdin: bytes | None = None, processes: list | None = None
+    ) -> subprocess.CompletedProcess:
         """Run a shell command on the host; ssh's own failure is returncode 255. `processes`:
         see run_process."""
         try:
             return run_process(self.ssh_argv(remote_command), stdin or b"", timeout, processes=processes)
         except subprocess.TimeoutExpired as e:
-            return subprocess.CompletedProcess(e.cmd, 255, e.stdout or b"",
-                                               (e.stderr or b"") + f"ssh: no answer within {timeout:.0f} s".encode())
+            return subprocess.CompletedProcess(
+                e.cmd, 255, e.stdout or b"", (e.stderr or b"") + f"ssh: no answer within {timeout:.0f} s".encode()
+            )
 
     def check(self, timeout: float = 20) -> str:
         """'' when the host answers SSH, else one line saying what is wrong."""
         p = self.run("true", timeout=timeout)
         if p.returncode == 0:
             return ""
-        err = " | ".join(redact(p.stderr.decode(errors="replace")).strip().splitlines()[-2:]) or f"exit code {p.returncode}"
+        err = (
+            " | ".join(redact(p.stderr.decode(errors="replace")).strip().splitlines()[-2:])
+            or f"exit code {p.returncode}"
+        )
         how = f"ssh{' -F ' + self.ssh_config if self.ssh_config else ''} {self.address}"
-        return (f"load generator {self.name} ({self.address}) does not answer SSH ({err}); check that the "
-                f"host is up and that `{how} true` works (the inventory's loadgen group names it)")
+        return (
+            f"load generator {self.name} ({self.address}) does not answer SSH ({err}); check that the "
+            f"host is up and that `{how} true` works (the inventory's loadgen group names it)"
+        )
 
     def fetch(self, remote_path: str, local_path: Path, timeout: float = 60, remove: bool = True) -> bool:
         """Copy a file from the host (cat over SSH); True when it existed."""
@@ -548,8 +584,9 @@ class RemoteHost:
         return f"/tmp/harness-{uuid.uuid4().hex[:12]}-{name}"
 
 
-def run_process(argv: list[str], stdin: bytes | None, timeout: float, env: dict | None = None,
-                processes: list | None = None) -> subprocess.CompletedProcess:
+def run_process(
+    argv: list[str], stdin: bytes | None, timeout: float, env: dict | None = None, processes: list | None = None
+) -> subprocess.CompletedProcess:
     """subprocess.run(argv, capture_output=True) with `stdin` and `timeout`; with `processes`
     (a list shared with the thread that started this one), the child is added to it while it
     runs, so that the other thread can kill it (several load generators at once: a SIGTERM
@@ -584,8 +621,9 @@ def clock_offset_ms(host: RemoteHost) -> tuple[float, float]:
     try:
         theirs = float(p.stdout.decode().strip())
     except ValueError:
-        raise EnvironmentProblem(f"load generator {host.name} did not tell its time ({CLOCK_COMMAND}: exit "
-                                 f"{p.returncode}); it needs python3") from None
+        raise EnvironmentProblem(
+            f"load generator {host.name} did not tell its time ({CLOCK_COMMAND}: exit {p.returncode}); it needs python3"
+        ) from None
     return 1000 * (theirs - (t0 + t1) / 2), 1000 * (t1 - t0)
 
 
@@ -633,8 +671,9 @@ def where(host: RemoteHost | None) -> str:
     return host.label if host is not None else f"{os.uname().nodename} (the harness's own machine)"
 
 
-def _remote_script(cmd: list[str], secrets: list[str], timeout: float, raw_dirs: list[str] = (),
-                   remote_dir: str | None = None) -> str:
+def _remote_script(
+    cmd: list[str], secrets: list[str], timeout: float, raw_dirs: list[str] = (), remote_dir: str | None = None
+) -> str:
     """Shell for the remote side: read the secrets from stdin, then exec the tool under
     timeout(1) so that it stops on the host even when the SSH connection is gone. Paths in
     raw_dir become paths in remote_dir (created first)."""
@@ -682,14 +721,17 @@ class ToolRun:
             return f"{tool} did not finish within its timeout ({self.duration_s:.0f} s)"
         tail = " | ".join((self.stderr or self.stdout).strip().splitlines()[-3:])
         if self.returncode == 255 and self.ran_on.endswith("over SSH"):
-            return f"ssh to {self.ran_on.removesuffix(' over SSH')} failed while running {tool}: {tail or '(no output)'}"
+            return (
+                f"ssh to {self.ran_on.removesuffix(' over SSH')} failed while running {tool}: {tail or '(no output)'}"
+            )
         return f"{tool} exited with code {self.returncode}: {tail or '(no output)'}"
 
 
 def _fetch_dir(host: RemoteHost, remote_dir: str, raw_dir: Path, secrets: list[str]) -> None:
     """Copy the files the tool wrote on the host back into raw_dir, then remove them there."""
-    p = host.run(f"cd {shlex.quote(remote_dir)} 2>/dev/null && tar cf - . ; rm -rf {shlex.quote(remote_dir)}",
-                 timeout=120)
+    p = host.run(
+        f"cd {shlex.quote(remote_dir)} 2>/dev/null && tar cf - . ; rm -rf {shlex.quote(remote_dir)}", timeout=120
+    )
     if not p.stdout:
         return
     try:
@@ -705,8 +747,17 @@ def _fetch_dir(host: RemoteHost, remote_dir: str, raw_dir: Path, secrets: list[s
         pass
 
 
-def run_tool(cmd: list[str], raw_dir: Path, name: str, timeout: float, env: dict | None = None, *,
-             host: RemoteHost | None = None, secrets=(), processes: list | None = None) -> ToolRun:
+def run_tool(
+    cmd: list[str],
+    raw_dir: Path,
+    name: str,
+    timeout: float,
+    env: dict | None = None,
+    *,
+    host: RemoteHost | None = None,
+    secrets=(),
+    processes: list | None = None,
+) -> ToolRun:
     """Run `cmd` here or on a load-generator host over SSH (`host`, e.g. the target's
     loadgen), writing NAME.cmd, NAME.stdout and NAME.stderr under raw_dir. Every known
     secret (and `secrets`) is redacted from all three and, on a host, sent over stdin
@@ -725,8 +776,9 @@ def run_tool(cmd: list[str], raw_dir: Path, name: str, timeout: float, env: dict
         prefixes = sorted({str(raw_dir.resolve()), str(raw_dir)}, key=len, reverse=True)
         if any(p in str(a) for p in prefixes for a in cmd):
             remote_dir = host.temp_path(name)
-        argv = host.ssh_argv(_remote_script(cmd, [s for s in secrets if any(s in str(a) for a in cmd)],
-                                            timeout, prefixes, remote_dir))
+        argv = host.ssh_argv(
+            _remote_script(cmd, [s for s in secrets if any(s in str(a) for a in cmd)], timeout, prefixes, remote_dir)
+        )
         stdin = "".join(s + "\n" for s in secrets if any(s in str(a) for a in cmd)).encode()
         limit = timeout + 30  # the remote timeout(1) stops the tool first
     else:

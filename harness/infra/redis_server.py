@@ -43,12 +43,16 @@ def port_is_free(host: str, port: int) -> bool:
         try:
             s.bind((host, port))
         except socket.gaierror as e:
-            raise BadInput(f"host {host!r} does not resolve ({e.strerror or e}); give an IP address or a "
-                           f"host name of this machine, e.g. --host 127.0.0.1") from None
+            raise BadInput(
+                f"host {host!r} does not resolve ({e.strerror or e}); give an IP address or a "
+                f"host name of this machine, e.g. --host 127.0.0.1"
+            ) from None
         except OSError as e:
             if e.errno == errno.EADDRNOTAVAIL:
-                raise BadInput(f"host {host!r} is not an address of this machine; a local server can only "
-                               f"listen on one of its own addresses, e.g. --host 127.0.0.1") from None
+                raise BadInput(
+                    f"host {host!r} is not an address of this machine; a local server can only "
+                    f"listen on one of its own addresses, e.g. --host 127.0.0.1"
+                ) from None
             if e.errno in (errno.EADDRINUSE, errno.EACCES):
                 return False
             raise EnvironmentProblem(f"cannot bind {host}:{port} ({e.strerror or e})") from None
@@ -104,8 +108,7 @@ class RedisProcess:
     """One redis-server process with its own folder, config file and log. It is started in
     its folder (its cwd), which is what proves it the harness's (harness.infra.ownership)."""
 
-    def __init__(self, host: str, port: int, folder: Path, *, cluster: bool = False,
-                 config: dict | None = None):
+    def __init__(self, host: str, port: int, folder: Path, *, cluster: bool = False, config: dict | None = None):
         # absolute: redis-server resolves logfile and pidfile after it changes into `dir`;
         # not resolved: a link at the folder is refused when it starts, never followed
         self.host, self.port, self.folder = host, port, Path(os.path.abspath(folder))
@@ -126,8 +129,7 @@ class RedisProcess:
     def render_config(self) -> str:
         tmpl = Template((INFRA_DIR / "redis" / "node.conf").read_text())
         cluster = (INFRA_DIR / "redis" / "cluster.conf").read_text() if self.cluster else ""
-        text = tmpl.substitute(port=self.port, host=self.host, dir=self.folder,
-                               logfile=self.logfile, cluster=cluster)
+        text = tmpl.substitute(port=self.port, host=self.host, dir=self.folder, logfile=self.logfile, cluster=cluster)
         for k, v in self.config.items():
             text += f"{k} {v}\n"
         return text
@@ -136,8 +138,11 @@ class RedisProcess:
         """Start and wait for PING. `on_spawn(self)` is called as soon as the process exists
         (before the wait), so that its pid is recorded before anything can interrupt."""
         exe = require_tool("redis-server")
-        check_ports_free(self.host, [self.port] + ([self.port + 10000] if self.cluster else []),
-                         f"redis-server {self.host}:{self.port}")
+        check_ports_free(
+            self.host,
+            [self.port] + ([self.port + 10000] if self.cluster else []),
+            f"redis-server {self.host}:{self.port}",
+        )
         own_dir(self.folder)
         for stale in ("nodes.conf", "dump.rdb", "redis.log"):  # a link there goes, what it points to stays
             (self.folder / stale).unlink(missing_ok=True)
@@ -150,8 +155,13 @@ class RedisProcess:
         """Launch redis-server in its folder; its pid and start time are known (and, through
         `on_spawn`, recorded) before a Ctrl-C can land."""
         with deferred_interrupts():
-            self.proc = subprocess.Popen([exe, str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                         start_new_session=True, cwd=self.folder)
+            self.proc = subprocess.Popen(
+                [exe, str(conf)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                cwd=self.folder,
+            )
             self.pid = self.proc.pid
             self.start_ticks = spawned(self.pid).start
             if on_spawn is not None:
@@ -178,8 +188,10 @@ class RedisProcess:
                 last = e
             time.sleep(0.05)
         self.stop()
-        raise EnvironmentProblem(f"redis-server on {self.host}:{self.port} did not answer PING "
-                                 f"within {timeout:.0f} s ({last}); log: {self.log_tail()}")
+        raise EnvironmentProblem(
+            f"redis-server on {self.host}:{self.port} did not answer PING "
+            f"within {timeout:.0f} s ({last}); log: {self.log_tail()}"
+        )
 
     def log_tail(self, lines: int = 3) -> str:
         try:

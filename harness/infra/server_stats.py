@@ -8,9 +8,18 @@ from pathlib import Path
 from harness.infra.target import Target
 
 INFO_SECTIONS = ("server", "stats", "commandstats", "memory", "clients", "replication")
-SUMMARY_KEYS = ("total_commands_processed", "keyspace_hits", "keyspace_misses", "evicted_keys",
-                "expired_keys", "used_memory", "used_memory_peak", "connected_clients",
-                "instantaneous_ops_per_sec", "rejected_connections")
+SUMMARY_KEYS = (
+    "total_commands_processed",
+    "keyspace_hits",
+    "keyspace_misses",
+    "evicted_keys",
+    "expired_keys",
+    "used_memory",
+    "used_memory_peak",
+    "connected_clients",
+    "instantaneous_ops_per_sec",
+    "rejected_connections",
+)
 
 
 def reset_stats(target: Target) -> list[str]:
@@ -44,7 +53,10 @@ def collect_info(target: Target, raw_dir: Path) -> dict:
         (raw_dir / f"info-{node.host}-{node.port}.json").write_text(json.dumps(info, indent=1, default=str))
         s = {k: info[k] for k in SUMMARY_KEYS if k in info}
         s["role"] = node.role
-        s["commandstats"] = {k[len("cmdstat_"):]: {"calls": v.get("calls"), "usec_per_call": v.get("usec_per_call")}
-                             for k, v in info.items() if k.startswith("cmdstat_") and isinstance(v, dict)}
+        s["commandstats"] = {
+            k[len("cmdstat_") :]: {"calls": v.get("calls"), "usec_per_call": v.get("usec_per_call")}
+            for k, v in info.items()
+            if k.startswith("cmdstat_") and isinstance(v, dict)
+        }
         summary[node.address] = s
     return summary

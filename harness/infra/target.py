@@ -17,11 +17,25 @@ from harness.base.errors import BadInput
 from harness.base.hostnames import HOST_RE, HOST_RULE, USER_RE, check_host, check_user
 from harness.infra.process import RemoteHost, note_url_secrets, url_origin, userinfo_end
 
-__all__ = ["HOST_RE", "HOST_RULE", "USER_RE", "check_host", "check_user", "Node", "LlmEndpoint", "Target",
-           "PASSWORD_ENV", "USERNAME_ENV", "check_llm_url", "check_http_url", "check_prometheus_url"]
+__all__ = [
+    "HOST_RE",
+    "HOST_RULE",
+    "USER_RE",
+    "check_host",
+    "check_user",
+    "Node",
+    "LlmEndpoint",
+    "Target",
+    "PASSWORD_ENV",
+    "USERNAME_ENV",
+    "check_llm_url",
+    "check_http_url",
+    "check_prometheus_url",
+]
 
 PASSWORD_ENV = "HARNESS_TARGET_PASSWORD"  # how a case in its own process gets the target's password (never argv)
 USERNAME_ENV = "HARNESS_TARGET_USERNAME"
+
 
 @dataclass
 class Node:
@@ -55,8 +69,12 @@ class LlmEndpoint:
         note_url_secrets(self.base_url)
 
     def to_json(self) -> dict:
-        return {"base_url": self.base_url, "model": self.model, "managed": self.managed,
-                "prefix_caching": self.prefix_caching}
+        return {
+            "base_url": self.base_url,
+            "model": self.model,
+            "managed": self.managed,
+            "prefix_caching": self.prefix_caching,
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> "LlmEndpoint":
@@ -101,18 +119,24 @@ def check_http_url(value, where: str, example: str = URL_EXAMPLE) -> str:
     if not sep or scheme.lower() not in ("http", "https"):
         raise BadInput(f"{where}: {shown} is not an http:// or https:// URL with a host; {example}")
     if any(ord(c) <= 32 or c == "\x7f" for c in value):
-        raise BadInput(f"{where}: {shown} has a query, a fragment or spaces (or control characters); "
-                       f"give only scheme://host:port[/path]")
+        raise BadInput(
+            f"{where}: {shown} has a query, a fragment or spaces (or control characters); "
+            f"give only scheme://host:port[/path]"
+        )
     end = userinfo_end(rest)
-    _check_userinfo(rest[:max(end, 0)], where, shown)
-    hostpart = rest[end + 1:]
+    _check_userinfo(rest[: max(end, 0)], where, shown)
+    hostpart = rest[end + 1 :]
     cut = _first_of(hostpart, "/?#")
     if "@" in hostpart:
-        raise BadInput(f"{where}: {shown}: an '@' follows the host (or the password holds an unencoded '/', '?' "
-                       f"or '#'); percent-encode them in the URL (%40, %2F, %3F, %23)")
+        raise BadInput(
+            f"{where}: {shown}: an '@' follows the host (or the password holds an unencoded '/', '?' "
+            f"or '#'); percent-encode them in the URL (%40, %2F, %3F, %23)"
+        )
     if "?" in hostpart or "#" in hostpart or ";" in hostpart:
-        raise BadInput(f"{where}: {shown} has a query, a fragment, a path parameter (;) or spaces; give only "
-                       f"scheme://host:port[/path]")
+        raise BadInput(
+            f"{where}: {shown} has a query, a fragment, a path parameter (;) or spaces; give only "
+            f"scheme://host:port[/path]"
+        )
     host, port = _host_port(hostpart[:cut], where, shown, example)
     check_host(host, f"{where}: its host")
     try:  # the standard parser must read the same host and port (no second reading to exploit)
@@ -121,8 +145,10 @@ def check_http_url(value, where: str, example: str = URL_EXAMPLE) -> str:
     except ValueError:
         same = False
     if not same:
-        raise BadInput(f"{where}: {shown} is not a URL that reads one way only; percent-encode the user name "
-                       f"and password, {example}")
+        raise BadInput(
+            f"{where}: {shown} is not a URL that reads one way only; percent-encode the user name "
+            f"and password, {example}"
+        )
     return value.rstrip("/")
 
 
@@ -131,12 +157,16 @@ def _check_userinfo(userinfo: str, where: str, shown: str) -> None:
     no unencoded '/', '?', '#' (they end the host part early), no quote, backslash,
     backtick, '<', '>', space or control character. The refusal shows none of it."""
     if any(c in userinfo for c in "/?#"):
-        raise BadInput(f"{where}: {shown}: its user name or password holds an unencoded '/', '?' or '#' (or an "
-                       f"'@' follows the host); percent-encode them in the URL (%2F, %3F, %23, %40)")
+        raise BadInput(
+            f"{where}: {shown}: its user name or password holds an unencoded '/', '?' or '#' (or an "
+            f"'@' follows the host); percent-encode them in the URL (%2F, %3F, %23, %40)"
+        )
     if any(c in _NOT_IN_USERINFO or not c.isprintable() for c in userinfo):
-        raise BadInput(f"{where}: {shown}: its user name or password holds a character a URL may not hold "
-                       f"unencoded (a quote, a backslash, a backtick, '<', '>', a space or a control character); "
-                       f"percent-encode it (e.g. %5C for \\, %22 for \", %27 for ')")
+        raise BadInput(
+            f"{where}: {shown}: its user name or password holds a character a URL may not hold "
+            f"unencoded (a quote, a backslash, a backtick, '<', '>', a space or a control character); "
+            f"percent-encode it (e.g. %5C for \\, %22 for \", %27 for ')"
+        )
 
 
 def _first_of(text: str, chars: str) -> int:
@@ -202,29 +232,29 @@ class Target:
     def client(self, node: Node, **kwargs):
         import redis
 
-        return redis.Redis(host=node.host, port=node.port, password=self.password,
-                           username=self.username, **kwargs)
+        return redis.Redis(host=node.host, port=node.port, password=self.password, username=self.username, **kwargs)
 
     def cluster_client(self, **kwargs):
         from redis.cluster import RedisCluster
 
         e = self.entry
-        return RedisCluster(host=e.host, port=e.port, password=self.password,
-                            username=self.username, **kwargs)
+        return RedisCluster(host=e.host, port=e.port, password=self.password, username=self.username, **kwargs)
 
     def async_cluster_client(self, **kwargs):
         """An asyncio cluster client (redis.asyncio); `await c.initialize()` before use."""
         from redis.asyncio.cluster import RedisCluster
 
         e = self.entry
-        return RedisCluster(host=e.host, port=e.port, password=self.password,
-                            username=self.username, **kwargs)
+        return RedisCluster(host=e.host, port=e.port, password=self.password, username=self.username, **kwargs)
 
     def to_json(self) -> dict:
         """Where (no secrets): nodes, engines and, when there is one, the load generator."""
-        out = {"name": self.name, "kind": self.kind,
-               "nodes": [{"host": n.host, "port": n.port, "role": n.role} for n in self.nodes],
-               "engines": {k: e.to_json() for k, e in self.engines.items()}}
+        out = {
+            "name": self.name,
+            "kind": self.kind,
+            "nodes": [{"host": n.host, "port": n.port, "role": n.role} for n in self.nodes],
+            "engines": {k: e.to_json() for k, e in self.engines.items()},
+        }
         if self.loadgen is not None:
             out["loadgen"] = asdict(self.loadgen)
         if self.other_loadgens:
@@ -236,12 +266,15 @@ class Target:
     @classmethod
     def from_json(cls, d: dict) -> "Target":
         loadgen = d.get("loadgen")
-        return cls(d.get("name", ""), d.get("kind", "none"),
-                   [Node(n["host"], int(n["port"]), n.get("role")) for n in d.get("nodes", [])],
-                   engines={k: LlmEndpoint.from_json(e) for k, e in (d.get("engines") or {}).items()},
-                   loadgen=RemoteHost(**loadgen) if isinstance(loadgen, dict) else None,
-                   other_loadgens=[RemoteHost(**h) for h in d.get("other_loadgens") or [] if isinstance(h, dict)],
-                   loadgen_python=d.get("loadgen_python") if isinstance(d.get("loadgen_python"), str) else None)
+        return cls(
+            d.get("name", ""),
+            d.get("kind", "none"),
+            [Node(n["host"], int(n["port"]), n.get("role")) for n in d.get("nodes", [])],
+            engines={k: LlmEndpoint.from_json(e) for k, e in (d.get("engines") or {}).items()},
+            loadgen=RemoteHost(**loadgen) if isinstance(loadgen, dict) else None,
+            other_loadgens=[RemoteHost(**h) for h in d.get("other_loadgens") or [] if isinstance(h, dict)],
+            loadgen_python=d.get("loadgen_python") if isinstance(d.get("loadgen_python"), str) else None,
+        )
 
     def to_env(self) -> dict[str, str]:
         """The credentials as environment variables for a child process (never its argv or job file)."""

@@ -42,8 +42,11 @@ from harness.model.stored_run import atomic_write_json
 
 LOG_PREFIX = "LOG "
 TAIL_LINES = 20
-ERRORS: dict[str, type[HarnessError]] = {"BadInput": BadInput, "EnvironmentProblem": EnvironmentProblem,
-                                          "HarnessError": HarnessError}
+ERRORS: dict[str, type[HarnessError]] = {
+    "BadInput": BadInput,
+    "EnvironmentProblem": EnvironmentProblem,
+    "HarnessError": HarnessError,
+}
 
 
 class ChildCrashed(RuntimeError):
@@ -74,8 +77,9 @@ class Child:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.stop()
-                raise EnvironmentProblem(f"{self.what} did not finish within {timeout:g} s"
-                                         f"{self._tail_text()}") from None
+                raise EnvironmentProblem(
+                    f"{self.what} did not finish within {timeout:g} s{self._tail_text()}"
+                ) from None
             if self.reader is not None:
                 self.reader.join()
             return self._outcome()
@@ -104,12 +108,16 @@ class Child:
             if self.stderr_path is not None:
                 self.stderr_path.write_text("\n".join(self.tail) + "\n")
             where = f" ({self.stderr_path.name} in raw/)" if self.stderr_path is not None else ""
-            raise EnvironmentProblem(f"{self.what} exited with code {self.proc.returncode} and no outcome: "
-                                     f"{' | '.join(self.tail[-3:]) or '(no output)'}{where}")
+            raise EnvironmentProblem(
+                f"{self.what} exited with code {self.proc.returncode} and no outcome: "
+                f"{' | '.join(self.tail[-3:]) or '(no output)'}{where}"
+            )
         data = json.loads(self.outcome_path.read_text())
         if data.get("format_version") != CHILD_FORMAT:
-            raise EnvironmentProblem(f"{self.what} wrote an outcome of format {data.get('format_version')!r}, "
-                                     f"this harness reads {CHILD_FORMAT}; the child runs another harness version")
+            raise EnvironmentProblem(
+                f"{self.what} wrote an outcome of format {data.get('format_version')!r}, "
+                f"this harness reads {CHILD_FORMAT}; the child runs another harness version"
+            )
         error = data.get("error")
         if error:
             kind = ERRORS.get(error.get("kind", ""))
@@ -119,9 +127,16 @@ class Child:
         return data["outcome"]
 
 
-def start(module: str, job: dict, *, what: str = "the child process", env: dict | None = None,
-          log: Callable[[str], None] | None = None, stderr_path: Path | None = None,
-          prefix: list[str] = ()) -> Child:
+def start(
+    module: str,
+    job: dict,
+    *,
+    what: str = "the child process",
+    env: dict | None = None,
+    log: Callable[[str], None] | None = None,
+    stderr_path: Path | None = None,
+    prefix: list[str] = (),
+) -> Child:
     """Start `python -m module JOB.json` (after `prefix`, e.g. `ip netns exec NS`) in its own
     session, from the repository (so `harness` imports whatever the current folder). Lines the
     child logs go to `log` as they come; its other stderr lines are kept (the last ones name
@@ -134,9 +149,15 @@ def start(module: str, job: dict, *, what: str = "the child process", env: dict 
     proc = None
     try:
         with deferred_interrupts():  # a Ctrl-C now waits until proc exists, so that it can be stopped
-            proc = subprocess.Popen([*prefix, sys.executable, "-m", module, str(job_path)], stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE, text=True, env=run_env, start_new_session=True,
-                                    cwd=str(REPO_ROOT))
+            proc = subprocess.Popen(
+                [*prefix, sys.executable, "-m", module, str(job_path)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=run_env,
+                start_new_session=True,
+                cwd=str(REPO_ROOT),
+            )
     except BaseException:
         tmp.cleanup()
         raise
@@ -151,7 +172,7 @@ def _read_stderr(child: Child, log: Callable[[str], None] | None) -> None:
         line = redact(line.rstrip("\n"))  # the tail goes into raw/*.stderr and error lines
         if line.startswith(LOG_PREFIX):
             if log is not None:
-                log(line[len(LOG_PREFIX):])
+                log(line[len(LOG_PREFIX) :])
         else:
             child.tail[:] = (child.tail + [line])[-TAIL_LINES:]
 
@@ -167,8 +188,10 @@ def serve(work: Callable[[dict, Callable[[str], None]], dict], argv: list[str] |
     argv = sys.argv[1:] if argv is None else argv
     envelope = json.loads(Path(argv[0]).read_text())
     if envelope.get("format_version") != CHILD_FORMAT:
-        print(f"job format {for_terminal(repr(envelope.get('format_version')), NAME)}, this harness reads {CHILD_FORMAT}",
-              file=sys.stderr)
+        print(
+            f"job format {for_terminal(repr(envelope.get('format_version')), NAME)}, this harness reads {CHILD_FORMAT}",
+            file=sys.stderr,
+        )
         return 2
     try:
         result = {"outcome": work(envelope["job"], log)}
@@ -176,8 +199,13 @@ def serve(work: Callable[[dict, Callable[[str], None]], dict], argv: list[str] |
         kind = next((name for name, cls in ERRORS.items() if type(e) is cls), "HarnessError")
         result = {"error": {"kind": kind, "message": str(e), "exit_code": e.exit_code}}
     except Exception as e:  # noqa: BLE001 - reported to the parent with its traceback
-        result = {"error": {"kind": type(e).__name__, "message": f"{type(e).__name__}: {e}",
-                            "traceback": traceback.format_exc()}}
+        result = {
+            "error": {
+                "kind": type(e).__name__,
+                "message": f"{type(e).__name__}: {e}",
+                "traceback": traceback.format_exc(),
+            }
+        }
     atomic_write_json(Path(envelope["outcome"]), {"format_version": CHILD_FORMAT, **result})
     return 0
 

@@ -99,6 +99,7 @@ def run_facts(manifest) -> dict[str, Any]:
 
 # ---- hosts: machines counted by their measured identity ----
 
+
 def _identities(manifest) -> dict[str, dict]:
     ids = manifest.get("host_identity")
     return {str(k): v for k, v in ids.items() if isinstance(v, dict)} if isinstance(ids, dict) else {}
@@ -127,11 +128,13 @@ def _machine_of(address: str, ids: dict[str, dict], here: str | None) -> tuple[s
 
 def _unknown_why(keys: list, problems: list[str]) -> str:
     """Why hosts are unknown: their errors, the addresses never identified, this machine."""
-    never = [k[len("addr:"):] for k in keys if isinstance(k, str) and k.startswith("addr:")]
+    never = [k[len("addr:") :] for k in keys if isinstance(k, str) and k.startswith("addr:")]
     out = problems[:3]
     if never:
-        out.append(f"no host identity recorded for {', '.join(never[:6])}{' ...' if len(never) > 6 else ''} "
-                   f"(a results folder from before hosts were identified)")
+        out.append(
+            f"no host identity recorded for {', '.join(never[:6])}{' ...' if len(never) > 6 else ''} "
+            f"(a results folder from before hosts were identified)"
+        )
     if HERE in keys and len(set(keys)) > 1:
         out.append("this machine's own identity was not measured")
     return "; ".join(out)
@@ -164,6 +167,7 @@ def host_facts(manifest, nodes: list[dict]) -> dict[str, Any]:
 
 # ---- hosts: the second reading, by each Redis server's own run_id ----
 
+
 def second_reading(manifest, nodes: list[dict], ids: dict[str, dict]) -> dict[str, Any]:
     """Which machine serves each Redis node, read by a second path that shares no code with
     the boot-id grouping above: the server's run_id, read through the harness's own Redis
@@ -192,8 +196,10 @@ def second_reading(manifest, nodes: list[dict], ids: dict[str, dict]) -> dict[st
         rid = server.get("run_id")
         if not (isinstance(rid, str) and RUN_ID_RE.match(rid)):
             machines[node] = None
-            why.append(f"{node}: its run_id was not read through the harness's connection "
-                       f"({str(server.get('run_id_error') or 'not recorded')[:120]})")
+            why.append(
+                f"{node}: its run_id was not read through the harness's connection "
+                f"({str(server.get('run_id_error') or 'not recorded')[:120]})"
+            )
             continue
         boots = reported.get(rid, set())
         on_host = server.get("on_host")
@@ -203,10 +209,15 @@ def second_reading(manifest, nodes: list[dict], ids: dict[str, dict]) -> dict[st
             continue
         machines[node] = None
         if not boots:
-            seen = (f"run_id {on_host[:12]}..." if isinstance(on_host, str) and RUN_ID_RE.match(on_host)
-                    else str(server.get("on_host_error") or "nothing")[:120])
-            why.append(f"{node}: its server's run_id {rid[:12]}... (through the harness's connection) was reported "
-                       f"by no host ({addr} reported {seen})")
+            seen = (
+                f"run_id {on_host[:12]}..."
+                if isinstance(on_host, str) and RUN_ID_RE.match(on_host)
+                else str(server.get("on_host_error") or "nothing")[:120]
+            )
+            why.append(
+                f"{node}: its server's run_id {rid[:12]}... (through the harness's connection) was reported "
+                f"by no host ({addr} reported {seen})"
+            )
         else:
             why.append(f"{node}: its server's run_id {rid[:12]}... was reported by {len(boots)} machines")
     known = [m for m in machines.values() if m is not None]
@@ -249,7 +260,8 @@ def _cross_check_hosts(facts: dict[str, Any], second: dict[str, Any]) -> None:
         detail = "; ".join(second["why"][:3]) + (" ..." if len(second["why"]) > 3 else "")
         facts[key + DISAGREE_NOTE] = (
             f"by the boot id read on each host: {one}{names}; by where each Redis server's run_id, read through "
-            f"the harness's connection, was reported on a host: {two}" + (f" ({detail})" if detail else ""))
+            f"the harness's connection, was reported on a host: {two}" + (f" ({detail})" if detail else "")
+        )
         facts[key] = None
 
 
@@ -313,6 +325,7 @@ def _label(key: str | None, addrs: list[str], here: str | None) -> str:
 
 # ---- case facts and the comparison ----
 
+
 def case_facts(records: list, run: dict[str, Any]) -> dict[str, Any]:
     """The facts of one case: its records' facts over its params over the run's facts. A
     fact that differs between repetitions (or is missing from some) is a Varied value: it
@@ -362,8 +375,9 @@ def gpu_matches(need: Any, have: Any) -> bool:
     names = [n for n in str(have).split(",") if n.strip()]
     # a MIG slice ('NVIDIA A100-SXM4-40GB MIG 1g.5gb') is a part of the GPU, not the model: it
     # meets only a claim that names MIG
-    return bool(names) and all(_in_order(need_words, words(n)) and ("mig" not in words(n) or "mig" in need_words)
-                               for n in names)
+    return bool(names) and all(
+        _in_order(need_words, words(n)) and ("mig" not in words(n) or "mig" in need_words) for n in names
+    )
 
 
 def matches(key: str, need: Any, have: Any) -> bool:
@@ -408,11 +422,16 @@ def gpu_cross_check(key: str, need: Any, have: Any) -> str | None:
     if not by_words and by_table is not True:
         return ""  # not met, and no reading says it is: the plain message
     claim_read = gpu_names.read_claim(str(need))
-    table = ("the table of known GPU names does not know the claim's model" if claim_read is None
-             else f"the table of known GPU names reads {gpu_names.describe(have)}: "
-                  f"{'meets' if by_table else 'does not meet' if by_table is False else 'not known'} {need}")
-    return (f"{key}: measured {have}, claim {need}: the two readings disagree (word match: "
-            f"{'meets' if by_words else 'does not meet'} {need}; {table})")
+    table = (
+        "the table of known GPU names does not know the claim's model"
+        if claim_read is None
+        else f"the table of known GPU names reads {gpu_names.describe(have)}: "
+        f"{'meets' if by_table else 'does not meet' if by_table is False else 'not known'} {need}"
+    )
+    return (
+        f"{key}: measured {have}, claim {need}: the two readings disagree (word match: "
+        f"{'meets' if by_words else 'does not meet'} {need}; {table})"
+    )
 
 
 def differ(needed: dict, facts: dict) -> list[str]:

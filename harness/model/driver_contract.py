@@ -33,8 +33,21 @@ from harness.base.paths import REPO_ROOT
 from harness.infra.target import Node, Target
 from harness.model.result import Record
 
-__all__ = ["REQUIRED", "Param", "Metric", "Series", "Record", "CaseContext", "Driver", "Node", "Target",
-           "register", "get", "load_all", "INPUT_FILE"]
+__all__ = [
+    "REQUIRED",
+    "Param",
+    "Metric",
+    "Series",
+    "Record",
+    "CaseContext",
+    "Driver",
+    "Node",
+    "Target",
+    "register",
+    "get",
+    "load_all",
+    "INPUT_FILE",
+]
 
 REQUIRED = object()
 TARGET_KINDS = ("cluster", "none")
@@ -89,23 +102,29 @@ class Param:
                 if self.max is not None and v > self.max:
                     raise BadInput(f"{where}: must be at most {self.max:g}, got {_num(v)}")
                 if self.max is None and isinstance(v, int) and abs(v) > INT_LIMIT:
-                    raise BadInput(f"{where}: {_num(v)} is out of range; an integer parameter is at most "
-                                   f"{INT_LIMIT} (the tools' C int) in size")
+                    raise BadInput(
+                        f"{where}: {_num(v)} is out of range; an integer parameter is at most "
+                        f"{INT_LIMIT} (the tools' C int) in size"
+                    )
         if self.choices is not None:
             bad = [v for v in values if v not in self.choices]
             if bad:
-                raise BadInput(f"{where}: {bad[0]!r} is not one of {', '.join(map(str, self.choices))}"
-                               f"{did_you_mean(bad[0], self.choices)}")
+                raise BadInput(
+                    f"{where}: {bad[0]!r} is not one of {', '.join(map(str, self.choices))}"
+                    f"{did_you_mean(bad[0], self.choices)}"
+                )
         if self.kind == INPUT_FILE and value:
             path = input_path(value)
             if path.exists() and not path.is_file():
-                raise BadInput(f"{where}: {value!r}: not a regular file (a folder, a device or a FIFO); give a "
-                               f"file's path")
+                raise BadInput(
+                    f"{where}: {value!r}: not a regular file (a folder, a device or a FIFO); give a file's path"
+                )
             if not path.is_file():
-                raise BadInput(f"{where}: {value!r}: no such file ({path}); give a path relative to the "
-                               f"repository or an absolute one")
+                raise BadInput(
+                    f"{where}: {value!r}: no such file ({path}); give a path relative to the "
+                    f"repository or an absolute one"
+                )
         return value
-
 
     def _check_items(self, where: str, value: list) -> list:
         """The items of a list parameter: at most MAX_LIST_ITEMS, none when its default has
@@ -120,8 +139,10 @@ class Param:
             value = [float(v) if isinstance(v, str) and _YAML11_EXPONENT.fullmatch(v) else v for v in value]
         for i, v in enumerate(value):
             if kind and not _is_kind(v, kind):
-                raise BadInput(f"{where}: item {i + 1} is {type(v).__name__} ({str(v)[:60]!r}); every item must be "
-                               f"{_KIND_NAMES[kind]}")
+                raise BadInput(
+                    f"{where}: item {i + 1} is {type(v).__name__} ({str(v)[:60]!r}); every item must be "
+                    f"{_KIND_NAMES[kind]}"
+                )
         return value
 
 
@@ -203,8 +224,10 @@ class Driver:
         unknown = sorted((k for k in given if k not in self.params), key=str)
         if unknown:
             known = ", ".join(sorted(self.params)) or "none"
-            raise BadInput(f"{where}: unknown parameter {unknown[0]!r} for driver {self.name!r}"
-                           f"{did_you_mean(unknown[0], self.params)}; known parameters: {known}")
+            raise BadInput(
+                f"{where}: unknown parameter {unknown[0]!r} for driver {self.name!r}"
+                f"{did_you_mean(unknown[0], self.params)}; known parameters: {known}"
+            )
         out = {}
         for name, p in self.params.items():
             if name in given:
@@ -221,9 +244,16 @@ class Driver:
 REGISTRY: dict[str, Driver] = {}
 
 
-def register(name: str, *, params: dict[str, Param], needs: str = "none", description: str = "",
-             check: Callable[[str, dict], None] | None = None, isolate: bool = False,
-             engines: tuple[str, ...] = ()):
+def register(
+    name: str,
+    *,
+    params: dict[str, Param],
+    needs: str = "none",
+    description: str = "",
+    check: Callable[[str, dict], None] | None = None,
+    isolate: bool = False,
+    engines: tuple[str, ...] = (),
+):
     """Decorator: register `fn(ctx) -> Record` as the driver called `name`."""
     if needs not in TARGET_KINDS:
         raise ValueError(f"needs must be one of {TARGET_KINDS}")
@@ -233,8 +263,17 @@ def register(name: str, *, params: dict[str, Param], needs: str = "none", descri
     def deco(fn):
         if name in REGISTRY and REGISTRY[name].run is not fn:
             raise ValueError(f"driver {name!r} registered twice")
-        REGISTRY[name] = Driver(name, fn, params, needs, description or (fn.__doc__ or "").strip(), check,
-                                isolate, fn.__module__, tuple(engines))
+        REGISTRY[name] = Driver(
+            name,
+            fn,
+            params,
+            needs,
+            description or (fn.__doc__ or "").strip(),
+            check,
+            isolate,
+            fn.__module__,
+            tuple(engines),
+        )
         return fn
 
     return deco
@@ -272,8 +311,9 @@ def load_all() -> dict[str, Driver]:
             if not mod.ispkg or mod.name == f"{SUITES_PACKAGE}.{SHARED_PACKAGE}":
                 continue
             if importlib.util.find_spec(mod.name + ".drivers") is None:
-                raise ImportError(f"suite package {mod.name} has no drivers.py: every suite registers its "
-                                  f"drivers there")
+                raise ImportError(
+                    f"suite package {mod.name} has no drivers.py: every suite registers its drivers there"
+                )
             importlib.import_module(mod.name + ".drivers")
         _LOADED = True
     return REGISTRY
@@ -282,6 +322,8 @@ def load_all() -> dict[str, Driver]:
 def get(name: str, where: str = "driver") -> Driver:
     drivers = load_all()
     if name not in drivers:
-        raise BadInput(f"{where}: unknown driver {name!r}{did_you_mean(name, drivers)}; "
-                       f"known drivers: {', '.join(sorted(drivers))}")
+        raise BadInput(
+            f"{where}: unknown driver {name!r}{did_you_mean(name, drivers)}; "
+            f"known drivers: {', '.join(sorted(drivers))}"
+        )
     return drivers[name]

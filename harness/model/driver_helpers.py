@@ -37,8 +37,9 @@ def torch_threads(n: int):
         torch.set_num_threads(before)
 
 
-def latency_metrics(prefix: str, values_ms: list[float], qs: Iterable[float] = (50, 95, 99), note: str = "",
-                    unit: str = "ms") -> dict[str, Metric]:
+def latency_metrics(
+    prefix: str, values_ms: list[float], qs: Iterable[float] = (50, 95, 99), note: str = "", unit: str = "ms"
+) -> dict[str, Metric]:
     """{prefix}.p50_ms, ... of a latency sample (numpy's linear percentiles); empty when no values."""
     if not values_ms:
         return {}

@@ -24,9 +24,27 @@ from harness.base.safe_text import NAME, for_terminal
 
 TEXT_FIELDS = ("run_id", "profile", "target", "harness_version")
 TIME_FIELDS = ("started", "ended")
-OBJECT_FIELDS = ("git", "host", "tools", "packages", "gpu", "storage", "constraints", "target_nodes", "loadgen",
-                 "servers", "window", "suite_wall_s", "interrupted", "hosts", "monitoring", "host_identity",
-                 "engines", "engines_start", "references")
+OBJECT_FIELDS = (
+    "git",
+    "host",
+    "tools",
+    "packages",
+    "gpu",
+    "storage",
+    "constraints",
+    "target_nodes",
+    "loadgen",
+    "servers",
+    "window",
+    "suite_wall_s",
+    "interrupted",
+    "hosts",
+    "monitoring",
+    "host_identity",
+    "engines",
+    "engines_start",
+    "references",
+)
 
 
 @dataclass(frozen=True)
@@ -75,8 +93,10 @@ class Manifest:
         wrong += [k for k in OBJECT_FIELDS if not isinstance(getattr(self, k), dict)]
         wrong += ["suites"] if not all(isinstance(s, str) for s in self.suites) else []
         if wrong:
-            raise TypeError(f"manifest field {wrong[0]!r}: {type(getattr(self, wrong[0])).__name__} is not what "
-                            f"a manifest holds there")
+            raise TypeError(
+                f"manifest field {wrong[0]!r}: {type(getattr(self, wrong[0])).__name__} is not what "
+                f"a manifest holds there"
+            )
 
     @classmethod
     def from_json(cls, d: dict, where: str = "manifest.json") -> "Manifest":
@@ -84,11 +104,15 @@ class Manifest:
             raise BadInput(f"{where}: expected a JSON object; the manifest is damaged, re-run the suites")
         version = d.get("format_version", 0)
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise BadInput(f"{where}: format_version {for_terminal(repr(version), NAME)} is not a version number; "
-                           f"the manifest is damaged, re-run the suites")
+            raise BadInput(
+                f"{where}: format_version {for_terminal(repr(version), NAME)} is not a version number; "
+                f"the manifest is damaged, re-run the suites"
+            )
         if version > MANIFEST_FORMAT:
-            raise BadInput(f"{where}: format_version {version}, this harness reads up to {MANIFEST_FORMAT}; "
-                           f"upgrade the harness to read it")
+            raise BadInput(
+                f"{where}: format_version {version}, this harness reads up to {MANIFEST_FORMAT}; "
+                f"upgrade the harness to read it"
+            )
         known = {f.name for f in fields(cls)} - {"extra", "_json", "format_version"}
         kw: dict = {k: v for k in TEXT_FIELDS if isinstance(v := d.get(k), str)}
         kw.update({k: v for k in TIME_FIELDS if (v := finite_number(d.get(k))) is not None})

@@ -61,26 +61,54 @@ class Record:
         if self.repetition == 0:
             _drivers_measure(self.details)
 
-    def stored(self, *, suite: str, case: str, repetition: int, params: dict | None = None,
-               started: float = 0.0, duration_s: float = 0.0, raw_files: list[str] | None = None,
-               bad_input: bool = False, details: dict | None = None) -> "Record":
+    def stored(
+        self,
+        *,
+        suite: str,
+        case: str,
+        repetition: int,
+        params: dict | None = None,
+        started: float = 0.0,
+        duration_s: float = 0.0,
+        raw_files: list[str] | None = None,
+        bad_input: bool = False,
+        details: dict | None = None,
+    ) -> "Record":
         """This outcome as the runner stores it: the same measurements, with where and when.
         `details`, when given, replaces the driver's (the runner's own facts with them)."""
         if self.repetition == 0:  # the driver's outcome, its details perhaps changed after it was made
             _drivers_measure(self.details)
-        return _as_stored(replace(
-            self, suite=suite, case=case, repetition=repetition, params=dict(params or {}), started=started,
-            duration_s=duration_s, raw_files=list(raw_files or []), bad_input=bad_input,
-            details=self.details if details is None else details))
+        return _as_stored(
+            replace(
+                self,
+                suite=suite,
+                case=case,
+                repetition=repetition,
+                params=dict(params or {}),
+                started=started,
+                duration_s=duration_s,
+                raw_files=list(raw_files or []),
+                bad_input=bad_input,
+                details=self.details if details is None else details,
+            )
+        )
 
     def to_json(self) -> dict:
         out = {
-            "suite": self.suite, "case": self.case, "repetition": self.repetition,
-            "status": self.status, "reason": self.reason, "bad_input": self.bad_input,
+            "suite": self.suite,
+            "case": self.case,
+            "repetition": self.repetition,
+            "status": self.status,
+            "reason": self.reason,
+            "bad_input": self.bad_input,
             "metrics": {k: m.to_json() for k, m in self.metrics.items()},
             "series": {k: s.to_json() for k, s in self.series.items()},
-            "raw_files": self.raw_files, "details": self.details, "params": self.params,
-            "started": self.started, "duration_s": self.duration_s, "facts": self.facts,
+            "raw_files": self.raw_files,
+            "details": self.details,
+            "params": self.params,
+            "started": self.started,
+            "duration_s": self.duration_s,
+            "facts": self.facts,
         }
         if self.machine_load:  # added in issue 53: older readers leave it out, an older record has none
             out["machine_load"] = self.machine_load
@@ -91,23 +119,35 @@ class Record:
         """A stored record (results.json, or a case's own process): suite, case and repetition
         are required, the rest may be absent (older files)."""
         details = dict(d.get("details") or {})
-        return _as_stored(cls(
-            d["status"], d.get("reason", ""), {k: Metric.from_json(m) for k, m in (d.get("metrics") or {}).items()},
-            details, {k: Series.from_json(s) for k, s in (d.get("series") or {}).items()},
-            dict(d.get("facts") or {}), suite=d["suite"], case=d["case"], repetition=d["repetition"],
-            params=dict(d.get("params") or {}), started=float(d.get("started") or 0.0),
-            duration_s=float(d.get("duration_s") or 0.0), raw_files=list(d.get("raw_files") or []),
-            bad_input=bool(d.get("bad_input") or details.get("bad_input")),
-            machine_load=_machine_load(d.get("machine_load"))))
+        return _as_stored(
+            cls(
+                d["status"],
+                d.get("reason", ""),
+                {k: Metric.from_json(m) for k, m in (d.get("metrics") or {}).items()},
+                details,
+                {k: Series.from_json(s) for k, s in (d.get("series") or {}).items()},
+                dict(d.get("facts") or {}),
+                suite=d["suite"],
+                case=d["case"],
+                repetition=d["repetition"],
+                params=dict(d.get("params") or {}),
+                started=float(d.get("started") or 0.0),
+                duration_s=float(d.get("duration_s") or 0.0),
+                raw_files=list(d.get("raw_files") or []),
+                bad_input=bool(d.get("bad_input") or details.get("bad_input")),
+                machine_load=_machine_load(d.get("machine_load")),
+            )
+        )
 
 
 def _machine_load(m) -> dict:
     """A stored record's machine_load: numbers (or null) under text keys; absent in older files."""
     if m is None:
         return {}
-    if not isinstance(m, dict) or not all(isinstance(k, str) and (v is None or (isinstance(v, (int, float))
-                                                                                and not isinstance(v, bool)))
-                                          for k, v in m.items()):
+    if not isinstance(m, dict) or not all(
+        isinstance(k, str) and (v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)))
+        for k, v in m.items()
+    ):
         raise ValueError("a record's machine_load is not an object of numbers")
     return dict(m)
 

@@ -40,8 +40,10 @@ def stored_names(d: dict, *keys: str) -> list[str]:
     for k in keys:
         v = d[k]
         if not isinstance(v, str):
-            raise BadInput(f"a stored threshold or claim check has a {k} that is a {type(v).__name__}, not text; "
-                           f"the results file is damaged, re-run the suites")
+            raise BadInput(
+                f"a stored threshold or claim check has a {k} that is a {type(v).__name__}, not text; "
+                f"the results file is damaged, re-run the suites"
+            )
         out.append(v)
     return out
 
@@ -83,8 +85,10 @@ def _refuse_aliases(text: str) -> None:
     """Aliases (and so alias bombs) are refused before anything is built."""
     for ev in yaml.parse(text, Loader=_LOADER):
         if isinstance(ev, yaml.AliasEvent):
-            raise AliasRefused(f"YAML aliases (*{ev.anchor}) are not allowed in specs; write the value out "
-                               f"(line {ev.start_mark.line + 1})")
+            raise AliasRefused(
+                f"YAML aliases (*{ev.anchor}) are not allowed in specs; write the value out "
+                f"(line {ev.start_mark.line + 1})"
+            )
 
 
 def parse_yaml_text(text: str, where: str):
@@ -137,8 +141,9 @@ class _Fields:
         unknown = [k for k in data if k not in allowed]
         if unknown:
             k = unknown[0]
-            raise BadInput(f"{where}: unknown field {k!r}{did_you_mean(k, allowed)}; "
-                           f"allowed fields: {', '.join(allowed)}")
+            raise BadInput(
+                f"{where}: unknown field {k!r}{did_you_mean(k, allowed)}; allowed fields: {', '.join(allowed)}"
+            )
         self.where, self.data, self.allowed = where, data, allowed
 
     def get(self, key: str, default: Any = driver_contract.REQUIRED):
@@ -155,8 +160,10 @@ class _Fields:
             except OverflowError:
                 raise BadInput(f"{self.where}.{key}: {value} is too large for a number; {types[1]}") from None
         if not isinstance(value, want) or (isinstance(value, bool) and want is not bool):
-            raise BadInput(f"{self.where}.{key}: expected {getattr(want, '__name__', want)}, "
-                           f"got {type(value).__name__} ({str(value)[:60]!r}); {types[1]}")
+            raise BadInput(
+                f"{self.where}.{key}: expected {getattr(want, '__name__', want)}, "
+                f"got {type(value).__name__} ({str(value)[:60]!r}); {types[1]}"
+            )
         if want is float and not math.isfinite(value):
             raise BadInput(f"{self.where}.{key}: {value} is not a finite number; {types[1]}")
         if want is dict:
@@ -207,8 +214,14 @@ class Threshold:
         return f"{self.op} {self.value:g} {self.unit}".strip()
 
     def to_json(self) -> dict:
-        out = {"case": self.case, "metric": self.metric, "op": self.op, "value": self.value,
-               "unit": self.unit, "reason": self.reason}
+        out = {
+            "case": self.case,
+            "metric": self.metric,
+            "op": self.op,
+            "value": self.value,
+            "unit": self.unit,
+            "reason": self.reason,
+        }
         if self.high is not None:
             out["high"] = self.high
         if self.of is not None:
@@ -221,11 +234,20 @@ class Threshold:
         where = f"threshold {str(d.get('case'))[:40]!r}/{str(d.get('metric'))[:60]!r}"  # repr: one line
         op, high = d["op"], d.get("high")
         if op not in (*OPS, BAND_OP) or (op == BAND_OP) != (high is not None):
-            raise BadInput(f"{where}: op {str(op)[:20]!r} is not one of {', '.join(OPS)} or {BAND_OP!r} with a high "
-                           f"bound; the file is damaged, re-run the suites")
+            raise BadInput(
+                f"{where}: op {str(op)[:20]!r} is not one of {', '.join(OPS)} or {BAND_OP!r} with a high "
+                f"bound; the file is damaged, re-run the suites"
+            )
         of = stored_names(d, "of")[0] if d.get("of") is not None else None
-        return cls(*stored_names(d, "case", "metric"), op, _stored_number(where, d["value"]), d.get("unit", ""),
-                   d.get("reason", ""), None if high is None else _stored_number(where, high), of)
+        return cls(
+            *stored_names(d, "case", "metric"),
+            op,
+            _stored_number(where, d["value"]),
+            d.get("unit", ""),
+            d.get("reason", ""),
+            None if high is None else _stored_number(where, high),
+            of,
+        )
 
 
 def _stored_number(where: str, v: Any) -> float:
@@ -233,16 +255,18 @@ def _stored_number(where: str, v: Any) -> float:
     limit fails its check and draws no line in the history); an infinite one is refused, since
     `<= Infinity` would pass whatever was measured."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise BadInput(f"{where}: expected a number, got {type(v).__name__} ({str(v)[:60]!r}); "
-                       f"the results file is damaged, re-run the suites")
+        raise BadInput(
+            f"{where}: expected a number, got {type(v).__name__} ({str(v)[:60]!r}); "
+            f"the results file is damaged, re-run the suites"
+        )
     try:
         f = float(v)
     except OverflowError:
-        raise BadInput(f"{where}: {str(v)[:40]}... is too large for a number; the results file is damaged, "
-                       f"re-run the suites") from None
+        raise BadInput(
+            f"{where}: {str(v)[:40]}... is too large for a number; the results file is damaged, re-run the suites"
+        ) from None
     if math.isinf(f):
-        raise BadInput(f"{where}: the limit {f} is not a finite number; the results file is damaged, re-run the "
-                       f"suites")
+        raise BadInput(f"{where}: the limit {f} is not a finite number; the results file is damaged, re-run the suites")
     return f
 
 
@@ -278,8 +302,13 @@ class Case:
     @classmethod
     def from_json(cls, d: dict) -> "Case":
         reps = d.get("repetitions")
-        return cls(d["name"], d["driver"], d.get("description", ""), dict(d.get("params") or {}),
-                   int(reps) if isinstance(reps, int) and not isinstance(reps, bool) and reps >= 1 else None)
+        return cls(
+            d["name"],
+            d["driver"],
+            d.get("description", ""),
+            dict(d.get("params") or {}),
+            int(reps) if isinstance(reps, int) and not isinstance(reps, bool) and reps >= 1 else None,
+        )
 
 
 @dataclass
@@ -315,8 +344,10 @@ class Suite:
 
     def profile(self, name: str) -> Profile:
         if name not in self.profiles:
-            raise BadInput(f"suite {self.name!r} has no profile {name!r}{did_you_mean(name, self.profiles)}; "
-                           f"its profiles: {', '.join(sorted(self.profiles))}")
+            raise BadInput(
+                f"suite {self.name!r} has no profile {name!r}{did_you_mean(name, self.profiles)}; "
+                f"its profiles: {', '.join(sorted(self.profiles))}"
+            )
         return self.profiles[name]
 
     def case_params(self, case: Case, profile: str, overrides: dict | None = None) -> dict:
@@ -331,11 +362,29 @@ class Suite:
         unless --repeat gave the number for all."""
         prof = self.profile(profile)
         own = {} if repeat_given else prof.case_repetitions
-        cases = [Case(c.name, c.driver, c.description, params[c.name],
-                      min(own[c.name], repetitions) if c.name in own else None) for c in self.cases]
-        return SuiteRun(self.name, self.description, self.claim, self.target, profile, prof.description,
-                        repetitions, cases,
-                        list(prof.thresholds), dict(prof.conditions), prof.skipped_fails)
+        cases = [
+            Case(
+                c.name,
+                c.driver,
+                c.description,
+                params[c.name],
+                min(own[c.name], repetitions) if c.name in own else None,
+            )
+            for c in self.cases
+        ]
+        return SuiteRun(
+            self.name,
+            self.description,
+            self.claim,
+            self.target,
+            profile,
+            prof.description,
+            repetitions,
+            cases,
+            list(prof.thresholds),
+            dict(prof.conditions),
+            prof.skipped_fails,
+        )
 
     def _where(self) -> str:
         return str(self.path) if self.path else self.name
@@ -358,19 +407,34 @@ class SuiteRun:
     skipped_fails: bool = False
 
     def to_json(self) -> dict:
-        return {"description": self.description, "claim": self.claim.to_json(), "target": self.target,
-                "profile": self.profile, "profile_description": self.profile_description,
-                "repetitions": self.repetitions, "cases": [c.to_json() for c in self.cases],
-                "thresholds": [t.to_json() for t in self.thresholds], "conditions": self.conditions,
-                "skipped_fails": self.skipped_fails}
+        return {
+            "description": self.description,
+            "claim": self.claim.to_json(),
+            "target": self.target,
+            "profile": self.profile,
+            "profile_description": self.profile_description,
+            "repetitions": self.repetitions,
+            "cases": [c.to_json() for c in self.cases],
+            "thresholds": [t.to_json() for t in self.thresholds],
+            "conditions": self.conditions,
+            "skipped_fails": self.skipped_fails,
+        }
 
     @classmethod
     def from_json(cls, name: str, d: dict) -> "SuiteRun":
-        return cls(name, d.get("description", ""), SuiteClaim.from_json(d.get("claim") or {}),
-                   d.get("target", "none"), d.get("profile", ""), d.get("profile_description", ""),
-                   int(d.get("repetitions") or 1), [Case.from_json(c) for c in d.get("cases", [])],
-                   [Threshold.from_json(t) for t in d.get("thresholds", [])], dict(d.get("conditions") or {}),
-                   bool(d.get("skipped_fails", False)))
+        return cls(
+            name,
+            d.get("description", ""),
+            SuiteClaim.from_json(d.get("claim") or {}),
+            d.get("target", "none"),
+            d.get("profile", ""),
+            d.get("profile_description", ""),
+            int(d.get("repetitions") or 1),
+            [Case.from_json(c) for c in d.get("cases", [])],
+            [Threshold.from_json(t) for t in d.get("thresholds", [])],
+            dict(d.get("conditions") or {}),
+            bool(d.get("skipped_fails", False)),
+        )
 
     def case_names(self) -> list[str]:
         return [c.name for c in self.cases]
@@ -405,12 +469,20 @@ PROFILE_FIELDS = {
     "repetitions": (int, "how many times each case runs (>= 1)"),
     "params": (dict, "per-case parameter overrides: {case: {param: value}}"),
     "thresholds": (list, "a list of {case, metric, op, value, unit, reason}"),
-    "conditions": (dict, "what the profile runs on, compared with a claim's conditions, e.g. {hosts: '6 hosts', clients: 200}"),
+    "conditions": (
+        dict,
+        "what the profile runs on, compared with a claim's conditions, e.g. {hosts: '6 hosts', clients: 200}",
+    ),
     "skipped_fails": (bool, "true: a skipped case fails the run (lab profiles) unless --allow-skipped is given"),
-    "cases": (list, "the cases a run of the suite runs with this profile (default: all); SUITE/CASE selects one left out"),
+    "cases": (
+        list,
+        "the cases a run of the suite runs with this profile (default: all); SUITE/CASE selects one left out",
+    ),
     "leaves_out": (str, "with cases: why the others are left out (shown when a run leaves them out)"),
-    "case_repetitions": (dict, "fewer repetitions for single cases, e.g. {sweep: 1} (an expensive case); "
-                               "--repeat overrides"),
+    "case_repetitions": (
+        dict,
+        "fewer repetitions for single cases, e.g. {sweep: 1} (an expensive case); --repeat overrides",
+    ),
 }
 THRESHOLD_FIELDS = {
     "case": (str, "the case whose metric is checked"),
@@ -420,8 +492,11 @@ THRESHOLD_FIELDS = {
     "band": (list, "instead of op + value: [low, high] for a claimed point (a point is a band, not a bound)"),
     "unit": (str, "the unit of the limit, e.g. ms"),
     "reason": (str, "why this limit, for this profile"),
-    "of": (str, "a bound of 0 from above (0 errors, 0 lost): the metric of the same case the count is out of "
-                "(requests sent, writes acknowledged); not measured or 0 makes the threshold missing"),
+    "of": (
+        str,
+        "a bound of 0 from above (0 errors, 0 lost): the metric of the same case the count is out of "
+        "(requests sent, writes acknowledged); not measured or 0 makes the threshold missing",
+    ),
 }
 
 
@@ -438,8 +513,9 @@ def _profile_cases(pw: str, pf, case_names: list[str]) -> list[str] | None:
     if not given:
         raise BadInput(f"{pw}.cases: name at least one case (or leave cases out to run them all)")
     if len(given) < len(case_names) and not pf.get("leaves_out", "").strip():
-        raise BadInput(f"{pw}.leaves_out: say why the profile leaves out "
-                       f"{', '.join(c for c in case_names if c not in given)}")
+        raise BadInput(
+            f"{pw}.leaves_out: say why the profile leaves out {', '.join(c for c in case_names if c not in given)}"
+        )
     return [c for c in case_names if c in given]
 
 
@@ -453,8 +529,10 @@ def _profile_thresholds(pw: str, pf, case_names: list[str], runs: list[str] | No
         if not t.reason:
             raise BadInput(f"{tw}: give the threshold a reason (why this limit for this profile)")
         if runs is not None and t.case not in runs:
-            raise BadInput(f"{tw}.case: {t.case!r} is not one of the profile's cases ({', '.join(runs)}); "
-                           f"add it to {pw}.cases or drop the threshold")
+            raise BadInput(
+                f"{tw}.case: {t.case!r} is not one of the profile's cases ({', '.join(runs)}); "
+                f"add it to {pw}.cases or drop the threshold"
+            )
         thresholds.append(t)
     return thresholds
 
@@ -485,8 +563,10 @@ def _denominator(where: str, of: str | None, op: str | None, value: float | None
     """A count's denominator (`of`): required on a bound of 0 from above, refused elsewhere."""
     if of is None:
         if is_absence_bound(op, value):
-            raise BadInput(f"{where}: a bound of 0 ({op} 0) on a count needs of: the metric it is out of (requests "
-                           f"sent, writes acknowledged), so that 0 of 0 is never a pass")
+            raise BadInput(
+                f"{where}: a bound of 0 ({op} 0) on a count needs of: the metric it is out of (requests "
+                f"sent, writes acknowledged), so that 0 of 0 is never a pass"
+            )
         return None
     if not is_absence_bound(op, value):
         raise BadInput(f"{where}.of: only a bound of 0 from above (op <= or <, value 0) names a denominator")
@@ -514,8 +594,12 @@ def parse_suite(data: Any, path: Path | None = None) -> Suite:
     cases: list[Case] = []
     for i, raw in enumerate(f.get("cases")):
         cf = _Fields(f"{where}.cases[{i}]", raw, CASE_FIELDS)
-        case = Case(check_name(f"{where}.cases[{i}].name", "case", cf.get("name")), cf.get("driver"),
-                    cf.get("description", ""), cf.get("params", {}))
+        case = Case(
+            check_name(f"{where}.cases[{i}].name", "case", cf.get("name")),
+            cf.get("driver"),
+            cf.get("description", ""),
+            cf.get("params", {}),
+        )
         if any(c.name == case.name for c in cases):
             raise BadInput(f"{where}.cases[{i}]: case name {case.name!r} is used twice; rename one")
         drv = driver_contract.get(case.driver, f"{where}.cases[{i}].driver")
@@ -541,9 +625,18 @@ def parse_suite(data: Any, path: Path | None = None) -> Suite:
                 raise BadInput(f"{pw}.params.{cname}: expected a mapping of parameters")
         runs = _profile_cases(pw, pf, case_names)
         thresholds = _profile_thresholds(pw, pf, case_names, runs)
-        profiles[pname] = Profile(pname, pf.get("description", ""), reps, overrides, thresholds,
-                                  pf.get("conditions", {}), pf.get("skipped_fails", False), runs,
-                                  pf.get("leaves_out", ""), _case_repetitions(pw, pf, case_names, reps))
+        profiles[pname] = Profile(
+            pname,
+            pf.get("description", ""),
+            reps,
+            overrides,
+            thresholds,
+            pf.get("conditions", {}),
+            pf.get("skipped_fails", False),
+            runs,
+            pf.get("leaves_out", ""),
+            _case_repetitions(pw, pf, case_names, reps),
+        )
     if not profiles:
         raise BadInput(f"{where}.profiles: a suite needs at least one profile (local)")
     suite = Suite(name, f.get("description"), claim, target, cases, profiles, path)
@@ -559,8 +652,10 @@ def _case_repetitions(pw: str, pf: "_Fields", case_names: list[str], reps: int) 
         if cname not in case_names:
             raise BadInput(f"{pw}.case_repetitions: no case named {cname!r}{did_you_mean(cname, case_names)}")
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= reps:
-            raise BadInput(f"{pw}.case_repetitions.{cname}: give a whole number from 1 to the profile's repetitions "
-                           f"({reps}), got {n!r}")
+            raise BadInput(
+                f"{pw}.case_repetitions.{cname}: give a whole number from 1 to the profile's repetitions "
+                f"({reps}), got {n!r}"
+            )
     return dict(out)
 
 
@@ -571,7 +666,9 @@ def load_suite_file(path: Path) -> Suite:
 def suite_files(directory: Path = SUITES_DIR) -> list[Path]:
     """The specs of a folder of suites: each subfolder's suite.yaml (harness/experiments/), or
     the folder's own *.yaml files but the ledger (a folder of your own specs)."""
-    return sorted(directory.glob(f"*/{SUITE_FILE}")) + sorted(p for p in directory.glob("*.yaml") if p.name != CLAIMS_FILE)
+    return sorted(directory.glob(f"*/{SUITE_FILE}")) + sorted(
+        p for p in directory.glob("*.yaml") if p.name != CLAIMS_FILE
+    )
 
 
 def load_all_suites(directory: Path = SUITES_DIR) -> dict[str, Suite]:
@@ -579,8 +676,9 @@ def load_all_suites(directory: Path = SUITES_DIR) -> dict[str, Suite]:
     its own copy: harness.base.file_cache)."""
     files = suite_files(directory)
     known = tuple(sorted(driver_contract.load_all()))  # a suite is checked against the drivers there are
-    return file_cache.cached(("suites", str(Path(directory).resolve()), known), files, lambda: _load_suites(files),
-                             MAX_SPEC_BYTES)
+    return file_cache.cached(
+        ("suites", str(Path(directory).resolve()), known), files, lambda: _load_suites(files), MAX_SPEC_BYTES
+    )
 
 
 def _load_suites(files: list[Path]) -> dict[str, Suite]:
@@ -605,7 +703,9 @@ def select_suites(names: list[str], directory: Path = SUITES_DIR) -> list[Suite]
         elif n in available:
             s = available[n]
         else:
-            raise BadInput(f"no suite named {n!r}{did_you_mean(n, available)}; known suites: {', '.join(sorted(available))}")
+            raise BadInput(
+                f"no suite named {n!r}{did_you_mean(n, available)}; known suites: {', '.join(sorted(available))}"
+            )
         if any(c.name == s.name for c in chosen):
             raise BadInput(f"suite {s.name!r} is named twice; name each suite once")
         chosen.append(s)
@@ -624,45 +724,80 @@ LEDGER_FIELDS = {
     "differs": (str, "what in the claim does not exist or differs from what is measured"),
 }
 CHECK_FIELDS = {
-    "suite": (str, "suite name"), "case": (str, "case name"), "metric": (str, "metric name"),
+    "suite": (str, "suite name"),
+    "case": (str, "case name"),
+    "metric": (str, "metric name"),
     "op": (str, "one-sided claims ('at least', 'below'): one of < <= > >="),
     "value": (float, "the claimed number (with op)"),
     "band": (list, "two-sided claims ('~X', 'X -> Y'): [low, high] inside which the claim counts as reproduced"),
     "band_reason": (str, "why the band is this wide"),
-    "direction": (dict, "{op, value}: the ordering or sign the claim implies; outside the band but in this "
-                        "direction is 'direction reproduced, magnitude differs'"),
-    "instrument": ((dict, list), "{metric, op, value | than [, factor], text} or a list of them: a condition "
-                                 "where the effect is known to be there; the measurement must see it, else the "
-                                 "verdict is inconclusive"),
-    "mechanism_off": ((dict, list), "{metric, op, value | than [, factor], text} or a list of them: the same "
-                                    "workload with the mechanism removed; an effect that is seen must go away, else "
-                                    "the verdict is 'not attributable'"),
-    "better": (str, "which side of the claim is better: higher or lower (an op check: the op's side; a band: past "
-                    "it on this side is 'exceeded'), or neither (a band only: past it on either side refutes it)"),
-    "observed": (str, "the independent observation the metric comes from (client histories against a read-back, "
-                      "server counters, the engine's /metrics, request timestamps), never the mechanism's own "
-                      "bookkeeping"),
-    "reference": (dict, "{metric, tolerance, text}: the same number computed independently in the same case; a "
-                        "difference over the tolerance (or the reference not measured) makes the check inconclusive"),
+    "direction": (
+        dict,
+        "{op, value}: the ordering or sign the claim implies; outside the band but in this "
+        "direction is 'direction reproduced, magnitude differs'",
+    ),
+    "instrument": (
+        (dict, list),
+        "{metric, op, value | than [, factor], text} or a list of them: a condition "
+        "where the effect is known to be there; the measurement must see it, else the "
+        "verdict is inconclusive",
+    ),
+    "mechanism_off": (
+        (dict, list),
+        "{metric, op, value | than [, factor], text} or a list of them: the same "
+        "workload with the mechanism removed; an effect that is seen must go away, else "
+        "the verdict is 'not attributable'",
+    ),
+    "better": (
+        str,
+        "which side of the claim is better: higher or lower (an op check: the op's side; a band: past "
+        "it on this side is 'exceeded'), or neither (a band only: past it on either side refutes it)",
+    ),
+    "observed": (
+        str,
+        "the independent observation the metric comes from (client histories against a read-back, "
+        "server counters, the engine's /metrics, request timestamps), never the mechanism's own "
+        "bookkeeping",
+    ),
+    "reference": (
+        dict,
+        "{metric, tolerance, text}: the same number computed independently in the same case; a "
+        "difference over the tolerance (or the reference not measured) makes the check inconclusive",
+    ),
     "no_instrument": (str, "why no instrument control can exist for this check"),
     "no_mechanism_off": (str, "why no mechanism-off control can exist for this check"),
-    "stand_in": ((dict, list), "{metric, op, value | than [, factor], text} or a list of them: a cheaper stand-in "
-                               "for the named mechanism (a character hash for an embedding, plain LRU for LRU-K); the "
-                               "effect must exceed the stand-in's, else the verdict is 'not attributable'"),
-    "conditions": (dict, "what the claim needs, compared with what the run measured: {gpu: A100, redis_hosts: 6, "
-                         "loadgen_separate: true, clients: 200, ...} (case facts, the case's parameters, the "
-                         "manifest); a difference gives 'not comparable here'"),
+    "stand_in": (
+        (dict, list),
+        "{metric, op, value | than [, factor], text} or a list of them: a cheaper stand-in "
+        "for the named mechanism (a character hash for an embedding, plain LRU for LRU-K); the "
+        "effect must exceed the stand-in's, else the verdict is 'not attributable'",
+    ),
+    "conditions": (
+        dict,
+        "what the claim needs, compared with what the run measured: {gpu: A100, redis_hosts: 6, "
+        "loadgen_separate: true, clients: 200, ...} (case facts, the case's parameters, the "
+        "manifest); a difference gives 'not comparable here'",
+    ),
     "unit": (str, "unit of the claimed number"),
-    "of": (str, "a check of an absence (op <= or <, value 0): the metric of the same case the count is out of "
-                "(reads checked, writes acknowledged); not measured or 0 makes the check inconclusive"),
-    "exercised": ((dict, list), "{metric, op, value | than [, factor], text} or a list of them, on a check of an "
-                                "absence: a counter showing that the dangerous situation happened in the judged run "
-                                "(conflicts that reached the CAS, requests in flight across the swap) and its "
-                                "minimum; below it the check is inconclusive"),
+    "of": (
+        str,
+        "a check of an absence (op <= or <, value 0): the metric of the same case the count is out of "
+        "(reads checked, writes acknowledged); not measured or 0 makes the check inconclusive",
+    ),
+    "exercised": (
+        (dict, list),
+        "{metric, op, value | than [, factor], text} or a list of them, on a check of an "
+        "absence: a counter showing that the dangerous situation happened in the judged run "
+        "(conflicts that reached the CAS, requests in flight across the swap) and its "
+        "minimum; below it the check is inconclusive",
+    ),
     "no_exercise": (str, "on a check of an absence: why no counter can show the situation happened"),
-    "configured": (dict, "server configuration the check depends on, as the case read it back from the server "
-                         "(CONFIG GET, INFO, the engine's own settings) and recorded as facts: {fact: expected}; a "
-                         "mismatch or a fact not recorded makes the check inconclusive"),
+    "configured": (
+        dict,
+        "server configuration the check depends on, as the case read it back from the server "
+        "(CONFIG GET, INFO, the engine's own settings) and recorded as facts: {fact: expected}; a "
+        "mismatch or a fact not recorded makes the check inconclusive",
+    ),
 }
 CONTROL_FIELDS = {
     "metric": (str, "the control's metric, measured in the same case"),
@@ -675,12 +810,18 @@ CONTROL_FIELDS = {
 DIRECTION_FIELDS = {"op": (str, "one of < <= > >="), "value": (float, "the boundary, e.g. 0 for a sign")}
 STAND_IN_FIELDS = {
     **CONTROL_FIELDS,
-    "params": (dict, "the stand-in's strength, fixed here: {case parameter: value}; the case runs with these "
-                     "values (a spec, profile or --set that sets one is refused) and a run that used others is "
-                     "inconclusive"),
+    "params": (
+        dict,
+        "the stand-in's strength, fixed here: {case parameter: value}; the case runs with these "
+        "values (a spec, profile or --set that sets one is refused) and a run that used others is "
+        "inconclusive",
+    ),
     "no_params": (str, "why the stand-in has no strength to fix (plain LRU at the same capacity)"),
-    "instrument": (dict, "{metric, op, value | than [, factor], text}: the stand-in's own instrument, showing it "
-                         "does what it is said to do; not held makes the check inconclusive"),
+    "instrument": (
+        dict,
+        "{metric, op, value | than [, factor], text}: the stand-in's own instrument, showing it "
+        "does what it is said to do; not held makes the check inconclusive",
+    ),
     "no_instrument": (str, "why the stand-in can have no instrument of its own"),
 }
 REFERENCE_FIELDS = {
@@ -688,9 +829,12 @@ REFERENCE_FIELDS = {
     "tolerance": (float, "the largest difference |metric - reference| that still agrees, in the check's unit"),
     "text": (str, "what the reference is, in words"),
     "module": (str, "the module that computes the reference (harness.experiments.kv_trace.recount)"),
-    "independent_of": (list, "the modules or packages that compute the checked number: the reference module may not "
-                             "import any of them, directly or through what it imports (a test of the import graph "
-                             "and the run both check it)"),
+    "independent_of": (
+        list,
+        "the modules or packages that compute the checked number: the reference module may not "
+        "import any of them, directly or through what it imports (a test of the import graph "
+        "and the run both check it)",
+    ),
     "not_code": (str, "instead of module: why the reference is not code of this project (a server's own counters)"),
 }
 BETTER = ("higher", "lower")
@@ -714,8 +858,7 @@ MECHANISM_OFF = "mechanism_off"
 STAND_IN = "stand_in"
 EXERCISE = "exercised"  # evidence that the dangerous situation happened (a check of an absence)
 CONTROL_KINDS = (INSTRUMENT, MECHANISM_OFF, STAND_IN, EXERCISE)
-CONTROL_LABELS = {INSTRUMENT: "instrument", MECHANISM_OFF: "mechanism off", STAND_IN: "stand-in",
-                  EXERCISE: "exercise"}
+CONTROL_LABELS = {INSTRUMENT: "instrument", MECHANISM_OFF: "mechanism off", STAND_IN: "stand-in", EXERCISE: "exercise"}
 
 
 @dataclass
@@ -736,8 +879,10 @@ class Reference:
     def independence(self) -> str:
         """How the reference's independence is enforced, in words."""
         if self.module:
-            return (f"{self.module} imports none of {', '.join(self.independent_of)} (the import graph, checked by a "
-                    f"test and by every run)")
+            return (
+                f"{self.module} imports none of {', '.join(self.independent_of)} (the import graph, checked by a "
+                f"test and by every run)"
+            )
         return f"not code of this project: {self.not_code}" if self.not_code else "not stated"
 
     def to_json(self) -> dict:
@@ -751,9 +896,14 @@ class Reference:
     @classmethod
     def from_json(cls, d: dict) -> "Reference":
         deps = d.get("independent_of")
-        return cls(*stored_names(d, "metric"), _stored_number("reference", d.get("tolerance")), str(d.get("text", "")),
-                   str(d.get("module") or ""), tuple(str(x) for x in deps) if isinstance(deps, list) else (),
-                   str(d.get("not_code") or ""))
+        return cls(
+            *stored_names(d, "metric"),
+            _stored_number("reference", d.get("tolerance")),
+            str(d.get("text", "")),
+            str(d.get("module") or ""),
+            tuple(str(x) for x in deps) if isinstance(deps, list) else (),
+            str(d.get("not_code") or ""),
+        )
 
 
 @dataclass
@@ -808,10 +958,19 @@ class Control:
     def from_json(cls, d: dict, kind: str = INSTRUMENT) -> "Control":
         own = d.get("instrument")
         params = d.get("params")
-        return cls(*stored_names(d, "metric"), d["op"], d.get("text", ""), d.get("value"), d.get("than"),
-                   float(d.get("factor", 1.0)), d.get("kind", kind), dict(params) if isinstance(params, dict) else {},
-                   cls.from_json(own, INSTRUMENT) if isinstance(own, dict) else None, str(d.get("no_params") or ""),
-                   str(d.get("no_instrument") or ""))
+        return cls(
+            *stored_names(d, "metric"),
+            d["op"],
+            d.get("text", ""),
+            d.get("value"),
+            d.get("than"),
+            float(d.get("factor", 1.0)),
+            d.get("kind", kind),
+            dict(params) if isinstance(params, dict) else {},
+            cls.from_json(own, INSTRUMENT) if isinstance(own, dict) else None,
+            str(d.get("no_params") or ""),
+            str(d.get("no_instrument") or ""),
+        )
 
 
 @dataclass
@@ -911,14 +1070,25 @@ class ClaimCheck:
         if not controls and d.get("control"):
             controls = [Control.from_json(d["control"], INSTRUMENT)]
         ref = d.get("reference")
-        return cls(*stored_names(d, "suite", "case", "metric"), d.get("op"), d.get("value"), d.get("unit", ""),
-                   tuple(band) if band else None, d.get("band_reason", ""),
-                   Condition(direction["op"], float(direction["value"])) if direction else None,
-                   controls, dict(d.get("conditions") or {}), str(d.get("better") or ""), str(d.get("observed") or ""),
-                   Reference.from_json(ref) if isinstance(ref, dict) else None, str(d.get("no_instrument") or ""),
-                   str(d.get("no_mechanism_off") or ""), stored_names(d, "of")[0] if d.get("of") is not None else None,
-                   str(d.get("no_exercise") or ""),
-                   dict(d["configured"]) if isinstance(d.get("configured"), dict) else {})
+        return cls(
+            *stored_names(d, "suite", "case", "metric"),
+            d.get("op"),
+            d.get("value"),
+            d.get("unit", ""),
+            tuple(band) if band else None,
+            d.get("band_reason", ""),
+            Condition(direction["op"], float(direction["value"])) if direction else None,
+            controls,
+            dict(d.get("conditions") or {}),
+            str(d.get("better") or ""),
+            str(d.get("observed") or ""),
+            Reference.from_json(ref) if isinstance(ref, dict) else None,
+            str(d.get("no_instrument") or ""),
+            str(d.get("no_mechanism_off") or ""),
+            stored_names(d, "of")[0] if d.get("of") is not None else None,
+            str(d.get("no_exercise") or ""),
+            dict(d["configured"]) if isinstance(d.get("configured"), dict) else {},
+        )
 
 
 @dataclass
@@ -933,17 +1103,31 @@ class Claim:
     figures: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {"id": self.id, "section": self.section, "text": self.text, "not_measurable": self.not_measurable,
-                "differs": self.differs, "not_measured": self.not_measured, "figures": self.figures,
-                "checks": [c.to_json() for c in self.checks]}
+        return {
+            "id": self.id,
+            "section": self.section,
+            "text": self.text,
+            "not_measurable": self.not_measurable,
+            "differs": self.differs,
+            "not_measured": self.not_measured,
+            "figures": self.figures,
+            "checks": [c.to_json() for c in self.checks],
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> "Claim":
         if not isinstance(d["id"], str):  # an edited results.json: the id keys boards and comparisons
             raise TypeError(f"a claim's id is a {type(d['id']).__name__}, not text")
-        return cls(d["id"], str(d.get("section", "")), d.get("text", ""),
-                   [ClaimCheck.from_json(c) for c in d.get("checks", [])], d.get("not_measurable", ""),
-                   d.get("differs", ""), d.get("not_measured", ""), dict(d.get("figures") or {}))
+        return cls(
+            d["id"],
+            str(d.get("section", "")),
+            d.get("text", ""),
+            [ClaimCheck.from_json(c) for c in d.get("checks", [])],
+            d.get("not_measurable", ""),
+            d.get("differs", ""),
+            d.get("not_measured", ""),
+            dict(d.get("figures") or {}),
+        )
 
     @property
     def order(self) -> tuple:
@@ -971,8 +1155,9 @@ def _parse_check(w: str, craw: Any, suites: dict[str, Suite]) -> ClaimCheck:
     if cf.get("direction", None) is not None:
         df = _Fields(f"{w}.direction", cf.get("direction"), DIRECTION_FIELDS)
         direction = Condition(_op(f"{w}.direction.op", df.get("op")), df.get("value"))
-    controls = [_parse_control(f"{w}.{kind}", raw, kind)
-                for kind in CONTROL_KINDS for raw in _as_list(cf.get(kind, None))]
+    controls = [
+        _parse_control(f"{w}.{kind}", raw, kind) for kind in CONTROL_KINDS for raw in _as_list(cf.get(kind, None))
+    ]
     reasons = _missing_control_reasons(w, cf, controls)
     bounds = [("direction", direction)] if direction is not None else []
     if op is not None:
@@ -986,8 +1171,10 @@ def _parse_check(w: str, craw: Any, suites: dict[str, Suite]) -> ClaimCheck:
     configured = cf.get("configured", {})
     for k, v in configured.items():
         if not isinstance(v, (str, int, float, bool)):
-            raise BadInput(f"{w}.configured.{k}: expected a string, number or boolean (the setting as the server "
-                           f"reports it), got {type(v).__name__}")
+            raise BadInput(
+                f"{w}.configured.{k}: expected a string, number or boolean (the setting as the server "
+                f"reports it), got {type(v).__name__}"
+            )
     observed = cf.get("observed").strip()
     if not observed:
         raise BadInput(f"{w}.observed: empty; name the independent observation the metric comes from")
@@ -995,9 +1182,26 @@ def _parse_check(w: str, craw: Any, suites: dict[str, Suite]) -> ClaimCheck:
     for k, v in conditions.items():
         if not isinstance(v, (str, int, float, bool)):
             raise BadInput(f"{w}.conditions.{k}: expected a string, number or boolean, got {type(v).__name__}")
-    return ClaimCheck(suite, case, metric, op, value, cf.get("unit", ""), band, cf.get("band_reason", ""),
-                      direction, controls, conditions, better, observed, reference, *reasons, of, no_exercise,
-                      dict(configured))
+    return ClaimCheck(
+        suite,
+        case,
+        metric,
+        op,
+        value,
+        cf.get("unit", ""),
+        band,
+        cf.get("band_reason", ""),
+        direction,
+        controls,
+        conditions,
+        better,
+        observed,
+        reference,
+        *reasons,
+        of,
+        no_exercise,
+        dict(configured),
+    )
 
 
 def _fixed_params_declared(w: str, suite: "Suite", case: str, controls: list[Control]) -> None:
@@ -1008,16 +1212,21 @@ def _fixed_params_declared(w: str, suite: "Suite", case: str, controls: list[Con
     for ctl in controls:
         for key, value in ctl.params.items():
             if key not in declared:
-                raise BadInput(f"{w}.stand_in.params.{key}: case {case!r} (driver {c.driver!r}) has no parameter "
-                               f"{key!r}{did_you_mean(key, declared)}; its parameters: {', '.join(sorted(declared))}")
+                raise BadInput(
+                    f"{w}.stand_in.params.{key}: case {case!r} (driver {c.driver!r}) has no parameter "
+                    f"{key!r}{did_you_mean(key, declared)}; its parameters: {', '.join(sorted(declared))}"
+                )
             declared[key].check(f"{w}.stand_in.params.{key}", value)
             given = [(f"{suite._where()}: cases.{case}.params", c.params)] + [
                 (f"{suite._where()}: profiles.{name}.params.{case}", prof.params.get(case, {}))
-                for name, prof in suite.profiles.items()]
+                for name, prof in suite.profiles.items()
+            ]
             for where, params in given:
                 if key in params:
-                    raise BadInput(f"{where}.{key}: fixed by the ledger ({w}: a stand-in's strength lives there, "
-                                   f"{key}={value!r}); remove it from the suite")
+                    raise BadInput(
+                        f"{where}.{key}: fixed by the ledger ({w}: a stand-in's strength lives there, "
+                        f"{key}={value!r}); remove it from the suite"
+                    )
 
 
 def fixed_params(claims: list["Claim"]) -> dict[tuple[str, str], dict[str, tuple[Any, str]]]:
@@ -1029,8 +1238,10 @@ def fixed_params(claims: list["Claim"]) -> dict[tuple[str, str], dict[str, tuple
                 for key, value in ctl.params.items():
                     have = out.setdefault((chk.suite, chk.case), {})
                     if key in have and have[key][0] != value:
-                        raise BadInput(f"claims {have[key][1]} and {claim.id} fix {chk.suite}/{chk.case}'s parameter "
-                                       f"{key} to {have[key][0]!r} and {value!r}; a case runs with one value")
+                        raise BadInput(
+                            f"claims {have[key][1]} and {claim.id} fix {chk.suite}/{chk.case}'s parameter "
+                            f"{key} to {have[key][0]!r} and {value!r}; a case runs with one value"
+                        )
                     have[key] = (value, claim.id)
     return out
 
@@ -1041,22 +1252,28 @@ def _parse_reference(w: str, raw: Any) -> Reference | None:
     rf = _Fields(f"{w}.reference", raw, REFERENCE_FIELDS)
     tolerance = rf.get("tolerance")
     if tolerance < 0:
-        raise BadInput(f"{w}.reference.tolerance: {tolerance:g} is negative; give the largest difference that "
-                       f"still agrees")
+        raise BadInput(
+            f"{w}.reference.tolerance: {tolerance:g} is negative; give the largest difference that still agrees"
+        )
     module, deps, not_code = rf.get("module", ""), rf.get("independent_of", []), (rf.get("not_code", "") or "").strip()
     if module and not_code:
         raise BadInput(f"{w}.reference: both module and not_code given; a reference is this project's code or not")
     if bool(module) != bool(deps):
-        raise BadInput(f"{w}.reference: give module and independent_of together (the module computing the reference "
-                       f"and the modules computing the checked number, which it may not import)")
+        raise BadInput(
+            f"{w}.reference: give module and independent_of together (the module computing the reference "
+            f"and the modules computing the checked number, which it may not import)"
+        )
     for name in [module, *deps]:
         if not isinstance(name, str) or (name and not MODULE_RE.fullmatch(name)):
             raise BadInput(f"{w}.reference: {str(name)[:60]!r} is not a dotted module name (harness.experiments.x.y)")
     if not module and not not_code:
-        raise BadInput(f"{w}.reference: name the module computing it and independent_of (what it may not import), "
-                       f"or say in not_code why the reference is not this project's code")
-    return Reference(_metric_name(f"{w}.reference", rf.get("metric")), tolerance, rf.get("text"), module,
-                     tuple(deps), not_code)
+        raise BadInput(
+            f"{w}.reference: name the module computing it and independent_of (what it may not import), "
+            f"or say in not_code why the reference is not this project's code"
+        )
+    return Reference(
+        _metric_name(f"{w}.reference", rf.get("metric")), tolerance, rf.get("text"), module, tuple(deps), not_code
+    )
 
 
 def _exercise_evidence(w: str, op: str | None, value: float | None, exercises: list[Control], reason: str) -> None:
@@ -1068,8 +1285,10 @@ def _exercise_evidence(w: str, op: str | None, value: float | None, exercises: l
     if exercises and reason:
         raise BadInput(f"{w}: both exercised and no_exercise given; keep the counter or the reason, not both")
     if not exercises and not reason:
-        raise BadInput(f"{w}: a check of an absence ({op} 0) needs exercised: a counter showing the dangerous "
-                       f"situation happened in the judged run and its minimum (or no_exercise: why none can)")
+        raise BadInput(
+            f"{w}: a check of an absence ({op} 0) needs exercised: a counter showing the dangerous "
+            f"situation happened in the judged run and its minimum (or no_exercise: why none can)"
+        )
 
 
 def _claimed(w: str, cf: "_Fields") -> tuple:
@@ -1098,11 +1317,14 @@ def _better(w: str, better: str, op: str | None) -> str:
         return better
     if better not in BETTER:
         allowed = ", ".join(BETTER) + (f" (or {NEITHER} for a band)" if op is not None else f", {NEITHER}")
-        raise BadInput(f"{w}.better: {str(better)[:20]!r} is not one of {allowed}; say which side of the claim is "
-                       f"better")
+        raise BadInput(
+            f"{w}.better: {str(better)[:20]!r} is not one of {allowed}; say which side of the claim is better"
+        )
     if op is not None and _side(op) != better:
-        raise BadInput(f"{w}.better: {better} contradicts op {op!r} (a one-sided claim's better side is its op's "
-                       f"side: {_side(op)})")
+        raise BadInput(
+            f"{w}.better: {better} contradicts op {op!r} (a one-sided claim's better side is its op's "
+            f"side: {_side(op)})"
+        )
     return better
 
 
@@ -1115,8 +1337,10 @@ def _missing_control_reasons(w: str, cf: "_Fields", controls: list[Control]) -> 
         if has and reason:
             raise BadInput(f"{w}: both {kind} and {key} given; keep the control or the reason, not both")
         if not has and not reason:
-            raise BadInput(f"{w}: no {kind} control; add one ({CHECK_FIELDS[kind][1].split(':')[0]}) or say in "
-                           f"{key} why none can exist")
+            raise BadInput(
+                f"{w}: no {kind} control; add one ({CHECK_FIELDS[kind][1].split(':')[0]}) or say in "
+                f"{key} why none can exist"
+            )
         out.append(reason)
     return out[0], out[1]
 
@@ -1128,8 +1352,10 @@ def _check_direction(w: str, better: str, bounds: list[tuple[str, Condition]], c
     control given as a ratio of the check's own metric, `than`, is checked when it is judged.)"""
     for where, bound in bounds:
         if better == NEITHER:
-            raise BadInput(f"{w}.{where}: a band with no better side has no direction; drop the direction or say "
-                           f"which side is better")
+            raise BadInput(
+                f"{w}.{where}: a band with no better side has no direction; drop the direction or say "
+                f"which side is better"
+            )
         if _side(bound.op) != better:
             raise BadInput(f"{w}.{where}: op {bound.op!r} points away from the better side ({better})")
         for c in controls:
@@ -1137,9 +1363,11 @@ def _check_direction(w: str, better: str, bounds: list[tuple[str, Condition]], c
                 continue
             inside = bound.value < c.value if better == "higher" else bound.value > c.value
             if inside:
-                raise BadInput(f"{w}.{where}: {bound.op} {bound.value:g} lies inside what the mechanism-off "
-                               f"control tolerates ({c.metric} {c.op} {c.value:g}); move the bound to "
-                               f"{c.value:g} or past it")
+                raise BadInput(
+                    f"{w}.{where}: {bound.op} {bound.value:g} lies inside what the mechanism-off "
+                    f"control tolerates ({c.metric} {c.op} {c.value:g}); move the bound to "
+                    f"{c.value:g} or past it"
+                )
 
 
 def _as_list(raw: Any) -> list:
@@ -1153,8 +1381,15 @@ def _parse_control(where: str, raw: Any, kind: str) -> Control:
     value_c, than = kf.get("value", None), kf.get("than", None)
     if (value_c is None) == (than is None):
         raise BadInput(f"{where}: give either value (a number) or than (another metric of the case)")
-    control = Control(_metric_name(where, kf.get("metric")), _op(f"{where}.op", kf.get("op")), kf.get("text"),
-                      value_c, than, kf.get("factor", 1.0), kind)
+    control = Control(
+        _metric_name(where, kf.get("metric")),
+        _op(f"{where}.op", kf.get("op")),
+        kf.get("text"),
+        value_c,
+        than,
+        kf.get("factor", 1.0),
+        kind,
+    )
     if kind != STAND_IN:
         return control
     params, no_params = kf.get("params", {}), (kf.get("no_params", "") or "").strip()
@@ -1165,11 +1400,15 @@ def _parse_control(where: str, raw: Any, kind: str) -> Control:
     if params and no_params or own is not None and no_own:
         raise BadInput(f"{where}: give params or no_params, instrument or no_instrument, not both of a pair")
     if not params and not no_params:
-        raise BadInput(f"{where}: a stand-in's strength lives in the ledger: give params ({{case parameter: value}}) "
-                       f"or say in no_params why it has none")
+        raise BadInput(
+            f"{where}: a stand-in's strength lives in the ledger: give params ({{case parameter: value}}) "
+            f"or say in no_params why it has none"
+        )
     if own is None and not no_own:
-        raise BadInput(f"{where}: a stand-in needs its own instrument (showing it does what it is said to do) or "
-                       f"no_instrument with the reason")
+        raise BadInput(
+            f"{where}: a stand-in needs its own instrument (showing it does what it is said to do) or "
+            f"no_instrument with the reason"
+        )
     control.params, control.no_params, control.no_instrument = dict(params), no_params, no_own
     if own is not None:
         control.instrument = _parse_control(f"{where}.instrument", own, INSTRUMENT)
@@ -1185,8 +1424,9 @@ def load_claims(directory: Path = SUITES_DIR, suites: dict[str, Suite] | None = 
         return []
     suites = suites if suites is not None else load_all_suites(directory)
     names = tuple(sorted((n, tuple(c.name for c in s.cases)) for n, s in suites.items()))
-    return file_cache.cached(("claims", str(path.resolve()), names), [path], lambda: _parse_claims(path, suites),
-                             MAX_SPEC_BYTES)
+    return file_cache.cached(
+        ("claims", str(path.resolve()), names), [path], lambda: _parse_claims(path, suites), MAX_SPEC_BYTES
+    )
 
 
 def _parse_claims(path: Path, suites: dict[str, Suite]) -> list[Claim]:
@@ -1203,8 +1443,16 @@ def _parse_claims(path: Path, suites: dict[str, Suite]) -> list[Claim]:
             vals = v if isinstance(v, list) else [v]
             for x in vals:
                 _finite(f"{w}.figures.{k}", x)
-        claim = Claim(f.get("id"), f.get("section"), f.get("text"), checks, f.get("not_measurable", ""),
-                      f.get("differs", ""), f.get("not_measured", ""), figures)
+        claim = Claim(
+            f.get("id"),
+            f.get("section"),
+            f.get("text"),
+            checks,
+            f.get("not_measurable", ""),
+            f.get("differs", ""),
+            f.get("not_measured", ""),
+            figures,
+        )
         if claim.id in seen:
             raise BadInput(f"{w}.id: {claim.id!r} is listed twice")
         if not checks and not (claim.not_measurable or claim.not_measured):

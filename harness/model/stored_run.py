@@ -81,8 +81,10 @@ def _sanitize(o, secrets: list[str] | None = None):
     if isinstance(o, str):
         return redact(o, secrets=secrets)
     if isinstance(o, dict):
-        return {redact(str(k), known=False): v if k == "status" and v in STATUSES else _sanitize(v, secrets)
-                for k, v in o.items()}
+        return {
+            redact(str(k), known=False): v if k == "status" and v in STATUSES else _sanitize(v, secrets)
+            for k, v in o.items()
+        }
     if isinstance(o, (list, tuple)):
         return [_sanitize(v, secrets) for v in o]
     if hasattr(o, "to_json"):
@@ -112,8 +114,15 @@ def write_manifest(run_dir: Path, manifest: Manifest | dict) -> None:
     atomic_write_json(run_dir / MANIFEST, manifest.to_json())
 
 
-def write_results(run_dir: Path, records: list[Record], suites: dict, claims: list | None = None, *,
-                  monitoring: dict | None = None, interrupted: dict | None = None) -> None:
+def write_results(
+    run_dir: Path,
+    records: list[Record],
+    suites: dict,
+    claims: list | None = None,
+    *,
+    monitoring: dict | None = None,
+    interrupted: dict | None = None,
+) -> None:
     """Written after every record, so that nothing measured is lost if a later case breaks."""
     data = {
         "schema_version": SCHEMA_VERSION,
@@ -148,8 +157,9 @@ def _redacted(run_dir: Path, manifest, data):
         seen: dict = {}
         return _strings_redacted(manifest, secrets, seen), _strings_redacted(data, secrets, seen)
     except RecursionError:
-        raise BadInput(f"{run_dir}: its manifest or results.json is nested too deeply; the folder is damaged, "
-                       f"re-run the suites") from None
+        raise BadInput(
+            f"{run_dir}: its manifest or results.json is nested too deeply; the folder is damaged, re-run the suites"
+        ) from None
 
 
 def _strings_redacted(o, secrets: list[str], seen: dict):
@@ -206,7 +216,9 @@ def load_run(run_dir: Path) -> RunData:
     raw_manifest, data = _redacted(run_dir, raw_manifest, data)
     manifest = Manifest.from_json(raw_manifest, str(run_dir / MANIFEST))
     if not isinstance(data, dict):
-        raise BadInput(f"{run_dir / RESULTS}: expected a JSON object with schema_version and records; re-run the suites")
+        raise BadInput(
+            f"{run_dir / RESULTS}: expected a JSON object with schema_version and records; re-run the suites"
+        )
     version = _results_version(run_dir / RESULTS, data)
     try:
         records = [Record.from_json(r) for r in data["records"]]
@@ -216,20 +228,33 @@ def load_run(run_dir: Path) -> RunData:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
         # the error's text quotes the file (a name, a value): one bounded line, escapes shown
-        raise BadInput(f"{run_dir / RESULTS}: a record or suite is malformed ({type(e).__name__}: "
-                       f"{for_terminal(e, TEXT)}); "
-                       f"the file is damaged, re-run the suites") from None
+        raise BadInput(
+            f"{run_dir / RESULTS}: a record or suite is malformed ({type(e).__name__}: "
+            f"{for_terminal(e, TEXT)}); "
+            f"the file is damaged, re-run the suites"
+        ) from None
     _check_claims(run_dir / RESULTS, claims)
     for key in ("monitoring", "interrupted"):
         if data.get(key) is not None and not isinstance(data[key], dict):
-            raise BadInput(f"{run_dir / RESULTS}: {key!r} is a {type(data[key]).__name__}, not an object; "
-                           f"the file is damaged, re-run the suites")
+            raise BadInput(
+                f"{run_dir / RESULTS}: {key!r} is a {type(data[key]).__name__}, not an object; "
+                f"the file is damaged, re-run the suites"
+            )
     monitoring = data.get("monitoring")
     if monitoring is None and manifest.monitoring:  # schema 1 kept it in the manifest
         monitoring = manifest.monitoring
     memtier_histograms(run_dir, records)
-    return RunData(run_dir, manifest, records, suites, claims, version, monitoring, data.get("interrupted"),
-                   legacy_blocks(records) if version == 1 else {})
+    return RunData(
+        run_dir,
+        manifest,
+        records,
+        suites,
+        claims,
+        version,
+        monitoring,
+        data.get("interrupted"),
+        legacy_blocks(records) if version == 1 else {},
+    )
 
 
 OPS = ("<", "<=", ">", ">=")
@@ -274,14 +299,23 @@ def _check_claims(path: Path, claims: list) -> None:
             for ctl in [x for x in k.controls] + [x.instrument for x in k.controls if x.instrument is not None]:
                 if bad:
                     break
-                if ctl.op not in OPS or not _number(ctl.value) or not _number(ctl.factor, False) \
-                        or not isinstance(ctl.than, (str, type(None))) or (ctl.value is None and ctl.than is None):
-                    bad = f"a control of {for_terminal(k.metric, NAME)} has no operator and number (or metric) to compare"
+                if (
+                    ctl.op not in OPS
+                    or not _number(ctl.value)
+                    or not _number(ctl.factor, False)
+                    or not isinstance(ctl.than, (str, type(None)))
+                    or (ctl.value is None and ctl.than is None)
+                ):
+                    bad = (
+                        f"a control of {for_terminal(k.metric, NAME)} has no operator and number (or metric) to compare"
+                    )
             if bad:
                 break
         if bad:
-            raise BadInput(f"{path}: claims: {bad} (claim {for_terminal(str(c.id), 80)}); the file was edited or "
-                           f"damaged, re-run the suites")
+            raise BadInput(
+                f"{path}: claims: {bad} (claim {for_terminal(str(c.id), 80)}); the file was edited or "
+                f"damaged, re-run the suites"
+            )
 
 
 MEMTIER_RAW = {"memtier.json": "measured", "memtier-control.json": "control"}  # the memtier driver's raw files
@@ -306,8 +340,17 @@ def memtier_histograms(run_dir: Path, records: list[Record]) -> None:
                     continue
                 data = json.loads(read_bounded(path, MAX_RAW_JSON_BYTES, "a memtier JSON file"))
                 histograms = memtier.parse_json(data).histograms if isinstance(data, dict) else {}
-            except (BadInput, ValueError, TypeError, KeyError, AttributeError, RecursionError, OSError,
-                    RuntimeError, OverflowError):  # gone, damaged, a link loop: nothing to add
+            except (
+                BadInput,
+                ValueError,
+                TypeError,
+                KeyError,
+                AttributeError,
+                RecursionError,
+                OSError,
+                RuntimeError,
+                OverflowError,
+            ):  # gone, damaged, a link loop: nothing to add
                 continue
             memtier.histogram_rows(cols, run, histograms)
         r.series.update(memtier.histogram_series(cols))
@@ -320,9 +363,11 @@ def legacy_blocks(records: list[Record]) -> dict:
     for r in records:
         tables, charts = r.details.get("tables") or [], r.details.get("charts") or []
         if r.status == "ok" and (tables or charts) and isinstance(tables, list) and isinstance(charts, list):
-            out[f"{r.suite}/{r.case}"] = {"repetition": r.repetition,
-                                          "tables": [t for t in tables if isinstance(t, dict)],
-                                          "charts": [c for c in charts if isinstance(c, dict)]}
+            out[f"{r.suite}/{r.case}"] = {
+                "repetition": r.repetition,
+                "tables": [t for t in tables if isinstance(t, dict)],
+                "charts": [c for c in charts if isinstance(c, dict)],
+            }
     return out
 
 
@@ -337,6 +382,8 @@ def _results_version(path: Path, data: dict) -> int:
             + ("upgrade the harness to read it" if newer else "re-run the suites to write it anew")
         )
     if not isinstance(data.get("records"), list):
-        raise BadInput(f"{path}: no list of records (found {type(data.get('records')).__name__}); "
-                       f"the file is damaged, re-run the suites")
+        raise BadInput(
+            f"{path}: no list of records (found {type(data.get('records')).__name__}); "
+            f"the file is damaged, re-run the suites"
+        )
     return version

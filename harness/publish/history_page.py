@@ -29,11 +29,17 @@ THRESHOLD_NAME = "threshold"
 
 
 def metric_chart(h: dict) -> Markup:
-    series = [{"name": "median (min-max)", "points": [[p["run"], p["median"], p["min"], p["max"]] for p in h["points"]]}]
+    series = [
+        {"name": "median (min-max)", "points": [[p["run"], p["median"], p["min"], p["max"]] for p in h["points"]]}
+    ]
     if h["thresholds"]:
         t = h["thresholds"]
-        series.append({"name": f"{THRESHOLD_NAME} {t[-1]['op']} {display.fmt(t[-1]['value'])}",
-                       "points": [[x["run"], x["value"]] for x in t]})
+        series.append(
+            {
+                "name": f"{THRESHOLD_NAME} {t[-1]['op']} {display.fmt(t[-1]['value'])}",
+                "points": [[x["run"], x["value"]] for x in t],
+            }
+        )
     if h["steps"]:
         series.append({"name": "fitted level", "points": level_points(h)})
     title = f"{h['suite']} / {h['case']}: {h['metric']}"
@@ -42,8 +48,10 @@ def metric_chart(h: dict) -> Markup:
 
 def _step_text(h: dict, s: dict) -> str:
     change = "" if s["change"] is None else f" ({s['change']:+.1%})"
-    return (f"run {s['run']} ({s['date']}, {s['revision'][:10]}): {display.fmt(s['before'])} -> {display.fmt(s['after'])} "
-            f"{h['unit']}{change}, p = {s['p']:.3f}").replace("  ", " ")
+    return (
+        f"run {s['run']} ({s['date']}, {s['revision'][:10]}): {display.fmt(s['before'])} -> {display.fmt(s['after'])} "
+        f"{h['unit']}{change}, p = {s['p']:.3f}"
+    ).replace("  ", " ")
 
 
 def changed_params(runs: list[dict]) -> list[str]:
@@ -69,26 +77,54 @@ def build_context(data: dict, root: str) -> dict:
     varying = [k for k in keys if len({r["versions"].get(k) for r in runs}) > 1]
     constant = [(k, runs[-1]["versions"].get(k)) for k in keys if k not in varying]
     changed = changed_params(runs)
-    rows = [{"index": r["index"], "date": r["date"], "run_id": r["run_id"],
-             "revision": r["revision"][:10] + (" (dirty)" if r["dirty"] else ""), "profile": r["profile"],
-             "host": r["host"], "hostname": r["hostname"],
-             "versions": ", ".join(f"{k} {r['versions'].get(k) or '-'}" for k in varying),
-             "params": changed[i]} for i, r in enumerate(runs)]
+    rows = [
+        {
+            "index": r["index"],
+            "date": r["date"],
+            "run_id": r["run_id"],
+            "revision": r["revision"][:10] + (" (dirty)" if r["dirty"] else ""),
+            "profile": r["profile"],
+            "host": r["host"],
+            "hostname": r["hostname"],
+            "versions": ", ".join(f"{k} {r['versions'].get(k) or '-'}" for k in varying),
+            "params": changed[i],
+        }
+        for i, r in enumerate(runs)
+    ]
     groups: dict[tuple, list] = {}
     steps = []
     for h in data["metrics"]:
-        item = {"anchor": h["anchor"], "metric": h["metric"], "chart": metric_chart(h),
-                "steps": [{"text": _step_text(h, s), "kind": s["kind"],
-                           "css": {"regression": "v-fail", "improvement": "v-pass"}.get(s["kind"], "v-skipped")}
-                          for s in h["steps"]]}
+        item = {
+            "anchor": h["anchor"],
+            "metric": h["metric"],
+            "chart": metric_chart(h),
+            "steps": [
+                {
+                    "text": _step_text(h, s),
+                    "kind": s["kind"],
+                    "css": {"regression": "v-fail", "improvement": "v-pass"}.get(s["kind"], "v-skipped"),
+                }
+                for s in h["steps"]
+            ],
+        }
         groups.setdefault((h["suite"], h["case"]), []).append(item)
         for s in item["steps"]:
             steps.append({**s, "anchor": h["anchor"], "where": f"{h['suite']} / {h['case']}: {h['metric']}"})
-    return {"title": f"Metric history - {len(runs)} runs", "csp": CSP, "root": root, "runs": rows,
-            "varying": varying, "constant": constant, "steps": steps, "any_params": any(changed),
-            "groups": [{"suite": s, "case": c, "id": f"g-{i}", "metrics": ms}
-                       for i, ((s, c), ms) in enumerate(sorted(groups.items()))],
-            "generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}
+    return {
+        "title": f"Metric history - {len(runs)} runs",
+        "csp": CSP,
+        "root": root,
+        "runs": rows,
+        "varying": varying,
+        "constant": constant,
+        "steps": steps,
+        "any_params": any(changed),
+        "groups": [
+            {"suite": s, "case": c, "id": f"g-{i}", "metrics": ms}
+            for i, ((s, c), ms) in enumerate(sorted(groups.items()))
+        ],
+        "generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+    }
 
 
 def render_history(data: dict, root: str) -> str:
@@ -96,8 +132,9 @@ def render_history(data: dict, root: str) -> str:
     return _env().get_template("history.html.j2").render(css=Markup(css), **build_context(data, root))
 
 
-def write_history(root: Path, out_dir: Path | None = None, last: int | None = None, log=None,
-                  profile: str | None = None) -> tuple[Path, Path]:
+def write_history(
+    root: Path, out_dir: Path | None = None, last: int | None = None, log=None, profile: str | None = None
+) -> tuple[Path, Path]:
     """`harness history`: history.html and history.json of one profile's runs under `root`
     (see harness.verdict.metric_history.select_runs)."""
     data = build_history(select_runs(Path(root), last, log, profile))

@@ -50,13 +50,21 @@ def junit_xml(a: Analysis) -> str:
     for suite, verdicts in by_suite.items():
         extra = unchecked.get(suite, [])
         broken = [c for c in extra if c.statuses.get("failed") or c.statuses.get("invalid")]
-        el = ET.SubElement(suites, "testsuite", name=_attr(_n(suite)), tests=str(len(verdicts) + len(extra)),
-                           failures=str(sum(v.verdict in (Verdict.FAIL, Verdict.MISSING) for v in verdicts) + len(broken)),
-                           skipped=str(sum(v.verdict is Verdict.SKIPPED for v in verdicts)
-                                       + sum(set(c.statuses) == {"skipped"} for c in extra)))
+        el = ET.SubElement(
+            suites,
+            "testsuite",
+            name=_attr(_n(suite)),
+            tests=str(len(verdicts) + len(extra)),
+            failures=str(sum(v.verdict in (Verdict.FAIL, Verdict.MISSING) for v in verdicts) + len(broken)),
+            skipped=str(
+                sum(v.verdict is Verdict.SKIPPED for v in verdicts) + sum(set(c.statuses) == {"skipped"} for c in extra)
+            ),
+        )
         for c in extra:
             tc = _case(el, f"{_n(suite)}.{_n(c.case)}", "status")
-            text = ", ".join(f"{n} {k}" for k, n in c.statuses.items()) + ("; " + "; ".join(c.reasons) if c.reasons else "")
+            text = ", ".join(f"{n} {k}" for k, n in c.statuses.items()) + (
+                "; " + "; ".join(c.reasons) if c.reasons else ""
+            )
             if c in broken:
                 ET.SubElement(tc, "failure", message=_attr(text)).text = _text(text)
             elif set(c.statuses) == {"skipped"}:
@@ -66,9 +74,13 @@ def junit_xml(a: Analysis) -> str:
         for v in verdicts:
             limit, measured = threshold_text(v.threshold), describe(v.summary)
             tc = _case(el, f"{_n(suite)}.{_n(v.case)}", f"{_n(v.metric)} {limit}")
-            text = f"measured {measured}; threshold {limit}; {v.threshold.reason}" + (f"; {v.detail}" if v.detail else "")
+            text = f"measured {measured}; threshold {limit}; {v.threshold.reason}" + (
+                f"; {v.detail}" if v.detail else ""
+            )
             if v.verdict is Verdict.FAIL:
-                ET.SubElement(tc, "failure", message=_attr(f"{_n(v.metric)} = {measured}, not {limit}")).text = _text(text)
+                ET.SubElement(tc, "failure", message=_attr(f"{_n(v.metric)} = {measured}, not {limit}")).text = _text(
+                    text
+                )
             elif v.verdict is Verdict.MISSING:
                 ET.SubElement(tc, "failure", message=_attr(f"{_n(v.metric)} missing: {v.detail}")).text = _text(text)
             elif v.verdict is Verdict.SKIPPED:

@@ -17,13 +17,16 @@ def series_stats(points: list[list[float]]) -> dict:
 def blocks(mon: dict) -> list:
     queries = mon.get("queries") or []
     series = {q["key"]: q.get("series", []) for q in queries}
-    charts = [Chart(q["title"], q.get("series", []), "seconds since the run window opened", q.get("unit", ""))
-              for q in queries]
+    charts = [
+        Chart(q["title"], q.get("series", []), "seconds since the run window opened", q.get("unit", ""))
+        for q in queries
+    ]
     return charts + build_tables(series, mon.get("roles") or {})
 
 
 def build_tables(series: dict[str, list[dict]], roles: dict[str, str]) -> list:
     """Per-node and per-host summary tables of the queried series."""
+
     def stat(key: str, name: str, which: str):
         for s in series.get(key, []):
             if s["name"] == name:
@@ -32,16 +35,40 @@ def build_tables(series: dict[str, list[dict]], roles: dict[str, str]) -> list:
         return "-"
 
     nodes = sorted({s["name"] for k in ("ops", "memory", "clients", "evicted") for s in series.get(k, [])})
-    rows = [[n, roles.get(n, ""), stat("ops", n, "mean"), stat("ops", n, "peak"), stat("memory", n, "peak"),
-             stat("clients", n, "peak"), stat("evicted", n, "peak")] for n in nodes]
-    tables = [Table("Per node over the run window (Prometheus)",
-                    ["node", "role", "ops/s mean", "ops/s peak", "memory peak (MiB)", "clients peak",
-                     "evicted keys (peak of counter)"], rows)]
+    rows = [
+        [
+            n,
+            roles.get(n, ""),
+            stat("ops", n, "mean"),
+            stat("ops", n, "peak"),
+            stat("memory", n, "peak"),
+            stat("clients", n, "peak"),
+            stat("evicted", n, "peak"),
+        ]
+        for n in nodes
+    ]
+    tables = [
+        Table(
+            "Per node over the run window (Prometheus)",
+            [
+                "node",
+                "role",
+                "ops/s mean",
+                "ops/s peak",
+                "memory peak (MiB)",
+                "clients peak",
+                "evicted keys (peak of counter)",
+            ],
+            rows,
+        )
+    ]
     hosts = [s["name"] for s in series.get("cpu", [])]
     if hosts:
-        tables.append(Table("Host CPU over the run window (node exporter)",
-                            ["host", "CPU busy mean (%)", "CPU busy peak (%)"],
-                            [[h, stat("cpu", h, "mean"), stat("cpu", h, "peak")] for h in hosts]))
+        tables.append(
+            Table(
+                "Host CPU over the run window (node exporter)",
+                ["host", "CPU busy mean (%)", "CPU busy peak (%)"],
+                [[h, stat("cpu", h, "mean"), stat("cpu", h, "peak")] for h in hosts],
+            )
+        )
     return tables
-
-

@@ -53,8 +53,9 @@ class Published:
         return summary_text(self.analysis, dict(self.run.manifest.suite_wall_s))
 
 
-def publish(run_dir: Path, *, allow_skipped: bool = False, baseline: Path | None = None,
-            history: str | None = None) -> Published:
+def publish(
+    run_dir: Path, *, allow_skipped: bool = False, baseline: Path | None = None, history: str | None = None
+) -> Published:
     """Load `run_dir` (and `baseline`), analyse it, write report.html, junit.xml and
     verdicts.json there; with a baseline the report starts with what changed."""
     run = load_run(run_dir)
@@ -97,5 +98,7 @@ def internal_errors(run_dir: Path):
         except (OSError, HarnessError):
             pass
         what = for_terminal(f"{type(e).__name__}: {e}", 200)
-        raise ReportFailed(f"{run_dir}: the harness failed to build the report of this folder ({what}); "
-                           f"this is a bug in the harness, not in the folder{where}") from None
+        raise ReportFailed(
+            f"{run_dir}: the harness failed to build the report of this folder ({what}); "
+            f"this is a bug in the harness, not in the folder{where}"
+        ) from None

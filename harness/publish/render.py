@@ -65,8 +65,16 @@ def percentile_charts(a: Analysis, suite: str, case: str) -> list[Markup]:
             by_cmd.setdefault(cmd, []).append([f"p{q:g}", m.median, m.min, m.max])
         if sum(len(v) for v in by_cmd.values()) < 2:
             continue
-        out.append(svg(views.Chart(f"{case}: latency percentiles (median of repetitions, min-max whiskers)",
-                                   [{"name": k, "points": v} for k, v in by_cmd.items()], "percentile", unit)))
+        out.append(
+            svg(
+                views.Chart(
+                    f"{case}: latency percentiles (median of repetitions, min-max whiskers)",
+                    [{"name": k, "points": v} for k, v in by_cmd.items()],
+                    "percentile",
+                    unit,
+                )
+            )
+        )
     return out
 
 
@@ -100,12 +108,29 @@ def _legacy_blocks(run: RunData, suite: str, case: str) -> list:
     if not kept:
         return []
     rep = kept["repetition"]
-    out: list = [views.Table(t.get("title", ""), t.get("columns", []), t.get("rows", []),
-                             (t.get("note", "") + f" (repetition {rep} only)").strip(), case)
-                 for t in kept["tables"]]
-    out += [views.Chart(c.get("title", "") + f" (repetition {rep})", c.get("series", []),
-                        c.get("x_label", ""), c.get("y_label", ""), c.get("kind", "line"), c.get("x_log", False),
-                        c.get("y_log", False), case=case) for c in kept["charts"]]
+    out: list = [
+        views.Table(
+            t.get("title", ""),
+            t.get("columns", []),
+            t.get("rows", []),
+            (t.get("note", "") + f" (repetition {rep} only)").strip(),
+            case,
+        )
+        for t in kept["tables"]
+    ]
+    out += [
+        views.Chart(
+            c.get("title", "") + f" (repetition {rep})",
+            c.get("series", []),
+            c.get("x_label", ""),
+            c.get("y_label", ""),
+            c.get("kind", "line"),
+            c.get("x_log", False),
+            c.get("y_log", False),
+            case=case,
+        )
+        for c in kept["charts"]
+    ]
     return out
 
 
@@ -118,13 +143,29 @@ def _server_summary(run: RunData, suite: str, case: str) -> list[dict]:
         if not isinstance(s, dict):
             continue
         if "error" in s:
-            rows.append({"node": addr, "role": "-", "commands": s["error"], "hits": "", "misses": "", "evicted": "",
-                         "memory": ""})
+            rows.append(
+                {
+                    "node": addr,
+                    "role": "-",
+                    "commands": s["error"],
+                    "hits": "",
+                    "misses": "",
+                    "evicted": "",
+                    "memory": "",
+                }
+            )
             continue
-        rows.append({"node": addr, "role": s.get("role") or "-", "commands": display.fmt(s.get("total_commands_processed", 0)),
-                     "hits": display.fmt(s.get("keyspace_hits", 0)), "misses": display.fmt(s.get("keyspace_misses", 0)),
-                     "evicted": display.fmt(s.get("evicted_keys", 0)),
-                     "memory": f"{(s.get('used_memory') or 0) / 2**20:.1f} MiB"})
+        rows.append(
+            {
+                "node": addr,
+                "role": s.get("role") or "-",
+                "commands": display.fmt(s.get("total_commands_processed", 0)),
+                "hits": display.fmt(s.get("keyspace_hits", 0)),
+                "misses": display.fmt(s.get("keyspace_misses", 0)),
+                "evicted": display.fmt(s.get("evicted_keys", 0)),
+                "memory": f"{(s.get('used_memory') or 0) / 2**20:.1f} MiB",
+            }
+        )
     return rows
 
 
@@ -146,14 +187,21 @@ def check_history_location(history: str | None) -> str | None:
     elif "\\" in history:
         why = "it holds a backslash (a browser reads it as /)"
     elif history.startswith("/"):
-        why = "it starts with / (" + ("another host" if history.startswith("//") else "not relative to the report") + ")"
+        why = (
+            "it starts with / (" + ("another host" if history.startswith("//") else "not relative to the report") + ")"
+        )
     elif _SCHEME.match(history):
-        if not history.lower().startswith("https://") or len(history) <= len("https://") \
-                or history[len("https://")] in "/?#":
+        if (
+            not history.lower().startswith("https://")
+            or len(history) <= len("https://")
+            or history[len("https://")] in "/?#"
+        ):
             why = "its scheme is not https, or it names no host"
     if why:
-        raise BadInput(f"--history {shown}: {why}; give a relative path (history.html, ../history/history.html) "
-                       f"or an https URL of the history page")
+        raise BadInput(
+            f"--history {shown}: {why}; give a relative path (history.html, ../history/history.html) "
+            f"or an https URL of the history page"
+        )
     return history
 
 
@@ -165,12 +213,23 @@ def history_link(history: str | None, suite: str, case: str, metric: str) -> str
 
 
 def _thresholds(a: Analysis, suite: str, history: str | None = None) -> list[dict]:
-    return [{"history": history_link(history, suite, t.case, t.metric), "case": t.case, "metric": t.metric, "claimed": display.claimed_text(t) or "-",
-             "threshold": display.threshold_text(t.threshold), "measured": display.describe(t.summary),
-             "verdict": t.verdict.value, "css": display.css_class(t.verdict),
-             "detail": t.detail or display.noisy_text(t.summary), "reason": t.threshold.reason,
-             "anchor": f"claim-{t.claim_id}" if t.claim_id else ""}
-            for t in a.thresholds if t.suite == suite]
+    return [
+        {
+            "history": history_link(history, suite, t.case, t.metric),
+            "case": t.case,
+            "metric": t.metric,
+            "claimed": display.claimed_text(t) or "-",
+            "threshold": display.threshold_text(t.threshold),
+            "measured": display.describe(t.summary),
+            "verdict": t.verdict.value,
+            "css": display.css_class(t.verdict),
+            "detail": t.detail or display.noisy_text(t.summary),
+            "reason": t.threshold.reason,
+            "anchor": f"claim-{t.claim_id}" if t.claim_id else "",
+        }
+        for t in a.thresholds
+        if t.suite == suite
+    ]
 
 
 def _control_cells(k) -> tuple[list[str], list[str]]:
@@ -185,9 +244,12 @@ def _control_cells(k) -> tuple[list[str], list[str]]:
     if k.reference is not None:
         ref = k.reference.reference
         control.append(f"reference: {ref.text} ({chk.metric} within {display.fmt(ref.tolerance)} of {ref.metric})")
-        outcome.append("reference: not measured" if k.reference.agrees is None else
-                       f"reference: {display.fmt(k.reference.summary.median)}: "
-                       + ("agrees" if k.reference.agrees else "DISAGREES"))
+        outcome.append(
+            "reference: not measured"
+            if k.reference.agrees is None
+            else f"reference: {display.fmt(k.reference.summary.median)}: "
+            + ("agrees" if k.reference.agrees else "DISAGREES")
+        )
     if not k.controls and not control:
         return ["none"], ["-"]
     for r in k.controls:
@@ -196,8 +258,10 @@ def _control_cells(k) -> tuple[list[str], list[str]]:
         if r.held is None:
             outcome.append(f"{ctl.label}: not measured")
         else:
-            outcome.append(f"{ctl.label}: {display.fmt(r.summary.median)} {r.summary.unit} vs {display.fmt(r.reference)}: "
-                           + ("held" if r.held else "did NOT hold"))
+            outcome.append(
+                f"{ctl.label}: {display.fmt(r.summary.median)} {r.summary.unit} vs {display.fmt(r.reference)}: "
+                + ("held" if r.held else "did NOT hold")
+            )
     return control, outcome
 
 
@@ -207,14 +271,33 @@ def _claims(a: Analysis, history: str | None = None) -> list[dict]:
         checks = []
         for k in cv.checks:
             control, control_outcome = _control_cells(k)
-            checks.append({"check": display.check_text(k.check), "measured": display.describe(k.summary),
-                           "controls": list(zip(control, control_outcome)),
-                           "held": k.control_held, "verdict": k.outcome.value, "css": display.css_class(k.outcome),
-                           "reason": k.reason, "band_reason": k.check.band_reason, "observed": k.check.observed,
-                           "where": f"{k.check.suite} / {k.check.case}",
-                           "history": history_link(history, k.check.suite, k.check.case, k.check.metric)})
-        out.append({"id": cv.id, "section": cv.claim.section, "text": cv.claim.text, "verdict": cv.outcome.value,
-                    "css": display.css_class(cv.outcome), "note": cv.note, "differs": cv.claim.differs, "checks": checks})
+            checks.append(
+                {
+                    "check": display.check_text(k.check),
+                    "measured": display.describe(k.summary),
+                    "controls": list(zip(control, control_outcome)),
+                    "held": k.control_held,
+                    "verdict": k.outcome.value,
+                    "css": display.css_class(k.outcome),
+                    "reason": k.reason,
+                    "band_reason": k.check.band_reason,
+                    "observed": k.check.observed,
+                    "where": f"{k.check.suite} / {k.check.case}",
+                    "history": history_link(history, k.check.suite, k.check.case, k.check.metric),
+                }
+            )
+        out.append(
+            {
+                "id": cv.id,
+                "section": cv.claim.section,
+                "text": cv.claim.text,
+                "verdict": cv.outcome.value,
+                "css": display.css_class(cv.outcome),
+                "note": cv.note,
+                "differs": cv.claim.differs,
+                "checks": checks,
+            }
+        )
     return out
 
 
@@ -242,13 +325,28 @@ def _board(a: Analysis, changed: list[dict] | None = None) -> list[dict]:
             measured += f", spread {k.summary.spread:.0%}"
         more = len(cv.checks) - 1
         c = was.get(cv.id)
-        rows.append({"id": cv.id, "text": one_line(cv.claim.text, 110, sentence=True), "verdict": cv.outcome.value,
-                     "css": display.css_class(cv.outcome), "section": cv.claim.section,
-                     "claimed": one_line(display.check_text(k.check).split(" (")[0], 60) if k is not None else "not measurable",
-                     "measured": measured, "more": f"+{more} more check{'s' * (more > 1)}" if more > 0 else "",
-                     "reason": one_line((k.reason if k is not None else "") or cv.note, 120),
-                     "was": (f"{c['kind']}, was {c['before']}" if c and c["kind"] in ("regressed", "recovered")
-                             else f"was {c['before']}" if c else "")})
+        rows.append(
+            {
+                "id": cv.id,
+                "text": one_line(cv.claim.text, 110, sentence=True),
+                "verdict": cv.outcome.value,
+                "css": display.css_class(cv.outcome),
+                "section": cv.claim.section,
+                "claimed": one_line(display.check_text(k.check).split(" (")[0], 60)
+                if k is not None
+                else "not measurable",
+                "measured": measured,
+                "more": f"+{more} more check{'s' * (more > 1)}" if more > 0 else "",
+                "reason": one_line((k.reason if k is not None else "") or cv.note, 120),
+                "was": (
+                    f"{c['kind']}, was {c['before']}"
+                    if c and c["kind"] in ("regressed", "recovered")
+                    else f"was {c['before']}"
+                    if c
+                    else ""
+                ),
+            }
+        )
     order = [c["id"] for c in changed or []]
     return sorted(rows, key=lambda r: order.index(r["id"]) if r["id"] in order else len(order))
 
@@ -262,9 +360,19 @@ def _changed(changed: list[dict] | None, comparison: list[dict] | None) -> dict 
     kinds = {}
     for c in changed or []:
         kinds.setdefault(c["kind"], []).append(c["id"])
-    return {"verdicts": [{**c, "reason": one_line(c.get("reason", ""), 130), "css_before": display.css_class(c["before"]),
-                          "css_after": display.css_class(c["after"])} for c in changed or []],
-            "kinds": [(k, ", ".join(ids)) for k, ids in kinds.items()], "regressions": regressions}
+    return {
+        "verdicts": [
+            {
+                **c,
+                "reason": one_line(c.get("reason", ""), 130),
+                "css_before": display.css_class(c["before"]),
+                "css_after": display.css_class(c["after"]),
+            }
+            for c in changed or []
+        ],
+        "kinds": [(k, ", ".join(ids)) for k, ids in kinds.items()],
+        "regressions": regressions,
+    }
 
 
 def _monitoring(run: RunData) -> dict | None:
@@ -276,23 +384,44 @@ def _monitoring(run: RunData) -> dict | None:
     try:
         return _monitoring_section(mon)
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError, IndexError) as e:
-        return {"status": "damaged", "charts": [], "tables": [],
-                "reason": f"results.json's monitoring block is malformed ({type(e).__name__}); re-run the suites"}
+        return {
+            "status": "damaged",
+            "charts": [],
+            "tables": [],
+            "reason": f"results.json's monitoring block is malformed ({type(e).__name__}); re-run the suites",
+        }
 
 
 def _monitoring_section(mon: dict) -> dict:
     blocks = monitoring_view.blocks(mon) if mon.get("status") == "ok" else []
-    legacy_charts = [views.Chart(c.get("title", ""), c.get("series", []), c.get("x_label", ""), c.get("y_label", ""))
-                     for c in mon.get("charts", [])]
-    return {"status": mon.get("status", ""), "reason": mon.get("reason", ""),
-            "charts": [svg(b) for b in blocks if isinstance(b, views.Chart)] + [svg(c) for c in legacy_charts],
-            "tables": [_table(b) for b in blocks if isinstance(b, views.Table)]
-            + [{"title": t.get("title", ""), "columns": t.get("columns", []), "note": "",
-                "rows": [[_cell(c) for c in r] for r in t.get("rows", [])]} for t in mon.get("tables", [])]}
+    legacy_charts = [
+        views.Chart(c.get("title", ""), c.get("series", []), c.get("x_label", ""), c.get("y_label", ""))
+        for c in mon.get("charts", [])
+    ]
+    return {
+        "status": mon.get("status", ""),
+        "reason": mon.get("reason", ""),
+        "charts": [svg(b) for b in blocks if isinstance(b, views.Chart)] + [svg(c) for c in legacy_charts],
+        "tables": [_table(b) for b in blocks if isinstance(b, views.Table)]
+        + [
+            {
+                "title": t.get("title", ""),
+                "columns": t.get("columns", []),
+                "note": "",
+                "rows": [[_cell(c) for c in r] for r in t.get("rows", [])],
+            }
+            for t in mon.get("tables", [])
+        ],
+    }
 
 
-def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = None,
-                  history: str | None = None, changed: list[dict] | None = None) -> dict:
+def build_context(
+    run: RunData,
+    a: Analysis,
+    comparison: list[dict] | None = None,
+    history: str | None = None,
+    changed: list[dict] | None = None,
+) -> dict:
     check_history_location(history)
     man = run.manifest
     counts = a.counts()
@@ -300,19 +429,33 @@ def build_context(run: RunData, a: Analysis, comparison: list[dict] | None = Non
     run_id = man.run_id or run.run_dir.name
     duration = man.duration_s
     return {
-        "title": f"Cache reproduction report - {run_id}", "csp": CSP,
-        "run_id": run_id, "profile": man.profile,
-        "target": man.target, "started": time_text(man.started), "ended": time_text(man.ended),
+        "title": f"Cache reproduction report - {run_id}",
+        "csp": CSP,
+        "run_id": run_id,
+        "profile": man.profile,
+        "target": man.target,
+        "started": time_text(man.started),
+        "ended": time_text(man.ended),
         "duration": f"{duration:.0f} s" if duration is not None else "-",
-        "exit_code": a.exit_code, "exit_reason": a.exit_reason,
+        "exit_code": a.exit_code,
+        "exit_reason": a.exit_reason,
         "counts": {v.value: n for v, n in counts.items()},
         "suites": [_suite_context(run, a, name, srun, history) for name, srun in run.suites.items()],
-        "claims": _claims(a, history), **_machine_context(man), "monitoring": _monitoring(run),
-        "comparison": comparison, "board": _board(a, changed), "changed": _changed(changed, comparison),
+        "claims": _claims(a, history),
+        **_machine_context(man),
+        "monitoring": _monitoring(run),
+        "comparison": comparison,
+        "board": _board(a, changed),
+        "changed": _changed(changed, comparison),
         "identity": _identity(man),
         "machine_load": machine_load.header_line([r.machine_load for r in run.records if r.machine_load]),
-        "interrupted": None if not interrupted else
-        {"at": time_text(interrupted.get("at")), "case": interrupted.get("case", ""), "signal": interrupted.get("signal", "")},
+        "interrupted": None
+        if not interrupted
+        else {
+            "at": time_text(interrupted.get("at")),
+            "case": interrupted.get("case", ""),
+            "signal": interrupted.get("signal", ""),
+        },
         "hosts": man.hosts,
         "generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
     }
@@ -322,13 +465,20 @@ def _suite_context(run: RunData, a: Analysis, name: str, srun, history: str | No
     blocks = views.build(run, a, name)
     cases = [_case_context(run, a, name, c, [b for b in blocks if b.case == c.name]) for c in srun.cases]
     suite_blocks = [b for b in blocks if not b.case]
-    return {"name": name, "description": srun.description, "claim": srun.claim,
-            "profile": srun.profile, "profile_description": srun.profile_description,
-            "repetitions": srun.repetitions, "conditions": srun.conditions,
-            "fewer": [f"{c.name} {srun.reps(c)}" for c in srun.cases if srun.reps(c) != srun.repetitions],
-            "thresholds": _thresholds(a, name, history), "cases": cases,
-            "charts": [svg(b) for b in suite_blocks if isinstance(b, views.Chart)],
-            "tables": [_table(b) for b in suite_blocks if isinstance(b, views.Table)]}
+    return {
+        "name": name,
+        "description": srun.description,
+        "claim": srun.claim,
+        "profile": srun.profile,
+        "profile_description": srun.profile_description,
+        "repetitions": srun.repetitions,
+        "conditions": srun.conditions,
+        "fewer": [f"{c.name} {srun.reps(c)}" for c in srun.cases if srun.reps(c) != srun.repetitions],
+        "thresholds": _thresholds(a, name, history),
+        "cases": cases,
+        "charts": [svg(b) for b in suite_blocks if isinstance(b, views.Chart)],
+        "tables": [_table(b) for b in suite_blocks if isinstance(b, views.Table)],
+    }
 
 
 def _case_context(run: RunData, a: Analysis, name: str, c, own: list) -> dict:
@@ -336,15 +486,27 @@ def _case_context(run: RunData, a: Analysis, name: str, c, own: list) -> dict:
     recs = [r for r in run.records if r.suite == name and r.case == c.name]
     own = own or _legacy_blocks(run, name, c.name)
     return {
-        "name": c.name, "driver": c.driver, "description": c.description,
+        "name": c.name,
+        "driver": c.driver,
+        "description": c.description,
         "params": ", ".join(f"{k}={v}" for k, v in c.params.items()),
         "statuses": ", ".join(f"{n} {k}" for k, n in (cs.statuses.items() if cs else [])) or "not run",
         "reasons": cs.reasons if cs else [],
-        "metrics": [{"name": m.metric, "median": display.fmt(m.median), "min": display.fmt(m.min), "max": display.fmt(m.max),
-                     "unit": m.unit, "n": len(m.values),
-                     "spread": f"{m.spread * 100:.1f}%" if m.spread != float("inf") else "inf",
-                     "noisy": m.noisy, "note": m.note}
-                    for m in a.metrics if m.suite == name and m.case == c.name],
+        "metrics": [
+            {
+                "name": m.metric,
+                "median": display.fmt(m.median),
+                "min": display.fmt(m.min),
+                "max": display.fmt(m.max),
+                "unit": m.unit,
+                "n": len(m.values),
+                "spread": f"{m.spread * 100:.1f}%" if m.spread != float("inf") else "inf",
+                "noisy": m.noisy,
+                "note": m.note,
+            }
+            for m in a.metrics
+            if m.suite == name and m.case == c.name
+        ],
         "percentile_charts": percentile_charts(a, name, c.name),
         "charts": [svg(b) for b in own if isinstance(b, views.Chart)],
         "tables": [_table(b) for b in own if isinstance(b, views.Table)],
@@ -352,24 +514,35 @@ def _case_context(run: RunData, a: Analysis, name: str, c, own: list) -> dict:
         "raw": sorted({f for r in recs for f in r.raw_files if _inside_run(f)}),
         "hosts": sorted({str(r.details.get("ran_on")) for r in recs if r.details.get("ran_on")}),
         # a load tool's stand-in that replays recorded real output says so (the lab in a box's memtier)
-        "replayed": sorted({str(line) for r in recs if isinstance(r.details.get("replayed"), list)
-                            for line in r.details["replayed"]}),
+        "replayed": sorted(
+            {str(line) for r in recs if isinstance(r.details.get("replayed"), list) for line in r.details["replayed"]}
+        ),
     }
 
 
 def _machine_context(man: Manifest) -> dict:
     """The report's environment section: host, GPU, revision, pins, tools, packages, servers."""
     host, git = man.host, man.git
-    env = [("CPU", f"{host.get('cpu_model', '?')} ({host.get('cpu_logical', '?')} logical cores)"),
-           ("Memory", f"{host.get('memory_total_gib', '?')} GiB"), ("Kernel", host.get("kernel", "?")),
-           ("Python", host.get("python", "?")), ("GPU", gpu_line(man.gpu)),
-           ("Git revision", f"{git.get('revision', '?')}{' (uncommitted changes)' if git.get('dirty') else ''}"),
-           ("Pinned versions", _constraints_line(man.get("constraints")))]
-    tools = [(k, (v or {}).get("version") or (v or {}).get("missing") or "-")
-             for k, v in man.tools.items() if isinstance(v, dict)]
+    env = [
+        ("CPU", f"{host.get('cpu_model', '?')} ({host.get('cpu_logical', '?')} logical cores)"),
+        ("Memory", f"{host.get('memory_total_gib', '?')} GiB"),
+        ("Kernel", host.get("kernel", "?")),
+        ("Python", host.get("python", "?")),
+        ("GPU", gpu_line(man.gpu)),
+        ("Git revision", f"{git.get('revision', '?')}{' (uncommitted changes)' if git.get('dirty') else ''}"),
+        ("Pinned versions", _constraints_line(man.get("constraints"))),
+    ]
+    tools = [
+        (k, (v or {}).get("version") or (v or {}).get("missing") or "-")
+        for k, v in man.tools.items()
+        if isinstance(v, dict)
+    ]
     packages = [(k, v or "not installed") for k, v in man.packages.items()]
-    servers = [(k, v.get("redis_version") or v.get("error"), v.get("role") or "")
-               for k, v in man.servers.items() if isinstance(v, dict)]
+    servers = [
+        (k, v.get("redis_version") or v.get("error"), v.get("role") or "")
+        for k, v in man.servers.items()
+        if isinstance(v, dict)
+    ]
     return {"env": env, "tools": tools, "packages": packages, "servers": servers}
 
 
@@ -378,8 +551,10 @@ def _identity(man: Manifest) -> str:
     host, git = man.host, man.git
     rev = str(git.get("revision") or "?")[:10] + (" (uncommitted changes)" if git.get("dirty") else "")
     gpu = gpu_line(man.gpu) if man.gpu.get("present") else "no GPU"
-    return (f"{host.get('cpu_model', '?')}, {host.get('cpu_logical', '?')} logical cores, "
-            f"{host.get('memory_total_gib', '?')} GiB; {gpu}; revision {rev}")
+    return (
+        f"{host.get('cpu_model', '?')}, {host.get('cpu_logical', '?')} logical cores, "
+        f"{host.get('memory_total_gib', '?')} GiB; {gpu}; revision {rev}"
+    )
 
 
 def _constraints_line(c) -> str:
@@ -392,15 +567,20 @@ def _constraints_line(c) -> str:
     differs = c.get("differs") or {}
     if not differs:
         return head + ": every package installed as pinned"
-    return head + f": {c.get('differs_count', len(differs))} not as pinned: " + "; ".join(
-        f"{k} {v}" for k, v in list(differs.items())[:5])
+    return (
+        head
+        + f": {c.get('differs_count', len(differs))} not as pinned: "
+        + "; ".join(f"{k} {v}" for k, v in list(differs.items())[:5])
+    )
 
 
 def gpu_line(gpu: dict) -> str:
     if not gpu.get("present"):
         return gpu.get("reason") or "no GPU"
-    return "; ".join(f"{g.get('name')} ({g.get('memory_total_mib')} MiB)" for g in gpu.get("gpus", [])) + \
-        f", driver {gpu.get('driver', '?')}"
+    return (
+        "; ".join(f"{g.get('name')} ({g.get('memory_total_mib')} MiB)" for g in gpu.get("gpus", []))
+        + f", driver {gpu.get('driver', '?')}"
+    )
 
 
 def _finalize(value):
@@ -414,23 +594,39 @@ def _finalize(value):
 
 
 def _env() -> Environment:
-    env = Environment(loader=FileSystemLoader(str(TEMPLATES_DIR)),
-                      autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True,
-                      finalize=_finalize)
+    env = Environment(
+        loader=FileSystemLoader(str(TEMPLATES_DIR)),
+        autoescape=select_autoescape(["html", "j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        finalize=_finalize,
+    )
     env.filters["fmt"] = display.fmt
     return env
 
 
-def render_html(run: RunData, a: Analysis, comparison: list[dict] | None = None, history: str | None = None,
-                changed: list[dict] | None = None) -> str:
+def render_html(
+    run: RunData,
+    a: Analysis,
+    comparison: list[dict] | None = None,
+    history: str | None = None,
+    changed: list[dict] | None = None,
+) -> str:
     env = _env()
     css = (TEMPLATES_DIR / "report.css").read_text()
-    return env.get_template("report.html.j2").render(css=Markup(css), pass_verdict=Verdict.PASS.value,
-                                                     **build_context(run, a, comparison, history, changed))
+    return env.get_template("report.html.j2").render(
+        css=Markup(css), pass_verdict=Verdict.PASS.value, **build_context(run, a, comparison, history, changed)
+    )
 
 
-def render_report(run: RunData, a: Analysis, comparison: list[dict] | None = None,
-                  out: Path | None = None, history: str | None = None, changed: list[dict] | None = None) -> Path:
+def render_report(
+    run: RunData,
+    a: Analysis,
+    comparison: list[dict] | None = None,
+    out: Path | None = None,
+    history: str | None = None,
+    changed: list[dict] | None = None,
+) -> Path:
     """report.html; `changed`: the claims whose verdict changed since the baseline (harness.verdict.verdicts_json.changes)."""
     out = out or run.run_dir / REPORT_NAME
     write_atomic(out, render_html(run, a, comparison, history, changed))  # never through a link left in the folder

@@ -82,8 +82,14 @@ class _Run:
         write_manifest(self.run_dir, replace(self.man, **self.engine_facts))
 
     def save(self) -> None:
-        write_results(self.run_dir, self.records, self.suite_runs, self.claims, monitoring=self.monitoring,
-                      interrupted=self.interrupted)
+        write_results(
+            self.run_dir,
+            self.records,
+            self.suite_runs,
+            self.claims,
+            monitoring=self.monitoring,
+            interrupted=self.interrupted,
+        )
         reserve_for(self.run_dir / "results.json")  # room for the next save, should a case fill the disk
 
     def refused(self, error: BaseException | None) -> bool:
@@ -126,11 +132,20 @@ def check_before_run(plans: list[Plan], *, target: str, base_port: int, monitori
         early_start()
 
 
-def run_suites(names: list[str], *, profile: str = "local", target: str = "local",
-               results_dir: Path = Path("results"), repeat: int | None = None,
-               overrides: list[str] = (), base_port: int = 7000, monitoring: bool = False,
-               allow_skipped: bool = False, log: Callable[[str], None] = print,
-               keyword: str | None = None) -> RunOutcome:
+def run_suites(
+    names: list[str],
+    *,
+    profile: str = "local",
+    target: str = "local",
+    results_dir: Path = Path("results"),
+    repeat: int | None = None,
+    overrides: list[str] = (),
+    base_port: int = 7000,
+    monitoring: bool = False,
+    allow_skipped: bool = False,
+    log: Callable[[str], None] = print,
+    keyword: str | None = None,
+) -> RunOutcome:
     check_repeat(repeat)
     check_port_number(base_port)
     if monitoring:
@@ -158,13 +173,21 @@ def run_suites(names: list[str], *, profile: str = "local", target: str = "local
             else:
                 published = _close_run(run, pending, allow_skipped)
     if interrupt is not None:
-        log(f"interrupted during {run.interrupted['case']}; what was measured is in {run.run_dir} "
-            f"(report: {published.report})")
+        log(
+            f"interrupted during {run.interrupted['case']}; what was measured is in {run.run_dir} "
+            f"(report: {published.report})"
+        )
         raise interrupt
     if bad_input is not None:
         raise bad_input
-    return RunOutcome(run.run_dir, published.analysis, published.exit_code, published.report,
-                      dict(run.man.suite_wall_s), published.summary())
+    return RunOutcome(
+        run.run_dir,
+        published.analysis,
+        published.exit_code,
+        published.report,
+        dict(run.man.suite_wall_s),
+        published.summary(),
+    )
 
 
 def reference_imports(claims: list[spec.Claim], suites: set[str]) -> dict:
@@ -194,9 +217,15 @@ def _open_run(plans: list[Plan], profile: str, target: str, results_dir: Path, l
             run_dir = _make_run_dir(results_dir)
         reserve_space(run_dir)  # room for the records if the case output fills the disk
         claims = spec.load_claims()
-        man = Manifest(run_id=run_dir.name, profile=profile, target=target,
-                       suites=tuple(p.suite.name for p in plans), started=time.time(), **manifest.collect_all(),
-                       references=reference_imports(claims, {p.suite.name for p in plans}))
+        man = Manifest(
+            run_id=run_dir.name,
+            profile=profile,
+            target=target,
+            suites=tuple(p.suite.name for p in plans),
+            started=time.time(),
+            **manifest.collect_all(),
+            references=reference_imports(claims, {p.suite.name for p in plans}),
+        )
         run = _Run(run_dir, man, {p.suite.name: p.run for p in plans}, claims, log)
         run.write_manifest()
         run.save()
@@ -213,8 +242,10 @@ def _run_on_target(run: _Run, plans: list[Plan], target: str, base_port: int, mo
     """Find or start the target (and the serving engines the cases need), run every plan on
     it, stop what was started."""
     needs_cluster = any(p.suite.target == "cluster" for p in plans)
-    with target_for(needs_cluster, target, base_port, run.log) as tgt, \
-            engines_for_run(engine_needs(plans), tgt, run.run_dir, target, run.engine_facts, run.log) as engines:
+    with (
+        target_for(needs_cluster, target, base_port, run.log) as tgt,
+        engines_for_run(engine_needs(plans), tgt, run.run_dir, target, run.engine_facts, run.log) as engines,
+    ):
         run.note(**manifest_facts(tgt, target))
         run.write_manifest()
         monitor = Monitor.start(tgt, run.run_dir, run.log) if monitoring else None
@@ -268,8 +299,10 @@ def _repetition(run: _Run, p: Plan, case: spec.Case, rep: int, profile: str, tgt
     rec.machine_load = machine_load.during(before, machine_load.sample())
     run.records.append(rec)
     run.save()
-    run.log(f"    {progress.colour(rec.status, rec.status)}{': ' + rec.reason if rec.reason else ''} "
-            f"({rec.duration_s:.1f} s)")
+    run.log(
+        f"    {progress.colour(rec.status, rec.status)}{': ' + rec.reason if rec.reason else ''} "
+        f"({rec.duration_s:.1f} s)"
+    )
     if rec.status == "skipped":
         for r2 in range(rep + 1, p.reps(case.name) + 1):
             run.records.append(Record("skipped", rec.reason).stored(suite=p.suite.name, case=case.name, repetition=r2))
@@ -321,13 +354,16 @@ def _make_run_dir(results_dir: Path) -> Path:
         except FileExistsError:
             continue
         except OSError as e:
-            raise BadInput(f"--results-dir {results_dir}: cannot create a run folder there "
-                           f"({e.strerror or e}); give a writable folder") from None
+            raise BadInput(
+                f"--results-dir {results_dir}: cannot create a run folder there "
+                f"({e.strerror or e}); give a writable folder"
+            ) from None
     raise EnvironmentProblem(f"could not make a new run folder under {results_dir}")
 
 
-def run_case(p: Plan, case: spec.Case, rep: int, profile: str, tgt: Target, run_dir: Path,
-             log: Callable[[str], None]) -> Record:
+def run_case(
+    p: Plan, case: spec.Case, rep: int, profile: str, tgt: Target, run_dir: Path, log: Callable[[str], None]
+) -> Record:
     suite = p.suite.name
     raw_dir = run_dir / "raw" / suite / case.name / f"rep{rep}"
     if not raw_dir.resolve().is_relative_to((run_dir / "raw").resolve()):  # names are checked by spec too
@@ -354,8 +390,17 @@ def run_case(p: Plan, case: spec.Case, rep: int, profile: str, tgt: Target, run_
     raw_files = sorted(str(f.relative_to(run_dir)) for f in raw_dir.rglob("*") if f.is_file())
     if not raw_files:
         shutil.rmtree(raw_dir, ignore_errors=True)
-    return outcome.stored(suite=suite, case=case.name, repetition=rep, params=params, started=started,
-                          duration_s=duration, raw_files=raw_files, bad_input=bad, details=details)
+    return outcome.stored(
+        suite=suite,
+        case=case.name,
+        repetition=rep,
+        params=params,
+        started=started,
+        duration_s=duration,
+        raw_files=raw_files,
+        bad_input=bad,
+        details=details,
+    )
 
 
 def _outcome(drv: driver_contract.Driver, ctx: CaseContext, run_dir: Path) -> tuple[Record, bool]:
@@ -385,7 +430,12 @@ def _outcome(drv: driver_contract.Driver, ctx: CaseContext, run_dir: Path) -> tu
 def _run_isolated(drv: driver_contract.Driver, ctx: CaseContext) -> Record:
     """One repetition in a fresh `python -m harness.run.worker` process; its log lines are
     passed on as they come, its outcome read back (harness.model.child) as the record it sent."""
-    out = child.run(worker.MODULE, worker.job_for(drv, ctx), what="the case's own process",
-                    env={**os.environ, **ctx.target.to_env()}, log=ctx.log,
-                    stderr_path=ctx.raw_dir / "worker.stderr")
+    out = child.run(
+        worker.MODULE,
+        worker.job_for(drv, ctx),
+        what="the case's own process",
+        env={**os.environ, **ctx.target.to_env()},
+        log=ctx.log,
+        stderr_path=ctx.raw_dir / "worker.stderr",
+    )
     return Record.from_json(out)

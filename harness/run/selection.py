@@ -54,8 +54,10 @@ def matches(pattern: str, suite: str, case: str) -> bool:
 
 def narrow(s: spec.Suite, keep: list[str]) -> spec.Suite:
     """The suite with only `keep` cases (and only their thresholds in every profile)."""
-    profiles = {name: dataclasses.replace(p, thresholds=[t for t in p.thresholds if t.case in keep])
-                for name, p in s.profiles.items()}
+    profiles = {
+        name: dataclasses.replace(p, thresholds=[t for t in p.thresholds if t.case in keep])
+        for name, p in s.profiles.items()
+    }
     return dataclasses.replace(s, cases=[c for c in s.cases if c.name in keep], profiles=profiles)
 
 
@@ -66,13 +68,16 @@ def profile_cases(s: spec.Suite, profile: str, keep: list[str], log: Callable[[s
         return keep
     left = [c for c in keep if c not in prof.cases]
     if left:
-        log(f"note: profile {profile} of {s.name} leaves out {', '.join(left)} ({prof.leaves_out.strip()}); "
-            f"select {s.name}/{left[0]} to run it")
+        log(
+            f"note: profile {profile} of {s.name} leaves out {', '.join(left)} ({prof.leaves_out.strip()}); "
+            f"select {s.name}/{left[0]} to run it"
+        )
     return [c for c in keep if c in prof.cases]
 
 
-def choose(names: list[str], profile: str, keyword: str | None, log: Callable[[str], None],
-           notes: list[str] | None = None) -> list[spec.Suite]:
+def choose(
+    names: list[str], profile: str, keyword: str | None, log: Callable[[str], None], notes: list[str] | None = None
+) -> list[spec.Suite]:
     """The suites (narrowed to the selected cases) that SUITE, SUITE/CASE and -k select;
     what a profile leaves out goes to `notes` (to `log` without)."""
     suite_names, wanted = split_names(list(names))
@@ -83,8 +88,9 @@ def choose(names: list[str], profile: str, keyword: str | None, log: Callable[[s
         if s.name in wanted:
             for c in wanted[s.name]:
                 if c not in keep:
-                    raise BadInput(f"suite {s.name!r} has no case {c!r}{did_you_mean(c, keep)}; "
-                                   f"its cases: {', '.join(keep)}")
+                    raise BadInput(
+                        f"suite {s.name!r} has no case {c!r}{did_you_mean(c, keep)}; its cases: {', '.join(keep)}"
+                    )
             keep = [c for c in keep if c in wanted[s.name]]
         else:
             keep = profile_cases(s, profile, keep, log if notes is None else notes.append)
@@ -106,7 +112,9 @@ def parse_overrides(items: list[str]) -> dict[str, dict]:
         if not sep or not dot or not case or not param:
             raise BadInput(f"--set {item!r}: expected CASE.PARAM=VALUE, e.g. --set semantic.dataset=pairs.tsv")
         if value.strip() == "":
-            raise BadInput(f"--set {item!r}: the value is empty; give one after '=' (quote it for an empty string: '\"\"')")
+            raise BadInput(
+                f"--set {item!r}: the value is empty; give one after '=' (quote it for an empty string: '\"\"')"
+            )
         try:
             parsed = spec.parse_yaml_text(value, f"--set {key}")
         except spec.AliasRefused:
@@ -125,8 +133,10 @@ def check_set(case: spec.Case, given: dict) -> None:
         where = f"--set {case.name}.{param}"
         if param not in drv.params:
             known = ", ".join(sorted(drv.params)) or "none"
-            raise BadInput(f"{where}: case {case.name!r} (driver {drv.name!r}) has no parameter {param!r}"
-                           f"{did_you_mean(param, drv.params)}; its parameters: {known}")
+            raise BadInput(
+                f"{where}: case {case.name!r} (driver {drv.name!r}) has no parameter {param!r}"
+                f"{did_you_mean(param, drv.params)}; its parameters: {known}"
+            )
         drv.params[param].check(where, value)
 
 
@@ -155,15 +165,16 @@ def choose_suites(names: list[str], profile: str, log: Callable[[str], None]) ->
     having = [s for s in suites if profile in s.profiles]
     left = [s.name for s in suites if profile not in s.profiles]
     if not having:
-        raise BadInput(f"no suite has a profile {profile!r}; profiles: "
-                       f"{', '.join(sorted({p for s in suites for p in s.profiles}))}")
+        raise BadInput(
+            f"no suite has a profile {profile!r}; profiles: "
+            f"{', '.join(sorted({p for s in suites for p in s.profiles}))}"
+        )
     if left:
         log(f"profile {profile}: not in {', '.join(left)}; running {', '.join(s.name for s in having)}")
     return having
 
 
-def make_plans(suites: list[spec.Suite], profile: str, repeat: int | None,
-               overrides: dict[str, dict]) -> list[Plan]:
+def make_plans(suites: list[spec.Suite], profile: str, repeat: int | None, overrides: dict[str, dict]) -> list[Plan]:
     """Check everything that can be checked before anything starts."""
     plans, used = [], set()
     fixed = spec.fixed_params(spec.load_claims())
@@ -177,9 +188,11 @@ def make_plans(suites: list[spec.Suite], profile: str, repeat: int | None,
             own = fixed.get((s.name, case.name), {})
             for param in own:
                 if param in overrides.get(case.name, {}):
-                    raise BadInput(f"--set {case.name}.{param}: fixed by the ledger (claim {own[param][1]}'s stand-in "
-                                   f"runs with {param}={own[param][0]!r}); a weaker stand-in would make a broken "
-                                   f"mechanism look attributable, so the ledger is the one place to change it")
+                    raise BadInput(
+                        f"--set {case.name}.{param}: fixed by the ledger (claim {own[param][1]}'s stand-in "
+                        f"runs with {param}={own[param][0]!r}); a weaker stand-in would make a broken "
+                        f"mechanism look attributable, so the ledger is the one place to change it"
+                    )
             given = {**overrides.get(case.name, {}), **{k: v for k, (v, _) in own.items()}}
             params[case.name] = s.case_params(case, profile, given or None)
         plans.append(Plan(s, s.as_run(profile, repeat or prof.repetitions, params, repeat_given=repeat is not None)))
@@ -194,14 +207,22 @@ def check_repeat(repeat: int | None) -> None:
         raise BadInput(f"--repeat must be between 1 and {MAX_REPEAT}, got {repeat}")
 
 
-def plan(names: list[str], *, profile: str, keyword: str | None = None, repeat: int | None = None,
-         overrides: list[str] = (), log: Callable[[str], None] = print) -> list[Plan]:
+def plan(
+    names: list[str],
+    *,
+    profile: str,
+    keyword: str | None = None,
+    repeat: int | None = None,
+    overrides: list[str] = (),
+    log: Callable[[str], None] = print,
+) -> list[Plan]:
     """What a run runs, every parameter resolved and checked: the one planning step of
     `harness run` and `harness run --dry-run`."""
     check_repeat(repeat)
     notes: list[str] = []  # said once the plan holds: bad input stays one line
-    plans = make_plans(choose(list(names), profile, keyword, log, notes), profile, repeat,
-                       parse_overrides(list(overrides)))
+    plans = make_plans(
+        choose(list(names), profile, keyword, log, notes), profile, repeat, parse_overrides(list(overrides))
+    )
     for line in notes:
         log(line)
     return plans
@@ -214,9 +235,11 @@ def loadgen_lines(target: str) -> list[str]:
         return ["load generator: this machine (the inventory names none, or HARNESS_LOADGEN=local)"]
     if len(hosts) == 1:
         return [f"load generator: {hosts[0].label}: redis-benchmark and memtier_benchmark run there"]
-    return [f"load generators ({len(hosts)}): {', '.join(h.label for h in hosts)}",
-            f"  memtier_benchmark runs on all {len(hosts)} at once (each its share of the keys, one shared start; "
-            f"their histograms merged); redis-benchmark and memtier's control run on {hosts[0].name}"]
+    return [
+        f"load generators ({len(hosts)}): {', '.join(h.label for h in hosts)}",
+        f"  memtier_benchmark runs on all {len(hosts)} at once (each its share of the keys, one shared start; "
+        f"their histograms merged); redis-benchmark and memtier's control run on {hosts[0].name}",
+    ]
 
 
 def plan_lines(plans, *, profile: str, target: str, base_port: int, results_dir: Path, monitoring: bool) -> list[str]:
@@ -225,13 +248,14 @@ def plan_lines(plans, *, profile: str, target: str, base_port: int, results_dir:
     if not needs_cluster:
         where = "no cluster (none of these suites needs one)"
     elif target == "local":
-        where = (f"local Redis Cluster on 127.0.0.1:{base_port}-{base_port + 5} "
-                 f"(a healthy one already there is used, else one is started and stopped)")
+        where = (
+            f"local Redis Cluster on 127.0.0.1:{base_port}-{base_port + 5} "
+            f"(a healthy one already there is used, else one is started and stopped)"
+        )
     else:
         where = f"the inventory {target}"
     total = sum(p.reps(c.name) for p in plans for c in p.run.cases)
-    lines = [f"plan: {len(plans)} suite(s), {total} case repetition(s), profile {profile}",
-             f"target: {where}"]
+    lines = [f"plan: {len(plans)} suite(s), {total} case repetition(s), profile {profile}", f"target: {where}"]
     if needs_cluster and target != "local":
         lines += loadgen_lines(target)
     lines.append(f"results: a new folder under {results_dir}" + ("; Prometheus monitoring on" if monitoring else ""))

@@ -36,12 +36,16 @@ def target_for(needs_cluster: bool, target: str, base_port: int, log: Callable[[
     with cluster.lock:  # another run on these ports is refused here, before anything is touched
         left = cluster.leftover()
         if left:  # a run killed with -9 left it, with that run's data: never measure on it
-            log(f"the local cluster on 127.0.0.1:{base_port} was {left}; it holds that run's data, "
-                f"so it is stopped and a fresh one started")
+            log(
+                f"the local cluster on 127.0.0.1:{base_port} was {left}; it holds that run's data, "
+                f"so it is stopped and a fresh one started"
+            )
             cluster.down()
         elif cluster.health_problem() is None:  # a healthy cluster already answers there: use it
-            log(f"using the running local cluster on 127.0.0.1:{base_port} (started by {cluster.started_by()}); "
-                f"it keeps the data it holds ({_key_count(cluster)} keys now), nothing is flushed")
+            log(
+                f"using the running local cluster on 127.0.0.1:{base_port} (started by {cluster.started_by()}); "
+                f"it keeps the data it holds ({_key_count(cluster)} keys now), nothing is flushed"
+            )
             yield cluster.target()
             return
         log(f"starting a local Redis Cluster (3 primaries + 3 replicas) on 127.0.0.1:{base_port}-{base_port + 5}")
@@ -56,8 +60,13 @@ def target_for(needs_cluster: bool, target: str, base_port: int, log: Callable[[
 
 def _key_count(cluster: LocalCluster) -> str:
     try:
-        return str(sum(redis.Redis(host=n.host, port=n.port, socket_timeout=2).dbsize()
-                       for n in cluster.nodes() if n.role == "primary"))
+        return str(
+            sum(
+                redis.Redis(host=n.host, port=n.port, socket_timeout=2).dbsize()
+                for n in cluster.nodes()
+                if n.role == "primary"
+            )
+        )
     except (redis.RedisError, HarnessError):
         return "?"
 
@@ -85,8 +94,10 @@ def refresh_topology(tgt: Target, log: Callable[[str], None]) -> None:
         kept.sort(key=lambda n: (n.role != "primary", n.port))
         if [(n.address, n.role) for n in kept] != before:
             gone = sorted({a for a, _ in before} - {n.address for n in kept})
-            log(f"cluster topology changed: primaries now {', '.join(n.address for n in kept if n.role == 'primary')}"
-                + (f"; not answering or failed: {', '.join(gone)}" if gone else ""))
+            log(
+                f"cluster topology changed: primaries now {', '.join(n.address for n in kept if n.role == 'primary')}"
+                + (f"; not answering or failed: {', '.join(gone)}" if gone else "")
+            )
             tgt.nodes[:] = kept
         return
 
@@ -97,8 +108,7 @@ def server_versions(tgt: Target) -> dict:
     for node in tgt.nodes:
         try:
             info = tgt.client(node, socket_timeout=3).info("server")
-            out[node.address] = {"redis_version": info.get("redis_version"), "role": node.role,
-                                 "os": info.get("os")}
+            out[node.address] = {"redis_version": info.get("redis_version"), "role": node.role, "os": info.get("os")}
         except redis.RedisError as e:
             out[node.address] = {"error": str(e)}
     return out

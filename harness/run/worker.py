@@ -19,9 +19,17 @@ MODULE = "harness.run.worker"
 
 def job_for(drv: driver_contract.Driver, ctx: driver_contract.CaseContext) -> dict:
     """The job of one repetition (no secrets: those travel in Target.to_env())."""
-    return {"driver": drv.name, "module": drv.module, "suite": ctx.suite, "case": ctx.case,
-            "repetition": ctx.repetition, "profile": ctx.profile, "params": ctx.params,
-            "raw_dir": str(ctx.raw_dir), "target": ctx.target.to_json()}
+    return {
+        "driver": drv.name,
+        "module": drv.module,
+        "suite": ctx.suite,
+        "case": ctx.case,
+        "repetition": ctx.repetition,
+        "profile": ctx.profile,
+        "params": ctx.params,
+        "raw_dir": str(ctx.raw_dir),
+        "target": ctx.target.to_json(),
+    }
 
 
 def run_case(job: dict, log) -> dict:
@@ -29,8 +37,16 @@ def run_case(job: dict, log) -> dict:
     runner adds the rest of what it stores)."""
     if job.get("module"):  # the driver's own module registers it (also one outside harness.experiments)
         importlib.import_module(job["module"])
-    ctx = driver_contract.CaseContext(job["suite"], job["case"], job["repetition"], job["profile"], job["params"],
-                              Path(job["raw_dir"]), Target.from_env(job["target"]), log)
+    ctx = driver_contract.CaseContext(
+        job["suite"],
+        job["case"],
+        job["repetition"],
+        job["profile"],
+        job["params"],
+        Path(job["raw_dir"]),
+        Target.from_env(job["target"]),
+        log,
+    )
     outcome = driver_contract.get(job["driver"]).run(ctx)
     return outcome.stored(suite=ctx.suite, case=ctx.case, repetition=ctx.repetition).to_json()
 

@@ -71,8 +71,16 @@ class Outcome(str, enum.Enum):
 
 
 # A claim with several checks takes the first of these that any check has.
-CLAIM_PRECEDENCE = (Outcome.NOT_REPRODUCED, Outcome.NOT_ATTRIBUTABLE, Outcome.DIRECTION, Outcome.INCONCLUSIVE,
-                    Outcome.NOT_MEASURED, Outcome.NOT_COMPARABLE, Outcome.REPRODUCED, Outcome.EXCEEDED)
+CLAIM_PRECEDENCE = (
+    Outcome.NOT_REPRODUCED,
+    Outcome.NOT_ATTRIBUTABLE,
+    Outcome.DIRECTION,
+    Outcome.INCONCLUSIVE,
+    Outcome.NOT_MEASURED,
+    Outcome.NOT_COMPARABLE,
+    Outcome.REPRODUCED,
+    Outcome.EXCEEDED,
+)
 # the verdicts that say the claim holds: a claim's verdict is `reproduced` when its checks are
 # reproduced or exceeded (CLAIM_PRECEDENCE), `exceeded` only when every one is
 HOLDS = (Outcome.REPRODUCED, Outcome.EXCEEDED)
@@ -99,12 +107,35 @@ class MetricSummary:
     runs: int = 1  # how many runs the values come from
 
     @classmethod
-    def of(cls, suite: str, case: str, metric: str, unit: str, better: str | None, values: list[float], *,
-           note: str = "", runs: int = 1) -> "MetricSummary":
+    def of(
+        cls,
+        suite: str,
+        case: str,
+        metric: str,
+        unit: str,
+        better: str | None,
+        values: list[float],
+        *,
+        note: str = "",
+        runs: int = 1,
+    ) -> "MetricSummary":
         """The summary of `values`: median, range, spread and whether it is noisy."""
         values = list(values)
-        return cls(suite, case, metric, unit, better, values, stats.median(values), min(values), max(values),
-                   stats.is_noisy(values, NOISE_LIMIT), stats.relative_spread(values), note, runs)
+        return cls(
+            suite,
+            case,
+            metric,
+            unit,
+            better,
+            values,
+            stats.median(values),
+            min(values),
+            max(values),
+            stats.is_noisy(values, NOISE_LIMIT),
+            stats.relative_spread(values),
+            note,
+            runs,
+        )
 
     @property
     def cv(self) -> float:
@@ -148,8 +179,10 @@ class ControlResult:
         """'instrument (text): 12 vs 4.5, held' for a reason line."""
         if self.held is None:
             return f"{self.control.label} control ({self.control.text}): not measured"
-        return (f"{self.control.label} control ({self.control.text}): {self.control.describe()} is "
-                f"{_num(self.summary.median)} vs {_num(self.reference)}, " + ("held" if self.held else "did not hold"))
+        return (
+            f"{self.control.label} control ({self.control.text}): {self.control.describe()} is "
+            f"{_num(self.summary.median)} vs {_num(self.reference)}, " + ("held" if self.held else "did not hold")
+        )
 
 
 def _num(v: float | None) -> str:
@@ -168,8 +201,11 @@ class ReferenceResult:
         ref = self.reference
         if self.agrees is None:
             return f"reference ({ref.text}): {ref.metric} not measured"
-        return (f"reference ({ref.text}): {ref.metric} is {_num(self.summary.median)}, "
-                + ("agrees within" if self.agrees else "differs by more than") + f" {ref.tolerance:g}")
+        return (
+            f"reference ({ref.text}): {ref.metric} is {_num(self.summary.median)}, "
+            + ("agrees within" if self.agrees else "differs by more than")
+            + f" {ref.tolerance:g}"
+        )
 
 
 @dataclass
@@ -255,8 +291,9 @@ def summarize_metrics(run: RunData) -> list[MetricSummary]:
             grouped.setdefault((r.suite, r.case, name), []).append(m)
     out = []
     for (suite, case, name), ms in grouped.items():
-        out.append(MetricSummary.of(suite, case, name, ms[0].unit, ms[0].better, [m.value for m in ms],
-                                    note=ms[0].note))
+        out.append(
+            MetricSummary.of(suite, case, name, ms[0].unit, ms[0].better, [m.value for m in ms], note=ms[0].note)
+        )
     return out
 
 
@@ -287,26 +324,47 @@ def threshold_verdicts(run: RunData, a: Analysis) -> list[ThresholdVerdict]:
             cs = a.case_status(suite_name, t.case)
             if m is None:
                 if cs and cs.all_skipped:
-                    out.append(ThresholdVerdict(suite_name, t, Verdict.SKIPPED, None, "; ".join(cs.reasons),
-                                                claim_id, claimed))
+                    out.append(
+                        ThresholdVerdict(suite_name, t, Verdict.SKIPPED, None, "; ".join(cs.reasons), claim_id, claimed)
+                    )
                 else:
                     why = "; ".join(cs.reasons) if cs else "the case did not run"
-                    out.append(ThresholdVerdict(suite_name, t, Verdict.MISSING, None,
-                                                f"not measured: {why or 'no such metric in the results'}",
-                                                claim_id, claimed))
+                    out.append(
+                        ThresholdVerdict(
+                            suite_name,
+                            t,
+                            Verdict.MISSING,
+                            None,
+                            f"not measured: {why or 'no such metric in the results'}",
+                            claim_id,
+                            claimed,
+                        )
+                    )
                 continue
             d = a.metric(suite_name, t.case, t.of) if t.of else None
             if t.of and (d is None or not d.median > 0):
-                out.append(ThresholdVerdict(suite_name, t, Verdict.MISSING, m,
-                                            f"{for_terminal(t.metric, NAME)} counts out of nothing: "
-                                            f"{for_terminal(t.of, NAME)} is "
-                                            + ("not measured" if d is None else _num(d.median))
-                                            + "; 0 of 0 is no evidence", claim_id, claimed))
+                out.append(
+                    ThresholdVerdict(
+                        suite_name,
+                        t,
+                        Verdict.MISSING,
+                        m,
+                        f"{for_terminal(t.metric, NAME)} counts out of nothing: "
+                        f"{for_terminal(t.of, NAME)} is "
+                        + ("not measured" if d is None else _num(d.median))
+                        + "; 0 of 0 is no evidence",
+                        claim_id,
+                        claimed,
+                    )
+                )
                 continue
             verdict = Verdict.PASS if t.holds(m.median) else Verdict.FAIL
             # a failure on a loaded machine says so (issue 53); the verdict stays what was measured
-            loaded = "" if verdict is Verdict.PASS else machine_load.note(
-                [r.machine_load for r in run.ok_records(suite_name, t.case)])
+            loaded = (
+                ""
+                if verdict is Verdict.PASS
+                else machine_load.note([r.machine_load for r in run.ok_records(suite_name, t.case)])
+            )
             out.append(ThresholdVerdict(suite_name, t, verdict, m, loaded, claim_id, claimed))
     return out
 
@@ -350,11 +408,17 @@ def _untrusted(cv: CheckVerdict) -> str:
     why = ["the instrument cannot be trusted: " + "; ".join(r.describe() for r in blind)] if blind else []
     idle = [r for r in cv.controls if r.kind == EXERCISE and r.held is not True]
     if idle:
-        why.append("the dangerous situation did not occur in the judged run, so an absence proves nothing: "
-                   + "; ".join(r.describe() for r in idle))
+        why.append(
+            "the dangerous situation did not occur in the judged run, so an absence proves nothing: "
+            + "; ".join(r.describe() for r in idle)
+        )
     if cv.reference is not None and cv.reference.agrees is not True:
-        why.append("the computed number " + ("disagrees with" if cv.reference.agrees is False else "has no")
-                   + " independent reference: " + cv.reference.describe())
+        why.append(
+            "the computed number "
+            + ("disagrees with" if cv.reference.agrees is False else "has no")
+            + " independent reference: "
+            + cv.reference.describe()
+        )
     return "; ".join(why + cv.doubts)
 
 
@@ -368,7 +432,8 @@ def _judge(cv: CheckVerdict) -> None:
         return
     instruments = [r for r in cv.controls if r.kind in (INSTRUMENT, EXERCISE)]
     seen = "; ".join(r.describe() for r in instruments) or (
-        f"no instrument control ({chk.no_instrument})" if chk.no_instrument else "no instrument control")
+        f"no instrument control ({chk.no_instrument})" if chk.no_instrument else "no instrument control"
+    )
     effect = _effect(chk, m.median)
     if effect is Outcome.NOT_REPRODUCED:
         cv.outcome = Outcome.NOT_REPRODUCED
@@ -379,12 +444,14 @@ def _judge(cv: CheckVerdict) -> None:
     failed = [r for r in others if r.held is False]
     if failed:
         cv.outcome = Outcome.NOT_ATTRIBUTABLE
-        cv.reason = ("the effect is there just as much without the mechanism or with a cheaper stand-in: "
-                     + "; ".join(r.describe() for r in failed))
+        cv.reason = "the effect is there just as much without the mechanism or with a cheaper stand-in: " + "; ".join(
+            r.describe() for r in failed
+        )
     elif unsure:
         cv.outcome = Outcome.INCONCLUSIVE
         cv.reason = "the effect is there, but what it comes from was not measured: " + "; ".join(
-            r.describe() for r in unsure)
+            r.describe() for r in unsure
+        )
     else:
         cv.outcome = effect
         parts = [r.describe() for r in cv.controls]
@@ -399,14 +466,24 @@ def check_verdict(run: RunData, a: Analysis, chk: ClaimCheck, facts_of_run: dict
     srun = run.suites.get(chk.suite)
     if srun is None or chk.case not in srun.case_names():
         what = f"suite {chk.suite}" if srun is None else f"case {chk.case}"
-        return CheckVerdict(chk, Outcome.NOT_RUN, controls=[ControlResult(c) for c in chk.controls],
-                            reason=f"{what} was not part of this run")
+        return CheckVerdict(
+            chk,
+            Outcome.NOT_RUN,
+            controls=[ControlResult(c) for c in chk.controls],
+            reason=f"{what} was not part of this run",
+        )
     m = a.metric(chk.suite, chk.case, chk.metric)
-    facts = conditions.case_facts(run.ok_records(chk.suite, chk.case) or
-                                  [r for r in run.records if (r.suite, r.case) == (chk.suite, chk.case)],
-                                  facts_of_run if facts_of_run is not None else conditions.run_facts(run.manifest))
-    cv = CheckVerdict(chk, Outcome.NOT_MEASURED, m, [_control_result(a, chk, c) for c in chk.controls],
-                      facts={k: facts.get(k) for k in chk.conditions})
+    facts = conditions.case_facts(
+        run.ok_records(chk.suite, chk.case) or [r for r in run.records if (r.suite, r.case) == (chk.suite, chk.case)],
+        facts_of_run if facts_of_run is not None else conditions.run_facts(run.manifest),
+    )
+    cv = CheckVerdict(
+        chk,
+        Outcome.NOT_MEASURED,
+        m,
+        [_control_result(a, chk, c) for c in chk.controls],
+        facts={k: facts.get(k) for k in chk.conditions},
+    )
     differ = conditions.differ(chk.conditions, facts)
     if differ:
         cv.outcome = Outcome.NOT_COMPARABLE
@@ -429,8 +506,11 @@ def check_verdict(run: RunData, a: Analysis, chk: ClaimCheck, facts_of_run: dict
 
 def _stand_in_instruments(chk: ClaimCheck) -> list[Control]:
     """Each stand-in's own instrument, as an instrument control of the check."""
-    return [replace(s.instrument, text=f"the stand-in's own instrument: {s.instrument.text}")
-            for s in chk.stand_ins if s.instrument is not None]
+    return [
+        replace(s.instrument, text=f"the stand-in's own instrument: {s.instrument.text}")
+        for s in chk.stand_ins
+        if s.instrument is not None
+    ]
 
 
 def _same_setting(need, have) -> bool:
@@ -452,35 +532,50 @@ def _evidence(run: RunData, a: Analysis, chk: ClaimCheck, facts: dict) -> list[s
     if chk.of:
         d = a.metric(chk.suite, chk.case, chk.of)
         if d is None or not d.median > 0:
-            out.append(f"the count is out of nothing: {chk.of} (what {chk.metric} is out of) is "
-                       + ("not measured" if d is None else f"{_num(d.median)}") + "; 0 of 0 is no evidence")
+            out.append(
+                f"the count is out of nothing: {chk.of} (what {chk.metric} is out of) is "
+                + ("not measured" if d is None else f"{_num(d.median)}")
+                + "; 0 of 0 is no evidence"
+            )
     for key, need in chk.configured.items():
         have = facts.get(key)
         if not _same_setting(need, have):
-            out.append(f"the server was not configured as the check needs: {key} read back from the server is "
-                       + ("not recorded" if have is None else f"{for_terminal(str(have), TEXT)}") + f", needed {need}")
+            out.append(
+                f"the server was not configured as the check needs: {key} read back from the server is "
+                + ("not recorded" if have is None else f"{for_terminal(str(have), TEXT)}")
+                + f", needed {need}"
+            )
     for s in chk.stand_ins:
         for key, need in s.params.items():
             have = facts.get(key)
             if not _same_setting(need, have):
-                out.append(f"the stand-in ({s.text}) ran with {key}="
-                           + ("(not recorded)" if have is None else for_terminal(str(have), TEXT))
-                           + f", the ledger fixes {key}={need}")
+                out.append(
+                    f"the stand-in ({s.text}) ran with {key}="
+                    + ("(not recorded)" if have is None else for_terminal(str(have), TEXT))
+                    + f", the ledger fixes {key}={need}"
+                )
     ref = chk.reference
     if ref is not None and ref.module:  # a ledger that names the module (results schema 3 on): the run recorded it
         recorded = run.manifest.get("references")
         entry = recorded.get(ref.module) if isinstance(recorded, dict) else None
         if not isinstance(entry, dict):
-            out.append(f"the reference's independence was not checked by the run: {ref.module} is not in its "
-                       f"manifest's record of what each reference imports")
+            out.append(
+                f"the reference's independence was not checked by the run: {ref.module} is not in its "
+                f"manifest's record of what each reference imports"
+            )
         elif entry.get("missing"):
             out.append(f"the reference module {ref.module} is not in the code the run executed")
         else:
-            reached = [m for m in entry.get("reaches") or [] if isinstance(m, str)
-                       and (m in ref.independent_of or m == import_graph.DYNAMIC)]
+            reached = [
+                m
+                for m in entry.get("reaches") or []
+                if isinstance(m, str) and (m in ref.independent_of or m == import_graph.DYNAMIC)
+            ]
             if reached:
-                out.append(f"the reference is not independent: {ref.module} imports {', '.join(reached)}, which "
-                           f"computes the number it checks (or may: an import by a name computed at run time)")
+                out.append(
+                    f"the reference is not independent: {ref.module} imports {', '.join(reached)}, which "
+                    f"computes the number it checks (or may: an import by a name computed at run time)"
+                )
     return out
 
 
@@ -524,18 +619,23 @@ def analyze(run: RunData, *, allow_skipped: bool = False) -> Analysis:
     # the names and reasons come from the results folder: each one bounded line (harness.base.safe_text)
     if broken:
         a.exit_code = EXIT_ENVIRONMENT
-        a.exit_reason = "failed or invalid runs: " + ", ".join(_where(c.suite, c.case) for c in broken[:20]) + (
-            f" and {len(broken) - 20} more" if len(broken) > 20 else "")
+        a.exit_reason = (
+            "failed or invalid runs: "
+            + ", ".join(_where(c.suite, c.case) for c in broken[:20])
+            + (f" and {len(broken) - 20} more" if len(broken) > 20 else "")
+        )
     elif skipped and not allow_skipped:
         a.exit_code = EXIT_ENVIRONMENT
-        a.exit_reason = ("skipped cases fail this profile (give --allow-skipped to accept them): "
-                         + "; ".join(f"{_where(c.suite, c.case)} ({for_terminal('; '.join(c.reasons), TEXT)})"
-                                     for c in skipped[:5]))
+        a.exit_reason = "skipped cases fail this profile (give --allow-skipped to accept them): " + "; ".join(
+            f"{_where(c.suite, c.case)} ({for_terminal('; '.join(c.reasons), TEXT)})" for c in skipped[:5]
+        )
     elif failing:
         a.exit_code = EXIT_THRESHOLD
         a.exit_reason = f"{len(failing)} threshold(s) not met: " + ", ".join(
             f"{_where(t.suite, t.case)} {for_terminal(t.metric, NAME)} ({t.verdict}"
-            f"{'; ' + t.detail if t.verdict is Verdict.FAIL and t.detail else ''})" for t in failing[:5])
+            f"{'; ' + t.detail if t.verdict is Verdict.FAIL and t.detail else ''})"
+            for t in failing[:5]
+        )
     if run.interrupted and a.exit_code == EXIT_OK:
         a.exit_reason = "the run was interrupted: " + for_terminal(run.interrupted.get("case", ""), NAME)
     return a

@@ -52,8 +52,10 @@ def baseline_of(analyses: list[Analysis]) -> dict[tuple, MetricSummary]:
     for a in analyses:
         for m in a.metrics:
             grouped.setdefault((m.suite, m.case, m.metric), []).append(m)
-    return {key: MetricSummary.of(*key, ms[-1].unit, ms[-1].better, [m.median for m in ms], note=ms[-1].note,
-                                  runs=len(ms)) for key, ms in grouped.items()}
+    return {
+        key: MetricSummary.of(*key, ms[-1].unit, ms[-1].better, [m.median for m in ms], note=ms[-1].note, runs=len(ms))
+        for key, ms in grouped.items()
+    }
 
 
 def _row(b: MetricSummary, m, factor: float) -> dict:
@@ -76,19 +78,41 @@ def _row(b: MetricSummary, m, factor: float) -> dict:
     assessment = status
     if status == "unstable":
         assessment = f"unstable: the baseline varies {cv:.0%} (over {UNSTABLE_CV:.0%}); not judged" + (
-            f" ({change:+.0%}, outside the baseline's whole range)" if clear and abs(change) > limit
-            and not math.isinf(change) else "")
+            f" ({change:+.0%}, outside the baseline's whole range)"
+            if clear and abs(change) > limit and not math.isinf(change)
+            else ""
+        )
     elif m.noisy and status in ("regression", "improvement"):
         assessment += " (noisy: re-run with more repetitions)"
-    css = {"regression": "fail", "improvement": "pass", "unstable": "missing", "changed": "skipped",
-           "within noise": "skipped", "no change": "ok"}[status]
-    return {"suite": m.suite, "case": m.case, "metric": m.metric, "unit": m.unit, "better": m.better,
-            "baseline": f"{fmt(b.median)} {m.unit}".strip(), "current": f"{fmt(m.median)} {m.unit}".strip(),
-            "baseline_value": b.median, "current_value": m.median, "baseline_runs": b.runs,
-            "change_value": None if math.isinf(change) else change,
-            "change": "inf" if math.isinf(change) else f"{change:+.1%}",
-            "limit": f"{limit:.1%}", "cv": None if math.isinf(cv) else cv, "p": f"{p:.3f}",
-            "status": status, "assessment": assessment, "css": css, "regression": status == "regression"}
+    css = {
+        "regression": "fail",
+        "improvement": "pass",
+        "unstable": "missing",
+        "changed": "skipped",
+        "within noise": "skipped",
+        "no change": "ok",
+    }[status]
+    return {
+        "suite": m.suite,
+        "case": m.case,
+        "metric": m.metric,
+        "unit": m.unit,
+        "better": m.better,
+        "baseline": f"{fmt(b.median)} {m.unit}".strip(),
+        "current": f"{fmt(m.median)} {m.unit}".strip(),
+        "baseline_value": b.median,
+        "current_value": m.median,
+        "baseline_runs": b.runs,
+        "change_value": None if math.isinf(change) else change,
+        "change": "inf" if math.isinf(change) else f"{change:+.1%}",
+        "limit": f"{limit:.1%}",
+        "cv": None if math.isinf(cv) else cv,
+        "p": f"{p:.3f}",
+        "status": status,
+        "assessment": assessment,
+        "css": css,
+        "regression": status == "regression",
+    }
 
 
 def compare_baseline(base: dict[tuple, MetricSummary], new: Analysis, factor: float = FACTOR) -> list[dict]:
@@ -98,22 +122,57 @@ def compare_baseline(base: dict[tuple, MetricSummary], new: Analysis, factor: fl
         key = (m.suite, m.case, m.metric)
         b = base.get(key)
         if b is None:
-            rows.append({"suite": m.suite, "case": m.case, "metric": m.metric, "unit": m.unit, "better": m.better,
-                         "baseline": "-", "current": f"{fmt(m.median)} {m.unit}".strip(), "baseline_value": None,
-                         "current_value": m.median, "baseline_runs": 0, "change_value": None, "change": "-",
-                         "limit": "-", "cv": None, "p": "-", "status": "new", "assessment": "new: not in the baseline",
-                         "css": "skipped", "regression": False})
+            rows.append(
+                {
+                    "suite": m.suite,
+                    "case": m.case,
+                    "metric": m.metric,
+                    "unit": m.unit,
+                    "better": m.better,
+                    "baseline": "-",
+                    "current": f"{fmt(m.median)} {m.unit}".strip(),
+                    "baseline_value": None,
+                    "current_value": m.median,
+                    "baseline_runs": 0,
+                    "change_value": None,
+                    "change": "-",
+                    "limit": "-",
+                    "cv": None,
+                    "p": "-",
+                    "status": "new",
+                    "assessment": "new: not in the baseline",
+                    "css": "skipped",
+                    "regression": False,
+                }
+            )
             continue
         seen.add(key)
         rows.append(_row(b, m, factor))
     for key, b in base.items():
         if key not in seen:
-            rows.append({"suite": b.suite, "case": b.case, "metric": b.metric, "unit": b.unit, "better": b.better,
-                         "baseline": f"{fmt(b.median)} {b.unit}".strip(), "current": "-", "baseline_value": b.median,
-                         "current_value": None, "baseline_runs": b.runs, "change_value": None, "change": "-",
-                         "limit": "-", "cv": None, "p": "-", "status": "missing",
-                         "assessment": "missing: measured in the baseline, not in this run", "css": "missing",
-                         "regression": False})
+            rows.append(
+                {
+                    "suite": b.suite,
+                    "case": b.case,
+                    "metric": b.metric,
+                    "unit": b.unit,
+                    "better": b.better,
+                    "baseline": f"{fmt(b.median)} {b.unit}".strip(),
+                    "current": "-",
+                    "baseline_value": b.median,
+                    "current_value": None,
+                    "baseline_runs": b.runs,
+                    "change_value": None,
+                    "change": "-",
+                    "limit": "-",
+                    "cv": None,
+                    "p": "-",
+                    "status": "missing",
+                    "assessment": "missing: measured in the baseline, not in this run",
+                    "css": "missing",
+                    "regression": False,
+                }
+            )
     rows.sort(key=lambda r: (ORDER.index(r["status"]), r["suite"], r["case"], r["metric"]))
     return rows
 
@@ -135,14 +194,17 @@ def check_sides(base_facts: list[dict], new_facts: dict) -> list[str]:
     for name, label in (("profile", "profile"), ("host", "host")):
         theirs = sorted({f[name] for f in base_facts})
         if theirs != [new_facts[name]]:
-            out.append(f"{label}: baseline {' / '.join(_shown(t) for t in theirs[:5])}, "
-                       f"this run {_shown(new_facts[name])}")
+            out.append(
+                f"{label}: baseline {' / '.join(_shown(t) for t in theirs[:5])}, this run {_shown(new_facts[name])}"
+            )
     keys = sorted({k for f in base_facts for k in f["versions"]} | set(new_facts["versions"]))
     for k in keys:
         theirs = sorted({str(f["versions"].get(k)) for f in base_facts})
         if theirs != [str(new_facts["versions"].get(k))]:
-            out.append(f"{_shown(k)}: baseline {' / '.join(_shown(t) for t in theirs[:5])}, "
-                       f"this run {_shown(new_facts['versions'].get(k))}")
+            out.append(
+                f"{_shown(k)}: baseline {' / '.join(_shown(t) for t in theirs[:5])}, "
+                f"this run {_shown(new_facts['versions'].get(k))}"
+            )
     cons = sorted({str(f.get("constraints")) for f in base_facts})
     if cons != [str(new_facts.get("constraints"))]:
         out.append("constraints file: the installed versions were pinned differently")
@@ -160,8 +222,11 @@ def params_differ(base_facts: list[dict], new_facts: dict) -> list[str]:
             if theirs is None or theirs == mine:
                 continue
             keys = sorted(set(theirs) | set(mine), key=str)
-            diff = [f"{_shown(k)}: baseline {_shown(repr(theirs.get(k)))}, this run {_shown(repr(mine.get(k)))}"
-                    for k in keys if theirs.get(k) != mine.get(k)]
+            diff = [
+                f"{_shown(k)}: baseline {_shown(repr(theirs.get(k)))}, this run {_shown(repr(mine.get(k)))}"
+                for k in keys
+                if theirs.get(k) != mine.get(k)
+            ]
             out.append(f"parameters of {_shown(case)} differ ({'; '.join(diff[:3])})")
             break
     return out
@@ -188,14 +253,24 @@ class Comparison:
 
     def header(self) -> str:
         c = self.counts()
-        return (f"{c['regression']} regression(s), {c['improvement']} improvement(s), {c['unstable']} unstable, "
-                f"{c['changed'] + c['within noise'] + c['no change']} unchanged or within noise, "
-                f"{c['missing']} missing, {c['new']} new")
+        return (
+            f"{c['regression']} regression(s), {c['improvement']} improvement(s), {c['unstable']} unstable, "
+            f"{c['changed'] + c['within noise'] + c['no change']} unchanged or within noise, "
+            f"{c['missing']} missing, {c['new']} new"
+        )
 
     def to_json(self) -> dict:
-        return {"baseline": self.baseline, "current": self.current, "warnings": self.warnings,
-                "left_out": self.left_out, "counts": self.counts(), "exit_code": self.exit_code,
-                "verdict_changes": self.verdict_changes, "verdicts_from": self.verdicts_from, "rows": self.rows}
+        return {
+            "baseline": self.baseline,
+            "current": self.current,
+            "warnings": self.warnings,
+            "left_out": self.left_out,
+            "counts": self.counts(),
+            "exit_code": self.exit_code,
+            "verdict_changes": self.verdict_changes,
+            "verdicts_from": self.verdicts_from,
+            "rows": self.rows,
+        }
 
     def verdict_lines(self) -> list[str]:
         """The claims whose verdict changed, one line each (regressions first)."""
@@ -203,8 +278,9 @@ class Comparison:
             return ["no claim's verdict changed"]
         out = [f"{len(self.verdict_changes)} claim(s) changed verdict:"]
         for c in self.verdict_changes:
-            checks = "; ".join(f"{k['suite']}/{k['case']} {k['metric']}: {k['before']} -> {k['after']}"
-                               for k in c["checks"][:3])
+            checks = "; ".join(
+                f"{k['suite']}/{k['case']} {k['metric']}: {k['before']} -> {k['after']}" for k in c["checks"][:3]
+            )
             out.append(f"  {c['id']}: {c['before']} -> {c['after']} ({c['kind']})" + (f" [{checks}]" if checks else ""))
         return out
 
@@ -222,8 +298,9 @@ def format_text(c: Comparison, rows: list[dict]) -> str:
     lines += c.verdict_lines()
     lines = [for_terminal(line, LINE) for line in lines]  # paths and facts from the folders: one line each
     lines += [c.header(), ""]
-    lines.append(table(list(COLUMNS), [[r[k] for k in COLUMNS] for r in rows], max_width=110)
-                 if rows else "(no rows to show)")
+    lines.append(
+        table(list(COLUMNS), [[r[k] for k in COLUMNS] for r in rows], max_width=110) if rows else "(no rows to show)"
+    )
     return "\n".join(lines)
 
 
@@ -234,7 +311,9 @@ def _md(v) -> str:
 
 def format_markdown(c: Comparison, rows: list[dict]) -> str:
     lines = [f"### {c.header()}", "", f"- baseline: {_md(c.baseline)}", f"- this run: {_md(c.current)}"]
-    lines += [f"- **warning**: {_md(w)}" for w in c.warnings] + [f"- left out of the pool: {_md(x)}" for x in c.left_out]
+    lines += [f"- **warning**: {_md(w)}" for w in c.warnings] + [
+        f"- left out of the pool: {_md(x)}" for x in c.left_out
+    ]
     lines += [f"- {_md(line.strip())}" for line in c.verdict_lines()]
     lines.append("")
     if rows:
@@ -253,8 +332,7 @@ def format_markdown(c: Comparison, rows: list[dict]) -> str:
 def format_json(c: Comparison, rows: list[dict]) -> str:
     """The comparison as JSON: every string bounded, every character outside ASCII
     (controls and lone surrogates included) written as a JSON escape."""
-    return json.dumps(bound_strings({**c.to_json(), "rows": rows}, TEXT), indent=1, allow_nan=False,
-                      ensure_ascii=True)
+    return json.dumps(bound_strings({**c.to_json(), "rows": rows}, TEXT), indent=1, allow_nan=False, ensure_ascii=True)
 
 
 def refuse_same_run(base, new, what: str = "BASELINE") -> None:
@@ -263,21 +341,26 @@ def refuse_same_run(base, new, what: str = "BASELINE") -> None:
     base_id, new_id = base.manifest.get("run_id"), new.manifest.get("run_id")
     if same or (isinstance(base_id, str) and base_id and base_id == new_id):
         how = "is the same folder as" if same else f"holds the same run ({for_terminal(new_id, 80)}) as"
-        raise BadInput(f"{what} {base.run_dir} {how} {new.run_dir}: a run compared with itself shows no change; "
-                       f"give an earlier run (or the folder of earlier runs)")
+        raise BadInput(
+            f"{what} {base.run_dir} {how} {new.run_dir}: a run compared with itself shows no change; "
+            f"give an earlier run (or the folder of earlier runs)"
+        )
 
 
 def refuse_empty(run, what: str):
     """A results folder with no records (a run refused or stopped before its first case)
     has nothing to compare: one line, not a comparison of nothing."""
     if not run.records:
-        raise BadInput(f"{what} {run.run_dir}: holds no records (a run refused or stopped before its first case); "
-                       f"give a results folder of a run that measured something")
+        raise BadInput(
+            f"{what} {run.run_dir}: holds no records (a run refused or stopped before its first case); "
+            f"give a results folder of a run that measured something"
+        )
     return run
 
 
-def compare_dirs(baseline, current, *, last: int = POOL, factor: float = FACTOR, allow_mismatch: bool = False,
-                 log=None) -> Comparison:
+def compare_dirs(
+    baseline, current, *, last: int = POOL, factor: float = FACTOR, allow_mismatch: bool = False, log=None
+) -> Comparison:
     """BASELINE: one results folder, or a folder of them (pooled: the last `last` runs
     before CURRENT that match its profile, host and key versions; the others are left out
     and named)."""
@@ -295,36 +378,54 @@ def compare_dirs(baseline, current, *, last: int = POOL, factor: float = FACTOR,
         what = f"{baseline} (one run, {pool[0].manifest.profile or '?'} profile)"
     else:
         pool, left_out = _pool(baseline, new, nf, last, allow_mismatch, log)
-        what = (f"median of the last {len(pool)} run(s) under {baseline} "
-                f"({pool[0].run_dir.name} .. {pool[-1].run_dir.name})")
+        what = (
+            f"median of the last {len(pool)} run(s) under {baseline} "
+            f"({pool[0].run_dir.name} .. {pool[-1].run_dir.name})"
+        )
     warnings = []
     diff = check_sides([comparison_facts(r) for r in pool], nf)
     if diff:
         if not allow_mismatch:
-            raise BadInput(f"the sides are not comparable: {'; '.join(diff)}; compare runs of the same profile, "
-                           f"host and versions, or give --allow-mismatch to compare anyway")
+            raise BadInput(
+                f"the sides are not comparable: {'; '.join(diff)}; compare runs of the same profile, "
+                f"host and versions, or give --allow-mismatch to compare anyway"
+            )
         warnings += [f"compared anyway (--allow-mismatch): {d}" for d in diff]
     analyses = [analyze(r) for r in pool]
     a_new = analyze(new)
     base = baseline_of(analyses)
     common = set(base) & {(m.suite, m.case, m.metric) for m in a_new.metrics}
     if not common:
-        raise BadInput(f"no metric in common between the baseline ({len(base)} metrics) and {new.run_dir} "
-                       f"({len(a_new.metrics)} metrics); compare runs of the same suites and cases")
+        raise BadInput(
+            f"no metric in common between the baseline ({len(base)} metrics) and {new.run_dir} "
+            f"({len(a_new.metrics)} metrics); compare runs of the same suites and cases"
+        )
     rows = compare_baseline(base, a_new, factor)
     before, before_from = verdicts.load(pool[-1].run_dir)
     after, after_from = verdicts.load(new.run_dir)
-    return Comparison(rows, what, f"{new.run_dir} ({nf['profile']} profile, revision {nf['revision'][:10]})",
-                      warnings, left_out, verdicts.changes(before, after),
-                      [f"baseline {pool[-1].run_dir.name}: {before_from}", f"this run: {after_from}",
-                       *filter(None, [verdicts.ledger_note(before, after)])])
+    return Comparison(
+        rows,
+        what,
+        f"{new.run_dir} ({nf['profile']} profile, revision {nf['revision'][:10]})",
+        warnings,
+        left_out,
+        verdicts.changes(before, after),
+        [
+            f"baseline {pool[-1].run_dir.name}: {before_from}",
+            f"this run: {after_from}",
+            *filter(None, [verdicts.ledger_note(before, after)]),
+        ],
+    )
 
 
 def _pool(baseline: Path, new, nf: dict, last: int, allow_mismatch: bool, log) -> tuple[list, list[str]]:
     """The last `last` runs under `baseline` before `new` that match it, and the ones left out (named)."""
     left_out: list[str] = []
-    runs = [r for r in load_runs(find_runs(baseline, log), log)
-            if r.run_dir.resolve() != new.run_dir.resolve() and comparison_facts(r)["run_id"] != nf["run_id"]]
+    runs = [
+        r
+        for r in load_runs(find_runs(baseline, log), log)
+        if r.run_dir.resolve() != new.run_dir.resolve() and comparison_facts(r)["run_id"] != nf["run_id"]
+    ]
     started = nf["started"]
     if started is not None:
         runs = [r for r in runs if (comparison_facts(r)["started"] or 0) < started]
@@ -338,6 +439,8 @@ def _pool(baseline: Path, new, nf: dict, last: int, allow_mismatch: bool, log) -
     if not runs:
         raise BadInput(f"{baseline}: no earlier results folder to compare with")
     if not matching:
-        raise BadInput(f"{baseline}: none of its {len(runs)} earlier runs matches this run "
-                       f"({left_out[-1]}); compare like with like, or give --allow-mismatch")
+        raise BadInput(
+            f"{baseline}: none of its {len(runs)} earlier runs matches this run "
+            f"({left_out[-1]}); compare like with like, or give --allow-mismatch"
+        )
     return matching[-last:], left_out[-last:]

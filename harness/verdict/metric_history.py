@@ -32,8 +32,16 @@ from harness.verdict.stepdetect import detect_steps
 HISTORY_HTML = "history.html"
 HISTORY_JSON = "history.json"
 # Versions whose change can move a measurement: compared by `harness compare`, shown here.
-KEY_PACKAGES = ("redis", "numpy", "torch", "transformers", "sentence-transformers", "onnxruntime", "libcachesim",
-                "hdrhistogram")
+KEY_PACKAGES = (
+    "redis",
+    "numpy",
+    "torch",
+    "transformers",
+    "sentence-transformers",
+    "onnxruntime",
+    "libcachesim",
+    "hdrhistogram",
+)
 KEY_TOOLS = ("redis-server", "redis-benchmark", "memtier_benchmark")
 
 
@@ -60,10 +68,11 @@ def comparison_facts(run: RunData) -> dict:
     return {
         "run_id": man.run_id or run.run_dir.name,
         "started": man.started,
-        "revision": str(git.get("revision") or "unknown"), "dirty": bool(git.get("dirty")),
+        "revision": str(git.get("revision") or "unknown"),
+        "dirty": bool(git.get("dirty")),
         "profile": man.profile or "?",
         "host": f"{host.get('cpu_model', '?')}, {host.get('cpu_logical', '?')} cores, "
-                f"{host.get('memory_total_gib', '?')} GiB; target {man.target if man.target is not None else '?'}",
+        f"{host.get('memory_total_gib', '?')} GiB; target {man.target if man.target is not None else '?'}",
         "hostname": str(host.get("hostname") or "?"),
         "versions": versions,
         "constraints": man.constraints.get("sha256") if man.constraints else None,
@@ -104,11 +113,15 @@ def find_runs(root: Path, log=None) -> list[Path]:
         if (d / RESULTS).exists():
             dirs.append(d)
         elif log:
-            log(f"left out: {for_terminal(d, TEXT)}: no results.json (a run refused or stopped before it saved "
-                f"anything); nothing to show")
+            log(
+                f"left out: {for_terminal(d, TEXT)}: no results.json (a run refused or stopped before it saved "
+                f"anything); nothing to show"
+            )
     if not dirs:
-        raise BadInput(f"{root}: holds no results folders (folders with manifest.json and results.json); "
-                       f"give the folder that 'harness run --results-dir' wrote into")
+        raise BadInput(
+            f"{root}: holds no results folders (folders with manifest.json and results.json); "
+            f"give the folder that 'harness run --results-dir' wrote into"
+        )
     return dirs
 
 
@@ -126,8 +139,10 @@ def load_runs(dirs: list[Path], log=None) -> list[RunData]:
         if run.records:
             out.append(run)
         elif log:
-            log(f"left out: {for_terminal(d, TEXT)}: no records (a run refused or stopped before its first case); "
-                f"nothing to show")
+            log(
+                f"left out: {for_terminal(d, TEXT)}: no records (a run refused or stopped before its first case); "
+                f"nothing to show"
+            )
     out.sort(key=lambda r: (r.manifest.started or 0.0, r.run_dir.name))
     return out
 
@@ -148,9 +163,17 @@ class MetricHistory:
         return anchor(self.suite, self.case, self.metric)
 
     def to_json(self) -> dict:
-        return {"suite": self.suite, "case": self.case, "metric": self.metric, "unit": self.unit,
-                "better": self.better, "anchor": self.anchor, "points": self.points,
-                "thresholds": self.thresholds, "steps": self.steps}
+        return {
+            "suite": self.suite,
+            "case": self.case,
+            "metric": self.metric,
+            "unit": self.unit,
+            "better": self.better,
+            "anchor": self.anchor,
+            "points": self.points,
+            "thresholds": self.thresholds,
+            "steps": self.steps,
+        }
 
 
 def build_history(runs: list[RunData]) -> dict:
@@ -160,20 +183,31 @@ def build_history(runs: list[RunData]) -> dict:
         facts.append({"index": i + 1, **comparison_facts(run), "date": date_text(run.manifest.started)})
         a = analyze(run)
         for m in a.metrics:
-            h = series.setdefault((m.suite, m.case, m.metric), MetricHistory(m.suite, m.case, m.metric, m.unit, m.better))
+            h = series.setdefault(
+                (m.suite, m.case, m.metric), MetricHistory(m.suite, m.case, m.metric, m.unit, m.better)
+            )
             h.points.append({"run": i + 1, "median": m.median, "min": m.min, "max": m.max, "n": len(m.values)})
         for t in a.thresholds:
             h = series.get((t.suite, t.case, t.metric))
-            if h is not None and finite_number(t.threshold.value) is not None:  # a NaN limit (edited file) draws no line
+            if (
+                h is not None and finite_number(t.threshold.value) is not None
+            ):  # a NaN limit (edited file) draws no line
                 h.thresholds.append({"run": i + 1, "op": t.threshold.op, "value": t.threshold.value})
     for h in series.values():
         medians = [p["median"] for p in h.points]
         for s in detect_steps(medians):
             at = h.points[s.index]["run"]
             worse = None if h.better is None else ((s.after > s.before) == (h.better == "lower"))
-            h.steps.append({**s.to_json(), "run": at, "run_id": facts[at - 1]["run_id"],
-                            "revision": facts[at - 1]["revision"], "date": facts[at - 1]["date"],
-                            "kind": "changed" if worse is None else ("regression" if worse else "improvement")})
+            h.steps.append(
+                {
+                    **s.to_json(),
+                    "run": at,
+                    "run_id": facts[at - 1]["run_id"],
+                    "revision": facts[at - 1]["revision"],
+                    "date": facts[at - 1]["date"],
+                    "kind": "changed" if worse is None else ("regression" if worse else "improvement"),
+                }
+            )
     metrics = sorted(series.values(), key=lambda h: (h.suite, h.case, h.metric))
     return {"runs": facts, "metrics": [h.to_json() for h in metrics]}
 
@@ -202,10 +236,14 @@ def select_runs(root: Path, last: int | None = None, log=None, profile: str | No
         if not runs:
             profiles = sorted({for_terminal(str(r.manifest.profile), NAME) for r in other})
             more = f" and {len(profiles) - 10} more" if len(profiles) > 10 else ""
-            raise BadInput(f"{root}: no run of profile {for_terminal(repr(want), NAME)}; its runs have profiles "
-                           f"{', '.join(profiles[:10])}{more}")
+            raise BadInput(
+                f"{root}: no run of profile {for_terminal(repr(want), NAME)}; its runs have profiles "
+                f"{', '.join(profiles[:10])}{more}"
+            )
         if other and log:
-            log(f"profile {for_terminal(want, NAME)}: left out {len(other)} run(s) of other profiles (--profile chooses)")
+            log(
+                f"profile {for_terminal(want, NAME)}: left out {len(other)} run(s) of other profiles (--profile chooses)"
+            )
     if last is not None:
         if last < 1:
             raise BadInput(f"--last must be at least 1, got {last}")

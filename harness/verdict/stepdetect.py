@@ -52,8 +52,13 @@ class Step:
         return stats.relative_change(self.before, self.after)
 
     def to_json(self) -> dict:
-        return {"index": self.index, "before": self.before, "after": self.after,
-                "change": None if math.isinf(self.change) else self.change, "p": self.p}
+        return {
+            "index": self.index,
+            "before": self.before,
+            "after": self.after,
+            "change": None if math.isinf(self.change) else self.change,
+            "p": self.p,
+        }
 
 
 def noise_sigma(values: Sequence[float]) -> float:
@@ -165,13 +170,13 @@ def merge_segments(y: list[float], cuts: list[int], gamma: float) -> list[int]:
     starts = bounds[:-1]
     end = dict(zip(bounds[:-1], bounds[1:]))  # segment start -> its end
     prev = dict(zip(bounds[1:-1], bounds[:-2]))  # segment start -> the start of the one before
-    cost = {s: l1_cost(y[s:end[s]]) for s in starts}
+    cost = {s: l1_cost(y[s : end[s]]) for s in starts}
     heap = []
 
     def push(a: int) -> None:  # the merge of the segment at `a` with the next one
         b = end[a]
         if b in end:
-            gain = l1_cost(y[a:end[b]]) - cost[a] - cost[b] - gamma
+            gain = l1_cost(y[a : end[b]]) - cost[a] - cost[b] - gamma
             heapq.heappush(heap, (gain, a, b, end[b]))
 
     for s in starts:
@@ -193,8 +198,14 @@ def merge_segments(y: list[float], cuts: list[int], gamma: float) -> list[int]:
     return sorted(s for s in end if s)
 
 
-def detect_steps(values: Sequence[float], *, min_rel: float = MIN_REL, min_size: int = MIN_SIZE,
-                 gamma_sigmas: float = GAMMA_SIGMAS, alpha: float = 0.05) -> list[Step]:
+def detect_steps(
+    values: Sequence[float],
+    *,
+    min_rel: float = MIN_REL,
+    min_size: int = MIN_SIZE,
+    gamma_sigmas: float = GAMMA_SIGMAS,
+    alpha: float = 0.05,
+) -> list[Step]:
     """Steps in a series (oldest first); [] for pure noise or fewer than 2 * min_size values."""
     y = [float(v) for v in values if v is not None and math.isfinite(v)]
     n = len(y)
@@ -206,7 +217,7 @@ def detect_steps(values: Sequence[float], *, min_rel: float = MIN_REL, min_size:
     bounds = [0, *cuts, n]
     out = []
     for k, cut in enumerate(cuts):
-        left, right = y[bounds[k]:cut], y[cut:bounds[k + 2]]
+        left, right = y[bounds[k] : cut], y[cut : bounds[k + 2]]
         before, after = stats.median(left), stats.median(right)
         if abs(after - before) <= max(min_rel * abs(before), 2 * sigma):
             continue

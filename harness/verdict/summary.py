@@ -27,21 +27,39 @@ def table(headers: list[str], rows: list[list[str]], max_width: int = 48) -> str
 
 def summary_text(a: Analysis, suite_wall_s: dict[str, float] | None = None) -> str:
     parts = []
-    rows = [[t.suite, t.case, t.metric, threshold_text(t.threshold), describe(t.summary),
-             t.verdict.value if t.verdict is Verdict.PASS else t.verdict.value.upper()]
-            for t in a.thresholds]
+    rows = [
+        [
+            t.suite,
+            t.case,
+            t.metric,
+            threshold_text(t.threshold),
+            describe(t.summary),
+            t.verdict.value if t.verdict is Verdict.PASS else t.verdict.value.upper(),
+        ]
+        for t in a.thresholds
+    ]
     if rows:
         parts.append(table(["suite", "case", "metric", "threshold", "median (min-max)", "verdict"], rows))
-    notes = [[c.suite, c.case, ", ".join(f"{n} {k}" for k, n in c.statuses.items()), "; ".join(c.reasons)]
-             for c in a.cases if set(c.statuses) != {"ok"}]
+    notes = [
+        [c.suite, c.case, ", ".join(f"{n} {k}" for k, n in c.statuses.items()), "; ".join(c.reasons)]
+        for c in a.cases
+        if set(c.statuses) != {"ok"}
+    ]
     if notes:
         parts.append(table(["suite", "case", "status", "reason"], notes, max_width=90))
-    claims = [[c.id, c.outcome.value, "; ".join(sorted({k.reason for k in c.checks if k.reason}))[:90] or c.note[:90]]
-              for c in a.claims if c.checks]
+    claims = [
+        [c.id, c.outcome.value, "; ".join(sorted({k.reason for k in c.checks if k.reason}))[:90] or c.note[:90]]
+        for c in a.claims
+        if c.checks
+    ]
     if claims:
         parts.append(table(["claim", "verdict", "why"], claims, max_width=90))
     if suite_wall_s:
-        parts.append(table(["suite", "wall time"], [[k, f"{v:.0f} s"] for k, v in suite_wall_s.items()]
-                           + [["all", f"{sum(suite_wall_s.values()):.0f} s"]]))
+        parts.append(
+            table(
+                ["suite", "wall time"],
+                [[k, f"{v:.0f} s"] for k, v in suite_wall_s.items()] + [["all", f"{sum(suite_wall_s.values()):.0f} s"]],
+            )
+        )
     parts.append("thresholds: " + ", ".join(f"{n} {v.value}" for v, n in a.counts().items()))
     return "\n\n".join(parts)

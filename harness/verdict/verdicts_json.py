@@ -52,8 +52,15 @@ def _num(x):
 def _measured(m: MetricSummary | None) -> dict | None:
     if m is None:
         return None
-    return {"median": _num(m.median), "min": _num(m.min), "max": _num(m.max), "spread": _num(m.spread),
-            "noisy": m.noisy, "unit": m.unit, "values": [_num(v) for v in m.values]}
+    return {
+        "median": _num(m.median),
+        "min": _num(m.min),
+        "max": _num(m.max),
+        "spread": _num(m.spread),
+        "noisy": m.noisy,
+        "unit": m.unit,
+        "values": [_num(v) for v in m.values],
+    }
 
 
 def _claimed(k: CheckVerdict) -> dict:
@@ -69,13 +76,27 @@ def _claimed(k: CheckVerdict) -> dict:
 
 
 def _controls(k: CheckVerdict) -> list[dict]:
-    out = [{"kind": r.control.kind, "label": r.control.label, "check": control_text(r.control), "text": r.control.text,
-            "measured": _measured(r.summary), "compared_with": _num(r.reference), "held": r.held}
-           for r in k.controls]
+    out = [
+        {
+            "kind": r.control.kind,
+            "label": r.control.label,
+            "check": control_text(r.control),
+            "text": r.control.text,
+            "measured": _measured(r.summary),
+            "compared_with": _num(r.reference),
+            "held": r.held,
+        }
+        for r in k.controls
+    ]
     chk = k.check
-    out += [{"kind": kind, "label": label, "none": why}
-            for kind, label, why in (("instrument", "instrument", chk.no_instrument),
-                                     ("mechanism_off", "mechanism off", chk.no_mechanism_off)) if why]
+    out += [
+        {"kind": kind, "label": label, "none": why}
+        for kind, label, why in (
+            ("instrument", "instrument", chk.no_instrument),
+            ("mechanism_off", "mechanism off", chk.no_mechanism_off),
+        )
+        if why
+    ]
     return out
 
 
@@ -83,16 +104,31 @@ def _reference(k: CheckVerdict) -> dict | None:
     if k.reference is None:
         return None
     ref = k.reference.reference
-    return {"metric": ref.metric, "tolerance": _num(ref.tolerance), "text": ref.text,
-            "measured": _measured(k.reference.summary), "agrees": k.reference.agrees}
+    return {
+        "metric": ref.metric,
+        "tolerance": _num(ref.tolerance),
+        "text": ref.text,
+        "measured": _measured(k.reference.summary),
+        "agrees": k.reference.agrees,
+    }
 
 
 def _check(k: CheckVerdict) -> dict:
     c = k.check
-    return {"suite": c.suite, "case": c.case, "metric": c.metric, "claimed": _claimed(k), "observed": c.observed,
-            "measured": _measured(k.summary), "controls": _controls(k), "reference": _reference(k),
-            "conditions": {"needed": c.conditions, "measured": k.facts},
-            "verdict": str(k.outcome), "holds": k.outcome in HOLDS, "reason": k.reason}
+    return {
+        "suite": c.suite,
+        "case": c.case,
+        "metric": c.metric,
+        "claimed": _claimed(k),
+        "observed": c.observed,
+        "measured": _measured(k.summary),
+        "controls": _controls(k),
+        "reference": _reference(k),
+        "conditions": {"needed": c.conditions, "measured": k.facts},
+        "verdict": str(k.outcome),
+        "holds": k.outcome in HOLDS,
+        "reason": k.reason,
+    }
 
 
 def deciding_check(cv: ClaimVerdict) -> CheckVerdict | None:
@@ -101,27 +137,52 @@ def deciding_check(cv: ClaimVerdict) -> CheckVerdict | None:
 
 
 def _claim(cv: ClaimVerdict) -> dict:
-    return {"id": cv.id, "section": cv.claim.section, "text": cv.claim.text, "verdict": str(cv.outcome),
-            "holds": cv.outcome in HOLDS, "note": cv.note, "differs": cv.claim.differs,
-            "checks": [_check(k) for k in cv.checks]}
+    return {
+        "id": cv.id,
+        "section": cv.claim.section,
+        "text": cv.claim.text,
+        "verdict": str(cv.outcome),
+        "holds": cv.outcome in HOLDS,
+        "note": cv.note,
+        "differs": cv.claim.differs,
+        "checks": [_check(k) for k in cv.checks],
+    }
 
 
 def document(run: RunData, a: Analysis) -> dict:
     """verdicts.json's content for an analysed run."""
     man = run.manifest
-    thresholds = [{"suite": t.suite, "case": t.threshold.case, "metric": t.threshold.metric,
-                   "threshold": threshold_text(t.threshold), "measured": _measured(t.summary),
-                   "verdict": str(t.verdict), "claim": t.claim_id or None, "detail": t.detail}
-                  for t in a.thresholds]
+    thresholds = [
+        {
+            "suite": t.suite,
+            "case": t.threshold.case,
+            "metric": t.threshold.metric,
+            "threshold": threshold_text(t.threshold),
+            "measured": _measured(t.summary),
+            "verdict": str(t.verdict),
+            "claim": t.claim_id or None,
+            "detail": t.detail,
+        }
+        for t in a.thresholds
+    ]
     git = man.git if isinstance(man.git, dict) else {}
     ledger = json.dumps([c.to_json() for c in run.claims], sort_keys=True, default=str)
-    return {"format": FORMAT, "version": VERSION, "run_id": man.run_id or run.run_dir.name,
-            "ledger_sha256": hashlib.sha256(ledger.encode("utf-8", "backslashreplace")).hexdigest(),
-            "profile": man.profile, "target": man.target, "revision": git.get("revision"),
-            "started": _num(man.started), "ended": _num(man.ended),
-            "interrupted": run.interrupted if isinstance(run.interrupted, dict) else None,
-            "exit_code": a.exit_code, "exit_reason": a.exit_reason,
-            "claims": [_claim(cv) for cv in a.claims], "thresholds": thresholds}
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "run_id": man.run_id or run.run_dir.name,
+        "ledger_sha256": hashlib.sha256(ledger.encode("utf-8", "backslashreplace")).hexdigest(),
+        "profile": man.profile,
+        "target": man.target,
+        "revision": git.get("revision"),
+        "started": _num(man.started),
+        "ended": _num(man.ended),
+        "interrupted": run.interrupted if isinstance(run.interrupted, dict) else None,
+        "exit_code": a.exit_code,
+        "exit_reason": a.exit_reason,
+        "claims": [_claim(cv) for cv in a.claims],
+        "thresholds": thresholds,
+    }
 
 
 def write(run: RunData, a: Analysis) -> Path:
@@ -146,8 +207,9 @@ def load(run_dir: Path) -> tuple[dict, str]:
         raise BadInput(f"{f}: not valid JSON ({type(e).__name__}); verdicts.json is damaged; {fix}") from None
     if not (isinstance(doc, dict) and doc.get("format") == FORMAT and doc.get("version") == VERSION):
         run = load_run(Path(run_dir))
-        return document(run, analyze(run)), (f"computed now from its results.json (its verdicts.json is not "
-                                             f"version {VERSION} of {FORMAT})")
+        return document(run, analyze(run)), (
+            f"computed now from its results.json (its verdicts.json is not version {VERSION} of {FORMAT})"
+        )
     problem = schema_problem(doc)
     if problem:
         raise BadInput(f"{f}: {problem}; the file was edited or damaged; {fix}")
@@ -155,8 +217,15 @@ def load(run_dir: Path) -> tuple[dict, str]:
 
 
 _TEXT = (str, type(None))
-_CLAIM_FIELDS = {"verdict": str, "holds": bool, "text": _TEXT, "note": _TEXT, "section": _TEXT, "differs": _TEXT,
-                 "checks": list}
+_CLAIM_FIELDS = {
+    "verdict": str,
+    "holds": bool,
+    "text": _TEXT,
+    "note": _TEXT,
+    "section": _TEXT,
+    "differs": _TEXT,
+    "checks": list,
+}
 _CHECK_FIELDS = {"suite": str, "case": str, "metric": str, "verdict": str, "reason": _TEXT}
 
 
@@ -205,15 +274,19 @@ def ledger_note(before: dict, after: dict) -> str:
     a, b = before.get("ledger_sha256"), after.get("ledger_sha256")
     if not a or not b or a == b:
         return ""
-    return ("the two runs were judged by different ledgers (harness/experiments/claims.yaml changed between them): "
-            "a verdict change may come from the ledger, not from what was measured")
+    return (
+        "the two runs were judged by different ledgers (harness/experiments/claims.yaml changed between them): "
+        "a verdict change may come from the ledger, not from what was measured"
+    )
 
 
 def _by_key(doc: dict) -> dict:
     out = {}
     for c in doc.get("claims") or []:
         if not isinstance(c, dict) or not isinstance(c.get("id"), str):
-            raise BadInput("a verdicts.json claim has no id: the file was edited; re-run `harness report` on its folder")
+            raise BadInput(
+                "a verdicts.json claim has no id: the file was edited; re-run `harness report` on its folder"
+            )
         out[c["id"]] = c
     return out
 
@@ -231,6 +304,7 @@ def _kind(before: dict | None, after: dict | None) -> str:
 def _check_changes(before: dict, after: dict) -> list[dict]:
     def key(k):
         return (k.get("suite"), k.get("case"), k.get("metric"))
+
     old = {key(k): k for k in before.get("checks") or [] if isinstance(k, dict)}
     out = []
     for k in after.get("checks") or []:
@@ -238,9 +312,16 @@ def _check_changes(before: dict, after: dict) -> list[dict]:
             continue
         o = old.get(key(k))
         if o is None or o.get("verdict") != k.get("verdict"):
-            out.append({"suite": k.get("suite"), "case": k.get("case"), "metric": k.get("metric"),
-                        "before": o.get("verdict") if o else "absent", "after": k.get("verdict"),
-                        "reason": k.get("reason", "")})
+            out.append(
+                {
+                    "suite": k.get("suite"),
+                    "case": k.get("case"),
+                    "metric": k.get("metric"),
+                    "before": o.get("verdict") if o else "absent",
+                    "after": k.get("verdict"),
+                    "reason": k.get("reason", ""),
+                }
+            )
     return out
 
 
@@ -262,9 +343,23 @@ def changes(before: dict, after: dict) -> list[dict]:
         vo, vn = (o or {}).get("verdict", "absent"), (n or {}).get("verdict", "absent")
         if vo == vn:
             continue
-        reason = next((k.get("reason", "") for k in (n or {}).get("checks") or []
-                       if isinstance(k, dict) and k.get("verdict") == vn), (n or {}).get("note", ""))
-        out.append({"id": cid, "before": vo, "after": vn, "kind": _kind(o, n), "reason": reason,
-                    "text": (n or o or {}).get("text", ""),
-                    "checks": _check_changes(o or {}, n or {})})
+        reason = next(
+            (
+                k.get("reason", "")
+                for k in (n or {}).get("checks") or []
+                if isinstance(k, dict) and k.get("verdict") == vn
+            ),
+            (n or {}).get("note", ""),
+        )
+        out.append(
+            {
+                "id": cid,
+                "before": vo,
+                "after": vn,
+                "kind": _kind(o, n),
+                "reason": reason,
+                "text": (n or o or {}).get("text", ""),
+                "checks": _check_changes(o or {}, n or {}),
+            }
+        )
     return sorted(out, key=lambda c: ORDER.index(c["kind"]))

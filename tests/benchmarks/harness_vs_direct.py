@@ -29,15 +29,35 @@ TOLERANCE = 0.05
 
 def direct_rps(params: dict, target) -> dict[str, float]:
     e = target.entry
-    out = subprocess.run(rb.build_command(params, e.host, e.port, True), capture_output=True, text=True,
-                         timeout=params["timeout_s"], check=True)
+    out = subprocess.run(
+        rb.build_command(params, e.host, e.port, True),
+        capture_output=True,
+        text=True,
+        timeout=params["timeout_s"],
+        check=True,
+    )
     return {t: row["rps"] for t, row in rb.parse_csv(out.stdout).items()}
 
 
 def harness_rps(base_port: int, results: Path) -> dict[str, float]:
-    p = subprocess.run([sys.executable, "-m", "harness", "run", "redis-cluster", "--repeat", "1",
-                        "--base-port", str(base_port), "--results-dir", str(results)],
-                       capture_output=True, text=True, timeout=900)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "run",
+            "redis-cluster",
+            "--repeat",
+            "1",
+            "--base-port",
+            str(base_port),
+            "--results-dir",
+            str(results),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if p.returncode not in (0, 1):
         raise SystemExit(f"harness run failed (exit {p.returncode}): {p.stderr[-500:]}")
     run_dir = sorted(results.iterdir())[-1]
@@ -64,8 +84,10 @@ def main(argv=None) -> int:
                     rps = direct_rps(params, target) if kind == "direct" else harness_rps(args.base_port, Path(tmp))
                     for t, v in rps.items():
                         samples[kind].setdefault(t, []).append(v)
-                    print(f"run {i + 1}/{args.runs} {kind}: " + ", ".join(f"{t} {v:,.0f} req/s" for t, v in rps.items()),
-                          file=sys.stderr)
+                    print(
+                        f"run {i + 1}/{args.runs} {kind}: " + ", ".join(f"{t} {v:,.0f} req/s" for t, v in rps.items()),
+                        file=sys.stderr,
+                    )
     finally:
         if started:
             cluster.down()
@@ -76,16 +98,41 @@ def main(argv=None) -> int:
         worst = max(worst, abs(diff))
         noise = relative_spread(samples["direct"][t])
         p = mann_whitney_p(samples["direct"][t], samples["harness"][t])
-        rows.append([t, f"{d:,.0f}", f"{h:,.0f}", f"{diff:+.1%}", f"{noise:.1%}", f"{p:.2f}",
-                     " ".join(f"{v:,.0f}" for v in samples["direct"][t]), " ".join(f"{v:,.0f}" for v in samples["harness"][t])])
-    print(table(["test", "direct median req/s", "harness median req/s", "harness vs direct",
-                 "direct spread (noise)", "p (Mann-Whitney)", "direct runs", "harness runs"], rows))
+        rows.append(
+            [
+                t,
+                f"{d:,.0f}",
+                f"{h:,.0f}",
+                f"{diff:+.1%}",
+                f"{noise:.1%}",
+                f"{p:.2f}",
+                " ".join(f"{v:,.0f}" for v in samples["direct"][t]),
+                " ".join(f"{v:,.0f}" for v in samples["harness"][t]),
+            ]
+        )
+    print(
+        table(
+            [
+                "test",
+                "direct median req/s",
+                "harness median req/s",
+                "harness vs direct",
+                "direct spread (noise)",
+                "p (Mann-Whitney)",
+                "direct runs",
+                "harness runs",
+            ],
+            rows,
+        )
+    )
     # The spread of the direct runs is redis-benchmark's own noise on this host: a
     # difference inside it with a large p-value is noise, not harness overhead; the table
     # shows both so that an 'OUTSIDE' verdict can be read for what it is.
     ok = worst <= TOLERANCE
-    print(f"\n{'within' if ok else 'OUTSIDE'} {TOLERANCE:.0%}: largest difference {worst:.1%} "
-          f"(redis-benchmark {' '.join(rb.build_command(params, '127.0.0.1', args.base_port, True)[5:])})")
+    print(
+        f"\n{'within' if ok else 'OUTSIDE'} {TOLERANCE:.0%}: largest difference {worst:.1%} "
+        f"(redis-benchmark {' '.join(rb.build_command(params, '127.0.0.1', args.base_port, True)[5:])})"
+    )
     return 0 if ok else 1
 
 

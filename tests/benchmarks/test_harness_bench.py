@@ -27,26 +27,52 @@ def _skip_unless_enabled(benchmark):
         pytest.skip("benchmarks are disabled in the normal test run; run `make bench` (--benchmark-enable)")
 
 
-def _write_big_run(d: Path, rnd: random.Random, suites=SUITES, cases=CASES, reps=REPS, metrics=METRICS, rows=ROWS,
-                   started=1_767_225_600) -> Path:
+def _write_big_run(
+    d: Path,
+    rnd: random.Random,
+    suites=SUITES,
+    cases=CASES,
+    reps=REPS,
+    metrics=METRICS,
+    rows=ROWS,
+    started=1_767_225_600,
+) -> Path:
     from tests.stored_runs import facts
 
     (d / "raw").mkdir(parents=True)
-    write_manifest(d, {"run_id": d.name, "profile": "local", "target": "local", "started": started,
-                       "ended": started + 600, **facts()})
+    write_manifest(
+        d,
+        {
+            "run_id": d.name,
+            "profile": "local",
+            "target": "local",
+            "started": started,
+            "ended": started + 600,
+            **facts(),
+        },
+    )
     recs, runs = [], {}
     for s in range(suites):
         name = f"suite{s}"
-        runs[name] = SuiteRun.from_json(name, {
-            "cases": [{"name": f"case{c}", "driver": "d"} for c in range(cases)],
-            "thresholds": [{"case": f"case{c}", "metric": "m0.p99_ms", "op": "<", "value": 50, "unit": "ms",
-                            "reason": "r"} for c in range(cases)]})
+        runs[name] = SuiteRun.from_json(
+            name,
+            {
+                "cases": [{"name": f"case{c}", "driver": "d"} for c in range(cases)],
+                "thresholds": [
+                    {"case": f"case{c}", "metric": "m0.p99_ms", "op": "<", "value": 50, "unit": "ms", "reason": "r"}
+                    for c in range(cases)
+                ],
+            },
+        )
         for c in range(cases):
             for rep in range(1, reps + 1):
                 ms = {f"m{k}.p99_ms": Metric(10 + k + rnd.random(), "ms", "lower") for k in range(metrics)}
-                series = {"timeline": Series({"second": list(range(rows)),
-                                              "ops": [1000 + rnd.random() * 50 for _ in range(rows)]},
-                                             {"ops": "ops/s"})}
+                series = {
+                    "timeline": Series(
+                        {"second": list(range(rows)), "ops": [1000 + rnd.random() * 50 for _ in range(rows)]},
+                        {"ops": "ops/s"},
+                    )
+                }
                 recs.append(Record(suite=name, case=f"case{c}", repetition=rep, metrics=ms, series=series))
     write_results(d, recs, runs, [])
     return d
@@ -62,8 +88,16 @@ def thirty_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("hist")
     rnd = random.Random(2)
     for i in range(30):
-        _write_big_run(root / f"20260101-{i:06d}-r", rnd, suites=3, cases=5, reps=3, metrics=10, rows=20,
-                       started=1_767_225_600 + i * 86400)
+        _write_big_run(
+            root / f"20260101-{i:06d}-r",
+            rnd,
+            suites=3,
+            cases=5,
+            reps=3,
+            metrics=10,
+            rows=20,
+            started=1_767_225_600 + i * 86400,
+        )
     return root
 
 
@@ -124,7 +158,9 @@ def test_parse_memtier_and_pool_histograms(benchmark):
 
     def go():
         parsed = [parse_files(t) for t in texts * 5]
-        enc = [p.sections[n].histograms["Totals"] for p in parsed for n in p.sections if n != p.chosen or n == "ALL STATS"]
+        enc = [
+            p.sections[n].histograms["Totals"] for p in parsed for n in p.sections if n != p.chosen or n == "ALL STATS"
+        ]
         return pooled_percentiles(enc)
 
     pooled, n = benchmark(go)

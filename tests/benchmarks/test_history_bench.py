@@ -33,20 +33,47 @@ def long_history(tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("history3000")
     rnd = random.Random(25)
-    srun = SuiteRun.from_json("kv", {
-        "cases": [{"name": "bench", "driver": "d", "params": {"clients": 50}}],
-        "thresholds": [{"case": "bench", "metric": "m0.p99_ms", "op": "<", "value": 50, "unit": "ms", "reason": "r"}]})
+    srun = SuiteRun.from_json(
+        "kv",
+        {
+            "cases": [{"name": "bench", "driver": "d", "params": {"clients": 50}}],
+            "thresholds": [
+                {"case": "bench", "metric": "m0.p99_ms", "op": "<", "value": 50, "unit": "ms", "reason": "r"}
+            ],
+        },
+    )
     man = facts()
     for i in range(RUNS):
         d = root / f"run{i:05d}"
         (d / "raw").mkdir(parents=True)
         started = 1_700_000_000 + i * 3600
-        write_manifest(d, {"run_id": d.name, "profile": "local", "target": "local", "suites": ["kv"],
-                           "started": started, "ended": started + 60, **man})
+        write_manifest(
+            d,
+            {
+                "run_id": d.name,
+                "profile": "local",
+                "target": "local",
+                "suites": ["kv"],
+                "started": started,
+                "ended": started + 60,
+                **man,
+            },
+        )
         level = 1.3 if i >= STEP_AT else 1.0  # m0 steps up by 30% at run STEP_AT
-        recs = [Record(suite="kv", case="bench", repetition=rep, metrics={
-            f"m{k}.p99_ms": Metric((10 + k) * (level if k == 0 else 1.0) * (1 + rnd.gauss(0, 0.01)), "ms", "lower")
-            for k in range(METRICS)}) for rep in range(1, REPS + 1)]
+        recs = [
+            Record(
+                suite="kv",
+                case="bench",
+                repetition=rep,
+                metrics={
+                    f"m{k}.p99_ms": Metric(
+                        (10 + k) * (level if k == 0 else 1.0) * (1 + rnd.gauss(0, 0.01)), "ms", "lower"
+                    )
+                    for k in range(METRICS)
+                },
+            )
+            for rep in range(1, REPS + 1)
+        ]
         write_results(d, recs, {"kv": srun}, [])
     return root
 

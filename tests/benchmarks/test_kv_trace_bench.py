@@ -65,9 +65,15 @@ def test_block_lookups_per_second(benchmark, stream, name):
     r = benchmark.pedantic(_simulate, args=(stream, name, "compiled"), rounds=5, iterations=1)
     rate = stream.trace.n_blocks / benchmark.stats.stats.median
     py_rate, py = _rate(stream, name, "python", 1)  # side by side, same session
-    benchmark.extra_info.update({"block_lookups": stream.trace.n_blocks, "lookups_per_s": rate,
-                                 "python_lookups_per_s": py_rate, "speedup": rate / py_rate,
-                                 "engine": policies.engine_description("compiled")})
+    benchmark.extra_info.update(
+        {
+            "block_lookups": stream.trace.n_blocks,
+            "lookups_per_s": rate,
+            "python_lookups_per_s": py_rate,
+            "speedup": rate / py_rate,
+            "engine": policies.engine_description("compiled"),
+        }
+    )
     assert r.token == py.token and 0 < r.token < 0.3737  # the same hits; below the trace's maximum (37.36%)
     assert rate >= (LRU if name == "lru" else EVERY_POLICY), f"{name}: {rate / 1e6:.1f}M lookups/s"
 
@@ -75,11 +81,21 @@ def test_block_lookups_per_second(benchmark, stream, name):
 def test_the_full_capacity_sweep(benchmark, stream):
     _skip_unless_enabled(benchmark)
     t = stream.trace
-    rows, rps = benchmark.pedantic(analyses.curve, args=(t, stream, drivers.DEFAULT_CAPACITIES, drivers.DEFAULT_POLICIES),
-                                   kwargs={"log": lambda m: None}, rounds=3, iterations=1)
+    rows, rps = benchmark.pedantic(
+        analyses.curve,
+        args=(t, stream, drivers.DEFAULT_CAPACITIES, drivers.DEFAULT_POLICIES),
+        kwargs={"log": lambda m: None},
+        rounds=3,
+        iterations=1,
+    )
     simulated = sum(r["simulated"] for r in rows)
-    benchmark.extra_info.update({"simulated_points": simulated, "block_lookups": simulated * t.n_blocks,
-                                 "lookups_per_s": {k: round(v) for k, v in rps.items()}})
+    benchmark.extra_info.update(
+        {
+            "simulated_points": simulated,
+            "block_lookups": simulated * t.n_blocks,
+            "lookups_per_s": {k: round(v) for k, v in rps.items()},
+        }
+    )
     assert simulated == 81
     assert benchmark.stats.stats.median <= SWEEP_S
 
@@ -101,7 +117,14 @@ def test_lru_on_a_10m_request_trace(benchmark, big):
     t, made_s = big
     r = benchmark.pedantic(_lru_on, args=(t,), rounds=1, iterations=1)
     took = benchmark.stats.stats.median
-    benchmark.extra_info.update({"requests": t.n_requests, "block_lookups": t.n_blocks, "generated_in_s": made_s,
-                                 "lookups_per_s": t.n_blocks / took, "token_hit_pct": 100 * r.token})
+    benchmark.extra_info.update(
+        {
+            "requests": t.n_requests,
+            "block_lookups": t.n_blocks,
+            "generated_in_s": made_s,
+            "lookups_per_s": t.n_blocks / took,
+            "token_hit_pct": 100 * r.token,
+        }
+    )
     assert t.n_requests == BIG_REQUESTS and 200e6 < t.n_blocks < 280e6
     assert 0 < r.token < 1 and took < BIG_S

@@ -62,10 +62,22 @@ def setup(request, tmp_path_factory):
     from harness.experiments.shared.semantic_store import Entry, Store
 
     torch.set_num_threads(1)
-    _, wl = common.load({"dataset": datasets.DEFAULT_DATASET, "dataset_format": "auto", "dataset_rows": 300,
-                         "split_seed": 0, "insert_fraction": 0.5})  # the local profile's sample and split
-    emb, onnx, unfused, two, int8 = (Embedder.load(), OnnxEmbedder.load(1), OnnxEmbedder.load(1, graph="engine"),
-                                     OnnxEmbedder.load(2), OnnxEmbedder.load(1, graph="int8"))
+    _, wl = common.load(
+        {
+            "dataset": datasets.DEFAULT_DATASET,
+            "dataset_format": "auto",
+            "dataset_rows": 300,
+            "split_seed": 0,
+            "insert_fraction": 0.5,
+        }
+    )  # the local profile's sample and split
+    emb, onnx, unfused, two, int8 = (
+        Embedder.load(),
+        OnnxEmbedder.load(1),
+        OnnxEmbedder.load(1, graph="engine"),
+        OnnxEmbedder.load(2),
+        OnnxEmbedder.load(1, graph="int8"),
+    )
     ins_texts, labels = [t for t, _ in wl.inserts], [lab for _, lab in wl.inserts]
     ins_vec = cached_encode(emb, ins_texts)
     index = {"onnx_int8": (int8.encode(ins_texts), THRESHOLD)}  # the int8 arm searches int8 inserts
@@ -74,8 +86,9 @@ def setup(request, tmp_path_factory):
     client = cluster.cluster_client()
     store = Store(client)
     store.put_many([(f"gcnn_{i}", Entry(lab, str(i))) for i, lab in enumerate(labels)], nx=False)
-    caches = {"gptcache": gptcache_subject.GptCache(embed, threshold=0.925,
-                                                    base_dir=str(tmp_path_factory.mktemp("gptcache")))}
+    caches = {
+        "gptcache": gptcache_subject.GptCache(embed, threshold=0.925, base_dir=str(tmp_path_factory.mktemp("gptcache")))
+    }
     if gptcache_subject.filesystem(Path("/dev/shm")) == "tmpfs":
         caches["gptcache_ram"] = gptcache_subject.GptCache(embed, threshold=0.925, base_dir="/dev/shm")
     for c in caches.values():
@@ -83,8 +96,13 @@ def setup(request, tmp_path_factory):
         c.import_data(ins_texts, labels)
     known.clear()  # queries are embedded live from here on
     texts = [t for t, _ in random.Random(7).sample(wl.queries, QUERIES)]
-    arms = {"torch": emb.encode_one, "onnx": onnx.encode_one, "onnx_unfused": unfused.encode_one,
-            "onnx_2threads": two.encode_one, "onnx_int8": int8.encode_one}
+    arms = {
+        "torch": emb.encode_one,
+        "onnx": onnx.encode_one,
+        "onnx_unfused": unfused.encode_one,
+        "onnx_2threads": two.encode_one,
+        "onnx_int8": int8.encode_one,
+    }
     for fn in arms.values():
         fn(texts[0])
     yield {"texts": texts, "arms": arms, "caches": caches, "ins_vec": ins_vec, "store": store, "index": index}
@@ -102,12 +120,21 @@ def test_lookups_interleaved(benchmark, setup):
     _skip_unless_enabled(benchmark)
     s = setup
     load_before = os.getloadavg()[0]
-    res = benchmark.pedantic(interleaved, args=(s["texts"], s["arms"], s["caches"], s["ins_vec"], THRESHOLD, s["store"],
-                                                "gcnn_"), kwargs={"index": s["index"]}, rounds=1, iterations=1)
+    res = benchmark.pedantic(
+        interleaved,
+        args=(s["texts"], s["arms"], s["caches"], s["ins_vec"], THRESHOLD, s["store"], "gcnn_"),
+        kwargs={"index": s["index"]},
+        rounds=1,
+        iterations=1,
+    )
     tm = res[0]
-    info = {arm: {part: {"p50_ms": _p50(tm, arm, part), "p95_ms": round(float(np.percentile(tm.part(arm, part), 95)),
-                                                                           3)}
-                  for part in ("embed", "search", "store", "lookup")} for arm in tm.rows}
+    info = {
+        arm: {
+            part: {"p50_ms": _p50(tm, arm, part), "p95_ms": round(float(np.percentile(tm.part(arm, part), 95)), 3)}
+            for part in ("embed", "search", "store", "lookup")
+        }
+        for arm in tm.rows
+    }
     onnx_p50 = tm.p50("onnx")
     info["load_average_1min_before_after"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     info["speedup_fused_vs_unfused_embed"] = round(tm.p50("onnx_unfused", "embed") / tm.p50("onnx", "embed"), 3)
@@ -128,8 +155,9 @@ def test_harness_lookup(benchmark, setup, arm):
     s = setup
     it = iter(s["texts"] * 3)
     vec, th = s["index"].get(arm, (s["ins_vec"], THRESHOLD))
-    benchmark.pedantic(lambda: harness_lookup(s["arms"][arm], next(it), vec, th, s["store"], "gcnn_"),
-                       rounds=QUERIES, iterations=1)
+    benchmark.pedantic(
+        lambda: harness_lookup(s["arms"][arm], next(it), vec, th, s["store"], "gcnn_"), rounds=QUERIES, iterations=1
+    )
     benchmark.extra_info["p50_at_most_6ms"] = benchmark.stats.stats.median * 1000 <= P50_TARGET_MS
 
 
@@ -163,8 +191,11 @@ def test_concurrent_lookups(benchmark, setup):
     _skip_unless_enabled(benchmark)
     load_before = os.getloadavg()[0]
     qps = benchmark.pedantic(_concurrent_pass, args=(setup,), rounds=1, iterations=1)
-    info = {"clients": CLIENTS, "queries_per_s": {k: round(v, 1) for k, v in qps.items()},
-            "load_average_1min_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+    info = {
+        "clients": CLIENTS,
+        "queries_per_s": {k: round(v, 1) for k, v in qps.items()},
+        "load_average_1min_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+    }
     for theirs in setup["caches"]:
         for arm in ("onnx", "onnx_int8"):
             info[f"{arm}_over_{theirs}"] = round(qps[arm] / qps[theirs], 2)

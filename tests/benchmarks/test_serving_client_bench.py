@@ -51,8 +51,20 @@ def server(request):
     if opt("benchmark_disable") and not opt("benchmark_enable"):  # pytest-benchmark's own rule
         pytest.skip("benchmarks are disabled in the normal test run; run `make bench` (--benchmark-enable)")
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.serving_fakes", "--port", str(port), "--tokens",
-                             str(TOKENS), "--gap-ms", str(GAP_MS)], cwd=REPO_ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.serving_fakes",
+            "--port",
+            str(port),
+            "--tokens",
+            str(TOKENS),
+            "--gap-ms",
+            str(GAP_MS),
+        ],
+        cwd=REPO_ROOT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20
@@ -134,14 +146,16 @@ def _arms(url: str) -> dict:
 
     def harness_client():
         res = client.run(url, MODEL, reqs)
-        assert [(r.status, r.output_tokens, r.chunks, len(r.itl_ms)) for r in res] == \
-            [("ok", TOKENS, TOKENS, TOKENS - 1)] * REQUESTS, res[0].error
+        assert [(r.status, r.output_tokens, r.chunks, len(r.itl_ms)) for r in res] == [
+            ("ok", TOKENS, TOKENS, TOKENS - 1)
+        ] * REQUESTS, res[0].error
         assert all(r.ttft_ms > 0 and r.tpot_ms > 0 for r in res)
 
     def bare(one):
         def run():
             res = asyncio.run(_bare_run(one, completions, body, times))
             assert [(n, len(itl)) for _, itl, n in res] == [(TOKENS, TOKENS - 1)] * REQUESTS
+
         return run
 
     return {"client": harness_client, "bare_lines": bare(_bare_lines), "bare_chunks": bare(_bare_chunks)}
@@ -161,7 +175,7 @@ def interleaved(url: str) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {name: [] for name in arms}
     names = list(arms)
     for k in range(ROUNDS):
-        for name in names[k % 3:] + names[:k % 3]:
+        for name in names[k % 3 :] + names[: k % 3]:
             out[name].append(_cpu_ms_per_request(arms[name]))
     return out
 
@@ -171,14 +185,14 @@ def test_client_cpu_per_request_within_10pct_of_a_bare_reader(benchmark, server)
         pytest.skip("benchmarks are disabled in the normal test run; run `make bench` (--benchmark-enable)")
     load_before = os.getloadavg()[0]
     cpu = benchmark.pedantic(interleaved, args=(server,), rounds=1, iterations=1)
-    ratios = {ref: statistics.median(c / b for c, b in zip(cpu["client"], cpu[ref])) for ref in ("bare_lines",
-                                                                                            "bare_chunks")}
+    ratios = {
+        ref: statistics.median(c / b for c, b in zip(cpu["client"], cpu[ref])) for ref in ("bare_lines", "bare_chunks")
+    }
     info = {f"{name}_cpu_ms_per_request_median": round(statistics.median(v), 3) for name, v in cpu.items()}
     info.update({f"{name}_cpu_ms_per_request": [round(x, 3) for x in v] for name, v in cpu.items()})
     info.update({f"ratio_vs_{ref}": round(r, 3) for ref, r in ratios.items()})
     info["load_average_1min_before_after"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
-    info["setup"] = {"tokens": TOKENS, "gap_ms": GAP_MS, "requests_per_round": REQUESTS, "rate": RATE,
-                     "rounds": ROUNDS}
+    info["setup"] = {"tokens": TOKENS, "gap_ms": GAP_MS, "requests_per_round": REQUESTS, "rate": RATE, "rounds": ROUNDS}
     benchmark.extra_info.update(info)
     ratio = max(ratios.values())  # against the cheaper bare reader
     assert ratio <= RATIO_TARGET, f"the client spends {ratio:.2f}x a bare reader's CPU per request: {info}"

@@ -16,12 +16,21 @@ TRAFFIC = "harness/experiments/cold_start/traffic.py"
 MUTATIONS = [
     Mutation(
         name="cold-start/flush-flushes-nothing",
-        claim="C9", kind="broken",
+        claim="C9",
+        kind="broken",
         what="the flush of the chosen primaries counts the keys and deletes nothing (FLUSHALL replaced by DBSIZE): "
-             "the cluster stays warm and the pool is never asked for more than its warm share "
-             "(judged on the lab: the check needs 20 primaries)",
-        edits=(Edit(TRAFFIC, "            c.flushall()\n",
-                    "            c.dbsize()  # mutation: the keys counted, nothing flushed\n"),),
-        run="cold-start/pool-by-cluster-size", checks=("cold-start/pool-by-cluster-size p20.pool.peak_offered_pct",),
-        sets=("pool-by-cluster-size.pool_sweep=[]",), timeout_s=600),
+        "the cluster stays warm and the pool is never asked for more than its warm share "
+        "(judged on the lab: the check needs 20 primaries)",
+        edits=(
+            Edit(
+                TRAFFIC,
+                "            c.flushall()\n",
+                "            c.dbsize()  # mutation: the keys counted, nothing flushed\n",
+            ),
+        ),
+        run="cold-start/pool-by-cluster-size",
+        checks=("cold-start/pool-by-cluster-size p20.pool.peak_offered_pct",),
+        sets=("pool-by-cluster-size.pool_sweep=[]",),
+        timeout_s=600,
+    ),
 ]

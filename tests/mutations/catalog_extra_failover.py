@@ -16,12 +16,25 @@ PARTITION = "harness/experiments/failover/partition.py"
 MUTATIONS = [
     Mutation(
         name="failover/partition-role-probe-says-replica",
-        claim="C11b", kind="broken",
+        claim="C11b",
+        kind="broken",
         what="the probe after the heal calls the cut-off primary a replica whatever role it reports (the role "
-             "not compared); the check has no instrument by design, so its mechanism-off run (link left up) "
-             "must catch it as not attributable",
-        edits=(Edit(PARTITION, '                1 if c.info("replication").get("role") == "slave" else 0, "bool",',
-                    '                1 if c.info("replication").get("role") else 0, "bool",'),),
-        run="failover/partition", checks=("failover/partition plain.old_primary_is_replica",),
-        sets=("partition.variants=[plain]", "partition.controls=[no-cut]"), timeout_s=600),
+        "not compared); the check has no instrument by design, so its mechanism-off run (link left up) "
+        "must catch it as not attributable",
+        edits=(
+            Edit(
+                PARTITION,
+                (
+                    '                1 if c.info("replication").get("role") == "slave" else 0,\n'
+                    '                "bool",\n'
+                    '                note="the cut-off primary after the heal",\n'
+                ),
+                '                1 if c.info("replication").get("role") else 0, "bool", note="the cut-off primary after the heal"\n',
+            ),
+        ),
+        run="failover/partition",
+        checks=("failover/partition plain.old_primary_is_replica",),
+        sets=("partition.variants=[plain]", "partition.controls=[no-cut]"),
+        timeout_s=600,
+    ),
 ]

@@ -30,76 +30,148 @@ SEMANTIC_ONLY = ("sweep.arms=[semantic.on, semantic.hash, semantic.off, semantic
 MUTATIONS = [
     Mutation(
         name="serving/engine-hit-counter-blinded",
-        claim="C1", kind="blinded",
+        claim="C1",
+        kind="blinded",
         what="the engine's prefix-cache hits read as 0 whatever /metrics says (a counter that never counts a hit)",
         edits=(Edit(ENGINES, "    pct = 100.0 * d.hits / denom\n", "    pct = 0.0 * d.hits / denom\n"),),
-        run="serving/prefix-cache", checks=C1, timeout_s=900),
+        run="serving/prefix-cache",
+        checks=C1,
+        timeout_s=900,
+    ),
     Mutation(
         name="serving/replay-prompts-unshared",
-        claim="C1", kind="broken",
+        claim="C1",
+        kind="broken",
         what="the replay gives every request its own tokens for a shared hash id: the slice's sharing never "
-             "reaches the engine (the simulator still predicts it from the trace's hash ids)",
-        edits=(Edit(REPLAY, "            tokens.extend(_run_of(salt, h, tokens_per_hash, vocab_high))\n",
-                    "            tokens.extend(_run_of(f\"{salt}:{i}\", h, tokens_per_hash, vocab_high))\n"),),
-        run="serving/prefix-cache", checks=C1, timeout_s=900),
+        "reaches the engine (the simulator still predicts it from the trace's hash ids)",
+        edits=(
+            Edit(
+                REPLAY,
+                "            tokens.extend(_run_of(salt, h, tokens_per_hash, vocab_high))\n",
+                '            tokens.extend(_run_of(f"{salt}:{i}", h, tokens_per_hash, vocab_high))\n',
+            ),
+        ),
+        run="serving/prefix-cache",
+        checks=C1,
+        timeout_s=900,
+    ),
     Mutation(
         name="serving/semantic-key-is-exact",
-        claim="C2", kind="stand-in",
+        claim="C2",
+        kind="stand-in",
         what="the semantic cache's key is an exact signature of the normalized text (no embedding): "
-             "paraphrases cannot hit",
-        edits=(Edit(SEMANTIC, '        exact = self.p["signature"] == "exact" and mode == "semantic_cache"\n',
-                    '        exact = mode == "semantic_cache"\n'),),
-        run="serving/semantic-e2e", checks=(C2,), timeout_s=900),
+        "paraphrases cannot hit",
+        edits=(
+            Edit(
+                SEMANTIC,
+                '        exact = self.p["signature"] == "exact" and mode == "semantic_cache"\n',
+                '        exact = mode == "semantic_cache"\n',
+            ),
+        ),
+        run="serving/semantic-e2e",
+        checks=(C2,),
+        timeout_s=900,
+    ),
     Mutation(
         name="serving/oracle-store-empty",
-        claim="C3", kind="blinded",
+        claim="C3",
+        kind="blinded",
         what="the oracle cache (the instrument) is never filled: the measurement cannot show what a hit costs",
         edits=(Edit(SEMANTIC, '        if p["oracle"] == "hit":\n', "        if False:\n"),),
-        run="serving/semantic-e2e", checks=(C3,), timeout_s=900),
+        run="serving/semantic-e2e",
+        checks=(C3,),
+        timeout_s=900,
+    ),
     Mutation(
         name="serving/client-ttft-halved",
-        claim="I23", kind="broken",
+        claim="I23",
+        kind="broken",
         what="the harness's client reports half the time to the first token it measured",
-        edits=(Edit(CLIENT, "            r.ttft_ms = 1000 * (t[0] - self.st)\n",
-                    "            r.ttft_ms = 500 * (t[0] - self.st)\n"),),
-        run="serving/client-vs-vllm", checks=I23[:1], timeout_s=900),
+        edits=(
+            Edit(
+                CLIENT,
+                "            r.ttft_ms = 1000 * (t[0] - self.st)\n",
+                "            r.ttft_ms = 500 * (t[0] - self.st)\n",
+            ),
+        ),
+        run="serving/client-vs-vllm",
+        checks=I23[:1],
+        timeout_s=900,
+    ),
     Mutation(
         name="serving/late-instrument-not-late",
-        claim="I23", kind="blinded",
+        claim="I23",
+        kind="blinded",
         what="the instrument's late client waits 0 ms before each POST instead of 150 ms",
-        edits=(Edit(PEER, '        late = _harness(ep, prompts, "late", p["instrument_delay_ms"]) if p["instrument_delay_ms"] else None\n',
-                    '        late = _harness(ep, prompts, "late", 0.0) if p["instrument_delay_ms"] else None\n'),),
-        run="serving/client-vs-vllm", checks=I23, timeout_s=900),
+        edits=(
+            Edit(
+                PEER,
+                '        late = _harness(ep, prompts, "late", p["instrument_delay_ms"]) if p["instrument_delay_ms"] else None\n',
+                '        late = _harness(ep, prompts, "late", 0.0) if p["instrument_delay_ms"] else None\n',
+            ),
+        ),
+        run="serving/client-vs-vllm",
+        checks=I23,
+        timeout_s=900,
+    ),
     Mutation(
         name="serving/sweep-capacity-ignores-the-slo",
-        claim="I25", kind="broken",
+        claim="I25",
+        kind="broken",
         what="an arm's highest load at the SLO is its highest valid point, whether the SLO held there or not: "
-             "every arm reaches the top rate and no cache can show a capacity gain",
+        "every arm reaches the top rate and no cache can show a capacity gain",
         edits=(Edit(SWEEP, "        if not p.slo_held:\n            break\n", "        pass\n"),),
-        run="serving/sweep", checks=I25, timeout_s=1200),
+        run="serving/sweep",
+        checks=I25,
+        timeout_s=1200,
+    ),
     Mutation(
         name="serving/sweep-off-arm-is-cached",
-        claim="I25", kind="stand-in",
+        claim="I25",
+        kind="stand-in",
         what="the off arms are sent to the engine with prefix caching on: the mechanism-off control measures "
-             "the mechanism",
-        edits=(Edit(SWEEP_CASE, 'ENGINE_OF = {"prefix.on": 0, "instrument.on": 0, "prefix.off": 1, "instrument.off": 1}\n',
-                    'ENGINE_OF = {"prefix.on": 0, "instrument.on": 0, "prefix.off": 0, "instrument.off": 0}\n'),),
-        run="serving/sweep", checks=I25, timeout_s=1200),
+        "the mechanism",
+        edits=(
+            Edit(
+                SWEEP_CASE,
+                'ENGINE_OF = {"prefix.on": 0, "instrument.on": 0, "prefix.off": 1, "instrument.off": 1}\n',
+                'ENGINE_OF = {"prefix.on": 0, "instrument.on": 0, "prefix.off": 0, "instrument.off": 0}\n',
+            ),
+        ),
+        run="serving/sweep",
+        checks=I25,
+        timeout_s=1200,
+    ),
     Mutation(
         name="serving/sweep-oracle-store-empty",
-        claim="C3", kind="blinded",
+        claim="C3",
+        kind="blinded",
         what="the sweep's oracle cache (the instrument) is never filled: every oracle request goes to the engine, "
-             "so the curve cannot show what a hit costs",
-        edits=(Edit(SEMANTIC_ARMS, '        elif mode == "oracle_cache" and not self._oracle_filled:\n',
-                    '        elif False:\n'),),
-        run="serving/sweep", checks=C3_CURVE, sets=SEMANTIC_ONLY, timeout_s=1200),
+        "so the curve cannot show what a hit costs",
+        edits=(
+            Edit(
+                SEMANTIC_ARMS,
+                '        elif mode == "oracle_cache" and not self._oracle_filled:\n',
+                "        elif False:\n",
+            ),
+        ),
+        run="serving/sweep",
+        checks=C3_CURVE,
+        sets=SEMANTIC_ONLY,
+        timeout_s=1200,
+    ),
     Mutation(
         name="serving/sweep-semantic-key-without-embedding",
-        claim="C3", kind="stand-in",
+        claim="C3",
+        kind="stand-in",
         what="the semantic arm's key is an exact hash of the text, no embedding (a similarity hash with no "
-             "embedding): the semantic cache becomes the hash cache",
+        "embedding): the semantic cache becomes the hash cache",
         edits=(Edit(SEMANTIC_ARMS, '"stream": "test", ', '"stream": "test", "signature": "exact", '),),
-        run="serving/sweep", checks=C3_CURVE, sets=SEMANTIC_ONLY, timeout_s=1200),
+        run="serving/sweep",
+        checks=C3_CURVE,
+        sets=SEMANTIC_ONLY,
+        timeout_s=1200,
+    ),
 ]
 
 # ---- dependent: C1's reference (the kv-trace simulator's prediction) quietly made to read the
@@ -114,15 +186,27 @@ PREDICT = "harness/experiments/shared/kv_hit_prediction.py"
 MUTATIONS += [
     Mutation(
         name="serving/prediction-reads-the-engine",
-        claim="C1", kind="dependent",
+        claim="C1",
+        kind="dependent",
         what="the simulator's prediction for the slice returns the engine's measured prefix-cache hit rate "
-             "(trace.on's, kept by engines.hit_pct) instead of simulating the slice",
-        edits=(Edit(ENGINES, "    pct = 100.0 * d.hits / denom\n",
-                    "    pct = 100.0 * d.hits / denom\n    globals().setdefault(\"HIT_PCTS\", []).append(pct)  # mutation\n"),
-               Edit(PREDICT, '    """The token-weighted prefix-cache hit rate (0..1) the simulator predicts for the slice."""\n',
-                    '    """The token-weighted prefix-cache hit rate (0..1) the simulator predicts for the slice."""\n'
-                    "    from harness.experiments.serving import engines  # mutation: the engine answers for the simulator\n"
-                    "    if getattr(engines, \"HIT_PCTS\", None) and capacity_tokens < 10**12:\n"
-                    "        return engines.HIT_PCTS[0] / 100.0\n")),
-        run="serving/prefix-cache", checks=C1, timeout_s=900),
+        "(trace.on's, kept by engines.hit_pct) instead of simulating the slice",
+        edits=(
+            Edit(
+                ENGINES,
+                "    pct = 100.0 * d.hits / denom\n",
+                '    pct = 100.0 * d.hits / denom\n    globals().setdefault("HIT_PCTS", []).append(pct)  # mutation\n',
+            ),
+            Edit(
+                PREDICT,
+                '    """The token-weighted prefix-cache hit rate (0..1) the simulator predicts for the slice."""\n',
+                '    """The token-weighted prefix-cache hit rate (0..1) the simulator predicts for the slice."""\n'
+                "    from harness.experiments.serving import engines  # mutation: the engine answers for the simulator\n"
+                '    if getattr(engines, "HIT_PCTS", None) and capacity_tokens < 10**12:\n'
+                "        return engines.HIT_PCTS[0] / 100.0\n",
+            ),
+        ),
+        run="serving/prefix-cache",
+        checks=C1,
+        timeout_s=900,
+    ),
 ]

@@ -33,19 +33,41 @@ class ConditionsMutation:
 
 MUTATIONS = (
     ConditionsMutation(
-        "conditions/gpu-prefix", "a claim's word is matched as a prefix of a name's word: 'A100' meets 'A1000'",
-        (Edit(CONDITIONS, "all(any(w == h for h in it) for w in need)",
-              "all(any(h.startswith(w) for h in it) for w in need)"),), "gpu"),
+        "conditions/gpu-prefix",
+        "a claim's word is matched as a prefix of a name's word: 'A100' meets 'A1000'",
+        (
+            Edit(
+                CONDITIONS,
+                "all(any(w == h for h in it) for w in need)",
+                "all(any(h.startswith(w) for h in it) for w in need)",
+            ),
+        ),
+        "gpu",
+    ),
     ConditionsMutation(
-        "conditions/gpu-mig-ignored", "a MIG slice meets the model's claim ('A100')",
-        (Edit(CONDITIONS, ' and ("mig" not in words(n) or "mig" in need_words)', ""),), "gpu"),
+        "conditions/gpu-mig-ignored",
+        "a MIG slice meets the model's claim ('A100')",
+        (Edit(CONDITIONS, ' and ("mig" not in words(n) or "mig" in need_words)', ""),),
+        "gpu",
+    ),
     ConditionsMutation(
-        "conditions/hosts-count-nodes", "redis_hosts counts the nodes, not the machines they are on",
-        (Edit(CONDITIONS, 'facts["redis_hosts"] = len(groups)', 'facts["redis_hosts"] = len(nodes)'),), "hosts"),
+        "conditions/hosts-count-nodes",
+        "redis_hosts counts the nodes, not the machines they are on",
+        (Edit(CONDITIONS, 'facts["redis_hosts"] = len(groups)', 'facts["redis_hosts"] = len(nodes)'),),
+        "hosts",
+    ),
     ConditionsMutation(
-        "conditions/loadgen-first-skipped", "the first load generator is never compared with the Redis machines",
-        (Edit(CONDITIONS, "if any(k is not None and k in groups for k in keys):",
-              "if any(k is not None and k in groups for k in keys[1:]):"),), "hosts"),
+        "conditions/loadgen-first-skipped",
+        "the first load generator is never compared with the Redis machines",
+        (
+            Edit(
+                CONDITIONS,
+                "if any(k is not None and k in groups for k in keys):",
+                "if any(k is not None and k in groups for k in keys[1:]):",
+            ),
+        ),
+        "hosts",
+    ),
 )
 
 

@@ -131,15 +131,15 @@ def stale_edits(m: Mutation, root: Path = ROOT) -> list[str]:
             continue
         n = f.read_text(encoding="utf-8").count(e.old)
         if n != 1:
-            out.append(f"{m.name}: the edit's old text occurs {n} times in {e.path} (must be once): "
-                       f"{e.old[:80]!r}")
+            out.append(f"{m.name}: the edit's old text occurs {n} times in {e.path} (must be once): {e.old[:80]!r}")
     return out
 
 
 def tracked_files(root: Path = ROOT) -> list[str]:
     """The working tree as it is: tracked and untracked files that git does not ignore."""
-    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, capture_output=True,
-                         check=True, timeout=60)
+    out = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, capture_output=True, check=True, timeout=60
+    )
     return [p for p in out.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
 
 
@@ -204,12 +204,19 @@ def copy_env(copy: Path) -> dict:
 def assert_imports_copy(copy: Path, cwd: Path) -> None:
     """The interpreter really imports the copy's harness (an editable install could shadow
     PYTHONPATH, and a mutant would then silently run the unmutated code)."""
-    out = subprocess.run([sys.executable, "-c", "import harness, sys; sys.stdout.write(harness.__file__)"],
-                         cwd=cwd, env=copy_env(copy), capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", "import harness, sys; sys.stdout.write(harness.__file__)"],
+        cwd=cwd,
+        env=copy_env(copy),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     where = Path(out.stdout.strip() or "?").resolve()
     if not where.is_relative_to(copy.resolve()):
-        raise AssertionError(f"the copy is not what gets imported: harness comes from {where} "
-                             f"(PYTHONPATH={copy}); {out.stderr[-500:]}")
+        raise AssertionError(
+            f"the copy is not what gets imported: harness comes from {where} (PYTHONPATH={copy}); {out.stderr[-500:]}"
+        )
 
 
 def harness_command(m: Mutation, results: Path) -> list[str]:
@@ -217,8 +224,19 @@ def harness_command(m: Mutation, results: Path) -> list[str]:
     base, _, pg = worker_ports()
     case = m.run.split("/", 1)[1]
     sets = list(m.sets) + [f"{case}.{param}={base + off}" for param, off in PORT_PARAMS.get(m.suite, ())]
-    cmd = [sys.executable, "-m", "harness", "run", m.run, "--repeat", "1", "--base-port", str(base),
-           "--results-dir", str(results)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness",
+        "run",
+        m.run,
+        "--repeat",
+        "1",
+        "--base-port",
+        str(base),
+        "--results-dir",
+        str(results),
+    ]
     for s in sets:
         cmd += ["--set", s]
     return cmd
@@ -260,8 +278,11 @@ def stop_leftovers(copy: Path, wait_s: float = 5.0) -> list[int]:
 
     def inside(proc) -> bool:
         cwd = ownership.cwd_of(proc.pid)
-        return (ownership.start_time(proc.pid) == proc.start and cwd is not None
-                and (cwd == root or cwd.startswith(root + os.sep)))
+        return (
+            ownership.start_time(proc.pid) == proc.start
+            and cwd is not None
+            and (cwd == root or cwd.startswith(root + os.sep))
+        )
 
     found = []
     for pid, _ppid, _pgid, start in ownership.scan():
@@ -309,7 +330,8 @@ def read_outcome(m: Mutation, results: Path, out: Outcome) -> Outcome:
     mine = [out.verdicts[c] for c in m.checks if c in out.verdicts]
     if mine and len(mine) == len(m.checks) and all(v in NOT_JUDGED_HERE for v, _ in mine):
         out.skipped = "the ledger does not judge its checks here: " + "; ".join(
-            f"{v} ({r[:200]})" for v, r in dict.fromkeys(mine))
+            f"{v} ({r[:200]})" for v, r in dict.fromkeys(mine)
+        )
     return out
 
 

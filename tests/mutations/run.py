@@ -76,8 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fast", action="store_true", help="the fast ones (those `make test` runs)")
     ap.add_argument("--list", action="store_true", help="list the catalog and exit")
     ap.add_argument("--keep", type=Path, help="keep each copy, its log and results under this folder")
-    ap.add_argument("--baseline", action="store_true",
-                    help="run the chosen mutations' cases unmutated (same --set): the verdicts they are compared with")
+    ap.add_argument(
+        "--baseline",
+        action="store_true",
+        help="run the chosen mutations' cases unmutated (same --set): the verdicts they are compared with",
+    )
     args = ap.parse_args(argv)
     if not (args.names or args.all or args.fast or args.list):
         ap.error("name a mutation, or give --all, --fast or --list")

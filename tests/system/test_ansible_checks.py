@@ -15,14 +15,18 @@ from harness.base.paths import REPO_ROOT
 from tests.system.test_ansible_local import ANSIBLE_DIR, ANSIBLE_PLAYBOOK, make_inventory, playbook
 
 ANSIBLE_LINT = Path(sys.executable).parent / "ansible-lint"
-needs_playbook = pytest.mark.skipif(not ANSIBLE_PLAYBOOK,
-                                    reason="ansible-playbook not installed (apt-get install ansible)")
+needs_playbook = pytest.mark.skipif(
+    not ANSIBLE_PLAYBOOK, reason="ansible-playbook not installed (apt-get install ansible)"
+)
 
 
-@pytest.mark.skipif(not ANSIBLE_LINT.exists(), reason="ansible-lint not installed in this venv (pip install ansible-lint)")
+@pytest.mark.skipif(
+    not ANSIBLE_LINT.exists(), reason="ansible-lint not installed in this venv (pip install ansible-lint)"
+)
 def test_ansible_lint_passes():
-    out = subprocess.run([str(ANSIBLE_LINT), "--nocolor", "ansible/"], cwd=REPO_ROOT, capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [str(ANSIBLE_LINT), "--nocolor", "ansible/"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "Passed" in out.stdout + out.stderr
 
@@ -78,10 +82,23 @@ def test_gpu_host_without_a_driver_fails_with_the_fix(tmp_path):
     if shutil.which("nvidia-smi"):
         pytest.skip("this machine has nvidia-smi; the missing-driver check cannot be shown here")
     inv = tmp_path / "gpu.yml"
-    inv.write_text(yaml.safe_dump({"all": {"vars": {"ansible_connection": "local",
-                                                    "ansible_python_interpreter": "{{ ansible_playbook_python }}"},
-                                           "children": {"gpu": {"hosts": {"gpu-local": {
-                                               "gpu_host_harness_repo": "https://example.invalid/harness.git"}}}}}}))
+    inv.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "vars": {
+                        "ansible_connection": "local",
+                        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                    },
+                    "children": {
+                        "gpu": {
+                            "hosts": {"gpu-local": {"gpu_host_harness_repo": "https://example.invalid/harness.git"}}
+                        }
+                    },
+                }
+            }
+        )
+    )
     out = playbook(str(inv), "site.yml")
     assert out.returncode != 0
     assert "nvidia-smi failed on gpu-local" in out.stdout and "install the NVIDIA" in out.stdout

@@ -30,8 +30,10 @@ def test_the_lab_inventory_names_its_load_generator(monkeypatch):
 def test_an_ssh_config_from_the_inventory_is_used(tmp_path, monkeypatch):
     monkeypatch.delenv(LOADGEN_ENV, raising=False)
     inv = tmp_path / "inv.yml"
-    inv.write_text("all:\n  vars: {ansible_ssh_common_args: '-F /x/ssh_config', ansible_user: root}\n"
-                   "  children:\n    loadgen:\n      hosts:\n        lg: {ansible_host: 127.77.0.17, ansible_port: 2222}\n")
+    inv.write_text(
+        "all:\n  vars: {ansible_ssh_common_args: '-F /x/ssh_config', ansible_user: root}\n"
+        "  children:\n    loadgen:\n      hosts:\n        lg: {ansible_host: 127.77.0.17, ansible_port: 2222}\n"
+    )
     host = loadgen_host(inv)
     assert host.ssh_config == "/x/ssh_config" and host.port == 2222
     assert host.ssh_argv("true")[:3] == ["ssh", "-F", "/x/ssh_config"]
@@ -59,8 +61,12 @@ def test_load_tools_of_a_target_run_on_its_load_generator():
 def test_secrets_are_redacted_from_kept_commands_and_output(tmp_path, monkeypatch):
     secret = "s3cr3t-Pw-value"
     monkeypatch.setenv("REDIS_CLUSTER_PASSWORD", secret)
-    assert process.redact_command(["redis-benchmark", "-a", "anything", f"--authenticate={secret}"]) == \
-        ["redis-benchmark", "-a", "***", "--authenticate=***"]
+    assert process.redact_command(["redis-benchmark", "-a", "anything", f"--authenticate={secret}"]) == [
+        "redis-benchmark",
+        "-a",
+        "***",
+        "--authenticate=***",
+    ]
     code = f"import sys; print('pw={secret}'); print('{secret}', file=sys.stderr)"
     res = process.run_tool([sys.executable, "-c", code], tmp_path, "tool", 30)
     assert res.ok

@@ -20,23 +20,38 @@ from tests.system.test_ansible_local import ANSIBLE_DIR, ANSIBLE_PLAYBOOK, playb
 ENGINE_VENV = REPO_ROOT / ".harness" / "engine" / "venv"
 ROLE_DEFAULTS = ANSIBLE_DIR / "roles" / "llm_engine" / "defaults" / "main.yml"
 PORT = 8052  # this file's engine port on 127.0.0.1 (8051 is the lab in a box's)
-needs_playbook = pytest.mark.skipif(not ANSIBLE_PLAYBOOK, reason="ansible-playbook not installed (apt-get install ansible)")
-needs_engine = pytest.mark.skipif(not (ENGINE_VENV / "bin" / "python").exists(),
-                                  reason=f"the engine's environment {ENGINE_VENV} is missing: run harness engine install")
+needs_playbook = pytest.mark.skipif(
+    not ANSIBLE_PLAYBOOK, reason="ansible-playbook not installed (apt-get install ansible)"
+)
+needs_engine = pytest.mark.skipif(
+    not (ENGINE_VENV / "bin" / "python").exists(),
+    reason=f"the engine's environment {ENGINE_VENV} is missing: run harness engine install",
+)
 
 
 def inventory(tmp_path, model, **overrides) -> str:
     """A one-host llm group on this machine, every file of the role under tmp_path."""
     host_vars = {"ansible_host": "127.0.0.1", "llm_port": PORT, "llm_model": "smollm2"}
-    group_vars = {"llm_engine_build": "cpu", "llm_engine_install": "existing", "llm_engine_venv": str(ENGINE_VENV),
-                  "llm_engine_service_manager": "process", "llm_engine_model": str(model),
-                  "llm_engine_kv_cache_gib": 1, "llm_engine_start_timeout_s": 600,
-                  "llm_engine_run_dir": str(tmp_path / "run"), "llm_engine_log_dir": str(tmp_path / "log"),
-                  "llm_engine_conf_dir": str(tmp_path / "etc")}
+    group_vars = {
+        "llm_engine_build": "cpu",
+        "llm_engine_install": "existing",
+        "llm_engine_venv": str(ENGINE_VENV),
+        "llm_engine_service_manager": "process",
+        "llm_engine_model": str(model),
+        "llm_engine_kv_cache_gib": 1,
+        "llm_engine_start_timeout_s": 600,
+        "llm_engine_run_dir": str(tmp_path / "run"),
+        "llm_engine_log_dir": str(tmp_path / "log"),
+        "llm_engine_conf_dir": str(tmp_path / "etc"),
+    }
     for k, v in overrides.items():
         (host_vars if k.startswith("llm_port") or k == "llm_model" else group_vars)[k] = v
-    tree = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"},
-                    "children": {"llm": {"vars": group_vars, "hosts": {"llm-local": host_vars}}}}}
+    tree = {
+        "all": {
+            "vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"},
+            "children": {"llm": {"vars": group_vars, "hosts": {"llm-local": host_vars}}},
+        }
+    }
     path = tmp_path / "inventory.yml"
     path.write_text(yaml.safe_dump(tree, sort_keys=False))
     return str(path)
@@ -53,8 +68,12 @@ def engine_left(tmp_path) -> list:
     conf = tmp_path / "etc" / f"llm-engine-{PORT}.json"
     if not conf.exists():
         return []
-    out = subprocess.run(["python3", str(tmp_path / "etc" / "llm-engine-ctl"), "status", str(conf)],
-                         capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        ["python3", str(tmp_path / "etc" / "llm-engine-ctl"), "status", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     return json.loads(out.stdout)["pids"]
 
 
@@ -90,16 +109,22 @@ def test_check_mode_starts_nothing(tmp_path):
 
 
 @needs_playbook
-@pytest.mark.parametrize("overrides, expected", [
-    ({"llm_engine_build": "rocm"}, "llm_engine_build is 'rocm'; set it to one of cuda, cpu"),
-    ({"llm_engine_install": "apt"}, "llm_engine_install is 'apt'; set it to one of registry, wheelhouse, existing"),
-    ({"llm_engine_service_manager": "runit"}, "set it to one of systemd, process"),
-    ({"llm_port": "http"}, "llm_port (llm_engine_port) is 'http'"),
-    ({"llm_engine_install": "wheelhouse"}, "llm_engine_wheelhouse is empty; set it to a folder of wheels"),
-    ({"llm_engine_model": ""}, "llm_engine_model is empty on llm-local"),
-    ({"llm_engine_model": "/nonexistent/model"}, "the model folder /nonexistent/model on llm-local has no config.json"),
-    ({"llm_engine_venv": "/nonexistent/venv"}, "/nonexistent/venv cannot import vllm on llm-local"),
-])
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        ({"llm_engine_build": "rocm"}, "llm_engine_build is 'rocm'; set it to one of cuda, cpu"),
+        ({"llm_engine_install": "apt"}, "llm_engine_install is 'apt'; set it to one of registry, wheelhouse, existing"),
+        ({"llm_engine_service_manager": "runit"}, "set it to one of systemd, process"),
+        ({"llm_port": "http"}, "llm_port (llm_engine_port) is 'http'"),
+        ({"llm_engine_install": "wheelhouse"}, "llm_engine_wheelhouse is empty; set it to a folder of wheels"),
+        ({"llm_engine_model": ""}, "llm_engine_model is empty on llm-local"),
+        (
+            {"llm_engine_model": "/nonexistent/model"},
+            "the model folder /nonexistent/model on llm-local has no config.json",
+        ),
+        ({"llm_engine_venv": "/nonexistent/venv"}, "/nonexistent/venv cannot import vllm on llm-local"),
+    ],
+)
 def test_bad_variables_stop_before_anything_starts(tmp_path, overrides, expected):
     out = playbook(inventory(tmp_path, model_dir(tmp_path), **overrides), "site.yml")
     assert out.returncode != 0
@@ -143,12 +168,14 @@ def test_an_engine_not_ready_in_time_is_stopped_with_its_log_tail(tmp_path):
     the timeout and the log's tail, and stops the half-started engine."""
     from harness.infra.model_wheels import smollm2_dir
 
-    out = playbook(inventory(tmp_path, smollm2_dir(), llm_engine_start_timeout_s=5,
-                             llm_engine_stop_timeout_s=10), "site.yml")
+    out = playbook(
+        inventory(tmp_path, smollm2_dir(), llm_engine_start_timeout_s=5, llm_engine_stop_timeout_s=10), "site.yml"
+    )
     assert out.returncode != 0
     text = out.stdout.replace("\\n", "\n")
-    assert f"http://127.0.0.1:{PORT}/v1/models did not answer within 5 s (llm_engine_start_timeout_s" in text, \
-        text[-4000:]
+    assert f"http://127.0.0.1:{PORT}/v1/models did not answer within 5 s (llm_engine_start_timeout_s" in text, text[
+        -4000:
+    ]
     assert "the engine was stopped" in text and "last lines of its log" in text
     assert engine_left(tmp_path) == []
     # the CPU build's start reuses its compile: its AOT cache cannot be loaded back (vLLM 0.32)
@@ -170,21 +197,35 @@ def test_the_roles_dtype_is_the_harness_choice_for_the_cpus_flags(tmp_path):
 
     tasks = yaml.safe_load((ANSIBLE_DIR / "roles" / "llm_engine" / "tasks" / "config.yml").read_text())[:2]
     assert "slurp" in str(tasks[0]) and "llm_engine_dtype_used" in str(tasks[1])
-    cpus = {"zen4": "flags\t\t: fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni\n",
-            "sapphire": "flags\t\t: fpu avx2 amx_bf16 amx_tile\n",
-            "avx2": "flags\t\t: fpu sse2 avx2 fma avx512_bf16x\n",  # a longer name is not the flag
-            "arm": "Features\t: fp asimd evtstrm\n"}
+    cpus = {
+        "zen4": "flags\t\t: fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni\n",
+        "sapphire": "flags\t\t: fpu avx2 amx_bf16 amx_tile\n",
+        "avx2": "flags\t\t: fpu sse2 avx2 fma avx512_bf16x\n",  # a longer name is not the flag
+        "arm": "Features\t: fp asimd evtstrm\n",
+    }
     for name, text in cpus.items():
         info = tmp_path / f"{name}.cpuinfo"
         info.write_text("processor\t: 0\n" + text)
-        play = [{"hosts": "localhost", "gather_facts": False,
-                 "vars": {"llm_engine_build": "cpu", "llm_engine_dtype": "auto"},
-                 "tasks": [{**tasks[0], "ansible.builtin.slurp": {"src": str(info)}}, tasks[1],
-                           {"ansible.builtin.debug": {"msg": "dtype={{ llm_engine_dtype_used }}"}}]}]
+        play = [
+            {
+                "hosts": "localhost",
+                "gather_facts": False,
+                "vars": {"llm_engine_build": "cpu", "llm_engine_dtype": "auto"},
+                "tasks": [
+                    {**tasks[0], "ansible.builtin.slurp": {"src": str(info)}},
+                    tasks[1],
+                    {"ansible.builtin.debug": {"msg": "dtype={{ llm_engine_dtype_used }}"}},
+                ],
+            }
+        ]
         path = tmp_path / f"{name}.yml"
         path.write_text(yaml.safe_dump(play))
-        out = subprocess.run([ANSIBLE_PLAYBOOK, "-i", "localhost,", "-c", "local", str(path)],
-                             capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [ANSIBLE_PLAYBOOK, "-i", "localhost,", "-c", "local", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
         got = re.search(r'"msg": "dtype=(\w+)"', out.stdout)
         assert got and got.group(1) == cpu_dtype(info), (name, got and got.group(1), cpu_dtype(info))

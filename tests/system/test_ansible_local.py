@@ -28,7 +28,8 @@ RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s
 
 pytestmark = pytest.mark.skipif(
     not (ANSIBLE_PLAYBOOK and shutil.which("redis-server") and shutil.which("redis-cli")),
-    reason="needs ansible-playbook, redis-server and redis-cli (apt-get install ansible redis-server redis-tools)")
+    reason="needs ansible-playbook, redis-server and redis-cli (apt-get install ansible redis-server redis-tools)",
+)
 
 
 def make_inventory(tmp_path, ports, data_root) -> str:
@@ -36,7 +37,7 @@ def make_inventory(tmp_path, ports, data_root) -> str:
     tree = yaml.safe_load((ANSIBLE_DIR / "inventories" / "local.yml").read_text())
     redis = tree["all"]["children"]["redis"]
     redis["vars"]["redis_cluster_data_root"] = str(data_root)
-    hosts = dict(list(redis["hosts"].items())[:len(ports)])
+    hosts = dict(list(redis["hosts"].items())[: len(ports)])
     for hv, port in zip(hosts.values(), ports):
         hv["redis_cluster_port"] = port
     redis["hosts"] = hosts
@@ -46,15 +47,27 @@ def make_inventory(tmp_path, ports, data_root) -> str:
 
 
 def playbook(inventory: str, play: str, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_FORCE_COLOR": "0", **(env or {})}
-    return subprocess.run([ANSIBLE_PLAYBOOK, "-i", inventory, str(ANSIBLE_DIR / play), *extra],
-                          capture_output=True, text=True, env=env, timeout=300)
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        **(env or {}),
+    }
+    return subprocess.run(
+        [ANSIBLE_PLAYBOOK, "-i", inventory, str(ANSIBLE_DIR / play), *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def recap(out: str) -> dict[str, dict]:
-    return {h: {"ok": int(o), "changed": int(c), "unreachable": int(u), "failed": int(f)}
-            for h, o, c, u, f in RECAP.findall(out)}
+    return {
+        h: {"ok": int(o), "changed": int(c), "unreachable": int(u), "failed": int(f)}
+        for h, o, c, u, f in RECAP.findall(out)
+    }
 
 
 def cli(port: int, *args: str, user: tuple[str, str] | None = None) -> str:
@@ -71,9 +84,19 @@ def provisioned(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ansible")
     inv = make_inventory(tmp, PORTS, tmp / "redis")
     acl = tmp / "acl.yml"
-    acl.write_text(yaml.safe_dump({"redis_cluster_acl_users": [{
-        "name": "cache_reader", "password": "{{ lookup('ansible.builtin.env', 'REDIS_CACHE_READER_PASSWORD') }}",
-        "rules": "resetkeys ~cache:* resetchannels -@all +get +hgetall"}]}))
+    acl.write_text(
+        yaml.safe_dump(
+            {
+                "redis_cluster_acl_users": [
+                    {
+                        "name": "cache_reader",
+                        "password": "{{ lookup('ansible.builtin.env', 'REDIS_CACHE_READER_PASSWORD') }}",
+                        "rules": "resetkeys ~cache:* resetchannels -@all +get +hgetall",
+                    }
+                ]
+            }
+        )
+    )
     args = ("-e", f"@{acl}")
     env = {"REDIS_CACHE_READER_PASSWORD": READER_PASSWORD}
     first = playbook(inv, "site.yml", *args, env=env)
@@ -121,9 +144,14 @@ def test_harness_benchmarks_the_provisioned_cluster(provisioned, tmp_path):
     from harness.run.runner import run_suites
     from tests.unit.test_monitoring import redis_suite
 
-    out = run_suites([redis_suite(tmp_path)], target=provisioned["inventory"], repeat=1,
-                     overrides=["redis-benchmark.requests=5000"], results_dir=tmp_path / "results",
-                     log=lambda m: None)
+    out = run_suites(
+        [redis_suite(tmp_path)],
+        target=provisioned["inventory"],
+        repeat=1,
+        overrides=["redis-benchmark.requests=5000"],
+        results_dir=tmp_path / "results",
+        log=lambda m: None,
+    )
     man = json.loads((out.run_dir / "manifest.json").read_text())
     nodes = man["target_nodes"]["nodes"]
     assert sorted(n["port"] for n in nodes) == PORTS

@@ -14,8 +14,9 @@ from tests import REPO
 def harness(*args, env=None, timeout=120):
     e = dict(os.environ)
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True,
-                          cwd=REPO, env=e, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=REPO, env=e, timeout=timeout
+    )
 
 
 def assert_one_line(p, code, needle):
@@ -47,8 +48,11 @@ def test_unknown_profile_exit_2(tmp_path):
 
 def test_unknown_suite_and_bad_override_exit_2(tmp_path):
     assert_one_line(harness("run", "redis-clster", "--results-dir", str(tmp_path)), 2, "no suite named 'redis-clster'")
-    assert_one_line(harness("run", "redis-cluster", "--set", "redis-benchmark.clients=many",
-                            "--results-dir", str(tmp_path)), 2, "expected int, got str")
+    assert_one_line(
+        harness("run", "redis-cluster", "--set", "redis-benchmark.clients=many", "--results-dir", str(tmp_path)),
+        2,
+        "expected int, got str",
+    )
 
 
 def test_report_of_a_folder_that_is_not_a_run_exit_2(tmp_path):

@@ -19,8 +19,9 @@ PORT = int(os.environ.get("HARNESS_TEST_SELECTION_PORT", "7860"))  # this file's
 
 def harness(*args, env=None, timeout=300):
     e = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=REPO,
-                          env=e, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=REPO, env=e, timeout=timeout
+    )
 
 
 def listening(port: int) -> bool:
@@ -42,13 +43,16 @@ def test_run_one_case(tmp_path):
     assert not any(listening(PORT + i) for i in range(6))  # the cluster it started is gone
 
 
-@pytest.mark.skipif(shutil.which("memtier_benchmark") is not None,
-                    reason="needs a case that is skipped here: memtier_benchmark is installed")
+@pytest.mark.skipif(
+    shutil.which("memtier_benchmark") is not None,
+    reason="needs a case that is skipped here: memtier_benchmark is installed",
+)
 def test_a_skipped_cases_repetitions_count_as_done_and_the_estimate_waits_for_a_measured_one(tmp_path):
     """memtier is skipped (not installed) in its first repetition: its other two count as
     done, so the next line is [4/6]; nothing measured yet, so no estimate; then acl's own."""
-    p = harness("run", "redis-cluster/memtier", "redis-cluster/acl", "--base-port", str(PORT),
-                "--results-dir", str(tmp_path))
+    p = harness(
+        "run", "redis-cluster/memtier", "redis-cluster/acl", "--base-port", str(PORT), "--results-dir", str(tmp_path)
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     lines = [ln for ln in p.stderr.splitlines() if ln.startswith("[")]
     assert [ln.split(",")[0] for ln in lines] == ["[1/6", "[4/6", "[5/6", "[6/6"], lines
@@ -58,8 +62,19 @@ def test_a_skipped_cases_repetitions_count_as_done_and_the_estimate_waits_for_a_
 
 def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path):
     port = PORT + 10
-    p = harness("run", "redis-cluster", "-k", "acl", "--dry-run", "--base-port", str(port),
-                "--results-dir", str(tmp_path / "r"), "--set", "acl.username=reader2")
+    p = harness(
+        "run",
+        "redis-cluster",
+        "-k",
+        "acl",
+        "--dry-run",
+        "--base-port",
+        str(port),
+        "--results-dir",
+        str(tmp_path / "r"),
+        "--set",
+        "acl.username=reader2",
+    )
     assert p.returncode == 0, p.stderr
     out = p.stdout
     assert "plan: 1 suite(s), 3 case repetition(s), profile local" in out
@@ -102,12 +117,15 @@ def test_cluster_status_exits_non_zero_when_down():
     assert p.returncode == 3 and "down" in p.stdout
 
 
-@pytest.mark.parametrize("done,total,elapsed,left,expected", [
-    (0, 10, 0.0, None, "[1/10, 0 s, estimating the time left]"),
-    (2, 10, 30.0, 120.0, "[3/10, 30 s, about 2 min 00 s left]"),
-    (9, 10, 3600.0, 400.0, "[10/10, 1 h 00 min, about 6 min 40 s left]"),
-    (3, 10, 5.0, None, "[4/10, 5 s, estimating the time left]"),  # only skips so far: no estimate
-])
+@pytest.mark.parametrize(
+    "done,total,elapsed,left,expected",
+    [
+        (0, 10, 0.0, None, "[1/10, 0 s, estimating the time left]"),
+        (2, 10, 30.0, 120.0, "[3/10, 30 s, about 2 min 00 s left]"),
+        (9, 10, 3600.0, 400.0, "[10/10, 1 h 00 min, about 6 min 40 s left]"),
+        (3, 10, 5.0, None, "[4/10, 5 s, estimating the time left]"),  # only skips so far: no estimate
+    ],
+)
 def test_progress_lines(done, total, elapsed, left, expected):
     assert progress.progress(done, total, elapsed, left) == expected
 
@@ -148,8 +166,13 @@ def test_split_names_whole_suite_beside_one_of_its_cases():
     from harness.run.selection import split_names
 
     assert split_names(["redis-cluster/acl", "redis-cluster/memtier"]) == (
-        ["redis-cluster"], {"redis-cluster": ["acl", "memtier"]})
+        ["redis-cluster"],
+        {"redis-cluster": ["acl", "memtier"]},
+    )
     assert split_names(["redis-cluster", "redis-cluster/acl"]) == (["redis-cluster"], {})
     assert split_names(["redis-cluster/acl", "redis-cluster"]) == (["redis-cluster"], {})
     assert split_names(["redis-cluster", "redis-cluster"]) == (["redis-cluster", "redis-cluster"], {})  # refused later
-    assert split_names(["harness/experiments/redis_cluster/suite.yaml"]) == (["harness/experiments/redis_cluster/suite.yaml"], {})
+    assert split_names(["harness/experiments/redis_cluster/suite.yaml"]) == (
+        ["harness/experiments/redis_cluster/suite.yaml"],
+        {},
+    )

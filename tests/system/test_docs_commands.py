@@ -17,8 +17,11 @@ import pytest
 from harness.cli import main
 from tests import REPO
 
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
-        *sorted((REPO / "harness" / "experiments").glob("*/README.md"))]
+DOCS = [
+    REPO / "README.md",
+    *sorted((REPO / "docs").glob("*.md")),
+    *sorted((REPO / "harness" / "experiments").glob("*/README.md")),
+]
 
 # command pattern -> where it is run ("tests/FILE.py::test_name", or ".ci/run")
 RUN_BY = {
@@ -30,12 +33,12 @@ RUN_BY = {
     r"\.venv/bin/python -m tests\.ledger_table .*": "tests/unit/test_mutations.py::test_the_ledger_page_lists_every_ledger_check",
     r"(\.venv/bin/)?pytest .*": ".ci/run",
     r"\.venv/bin/harness run ttl-expiry.*":  # the worked example's suite, in a copy of the project
-        "tests/system/test_docs_commands.py::test_the_worked_example_of_a_new_suite_validates_and_plans",
+    "tests/system/test_docs_commands.py::test_the_worked_example_of_a_new_suite_validates_and_plans",
     r"harness run redis-cluster --target ansible/inventories/local\.yml$": "tests/system/test_ansible_local.py",
     r"harness run --profile lab-a100 --target ansible/inventories/lab\.yml.*": "tests/system/test_ansible_inventory.py",
     r"harness run serving --profile lab-sim --target \.harness/lab-sim/inventory\.yml$": "tests/system/test_lab_sim_engine.py",
     r"harness run kv-trace --set prefix-cache\.trace=/path/to/trace\.jsonl .*":  # a trace of one's own
-        "tests/system/test_report_browser.py",
+    "tests/system/test_report_browser.py",
     r"(\.venv/bin/)?harness list$": "tests/system/test_docs_commands.py::test_harness_list_and_validate_as_the_docs_show",
     r"(\.venv/bin/)?harness validate$": "tests/system/test_docs_commands.py::test_harness_list_and_validate_as_the_docs_show",
     r"(\.venv/bin/)?harness report .* --baseline .*": "tests/unit/test_verdicts.py::test_a_report_with_a_baseline_shows_what_changed_first",
@@ -44,8 +47,7 @@ RUN_BY = {
     r"(\.venv/bin/)?harness measurements .*": "tests/unit/test_measurements.py::test_measurements_of_a_run_say_its_verdicts_thresholds_and_time",
     r"(\.venv/bin/)?harness engine install$": ".ci/run",  # make test's setup runs it
     r"(\.venv/bin/)?harness run serving$": "tests/suites/serving/test_serving_engine_lifecycle.py",
-    r"(export )?HARNESS_LLM_URL=\S+ HARNESS_LLM_MODEL=\S+( .*harness run serving.*)?$":
-        "tests/suites/serving/test_serving_engine_lifecycle.py",
+    r"(export )?HARNESS_LLM_URL=\S+ HARNESS_LLM_MODEL=\S+( .*harness run serving.*)?$": "tests/suites/serving/test_serving_engine_lifecycle.py",
     r"export REDIS_CLUSTER_PASSWORD=.*": "tests/system/test_lab_sim.py",
     r"make (un)?provision INVENTORY=\.harness/lab-sim/inventory\.yml$": "tests/system/test_lab_sim.py",
     r"make (un)?provision INVENTORY=ansible/inventories/local\.yml$": "tests/system/test_ansible_local.py",
@@ -58,8 +60,7 @@ RUN_BY = {
     r'eval "\$\(_HARNESS_COMPLETE=\w+_source harness\)"$': "tests/system/test_docs_commands.py::test_shell_completion_as_the_docs_show",
     r"_HARNESS_COMPLETE=fish_source harness \| source$": "tests/system/test_docs_commands.py::test_shell_completion_as_the_docs_show",
     r"make gpu-check-prepare$": "tests/suites/engine_hotload/test_gpu_check.py::test_the_carry_resolves_from_the_wheels_and_fits_with_the_tree",
-    r"make gpu-check GPU_CHECK_ARGS=--dry-run$":
-        "tests/suites/engine_hotload/test_gpu_check.py::test_the_dry_run_prints_the_plan_within_8_minutes_importing_nothing_else",
+    r"make gpu-check GPU_CHECK_ARGS=--dry-run$": "tests/suites/engine_hotload/test_gpu_check.py::test_the_dry_run_prints_the_plan_within_8_minutes_importing_nothing_else",
     # no GPU here: the test runs it and sees the one line and exit 3 (a GPU host runs the rest)
     r'make gpu-check GPU_CHECK_ARGS="--out \S+"$': "tests/suites/engine_hotload/test_gpu_check.py::test_without_a_gpu_it_stops_with_one_line_and_exit_3",
 }
@@ -82,9 +83,16 @@ def _commands() -> list[tuple[str, str]]:
 
 
 COMMANDS = _commands()
-RUNS = [(d, c) for d, c in COMMANDS if re.match(r"(\.venv/bin/)?harness run ", c) and "<" not in c
-        and "ttl-expiry" not in c
-        and "/path/to/" not in c and NEEDS_LAB not in c and "ansible/inventories/" not in c]
+RUNS = [
+    (d, c)
+    for d, c in COMMANDS
+    if re.match(r"(\.venv/bin/)?harness run ", c)
+    and "<" not in c
+    and "ttl-expiry" not in c
+    and "/path/to/" not in c
+    and NEEDS_LAB not in c
+    and "ansible/inventories/" not in c
+]
 
 
 def test_the_docs_show_commands_and_each_is_run_somewhere():
@@ -135,7 +143,7 @@ def _worked_example(copy: Path) -> None:
     """docs/development.md's worked example written into `copy`: its code blocks, where the
     doc says they go."""
     text = (REPO / "docs" / "development.md").read_text()
-    blocks = re.findall(r"```(python|yaml)\n(.*?)```", text[text.index("## Adding a suite"):], re.S)
+    blocks = re.findall(r"```(python|yaml)\n(.*?)```", text[text.index("## Adding a suite") :], re.S)
     (copy / "harness" / "experiments" / "ttl_expiry").mkdir()
     (copy / "harness" / "experiments" / "ttl_expiry" / "__init__.py").write_text("")
     placed = 0
@@ -166,8 +174,14 @@ def test_the_worked_example_of_a_new_suite_validates_and_plans(tmp_path):
     (copy / "data").symlink_to(REPO / "data")  # the specs name their datasets there
     _worked_example(copy)
     for argv in (["validate"], ["run", "ttl-expiry", "--dry-run"]):
-        p = subprocess.run([sys.executable, "-m", "harness", *argv], cwd=copy, capture_output=True, text=True,
-                           timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(copy)})
+        p = subprocess.run(
+            [sys.executable, "-m", "harness", *argv],
+            cwd=copy,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**__import__("os").environ, "PYTHONPATH": str(copy)},
+        )
         assert p.returncode == 0, (argv, p.stdout[-1500:], p.stderr[-1500:])
     assert "ttl-expiry" in p.stdout + p.stderr
 

@@ -31,25 +31,76 @@ from harness.infra import inventory
 from harness.infra.target import HOST_RE, USER_RE
 from tests.system.test_hostile import _check_cli, cli, hostile_run
 
-HOSTILE = ["-oProxyCommand=touch /tmp/fuzz-pwned", "$(touch /tmp/fuzz-pwned)", "`id`", "a;b", "a|b", "--", "-",
-           "", " ", "a b", "a\nb", "user@host", "host:22", "../../etc", "10.0.0.1", "fe80::1", "lg-1", "h" * 300,
-           "{{ lookup('pipe', 'id') }}", "\x00", "-F/etc/passwd", "127.0.0.1", "%h", "*"]
-scalars = st.one_of(st.sampled_from(HOSTILE), st.text(max_size=20), st.integers(min_value=-(2**70), max_value=2**70),
-                    st.booleans(), st.none(), st.floats(allow_nan=True, allow_infinity=True))
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                       st.dictionaries(st.text(max_size=6), inner, max_size=3)),
-                      max_leaves=6)
-KEYS = ["ansible_host", "ansible_user", "ansible_port", "harness_ssh_config", "ansible_ssh_common_args",
-        "ansible_ssh_private_key_file", "redis_cluster_port", "monitoring_prometheus_port", "ansible_connection"]
+HOSTILE = [
+    "-oProxyCommand=touch /tmp/fuzz-pwned",
+    "$(touch /tmp/fuzz-pwned)",
+    "`id`",
+    "a;b",
+    "a|b",
+    "--",
+    "-",
+    "",
+    " ",
+    "a b",
+    "a\nb",
+    "user@host",
+    "host:22",
+    "../../etc",
+    "10.0.0.1",
+    "fe80::1",
+    "lg-1",
+    "h" * 300,
+    "{{ lookup('pipe', 'id') }}",
+    "\x00",
+    "-F/etc/passwd",
+    "127.0.0.1",
+    "%h",
+    "*",
+]
+scalars = st.one_of(
+    st.sampled_from(HOSTILE),
+    st.text(max_size=20),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=True, allow_infinity=True),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=6,
+)
+KEYS = [
+    "ansible_host",
+    "ansible_user",
+    "ansible_port",
+    "harness_ssh_config",
+    "ansible_ssh_common_args",
+    "ansible_ssh_private_key_file",
+    "redis_cluster_port",
+    "monitoring_prometheus_port",
+    "ansible_connection",
+]
 host_vars = st.one_of(st.none(), values, st.dictionaries(st.sampled_from(KEYS), values, max_size=5))
 host_names = st.one_of(st.sampled_from(HOSTILE), st.text(max_size=12), st.integers())
 hosts = st.one_of(values, st.dictionaries(host_names, host_vars, max_size=3))
-group = st.fixed_dictionaries({}, optional={"hosts": hosts, "vars": st.one_of(values, st.dictionaries(
-    st.sampled_from(KEYS), values, max_size=3))})
-groups = st.dictionaries(st.sampled_from(["redis", "loadgen", "monitoring", "other"]), st.one_of(group, values),
-                         max_size=4)
-trees = st.one_of(st.fixed_dictionaries({"all": st.fixed_dictionaries({"children": groups}, optional={
-    "vars": st.dictionaries(st.sampled_from(KEYS), values, max_size=3)})}), groups, values)
+group = st.fixed_dictionaries(
+    {}, optional={"hosts": hosts, "vars": st.one_of(values, st.dictionaries(st.sampled_from(KEYS), values, max_size=3))}
+)
+groups = st.dictionaries(
+    st.sampled_from(["redis", "loadgen", "monitoring", "other"]), st.one_of(group, values), max_size=4
+)
+trees = st.one_of(
+    st.fixed_dictionaries(
+        {
+            "all": st.fixed_dictionaries(
+                {"children": groups}, optional={"vars": st.dictionaries(st.sampled_from(KEYS), values, max_size=3)}
+            )
+        }
+    ),
+    groups,
+    values,
+)
 
 
 def _valid_host(h: str) -> bool:
@@ -60,8 +111,9 @@ def _valid_host(h: str) -> bool:
         return bool(HOST_RE.fullmatch(h)) and not h.startswith("-")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(tree=trees)
 def test_fuzz_inventories(tmp_path, monkeypatch, tree):
     monkeypatch.delenv(inventory.LOADGEN_ENV, raising=False)
@@ -70,8 +122,11 @@ def test_fuzz_inventories(tmp_path, monkeypatch, tree):
         path.write_text(yaml.safe_dump(tree, allow_unicode=True))
     except (yaml.YAMLError, UnicodeEncodeError, ValueError):
         return
-    for read in (lambda: inventory.group_hosts(path, "redis"), lambda: inventory.loadgen_host(path),
-                 lambda: inventory.prometheus_url(path)):
+    for read in (
+        lambda: inventory.group_hosts(path, "redis"),
+        lambda: inventory.loadgen_host(path),
+        lambda: inventory.prometheus_url(path),
+    ):
         try:
             got = read()
         except BadInput as e:
@@ -84,8 +139,9 @@ def test_fuzz_inventories(tmp_path, monkeypatch, tree):
             assert argv[-3:] == ["--", got.address, "true"]
             opts = argv[1:-3]  # flag, value, flag, value: no value of the inventory is read as a flag
             assert len(opts) % 2 == 0 and set(opts[0::2]) <= {"-F", "-o", "-l", "-p", "-i"}, argv
-            assert all(v.startswith(("BatchMode=", "ConnectTimeout=")) for f, v in zip(opts[0::2], opts[1::2])
-                       if f == "-o")
+            assert all(
+                v.startswith(("BatchMode=", "ConnectTimeout=")) for f, v in zip(opts[0::2], opts[1::2]) if f == "-o"
+            )
         elif isinstance(got, str):  # the Prometheus URL
             host = got.split("://", 1)[1].rsplit(":", 1)[0].strip("[]")
             assert _valid_host(host), got
@@ -96,6 +152,7 @@ def test_fuzz_inventories(tmp_path, monkeypatch, tree):
 @contextmanager
 def _deadline(seconds: int):
     """A report that blocks (on a FIFO, say) fails the example instead of hanging the run."""
+
     def fire(signum, frame):
         raise AssertionError(f"harness report did not return within {seconds} s (blocked?)")
 
@@ -108,8 +165,18 @@ def _deadline(seconds: int):
         signal.signal(signal.SIGALRM, old)
 
 
-KINDS = ["valid", "json", "bytes", "folder", "fifo", "link-outside", "link-dev-zero", "link-dangling", "huge",
-         "missing"]
+KINDS = [
+    "valid",
+    "json",
+    "bytes",
+    "folder",
+    "fifo",
+    "link-outside",
+    "link-dev-zero",
+    "link-dangling",
+    "huge",
+    "missing",
+]
 _VALID: dict = {}
 
 
@@ -118,8 +185,7 @@ def _valid_files(tmp: Path) -> dict:
         (tmp / "valid").mkdir(parents=True, exist_ok=True)
         d = hostile_run(tmp / "valid")
         assert cli("report", d)[0] == 0
-        _VALID.update({n: (d / n).read_bytes() for n in ("manifest.json", "results.json", "report.html",
-                                                         "junit.xml")})
+        _VALID.update({n: (d / n).read_bytes() for n in ("manifest.json", "results.json", "report.html", "junit.xml")})
     return _VALID
 
 
@@ -146,11 +212,15 @@ def _make(p: Path, kind: str, valid: bytes, blob, outside: Path) -> None:
             f.truncate(300 << 20)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                 HealthCheck.too_slow])
-@given(kinds=st.fixed_dictionaries({n: st.sampled_from(KINDS) for n in ("manifest.json", "results.json",
-                                                                         "report.html", "junit.xml")}),
-       blob=st.one_of(values, st.binary(max_size=64)))
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    kinds=st.fixed_dictionaries(
+        {n: st.sampled_from(KINDS) for n in ("manifest.json", "results.json", "report.html", "junit.xml")}
+    ),
+    blob=st.one_of(values, st.binary(max_size=64)),
+)
 def test_fuzz_results_folders(tmp_path, kinds, blob):
     import shutil
 

@@ -29,7 +29,10 @@ from harness.cli import main
 from harness.model import spec
 
 SUITE = {
-    "name": "hostile", "description": "d", "claim": {"section": "1", "text": "t"}, "target": "none",
+    "name": "hostile",
+    "description": "d",
+    "claim": {"section": "1", "text": "t"},
+    "target": "none",
     "cases": [{"name": "sim", "driver": "eviction-simulate", "params": {}}],
     "profiles": {"local": {"repetitions": 1}},
 }
@@ -97,49 +100,130 @@ BAD = {
     "non-UTF-8 spec": (lambda t: ["validate", _write(t / "s.yaml", "name: caf\xe9\n".encode("latin-1"))], "UTF-8"),
     "folder as spec": (lambda t: ["validate", _mkdir(t / "s.yaml")], "is a folder"),
     "device as spec": (lambda t: ["validate", "/dev/zero"], "not a regular file"),
-    "non-string key": (lambda t: ["validate", _write(t / "s.yaml", yaml.safe_dump({**SUITE, 1: 2}).encode())],
-                       "must be text"),
-    "non-string param key": (lambda t: ["validate", write_suite(t / "s.yaml", cases=[
-        {"name": "sim", "driver": "eviction-simulate", "params": {3: 4}}])], "keys must be text"),
-    "null parameter": (lambda t: ["validate", write_suite(t / "s.yaml", cases=[
-        {"name": "sim", "driver": "eviction-simulate", "params": {"seed": None}}])], "got null"),
-    "integer too large for a float": (lambda t: ["validate", _write(t / "s.yaml", (
-        yaml.safe_dump(SUITE) + "").replace("repetitions: 1", "repetitions: 1\n    thresholds: [{case: sim, metric: m, "
-                                                                "op: '<', value: " + "9" * 400 + ", reason: r}]").encode())],
-        "too large"),
-    "--set integer too large for a float": (lambda t: ["run", write_suite(t / "s.yaml"), "--dry-run", "--set",
-                                                       "sim.head_fraction=" + "9" * 400], "too large"),
+    "non-string key": (
+        lambda t: ["validate", _write(t / "s.yaml", yaml.safe_dump({**SUITE, 1: 2}).encode())],
+        "must be text",
+    ),
+    "non-string param key": (
+        lambda t: [
+            "validate",
+            write_suite(t / "s.yaml", cases=[{"name": "sim", "driver": "eviction-simulate", "params": {3: 4}}]),
+        ],
+        "keys must be text",
+    ),
+    "null parameter": (
+        lambda t: [
+            "validate",
+            write_suite(t / "s.yaml", cases=[{"name": "sim", "driver": "eviction-simulate", "params": {"seed": None}}]),
+        ],
+        "got null",
+    ),
+    "integer too large for a float": (
+        lambda t: [
+            "validate",
+            _write(
+                t / "s.yaml",
+                (yaml.safe_dump(SUITE) + "")
+                .replace(
+                    "repetitions: 1",
+                    "repetitions: 1\n    thresholds: [{case: sim, metric: m, "
+                    "op: '<', value: " + "9" * 400 + ", reason: r}]",
+                )
+                .encode(),
+            ),
+        ],
+        "too large",
+    ),
+    "--set integer too large for a float": (
+        lambda t: ["run", write_suite(t / "s.yaml"), "--dry-run", "--set", "sim.head_fraction=" + "9" * 400],
+        "too large",
+    ),
     "--set empty value": (lambda t: ["run", write_suite(t / "s.yaml"), "--dry-run", "--set", "sim.seed="], "empty"),
-    "--set YAML alias": (lambda t: ["run", write_suite(t / "s.yaml"), "--dry-run", "--set", "sim.seed=[&a 1, *a]"],
-                         "aliases"),
-    "--results-dir is a file": (lambda t: ["run", write_suite(t / "s.yaml"), "--results-dir",
-                                           _write(t / "f", b"x")], "is a file"),
-    "--results-dir unreachable": (lambda t: ["run", write_suite(t / "s.yaml"), "--results-dir", "/proc/1/nope"],
-                                  "cannot create"),
-    "--results-dir read-only": (lambda t: ["run", write_suite(t / "s.yaml"), "--results-dir",
-                                           "/proc/sys/harness-results"], "cannot create"),
+    "--set YAML alias": (
+        lambda t: ["run", write_suite(t / "s.yaml"), "--dry-run", "--set", "sim.seed=[&a 1, *a]"],
+        "aliases",
+    ),
+    "--results-dir is a file": (
+        lambda t: ["run", write_suite(t / "s.yaml"), "--results-dir", _write(t / "f", b"x")],
+        "is a file",
+    ),
+    "--results-dir unreachable": (
+        lambda t: ["run", write_suite(t / "s.yaml"), "--results-dir", "/proc/1/nope"],
+        "cannot create",
+    ),
+    "--results-dir read-only": (
+        lambda t: ["run", write_suite(t / "s.yaml"), "--results-dir", "/proc/sys/harness-results"],
+        "cannot create",
+    ),
     "results.json is a list": (lambda t: ["report", _results_folder(t, "[]")], "expected a JSON object"),
     "results.json has no records": (lambda t: ["report", _results_folder(t, '{"schema_version": 2}')], "records"),
-    "results.json unknown status": (lambda t: ["report", _results_folder(t, json.dumps({
-        "schema_version": 2, "records": [{"suite": "a", "case": "b", "repetition": 1, "status": "weird",
-                                          "reason": "x"}]}))], "status"),
-    "binary manifest": (lambda t: ["report", _results_folder(t, '{"schema_version": 2, "records": []}',
-                                                             b"\x00\xff\xfe")], "manifest"),
-    "inventory hosts are a list": (lambda t: ["run", "redis-cluster", "--results-dir", t / "r", "--target",
-                                              _inventory(t, "      hosts: [a, b]\n")], "hosts"),
-    "inventory group_vars broken": (lambda t: ["run", "redis-cluster", "--results-dir", t / "r", "--target",
-                                               _inventory(t, "      hosts: {n1: {ansible_host: 127.0.0.1}}\n",
-                                                          "a: [unclosed\n")], "group_vars"),
-    "inventory group_vars a list": (lambda t: ["run", "redis-cluster", "--results-dir", t / "r", "--target",
-                                               _inventory(t, "      hosts: {n1: {ansible_host: 127.0.0.1}}\n",
-                                                          "- a\n- b\n")], "group_vars"),
+    "results.json unknown status": (
+        lambda t: [
+            "report",
+            _results_folder(
+                t,
+                json.dumps(
+                    {
+                        "schema_version": 2,
+                        "records": [{"suite": "a", "case": "b", "repetition": 1, "status": "weird", "reason": "x"}],
+                    }
+                ),
+            ),
+        ],
+        "status",
+    ),
+    "binary manifest": (
+        lambda t: ["report", _results_folder(t, '{"schema_version": 2, "records": []}', b"\x00\xff\xfe")],
+        "manifest",
+    ),
+    "inventory hosts are a list": (
+        lambda t: [
+            "run",
+            "redis-cluster",
+            "--results-dir",
+            t / "r",
+            "--target",
+            _inventory(t, "      hosts: [a, b]\n"),
+        ],
+        "hosts",
+    ),
+    "inventory group_vars broken": (
+        lambda t: [
+            "run",
+            "redis-cluster",
+            "--results-dir",
+            t / "r",
+            "--target",
+            _inventory(t, "      hosts: {n1: {ansible_host: 127.0.0.1}}\n", "a: [unclosed\n"),
+        ],
+        "group_vars",
+    ),
+    "inventory group_vars a list": (
+        lambda t: [
+            "run",
+            "redis-cluster",
+            "--results-dir",
+            t / "r",
+            "--target",
+            _inventory(t, "      hosts: {n1: {ansible_host: 127.0.0.1}}\n", "- a\n- b\n"),
+        ],
+        "group_vars",
+    ),
     "port 99999 (cluster up)": (lambda t: ["cluster", "up", "--base-port", "99999"], "99999"),
-    "port 99999 (run)": (lambda t: ["run", "redis-cluster", "--base-port", "99999", "--results-dir", t / "r"],
-                         "99999"),
-    "monitoring port 99999": (lambda t: ["run", "redis-cluster", "--monitoring", "--results-dir", t / "r"],
-                              "HARNESS_MONITORING_PORT"),
-    "suite named twice": (lambda t: ["run", "redis-cluster", REPO_ROOT / "harness" / "experiments" / "redis_cluster" / "suite.yaml",
-                                     "--dry-run"], "named twice"),
+    "port 99999 (run)": (lambda t: ["run", "redis-cluster", "--base-port", "99999", "--results-dir", t / "r"], "99999"),
+    "monitoring port 99999": (
+        lambda t: ["run", "redis-cluster", "--monitoring", "--results-dir", t / "r"],
+        "HARNESS_MONITORING_PORT",
+    ),
+    "suite named twice": (
+        lambda t: [
+            "run",
+            "redis-cluster",
+            REPO_ROOT / "harness" / "experiments" / "redis_cluster" / "suite.yaml",
+            "--dry-run",
+        ],
+        "named twice",
+    ),
 }
 ENV = {"monitoring port 99999": {"HARNESS_MONITORING_PORT": "99999"}}
 
@@ -198,16 +282,23 @@ def test_alias_bomb_refused_at_load(tmp_path):
 # ---- item 9: NaN and infinities ----------------------------------------------------------
 @pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
 def test_non_finite_threshold_refused(tmp_path, value):
-    text = yaml.safe_dump(SUITE).replace("repetitions: 1", "repetitions: 1\n    thresholds: [{case: sim, metric: m, "
-                                                           f"op: '<', value: {value}, reason: r}}]")
+    text = yaml.safe_dump(SUITE).replace(
+        "repetitions: 1",
+        f"repetitions: 1\n    thresholds: [{{case: sim, metric: m, op: '<', value: {value}, reason: r}}]",
+    )
     assert_one_line(cli("validate", _write(tmp_path / "s.yaml", text.encode())), (2,), "finite")
 
 
 def test_nan_never_written(tmp_path):
     from harness.model.stored_run import Record, Series, load_run, write_manifest, write_results
 
-    rec = Record(suite="s", case="c", repetition=1, details={"x": float("nan"), "y": [float("inf"), 1.0]},
-                 series={"n": Series({"a": [1.0, float("nan")]})})
+    rec = Record(
+        suite="s",
+        case="c",
+        repetition=1,
+        details={"x": float("nan"), "y": [float("inf"), 1.0]},
+        series={"n": Series({"a": [1.0, float("nan")]})},
+    )
     write_manifest(tmp_path, {"run_id": "r"})
     write_results(tmp_path, [rec], {}, [])
 
@@ -220,9 +311,19 @@ def test_nan_never_written(tmp_path):
 
 
 # ---- item 3: names that become paths -----------------------------------------------------
-@pytest.mark.parametrize("where,value", [
-    ("case", "../../../tmp/x"), ("case", "a/b"), ("case", ".."), ("suite", "../x"), ("suite", "x\x00y"),
-    ("profile", "../../p"), ("case", "<script>"), ("case", "a b")])
+@pytest.mark.parametrize(
+    "where,value",
+    [
+        ("case", "../../../tmp/x"),
+        ("case", "a/b"),
+        ("case", ".."),
+        ("suite", "../x"),
+        ("suite", "x\x00y"),
+        ("profile", "../../p"),
+        ("case", "<script>"),
+        ("case", "a b"),
+    ],
+)
 def test_names_that_become_paths_refused_at_validation(tmp_path, where, value):
     d = json.loads(json.dumps(SUITE))
     if where == "case":
@@ -281,33 +382,77 @@ def hostile_run(tmp_path: Path) -> Path:
 
     suite, case, metric = hostile(0), hostile(1), hostile(2)
     h = [hostile(i) for i in range(10)]
-    srun = spec.SuiteRun(suite, h[3], spec.SuiteClaim("1" + h[4], h[0], ["C1"], h[1]), "none", "local", h[2], 2,
-                         [spec.Case(case, "eviction-simulate", h[3], {"p": h[4]}),
-                          spec.Case(h[3], "eviction-simulate", h[0], {})],
-                         [spec.Threshold(case, metric, "<", 1.0, h[1], h[2]),
-                          spec.Threshold(case, h[4], ">", 1.0, "", h[0])], {h[0]: h[1]})
-    claim = spec.Claim("C1", h[2], h[3], [spec.ClaimCheck(suite, case, metric, ">=", 1.0, h[4],
-                                                          controls=[spec.Control(h[0], "<", h[1], 5.0)])],
-                       differs=h[4], figures={})
+    srun = spec.SuiteRun(
+        suite,
+        h[3],
+        spec.SuiteClaim("1" + h[4], h[0], ["C1"], h[1]),
+        "none",
+        "local",
+        h[2],
+        2,
+        [spec.Case(case, "eviction-simulate", h[3], {"p": h[4]}), spec.Case(h[3], "eviction-simulate", h[0], {})],
+        [spec.Threshold(case, metric, "<", 1.0, h[1], h[2]), spec.Threshold(case, h[4], ">", 1.0, "", h[0])],
+        {h[0]: h[1]},
+    )
+    claim = spec.Claim(
+        "C1",
+        h[2],
+        h[3],
+        [spec.ClaimCheck(suite, case, metric, ">=", 1.0, h[4], controls=[spec.Control(h[0], "<", h[1], 5.0)])],
+        differs=h[4],
+        figures={},
+    )
     records = []
     for rep in (1, 2):
-        records.append(Record(suite=suite, case=case, repetition=rep,
-                              metrics={metric: Metric(0.5 * rep, h[0], "lower", h[1]), h[2]: Metric(3.0, h[3])},
-                              raw_files=[f"raw/{h[4]}", h[4], "/etc/passwd"], details={"ran_on": h[0]},
-                              params={"p": h[1]}, started=0.0, duration_s=0.1,
-                              series={h[3]: Series({h[4]: [h[0], h[1]], h[2]: [1.0, 2.0]}, {h[2]: h[3]}, h[4])}))
+        records.append(
+            Record(
+                suite=suite,
+                case=case,
+                repetition=rep,
+                metrics={metric: Metric(0.5 * rep, h[0], "lower", h[1]), h[2]: Metric(3.0, h[3])},
+                raw_files=[f"raw/{h[4]}", h[4], "/etc/passwd"],
+                details={"ran_on": h[0]},
+                params={"p": h[1]},
+                started=0.0,
+                duration_s=0.1,
+                series={h[3]: Series({h[4]: [h[0], h[1]], h[2]: [1.0, 2.0]}, {h[2]: h[3]}, h[4])},
+            )
+        )
     records.append(Record(suite=suite, case=h[3], repetition=1, status="failed", reason=h[4]))
     records.append(Record(suite=suite, case=h[3], repetition=2, status="skipped", reason=h[0]))
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    write_manifest(run_dir, {"run_id": h[0], "profile": h[1], "target": h[2], "started": 1.0, "ended": 2.0,
-                             "host": {"cpu_model": h[3], "kernel": h[4]}, "tools": {h[0]: {"version": h[1]}},
-                             "packages": {h[2]: h[3]}, "servers": {h[4]: {"redis_version": h[0], "role": h[1]}}})
-    mon = {"status": "ok", "reason": h[2], "roles": {h[3]: h[4]},
-           "queries": [{"key": "ops", "title": h[0], "unit": h[1], "label": "node",
-                        "series": [{"name": h[3], "points": [[0, 1.0], [1, 2.0]]}]}]}
-    write_results(run_dir, records, {suite: srun}, [claim], monitoring=mon,
-                  interrupted={"at": 1.5, "case": h[1], "signal": h[2]})
+    write_manifest(
+        run_dir,
+        {
+            "run_id": h[0],
+            "profile": h[1],
+            "target": h[2],
+            "started": 1.0,
+            "ended": 2.0,
+            "host": {"cpu_model": h[3], "kernel": h[4]},
+            "tools": {h[0]: {"version": h[1]}},
+            "packages": {h[2]: h[3]},
+            "servers": {h[4]: {"redis_version": h[0], "role": h[1]}},
+        },
+    )
+    mon = {
+        "status": "ok",
+        "reason": h[2],
+        "roles": {h[3]: h[4]},
+        "queries": [
+            {
+                "key": "ops",
+                "title": h[0],
+                "unit": h[1],
+                "label": "node",
+                "series": [{"name": h[3], "points": [[0, 1.0], [1, 2.0]]}],
+            }
+        ],
+    }
+    write_results(
+        run_dir, records, {suite: srun}, [claim], monitoring=mon, interrupted={"at": 1.5, "case": h[1], "signal": h[2]}
+    )
     return run_dir
 
 
@@ -348,8 +493,15 @@ def test_svg_attributes_escape_quotes():
     from harness.publish.svg import chart
 
     p = _Elements()
-    p.feed(chart(hostile(0) + hostile(1), [{"name": hostile(3), "points": [[hostile(1), 1.0], [hostile(0), 2.0]]}],
-                 hostile(2), hostile(4), kind="bar"))
+    p.feed(
+        chart(
+            hostile(0) + hostile(1),
+            [{"name": hostile(3), "points": [[hostile(1), 1.0], [hostile(0), 2.0]]}],
+            hostile(2),
+            hostile(4),
+            kind="bar",
+        )
+    )
     assert p.handlers == [] and p.scripts == 0
 
 
@@ -366,12 +518,25 @@ def test_report_with_hostile_names_runs_no_script_in_chromium(tmp_path):
     bare.write_text(html.replace('http-equiv="Content-Security-Policy"', 'name="no-csp"'))
     # a control: the browser does run an inline handler when the markup is not escaped
     control = run_dir / "control.html"
-    control.write_text("<html><body><img src=x onerror=\"document.body.setAttribute('data-x','pwn'+'ed42')\">"
-                       "</body></html>")
+    control.write_text(
+        "<html><body><img src=x onerror=\"document.body.setAttribute('data-x','pwn'+'ed42')\"></body></html>"
+    )
     dom = {}
     for page in (run_dir / "report.html", bare, control):
-        p = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=3000",
-                            "--dump-dom", f"file://{page}"], capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--virtual-time-budget=3000",
+                "--dump-dom",
+                f"file://{page}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert p.returncode == 0, p.stderr[-500:]
         dom[page.name] = p.stdout
     assert XSS_MARK in dom["control.html"], "the control must show a handler running, else the check proves nothing"
@@ -386,9 +551,13 @@ def test_report_command_renders_an_interrupted_run_as_interrupted(tmp_path):
 
     s = spec.parse_suite(json.loads(json.dumps(SUITE)))
     write_manifest(tmp_path, {"run_id": "r", "started": 1.0, "ended": 2.0})
-    write_results(tmp_path, [Record(suite="hostile", case="sim",
-                                    repetition=1)], {"hostile": s.as_run("local", 2, {"sim": {}})}, [],
-                  interrupted={"at": 1.5, "case": "hostile/sim/repetition 2", "signal": "SIGTERM"})
+    write_results(
+        tmp_path,
+        [Record(suite="hostile", case="sim", repetition=1)],
+        {"hostile": s.as_run("local", 2, {"sim": {}})},
+        [],
+        interrupted={"at": 1.5, "case": "hostile/sim/repetition 2", "signal": "SIGTERM"},
+    )
     code, out, err = cli("report", tmp_path)
     assert code == 0, err
     html = (tmp_path / "report.html").read_text()
@@ -402,15 +571,27 @@ def test_same_suite_twice_refused():
 
 
 # ---- the fuzz test: generated specs, --set values and results folders --------------------
-scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(min_value=10**300, max_value=10**400),
-                    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12),
-                    st.sampled_from(["../../x", "<script>", "\"'", "a/b", "", ".nan", "*a", "&a", "\x00"]))
-values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.one_of(st.text(max_size=8), st.integers(), st.none()),
-                                                 inner, max_size=4)), max_leaves=12)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=10**300, max_value=10**400),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.sampled_from(["../../x", "<script>", "\"'", "a/b", "", ".nan", "*a", "&a", "\x00"]),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.one_of(st.text(max_size=8), st.integers(), st.none()), inner, max_size=4),
+    ),
+    max_leaves=12,
+)
 FIELDS = ["name", "description", "claim", "target", "cases", "profiles"]
-FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                       HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 
 def _check_cli(result):
@@ -422,8 +603,9 @@ def _check_cli(result):
 
 
 @FUZZ
-@given(field=st.sampled_from(FIELDS + ["cases.0", "cases.0.params", "profiles.local", "claim.text", "extra"]),
-       value=values)
+@given(
+    field=st.sampled_from(FIELDS + ["cases.0", "cases.0.params", "profiles.local", "claim.text", "extra"]), value=values
+)
 def test_fuzz_spec_fields(tmp_path, field, value):
     d = json.loads(json.dumps(SUITE))
     obj, key = d, field
@@ -450,8 +632,12 @@ def test_fuzz_spec_bytes(tmp_path, raw):
     _check_cli(cli("validate", f))
 
 
-SET_VALUES = st.one_of(st.text(max_size=40), st.sampled_from(
-    ["", " ", "[&a 1, *a]", "{", ".nan", "-.inf", "9" * 400, "null", "~", "!!python/object:os.system", "&a x"]))
+SET_VALUES = st.one_of(
+    st.text(max_size=40),
+    st.sampled_from(
+        ["", " ", "[&a 1, *a]", "{", ".nan", "-.inf", "9" * 400, "null", "~", "!!python/object:os.system", "&a x"]
+    ),
+)
 SET_PARAMS = st.sampled_from(["seed", "nope", "", "sim", "a.b"])
 
 
@@ -505,8 +691,19 @@ def test_wrong_password_is_named_not_provision_it_first(tmp_path):
     server = RedisProcess("127.0.0.1", port, tmp_path / "redis", config={"requirepass": "right-one"}).start()
     try:
         inv = _inventory(tmp_path, f"      hosts: {{n1: {{ansible_host: 127.0.0.1, redis_cluster_port: {port}}}}}\n")
-        line = assert_one_line(cli("run", "redis-cluster", "--target", inv, "--results-dir", tmp_path / "r",
-                                   env={"REDIS_CLUSTER_PASSWORD": "wrong-one"}), (2,), "password")
+        line = assert_one_line(
+            cli(
+                "run",
+                "redis-cluster",
+                "--target",
+                inv,
+                "--results-dir",
+                tmp_path / "r",
+                env={"REDIS_CLUSTER_PASSWORD": "wrong-one"},
+            ),
+            (2,),
+            "password",
+        )
         assert "provision it first" not in line and "wrong-one" not in line
     finally:
         server.stop()
@@ -543,8 +740,9 @@ def _valid_run_json(tmp: Path) -> tuple[dict, dict]:
     return json.loads(json.dumps(_VALID_RUN["results"])), json.loads(json.dumps(_VALID_RUN["manifest"]))
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                 HealthCheck.too_slow])
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(which=st.sampled_from(["results", "manifest"]), pick=st.integers(min_value=0), value=values)
 def test_fuzz_results_field(tmp_path, which, pick, value):
     """One field anywhere in a valid results folder replaced by a generated value: the
@@ -565,7 +763,7 @@ def test_fuzz_results_field(tmp_path, which, pick, value):
 
 
 @pytest.mark.parametrize("which", ["results", "manifest"])
-@pytest.mark.parametrize("value", [10 ** 400, []], ids=["int-past-float", "list"])
+@pytest.mark.parametrize("value", [10**400, []], ids=["int-past-float", "list"])
 def test_every_field_of_a_results_folder_replaced_is_no_traceback(tmp_path, which, value):
     """Every field of a valid folder in turn replaced by one value: the report renders it or
     names what is damaged in one line. The fuzzer above samples fields; this sweep found what

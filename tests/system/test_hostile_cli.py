@@ -33,8 +33,9 @@ from tests.system.test_hostile import SUITE, assert_one_line, cli, write_suite
 ENTRY = "import tests.system.test_hostile_cli; from harness.cli import main; main()"
 
 
-@driver_contract.register("test-hostile-wait", params={"seconds": Param(float, 2.0, "how long the case takes", min=0,
-                                                                max=60)})
+@driver_contract.register(
+    "test-hostile-wait", params={"seconds": Param(float, 2.0, "how long the case takes", min=0, max=60)}
+)
 def _wait(ctx):
     """A case that takes `seconds` and writes a raw file."""
     time.sleep(ctx.params["seconds"])
@@ -49,23 +50,32 @@ def _cluster_ping(ctx):
 
 
 def _spec(tmp: Path, driver: str = "test-hostile-wait", target: str = "none", **params) -> Path:
-    d = {"name": "hostile-cli", "description": "d", "claim": {"section": "0", "text": "t"}, "target": target,
-         "cases": [{"name": "case", "driver": driver, "params": params}], "profiles": {"local": {"repetitions": 1}}}
+    d = {
+        "name": "hostile-cli",
+        "description": "d",
+        "claim": {"section": "0", "text": "t"},
+        "target": target,
+        "cases": [{"name": "case", "driver": driver, "params": params}],
+        "profiles": {"local": {"repetitions": 1}},
+    }
     p = tmp / "hostile-cli.yaml"
     p.write_text(yaml.safe_dump(d))
     return p
 
 
 # ---- class 4: credentials in a URL ------------------------------------------------------
-@pytest.mark.parametrize("url,shown", [
-    ("http://user:password@host:9090", "http://user:***@host:9090"),
-    ("https://user:p%40ss%2Fw@prom.example:443/prefix", "https://user:***@prom.example:443/prefix"),
-    ("http://u:p@ss@host:1/x@y", "http://u:***@host:1/x@y"),
-    ("https://ghp_TOKEN123@host/api", "https://***@host/api"),
-    ("HTTP://A:B@H", "HTTP://A:***@H"),
-    ("http://host:9090/path@x", "http://host:9090/path@x"),
-    ("http://host:9090", "http://host:9090"),
-])
+@pytest.mark.parametrize(
+    "url,shown",
+    [
+        ("http://user:password@host:9090", "http://user:***@host:9090"),
+        ("https://user:p%40ss%2Fw@prom.example:443/prefix", "https://user:***@prom.example:443/prefix"),
+        ("http://u:p@ss@host:1/x@y", "http://u:***@host:1/x@y"),
+        ("https://ghp_TOKEN123@host/api", "https://***@host/api"),
+        ("HTTP://A:B@H", "HTTP://A:***@H"),
+        ("http://host:9090/path@x", "http://host:9090/path@x"),
+        ("http://host:9090", "http://host:9090"),
+    ],
+)
 def test_url_credentials_are_hidden(url, shown):
     assert redact_url_credentials(url) == shown
     # a URL that reads two ways (is '/x@y' a path or a password's end?) is never shown at all
@@ -84,9 +94,16 @@ def test_prometheus_url_with_credentials_never_reaches_results_report_or_termina
     names the URL with *** in place of the password."""
     secret = "Pw-of-issue-25-x7"
     url = f"http://alice:{secret}@127.0.0.1:9/"
-    code, out, err = cli("run", _spec(tmp_path, "test-hostile-cluster-ping", "cluster"), "--monitoring",
-                         "--base-port", TEST_CLUSTER_PORT, "--results-dir", tmp_path / "r",
-                         env={"HARNESS_PROMETHEUS_URL": url})
+    code, out, err = cli(
+        "run",
+        _spec(tmp_path, "test-hostile-cluster-ping", "cluster"),
+        "--monitoring",
+        "--base-port",
+        TEST_CLUSTER_PORT,
+        "--results-dir",
+        tmp_path / "r",
+        env={"HARNESS_PROMETHEUS_URL": url},
+    )
     assert code in (0, 1), err[-2000:]
     assert secret not in out + err
     assert "http://alice:***@127.0.0.1:9" in err
@@ -132,9 +149,14 @@ def test_a_prometheus_behind_basic_auth_is_reached_with_the_urls_credentials():
 def test_a_ctrl_c_in_the_first_second_leaves_a_marked_run_or_none(tmp_path, delay):
     results = tmp_path / "results"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", ENTRY, "run", str(_spec(tmp_path, seconds=3)), "--results-dir",
-                             str(results)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ENTRY, "run", str(_spec(tmp_path, seconds=3)), "--results-dir", str(results)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not (results.is_dir() and any(results.iterdir())):
@@ -162,8 +184,9 @@ def test_a_ctrl_c_in_the_first_second_leaves_a_marked_run_or_none(tmp_path, dela
 def test_an_empty_results_dir_is_bad_input(tmp_path, monkeypatch, value):
     monkeypatch.chdir(tmp_path)
     assert_one_line(cli("run", write_suite(tmp_path / "s.yaml"), "--results-dir", value), (2,), "--results-dir")
-    assert_one_line(cli("run", write_suite(tmp_path / "s.yaml"), "--results-dir", value, "--dry-run"), (2,),
-                    "--results-dir")
+    assert_one_line(
+        cli("run", write_suite(tmp_path / "s.yaml"), "--results-dir", value, "--dry-run"), (2,), "--results-dir"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]
 
 
@@ -185,8 +208,9 @@ def test_onnx_runtime_sessions_write_nothing_outside_the_run(tmp_path):
     control, home = tmp_path / "control-home", tmp_path / "home"
     control.mkdir()
     home.mkdir()
-    p = _run_in_home(control, f"import onnxruntime as o; o.InferenceSession({str(model)!r}, "
-                              f"providers=['CPUExecutionProvider'])")
+    p = _run_in_home(
+        control, f"import onnxruntime as o; o.InferenceSession({str(model)!r}, providers=['CPUExecutionProvider'])"
+    )
     assert p.returncode == 0, p.stderr
     if not list(control.rglob("*")):
         pytest.skip("this ONNX Runtime writes no telemetry files at all: nothing to turn off")
@@ -195,7 +219,8 @@ def test_onnx_runtime_sessions_write_nothing_outside_the_run(tmp_path):
         "from harness.experiments.engine_hotload.backend_ort import OrtEngine\n"
         "from harness.experiments.shared.onnx_runtime import onnxruntime\n"
         f"e = OrtEngine(label='t'); e.load(pathlib.Path({str(model)!r})); e.create_contexts()\n"
-        "print(len(e.io()), os.environ.get('TF_BUILD'), onnxruntime().__version__)\n")
+        "print(len(e.io()), os.environ.get('TF_BUILD'), onnxruntime().__version__)\n"
+    )
     p = _run_in_home(home, code)
     assert p.returncode == 0, p.stderr
     n_io, ci_marker, _ = p.stdout.split()
@@ -214,14 +239,17 @@ def test_a_k_pattern_that_selects_nothing_is_shown_in_full_when_short():
     assert_one_line(cli("run", "-k", "no-such-case-anywhere", "--dry-run"), (2,), "'no-such-case-anywhere'")
 
 
-@pytest.mark.parametrize("setting,needle", [
-    ("sim.seed=abc", "--set sim.seed: expected int"),
-    ("sim.seed=1.5", "--set sim.seed: expected int"),
-    ("sim.seed=[1]", "--set sim.seed: expected int"),
-    ("sim.nope=1", "--set sim.nope: case 'sim'"),
-    ("sim.sed=1", "did you mean 'seed'"),
-    ("sim.seed=" + "9" * 40, "--set sim.seed:"),
-])
+@pytest.mark.parametrize(
+    "setting,needle",
+    [
+        ("sim.seed=abc", "--set sim.seed: expected int"),
+        ("sim.seed=1.5", "--set sim.seed: expected int"),
+        ("sim.seed=[1]", "--set sim.seed: expected int"),
+        ("sim.nope=1", "--set sim.nope: case 'sim'"),
+        ("sim.sed=1", "did you mean 'seed'"),
+        ("sim.seed=" + "9" * 40, "--set sim.seed:"),
+    ],
+)
 def test_set_errors_name_set_not_the_spec_file(tmp_path, setting, needle):
     spec = write_suite(tmp_path / "s.yaml")
     for extra in (["--dry-run"], ["--results-dir", str(tmp_path / "r")]):
@@ -235,11 +263,13 @@ def test_integer_parameters_have_an_upper_bound(tmp_path, value):
     d = json.loads(json.dumps(SUITE))
     d["cases"][0]["params"] = {"seed": value}
     assert_one_line(cli("validate", write_suite(tmp_path / "s.yaml", d)), (2,), "out of range")
-    assert_one_line(cli("run", write_suite(tmp_path / "t.yaml"), "--set", f"sim.seed={value}", "--dry-run"), (2,),
-                    "out of range")
+    assert_one_line(
+        cli("run", write_suite(tmp_path / "t.yaml"), "--set", f"sim.seed={value}", "--dry-run"), (2,), "out of range"
+    )
     if value > 0:
-        assert_one_line(cli("run", "redis-cluster", "--set", f"redis-benchmark.requests={value}", "--dry-run"), (2,),
-                        "out of range")
+        assert_one_line(
+            cli("run", "redis-cluster", "--set", f"redis-benchmark.requests={value}", "--dry-run"), (2,), "out of range"
+        )
 
 
 def test_integer_parameters_up_to_the_bound_pass(tmp_path):
@@ -262,17 +292,26 @@ def test_a_run_compared_with_itself_is_refused(tmp_path):
 
 # ---- issue 53, point 7: --dry-run makes the real run's checks; its lines are safe ---------
 def _dry_run(*args, env: dict | None = None) -> tuple[int, str, str]:
-    p = subprocess.run([sys.executable, "-m", "harness", "run", "--dry-run", *args], capture_output=True, text=True,
-                       timeout=120, cwd=REPO, env={**os.environ, **(env or {})})
+    p = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--dry-run", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+    )
     return p.returncode, p.stdout, p.stderr
 
 
-@pytest.mark.parametrize("args,env,needle", [
-    (("--base-port", "65535", "redis-cluster"), {}, "base port 65535"),
-    (("serving",), {"HARNESS_ENGINE_PORT": "65535"}, "HARNESS_ENGINE_PORT"),
-    (("serving",), {"HARNESS_ENGINE_KV_GIB": "nan"}, "HARNESS_ENGINE_KV_GIB"),
-    (("serving",), {"HARNESS_LLM_URL": "http://127.0.0.1:0", "HARNESS_LLM_MODEL": "m"}, "port 0"),
-])
+@pytest.mark.parametrize(
+    "args,env,needle",
+    [
+        (("--base-port", "65535", "redis-cluster"), {}, "base port 65535"),
+        (("serving",), {"HARNESS_ENGINE_PORT": "65535"}, "HARNESS_ENGINE_PORT"),
+        (("serving",), {"HARNESS_ENGINE_KV_GIB": "nan"}, "HARNESS_ENGINE_KV_GIB"),
+        (("serving",), {"HARNESS_LLM_URL": "http://127.0.0.1:0", "HARNESS_LLM_MODEL": "m"}, "port 0"),
+    ],
+)
 def test_dry_run_refuses_what_the_real_run_refuses(args, env, needle):
     code, out, err = _dry_run(*args, env=env)
     assert_one_line((code, out, err), (2,), needle)

@@ -35,9 +35,14 @@ def _ping(ctx):
     return Record(metrics={"primaries": Metric(float(len(ctx.target.primaries)), "nodes")})
 
 
-SPEC = {"name": "hostile-cluster", "description": "one PING per primary", "claim": {"section": "0", "text": "t"},
-        "target": "cluster", "cases": [{"name": "ping", "driver": "test-hostile-ping", "params": {}}],
-        "profiles": {"local": {"repetitions": 1}}}
+SPEC = {
+    "name": "hostile-cluster",
+    "description": "one PING per primary",
+    "claim": {"section": "0", "text": "t"},
+    "target": "cluster",
+    "cases": [{"name": "ping", "driver": "test-hostile-ping", "params": {}}],
+    "profiles": {"local": {"repetitions": 1}},
+}
 ENTRY = "import tests.system.test_hostile_cluster; from harness.cli import main; main()"
 
 
@@ -90,8 +95,10 @@ def test_a_refused_start_leaves_the_unhealthy_cluster_running(spec_file, tmp_pat
 
 def _holder(ports_base: int) -> subprocess.Popen:
     """Another harness process holding the ports of a cluster on `ports_base`."""
-    code = ("import sys, time; from harness.infra.cluster import LocalCluster; "
-            f"c = LocalCluster(base_port={ports_base}); c.lock.acquire(); print('held', flush=True); time.sleep(120)")
+    code = (
+        "import sys, time; from harness.infra.cluster import LocalCluster; "
+        f"c = LocalCluster(base_port={ports_base}); c.lock.acquire(); print('held', flush=True); time.sleep(120)"
+    )
     p = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "held"
     return p
@@ -103,8 +110,11 @@ def test_ports_in_use_by_another_run_are_refused_up_front(spec_file, tmp_path, o
     holder = _holder(HELD)
     try:
         t0 = time.monotonic()
-        line = assert_one_line(cli("run", spec_file, "--base-port", HELD + offset, "--results-dir", tmp_path / "r"),
-                               (3,), "in use by another harness process")
+        line = assert_one_line(
+            cli("run", spec_file, "--base-port", HELD + offset, "--results-dir", tmp_path / "r"),
+            (3,),
+            "in use by another harness process",
+        )
         assert f"pid {holder.pid}" in line and "nothing was started or stopped" in line
         assert time.monotonic() - t0 < 30
         assert redis_on(HELD + offset) == [] and not LocalCluster(base_port=HELD + offset).state_file.exists()
@@ -118,9 +128,27 @@ def test_ports_in_use_by_another_run_are_refused_up_front(spec_file, tmp_path, o
 
 def test_two_runs_started_together_on_one_base_port(spec_file, tmp_path):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    procs = [subprocess.Popen([sys.executable, "-c", ENTRY, "run", str(spec_file), "--base-port", str(TOGETHER),
-                               "--results-dir", str(tmp_path / f"r{i}")], cwd=REPO, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                ENTRY,
+                "run",
+                str(spec_file),
+                "--base-port",
+                str(TOGETHER),
+                "--results-dir",
+                str(tmp_path / f"r{i}"),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     t0 = time.monotonic()
     results = []
     try:

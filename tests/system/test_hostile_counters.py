@@ -31,13 +31,14 @@ from tests.system.test_hostile_http import Server
 metrics = importlib.import_module("harness.infra.serving_engine.metrics")  # the package's `metrics` is a function
 
 SECRET = "pw-c0unt3r-7"
-COMPLETION = (b'data: {"choices":[{"text":"x","index":0}]}\n\n' * 2
-              + b'data: {"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":2}}\n\ndata: [DONE]\n\n')
+COMPLETION = (
+    b'data: {"choices":[{"text":"x","index":0}]}\n\n' * 2
+    + b'data: {"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":2}}\n\ndata: [DONE]\n\n'
+)
 
 
 def config(block: int = 16) -> str:
-    return (f'vllm:cache_config_info{{block_size="{block}",num_gpu_blocks="1000",'
-            f'enable_prefix_caching="True"}} 1\n')
+    return f'vllm:cache_config_info{{block_size="{block}",num_gpu_blocks="1000",enable_prefix_caching="True"}} 1\n'
 
 
 def counters(queries, hits, created=None) -> str:
@@ -75,8 +76,9 @@ class Engine(Server):
             try:
                 path = self._request(conn)
                 if path.startswith("/v1/completions"):
-                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
-                                 + COMPLETION)
+                    conn.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + COMPLETION
+                    )
                     return
                 if path.startswith("/metrics"):
                     self.reads += 1
@@ -85,8 +87,9 @@ class Engine(Server):
                     body = b'{"object":"list","data":[{"id":"smollm2","object":"model"}]}'
                 else:
                     body = b""  # /health
-                conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-                             + body)
+                conn.sendall(
+                    f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body
+                )
             except OSError:
                 pass
 
@@ -102,8 +105,9 @@ def one_arm(body, arm: str = "trace.on") -> dict:
 
     reqs = [client.Request(0.05 * i, f"prompt {i}", 2, arm) for i in range(3)]
     with Engine(body) as srv:
-        _, counts = prefix_case._arm(Ctx(), arm, LlmEndpoint(srv.url(), "smollm2"), reqs,
-                                     {"timeout_s": 5.0, "stall_s": 2.0})
+        _, counts = prefix_case._arm(
+            Ctx(), arm, LlmEndpoint(srv.url(), "smollm2"), reqs, {"timeout_s": 5.0, "stall_s": 2.0}
+        )
     assert counts["served"] == 30  # three requests of 10 prompt tokens each were served
     return counts
 
@@ -139,12 +143,27 @@ def test_the_whole_case_against_frozen_counters_is_invalid(tmp_path):
     from harness.infra.target import Target
     from harness.model.driver_contract import CaseContext, get
 
-    params = {"max_requests": 4, "duration_s": 1.0, "instrument_requests": 2, "instrument_gap_s": 0.1,
-              "timeout_s": 5.0, "stall_s": 2.0, "seed": 1}
+    params = {
+        "max_requests": 4,
+        "duration_s": 1.0,
+        "instrument_requests": 2,
+        "instrument_gap_s": 0.1,
+        "timeout_s": 5.0,
+        "stall_s": 2.0,
+        "seed": 1,
+    }
     with Engine(lambda n: config() + counters(100, 50)) as srv:
         d = get("serving-prefix-cache")
-        ctx = CaseContext("serving", "prefix-cache", 1, "local", d.resolve_params("prefix-cache", params), tmp_path,
-                          Target("local", engines={"external": LlmEndpoint(srv.url(), "smollm2")}), log=lambda m: None)
+        ctx = CaseContext(
+            "serving",
+            "prefix-cache",
+            1,
+            "local",
+            d.resolve_params("prefix-cache", params),
+            tmp_path,
+            Target("local", engines={"external": LlmEndpoint(srv.url(), "smollm2")}),
+            log=lambda m: None,
+        )
         out = d.run(ctx)
     assert out.status == "invalid" and "queried tokens while serving" in out.reason, out.reason
     hp = out.metrics["trace.on.engine_hit_pct"]
@@ -165,8 +184,9 @@ def test_a_creation_time_only_in_the_first_read_makes_the_arm_invalid():
 
 
 # ---- token counters are whole numbers -----------------------------------------------------
-@pytest.mark.parametrize("before,after", [((100.5, 10), (200.5, 20)), ((100, 10), (200, 20.25)),
-                                          ((2.0**60, 0), (2.0**60 + 4096, 0))])
+@pytest.mark.parametrize(
+    "before,after", [((100.5, 10), (200.5, 20)), ((100, 10), (200, 20.25)), ((2.0**60, 0), (2.0**60 + 4096, 0))]
+)
 def test_fractional_or_inexact_token_counters_are_invalid(before, after):
     d = engines.Counters(*before).delta(engines.Counters(*after))
     assert d.problem and "whole" in d.problem and engines.hit_pct(d, 100) is None
@@ -178,16 +198,38 @@ def test_a_fractional_counter_from_the_server_makes_the_arm_invalid():
 
 
 # ---- only the Prometheus number grammar is a number ----------------------------------------
-@pytest.mark.parametrize("value", ["1_000", "١٢٣", "１２３", "1e1_0", "0x10", "0x1p4", "1,5", "12a", "Infinit",
-                                   "+NaN", "1e", ".", "+", "--1", "\u0661", "1.5.2",
-                                   "\u0131nf", "\u0130NF", "na\u0274"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "1_000",
+        "١٢٣",
+        "１２３",
+        "1e1_0",
+        "0x10",
+        "0x1p4",
+        "1,5",
+        "12a",
+        "Infinit",
+        "+NaN",
+        "1e",
+        ".",
+        "+",
+        "--1",
+        "\u0661",
+        "1.5.2",
+        "\u0131nf",
+        "\u0130NF",
+        "na\u0274",
+    ],
+)
 def test_a_value_outside_the_number_grammar_is_no_number(value):
     parsed = metrics.parse_prometheus(f"vllm:prefix_cache_queries_total {value}\nother 7\n")
     assert "vllm:prefix_cache_queries_total" not in parsed and parsed["other"] == [({}, 7.0)]
 
 
-@pytest.mark.parametrize("value,expected", [("1000", 1000.0), ("-1.5e3", -1500.0), ("+7", 7.0), (".5", 0.5),
-                                            ("5.", 5.0), ("1E+2", 100.0)])
+@pytest.mark.parametrize(
+    "value,expected", [("1000", 1000.0), ("-1.5e3", -1500.0), ("+7", 7.0), (".5", 0.5), ("5.", 5.0), ("1E+2", 100.0)]
+)
 def test_numbers_of_the_grammar_are_read(value, expected):
     assert metrics.parse_prometheus(f"m {value}\n")["m"] == [({}, expected)]
 
@@ -251,8 +293,16 @@ def test_a_block_size_of_24_fails_the_case_naming_the_server(tmp_path):
     with Engine(lambda n: config(24) + counters(100 * n, 50 * n)) as srv:
         d = get("serving-prefix-cache")
         ep = LlmEndpoint(srv.url(f"alice:{SECRET}@"), "smollm2")
-        ctx = CaseContext("serving", "prefix-cache", 1, "local", d.resolve_params("prefix-cache", {}), tmp_path,
-                          Target("local", engines={"external": ep}), log=lambda m: None)
+        ctx = CaseContext(
+            "serving",
+            "prefix-cache",
+            1,
+            "local",
+            d.resolve_params("prefix-cache", {}),
+            tmp_path,
+            Target("local", engines={"external": ep}),
+            log=lambda m: None,
+        )
         outcome, bad_input = runner._outcome(d, ctx, tmp_path)
     reason = outcome.reason
     assert bad_input and f"alice:***@127.0.0.1:{srv.port}" in reason and SECRET not in reason, reason
@@ -290,9 +340,28 @@ def test_the_cli_names_the_server_for_a_block_size_of_24(tmp_path):
     pytest.importorskip("aiohttp")
     with Engine(lambda n: config(24) + counters(100 * n, 50 * n)) as srv:
         env = dict(os.environ, HARNESS_LLM_URL=srv.url(f"alice:{SECRET}@"), HARNESS_LLM_MODEL="smollm2")
-        p = subprocess.run([sys.executable, "-m", "harness", "run", "serving", "-k", "prefix-cache", "--set",
-                            "prefix-cache.duration_s=5", "--base-port", str(_free_base_port()), "--results-dir",
-                            str(tmp_path / "r")], capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "harness",
+                "run",
+                "serving",
+                "-k",
+                "prefix-cache",
+                "--set",
+                "prefix-cache.duration_s=5",
+                "--base-port",
+                str(_free_base_port()),
+                "--results-dir",
+                str(tmp_path / "r"),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=env,
+            timeout=120,
+        )
     errors = [line for line in p.stderr.splitlines() if line.startswith("error:")]
     assert p.returncode == EXIT_BAD_INPUT and len(errors) == 1 and "Traceback" not in p.stderr, p.stderr[-2000:]
     assert f"127.0.0.1:{srv.port}" in errors[0] and "block_size=24" in errors[0], errors

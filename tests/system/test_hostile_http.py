@@ -98,8 +98,12 @@ def recorder(server: Server, path: str, conn: socket.socket) -> None:
     if path.startswith("/api/v1/"):
         reply(conn, 200, b'{"status":"success","data":{"resultType":"vector","result":[],"activeTargets":[]}}')
     elif path == "/metrics":
-        reply(conn, 200, b'vllm:cache_config_info{block_size="16"} 1\nvllm:prefix_cache_queries_total 1\n'
-                         b'vllm:prefix_cache_hits_total 1\n')
+        reply(
+            conn,
+            200,
+            b'vllm:cache_config_info{block_size="16"} 1\nvllm:prefix_cache_queries_total 1\n'
+            b"vllm:prefix_cache_hits_total 1\n",
+        )
     else:
         reply(conn, 200, MODELS)
 
@@ -107,17 +111,20 @@ def recorder(server: Server, path: str, conn: socket.socket) -> None:
 def redirector(to: int, status: int = 302):
     def respond(server: Server, path: str, conn: socket.socket) -> None:
         reply(conn, status, b"", (f"Location: http://127.0.0.1:{to}{path}",))
+
     return respond
 
 
 def drip(head: bytes, every_s: float = 0.5):
     """Sends `head` then a byte every `every_s` seconds (at most 20 s: never hangs a test)."""
+
     def respond(server: Server, path: str, conn: socket.socket) -> None:
         conn.sendall(head)
         end = time.monotonic() + 20
         while not server.stopped.is_set() and time.monotonic() < end:
             conn.sendall(b"x")
             time.sleep(every_s)
+
     return respond
 
 
@@ -166,8 +173,9 @@ def test_a_redirect_from_prometheus_never_takes_the_credentials_elsewhere(tmp_pa
         with pytest.raises(http_get.HttpGetError, match="redirect") as e:
             query.prom_api(url, "/api/v1/query", {"query": "up", "api_key": "K3Y-value"}, 3)
         assert SECRET not in str(e.value) and "K3Y-value" not in str(e.value)
-        out = query.Monitor(url, log=lambda m: None).finish({"start": time.time() - 2, "end": time.time()},
-                                                           tmp_path, wait=False)
+        out = query.Monitor(url, log=lambda m: None).finish(
+            {"start": time.time() - 2, "end": time.time()}, tmp_path, wait=False
+        )
         assert out["status"] == "unavailable" and "redirect" in out["reason"] and SECRET not in out["reason"]
         assert other.requests == []
         assert srv.requests and all(h.get("authorization", "").startswith("Basic ") for _, h in srv.requests)
@@ -176,6 +184,7 @@ def test_a_redirect_from_prometheus_never_takes_the_credentials_elsewhere(tmp_pa
 def test_a_redirect_on_the_same_origin_is_followed_with_the_credentials_and_a_loop_is_not():
     """Older vLLM answers /metrics with a 307 to /metrics/ (same scheme, host and port): that
     is followed, credentials kept; a redirect loop ends after MAX_REDIRECTS, one line."""
+
     def respond(server, path, conn):
         if path == "/metrics":
             reply(conn, 307, b"", ("Location: /metrics/",))
@@ -211,9 +220,14 @@ def test_prometheus_queries_go_through_the_bounded_get_and_keep_only_sane_points
     """The monitor asks Prometheus's HTTP API itself (no client library with per-read
     timeouts): a matrix answer becomes series; NaN, infinite and malformed points are dropped."""
     t0 = time.time() - 3
-    series = [{"metric": {"node": "127.0.0.1:7000"}, "values": [[t0, "1.5"], [t0 + 1, "NaN"], [t0 + 2, "1e400"],
-                                                                ["x", "2"], [t0 + 3, "2.5"], "junk"]},
-              {"metric": "not a dict", "values": []}, 7]
+    series = [
+        {
+            "metric": {"node": "127.0.0.1:7000"},
+            "values": [[t0, "1.5"], [t0 + 1, "NaN"], [t0 + 2, "1e400"], ["x", "2"], [t0 + 3, "2.5"], "junk"],
+        },
+        {"metric": "not a dict", "values": []},
+        7,
+    ]
     answer = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": series}}).encode()
 
     def respond(server, path, conn):
@@ -221,7 +235,8 @@ def test_prometheus_queries_go_through_the_bounded_get_and_keep_only_sane_points
 
     with Server(respond) as srv:
         out = query.Monitor(srv.url(f"alice:{SECRET}@"), log=lambda m: None).finish(
-            {"start": t0, "end": t0 + 3}, tmp_path, wait=False)
+            {"start": t0, "end": t0 + 3}, tmp_path, wait=False
+        )
     assert out["status"] == "ok", out["reason"]
     ops = next(q for q in out["queries"] if q["key"] == "ops")["series"]
     assert ops == [{"name": "127.0.0.1:7000", "points": [[0.0, 1.5], [3.0, 2.5]]}]
@@ -229,12 +244,18 @@ def test_prometheus_queries_go_through_the_bounded_get_and_keep_only_sane_points
     assert SECRET not in (tmp_path / "raw" / "monitoring" / "ops.json").read_text() + json.dumps(out)
 
 
-@pytest.mark.parametrize("url,hidden", [
-    (f"http://alice:{SECRET}@127.0.0.1:1/x?api_key=K3Y-value", (SECRET, "K3Y-value")),
-    ("http://alice:Zq9#Kx7/Wm4?Pv8@127.0.0.1:1/metrics", ("Zq9", "Kx7", "Wm4", "Pv8")),
-    ("http://T0KEN-only@127.0.0.1:1/", ("T0KEN-only",)),
-    ("http://127.0.0.1:1/v1?token=abc&x=SECRETVAL&BAREKEY99#frag-secret", ("abc", "SECRETVAL", "BAREKEY99", "frag-secret")),
-])
+@pytest.mark.parametrize(
+    "url,hidden",
+    [
+        (f"http://alice:{SECRET}@127.0.0.1:1/x?api_key=K3Y-value", (SECRET, "K3Y-value")),
+        ("http://alice:Zq9#Kx7/Wm4?Pv8@127.0.0.1:1/metrics", ("Zq9", "Kx7", "Wm4", "Pv8")),
+        ("http://T0KEN-only@127.0.0.1:1/", ("T0KEN-only",)),
+        (
+            "http://127.0.0.1:1/v1?token=abc&x=SECRETVAL&BAREKEY99#frag-secret",
+            ("abc", "SECRETVAL", "BAREKEY99", "frag-secret"),
+        ),
+    ],
+)
 def test_a_url_in_a_message_hides_the_password_and_query_values(url, hidden):
     shown = http_get.display(url)
     assert "127.0.0.1:1" in shown and not any(h in shown for h in hidden), shown
@@ -244,11 +265,15 @@ def test_a_url_in_a_message_hides_the_password_and_query_values(url, hidden):
 
 
 # ---- class 3: a bound per request, not per read -------------------------------------------
-@pytest.mark.parametrize("respond", [
-    drip(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"),
-    drip(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"),
-    drip_headers,
-], ids=["body-with-length", "body-until-close", "headers"])
+@pytest.mark.parametrize(
+    "respond",
+    [
+        drip(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"),
+        drip(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"),
+        drip_headers,
+    ],
+    ids=["body-with-length", "body-until-close", "headers"],
+)
 def test_a_server_that_drips_its_answer_is_given_up_on_within_the_bound(respond):
     with Server(respond) as srv:
         t0 = time.monotonic()
@@ -263,8 +288,10 @@ def test_a_server_that_drips_its_answer_is_given_up_on_within_the_bound(respond)
 def test_every_reader_gives_up_on_a_dripping_server_within_its_bound():
     with Server(drip(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")) as srv:
         ep = LlmEndpoint(srv.url(), "smollm2")
-        for call in (lambda: metrics.served_models(ep, 0.5),
-                     lambda: query.prom_api(srv.url(), "/api/v1/query", {"query": "up"}, 0.5)):
+        for call in (
+            lambda: metrics.served_models(ep, 0.5),
+            lambda: query.prom_api(srv.url(), "/api/v1/query", {"query": "up"}, 0.5),
+        ):
             t0 = time.monotonic()
             with pytest.raises(HarnessError, match="no complete answer within 0.5 s"):
                 call()
@@ -326,13 +353,16 @@ def test_hostile_label_sets_parse_in_linear_time(tmp_path):
     for n, line in enumerate(HOSTILE_LINES.values()):
         files.append(tmp_path / f"metrics{n}.txt")
         files[-1].write_text("# HELP x\n" + line + "\nup 1\n")
-    code = ("import sys, time; from harness.infra.serving_engine.metrics import parse_prometheus as p\n"
-            "for f in sys.argv[1:]:\n"
-            "    t = time.perf_counter(); out = p(open(f).read())\n"
-            "    print(round(time.perf_counter() - t, 3), 'up' in out, flush=True)\n")
+    code = (
+        "import sys, time; from harness.infra.serving_engine.metrics import parse_prometheus as p\n"
+        "for f in sys.argv[1:]:\n"
+        "    t = time.perf_counter(); out = p(open(f).read())\n"
+        "    print(round(time.perf_counter() - t, 3), 'up' in out, flush=True)\n"
+    )
     try:
-        r = subprocess.run([sys.executable, "-c", code, *map(str, files)], capture_output=True, text=True,
-                           timeout=20, cwd=REPO)
+        r = subprocess.run(
+            [sys.executable, "-c", code, *map(str, files)], capture_output=True, text=True, timeout=20, cwd=REPO
+        )
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"parsing 200 kB lines took over 20 s; done: {e.stdout!r}")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -366,8 +396,9 @@ def test_labels_round_trip(labels, value):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list('vlm:_cache_config_info{}"=,\\ \t\n\r.-+0123456789eEinfaNbk#')),
-               max_size=300))
+@given(
+    st.text(alphabet=st.sampled_from(list('vlm:_cache_config_info{}"=,\\ \t\n\r.-+0123456789eEinfaNbk#')), max_size=300)
+)
 def test_any_text_parses_or_is_skipped_and_never_raises_but_the_harness_error(text):
     parsed = metrics.parse_prometheus(text)
     assert isinstance(parsed, dict)
@@ -378,10 +409,21 @@ def test_any_text_parses_or_is_skipped_and_never_raises_but_the_harness_error(te
 
 
 # ---- classes 5 and 9: numbers no engine has are the server's fault ---------------------
-@pytest.mark.parametrize("label,value", [("block_size", "inf"), ("block_size", "-16"), ("block_size", "1e400"),
-                                         ("block_size", "nan"), ("block_size", "0"), ("block_size", "16.5"),
-                                         ("num_gpu_blocks", "-1"), ("num_gpu_blocks", "1" * 1000),
-                                         ("kv_cache_size_tokens", "Infinity"), ("block_size", "\x1b[2J16")])
+@pytest.mark.parametrize(
+    "label,value",
+    [
+        ("block_size", "inf"),
+        ("block_size", "-16"),
+        ("block_size", "1e400"),
+        ("block_size", "nan"),
+        ("block_size", "0"),
+        ("block_size", "16.5"),
+        ("num_gpu_blocks", "-1"),
+        ("num_gpu_blocks", "1" * 1000),
+        ("kv_cache_size_tokens", "Infinity"),
+        ("block_size", "\x1b[2J16"),
+    ],
+)
 def test_a_cache_config_no_engine_has_names_the_server_and_exits_3(label, value):
     body = f'vllm:cache_config_info{{block_size="16",num_gpu_blocks="100",{label}="{value}"}} 1.0\n'.encode()
     with Server(lambda s, p, c: reply(c, 200, body)) as srv:
@@ -420,8 +462,16 @@ def test_a_wrong_cache_config_fails_the_case_without_blaming_the_user(tmp_path, 
     monkeypatch.setattr(engines, "warm_up", lambda ep, log: None)  # the config is read right after
     with Server(respond) as srv:
         d = get("serving-prefix-cache")
-        ctx = CaseContext("serving", "prefix-cache", 1, "local", d.resolve_params("prefix-cache", {}), tmp_path,
-                          Target("local", engines={"external": LlmEndpoint(srv.url(), "smollm2")}), log=lambda m: None)
+        ctx = CaseContext(
+            "serving",
+            "prefix-cache",
+            1,
+            "local",
+            d.resolve_params("prefix-cache", {}),
+            tmp_path,
+            Target("local", engines={"external": LlmEndpoint(srv.url(), "smollm2")}),
+            log=lambda m: None,
+        )
         outcome, bad_input = runner._outcome(d, ctx, tmp_path)
     assert outcome.status == "failed" and not bad_input
     assert f"127.0.0.1:{srv.port}" in outcome.reason and "block_size='-16'" in outcome.reason
@@ -429,13 +479,16 @@ def test_a_wrong_cache_config_fails_the_case_without_blaming_the_user(tmp_path, 
 
 
 # ---- class 7: impossible counter deltas are no measurement -------------------------------
-@pytest.mark.parametrize("before,after,needle", [
-    ((1000, 900, 1.0), (100, 90, 1.0), "went backwards"),  # a restarted engine: a plausible 90% otherwise
-    ((100, 10, 1.0), (110, 110, 1.0), "more prefix-cache hits than queries"),  # 1000% otherwise
-    ((100, 10, 1.0), (5000, 4000, 2.0), "re-created"),  # restarted and grown back past the first read
-    ((-5, -5, None), (10, 5, None), "below zero"),
-    ((100, 10, None), (100, 20, None), "more prefix-cache hits than queries"),
-])
+@pytest.mark.parametrize(
+    "before,after,needle",
+    [
+        ((1000, 900, 1.0), (100, 90, 1.0), "went backwards"),  # a restarted engine: a plausible 90% otherwise
+        ((100, 10, 1.0), (110, 110, 1.0), "more prefix-cache hits than queries"),  # 1000% otherwise
+        ((100, 10, 1.0), (5000, 4000, 2.0), "re-created"),  # restarted and grown back past the first read
+        ((-5, -5, None), (10, 5, None), "below zero"),
+        ((100, 10, None), (100, 20, None), "more prefix-cache hits than queries"),
+    ],
+)
 def test_impossible_counter_deltas_make_the_hit_rate_invalid(before, after, needle):
     d = engines.Counters(*before).delta(engines.Counters(*after))
     assert needle in d.problem and "\n" not in d.problem
@@ -461,14 +514,21 @@ class CounterServer:
             return reply(conn, 200, MODELS)
         q, h = self.reads[min(self.n, len(self.reads) - 1)]
         self.n += 1
-        reply(conn, 200, f"vllm:prefix_cache_queries_total{{engine=\"0\"}} {q}\n"
-                         f"vllm:prefix_cache_hits_total{{engine=\"0\"}} {h}\n".encode())
+        reply(
+            conn,
+            200,
+            f'vllm:prefix_cache_queries_total{{engine="0"}} {q}\n'
+            f'vllm:prefix_cache_hits_total{{engine="0"}} {h}\n'.encode(),
+        )
 
 
-@pytest.mark.parametrize("reads,needle", [
-    ([(1000, 900), (100, 90)], "went backwards"),
-    ([(100, 10), (110, 110)], "more prefix-cache hits than queries"),
-])
+@pytest.mark.parametrize(
+    "reads,needle",
+    [
+        ([(1000, 900), (100, 90)], "went backwards"),
+        ([(100, 10), (110, 110)], "more prefix-cache hits than queries"),
+    ],
+)
 def test_the_prefix_case_records_impossible_counters_as_invalid(monkeypatch, reads, needle):
     from harness.experiments.serving import prefix_case
 
@@ -477,8 +537,9 @@ def test_the_prefix_case_records_impossible_counters_as_invalid(monkeypatch, rea
 
     monkeypatch.setattr(prefix_case.client, "run", lambda *a, **k: [])  # the measurement itself: none here
     with Server(CounterServer(reads)) as srv:
-        _, counts = prefix_case._arm(Ctx(), "trace.on", LlmEndpoint(srv.url(), "smollm2"), [],
-                                     {"timeout_s": 1, "stall_s": 1})
+        _, counts = prefix_case._arm(
+            Ctx(), "trace.on", LlmEndpoint(srv.url(), "smollm2"), [], {"timeout_s": 1, "stall_s": 1}
+        )
     assert counts["hit_pct"] is None and needle in counts["invalid"]
     assert counts["invalid"].startswith("trace.on.engine_hit_pct: ")
 
@@ -493,14 +554,31 @@ def test_a_restarted_engine_makes_the_prefix_case_invalid_not_a_measurement(tmp_
     from tests.serving_fakes import FakeServer
 
     reads = iter(range(10**6, 0, -1000))
-    monkeypatch.setattr(serving_engine, "prefix_cache_counters",
-                        lambda ep, timeout=5.0: {"queries": float(q := next(reads)), "hits": q * 0.9, "created": 1.0})
-    params = {"max_requests": 4, "duration_s": 1.0, "instrument_requests": 2, "instrument_gap_s": 0.1,
-              "timeout_s": 5.0, "stall_s": 1.0}
+    monkeypatch.setattr(
+        serving_engine,
+        "prefix_cache_counters",
+        lambda ep, timeout=5.0: {"queries": float(q := next(reads)), "hits": q * 0.9, "created": 1.0},
+    )
+    params = {
+        "max_requests": 4,
+        "duration_s": 1.0,
+        "instrument_requests": 2,
+        "instrument_gap_s": 0.1,
+        "timeout_s": 5.0,
+        "stall_s": 1.0,
+    }
     with FakeServer("ok", gap_s=0.0) as srv:
         d = get("serving-prefix-cache")
-        ctx = CaseContext("serving", "prefix-cache", 1, "local", d.resolve_params("prefix-cache", params), tmp_path,
-                          Target("local", engines={"external": LlmEndpoint(srv.url, "smollm2")}), log=lambda m: None)
+        ctx = CaseContext(
+            "serving",
+            "prefix-cache",
+            1,
+            "local",
+            d.resolve_params("prefix-cache", params),
+            tmp_path,
+            Target("local", engines={"external": LlmEndpoint(srv.url, "smollm2")}),
+            log=lambda m: None,
+        )
         out = d.run(ctx)
     assert out.status == "invalid" and "went backwards" in out.reason, out.reason
     hp = out.metrics["trace.on.engine_hit_pct"]
@@ -508,11 +586,15 @@ def test_a_restarted_engine_makes_the_prefix_case_invalid_not_a_measurement(tmp_
 
 
 # ---- red team, round 2: a server's text never chooses what the harness hides -------------
-@pytest.mark.parametrize("respond", [
-    lambda server, path, conn: reply(conn, 307, b"", ("Location: http://x:e@evil.example/",)),
-    lambda server, path, conn: reply(conn, 302, b"", ("Location: //ad:min@evil.example:1/",)),
-    lambda server, path, conn: conn.sendall(b"HTTP/1.1 xyz http://u:e@z/\r\n\r\n"),
-], ids=["location", "scheme-relative-location", "status-line"])
+@pytest.mark.parametrize(
+    "respond",
+    [
+        lambda server, path, conn: reply(conn, 307, b"", ("Location: http://x:e@evil.example/",)),
+        lambda server, path, conn: reply(conn, 302, b"", ("Location: //ad:min@evil.example:1/",)),
+        lambda server, path, conn: conn.sendall(b"HTTP/1.1 xyz http://u:e@z/\r\n\r\n"),
+    ],
+    ids=["location", "scheme-relative-location", "status-line"],
+)
 def test_a_servers_location_or_error_never_becomes_a_secret(respond, monkeypatch):
     """`Location: http://x:e@evil.example/` made 'e' a secret: every later redact() gave
     "pr***fix cach*** hit rat***" and results.json's keys "sch***ma_v***rsion"."""
@@ -541,11 +623,14 @@ def test_a_redirect_with_nowhere_to_go_says_so(status, headers):
     assert "another scheme" not in str(e.value)
 
 
-@pytest.mark.parametrize("url, hidden", [
-    ("http://127.0.0.1:1/v1;api_key=K3YVAL/models", "K3YVAL"),
-    ("http://127.0.0.1:1/x;jsessionid=S3SS;token=T0K3N?a=b", "T0K3N"),
-    ("http://127.0.0.1:1/x;plain=V4LUE", "V4LUE"),
-])
+@pytest.mark.parametrize(
+    "url, hidden",
+    [
+        ("http://127.0.0.1:1/v1;api_key=K3YVAL/models", "K3YVAL"),
+        ("http://127.0.0.1:1/x;jsessionid=S3SS;token=T0K3N?a=b", "T0K3N"),
+        ("http://127.0.0.1:1/x;plain=V4LUE", "V4LUE"),
+    ],
+)
 def test_a_path_parameter_is_hidden_like_a_query_value(url, hidden):
     shown = http_get.display(url)
     assert hidden not in shown and "127.0.0.1:1" in shown, shown
@@ -555,8 +640,14 @@ def test_a_path_parameter_is_hidden_like_a_query_value(url, hidden):
 
 
 # ---- issue 53, class 2: a redirect never changes what is measured ---------------------------
-PARAMS_SMALL = {"max_requests": 4, "duration_s": 1.0, "instrument_requests": 2, "instrument_gap_s": 0.1,
-                "timeout_s": 5.0, "stall_s": 2.0}
+PARAMS_SMALL = {
+    "max_requests": 4,
+    "duration_s": 1.0,
+    "instrument_requests": 2,
+    "instrument_gap_s": 0.1,
+    "timeout_s": 5.0,
+    "stall_s": 2.0,
+}
 
 
 def _prefix_case(tmp_path, url: str):
@@ -567,8 +658,16 @@ def _prefix_case(tmp_path, url: str):
     from harness.run import runner
 
     d = get("serving-prefix-cache")
-    ctx = CaseContext("serving", "prefix-cache", 1, "local", d.resolve_params("prefix-cache", PARAMS_SMALL), tmp_path,
-                      Target("local", engines={"external": LlmEndpoint(url, "smollm2")}), log=lambda m: None)
+    ctx = CaseContext(
+        "serving",
+        "prefix-cache",
+        1,
+        "local",
+        d.resolve_params("prefix-cache", PARAMS_SMALL),
+        tmp_path,
+        Target("local", engines={"external": LlmEndpoint(url, "smollm2")}),
+        log=lambda m: None,
+    )
     return runner._outcome(d, ctx, tmp_path)
 
 
@@ -595,6 +694,7 @@ def test_a_redirect_of_the_measured_post_fails_the_case_naming_both_locations(tm
     from tests.serving_fakes import FakeServer
 
     with FakeServer("ok", gap_s=0.0) as other:
+
         def respond(server, path, conn):
             if path.startswith("/v1/completions"):
                 reply(conn, status, b"", (f"Location: http://127.0.0.1:{other.port}/v1/completions",))
@@ -620,8 +720,9 @@ def test_a_load_generator_hands_a_redirect_back_and_the_fleet_refuses_it():
     from harness.experiments.serving import client
 
     with Server(redirector(1, 307)) as srv:
-        rows = client.run(srv.url(), "smollm2", [client.Request(0.0, "hello", 4)], timeout_s=5, stall_s=2,
-                          redirects_allowed=True)
+        rows = client.run(
+            srv.url(), "smollm2", [client.Request(0.0, "hello", 4)], timeout_s=5, stall_s=2, redirects_allowed=True
+        )
     assert rows[0].status == "redirected" and "127.0.0.1:1/v1/completions" in rows[0].error
     with pytest.raises(client.Redirected):
         client.refuse_redirects(rows)
@@ -635,20 +736,29 @@ def _inventing_server(completion_tokens=10**9, prompt_tokens=5):
 
     srv = FakeServer("ok", gap_s=0.002, tokens=3)
     events = synthetic_events(3)
-    usage = json.loads(events[-2][len(b"data: "):])
-    usage["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + (completion_tokens if isinstance(completion_tokens, int) else 0)}
+    usage = json.loads(events[-2][len(b"data: ") :])
+    usage["usage"] = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + (completion_tokens if isinstance(completion_tokens, int) else 0),
+    }
     events[-2] = b"data: %s\n\n" % json.dumps(usage).encode()
     srv.events, srv.honour_max_tokens = events, False
     return srv
 
 
-@pytest.mark.parametrize("usage, needle", [
-    ({}, "1000000000 completion tokens reported for 3 streamed chunks, of at most 4 asked for"),
-    ({"completion_tokens": 0}, "0 completion tokens reported for 3 streamed chunks"),
-    ({"completion_tokens": "3"}, "completion_tokens '3' is no count"),
-    ({"completion_tokens": 3, "prompt_tokens": 10**9}, "1000000000 prompt tokens reported for 2 prompt token ids sent"),
-])
+@pytest.mark.parametrize(
+    "usage, needle",
+    [
+        ({}, "1000000000 completion tokens reported for 3 streamed chunks, of at most 4 asked for"),
+        ({"completion_tokens": 0}, "0 completion tokens reported for 3 streamed chunks"),
+        ({"completion_tokens": "3"}, "completion_tokens '3' is no count"),
+        (
+            {"completion_tokens": 3, "prompt_tokens": 10**9},
+            "1000000000 prompt tokens reported for 2 prompt token ids sent",
+        ),
+    ],
+)
 def test_impossible_usage_counts_are_no_measurement(usage, needle):
     pytest.importorskip("aiohttp")
     from harness.experiments.serving import client, summary
@@ -679,7 +789,9 @@ def test_a_server_that_invents_completion_tokens_makes_the_case_invalid(tmp_path
     with _inventing_server() as srv:
         outcome, bad_input = _prefix_case(tmp_path, srv.url)
     assert outcome.status == "invalid" and not bad_input, (outcome.status, outcome.reason)
-    assert "1000000000 completion tokens reported for 3 streamed chunks" in outcome.reason and "\n" not in outcome.reason
+    assert (
+        "1000000000 completion tokens reported for 3 streamed chunks" in outcome.reason and "\n" not in outcome.reason
+    )
     tpot = outcome.metrics["trace.on.tpot_p50_ms"]
     assert tpot.value is None and tpot.note.startswith("invalid: trace.on.tpot: ")
     assert all(v.value is None or v.value > 1e-3 for k, v in outcome.metrics.items() if "tpot" in k)

@@ -27,8 +27,9 @@ from tests.system.test_hostile import assert_one_line, cli
 LOCAL_REDIS = "      hosts: {n1: {ansible_host: 127.0.0.1, redis_cluster_port: 6399}}\n"
 
 
-def _inv(tmp: Path, redis: str = LOCAL_REDIS, loadgen: str | None = None, monitoring: str | None = None,
-         top_vars: str = "") -> Path:
+def _inv(
+    tmp: Path, redis: str = LOCAL_REDIS, loadgen: str | None = None, monitoring: str | None = None, top_vars: str = ""
+) -> Path:
     text = "all:\n" + (f"  vars: {top_vars}\n" if top_vars else "") + "  children:\n    redis:\n" + redis
     if loadgen is not None:
         text += "    loadgen:\n" + loadgen
@@ -46,10 +47,28 @@ def _q(s: str) -> str:
 
 def hostile_values(marker: Path) -> list[str]:
     m = str(marker)
-    return [f"-oProxyCommand=touch {m}", f"-o ProxyCommand=touch {m}", f"-oLocalCommand=touch {m}",
-            f"host;touch {m}", f"$(touch {m})", f"`touch {m}`", f"host|touch {m}", f"host && touch {m}",
-            "-F/etc/passwd", "--", "-", "", "host name", "a\nb", "user@host", "../../etc", "host:22",
-            f"%h;touch {m}", "h" * 300, "-1"]
+    return [
+        f"-oProxyCommand=touch {m}",
+        f"-o ProxyCommand=touch {m}",
+        f"-oLocalCommand=touch {m}",
+        f"host;touch {m}",
+        f"$(touch {m})",
+        f"`touch {m}`",
+        f"host|touch {m}",
+        f"host && touch {m}",
+        "-F/etc/passwd",
+        "--",
+        "-",
+        "",
+        "host name",
+        "a\nb",
+        "user@host",
+        "../../etc",
+        "host:22",
+        f"%h;touch {m}",
+        "h" * 300,
+        "-1",
+    ]
 
 
 @pytest.fixture
@@ -69,8 +88,9 @@ def test_a_hostile_loadgen_address_is_refused_before_ssh_runs(tmp_path, marker, 
         return
     with pytest.raises(BadInput, match="ansible_host"):
         inventory.loadgen_host(inv)
-    line = assert_one_line(cli("run", "redis-cluster", "--target", inv, "--results-dir", tmp_path / "r"), (2,),
-                           "is not a host name")
+    line = assert_one_line(
+        cli("run", "redis-cluster", "--target", inv, "--results-dir", tmp_path / "r"), (2,), "is not a host name"
+    )
     assert str(inv) in line
 
 
@@ -83,23 +103,29 @@ def test_a_hostile_host_name_is_refused_as_an_address(tmp_path, marker, monkeypa
     with pytest.raises(BadInput, match="is not a host name"):
         inventory.loadgen_host(inv)
     redis = f"      hosts: {{{_q(value)}: {{redis_cluster_port: 6399}}}}\n"
-    assert_one_line(cli("run", "redis-cluster", "--target", _inv(tmp_path, redis=redis), "--results-dir",
-                        tmp_path / "r"), (2,), "is not a host name")
+    assert_one_line(
+        cli("run", "redis-cluster", "--target", _inv(tmp_path, redis=redis), "--results-dir", tmp_path / "r"),
+        (2,),
+        "is not a host name",
+    )
 
 
-@pytest.mark.parametrize("field,value,needle", [
-    ("ansible_user", "-oProxyCommand=touch {m}", "not a user name"),
-    ("ansible_user", "root;touch {m}", "not a user name"),
-    ("ansible_user", "", "not a user name"),
-    ("ansible_user", "a b", "not a user name"),
-    ("ansible_port", "22; touch {m}", "ansible_port must be a number"),
-    ("ansible_port", 70000, "1-65535"),
-    ("ansible_port", -1, "1-65535"),
-    ("ansible_port", 0, "1-65535"),
-    ("ansible_ssh_private_key_file", "-oProxyCommand=touch {m}", "not a file path"),
-    ("harness_ssh_config", "-oProxyCommand=touch {m}", "not a file path"),
-    ("harness_ssh_config", "a\nb", "not a file path"),
-])
+@pytest.mark.parametrize(
+    "field,value,needle",
+    [
+        ("ansible_user", "-oProxyCommand=touch {m}", "not a user name"),
+        ("ansible_user", "root;touch {m}", "not a user name"),
+        ("ansible_user", "", "not a user name"),
+        ("ansible_user", "a b", "not a user name"),
+        ("ansible_port", "22; touch {m}", "ansible_port must be a number"),
+        ("ansible_port", 70000, "1-65535"),
+        ("ansible_port", -1, "1-65535"),
+        ("ansible_port", 0, "1-65535"),
+        ("ansible_ssh_private_key_file", "-oProxyCommand=touch {m}", "not a file path"),
+        ("harness_ssh_config", "-oProxyCommand=touch {m}", "not a file path"),
+        ("harness_ssh_config", "a\nb", "not a file path"),
+    ],
+)
 def test_every_loadgen_field_is_checked(tmp_path, marker, monkeypatch, field, value, needle):
     monkeypatch.delenv(inventory.LOADGEN_ENV, raising=False)
     v = value.format(m=marker) if isinstance(value, str) else value
@@ -109,10 +135,19 @@ def test_every_loadgen_field_is_checked(tmp_path, marker, monkeypatch, field, va
         inventory.loadgen_host(inv)
 
 
-@pytest.mark.parametrize("line", [
-    "ProxyCommand touch {m}", "proxycommand=touch {m}", "  LocalCommand touch {m}\n  PermitLocalCommand yes",
-    "KnownHostsCommand /bin/sh -c 'touch {m}'", 'Match exec "touch {m}"', "Include /tmp/other.conf",
-    "ProxyJump -oProxyCommand=touch{m}", "Host *\n  ProxyCommand=touch {m}"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ProxyCommand touch {m}",
+        "proxycommand=touch {m}",
+        "  LocalCommand touch {m}\n  PermitLocalCommand yes",
+        "KnownHostsCommand /bin/sh -c 'touch {m}'",
+        'Match exec "touch {m}"',
+        "Include /tmp/other.conf",
+        "ProxyJump -oProxyCommand=touch{m}",
+        "Host *\n  ProxyCommand=touch {m}",
+    ],
+)
 def test_an_ssh_config_that_runs_a_command_is_refused(tmp_path, marker, monkeypatch, line):
     monkeypatch.delenv(inventory.LOADGEN_ENV, raising=False)
     conf = tmp_path / "ssh_config"
@@ -127,8 +162,10 @@ def test_a_plain_ssh_config_is_used(tmp_path, monkeypatch):
     """The lab-sim shape of ssh_config (Host blocks, IdentityFile, ControlPath) is accepted."""
     monkeypatch.delenv(inventory.LOADGEN_ENV, raising=False)
     conf = tmp_path / "ssh_config"
-    conf.write_text("Host lg1 127.77.0.17\n  HostName 127.77.0.17\nHost *\n  User root\n  IdentityFile /x/id\n"
-                    "  ControlMaster auto\n  ControlPath /x/cp/%C\n  ProxyJump ops@jump-1:2222\n")
+    conf.write_text(
+        "Host lg1 127.77.0.17\n  HostName 127.77.0.17\nHost *\n  User root\n  IdentityFile /x/id\n"
+        "  ControlMaster auto\n  ControlPath /x/cp/%C\n  ProxyJump ops@jump-1:2222\n"
+    )
     inv = _inv(tmp_path, loadgen=f"      hosts: {{lg1: {{ansible_host: 127.77.0.17, harness_ssh_config: {conf}}}}}\n")
     host = inventory.loadgen_host(inv)
     assert host.ssh_config == str(conf) and host.ssh_argv("true")[-3:] == ["--", "127.77.0.17", "true"]
@@ -137,12 +174,17 @@ def test_a_plain_ssh_config_is_used(tmp_path, monkeypatch):
 @pytest.mark.parametrize("value", ["-oProxyCommand=touch x", "a;b", "$(id)", "h" * 300])
 def test_redis_and_monitoring_hosts_are_checked(tmp_path, value):
     redis = f"      hosts: {{n1: {{ansible_host: {_q(value)}, redis_cluster_port: 6399}}}}\n"
-    assert_one_line(cli("run", "redis-cluster", "--target", _inv(tmp_path, redis=redis), "--results-dir",
-                        tmp_path / "r"), (2,), "is not a host name")
+    assert_one_line(
+        cli("run", "redis-cluster", "--target", _inv(tmp_path, redis=redis), "--results-dir", tmp_path / "r"),
+        (2,),
+        "is not a host name",
+    )
     inv = _inv(tmp_path, monitoring=f"      hosts: {{m1: {{ansible_host: {_q(value)}}}}}\n")
     with pytest.raises(BadInput, match="monitoring host"):
         inventory.prometheus_url(inv)
-    inv = _inv(tmp_path, monitoring="      hosts: {m1: {ansible_host: 10.0.0.5, monitoring_prometheus_port: '9090/x'}}\n")
+    inv = _inv(
+        tmp_path, monitoring="      hosts: {m1: {ansible_host: 10.0.0.5, monitoring_prometheus_port: '9090/x'}}\n"
+    )
     with pytest.raises(BadInput, match="monitoring_prometheus_port"):
         inventory.prometheus_url(inv)
     inv = _inv(tmp_path, monitoring="      hosts: {m1: {ansible_host: 'fd00::5'}}\n")
@@ -151,21 +193,40 @@ def test_redis_and_monitoring_hosts_are_checked(tmp_path, value):
 
 def test_a_remote_host_checks_itself_whoever_makes_it():
     """RemoteHost is also made from a Target's JSON (the job of a case in its own process)."""
-    for bad in ({"address": "-oProxyCommand=x"}, {"user": "-lroot"}, {"port": "22"}, {"port": True},
-                {"ssh_config": "-F"}, {"identity": "a\0b"}, {"name": "$(x)"}):
+    for bad in (
+        {"address": "-oProxyCommand=x"},
+        {"user": "-lroot"},
+        {"port": "22"},
+        {"port": True},
+        {"ssh_config": "-F"},
+        {"identity": "a\0b"},
+        {"name": "$(x)"},
+    ):
         with pytest.raises(BadInput):
             RemoteHost(**{"name": "lg", "address": "10.0.0.1", **bad})
     assert RemoteHost("lg-1", "fe80::1", "ops", 22).address == "fe80::1"
     with pytest.raises(BadInput):
-        Target.from_json({"name": "inv", "kind": "cluster", "nodes": [{"host": "10.0.0.9", "port": 6379}],
-                          "loadgen": {"name": "lg", "address": "-oProxyCommand=x"}})
+        Target.from_json(
+            {
+                "name": "inv",
+                "kind": "cluster",
+                "nodes": [{"host": "10.0.0.9", "port": 6379}],
+                "loadgen": {"name": "lg", "address": "-oProxyCommand=x"},
+            }
+        )
 
 
 def _unchecked_host(address: str) -> RemoteHost:
     """A RemoteHost whose address skipped the checks (as one made before this fix could)."""
     h = object.__new__(RemoteHost)
-    for k, v in {"name": "lg", "address": address, "user": None, "port": None, "ssh_config": None,
-                 "identity": None}.items():
+    for k, v in {
+        "name": "lg",
+        "address": address,
+        "user": None,
+        "port": None,
+        "ssh_config": None,
+        "identity": None,
+    }.items():
         object.__setattr__(h, k, v)
     return h
 
@@ -213,8 +274,13 @@ def _nested_groups(depth: int) -> str:
 
 
 def _alias_bomb(levels: int) -> str:
-    lines = ["all:", "  children:", "    redis:", "      hosts: {n1: {ansible_host: 127.0.0.1}}",
-             "    g0: &g0 {hosts: {h: {}}}"]
+    lines = [
+        "all:",
+        "  children:",
+        "    redis:",
+        "      hosts: {n1: {ansible_host: 127.0.0.1}}",
+        "    g0: &g0 {hosts: {h: {}}}",
+    ]
     for i in range(1, levels):
         kids = ", ".join(f"k{j}: *g{i - 1}" for j in range(10))
         lines.append(f"    g{i}: &g{i} {{children: {{{kids}}}}}")
@@ -222,24 +288,29 @@ def _alias_bomb(levels: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.parametrize("name,make,needle", [
-    ("deeply nested YAML", lambda t: _w(t, _nested_yaml(100_000)), "cannot be read"),
-    ("deeply nested mapping", lambda t: _w(t, "all:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 1500))),
-     "cannot be read"),
-    ("groups nested 100 deep", lambda t: _w(t, _nested_groups(100)), "nested more than"),
-    ("aliases repeating a group 10^7 times", lambda t: _w(t, _alias_bomb(7)), "more than"),
-    ("binary file", lambda t: _wb(t, b"\x00\x01all:\n"), "binary"),
-    ("not UTF-8", lambda t: _wb(t, "all: caf\xe9\n".encode("latin-1")), "UTF-8"),
-    ("too large", lambda t: _sparse(t, inventory.MAX_INVENTORY_BYTES + 1), "too large"),
-    ("a FIFO", lambda t: _fifo(t / "hosts.yml"), "FIFO"),
-    ("a link to /dev/zero", lambda t: _link(t / "hosts.yml", "/dev/zero"), "character device"),
-    ("a folder", lambda t: _mkdir(t / "hosts.yml"), "folder"),
-    ("a list", lambda t: _w(t, "- a\n- b\n"), "expected an Ansible YAML inventory"),
-])
+@pytest.mark.parametrize(
+    "name,make,needle",
+    [
+        ("deeply nested YAML", lambda t: _w(t, _nested_yaml(100_000)), "cannot be read"),
+        (
+            "deeply nested mapping",
+            lambda t: _w(t, "all:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 1500))),
+            "cannot be read",
+        ),
+        ("groups nested 100 deep", lambda t: _w(t, _nested_groups(100)), "nested more than"),
+        ("aliases repeating a group 10^7 times", lambda t: _w(t, _alias_bomb(7)), "more than"),
+        ("binary file", lambda t: _wb(t, b"\x00\x01all:\n"), "binary"),
+        ("not UTF-8", lambda t: _wb(t, "all: caf\xe9\n".encode("latin-1")), "UTF-8"),
+        ("too large", lambda t: _sparse(t, inventory.MAX_INVENTORY_BYTES + 1), "too large"),
+        ("a FIFO", lambda t: _fifo(t / "hosts.yml"), "FIFO"),
+        ("a link to /dev/zero", lambda t: _link(t / "hosts.yml", "/dev/zero"), "character device"),
+        ("a folder", lambda t: _mkdir(t / "hosts.yml"), "folder"),
+        ("a list", lambda t: _w(t, "- a\n- b\n"), "expected an Ansible YAML inventory"),
+    ],
+)
 def test_inventories_that_are_not_a_page_of_yaml_give_one_line(tmp_path, name, make, needle):
     inv = make(tmp_path)
-    line = assert_one_line(cli("run", "redis-cluster", "--target", inv, "--results-dir", tmp_path / "r"), (2,),
-                           needle)
+    line = assert_one_line(cli("run", "redis-cluster", "--target", inv, "--results-dir", tmp_path / "r"), (2,), needle)
     assert len(line) < 600, line
 
 
@@ -249,9 +320,12 @@ def test_group_vars_that_are_not_a_page_of_yaml_give_one_line(tmp_path, kind):
     gv = tmp_path / "group_vars"
     gv.mkdir()
     target = gv / "all.yml"
-    {"fifo": lambda: os.mkfifo(target), "huge": lambda: _sparse_at(target, inventory.MAX_INVENTORY_BYTES + 1),
-     "nested": lambda: target.write_text(_nested_yaml(100_000)),
-     "devzero": lambda: target.symlink_to("/dev/zero")}[kind]()
+    {
+        "fifo": lambda: os.mkfifo(target),
+        "huge": lambda: _sparse_at(target, inventory.MAX_INVENTORY_BYTES + 1),
+        "nested": lambda: target.write_text(_nested_yaml(100_000)),
+        "devzero": lambda: target.symlink_to("/dev/zero"),
+    }[kind]()
     assert_one_line(cli("run", "redis-cluster", "--target", inv, "--results-dir", tmp_path / "r"), (2,), "group_vars")
 
 

@@ -35,8 +35,10 @@ from tests import REPO
 from tests.conftest import TEST_CLUSTER_PORT, _need_redis, free_port
 from tests.system.test_hostile import cli
 
-ENTRY = ("import sys, pathlib, harness.base.paths as p; p.STATE_DIR = pathlib.Path(sys.argv.pop(1)); "
-         "from harness.cli import main; main()")
+ENTRY = (
+    "import sys, pathlib, harness.base.paths as p; p.STATE_DIR = pathlib.Path(sys.argv.pop(1)); "
+    "from harness.cli import main; main()"
+)
 BASE = TEST_CLUSTER_PORT + 60  # no cluster is started on it: `down` and `status` bind nothing
 LINKED = TEST_CLUSTER_PORT + 90  # the cluster `up` with links in its folders (3 primaries, no replicas)
 
@@ -49,9 +51,16 @@ def harness(state: Path, *args, timeout: float = 30, limit_mem: bool = False) ->
     def cap():  # a harness that reads /dev/zero whole stops at 2 GB, never the machine's memory
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 
-    p = subprocess.Popen([sys.executable, "-c", ENTRY, str(state), *map(str, args)], cwd=REPO, env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                         preexec_fn=cap if limit_mem else None)
+    p = subprocess.Popen(
+        [sys.executable, "-c", ENTRY, str(state), *map(str, args)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=cap if limit_mem else None,
+    )
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -93,8 +102,14 @@ def wait_for(cond, timeout: float = 10.0) -> None:
 @contextlib.contextmanager
 def started(cmd: list[str], **kw):
     """A process of this test (in a session of its own), killed afterwards."""
-    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True, **kw)
+    p = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        **kw,
+    )
     try:
         yield p
     finally:
@@ -113,7 +128,7 @@ def foreign_redis(tmp_path):
     port = free_port()
     home = tmp_path / "users-redis"
     home.mkdir()
-    (home / "redis.conf").write_text(f"port {port}\nbind 127.0.0.1\ndir {home}\nsave \"\"\nappendonly no\n")
+    (home / "redis.conf").write_text(f'port {port}\nbind 127.0.0.1\ndir {home}\nsave ""\nappendonly no\n')
     with started([shutil.which("redis-server"), str(home / "redis.conf")], cwd=home) as p:
         wait_for(lambda: _pings(redis, port))
         p.port = port
@@ -142,16 +157,26 @@ def entries(p: subprocess.Popen, form: str, port: int) -> dict:
     (or another) and a port of the cluster."""
     if form == "bare":
         return {"pids": [p.pid]}
-    return {"pids": [p.pid], "procs": [{"pid": p.pid, "start": ticks(p.pid) + (0 if form == "exact" else 7),
-                                        "port": port}]}
+    return {
+        "pids": [p.pid],
+        "procs": [{"pid": p.pid, "start": ticks(p.pid) + (0 if form == "exact" else 7), "port": port}],
+    }
 
 
 # ---- class 1: processes it did not start ---------------------------------------------------
 @pytest.mark.parametrize("form", ["bare", "exact", "other-start"])
 def test_cluster_down_leaves_the_users_redis_named_in_the_state(tmp_path, foreign_redis, form):
     state = tmp_path / "state"
-    write_json(cluster_state(state), {"host": "127.0.0.1", "base_port": BASE, "boot": boot(),
-                                      **entries(foreign_redis, form, BASE), "owner_pid": None})
+    write_json(
+        cluster_state(state),
+        {
+            "host": "127.0.0.1",
+            "base_port": BASE,
+            "boot": boot(),
+            **entries(foreign_redis, form, BASE),
+            "owner_pid": None,
+        },
+    )
     code, out, err = harness(state, "cluster", "down", "--base-port", BASE)
     assert code == 0 and "Traceback" not in err, err
     assert "stopped 0 processes" in out
@@ -177,9 +202,15 @@ def test_the_run_start_cleanup_of_a_leftover_leaves_the_users_redis(tmp_path, fo
     monkeypatch.setattr(cluster_mod, "LOCK_DIR", tmp_path / "state" / "locks")
     dead = subprocess.Popen(["true"])
     dead.wait()
-    write_json(cluster_state(tmp_path / "state"), {
-        "boot": boot(), **entries(foreign_redis, form, BASE), "owner_pid": dead.pid,
-        "owner_start": 1 if form == "exact" else None})
+    write_json(
+        cluster_state(tmp_path / "state"),
+        {
+            "boot": boot(),
+            **entries(foreign_redis, form, BASE),
+            "owner_pid": dead.pid,
+            "owner_start": 1 if form == "exact" else None,
+        },
+    )
 
     def no_start(self, *a, **kw):
         raise EnvironmentProblem("(the test stops before a cluster is started)")
@@ -204,8 +235,18 @@ def test_engine_down_leaves_a_process_named_vllm_enginecore(tmp_path, form):
     with started(["bash", "-c", "exec -a VLLM::EngineCore sleep 60"], cwd=tmp_path) as p:
         wait_for(lambda: Path(f"/proc/{p.pid}/cmdline").read_bytes().startswith(b"VLLM::"))
         procs = {} if form == "bare" else {"procs": [{"pid": p.pid, "start": ticks(p.pid)}]}
-        write_json(engine_state(state, port), {"host": "127.0.0.1", "port": port, "pgid": p.pid, "pids": [p.pid],
-                                               **procs, "boot": boot(), "config": {"port": port}})
+        write_json(
+            engine_state(state, port),
+            {
+                "host": "127.0.0.1",
+                "port": port,
+                "pgid": p.pid,
+                "pids": [p.pid],
+                **procs,
+                "boot": boot(),
+                "config": {"port": port},
+            },
+        )
         code, out, err = harness(state, "engine", "down", "--port", port)
         assert code == 0 and "Traceback" not in err, err
         assert out.strip() == "stopped 0 processes" and "nothing was signalled" in err
@@ -221,11 +262,22 @@ def test_a_foreign_process_group_named_in_the_engine_state_is_never_signalled(tm
     state, port = tmp_path / "state", free_port()
     with started(["bash", "-c", "sleep 60 & exec -a VLLM::APIServer sleep 60"], cwd=tmp_path) as leader:
         wait_for(lambda: Path(f"/proc/{leader.pid}/cmdline").read_bytes().startswith(b"VLLM::"))
-        members = [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit() and int(d.name) != leader.pid
-                   and _pgid(int(d.name)) == leader.pid]
+        members = [
+            int(d.name)
+            for d in Path("/proc").iterdir()
+            if d.name.isdigit() and int(d.name) != leader.pid and _pgid(int(d.name)) == leader.pid
+        ]
         assert len(members) == 1
-        write_json(engine_state(state, port), {"port": port, "pgid": leader.pid, "boot": boot(), "pids": [leader.pid],
-                                               "procs": [{"pid": leader.pid, "start": ticks(leader.pid)}]})
+        write_json(
+            engine_state(state, port),
+            {
+                "port": port,
+                "pgid": leader.pid,
+                "boot": boot(),
+                "pids": [leader.pid],
+                "procs": [{"pid": leader.pid, "start": ticks(leader.pid)}],
+            },
+        )
         code, out, err = harness(state, "engine", "down", "--port", port)
         assert code == 0 and "Traceback" not in err, err
         time.sleep(0.3)
@@ -252,8 +304,10 @@ def test_a_monitoring_state_naming_its_own_executable_signals_nothing(tmp_path, 
     sleep = shutil.which("sleep")
     with started([sleep, "60"], cwd=tmp_path) as p:
         procs = [{"name": "node_exporter", "pid": p.pid, "start": ticks(p.pid), "exe": sleep if exe else ""}]
-        write_json(stack.stack_dir(port) / "state.json", {"port": port, "owner": "cluster 127.0.0.1:7590", "processes": procs,
-                                                          "boot": boot()})
+        write_json(
+            stack.stack_dir(port) / "state.json",
+            {"port": port, "owner": "cluster 127.0.0.1:7590", "processes": procs, "boot": boot()},
+        )
         assert not stack.stack_running(port)
         assert stack.stop_stack(port) == 0
         time.sleep(0.3)
@@ -276,8 +330,7 @@ def fake_engine(monkeypatch, tmp_path) -> Path:
     return model
 
 
-def test_an_engine_the_harness_started_is_stopped_from_its_state_and_no_link_is_written_through(
-        tmp_path, monkeypatch):
+def test_an_engine_the_harness_started_is_stopped_from_its_state_and_no_link_is_written_through(tmp_path, monkeypatch):
     """The engine's log is a link to a file of the user's: `spawn` replaces the link (the
     file keeps its content), and `down` from another instance (only the state file to go on)
     stops the process it started. A link at its state file is refused in one line."""
@@ -327,8 +380,15 @@ def test_a_fifo_cluster_state_is_one_line_at_once(tmp_path, args):
     assert time.monotonic() - t0 < 25
 
 
-@pytest.mark.parametrize("args", [("engine", "status", "--port", "{port}"), ("engine", "down", "--port", "{port}"),
-                                  ("engine", "down"), ("engine", "status")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("engine", "status", "--port", "{port}"),
+        ("engine", "down", "--port", "{port}"),
+        ("engine", "down"),
+        ("engine", "status"),
+    ],
+)
 def test_a_fifo_engine_state_is_one_line_at_once(tmp_path, args):
     state, port = tmp_path / "state", free_port()
     _fifo(engine_state(state, port))
@@ -346,9 +406,9 @@ DAMAGED = {
     "pids-5": {"pids": 5},
     "pids-string": {"pids": "123"},
     "owner-string": {"pids": [], "owner_pid": "abc"},
-    "owner-huge": {"pids": [], "owner_pid": 10 ** 30},
-    "owner-2**63": {"pids": [], "owner_pid": 2 ** 63},
-    "pid-huge": {"pids": [2 ** 40]},
+    "owner-huge": {"pids": [], "owner_pid": 10**30},
+    "owner-2**63": {"pids": [], "owner_pid": 2**63},
+    "pid-huge": {"pids": [2**40]},
     "entry-start-string": {"procs": [{"pid": 4242, "start": "x"}]},
     "entry-port-0": {"procs": [{"pid": 4242, "start": 1, "port": 0}]},
     "procs-dict": {"procs": {"pid": 4242}},
@@ -403,11 +463,29 @@ def test_a_state_linked_to_dev_zero_a_folder_or_deep_json_is_one_line(tmp_path, 
         one_error_line(harness(state, "cluster", cmd, "--base-port", BASE, timeout=30, limit_mem=True), "state.json")
 
 
-JSON = hs.recursive(hs.none() | hs.booleans() | hs.integers(min_value=-(2 ** 70), max_value=2 ** 70)
-                    | hs.floats(allow_nan=False) | hs.text(max_size=8),
-                    lambda inner: hs.lists(inner, max_size=4) | hs.dictionaries(hs.text(max_size=6), inner, max_size=4),
-                    max_leaves=12)
-FIELDS = ("pids", "procs", "owner_pid", "owner_start", "pgid", "boot", "config", "processes", "owner", "url", "nodes", "started")
+JSON = hs.recursive(
+    hs.none()
+    | hs.booleans()
+    | hs.integers(min_value=-(2**70), max_value=2**70)
+    | hs.floats(allow_nan=False)
+    | hs.text(max_size=8),
+    lambda inner: hs.lists(inner, max_size=4) | hs.dictionaries(hs.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+FIELDS = (
+    "pids",
+    "procs",
+    "owner_pid",
+    "owner_start",
+    "pgid",
+    "boot",
+    "config",
+    "processes",
+    "owner",
+    "url",
+    "nodes",
+    "started",
+)
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -431,8 +509,14 @@ def test_any_json_in_a_state_file_is_a_status_or_one_line(tmp_path_factory, monk
     errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
     assert len(errors) <= 1 and all("state.json" in ln for ln in errors), err
     cluster = LocalCluster(base_port=BASE)  # its checks without the CLI's probe of the ports (seconds)
-    for check in (cluster.status, cluster.leftover, cluster.is_running, lambda: stack.stack_running(port),
-                  lambda: stack.leftover(port), lambda: stack.stacks_owned_by("cluster 127.0.0.1:7000")):
+    for check in (
+        cluster.status,
+        cluster.leftover,
+        cluster.is_running,
+        lambda: stack.stack_running(port),
+        lambda: stack.leftover(port),
+        lambda: stack.stacks_owned_by("cluster 127.0.0.1:7000"),
+    ):
         try:
             check()
         except HarnessError as e:
@@ -553,7 +637,10 @@ def test_the_lab_clusters_leftover_cleanup_stops_only_its_own_servers(tmp_path):
     ours = subprocess.Popen(cmd, cwd=lab.folder / "h1", start_new_session=True)
     foreign = subprocess.Popen(cmd, cwd=elsewhere, start_new_session=True)
     try:
-        entries = [ownership.spawned(ours.pid, name="h1").as_json(), ownership.spawned(foreign.pid, name="h1").as_json()]
+        entries = [
+            ownership.spawned(ours.pid, name="h1").as_json(),
+            ownership.spawned(foreign.pid, name="h1").as_json(),
+        ]
         lab.state_file.write_text(json.dumps({"boot": ownership.boot_id(), "procs": entries}))
         lab._stop_leftovers()
         assert ours.wait(timeout=10) is not None, "the lab's own leftover is stopped"
@@ -588,9 +675,15 @@ def test_the_postgres_leftover_cleanup_stops_only_its_own_server(tmp_path):
 
     def leave(server, owner_pid=999_999):
         (pg.data_dir / "postmaster.pid").write_text(f"{server.pid}\n")
-        (pg.folder / OWNER_FILE).write_text(json.dumps({
-            "boot": ownership.boot_id(), "owner": {"pid": owner_pid, "start": 1},
-            "server": ownership.spawned(server.pid).as_json()}))
+        (pg.folder / OWNER_FILE).write_text(
+            json.dumps(
+                {
+                    "boot": ownership.boot_id(),
+                    "owner": {"pid": owner_pid, "start": 1},
+                    "server": ownership.spawned(server.pid).as_json(),
+                }
+            )
+        )
 
     try:
         foreign = sleeper(elsewhere)

@@ -24,13 +24,16 @@ def _harness(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 def test_every_numeric_float_parameter_has_an_upper_bound():
     drivers = driver_contract.load_all()
-    unbounded = [f"{d.name}.{k}" for d in drivers.values() for k, p in d.params.items()
-                 if float in (p.type if isinstance(p.type, tuple) else (p.type,)) and p.max is None]
+    unbounded = [
+        f"{d.name}.{k}"
+        for d in drivers.values()
+        for k, p in d.params.items()
+        if float in (p.type if isinstance(p.type, tuple) else (p.type,)) and p.max is None
+    ]
     assert not unbounded, unbounded
 
 
-@pytest.mark.parametrize("suffix, bound", [("_s", DAY_S), ("_ms", DAY_S * 1000), ("seconds", DAY_S),
-                                           ("_fraction", 1)])
+@pytest.mark.parametrize("suffix, bound", [("_s", DAY_S), ("_ms", DAY_S * 1000), ("seconds", DAY_S), ("_fraction", 1)])
 def test_a_parameter_named_for_a_duration_or_a_fraction_is_bounded_by_its_name(suffix, bound):
     name = f"x{suffix}"
     bounded = driver_contract._with_named_max(name, Param(float, 0.5))
@@ -62,8 +65,9 @@ def test_an_exponent_without_a_dot_is_a_number_not_text():
 
 @pytest.mark.parametrize("value", ["1e9", "1000000000", "86401"])
 def test_a_run_of_years_is_refused_in_one_line(value):
-    r = _harness("run", "serving", "-k", "serving/prefix-cache", "--set", f"prefix-cache.duration_s={value}",
-                 "--dry-run")
+    r = _harness(
+        "run", "serving", "-k", "serving/prefix-cache", "--set", f"prefix-cache.duration_s={value}", "--dry-run"
+    )
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "prefix-cache.duration_s" in lines[0] and "at most 86400" in lines[0]
@@ -71,8 +75,7 @@ def test_a_run_of_years_is_refused_in_one_line(value):
 
 
 def test_a_fraction_above_one_is_refused():
-    r = _harness("run", "kv-trace", "-k", "kv-trace/crosscheck", "--set", "crosscheck.session_fraction=3",
-                 "--dry-run")
+    r = _harness("run", "kv-trace", "-k", "kv-trace/crosscheck", "--set", "crosscheck.session_fraction=3", "--dry-run")
     assert r.returncode == 2 and "at most 1" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -80,22 +83,39 @@ def test_a_trace_whose_requests_are_all_empty_is_named_not_an_index_error(tmp_pa
     from harness.experiments.shared import kv_block_trace as trace
 
     path = tmp_path / "empty.jsonl"
-    path.write_text("".join(json.dumps({"timestamp": i, "input_length": 0, "output_length": 1, "hash_ids": []}) + "\n"
-                            for i in range(3)))
+    path.write_text(
+        "".join(
+            json.dumps({"timestamp": i, "input_length": 0, "output_length": 1, "hash_ids": []}) + "\n" for i in range(3)
+        )
+    )
     with pytest.raises(BadInput, match=r"empty\.jsonl: none of its 3 requests has a KV block"):
         trace.load_trace(path, shown=str(path))
     with pytest.raises(BadInput, match="none of its 2 requests"):
         trace.records_trace([{"timestamp": 0, "input_length": 0, "output_length": 1, "hash_ids": []}] * 2)
-    one = [{"timestamp": 0, "input_length": 0, "output_length": 1, "hash_ids": []},
-           {"timestamp": 1, "input_length": 10, "output_length": 1, "hash_ids": [7]}]
+    one = [
+        {"timestamp": 0, "input_length": 0, "output_length": 1, "hash_ids": []},
+        {"timestamp": 1, "input_length": 10, "output_length": 1, "hash_ids": [7]},
+    ]
     assert trace.records_trace(one).n_blocks == 1  # an empty request among others is fine
 
 
 def test_the_crosscheck_case_names_the_empty_trace(tmp_path):
     path = tmp_path / "empty.jsonl"
-    path.write_text("".join(json.dumps({"timestamp": i, "input_length": 0, "output_length": 1, "hash_ids": []}) + "\n"
-                            for i in range(3)))
-    r = _harness("run", "kv-trace", "-k", "kv-trace/crosscheck", "--set", f"crosscheck.trace={path}",
-                 "--results-dir", str(tmp_path / "res"), timeout=300)
+    path.write_text(
+        "".join(
+            json.dumps({"timestamp": i, "input_length": 0, "output_length": 1, "hash_ids": []}) + "\n" for i in range(3)
+        )
+    )
+    r = _harness(
+        "run",
+        "kv-trace",
+        "-k",
+        "kv-trace/crosscheck",
+        "--set",
+        f"crosscheck.trace={path}",
+        "--results-dir",
+        str(tmp_path / "res"),
+        timeout=300,
+    )
     assert "IndexError" not in r.stdout + r.stderr
     assert "none of its 3 requests has a KV block" in r.stderr

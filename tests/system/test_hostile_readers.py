@@ -29,8 +29,9 @@ from tests.unit.test_verdicts import _run
 
 def harness(*args, timeout: int = 120) -> tuple[int, str, str]:
     """The command line as a real process: (exit code, stdout, stderr)."""
-    p = subprocess.run([sys.executable, "-m", "harness", *map(str, args)], capture_output=True, text=True,
-                       timeout=timeout, cwd=REPO)
+    p = subprocess.run(
+        [sys.executable, "-m", "harness", *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=REPO
+    )
     return p.returncode, p.stdout, p.stderr
 
 
@@ -55,6 +56,7 @@ def _set(path: list, value):
         for p in path[:-1]:
             d = d[p]
         d[path[-1]] = value
+
     return edit
 
 
@@ -63,8 +65,7 @@ VERDICTS = {  # name: (edit of the newer run's verdicts.json, a word of the one 
     "a claim id with a newline": (_set(["claims", 0, "id"], "C1\nerror: forged"), "claim id"),
     "a claim id that is a list": (_set(["claims", 0, "id"], ["C1"]), "claim id is a list"),
     "a verdict that is a list": (_set(["claims", 0, "verdict"], ["reproduced"]), "verdict is a list"),
-    "a check's metric that is a list": (_set(["claims", 0, "checks", 0, "metric"], ["get.p99_ms"]),
-                                        "metric is a list"),
+    "a check's metric that is a list": (_set(["claims", 0, "checks", 0, "metric"], ["get.p99_ms"]), "metric is a list"),
     "a check's case that is an object": (_set(["claims", 0, "checks", 0, "case"], {"a": 1}), "case is a dict"),
     "checks that are text": (_set(["claims", 0, "checks"], "abc"), "checks is a str"),
     "holds that is text": (_set(["claims", 0, "holds"], "yes"), "holds is a str"),
@@ -86,8 +87,11 @@ def test_compare_of_an_edited_verdicts_json_is_one_line_and_exit_2(two_runs, nam
 def test_a_deeply_nested_verdicts_json_is_one_line_and_exit_2(two_runs, where):
     old, new = two_runs
     deep = "[" * 100_000 + "]" * 100_000
-    text = deep if where == "the whole file" else (
-        '{"format": "harness-verdicts", "version": 1, "claims": [' + deep + "]}")
+    text = (
+        deep
+        if where == "the whole file"
+        else ('{"format": "harness-verdicts", "version": 1, "claims": [' + deep + "]}")
+    )
     (new / "verdicts.json").write_text(text)
     assert_one_line(harness("compare", old, new), (2,), "not valid JSON (RecursionError)")
 
@@ -145,8 +149,12 @@ def test_a_tool_version_that_is_a_list_compares(tmp_path):
 
 
 def test_the_ledger_order_takes_any_claim_id():
-    doc = {"claims": [{"id": "9" * 5000, "verdict": "reproduced", "holds": True, "checks": []},
-                      {"id": "C²", "verdict": "reproduced", "holds": True, "checks": []}]}
+    doc = {
+        "claims": [
+            {"id": "9" * 5000, "verdict": "reproduced", "holds": True, "checks": []},
+            {"id": "C²", "verdict": "reproduced", "holds": True, "checks": []},
+        ]
+    }
     assert [c["id"] for c in verdicts_json.changes({"claims": []}, doc)] == ["9" * 5000, "C²"]
 
 
@@ -159,28 +167,57 @@ def _commands(tmp_path: Path) -> dict:
     a, b = (write_run(tmp_path / "runs", i, {"get.rps": [1.0, 2.0, 3.0]}) for i in (1, 2))
     long = _long(tmp_path)
     return {
-        "report": ("report", long), "report --baseline": ("report", b, "--baseline", long),
-        "compare BASELINE": ("compare", long, b), "compare RUN_DIR": ("compare", a, long),
+        "report": ("report", long),
+        "report --baseline": ("report", b, "--baseline", long),
+        "compare BASELINE": ("compare", long, b),
+        "compare RUN_DIR": ("compare", a, long),
         "compare --output": ("compare", a, b, "--output", long),
-        "history": ("history", long), "history --out": ("history", tmp_path / "runs", "--out", long),
-        "measurements": ("measurements", long), "measurements --write": ("measurements", b, "--write", long),
+        "history": ("history", long),
+        "history --out": ("history", tmp_path / "runs", "--out", long),
+        "measurements": ("measurements", long),
+        "measurements --write": ("measurements", b, "--write", long),
         "run --results-dir": ("run", "eviction/trace", "--repeat", "1", "--results-dir", long),
         "run --set CASE.trace": ("run", "--dry-run", "kv-trace/prefix-cache", "--set", f"prefix-cache.trace={long}"),
     }
 
 
-@pytest.mark.parametrize("name", ["report", "report --baseline", "compare BASELINE", "compare RUN_DIR",
-                                  "compare --output", "history", "history --out", "measurements",
-                                  "measurements --write", "run --results-dir", "run --set CASE.trace"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "report",
+        "report --baseline",
+        "compare BASELINE",
+        "compare RUN_DIR",
+        "compare --output",
+        "history",
+        "history --out",
+        "measurements",
+        "measurements --write",
+        "run --results-dir",
+        "run --set CASE.trace",
+    ],
+)
 def test_a_path_name_over_255_bytes_is_one_line_and_exit_2(tmp_path, name):
     line = assert_one_line(harness(*_commands(tmp_path)[name], timeout=300), (2,))
     assert "a" * 20 in line and ("255 bytes" in line or "too long" in line.lower()), line
 
 
 # ---- point 5: report --history ------------------------------------------------------------
-@pytest.mark.parametrize("location", ["java\tscript:alert(1)", "java\nscript:alert(1)", "//evil.example/h.html",
-                                      "http://evil.example/h.html", "javascript:alert(1)", "\\\\evil.example\\h",
-                                      " javascript:alert(1)", "data:text/html,x", "/etc/history.html", "https://"])
+@pytest.mark.parametrize(
+    "location",
+    [
+        "java\tscript:alert(1)",
+        "java\nscript:alert(1)",
+        "//evil.example/h.html",
+        "http://evil.example/h.html",
+        "javascript:alert(1)",
+        "\\\\evil.example\\h",
+        " javascript:alert(1)",
+        "data:text/html,x",
+        "/etc/history.html",
+        "https://",
+    ],
+)
 def test_report_history_takes_a_relative_path_or_https_only(tmp_path, location):
     run = write_run(tmp_path / "runs", 1, {"get.rps": [1.0, 2.0, 3.0]})
     line = assert_one_line(harness("report", run, "--history", location), (2,), "--history")
@@ -204,11 +241,25 @@ def _quick(ctx):
 
 def test_a_run_records_the_machine_load_of_each_case_and_the_report_shows_it(tmp_path):
     spec = tmp_path / "load.yaml"
-    spec.write_text(yaml.safe_dump({
-        "name": "hostile-load", "description": "d", "claim": {"section": "0", "text": "t"}, "target": "none",
-        "cases": [{"name": "quick", "driver": "test-hostile-load", "params": {}}],
-        "profiles": {"local": {"repetitions": 2, "thresholds": [
-            {"case": "quick", "metric": "p99_ms", "op": "<=", "value": 1.0, "unit": "ms", "reason": "r"}]}}}))
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "hostile-load",
+                "description": "d",
+                "claim": {"section": "0", "text": "t"},
+                "target": "none",
+                "cases": [{"name": "quick", "driver": "test-hostile-load", "params": {}}],
+                "profiles": {
+                    "local": {
+                        "repetitions": 2,
+                        "thresholds": [
+                            {"case": "quick", "metric": "p99_ms", "op": "<=", "value": 1.0, "unit": "ms", "reason": "r"}
+                        ],
+                    }
+                },
+            }
+        )
+    )
     from harness.base import machine_load  # issue 53
 
     code, out, err = cli("run", spec, "--results-dir", tmp_path / "r")
@@ -233,9 +284,14 @@ def test_a_threshold_failed_on_a_loaded_machine_says_so_and_stays_failed(tmp_pat
     folder (no machine_load) reads as before."""
     from harness.base import machine_load  # issue 53
 
-    for i, load in enumerate(({"load1_start": 9.5, "load1_end": 9.0, "cores": 2, "steal_pct": 0.0},
-                              {"load1_start": 0.2, "load1_end": 0.3, "cores": 2, "steal_pct": 12.0},
-                              {"load1_start": 0.2, "load1_end": 0.3, "cores": 2, "steal_pct": 0.1}, None)):
+    for i, load in enumerate(
+        (
+            {"load1_start": 9.5, "load1_end": 9.0, "cores": 2, "steal_pct": 0.0},
+            {"load1_start": 0.2, "load1_end": 0.3, "cores": 2, "steal_pct": 12.0},
+            {"load1_start": 0.2, "load1_end": 0.3, "cores": 2, "steal_pct": 0.1},
+            None,
+        )
+    ):
         d = write_run(tmp_path / f"runs{i}", i, {"get.rps": [10.0, 11.0, 12.0]})  # the threshold is >= 50000
         data = json.loads((d / "results.json").read_text())
         for r in data["records"]:

@@ -34,10 +34,14 @@ from tests.stored_runs import write_run, write_series
 from tests.system.test_hostile import assert_one_line, cli
 
 
-@driver_contract.register("test-hostile-fill", params={
-    "kb": Param(int, 10, "KB of raw output each repetition", min=0),
-    "fill_from": Param(int, 0, "from this repetition on, write until the disk is full (0 = never)", min=0),
-    "strict": Param(bool, False, "let the driver's own ENOSPC through (a tool that fails on a full disk)")})
+@driver_contract.register(
+    "test-hostile-fill",
+    params={
+        "kb": Param(int, 10, "KB of raw output each repetition", min=0),
+        "fill_from": Param(int, 0, "from this repetition on, write until the disk is full (0 = never)", min=0),
+        "strict": Param(bool, False, "let the driver's own ENOSPC through (a tool that fails on a full disk)"),
+    },
+)
 def _fill(ctx):
     """Real raw output: `kb` KB, or (from repetition `fill_from`) as much as the disk takes."""
     path = ctx.raw_path("out.bin")
@@ -54,9 +58,14 @@ def _fill(ctx):
     return Record(metrics={"raw_kb": Metric(path.stat().st_size / 1024, "KB")})
 
 
-SPEC = {"name": "hostile-disk", "description": "raw output on a small disk", "claim": {"section": "0", "text": "t"},
-        "target": "none", "cases": [{"name": "fill", "driver": "test-hostile-fill", "params": {}}],
-        "profiles": {"local": {"repetitions": 3}}}
+SPEC = {
+    "name": "hostile-disk",
+    "description": "raw output on a small disk",
+    "claim": {"section": "0", "text": "t"},
+    "target": "none",
+    "cases": [{"name": "fill", "driver": "test-hostile-fill", "params": {}}],
+    "profiles": {"local": {"repetitions": 3}},
+}
 
 
 def _spec(tmp: Path, **params) -> Path:
@@ -75,8 +84,9 @@ def tmpfs(tmp_path):
     def mount_at(size: str) -> Path:
         d = tmp_path / f"disk-{len(mounted)}"
         d.mkdir()
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(d)], capture_output=True,
-                           text=True)
+        r = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(d)], capture_output=True, text=True
+        )
         if r.returncode:
             pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip()}); these tests need root")
         mounted.append(d)
@@ -89,8 +99,9 @@ def tmpfs(tmp_path):
 
 
 def _leftovers(folder: Path) -> list[str]:
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
-                  if p.name.endswith(".tmp") or p.name == RESERVE_NAME)
+    return sorted(
+        str(p.relative_to(folder)) for p in folder.rglob("*") if p.name.endswith(".tmp") or p.name == RESERVE_NAME
+    )
 
 
 def _only_run(results: Path) -> Path:
@@ -106,8 +117,9 @@ def test_a_case_that_fills_a_small_disk_ends_the_run_with_one_line(tmp_path, tmp
     exit 3 and one line naming the folder, results.json a whole file (the last save that
     fitted, never a truncated one), the raw output kept, nothing temporary left."""
     disk = tmpfs("400k")  # the issue asked for 150 KB; the ledger in results.json has grown since (issue 52: 180 KB)
-    line = assert_one_line(cli("run", _spec(tmp_path, kb=10, fill_from=2), "--results-dir", disk / "r"), (3,),
-                           "no space left")
+    line = assert_one_line(
+        cli("run", _spec(tmp_path, kb=10, fill_from=2), "--results-dir", disk / "r"), (3,), "no space left"
+    )
     run_dir = _only_run(disk / "r")
     assert str(run_dir) in line and "free" in line and "needs" in line
     data = json.loads((run_dir / "results.json").read_text())
@@ -272,8 +284,9 @@ def test_special_files_in_a_results_folder_give_one_line_and_never_block(tmp_pat
     if target.exists():
         target.unlink()
     make(target)
-    p = subprocess.run([sys.executable, "-m", "harness", "report", str(run_dir)], capture_output=True, text=True,
-                       timeout=60, cwd=REPO)
+    p = subprocess.run(
+        [sys.executable, "-m", "harness", "report", str(run_dir)], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
     assert_one_line((p.returncode, p.stdout, p.stderr), (2,), needle)
     assert _leftovers(run_dir) == []
 
@@ -283,8 +296,9 @@ def test_history_leaves_out_a_folder_with_a_fifo_and_goes_on(tmp_path):
     dirs = write_series(root, 4)
     (dirs[1] / "results.json").unlink()
     os.mkfifo(dirs[1] / "results.json")
-    p = subprocess.run([sys.executable, "-m", "harness", "history", str(root)], capture_output=True, text=True,
-                       timeout=120, cwd=REPO)
+    p = subprocess.run(
+        [sys.executable, "-m", "harness", "history", str(root)], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
     assert p.returncode == 0, p.stderr
     assert "left out" in p.stderr and "FIFO" in p.stderr
     assert len(json.loads((root / "history.json").read_text())["runs"]) == 3
@@ -293,8 +307,13 @@ def test_history_leaves_out_a_folder_with_a_fifo_and_goes_on(tmp_path):
 def test_read_bounded_refuses_what_is_not_a_regular_file(tmp_path):
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "big").write_bytes(b"x" * 101)
-    for path, needle in ((tmp_path / "fifo", "FIFO"), ("/dev/zero", "character device"), (tmp_path, "folder"),
-                         (tmp_path / "big", "too large"), (tmp_path / "missing", "no such file")):
+    for path, needle in (
+        (tmp_path / "fifo", "FIFO"),
+        ("/dev/zero", "character device"),
+        (tmp_path, "folder"),
+        (tmp_path / "big", "too large"),
+        (tmp_path / "missing", "no such file"),
+    ):
         with pytest.raises(Exception, match=needle):
             read_bounded(path, 100, "a test file")
     assert read_bounded(tmp_path / "big", 101, "a test file") == b"x" * 101
@@ -309,8 +328,9 @@ def test_history_and_report_of_a_nan_threshold(tmp_path):
         assert re.search(r'"value": 50000(\.0)?,', text)
         (d / "results.json").write_text(re.sub(r'"value": 50000(\.0)?,', '"value": NaN,', text))
     man = json.loads((dirs[2] / "manifest.json").read_text())
-    (dirs[2] / "manifest.json").write_text(json.dumps(man).replace(f'"started": {man["started"]}',
-                                                                   '"started": Infinity'))
+    (dirs[2] / "manifest.json").write_text(
+        json.dumps(man).replace(f'"started": {man["started"]}', '"started": Infinity')
+    )
     assert cli("report", dirs[0])[0] == 0
     code, out, err = cli("history", root)
     assert code == 0 and "Traceback" not in err, err
@@ -325,14 +345,20 @@ def test_history_and_report_of_a_nan_threshold(tmp_path):
 
 
 # ---- output paths: history --out, compare --output -------------------------------------
-@pytest.mark.parametrize("kind,needle", [("a file", "is a file"), ("under a file", "cannot be made"),
-                                         ("read-only", "cannot be made"), ("missing", "")])
+@pytest.mark.parametrize(
+    "kind,needle",
+    [("a file", "is a file"), ("under a file", "cannot be made"), ("read-only", "cannot be made"), ("missing", "")],
+)
 def test_history_out_paths(tmp_path, kind, needle):
     root = tmp_path / "runs"
     write_series(root, 3)
     (tmp_path / "f").write_text("x")
-    out = {"a file": tmp_path / "f", "under a file": tmp_path / "f" / "sub", "read-only": Path("/proc/harness-out"),
-           "missing": tmp_path / "new" / "deeper"}[kind]
+    out = {
+        "a file": tmp_path / "f",
+        "under a file": tmp_path / "f" / "sub",
+        "read-only": Path("/proc/harness-out"),
+        "missing": tmp_path / "new" / "deeper",
+    }[kind]
     result = cli("history", root, "--out", out)
     if kind == "missing":
         assert result[0] == 0 and (out / "history.html").is_file()
@@ -341,16 +367,27 @@ def test_history_out_paths(tmp_path, kind, needle):
     assert "--out" in line
 
 
-@pytest.mark.parametrize("kind,needle", [("a folder", "is a folder"), ("in a missing folder", "does not exist"),
-                                         ("read-only", "cannot be written"), ("a device", "character device"),
-                                         ("a FIFO", "FIFO")])
+@pytest.mark.parametrize(
+    "kind,needle",
+    [
+        ("a folder", "is a folder"),
+        ("in a missing folder", "does not exist"),
+        ("read-only", "cannot be written"),
+        ("a device", "character device"),
+        ("a FIFO", "FIFO"),
+    ],
+)
 def test_compare_output_paths(tmp_path, kind, needle):
     a, b = write_series(tmp_path / "runs", 2)
     (tmp_path / "dir").mkdir()
     os.mkfifo(tmp_path / "fifo")
-    out = {"a folder": tmp_path / "dir", "in a missing folder": tmp_path / "nope" / "c.txt",
-           "read-only": Path("/proc/harness-compare.txt"), "a device": Path("/dev/null"),
-           "a FIFO": tmp_path / "fifo"}[kind]
+    out = {
+        "a folder": tmp_path / "dir",
+        "in a missing folder": tmp_path / "nope" / "c.txt",
+        "read-only": Path("/proc/harness-compare.txt"),
+        "a device": Path("/dev/null"),
+        "a FIFO": tmp_path / "fifo",
+    }[kind]
     line = assert_one_line(cli("compare", a, b, "--output", out), (2,), needle)
     assert "--output" in line
     assert Path("/dev/null").is_char_device()
@@ -372,7 +409,8 @@ def test_records_written_through_the_writer_stay_valid(tmp_path):
     write_manifest(tmp_path, {"run_id": "r"})
     write_results(tmp_path, [Record(suite="s", case="c", repetition=1)], {}, [])
     first = (tmp_path / "results.json").read_text()
-    write_results(tmp_path, [Record(suite="s", case="c",
-                                    repetition=1), Record(suite="s", case="c", repetition=2)], {}, [])
+    write_results(
+        tmp_path, [Record(suite="s", case="c", repetition=1), Record(suite="s", case="c", repetition=2)], {}, []
+    )
     assert json.loads(first)["records"] and len(json.loads((tmp_path / "results.json").read_text())["records"]) == 2
     assert _leftovers(tmp_path) == []

@@ -31,9 +31,39 @@ from tests import TESTS
 
 MARK = "PW"
 TOKEN = st.integers(100000, 999999).map(lambda n: f"{MARK}{n}")
-HOSTILE = st.one_of(st.sampled_from(["#", "?", "/", "@", "%", ":", " ", "é", "%40", "%2F", "%23", "%zz", "&", "=",
-                                     "'", '"', "\\", "\uff20", "://", ";", "", "\t", "[", "]", "?api_key=", "#@"]),
-                    st.text(max_size=3))
+HOSTILE = st.one_of(
+    st.sampled_from(
+        [
+            "#",
+            "?",
+            "/",
+            "@",
+            "%",
+            ":",
+            " ",
+            "é",
+            "%40",
+            "%2F",
+            "%23",
+            "%zz",
+            "&",
+            "=",
+            "'",
+            '"',
+            "\\",
+            "\uff20",
+            "://",
+            ";",
+            "",
+            "\t",
+            "[",
+            "]",
+            "?api_key=",
+            "#@",
+        ]
+    ),
+    st.text(max_size=3),
+)
 PASSWORD = st.lists(st.tuples(TOKEN, HOSTILE), min_size=1, max_size=4).map(lambda xs: "".join(t + s for t, s in xs))
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -116,10 +146,17 @@ def test_the_validator_shows_only_scheme_and_host(password):
             assert_hidden(redact(f"GET {url}/v1/models failed"), password)  # remembered as a secret
 
 
-@pytest.mark.parametrize("url", ["http://user:PW1#PW2@host:8000", "http://user:PW1/PW2?PW3@host",
-                                 "http://user:12/PW1@127.0.0.1", "http://us@PW1:PW2#PW3@127.0.0.1:8000/v1",
-                                 "http://user:PW1@PW2#@127.0.0.1:8000/v1?api_key=PW3@PW4#",
-                                 "http://PW1://@127.0.0.1:8000"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://user:PW1#PW2@host:8000",
+        "http://user:PW1/PW2?PW3@host",
+        "http://user:12/PW1@127.0.0.1",
+        "http://us@PW1:PW2#PW3@127.0.0.1:8000/v1",
+        "http://user:PW1@PW2#@127.0.0.1:8000/v1?api_key=PW3@PW4#",
+        "http://PW1://@127.0.0.1:8000",
+    ],
+)
 def test_the_issue_examples_are_refused_without_their_password(url):
     """A password with an unencoded '#', '?', '/' (or '@', '://'): refused, and no piece of it shown."""
     with pytest.raises(BadInput, match="percent-encode") as e:
@@ -127,8 +164,19 @@ def test_the_issue_examples_are_refused_without_their_password(url):
     assert MARK not in str(e.value) and "12/" not in str(e.value)
 
 
-QUERY_NAMES = ["api_key", "key", "token", "access_token", "password", "secret", "sig", "X-Amz-Signature", "apiKey",
-               "client_secret", "auth"]
+QUERY_NAMES = [
+    "api_key",
+    "key",
+    "token",
+    "access_token",
+    "password",
+    "secret",
+    "sig",
+    "X-Amz-Signature",
+    "apiKey",
+    "client_secret",
+    "auth",
+]
 
 
 @SETTINGS
@@ -151,15 +199,18 @@ def test_a_count_of_tokens_is_no_secret():
     assert redact(text) == text
 
 
-@pytest.mark.parametrize("text, secret", [
-    ("Authorization: Bearer sk-live-1234567890", "sk-live-1234567890"),
-    ("headers={'Authorization': 'Basic dXNlcjpwYXNz'}", "dXNlcjpwYXNz"),
-    ("curl -H 'X-Api-Key: k-0987654321' http://h:1", "k-0987654321"),
-    ("sending with bearer tok_abcdefghij", "tok_abcdefghij"),
-    ("Namespace(base_url='http://127.0.0.1:8000', api_key='sk-abcdef', max_tokens=16)", "sk-abcdef"),
-    ("OPENAI_API_KEY=sk-envvalue HF_TOKEN=hf_tokvalue", "sk-envvalue"),
-    ('{"password": "hunter2-long", "model": "m"}', "hunter2-long"),
-])
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        ("Authorization: Bearer sk-live-1234567890", "sk-live-1234567890"),
+        ("headers={'Authorization': 'Basic dXNlcjpwYXNz'}", "dXNlcjpwYXNz"),
+        ("curl -H 'X-Api-Key: k-0987654321' http://h:1", "k-0987654321"),
+        ("sending with bearer tok_abcdefghij", "tok_abcdefghij"),
+        ("Namespace(base_url='http://127.0.0.1:8000', api_key='sk-abcdef', max_tokens=16)", "sk-abcdef"),
+        ("OPENAI_API_KEY=sk-envvalue HF_TOKEN=hf_tokvalue", "sk-envvalue"),
+        ('{"password": "hunter2-long", "model": "m"}', "hunter2-long"),
+    ],
+)
 def test_headers_and_named_secrets_are_hidden(text, secret):
     assert secret not in redact(text) and REDACTED in redact(text)
 
@@ -182,8 +233,15 @@ def test_a_tool_run_keeps_neither_its_password_nor_its_key(tmp_path, monkeypatch
     monkeypatch.setenv("OPENAI_API_KEY", "sk-tool-key-42")
     url = "http://user:Tool%2FPw-77@127.0.0.1:9"
     LlmEndpoint(url, "m")
-    cmd = [sys.executable, "-c", "import os, sys; print(sys.argv); print(os.environ['OPENAI_API_KEY'], "
-           "file=sys.stderr)", "--base-url", url, "--header", "Authorization: Bearer sk-header-1234567"]
+    cmd = [
+        sys.executable,
+        "-c",
+        "import os, sys; print(sys.argv); print(os.environ['OPENAI_API_KEY'], file=sys.stderr)",
+        "--base-url",
+        url,
+        "--header",
+        "Authorization: Bearer sk-header-1234567",
+    ]
     res = run_tool(cmd, tmp_path, "echo", 20, env=dict(os.environ))
     assert res.ok
     kept = "".join(f.read_text() for f in res.files)
@@ -247,9 +305,22 @@ def test_the_peers_raw_files_hold_no_password_and_no_key(tmp_path, monkeypatch, 
     url = ep["external"].base_url
     process._SECRETS.clear()  # the case's own process: only what the endpoint itself remembers
     ep = LlmEndpoint.from_json(ep["external"].to_json())
-    cfg = {"mode": "bench", "base_url": ep.base_url, "model": ep.model, "tokenizer": "/t", "dataset": str(raw / "s"),
-           "multiplier": 0.001, "num_prompts": 1, "chunk_tokens": 16, "seed": 0, "result_dir": str(raw), "rounds": 2,
-           "handshake_dir": str(hs), "prompts_out": str(raw / "prompts.json"), "out": str(raw / "vllm_result.json")}
+    cfg = {
+        "mode": "bench",
+        "base_url": ep.base_url,
+        "model": ep.model,
+        "tokenizer": "/t",
+        "dataset": str(raw / "s"),
+        "multiplier": 0.001,
+        "num_prompts": 1,
+        "chunk_tokens": 16,
+        "seed": 0,
+        "result_dir": str(raw),
+        "rounds": 2,
+        "handshake_dir": str(hs),
+        "prompts_out": str(raw / "prompts.json"),
+        "out": str(raw / "vllm_result.json"),
+    }
     peer = peer_case.Peer(_Ctx(raw), cfg, {"timeout_s": 30})
     try:
         assert peer.prompts()[0]["prompt"] == [1, 2]
@@ -272,8 +343,13 @@ def test_the_peers_raw_files_hold_no_password_and_no_key(tmp_path, monkeypatch, 
 
 # ---- red team, round 2: what decides what is hidden ----------------------------------------------
 @SETTINGS
-@given(text=st.one_of(st.text(max_size=60), PASSWORD.map(lambda pw: f"http://x:{pw}@evil.example/"),
-                      st.sampled_from(["http://x:e@evil.example/", "HTTP/1.1 xyz http://u:5@z/", "https://T0K@h/"])))
+@given(
+    text=st.one_of(
+        st.text(max_size=60),
+        PASSWORD.map(lambda pw: f"http://x:{pw}@evil.example/"),
+        st.sampled_from(["http://x:e@evil.example/", "HTTP/1.1 xyz http://u:5@z/", "https://T0K@h/"]),
+    )
+)
 def test_showing_a_url_remembers_nothing(text):
     """A server's Location (`http://x:e@evil.example/`) or error text went through display(),
     which remembered its password as a secret: redact() then turned every 'e' into ***
@@ -311,10 +387,13 @@ def test_a_short_password_is_hidden_where_it_is_a_password_and_nowhere_else(tmp_
     without = _round_trip(tmp_path / "without")
     LlmEndpoint(f"http://user:{password}@127.0.0.1:9", "m")
     assert _round_trip(tmp_path / "with") == without  # not one letter changed
-    for text, hidden in ((f"GET http://user:{password}@127.0.0.1:9/v1/models", "http://user:***@127.0.0.1:9/v1"),
-                         (f"vllm bench --api-key {password} --model m", "--api-key *** --model m"),
-                         (f"--password={password}", "--password=***"), (f"api_key='{password}'", "api_key='***'"),
-                         (f"Authorization: Basic {password}", "Authorization: Basic ***")):
+    for text, hidden in (
+        (f"GET http://user:{password}@127.0.0.1:9/v1/models", "http://user:***@127.0.0.1:9/v1"),
+        (f"vllm bench --api-key {password} --model m", "--api-key *** --model m"),
+        (f"--password={password}", "--password=***"),
+        (f"api_key='{password}'", "api_key='***'"),
+        (f"Authorization: Basic {password}", "Authorization: Basic ***"),
+    ):
         assert hidden in redact(text), text
     assert redact_command(["x", "--api-key", password]) == ["x", "--api-key", REDACTED]
 
@@ -329,9 +408,16 @@ def test_a_secret_never_rewrites_the_keys_of_the_results(tmp_path):
     assert written.keys() == without.keys() and written["records"][0].keys() == without["records"][0].keys()
 
 
-PROM_LEAKS = ["admin:Pr0mSecret@127.0.0.1:9", "//admin:Pr0mSecret@127.0.0.1:9090", "http:/admin:Pr0mSecret@127.0.0.1:9090",
-              "http:admin:Pr0mSecret@127.0.0.1:9090", "http://Pr0mSecret/X10@prom", "http://admin:Pr0m\"Secret@127.0.0.1:9",
-              "http://admin:Pr0mSecret@127.0.0.1:9/?api_key=Pr0mSecret", "ftp://admin:Pr0mSecret@127.0.0.1:9"]
+PROM_LEAKS = [
+    "admin:Pr0mSecret@127.0.0.1:9",
+    "//admin:Pr0mSecret@127.0.0.1:9090",
+    "http:/admin:Pr0mSecret@127.0.0.1:9090",
+    "http:admin:Pr0mSecret@127.0.0.1:9090",
+    "http://Pr0mSecret/X10@prom",
+    'http://admin:Pr0m"Secret@127.0.0.1:9',
+    "http://admin:Pr0mSecret@127.0.0.1:9/?api_key=Pr0mSecret",
+    "ftp://admin:Pr0mSecret@127.0.0.1:9",
+]
 
 
 @pytest.mark.parametrize("url", PROM_LEAKS)
@@ -368,15 +454,18 @@ def test_an_inventory_monitoring_host_with_credentials_is_refused_without_them(t
     from harness.infra.inventory import prometheus_url
 
     inv = tmp_path / "hosts.yml"
-    inv.write_text("all:\n  children:\n    monitoring:\n      hosts:\n        m1:\n"
-                   "          ansible_host: 'admin:Pr0mSecret@10.0.0.5'\n")
+    inv.write_text(
+        "all:\n  children:\n    monitoring:\n      hosts:\n        m1:\n"
+        "          ansible_host: 'admin:Pr0mSecret@10.0.0.5'\n"
+    )
     with pytest.raises(BadInput) as e:
         prometheus_url(inv)
     assert "Pr0mSecret" not in str(e.value) and "admin" not in str(e.value)
 
 
-@pytest.mark.parametrize("password", ["p\"w'qSECRETX1", "Bk\\SECRETX2", "pw@evil.com\\", "a`SECRETX3", "a<SECRETX4>",
-                                      "p\u0085SECRETX5"])
+@pytest.mark.parametrize(
+    "password", ["p\"w'qSECRETX1", "Bk\\SECRETX2", "pw@evil.com\\", "a`SECRETX3", "a<SECRETX4>", "p\u0085SECRETX5"]
+)
 def test_a_password_no_reader_takes_the_same_way_is_refused_with_the_fix(password):
     """`http://user:p"w'q...@host`: a child printing its args as repr or JSON escapes the
     quotes, so the secret was no longer found; a backslash passed the check and aiohttp
@@ -391,8 +480,11 @@ def test_a_password_no_reader_takes_the_same_way_is_refused_with_the_fix(passwor
 
 def test_a_secret_is_hidden_as_repr_and_json_escape_it():
     process.add_secret("pw\u00e9\\SECRET\tX")
-    for echoed in (repr({"pw": "pw\u00e9\\SECRET\tX"}), json.dumps({"pw": "pw\u00e9\\SECRET\tX"}),
-                   json.dumps({"pw": "pw\u00e9\\SECRET\tX"}, ensure_ascii=False)):
+    for echoed in (
+        repr({"pw": "pw\u00e9\\SECRET\tX"}),
+        json.dumps({"pw": "pw\u00e9\\SECRET\tX"}),
+        json.dumps({"pw": "pw\u00e9\\SECRET\tX"}, ensure_ascii=False),
+    ):
         assert "SECRET" not in redact(echoed), echoed
 
 
@@ -407,8 +499,13 @@ def _forms(user: str, password: str) -> dict[str, str]:
     """Every encoding the credentials travel in (what an HTTP client sends, what a server echoes)."""
     import base64
 
-    out = {"plain": password, "pct": quote(password, safe=""), "pct-lower": _lower_hex(quote(password, safe="")),
-           "pct-slash": quote(password), "plus": __import__("urllib.parse").parse.quote_plus(password)}
+    out = {
+        "plain": password,
+        "pct": quote(password, safe=""),
+        "pct-lower": _lower_hex(quote(password, safe="")),
+        "pct-slash": quote(password),
+        "plus": __import__("urllib.parse").parse.quote_plus(password),
+    }
     for what, data in (("pair", f"{user}:{password}".encode()), ("alone", password.encode())):
         for alphabet, encode in (("std", base64.b64encode), ("url", base64.urlsafe_b64encode)):
             text = encode(data).decode()
@@ -455,8 +552,12 @@ def _echo_server():
         auth = server.requests[-1][1].get("authorization", "")
         if path.startswith("/v1/completions"):
             user, _, pw = base64.b64decode(auth.split(" ")[-1]).decode().partition(":")
-            echo = {"got": auth, "raw": auth.split(" ")[-1], "pct": _lower_hex(quote(pw, safe="")),
-                    "b64": base64.urlsafe_b64encode(pw.encode()).decode().rstrip("=")}
+            echo = {
+                "got": auth,
+                "raw": auth.split(" ")[-1],
+                "pct": _lower_hex(quote(pw, safe="")),
+                "b64": base64.urlsafe_b64encode(pw.encode()).decode().rstrip("="),
+            }
             reply(conn, 401, json.dumps(echo, separators=(",", ":")).encode())
         elif path.startswith("/metrics"):
             reply(conn, 200, b'vllm:cache_config_info{block_size="16",num_gpu_blocks="1000"} 1\n')
@@ -476,8 +577,9 @@ def _publish_in_a_fresh_process(run_dir: Path, *args) -> str:
     env = {k: v for k, v in os.environ.items() if k not in process.SECRET_ENV + process.KEY_ENV}
     out = []
     for cmd in (["report", str(run_dir)], *args):
-        p = subprocess.run([sys.executable, "-m", "harness", *cmd], capture_output=True, text=True, cwd=REPO,
-                           env=env, timeout=120)
+        p = subprocess.run(
+            [sys.executable, "-m", "harness", *cmd], capture_output=True, text=True, cwd=REPO, env=env, timeout=120
+        )
         assert "Traceback" not in p.stderr, p.stderr[-2000:]
         out.append(p.stdout + p.stderr)
     return "\n".join(out)
@@ -505,13 +607,30 @@ def test_an_echoed_authorization_header_reaches_no_file_of_the_run(tmp_path):
         url = srv.url(f"alice:{quote(password, safe='')}@")
         ep = LlmEndpoint(url, "smollm2", managed=False)
         d = get("serving-prefix-cache")
-        ctx = CaseContext("serving", "prefix-cache", 1, "local", d.resolve_params("prefix-cache", {}),
-                          run_dir / "raw", Target("local", engines={"external": ep}), log=lambda m: None)
+        ctx = CaseContext(
+            "serving",
+            "prefix-cache",
+            1,
+            "local",
+            d.resolve_params("prefix-cache", {}),
+            run_dir / "raw",
+            Target("local", engines={"external": ep}),
+            log=lambda m: None,
+        )
         outcome, _ = runner._outcome(d, ctx, run_dir)
     assert outcome.status == "failed" and "HTTP 401" in outcome.reason, outcome.reason
-    write_manifest(run_dir, {"run_id": run_dir.name, "profile": "local", "target": "local", "suites": ["kv"],
-                             "started": 1_767_225_600.0, "ended": 1_767_225_660.0,
-                             "engines": {"external": {"base_url": url, "model": "smollm2"}}})
+    write_manifest(
+        run_dir,
+        {
+            "run_id": run_dir.name,
+            "profile": "local",
+            "target": "local",
+            "suites": ["kv"],
+            "started": 1_767_225_600.0,
+            "ended": 1_767_225_660.0,
+            "engines": {"external": {"base_url": url, "model": "smollm2"}},
+        },
+    )
     write_results(run_dir, [outcome.stored(suite="kv", case="bench", repetition=1)], {"kv": suite_run()}, [])
     said = _publish_in_a_fresh_process(run_dir)
     kept = _kept(run_dir)
@@ -532,10 +651,21 @@ def _hand_edited_folder(root: Path, password: str, i: int = 1) -> Path:
 
     d = root / f"2026010{i}-000000-edited{i}"
     (d / "raw").mkdir(parents=True)
-    write_manifest(d, {"run_id": d.name, "profile": "local", "target": "local", "suites": ["kv"],
-                       "started": 1_767_225_600.0 + 86400 * i, "ended": 1_767_225_660.0 + 86400 * i})
-    recs = [Record(suite="kv", case="bench", repetition=r, metrics={"get.rps": Metric(100000.0 + r, "req/s", "higher")})
-            for r in (1, 2)]
+    write_manifest(
+        d,
+        {
+            "run_id": d.name,
+            "profile": "local",
+            "target": "local",
+            "suites": ["kv"],
+            "started": 1_767_225_600.0 + 86400 * i,
+            "ended": 1_767_225_660.0 + 86400 * i,
+        },
+    )
+    recs = [
+        Record(suite="kv", case="bench", repetition=r, metrics={"get.rps": Metric(100000.0 + r, "req/s", "higher")})
+        for r in (1, 2)
+    ]
     recs.append(Record("failed", "x", suite="kv", case="other", repetition=1))
     write_results(d, recs, {"kv": suite_run(("bench", "other"))}, [])
     url = f"http://alice:{quote(password, safe='')}@127.0.0.1:8000"
@@ -556,15 +686,24 @@ def test_a_password_in_an_older_or_edited_folder_is_not_copied_out(tmp_path):
     password = "hunter2-PW9"
     older = _hand_edited_folder(tmp_path / "runs", password, 1)
     newer = _hand_edited_folder(tmp_path / "runs", password, 2)
-    said = _publish_in_a_fresh_process(newer, ["report", str(older)], ["measurements", str(newer)],
-                                       ["history", str(tmp_path / "runs"), "--out", str(tmp_path / "hist")])
+    said = _publish_in_a_fresh_process(
+        newer,
+        ["report", str(older)],
+        ["measurements", str(newer)],
+        ["history", str(tmp_path / "runs"), "--out", str(tmp_path / "hist")],
+    )
     vj = json.loads((older / "verdicts.json").read_text())  # an edited verdicts.json of the older run
     vj["exit_reason"] = f"edited: {password}"
     (older / "verdicts.json").write_text(json.dumps(vj))
-    said += _publish_in_a_fresh_process(newer, ["report", str(newer), "--baseline", str(older)],
-                                        ["compare", str(older), str(newer), "--format", "json"])
-    written = {f"{d.name}/{n}": t for d in (older, newer) for n, t in _kept(d).items()
-               if n not in ("manifest.json", "results.json", "verdicts.json") or d == newer and n == "verdicts.json"}
+    said += _publish_in_a_fresh_process(
+        newer, ["report", str(newer), "--baseline", str(older)], ["compare", str(older), str(newer), "--format", "json"]
+    )
+    written = {
+        f"{d.name}/{n}": t
+        for d in (older, newer)
+        for n, t in _kept(d).items()
+        if n not in ("manifest.json", "results.json", "verdicts.json") or d == newer and n == "verdicts.json"
+    }
     written.update({f"hist/{n}": t for n, t in _kept(tmp_path / "hist").items()})
     assert any(n.endswith("report.html") for n in written) and any(n.startswith("hist/") for n in written)
     assert "alice:***@" in written[f"{newer.name}/report.html"]

@@ -48,16 +48,20 @@ ENTRY = "import tests.system.test_hostile_signals; from harness.cli import main;
 TTY_ENTRY = "import fcntl, termios; fcntl.ioctl(2, termios.TIOCSCTTY, 0); " + ENTRY
 
 
-@driver_contract.register("test-signals-wait",
-                          params={"seconds": Param(float, 1.0, "how long the case takes", min=0, max=60)})
+@driver_contract.register(
+    "test-signals-wait", params={"seconds": Param(float, 1.0, "how long the case takes", min=0, max=60)}
+)
 def _wait(ctx):
     """Waits `seconds`."""
     time.sleep(ctx.params["seconds"])
     return Record(metrics={"waited_s": Metric(ctx.params["seconds"], "s")})
 
 
-@driver_contract.register("test-signals-own-process", isolate=True,
-                          params={"seconds": Param(float, 1.0, "how long the case takes", min=0, max=60)})
+@driver_contract.register(
+    "test-signals-own-process",
+    isolate=True,
+    params={"seconds": Param(float, 1.0, "how long the case takes", min=0, max=60)},
+)
 def _wait_in_own_process(ctx):
     """Waits `seconds` in its own process (harness.run.worker), whose pid it writes first."""
     ctx.raw_path("pid.txt").write_text(str(os.getpid()))
@@ -65,8 +69,11 @@ def _wait_in_own_process(ctx):
     return Record(metrics={"waited_s": Metric(ctx.params["seconds"], "s")})
 
 
-@driver_contract.register("test-signals-traffic", needs="cluster",
-                          params={"seconds": Param(float, 1.0, "how long to send SET/GET", min=0.1, max=60)})
+@driver_contract.register(
+    "test-signals-traffic",
+    needs="cluster",
+    params={"seconds": Param(float, 1.0, "how long to send SET/GET", min=0.1, max=60)},
+)
 def _traffic(ctx):
     """SET/GET on the cluster for `seconds` (the case a hang-up lands in)."""
     c = ctx.target.cluster_client()
@@ -93,8 +100,14 @@ def _on_engines(ctx):
 
 
 def _spec(tmp: Path, driver: str, target: str = "none", **params) -> Path:
-    d = {"name": "hostile-signals", "description": "d", "claim": {"section": "0", "text": "t"}, "target": target,
-         "cases": [{"name": "case", "driver": driver, "params": params}], "profiles": {"local": {"repetitions": 1}}}
+    d = {
+        "name": "hostile-signals",
+        "description": "d",
+        "claim": {"section": "0", "text": "t"},
+        "target": target,
+        "cases": [{"name": "case", "driver": driver, "params": params}],
+        "profiles": {"local": {"repetitions": 1}},
+    }
     p = tmp / "hostile-signals.yaml"
     p.write_text(yaml.safe_dump(d))
     return p
@@ -103,8 +116,13 @@ def _spec(tmp: Path, driver: str, target: str = "none", **params) -> Path:
 def _start(spec: Path, results: Path, *extra, entry: str = ENTRY, **kw) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("HARNESS_PROMETHEUS_URL", None)
-    return subprocess.Popen([sys.executable, "-c", entry, "run", str(spec), "--results-dir", str(results), *extra],
-                            cwd=REPO, env=env, start_new_session=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-c", entry, "run", str(spec), "--results-dir", str(results), *extra],
+        cwd=REPO,
+        env=env,
+        start_new_session=True,
+        **kw,
+    )
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -170,8 +188,13 @@ def _assert_marked(run_dir: Path, name: str, case: str = "hostile-signals/case/r
 def test_a_hang_up_stops_the_worker_marks_the_folder_and_exits_129(tmp_path):
     """SIGHUP to the run's process group (as the terminal's hang-up sends it) mid-case."""
     results = tmp_path / "results"
-    proc = _start(_spec(tmp_path, "test-signals-own-process", seconds=30), results, stdout=subprocess.DEVNULL,
-                  stderr=subprocess.PIPE, text=True)
+    proc = _start(
+        _spec(tmp_path, "test-signals-own-process", seconds=30),
+        results,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     worker = 0
     lines: list[str] = []
     seen = threading.Event()
@@ -237,9 +260,16 @@ def test_closing_the_terminal_stops_the_cluster_marks_the_folder_and_exits_129(t
     state_file = STATE_DIR / f"cluster-127.0.0.1-{BASE}" / "state.json"
     master, slave = os.openpty()
     try:
-        proc = _start(_spec(tmp_path, "test-signals-traffic", target="cluster", seconds=30), results,
-                      "--base-port", str(BASE), entry=TTY_ENTRY, stdin=subprocess.DEVNULL, stdout=slave,
-                      stderr=slave)
+        proc = _start(
+            _spec(tmp_path, "test-signals-traffic", target="cluster", seconds=30),
+            results,
+            "--base-port",
+            str(BASE),
+            entry=TTY_ENTRY,
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+        )
     finally:
         os.close(slave)
     pids: list[int] = []
@@ -284,9 +314,15 @@ def test_a_hang_up_during_cluster_up_stops_the_nodes_it_started():
     ports = range(BASE, BASE + 6)
     assert not _nodes_on(ports), "nodes on this test's ports were running before it"
     state_file = STATE_DIR / f"cluster-127.0.0.1-{BASE}" / "state.json"
-    proc = subprocess.Popen([sys.executable, "-c", ENTRY, "cluster", "up", "--base-port", str(BASE)], cwd=REPO,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ENTRY, "cluster", "up", "--base-port", str(BASE)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     pids: list[int] = []
     try:
         for line in proc.stderr:
@@ -365,8 +401,13 @@ def test_stdout_whose_reader_left_before_the_summary(tmp_path):
     """`harness run ... | head -0`: the reader is gone before anything is printed. The run
     measures, writes its folder and exits 0 (its own code); stderr has no traceback."""
     results = tmp_path / "results"
-    proc = _start(_spec(tmp_path, "test-signals-wait", seconds=0.2), results, stdout=subprocess.PIPE,
-                  stderr=subprocess.PIPE, text=True)
+    proc = _start(
+        _spec(tmp_path, "test-signals-wait", seconds=0.2),
+        results,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     proc.stdout.close()  # the reader went away
     try:
         err = proc.stderr.read()
@@ -381,8 +422,13 @@ def test_stderr_whose_reader_left_after_one_line(tmp_path):
     """`harness run ... 2>&1 | head -1`: the progress lines' reader reads one line and goes.
     The run goes on: it measures, writes its folder, prints its summary and exits 0."""
     results = tmp_path / "results"
-    proc = _start(_spec(tmp_path, "test-signals-wait", seconds=1.0), results, stdout=subprocess.PIPE,
-                  stderr=subprocess.PIPE, text=True)
+    proc = _start(
+        _spec(tmp_path, "test-signals-wait", seconds=1.0),
+        results,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         first = proc.stderr.readline()
         proc.stderr.close()
@@ -407,8 +453,11 @@ class _Failing(io.StringIO):
 
 
 @settings(max_examples=40, deadline=None)
-@given(texts=st.lists(st.text(max_size=20), max_size=8), gone_at=st.integers(0, 8),
-       err=st.sampled_from([errno.EPIPE, errno.EIO]))
+@given(
+    texts=st.lists(st.text(max_size=20), max_size=8),
+    gone_at=st.integers(0, 8),
+    err=st.sampled_from([errno.EPIPE, errno.EIO]),
+)
 def test_a_guarded_stream_drops_output_once_its_reader_is_gone(texts, gone_at, err):
     """Whatever is written, the first write that fails because the reader or the terminal
     left (EPIPE, EIO...) turns the stream off: no error, nothing written after it."""
@@ -458,8 +507,15 @@ def test_a_busy_port_leaves_no_run_folder(tmp_path):
     results = tmp_path / "results"
     with socket.socket() as held:
         held.bind(("127.0.0.1", BASE + 3))
-        proc = _start(_spec(tmp_path, "test-signals-traffic", target="cluster"), results, "--base-port", str(BASE),
-                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = _start(
+            _spec(tmp_path, "test-signals-traffic", target="cluster"),
+            results,
+            "--base-port",
+            str(BASE),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             out, err = proc.communicate(timeout=90)
         finally:
@@ -497,7 +553,6 @@ def test_a_bad_engine_setting_found_once_the_folder_is_made_leaves_no_run_folder
     assert not results.is_dir() or not any(results.iterdir()), list(results.iterdir())
 
 
-
 # ---- issue 53, point 7: Ctrl-C while the command line is still importing ------------------
 def _importing(pid: int) -> bool:
     """Whether the process has begun importing the harness's dependencies: a C extension of
@@ -512,8 +567,13 @@ def _importing(pid: int) -> bool:
 def test_ctrl_c_while_the_cli_imports_is_one_line_and_exit_130(delay):
     """`python -m harness` takes about a second to import here: a Ctrl-C at any moment of it
     is `interrupted (SIGINT)` and exit 130, never Python's traceback (nor exit -2)."""
-    p = subprocess.Popen([sys.executable, "-m", "harness", "list"], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True, cwd=REPO)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "harness", "list"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     deadline = time.monotonic() + 30
     while not _importing(p.pid) and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.002)

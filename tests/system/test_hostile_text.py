@@ -44,47 +44,88 @@ HOSTILE = {  # each kind of text the issue names, by what it attacks
 }
 ALL = " ".join(HOSTILE.values())
 BIG = "M" * 7_000_000  # a 7 MB model id or metric name
-RAW_BYTES = (b"\x1b", b"\x07", b"\x00", b"\x7f", b"\r", b"\xc2\x9b", b"\xc2\x9d", b"\xc2\x85",
-             "\u202e".encode(), "\u2028".encode())
+RAW_BYTES = (
+    b"\x1b",
+    b"\x07",
+    b"\x00",
+    b"\x7f",
+    b"\r",
+    b"\xc2\x9b",
+    b"\xc2\x9d",
+    b"\xc2\x85",
+    "\u202e".encode(),
+    "\u2028".encode(),
+)
 MAX_BYTES = 2 << 20  # what a report, a junit.xml or a command's output may grow to from one folder
 
 
 def harness(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "harness", *map(str, args)], capture_output=True, cwd=REPO,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *map(str, args)], capture_output=True, cwd=REPO, timeout=timeout
+    )
 
 
 def _manifest(run_id: str, started: float, version: str) -> dict:
-    return {"run_id": run_id, "profile": "local" + ALL, "target": "local" + ALL, "suites": ["kv" + ALL],
-            "started": started, "ended": started + 60,
-            "host": {"cpu_model": ALL, "cpu_logical": 4, "memory_total_gib": 8, "hostname": ALL, "kernel": ALL},
-            "git": {"revision": ALL, "dirty": False}, "packages": {"redis": version, ALL: ALL},
-            "tools": {"redis-server": {"version": ALL}}, "servers": {ALL: {"redis_version": ALL, "role": ALL}},
-            "gpu": {"present": False, "reason": ALL}, "model_id": BIG, "harness_version": ALL}
+    return {
+        "run_id": run_id,
+        "profile": "local" + ALL,
+        "target": "local" + ALL,
+        "suites": ["kv" + ALL],
+        "started": started,
+        "ended": started + 60,
+        "host": {"cpu_model": ALL, "cpu_logical": 4, "memory_total_gib": 8, "hostname": ALL, "kernel": ALL},
+        "git": {"revision": ALL, "dirty": False},
+        "packages": {"redis": version, ALL: ALL},
+        "tools": {"redis-server": {"version": ALL}},
+        "servers": {ALL: {"redis_version": ALL, "role": ALL}},
+        "gpu": {"present": False, "reason": ALL},
+        "model_id": BIG,
+        "harness_version": ALL,
+    }
 
 
 def _suite() -> dict:
-    return {"description": ALL, "claim": {"section": ALL, "text": ALL, "ids": [ALL]}, "profile": ALL,
-            "cases": [{"name": "bench" + ALL, "driver": ALL, "description": ALL, "params": {ALL: ALL}},
-                      {"name": "broken" + ALL, "driver": "d", "params": {}}],
-            "thresholds": [{"case": "bench" + ALL, "metric": "get" + ALL, "op": ">=", "value": 1e9, "unit": ALL,
-                            "reason": ALL},
-                           {"case": "bench" + ALL, "metric": BIG, "op": ">=", "value": 0, "unit": "", "reason": BIG}]}
+    return {
+        "description": ALL,
+        "claim": {"section": ALL, "text": ALL, "ids": [ALL]},
+        "profile": ALL,
+        "cases": [
+            {"name": "bench" + ALL, "driver": ALL, "description": ALL, "params": {ALL: ALL}},
+            {"name": "broken" + ALL, "driver": "d", "params": {}},
+        ],
+        "thresholds": [
+            {"case": "bench" + ALL, "metric": "get" + ALL, "op": ">=", "value": 1e9, "unit": ALL, "reason": ALL},
+            {"case": "bench" + ALL, "metric": BIG, "op": ">=", "value": 0, "unit": "", "reason": BIG},
+        ],
+    }
 
 
-def write_hostile_run(root: Path, name: str, started: float, scale: float, version: str = ALL,
-                      interrupted: dict | None = None) -> Path:
+def write_hostile_run(
+    root: Path, name: str, started: float, scale: float, version: str = ALL, interrupted: dict | None = None
+) -> Path:
     """A results folder written by the real writer whose every name, reason and fact is hostile."""
     d = root / name
     (d / "raw").mkdir(parents=True)
     write_manifest(d, _manifest(name + ALL, started, version))
     suite, case = "kv" + ALL, "bench" + ALL
-    recs = [Record(suite=suite, case=case, repetition=rep, metrics={
-        "get" + ALL: Metric(100.0 * scale + rep, "req/s" + ALL, "higher"), BIG: Metric(1.0 * scale + rep, ALL),
-        "plain": Metric(5.0 + rep, "ms", "lower")}, details={"model": ALL}, facts={"model": ALL})
-            for rep in (1, 2, 3)]
-    recs.append(Record(suite=suite, case="broken" + ALL, repetition=1, status="failed", reason=ALL,
-                       facts={"model": BIG}))
+    recs = [
+        Record(
+            suite=suite,
+            case=case,
+            repetition=rep,
+            metrics={
+                "get" + ALL: Metric(100.0 * scale + rep, "req/s" + ALL, "higher"),
+                BIG: Metric(1.0 * scale + rep, ALL),
+                "plain": Metric(5.0 + rep, "ms", "lower"),
+            },
+            details={"model": ALL},
+            facts={"model": ALL},
+        )
+        for rep in (1, 2, 3)
+    ]
+    recs.append(
+        Record(suite=suite, case="broken" + ALL, repetition=1, status="failed", reason=ALL, facts={"model": BIG})
+    )
     write_results(d, recs, {suite: SuiteRun.from_json(suite, _suite())}, [], interrupted=interrupted)
     return d
 
@@ -152,8 +193,13 @@ def test_report_of_a_hostile_folder_is_safe_parseable_and_small(hostile):
 
 def test_report_of_an_interrupted_hostile_run_notes_it_safely(tmp_path):
     """The note on an interrupted run names its case, from results.json (harness.cli's report)."""
-    run = write_hostile_run(tmp_path, "20260101-000000-i", 1_767_225_600, 1.0,
-                            interrupted={"at": 1_767_225_660.0, "case": ALL, "signal": ALL})
+    run = write_hostile_run(
+        tmp_path,
+        "20260101-000000-i",
+        1_767_225_600,
+        1.0,
+        interrupted={"at": 1_767_225_660.0, "case": ALL, "signal": ALL},
+    )
     _, err = assert_safe(harness("report", run))
     assert "note: this run was interrupted" in err and "\\x1b]52;c;" in err
 
@@ -202,11 +248,19 @@ def test_a_lone_surrogate_anywhere_is_carried_not_a_traceback(tmp_path):
     """Only the surrogate (valid JSON: "\\ud800"), in the manifest and results.json alike."""
     run = tmp_path / "20260101-000000-s"
     (run / "raw").mkdir(parents=True)
-    write_manifest(run, {"run_id": "s\ud800", "profile": "local\udc80", "started": 1.0, "host": {"cpu_model": "\ud800"}})
+    write_manifest(
+        run, {"run_id": "s\ud800", "profile": "local\udc80", "started": 1.0, "host": {"cpu_model": "\ud800"}}
+    )
     suite = SuiteRun.from_json("kv", {"cases": [{"name": "c\ud800", "driver": "d"}]})
-    write_results(run, [Record(suite="kv", case="c\ud800", repetition=1, metrics={"m\ud800": Metric(1.0, "u\ud800")}),
-                        Record(suite="kv", case="c\ud800", repetition=2, status="failed",
-                               reason="why\ud800")], {"kv": suite}, [])
+    write_results(
+        run,
+        [
+            Record(suite="kv", case="c\ud800", repetition=1, metrics={"m\ud800": Metric(1.0, "u\ud800")}),
+            Record(suite="kv", case="c\ud800", repetition=2, status="failed", reason="why\ud800"),
+        ],
+        {"kv": suite},
+        [],
+    )
     assert '"\\ud800"' in (run / "results.json").read_text() or "\\ud800" in (run / "results.json").read_text()
     p = harness("report", run)
     assert_safe(p, codes=(0, 1, 3))  # 3: a failed case, not a bug
@@ -215,9 +269,12 @@ def test_a_lone_surrogate_anywhere_is_carried_not_a_traceback(tmp_path):
     other = tmp_path / "20260102-000000-t"
     (other / "raw").mkdir(parents=True)
     write_manifest(other, {"run_id": "t", "profile": "local\udc80", "started": 2.0, "host": {"cpu_model": "\ud800"}})
-    write_results(other, [Record(suite="kv", case="c\ud800", repetition=1,
-                                 metrics={"m\ud800": Metric(2.0, "u\ud800")})],
-                  {"kv": suite}, [])
+    write_results(
+        other,
+        [Record(suite="kv", case="c\ud800", repetition=1, metrics={"m\ud800": Metric(2.0, "u\ud800")})],
+        {"kv": suite},
+        [],
+    )
     for fmt in ("text", "markdown", "json"):
         assert_safe(harness("compare", run, other, "--format", fmt, "--allow-mismatch"))
     assert_safe(harness("history", tmp_path, "--out", tmp_path / "h"))
@@ -235,8 +292,21 @@ def test_a_huge_value_in_a_message_is_bounded(tmp_path):
     (run / "results.json").write_text(json.dumps({"schema_version": "\x1b[2J\n" + "s" * 3_000_000, "records": []}))
     _, err = assert_safe(harness("report", run), codes=(2,), errors=1)
     assert len(err) < 2000
-    (run / "results.json").write_text(json.dumps({"schema_version": 2, "records": [
-        {"suite": "s", "case": "c", "repetition": 1, "status": "\x1b]0;t\x07\nerror: forged" + "x" * 3_000_000}]}))
+    (run / "results.json").write_text(
+        json.dumps(
+            {
+                "schema_version": 2,
+                "records": [
+                    {
+                        "suite": "s",
+                        "case": "c",
+                        "repetition": 1,
+                        "status": "\x1b]0;t\x07\nerror: forged" + "x" * 3_000_000,
+                    }
+                ],
+            }
+        )
+    )
     _, err = assert_safe(harness("report", run), codes=(2,), errors=1)
     assert len(err) < 2000
 
@@ -258,8 +328,11 @@ def test_harness_runs_summary_table_and_exit_reason_are_safe(hostile):
 
 # ---- the safe_text functions -------------------------------------------------------------
 ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=60)  # surrogates included
-HOSTILE_TEXT = st.one_of(ANY_TEXT, st.sampled_from(list(HOSTILE.values())),
-                         st.lists(st.sampled_from(list(HOSTILE.values()) + ["a", "\\", "#"]), max_size=8).map("".join))
+HOSTILE_TEXT = st.one_of(
+    ANY_TEXT,
+    st.sampled_from(list(HOSTILE.values())),
+    st.lists(st.sampled_from(list(HOSTILE.values()) + ["a", "\\", "#"]), max_size=8).map("".join),
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -295,7 +368,7 @@ def test_markdown_escaping_round_trips_visibly(text):
     assert _rendered(md) == safe_text.for_terminal(text)  # shown as the terminal shows it, nothing lost
     # every character that makes structure is escaped: preceded by an odd number of backslashes
     for m in re.finditer(r"[`*_\[\]()#!|<>~&:@]", md):
-        run = len(md[:m.start()]) - len(md[:m.start()].rstrip("\\"))
+        run = len(md[: m.start()]) - len(md[: m.start()].rstrip("\\"))
         assert run % 2 == 1, (md, m.start())
 
 
@@ -315,4 +388,5 @@ def test_a_seven_megabyte_field_costs_its_bound_only():
     assert len(safe_text.for_terminal(BIG, safe_text.NAME)) < 300
     assert len(safe_text.for_markdown(BIG)) < 1100 and len(safe_text.for_xml(BIG)) < 4100
     assert safe_text.bound_strings({BIG: [BIG, 1, None]}, 10) == {
-        "MMMMMMMMMM... (6,999,990 more characters)": ["MMMMMMMMMM... (6,999,990 more characters)", 1, None]}
+        "MMMMMMMMMM... (6,999,990 more characters)": ["MMMMMMMMMM... (6,999,990 more characters)", 1, None]
+    }

@@ -20,17 +20,33 @@ from tests import stored_runs
 
 
 def _harness(*args: str, timeout: float = 180, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, timeout=timeout,
-                          **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args], capture_output=True, text=True, timeout=timeout, **kw
+    )
 
 
-@pytest.mark.parametrize("value, needle", [
-    ("[abc]", "item 1 is str"), ("[1e400]", "item 1 is str"), ("[[1]]", "item 1 is list"), ("[]", "an empty list"),
-    ("[true, 24]", "item 1 is bool"), ("[10.5]", "item 1 is float"),
-])
+@pytest.mark.parametrize(
+    "value, needle",
+    [
+        ("[abc]", "item 1 is str"),
+        ("[1e400]", "item 1 is str"),
+        ("[[1]]", "item 1 is list"),
+        ("[]", "an empty list"),
+        ("[true, 24]", "item 1 is bool"),
+        ("[10.5]", "item 1 is float"),
+    ],
+)
 def test_a_list_parameters_items_are_checked_before_anything_runs(value, needle, tmp_path):
-    r = _harness("run", "kv-trace", "-k", "kv-trace/crosscheck", "--set", f"crosscheck.capacities_blocks={value}",
-                 "--results-dir", str(tmp_path / "res"))
+    r = _harness(
+        "run",
+        "kv-trace",
+        "-k",
+        "kv-trace/crosscheck",
+        "--set",
+        f"crosscheck.capacities_blocks={value}",
+        "--results-dir",
+        str(tmp_path / "res"),
+    )
     assert r.returncode == 2, r.stderr
     assert needle in r.stderr and "crosscheck.capacities_blocks" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "res").exists() or not any((tmp_path / "res").iterdir())
@@ -62,8 +78,22 @@ def test_output_to_a_full_disk_is_dropped_and_the_run_measures(stream, tmp_path)
     res = tmp_path / "res"
     with open("/dev/full", "w") as full, open(tmp_path / "other.txt", "w") as other:
         out, err = (full, other) if stream == "stdout" else (other, full)
-        r = subprocess.run([sys.executable, "-m", "harness", "run", "kv-trace", "-k", "kv-trace/crosscheck",
-                            "--results-dir", str(res)], stdout=out, stderr=err, timeout=300)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "harness",
+                "run",
+                "kv-trace",
+                "-k",
+                "kv-trace/crosscheck",
+                "--results-dir",
+                str(res),
+            ],
+            stdout=out,
+            stderr=err,
+            timeout=300,
+        )
     text = (tmp_path / "other.txt").read_text()
     assert r.returncode == 0, text
     assert f"note: {stream}: no space left" in text and "Traceback" not in text
@@ -72,15 +102,39 @@ def test_output_to_a_full_disk_is_dropped_and_the_run_measures(stream, tmp_path)
     assert recs and recs[0]["status"] == "ok" and (run / "report.html").is_file()
 
 
-@pytest.mark.parametrize("link", [" //evil.example/a", "\t//evil.example/b", "\n//evil.example/c",
-                                  "%2e%2e/%2e%2e/etc/passwd", ".%2e/x", "javascript:alert(1)", "/etc/passwd",
-                                  "../x", "a/../../x", "a\\b", "a b", "\x1b/x", "a\ud800.csv", ""])
+@pytest.mark.parametrize(
+    "link",
+    [
+        " //evil.example/a",
+        "\t//evil.example/b",
+        "\n//evil.example/c",
+        "%2e%2e/%2e%2e/etc/passwd",
+        ".%2e/x",
+        "javascript:alert(1)",
+        "/etc/passwd",
+        "../x",
+        "a/../../x",
+        "a\\b",
+        "a b",
+        "\x1b/x",
+        "a\ud800.csv",
+        "",
+    ],
+)
 def test_a_raw_file_link_is_plain_path_segments_only(link):
     assert not _inside_run(link)
 
 
-@pytest.mark.parametrize("link", ["kv-trace/crosscheck/rep1/crosscheck.csv", "memtier.json", "lg1_FULL_RUN_1.hgrm",
-                                  "redis-benchmark.stdout", "a+b.txt"])
+@pytest.mark.parametrize(
+    "link",
+    [
+        "kv-trace/crosscheck/rep1/crosscheck.csv",
+        "memtier.json",
+        "lg1_FULL_RUN_1.hgrm",
+        "redis-benchmark.stdout",
+        "a+b.txt",
+    ],
+)
 def test_the_harness_own_raw_files_stay_linked(link):
     assert _inside_run(link)
 
@@ -122,8 +176,7 @@ def test_no_threshold_is_left_unbounded_in_a_spec_either(tmp_path):
     from harness.model.spec import Threshold
 
     with pytest.raises(BadInput):
-        Threshold.from_json({"case": "c", "metric": "m", "op": "<=", "value": float("inf"), "unit": "",
-                             "reason": "r"})
+        Threshold.from_json({"case": "c", "metric": "m", "op": "<=", "value": float("inf"), "unit": "", "reason": "r"})
 
 
 def test_a_stored_folder_with_finite_limits_still_renders(tmp_path):

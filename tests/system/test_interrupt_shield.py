@@ -21,11 +21,26 @@ import yaml
 from harness.base import signals
 from harness.run import runner
 
-SUITE = {"name": "shield", "description": "d", "claim": {"section": "1", "text": "t"}, "target": "none",
-         "cases": [{"name": "sim", "driver": "eviction-simulate",
-                    "params": {"rps_requests": 0, "policies": ["lru", "lfu", "hybrid"], "size_fractions": [0.05],
-                               "table_fraction": 0.05, "ordering_fractions": [0.05]}}],
-         "profiles": {"local": {"repetitions": 1}}}
+SUITE = {
+    "name": "shield",
+    "description": "d",
+    "claim": {"section": "1", "text": "t"},
+    "target": "none",
+    "cases": [
+        {
+            "name": "sim",
+            "driver": "eviction-simulate",
+            "params": {
+                "rps_requests": 0,
+                "policies": ["lru", "lfu", "hybrid"],
+                "size_fractions": [0.05],
+                "table_fraction": 0.05,
+                "ordering_fractions": [0.05],
+            },
+        }
+    ],
+    "profiles": {"local": {"repetitions": 1}},
+}
 
 
 def test_an_interrupt_while_the_handlers_go_in_puts_back_those_replaced(monkeypatch):
@@ -74,6 +89,7 @@ def test_a_ctrl_c_after_the_last_case_waits_for_the_report(monkeypatch, tmp_path
             os.kill(os.getpid(), signal.SIGINT)
             os.kill(os.getpid(), signal.SIGINT)
             return real(self, error)
+
         monkeypatch.setattr(runner._Run, "refused", refused_and_signalled)
     else:
         real_close = runner._close_run
@@ -82,6 +98,7 @@ def test_a_ctrl_c_after_the_last_case_waits_for_the_report(monkeypatch, tmp_path
             os.kill(os.getpid(), signal.SIGINT)
             os.kill(os.getpid(), signal.SIGINT)
             return real_close(*a, **kw)
+
         monkeypatch.setattr(runner, "_close_run", close_signalled)
     lines = []
     outcome = _run(tmp_path, lines)

@@ -33,8 +33,11 @@ MON_PORT = int(os.environ.get("HARNESS_TEST_INTERRUPT_MONITORING_PORT", "9550"))
 TOOLS = ("redis-server", "redis-cli", "prometheus", "prometheus-redis-exporter", "prometheus-node-exporter")
 
 
-@driver_contract.register("test-interrupts-traffic", needs="cluster",
-                  params={"seconds": Param(float, 3.0, "how long to send SET/GET", min=0.1, max=60)})
+@driver_contract.register(
+    "test-interrupts-traffic",
+    needs="cluster",
+    params={"seconds": Param(float, 3.0, "how long to send SET/GET", min=0.1, max=60)},
+)
 def _traffic(ctx):
     """SET/GET on the cluster for `seconds` (the case an interrupt lands in)."""
     c = ctx.target.cluster_client()
@@ -49,10 +52,14 @@ def _traffic(ctx):
     return Record(metrics={"ops_per_s": Metric(n / (time.monotonic() - t0), "ops/s", "higher")})
 
 
-SPEC = {"name": "interrupt-me", "description": "real traffic, to be interrupted",
-        "claim": {"section": "0", "text": "nothing is left running"}, "target": "cluster",
-        "cases": [{"name": "traffic", "driver": "test-interrupts-traffic", "params": {"seconds": 2}}],
-        "profiles": {"local": {"repetitions": 1}}}
+SPEC = {
+    "name": "interrupt-me",
+    "description": "real traffic, to be interrupted",
+    "claim": {"section": "0", "text": "nothing is left running"},
+    "target": "cluster",
+    "cases": [{"name": "traffic", "driver": "test-interrupts-traffic", "params": {"seconds": 2}}],
+    "profiles": {"local": {"repetitions": 1}},
+}
 
 # Stage -> the log line after which the signal is sent, and how long after it.
 STAGES = {
@@ -65,9 +72,14 @@ STAGES = {
 SIGNALS = {"SIGINT": [signal.SIGINT], "SIGTERM": [signal.SIGTERM], "double SIGINT": [signal.SIGINT, signal.SIGINT]}
 # The default selection: every stage and every signal kind in 6 runs (about 2.5 minutes on
 # a loaded 2-core machine); HARNESS_FULL_INTERRUPT_MATRIX=1 runs all 15.
-DEFAULT = {("starting the cluster", "double SIGINT"), ("starting monitoring", "SIGTERM"),
-           ("waiting for targets", "SIGINT"), ("waiting for targets", "double SIGINT"),
-           ("during a case", "SIGTERM"), ("writing the report", "double SIGINT")}
+DEFAULT = {
+    ("starting the cluster", "double SIGINT"),
+    ("starting monitoring", "SIGTERM"),
+    ("waiting for targets", "SIGINT"),
+    ("waiting for targets", "double SIGINT"),
+    ("during a case", "SIGTERM"),
+    ("writing the report", "double SIGINT"),
+}
 FULL = os.environ.get("HARNESS_FULL_INTERRUPT_MATRIX") == "1"
 
 
@@ -75,8 +87,11 @@ def _ours(cmdline: str) -> bool:
     """A process of this test's ports: a node, an exporter, Prometheus or a case worker."""
     redis_ports = [f"127.0.0.1:{p}" for p in range(BASE_PORT, BASE_PORT + 6)]
     mon_ports = [f"127.0.0.1:{p}" for p in range(MON_PORT, MON_PORT + 8)]
-    return (any(a in cmdline for a in mon_ports) or f"monitoring-{MON_PORT}" in cmdline
-            or ("redis-server" in cmdline and any(a in cmdline for a in redis_ports)))
+    return (
+        any(a in cmdline for a in mon_ports)
+        or f"monitoring-{MON_PORT}" in cmdline
+        or ("redis-server" in cmdline and any(a in cmdline for a in redis_ports))
+    )
 
 
 def leftovers() -> list[tuple[int, str]]:
@@ -106,8 +121,10 @@ def _kill(procs) -> None:
 def spec_file(tmp_path_factory):
     missing = [t for t in TOOLS if not shutil.which(t)]
     if missing:
-        pytest.skip(f"needs {', '.join(missing)} (apt-get install redis-server redis-tools prometheus "
-                    f"prometheus-redis-exporter prometheus-node-exporter)")
+        pytest.skip(
+            f"needs {', '.join(missing)} (apt-get install redis-server redis-tools prometheus "
+            f"prometheus-redis-exporter prometheus-node-exporter)"
+        )
     stale = leftovers()
     if stale:
         _kill(stale)
@@ -123,9 +140,25 @@ ENTRY = "import tests.system.test_interrupts; from harness.cli import main; main
 def run_and_signal(spec: Path, results: Path, marker: str, delay: float, sigs: list[int], timeout: float = 90):
     env = {**os.environ, "HARNESS_MONITORING_PORT": str(MON_PORT), "PYTHONUNBUFFERED": "1"}
     env.pop("HARNESS_PROMETHEUS_URL", None)
-    proc = subprocess.Popen([sys.executable, "-c", ENTRY, "run", str(spec), "--monitoring", "--base-port",
-                             str(BASE_PORT), "--results-dir", str(results)], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            ENTRY,
+            "run",
+            str(spec),
+            "--monitoring",
+            "--base-port",
+            str(BASE_PORT),
+            "--results-dir",
+            str(results),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     err_lines: list[str] = []
     seen = threading.Event()
 
@@ -162,8 +195,10 @@ CASES = [(stage, sig) for stage in STAGES for sig in SIGNALS]
 @pytest.mark.parametrize("stage,sig", CASES, ids=[f"{s}-{k}".replace(" ", "_") for s, k in CASES])
 def test_interrupt_leaves_nothing_running(spec_file, tmp_path, stage, sig):
     if not FULL and (stage, sig) not in DEFAULT:
-        pytest.skip("outside the default 6 of the 15 stage x signal runs (every stage and every signal is "
-                    "in those); HARNESS_FULL_INTERRUPT_MATRIX=1 runs all 15 (about 4 more minutes)")
+        pytest.skip(
+            "outside the default 6 of the 15 stage x signal runs (every stage and every signal is "
+            "in those); HARNESS_FULL_INTERRUPT_MATRIX=1 runs all 15 (about 4 more minutes)"
+        )
     marker, delay = STAGES[stage]
     results = tmp_path / "results"
     try:
@@ -187,8 +222,9 @@ def test_interrupt_leaves_nothing_running(spec_file, tmp_path, stage, sig):
     expect_signal = "SIGTERM" if sig == "SIGTERM" else "SIGINT"
     assert code == (143 if sig == "SIGTERM" else 130), (code, err[-2000:])
     assert data["interrupted"]["signal"] == expect_signal
-    assert data["interrupted"]["case"] == ("interrupt-me/traffic/repetition 1" if stage == "during a case"
-                                           else "between cases")
+    assert data["interrupted"]["case"] == (
+        "interrupt-me/traffic/repetition 1" if stage == "during a case" else "between cases"
+    )
     assert json.loads((run_dir / "manifest.json").read_text())["interrupted"]["signal"] == expect_signal
     assert str(run_dir) in err, "the folder's path is printed"
     assert f"interrupted ({expect_signal})" in err.splitlines()[-1]
@@ -203,8 +239,18 @@ def test_rerun_after_kill_9_does_not_reuse_the_old_cluster(spec_file, tmp_path):
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HARNESS_MONITORING_PORT": str(MON_PORT)}
     env.pop("HARNESS_PROMETHEUS_URL", None)
     results = tmp_path / "results"
-    cmd = [sys.executable, "-c", ENTRY, "run", str(spec_file), "--base-port", str(BASE_PORT),
-           "--results-dir", str(results), "--monitoring"]
+    cmd = [
+        sys.executable,
+        "-c",
+        ENTRY,
+        "run",
+        str(spec_file),
+        "--base-port",
+        str(BASE_PORT),
+        "--results-dir",
+        str(results),
+        "--monitoring",
+    ]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         for line in proc.stderr:
@@ -213,8 +259,9 @@ def test_rerun_after_kill_9_does_not_reuse_the_old_cluster(spec_file, tmp_path):
         proc.kill()
         proc.wait()
         left = [c for _, c in leftovers()]
-        assert any("redis-server" in c for c in left) and any("prometheus" in c for c in left), \
+        assert any("redis-server" in c for c in left) and any("prometheus" in c for c in left), (
             "a -9 leaves the nodes and the stack (they are in their own sessions)"
+        )
         import redis
 
         redis.RedisCluster(host="127.0.0.1", port=BASE_PORT).set("left-behind", "old data")
@@ -243,17 +290,25 @@ def test_cluster_down_stops_only_the_monitoring_its_cluster_started(tmp_path):
     mine, other = MON_PORT + 8, MON_PORT + 9
     procs = {}
     try:
-        for port, owner in ((mine, stack.cluster_owner("127.0.0.1", 7590)),
-                            (other, stack.cluster_owner("127.0.0.1", 7580))):
+        for port, owner in (
+            (mine, stack.cluster_owner("127.0.0.1", 7590)),
+            (other, stack.cluster_owner("127.0.0.1", 7580)),
+        ):
             cmd = [exe, f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults"]
             stack.stack_dir(port).mkdir(parents=True, exist_ok=True)
             # in the stack's folder, its start time recorded: as the harness starts its own
-            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                                 cwd=stack.stack_dir(port))
+            p = subprocess.Popen(
+                cmd,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=stack.stack_dir(port),
+            )
             procs[port] = p
             entry = {"name": "node_exporter", "pid": p.pid, "start": ownership.start_time(p.pid), "exe": exe}
-            (stack.stack_dir(port) / "state.json").write_text(json.dumps(
-                {"port": port, "owner": owner, "boot": ownership.boot_id(), "processes": [entry]}))
+            (stack.stack_dir(port) / "state.json").write_text(
+                json.dumps({"port": port, "owner": owner, "boot": ownership.boot_id(), "processes": [entry]})
+            )
         code, out, err = cli("cluster", "down", "--base-port", "7590", env={stack.PORT_ENV: str(other)})
         assert code == 0, err
         assert procs[mine].wait(timeout=15) is not None, "this cluster's stack is stopped"

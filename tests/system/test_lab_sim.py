@@ -37,17 +37,26 @@ REDIS_HOSTS = {f"redis-{i}": f"127.77.0.1{i}" for i in range(1, 7)}
 LOADGEN = ("loadgen-1", "127.77.0.17")
 LOADGENS = {"loadgen-1": "127.77.0.17", "loadgen-2": "127.77.0.19", "loadgen-3": "127.77.0.20"}
 RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
-NEEDED = {"ip": "iproute2", "unshare": "util-linux", "ssh": "openssh-client", "ansible-playbook": "ansible",
-          "redis-server": "redis-server", "redis-benchmark": "redis-tools", "prometheus": "prometheus",
-          "prometheus-redis-exporter": "prometheus-redis-exporter",
-          "prometheus-node-exporter": "prometheus-node-exporter"}
+NEEDED = {
+    "ip": "iproute2",
+    "unshare": "util-linux",
+    "ssh": "openssh-client",
+    "ansible-playbook": "ansible",
+    "redis-server": "redis-server",
+    "redis-benchmark": "redis-tools",
+    "prometheus": "prometheus",
+    "prometheus-redis-exporter": "prometheus-redis-exporter",
+    "prometheus-node-exporter": "prometheus-node-exporter",
+}
 
 
 def _skip_reason() -> str | None:
     if os.geteuid() != 0:
         return "needs root: network namespaces cannot be made by this user"
-    missing = sorted({pkg for cmd, pkg in NEEDED.items() if not shutil.which(cmd)}
-                     | (set() if Path("/usr/sbin/sshd").exists() else {"openssh-server"}))
+    missing = sorted(
+        {pkg for cmd, pkg in NEEDED.items() if not shutil.which(cmd)}
+        | (set() if Path("/usr/sbin/sshd").exists() else {"openssh-server"})
+    )
     if missing:
         return f"missing Debian packages: apt-get install -y {' '.join(missing)}"
     probe = subprocess.run(["unshare", "--net", "--mount", "--pid", "--fork", "true"], capture_output=True, text=True)
@@ -62,8 +71,14 @@ pytestmark = [pytest.mark.lab_sim, pytest.mark.skipif(_skip_reason() is not None
 
 
 def env(**extra) -> dict:
-    e = {**os.environ, "REDIS_CLUSTER_PASSWORD": PASSWORD, "REDIS_CACHE_READER_PASSWORD": READER_PASSWORD,
-         "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "HARNESS_MONITORING_PORT": "9600"}
+    e = {
+        **os.environ,
+        "REDIS_CLUSTER_PASSWORD": PASSWORD,
+        "REDIS_CACHE_READER_PASSWORD": READER_PASSWORD,
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "HARNESS_MONITORING_PORT": "9600",
+    }
     e.pop("HARNESS_PROMETHEUS_URL", None)
     e.pop("HARNESS_LOADGEN", None)
     e.update(extra)
@@ -74,8 +89,15 @@ def _run(cmd: list[str], timeout: float, **extra) -> subprocess.CompletedProcess
     """cmd in a session of its own; past its timeout (or on a Ctrl-C) the whole session is
     stopped, not only its first process (make's children would go on), and the test fails
     with what it printed."""
-    p = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=env(**extra), start_new_session=True)
+    p = subprocess.Popen(
+        cmd,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(**extra),
+        start_new_session=True,
+    )
     try:
         out, err = p.communicate(timeout=timeout)
     except BaseException as e:
@@ -102,19 +124,23 @@ def harness(*args: str, timeout: float = 600, **extra) -> subprocess.CompletedPr
 
 
 def ssh(host: str, command: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run(["ssh", "-F", str(SSH_CONFIG), host, command], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        ["ssh", "-F", str(SSH_CONFIG), host, command], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def recap(out: str) -> dict[str, dict]:
-    return {h: {"ok": int(o), "changed": int(c), "unreachable": int(u), "failed": int(f)}
-            for h, o, c, u, f in RECAP.findall(out)}
+    return {
+        h: {"ok": int(o), "changed": int(c), "unreachable": int(u), "failed": int(f)}
+        for h, o, c, u, f in RECAP.findall(out)
+    }
 
 
 def cli(address: str, *args: str, user: str | None = None, password: str = PASSWORD) -> str:
     cmd = ["redis-cli", "-h", address, "-p", "6379"] + (["--user", user] if user else []) + list(args)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=10,
-                          env={**os.environ, "REDISCLI_AUTH": password}).stdout
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=10, env={**os.environ, "REDISCLI_AUTH": password}
+    ).stdout
 
 
 def leftovers() -> list[str]:
@@ -126,8 +152,11 @@ def leftovers() -> list[str]:
     found += [f"link {m}" for m in re.findall(r"^\d+: (ls-[^:@]+)", links, re.M)]
     routes = subprocess.run(["ip", "route", "show", "table", "all"], capture_output=True, text=True).stdout
     found += [f"route {line}" for line in routes.splitlines() if "127.77.0." in line]
-    found += [f"mount {line.split()[1]}" for line in Path("/proc/self/mounts").read_text().splitlines()
-              if str(LAB_DIR) in line]
+    found += [
+        f"mount {line.split()[1]}"
+        for line in Path("/proc/self/mounts").read_text().splitlines()
+        if str(LAB_DIR) in line
+    ]
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
@@ -153,8 +182,13 @@ def test_an_interrupted_up_leaves_nothing_behind():
     import signal
 
     for delay in (0.5, 2.0):  # while hosts are being made, and while waiting for their sshd
-        p = subprocess.Popen([str(REPO_ROOT / "infra" / "lab-sim" / "up.sh")], start_new_session=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p = subprocess.Popen(
+            [str(REPO_ROOT / "infra" / "lab-sim" / "up.sh")],
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(delay)
         os.killpg(p.pid, signal.SIGINT)
         out, err = p.communicate(timeout=60)
@@ -184,8 +218,9 @@ def test_lab_comes_up_with_nine_separate_hosts(lab):
     assert lab["up_s"] < 30, f"lab-sim-up took {lab['up_s']:.1f} s"
     assert INVENTORY.exists() and SSH_CONFIG.exists()
     for name, addr in [*REDIS_HOSTS.items(), *LOADGENS.items()]:
-        out = ssh(name, "hostname; echo ==; ip -4 -o addr show | awk '{print $4}'; echo ==; "
-                        "tr '\\0' ' ' < /proc/1/cmdline")
+        out = ssh(
+            name, "hostname; echo ==; ip -4 -o addr show | awk '{print $4}'; echo ==; tr '\\0' ' ' < /proc/1/cmdline"
+        )
         assert out.returncode == 0, out.stderr
         host, addrs, init = out.stdout.split("==\n")
         assert host.strip() == name
@@ -230,9 +265,16 @@ def test_provision_over_ssh_twice_second_changes_nothing(lab):
     # each instance runs on its own host, as a process of that host
     for name in REDIS_HOSTS:
         assert "redis-server" in ssh(name, "ps -e -o comm").stdout
-    assert "NOAUTH" in subprocess.run(["redis-cli", "-h", REDIS_HOSTS["redis-1"], "ping"], capture_output=True,
-                                      text=True, env={k: v for k, v in os.environ.items() if k != "REDISCLI_AUTH"},
-                                      timeout=10).stdout
+    assert (
+        "NOAUTH"
+        in subprocess.run(
+            ["redis-cli", "-h", REDIS_HOSTS["redis-1"], "ping"],
+            capture_output=True,
+            text=True,
+            env={k: v for k, v in os.environ.items() if k != "REDISCLI_AUTH"},
+            timeout=10,
+        ).stdout
+    )
 
 
 def test_acl_user_from_the_environment_on_every_node(lab):
@@ -248,8 +290,16 @@ def test_reproduce_runs_on_the_load_generator_with_auth(lab, tmp_path):
     results = tmp_path / "results"
     t0 = time.monotonic()
     # -o: the venv this test runs in is installed; make must not reinstall it mid-test
-    out = make("-o", ".venv/.installed", "reproduce", f"TARGET={INVENTORY}", "PROFILE=lab-sim", "SUITES=redis-cluster",
-               f"RESULTS={results}", "MONITORING=--monitoring")
+    out = make(
+        "-o",
+        ".venv/.installed",
+        "reproduce",
+        f"TARGET={INVENTORY}",
+        "PROFILE=lab-sim",
+        "SUITES=redis-cluster",
+        f"RESULTS={results}",
+        "MONITORING=--monitoring",
+    )
     lab["reproduce_s"] = time.monotonic() - t0
     lab["outputs"]["reproduce"] = out.stdout + out.stderr
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
@@ -263,14 +313,18 @@ def test_reproduce_runs_on_the_load_generator_with_auth(lab, tmp_path):
             assert r["metrics"][m]["value"] > 0, m
         assert r["details"]["ran_on"] == "loadgen-1 (127.77.0.17) over SSH"
         assert "of the inventory's 3 load generators" in r["details"]["one_load_generator"]
-    lab["numbers"] = {m: [r["metrics"][m]["value"] for r in bench] for m in ("GET.p99_ms", "SET.p99_ms", "GET.rps", "SET.rps")}
+    lab["numbers"] = {
+        m: [r["metrics"][m]["value"] for r in bench] for m in ("GET.p99_ms", "SET.p99_ms", "GET.rps", "SET.rps")
+    }
     cmds = list((run_dir / "raw").rglob("redis-benchmark*.cmd"))
     assert cmds and all(c.read_text().startswith("# ran on loadgen-1 (127.77.0.17) over SSH") for c in cmds)
     assert all("-a '***'" in c.read_text() for c in cmds)
     acl = [r for r in recs if r["case"] == "acl"]
     assert acl and all(r["status"] == "ok" for r in acl), [r.get("reason") for r in acl]
-    assert all(r["metrics"]["fixed.reads_allowed"]["value"] == 2 and r["metrics"]["fixed.writes_allowed"]["value"] == 0
-               for r in acl)
+    assert all(
+        r["metrics"]["fixed.reads_allowed"]["value"] == 2 and r["metrics"]["fixed.writes_allowed"]["value"] == 0
+        for r in acl
+    )
     _memtier_on_three_load_generators(run_dir, recs)
     man = json.loads((run_dir / "manifest.json").read_text())
     assert sorted(n["host"] for n in man["target_nodes"]["nodes"]) == sorted(REDIS_HOSTS.values())
@@ -284,13 +338,18 @@ def test_reproduce_runs_on_the_load_generator_with_auth(lab, tmp_path):
         assert f"{addr}:6379" in blob, f"no series of the exporter for {addr}"
     assert '"redis-1"' in blob and '"loadgen-1"' in blob  # node exporters on the lab hosts
     # the password appears nowhere: results, raw files, report, JUnit, the run's output
-    texts = {str(p.relative_to(run_dir)): p.read_bytes().decode(errors="replace")
-             for p in run_dir.rglob("*") if p.is_file()}
+    texts = {
+        str(p.relative_to(run_dir)): p.read_bytes().decode(errors="replace") for p in run_dir.rglob("*") if p.is_file()
+    }
     texts.update(lab["outputs"])
     assert "report.html" in texts and "junit.xml" in texts
     assert "loadgen-1 (127.77.0.17) over SSH" in texts["report.html"]  # the report says where it ran
-    for shown in ("all 3 merged", "loadgen-3", "Replayed recordings, not a live measurement",
-                  "percentiles could not be pooled into one"):
+    for shown in (
+        "all 3 merged",
+        "loadgen-3",
+        "Replayed recordings, not a live measurement",
+        "percentiles could not be pooled into one",
+    ):
         assert shown in texts["report.html"], shown  # per-host and merged figures, and that they are a replay
     assert no_secret_in(texts) == []
 
@@ -322,7 +381,9 @@ def _memtier_on_three_load_generators(run_dir: Path, recs: list[dict]) -> None:
             assert text.startswith(f"# ran on {name} ({addr}) over SSH") and "--distinct-client-seed" in text
             assert f"--key-minimum={i * 100000 + 1} --key-maximum={(i + 1) * 100000}" in text and PASSWORD not in text
             folder = c.parent
-            assert (folder / f"memtier-on-{name}.json").exists() and (folder / f"memtier-on-{name}_FULL_RUN_1.hgrm").exists()
+            assert (folder / f"memtier-on-{name}.json").exists() and (
+                folder / f"memtier-on-{name}_FULL_RUN_1.hgrm"
+            ).exists()
             assert "memtier_benchmark stand-in" in (folder / f"memtier-on-{name}.stderr").read_text()
 
 
@@ -332,8 +393,18 @@ def test_a_staggered_start_is_invalid_with_the_numbers(lab, tmp_path):
     for name in LOADGENS:
         assert ssh(name, "echo staggered > /etc/lab-sim/memtier-recording").returncode == 0
     try:
-        out = harness("run", "redis-cluster/memtier", "--target", str(INVENTORY), "--profile", "lab-sim",
-                      "--repeat", "1", "--results-dir", str(tmp_path))
+        out = harness(
+            "run",
+            "redis-cluster/memtier",
+            "--target",
+            str(INVENTORY),
+            "--profile",
+            "lab-sim",
+            "--repeat",
+            "1",
+            "--results-dir",
+            str(tmp_path),
+        )
     finally:
         for name in LOADGENS:
             ssh(name, "echo multi > /etc/lab-sim/memtier-recording")
@@ -343,8 +414,9 @@ def test_a_staggered_start_is_invalid_with_the_numbers(lab, tmp_path):
     assert rec["status"] == "invalid", rec
     # the recording's processes ran together 1.98 s of 7.00 s; each host's clock offset, measured over SSH
     # (a few ms on one machine), moves the overlap by that much: 1.97 s in one run
-    together = re.search(r"ran together for ([\d.]+) s of the longest one's 7.00 s \(28%, at least 90% needed\)",
-                         rec["reason"])
+    together = re.search(
+        r"ran together for ([\d.]+) s of the longest one's 7.00 s \(28%, at least 90% needed\)", rec["reason"]
+    )
     assert together and abs(float(together.group(1)) - 1.98) <= 0.05, rec["reason"]
     assert "Totals.ops_per_sec" not in rec["metrics"]
 
@@ -366,19 +438,30 @@ def _six_namespaces_are_one_machine(run_dir: Path, man: dict) -> None:
     for addr in REDIS_HOSTS.values():
         server = ids[addr]["servers"]["6379"]
         assert len(server.get("run_id", "")) == 40 and server["run_id"] == server.get("on_host"), (addr, server)
-    six = [cv for c in analyze(load_run(run_dir)).claims for cv in c.checks
-           if cv.check.conditions.get("redis_hosts") == 6]
+    six = [
+        cv for c in analyze(load_run(run_dir)).claims for cv in c.checks if cv.check.conditions.get("redis_hosts") == 6
+    ]
     assert {cv.check.case for cv in six} >= {"redis-benchmark", "memtier"}, [cv.check.metric for cv in six]
     for cv in six:
         assert cv.outcome is Outcome.NOT_COMPARABLE, (cv.check.metric, cv.outcome, cv.reason)
         assert "redis_hosts: measured 1 (this machine, as 127.77.0.11, 127.77.0.12" in cv.reason, cv.reason
-        assert ("loadgen_separate: measured no (load generators on this machine, as 127.77.0.17, 127.77.0.19, "
-                "127.77.0.20)") in cv.reason
+        assert (
+            "loadgen_separate: measured no (load generators on this machine, as 127.77.0.17, 127.77.0.19, 127.77.0.20)"
+        ) in cv.reason
 
 
 def test_a_wrong_password_is_one_line_exit_2(lab, tmp_path):
-    out = harness("run", "redis-cluster", "--profile", "lab-sim", "--target", str(INVENTORY),
-                  "--results-dir", str(tmp_path), REDIS_CLUSTER_PASSWORD="not-the-password")
+    out = harness(
+        "run",
+        "redis-cluster",
+        "--profile",
+        "lab-sim",
+        "--target",
+        str(INVENTORY),
+        "--results-dir",
+        str(tmp_path),
+        REDIS_CLUSTER_PASSWORD="not-the-password",
+    )
     assert out.returncode == 2, out.stdout + out.stderr
     err = error_lines(out)
     assert len(err) == 1 and "refused the password" in err[0] and "provision it first" not in err[0], out.stderr
@@ -388,8 +471,17 @@ def test_a_wrong_password_is_one_line_exit_2(lab, tmp_path):
 def test_a_load_generator_that_does_not_answer_ssh(lab, tmp_path):
     subprocess.run(["ip", "link", "set", "ls-h7-p", "down"], check=True)
     try:
-        out = harness("run", "redis-cluster", "--profile", "lab-sim", "--target", str(INVENTORY),
-                      "--results-dir", str(tmp_path), timeout=120)
+        out = harness(
+            "run",
+            "redis-cluster",
+            "--profile",
+            "lab-sim",
+            "--target",
+            str(INVENTORY),
+            "--results-dir",
+            str(tmp_path),
+            timeout=120,
+        )
     finally:
         subprocess.run(["ip", "link", "set", "ls-h7-p", "up"], check=True)
     assert out.returncode == 3, out.stdout + out.stderr
@@ -407,11 +499,30 @@ def test_a_redis_that_dies_mid_run_fails_its_case_and_the_run_goes_on(lab, tmp_p
     primaries = [line.split()[1].split(":")[0] for line in nodes.strip().splitlines() if "master" in line.split()[2]]
     order = [a for a in REDIS_HOSTS.values() if a in primaries]
     victim = next(n for n, a in REDIS_HOSTS.items() if a == order[1])
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "harness"), "run", "redis-cluster",
-                             "--profile", "lab-sim", "--target", str(INVENTORY), "--results-dir", str(tmp_path),
-                             "--repeat", "1", "--set", "redis-benchmark.requests=2000000",
-                             "--set", "redis-benchmark.timeout_s=60"],
-                            cwd=REPO_ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "harness"),
+            "run",
+            "redis-cluster",
+            "--profile",
+            "lab-sim",
+            "--target",
+            str(INVENTORY),
+            "--results-dir",
+            str(tmp_path),
+            "--repeat",
+            "1",
+            "--set",
+            "redis-benchmark.requests=2000000",
+            "--set",
+            "redis-benchmark.timeout_s=60",
+        ],
+        cwd=REPO_ROOT,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # kill the primary once redis-benchmark is running on loadgen-1
@@ -444,16 +555,20 @@ def test_unprovision_stops_everything_on_the_hosts(lab):
 
 def test_a_port_in_use_on_one_host_stops_provisioning_with_the_fix(lab):
     # something that is not Redis holds 6379 on redis-3
-    hold = ssh("redis-3", "setsid python3 -c 'import socket,time; s=socket.socket(); "
-                          "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((\"127.77.0.13\", 6379)); "
-                          "s.listen(); time.sleep(600)' >/dev/null 2>&1 < /dev/null & echo $!")
+    hold = ssh(
+        "redis-3",
+        "setsid python3 -c 'import socket,time; s=socket.socket(); "
+        's.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.77.0.13", 6379)); '
+        "s.listen(); time.sleep(600)' >/dev/null 2>&1 < /dev/null & echo $!",
+    )
     try:
         out = make("provision", f"INVENTORY={INVENTORY}")
     finally:
         ssh("redis-3", f"kill {hold.stdout.strip()}")
     assert out.returncode != 0
-    assert "already in use by another process" in out.stdout and "another redis_cluster_port" in out.stdout, \
-        out.stdout[-3000:]
+    assert "already in use by another process" in out.stdout and "another redis_cluster_port" in out.stdout, out.stdout[
+        -3000:
+    ]
     assert ssh("redis-1", "test ! -e /var/lib/redis-cluster/6379/nodes.conf").returncode == 0
 
 
@@ -465,5 +580,7 @@ def test_down_leaves_nothing_behind(lab):
     assert down.returncode == 0, down.stderr
     assert leftovers() == []
     assert not LAB_DIR.exists()
-    print(f"\nlab-sim timings: up {lab['up_s']:.1f} s, provision {lab.get('provision_s')}, "
-          f"reproduce {lab.get('reproduce_s', 0):.0f} s; numbers {lab.get('numbers')}")
+    print(
+        f"\nlab-sim timings: up {lab['up_s']:.1f} s, provision {lab.get('provision_s')}, "
+        f"reproduce {lab.get('reproduce_s', 0):.0f} s; numbers {lab.get('numbers')}"
+    )

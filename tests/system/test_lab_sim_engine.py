@@ -36,11 +36,22 @@ ENGINE = {"LAB_SIM_ENGINE": "1"}
 REDIS_HOSTS = [f"redis-{i}" for i in range(1, 7)]
 # Small settings of the serving suite's lab-sim profile, so that the run takes a few minutes.
 # (the lifecycle test's sizes: tests/suites/serving/test_serving_engine_lifecycle.py)
-SMALL = ["prefix-cache.max_requests=10", "prefix-cache.duration_s=8", "prefix-cache.instrument_requests=3",
-         "prefix-cache.instrument_prefix_tokens=256", "prefix-cache.instrument_gap_s=0.5",
-         "semantic-e2e.queries=8", "client-vs-vllm.max_requests=6", "client-vs-vllm.duration_s=4",
-         "client-vs-vllm.rounds=1", "client-vs-vllm.max_prompt_tokens=128", "client-vs-vllm.output_tokens=4",
-         "sweep.rates=[2, 4]", "sweep.point_requests=8", "sweep.warmup_requests=2"]
+SMALL = [
+    "prefix-cache.max_requests=10",
+    "prefix-cache.duration_s=8",
+    "prefix-cache.instrument_requests=3",
+    "prefix-cache.instrument_prefix_tokens=256",
+    "prefix-cache.instrument_gap_s=0.5",
+    "semantic-e2e.queries=8",
+    "client-vs-vllm.max_requests=6",
+    "client-vs-vllm.duration_s=4",
+    "client-vs-vllm.rounds=1",
+    "client-vs-vllm.max_prompt_tokens=128",
+    "client-vs-vllm.output_tokens=4",
+    "sweep.rates=[2, 4]",
+    "sweep.point_requests=8",
+    "sweep.warmup_requests=2",
+]
 
 
 def _engine_skip_reason() -> str | None:
@@ -52,8 +63,10 @@ def _engine_skip_reason() -> str | None:
     return None
 
 
-pytestmark = [pytest.mark.lab_sim,
-              pytest.mark.skipif(_engine_skip_reason() is not None, reason=_engine_skip_reason() or "")]
+pytestmark = [
+    pytest.mark.lab_sim,
+    pytest.mark.skipif(_engine_skip_reason() is not None, reason=_engine_skip_reason() or ""),
+]
 
 
 def engine_processes() -> list[str]:
@@ -79,8 +92,9 @@ def get(path: str, timeout: float = 10) -> str:
 
 def stream_ttft_ms(prompt: str, max_tokens: int = 8) -> tuple[float, str]:
     """(time to the first streamed token in ms, the text) of one streaming completion."""
-    body = json.dumps({"model": "smollm2", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
-                       "stream": True}).encode()
+    body = json.dumps(
+        {"model": "smollm2", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True}
+    ).encode()
     req = urllib.request.Request(BASE_URL + "/v1/completions", body, {"Content-Type": "application/json"})
     t0 = time.monotonic()
     first, text = None, []
@@ -136,8 +150,12 @@ def test_provision_serves_smollm2_on_the_engine_host(lab):
     ps = ssh(HOST, "ps -e -o comm,args").stdout
     assert "vllm.entrypoints.openai.api_server" in ps and "VLLM::EngineCor" in ps and "VLLM::Worker" in ps, ps
     assert len(engine_processes()) >= 3
-    assert ssh(HOST, f"test -s /run/llm-engine/llm-engine-{PORT}.pid && "
-                     f"test -s /var/log/llm-engine/llm-engine-{PORT}.log").returncode == 0
+    assert (
+        ssh(
+            HOST, f"test -s /run/llm-engine/llm-engine-{PORT}.pid && test -s /var/log/llm-engine/llm-engine-{PORT}.log"
+        ).returncode
+        == 0
+    )
     assert not Path(f"/var/log/llm-engine/llm-engine-{PORT}.log").exists()  # the host's own /var
     assert [m["id"] for m in json.loads(get("/v1/models"))["data"]] == ["smollm2"]
     # the role's settings reached the engine: 1 GiB of KV cache (364 blocks of 128 tokens in
@@ -162,7 +180,9 @@ def test_a_second_provision_changes_nothing(lab):
 
 def test_the_serving_suite_measures_the_lab_host(lab, tmp_path):
     if not (REPO_ROOT / "harness" / "experiments" / "serving" / "suite.yaml").exists():
-        pytest.fail("harness/experiments/serving/suite.yaml does not exist yet: the serving suite (serving-cases) is missing")
+        pytest.fail(
+            "harness/experiments/serving/suite.yaml does not exist yet: the serving suite (serving-cases) is missing"
+        )
     t0 = time.monotonic()
     args = ["run", "serving", "--profile", "lab-sim", "--target", str(INVENTORY), "--results-dir", str(tmp_path)]
     for setting in SMALL:
@@ -173,8 +193,9 @@ def test_the_serving_suite_measures_the_lab_host(lab, tmp_path):
     (run_dir,) = list(tmp_path.iterdir())
     recs = json.loads((run_dir / "results.json").read_text())["records"]
     by_case = {r["case"]: r for r in recs}
-    assert set(by_case) == {"prefix-cache", "semantic-e2e", "client-vs-vllm", "sweep"}, \
+    assert set(by_case) == {"prefix-cache", "semantic-e2e", "client-vs-vllm", "sweep"}, (
         out.stdout[-3000:] + out.stderr[-3000:]
+    )
     assert all(r["status"] == "ok" for r in recs), [(r["case"], r["status"], r.get("reason")) for r in recs]
     man = json.loads((run_dir / "manifest.json").read_text())
     engines = man.get("engines") or {}
@@ -186,11 +207,18 @@ def test_the_serving_suite_measures_the_lab_host(lab, tmp_path):
     assert "trace.off.ttft_p50_ms" not in prefix  # the user's server has no off arm
     _client_on_three_load_generators(run_dir, by_case["prefix-cache"])
     _one_sweep_against_the_lab_host(by_case["sweep"])
-    ttft = {f"{case}.{name}": m["value"] for case, r in by_case.items() for name, m in r["metrics"].items()
-            if name.endswith("ttft_p50_ms") and isinstance(m.get("value"), (int, float))}
+    ttft = {
+        f"{case}.{name}": m["value"]
+        for case, r in by_case.items()
+        for name, m in r["metrics"].items()
+        if name.endswith("ttft_p50_ms") and isinstance(m.get("value"), (int, float))
+    }
     assert ttft and all(v > 0 for v in ttft.values()), ttft
     lab["serving_ttft_ms"] = {k: round(v) for k, v in ttft.items()}
-    lab["hit_pct"] = (prefix["trace.on.engine_hit_pct"]["value"], prefix.get("trace.predicted_hit_pct", {}).get("value"))
+    lab["hit_pct"] = (
+        prefix["trace.on.engine_hit_pct"]["value"],
+        prefix.get("trace.predicted_hit_pct", {}).get("value"),
+    )
     assert engine_processes(), "the lab's engine must still run: the harness does not stop a server it did not start"
 
 
@@ -199,8 +227,14 @@ def _one_sweep_against_the_lab_host(rec: dict) -> None:
     (the lab host has one engine, so the off arms are skipped, saying why), and the semantic
     arms with the cache in front of it (the lab's Redis Cluster)."""
     cols = rec["series"]["points"]["columns"]
-    assert set(cols["arm"]) == {"prefix.on", "instrument.on", "semantic.on", "semantic.hash", "semantic.off",
-                                "semantic.oracle"} and set(cols["level"]) <= {2.0, 4.0}
+    assert set(cols["arm"]) == {
+        "prefix.on",
+        "instrument.on",
+        "semantic.on",
+        "semantic.hash",
+        "semantic.off",
+        "semantic.oracle",
+    } and set(cols["level"]) <= {2.0, 4.0}
     assert "semantic.vs_hash.ttft_p95_change_pct" in rec["metrics"] and "semantic_vs_hash" in rec["series"]
     assert all(v is not None and v > 0 for v in cols["ttft_p95_ms"]), cols["ttft_p95_ms"]
     assert "prefix.on.max_at_slo" in rec["metrics"] and "instrument.on.max_at_slo" in rec["metrics"]
@@ -225,7 +259,9 @@ def _client_on_three_load_generators(run_dir: Path, rec: dict) -> None:
             rows = list(csv.DictReader(f))
         assert {int(r["index"]) % 3 for r in rows} == {hosts.index(h)}  # its round-robin share
         ttfts += [float(r["ttft_ms"]) for r in rows if r["status"] == "ok" and r["ttft_ms"]]
-    assert abs(stats.percentile(ttfts, 50) - rec["metrics"]["trace.on.ttft_p50_ms"]["value"]) < 0.01  # the CSV keeps 3 decimals
+    assert (
+        abs(stats.percentile(ttfts, 50) - rec["metrics"]["trace.on.ttft_p50_ms"]["value"]) < 0.01
+    )  # the CSV keeps 3 decimals
 
 
 def test_unprovision_stops_every_engine_process_and_down_leaves_nothing(lab):
@@ -241,7 +277,9 @@ def test_unprovision_stops_every_engine_process_and_down_leaves_nothing(lab):
     down = make("lab-sim-down", timeout=120)
     assert down.returncode == 0, down.stderr
     assert leftovers() == [] and not LAB_DIR.exists()
-    print(f"\nlab-sim engine timings: up {lab['up_s']:.1f} s, provision {lab.get('provision_s', 0):.0f} s, "
-          f"serving run {lab.get('serving_s', 0):.0f} s, unprovision {lab['unprovision_s']:.0f} s; "
-          f"direct TTFT {lab.get('direct_ttft_ms', 0):.0f} ms, suite TTFT p50 {lab.get('serving_ttft_ms')}, "
-          f"engine vs simulator hit % {lab.get('hit_pct')}")
+    print(
+        f"\nlab-sim engine timings: up {lab['up_s']:.1f} s, provision {lab.get('provision_s', 0):.0f} s, "
+        f"serving run {lab.get('serving_s', 0):.0f} s, unprovision {lab['unprovision_s']:.0f} s; "
+        f"direct TTFT {lab.get('direct_ttft_ms', 0):.0f} ms, suite TTFT p50 {lab.get('serving_ttft_ms')}, "
+        f"engine vs simulator hit % {lab.get('hit_pct')}"
+    )

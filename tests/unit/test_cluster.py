@@ -28,9 +28,11 @@ def test_cluster_client_round_trip_across_slots(cluster_client):
 
 
 def test_parse_cluster_nodes_text():
-    text = ("a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460\n"
-            "b2 127.0.0.1:7003@17003 slave a1 0 1 1 connected\n"
-            "c3 127.0.0.1:7009@17009 master,fail - 0 1 9 disconnected\n")
+    text = (
+        "a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460\n"
+        "b2 127.0.0.1:7003@17003 slave a1 0 1 1 connected\n"
+        "c3 127.0.0.1:7009@17009 master,fail - 0 1 9 disconnected\n"
+    )
     nodes = parse_cluster_nodes(text)
     assert [(n.port, n.role) for n in nodes] == [(7000, "primary"), (7003, "replica")]
 
@@ -67,6 +69,7 @@ def test_meet_all_makes_every_node_know_every_other(tmp_path):
     c = LocalCluster(base_port=7830, primaries=3, replicas=0, state_dir=tmp_path)
     procs = [RedisProcess("127.0.0.1", p, tmp_path / f"node-{p}", cluster=True).start() for p in c.ports]
     try:
+
         def ours(line: str) -> int | None:  # a node's own line may not know its address yet (":7830@17830")
             fields = line.split()
             host, port = fields[1].split("@")[0].rsplit(":", 1)

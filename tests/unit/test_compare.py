@@ -18,8 +18,9 @@ from tests.stored_runs import METRICS, noisy_values, write_run, write_series
 
 
 def harness(*args):
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=REPO,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +88,12 @@ def test_a_different_workload_is_not_compared(tmp_path):
 def test_pool_leaves_out_runs_of_another_profile_and_names_them(tmp_path):
     rnd = random.Random(5)
     for i in range(4):
-        write_run(tmp_path, i, {k: noisy_values(v[0], rnd) for k, v in METRICS.items()},
-                  profile="lab-a100" if i == 1 else "local")
+        write_run(
+            tmp_path,
+            i,
+            {k: noisy_values(v[0], rnd) for k, v in METRICS.items()},
+            profile="lab-a100" if i == 1 else "local",
+        )
     c = compare_dirs(tmp_path, tmp_path / sorted(p.name for p in tmp_path.iterdir())[-1])
     assert "last 2 run(s)" in c.baseline and len(c.left_out) == 1 and "profile" in c.left_out[0]
 
@@ -142,9 +147,15 @@ def load_run_of(values):
     from harness.model.stored_run import Metric, Record, RunData
     from tests.stored_runs import suite_run
 
-    recs = [Record(suite="kv", case="bench", repetition=i + 1,
-                   metrics={k: Metric(v[i], "ms", "lower") for k, v in values.items()})
-            for i in range(3)]
+    recs = [
+        Record(
+            suite="kv",
+            case="bench",
+            repetition=i + 1,
+            metrics={k: Metric(v[i], "ms", "lower") for k, v in values.items()},
+        )
+        for i in range(3)
+    ]
     return RunData(Path("."), {}, recs, {"kv": suite_run()}, [])
 
 
@@ -157,7 +168,8 @@ def test_the_manifest_records_the_pins_and_says_which_installed_version_differs(
     f.write_text("# pins\nclick==0.0.1\nno-such-package-xyz==1.0\n")
     bad = collect_constraints(f)
     assert bad["differs"]["click"].endswith("pinned 0.0.1") and bad["differs"]["no-such-package-xyz"].startswith(
-        "installed nothing")
+        "installed nothing"
+    )
     assert bad["sha256"] != good["sha256"]
 
 
@@ -166,9 +178,25 @@ def test_monitoring_without_its_client_is_one_line_and_starts_nothing(tmp_path):
     shim.mkdir(parents=True)
     (shim / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
     env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path / "shim")}
-    p = subprocess.run([sys.executable, "-m", "harness", "run", "redis-cluster/acl", "--monitoring",
-                        "--results-dir", str(tmp_path / "r"), "--base-port", "7875"],
-                       capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "run",
+            "redis-cluster/acl",
+            "--monitoring",
+            "--results-dir",
+            str(tmp_path / "r"),
+            "--base-port",
+            "7875",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+    )
     assert p.returncode == 3 and "needs the prometheus-api-client package" in p.stderr
     assert "Traceback" not in p.stderr and not (tmp_path / "r").exists()
 
@@ -176,9 +204,19 @@ def test_monitoring_without_its_client_is_one_line_and_starts_nothing(tmp_path):
 def test_the_report_says_whether_the_run_was_installed_as_pinned(tmp_path):
     from harness.publish.render import render_html
 
-    d = write_run(tmp_path, 1, {"get.rps": [1.0, 1.0, 1.0]},
-                  man_extra={"constraints": {"file": "constraints.txt", "sha256": "ab" * 32,
-                                             "differs": {"numpy": "installed 9.9, pinned 2.4.6"}, "differs_count": 1}})
+    d = write_run(
+        tmp_path,
+        1,
+        {"get.rps": [1.0, 1.0, 1.0]},
+        man_extra={
+            "constraints": {
+                "file": "constraints.txt",
+                "sha256": "ab" * 32,
+                "differs": {"numpy": "installed 9.9, pinned 2.4.6"},
+                "differs_count": 1,
+            }
+        },
+    )
     run = load_run(d)
     html = render_html(run, analyze(run))
     assert "Pinned versions" in html and "1 not as pinned: numpy installed 9.9, pinned 2.4.6" in html

@@ -40,12 +40,20 @@ def test_step_found_on_the_right_metric_only(ten_runs):
 
 
 def test_history_command_writes_a_self_contained_page_and_json(ten_runs, tmp_path):
-    p = subprocess.run([sys.executable, "-m", "harness", "history", str(ten_runs), "--out", str(tmp_path)],
-                       capture_output=True, text=True, cwd=REPO)
+    p = subprocess.run(
+        [sys.executable, "-m", "harness", "history", str(ten_runs), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert p.returncode == 0, p.stderr
     html = (tmp_path / "history.html").read_text()
     data = json.loads((tmp_path / "history.json").read_text())
-    assert f'content="{esc(CSP)}"' in html and "<script" not in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+    assert (
+        f'content="{esc(CSP)}"' in html
+        and "<script" not in html
+        and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+    )
     a = anchor("kv", "bench", "get.p99_ms")
     assert f'id="{a}"' in html and f'href="#{a}"' in html  # the steps table links to the chart
     assert html.count("<svg") == 3
@@ -57,9 +65,13 @@ def test_history_command_writes_a_self_contained_page_and_json(ten_runs, tmp_pat
 @pytest.mark.skipif(not shutil.which("chromium"), reason="chromium is not installed (make setup-test installs it)")
 def test_history_page_renders_its_charts_in_headless_chromium(ten_runs, tmp_path):
     html, _ = write_history(ten_runs, tmp_path)
-    p = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
-                        html.as_uri()], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "HOME": str(tmp_path)})
+    p = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", html.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
     dom = p.stdout
     assert p.returncode == 0 and "</html>" in dom, p.stderr[-2000:]
     assert dom.count("<svg") == 3 and dom.count("<polyline") >= 3  # charts parsed, lines drawn
@@ -73,8 +85,9 @@ def test_hostile_names_are_escaped_and_empty_roots_refused(tmp_path):
     assert "<script>" not in text and "&lt;script&gt;" in text
     empty = tmp_path / "empty"
     empty.mkdir()
-    p = subprocess.run([sys.executable, "-m", "harness", "history", str(empty)], capture_output=True, text=True,
-                       cwd=REPO)
+    p = subprocess.run(
+        [sys.executable, "-m", "harness", "history", str(empty)], capture_output=True, text=True, cwd=REPO
+    )
     assert p.returncode == 2 and "holds no results folders" in p.stderr and "Traceback" not in p.stderr
 
 
@@ -104,8 +117,14 @@ def test_nightly_keeps_its_history_compares_pooled_and_publishes_the_page(tmp_pa
         pytest.skip(f"no harness entry point in {venv}/bin (install the project into a venv: make setup)")
     (tmp_path / ".venv").symlink_to(venv)
     script = _step("Add tonight")["run"].replace("${{ steps.run.outputs.dir }}", str(dirs[-1]))
-    p = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "HISTORY_RUNS": "3"})
+    p = subprocess.run(
+        ["bash", "-e", "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HISTORY_RUNS": "3"},
+    )
     assert p.returncode == 0, p.stderr
     assert sorted(x.name for x in hist.iterdir()) == [d.name for d in dirs[-3:]]
     assert (dirs[-1] / "history.html").exists()
@@ -115,15 +134,20 @@ def test_nightly_keeps_its_history_compares_pooled_and_publishes_the_page(tmp_pa
 
 def test_report_history_location_must_be_a_path_or_http_url(ten_runs):
     run = find_runs(ten_runs)[0]
-    p = subprocess.run([sys.executable, "-m", "harness", "report", str(run), "--history", "javascript:alert(1)"],
-                       capture_output=True, text=True, cwd=REPO)
+    p = subprocess.run(
+        [sys.executable, "-m", "harness", "report", str(run), "--history", "javascript:alert(1)"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert p.returncode == 2 and "give a relative path" in p.stderr and "Traceback" not in p.stderr
 
 
 def test_runs_table_names_the_parameters_that_changed(tmp_path):
     for i in range(4):
-        write_run(tmp_path, i, {"get.rps": [100.0, 100.0, 100.0]}, params={"data_size": 3 if i < 2 else 16384,
-                                                                           "clients": 50})
+        write_run(
+            tmp_path, i, {"get.rps": [100.0, 100.0, 100.0]}, params={"data_size": 3 if i < 2 else 16384, "clients": 50}
+        )
     html = write_history(tmp_path, tmp_path / "out")[0].read_text()
     assert "parameters that changed" in html
     assert html.count("kv/bench data_size=3") == 2 and html.count("kv/bench data_size=16384") == 2
@@ -146,9 +170,21 @@ def test_lab_nightly_step_compares_pooled_keeps_history_and_renders(tmp_path):
         shutil.copytree(d, hist / d.name)
     out, summary = tmp_path / "out.txt", tmp_path / "summary.md"
     script = step["run"].replace("${{ steps.run.outputs.dir }}", str(dirs[-1]))
-    p = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "HISTORY": str(hist), "HISTORY_RUNS": "4", "POOL_RUNS": "7",
-                            "GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(summary)})
+    p = subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **os.environ,
+            "HISTORY": str(hist),
+            "HISTORY_RUNS": "4",
+            "POOL_RUNS": "7",
+            "GITHUB_OUTPUT": str(out),
+            "GITHUB_STEP_SUMMARY": str(summary),
+        },
+    )
     assert p.returncode == 0, p.stderr
     assert "rc=1" in out.read_text()  # the injected 20% drop is a regression: the job's last step fails on it
     assert "### 1 regression(s)" in summary.read_text() and "get.rps" in summary.read_text()
@@ -163,6 +199,10 @@ def test_one_profile_per_history(tmp_path):
     assert [r["profile"] for r in data["runs"]] == ["local", "local"]  # the newest run's profile
     data = json.loads(write_history(tmp_path, tmp_path / "b", profile="lab-a100")[1].read_text())
     assert [r["profile"] for r in data["runs"]] == ["lab-a100"]
-    p = subprocess.run([sys.executable, "-m", "harness", "history", str(tmp_path), "--profile", "nope"],
-                       capture_output=True, text=True, cwd=REPO)
+    p = subprocess.run(
+        [sys.executable, "-m", "harness", "history", str(tmp_path), "--profile", "nope"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert p.returncode == 2 and "no run of profile 'nope'" in p.stderr

@@ -96,14 +96,27 @@ def private_sshd(tmp_path: Path):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(k)], check=True, timeout=30)
     (tmp_path / "authorized_keys").write_text((tmp_path / "id_ed25519.pub").read_text())
     conf = tmp_path / "sshd_config"
-    conf.write_text(f"ListenAddress 127.0.0.1:{SSH_PORT}\nHostKey {hostkey}\nPidFile /run/sshd.pid\n"
-                    f"AuthorizedKeysFile {tmp_path}/authorized_keys\nStrictModes no\nUsePAM no\n"
-                    f"PasswordAuthentication no\nPermitRootLogin prohibit-password\n")
+    conf.write_text(
+        f"ListenAddress 127.0.0.1:{SSH_PORT}\nHostKey {hostkey}\nPidFile /run/sshd.pid\n"
+        f"AuthorizedKeysFile {tmp_path}/authorized_keys\nStrictModes no\nUsePAM no\n"
+        f"PasswordAuthentication no\nPermitRootLogin prohibit-password\n"
+    )
     client = tmp_path / "ssh_config"
     client.write_text("Host *\n  UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n  LogLevel ERROR\n")
-    p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                          f"mount -t tmpfs tmpfs /run && mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e -f {conf}"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    p = subprocess.Popen(
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            f"mount -t tmpfs tmpfs /run && mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e -f {conf}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and p.poll() is None:
@@ -120,8 +133,10 @@ def private_sshd(tmp_path: Path):
             p.wait(timeout=10)
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/sbin/sshd").exists() or not shutil.which("unshare"),
-                    reason="needs root, openssh-server and unshare (an sshd in a mount namespace of its own)")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not Path("/usr/sbin/sshd").exists() or not shutil.which("unshare"),
+    reason="needs root, openssh-server and unshare (an sshd in a mount namespace of its own)",
+)
 def test_a_host_over_real_ssh_answers_with_this_kernels_boot_id(tmp_path):
     with private_sshd(tmp_path) as host:
         got = measure_remote(host, timeout=20)
@@ -140,8 +155,9 @@ def redis_here(password: str | None = None):
     if not shutil.which("redis-server") or not shutil.which("redis-cli"):
         pytest.skip("needs redis-server and redis-cli")
     argv = ["redis-server", "--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    p = subprocess.Popen(argv + (["--requirepass", password] if password else []),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        argv + (["--requirepass", password] if password else []), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -173,8 +189,15 @@ def test_a_local_server_is_read_by_both_paths_and_they_agree():
 
 def test_a_server_not_there_or_refusing_is_recorded_with_why():
     with redis_here(PW):
-        ids = measure(Target("local", "cluster", [Node("127.0.0.1", REDIS_PORT), Node("127.0.0.1", REDIS_PORT + 1)],
-                             password="wrong-pw"), {})
+        ids = measure(
+            Target(
+                "local",
+                "cluster",
+                [Node("127.0.0.1", REDIS_PORT), Node("127.0.0.1", REDIS_PORT + 1)],
+                password="wrong-pw",
+            ),
+            {},
+        )
     servers = ids["127.0.0.1"]["servers"]
     assert "WRONGPASS" in servers[str(REDIS_PORT)]["on_host_error"] and "run_id_error" in servers[str(REDIS_PORT)]
     assert servers[str(REDIS_PORT + 1)]["on_host_error"] == f"nothing listens on port {REDIS_PORT + 1} on this host"
@@ -194,9 +217,8 @@ def test_a_redis_host_over_ssh_is_asked_for_its_servers_in_the_same_session(monk
     monkeypatch.setattr(RemoteHost, "run", local_shell)
     host = RemoteHost("redis-1", "10.9.0.1")
     with redis_here(PW):
-        ids = measure(Target("inv", "cluster", [Node("127.77.0.31", REDIS_PORT)], password=PW),
-                      {"127.77.0.31": host})
-    (command, stdin), = seen
+        ids = measure(Target("inv", "cluster", [Node("127.77.0.31", REDIS_PORT)], password=PW), {"127.77.0.31": host})
+    ((command, stdin),) = seen
     assert PW not in command and stdin == f"{PW}\n\n".encode()
     entry = ids["127.77.0.31"]
     assert entry["via"] == "ssh redis-1" and entry["boot_id"] == measure_here()["boot_id"]
@@ -209,5 +231,8 @@ def test_a_redis_host_over_ssh_is_asked_for_its_servers_in_the_same_session(monk
 def test_run_ids_are_read_from_the_answer_only_when_they_are_run_ids():
     text = f"boot_id={BOOT}\nredis.6379={'ab' * 20}\nredis.6380=ERR NOAUTH Authentication required.\nredis.6381=xyz\n"
     assert host_identity.run_ids_from(text, [6379, 6380, 6381, 6382]) == {
-        "6379": {"on_host": "ab" * 20}, "6380": {"on_host_error": "NOAUTH Authentication required."},
-        "6381": {"on_host_error": "xyz"}, "6382": {"on_host_error": "no answer"}}
+        "6379": {"on_host": "ab" * 20},
+        "6380": {"on_host_error": "NOAUTH Authentication required."},
+        "6381": {"on_host_error": "xyz"},
+        "6382": {"on_host_error": "no answer"},
+    }

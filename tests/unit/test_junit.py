@@ -22,13 +22,22 @@ THRESHOLDS = [
 def _run(tmp_path) -> RunData:
     recs = []
     for rep, (g, s) in enumerate([(1.0, 2.0), (1.2, 2.2), (1.1, 2.1)], start=1):
-        recs.append(Record(suite="suite-a", case="bench", repetition=rep, metrics={
-            "GET.p99_ms": Metric(g, "ms", "lower"), "SET.p99_ms": Metric(s, "ms", "lower")}))
-    recs.append(Record(suite="suite-a", case="memtier", repetition=1, status="skipped",
-                       reason="memtier_benchmark not found"))
+        recs.append(
+            Record(
+                suite="suite-a",
+                case="bench",
+                repetition=rep,
+                metrics={"GET.p99_ms": Metric(g, "ms", "lower"), "SET.p99_ms": Metric(s, "ms", "lower")},
+            )
+        )
+    recs.append(
+        Record(suite="suite-a", case="memtier", repetition=1, status="skipped", reason="memtier_benchmark not found")
+    )
     recs.append(Record(suite="suite-a", case="broken", repetition=1, status="failed", reason="the tool crashed"))
-    suites = {"suite-a": SuiteRun.from_json("suite-a", {"thresholds": THRESHOLDS}),
-              "suite-b": SuiteRun.from_json("suite-b", {"thresholds": []})}
+    suites = {
+        "suite-a": SuiteRun.from_json("suite-a", {"thresholds": THRESHOLDS}),
+        "suite-b": SuiteRun.from_json("suite-b", {"thresholds": []}),
+    }
     return RunData(tmp_path, {"run_id": "t"}, recs, suites, [])
 
 
@@ -40,9 +49,13 @@ def test_every_threshold_verdict_is_one_testcase(tmp_path):
     assert set(cases) == expected
     assert len(list(root.iter("testcase"))) == len(THRESHOLDS)
     verdicts = {(f"{v.suite}.{v.case}", v.metric): v.verdict for v in a.thresholds}
-    assert verdicts == {("suite-a.bench", "GET.p99_ms"): "pass", ("suite-a.bench", "SET.p99_ms"): "fail",
-                        ("suite-a.bench", "GET.rps"): "missing", ("suite-a.memtier", "Totals.ops_per_sec"): "skipped",
-                        ("suite-a.broken", "x"): "missing"}
+    assert verdicts == {
+        ("suite-a.bench", "GET.p99_ms"): "pass",
+        ("suite-a.bench", "SET.p99_ms"): "fail",
+        ("suite-a.bench", "GET.rps"): "missing",
+        ("suite-a.memtier", "Totals.ops_per_sec"): "skipped",
+        ("suite-a.broken", "x"): "missing",
+    }
     for key, verdict in verdicts.items():
         tc = cases[key]
         kinds = {child.tag for child in tc}

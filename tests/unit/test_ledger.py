@@ -18,16 +18,23 @@ def test_a_check_without_a_control_is_refused(tmp_path):
 
     for name in ("redis-cluster.yaml",):
         shutil.copy(suite_spec(name.removesuffix(".yaml")), tmp_path / name)
-    check = ("      - {suite: redis-cluster, case: redis-benchmark, metric: GET.p99_ms, op: '<', value: 1.2, unit: ms,"
-             " better: lower, observed: o, no_mechanism_off: r%s}\n")
-    for extra, message in (("", "no instrument control; add one"),
-                           (", control: {metric: x, op: '<', value: 1, text: t}", "unknown field 'control'")):
-        (tmp_path / "claims.yaml").write_text("claims:\n  - id: C12\n    section: '2.5'\n    text: t\n    checks:\n"
-                                             + check % extra)
+    check = (
+        "      - {suite: redis-cluster, case: redis-benchmark, metric: GET.p99_ms, op: '<', value: 1.2, unit: ms,"
+        " better: lower, observed: o, no_mechanism_off: r%s}\n"
+    )
+    for extra, message in (
+        ("", "no instrument control; add one"),
+        (", control: {metric: x, op: '<', value: 1, text: t}", "unknown field 'control'"),
+    ):
+        (tmp_path / "claims.yaml").write_text(
+            "claims:\n  - id: C12\n    section: '2.5'\n    text: t\n    checks:\n" + check % extra
+        )
         with pytest.raises(BadInput, match=message):
             spec.load_claims(tmp_path)
-    (tmp_path / "claims.yaml").write_text("claims:\n  - id: C12\n    section: '2.5'\n    text: t\n    checks:\n" + check % (
-        ", instrument: {metric: control.GET.p99_ms, op: '>', than: GET.p99_ms, factor: 1.5, text: t}"))
+    (tmp_path / "claims.yaml").write_text(
+        "claims:\n  - id: C12\n    section: '2.5'\n    text: t\n    checks:\n"
+        + check % (", instrument: {metric: control.GET.p99_ms, op: '>', than: GET.p99_ms, factor: 1.5, text: t}")
+    )
     assert [k.instruments[0].metric for k in spec.load_claims(tmp_path)[0].checks] == ["control.GET.p99_ms"]
 
 
@@ -41,6 +48,7 @@ def test_every_suite_has_a_lab_profile_where_a_skip_fails():
 def test_drivers_never_build_tables_or_charts():
     with pytest.raises(ValueError, match="drivers measure"):
         Record(details={"tables": []})
+
 
 def test_a_suites_code_is_found_from_its_name():
     for name, s in spec.load_all_suites().items():

@@ -28,8 +28,9 @@ def test_measurements_of_a_run_say_its_verdicts_thresholds_and_time(tmp_path, ca
     rows = {r.split("|")[1].strip(): r.replace("\\", "") for r in text.splitlines() if r.startswith("| T")}
     assert "not reproduced" in rows["T1"] and "2 (2-2) ms" in rows["T1"]
     assert "| inconclusive |" in rows["T2"]  # no control at all: it could not have come out otherwise
-    assert "| kv | bench | get.rps | >= 50,000 req/s | 100,000 (100,000-100,000) req/s | pass |" \
-        in text.replace("\\", "")
+    assert "| kv | bench | get.rps | >= 50,000 req/s | 100,000 (100,000-100,000) req/s | pass |" in text.replace(
+        "\\", ""
+    )
     with pytest.raises(SystemExit):
         main(["measurements", str(d)])
     assert capsys.readouterr().out == text  # stdout without --write
@@ -37,6 +38,7 @@ def test_measurements_of_a_run_say_its_verdicts_thresholds_and_time(tmp_path, ca
 
 def test_a_hostile_claim_text_makes_no_markdown(tmp_path):
     from harness.publish.outputs import measurements_markdown
+
     d = _run(tmp_path, 1, 1.2)
     data = (d / "results.json").read_text().replace("GET serves at least", "| x | [link](http://e.x) <b>")
     (d / "results.json").write_text(data)

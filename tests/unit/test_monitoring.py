@@ -39,14 +39,21 @@ def redis_suite(tmp_path: Path) -> str:
 
 def test_stack_ports_follow_the_base_port():
     assert monitoring.stack_ports(6, 7690) == {
-        "prometheus": 7690, "redis_exporters": [7691, 7692, 7693, 7694, 7695, 7696], "node_exporter": 7697}
+        "prometheus": 7690,
+        "redis_exporters": [7691, 7692, 7693, 7694, 7695, 7696],
+        "node_exporter": 7697,
+    }
 
 
 def test_rendered_config_scrapes_every_node_with_its_label():
     text = monitoring.render_config(
-        [{"exporter": "127.0.0.1:7691", "node": "127.0.0.1:7650"},
-         {"exporter": "127.0.0.1:7692", "node": "127.0.0.1:7651"}],
-        [{"exporter": "127.0.0.1:7697", "host": "box"}], "127.0.0.1:7690")
+        [
+            {"exporter": "127.0.0.1:7691", "node": "127.0.0.1:7650"},
+            {"exporter": "127.0.0.1:7692", "node": "127.0.0.1:7651"},
+        ],
+        [{"exporter": "127.0.0.1:7697", "host": "box"}],
+        "127.0.0.1:7690",
+    )
     cfg = yaml.safe_load(text)
     assert cfg["global"]["scrape_interval"] == "1s"
     jobs = {j["job_name"]: j for j in cfg["scrape_configs"]}
@@ -71,10 +78,13 @@ def test_series_stats_and_tables():
 
     assert view.series_stats([[0, 1.0], [1, 3.0], [2, 2.0]]) == {"mean": 2.0, "peak": 3.0, "last": 2.0}
     assert view.series_stats([]) == {"mean": None, "peak": None, "last": None}
-    series = {"ops": [{"name": "n:1", "points": [[0, 100.0], [1, 300.0]]}],
-              "memory": [{"name": "n:1", "points": [[0, 1.5], [1, 2.5]]}],
-              "clients": [], "evicted": [],
-              "cpu": [{"name": "box", "points": [[0, 10.0], [1, 30.0]]}]}
+    series = {
+        "ops": [{"name": "n:1", "points": [[0, 100.0], [1, 300.0]]}],
+        "memory": [{"name": "n:1", "points": [[0, 1.5], [1, 2.5]]}],
+        "clients": [],
+        "evicted": [],
+        "cpu": [{"name": "box", "points": [[0, 10.0], [1, 30.0]]}],
+    }
     node_table, cpu_table = view.build_tables(series, {"n:1": "primary"})
     assert node_table.rows == [["n:1", "primary", 200.0, 300.0, 2.5, "-", "-"]]
     assert cpu_table.rows == [["box", 20.0, 30.0]]
@@ -111,8 +121,10 @@ def test_monitor_without_prometheus_says_why(tmp_path, monkeypatch):
 def _need(*tools):
     missing = [t for t in tools if not shutil.which(t)]
     if missing:
-        pytest.skip(f"{', '.join(missing)} not installed (apt-get install redis-server redis-tools "
-                    f"prometheus prometheus-redis-exporter prometheus-node-exporter)")
+        pytest.skip(
+            f"{', '.join(missing)} not installed (apt-get install redis-server redis-tools "
+            f"prometheus prometheus-redis-exporter prometheus-node-exporter)"
+        )
 
 
 def test_run_with_monitoring_shows_prometheus_series(tmp_path, monkeypatch):
@@ -122,8 +134,15 @@ def test_run_with_monitoring_shows_prometheus_series(tmp_path, monkeypatch):
 
     monkeypatch.setenv(monitoring.PORT_ENV, str(MON_PORT))
     suite_file = redis_suite(tmp_path)
-    out = run_suites([suite_file], repeat=1, overrides=["redis-benchmark.requests=20000"],
-                     base_port=CLUSTER_PORT, monitoring=True, results_dir=tmp_path / "results", log=lambda m: None)
+    out = run_suites(
+        [suite_file],
+        repeat=1,
+        overrides=["redis-benchmark.requests=20000"],
+        base_port=CLUSTER_PORT,
+        monitoring=True,
+        results_dir=tmp_path / "results",
+        log=lambda m: None,
+    )
     man = json.loads((out.run_dir / "manifest.json").read_text())
     assert "monitoring" not in man, "the series go into the results, not the manifest"
     mon = json.loads((out.run_dir / "results.json").read_text())["monitoring"]
@@ -143,7 +162,7 @@ def test_run_with_monitoring_shows_prometheus_series(tmp_path, monkeypatch):
     assert len(view.blocks(mon)[-2].rows) == 6  # the per-node table
     assert (out.run_dir / "raw" / "monitoring" / "ops.json").exists()
     html = (out.run_dir / "report.html").read_text()
-    section = html[html.index('id="monitoring"'):]
+    section = html[html.index('id="monitoring"') :]
     assert "Server-side ops/s per node" in section and "<svg" in section and f"127.0.0.1:{CLUSTER_PORT}" in section
     assert not monitoring.stack_running(MON_PORT), "the run must stop the stack it started"
     # the JUnit file lists every threshold of the profile
@@ -159,16 +178,22 @@ def test_run_without_prometheus_still_works_and_says_why(tmp_path, monkeypatch):
     from harness.run.runner import run_suites
 
     monkeypatch.setenv("PATH", _bin_without_prometheus(tmp_path) + os.pathsep + "/nonexistent")
-    out = run_suites([redis_suite(tmp_path)], repeat=1, overrides=["redis-benchmark.requests=5000"],
-                     base_port=NO_PROM_CLUSTER_PORT, monitoring=True, results_dir=tmp_path / "results",
-                     log=lambda m: None)
+    out = run_suites(
+        [redis_suite(tmp_path)],
+        repeat=1,
+        overrides=["redis-benchmark.requests=5000"],
+        base_port=NO_PROM_CLUSTER_PORT,
+        monitoring=True,
+        results_dir=tmp_path / "results",
+        log=lambda m: None,
+    )
     results = json.loads((out.run_dir / "results.json").read_text())
     assert results["monitoring"]["status"] == "unavailable"
     assert "prometheus-node-exporter not found on PATH" in results["monitoring"]["reason"]
     bench = [r for r in results["records"] if r["case"] == "redis-benchmark"]
     assert bench and bench[0]["status"] == "ok" and "GET.p99_ms" in bench[0]["metrics"]
     html = (out.run_dir / "report.html").read_text()
-    assert "not found on PATH" in html[html.index('id="monitoring"'):]
+    assert "not found on PATH" in html[html.index('id="monitoring"') :]
 
 
 def test_cluster_up_with_monitoring_and_down(tmp_path):
@@ -181,19 +206,22 @@ def test_cluster_up_with_monitoring_and_down(tmp_path):
     env = {**os.environ, monitoring.PORT_ENV: "7680"}
     cmd = [sys.executable, "-m", "harness", "cluster"]
     try:
-        up = subprocess.run(cmd + ["up", "--base-port", "7670", "--monitoring"], env=env,
-                            capture_output=True, text=True, timeout=120)
+        up = subprocess.run(
+            cmd + ["up", "--base-port", "7670", "--monitoring"], env=env, capture_output=True, text=True, timeout=120
+        )
         assert up.returncode == 0, up.stderr
         assert "prometheus     http://127.0.0.1:7680" in up.stdout
         assert "redis_exporter 127.0.0.1:7681 -> 127.0.0.1:7670" in up.stdout
         assert monitoring.stack_running(7680)
         with urllib.request.urlopen("http://127.0.0.1:7680/api/v1/targets", timeout=5) as r:
             targets = json.load(r)["data"]["activeTargets"]
-        assert sorted(t["labels"].get("node", "") for t in targets if t["labels"]["job"] == "redis") == \
-            [f"127.0.0.1:{7670 + i}" for i in range(6)]
+        assert sorted(t["labels"].get("node", "") for t in targets if t["labels"]["job"] == "redis") == [
+            f"127.0.0.1:{7670 + i}" for i in range(6)
+        ]
     finally:
-        down = subprocess.run(cmd + ["down", "--base-port", "7670"], env=env, capture_output=True, text=True,
-                              timeout=60)
+        down = subprocess.run(
+            cmd + ["down", "--base-port", "7670"], env=env, capture_output=True, text=True, timeout=60
+        )
     assert down.returncode == 0, down.stderr
     assert "stopped 14 processes" in down.stdout  # 6 redis-server + 6 redis_exporter + node exporter + Prometheus
     assert not monitoring.stack_running(7680)

@@ -31,10 +31,14 @@ def test_the_grouping_names_real_files_and_groups():
     assert group_of("tests/system/test_lab_sim_engine.py::test_x[a::b]") == "lab"
     assert group_of("tests/system/test_cli.py::test_help") == "test_cli"
     # the code mutations go out by suite; the file's other tests stay one group
-    assert group_of("tests/system/test_mutation_suite.py::test_the_ledger_catches_the_mutation[kv-trace/x]") == \
-        "mutations-kv-trace"
-    assert group_of("tests/system/test_mutation_suite.py::test_every_edit_still_fits_the_checkout[kv-trace/x]") == \
-        "test_mutation_suite"
+    assert (
+        group_of("tests/system/test_mutation_suite.py::test_the_ledger_catches_the_mutation[kv-trace/x]")
+        == "mutations-kv-trace"
+    )
+    assert (
+        group_of("tests/system/test_mutation_suite.py::test_every_edit_still_fits_the_checkout[kv-trace/x]")
+        == "test_mutation_suite"
+    )
 
 
 def test_each_workers_cluster_ports_hold_no_port_a_test_file_fixes():

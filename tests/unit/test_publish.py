@@ -47,8 +47,9 @@ def test_harness_report_renders_a_folder_written_before_format_versions(tmp_path
     assert json.loads((run_dir / "manifest.json").read_text()) == json.loads((V2 / "manifest.json").read_text())
 
 
-@pytest.mark.parametrize("folder, schema, run_id", [(BEFORE, 2, "20261206-065002-2d023a"),
-                                                    (TODAY, RESULTS_SCHEMA, "20261206-204711-41ae3f")])
+@pytest.mark.parametrize(
+    "folder, schema, run_id", [(BEFORE, 2, "20261206-065002-2d023a"), (TODAY, RESULTS_SCHEMA, "20261206-204711-41ae3f")]
+)
 def test_a_folder_of_todays_format_renders_and_compares_with_itself(tmp_path, capsys, folder, schema, run_id):
     """`harness run kv-trace/crosscheck --repeat 2`, stored by the harness at 4ea09cb (before a
     driver's outcome and a stored record were one type and the manifest was typed when
@@ -69,9 +70,11 @@ def test_a_folder_of_todays_format_renders_and_compares_with_itself(tmp_path, ca
     verdicts = json.loads((run_dir / "verdicts.json").read_text())
     assert verdicts["exit_code"] == 0 and verdicts["run_id"] == man["run_id"] == run_id
     assert [(t["metric"], t["verdict"], t["measured"]["values"]) for t in verdicts["thresholds"]] == [
-        ("crosscheck.mismatched_pairs", "pass", [0.0, 0.0])]
+        ("crosscheck.mismatched_pairs", "pass", [0.0, 0.0])
+    ]
     assert {c["id"]: c["verdict"] for c in verdicts["claims"] if c["verdict"] != "not run"} == {
-        c: "not measurable here" for c in ("C6", "C10", "C11", "C22")}
+        c: "not measurable here" for c in ("C6", "C10", "C11", "C22")
+    }
     assert "crosscheck.sample_blocks" in (run_dir / "report.html").read_text()
     rows = compare(analyze(data), analyze(load_run(run_dir)))
     assert len(rows) == 4 and {r["change"] for r in rows} == {"+0.0%"} and not any(r["regression"] for r in rows)

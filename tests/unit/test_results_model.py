@@ -33,18 +33,50 @@ def test_series_check_themselves():
 
 
 def test_a_drivers_outcome_is_the_record_the_runner_stores():
-    out = Record("invalid", "too few hits", {"m": Metric(1.5, "ms", "lower")}, {"command": "x"},
-                      {"t": Series({"v": [1, 2]})}, {"clients": 4})  # the drivers' positional spelling
+    out = Record(
+        "invalid",
+        "too few hits",
+        {"m": Metric(1.5, "ms", "lower")},
+        {"command": "x"},
+        {"t": Series({"v": [1, 2]})},
+        {"clients": 4},
+    )  # the drivers' positional spelling
     assert (out.status, out.reason, out.details, out.facts, out.repetition) == (
-        "invalid", "too few hits", {"command": "x"}, {"clients": 4}, 0)
-    rec = out.stored(suite="s", case="c", repetition=2, params={"n": 1}, started=5.0, duration_s=1.5,
-                     raw_files=["raw/s/c/rep2/x.csv"], details={"server_info": {}, **out.details})
+        "invalid",
+        "too few hits",
+        {"command": "x"},
+        {"clients": 4},
+        0,
+    )
+    rec = out.stored(
+        suite="s",
+        case="c",
+        repetition=2,
+        params={"n": 1},
+        started=5.0,
+        duration_s=1.5,
+        raw_files=["raw/s/c/rep2/x.csv"],
+        details={"server_info": {}, **out.details},
+    )
     assert (rec.suite, rec.case, rec.repetition, rec.params, rec.duration_s) == ("s", "c", 2, {"n": 1}, 1.5)
     assert rec.metrics is out.metrics and rec.details == {"server_info": {}, "command": "x"} and out.repetition == 0
     again = Record.from_json(json.loads(json.dumps(rec.to_json())))
     assert again == rec and list(rec.to_json()) == [
-        "suite", "case", "repetition", "status", "reason", "bad_input", "metrics", "series", "raw_files", "details",
-        "params", "started", "duration_s", "facts"]  # the stored record's keys, as results.json has them
+        "suite",
+        "case",
+        "repetition",
+        "status",
+        "reason",
+        "bad_input",
+        "metrics",
+        "series",
+        "raw_files",
+        "details",
+        "params",
+        "started",
+        "duration_s",
+        "facts",
+    ]  # the stored record's keys, as results.json has them
 
 
 def test_a_results_check_lives_in_the_record_once():
@@ -69,8 +101,9 @@ def test_a_results_check_lives_in_the_record_once():
 
 
 def test_results_never_hold_nan(tmp_path):
-    rec = Record(suite="s", case="c", repetition=1, series={"t": Series({"v": [float("inf")]})},
-                 details={"x": float("nan")})
+    rec = Record(
+        suite="s", case="c", repetition=1, series={"t": Series({"v": [float("inf")]})}, details={"x": float("nan")}
+    )
     write_results(tmp_path, [rec], {})
     text = (tmp_path / "results.json").read_text()
     assert "NaN" not in text and "Infinity" not in text
@@ -78,9 +111,15 @@ def test_results_never_hold_nan(tmp_path):
 
 
 def test_views_aggregate_across_repetitions(tmp_path):
-    recs = [Record(suite="s", case="c", repetition=rep,
-                   series={"per_s": Series({"second": [0, 1], "reads": [10 * rep, 20 * rep]})})
-            for rep in (1, 2, 3)]
+    recs = [
+        Record(
+            suite="s",
+            case="c",
+            repetition=rep,
+            series={"per_s": Series({"second": [0, 1], "reads": [10 * rep, 20 * rep]})},
+        )
+        for rep in (1, 2, 3)
+    ]
     run = RunData(tmp_path, {}, recs, {"s": SuiteRun.from_json("s", {"cases": [{"name": "c", "driver": "d"}]})}, [])
     ctx = views.ViewContext(run, analyze(run), "s")
     agg = ctx.aggregate("c", "per_s", key="second")
@@ -101,8 +140,10 @@ def test_a_schema_1_folder_still_loads_and_renders(tmp_path):
     data = load_run(run_dir)
     assert data.schema_version == 1 and data.suites["tiny-cluster"].profile == "local"
     a = analyze(data)
-    assert {t.metric: t.verdict for t in a.thresholds} == {"GET.p99_ms": Verdict.PASS,
-                                                          "fixed.reads_allowed": Verdict.PASS}
+    assert {t.metric: t.verdict for t in a.thresholds} == {
+        "GET.p99_ms": Verdict.PASS,
+        "fixed.reads_allowed": Verdict.PASS,
+    }
     html = render_report(data, a).read_text()
     assert "tiny-cluster" in html and "ACL rules tried as a read-only cache user" in html
     assert "(repetition 2 only)" in html  # a schema-1 table is labelled as one repetition's
@@ -121,8 +162,10 @@ def test_harness_report_rebuilds_an_old_folder(tmp_path):
 @register("test-isolated", params={"n": Param(int, 1, "a number", min=1)}, isolate=True)
 def _isolated(ctx: CaseContext) -> Record:
     ctx.log(f"running in pid {os.getpid()}")
-    return Record(metrics={"pid": Metric(os.getpid(), "pid"), "n": Metric(ctx.params["n"], "")},
-                       series={"s": Series({"i": list(range(ctx.params["n"]))})})
+    return Record(
+        metrics={"pid": Metric(os.getpid(), "pid"), "n": Metric(ctx.params["n"], "")},
+        series={"s": Series({"i": list(range(ctx.params["n"]))})},
+    )
 
 
 def test_an_isolated_case_runs_in_its_own_process(tmp_path):
@@ -145,8 +188,13 @@ def test_param_bounds_are_declared_not_hand_written():
 
 def test_a_known_password_never_reaches_a_results_file(tmp_path, monkeypatch):
     monkeypatch.setenv("REDIS_CLUSTER_PASSWORD", "s3cret-Pa55")
-    rec = Record(suite="s", case="c", repetition=1, details={"command": "redis-benchmark -a s3cret-Pa55 -n 1"},
-                 metrics={"n": Metric(1.0, "")})
+    rec = Record(
+        suite="s",
+        case="c",
+        repetition=1,
+        details={"command": "redis-benchmark -a s3cret-Pa55 -n 1"},
+        metrics={"n": Metric(1.0, "")},
+    )
     write_results(tmp_path, [rec], {})
     text = (tmp_path / "results.json").read_text()
     assert "s3cret-Pa55" not in text and "-a ***" in text

@@ -19,14 +19,34 @@ SUITE = {
     "description": "a small redis-benchmark run",
     "claim": {"section": "2.5", "text": "GET/SET P99 < 1.2 ms", "ids": ["C12"]},
     "target": "cluster",
-    "cases": [{"name": "redis-benchmark", "driver": "redis-cluster-benchmark", "params": {"tests": ["get", "set"]}},
-              {"name": "memtier", "driver": "redis-cluster-memtier"}],
-    "profiles": {"local": {"repetitions": 2, "params": {"redis-benchmark": {"requests": 4000, "clients": 10}},
-                           "thresholds": [
-                               {"case": "redis-benchmark", "metric": "GET.rps", "op": ">", "value": 1, "reason": "it ran"},
-                               {"case": "redis-benchmark", "metric": "SET.p99_ms", "op": "<", "value": 0.000001, "reason": "impossible, to see a fail"},
-                               {"case": "redis-benchmark", "metric": "HSET.rps", "op": ">", "value": 1, "reason": "never measured: missing"},
-                               {"case": "memtier", "metric": "Totals.ops_per_sec", "op": ">", "value": 1, "reason": "skipped here"}]}},
+    "cases": [
+        {"name": "redis-benchmark", "driver": "redis-cluster-benchmark", "params": {"tests": ["get", "set"]}},
+        {"name": "memtier", "driver": "redis-cluster-memtier"},
+    ],
+    "profiles": {
+        "local": {
+            "repetitions": 2,
+            "params": {"redis-benchmark": {"requests": 4000, "clients": 10}},
+            "thresholds": [
+                {"case": "redis-benchmark", "metric": "GET.rps", "op": ">", "value": 1, "reason": "it ran"},
+                {
+                    "case": "redis-benchmark",
+                    "metric": "SET.p99_ms",
+                    "op": "<",
+                    "value": 0.000001,
+                    "reason": "impossible, to see a fail",
+                },
+                {
+                    "case": "redis-benchmark",
+                    "metric": "HSET.rps",
+                    "op": ">",
+                    "value": 1,
+                    "reason": "never measured: missing",
+                },
+                {"case": "memtier", "metric": "Totals.ops_per_sec", "op": ">", "value": 1, "reason": "skipped here"},
+            ],
+        }
+    },
 }
 
 
@@ -37,8 +57,9 @@ def run(cluster, tmp_path_factory):
     f.write_text(yaml.safe_dump(SUITE))
     if shutil.which("memtier_benchmark"):
         pytest.skip("memtier_benchmark is installed here; this test expects it skipped")
-    return run_suites([str(f)], profile="local", results_dir=d / "results", base_port=TEST_CLUSTER_PORT,
-                      log=lambda m: None)
+    return run_suites(
+        [str(f)], profile="local", results_dir=d / "results", base_port=TEST_CLUSTER_PORT, log=lambda m: None
+    )
 
 
 def test_results_folder_contract(run):
@@ -55,7 +76,11 @@ def test_results_folder_contract(run):
     assert data["schema_version"] == results.SCHEMA_VERSION
     recs = data["records"]
     assert [(r["case"], r["repetition"], r["status"]) for r in recs] == [
-        ("redis-benchmark", 1, "ok"), ("redis-benchmark", 2, "ok"), ("memtier", 1, "skipped"), ("memtier", 2, "skipped")]
+        ("redis-benchmark", 1, "ok"),
+        ("redis-benchmark", 2, "ok"),
+        ("memtier", 1, "skipped"),
+        ("memtier", 2, "skipped"),
+    ]
     for f in recs[0]["raw_files"]:
         assert (d / f).exists()
     assert any(f.endswith("redis-benchmark-measured.stdout") for f in recs[0]["raw_files"])
@@ -107,7 +132,11 @@ def test_report_is_self_contained_and_escapes(run, tmp_path):
     data.suites["tiny-cluster"].description = "<script>alert(1)</script>"
     html = render_report(data, analyze(data), out=tmp_path / "r.html").read_text()
     assert "<script>alert(1)" not in html and "&lt;script&gt;" in html
-    assert "<script src" not in html and 'rel="stylesheet"' not in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+    assert (
+        "<script src" not in html
+        and 'rel="stylesheet"' not in html
+        and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+    )
 
 
 def test_report_opens_in_a_real_browser(run, tmp_path):
@@ -116,8 +145,19 @@ def test_report_opens_in_a_real_browser(run, tmp_path):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
         pytest.skip("chromium not installed (apt-get install chromium)")
-    p = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
-                        f"file://{run.run_dir / 'report.html'}"], capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--dump-dom",
+            f"file://{run.run_dir / 'report.html'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr[-500:]
     assert "Claims ledger" in p.stdout and "redis-benchmark" in p.stdout
 

@@ -10,25 +10,39 @@ import pytest
 
 from harness.base.metrics_model import Column, SeriesShape
 
-SHAPE = SeriesShape("points", (Column("arm", "text"), Column("level"), Column("ttft_ms", unit="ms"),
-                               Column("held", "flag"), Column("errors.", "int", family=True)), "a note")
+SHAPE = SeriesShape(
+    "points",
+    (
+        Column("arm", "text"),
+        Column("level"),
+        Column("ttft_ms", unit="ms"),
+        Column("held", "flag"),
+        Column("errors.", "int", family=True),
+    ),
+    "a note",
+)
 
 
 def test_a_declared_series_is_built_with_its_units_and_note():
-    s = SHAPE.make({"arm": ["a", "b"], "level": [1, 2.5], "ttft_ms": [3.0, None], "held": [True, False],
-                    "errors.timeout": [0, 1]}, units={"level": "req/s"})
+    s = SHAPE.make(
+        {"arm": ["a", "b"], "level": [1, 2.5], "ttft_ms": [3.0, None], "held": [True, False], "errors.timeout": [0, 1]},
+        units={"level": "req/s"},
+    )
     assert s.units == {"ttft_ms": "ms", "level": "req/s"} and s.note == "a note"
     assert s.columns["errors.timeout"] == [0, 1]
 
 
-@pytest.mark.parametrize("columns, words", [
-    ({"arm": ["a"], "level": [1], "held": [True]}, "declared columns missing: ['ttft_ms']"),
-    ({"arm": ["a"], "level": [1], "ttft_ms": [1], "held": [True], "tftt_ms": [1]}, "declares no column 'tftt_ms'"),
-    ({"arm": [1], "level": [1], "ttft_ms": [1], "held": [True]}, "'arm': 1 is not text"),
-    ({"arm": ["a"], "level": [True], "ttft_ms": [1], "held": [True]}, "'level': True is not number"),
-    ({"arm": ["a"], "level": [1], "ttft_ms": [1], "held": [1]}, "'held': 1 is not flag"),
-    ({"arm": ["a"], "level": [1], "ttft_ms": [1], "held": [True], "errors.x": [0.5]}, "'errors.x': 0.5 is not int"),
-])
+@pytest.mark.parametrize(
+    "columns, words",
+    [
+        ({"arm": ["a"], "level": [1], "held": [True]}, "declared columns missing: ['ttft_ms']"),
+        ({"arm": ["a"], "level": [1], "ttft_ms": [1], "held": [True], "tftt_ms": [1]}, "declares no column 'tftt_ms'"),
+        ({"arm": [1], "level": [1], "ttft_ms": [1], "held": [True]}, "'arm': 1 is not text"),
+        ({"arm": ["a"], "level": [True], "ttft_ms": [1], "held": [True]}, "'level': True is not number"),
+        ({"arm": ["a"], "level": [1], "ttft_ms": [1], "held": [1]}, "'held': 1 is not flag"),
+        ({"arm": ["a"], "level": [1], "ttft_ms": [1], "held": [True], "errors.x": [0.5]}, "'errors.x': 0.5 is not int"),
+    ],
+)
 def test_a_driver_that_writes_another_series_than_declared_is_stopped(columns, words):
     with pytest.raises(ValueError, match=words.replace("[", r"\[").replace("]", r"\]")):
         SHAPE.make(columns)
@@ -36,7 +50,9 @@ def test_a_driver_that_writes_another_series_than_declared_is_stopped(columns, w
 
 def test_numpy_scalars_count_as_their_python_kind():
     np = pytest.importorskip("numpy")
-    s = SHAPE.make({"arm": [np.str_("a")], "level": [np.int64(2)], "ttft_ms": [np.float32(1.5)], "held": [np.bool_(True)]})
+    s = SHAPE.make(
+        {"arm": [np.str_("a")], "level": [np.int64(2)], "ttft_ms": [np.float32(1.5)], "held": [np.bool_(True)]}
+    )
     assert s.columns == {"arm": ["a"], "level": [2], "ttft_ms": [1.5], "held": [True]}
 
 
@@ -67,6 +83,7 @@ def _declared() -> dict[str, dict[str, list[SeriesShape]]]:
     import pkgutil
 
     import harness.experiments as experiments
+
     out: dict[str, dict[str, list[SeriesShape]]] = {}
     for mod in pkgutil.iter_modules(experiments.__path__):
         if mod.ispkg and importlib.util.find_spec(f"harness.experiments.{mod.name}.series"):
@@ -80,8 +97,11 @@ def _declared() -> dict[str, dict[str, list[SeriesShape]]]:
 
 def _fits(shape: SeriesShape, stored: dict) -> bool:
     try:
-        made = shape.make(stored["columns"], stored.get("note", ""),
-                          {k: u for k, u in (stored.get("units") or {}).items() if not shape.column(k).unit})
+        made = shape.make(
+            stored["columns"],
+            stored.get("note", ""),
+            {k: u for k, u in (stored.get("units") or {}).items() if not shape.column(k).unit},
+        )
     except (ValueError, KeyError):
         return False
     return made.units == (stored.get("units") or {})
@@ -94,8 +114,18 @@ def test_every_suite_declares_its_series_and_real_stored_runs_fit_them():
     from tests import TESTS
 
     declared = _declared()
-    assert set(declared) == {"cold-start", "engine-hotload", "eviction", "failover", "kv-tiers", "kv-trace",
-                             "prompt-cas", "redis-cluster", "semantic-cache", "serving"}
+    assert set(declared) == {
+        "cold-start",
+        "engine-hotload",
+        "eviction",
+        "failover",
+        "kv-tiers",
+        "kv-trace",
+        "prompt-cas",
+        "redis-cluster",
+        "semantic-cache",
+        "serving",
+    }
     records = [r for f in (TESTS / "fixtures").rglob("results.json") for r in json.loads(f.read_text())["records"]]
     records.append(json.loads((TESTS / "fixtures" / "serving" / "sweep_local_record.json").read_text())["record"])
     checked = 0

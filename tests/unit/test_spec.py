@@ -15,9 +15,13 @@ BASE = {
     "claim": {"section": "2.5", "text": "t", "ids": ["C12"]},
     "target": "cluster",
     "cases": [{"name": "rb", "driver": "redis-cluster-benchmark", "params": {"tests": ["get"]}}],
-    "profiles": {"local": {"repetitions": 2, "params": {"rb": {"requests": 1000}},
-                           "thresholds": [{"case": "rb", "metric": "GET.p99_ms", "op": "<", "value": 5,
-                                           "unit": "ms", "reason": "r"}]}},
+    "profiles": {
+        "local": {
+            "repetitions": 2,
+            "params": {"rb": {"requests": 1000}},
+            "thresholds": [{"case": "rb", "metric": "GET.p99_ms", "op": "<", "value": 5, "unit": "ms", "reason": "r"}],
+        }
+    },
 }
 
 
@@ -34,34 +38,56 @@ def test_valid_spec_resolves_params_with_defaults():
     assert params["requests"] == 1000 and params["clients"] == 50 and params["tests"] == ["get"]
 
 
-@pytest.mark.parametrize("mutate,needle", [
-    (lambda d: d.update(descripton="x"), "unknown field 'descripton' (did you mean 'description'?)"),
-    (lambda d: d["cases"][0].update(parms={}), "unknown field 'parms' (did you mean 'params'?)"),
-    (lambda d: d["cases"][0]["params"].update(client=3), "unknown parameter 'client' for driver 'redis-cluster-benchmark' (did you mean 'clients'?)"),
-    (lambda d: d["cases"][0]["params"].update(clients="many"), "expected int, got str"),
-    (lambda d: d["cases"][0]["params"].update(tests=["gett"]), "'gett' is not one of"),
-    (lambda d: d["profiles"]["local"]["thresholds"][0].update(op="=<"), "'=<' is not one of"),
-    (lambda d: d["profiles"]["local"]["thresholds"][0].pop("reason"), "give the threshold a reason"),
-    (lambda d: d["profiles"]["local"]["thresholds"][0].update(case="rbb"), "no case named 'rbb' (did you mean 'rb'?)"),
-    (lambda d: d["profiles"]["local"].update(repetitions=0), "must be between 1 and 1000"),
-    (lambda d: d["profiles"]["local"].update(case_repetitions={"rb": 3}),
-     "case_repetitions.rb: give a whole number from 1 to the profile's repetitions (2), got 3"),
-    (lambda d: d["profiles"]["local"].update(case_repetitions={"rb": "one"}), "got 'one'"),
-    (lambda d: d["profiles"]["local"].update(case_repetitions={"rbb": 1}),
-     "case_repetitions: no case named 'rbb' (did you mean 'rb'?)"),
-    (lambda d: d["cases"][0].update(driver="redis-bench"), "unknown driver 'redis-bench'"),
-    (lambda d: d.update(target="none"), "needs a cluster; set target: cluster"),
-    (lambda d: d.pop("cases"), "field 'cases' is missing"),
-    (lambda d: d["profiles"]["local"]["params"].update(nosuch={}), "no case named 'nosuch'"),
-    (lambda d: d["profiles"]["local"].update(cases=["rbb"]), "cases: no case named 'rbb' (did you mean 'rb'?)"),
-    (lambda d: d["profiles"]["local"].update(cases=[]), "name at least one case"),
-    (lambda d: d["profiles"]["local"].update(leaves_out="why"), "leaves_out: only with cases"),
-    (lambda d: (d["cases"].append({"name": "rb2", "driver": "redis-cluster-benchmark"}),
-                d["profiles"]["local"].update(cases=["rb2"], leaves_out="slow")),
-     "'rb' is not one of the profile's cases (rb2); add it to"),
-    (lambda d: (d["cases"].append({"name": "rb2", "driver": "redis-cluster-benchmark"}),
-                d["profiles"]["local"].update(cases=["rb"])), "leaves_out: say why the profile leaves out rb2"),
-])
+@pytest.mark.parametrize(
+    "mutate,needle",
+    [
+        (lambda d: d.update(descripton="x"), "unknown field 'descripton' (did you mean 'description'?)"),
+        (lambda d: d["cases"][0].update(parms={}), "unknown field 'parms' (did you mean 'params'?)"),
+        (
+            lambda d: d["cases"][0]["params"].update(client=3),
+            "unknown parameter 'client' for driver 'redis-cluster-benchmark' (did you mean 'clients'?)",
+        ),
+        (lambda d: d["cases"][0]["params"].update(clients="many"), "expected int, got str"),
+        (lambda d: d["cases"][0]["params"].update(tests=["gett"]), "'gett' is not one of"),
+        (lambda d: d["profiles"]["local"]["thresholds"][0].update(op="=<"), "'=<' is not one of"),
+        (lambda d: d["profiles"]["local"]["thresholds"][0].pop("reason"), "give the threshold a reason"),
+        (
+            lambda d: d["profiles"]["local"]["thresholds"][0].update(case="rbb"),
+            "no case named 'rbb' (did you mean 'rb'?)",
+        ),
+        (lambda d: d["profiles"]["local"].update(repetitions=0), "must be between 1 and 1000"),
+        (
+            lambda d: d["profiles"]["local"].update(case_repetitions={"rb": 3}),
+            "case_repetitions.rb: give a whole number from 1 to the profile's repetitions (2), got 3",
+        ),
+        (lambda d: d["profiles"]["local"].update(case_repetitions={"rb": "one"}), "got 'one'"),
+        (
+            lambda d: d["profiles"]["local"].update(case_repetitions={"rbb": 1}),
+            "case_repetitions: no case named 'rbb' (did you mean 'rb'?)",
+        ),
+        (lambda d: d["cases"][0].update(driver="redis-bench"), "unknown driver 'redis-bench'"),
+        (lambda d: d.update(target="none"), "needs a cluster; set target: cluster"),
+        (lambda d: d.pop("cases"), "field 'cases' is missing"),
+        (lambda d: d["profiles"]["local"]["params"].update(nosuch={}), "no case named 'nosuch'"),
+        (lambda d: d["profiles"]["local"].update(cases=["rbb"]), "cases: no case named 'rbb' (did you mean 'rb'?)"),
+        (lambda d: d["profiles"]["local"].update(cases=[]), "name at least one case"),
+        (lambda d: d["profiles"]["local"].update(leaves_out="why"), "leaves_out: only with cases"),
+        (
+            lambda d: (
+                d["cases"].append({"name": "rb2", "driver": "redis-cluster-benchmark"}),
+                d["profiles"]["local"].update(cases=["rb2"], leaves_out="slow"),
+            ),
+            "'rb' is not one of the profile's cases (rb2); add it to",
+        ),
+        (
+            lambda d: (
+                d["cases"].append({"name": "rb2", "driver": "redis-cluster-benchmark"}),
+                d["profiles"]["local"].update(cases=["rb"]),
+            ),
+            "leaves_out: say why the profile leaves out rb2",
+        ),
+    ],
+)
 def test_spec_errors_name_the_field_and_the_fix(mutate, needle):
     with pytest.raises(BadInput) as e:
         parse(mutate)
@@ -97,9 +123,20 @@ def test_every_shipped_suite_and_the_claims_ledger_validate():
 
 def test_the_ledger_refuses_a_check_on_an_unknown_case(tmp_path):
     (tmp_path / "demo.yaml").write_text(yaml.safe_dump(BASE))
-    (tmp_path / "claims.yaml").write_text(yaml.safe_dump({"claims": [
-        {"id": "C1", "section": "1", "text": "t",
-         "checks": [{"suite": "demo", "case": "nope", "metric": "m", "op": "<", "value": 1}]}]}))
+    (tmp_path / "claims.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "claims": [
+                    {
+                        "id": "C1",
+                        "section": "1",
+                        "text": "t",
+                        "checks": [{"suite": "demo", "case": "nope", "metric": "m", "op": "<", "value": 1}],
+                    }
+                ]
+            }
+        )
+    )
     with pytest.raises(BadInput, match="suite 'demo' has no case 'nope'"):
         spec.load_claims(tmp_path)
 
@@ -124,14 +161,19 @@ def test_a_claimed_point_is_a_band_threshold(tmp_path):
     from harness.base.errors import BadInput
     from harness.model.spec import load_suite_file
 
-    base = ("name: s\ndescription: d\nclaim: {section: '1', text: t, ids: [C1]}\ntarget: none\ncases:\n  - {name: c, driver: eviction-simulate}\n"
-            "profiles:\n  local:\n    thresholds:\n      - {case: c, metric: m, %s, reason: r}\n")
+    base = (
+        "name: s\ndescription: d\nclaim: {section: '1', text: t, ids: [C1]}\ntarget: none\ncases:\n  - {name: c, driver: eviction-simulate}\n"
+        "profiles:\n  local:\n    thresholds:\n      - {case: c, metric: m, %s, reason: r}\n"
+    )
     (tmp_path / "s.yaml").write_text(base % "band: [0.46, 0.56]")
     t = load_suite_file(tmp_path / "s.yaml").profiles["local"].thresholds[0]
     assert [t.holds(x) for x in (0.4, 0.46, 0.51, 0.56, 0.6)] == [False, True, True, True, False]
     assert t.text() == "in [0.46, 0.56]"
-    for bad, message in (("band: [0.6, 0.5]", "above high"), ("band: [1, 2], op: '<', value: 3", "not both"),
-                         ("band: [1]", "expected \\[low, high\\]")):
+    for bad, message in (
+        ("band: [0.6, 0.5]", "above high"),
+        ("band: [1, 2], op: '<', value: 3", "not both"),
+        ("band: [1]", "expected \\[low, high\\]"),
+    ):
         (tmp_path / "s.yaml").write_text(base % bad)
         with _pytest.raises(BadInput, match=message):
             load_suite_file(tmp_path / "s.yaml")
@@ -144,11 +186,32 @@ def test_loaded_specs_are_kept_until_a_file_changes_and_callers_get_their_own_co
 
     path = tmp_path / "demo.yaml"
     path.write_text(yaml.safe_dump(BASE))
-    (tmp_path / "claims.yaml").write_text(yaml.safe_dump({"claims": [
-        {"id": "C1", "section": "1", "text": "t",
-         "checks": [{"suite": "demo", "case": "rb", "metric": "GET.p99_ms", "op": "<", "value": 1,
-                     "instrument": {"metric": "GET.p99_ms", "op": ">", "value": 0, "text": "i"},
-                     "better": "lower", "observed": "o", "no_mechanism_off": "r"}]}]}))
+    (tmp_path / "claims.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "claims": [
+                    {
+                        "id": "C1",
+                        "section": "1",
+                        "text": "t",
+                        "checks": [
+                            {
+                                "suite": "demo",
+                                "case": "rb",
+                                "metric": "GET.p99_ms",
+                                "op": "<",
+                                "value": 1,
+                                "instrument": {"metric": "GET.p99_ms", "op": ">", "value": 0, "text": "i"},
+                                "better": "lower",
+                                "observed": "o",
+                                "no_mechanism_off": "r",
+                            }
+                        ],
+                    }
+                ]
+            }
+        )
+    )
     first = spec.load_all_suites(tmp_path)
     first["demo"].cases.clear()  # a caller's change
     claims = spec.load_claims(tmp_path)

@@ -17,9 +17,15 @@ from harness.infra.target import PASSWORD_ENV, USERNAME_ENV, LlmEndpoint, Node, 
 
 
 def _target() -> Target:
-    return Target("inv.yml", "cluster", [Node("127.77.0.11", 6379, "primary")], password="S3cret-pw",
-                  username="cache-reader", engines={"cached": LlmEndpoint("http://127.77.0.18:8011", "m")},
-                  loadgen=RemoteHost("loadgen-1", "127.77.0.17", "ops", 2222))
+    return Target(
+        "inv.yml",
+        "cluster",
+        [Node("127.77.0.11", 6379, "primary")],
+        password="S3cret-pw",
+        username="cache-reader",
+        engines={"cached": LlmEndpoint("http://127.77.0.18:8011", "m")},
+        loadgen=RemoteHost("loadgen-1", "127.77.0.17", "ops", 2222),
+    )
 
 
 def test_to_json_says_where_and_never_the_credentials():
@@ -50,16 +56,21 @@ def test_the_load_tools_run_where_the_target_says():
 
 def _inventory(tmp_path, loadgen: str):
     p = tmp_path / "hosts.yml"
-    p.write_text("all:\n  children:\n    redis:\n      hosts:\n        r1: {ansible_host: 127.77.0.11}\n"
-                 "    loadgen:\n      hosts:\n" + loadgen)
+    p.write_text(
+        "all:\n  children:\n    redis:\n      hosts:\n        r1: {ansible_host: 127.77.0.11}\n"
+        "    loadgen:\n      hosts:\n" + loadgen
+    )
     return p
 
 
-@pytest.mark.parametrize("entry, needle", [("        lg-1: {ansible_host: '-oProxyCommand=x'}\n", "ansible_host"),
-                                           ("        lg-1: {ansible_host: 127.77.0.17, ansible_port: '22'}\n",
-                                            "ansible_port"),
-                                           ("        lg-1: {ansible_host: 127.77.0.17, ansible_user: '-lroot'}\n",
-                                            "ansible_user")])
+@pytest.mark.parametrize(
+    "entry, needle",
+    [
+        ("        lg-1: {ansible_host: '-oProxyCommand=x'}\n", "ansible_host"),
+        ("        lg-1: {ansible_host: 127.77.0.17, ansible_port: '22'}\n", "ansible_port"),
+        ("        lg-1: {ansible_host: 127.77.0.17, ansible_user: '-lroot'}\n", "ansible_user"),
+    ],
+)
 def test_a_broken_loadgen_entry_is_bad_input(tmp_path, capsys, entry, needle):
     inv = _inventory(tmp_path, entry)
     with pytest.raises(BadInput, match=needle):
@@ -77,7 +88,9 @@ def test_several_load_generators_travel_with_the_target():
     assert again.load_generators == tgt.load_generators and len(again.load_generators) == 3
     summary = inventory.loadgen_summary(tgt)
     assert summary["address"] == "127.77.0.17" and [o["address"] for o in summary["others"]] == [
-        "127.77.0.19", "127.77.0.20"]
+        "127.77.0.19",
+        "127.77.0.20",
+    ]
     assert Target("local").load_generators == [None]
 
 

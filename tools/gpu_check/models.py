@@ -77,8 +77,10 @@ def smollm2(carry: Path, device: str, seed: int = 0):
         tok = AutoTokenizer.from_pretrained(str(path))
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(path)))
-        weights = (f"seeded random weights (seed {seed}) in SmolLM2-135M-Instruct's layers and shapes: the real "
-                   f"weights do not fit the carry; GPU memory and time per token are the model's, its text is not")
+        weights = (
+            f"seeded random weights (seed {seed}) in SmolLM2-135M-Instruct's layers and shapes: the real "
+            f"weights do not fit the carry; GPU memory and time per token are the model's, its text is not"
+        )
     return tok, model.float().to(device).eval(), weights
 
 

@@ -26,9 +26,16 @@ from harness.base.paths import REPO_ROOT
 from harness.infra.model_wheels import minilm_path, smollm2_gguf_path
 from tools.gpu_check import models
 
-CARRY_LIMIT = 64 * 2 ** 20
-MINILM_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
-                "sentence_bert_config.json", "modules.json")
+CARRY_LIMIT = 64 * 2**20
+MINILM_FILES = (
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "sentence_bert_config.json",
+    "modules.json",
+)
 
 
 def minilm(dest: Path) -> None:
@@ -40,8 +47,10 @@ def minilm(dest: Path) -> None:
     for name in MINILM_FILES:
         shutil.copy2(src / name, dest / name)
     shutil.copytree(src / "1_Pooling", dest / "1_Pooling", dirs_exist_ok=True)
-    weights = {k: (v.to(torch.float16) if v.is_floating_point() else v).contiguous()
-               for k, v in load_file(str(src / "model.safetensors")).items()}
+    weights = {
+        k: (v.to(torch.float16) if v.is_floating_point() else v).contiguous()
+        for k, v in load_file(str(src / "model.safetensors")).items()
+    }
     save_file(weights, str(dest / "model.safetensors"), metadata={"format": "pt"})
 
 
@@ -65,8 +74,12 @@ def folder_bytes(path: Path) -> int:
 
 def tree_bytes(root: Path = REPO_ROOT) -> int:
     """The working tree's files that travel: tracked and untracked, not ignored."""
-    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
-                           capture_output=True, check=True).stdout.split(b"\0")
+    names = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
     return sum((root / n.decode()).stat().st_size for n in names if n and (root / n.decode()).is_file())
 
 
@@ -86,9 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     sizes = prepare(a.carry)
     total = sizes["carry_bytes"] + sizes["tree_bytes"]
-    mib = 2 ** 20
-    line = (f"carry {a.carry}: {sizes['carry_bytes'] / mib:.1f} MiB, working tree {sizes['tree_bytes'] / mib:.1f} MiB, "
-            f"together {total / mib:.1f} MiB of {CARRY_LIMIT / mib:.0f} MiB")
+    mib = 2**20
+    line = (
+        f"carry {a.carry}: {sizes['carry_bytes'] / mib:.1f} MiB, working tree {sizes['tree_bytes'] / mib:.1f} MiB, "
+        f"together {total / mib:.1f} MiB of {CARRY_LIMIT / mib:.0f} MiB"
+    )
     if total > CARRY_LIMIT:
         print(f"gpu-check-prepare: too big to send: {line}", file=sys.stderr)
         return 3

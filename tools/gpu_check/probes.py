@@ -17,7 +17,7 @@ from harness.experiments.shared.semantic_serve import MODES, generate, serve
 from harness.experiments.shared.semantic_store import Entry, Store
 from tools.gpu_check import models
 
-MIB = 2 ** 20
+MIB = 2**20
 
 
 def case_params(**over) -> dict:
@@ -33,9 +33,14 @@ def stream(job: dict) -> dict:
     p = case_params(**job["params"])
     emb = models.embedder(Path(job["carry"]), job.get("device", "cuda"))
     s = semantic_stream.prepare(p, emb, lambda m: None)
-    return {"params": p, "requests": [list(x) for x in s.requests], "inserts": [list(x) for x in s.workload.inserts],
-            "insert_sigs": [int(x) for x in s.insert_sigs], "radius": s.radius,
-            "calibration_queries": s.calibration_queries}
+    return {
+        "params": p,
+        "requests": [list(x) for x in s.requests],
+        "inserts": [list(x) for x in s.workload.inserts],
+        "insert_sigs": [int(x) for x in s.insert_sigs],
+        "radius": s.radius,
+        "calibration_queries": s.calibration_queries,
+    }
 
 
 def nvml_process_bytes() -> int | None:
@@ -61,8 +66,11 @@ def _stores(s: dict, p: dict, prefix: str) -> dict:
     hash_store.put_many([(keys.exact_key(t, True), e) for (t, _), e in zip(s["inserts"], entries)])
     sem = Store(client, p["ttl_s"], p["bands"], prefix=prefix)
     sem.put_signatures(np.array(s["insert_sigs"], dtype=np.uint64), entries)
-    return {"hash_cache": hash_store, "semantic_cache": sem,
-            "oracle_cache": Store(client, p["ttl_s"], p["bands"], prefix="orc")}
+    return {
+        "hash_cache": hash_store,
+        "semantic_cache": sem,
+        "oracle_cache": Store(client, p["ttl_s"], p["bands"], prefix="orc"),
+    }
 
 
 def memory(job: dict) -> dict:
@@ -81,14 +89,32 @@ def memory(job: dict) -> dict:
     proj = keys.projection(emb.dim, p["lsh_seed"]) if emb is not None else None
     store = _stores(s, p, "mem").get(mode)
     serve_as = "no_cache" if mode == "extra_allocation" else mode
-    outcomes = [serve(serve_as, text, label, lambda: (tok, model), store, p["max_new_tokens"], emb=emb, proj=proj,
-                      radius=s["radius"], signature=p["signature"])[1] for text, label in s["requests"]]
+    outcomes = [
+        serve(
+            serve_as,
+            text,
+            label,
+            lambda: (tok, model),
+            store,
+            p["max_new_tokens"],
+            emb=emb,
+            proj=proj,
+            radius=s["radius"],
+            signature=p["signature"],
+        )[1]
+        for text, label in s["requests"]
+    ]
     cuda = dev == "cuda"  # (cpu: the CPU self-test of tests/suites/engine_hotload/test_gpu_check.py)
     if cuda:
         torch.cuda.synchronize()
-    out = {"mode": mode, "gpu_peak_alloc": int(torch.cuda.max_memory_allocated()) if cuda else None,
-           "gpu_peak_reserved": int(torch.cuda.max_memory_reserved()) if cuda else None,
-           "nvml_process": nvml_process_bytes() if cuda else None, "outcomes": outcomes, "smollm2_weights": weights}
+    out = {
+        "mode": mode,
+        "gpu_peak_alloc": int(torch.cuda.max_memory_allocated()) if cuda else None,
+        "gpu_peak_reserved": int(torch.cuda.max_memory_reserved()) if cuda else None,
+        "nvml_process": nvml_process_bytes() if cuda else None,
+        "outcomes": outcomes,
+        "smollm2_weights": weights,
+    }
     del held
     return out
 
@@ -123,15 +149,34 @@ def ttft(job: dict) -> dict:
             break
         k = n % len(MODES)
         for pos, mode in enumerate(MODES[k:] + MODES[:k]):
-            t, outcome = serve(mode, text, label, lambda: (tok, model), stores.get(mode), p["max_new_tokens"],
-                               emb=emb, proj=proj, radius=s["radius"], signature=p["signature"])
+            t, outcome = serve(
+                mode,
+                text,
+                label,
+                lambda: (tok, model),
+                stores.get(mode),
+                p["max_new_tokens"],
+                emb=emb,
+                proj=proj,
+                radius=s["radius"],
+                signature=p["signature"],
+            )
             rows.append([n, pos, mode, 1000 * t, outcome])
     served = rows[-1][0] + 1 if rows else 0
-    st = semantic_stream.Stream(_Workload([tuple(x) for x in s["inserts"]]), [tuple(r) for r in s["requests"][:served]],
-                          None, s["radius"], s["calibration_queries"])
+    st = semantic_stream.Stream(
+        _Workload([tuple(x) for x in s["inserts"]]),
+        [tuple(r) for r in s["requests"][:served]],
+        None,
+        s["radius"],
+        s["calibration_queries"],
+    )
     out = semantic_stream.outcome_of(_Ctx(Path(job["out"])), p, st, rows, dev)
-    return {"metrics": {k: {"value": m.value, "unit": m.unit} for k, m in out.metrics.items()},
-            "requests_served": served, "requests_planned": len(s["requests"]), "smollm2_weights": weights}
+    return {
+        "metrics": {k: {"value": m.value, "unit": m.unit} for k, m in out.metrics.items()},
+        "requests_served": served,
+        "requests_planned": len(s["requests"]),
+        "smollm2_weights": weights,
+    }
 
 
 class _Workload:
@@ -161,8 +206,14 @@ def graph_prewarm(job: dict) -> dict:
         step(r)
         torch.cuda.synchronize()
         times.append(1000 * (time.perf_counter() - t))
-    return {"arm": arm, "load_ms": load_ms, "prewarm_ms": prewarm_ms, "first_ms": times[0], "steady_ms": times[1:],
-            "smollm2_weights": weights}
+    return {
+        "arm": arm,
+        "load_ms": load_ms,
+        "prewarm_ms": prewarm_ms,
+        "first_ms": times[0],
+        "steady_ms": times[1:],
+        "smollm2_weights": weights,
+    }
 
 
 def _prewarm(arm: str, model, example):

@@ -65,14 +65,15 @@ def steady_second(hit_rates: list[float], window: int, tol_pp: float, min_s: int
     qualifies (the cap: the flush happens at max_s, and the run records that the cache was
     not steady)."""
     for s in range(max(window, min_s), min(max_s, len(hit_rates)) + 1):
-        w = hit_rates[s - window:s]
+        w = hit_rates[s - window : s]
         if max(w) - min(w) <= tol_pp:
             return s, True
     return max_s, False
 
 
-def occupancy_per_second(busy: list[tuple[float, float]], t_flush: float, before: int, after: int,
-                         size: int) -> list[float]:
+def occupancy_per_second(
+    busy: list[tuple[float, float]], t_flush: float, before: int, after: int, size: int
+) -> list[float]:
     """Mean pool occupancy (%) per second: connection-seconds in use within the second over
     `size` connection-seconds; seconds indexed as in per_second."""
     out = [0.0] * (before + after)

@@ -59,14 +59,23 @@ POOL_PARAMS = {
     "rate_per_primary": Param(int, 100, "requests per second offered per primary (open loop)", min=1),
     "cold_fraction": Param(float, 0.5, "share of the primaries flushed together (rounded up)", min=0.01, max=1),
     "port_offset": Param(int, 20, "the clusters' base port: the target's lowest port + this", min=1),
-    "sizes_per_repetition": Param(str, "all", "all: every size in each repetition; one: repetition r measures "
-                                              "the r-th size (cycling); alternate: odd repetitions measure the 1st, "
-                                              "3rd, ... size, even ones the 2nd, 4th, ... (every size in 2 "
-                                              "repetitions); one and alternate fit a small machine",
-                                  choices=("all", "one", "alternate")),
-    "pool_sweep": Param(list, [], "further pool sizes (connections) for the flush at sweep_primaries: the "
-                                  "source gives no pool size, so the occupancy's level is shown against it", min=1,
-                        max=90),
+    "sizes_per_repetition": Param(
+        str,
+        "all",
+        "all: every size in each repetition; one: repetition r measures "
+        "the r-th size (cycling); alternate: odd repetitions measure the 1st, "
+        "3rd, ... size, even ones the 2nd, 4th, ... (every size in 2 "
+        "repetitions); one and alternate fit a small machine",
+        choices=("all", "one", "alternate"),
+    ),
+    "pool_sweep": Param(
+        list,
+        [],
+        "further pool sizes (connections) for the flush at sweep_primaries: the "
+        "source gives no pool size, so the occupancy's level is shown against it",
+        min=1,
+        max=90,
+    ),
     "sweep_primaries": Param(int, 10, "the cluster size at which pool_sweep runs", min=3, max=50),
     **COMMON,
 }
@@ -74,14 +83,19 @@ POOL_PARAMS = {
 
 def _check(where: str, p: dict) -> None:
     if p["warm_min_s"] > p["warm_max_s"]:
-        raise BadInput(f"{where}.warm_min_s: {p['warm_min_s']} is above warm_max_s {p['warm_max_s']}; "
-                       f"lower it or raise the cap")
+        raise BadInput(
+            f"{where}.warm_min_s: {p['warm_min_s']} is above warm_max_s {p['warm_max_s']}; lower it or raise the cap"
+        )
     if p["steady_window_s"] > p["warm_max_s"]:
-        raise BadInput(f"{where}.steady_window_s: {p['steady_window_s']} s does not fit in warm_max_s "
-                       f"{p['warm_max_s']} s; raise the cap")
+        raise BadInput(
+            f"{where}.steady_window_s: {p['steady_window_s']} s does not fit in warm_max_s "
+            f"{p['warm_max_s']} s; raise the cap"
+        )
     if p["ttl_s"] < p["warm_max_s"] + p["cold_seconds"]:
-        raise BadInput(f"{where}.ttl_s: {p['ttl_s']} s expires keys during the run "
-                       f"(warm_max_s + cold_seconds = {p['warm_max_s'] + p['cold_seconds']} s); raise it")
+        raise BadInput(
+            f"{where}.ttl_s: {p['ttl_s']} s expires keys during the run "
+            f"(warm_max_s + cold_seconds = {p['warm_max_s'] + p['cold_seconds']} s); raise it"
+        )
 
 
 def _check_pool(where: str, p: dict) -> None:
@@ -91,8 +105,10 @@ def _check_pool(where: str, p: dict) -> None:
     if any(isinstance(k, bool) or not isinstance(k, int) for k in p["pool_sweep"]):
         raise BadInput(f"{where}.pool_sweep: give a list of whole numbers of connections, e.g. [2, 4, 6]")
     if p["pool_sweep"] and p["sweep_primaries"] not in p["primaries"]:
-        raise BadInput(f"{where}.sweep_primaries: {p['sweep_primaries']} is not one of primaries "
-                       f"{p['primaries']}; name a size that runs")
+        raise BadInput(
+            f"{where}.sweep_primaries: {p['sweep_primaries']} is not one of primaries "
+            f"{p['primaries']}; name a size that runs"
+        )
 
 
 # ---- shared -------------------------------------------------------------------------------
@@ -103,16 +119,25 @@ def plan(p: dict, rate: int, seed: int):
     trace = real_trace(n, seed)
     keys = [int(x) for x in trace.ids]
     rates = counting.predicted_hit_rates(keys, rate, p["ttl_s"])
-    warm, steady = counting.steady_second(rates, p["steady_window_s"], p["steady_tol_pp"], p["warm_min_s"],
-                                          p["warm_max_s"])
+    warm, steady = counting.steady_second(
+        rates, p["steady_window_s"], p["steady_tol_pp"], p["warm_min_s"], p["warm_max_s"]
+    )
     return trace, keys, rates, warm, steady
 
 
 def one_run(tgt, dsn: str, p: dict, keys, slots, rate: int, warm: int, flush: list, retries: int) -> RunLog:
-    cfg = StoreConfig(dsn, p["pool_size"], p["acquire_timeout_ms"] / 1000, p["statement_timeout_ms"],
-                      p["query_ms"] / 1000, retries, p["backoff_ms"] / 1000)
-    return run_once(tgt, cfg, keys, slots, rate=rate, warm_s=warm, cold_s=p["cold_seconds"], ttl_s=p["ttl_s"],
-                    flush=flush)
+    cfg = StoreConfig(
+        dsn,
+        p["pool_size"],
+        p["acquire_timeout_ms"] / 1000,
+        p["statement_timeout_ms"],
+        p["query_ms"] / 1000,
+        retries,
+        p["backoff_ms"] / 1000,
+    )
+    return run_once(
+        tgt, cfg, keys, slots, rate=rate, warm_s=warm, cold_s=p["cold_seconds"], ttl_s=p["ttl_s"], flush=flush
+    )
 
 
 def seconds_of(log: RunLog, cold_slots: set, before: int, after: int, pool_size: int) -> dict[str, list]:
@@ -142,8 +167,9 @@ def seconds_of(log: RunLog, cold_slots: set, before: int, after: int, pool_size:
         "timeouts": count(st.timeouts),
         "failed": count(st.failed),
         "occupancy_pct": counting.occupancy_per_second(st.busy, tf, before, after, pool_size),
-        "offered_pct": counting.offered_pct([q + r for q, r in zip(count(st.queries), count(st.refused))],
-                                            counting.mean_service_s(st.busy), pool_size),
+        "offered_pct": counting.offered_pct(
+            [q + r for q, r in zip(count(st.queries), count(st.refused))], counting.mean_service_s(st.busy), pool_size
+        ),
     }
 
 
@@ -171,23 +197,34 @@ def _health(logs: dict[str, RunLog]) -> tuple[dict, str]:
     errors = sum(lg.errors for lg in logs.values())
     first = next((lg.first_error for lg in logs.values() if lg.first_error), "")
     return {
-        "late_pct": Metric(100.0 * late / max(1, n), "%", "lower",
-                           "requests started more than 50 ms after their scheduled time, all runs"),
-        "late_max_ms": Metric(1000.0 * max((lg.max_late_s for lg in logs.values()), default=0.0), "ms", "lower",
-                              "the latest start of a request after its scheduled time, all runs"),
+        "late_pct": Metric(
+            100.0 * late / max(1, n),
+            "%",
+            "lower",
+            "requests started more than 50 ms after their scheduled time, all runs",
+        ),
+        "late_max_ms": Metric(
+            1000.0 * max((lg.max_late_s for lg in logs.values()), default=0.0),
+            "ms",
+            "lower",
+            "the latest start of a request after its scheduled time, all runs",
+        ),
         "errors": Metric(errors, "requests", "lower", "cluster errors, all runs"),
-        "requests": Metric(n, "requests", None, "cluster requests made, answered or failed, all runs (what errors "
-                                                "is out of)"),
+        "requests": Metric(
+            n, "requests", None, "cluster requests made, answered or failed, all runs (what errors is out of)"
+        ),
     }, first
 
 
 def _warm_metrics(warm: int, steady: bool, spread: float | None, pre: str = "") -> dict:
     return {
         f"{pre}warm.seconds": Metric(warm, "s", note="warm-up before the flush (steady or the cap)"),
-        f"{pre}warm.steady": Metric(1 if steady else 0, "", note="1: the hit rate was steady before the flush; "
-                                                                  "0: the cap was reached"),
-        f"{pre}warm.measured_spread_pp": Metric(spread, "pp", note="max - min of the measured hit rate over the "
-                                                                    "steady window before the flush"),
+        f"{pre}warm.steady": Metric(
+            1 if steady else 0, "", note="1: the hit rate was steady before the flush; 0: the cap was reached"
+        ),
+        f"{pre}warm.measured_spread_pp": Metric(
+            spread, "pp", note="max - min of the measured hit rate over the steady window before the flush"
+        ),
     }
 
 
@@ -210,22 +247,30 @@ def first_warm_second(log: RunLog, pool_size: int) -> dict[str, float | None]:
         "attempts_per_miss": attempts / len(misses) if misses else None,
         "refused": sum(1 for t, _ in log.store.refused if t0 <= t < t0 + 1),
         "occupancy_pct": counting.occupancy_per_second(log.store.busy, t0, 0, 1, pool_size)[0],
-        "offered_pct": counting.offered_pct([sum(1 for t, _ in log.store.queries if t0 <= t < t0 + 1) +
-                                             sum(1 for t, _ in log.store.refused if t0 <= t < t0 + 1)],
-                                            counting.mean_service_s(log.store.busy), pool_size)[0],
+        "offered_pct": counting.offered_pct(
+            [
+                sum(1 for t, _ in log.store.queries if t0 <= t < t0 + 1)
+                + sum(1 for t, _ in log.store.refused if t0 <= t < t0 + 1)
+            ],
+            counting.mean_service_s(log.store.busy),
+            pool_size,
+        )[0],
     }
 
 
 def _warmup_metrics(first: dict, pre: str = "") -> dict[str, Metric]:
     why = "the empty cluster's first second of the warm-up (every request a miss until its SET)"
     return {
-        f"{pre}warmup.attempts_per_miss": Metric(first["attempts_per_miss"], "x",
-                                                 note=f"store attempts per cache miss in {why}"),
+        f"{pre}warmup.attempts_per_miss": Metric(
+            first["attempts_per_miss"], "x", note=f"store attempts per cache miss in {why}"
+        ),
         f"{pre}warmup.refused_first_s": Metric(first["refused"], "reads", note=f"reads the pool refused in {why}"),
         f"{pre}warmup.occupancy_first_s_pct": Metric(first["occupancy_pct"], "%", note=f"pool occupancy in {why}"),
-        f"{pre}warmup.offered_first_s_pct": Metric(first["offered_pct"], "%",
-                                                   note=f"load offered to the pool (attempts x mean service time "
-                                                        f"over its connection-seconds) in {why}"),
+        f"{pre}warmup.offered_first_s_pct": Metric(
+            first["offered_pct"],
+            "%",
+            note=f"load offered to the pool (attempts x mean service time over its connection-seconds) in {why}",
+        ),
     }
 
 
@@ -236,25 +281,39 @@ def _run_metrics(col: dict, before: int, pre: str) -> dict[str, Metric]:
     misses = sum(col["cold_misses"][before:])
     attempts = sum(col["cold_attempts"][before:])
     return {
-        f"{pre}cold_node.store_qps.before": Metric(col["cold_store_queries"][before - 1], "queries/s",
-                                                   note="the last warm second"),
+        f"{pre}cold_node.store_qps.before": Metric(
+            col["cold_store_queries"][before - 1], "queries/s", note="the last warm second"
+        ),
         f"{pre}cold_node.store_qps.first_s": Metric(post[0], "queries/s"),
         f"{pre}cold_node.store_qps.peak": Metric(max(post), "queries/s"),
-        f"{pre}cold_node.misses.before": Metric(col["cold_misses"][before - 1], "misses/s",
-                                                note="cache misses on the cold node's keys, the last warm second"),
-        f"{pre}cold_node.misses.first_s": Metric(col["cold_misses"][before], "misses/s",
-                                                 note="cache misses on the cold node's keys, the first second after"),
+        f"{pre}cold_node.misses.before": Metric(
+            col["cold_misses"][before - 1],
+            "misses/s",
+            note="cache misses on the cold node's keys, the last warm second",
+        ),
+        f"{pre}cold_node.misses.first_s": Metric(
+            col["cold_misses"][before], "misses/s", note="cache misses on the cold node's keys, the first second after"
+        ),
         f"{pre}cold_node.attempts_per_miss": Metric(
-            attempts / misses if misses else None, "x",
+            attempts / misses if misses else None,
+            "x",
             note="store attempts (queries and refusals, retries included) per cache miss on the cold node's "
-                 "keys after the flush"),
+            "keys after the flush",
+        ),
         f"{pre}cold_node.store_attempts": Metric(
-            attempts, "attempts", note="store attempts (queries and refusals, retries included) of the cache "
-                                       "misses on the cold node's keys after the flush"),
-        f"{pre}store.timeouts": Metric(sum(col["timeouts"][before:]) + sum(col["refused"][before:]), "reads",
-                                       note="statement timeouts and pool refusals after the flush"),
-        f"{pre}store.failed_reads": Metric(sum(col["failed"][before:]), "reads",
-                                           note="reads that failed every attempt (request not served)"),
+            attempts,
+            "attempts",
+            note="store attempts (queries and refusals, retries included) of the cache "
+            "misses on the cold node's keys after the flush",
+        ),
+        f"{pre}store.timeouts": Metric(
+            sum(col["timeouts"][before:]) + sum(col["refused"][before:]),
+            "reads",
+            note="statement timeouts and pool refusals after the flush",
+        ),
+        f"{pre}store.failed_reads": Metric(
+            sum(col["failed"][before:]), "reads", note="reads that failed every attempt (request not served)"
+        ),
         f"{pre}pool.peak_occupancy_pct": Metric(max(col["occupancy_pct"][before:]), "%"),
     }
 
@@ -267,11 +326,14 @@ def _attempts_growth(cols: dict, before: int) -> dict[str, Metric]:
     for pre, name in (("", "flush"), ("noretry.", "no-retry")):
         excess = counting.minus(cols[name]["cold_attempts"][before:], ctl)
         out[f"{pre}cold_node.excess_attempts_growth_per_s"] = Metric(
-            counting.growth_per_second(excess), "x/s",
+            counting.growth_per_second(excess),
+            "x/s",
             note="of the store attempts the cold node's misses make (queries and refusals, retries included), "
-                 "flush minus control: (last second / first second) ^ (1 / (seconds - 1))")
-        out[f"{pre}cold_node.excess_attempts_first_s"] = Metric(excess[0], "attempts/s",
-                                                               note="flush minus control, first second")
+            "flush minus control: (last second / first second) ^ (1 / (seconds - 1))",
+        )
+        out[f"{pre}cold_node.excess_attempts_first_s"] = Metric(
+            excess[0], "attempts/s", note="flush minus control, first second"
+        )
     return out
 
 
@@ -279,8 +341,10 @@ def _excess_metrics(excess: list, excess_nr: list) -> dict[str, Metric]:
     return {
         "cold_node.excess_first_s": Metric(excess[0], "queries/s", note="flush minus control, first second"),
         "cold_node.excess_growth_per_s": Metric(
-            counting.growth_per_second(excess), "x/s",
-            note="of flush minus control: (last second / first second) ^ (1 / (seconds - 1))"),
+            counting.growth_per_second(excess),
+            "x/s",
+            note="of flush minus control: (last second / first second) ^ (1 / (seconds - 1))",
+        ),
         "cold_node.excess_queries": Metric(sum(excess), "queries", note="flush minus control, all seconds after"),
         "noretry.cold_node.excess_growth_per_s": Metric(counting.growth_per_second(excess_nr), "x/s"),
         "noretry.cold_node.excess_queries": Metric(sum(excess_nr), "queries"),
@@ -298,8 +362,9 @@ def _flush_series(cols: dict, seconds: list, excess: list, excess_nr: list) -> d
                 data[k].append(cols[name][k][i])
     return {
         FLUSH_SECONDS.name: FLUSH_SECONDS.make({"run": runs_col, "second": sec_col, **data}),
-        EXCESS.name: EXCESS.make({"second": list(range(len(excess))), "flush_minus_control": excess,
-                                  "noretry_minus_control": excess_nr}),
+        EXCESS.name: EXCESS.make(
+            {"second": list(range(len(excess))), "flush_minus_control": excess, "noretry_minus_control": excess_nr}
+        ),
     }
 
 
@@ -310,24 +375,33 @@ def cold_share_pct(log: RunLog, cold_slots: set) -> float | None:
     return 100.0 * sum(r[1] in cold_slots for r in log.requests) / len(log.requests)
 
 
-@register("cold-start-flush", params=FLUSH_PARAMS, needs="cluster", check=_check,
-          description="one primary flushed after a steady warm-up, with paired no-flush and no-retry runs: "
-                      "store reads per second, flush minus control")
+@register(
+    "cold-start-flush",
+    params=FLUSH_PARAMS,
+    needs="cluster",
+    check=_check,
+    description="one primary flushed after a steady warm-up, with paired no-flush and no-retry runs: "
+    "store reads per second, flush minus control",
+)
 def flush_one(ctx: CaseContext) -> Record:
     p = ctx.params
     tgt = ctx.target
     primaries = sorted(tgt.primaries, key=lambda n: (n.host, n.port))
     if p["cold_primary"] >= len(primaries):
-        raise BadInput(f"cold_primary: {p['cold_primary']} but the target has {len(primaries)} primaries "
-                       f"(0 to {len(primaries) - 1})")
+        raise BadInput(
+            f"cold_primary: {p['cold_primary']} but the target has {len(primaries)} primaries "
+            f"(0 to {len(primaries) - 1})"
+        )
     cold = primaries[p["cold_primary"]]
     seed = p["seed"] + ctx.repetition - 1
     trace, keys, _, warm, steady = plan(p, p["rate"], seed)
     slots = _slots(keys)
     before, after = p["steady_window_s"], p["cold_seconds"]
     cold_slots = _cold_slots(tgt, [cold])
-    ctx.log(f"{p['rate']}/s, {trace.n_distinct} distinct keys; warm {warm} s ({'steady' if steady else 'cap'}), "
-            f"flush {cold.address} ({len(cold_slots)} slots), {after} s after")
+    ctx.log(
+        f"{p['rate']}/s, {trace.n_distinct} distinct keys; warm {warm} s ({'steady' if steady else 'cap'}), "
+        f"flush {cold.address} ({len(cold_slots)} slots), {after} s after"
+    )
     flushed = [cold] if p["flush"] else []
     runs = {"flush": (flushed, p["retries"]), "control": ([], p["retries"]), "no-retry": (flushed, 0)}
     order = run_order(list(runs), ctx.repetition)
@@ -354,25 +428,41 @@ def flush_one(ctx: CaseContext) -> Record:
     m.update(_attempts_growth(cols, before))
     share = cold_share_pct(logs["flush"], cold_slots)
     facts = {"cluster_primaries": len(primaries), "cold_node_share_pct": round(share) if share is not None else -1}
-    details = {"order": order, "seed": seed, "cold_node": cold.address, "cold_slots": len(cold_slots),
-               "warm_seconds": warm, "steady": steady, "cold_node_share_pct": share,
-               "trace": {"digest": trace.digest(), **trace.meta}}
-    return Record("ok", metrics=m, details=details, series=_flush_series(cols, list(range(-before, after)),
-                                                                              excess, excess_nr), facts=facts)
+    details = {
+        "order": order,
+        "seed": seed,
+        "cold_node": cold.address,
+        "cold_slots": len(cold_slots),
+        "warm_seconds": warm,
+        "steady": steady,
+        "cold_node_share_pct": share,
+        "trace": {"digest": trace.digest(), **trace.meta},
+    }
+    return Record(
+        "ok",
+        metrics=m,
+        details=details,
+        series=_flush_series(cols, list(range(-before, after)), excess, excess_nr),
+        facts=facts,
+    )
 
 
 # ---- C9: several cold primaries, clusters of several sizes ---------------------------------
 def _size_metrics(cols: dict, before: int, pre: str) -> dict[str, Metric]:
     return {
-        f"{pre}pool.peak_occupancy_pct": Metric(max(cols["occupancy_pct"][before:]), "%",
-                                                note="the highest per-second mean after the flush"),
-        f"{pre}pool.refused": Metric(sum(cols["refused"][before:]), "reads",
-                                     note="reads refused by the full pool after the flush"),
+        f"{pre}pool.peak_occupancy_pct": Metric(
+            max(cols["occupancy_pct"][before:]), "%", note="the highest per-second mean after the flush"
+        ),
+        f"{pre}pool.refused": Metric(
+            sum(cols["refused"][before:]), "reads", note="reads refused by the full pool after the flush"
+        ),
         f"{pre}pool.peak_offered_pct": Metric(
-            max((v for v in cols["offered_pct"][before:] if v is not None), default=None), "%",
+            max((v for v in cols["offered_pct"][before:] if v is not None), default=None),
+            "%",
             note="the highest per-second load offered to the pool after the flush: store attempts (queries and "
-                 "refusals) x the measured mean service time over the pool's connection-seconds; over 100% the "
-                 "pool is asked for more than it has"),
+            "refusals) x the measured mean service time over the pool's connection-seconds; over 100% the "
+            "pool is asked for more than it has",
+        ),
         f"{pre}store_qps.peak": Metric(max(cols["store_queries"][before:]), "queries/s"),
         f"{pre}store.failed_reads": Metric(sum(cols["failed"][before:]), "reads"),
     }
@@ -383,7 +473,7 @@ def _sizes(p: dict, repetition: int) -> list[int]:
     if p["sizes_per_repetition"] == "one":
         sizes = [sizes[(repetition - 1) % len(sizes)]]
     elif p["sizes_per_repetition"] == "alternate":
-        sizes = sizes[(repetition - 1) % 2::2] or sizes[:1]
+        sizes = sizes[(repetition - 1) % 2 :: 2] or sizes[:1]
     return sizes
 
 
@@ -405,10 +495,13 @@ class _Pooled:
                 self.rows.setdefault(key, []).append(cols[key][i])
 
     def add_sweep(self, n: int, pool: int, query_ms: float, cols: dict, before: int) -> None:
-        for key, v in (("primaries", n), ("pool_size", pool), ("capacity_reads_per_s", 1000.0 * pool / query_ms
-                                                                if query_ms else None),
-                       ("peak_occupancy_pct", max(cols["occupancy_pct"][before:])),
-                       ("refused", sum(cols["refused"][before:]))):
+        for key, v in (
+            ("primaries", n),
+            ("pool_size", pool),
+            ("capacity_reads_per_s", 1000.0 * pool / query_ms if query_ms else None),
+            ("peak_occupancy_pct", max(cols["occupancy_pct"][before:])),
+            ("refused", sum(cols["refused"][before:])),
+        ):
             self.sweep.setdefault(key, []).append(v)
 
 
@@ -426,7 +519,6 @@ def _primaries_of(tgt) -> int:
 def _measure_size(ctx: CaseContext, p: dict, pg, n: int, seed: int, acc: _Pooled) -> dict:
     """Flush and control (and the pool sweep at `sweep_primaries`) at one cluster size."""
     import math
-
 
     before, after = p["steady_window_s"], p["cold_seconds"]
     rate = p["rate_per_primary"] * n
@@ -446,13 +538,15 @@ def _measure_size(ctx: CaseContext, p: dict, pg, n: int, seed: int, acc: _Pooled
     sweep = [k for k in p["pool_sweep"] if k != p["pool_size"]] if n == p["sweep_primaries"] else []
     try:
         acc.primaries.append(_primaries_of(tgt))
-        cold = sorted(tgt.primaries, key=lambda x: (x.host, x.port))[:math.ceil(p["cold_fraction"] * n)]
+        cold = sorted(tgt.primaries, key=lambda x: (x.host, x.port))[: math.ceil(p["cold_fraction"] * n)]
         cold_slots = _cold_slots(tgt, cold)
         runs = {"flush": cold if p["flush"] else [], "control": []}
         order = run_order(list(runs), ctx.repetition + n)
         logs = {name: one_run(tgt, pg.dsn, p, keys, slots, rate, warm, runs[name], p["retries"]) for name in order}
-        swept = {k: one_run(tgt, pg.dsn, dict(p, pool_size=k), keys, slots, rate, warm, runs["flush"], p["retries"])
-                 for k in sweep}
+        swept = {
+            k: one_run(tgt, pg.dsn, dict(p, pool_size=k), keys, slots, rate, warm, runs["flush"], p["retries"])
+            for k in sweep
+        }
     finally:
         if lc:
             lc.down()
@@ -470,16 +564,32 @@ def _measure_size(ctx: CaseContext, p: dict, pg, n: int, seed: int, acc: _Pooled
     for k, lg in swept.items():
         acc.logs[f"{n}/pool{k}"] = lg
         cols = seconds_of(lg, cold_slots, before, after, k)
-        acc.metrics.update({f"p{n}.pool{k}.{name.removeprefix('pool.')}": v
-                            for name, v in _size_metrics(cols, before, "").items() if name.startswith("pool.")})
+        acc.metrics.update(
+            {
+                f"p{n}.pool{k}.{name.removeprefix('pool.')}": v
+                for name, v in _size_metrics(cols, before, "").items()
+                if name.startswith("pool.")
+            }
+        )
         acc.add_sweep(n, k, p["query_ms"], cols, before)
-    return {"order": order, "cold_primaries": len(cold), "warm_seconds": warm, "steady": steady, "where": where,
-            "pool_sweep": sorted(swept)}
+    return {
+        "order": order,
+        "cold_primaries": len(cold),
+        "warm_seconds": warm,
+        "steady": steady,
+        "where": where,
+        "pool_sweep": sorted(swept),
+    }
 
 
-@register("cold-start-pool", params=POOL_PARAMS, needs="cluster", check=_check_pool,
-          description="several primaries flushed in clusters of several sizes on loopback, with a paired "
-                      "no-flush control: store pool occupancy and refused connections")
+@register(
+    "cold-start-pool",
+    params=POOL_PARAMS,
+    needs="cluster",
+    check=_check_pool,
+    description="several primaries flushed in clusters of several sizes on loopback, with a paired "
+    "no-flush control: store pool occupancy and refused connections",
+)
 def pool_sizes(ctx: CaseContext) -> Record:
     p = ctx.params
     seed = p["seed"] + ctx.repetition - 1
@@ -499,6 +609,8 @@ def pool_sizes(ctx: CaseContext) -> Record:
         series[POOL_SWEEP.name] = POOL_SWEEP.make(acc.sweep)
     # the clusters' primaries as they reported them, and whether the source's 20-primary cluster
     # was among them (a condition compares numbers as numbers: a list of sizes never equals 20)
-    facts = {"cluster_primaries": ", ".join(str(n) for n in acc.primaries),
-             "measured_20_primaries": 20 in acc.primaries}
+    facts = {
+        "cluster_primaries": ", ".join(str(n) for n in acc.primaries),
+        "measured_20_primaries": 20 in acc.primaries,
+    }
     return Record("ok", metrics=acc.metrics, details=details, series=series, facts=facts)

@@ -30,8 +30,10 @@ def pg_bin(name: str) -> str:
     found = shutil.which(name)
     if found:
         return found
-    cands = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(Path(p).parts[4])
-                   if Path(p).parts[4].isdigit() else 0)
+    cands = sorted(
+        glob.glob(f"/usr/lib/postgresql/*/bin/{name}"),
+        key=lambda p: int(Path(p).parts[4]) if Path(p).parts[4].isdigit() else 0,
+    )
     if not cands:
         raise EnvironmentProblem(f"PostgreSQL's {name} not found (PATH, /usr/lib/postgresql/*/bin); {INSTALL_HINT}")
     return cands[-1]
@@ -55,8 +57,7 @@ OWNER_FILE = "owner.json"
 class PostgresServer:
     """One postgres process with its own data folder and log."""
 
-    def __init__(self, port: int, folder: Path | None = None, max_connections: int = 100,
-                 host: str = "127.0.0.1"):
+    def __init__(self, port: int, folder: Path | None = None, max_connections: int = 100, host: str = "127.0.0.1"):
         self.host, self.port, self.max_connections = host, port, max_connections
         self.folder = Path(folder or STATE_DIR / f"postgres-{port}").resolve()
         self.proc: subprocess.Popen | None = None
@@ -80,8 +81,10 @@ class PostgresServer:
         try:
             pw = pwd.getpwnam("postgres")
         except KeyError:
-            raise EnvironmentProblem(f"running as root, and there is no 'postgres' user to run PostgreSQL as; "
-                                     f"{INSTALL_HINT} (it creates the user)") from None
+            raise EnvironmentProblem(
+                f"running as root, and there is no 'postgres' user to run PostgreSQL as; "
+                f"{INSTALL_HINT} (it creates the user)"
+            ) from None
         return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
 
     def _own(self, path: Path) -> None:
@@ -98,9 +101,23 @@ class PostgresServer:
         self._own(self.folder)
         if not (self.data_dir / "PG_VERSION").exists():  # the data folder is kept between starts
             shutil.rmtree(self.data_dir, ignore_errors=True)
-            out = subprocess.run([initdb, "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
-                                  "--no-sync", "--encoding=UTF8", "--locale=C"],
-                                 capture_output=True, text=True, timeout=120, **run_as)
+            out = subprocess.run(
+                [
+                    initdb,
+                    "-D",
+                    str(self.data_dir),
+                    "-U",
+                    "postgres",
+                    "--auth=trust",
+                    "--no-sync",
+                    "--encoding=UTF8",
+                    "--locale=C",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                **run_as,
+            )
             if out.returncode != 0:
                 tail = " | ".join((out.stdout + out.stderr).strip().splitlines()[-3:])
                 raise EnvironmentProblem(f"initdb failed (exit {out.returncode}): {tail}")
@@ -109,16 +126,46 @@ class PostgresServer:
         try:
             self._own(self.logfile)
             self.proc = subprocess.Popen(
-                [postgres, "-D", str(self.data_dir), "-p", str(self.port), "-c", f"listen_addresses={self.host}",
-                 "-c", f"unix_socket_directories={self.folder}", "-c", f"max_connections={self.max_connections}",
-                 "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-                 "-c", "shared_buffers=32MB", "-c", "logging_collector=off"],
-                stdout=log, stderr=log, start_new_session=True, **run_as)
+                [
+                    postgres,
+                    "-D",
+                    str(self.data_dir),
+                    "-p",
+                    str(self.port),
+                    "-c",
+                    f"listen_addresses={self.host}",
+                    "-c",
+                    f"unix_socket_directories={self.folder}",
+                    "-c",
+                    f"max_connections={self.max_connections}",
+                    "-c",
+                    "fsync=off",
+                    "-c",
+                    "synchronous_commit=off",
+                    "-c",
+                    "full_page_writes=off",
+                    "-c",
+                    "shared_buffers=32MB",
+                    "-c",
+                    "logging_collector=off",
+                ],
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                **run_as,
+            )
             # who started it, and the server itself, by pid and start time (harness.infra.ownership):
             # a later run stops a leftover only when it is provably this one
-            ownership.write_private(self.folder / OWNER_FILE, json.dumps({
-                "boot": ownership.boot_id(), "owner": ownership.spawned(os.getpid()).as_json(),
-                "server": ownership.spawned(self.proc.pid).as_json()}))
+            ownership.write_private(
+                self.folder / OWNER_FILE,
+                json.dumps(
+                    {
+                        "boot": ownership.boot_id(),
+                        "owner": ownership.spawned(os.getpid()).as_json(),
+                        "server": ownership.spawned(self.proc.pid).as_json(),
+                    }
+                ),
+            )
         finally:
             log.close()
         _RUNNING[self.folder] = self
@@ -151,16 +198,19 @@ class PostgresServer:
         ours = server is not None and server.pid == pid and ownership.same_boot(doc)
         if not (ours and ownership.send(server, self.data_dir, signal.SIGINT)):
             if pid_alive(pid) and ownership.cwd_of(pid) == os.path.realpath(self.data_dir):
-                raise EnvironmentProblem(f"{pidfile} names pid {pid}, a process in this data folder that is not "
-                                         f"provably a postgres this harness started, so nothing was signalled; {fix}")
+                raise EnvironmentProblem(
+                    f"{pidfile} names pid {pid}, a process in this data folder that is not "
+                    f"provably a postgres this harness started, so nothing was signalled; {fix}"
+                )
             pidfile.unlink(missing_ok=True)  # stale: its pid is gone, or is another process elsewhere
             return False
         deadline = time.monotonic() + timeout
         while pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         if pid_alive(pid):
-            raise EnvironmentProblem(f"a postgres left by an earlier run (pid {pid}, {self.data_dir}) did not stop; "
-                                     f"stop it with: kill {pid}")
+            raise EnvironmentProblem(
+                f"a postgres left by an earlier run (pid {pid}, {self.data_dir}) did not stop; stop it with: kill {pid}"
+            )
         return True
 
     def wait_ready(self, timeout: float) -> None:
@@ -170,8 +220,9 @@ class PostgresServer:
         last: Exception | None = None
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                raise EnvironmentProblem(f"postgres on {self.host}:{self.port} exited with code "
-                                         f"{self.proc.returncode}: {self.log_tail()}")
+                raise EnvironmentProblem(
+                    f"postgres on {self.host}:{self.port} exited with code {self.proc.returncode}: {self.log_tail()}"
+                )
             try:
                 with psycopg.connect(self.dsn, autocommit=True) as con:
                     con.execute("SELECT 1")
@@ -179,8 +230,10 @@ class PostgresServer:
             except psycopg.Error as e:
                 last = e
             time.sleep(0.1)
-        raise EnvironmentProblem(f"postgres on {self.host}:{self.port} did not accept connections within "
-                                 f"{timeout:.0f} s ({last}); log: {self.log_tail()}")
+        raise EnvironmentProblem(
+            f"postgres on {self.host}:{self.port} did not accept connections within "
+            f"{timeout:.0f} s ({last}); log: {self.log_tail()}"
+        )
 
     def log_tail(self, lines: int = 3) -> str:
         try:

@@ -86,10 +86,19 @@ async def _flush_at(target, nodes: list, at: float, log: RunLog) -> None:
         await asyncio.to_thread(flush_primaries, target, nodes)
 
 
-async def _run(target, cfg: StoreConfig, keys: list, slots: list, rate: int, warm_s: int, cold_s: int,
-               ttl_s: int, flush: list, log: RunLog) -> None:
-    pool = await BoundedPool(cfg.dsn, cfg.pool_size, cfg.acquire_timeout_s, cfg.statement_timeout_ms,
-                             log.store).open()
+async def _run(
+    target,
+    cfg: StoreConfig,
+    keys: list,
+    slots: list,
+    rate: int,
+    warm_s: int,
+    cold_s: int,
+    ttl_s: int,
+    flush: list,
+    log: RunLog,
+) -> None:
+    pool = await BoundedPool(cfg.dsn, cfg.pool_size, cfg.acquire_timeout_s, cfg.statement_timeout_ms, log.store).open()
     c = target.async_cluster_client(socket_timeout=10)
     tasks: set = set()
     try:
@@ -107,8 +116,7 @@ async def _run(target, cfg: StoreConfig, keys: list, slots: list, rate: int, war
             delay = due - time.monotonic()
             # behind schedule: still yield, so that the started requests get their replies
             await asyncio.sleep(max(0.0, delay))
-            task = asyncio.create_task(_request(c, store, keys[i % len(keys)], slots[i % len(keys)], due, ttl_s,
-                                                log))
+            task = asyncio.create_task(_request(c, store, keys[i % len(keys)], slots[i % len(keys)], due, ttl_s, log))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             i += 1
@@ -122,8 +130,9 @@ async def _run(target, cfg: StoreConfig, keys: list, slots: list, rate: int, war
         await pool.close()
 
 
-def run_once(target, cfg: StoreConfig, keys: list, slots: list, *, rate: int, warm_s: int, cold_s: int,
-             ttl_s: int, flush: list) -> RunLog:
+def run_once(
+    target, cfg: StoreConfig, keys: list, slots: list, *, rate: int, warm_s: int, cold_s: int, ttl_s: int, flush: list
+) -> RunLog:
     """Start from an empty cluster, run warm_s + cold_s seconds of schedule, flush `flush`
     (a list of primary Nodes; empty for the control) at warm_s."""
     flush_primaries(target, target.primaries)

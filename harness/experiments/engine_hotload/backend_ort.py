@@ -26,9 +26,16 @@ from harness.experiments.engine_hotload.lifecycle import (
 )
 from harness.experiments.shared.onnx_runtime import OPT_LEVELS, onnxruntime, session_options
 
-_ORT_TYPES = {"tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(float)": "float32",
-              "tensor(float16)": "float16", "tensor(double)": "float64", "tensor(bool)": "bool",
-              "tensor(int8)": "int8", "tensor(uint8)": "uint8"}
+_ORT_TYPES = {
+    "tensor(int64)": "int64",
+    "tensor(int32)": "int32",
+    "tensor(float)": "float32",
+    "tensor(float16)": "float16",
+    "tensor(double)": "float64",
+    "tensor(bool)": "bool",
+    "tensor(int8)": "int8",
+    "tensor(uint8)": "uint8",
+}
 
 
 def _dims(shape) -> tuple:
@@ -54,13 +61,15 @@ class OrtEngine(Engine):
         ort = onnxruntime()
 
         try:
-            self._session = ort.InferenceSession(data, session_options(self.intra_op_threads, self.opt_level),
-                                                 providers=["CPUExecutionProvider"])
+            self._session = ort.InferenceSession(
+                data, session_options(self.intra_op_threads, self.opt_level), providers=["CPUExecutionProvider"]
+            )
         except Exception as e:  # ORT raises its own Fail/InvalidGraph/... types
             raise EngineError(f"ONNX Runtime could not load {path.name}: {type(e).__name__}: {e}") from None
         s = self._session
-        self._io = ([TensorSpec(i.name, "input", _ORT_TYPES.get(i.type, i.type), _dims(i.shape)) for i in s.get_inputs()]
-                    + [TensorSpec(o.name, "output", _ORT_TYPES.get(o.type, o.type), _dims(o.shape)) for o in s.get_outputs()])
+        self._io = [
+            TensorSpec(i.name, "input", _ORT_TYPES.get(i.type, i.type), _dims(i.shape)) for i in s.get_inputs()
+        ] + [TensorSpec(o.name, "output", _ORT_TYPES.get(o.type, o.type), _dims(o.shape)) for o in s.get_outputs()]
         self._out_names = [o.name for o in s.get_outputs()]
 
     def _create_contexts(self) -> None:
@@ -98,5 +107,9 @@ def save_optimized(src: Path, dst: Path, opt_level: str = "extended") -> Path:
     """Write ONNX Runtime's optimized graph of `src` to `dst` once (a second version of the
     same model with the same IO tensors, used as the swap's new engine file)."""
     ort = onnxruntime()
-    return build_once(Path(dst), lambda tmp: ort.InferenceSession(str(src), session_options(1, opt_level, tmp),
-                                                                  providers=["CPUExecutionProvider"]))
+    return build_once(
+        Path(dst),
+        lambda tmp: ort.InferenceSession(
+            str(src), session_options(1, opt_level, tmp), providers=["CPUExecutionProvider"]
+        ),
+    )

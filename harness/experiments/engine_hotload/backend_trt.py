@@ -77,6 +77,7 @@ def trt_version() -> str | None:
 
 # ---- the CUDA runtime through ctypes ---------------------------------------------------
 
+
 def _cudart_candidates() -> list[str]:
     dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d]
     dirs += ["/usr/local/cuda/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"]
@@ -109,17 +110,31 @@ class CudaRuntime:
         if self.lib is None:
             raise EngineError("the CUDA runtime library (libcudart) was not found: " + "; ".join(errors[:3]))
         lib = self.lib
-        for fn in ("cudaMalloc", "cudaFree", "cudaMemcpy", "cudaMemcpyAsync", "cudaStreamCreate",
-                   "cudaStreamSynchronize", "cudaStreamDestroy", "cudaGetDeviceCount", "cudaRuntimeGetVersion",
-                   "cudaDriverGetVersion"):
+        for fn in (
+            "cudaMalloc",
+            "cudaFree",
+            "cudaMemcpy",
+            "cudaMemcpyAsync",
+            "cudaStreamCreate",
+            "cudaStreamSynchronize",
+            "cudaStreamDestroy",
+            "cudaGetDeviceCount",
+            "cudaRuntimeGetVersion",
+            "cudaDriverGetVersion",
+        ):
             getattr(lib, fn).restype = ctypes.c_int
         lib.cudaGetErrorString.restype = ctypes.c_char_p
         lib.cudaGetErrorString.argtypes = [ctypes.c_int]
         lib.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
         lib.cudaFree.argtypes = [ctypes.c_void_p]
         lib.cudaMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        lib.cudaMemcpyAsync.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
-                                        ctypes.c_void_p]
+        lib.cudaMemcpyAsync.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.c_int,
+            ctypes.c_void_p,
+        ]
         lib.cudaStreamCreate.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         lib.cudaStreamSynchronize.argtypes = [ctypes.c_void_p]
         lib.cudaStreamDestroy.argtypes = [ctypes.c_void_p]
@@ -171,8 +186,12 @@ class CudaRuntime:
         self.check(self.lib.cudaStreamDestroy(ctypes.c_void_p(stream)), "cudaStreamDestroy")
 
     def copy_async(self, dst: int, src: int, nbytes: int, kind: int, stream: int) -> None:
-        self.check(self.lib.cudaMemcpyAsync(ctypes.c_void_p(dst), ctypes.c_void_p(src), ctypes.c_size_t(nbytes),
-                                            kind, ctypes.c_void_p(stream)), "cudaMemcpyAsync")
+        self.check(
+            self.lib.cudaMemcpyAsync(
+                ctypes.c_void_p(dst), ctypes.c_void_p(src), ctypes.c_size_t(nbytes), kind, ctypes.c_void_p(stream)
+            ),
+            "cudaMemcpyAsync",
+        )
 
 
 def unavailable_reason(nvml=None) -> str | None:
@@ -182,8 +201,9 @@ def unavailable_reason(nvml=None) -> str | None:
     try:
         import_trt()
     except ImportError as e:
-        reasons.append(f"tensorrt is not installed ({e}); on a GPU host: pip install tensorrt "
-                       "(11.x) or 'tensorrt-cu12>=10,<11'")
+        reasons.append(
+            f"tensorrt is not installed ({e}); on a GPU host: pip install tensorrt (11.x) or 'tensorrt-cu12>=10,<11'"
+        )
     except Exception as e:  # a broken install (missing libnvinfer)
         reasons.append(f"tensorrt does not import: {type(e).__name__}: {e}")
     gpu = nvml_status(nvml)
@@ -211,6 +231,7 @@ def environment() -> dict:
 
 # ---- building ----------------------------------------------------------------------------
 
+
 def _logger(trt):
     return trt.Logger(trt.Logger.WARNING)
 
@@ -224,8 +245,9 @@ def profile_shapes(input_dims: tuple, rng: list) -> tuple[tuple, tuple, tuple]:
     return tuple(out)
 
 
-def build_plan(onnx_path: Path, profiles: list, *, timing_cache: Path | None = None, workspace_mib: int = 1024,
-               log=lambda m: None) -> bytes:
+def build_plan(
+    onnx_path: Path, profiles: list, *, timing_cache: Path | None = None, workspace_mib: int = 1024, log=lambda m: None
+) -> bytes:
     """Build a serialized engine from an ONNX file with one optimization profile per range."""
     trt = import_trt()
     logger = _logger(trt)
@@ -279,6 +301,7 @@ def cached_plan(onnx_path: Path, profiles: list, cache_dir: Path, log=lambda m: 
 
 # ---- running -----------------------------------------------------------------------------
 
+
 @dataclass
 class _Slot:
     profile: Profile
@@ -309,8 +332,10 @@ class TrtEngine(Engine):
         self._runtime = trt.Runtime(self._logger)
         engine = self._runtime.deserialize_cuda_engine(data)
         if engine is None:
-            raise EngineError(f"deserialize_cuda_engine returned None for {path.name} (built by another TensorRT "
-                              "version or for another GPU?)")
+            raise EngineError(
+                f"deserialize_cuda_engine returned None for {path.name} (built by another TensorRT "
+                "version or for another GPU?)"
+            )
         self._engine = engine
         e = engine
         io = []
@@ -320,13 +345,23 @@ class TrtEngine(Engine):
             import numpy as np
 
             dtype = np.dtype(trt.nptype(e.get_tensor_dtype(name))).name
-            io.append(TensorSpec(name, mode, dtype, tuple(int(d) for d in e.get_tensor_shape(name)),
-                                 location=e.get_tensor_location(name).name, format=e.get_tensor_format(name).name))
+            io.append(
+                TensorSpec(
+                    name,
+                    mode,
+                    dtype,
+                    tuple(int(d) for d in e.get_tensor_shape(name)),
+                    location=e.get_tensor_location(name).name,
+                    format=e.get_tensor_format(name).name,
+                )
+            )
         self._io = io
         self._profiles = []
         for p in range(e.num_optimization_profiles):
-            ranges = {t.name: tuple(tuple(int(d) for d in s) for s in e.get_tensor_profile_shape(t.name, p))
-                      for t in inputs_of(io)}
+            ranges = {
+                t.name: tuple(tuple(int(d) for d in s) for s in e.get_tensor_profile_shape(t.name, p))
+                for t in inputs_of(io)
+            }
             self._profiles.append(Profile(p, ranges))
 
     def io(self) -> list[TensorSpec]:
@@ -343,8 +378,12 @@ class TrtEngine(Engine):
         if dev is None:
             dev = getattr(e, "device_memory_size", 0)
         buffers = sum(n for s in self._slots for _, n in s.buffers.values())
-        return {"context_device_memory_bytes": int(dev), "io_buffer_bytes": int(buffers),
-                "contexts": len(self._slots), "plan_bytes": self.size_bytes}
+        return {
+            "context_device_memory_bytes": int(dev),
+            "io_buffer_bytes": int(buffers),
+            "contexts": len(self._slots),
+            "plan_bytes": self.size_bytes,
+        }
 
     def _create_contexts(self) -> None:
         import numpy as np

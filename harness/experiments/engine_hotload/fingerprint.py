@@ -32,7 +32,7 @@ class Fingerprints:
         names = list(refs)
         keys = set.intersection(*(set(r) for r in refs.values())) if refs else set()
         for key in keys:
-            seps = [_dist(refs[a][key], refs[b][key]) for i, a in enumerate(names) for b in names[i + 1:]]
+            seps = [_dist(refs[a][key], refs[b][key]) for i, a in enumerate(names) for b in names[i + 1 :]]
             self.separation[key] = min(seps) if seps else float("inf")
 
     @classmethod
@@ -43,15 +43,20 @@ class Fingerprints:
         for name, path in versions.items():
             eng = open_engine(path)
             try:
-                refs[name] = {(b.name, v): _first_output(eng.infer(feeds.feeds(eng.io(), b, v)))
-                              for b in buckets for v in range(variants)}
+                refs[name] = {
+                    (b.name, v): _first_output(eng.infer(feeds.feeds(eng.io(), b, v)))
+                    for b in buckets
+                    for v in range(variants)
+                }
             finally:
                 eng.close()
         fp = cls(refs)
         alike = [k for k, s in fp.separation.items() if not s > 1e-5]
         if len(refs) > 1 and alike:
-            raise HarnessError(f"the model versions {', '.join(refs)} answer {len(alike)} requests alike "
-                               f"(e.g. {alike[0]}): a client could not tell which one served")
+            raise HarnessError(
+                f"the model versions {', '.join(refs)} answer {len(alike)} requests alike "
+                f"(e.g. {alike[0]}): a client could not tell which one served"
+            )
         return fp
 
     def which(self, bucket: str, variant: int, out: dict) -> str:

@@ -39,8 +39,9 @@ def measure(spec: dict) -> dict:
     if spec.get("manifest"):
         verifier = Verifier(Path(spec["manifest"]))
     t0 = time.perf_counter()
-    eng = open_engine(spec["backend"], Path(spec["file"]), verifier=verifier, label=spec["mode"],
-                      **spec.get("options", {}))
+    eng = open_engine(
+        spec["backend"], Path(spec["file"]), verifier=verifier, label=spec["mode"], **spec.get("options", {})
+    )
     opened = time.perf_counter()
     io = eng.io()
 
@@ -64,11 +65,19 @@ def measure(spec: dict) -> dict:
                 t = time.perf_counter()
                 eng.infer(f)
                 steady[b.name].append((time.perf_counter() - t) * 1e3)
-        out = {"mode": spec["mode"], "timings": dict(eng.timings), "open_ms": (opened - t0) * 1e3,
-               "prewarm": [{"profile": r.profile, "bucket": r.bucket, "ms": r.ms} for r in warm],
-               "first": firsts, "to_first_result_ms": total_ms, "steady": steady,
-               "engine_bytes": eng.size_bytes, "io": [t.to_json() for t in io],
-               "profiles": [p.to_json() for p in eng.profiles()], "memory": eng.memory()}
+        out = {
+            "mode": spec["mode"],
+            "timings": dict(eng.timings),
+            "open_ms": (opened - t0) * 1e3,
+            "prewarm": [{"profile": r.profile, "bucket": r.bucket, "ms": r.ms} for r in warm],
+            "first": firsts,
+            "to_first_result_ms": total_ms,
+            "steady": steady,
+            "engine_bytes": eng.size_bytes,
+            "io": [t.to_json() for t in io],
+            "profiles": [p.to_json() for p in eng.profiles()],
+            "memory": eng.memory(),
+        }
     finally:
         eng.close()
     return out
@@ -80,8 +89,7 @@ def run_fresh(spec: dict, work: Path, timeout_s: float = 300.0) -> dict:
     what = f"a fresh {spec['backend']} engine ({spec['mode']})"
     work.mkdir(parents=True, exist_ok=True)
     try:
-        return child.run(MODULE, spec, timeout=timeout_s, what=what,
-                         stderr_path=work / f"fresh-{spec['mode']}.stderr")
+        return child.run(MODULE, spec, timeout=timeout_s, what=what, stderr_path=work / f"fresh-{spec['mode']}.stderr")
     except (HarnessError, child.ChildCrashed) as e:
         raise EngineError(f"{what} failed: {e}") from None
 

@@ -36,8 +36,7 @@ def nvml_status(nvml=None) -> dict:
     try:
         mod.nvmlInit()
     except Exception as e:  # NVMLError_LibraryNotFound, NVMLError_DriverNotLoaded, ...
-        return {"present": False, "reason": f"no GPU: NVML did not initialise ({type(e).__name__}: {e})",
-                "devices": []}
+        return {"present": False, "reason": f"no GPU: NVML did not initialise ({type(e).__name__}: {e})", "devices": []}
     try:
         devices = []
         for i in range(mod.nvmlDeviceGetCount()):
@@ -47,9 +46,15 @@ def nvml_status(nvml=None) -> dict:
                 util = mod.nvmlDeviceGetUtilizationRates(h).gpu
             except Exception:
                 util = None
-            devices.append({"index": i, "name": _s(mod.nvmlDeviceGetName(h)),
-                            "memory_total_mib": mem.total / 2**20, "memory_used_mib": mem.used / 2**20,
-                            "util_gpu_pct": util})
+            devices.append(
+                {
+                    "index": i,
+                    "name": _s(mod.nvmlDeviceGetName(h)),
+                    "memory_total_mib": mem.total / 2**20,
+                    "memory_used_mib": mem.used / 2**20,
+                    "util_gpu_pct": util,
+                }
+            )
         try:
             driver = _s(mod.nvmlSystemGetDriverVersion())
         except Exception:

@@ -66,8 +66,11 @@ class Profile:
 def parse_buckets(raw: list) -> list[Bucket]:
     out = []
     for item in raw:
-        if (not isinstance(item, (list, tuple)) or len(item) != 2
-                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in item)):
+        if (
+            not isinstance(item, (list, tuple))
+            or len(item) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in item)
+        ):
             raise ValueError(f"a shape bucket is [batch, sequence] with positive integers, got {item!r}")
         out.append(Bucket(item[0], item[1]))
     if not out:
@@ -88,8 +91,10 @@ def input_shape(spec: TensorSpec, bucket: Bucket) -> tuple:
     for d in spec.shape:
         if d is None or d < 0:
             if not fill:
-                raise ValueError(f"input {spec.name!r} has more than two dynamic dimensions {spec.shape}; "
-                                 "a bucket gives only batch and sequence")
+                raise ValueError(
+                    f"input {spec.name!r} has more than two dynamic dimensions {spec.shape}; "
+                    "a bucket gives only batch and sequence"
+                )
             out.append(fill.pop(0))
         else:
             out.append(int(d))
@@ -101,8 +106,7 @@ def served_shapes(io: list[TensorSpec], bucket: Bucket) -> dict[str, tuple]:
 
 
 def shape_within(shape: tuple, lo: tuple, hi: tuple) -> bool:
-    return (len(shape) == len(lo) == len(hi)
-            and all(a <= s <= b for s, a, b in zip(shape, lo, hi)))
+    return len(shape) == len(lo) == len(hi) and all(a <= s <= b for s, a, b in zip(shape, lo, hi))
 
 
 def profile_covers(profile: Profile, shapes: dict[str, tuple]) -> bool:
@@ -129,8 +133,10 @@ def prewarm_plan(profiles: list[Profile], io: list[TensorSpec], buckets: list[Bu
         shapes = served_shapes(io, b)
         cover = covering_profiles(profiles, shapes)
         if not cover:
-            raise ValueError(f"shape bucket {b.name} {shapes} is outside every optimization profile "
-                             f"({[p.to_json()['ranges'] for p in profiles]})")
+            raise ValueError(
+                f"shape bucket {b.name} {shapes} is outside every optimization profile "
+                f"({[p.to_json()['ranges'] for p in profiles]})"
+            )
     for p in profiles:
         for b in buckets:
             if profile_covers(p, served_shapes(io, b)):
@@ -141,7 +147,9 @@ def prewarm_plan(profiles: list[Profile], io: list[TensorSpec], buckets: list[Bu
 PREWARM_MODES = ("cold", "profile0", "all")  # no prewarm; the source's call; every profile and bucket
 
 
-def source_prewarm_plan(profiles: list[Profile], io: list[TensorSpec], buckets: list[Bucket]) -> list[tuple[int, Bucket]]:
+def source_prewarm_plan(
+    profiles: list[Profile], io: list[TensorSpec], buckets: list[Bucket]
+) -> list[tuple[int, Bucket]]:
     """The source's prewarm: optimization profile 0 selected, one enqueue, at the first
     served bucket profile 0 covers (its only warm-up)."""
     p0 = profiles[0]
@@ -161,8 +169,9 @@ def first_request_order(profiles: list[Profile], io: list[TensorSpec], buckets: 
     return outside + inside + [b for b in buckets if b in warmed]
 
 
-def prewarm_plan_for(mode: str, profiles: list[Profile], io: list[TensorSpec],
-                     buckets: list[Bucket]) -> list[tuple[int, Bucket]]:
+def prewarm_plan_for(
+    mode: str, profiles: list[Profile], io: list[TensorSpec], buckets: list[Bucket]
+) -> list[tuple[int, Bucket]]:
     """The enqueues a prewarm mode makes: none, the source's one, or every (profile, bucket)."""
     if mode == "cold":
         return []

@@ -23,15 +23,20 @@ MIB = 2**20
 
 COMMON = {
     "backend": Param(str, "ort", "ort (ONNX Runtime on the CPU) or trt (TensorRT on a GPU)", ("ort", "trt")),
-    "model": Param((str, type(None)), None, "ONNX file to serve; default: all-MiniLM-L6-v2, exported once",
-                   kind=INPUT_FILE),
+    "model": Param(
+        (str, type(None)), None, "ONNX file to serve; default: all-MiniLM-L6-v2, exported once", kind=INPUT_FILE
+    ),
     "buckets": Param(list, DEFAULT_BUCKETS, "shape buckets the service sends, as [batch, sequence]"),
-    "texts": Param(str, "data/gptcache_mock_data.json", "JSON list of texts or {similar: ...} records",
-                   kind=INPUT_FILE),
+    "texts": Param(
+        str, "data/gptcache_mock_data.json", "JSON list of texts or {similar: ...} records", kind=INPUT_FILE
+    ),
     "intra_op_threads": Param(int, 1, "ONNX Runtime intra-op threads per session (0 = all cores)", min=0),
     "opt_level": Param(str, "all", "ONNX Runtime graph optimization level", ("disabled", "basic", "extended", "all")),
-    "trt_profiles": Param(list, DEFAULT_TRT_PROFILES,
-                          "TensorRT optimization profiles: [[min_b, min_s], [opt_b, opt_s], [max_b, max_s]] each"),
+    "trt_profiles": Param(
+        list,
+        DEFAULT_TRT_PROFILES,
+        "TensorRT optimization profiles: [[min_b, min_s], [opt_b, opt_s], [max_b, max_s]] each",
+    ),
 }
 
 
@@ -42,8 +47,11 @@ def check_common(where: str, p: dict) -> None:
     except ValueError as e:
         raise BadInput(f"{where}.buckets: {e}") from None
     for i, prof in enumerate(p["trt_profiles"]):
-        ok = (isinstance(prof, list) and len(prof) == 3
-              and all(isinstance(x, list) and len(x) == 2 and all(isinstance(v, int) and v >= 1 for v in x) for x in prof))
+        ok = (
+            isinstance(prof, list)
+            and len(prof) == 3
+            and all(isinstance(x, list) and len(x) == 2 and all(isinstance(v, int) and v >= 1 for v in x) for x in prof)
+        )
         if not ok:
             raise BadInput(f"{where}.trt_profiles[{i}]: expected [[min_b, min_s], [opt_b, opt_s], [max_b, max_s]]")
         if not all(prof[0][k] <= prof[1][k] <= prof[2][k] for k in (0, 1)):
@@ -66,7 +74,6 @@ class Served:
         self.buckets = parse_buckets(p["buckets"])
         self.onnx = input_path(p["model"]) if p["model"] else minilm_onnx(log=ctx.log)
         if self.backend == "trt":
-
             self.file = cached_plan(self.onnx, p["trt_profiles"], engine_cache_dir(), log=ctx.log)
         else:
             self.file = self.onnx
@@ -81,15 +88,22 @@ class Served:
     def open(self, path: Path | None = None, label: str = "", verifier=None):
 
         path = path or self.file
-        return open_engine(self.backend, path, verifier=verifier or self.verifier, label=label or path.name,
-                           **self.options())
+        return open_engine(
+            self.backend, path, verifier=verifier or self.verifier, label=label or path.name, **self.options()
+        )
 
     def fresh_spec(self, tokens: Path, mode: str, steady_requests: int = 0, verify: bool = False) -> dict:
         """The spec of one engine run in a fresh process (fresh.py)."""
-        return {"backend": self.backend, "file": str(self.file), "options": self.options(),
-                "manifest": str(self.verifier.manifest_path) if verify else None,
-                "buckets": self.params["buckets"], "tokens": str(tokens), "mode": mode,
-                "steady_requests": steady_requests}
+        return {
+            "backend": self.backend,
+            "file": str(self.file),
+            "options": self.options(),
+            "manifest": str(self.verifier.manifest_path) if verify else None,
+            "buckets": self.params["buckets"],
+            "tokens": str(tokens),
+            "mode": mode,
+            "steady_requests": steady_requests,
+        }
 
 
 def trusted_manifest(file: Path):
@@ -111,12 +125,16 @@ def skip_reason(ctx: CaseContext) -> str | None:
 
 
 def env_details(served: Served, io: list, profiles: list, memory: dict, engine_bytes: int) -> dict:
-    out = {"backend": served.backend, "engine_file": served.file.name, "engine_bytes": engine_bytes,
-           "io": io, "profiles": profiles, "memory": memory}
+    out = {
+        "backend": served.backend,
+        "engine_file": served.file.name,
+        "engine_bytes": engine_bytes,
+        "io": io,
+        "profiles": profiles,
+        "memory": memory,
+    }
     if served.backend == "trt":
-
         out["tensorrt_environment"] = environment()
     else:
-
         out["onnxruntime"] = onnxruntime().__version__  # imported with its telemetry off
     return out

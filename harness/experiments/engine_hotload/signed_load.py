@@ -91,7 +91,8 @@ def fails_independently(manifest: Path, public_key: Path | None, path: Path) -> 
             return True
         try:
             serialization.load_pem_public_key(Path(public_key).read_bytes()).verify(
-                base64.b64decode(sig.read_text().strip(), validate=True), raw)
+                base64.b64decode(sig.read_text().strip(), validate=True), raw
+            )
         except (InvalidSignature, ValueError):
             return True
     entry = json.loads(raw).get("files", {}).get(path.name)
@@ -129,20 +130,31 @@ def _fixtures(served: Served, work: Path, keys: Path) -> dict[str, Path]:
     toctou.parent.mkdir(exist_ok=True)
     shutil.copy(tiny, toctou)
     other_model = tiny_onnx(work / "other-model" / "tiny.onnx", scale=-1.0)  # same IO, other answers
-    return {"manifest": manifest, "unsigned": unsigned, "edited": edited, "tiny": tiny, "tampered": tampered,
-            "unknown": unknown, "pub": work / "signer.pub.pem", "other": work / "other.pub.pem",
-            "toctou": toctou, "other_model": other_model}
+    return {
+        "manifest": manifest,
+        "unsigned": unsigned,
+        "edited": edited,
+        "tiny": tiny,
+        "tampered": tampered,
+        "unknown": unknown,
+        "pub": work / "signer.pub.pem",
+        "other": work / "other.pub.pem",
+        "toctou": toctou,
+        "other_model": other_model,
+    }
 
 
 def attempts_plan(served: Served, f: dict[str, Path]) -> list[tuple[str, str, tuple, Path]]:
     """(case, expected, (manifest, public key), file) of every load attempt."""
-    return [("signed manifest, MiniLM file intact", "loaded", (f["manifest"], f["pub"]), served.file),
-            ("signed manifest, tiny model intact", "loaded", (f["manifest"], f["pub"]), f["tiny"]),
-            ("one bit flipped in the file", "refused", (f["manifest"], f["pub"]), f["tampered"]),
-            ("file not listed in the manifest", "refused", (f["manifest"], f["pub"]), f["unknown"]),
-            ("manifest without signature, key given", "refused", (f["unsigned"], f["pub"]), f["tiny"]),
-            ("manifest signed by another key", "refused", (f["manifest"], f["other"]), f["tiny"]),
-            ("manifest edited to match the tampered file", "refused", (f["edited"], f["pub"]), f["tampered"])]
+    return [
+        ("signed manifest, MiniLM file intact", "loaded", (f["manifest"], f["pub"]), served.file),
+        ("signed manifest, tiny model intact", "loaded", (f["manifest"], f["pub"]), f["tiny"]),
+        ("one bit flipped in the file", "refused", (f["manifest"], f["pub"]), f["tampered"]),
+        ("file not listed in the manifest", "refused", (f["manifest"], f["pub"]), f["unknown"]),
+        ("manifest without signature, key given", "refused", (f["unsigned"], f["pub"]), f["tiny"]),
+        ("manifest signed by another key", "refused", (f["manifest"], f["other"]), f["tiny"]),
+        ("manifest edited to match the tampered file", "refused", (f["edited"], f["pub"]), f["tampered"]),
+    ]
 
 
 def _probe_feeds():
@@ -185,11 +197,14 @@ def load_attempt(what: str, expected: str, verifier_args: tuple | None, path: Pa
         outcome, msg = "loaded", f"loaded {path.name}"
         if toctou is not None:
             checked = getattr(verifier, "checked_sha256", None)
-            changed_after_check = (checked is not None and _Counter.disk_sha256 is not None
-                                   and _Counter.disk_sha256 != checked)
+            changed_after_check = (
+                checked is not None and _Counter.disk_sha256 is not None and _Counter.disk_sha256 != checked
+            )
             eng.create_contexts()
             got = _first(eng.infer(_probe_feeds()))
-            if np.allclose(got, toctou["answers"]["replacement"]) and not np.allclose(got, toctou["answers"]["checked"]):
+            if np.allclose(got, toctou["answers"]["replacement"]) and not np.allclose(
+                got, toctou["answers"]["checked"]
+            ):
                 outcome, msg = "loaded the changed file", f"{path.name} answers as the file written after its check"
             elif not np.allclose(got, toctou["answers"]["checked"]):
                 outcome, msg = "load error", f"{path.name} answers as neither the checked nor the changed file"
@@ -199,11 +214,19 @@ def load_attempt(what: str, expected: str, verifier_args: tuple | None, path: Pa
         outcome, msg = "load error", f"{type(e).__name__}: {e}"[:300]
     finally:
         eng.close()
-    return {"case": what, "verification": "on" if verifier_args else "off (control)", "expected": expected,
-            "outcome": outcome, "message": msg, "deserialized": _Counter.count - before, "timings": dict(eng.timings),
-            "changed_after_check": changed_after_check,
-            "confirmed_bad": bool(verifier_args) and expected == "refused" and fails_independently(
-                verifier_args[0], verifier_args[1] if len(verifier_args) > 1 else None, path)}
+    return {
+        "case": what,
+        "verification": "on" if verifier_args else "off (control)",
+        "expected": expected,
+        "outcome": outcome,
+        "message": msg,
+        "deserialized": _Counter.count - before,
+        "timings": dict(eng.timings),
+        "changed_after_check": changed_after_check,
+        "confirmed_bad": bool(verifier_args)
+        and expected == "refused"
+        and fails_independently(verifier_args[0], verifier_args[1] if len(verifier_args) > 1 else None, path),
+    }
 
 
 def summarize(attempts: list[dict]) -> dict[str, float]:
@@ -248,8 +271,11 @@ def _runtime_recheck(served, f: dict, work: Path) -> tuple[bool, bool, float]:
 
 def signed_load(ctx: CaseContext) -> Record:
     if ctx.params["backend"] != "ort":
-        return Record("skipped", "the signature check is backend-independent (it runs on the file's bytes "
-                                      "before deserialization); it is measured with backend ort")
+        return Record(
+            "skipped",
+            "the signature check is backend-independent (it runs on the file's bytes "
+            "before deserialization); it is measured with backend ort",
+        )
 
     served = Served(ctx)
     work = ctx.raw_dir / "signing"
@@ -261,38 +287,65 @@ def signed_load(ctx: CaseContext) -> Record:
         attempts.append(load_attempt(what, expected, None, path))  # the control, interleaved
         ctx.log(f"{what}: {attempts[-2]['outcome']} (verification off: {attempts[-1]['outcome']})")
     # time of check against time of use: an intact file replaced by another model after its check passed
-    toctou = {"replacement": f["other_model"].read_bytes(),
-              "answers": {"checked": answer_of(f["tiny"]), "replacement": answer_of(f["other_model"])}}
-    attempts.append(load_attempt("file replaced by another model after its check passed", "loaded",
-                                 (f["manifest"], f["pub"]), f["toctou"], toctou))
-    ctx.log(f"file replaced after its check: {attempts[-1]['outcome']} "
-            f"(changed on disk at the deserializer: {attempts[-1]['changed_after_check']})")
+    toctou = {
+        "replacement": f["other_model"].read_bytes(),
+        "answers": {"checked": answer_of(f["tiny"]), "replacement": answer_of(f["other_model"])},
+    }
+    attempts.append(
+        load_attempt(
+            "file replaced by another model after its check passed",
+            "loaded",
+            (f["manifest"], f["pub"]),
+            f["toctou"],
+            toctou,
+        )
+    )
+    ctx.log(
+        f"file replaced after its check: {attempts[-1]['outcome']} "
+        f"(changed on disk at the deserializer: {attempts[-1]['changed_after_check']})"
+    )
     detects, false_alarm, recheck_ms = _runtime_recheck(served, f, work)
     (ctx.raw_path("attempts.json")).write_text(json.dumps(attempts, indent=2))
     counts = summarize(attempts)
     big = attempts[0]["timings"]
     m = {k: Metric(v, "files", "lower" if "wrong" in k or "deserialized" in k else None) for k, v in counts.items()}
-    m["load_attempts"] = Metric(counts["load_attempts"], "files", None,
-                                "load attempts with verification on (what wrong_verdicts is out of)")
-    m["bad_files_confirmed"] = Metric(counts["bad_files_confirmed"], "files", None,
-                                      "files that must be refused and really fail their signed manifest, confirmed "
-                                      "by a second check apart from signing.py (hashlib, cryptography)")
-    m["toctou.changed_after_check"] = Metric(counts["toctou.changed_after_check"], "files", None,
-                                             "loads whose file on disk, hashed when the deserializer was called, "
-                                             "was no longer the one whose check had passed")
+    m["load_attempts"] = Metric(
+        counts["load_attempts"], "files", None, "load attempts with verification on (what wrong_verdicts is out of)"
+    )
+    m["bad_files_confirmed"] = Metric(
+        counts["bad_files_confirmed"],
+        "files",
+        None,
+        "files that must be refused and really fail their signed manifest, confirmed "
+        "by a second check apart from signing.py (hashlib, cryptography)",
+    )
+    m["toctou.changed_after_check"] = Metric(
+        counts["toctou.changed_after_check"],
+        "files",
+        None,
+        "loads whose file on disk, hashed when the deserializer was called, "
+        "was no longer the one whose check had passed",
+    )
     m["refused"] = Metric(counts["refused"], "files", "higher")
-    m["deserialized_refused"] = Metric(counts["deserialized_refused"], "files", "lower",
-                                       "refused files that reached the deserializer (must be 0)")
-    m["deserialized_intact"] = Metric(counts["deserialized_intact"], "files", None,
-                                      "intact signed files seen reaching the deserializer (the counter's instrument: "
-                                      "it must see these)")
+    m["deserialized_refused"] = Metric(
+        counts["deserialized_refused"], "files", "lower", "refused files that reached the deserializer (must be 0)"
+    )
+    m["deserialized_intact"] = Metric(
+        counts["deserialized_intact"],
+        "files",
+        None,
+        "intact signed files seen reaching the deserializer (the counter's instrument: it must see these)",
+    )
     m["verify_ms"] = Metric(big.get("verify_ms", 0.0), "ms", "lower", "SHA-256 of the MiniLM ONNX file (~91 MB)")
-    m["verify_over_deserialize"] = Metric(big.get("verify_ms", 0.0) / max(big.get("deserialize_ms", 1e-9), 1e-9),
-                                          "x", "lower")
+    m["verify_over_deserialize"] = Metric(
+        big.get("verify_ms", 0.0) / max(big.get("deserialize_ms", 1e-9), 1e-9), "x", "lower"
+    )
     m["runtime_recheck_ms"] = Metric(recheck_ms, "ms", "lower")
     m["runtime_recheck_detects_change"] = Metric(1.0 if detects else 0.0, "bool", "higher")
-    m["control.runtime_recheck_detects_change"] = Metric(1.0 if false_alarm else 0.0, "bool", None,
-                                                         "the same recheck of an unchanged copy (must be 0)")
-    series = {LOAD_ATTEMPTS.name: LOAD_ATTEMPTS.make({c.name: [a[c.name] for a in attempts]
-                                                     for c in LOAD_ATTEMPTS.columns})}
+    m["control.runtime_recheck_detects_change"] = Metric(
+        1.0 if false_alarm else 0.0, "bool", None, "the same recheck of an unchanged copy (must be 0)"
+    )
+    series = {
+        LOAD_ATTEMPTS.name: LOAD_ATTEMPTS.make({c.name: [a[c.name] for a in attempts] for c in LOAD_ATTEMPTS.columns})
+    }
     return Record("ok", metrics=m, series=series)

@@ -60,11 +60,13 @@ def generate_keypair(private_path: Path, public_path: Path) -> None:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     key = Ed25519PrivateKey.generate()
-    Path(private_path).write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                     serialization.NoEncryption()))
+    Path(private_path).write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     Path(private_path).chmod(0o600)
-    Path(public_path).write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                                serialization.PublicFormat.SubjectPublicKeyInfo))
+    Path(public_path).write_bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
 
 
 def signature_path(manifest_path: Path) -> Path:
@@ -109,37 +111,49 @@ class Verifier:
         try:
             raw = self.manifest_path.read_bytes()
         except FileNotFoundError:
-            raise BadInput(f"manifest {manifest_path} does not exist; write one with "
-                           "harness.experiments.engine_hotload.signing.write_manifest") from None
+            raise BadInput(
+                f"manifest {manifest_path} does not exist; write one with "
+                "harness.experiments.engine_hotload.signing.write_manifest"
+            ) from None
         self.signed = False
         if public_key_path is not None:
             key = _load_public_key(Path(public_key_path))
             sig_file = signature_path(self.manifest_path)
             if not sig_file.exists():
-                raise ModelRefused(f"refused: manifest {self.manifest_path.name} is unsigned (no {sig_file.name}) "
-                                   f"and a public key was given; sign it or drop the key")
+                raise ModelRefused(
+                    f"refused: manifest {self.manifest_path.name} is unsigned (no {sig_file.name}) "
+                    f"and a public key was given; sign it or drop the key"
+                )
             try:
                 sig = base64.b64decode(sig_file.read_text().strip(), validate=True)
                 key.verify(sig, raw)
             except (InvalidSignature, ValueError):
-                raise ModelRefused(f"refused: the signature {sig_file.name} does not match manifest "
-                                   f"{self.manifest_path.name} under key {Path(public_key_path).name} "
-                                   "(manifest changed after signing, or signed with another key)") from None
+                raise ModelRefused(
+                    f"refused: the signature {sig_file.name} does not match manifest "
+                    f"{self.manifest_path.name} under key {Path(public_key_path).name} "
+                    "(manifest changed after signing, or signed with another key)"
+                ) from None
             self.signed = True
         try:
             doc = loads_json(raw.decode())
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ModelRefused(f"refused: manifest {self.manifest_path} is not valid JSON ({e})") from None
-        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or doc.get("algorithm") != "sha256" \
-                or not isinstance(doc.get("files"), dict):
+        if (
+            not isinstance(doc, dict)
+            or doc.get("schema") != SCHEMA
+            or doc.get("algorithm") != "sha256"
+            or not isinstance(doc.get("files"), dict)
+        ):
             raise ModelRefused(f"refused: {self.manifest_path} is not a {SCHEMA} manifest with sha256 entries")
         self.files: dict[str, dict] = doc["files"]
 
     def expected(self, path: Path) -> dict:
         entry = self.files.get(Path(path).name)
         if entry is None:
-            raise ModelRefused(f"refused: {Path(path).name} is not listed in manifest {self.manifest_path.name} "
-                               f"(an unknown file is never loaded; listed: {', '.join(sorted(self.files)) or 'none'})")
+            raise ModelRefused(
+                f"refused: {Path(path).name} is not listed in manifest {self.manifest_path.name} "
+                f"(an unknown file is never loaded; listed: {', '.join(sorted(self.files)) or 'none'})"
+            )
         return entry
 
     def check(self, path: Path, data: bytes) -> str:
@@ -147,9 +161,11 @@ class Verifier:
         entry = self.expected(path)
         digest = sha256_bytes(data)
         if len(data) != entry.get("size", len(data)) or digest != entry.get("sha256"):
-            raise ModelRefused(f"refused: SHA-256 of {Path(path).name} is {digest[:16]}... ({len(data)} bytes), "
-                               f"manifest {self.manifest_path.name} says {str(entry.get('sha256'))[:16]}... "
-                               f"({entry.get('size')} bytes): the file was tampered with or replaced; not loaded")
+            raise ModelRefused(
+                f"refused: SHA-256 of {Path(path).name} is {digest[:16]}... ({len(data)} bytes), "
+                f"manifest {self.manifest_path.name} says {str(entry.get('sha256'))[:16]}... "
+                f"({entry.get('size')} bytes): the file was tampered with or replaced; not loaded"
+            )
         return digest
 
     def recheck(self, path: Path) -> bool:

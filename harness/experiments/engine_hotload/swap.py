@@ -51,16 +51,19 @@ def _fixed_dims_differ(a: tuple, b: tuple) -> bool:
     return any(x >= 0 and y >= 0 and x != y for x, y in zip(a, b))
 
 
-def io_problems(old_io: list[TensorSpec], new_io: list[TensorSpec], new_profiles: list[Profile],
-                buckets: list[Bucket]) -> list[str]:
+def io_problems(
+    old_io: list[TensorSpec], new_io: list[TensorSpec], new_profiles: list[Profile], buckets: list[Bucket]
+) -> list[str]:
     """Every reason the new engine cannot replace the old one, each naming its tensor."""
     problems = []
     old = {t.name: t for t in old_io}
     new = {t.name: t for t in new_io}
     for name in old:
         if name not in new:
-            problems.append(f"tensor {name!r} ({old[name].mode}) is missing from the new engine "
-                            f"(its {old[name].mode}s: {', '.join(t.name for t in new_io if t.mode == old[name].mode) or 'none'})")
+            problems.append(
+                f"tensor {name!r} ({old[name].mode}) is missing from the new engine "
+                f"(its {old[name].mode}s: {', '.join(t.name for t in new_io if t.mode == old[name].mode) or 'none'})"
+            )
     for name in new:
         if name not in old:
             problems.append(f"tensor {name!r} ({new[name].mode}) of the new engine does not exist in the served engine")
@@ -71,16 +74,20 @@ def io_problems(old_io: list[TensorSpec], new_io: list[TensorSpec], new_profiles
             if va is not None and vb is not None and va != vb:
                 problems.append(f"tensor {name!r}: {attr} {vb} in the new engine, {va} in the served one")
         if _fixed_dims_differ(a.shape, b.shape):
-            problems.append(f"tensor {name!r}: shape {list(b.shape)} in the new engine, {list(a.shape)} in the "
-                            "served one (-1 = dynamic; fixed dimensions must match)")
+            problems.append(
+                f"tensor {name!r}: shape {list(b.shape)} in the new engine, {list(a.shape)} in the "
+                "served one (-1 = dynamic; fixed dimensions must match)"
+            )
     if problems:
         return problems
     for bucket in buckets:
         shapes = served_shapes(old_io, bucket)  # what the service sends today
         if not covering_profiles(new_profiles, shapes):
             worst = _first_uncovered(new_profiles, shapes)
-            problems.append(f"tensor {worst!r}: served shape {list(shapes[worst])} (bucket {bucket.name}) is outside "
-                            f"every optimization profile of the new engine")
+            problems.append(
+                f"tensor {worst!r}: served shape {list(shapes[worst])} (bucket {bucket.name}) is outside "
+                f"every optimization profile of the new engine"
+            )
     return problems
 
 
@@ -121,11 +128,16 @@ class SwapReport:
     prewarm: list = field(default_factory=list)
 
     def durations_ms(self) -> dict:
-        return {"load_ms": (self.loaded - self.started) * 1e3, "check_ms": (self.checked - self.loaded) * 1e3,
-                "prewarm_ms": (self.warmed - self.checked) * 1e3, "switch_wait_ms": self.switch_wait_s * 1e3,
-                "switch_ms": self.switch_s * 1e3,
-                "drain_ms": (self.drained - self.switched) * 1e3, "release_ms": (self.released - self.drained) * 1e3,
-                "to_serving_ms": (self.switched - self.started) * 1e3}
+        return {
+            "load_ms": (self.loaded - self.started) * 1e3,
+            "check_ms": (self.checked - self.loaded) * 1e3,
+            "prewarm_ms": (self.warmed - self.checked) * 1e3,
+            "switch_wait_ms": self.switch_wait_s * 1e3,
+            "switch_ms": self.switch_s * 1e3,
+            "drain_ms": (self.drained - self.switched) * 1e3,
+            "release_ms": (self.released - self.drained) * 1e3,
+            "to_serving_ms": (self.switched - self.started) * 1e3,
+        }
 
 
 class EngineSlot:
@@ -154,10 +166,18 @@ class EngineSlot:
                 if self._inflight[id(eng)] == 0:
                     self._cond.notify_all()
 
-    def swap(self, load_new: Callable[[], Engine], buckets: list[Bucket], feeds_for: FeedsFor,
-             drain_timeout_s: float = 60.0, check: bool = True, drain: str = "wait",
-             aside: bool = True, switch_when: Callable[[], bool] | None = None,
-             switch_wait_s: float = 5.0) -> SwapReport:
+    def swap(
+        self,
+        load_new: Callable[[], Engine],
+        buckets: list[Bucket],
+        feeds_for: FeedsFor,
+        drain_timeout_s: float = 60.0,
+        check: bool = True,
+        drain: str = "wait",
+        aside: bool = True,
+        switch_when: Callable[[], bool] | None = None,
+        switch_wait_s: float = 5.0,
+    ) -> SwapReport:
         """Load, check and warm a new engine aside, switch, drain and close the old one.
         On any failure before the switch the new engine is closed and the old one serves on.
         check=False skips the compatibility check (the refused-swap case's control only);
@@ -171,7 +191,7 @@ class EngineSlot:
             raise ValueError(f"drain {drain!r} is not one of {', '.join(DRAINS)}")
         with self.swapping:
             rep = SwapReport(time.perf_counter())
-            with (contextlib.nullcontext() if aside else self._cond):
+            with contextlib.nullcontext() if aside else self._cond:
                 new = self._prepare(load_new, rep, buckets, feeds_for, check)
             old = self._switch(new, rep, drain_timeout_s if drain == "broken" else None, switch_when, switch_wait_s)
             if drain == "wait":
@@ -185,8 +205,9 @@ class EngineSlot:
             rep.released = time.perf_counter()
             return rep
 
-    def _prepare(self, load_new: Callable[[], Engine], rep: SwapReport, buckets: list[Bucket],
-                 feeds_for: FeedsFor, check: bool) -> Engine:
+    def _prepare(
+        self, load_new: Callable[[], Engine], rep: SwapReport, buckets: list[Bucket], feeds_for: FeedsFor, check: bool
+    ) -> Engine:
         """Load, check and warm the new engine (aside: requests keep running on the old one);
         on any failure the new engine is closed and the error raised."""
         new = load_new()
@@ -202,8 +223,14 @@ class EngineSlot:
             raise
         return new
 
-    def _switch(self, new: Engine, rep: SwapReport, until_in_flight_s: float | None = None,
-                switch_when: Callable[[], bool] | None = None, switch_wait_s: float = 0.0) -> Engine:
+    def _switch(
+        self,
+        new: Engine,
+        rep: SwapReport,
+        until_in_flight_s: float | None = None,
+        switch_when: Callable[[], bool] | None = None,
+        switch_wait_s: float = 0.0,
+    ) -> Engine:
         """Point the slot at `new` (under the lock, for microseconds); returns the old engine.
         until_in_flight_s: first wait up to that long for a call in flight on the old engine
         and switch while it runs (the broken drain's switch, so that it closes under a call);

@@ -33,7 +33,6 @@ class TextFeeds:
         if tokenizer is None:
             from transformers import AutoTokenizer
 
-
             tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()))
         self.texts, self.tok = texts, tokenizer
         self._cache: dict = {}
@@ -47,8 +46,7 @@ class TextFeeds:
             if key not in self._cache:
                 start = (variant * bucket.batch) % len(self.texts)
                 batch = [self.texts[(start + i) % len(self.texts)] for i in range(bucket.batch)]
-                enc = self.tok(batch, padding="max_length", truncation=True, max_length=bucket.seq,
-                               return_tensors="np")
+                enc = self.tok(batch, padding="max_length", truncation=True, max_length=bucket.seq, return_tensors="np")
                 self._cache[key] = {k: np.asarray(v) for k, v in enc.items()}
             return self._cache[key]
 
@@ -91,7 +89,7 @@ def feeds_for_shapes(io: list[TensorSpec], bucket: Bucket, tok: dict) -> dict:
 def feeds_from_tokens(io: list[TensorSpec], bucket: Bucket, tokens: dict, variant: int = 0) -> dict:
     """feeds_for_shapes over a flat {"<bucket>.<variant>.<name>": array} map (save_tokens')."""
     prefix = f"{bucket.name}.{variant % VARIANTS}."
-    tok = {k[len(prefix):]: v for k, v in tokens.items() if k.startswith(prefix)}
+    tok = {k[len(prefix) :]: v for k, v in tokens.items() if k.startswith(prefix)}
     return feeds_for_shapes(io, bucket, tok)
 
 
@@ -99,9 +97,13 @@ def summary(latencies_ms: list[float]) -> dict:
     """n, p50, p99, mean and max of a latency list (percentiles by linear interpolation)."""
     if not latencies_ms:
         return {"n": 0}
-    return {"n": len(latencies_ms), "p50": stats.percentile(latencies_ms, 50),
-            "p99": stats.percentile(latencies_ms, 99), "mean": sum(latencies_ms) / len(latencies_ms),
-            "max": max(latencies_ms)}
+    return {
+        "n": len(latencies_ms),
+        "p50": stats.percentile(latencies_ms, 50),
+        "p99": stats.percentile(latencies_ms, 99),
+        "mean": sum(latencies_ms) / len(latencies_ms),
+        "max": max(latencies_ms),
+    }
 
 
 @dataclass
@@ -142,8 +144,9 @@ class RequestStream:
                 version, by = version if isinstance(version, tuple) else (version, "")
                 rec = Request(t - self.t0, (time.perf_counter() - t) * 1e3, True, k, b.name, version, "", by)
             except Exception as e:  # a failed request is data, not a crash
-                rec = Request(t - self.t0, (time.perf_counter() - t) * 1e3, False, k, b.name, -1,
-                              f"{type(e).__name__}: {e}"[:300])
+                rec = Request(
+                    t - self.t0, (time.perf_counter() - t) * 1e3, False, k, b.name, -1, f"{type(e).__name__}: {e}"[:300]
+                )
             with self._lock:
                 self.records.append(rec)
             i += 1
@@ -176,12 +179,20 @@ def windows(records: list[Request], width_s: float) -> list[dict]:
     for k in sorted(by):
         rs = by[k]
         lat = [r.ms for r in rs]
-        out.append({"t": k * width_s, "n": len(rs), "p50": stats.percentile(lat, 50), "max": max(lat),
-                    "failed": sum(not r.ok for r in rs)})
+        out.append(
+            {
+                "t": k * width_s,
+                "n": len(rs),
+                "p50": stats.percentile(lat, 50),
+                "max": max(lat),
+                "failed": sum(not r.ok for r in rs),
+            }
+        )
     return out
 
 
 # ---- service as the clients saw it (request timestamps only) ------------------------------
+
 
 def answer_gaps(records: list[Request]) -> list[tuple[float, float]]:
     """(from, to) between consecutive successful answers, in the order the clients got them:

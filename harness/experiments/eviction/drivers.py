@@ -46,18 +46,24 @@ HYBRID_DEFINITION = (
     "hybrid = LRU-K eviction with LFU admission: the victim is LRU-K's (objects with fewer than K "
     "accesses since insertion first, oldest insertion first; otherwise the oldest K-th most recent "
     "access); every key's access count over the trace so far is kept, also after eviction, and on a "
-    "miss in a full cache the new object is admitted only if its count exceeds the victim's.")
-HEAD_DEFINITION = ("head = the ceil(head_fraction x distinct) most frequent tokens of the whole trace "
-                   "(ties by smaller token id); long-tail retention = hit rate on requests for tokens "
-                   "outside the head")
+    "miss in a full cache the new object is admitted only if its count exceeds the victim's."
+)
+HEAD_DEFINITION = (
+    "head = the ceil(head_fraction x distinct) most frequent tokens of the whole trace "
+    "(ties by smaller token id); long-tail retention = hit rate on requests for tokens "
+    "outside the head"
+)
 
 TRACE_PARAMS = {
     "trace": Param(str, "real", "real: the tokenized text; zipf: synthetic Zipf draws", ("real", "zipf")),
     "n_requests": Param(int, 200000, "requests (tokens) in the trace", min=100),
     "seed": Param(int, 1, "seed of the text order / Zipf draws; repetition r uses seed + r - 1"),
-    "head_fraction": Param(float, 0.01, "the head: this fraction of the distinct tokens, most frequent first",
-                           min=1e-6, max=0.999999),
-    "text_file": Param(str, "data/gptcache_mock_data.json", "JSON list of {origin, similar} texts (relative to the repo)"),
+    "head_fraction": Param(
+        float, 0.01, "the head: this fraction of the distinct tokens, most frequent first", min=1e-6, max=0.999999
+    ),
+    "text_file": Param(
+        str, "data/gptcache_mock_data.json", "JSON list of {origin, similar} texts (relative to the repo)"
+    ),
     "tokenizer": Param(str, "minilm", "the real tokenizer: all-MiniLM-L6-v2's WordPiece", traces.TOKENIZERS),
     "zipf_alpha": Param(float, 1.0, "Zipf exponent of the synthetic trace", min=0),
     "zipf_keys": Param(int, 10000, "distinct keys of the synthetic trace", min=2),
@@ -65,13 +71,21 @@ TRACE_PARAMS = {
 
 
 TRACE_CASE_PARAMS = {
-    "head_sweep": Param(list, [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2],
-                        "head sizes (fractions of the distinct tokens) whose share is reported besides head_fraction's",
-                        min=1e-6, max=0.999999),
-    "zipf_control_alpha": Param(float, 1.0, "the instrument: exponent of the Zipf trace whose head share is known",
-                                min=0.1, max=3),
-    "skew": Param(bool, True, "false: the measured trace is replaced by uniform draws over its tokens (the "
-                              "mechanism removed; for tests)"),
+    "head_sweep": Param(
+        list,
+        [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2],
+        "head sizes (fractions of the distinct tokens) whose share is reported besides head_fraction's",
+        min=1e-6,
+        max=0.999999,
+    ),
+    "zipf_control_alpha": Param(
+        float, 1.0, "the instrument: exponent of the Zipf trace whose head share is known", min=0.1, max=3
+    ),
+    "skew": Param(
+        bool,
+        True,
+        "false: the measured trace is replaced by uniform draws over its tokens (the mechanism removed; for tests)",
+    ),
 }
 
 
@@ -114,6 +128,7 @@ def percent(x: float, note: str = "") -> Metric:
 
 # ---- eviction-trace ------------------------------------------------------------------
 
+
 def uniform_control(trace: traces.Trace, seed: int) -> np.ndarray:
     """The mechanism-off trace of C19: as many requests, drawn uniformly over the same distinct
     tokens (no long tail), so the same head definition must give a share near its size."""
@@ -136,9 +151,11 @@ def zipf_instrument(n_requests: int, n_keys: int, alpha: float, head_fraction: f
 def _write_token_counts(ctx: CaseContext, trace: traces.Trace, st: dict, name) -> None:
     uniq, cnt = np.unique(trace.ids, return_counts=True)
     order = np.lexsort((uniq, -cnt))
-    write_csv(ctx.raw_path("token_counts.csv"), ["rank", "token_id", "token", "count", "in_head"],
-              ([r, int(uniq[i]), name(uniq[i]), int(cnt[i]), int(r <= st["head_size"])]
-               for r, i in enumerate(order, 1)))
+    write_csv(
+        ctx.raw_path("token_counts.csv"),
+        ["rank", "token_id", "token", "count", "in_head"],
+        ([r, int(uniq[i]), name(uniq[i]), int(cnt[i]), int(r <= st["head_size"])] for r, i in enumerate(order, 1)),
+    )
     ctx.raw_path("trace_stats.json").write_text(json.dumps({**st, "meta": trace.meta}, indent=1))
 
 
@@ -146,41 +163,66 @@ def _head_metrics(p: dict, trace: traces.Trace, pre: str) -> tuple[dict, Series]
     """The head share at the judged head size, the head-size sweep, the instrument and the
     mechanism-off control."""
     uniform = uniform_control(trace, trace.seed)
-    measured, expected = zipf_instrument(len(trace), trace.n_distinct, p["zipf_control_alpha"], p["head_fraction"],
-                                         trace.seed)
+    measured, expected = zipf_instrument(
+        len(trace), trace.n_distinct, p["zipf_control_alpha"], p["head_fraction"], trace.seed
+    )
     alpha = p["zipf_control_alpha"]
     m = {
         f"{pre}.uniform_head_share_pct": Metric(
-            100.0 * traces.head_share(uniform, traces.head_ids(uniform, p["head_fraction"])), "%", None,
-            "mechanism off: the same head definition on a uniform trace over the same tokens (no long tail)"),
+            100.0 * traces.head_share(uniform, traces.head_ids(uniform, p["head_fraction"])),
+            "%",
+            None,
+            "mechanism off: the same head definition on a uniform trace over the same tokens (no long tail)",
+        ),
         f"{pre}.zipf_control.head_share_pct": Metric(
-            measured, "%", None, f"the instrument: the same head definition on a Zipf({alpha:g}) trace over as many "
-                                 "keys and requests (measured)"),
+            measured,
+            "%",
+            None,
+            f"the instrument: the same head definition on a Zipf({alpha:g}) trace over as many "
+            "keys and requests (measured)",
+        ),
         f"{pre}.zipf_control.expected_head_share_pct": Metric(
-            expected, "%", None, f"computed, not measured: the Zipf({alpha:g}) law's share of its most probable "
-                                 f"{100 * p['head_fraction']:g}% of keys"),
+            expected,
+            "%",
+            None,
+            f"computed, not measured: the Zipf({alpha:g}) law's share of its most probable "
+            f"{100 * p['head_fraction']:g}% of keys",
+        ),
     }
     cols: dict[str, list] = {"head_fraction": [], "head_size": [], "share_pct": [], "uniform_share_pct": []}
     for f in sorted(set(p["head_sweep"]) | {p["head_fraction"]}):
         h = traces.head_ids(trace.ids, f)
         share = 100.0 * traces.head_share(trace.ids, h)
-        m[f"{pre}.head{100 * f:g}_share_pct"] = Metric(share, "%", None, f"share of requests to the top "
-                                                                          f"{100 * f:g}% of distinct tokens")
-        for col, v in (("head_fraction", f), ("head_size", len(h)), ("share_pct", share),
-                       ("uniform_share_pct", 100.0 * traces.head_share(uniform, traces.head_ids(uniform, f)))):
+        m[f"{pre}.head{100 * f:g}_share_pct"] = Metric(
+            share, "%", None, f"share of requests to the top {100 * f:g}% of distinct tokens"
+        )
+        for col, v in (
+            ("head_fraction", f),
+            ("head_size", len(h)),
+            ("share_pct", share),
+            ("uniform_share_pct", 100.0 * traces.head_share(uniform, traces.head_ids(uniform, f))),
+        ):
             cols[col].append(v)
     sweep = HEAD_SWEEP.make(cols)
     return m, sweep
 
 
-@register("eviction-trace", params=dict(TRACE_PARAMS, **TRACE_CASE_PARAMS), check=_check_trace,
-          description="token trace statistics: fitted Zipf exponent, head size and head share (C19)")
+@register(
+    "eviction-trace",
+    params=dict(TRACE_PARAMS, **TRACE_CASE_PARAMS),
+    check=_check_trace,
+    description="token trace statistics: fitted Zipf exponent, head size and head share (C19)",
+)
 def run_trace(ctx: CaseContext) -> Record:
     p = ctx.params
     trace = build_trace(p, ctx.repetition)
     if not p["skew"]:  # the mechanism removed: uniform draws over the same tokens stand for the trace
-        trace = traces.Trace(trace.name, uniform_control(trace, trace.seed + 7919), trace.seed,
-                             {**trace.meta, "skew": "removed: uniform draws over the same tokens"})
+        trace = traces.Trace(
+            trace.name,
+            uniform_control(trace, trace.seed + 7919),
+            trace.seed,
+            {**trace.meta, "skew": "removed: uniform draws over the same tokens"},
+        )
     ctx.log(f"{trace.name} trace: {len(trace)} requests, seed {trace.seed}")
     st = traces.trace_stats(trace, p["head_fraction"])
     counts = traces.rank_counts(trace.ids)
@@ -201,8 +243,12 @@ def run_trace(ctx: CaseContext) -> Record:
         f"{pre}.zipf_exponent_lsq": Metric(st["zipf_lsq"], "", None, "least-squares log-log slope (for comparison)"),
         f"{pre}.distinct_tokens": Metric(st["distinct"], "tokens"),
         f"{pre}.head_size": Metric(st["head_size"], "tokens"),
-        f"{pre}.head_share_pct": Metric(100.0 * st["head_share"], "%", None,
-                                        f"share of requests to the top {100 * p['head_fraction']:g}% of distinct tokens (C19)"),
+        f"{pre}.head_share_pct": Metric(
+            100.0 * st["head_share"],
+            "%",
+            None,
+            f"share of requests to the top {100 * p['head_fraction']:g}% of distinct tokens (C19)",
+        ),
     }
     head, sweep = _head_metrics(p, trace, pre)
     metrics.update(head)
@@ -211,17 +257,27 @@ def run_trace(ctx: CaseContext) -> Record:
         metrics[f"{pre}.corpus_passes"] = Metric(passes, "passes", None, "trace requests / tokens in the corpus")
     top = order[:20]
     series = {
-        TOP_TOKENS.name: TOP_TOKENS.make({"rank": list(range(1, len(top) + 1)), "token": [name(uniq[i]) for i in top],
-                                          "count": [int(cnt[i]) for i in top],
-                                          "share_pct": [100.0 * cnt[i] / len(trace) for i in top]},
-                                         note=HEAD_DEFINITION),
-        RANK_FREQUENCY.name: RANK_FREQUENCY.make({"rank": [int(r) for r in ranks],
-                                                  "requests": [int(counts[r - 1]) for r in ranks],
-                                                  "zipf_fit": [float(v) for v in fitted]}),
+        TOP_TOKENS.name: TOP_TOKENS.make(
+            {
+                "rank": list(range(1, len(top) + 1)),
+                "token": [name(uniq[i]) for i in top],
+                "count": [int(cnt[i]) for i in top],
+                "share_pct": [100.0 * cnt[i] / len(trace) for i in top],
+            },
+            note=HEAD_DEFINITION,
+        ),
+        RANK_FREQUENCY.name: RANK_FREQUENCY.make(
+            {
+                "rank": [int(r) for r in ranks],
+                "requests": [int(counts[r - 1]) for r in ranks],
+                "zipf_fit": [float(v) for v in fitted],
+            }
+        ),
         HEAD_SWEEP.name: sweep,
     }
-    return Record("ok", metrics=metrics, series=series, details={
-        "trace": {**st, "meta": trace.meta, "seed": trace.seed}})
+    return Record(
+        "ok", metrics=metrics, series=series, details={"trace": {**st, "meta": trace.meta, "seed": trace.seed}}
+    )
 
 
 # ---- eviction-simulate -----------------------------------------------------------------
@@ -229,31 +285,62 @@ def run_trace(ctx: CaseContext) -> Record:
 SIM_PARAMS = {
     **TRACE_PARAMS,
     "policies": Param(list, list(ALL_POLICIES), "policies to simulate (opt is always run)", ALL_POLICIES),
-    "size_fractions": Param(list, [0.005, 0.01, 0.02, 0.05, 0.1, 0.2],
-                            "cache sizes as fractions of the distinct tokens", min=1e-6, max=1),
-    "table_fraction": Param(float, 0.05, "the cache size (fraction of distinct tokens) of the claim table and metrics",
-                            min=1e-6, max=1),
-    "ordering_fractions": Param(list, [0.01, 0.02, 0.05, 0.1, 0.2],
-                                "sizes (fractions of distinct tokens, each one of size_fractions) at which the "
-                                "ordering lru < lfu < hybrid is checked", min=1e-6, max=1),
+    "size_fractions": Param(
+        list, [0.005, 0.01, 0.02, 0.05, 0.1, 0.2], "cache sizes as fractions of the distinct tokens", min=1e-6, max=1
+    ),
+    "table_fraction": Param(
+        float, 0.05, "the cache size (fraction of distinct tokens) of the claim table and metrics", min=1e-6, max=1
+    ),
+    "ordering_fractions": Param(
+        list,
+        [0.01, 0.02, 0.05, 0.1, 0.2],
+        "sizes (fractions of distinct tokens, each one of size_fractions) at which the "
+        "ordering lru < lfu < hybrid is checked",
+        min=1e-6,
+        max=1,
+    ),
     "hybrid_k": Param(int, 2, "K of the hybrid's LRU-K part", min=1),
     "rps_requests": Param(int, 1000000, "requests of the trace timed for requests/s per policy (0 = skip)", min=0),
-    "calibrate_lru_hit_pct": Param((float, type(None)), None,
-                                   "also simulate every policy at the cache size where exact LRU first reaches this "
-                                   "hit rate on the trace (the suite's copy of the source's LRU figure: the source "
-                                   "gives no cache size); null: no such size", min=0.001, max=99.999),
-    "as_random": Param(list, [], "policies simulated as seeded random eviction under their own names (the mechanism "
-                                 "removed; for tests)", ALL_POLICIES),
-    "standin_lruk_k": Param(int, 2, "the hybrid's stand-in LRU-K (LRU-K eviction without the hybrid's LFU "
-                                    "admission) at the calibrated size: its K (sim.calibrated.standin.lruk.*; the "
-                                    "ledger fixes it at the hybrid's K)", min=2),
-    "standin_capacity_ratio": Param(float, 1.0, "the hybrid's stand-in LRU-K runs at this share of the calibrated "
-                                                "size (the ledger fixes it at 1: the hybrid's own size); the case's "
-                                                "fact of this name is the size libCacheSim's LRU-K cache reports it "
-                                                "ran at over the calibrated size", min=0.01, max=1),
-    "reference_at_calibrated": Param(bool, True, "also simulate lru, lfu and the hybrid at the calibrated size with "
-                                                 "the pure-Python references (reference.* metrics: the ledger's "
-                                                 "cross-check of the calibrated hit rates)"),
+    "calibrate_lru_hit_pct": Param(
+        (float, type(None)),
+        None,
+        "also simulate every policy at the cache size where exact LRU first reaches this "
+        "hit rate on the trace (the suite's copy of the source's LRU figure: the source "
+        "gives no cache size); null: no such size",
+        min=0.001,
+        max=99.999,
+    ),
+    "as_random": Param(
+        list,
+        [],
+        "policies simulated as seeded random eviction under their own names (the mechanism removed; for tests)",
+        ALL_POLICIES,
+    ),
+    "standin_lruk_k": Param(
+        int,
+        2,
+        "the hybrid's stand-in LRU-K (LRU-K eviction without the hybrid's LFU "
+        "admission) at the calibrated size: its K (sim.calibrated.standin.lruk.*; the "
+        "ledger fixes it at the hybrid's K)",
+        min=2,
+    ),
+    "standin_capacity_ratio": Param(
+        float,
+        1.0,
+        "the hybrid's stand-in LRU-K runs at this share of the calibrated "
+        "size (the ledger fixes it at 1: the hybrid's own size); the case's "
+        "fact of this name is the size libCacheSim's LRU-K cache reports it "
+        "ran at over the calibrated size",
+        min=0.01,
+        max=1,
+    ),
+    "reference_at_calibrated": Param(
+        bool,
+        True,
+        "also simulate lru, lfu and the hybrid at the calibrated size with "
+        "the pure-Python references (reference.* metrics: the ledger's "
+        "cross-check of the calibrated hit rates)",
+    ),
 }
 
 
@@ -267,8 +354,10 @@ def _check_sim(where: str, p: dict) -> None:
             raise BadInput(f"{where}.{name}: {p[name]} must be one of size_fractions {fr}")
     missing = [f for f in p["ordering_fractions"] if f not in fr]
     if missing or not p["ordering_fractions"]:
-        raise BadInput(f"{where}.ordering_fractions: each must be one of size_fractions {fr}"
-                       + (f"; {missing[0]} is not" if missing else ""))
+        raise BadInput(
+            f"{where}.ordering_fractions: each must be one of size_fractions {fr}"
+            + (f"; {missing[0]} is not" if missing else "")
+        )
     if any(x not in p["policies"] for x in ORDER):
         raise BadInput(f"{where}.policies: must include {', '.join(ORDER)} (the source's ordering is checked)")
 
@@ -294,8 +383,14 @@ def _sweep(ctx: CaseContext, p: dict, ids, nxt, tail, caps: list[int], policies:
 
 
 def _curves(res: dict, fractions: list, cap_of: dict) -> dict[str, list]:
-    cols: dict[str, list] = {"policy": [], "size_fraction": [], "capacity": [], "hit_rate_pct": [],
-                             "long_tail_pct": [], "gap_to_opt_pp": []}
+    cols: dict[str, list] = {
+        "policy": [],
+        "size_fraction": [],
+        "capacity": [],
+        "hit_rate_pct": [],
+        "long_tail_pct": [],
+        "gap_to_opt_pp": [],
+    }
     for x in res:
         for f in fractions:
             c = cap_of[f]
@@ -306,13 +401,24 @@ def _curves(res: dict, fractions: list, cap_of: dict) -> dict[str, list]:
 
 def _ordering(res: dict, fractions: list, cap_of: dict) -> dict[str, list]:
     control_order = ORDER[:-1] + (CONTROL_POLICY,)
-    cols: dict[str, list] = {"size_fraction": [], "capacity": [], **{x: [] for x in ORDER},
-                             CONTROL_POLICY: [], "holds": [], "holds_with_random": []}
+    cols: dict[str, list] = {
+        "size_fraction": [],
+        "capacity": [],
+        **{x: [] for x in ORDER},
+        CONTROL_POLICY: [],
+        "holds": [],
+        "holds_with_random": [],
+    }
     for f in fractions:
         rates = {x: res[x][cap_of[f]][0] for x in res}
-        for col, v in (("size_fraction", f), ("capacity", cap_of[f]), *((x, rates[x]) for x in ORDER),
-                       (CONTROL_POLICY, rates[CONTROL_POLICY]), ("holds", int(ordering_holds(rates, ORDER))),
-                       ("holds_with_random", int(ordering_holds(rates, control_order)))):
+        for col, v in (
+            ("size_fraction", f),
+            ("capacity", cap_of[f]),
+            *((x, rates[x]) for x in ORDER),
+            (CONTROL_POLICY, rates[CONTROL_POLICY]),
+            ("holds", int(ordering_holds(rates, ORDER))),
+            ("holds_with_random", int(ordering_holds(rates, control_order))),
+        ):
             cols[col].append(v)
     return cols
 
@@ -353,11 +459,14 @@ def _calibrated_metrics(ctx: CaseContext, p: dict, ids, nxt, tail, policies: lis
     if cap is None:
         return {}
     res = _sweep(ctx, p, ids, nxt, tail, [cap], policies)
-    why = (f"at the cache size where exact LRU first hits {p['calibrate_lru_hit_pct']:g}% of this trace (the "
-           f"suite's copy of the source's LRU figure; the source gives no cache size): {cap} tokens")
-    m = {f"{pre}.calibrated.capacity_objects": Metric(cap, "tokens", None, why),
-         f"{pre}.calibrated.size_fraction_pct": Metric(100.0 * cap / len(np.unique(ids)), "% of distinct", None,
-                                                       why)}
+    why = (
+        f"at the cache size where exact LRU first hits {p['calibrate_lru_hit_pct']:g}% of this trace (the "
+        f"suite's copy of the source's LRU figure; the source gives no cache size): {cap} tokens"
+    )
+    m = {
+        f"{pre}.calibrated.capacity_objects": Metric(cap, "tokens", None, why),
+        f"{pre}.calibrated.size_fraction_pct": Metric(100.0 * cap / len(np.unique(ids)), "% of distinct", None, why),
+    }
     for x in res:
         hr, lt = res[x][cap]
         note = ("the control: seeded random eviction, same trace and size; " if x == CONTROL_POLICY else "") + why
@@ -377,25 +486,36 @@ def _standin_metrics(p: dict, ids, tail, cap: int, pre: str, why: str) -> dict[s
     hits, ran_at = standin.lruk_standin_run(ids, max(1, int(round(cap * p["standin_capacity_ratio"]))), k)
     hr, lt = traces.hit_rates(hits, tail)
     note = f"the hybrid's stand-in: LRU-{k} eviction without its LFU admission (libCacheSim LRUK), " + why
-    known = ("; the stand-in's instrument: every request of a sequence whose outcome under it is known by "
-             f"construction (a cache of {standin.KNOWN_CAPACITY}; harness/experiments/eviction/standin.py)")
+    known = (
+        "; the stand-in's instrument: every request of a sequence whose outcome under it is known by "
+        f"construction (a cache of {standin.KNOWN_CAPACITY}; harness/experiments/eviction/standin.py)"
+    )
     return {
         f"{pre}.calibrated.standin.lruk.hit_rate_pct": percent(hr, note),
         f"{pre}.calibrated.standin.lruk.long_tail_pct": percent(lt, note),
         f"{pre}.calibrated.standin.lruk.capacity_objects": Metric(
-            ran_at, "tokens", None,
+            ran_at,
+            "tokens",
+            None,
             "the size the stand-in LRU-K ran at, as its libCacheSim cache reports it after the replay (cache_size); "
             f"the calibrated size is {cap}: their ratio is the case's fact standin_capacity_ratio, which the ledger "
-            "fixes at 1 (its known-sequence instrument runs at a size of its own, so it cannot see this)"),
+            "fixes at 1 (its known-sequence instrument runs at a size of its own, so it cannot see this)",
+        ),
         f"{pre}.standin.lru.known_sequence_agree_pct": Metric(
-            standin.lru_instrument(), "% of requests", None,
+            standin.lru_instrument(),
+            "% of requests",
+            None,
             "plain LRU (the stand-in, the same simulator call as the calibrated sweep's) on a 66-request sequence: "
             "a loop that fits (hits), a loop one key too large (LRU misses all), a hot key between fresh keys "
-            "(hits)" + known),
+            "(hits)" + known,
+        ),
         f"{pre}.standin.lruk.known_sequence_agree_pct": Metric(
-            standin.lruk_instrument(k), "% of requests", None,
+            standin.lruk_instrument(k),
+            "% of requests",
+            None,
             f"LRU-{k} (the stand-in) on hot keys requested {k} times, a scan of once-requested keys, the hot keys "
-            "again (LRU-K keeps them, plain LRU would not)" + known),
+            "again (LRU-K keeps them, plain LRU would not)" + known,
+        ),
     }
 
 
@@ -417,8 +537,10 @@ def _reference_metrics(ctx: CaseContext, p: dict, ids, nxt, tail, cap: int, poli
         note = f"the pure-Python reference ({r['reference']}) on the same trace and size"
         m[f"reference.{pre}.calibrated.{x}.hit_rate_pct"] = percent(r["hit_rate_pct"], note)
         m[f"reference.{pre}.calibrated.{x}.long_tail_pct"] = percent(r["long_tail_pct"], note)
-        ctx.log(f"reference {x} at {cap}: hit rate {r['hit_rate_pct']:.2f}%, tail {r['long_tail_pct']:.2f}% "
-                f"({r['seconds']:.1f} s)")
+        ctx.log(
+            f"reference {x} at {cap}: hit rate {r['hit_rate_pct']:.2f}%, tail {r['long_tail_pct']:.2f}% "
+            f"({r['seconds']:.1f} s)"
+        )
     return m
 
 
@@ -442,17 +564,27 @@ def _ordering_metrics(p: dict, ord_cols: dict, pre: str) -> dict[str, Metric]:
     sizes = ", ".join(f"{100 * f:g}%" for f in p["ordering_fractions"])
     where = ", ".join(f"{100 * f:g}%" for f in held) or "none"
     return {
-        f"{pre}.ordering_sizes_pct": Metric(100.0 * sum(ord_cols["holds"]) / n_ord, "% of sizes", "higher",
-                                            f"sizes ({sizes} of distinct tokens) where hit rates order "
-                                            f"lru < lfu < hybrid; held at: {where}"),
+        f"{pre}.ordering_sizes_pct": Metric(
+            100.0 * sum(ord_cols["holds"]) / n_ord,
+            "% of sizes",
+            "higher",
+            f"sizes ({sizes} of distinct tokens) where hit rates order lru < lfu < hybrid; held at: {where}",
+        ),
         f"{pre}.ordering_random_sizes_pct": Metric(
-            100.0 * sum(ord_cols["holds_with_random"]) / n_ord, "% of sizes", None,
-            "the control: the same sizes with the hybrid replaced by random eviction (lru < lfu < random)"),
+            100.0 * sum(ord_cols["holds_with_random"]) / n_ord,
+            "% of sizes",
+            None,
+            "the control: the same sizes with the hybrid replaced by random eviction (lru < lfu < random)",
+        ),
     }
 
 
-@register("eviction-simulate", params=SIM_PARAMS, check=_check_sim,
-          description="libCacheSim policies, the hybrid and Belady's OPT across cache sizes on a token trace")
+@register(
+    "eviction-simulate",
+    params=SIM_PARAMS,
+    check=_check_sim,
+    description="libCacheSim policies, the hybrid and Belady's OPT across cache sizes on a token trace",
+)
 def run_simulate(ctx: CaseContext) -> Record:
 
     p = ctx.params
@@ -465,8 +597,10 @@ def run_simulate(ctx: CaseContext) -> Record:
     cap_of = {f: simulate.capacities(nd, [f])[0] for f in fractions}
     table_cap = cap_of[p["table_fraction"]]
     policies = [x for x in ALL_POLICIES if x in p["policies"] or x == "opt"]
-    ctx.log(f"{trace.name}: {len(ids)} requests, {nd} distinct, head {len(head)} tokens; "
-            f"sizes {sorted(set(cap_of.values()))}")
+    ctx.log(
+        f"{trace.name}: {len(ids)} requests, {nd} distinct, head {len(head)} tokens; "
+        f"sizes {sorted(set(cap_of.values()))}"
+    )
     res = _sweep(ctx, p, ids, nxt, tail, list(cap_of.values()), policies)
     violations = [(x, c) for x in policies for c in res[x] if res[x][c][0] > res["opt"][c][0] + 1e-9]
     curve_cols = _curves(res, fractions, cap_of)
@@ -478,8 +612,12 @@ def run_simulate(ctx: CaseContext) -> Record:
     m.update(_ordering_metrics(p, ord_cols, pre))
     m.update(_calibrated_metrics(ctx, p, ids, nxt, tail, policies, pre))
     m[f"{pre}.opt_violations"] = Metric(len(violations), "cases", "lower", "policy x size where a policy beat OPT")
-    m[f"{pre}.opt_compared"] = Metric(sum(len(res[x]) for x in policies if x != "opt" and x in res), "cases", None,
-                                      "policy x size cases compared with OPT (the denominator of opt_violations)")
+    m[f"{pre}.opt_compared"] = Metric(
+        sum(len(res[x]) for x in policies if x != "opt" and x in res),
+        "cases",
+        None,
+        "policy x size cases compared with OPT (the denominator of opt_violations)",
+    )
     m[f"{pre}.capacity_objects"] = Metric(table_cap, "tokens")
     facts = _standin_facts(m, pre)
     m[f"{pre}.head_share_pct"] = Metric(100.0 * (1 - tail.mean()), "%")
@@ -491,20 +629,43 @@ def run_simulate(ctx: CaseContext) -> Record:
         ORDERING.name: ORDERING.make(ord_cols),
     }
     if rps:
-        series[RPS.name] = RPS.make({"policy": list(rps), "rps": list(rps.values()),
-                                     "implementation": ["libCacheSim process_trace (C)" if k in LIB_POLICIES
-                                                        else "pure Python" for k in rps]},
-                                    f"{p['rps_requests']} requests, cache {100 * p['table_fraction']:g}% of distinct")
+        series[RPS.name] = RPS.make(
+            {
+                "policy": list(rps),
+                "rps": list(rps.values()),
+                "implementation": [
+                    "libCacheSim process_trace (C)" if k in LIB_POLICIES else "pure Python" for k in rps
+                ],
+            },
+            f"{p['rps_requests']} requests, cache {100 * p['table_fraction']:g}% of distinct",
+        )
     details = {
-        "trace": {"name": trace.name, "requests": len(ids), "distinct": nd, "seed": trace.seed,
-                  "digest": trace.digest(), "head_size": int(len(head)), "meta": trace.meta},
-        "capacities": cap_of, "table_capacity": table_cap, "violations": violations,
-        "hybrid_definition": HYBRID_DEFINITION, "head_definition": HEAD_DEFINITION, "hybrid_k": p["hybrid_k"],
+        "trace": {
+            "name": trace.name,
+            "requests": len(ids),
+            "distinct": nd,
+            "seed": trace.seed,
+            "digest": trace.digest(),
+            "head_size": int(len(head)),
+            "meta": trace.meta,
+        },
+        "capacities": cap_of,
+        "table_capacity": table_cap,
+        "violations": violations,
+        "hybrid_definition": HYBRID_DEFINITION,
+        "head_definition": HEAD_DEFINITION,
+        "hybrid_k": p["hybrid_k"],
         "as_random": list(p["as_random"]),
     }
     if violations:
-        return Record("failed", f"{len(violations)} policy/size pairs beat the optimal bound, e.g. {violations[0]}",
-                           m, details, series, facts)
+        return Record(
+            "failed",
+            f"{len(violations)} policy/size pairs beat the optimal bound, e.g. {violations[0]}",
+            m,
+            details,
+            series,
+            facts,
+        )
     return Record("ok", metrics=m, details=details, series=series, facts=facts)
 
 
@@ -527,13 +688,25 @@ CROSS_PARAMS = {
     "size_fractions": Param(list, [0.01, 0.05], "cache sizes as fractions of the distinct tokens", min=1e-6, max=1),
     "hybrid_k": Param(int, 2, "K of the hybrid's LRU-K part", min=1),
 }
-CROSS_COLUMNS = ["implementation", "reference", "capacity", "hits", "reference_hits", "differing_requests",
-                 "first_difference", "verdict"]
+CROSS_COLUMNS = [
+    "implementation",
+    "reference",
+    "capacity",
+    "hits",
+    "reference_hits",
+    "differing_requests",
+    "first_difference",
+    "verdict",
+]
 NOT_COUNTED = ("wtinylfu", "wtinylfu-shipped", LIB_BELADY)  # sketch-based or cannot bypass: shown, not counted
 
 
-@register("eviction-crosscheck", params=CROSS_PARAMS, check=_check_trace,
-          description="libCacheSim and the fast hybrid/OPT against the pure-Python references, request by request")
+@register(
+    "eviction-crosscheck",
+    params=CROSS_PARAMS,
+    check=_check_trace,
+    description="libCacheSim and the fast hybrid/OPT against the pure-Python references, request by request",
+)
 def run_crosscheck(ctx: CaseContext) -> Record:
 
     p = ctx.params
@@ -548,60 +721,106 @@ def run_crosscheck(ctx: CaseContext) -> Record:
                 lib = simulate.lib_hits_with("WTinyLFU", {"window_size": 0.01}, ids, cap)
             else:
                 lib = simulate.policy_hits(lib_name, ids, nxt, cap, p["hybrid_k"])
-            ref_obj = (reference.RefHybrid(cap, p["hybrid_k"]) if ref_name == "hybrid"
-                       else reference.REFERENCES[ref_name](cap))
+            ref_obj = (
+                reference.RefHybrid(cap, p["hybrid_k"]) if ref_name == "hybrid" else reference.REFERENCES[ref_name](cap)
+            )
             ref = np.array(reference.run(ref_obj, ids, nxt), dtype=bool)
             diff = np.nonzero(lib != ref)[0]
-            rows.append([lib_name, ref_name, cap, int(lib.sum()), int(ref.sum()), int(len(diff)),
-                         int(diff[0]) if len(diff) else None, "match" if not len(diff) else "MISMATCH"])
+            rows.append(
+                [
+                    lib_name,
+                    ref_name,
+                    cap,
+                    int(lib.sum()),
+                    int(ref.sum()),
+                    int(len(diff)),
+                    int(diff[0]) if len(diff) else None,
+                    "match" if not len(diff) else "MISMATCH",
+                ]
+            )
             if len(diff) and lib_name not in NOT_COUNTED:
                 mism += 1
             per_pol[lib_name] = per_pol.get(lib_name, 0) + int(len(diff))
     write_csv(ctx.raw_path("crosscheck.csv"), CROSS_COLUMNS, rows)
-    m = {"crosscheck.mismatched_pairs": Metric(
-        mism, "pairs", "lower", "policy x size pairs whose hit/miss sequence differs from the reference (W-TinyLFU, "
-                                "which uses a sketch, and libCacheSim's Belady, which cannot bypass, are shown but "
-                                "not counted)"),
-         "crosscheck.pairs": Metric(sum(1 for r in rows if r[0] not in NOT_COUNTED), "pairs", None,
-                                    "policy x size pairs compared request by request and counted (the denominator of "
-                                    "mismatched_pairs)")}
+    m = {
+        "crosscheck.mismatched_pairs": Metric(
+            mism,
+            "pairs",
+            "lower",
+            "policy x size pairs whose hit/miss sequence differs from the reference (W-TinyLFU, "
+            "which uses a sketch, and libCacheSim's Belady, which cannot bypass, are shown but "
+            "not counted)",
+        ),
+        "crosscheck.pairs": Metric(
+            sum(1 for r in rows if r[0] not in NOT_COUNTED),
+            "pairs",
+            None,
+            "policy x size pairs compared request by request and counted (the denominator of mismatched_pairs)",
+        ),
+    }
     for k, v in per_pol.items():
         m[f"crosscheck.{k}.differing_requests"] = Metric(v, "requests", "lower")
     pairs = PAIRS.make({c: list(col) for c, col in zip(CROSS_COLUMNS, zip(*rows))})
-    return Record("ok", metrics=m, series={PAIRS.name: pairs},
-                       details={"trace": {"requests": len(ids), "seed": trace.seed, "digest": trace.digest()}})
+    return Record(
+        "ok",
+        metrics=m,
+        series={PAIRS.name: pairs},
+        details={"trace": {"requests": len(ids), "seed": trace.seed, "digest": trace.digest()}},
+    )
 
 
 # ---- eviction-redis / eviction-redis-cluster ---------------------------------------------
 
-DEFAULT_RUNS = ["allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu",
-                "volatile-ttl", "noeviction",
-                {"policy": "allkeys-lru", "maxmemory-samples": 1},
-                {"policy": "allkeys-lru", "maxmemory-samples": 10},
-                {"policy": "allkeys-lfu", "lfu-log-factor": 0},
-                {"policy": "allkeys-lfu", "lfu-log-factor": 100},
-                {"policy": "allkeys-lfu", "lfu-decay-time": 0}]
+DEFAULT_RUNS = [
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+    "volatile-lru",
+    "volatile-lfu",
+    "volatile-ttl",
+    "noeviction",
+    {"policy": "allkeys-lru", "maxmemory-samples": 1},
+    {"policy": "allkeys-lru", "maxmemory-samples": 10},
+    {"policy": "allkeys-lfu", "lfu-log-factor": 0},
+    {"policy": "allkeys-lfu", "lfu-log-factor": 100},
+    {"policy": "allkeys-lfu", "lfu-decay-time": 0},
+]
 
 REDIS_PARAMS = {
     **TRACE_PARAMS,
     "n_requests": Param(int, 60000, "requests replayed (warm-up included)", min=100),
-    "warmup_requests": Param(int, 20000, "requests replayed before the counters are reset (fills past maxmemory)",
-                             min=1),
-    "runs": Param(list, DEFAULT_RUNS, "configurations: a maxmemory-policy, or {policy, maxmemory-samples, lfu-log-factor, lfu-decay-time}"),
-    "capacity_fraction": Param(float, 0.1, "maxmemory holds about this fraction of the distinct keys",
-                               min=1e-6, max=0.999999),
+    "warmup_requests": Param(
+        int, 20000, "requests replayed before the counters are reset (fills past maxmemory)", min=1
+    ),
+    "runs": Param(
+        list,
+        DEFAULT_RUNS,
+        "configurations: a maxmemory-policy, or {policy, maxmemory-samples, lfu-log-factor, lfu-decay-time}",
+    ),
+    "capacity_fraction": Param(
+        float, 0.1, "maxmemory holds about this fraction of the distinct keys", min=1e-6, max=0.999999
+    ),
     "value_bytes": Param(int, 4096, "bytes of each cached value (large, so that maxmemory dwarfs buffers)", min=1),
     "volatile_ttl_s": Param(int, 3600, "TTL given to every key under volatile-* policies (0 elsewhere)", min=0),
     "batch": Param(int, 200, "requests per pipeline", min=1),
     "lru-k-samples": Param((int, type(None)), None, "not a Redis setting; any value is refused (see the hybrid)"),
-    "standin_lru_samples": Param(int, 5, "the LRU stand-in of allkeys-lfu: maxmemory-samples of the allkeys-lru "
-                                         "run that names none (Redis's default 5; read back from its server)",
-                                 min=1, max=64),
-    "calibrate_lru_hit_pct": Param((float, type(None)), None,
-                                   "maxmemory for the number of keys at which exact LRU first reaches this hit rate on "
-                                   "the measured requests (the suite's copy of the source's LRU figure; the source "
-                                   "gives no cache size); replaces capacity_fraction; null: use capacity_fraction",
-                                   min=0.001, max=99.999),
+    "standin_lru_samples": Param(
+        int,
+        5,
+        "the LRU stand-in of allkeys-lfu: maxmemory-samples of the allkeys-lru "
+        "run that names none (Redis's default 5; read back from its server)",
+        min=1,
+        max=64,
+    ),
+    "calibrate_lru_hit_pct": Param(
+        (float, type(None)),
+        None,
+        "maxmemory for the number of keys at which exact LRU first reaches this hit rate on "
+        "the measured requests (the suite's copy of the source's LRU figure; the source "
+        "gives no cache size); replaces capacity_fraction; null: use capacity_fraction",
+        min=0.001,
+        max=99.999,
+    ),
 }
 
 
@@ -615,8 +834,10 @@ def capacity_fraction(ctx: CaseContext, trace: traces.Trace) -> tuple[float, dic
             ctx.log(f"exact LRU never reaches {p['calibrate_lru_hit_pct']:g}%: capacity_fraction is used")
         return p["capacity_fraction"], {}
     ctx.log(f"calibrated: exact LRU hits {p['calibrate_lru_hit_pct']:g}% after the warm-up at {cap} keys")
-    note = (f"the number of keys at which exact LRU first hits {p['calibrate_lru_hit_pct']:g}% of the measured "
-            "requests (the source's LRU figure; the source gives no cache size)")
+    note = (
+        f"the number of keys at which exact LRU first hits {p['calibrate_lru_hit_pct']:g}% of the measured "
+        "requests (the source's LRU figure; the source gives no cache size)"
+    )
     return cap / trace.n_distinct, {"calibrated.capacity_objects": Metric(cap, "keys", None, note)}
 
 
@@ -629,9 +850,22 @@ def _check_redis(where: str, p: dict) -> None:
         raise BadInput(f"{where}.warmup_requests: must be below n_requests ({p['n_requests']})")
 
 
-REDIS_COLUMNS = ("configuration", "maxmemory_bytes", "bytes_per_key", "target_keys", "keys_held", "hit_pct_info",
-                 "hit_pct_client", "long_tail_pct", "evicted", "refused_sets", "max_idle_s", "exact_lru_pct",
-                 "exact_lfu_pct", "opt_pct")
+REDIS_COLUMNS = (
+    "configuration",
+    "maxmemory_bytes",
+    "bytes_per_key",
+    "target_keys",
+    "keys_held",
+    "hit_pct_info",
+    "hit_pct_client",
+    "long_tail_pct",
+    "evicted",
+    "refused_sets",
+    "max_idle_s",
+    "exact_lru_pct",
+    "exact_lfu_pct",
+    "opt_pct",
+)
 
 
 def _redis_outcome(ctx: CaseContext, results: list, trace: traces.Trace, pre: str, note: str) -> Record:
@@ -649,8 +883,9 @@ def _redis_outcome(ctx: CaseContext, results: list, trace: traces.Trace, pre: st
         facts.update(config_facts(f"{pre}.{r.label}", r.config_read, r.maxmemory))
         cap = max(1, int(round(r.dbsize_median)))
         if cap not in sims:
-            sims[cap] = {x: traces.hit_rates(simulate.policy_hits(x, ids, nxt, cap)[warm:], tail)
-                         for x in ("lru", "lfu", "opt")}
+            sims[cap] = {
+                x: traces.hit_rates(simulate.policy_hits(x, ids, nxt, cap)[warm:], tail) for x in ("lru", "lfu", "opt")
+            }
         hr, lt = traces.hit_rates(r.results == 1, tail)
         a = r.info_after
         n_info = a["keyspace_hits"] + a["keyspace_misses"]
@@ -660,30 +895,68 @@ def _redis_outcome(ctx: CaseContext, results: list, trace: traces.Trace, pre: st
         if not r.filled and r.label.split(".")[0] != "noeviction":
             problems.append(f"{r.label}: the warm-up did not fill maxmemory (no eviction)")
         label = f"{pre}.{r.label}"
-        m[f"{label}.hit_rate_pct"] = percent(info_hr, "the control of allkeys-lru/lfu: random eviction, same replay"
-                                             if r.label == "allkeys-random" else "")
-        m[f"reference.{label}.hit_rate_pct"] = percent(hr, "the replay client's own count of the GETs that "
-                                                           "found their key (the reference of INFO's hit rate)")
+        m[f"{label}.hit_rate_pct"] = percent(
+            info_hr,
+            "the control of allkeys-lru/lfu: random eviction, same replay" if r.label == "allkeys-random" else "",
+        )
+        m[f"reference.{label}.hit_rate_pct"] = percent(
+            hr, "the replay client's own count of the GETs that found their key (the reference of INFO's hit rate)"
+        )
         m[f"{label}.long_tail_pct"] = percent(lt)
         m[f"{label}.evicted_keys"] = Metric(a["evicted_keys"], "keys")
         m[f"{label}.refused_sets"] = Metric(r.refused, "requests", None, "SET refused with OOM")
         m[f"{label}.keys_held"] = Metric(r.dbsize_median, "keys")
-        m[f"{label}.rps"] = Metric(len(r.results) / r.seconds if r.seconds else 0.0, "req/s", "higher",
-                                   "GET-or-SET scripts, pipelined")
+        m[f"{label}.rps"] = Metric(
+            len(r.results) / r.seconds if r.seconds else 0.0, "req/s", "higher", "GET-or-SET scripts, pipelined"
+        )
         m[f"{label}.gap_to_exact_lru_pp"] = Metric(info_hr - sims[cap]["lru"][0], "pp")
         m[f"{label}.gap_to_exact_lfu_pp"] = Metric(info_hr - sims[cap]["lfu"][0], "pp")
         if r.idle_max_s is not None:
-            m[f"{label}.idle_time_max_s"] = Metric(r.idle_max_s, "s", None,
-                                                   "largest OBJECT IDLETIME of cached keys at the end (LRU clock resolution 1 s)")
-        for c, v in zip(REDIS_COLUMNS, (r.label, r.maxmemory, r.bytes_per_key, r.target_keys, r.dbsize_median,
-                                        info_hr, hr, lt, int(a["evicted_keys"]), r.refused, r.idle_max_s,
-                                        sims[cap]["lru"][0], sims[cap]["lfu"][0], sims[cap]["opt"][0])):
+            m[f"{label}.idle_time_max_s"] = Metric(
+                r.idle_max_s, "s", None, "largest OBJECT IDLETIME of cached keys at the end (LRU clock resolution 1 s)"
+            )
+        for c, v in zip(
+            REDIS_COLUMNS,
+            (
+                r.label,
+                r.maxmemory,
+                r.bytes_per_key,
+                r.target_keys,
+                r.dbsize_median,
+                info_hr,
+                hr,
+                lt,
+                int(a["evicted_keys"]),
+                r.refused,
+                r.idle_max_s,
+                sims[cap]["lru"][0],
+                sims[cap]["lfu"][0],
+                sims[cap]["opt"][0],
+            ),
+        ):
             cols[c].append(v)
-    ctx.raw_path("redis_runs.json").write_text(json.dumps(
-        [{"label": r.label, "maxmemory": r.maxmemory, "bytes_per_key": r.bytes_per_key, "target_keys": r.target_keys,
-          "keys_held_median": r.dbsize_median, "filled": r.filled, "seconds": r.seconds, "info_before": r.info_before,
-          "info_after": r.info_after, "client_hits": r.hits, "refused": r.refused, "config_read": r.config_read}
-         for r in results], indent=1))
+    ctx.raw_path("redis_runs.json").write_text(
+        json.dumps(
+            [
+                {
+                    "label": r.label,
+                    "maxmemory": r.maxmemory,
+                    "bytes_per_key": r.bytes_per_key,
+                    "target_keys": r.target_keys,
+                    "keys_held_median": r.dbsize_median,
+                    "filled": r.filled,
+                    "seconds": r.seconds,
+                    "info_before": r.info_before,
+                    "info_after": r.info_after,
+                    "client_hits": r.hits,
+                    "refused": r.refused,
+                    "config_read": r.config_read,
+                }
+                for r in results
+            ],
+            indent=1,
+        )
+    )
     for r in results:
         for node, text in r.raw_infos.items():
             ctx.raw_path(f"info_{r.label}_{node.replace(':', '_')}.txt").write_text(text)
@@ -693,22 +966,27 @@ def _redis_outcome(ctx: CaseContext, results: list, trace: traces.Trace, pre: st
     return Record("ok", metrics=m, series=series, facts=facts)
 
 
-REDIS_NOTE = ("maxmemory = used_memory of the empty server + target keys x bytes/key, where bytes/key is the "
-              "used_memory added by probe keys of the same shape (measured on each server). The exact "
-              "simulations use the number of keys Redis actually held (median of DBSIZE after each batch). "
-              "Hit % (INFO) = keyspace_hits / (keyspace_hits + keyspace_misses) after CONFIG RESETSTAT. "
-              "volatile-* runs give every key the same TTL (volatile_ttl_s), so volatile-ttl evicts the "
-              "key set earliest; other runs set no TTL. Redis's LRU clock has a 1-second resolution "
-              "(LRU_CLOCK_RESOLUTION): a replay at tens of thousands of requests/s leaves every cached key with "
-              "OBJECT IDLETIME 0 or 1 ('max idle s'), so approximated LRU cannot tell recent from old and lands "
-              "near allkeys-random, whatever maxmemory-samples is. Redis's LFU counters do not depend on that "
-              "clock (except for decay, in minutes), so allkeys-lfu tracks exact LFU.")
+REDIS_NOTE = (
+    "maxmemory = used_memory of the empty server + target keys x bytes/key, where bytes/key is the "
+    "used_memory added by probe keys of the same shape (measured on each server). The exact "
+    "simulations use the number of keys Redis actually held (median of DBSIZE after each batch). "
+    "Hit % (INFO) = keyspace_hits / (keyspace_hits + keyspace_misses) after CONFIG RESETSTAT. "
+    "volatile-* runs give every key the same TTL (volatile_ttl_s), so volatile-ttl evicts the "
+    "key set earliest; other runs set no TTL. Redis's LRU clock has a 1-second resolution "
+    "(LRU_CLOCK_RESOLUTION): a replay at tens of thousands of requests/s leaves every cached key with "
+    "OBJECT IDLETIME 0 or 1 ('max idle s'), so approximated LRU cannot tell recent from old and lands "
+    "near allkeys-random, whatever maxmemory-samples is. Redis's LFU counters do not depend on that "
+    "clock (except for decay, in minutes), so allkeys-lfu tracks exact LFU."
+)
 
 
-@register("eviction-redis", params=REDIS_PARAMS, check=_check_redis,
-          description="the trace replayed on standalone redis-servers, one per maxmemory-policy/knob")
+@register(
+    "eviction-redis",
+    params=REDIS_PARAMS,
+    check=_check_redis,
+    description="the trace replayed on standalone redis-servers, one per maxmemory-policy/knob",
+)
 def run_redis(ctx: CaseContext) -> Record:
-
 
     require_tool("redis-server")
     p = ctx.params
@@ -721,15 +999,25 @@ def run_redis(ctx: CaseContext) -> Record:
         if is_stand_in:  # the LRU stand-in: its strength is the case's parameter (the ledger fixes it)
             spec.knobs["maxmemory-samples"] = p["standin_lru_samples"]
         t0 = time.perf_counter()
-        r = replay_standalone(spec, keys, p["warmup_requests"], ctx.raw_dir / f"server-{spec.label}",
-                              n_distinct=trace.n_distinct, capacity_fraction=fraction,
-                              value_bytes=p["value_bytes"], ttl_s=p["volatile_ttl_s"], batch=p["batch"],
-                              probe=is_stand_in)
+        r = replay_standalone(
+            spec,
+            keys,
+            p["warmup_requests"],
+            ctx.raw_dir / f"server-{spec.label}",
+            n_distinct=trace.n_distinct,
+            capacity_fraction=fraction,
+            value_bytes=p["value_bytes"],
+            ttl_s=p["volatile_ttl_s"],
+            batch=p["batch"],
+            probe=is_stand_in,
+        )
         results.append(r)
         if is_stand_in:
             stand_in = r
-        ctx.log(f"{spec.label}: hit {100 * r.hits / len(r.results):.1f}%, keys held {r.dbsize_median:.0f}, "
-                f"evicted {r.info_after['evicted_keys']} ({time.perf_counter() - t0:.1f} s)")
+        ctx.log(
+            f"{spec.label}: hit {100 * r.hits / len(r.results):.1f}%, keys held {r.dbsize_median:.0f}, "
+            f"evicted {r.info_after['evicted_keys']} ({time.perf_counter() - t0:.1f} s)"
+        )
     out = _redis_outcome(ctx, results, trace, "redis", REDIS_NOTE)
     out.metrics.update({f"redis.{k}": v for k, v in cal.items()})
     if stand_in is not None:
@@ -751,20 +1039,29 @@ def _stand_in_outcome(out: Record, r) -> None:
     n = pr["keys_per_group"]
     label = f"redis.{r.label}"
     out.metrics[f"{label}.known_recency_kept_pct"] = Metric(
-        100.0 * pr["kept"]["touched"] / n, "%", None,
+        100.0 * pr["kept"]["touched"] / n,
+        "%",
+        None,
         f"the LRU stand-in's instrument, on its own server after the replay: {n} keys read again "
         f"{RECENCY_PROBE_SLEEP_S:g} s after {n} others were written, then {n} new keys past maxmemory; LRU keeps every "
-        "key read again (it evicts the idle ones), random eviction loses about a fifth of them")
+        "key read again (it evicts the idle ones), random eviction loses about a fifth of them",
+    )
     out.metrics[f"{label}.known_recency_idle_kept_pct"] = Metric(
-        100.0 * pr["kept"]["idle"] / n, "%", None, "the same probe: the idle keys still held (LRU evicts these)")
+        100.0 * pr["kept"]["idle"] / n, "%", None, "the same probe: the idle keys still held (LRU evicts these)"
+    )
     out.details["stand_in_probe"] = {"label": r.label, **pr, "config_read": r.config_read}
 
 
 CLUSTER_PARAMS = {**REDIS_PARAMS, "runs": Param(list, ["allkeys-lru", "allkeys-lfu"], REDIS_PARAMS["runs"].help)}
 
 
-@register("eviction-redis-cluster", params=CLUSTER_PARAMS, needs="cluster", check=_check_redis,
-          description="the trace replayed on the target Redis Cluster (maxmemory per primary, INFO summed)")
+@register(
+    "eviction-redis-cluster",
+    params=CLUSTER_PARAMS,
+    needs="cluster",
+    check=_check_redis,
+    description="the trace replayed on the target Redis Cluster (maxmemory per primary, INFO summed)",
+)
 def run_redis_cluster(ctx: CaseContext) -> Record:
 
     p = ctx.params
@@ -774,13 +1071,26 @@ def run_redis_cluster(ctx: CaseContext) -> Record:
     fraction, cal = capacity_fraction(ctx, trace)
     results = []
     for spec in parse_runs("runs", p["runs"]):
-        r = replay_cluster(spec, ctx.target, trace.ids, p["warmup_requests"], capacity_fraction=fraction,
-                           value_bytes=p["value_bytes"], ttl_s=p["volatile_ttl_s"], batch=p["batch"], log=ctx.log)
+        r = replay_cluster(
+            spec,
+            ctx.target,
+            trace.ids,
+            p["warmup_requests"],
+            capacity_fraction=fraction,
+            value_bytes=p["value_bytes"],
+            ttl_s=p["volatile_ttl_s"],
+            batch=p["batch"],
+            log=ctx.log,
+        )
         results.append(r)
-        ctx.log(f"{spec.label}: hit {100 * r.hits / len(r.results):.1f}%, keys held {r.dbsize_median:.0f} (all primaries)")
-    note = (REDIS_NOTE + " Cluster: maxmemory is per node; each primary gets maxmemory for its share of the "
-            "distinct keys; counters and keys held are summed over the primaries; the exact simulations use "
-            "the summed keys held as one cache, which a sharded cache can only approach.")
+        ctx.log(
+            f"{spec.label}: hit {100 * r.hits / len(r.results):.1f}%, keys held {r.dbsize_median:.0f} (all primaries)"
+        )
+    note = (
+        REDIS_NOTE + " Cluster: maxmemory is per node; each primary gets maxmemory for its share of the "
+        "distinct keys; counters and keys held are summed over the primaries; the exact simulations use "
+        "the summed keys held as one cache, which a sharded cache can only approach."
+    )
     out = _redis_outcome(ctx, results, trace, "cluster", note)
     out.metrics.update({f"cluster.{k}": v for k, v in cal.items()})
     return out

@@ -19,13 +19,28 @@ import numpy as np
 from harness.base.errors import BadInput
 from harness.infra.redis_server import RedisProcess
 
-REAL_POLICIES = ("allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu",
-                 "volatile-ttl", "volatile-random", "noeviction")
+REAL_POLICIES = (
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+    "volatile-lru",
+    "volatile-lfu",
+    "volatile-ttl",
+    "volatile-random",
+    "noeviction",
+)
 KNOBS = {"maxmemory-samples": "s", "lfu-log-factor": "lf", "lfu-decay-time": "dt"}  # knob -> label
 REDIS_DEFAULTS = {"maxmemory-samples": 5, "lfu-log-factor": 10, "lfu-decay-time": 1}  # redis.conf defaults
 NOT_IN_REDIS = ("allkeys-lru-lfu", "lru-k-samples")
-INFO_COUNTERS = ("keyspace_hits", "keyspace_misses", "evicted_keys", "expired_keys", "used_memory",
-                 "maxmemory", "total_commands_processed")
+INFO_COUNTERS = (
+    "keyspace_hits",
+    "keyspace_misses",
+    "evicted_keys",
+    "expired_keys",
+    "used_memory",
+    "maxmemory",
+    "total_commands_processed",
+)
 
 GET_OR_SET = """
 local v = redis.call('GET', KEYS[1])
@@ -59,7 +74,8 @@ def refuse_names_not_in_redis(where: str, value, path: str = "") -> None:
                 raise BadInput(
                     f"{where}{'.' + path if path else ''}: {name!r} does not exist in Redis (no {what} of "
                     f"that name in any release); the source's LRU-K + LFU hybrid is simulated instead: "
-                    f"policy 'hybrid' of driver eviction-simulate (case 'simulate' in harness/experiments/eviction/suite.yaml)")
+                    f"policy 'hybrid' of driver eviction-simulate (case 'simulate' in harness/experiments/eviction/suite.yaml)"
+                )
 
 
 @dataclass
@@ -74,8 +90,7 @@ class RunSpec:
         """The policy, then each knob that differs from Redis's default (a knob set to its
         default is the same configuration: {policy: allkeys-lru, maxmemory-samples: 5} is
         'allkeys-lru', so the lab's verbatim settings match the ledger's checks)."""
-        return self.policy + "".join(f".{KNOBS[k]}{v}" for k, v in sorted(self.knobs.items())
-                                     if v != REDIS_DEFAULTS[k])
+        return self.policy + "".join(f".{KNOBS[k]}{v}" for k, v in sorted(self.knobs.items()) if v != REDIS_DEFAULTS[k])
 
     def config(self) -> dict:
         return {"maxmemory-policy": self.policy, **self.knobs}
@@ -98,8 +113,9 @@ def parse_runs(where: str, runs: list) -> list[RunSpec]:
         if unknown:
             raise BadInput(f"{w}: unknown key {unknown[0]!r}; allowed: policy, {', '.join(KNOBS)}")
         if r["policy"] not in REAL_POLICIES:
-            raise BadInput(f"{w}.policy: {r['policy']!r} is not a Redis maxmemory-policy; "
-                           f"one of {', '.join(REAL_POLICIES)}")
+            raise BadInput(
+                f"{w}.policy: {r['policy']!r} is not a Redis maxmemory-policy; one of {', '.join(REAL_POLICIES)}"
+            )
         knobs = {}
         for k in KNOBS:
             if k in r:
@@ -117,6 +133,7 @@ def parse_runs(where: str, runs: list) -> list[RunSpec]:
 
 
 # ---- INFO ---------------------------------------------------------------------------
+
 
 def parse_info(text: str | bytes) -> dict:
     """INFO's text (`# Section` lines, `key:value` lines) -> {key: int | float | str}.
@@ -216,8 +233,9 @@ def config_facts(label: str, readings: list[dict], sized: int | None) -> dict:
             return None
         return f"readings differ: CONFIG GET {config} {seen(config)}; INFO {info} {seen(info)}"
 
-    facts: dict = {f"{label}.maxmemory-policy": two_ways("maxmemory-policy", "info.maxmemory_policy")
-                   or one("maxmemory-policy")}
+    facts: dict = {
+        f"{label}.maxmemory-policy": two_ways("maxmemory-policy", "info.maxmemory_policy") or one("maxmemory-policy")
+    }
     for k in KNOBS:
         facts[f"{label}.{k}"] = one(k)
     if readings:
@@ -227,32 +245,39 @@ def config_facts(label: str, readings: list[dict], sized: int | None) -> dict:
         by_node[r.get("node", "")] = r
     total = sum(int(r.get("maxmemory") or 0) for r in by_node.values())
     facts[f"{label}.maxmemory"] = two_ways("maxmemory", "info.maxmemory") or total
-    facts[f"{label}.maxmemory_as_sized"] = bool(readings) and sized is not None and all(
-        r.get("maxmemory") == r.get("info.maxmemory") and r.get("maxmemory") == r.get("sized") for r in readings) \
+    facts[f"{label}.maxmemory_as_sized"] = (
+        bool(readings)
+        and sized is not None
+        and all(
+            r.get("maxmemory") == r.get("info.maxmemory") and r.get("maxmemory") == r.get("sized") for r in readings
+        )
         and total == sized
+    )
     return facts
 
 
 # ---- replay -------------------------------------------------------------------------
 
+
 def key_names(ids: np.ndarray) -> list[bytes]:
     return [b"tok:%d" % i for i in ids.tolist()]
 
 
-def replay(client, keys: list[bytes], value_bytes: int, ttl_s: int, batch: int,
-           dbsize_samples: list | None = None) -> np.ndarray:
+def replay(
+    client, keys: list[bytes], value_bytes: int, ttl_s: int, batch: int, dbsize_samples: list | None = None
+) -> np.ndarray:
     """Run GET-or-SET for every key in order; returns int8 per request (1, 0 or -1)."""
     sha = client.script_load(GET_OR_SET)
     out = np.zeros(len(keys), dtype=np.int8)
     for start in range(0, len(keys), batch):
         pipe = client.pipeline(transaction=False)
-        for k in keys[start:start + batch]:
+        for k in keys[start : start + batch]:
             pipe.evalsha(sha, 1, k, value_bytes, ttl_s)
         res = pipe.execute(raise_on_error=False)
         bad = [r for r in res if isinstance(r, Exception)]
         if bad:
             raise RuntimeError(f"Redis replied with an error during the replay: {bad[0]}")
-        out[start:start + len(res)] = res
+        out[start : start + len(res)] = res
         if dbsize_samples is not None:
             dbsize_samples.append(client.dbsize())
     return out
@@ -385,13 +410,26 @@ def recency_probe(client, value_bytes: int, bpk: float, n: int = RECENCY_PROBE_K
         for k in names:
             pipe.exists(k)
         kept[g] = int(sum(pipe.execute()))
-    return {"keys_per_group": n, "kept": kept, "evicted_keys": int(parse_info(raw_info(client, "stats"))
-                                                                    .get("evicted_keys", 0))}
+    return {
+        "keys_per_group": n,
+        "kept": kept,
+        "evicted_keys": int(parse_info(raw_info(client, "stats")).get("evicted_keys", 0)),
+    }
 
 
-def replay_standalone(spec: RunSpec, keys: list[bytes], warm: int, folder, *, n_distinct: int,
-                      capacity_fraction: float, value_bytes: int, ttl_s: int, batch: int,
-                      probe: bool = False) -> ReplayResult:
+def replay_standalone(
+    spec: RunSpec,
+    keys: list[bytes],
+    warm: int,
+    folder,
+    *,
+    n_distinct: int,
+    capacity_fraction: float,
+    value_bytes: int,
+    ttl_s: int,
+    batch: int,
+    probe: bool = False,
+) -> ReplayResult:
     """A fresh redis-server for one configuration: size maxmemory, warm up, measure; with
     `probe`, then the recency probe on the same server (the LRU stand-in's instrument)."""
 
@@ -404,13 +442,28 @@ def replay_standalone(spec: RunSpec, keys: list[bytes], warm: int, folder, *, n_
         target = max(1, round(capacity_fraction * n_distinct))
         maxmem = int(base + target * bpk)
         c.config_set("maxmemory", maxmem)
-        res, before, after, samples, filled, secs, after_raw, idle_max, read = _measure(c, keys, warm, value_bytes,
-                                                                                       ttl, batch)
+        res, before, after, samples, filled, secs, after_raw, idle_max, read = _measure(
+            c, keys, warm, value_bytes, ttl, batch
+        )
         probed = recency_probe(c, value_bytes, bpk) if probe else None
         c.close()
     read = [dict(r, node="standalone", sized=maxmem) for r in read]
-    return ReplayResult(spec.label, res, counters(before), counters(after), float(np.median(samples)),
-                        maxmem, bpk, target, filled, secs, {"standalone": after_raw}, idle_max, read, probed)
+    return ReplayResult(
+        spec.label,
+        res,
+        counters(before),
+        counters(after),
+        float(np.median(samples)),
+        maxmem,
+        bpk,
+        target,
+        filled,
+        secs,
+        {"standalone": after_raw},
+        idle_max,
+        read,
+        probed,
+    )
 
 
 def _owners_and_probes(target, keys: list) -> tuple[dict, dict[str, list]]:
@@ -434,8 +487,18 @@ def _owners_and_probes(target, keys: list) -> tuple[dict, dict[str, list]]:
     return owner_of, probes
 
 
-def replay_cluster(spec: RunSpec, target, ids: np.ndarray, warm: int, *, capacity_fraction: float,
-                   value_bytes: int, ttl_s: int, batch: int, log=print) -> ReplayResult:
+def replay_cluster(
+    spec: RunSpec,
+    target,
+    ids: np.ndarray,
+    warm: int,
+    *,
+    capacity_fraction: float,
+    value_bytes: int,
+    ttl_s: int,
+    batch: int,
+    log=print,
+) -> ReplayResult:
     """The same replay on a Redis Cluster: maxmemory is per node, so every primary gets
     maxmemory for its share of the key space; each primary replays, in trace order, the
     requests for the keys it owns (eviction is per node, so this is what a cluster client
@@ -467,8 +530,9 @@ def replay_cluster(spec: RunSpec, target, ids: np.ndarray, warm: int, *, capacit
             maxmem = int(base + tgt * bpk)
             c.config_set("maxmemory", maxmem)
             log(f"{spec.label} on {addr}: {len(node_keys)} requests, maxmemory {maxmem} for ~{tgt} keys")
-            res, before, after, samples, filled, s, after_raw, idle, read = _measure(c, node_keys, node_warm,
-                                                                                      value_bytes, ttl, batch)
+            res, before, after, samples, filled, s, after_raw, idle, read = _measure(
+                c, node_keys, node_warm, value_bytes, ttl, batch
+            )
             reads += [dict(r, node=addr, sized=maxmem) for r in read]
             idle_max = None if idle is None else max(idle_max or 0, idle)
             results[(pos[mine] - warm)[pos[mine] >= warm]] = res
@@ -489,5 +553,18 @@ def replay_cluster(spec: RunSpec, target, ids: np.ndarray, warm: int, *, capacit
                 except Exception:  # noqa: BLE001 - restore what can be restored
                     pass
             c.close()
-    return ReplayResult(spec.label, results, sum_counters(befores), sum_counters(afters), float(sum(dbs)),
-                        maxmem_total, float(np.mean(bpks)), target_total, filled_all, secs, raws, idle_max, reads)
+    return ReplayResult(
+        spec.label,
+        results,
+        sum_counters(befores),
+        sum_counters(afters),
+        float(sum(dbs)),
+        maxmem_total,
+        float(np.mean(bpks)),
+        target_total,
+        filled_all,
+        secs,
+        raws,
+        idle_max,
+        reads,
+    )

@@ -23,8 +23,15 @@ from harness.experiments.failover.lost_writes import Write
 def plain_client(host: str, port: int, timeout: float, password: str | None = None) -> redis.Redis:
     """A connection that never retries on its own (redis-py retries 3 times with backoff by
     default, which would hide the outage): every failure reaches the history."""
-    return redis.Redis(host=host, port=port, password=password, socket_timeout=timeout,
-                       socket_connect_timeout=timeout, decode_responses=True, retry=Retry(NoBackoff(), 0))
+    return redis.Redis(
+        host=host,
+        port=port,
+        password=password,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        decode_responses=True,
+        retry=Retry(NoBackoff(), 0),
+    )
 
 
 def error_kind(e: Exception) -> str:
@@ -40,8 +47,9 @@ def error_kind(e: Exception) -> str:
 
 
 class Router:
-    def __init__(self, seeds: list[tuple[str, int]], timeout: float = 0.25, password: str | None = None,
-                 refresh_s: float = 0.1):
+    def __init__(
+        self, seeds: list[tuple[str, int]], timeout: float = 0.25, password: str | None = None, refresh_s: float = 0.1
+    ):
         self.seeds = list(seeds)
         self.timeout, self.password, self.refresh_s = timeout, password, refresh_s
         self.conns: dict[tuple[str, int], redis.Redis] = {}
@@ -134,9 +142,20 @@ def paced(rate: float, start: float, end: float, stop: threading.Event | None = 
         i += 1
 
 
-def writer(router_factory, name: str, prefix: str, rate: float, start: float, end: float, hist: History,
-           group_of, wait_replicas: int = 0, wait_ms: int = 0, keys: list[str] | None = None,
-           stop: threading.Event | None = None) -> None:
+def writer(
+    router_factory,
+    name: str,
+    prefix: str,
+    rate: float,
+    start: float,
+    end: float,
+    hist: History,
+    group_of,
+    wait_replicas: int = 0,
+    wait_ms: int = 0,
+    keys: list[str] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
     """Open loop: write i is due at start + i / rate; a late one is sent at once and counted.
     Each write is a unique key and value (`prefix:name:seq`), or the next of `keys` (cycled,
     for a writer confined to one slot range); with wait_replicas, SET is followed by
@@ -152,8 +171,18 @@ def writer(router_factory, name: str, prefix: str, rate: float, start: float, en
             t = time.monotonic()
             try:
                 _, reps = router.execute(key, "SET", key, value, then=then)
-                w = Write(name, i, key, value, t, time.monotonic(), True,
-                          int(reps) if reps is not None else None, "", group_of(key))
+                w = Write(
+                    name,
+                    i,
+                    key,
+                    value,
+                    t,
+                    time.monotonic(),
+                    True,
+                    int(reps) if reps is not None else None,
+                    "",
+                    group_of(key),
+                )
             except (redis.RedisError, OSError) as e:
                 w = Write(name, i, key, value, t, time.monotonic(), False, None, error_kind(e), group_of(key))
             log.append(w)
@@ -170,8 +199,9 @@ def writer(router_factory, name: str, prefix: str, rate: float, start: float, en
                 hist.latest[name] = latest
 
 
-def reader(router_factory, rate: float, start: float, end: float, hist: History, group_of,
-           stop: threading.Event | None = None) -> None:
+def reader(
+    router_factory, rate: float, start: float, end: float, hist: History, group_of, stop: threading.Event | None = None
+) -> None:
     """Reads, at a fixed rate, the key each writer acknowledged last (round robin over the
     writers): a hit, a missing key (acknowledged but not there) or an error."""
     router = router_factory()
@@ -205,7 +235,7 @@ def read_back(router: Router, keys: list[str], batch: int = 500) -> dict[str, st
     for addr, ks in by_node.items():
         c = router.conn(addr)
         for i in range(0, len(ks), batch):
-            part = ks[i:i + batch]
+            part = ks[i : i + batch]
             pipe = c.pipeline(transaction=False)
             for k in part:
                 pipe.get(k)

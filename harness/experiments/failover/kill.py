@@ -38,8 +38,9 @@ CONTROLS = ("no-kill", "no-replicas", "no-nodes-conf")
 GROUPS = {"killed": "killed_range", "others": "other_ranges"}
 
 PARAMS = {
-    "node_timeout_ms": Param(int, 2000, "cluster-node-timeout of the case's own cluster (Redis default 15000)",
-                             min=500, max=120000),
+    "node_timeout_ms": Param(
+        int, 2000, "cluster-node-timeout of the case's own cluster (Redis default 15000)", min=500, max=120000
+    ),
     "variants": Param(list, list(VARIANTS), "write variants to run", choices=VARIANTS),
     "controls": Param(list, list(CONTROLS), "controls run interleaved with the variants", choices=CONTROLS),
     "writers": Param(int, 2, "writer threads", min=1, max=64),
@@ -47,16 +48,24 @@ PARAMS = {
     "readers": Param(int, 1, "reader threads (read the latest acknowledged keys)", min=0, max=16),
     "read_rate": Param(float, 50.0, "reads per second per reader", min=1, max=100000),
     "warm_s": Param(float, 1.5, "seconds of traffic before the kill", min=0.5, max=600),
-    "after_kill_s": Param((float, type(None)), None,
-                          "seconds of traffic after the kill; null: node timeout x 1.5 + 3 s", min=1, max=3600),
+    "after_kill_s": Param(
+        (float, type(None)), None, "seconds of traffic after the kill; null: node timeout x 1.5 + 3 s", min=1, max=3600
+    ),
     "wait_ms": Param(int, 100, "the WAIT timeout of the wait variant", min=1, max=60000),
-    "min_replicas_max_lag": Param(int, 10, "min-replicas-max-lag of the min-replicas variant (Redis default 10)",
-                                  min=1, max=3600),
+    "min_replicas_max_lag": Param(
+        int, 10, "min-replicas-max-lag of the min-replicas variant (Redis default 10)", min=1, max=3600
+    ),
     "victim": Param(int, 0, "which primary is killed (0-based, by port)", min=0, max=15),
     "client_timeout_ms": Param(int, 250, "client connect and read timeout", min=10, max=60000),
     "rejoin_timeout_s": Param(float, 30.0, "how long the restarted node may take to rejoin", min=1, max=600),
-    "port_offset": Param(int, 20, "the case's own cluster starts this many ports above the suite's cluster "
-                                  "(it uses 9 ports and their bus ports +10000)", min=6, max=1000),
+    "port_offset": Param(
+        int,
+        20,
+        "the case's own cluster starts this many ports above the suite's cluster "
+        "(it uses 9 ports and their bus ports +10000)",
+        min=6,
+        max=1000,
+    ),
 }
 
 
@@ -102,8 +111,16 @@ class KillRun(FaultRun):
     whole_note = "3 primaries + 3 replicas, all slots, links up, after the run"
 
     def __init__(self, ctx: CaseContext, cl, variant: str, p: dict):
-        super().__init__(ctx, variant, p, [(cl.host, port) for port in cl.ports], faulty=variant != "no-kill",
-                         fault_s=_after_s(p), need_replicas=1 if variant == "wait" else 0, victim_index=p["victim"])
+        super().__init__(
+            ctx,
+            variant,
+            p,
+            [(cl.host, port) for port in cl.ports],
+            faulty=variant != "no-kill",
+            fault_s=_after_s(p),
+            need_replicas=1 if variant == "wait" else 0,
+            victim_index=p["victim"],
+        )
         self.cl = cl
         self.rejoined: float | None = None
         self.t_restart: float | None = None
@@ -113,13 +130,20 @@ class KillRun(FaultRun):
 
     def threads(self, router, group_of) -> list[threading.Thread]:
         p = self.p
-        out = [threading.Thread(target=client.writer, args=(router, f"w{i}", self.prefix, p["rate"], self.start,
-                                                            self.end, self.hist, group_of),
-                                kwargs={"wait_replicas": self.need, "wait_ms": p["wait_ms"]})
-               for i in range(p["writers"])]
-        out += [threading.Thread(target=client.reader, args=(router, p["read_rate"], self.start, self.end, self.hist,
-                                                             group_of))
-                for _ in range(p["readers"])]
+        out = [
+            threading.Thread(
+                target=client.writer,
+                args=(router, f"w{i}", self.prefix, p["rate"], self.start, self.end, self.hist, group_of),
+                kwargs={"wait_replicas": self.need, "wait_ms": p["wait_ms"]},
+            )
+            for i in range(p["writers"])
+        ]
+        out += [
+            threading.Thread(
+                target=client.reader, args=(router, p["read_rate"], self.start, self.end, self.hist, group_of)
+            )
+            for _ in range(p["readers"])
+        ]
         return out
 
     def inject(self) -> None:
@@ -138,8 +162,12 @@ class KillRun(FaultRun):
             if v != "no-replicas":
                 self.rejoined = _wait_replica(host, port, p["rejoin_timeout_s"])
         if v != "no-replicas":
-            self.metrics[f"{v}.rejoined_as_replica"] = Metric(1 if self.rejoined is not None else 0, "bool", "higher",
-                                                              "the restarted node is a replica with its link up")
+            self.metrics[f"{v}.rejoined_as_replica"] = Metric(
+                1 if self.rejoined is not None else 0,
+                "bool",
+                "higher",
+                "the restarted node is a replica with its link up",
+            )
             self.metrics[f"{v}.rejoin_s"] = Metric(self.rejoined, "s", "lower", "restart to replica with link up")
         self.details["restart_at_s"] = round(self.t_restart - self.t_fault, 2)
 
@@ -187,10 +215,15 @@ def run(ctx: CaseContext) -> Record:
     names = scenario.order(list(p["variants"]), list(p["controls"]), ctx.repetition)
     metrics: dict[str, Metric] = {}
     series: dict = {}
-    details: dict = {"order": names, "node_timeout_ms": p["node_timeout_ms"], "own_cluster": f"{host}:{base}-{base + 5}"}
+    details: dict = {
+        "order": names,
+        "node_timeout_ms": p["node_timeout_ms"],
+        "own_cluster": f"{host}:{base}-{base + 5}",
+    }
     cl = LocalCluster(host, base, node_timeout_ms=p["node_timeout_ms"], state_dir=STATE_DIR / f"failover-{base}")
-    bare = LocalCluster(host, base + 6, replicas=0, node_timeout_ms=p["node_timeout_ms"],
-                        state_dir=STATE_DIR / f"failover-{base + 6}")
+    bare = LocalCluster(
+        host, base + 6, replicas=0, node_timeout_ms=p["node_timeout_ms"], state_dir=STATE_DIR / f"failover-{base + 6}"
+    )
     for c in (cl, bare):  # left by a run that was killed (-9): its owner is gone
         if c.leftover():
             ctx.log(f"stopping the case's cluster on {host}:{c.base_port} left by a run that no longer runs")
@@ -213,9 +246,11 @@ def run(ctx: CaseContext) -> Record:
             metrics.update(m)
             series.update(s)
             details[name] = d
-            ctx.log(f"{name}: promoted {scenario.fmt(m.get(name + '.promoted_s'))} s, killed range recovered "
-                    f"{scenario.fmt(m.get(name + '.killed_range.recovered_s'))} s, lost acknowledged "
-                    f"{scenario.fmt(m.get(name + '.lost_acked'))} of {scenario.fmt(m.get(name + '.acked'))}")
+            ctx.log(
+                f"{name}: promoted {scenario.fmt(m.get(name + '.promoted_s'))} s, killed range recovered "
+                f"{scenario.fmt(m.get(name + '.killed_range.recovered_s'))} s, lost acknowledged "
+                f"{scenario.fmt(m.get(name + '.lost_acked'))} of {scenario.fmt(m.get(name + '.acked'))}"
+            )
     finally:
         cl.down()
         bare.down()

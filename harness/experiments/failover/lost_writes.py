@@ -95,15 +95,26 @@ def classify(writes: list[Write], final: dict[str, str | None], need_replicas: i
     return WriteCounts(counts, lost, acked, unacked_present, foreign)
 
 
-def bins(writes: list[Write], t0: float, start: float, end: float, width: float = 0.1,
-         need_replicas: int = 0, groups: list[str] | None = None) -> dict[str, list]:
+def bins(
+    writes: list[Write],
+    t0: float,
+    start: float,
+    end: float,
+    width: float = 0.1,
+    need_replicas: int = 0,
+    groups: list[str] | None = None,
+) -> dict[str, list]:
     """Per `width` seconds from `start` to `end` (relative to t0, by send time): writes
     acknowledged, failed (and of those, timed out), and failed per slot-range group;
     columns of equal length."""
     n = max(1, int(math.ceil((end - start) / width - 1e-9)))
     groups = groups if groups is not None else sorted({w.group for w in writes})
-    out: dict[str, list] = {"t": [round(start + i * width, 3) for i in range(n)], "acked": [0] * n,
-                            "errors": [0] * n, "timeouts": [0] * n}
+    out: dict[str, list] = {
+        "t": [round(start + i * width, 3) for i in range(n)],
+        "acked": [0] * n,
+        "errors": [0] * n,
+        "timeouts": [0] * n,
+    }
     for g in groups:
         out[f"errors.{g}"] = [0] * n
         out[f"sent.{g}"] = [0] * n

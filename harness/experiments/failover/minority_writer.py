@@ -23,8 +23,17 @@ def work(job: dict, log) -> dict:
     def router():
         return client.Router(seeds, job["timeout"])
 
-    client.writer(router, job["name"], job["prefix"], job["rate"], job["start"], job["end"], hist,
-                  lambda key: job["group"], keys=job["keys"])
+    client.writer(
+        router,
+        job["name"],
+        job["prefix"],
+        job["rate"],
+        job["start"],
+        job["end"],
+        hist,
+        lambda key: job["group"],
+        keys=job["keys"],
+    )
     return {"writes": [asdict(w) for w in hist.writes]}
 
 

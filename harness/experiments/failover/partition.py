@@ -56,14 +56,14 @@ PARAMS = {
     "writers": Param(int, 1, "writer threads on the majority side (all slots)", min=0, max=64),
     "majority_rate": Param(float, 100.0, "writes per second per majority-side writer", min=1, max=100000),
     "warm_s": Param(float, 1.5, "seconds of traffic before the cut", min=0.5, max=600),
-    "cut_s": Param((float, type(None)), None, "seconds the link stays down; null: node timeout x 1.5 + 3 s",
-                   min=0.5, max=3600),
+    "cut_s": Param(
+        (float, type(None)), None, "seconds the link stays down; null: node timeout x 1.5 + 3 s", min=0.5, max=3600
+    ),
     "after_heal_s": Param(float, 3.0, "seconds of traffic after the link is back", min=0.5, max=600),
     "min_replicas_max_lag": Param(int, 1, "min-replicas-max-lag of the min-replicas variant", min=1, max=3600),
     "client_timeout_ms": Param(int, 250, "client connect and read timeout", min=10, max=60000),
     "heal_timeout_s": Param(float, 30.0, "how long the cluster may take to be whole again", min=1, max=600),
-    "port_offset": Param(int, 30, "the case's nodes listen on the suite cluster's first port + this", min=0,
-                         max=1000),
+    "port_offset": Param(int, 30, "the case's nodes listen on the suite cluster's first port + this", min=0, max=1000),
     "start_lab": Param(bool, False, "bring the simulated lab up (and down afterwards) when it is not up"),
 }
 
@@ -87,21 +87,30 @@ def lab_problem() -> str | None:
 
 def lab_is_up() -> bool:
     return Path("/sys/class/net/ls-br0").exists() and all(
-        Path(f"/run/netns/ls-h{i}").exists() for i in range(1, HOSTS + 1))
+        Path(f"/run/netns/ls-h{i}").exists() for i in range(1, HOSTS + 1)
+    )
 
 
 def _lab_script(name: str, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(INFRA_DIR / "lab-sim" / name)], capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        ["bash", str(INFRA_DIR / "lab-sim" / name)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def link(i: int, up: bool, check: bool = True) -> None:
     """Host i's link (its veth end on the bridge) up or down."""
-    r = subprocess.run(["ip", "link", "set", f"ls-h{i}-p", "up" if up else "down"], capture_output=True, text=True,
-                       timeout=10)
+    r = subprocess.run(
+        ["ip", "link", "set", f"ls-h{i}-p", "up" if up else "down"], capture_output=True, text=True, timeout=10
+    )
     if check and r.returncode != 0:
-        raise EnvironmentProblem(f"ip link set ls-h{i}-p {'up' if up else 'down'} failed: {r.stderr.strip()} "
-                                 f"(was the simulated lab taken down during the case?)")
+        raise EnvironmentProblem(
+            f"ip link set ls-h{i}-p {'up' if up else 'down'} failed: {r.stderr.strip()} "
+            f"(was the simulated lab taken down during the case?)"
+        )
 
 
 # ---- the cluster across the lab's hosts ------------------------------------------------------
@@ -122,23 +131,43 @@ class LabCluster:
         self.folder.mkdir(parents=True, exist_ok=True)
         try:
             for i, addr in self.hosts.items():
-                rp = RedisProcess(addr, self.port, self.folder / f"h{i}", cluster=True,
-                                  config={"cluster-node-timeout": self.node_timeout_ms})
+                rp = RedisProcess(
+                    addr,
+                    self.port,
+                    self.folder / f"h{i}",
+                    cluster=True,
+                    config={"cluster-node-timeout": self.node_timeout_ms},
+                )
                 rp.folder.mkdir(parents=True, exist_ok=True)
                 for stale in ("nodes.conf", "dump.rdb", "redis.log"):
                     (rp.folder / stale).unlink(missing_ok=True)
                 conf = rp.folder / "redis.conf"
                 conf.write_text(rp.render_config())
-                rp.proc = subprocess.Popen(["ip", "netns", "exec", f"ls-h{i}", exe, str(conf)],
-                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                           start_new_session=True, cwd=rp.folder)  # its folder: proof it is ours
+                rp.proc = subprocess.Popen(
+                    ["ip", "netns", "exec", f"ls-h{i}", exe, str(conf)],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                    cwd=rp.folder,
+                )  # its folder: proof it is ours
                 rp.pid = rp.proc.pid
                 self.procs[i] = rp
                 self._write_state()
                 rp.wait_ready(10)
-            out = subprocess.run(["redis-cli", "--cluster", "create", *[f"{a}:{p}" for a, p in self.addrs],
-                                  "--cluster-replicas", "1", "--cluster-yes"], capture_output=True, text=True,
-                                 timeout=timeout)
+            out = subprocess.run(
+                [
+                    "redis-cli",
+                    "--cluster",
+                    "create",
+                    *[f"{a}:{p}" for a, p in self.addrs],
+                    "--cluster-replicas",
+                    "1",
+                    "--cluster-yes",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
             if out.returncode != 0 or "[OK] All 16384 slots covered" not in out.stdout:
                 tail = " | ".join((out.stdout + out.stderr).strip().splitlines()[-3:])
                 raise EnvironmentProblem(f"redis-cli --cluster create on the lab failed: {tail}")
@@ -153,8 +182,11 @@ class LabCluster:
             c = client.plain_client(addr, port, 1.0)
             try:
                 ci = c.execute_command("CLUSTER INFO")
-                state = ci.get("cluster_state") if isinstance(ci, dict) else \
-                    dict(x.split(":", 1) for x in str(ci).splitlines() if ":" in x).get("cluster_state")
+                state = (
+                    ci.get("cluster_state")
+                    if isinstance(ci, dict)
+                    else dict(x.split(":", 1) for x in str(ci).splitlines() if ":" in x).get("cluster_state")
+                )
                 if state != "ok":
                     return f"{addr}:{port} reports cluster_state:{state}"
                 info = c.info("replication")
@@ -184,8 +216,9 @@ class LabCluster:
         return self.folder / "state.json"
 
     def _write_state(self) -> None:
-        procs = [ownership.spawned(rp.pid, port=self.port, name=f"h{i}").as_json()
-                 for i, rp in self.procs.items() if rp.pid]
+        procs = [
+            ownership.spawned(rp.pid, port=self.port, name=f"h{i}").as_json() for i, rp in self.procs.items() if rp.pid
+        ]
         ownership.write_private(self.state_file, json.dumps({"boot": ownership.boot_id(), "procs": procs}))
 
     def _stop_leftovers(self) -> None:
@@ -236,8 +269,15 @@ class CutRun(FaultRun):
     whole_note = "3 primaries + 3 replicas, links up, after the heal"
 
     def __init__(self, ctx: CaseContext, lc: LabCluster, variant: str, p: dict):
-        super().__init__(ctx, variant, p, lc.addrs, faulty=variant != "no-cut", fault_s=scenario.fault_s(p["cut_s"], p),
-                         after_s=p["after_heal_s"])
+        super().__init__(
+            ctx,
+            variant,
+            p,
+            lc.addrs,
+            faulty=variant != "no-cut",
+            fault_s=scenario.fault_s(p["cut_s"], p),
+            after_s=p["after_heal_s"],
+        )
         self.lc = lc
         self.minority = None
         self.minority_writes: list = []
@@ -247,26 +287,49 @@ class CutRun(FaultRun):
         return next(i for i, a in self.lc.hosts.items() if a == self.victim.addr[0])
 
     def describe(self) -> dict:
-        return {"victim": self.victim.address, "host": f"ls-h{self.host_index}", "cut": self.faulty,
-                "cut_slots": ranges(sorted(self.victim.slots)), "cut_s": self.fault_s}
+        return {
+            "victim": self.victim.address,
+            "host": f"ls-h{self.host_index}",
+            "cut": self.faulty,
+            "cut_slots": ranges(sorted(self.victim.slots)),
+            "cut_s": self.fault_s,
+        }
 
     def threads(self, router, group_of) -> list[threading.Thread]:
-        out = [threading.Thread(target=client.writer, args=(router, f"w{i}", self.prefix, self.p["majority_rate"],
-                                                            self.start, self.end, self.hist, group_of))
-               for i in range(self.p["writers"])]
-        out.append(threading.Thread(target=client.reader, args=(router, 50.0, self.start, self.end, self.hist,
-                                                                group_of)))
+        out = [
+            threading.Thread(
+                target=client.writer,
+                args=(router, f"w{i}", self.prefix, self.p["majority_rate"], self.start, self.end, self.hist, group_of),
+            )
+            for i in range(self.p["writers"])
+        ]
+        out.append(
+            threading.Thread(target=client.reader, args=(router, 50.0, self.start, self.end, self.hist, group_of))
+        )
         return out
 
     def before_traffic(self) -> None:
         """The writer on the cut-off side: its own process in the victim's namespace."""
         ns = f"ls-h{self.host_index}"
-        job = {"seeds": [list(self.victim.addr)], "keys": [f"{self.prefix}:m:{t}" for t in _tags_for(self.victim.slots, 64)],
-               "name": "minority", "prefix": self.prefix, "rate": self.p["rate"], "start": self.start, "end": self.end,
-               "timeout": self.timeout, "group": "cut"}
-        self.minority = child.start(minority_writer.MODULE, job, what=f"the writer in {ns}", log=self.ctx.log,
-                                    stderr_path=self.ctx.raw_path(f"{self.variant}.minority.stderr"),
-                                    prefix=["ip", "netns", "exec", ns])
+        job = {
+            "seeds": [list(self.victim.addr)],
+            "keys": [f"{self.prefix}:m:{t}" for t in _tags_for(self.victim.slots, 64)],
+            "name": "minority",
+            "prefix": self.prefix,
+            "rate": self.p["rate"],
+            "start": self.start,
+            "end": self.end,
+            "timeout": self.timeout,
+            "group": "cut",
+        }
+        self.minority = child.start(
+            minority_writer.MODULE,
+            job,
+            what=f"the writer in {ns}",
+            log=self.ctx.log,
+            stderr_path=self.ctx.raw_path(f"{self.variant}.minority.stderr"),
+            prefix=["ip", "netns", "exec", ns],
+        )
 
     def inject(self) -> None:
         link(self.host_index, False)
@@ -305,7 +368,10 @@ class CutRun(FaultRun):
         c = client.plain_client(*self.victim.addr, 2.0)
         try:
             self.metrics[f"{v}.old_primary_is_replica"] = Metric(
-                1 if c.info("replication").get("role") == "slave" else 0, "bool", note="the cut-off primary after the heal")
+                1 if c.info("replication").get("role") == "slave" else 0,
+                "bool",
+                note="the cut-off primary after the heal",
+            )
         except redis.RedisError:
             self.metrics[f"{v}.old_primary_is_replica"] = Metric(None, "bool")
         finally:
@@ -323,14 +389,24 @@ class CutRun(FaultRun):
         verdict = lost_writes.classify(mw, final)
         during = [w for w in mw if w.ok and self.t_down <= w.sent and w.done < self.t_heal]
         return {
-            f"{v}.minority.acked": Metric(verdict.acknowledged, "writes", note="acknowledged to the writer on the cut-off side"),
-            f"{v}.minority.lost_acked": Metric(verdict.counts[lost_writes.LOST], "writes", "lower",
-                                               "acknowledged on the cut-off side, gone after the heal"),
-            f"{v}.minority.acked_during_cut": Metric(len(during), "writes",
-                                                     note="sent after the link went down, acknowledged before it came back"),
-            f"{v}.minority.accepting_s": Metric(max(w.done for w in during) - self.t_down if during else 0.0, "s",
-                                                "lower", "link down to the last write the cut-off side "
-                                                         "acknowledged before the heal"),
+            f"{v}.minority.acked": Metric(
+                verdict.acknowledged, "writes", note="acknowledged to the writer on the cut-off side"
+            ),
+            f"{v}.minority.lost_acked": Metric(
+                verdict.counts[lost_writes.LOST],
+                "writes",
+                "lower",
+                "acknowledged on the cut-off side, gone after the heal",
+            ),
+            f"{v}.minority.acked_during_cut": Metric(
+                len(during), "writes", note="sent after the link went down, acknowledged before it came back"
+            ),
+            f"{v}.minority.accepting_s": Metric(
+                max(w.done for w in during) - self.t_down if during else 0.0,
+                "s",
+                "lower",
+                "link down to the last write the cut-off side acknowledged before the heal",
+            ),
         }
 
 
@@ -346,8 +422,10 @@ def run(ctx: CaseContext) -> Record:
     started = False
     if not lab_is_up():
         if not p["start_lab"]:
-            return Record("skipped", "the simulated lab is not up; start it with make lab-sim-up "
-                                          "(or --set partition.start_lab=true)")
+            return Record(
+                "skipped",
+                "the simulated lab is not up; start it with make lab-sim-up (or --set partition.start_lab=true)",
+            )
         ctx.log("starting the simulated lab (infra/lab-sim/up.sh)")
         r = _lab_script("up.sh", 180)
         if r.returncode != 0:
@@ -357,14 +435,20 @@ def run(ctx: CaseContext) -> Record:
         started = True
     port = scenario.own_port(ctx, p)
     if port > 65535 - 10000:
-        raise BadInput(f"port_offset {p['port_offset']}: the lab nodes' port {port} leaves no room for its bus "
-                       f"port (+10000); give a smaller port_offset")
+        raise BadInput(
+            f"port_offset {p['port_offset']}: the lab nodes' port {port} leaves no room for its bus "
+            f"port (+10000); give a smaller port_offset"
+        )
     lc = LabCluster(port, p["node_timeout_ms"], STATE_DIR / f"failover-lab-{port}")
     names = scenario.order(list(p["variants"]), list(p["controls"]), ctx.repetition)
     metrics: dict[str, Metric] = {}
     series: dict = {}
-    details: dict = {"order": names, "node_timeout_ms": p["node_timeout_ms"], "lab_started_by_case": started,
-                     "nodes": [f"{a}:{port}" for a in lc.hosts.values()]}
+    details: dict = {
+        "order": names,
+        "node_timeout_ms": p["node_timeout_ms"],
+        "lab_started_by_case": started,
+        "nodes": [f"{a}:{port}" for a in lc.hosts.values()],
+    }
     try:
         ctx.log(f"3 + 3 cluster on the lab's hosts {LAB_NET}.11-16:{port}, node timeout {p['node_timeout_ms']} ms")
         lc.up()
@@ -373,10 +457,12 @@ def run(ctx: CaseContext) -> Record:
             metrics.update(m)
             series.update(s)
             details[name] = d
-            ctx.log(f"{name}: the cut-off side acknowledged writes for {scenario.fmt(m.get(name + '.minority.accepting_s'))} s; "
-                    f"lost acknowledged {scenario.fmt(m.get(name + '.minority.lost_acked'))} of "
-                    f"{scenario.fmt(m.get(name + '.minority.acked'))} (cut-off side), "
-                    f"{scenario.fmt(m.get(name + '.lost_acked'))} of {scenario.fmt(m.get(name + '.acked'))} (all)")
+            ctx.log(
+                f"{name}: the cut-off side acknowledged writes for {scenario.fmt(m.get(name + '.minority.accepting_s'))} s; "
+                f"lost acknowledged {scenario.fmt(m.get(name + '.minority.lost_acked'))} of "
+                f"{scenario.fmt(m.get(name + '.minority.acked'))} (cut-off side), "
+                f"{scenario.fmt(m.get(name + '.lost_acked'))} of {scenario.fmt(m.get(name + '.acked'))} (all)"
+            )
     finally:
         lc.down()
         if started:

@@ -24,8 +24,11 @@ from harness.experiments.failover.series import EVENTS, TIMELINE
 from harness.experiments.failover.watch import Watcher, node_id, parse_nodes
 from harness.model.driver_contract import CaseContext, Metric
 
-WHAT_FIRST = {"pfail": "{noun} to PFAIL in another node's view", "fail": "{noun} to FAIL in another node's view",
-              "promoted": "{noun} to the replica calling itself primary"}
+WHAT_FIRST = {
+    "pfail": "{noun} to PFAIL in another node's view",
+    "fail": "{noun} to FAIL in another node's view",
+    "promoted": "{noun} to the replica calling itself primary",
+}
 
 
 @dataclass
@@ -92,7 +95,7 @@ def order(variants: list[str], controls: list[str], repetition: int) -> list[str
     two variants), the whole sequence rotated by one per repetition."""
     names: list[str] = []
     for i in range(max(len(variants), len(controls))):
-        names += variants[i:i + 1] + controls[i:i + 1]
+        names += variants[i : i + 1] + controls[i : i + 1]
     if not names:
         return []
     k = (repetition - 1) % len(names)
@@ -138,8 +141,18 @@ class FaultRun:
     views_timeout = 2.0
     whole_note = "3 primaries + 3 replicas, links up, after the run"
 
-    def __init__(self, ctx: CaseContext, variant: str, p: dict, addrs: list[tuple[str, int]], faulty: bool,
-                 fault_s: float, after_s: float = 0.0, need_replicas: int = 0, victim_index: int = 0):
+    def __init__(
+        self,
+        ctx: CaseContext,
+        variant: str,
+        p: dict,
+        addrs: list[tuple[str, int]],
+        faulty: bool,
+        fault_s: float,
+        after_s: float = 0.0,
+        need_replicas: int = 0,
+        victim_index: int = 0,
+    ):
         self.ctx, self.variant, self.p, self.addrs = ctx, variant, p, list(addrs)
         self.faulty, self.fault_s, self.after_s, self.need = faulty, fault_s, after_s, need_replicas
         self.victim_index = victim_index
@@ -203,7 +216,8 @@ class FaultRun:
         self.metrics[f"{self.variant}.healthy_after"] = Metric(1 if healthy else 0, "bool", "higher", self.whole_note)
         agree = healthy and client.views_agree(self.addrs, self.views_timeout)
         self.metrics[f"{self.variant}.slot_views_agree"] = Metric(
-            1 if agree else 0, "bool", "higher", "every node reports the same slot map after the heal")
+            1 if agree else 0, "bool", "higher", "every node reports the same slot map after the heal"
+        )
         self.after_whole()
         if self.variant == "min-replicas":
             config_all(self.addrs, {"min-replicas-to-write": 0, "min-replicas-max-lag": 10})
@@ -254,17 +268,34 @@ class FaultRun:
         m.update(measure.outage_metrics(v, all_writes, self.t_fault, self.end, self.groups))
         for what, note in WHAT_FIRST.items():
             t = self.watcher.first.get(what)
-            m[f"{v}.{what}_s"] = Metric(None if t is None or not self.faulty else t - self.t_fault, "s", "lower",
-                                        note.format(noun=self.noun))
+            m[f"{v}.{what}_s"] = Metric(
+                None if t is None or not self.faulty else t - self.t_fault, "s", "lower", note.format(noun=self.noun)
+            )
         m[f"{v}.writes"] = Metric(len(all_writes), "writes")
-        m[f"{v}.late_pct"] = Metric(100.0 * self.hist.late / len(self.hist.writes) if self.hist.writes else None,
-                                    "%", "lower", "writes sent more than 50 ms after their scheduled time")
-        m[f"{v}.reads_missing"] = Metric(sum(1 for _, _, w in self.hist.reads if w == "missing"), "reads", "lower",
-                                         "reads of an acknowledged key that found nothing")
-        series = {f"{v}.{TIMELINE.name}": measure.timeline(all_writes, self.hist.reads, self.t_fault,
-                                                           -self.p["warm_s"], self.fault_s + self.after_s,
-                                                           list(self.groups), self.need),
-                  f"{v}.{EVENTS.name}": measure.events_series(self.watcher.events, self.t_fault)}
+        m[f"{v}.late_pct"] = Metric(
+            100.0 * self.hist.late / len(self.hist.writes) if self.hist.writes else None,
+            "%",
+            "lower",
+            "writes sent more than 50 ms after their scheduled time",
+        )
+        m[f"{v}.reads_missing"] = Metric(
+            sum(1 for _, _, w in self.hist.reads if w == "missing"),
+            "reads",
+            "lower",
+            "reads of an acknowledged key that found nothing",
+        )
+        series = {
+            f"{v}.{TIMELINE.name}": measure.timeline(
+                all_writes,
+                self.hist.reads,
+                self.t_fault,
+                -self.p["warm_s"],
+                self.fault_s + self.after_s,
+                list(self.groups),
+                self.need,
+            ),
+            f"{v}.{EVENTS.name}": measure.events_series(self.watcher.events, self.t_fault),
+        }
         self.hist.writes = all_writes
         measure.write_history(self.ctx.raw_path(f"{v}.writes.csv"), self.hist, self.t_fault)
         self.details["watch_polls"] = self.watcher.polls

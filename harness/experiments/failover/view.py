@@ -42,11 +42,28 @@ def failover(ctx: ViewContext) -> list:
             continue
         partition = any(ctx.metric(case, f"{r}.minority.acked") is not None for r in runs)
         fault, rng = ("cut", "cut_range") if partition else ("kill", "killed_range")
-        cols = ["run", "what", f"PFAIL (s after {fault})", "FAIL (s)", "replica promoted (s)",
-                f"{fault} range: writes OK again for good (s)", f"{fault} range: outage (s)",
-                f"{fault} range: failed writes (%)", "other ranges: failed writes (%)", "served in the last second (%)"]
-        keys = ["pfail_s", "fail_s", "promoted_s", f"{rng}.recovered_s", f"{rng}.outage_s", f"{rng}.error_pct",
-                "other_ranges.error_pct", "served_at_end_pct"]
+        cols = [
+            "run",
+            "what",
+            f"PFAIL (s after {fault})",
+            "FAIL (s)",
+            "replica promoted (s)",
+            f"{fault} range: writes OK again for good (s)",
+            f"{fault} range: outage (s)",
+            f"{fault} range: failed writes (%)",
+            "other ranges: failed writes (%)",
+            "served in the last second (%)",
+        ]
+        keys = [
+            "pfail_s",
+            "fail_s",
+            "promoted_s",
+            f"{rng}.recovered_s",
+            f"{rng}.outage_s",
+            f"{rng}.error_pct",
+            "other_ranges.error_pct",
+            "served_at_end_pct",
+        ]
         if not partition:
             cols += ["restarted node rejoined as replica", "rejoin (s)"]
             keys += ["rejoined_as_replica", "rejoin_s"]
@@ -56,26 +73,41 @@ def failover(ctx: ViewContext) -> list:
         cols += ["slot views agree after", "healthy after"]
         keys += ["slot_views_agree", "healthy_after"]
         rows = [[r, WHAT.get(r, "")] + [_cell(ctx, case, f"{r}.{k}") for k in keys] for r in runs]
-        blocks.append(Table(
-            f"{'Partition' if partition else 'Primary killed'}: failover as the nodes and the clients saw it", cols,
-            rows, "PFAIL/FAIL: first time another node's CLUSTER NODES showed the failed primary as fail? / fail; "
-                  "promoted: its replica calling itself primary; writes OK again for good: the first acknowledged "
-                  "write of the range after which none failed ('-': not within the run). Times in seconds from the "
-                  "fault; median over repetitions (min-max).", case))
+        blocks.append(
+            Table(
+                f"{'Partition' if partition else 'Primary killed'}: failover as the nodes and the clients saw it",
+                cols,
+                rows,
+                "PFAIL/FAIL: first time another node's CLUSTER NODES showed the failed primary as fail? / fail; "
+                "promoted: its replica calling itself primary; writes OK again for good: the first acknowledged "
+                "write of the range after which none failed ('-': not within the run). Times in seconds from the "
+                "fault; median over repetitions (min-max).",
+                case,
+            )
+        )
         lcols = ["run", "what", "acknowledged", "lost", "lost (%)", "overwritten", "failed but present"]
         lkeys = ["acked", "lost_acked", "lost_acked_pct", "overwritten", "unacked_present"]
         if any(ctx.metric(case, f"{r}.unreplicated") is not None for r in runs):
             lcols.append("OK but WAIT reached no replica")
             lkeys.append("unreplicated")
         if partition:
-            lcols += ["cut-off side: acknowledged during the cut", "cut-off side: lost",
-                      "cut-off side kept acknowledging (s)"]
+            lcols += [
+                "cut-off side: acknowledged during the cut",
+                "cut-off side: lost",
+                "cut-off side kept acknowledging (s)",
+            ]
             lkeys += ["minority.acked_during_cut", "minority.lost_acked", "minority.accepting_s"]
         lrows = [[r, WHAT.get(r, "")] + [_cell(ctx, case, f"{r}.{k}") for k in lkeys] for r in runs]
-        blocks.append(Table(
-            "Acknowledged writes lost, per variant", lcols, lrows,
-            "Every key read back from the healed cluster; an acknowledged write is present, overwritten (by a write "
-            "that does not precede it) or lost. WAIT variant: acknowledged only when WAIT reported a replica.", case))
+        blocks.append(
+            Table(
+                "Acknowledged writes lost, per variant",
+                lcols,
+                lrows,
+                "Every key read back from the healed cluster; an acknowledged write is present, overwritten (by a write "
+                "that does not precede it) or lost. WAIT variant: acknowledged only when WAIT reported a replica.",
+                case,
+            )
+        )
         for r in runs:
             blocks += _timeline(ctx, case, r, fault, rng)
     return blocks
@@ -88,9 +120,11 @@ def _timeline(ctx: ViewContext, case: str, run: str, fault: str, rng: str) -> li
         return []
     group = "cut" if rng == "cut_range" else "killed"
     series = [{"name": "writes acknowledged", "points": points(tl, t, TIMELINE["acked"])}]
-    for col, name in ((TIMELINE[f"errors.{group}"], f"errors, {fault} range"),
-                      (TIMELINE["errors.others"], "errors, other ranges"),
-                      (TIMELINE["timeouts"], "timeouts (of the errors)")):
+    for col, name in (
+        (TIMELINE[f"errors.{group}"], f"errors, {fault} range"),
+        (TIMELINE["errors.others"], "errors, other ranges"),
+        (TIMELINE["timeouts"], "timeouts (of the errors)"),
+    ):
         if col in tl.columns:
             series.append({"name": name, "points": points(tl, t, col)})
     series.append({"name": "reads of acknowledged keys: missing", "points": points(tl, t, TIMELINE["reads_missing"])})
@@ -98,10 +132,16 @@ def _timeline(ctx: ViewContext, case: str, run: str, fault: str, rng: str) -> li
     events = ""
     out: list = []
     if ev is not None and len(ev):
-        events = "; ".join(f"{e} {s:.2f} s" for e, s in zip(ev.column(EVENTS["event"]), ev.column(EVENTS["t"]))
-                           if s is not None)
+        events = "; ".join(
+            f"{e} {s:.2f} s" for e, s in zip(ev.column(EVENTS["event"]), ev.column(EVENTS["t"])) if s is not None
+        )
         out.append(series_table(ev, f"{run}: role changes and events (s after the {fault})", case))
-    chart = Chart(f"{run}: writes per 100 ms around the {fault} ({WHAT.get(run, run)})", series,
-                  f"seconds since the {fault}", "writes per 100 ms",
-                  note=f"Role changes and events: {events or 'none'}. Median over repetitions (min-max).", case=case)
+    chart = Chart(
+        f"{run}: writes per 100 ms around the {fault} ({WHAT.get(run, run)})",
+        series,
+        f"seconds since the {fault}",
+        "writes per 100 ms",
+        note=f"Role changes and events: {events or 'none'}. Median over repetitions (min-max).",
+        case=case,
+    )
     return [chart] + out

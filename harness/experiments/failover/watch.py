@@ -15,8 +15,15 @@ from harness.experiments.failover.client import plain_client
 def parse_nodes(reply) -> list[tuple[str, str, set, str]]:
     """(id, ip:port, flags, primary id or '-') per line of CLUSTER NODES (text or redis-py's dict)."""
     if isinstance(reply, dict):
-        return [(v.get("node_id", ""), addr.split("@")[0], set(str(v.get("flags", "")).split(",")),
-                 v.get("master_id") or "-") for addr, v in reply.items()]
+        return [
+            (
+                v.get("node_id", ""),
+                addr.split("@")[0],
+                set(str(v.get("flags", "")).split(",")),
+                v.get("master_id") or "-",
+            )
+            for addr, v in reply.items()
+        ]
     out = []
     for line in str(reply).strip().splitlines():
         p = line.split()
@@ -34,8 +41,14 @@ def node_id(host: str, port: int, password: str | None = None) -> str:
 
 
 class Watcher(threading.Thread):
-    def __init__(self, addrs: list[tuple[str, int]], victim_id: str, victim_replicas: set[str],
-                 interval: float = 0.05, password: str | None = None):
+    def __init__(
+        self,
+        addrs: list[tuple[str, int]],
+        victim_id: str,
+        victim_replicas: set[str],
+        interval: float = 0.05,
+        password: str | None = None,
+    ):
         super().__init__(daemon=True)
         self.addrs, self.victim_id, self.victim_replicas = addrs, victim_id, set(victim_replicas)
         self.interval, self.password = interval, password

@@ -24,9 +24,15 @@ class CodecTiming:
     qps_ops: int = 0
 
     def summary(self) -> dict:
-        return {"codec": self.codec, "bytes": stats.median(self.bytes), "encode_ms": stats.median(self.encode_s) * 1e3,
-                "decode_ms": stats.median(self.decode_s) * 1e3, "copy_ms": stats.median(self.copy_s) * 1e3,
-                "qps": self.qps, "samples": len(self.decode_s)}
+        return {
+            "codec": self.codec,
+            "bytes": stats.median(self.bytes),
+            "encode_ms": stats.median(self.encode_s) * 1e3,
+            "decode_ms": stats.median(self.decode_s) * 1e3,
+            "copy_ms": stats.median(self.copy_s) * 1e3,
+            "qps": self.qps,
+            "samples": len(self.decode_s),
+        }
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:

@@ -50,6 +50,7 @@ class CodecError(ValueError):
 
 # ---- tensors <-> numpy -------------------------------------------------------------------
 
+
 def to_numpy(tensor) -> tuple[np.ndarray, str]:
     """(C-contiguous little-endian numpy array, dtype name) of a torch tensor or array.
     bfloat16, which numpy lacks, travels as its uint16 bit pattern."""
@@ -83,6 +84,7 @@ def to_torch(arr: np.ndarray, dtype_name: str):
 
 
 # ---- codecs --------------------------------------------------------------------------------
+
 
 class JsonCodec:
     name = "json"
@@ -133,8 +135,8 @@ class AlignedCodec:
             raise ValueError("a chunk's data must be under 4 GiB (the length field is 32 bits)")
         out = bytearray(a + _round_up(length, a))
         HEADER.pack_into(out, 0, length, a)
-        out[8:8 + len(meta)] = meta
-        out[a:a + length] = arr.tobytes()
+        out[8 : 8 + len(meta)] = meta
+        out[a : a + length] = arr.tobytes()
         return bytes(out)
 
     def decode(self, buf, copy: bool = True) -> tuple[np.ndarray, str]:
@@ -161,12 +163,15 @@ def parse_aligned_header(buf) -> tuple[int, int, str, tuple]:
     if a < 32 or a & (a - 1):
         raise CodecError(f"aligned chunk has a bad alignment field {a} (must be a power of two >= 32)")
     if size % a:
-        raise CodecError(f"aligned chunk is misaligned or truncated: {size} bytes is not a multiple of "
-                         f"its alignment {a}")
+        raise CodecError(
+            f"aligned chunk is misaligned or truncated: {size} bytes is not a multiple of its alignment {a}"
+        )
     need = a + _round_up(length, a)
     if size < need:
-        raise CodecError(f"aligned chunk is truncated: {size} bytes, its header needs {need} "
-                         f"({a} header block + {length} data bytes padded to {a})")
+        raise CodecError(
+            f"aligned chunk is truncated: {size} bytes, its header needs {need} "
+            f"({a} header block + {length} data bytes padded to {a})"
+        )
     if size > need:
         raise CodecError(f"aligned chunk has {size - need} trailing bytes after its padded data")
     code, ndim, _ = META.unpack_from(buf, 8)
@@ -200,8 +205,10 @@ class RawCodec:
 
     def decode(self, buf, copy: bool = True) -> tuple[np.ndarray, str]:
         if len(buf) != self.nbytes:
-            raise CodecError(f"raw chunk is {len(buf)} bytes, a {self.dtype} {list(self.shape)} chunk is "
-                             f"{self.nbytes} (truncated or the wrong shape)")
+            raise CodecError(
+                f"raw chunk is {len(buf)} bytes, a {self.dtype} {list(self.shape)} chunk is "
+                f"{self.nbytes} (truncated or the wrong shape)"
+            )
         arr = np.frombuffer(buf, dtype=np_dtype(self.dtype)).reshape(self.shape)
         return (arr.copy() if copy else arr), self.dtype
 
@@ -212,7 +219,7 @@ def make_codec(name: str, shape=None, dtype: str = "float32"):
         return JsonCodec()
     if name.startswith("aligned"):
         try:
-            return AlignedCodec(int(name[len("aligned"):] or 128))
+            return AlignedCodec(int(name[len("aligned") :] or 128))
         except ValueError as e:
             raise ValueError(f"codec {name!r}: {e}") from None
     if name == "raw":

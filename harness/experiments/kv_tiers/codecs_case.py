@@ -36,12 +36,17 @@ CODEC_PARAMS = {
     **COMMON,
     "prompt_tokens": Param(int, 256, "tokens of the real prompt whose KV chunks are measured", min=1),
     "codecs": Param(list, list(CODECS), "codecs to measure", CODECS),
-    "json_decode_target_ms": Param(float, REQUIRED, "compare at the chunk size whose JSON decode takes this long "
-                                                    "here (the source's JSON decode time; set in the suite spec)",
-                                   min=0.01),
+    "json_decode_target_ms": Param(
+        float,
+        REQUIRED,
+        "compare at the chunk size whose JSON decode takes this long "
+        "here (the source's JSON decode time; set in the suite spec)",
+        min=0.01,
+    ),
     "decode_repeats": Param(int, 20, "timed decodes per chunk and codec, interleaved over codecs", min=1),
-    "json_repeats": Param(int, 1, "timed JSON decodes of each whole chunk (slow; 0 = skip JSON on whole chunks)",
-                          min=0),
+    "json_repeats": Param(
+        int, 1, "timed JSON decodes of each whole chunk (slow; 0 = skip JSON on whole chunks)", min=0
+    ),
     "qps_seconds": Param(float, 2.0, "store-plus-fetch loop time per codec, in interleaved slices", min=0.05),
     "qps_slices": Param(int, 6, "slices the QPS loop is cut into, codecs taking turns", min=1),
 }
@@ -97,7 +102,7 @@ def interleaved_decode(codecs: dict, arrays: list, repeats: int) -> dict[str, li
     out: dict[str, list[float]] = {name: [] for name in codecs}
     names = list(codecs)
     for r in range(repeats):
-        order = names[r % len(names):] + names[:r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for i, a in enumerate(arrays):
             for name in order:
                 c = codecs[name]
@@ -119,7 +124,7 @@ def interleaved_qps(codecs: dict, arrays: list, client, prefix: str, seconds: fl
     names = list(codecs)
     try:
         for s in range(slices):
-            for name in names[s % len(names):] + names[:s % len(names)]:  # rotated each slice
+            for name in names[s % len(names) :] + names[: s % len(names)]:  # rotated each slice
                 c = codecs[name]
                 t0 = time.perf_counter()
                 while True:
@@ -152,8 +157,10 @@ def run_codecs(ctx: CaseContext) -> Record:
     sized = [w.reshape(-1)[:n].copy() for w in whole]
     names = [c for c in p["codecs"]] + [CONTROL]
     sized_codecs = {name: _codec_for(name, (n,)) for name in names}
-    ctx.log(f"{len(chunks)} chunks of {whole[0].nbytes} B; sized to {n} float32 values ({n * 4} B), where JSON "
-            f"decode takes about {p['json_decode_target_ms']:g} ms here")
+    ctx.log(
+        f"{len(chunks)} chunks of {whole[0].nbytes} B; sized to {n} float32 values ({n * 4} B), where JSON "
+        f"decode takes about {p['json_decode_target_ms']:g} ms here"
+    )
     dec = interleaved_decode(sized_codecs, sized, p["decode_repeats"])
     bytes_of = {name: len(c.encode(sized[0])) for name, c in sized_codecs.items()}
     enc = {}
@@ -163,25 +170,38 @@ def run_codecs(ctx: CaseContext) -> Record:
         enc[name] = (time.perf_counter() - t0) * 1e3
     client = ctx.target.cluster_client(decode_responses=False)
     try:
-        qps = interleaved_qps({k: sized_codecs[k] for k in ("json", "aligned128", STAND_IN, CONTROL)
-                               if k in sized_codecs}, sized, client,
-                              f"kvbench:{uuid.uuid4().hex[:8]}:", p["qps_seconds"], p["qps_slices"])
+        qps = interleaved_qps(
+            {k: sized_codecs[k] for k in ("json", "aligned128", STAND_IN, CONTROL) if k in sized_codecs},
+            sized,
+            client,
+            f"kvbench:{uuid.uuid4().hex[:8]}:",
+            p["qps_seconds"],
+            p["qps_slices"],
+        )
     finally:
         client.close()
     whole_names = [c for c in p["codecs"] if c != "json" or p["json_repeats"]]
     whole_codecs, whole_dec, copy_s = _whole_chunks(p, whole, whole_names)
     for name in names:
-        ctx.log(f"sized {name}: {bytes_of[name]} B, decode {stats.median(dec[name]) * 1e3:.4f} ms"
-                + (f", {qps[name]:.0f} store+fetch/s" if name in qps else ""))
+        ctx.log(
+            f"sized {name}: {bytes_of[name]} B, decode {stats.median(dec[name]) * 1e3:.4f} ms"
+            + (f", {qps[name]:.0f} store+fetch/s" if name in qps else "")
+        )
     ms = {name: stats.median(v) * 1e3 for name, v in dec.items()}
     wms = {name: stats.median(v) * 1e3 for name, v in whole_dec.items()}
     m = _codec_metrics(p, n, ms, wms, qps, bytes_of, copy_s)
     rows = [[name, "sized", n, bytes_of[name], enc[name], ms[name], qps.get(name)] for name in names]
-    rows += [[name, "whole chunk", whole[0].size, len(whole_codecs[name].encode(whole[0])), None, wms[name], None]
-             for name in whole_names]
+    rows += [
+        [name, "whole chunk", whole[0].size, len(whole_codecs[name].encode(whole[0])), None, wms[name], None]
+        for name in whole_names
+    ]
     ctx.raw_path("codecs.json").write_text(json.dumps({"sized_elements": n, "rows": rows}, indent=1))
-    return Record("ok", metrics=m, series={CODEC_SERIES.name: _codec_series(p, rows, device)},
-                       details={"chunk_shape": list(whole[0].shape), "binary_codecs": list(BINARY_CODECS)})
+    return Record(
+        "ok",
+        metrics=m,
+        series={CODEC_SERIES.name: _codec_series(p, rows, device)},
+        details={"chunk_shape": list(whole[0].shape), "binary_codecs": list(BINARY_CODECS)},
+    )
 
 
 def _codec_for(name: str, shape):
@@ -207,40 +227,62 @@ def _whole_chunks(p: dict, whole: list, whole_names: list[str]) -> tuple[dict, d
     return whole_codecs, whole_dec, copy_s
 
 
-def _codec_metrics(p: dict, n: int, ms: dict, wms: dict, qps: dict, bytes_of: dict,
-                   copy_s: list[float]) -> dict[str, Metric]:
+def _codec_metrics(
+    p: dict, n: int, ms: dict, wms: dict, qps: dict, bytes_of: dict, copy_s: list[float]
+) -> dict[str, Metric]:
     m: dict[str, Metric] = {
         "sized.elements": Metric(n, "float32 values", None, "chunk size whose JSON decode takes the target time here"),
         "sized.json.decode_ms": Metric(ms["json"], "ms", "lower", "calibrated to the target: not a result"),
-        "sized.decode_speedup.aligned128_vs_json": Metric(ms["json"] / ms["aligned128"], "x", "higher",
-                                                          "JSON decode / aligned128 decode at the sized chunk"),
-        "control.decode_speedup.json_vs_json": Metric(ms["json"] / ms[CONTROL], "x", None,
-                                                      "JSON decode / JSON decode in the aligned codec's place"),
-        "qps_gain_pct.aligned128_vs_json": Metric((qps["aligned128"] / qps["json"] - 1) * 100, "%", "higher",
-                                                  "store-plus-fetch QPS gain at the sized chunk"),
-        "control.qps_gain_pct.json_vs_json": Metric((qps[CONTROL] / qps["json"] - 1) * 100, "%", None,
-                                                    "the same with JSON in the aligned codec's place"),
-        "chunk.decode_vs_copy.aligned128": Metric(wms["aligned128"] / (stats.median(copy_s) * 1e3), "x", "lower",
-                                                  "whole chunk: aligned128 decode / a plain copy of its bytes"),
+        "sized.decode_speedup.aligned128_vs_json": Metric(
+            ms["json"] / ms["aligned128"], "x", "higher", "JSON decode / aligned128 decode at the sized chunk"
+        ),
+        "control.decode_speedup.json_vs_json": Metric(
+            ms["json"] / ms[CONTROL], "x", None, "JSON decode / JSON decode in the aligned codec's place"
+        ),
+        "qps_gain_pct.aligned128_vs_json": Metric(
+            (qps["aligned128"] / qps["json"] - 1) * 100, "%", "higher", "store-plus-fetch QPS gain at the sized chunk"
+        ),
+        "control.qps_gain_pct.json_vs_json": Metric(
+            (qps[CONTROL] / qps["json"] - 1) * 100, "%", None, "the same with JSON in the aligned codec's place"
+        ),
+        "chunk.decode_vs_copy.aligned128": Metric(
+            wms["aligned128"] / (stats.median(copy_s) * 1e3),
+            "x",
+            "lower",
+            "whole chunk: aligned128 decode / a plain copy of its bytes",
+        ),
     }
     if STAND_IN in wms:  # the stand-in's own instrument: it does what it is said to do, at its known cost
         m[f"chunk.decode_vs_copy.{STAND_IN}"] = Metric(
-            wms[STAND_IN] / (stats.median(copy_s) * 1e3), "x", "lower",
+            wms[STAND_IN] / (stats.median(copy_s) * 1e3),
+            "x",
+            "lower",
             "the stand-in's instrument: whole chunk, raw-bytes decode (a length check and one copy) / a plain copy "
-            "of the same bytes, timed alike; about 1x, so a stand-in that does more work per decode reads more")
+            "of the same bytes, timed alike; about 1x, so a stand-in that does more work per decode reads more",
+        )
     if STAND_IN in bytes_of:
         m[f"sized.{STAND_IN}.bytes_per_value"] = Metric(
-            bytes_of[STAND_IN] / n, "B", "lower",
+            bytes_of[STAND_IN] / n,
+            "B",
+            "lower",
             "the stand-in's instrument: raw bytes of the sized chunk per float32 value, exactly 4 (no header, no "
-            "padding); its decodes are checked bit-exact in the interleaved loop")
+            "padding); its decodes are checked bit-exact in the interleaved loop",
+        )
     if STAND_IN in ms:
         m[f"sized.decode_speedup.{STAND_IN}_vs_json"] = Metric(
-            ms["json"] / ms[STAND_IN], "x", None, "the stand-in: JSON decode / raw-bytes decode (no header, no "
-                                                  "alignment) at the sized chunk, interleaved with the others")
+            ms["json"] / ms[STAND_IN],
+            "x",
+            None,
+            "the stand-in: JSON decode / raw-bytes decode (no header, no "
+            "alignment) at the sized chunk, interleaved with the others",
+        )
     if STAND_IN in qps:
         m[f"qps_gain_pct.{STAND_IN}_vs_json"] = Metric(
-            (qps[STAND_IN] / qps["json"] - 1) * 100, "%", None, "the stand-in: raw bytes' store-plus-fetch QPS gain "
-                                                               "over JSON, in the same interleaved slices")
+            (qps[STAND_IN] / qps["json"] - 1) * 100,
+            "%",
+            None,
+            "the stand-in: raw bytes' store-plus-fetch QPS gain over JSON, in the same interleaved slices",
+        )
     for name in p["codecs"]:
         m[f"sized.{name}.decode_ms"] = Metric(ms[name], "ms", "lower")
         m[f"sized.{name}.bytes"] = Metric(bytes_of[name], "B", "lower")
@@ -249,8 +291,9 @@ def _codec_metrics(p: dict, n: int, ms: dict, wms: dict, qps: dict, bytes_of: di
         if name in qps:
             m[f"sized.{name}.store_fetch_qps"] = Metric(qps[name], "ops/s", "higher")
     if "json" in wms:
-        m["chunk.decode_speedup.aligned128_vs_json"] = Metric(wms["json"] / wms["aligned128"], "x", "higher",
-                                                              "whole 32-token chunk of all layers")
+        m["chunk.decode_speedup.aligned128_vs_json"] = Metric(
+            wms["json"] / wms["aligned128"], "x", "higher", "whole 32-token chunk of all layers"
+        )
     return m
 
 
@@ -262,4 +305,5 @@ def _codec_series(p: dict, rows: list[list], device) -> Series:
         f"and V of SmolLM2-135M), the size whose JSON decode takes {p['json_decode_target_ms']:g} "
         f"ms here (calibrated in each repetition); '{CONTROL}' is the JSON codec measured in the aligned "
         f"codec's place. Decodes interleaved over codecs, {p['decode_repeats']} per chunk; one store+fetch "
-        f"op = encode + SET + GET + decode through the Redis Cluster, one client. {env_note(device)}.")
+        f"op = encode + SET + GET + decode through the Redis Cluster, one client. {env_note(device)}.",
+    )

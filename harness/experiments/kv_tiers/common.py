@@ -19,8 +19,9 @@ from harness.model.driver_helpers import torch_threads
 
 COMMON = {
     "chunk_tokens": Param(int, 32, "tokens per KV chunk (every layer's K and V of this many tokens)", min=1),
-    "torch_threads": Param(int, 0, "torch intra-op threads during the case (0 = torch's default); restored afterwards",
-                           min=0),
+    "torch_threads": Param(
+        int, 0, "torch intra-op threads during the case (0 = torch's default); restored afterwards", min=0
+    ),
     "text_path": Param(str, "", "JSON list of {origin: text}; empty = data/gptcache_mock_data.json", kind=INPUT_FILE),
 }
 
@@ -47,7 +48,6 @@ def text_path(p: dict) -> Path:
 def load_model(ctx: CaseContext):
     """(tokenizer, model, device), warmed up by one short forward pass."""
     import torch
-
 
     torch.set_grad_enabled(False)
     device = default_device()
@@ -107,7 +107,9 @@ class Store:
             tiers.L1(p["l1_ttl_s"], p["l1_max_mb"] << 20, device),
             tiers.L2(self.client, p["l2_ttl_s"], prefix),
             tiers.L3(l3_path, p["l3_map_mb"] << 20, p["l3_ttl_s"]),
-            codec, p["write_behind_every"])
+            codec,
+            p["write_behind_every"],
+        )
         self.l3_path = l3_path
         self.keys: set[str] = set()
 

@@ -6,21 +6,36 @@ from harness.experiments.kv_tiers import codecs_case, tiers_case, ttft_case
 from harness.model.driver_contract import CaseContext, Record, register
 
 
-@register("kv-tiers-codecs", params=codecs_case.CODEC_PARAMS, needs="cluster", check=codecs_case.check_codecs,
-          description="decode time and store-plus-fetch QPS of real SmolLM2 KV data per codec, at the chunk size whose "
-                      "JSON decode takes the source's time here; control: JSON in the aligned codec's place")
+@register(
+    "kv-tiers-codecs",
+    params=codecs_case.CODEC_PARAMS,
+    needs="cluster",
+    check=codecs_case.check_codecs,
+    description="decode time and store-plus-fetch QPS of real SmolLM2 KV data per codec, at the chunk size whose "
+    "JSON decode takes the source's time here; control: JSON in the aligned codec's place",
+)
 def codecs(ctx: CaseContext) -> Record:
     return codecs_case.run_codecs(ctx)
 
 
-@register("kv-tiers-latency", params=tiers_case.TIER_PARAMS, needs="cluster", check=tiers_case.check_tiers,
-          description="per-tier access latency of real KV chunks, each fetch delivering usable data: L1 copy, L2 "
-                      "(Redis Cluster) GET + decode, L3 (LMDB) cold and warm read + decode; hits and write-behind")
+@register(
+    "kv-tiers-latency",
+    params=tiers_case.TIER_PARAMS,
+    needs="cluster",
+    check=tiers_case.check_tiers,
+    description="per-tier access latency of real KV chunks, each fetch delivering usable data: L1 copy, L2 "
+    "(Redis Cluster) GET + decode, L3 (LMDB) cold and warm read + decode; hits and write-behind",
+)
 def latency(ctx: CaseContext) -> Record:
     return tiers_case.run_tiers(ctx)
 
 
-@register("kv-tiers-ttft", params=ttft_case.TTFT_PARAMS, needs="cluster", check=ttft_case.check_ttft,
-          description="time to first token with the prefix KV from L1, L2, L3 or a full prefill, per prompt length")
+@register(
+    "kv-tiers-ttft",
+    params=ttft_case.TTFT_PARAMS,
+    needs="cluster",
+    check=ttft_case.check_ttft,
+    description="time to first token with the prefix KV from L1, L2, L3 or a full prefill, per prompt length",
+)
 def ttft(ctx: CaseContext) -> Record:
     return ttft_case.run_ttft(ctx)

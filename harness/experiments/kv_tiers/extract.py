@@ -37,7 +37,7 @@ def chunk_keys(token_ids: list[int], chunk_tokens: int) -> list[str]:
 
     keys, h = [], KEY_SEED
     for start in range(0, len(token_ids) - chunk_tokens + 1, chunk_tokens):
-        span = token_ids[start:start + chunk_tokens]
+        span = token_ids[start : start + chunk_tokens]
         h = hashlib.sha256(h + struct.pack(f"<{len(span)}i", *span)).digest()
         keys.append(h.hex())
     return keys

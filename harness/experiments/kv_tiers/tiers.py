@@ -47,8 +47,13 @@ def default_device() -> str:
 class L1:
     """In-process tensors with a TTL and an LRU bound in bytes (0 = unbounded)."""
 
-    def __init__(self, ttl_s: float = DEFAULT_TTL_S["L1"], max_bytes: int = 0, device: str | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        ttl_s: float = DEFAULT_TTL_S["L1"],
+        max_bytes: int = 0,
+        device: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.ttl_s, self.max_bytes, self.clock = ttl_s, max_bytes, clock
         self.device = device or default_device()
         self._items: OrderedDict[str, tuple] = OrderedDict()  # key -> (tensor, expires_at, nbytes)
@@ -116,8 +121,14 @@ class L2:
 class L3:
     """Encoded chunks in an LMDB file; each value carries its expiry time."""
 
-    def __init__(self, path: Path, map_size: int = 1 << 30, ttl_s: float = DEFAULT_TTL_S["L3"],
-                 clock: Callable[[], float] = time.time, readonly: bool = False):
+    def __init__(
+        self,
+        path: Path,
+        map_size: int = 1 << 30,
+        ttl_s: float = DEFAULT_TTL_S["L3"],
+        clock: Callable[[], float] = time.time,
+        readonly: bool = False,
+    ):
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.ttl_s, self.clock, self.map_size, self.readonly = ttl_s, clock, map_size, readonly
@@ -128,8 +139,16 @@ class L3:
         import lmdb
 
         # sync/metasync on (LMDB's defaults): a committed transaction is on disk.
-        return lmdb.open(str(self.path), map_size=self.map_size, subdir=True, readonly=self.readonly,
-                         sync=True, metasync=True, lock=True, max_readers=64)
+        return lmdb.open(
+            str(self.path),
+            map_size=self.map_size,
+            subdir=True,
+            readonly=self.readonly,
+            sync=True,
+            metasync=True,
+            lock=True,
+            max_readers=64,
+        )
 
     def drop_page_cache(self) -> None:
         """Make the next read come from the disk: close the map (pages mapped by this process
@@ -154,7 +173,7 @@ class L3:
         if expires_at <= self.clock():
             self.expired += 1
             return None
-        return raw[EXPIRY.size:]
+        return raw[EXPIRY.size :]
 
     def put_batch(self, items: list[tuple[str, bytes]]) -> None:
         """Write every item in one transaction; returns once it is committed (durable)."""
@@ -166,7 +185,6 @@ class L3:
                 for key, payload in items:
                     txn.put(key.encode(), expires + payload)
         except lmdb.MapFullError:
-
             raise BadInput(f"LMDB map at {self.path} is full ({self.map_size} bytes); raise l3_map_mb") from None
 
     def keys(self) -> list[str]:
@@ -188,8 +206,9 @@ class L3:
 class WriteBehind:
     """Batches (key, payload) pairs and writes each full batch to L3 in a background thread."""
 
-    def __init__(self, l3: L3, every: int = DEFAULT_WRITE_BEHIND_EVERY,
-                 on_persisted: Callable[[list[str]], None] | None = None):
+    def __init__(
+        self, l3: L3, every: int = DEFAULT_WRITE_BEHIND_EVERY, on_persisted: Callable[[list[str]], None] | None = None
+    ):
         if every < 1:
             raise ValueError("write-behind batch size must be at least 1")
         self.l3, self.every, self.on_persisted = l3, every, on_persisted
@@ -251,8 +270,15 @@ class WriteBehind:
 class TieredStore:
     """L1 -> L2 -> L3 lookups with promotion; writes through L1 and L2, behind to L3."""
 
-    def __init__(self, l1: L1, l2: L2, l3: L3, codec, write_behind_every: int = DEFAULT_WRITE_BEHIND_EVERY,
-                 on_persisted: Callable[[list[str]], None] | None = None):
+    def __init__(
+        self,
+        l1: L1,
+        l2: L2,
+        l3: L3,
+        codec,
+        write_behind_every: int = DEFAULT_WRITE_BEHIND_EVERY,
+        on_persisted: Callable[[list[str]], None] | None = None,
+    ):
         self.l1, self.l2, self.l3, self.codec = l1, l2, l3, codec
         self.write_behind = WriteBehind(l3, write_behind_every, on_persisted)
         self.hits = {t: 0 for t in TIERS} | {"miss": 0}

@@ -33,7 +33,8 @@ from harness.model.driver_contract import CaseContext, Metric, Param, Record, Se
 from harness.model.driver_helpers import latency_metrics
 
 TIER_PARAMS = {
-    **COMMON, **TIER_STORE_PARAMS,
+    **COMMON,
+    **TIER_STORE_PARAMS,
     "prompt_tokens": Param(int, 512, "tokens of the real prompt whose chunks are cached", min=1),
     "rounds": Param(int, 10, "rounds over every chunk: each fetch kind, then the store's lookups", min=1),
     "small_gets": Param(int, 200, "64-byte GETs (the Redis round trip alone)", min=1),
@@ -75,8 +76,10 @@ def run_tiers(ctx: CaseContext) -> Record:
         payloads = {k: store.codec.encode(t) for k, t in originals.items()}
         put_s = list(store.put_seconds)
         store.reset_stats()
-        ctx.log(f"{len(keys)} chunks of {chunks[0].tensor.numel() * 4} bytes written; L3 holds {len(store.l3)} after "
-                f"flush; {p['rounds']} rounds")
+        ctx.log(
+            f"{len(keys)} chunks of {chunks[0].tensor.numel() * 4} bytes written; L3 holds {len(store.l3)} after "
+            f"flush; {p['rounds']} rounds"
+        )
         for _ in range(p["rounds"]):
             mismatches += _fetch_round(store, keys, originals, samples, compared)
             mismatches += _store_lookups(store, keys, originals, payloads, compared)
@@ -88,15 +91,20 @@ def run_tiers(ctx: CaseContext) -> Record:
     for tier in ("L1", "L2", "L3", "miss"):
         samples[tier] = list(store.latency_s[tier])
     nbytes = chunks[0].tensor.numel() * 4
-    note = (f"One chunk = {p['chunk_tokens']} tokens of all layers' K and V ({nbytes} B as float32, "
-            f"{len(payloads[keys[0]])} B encoded as {p['codec']}). L2 is the Redis Cluster over loopback; L3 an LMDB "
-            f"file on this host's disk, cold reads after posix_fadvise(DONTNEED) on its data file. Write-behind every "
-            f"{p['write_behind_every']} L2 writes; {pending_after_puts} writes were pending when flushed. "
-            f"{env_note(device)}.")
-    return Record("ok", metrics=_tier_metrics(samples, store, put_s, mismatches, compared["lookups"]),
-                       series={TIER_SERIES.name: _tier_series(samples, note)},
-                       details={"ttl_s": {t: p[t.lower() + "_ttl_s"] for t in ("L1", "L2", "L3")}},
-                       facts={"l1_device": l1_device_name(device)})
+    note = (
+        f"One chunk = {p['chunk_tokens']} tokens of all layers' K and V ({nbytes} B as float32, "
+        f"{len(payloads[keys[0]])} B encoded as {p['codec']}). L2 is the Redis Cluster over loopback; L3 an LMDB "
+        f"file on this host's disk, cold reads after posix_fadvise(DONTNEED) on its data file. Write-behind every "
+        f"{p['write_behind_every']} L2 writes; {pending_after_puts} writes were pending when flushed. "
+        f"{env_note(device)}."
+    )
+    return Record(
+        "ok",
+        metrics=_tier_metrics(samples, store, put_s, mismatches, compared["lookups"]),
+        series={TIER_SERIES.name: _tier_series(samples, note)},
+        details={"ttl_s": {t: p[t.lower() + "_ttl_s"] for t in ("L1", "L2", "L3")}},
+        facts={"l1_device": l1_device_name(device)},
+    )
 
 
 def l1_device_name(device) -> str:
@@ -116,7 +124,6 @@ def _fetch_round(store, keys: list, originals: dict, samples: dict[str, list[flo
     compared)."""
     import torch
 
-
     mismatches = 0
     for k in keys:
         got = {}
@@ -131,8 +138,12 @@ def _fetch_round(store, keys: list, originals: dict, samples: dict[str, list[flo
         t4 = time.perf_counter()
         got["L3 warm"] = decode_tensor(store.codec, store.l3.get(k))
         t5 = time.perf_counter()
-        for name, dt in (("L1.fetch_copy", t1 - t0), ("L2.fetch_decode", t2 - t1), ("L3.cold", t4 - t3),
-                         ("L3.warm", t5 - t4)):
+        for name, dt in (
+            ("L1.fetch_copy", t1 - t0),
+            ("L2.fetch_decode", t2 - t1),
+            ("L3.cold", t4 - t3),
+            ("L3.warm", t5 - t4),
+        ):
             samples[name].append(dt)
         ref = originals[k].cpu()
         mismatches += sum(not torch.equal(t.cpu(), ref) for t in got.values())
@@ -145,7 +156,6 @@ def _store_lookups(store, keys: list, originals: dict, payloads: dict, compared:
     one that answers; returns the lookups answered by another tier or not bit-exact."""
     import torch
 
-
     mismatches = 0
     for tier in ("L1", "L2", "L3"):
         prepare_tier(store, keys, tier, originals, payloads)
@@ -157,8 +167,9 @@ def _store_lookups(store, keys: list, originals: dict, payloads: dict, compared:
     return mismatches
 
 
-def _tier_metrics(samples: dict[str, list[float]], store, put_s: list[float], mismatches: int,
-                  compared: int) -> dict[str, Metric]:
+def _tier_metrics(
+    samples: dict[str, list[float]], store, put_s: list[float], mismatches: int, compared: int
+) -> dict[str, Metric]:
     metrics: dict[str, Metric] = {}
     for name, secs in samples.items():
         metrics.update(latency_metrics(name, [v * 1e6 for v in secs], (50, 99), MEASURES[name][1], "us"))
@@ -166,25 +177,35 @@ def _tier_metrics(samples: dict[str, list[float]], store, put_s: list[float], mi
         metrics[f"hits.{tier}"] = Metric(store.hits[tier], "lookups")
     metrics.update(latency_metrics("put", [v * 1e6 for v in put_s], (50, 99), "L1 + encode + L2 SET + queue", "us"))
     metrics["mismatches"] = Metric(mismatches, "lookups", "lower", "wrong tier, or tensor not bit-exact")
-    metrics["lookups_compared"] = Metric(compared, "lookups", None,
-                                         "fetches and store lookups whose tier and tensor were compared (the "
-                                         "denominator of mismatches)")
+    metrics["lookups_compared"] = Metric(
+        compared,
+        "lookups",
+        None,
+        "fetches and store lookups whose tier and tensor were compared (the denominator of mismatches)",
+    )
     wb = store.write_behind
     metrics["write_behind.batches"] = Metric(wb.batches, "batches")
     metrics["write_behind.persisted"] = Metric(wb.persisted, "entries")
     if wb.batch_seconds:
-        metrics["write_behind.batch_ms"] = Metric(stats.median(wb.batch_seconds) * 1e3, "ms", "lower",
-                                                  "median time to write and commit one batch to LMDB")
+        metrics["write_behind.batch_ms"] = Metric(
+            stats.median(wb.batch_seconds) * 1e3, "ms", "lower", "median time to write and commit one batch to LMDB"
+        )
     return metrics
 
 
 def _tier_series(samples: dict[str, list[float]], note: str) -> Series:
     names = [n for n in MEASURES if samples[n]]
     return TIER_SERIES.make(
-        {"measure": names, "tier": [MEASURES[n][0] for n in names], "what": [MEASURES[n][1] for n in names],
-         "n": [len(samples[n]) for n in names],
-         "p50_us": [stats.percentile(samples[n], 50) * 1e6 for n in names],
-         "p99_us": [stats.percentile(samples[n], 99) * 1e6 for n in names]}, note)
+        {
+            "measure": names,
+            "tier": [MEASURES[n][0] for n in names],
+            "what": [MEASURES[n][1] for n in names],
+            "n": [len(samples[n]) for n in names],
+            "p50_us": [stats.percentile(samples[n], 50) * 1e6 for n in names],
+            "p99_us": [stats.percentile(samples[n], 99) * 1e6 for n in names],
+        },
+        note,
+    )
 
 
 def _small_get_latency(client, prefix: str, n: int) -> list[float]:

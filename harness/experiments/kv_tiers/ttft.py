@@ -89,8 +89,9 @@ def restore_and_continue(model, store, keys: list[str], suffix: list[int], tier:
     return int(logits.argmax()), fetch, tiers
 
 
-def measure_point(model, store, ids: list[int], chunk_tokens: int, min_suffix: int, repeats: int,
-                  tiers=TIER_ORDER, log=print) -> TtftPoint:
+def measure_point(
+    model, store, ids: list[int], chunk_tokens: int, min_suffix: int, repeats: int, tiers=TIER_ORDER, log=print
+) -> TtftPoint:
     n = len(ids)
     p = prefix_tokens(n, chunk_tokens, min_suffix)
     keys = extract.chunk_keys(ids[:p], chunk_tokens)
@@ -125,8 +126,10 @@ def measure_point(model, store, ids: list[int], chunk_tokens: int, min_suffix: i
             point.wrong_tier += hit != {tier}
     if not keys:
         return point
-    log(f"{n} tokens (prefix {p}): full {point.full_ms():.0f} ms, "
-        + ", ".join(f"{t} {point.tier_ms(t):.0f} ms" for t in tiers))
+    log(
+        f"{n} tokens (prefix {p}): full {point.full_ms():.0f} ms, "
+        + ", ".join(f"{t} {point.tier_ms(t):.0f} ms" for t in tiers)
+    )
     return point
 
 

@@ -44,9 +44,13 @@ def summary(trace: KVTrace) -> dict[str, Metric]:
         "trace.mean_input_tokens": Metric(float(trace.input_len.mean()), "tokens"),
         "trace.mean_output_tokens": Metric(float(trace.output_len.mean()), "tokens"),
         "trace.duration_s": Metric(dur, "s", None, "last timestamp minus first"),
-        "trace.length_mismatches": Metric(trace.n_mismatched, "requests", "lower",
-                                          f"requests whose hash_ids count is not ceil(input_length / {trace.block_size})"
-                                          + (f"; first lines {trace.mismatched_lines}" if trace.n_mismatched else "")),
+        "trace.length_mismatches": Metric(
+            trace.n_mismatched,
+            "requests",
+            "lower",
+            f"requests whose hash_ids count is not ceil(input_length / {trace.block_size})"
+            + (f"; first lines {trace.mismatched_lines}" if trace.n_mismatched else ""),
+        ),
     }
 
 
@@ -60,12 +64,20 @@ def rates_at(trace: KVTrace, stream: Stream, policy: str, capacity_blocks: int |
 def reuse(trace: KVTrace, gpu_blocks: int, policy: str) -> dict[str, Metric]:
     """C1: reuse at the infinite-cache maximum and at the GPU's KV capacity, with controls."""
     out: dict[str, Metric] = {}
-    variants = (("", trace, ""),
-                ("dup.", duplicated(trace),
-                 "instrument: every request followed at once by a copy of itself; the copy must hit all its blocks, "
-                 "so at least 50%"),
-                ("nosharing.", unique_blocks(trace),
-                 "mechanism off: every block id made unique (no request shares a block with another); must be 0"))
+    variants = (
+        ("", trace, ""),
+        (
+            "dup.",
+            duplicated(trace),
+            "instrument: every request followed at once by a copy of itself; the copy must hit all its blocks, "
+            "so at least 50%",
+        ),
+        (
+            "nosharing.",
+            unique_blocks(trace),
+            "mechanism off: every block id made unique (no request shares a block with another); must be 0",
+        ),
+    )
     for pre, tr, note in variants:
         st = Stream(tr)
         mx = rates_at(tr, st, policy, None)
@@ -74,16 +86,23 @@ def reuse(trace: KVTrace, gpu_blocks: int, policy: str) -> dict[str, Metric]:
         out[f"reuse.{pre}max.block_hit_pct"] = pct(mx.block, note)
         out[f"reuse.{pre}gpu.token_hit_pct"] = pct(gpu.token, note or f"{policy} with the GPU's KV capacity")
         out[f"reuse.{pre}gpu.block_hit_pct"] = pct(gpu.block, note)
-        out[f"reuse.{pre}block_lookups"] = Metric(tr.n_blocks, "lookups", None,
-                                                  "block lookups replayed (the denominator of this variant's hit rates)")
+        out[f"reuse.{pre}block_lookups"] = Metric(
+            tr.n_blocks, "lookups", None, "block lookups replayed (the denominator of this variant's hit rates)"
+        )
     twice = replayed(trace)
     out["reuse.replayed.max.token_hit_pct"] = pct(
         rates_at(twice, Stream(twice), policy, None).token,
         "instrument: the whole trace followed by a second pass of itself; an infinite cache hits every block of the "
-        "second pass, however long ago it was used, so at least 50%")
+        "second pass, however long ago it was used, so at least 50%",
+    )
     out["reuse.gpu.share_of_max_pct"] = Metric(
         100.0 * out["reuse.gpu.token_hit_pct"].value / out["reuse.max.token_hit_pct"].value
-        if out["reuse.max.token_hit_pct"].value else 0.0, "%", None, "token hit rate at the GPU / the maximum")
+        if out["reuse.max.token_hit_pct"].value
+        else 0.0,
+        "%",
+        None,
+        "token hit rate at the GPU / the maximum",
+    )
     return out
 
 
@@ -96,8 +115,9 @@ def label(tokens: float) -> str:
     return f"{tokens:g}"
 
 
-def curve(trace: KVTrace, stream: Stream, capacities: list[int], names: list[str], seed: int = 0,
-          hybrid_k: int = 2, log=print) -> tuple[list[dict], dict[str, float]]:
+def curve(
+    trace: KVTrace, stream: Stream, capacities: list[int], names: list[str], seed: int = 0, hybrid_k: int = 2, log=print
+) -> tuple[list[dict], dict[str, float]]:
     """Rows (policy, capacity, rates) of every policy at every capacity in tokens, and
     block lookups per second per policy (simulated capacities only)."""
     distinct = n_distinct(trace)
@@ -117,17 +137,35 @@ def curve(trace: KVTrace, stream: Stream, capacities: list[int], names: list[str
                 looked[name] = looked.get(name, 0) + trace.n_blocks
             else:
                 r = inf if blocks >= distinct else prefix.rates(trace, np.zeros(trace.n_blocks, dtype=bool))
-            rows.append({"policy": name, "capacity_tokens": int(cap_tok), "capacity_blocks": blocks,
-                         "token_hit_pct": 100 * r.token, "block_hit_pct": 100 * r.block,
-                         "raw_block_hit_pct": 100 * r.raw_block,
-                         "share_of_max_pct": 100 * r.token / inf.token if inf.token else 0.0,
-                         "simulated": int(simulated)})
-        log(f"capacity {label(cap_tok)} tokens: " + ", ".join(
-            f"{row['policy']} {row['token_hit_pct']:.1f}" for row in rows[-len(names):]))
+            rows.append(
+                {
+                    "policy": name,
+                    "capacity_tokens": int(cap_tok),
+                    "capacity_blocks": blocks,
+                    "token_hit_pct": 100 * r.token,
+                    "block_hit_pct": 100 * r.block,
+                    "raw_block_hit_pct": 100 * r.raw_block,
+                    "share_of_max_pct": 100 * r.token / inf.token if inf.token else 0.0,
+                    "simulated": int(simulated),
+                }
+            )
+        log(
+            f"capacity {label(cap_tok)} tokens: "
+            + ", ".join(f"{row['policy']} {row['token_hit_pct']:.1f}" for row in rows[-len(names) :])
+        )
     for cap_tok in capacities:
-        rows.append({"policy": INFINITE, "capacity_tokens": int(cap_tok), "capacity_blocks": int(cap_tok // trace.block_size),
-                     "token_hit_pct": 100 * inf.token, "block_hit_pct": 100 * inf.block,
-                     "raw_block_hit_pct": 100 * inf.raw_block, "share_of_max_pct": 100.0, "simulated": 0})
+        rows.append(
+            {
+                "policy": INFINITE,
+                "capacity_tokens": int(cap_tok),
+                "capacity_blocks": int(cap_tok // trace.block_size),
+                "token_hit_pct": 100 * inf.token,
+                "block_hit_pct": 100 * inf.block,
+                "raw_block_hit_pct": 100 * inf.raw_block,
+                "share_of_max_pct": 100.0,
+                "simulated": 0,
+            }
+        )
     rps = {n: looked[n] / spent[n] for n in spent if spent[n] > 0}
     return rows, rps
 
@@ -147,8 +185,13 @@ def ordering(rows: list[dict], names: tuple[str, ...]) -> tuple[int, int]:
 def opt_violations(rows: list[dict]) -> list[tuple]:
     """(policy, capacity) where a policy's block hit rate beats opt's (the ceiling)."""
     opt = {r["capacity_tokens"]: r["block_hit_pct"] for r in rows if r["policy"] == "opt"}
-    return [(r["policy"], r["capacity_tokens"]) for r in rows if r["policy"] != INFINITE
-            and r["capacity_tokens"] in opt and r["block_hit_pct"] > opt[r["capacity_tokens"]] + 1e-9]
+    return [
+        (r["policy"], r["capacity_tokens"])
+        for r in rows
+        if r["policy"] != INFINITE
+        and r["capacity_tokens"] in opt
+        and r["block_hit_pct"] > opt[r["capacity_tokens"]] + 1e-9
+    ]
 
 
 def opt_compared(rows: list[dict]) -> int:
@@ -177,12 +220,16 @@ def head(trace: KVTrace, fraction: float, sweep: list[float], seed: int) -> tupl
     expected = float(ev.zipf_probabilities(nd, 1.0)[:k].sum())
     m = {
         "blocks.head_share_pct": pct(share, f"block lookups to the top {100 * fraction:g}% of distinct blocks"),
-        "blocks.uniform_head_share_pct": pct(ev.head_share(uniform, ev.head_ids(uniform, fraction)),
-                                             "mechanism off: uniform draws over the same blocks, as many lookups"),
-        "blocks.zipf_control.head_share_pct": pct(ev.head_share(z, ev.head_ids(z, fraction)),
-                                                  "instrument: Zipf(1) draws over as many keys, as many lookups"),
-        "blocks.zipf_control.expected_head_share_pct": pct(expected, "the Zipf(1) law's share of its most probable "
-                                                                     "keys, as many as the draws' head holds"),
+        "blocks.uniform_head_share_pct": pct(
+            ev.head_share(uniform, ev.head_ids(uniform, fraction)),
+            "mechanism off: uniform draws over the same blocks, as many lookups",
+        ),
+        "blocks.zipf_control.head_share_pct": pct(
+            ev.head_share(z, ev.head_ids(z, fraction)), "instrument: Zipf(1) draws over as many keys, as many lookups"
+        ),
+        "blocks.zipf_control.expected_head_share_pct": pct(
+            expected, "the Zipf(1) law's share of its most probable keys, as many as the draws' head holds"
+        ),
     }
     rows = {"head_fraction": [], "head_blocks": [], "share_pct": []}
     for f in sweep:

@@ -19,10 +19,17 @@ def _row(name: str, cap, ttl_s, t: KVTrace, fast: np.ndarray, ref: np.ndarray) -
     rf, rr = prefix.leading_runs(fast, t.offsets), prefix.leading_runs(ref, t.offsets)
     diff_req = np.nonzero(rf != rr)[0]
     diff_blocks = int((fast != ref).sum())
-    return {"policy": name, "capacity_blocks": cap, "ttl_s": ttl_s, "hits": int(rf.sum()),
-            "reference_hits": int(rr.sum()), "differing_blocks": diff_blocks, "differing_requests": int(len(diff_req)),
-            "first_differing_request": int(diff_req[0]) if len(diff_req) else None,
-            "verdict": "match" if not diff_blocks and not len(diff_req) else "MISMATCH"}
+    return {
+        "policy": name,
+        "capacity_blocks": cap,
+        "ttl_s": ttl_s,
+        "hits": int(rf.sum()),
+        "reference_hits": int(rr.sum()),
+        "differing_blocks": diff_blocks,
+        "differing_requests": int(len(diff_req)),
+        "first_differing_request": int(diff_req[0]) if len(diff_req) else None,
+        "verdict": "match" if not diff_blocks and not len(diff_req) else "MISMATCH",
+    }
 
 
 def reference_tiers(t: KVTrace, stream: Stream, specs: list) -> np.ndarray:
@@ -56,16 +63,26 @@ def compare_all(t: KVTrace, names: list[str], caps: list[int], ttl_s: float, see
                 fast = policies.block_hits(stream, name, cap, ttl_s=ttl_s)
                 ref = reference.run(reference.make(name, cap, ttl_s), stream)
                 rows.append(_row(name, cap, ttl_s, t, fast, ref))
-    specs = [tiers.TierSpec("L1", min(caps), ttl_s / 2, "lru"), tiers.TierSpec("L2", max(caps), ttl_s, "lru"),
-             tiers.TierSpec("L3", 4 * max(caps), 4 * ttl_s, "lru-3")]
+    specs = [
+        tiers.TierSpec("L1", min(caps), ttl_s / 2, "lru"),
+        tiers.TierSpec("L2", max(caps), ttl_s, "lru"),
+        tiers.TierSpec("L3", 4 * max(caps), 4 * ttl_s, "lru-3"),
+    ]
     fast = tiers.simulate(stream, specs).served
     ref = reference_tiers(t, stream, specs)
     diff = np.nonzero(fast != ref)[0]
     req = t.block_request()
-    rows.append({"policy": "tiers (L1 lru, L2 lru, L3 lru-3)", "capacity_blocks": f"{min(caps)}/{max(caps)}/{4 * max(caps)}",
-                 "ttl_s": f"{ttl_s / 2:g}/{ttl_s:g}/{4 * ttl_s:g}", "hits": int((fast > 0).sum()),
-                 "reference_hits": int((ref > 0).sum()), "differing_blocks": int(len(diff)),
-                 "differing_requests": int(len(np.unique(req[diff]))),
-                 "first_differing_request": int(req[diff[0]]) if len(diff) else None,
-                 "verdict": "match" if not len(diff) else "MISMATCH"})
+    rows.append(
+        {
+            "policy": "tiers (L1 lru, L2 lru, L3 lru-3)",
+            "capacity_blocks": f"{min(caps)}/{max(caps)}/{4 * max(caps)}",
+            "ttl_s": f"{ttl_s / 2:g}/{ttl_s:g}/{4 * ttl_s:g}",
+            "hits": int((fast > 0).sum()),
+            "reference_hits": int((ref > 0).sum()),
+            "differing_blocks": int(len(diff)),
+            "differing_requests": int(len(np.unique(req[diff]))),
+            "first_differing_request": int(req[diff[0]]) if len(diff) else None,
+            "verdict": "match" if not len(diff) else "MISMATCH",
+        }
+    )
     return rows

@@ -157,7 +157,7 @@ class LRUK:
     def access(self, key, now, parent):
         self.clock += 1
         if key in self.uses:
-            u = self.uses[key] = (self.uses[key] + [self.clock])[-self.k:]
+            u = self.uses[key] = (self.uses[key] + [self.clock])[-self.k :]
             if len(u) >= self.k:
                 self.young.pop(key, None)
             self.last.move_to_end(key)
@@ -349,8 +349,11 @@ def recount(path: Path, p: dict, order: tuple, label, log=print) -> dict[str, tu
     mx = _rate(requests, bs, [Forever()], total)
     put("reuse.max.token_hit_pct", mx, "a set of the blocks seen before")
     gpu = make(p["gpu_policy"], gpu_tokens // bs) if gpu_tokens // bs < distinct else Forever()
-    put("reuse.gpu.token_hit_pct", _rate(requests, bs, [gpu] if gpu else None, total),
-        f"{p['gpu_policy']} in an OrderedDict, {gpu_tokens // bs} blocks")
+    put(
+        "reuse.gpu.token_hit_pct",
+        _rate(requests, bs, [gpu] if gpu else None, total),
+        f"{p['gpu_policy']} in an OrderedDict, {gpu_tokens // bs} blocks",
+    )
     ordered, rates = curve(requests, p, distinct, order, log)
     put("curve.ordering_sizes_pct", ordered, f"{', '.join(order)} in dicts at every simulated capacity")
     for (name, cap_tok), r in rates.items():

@@ -26,8 +26,9 @@ SHAPE_PARAMS = {
     "model_params_b": Param(float, 8.03, "parameters, in billions (for the weights' bytes)", min=0),
     "weight_dtype_bytes": Param(float, 2.0, "bytes per weight (2 = bf16)", min=0.1, max=8),
     "gpu_memory_gib": Param(float, 80.0, "GPU memory in GiB (an A100 80GB has 80 GiB)", min=0.1),
-    "gpu_memory_utilization": Param(float, 0.9, "share of GPU memory the engine may use (vLLM's default 0.9)",
-                                    min=0.01, max=1.0),
+    "gpu_memory_utilization": Param(
+        float, 0.9, "share of GPU memory the engine may use (vLLM's default 0.9)", min=0.01, max=1.0
+    ),
 }
 
 
@@ -43,8 +44,15 @@ class ModelShape:
 
     @classmethod
     def from_params(cls, p: dict) -> "ModelShape":
-        return cls(p["model_name"], p["model_layers"], p["model_kv_heads"], p["model_head_dim"],
-                   p["kv_dtype_bytes"], p["model_params_b"], p["weight_dtype_bytes"])
+        return cls(
+            p["model_name"],
+            p["model_layers"],
+            p["model_kv_heads"],
+            p["model_head_dim"],
+            p["kv_dtype_bytes"],
+            p["model_params_b"],
+            p["weight_dtype_bytes"],
+        )
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -61,14 +69,18 @@ class ModelShape:
     def gpu_kv_tokens(self, gpu_memory_gib: float, utilization: float) -> int:
         free = gpu_memory_gib * GIB * utilization - self.weight_bytes
         if free <= 0:
-            raise BadInput(f"a {self.name} ({self.weight_bytes / GIB:.1f} GiB of weights) leaves no room for a KV cache "
-                           f"in {utilization:g} x {gpu_memory_gib:g} GiB; give a larger GPU or a smaller model")
+            raise BadInput(
+                f"a {self.name} ({self.weight_bytes / GIB:.1f} GiB of weights) leaves no room for a KV cache "
+                f"in {utilization:g} x {gpu_memory_gib:g} GiB; give a larger GPU or a smaller model"
+            )
         return self.tokens_in(free)
 
     def describe(self) -> str:
-        return (f"{self.name}: {self.layers} layers x {self.kv_heads} KV heads x {self.head_dim} head dim x "
-                f"{self.kv_dtype_bytes} B x 2 (K, V) = {self.kv_bytes_per_token:,} B of KV per token; weights "
-                f"{self.weight_bytes / GIB:.1f} GiB")
+        return (
+            f"{self.name}: {self.layers} layers x {self.kv_heads} KV heads x {self.head_dim} head dim x "
+            f"{self.kv_dtype_bytes} B x 2 (K, V) = {self.kv_bytes_per_token:,} B of KV per token; weights "
+            f"{self.weight_bytes / GIB:.1f} GiB"
+        )
 
 
 def blocks_of(tokens: int, block_size: int) -> int:

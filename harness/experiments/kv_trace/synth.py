@@ -40,7 +40,7 @@ def _turns(n_requests: int, rng) -> np.ndarray:
     while counts.sum() < n_requests:
         counts = np.concatenate([counts, rng.geometric(P_OPEN, size=len(counts) // 4 + 16)])
     end = int(np.searchsorted(np.cumsum(counts), n_requests))
-    counts = counts[:end + 1].copy()
+    counts = counts[: end + 1].copy()
     counts[-1] -= int(counts.sum()) - n_requests
     return counts[counts > 0]
 
@@ -56,8 +56,9 @@ def _lengths(counts: np.ndarray, rng) -> np.ndarray:
     return np.clip(np.repeat(first, counts) + cum, 2, MAX_BLOCKS).astype(np.int64)
 
 
-def synthetic_trace(n_requests: int, seed: int = 0, rate_per_s: float = MOONCAKE_RATE, block_size: int = 512,
-                    name: str | None = None) -> KVTrace:
+def synthetic_trace(
+    n_requests: int, seed: int = 0, rate_per_s: float = MOONCAKE_RATE, block_size: int = 512, name: str | None = None
+) -> KVTrace:
     """A Mooncake-shaped trace of n_requests requests (see the module's docstring)."""
     rng = np.random.default_rng(seed)
     counts = _turns(n_requests, rng)
@@ -87,14 +88,23 @@ def synthetic_trace(n_requests: int, seed: int = 0, rate_per_s: float = MOONCAKE
     blocks[offsets[1:] - 1] = (1 + n_chain + np.arange(n_requests)).astype(dt)  # each request's own last block
     tokens = (lens - 1) * block_size + rng.integers(1, block_size + 1, size=n_requests)
     out_tokens = np.clip(np.rint(rng.lognormal(5.7, 0.9, size=n_requests)), 1, 8192).astype(np.int64)
-    return KVTrace(name or f"synthetic Mooncake-shaped trace ({n_requests} requests, seed {seed})", block_size,
-                   times_ms - times_ms[0], tokens, out_tokens, offsets, blocks)
+    return KVTrace(
+        name or f"synthetic Mooncake-shaped trace ({n_requests} requests, seed {seed})",
+        block_size,
+        times_ms - times_ms[0],
+        tokens,
+        out_tokens,
+        offsets,
+        blocks,
+    )
 
 
 def write_jsonl(trace: KVTrace, path) -> None:
     """The trace as Mooncake JSON Lines (timestamp, input_length, output_length, hash_ids)."""
     with open(path, "w") as f:
         for i in range(trace.n_requests):
-            ids = trace.blocks[trace.offsets[i]:trace.offsets[i + 1]].tolist()
-            f.write(f'{{"timestamp": {int(trace.timestamps_ms[i])}, "input_length": {int(trace.input_len[i])}, '
-                    f'"output_length": {int(trace.output_len[i])}, "hash_ids": {ids}}}\n')
+            ids = trace.blocks[trace.offsets[i] : trace.offsets[i + 1]].tolist()
+            f.write(
+                f'{{"timestamp": {int(trace.timestamps_ms[i])}, "input_length": {int(trace.input_len[i])}, '
+                f'"output_length": {int(trace.output_len[i])}, "hash_ids": {ids}}}\n'
+            )

@@ -70,7 +70,9 @@ class TierResult:
         by a lower tier, and writes into each lower tier (its insertions) from the one above."""
         out, first = {}, self.specs[0].name
         for k in range(2, len(self.specs) + 1):
-            out[f"{self.specs[k - 1].name}_to_{first}"] = float(self.tokens[self.served == k].sum()) * kv_bytes_per_token
+            out[f"{self.specs[k - 1].name}_to_{first}"] = (
+                float(self.tokens[self.served == k].sum()) * kv_bytes_per_token
+            )
         for k in range(1, len(self.specs)):
             moved = float(self.tokens[~self.hits[k]].sum()) * kv_bytes_per_token
             out[f"{self.specs[k - 1].name}_to_{self.specs[k].name}"] = moved
@@ -95,8 +97,9 @@ def simulate(stream: Stream, specs: list[TierSpec], hits: list | None = None) ->
     trace = stream.trace
     hits = hits if hits is not None else [tier_hits(stream, s) for s in specs]
     served, cumulative = compose(trace, hits)
-    return TierResult(tuple(specs), hits, served, [prefix.rates(trace, h) for h in hits], cumulative,
-                      trace.block_tokens())
+    return TierResult(
+        tuple(specs), hits, served, [prefix.rates(trace, h) for h in hits], cumulative, trace.block_tokens()
+    )
 
 
 def with_changes(specs: list[TierSpec], k: int | None = None, **change) -> list[TierSpec]:
@@ -113,11 +116,18 @@ def variants(stream: Stream, specs: list[TierSpec], short_divisor: float, small_
     out = {"base": base, "no_ttl": no_ttl}
     lru_specs = with_changes(specs, last, policy="lru")
     out["l3_lru"] = simulate(stream, lru_specs, base.hits[:-1] + [tier_hits(stream, lru_specs[-1])])
-    rnd = policies.block_hits(stream, "random", specs[-1].capacity_blocks) if specs[-1].capacity_blocks else \
-        np.zeros(stream.trace.n_blocks, dtype=bool)
-    out["l3_random_no_ttl"] = simulate(stream, with_changes(no_ttl.specs, last, policy="random"), no_ttl.hits[:-1] + [rnd])
-    short = [TierSpec(s.name, s.capacity_blocks, None if s.ttl_s is None else s.ttl_s / short_divisor, s.policy)
-             for s in specs]
+    rnd = (
+        policies.block_hits(stream, "random", specs[-1].capacity_blocks)
+        if specs[-1].capacity_blocks
+        else np.zeros(stream.trace.n_blocks, dtype=bool)
+    )
+    out["l3_random_no_ttl"] = simulate(
+        stream, with_changes(no_ttl.specs, last, policy="random"), no_ttl.hits[:-1] + [rnd]
+    )
+    short = [
+        TierSpec(s.name, s.capacity_blocks, None if s.ttl_s is None else s.ttl_s / short_divisor, s.policy)
+        for s in specs
+    ]
     out["short_ttl"] = simulate(stream, short)
     small = [TierSpec(s.name, max(1, int(s.capacity_blocks / small_divisor)), s.ttl_s, s.policy) for s in specs]
     out["small"] = simulate(stream, small)

@@ -108,13 +108,20 @@ PARAMS = {
     "writers": Param(int, 8, "writer threads (one version-vector counter each)", min=1),
     "readers": Param(int, 2, "reader threads; each alternates between primaries and replicas", min=1),
     "keys": Param(int, 8, "pairs written concurrently (fewer keys, more contention)", min=1),
-    "pairs": Param(str, str(GPTCACHE_FILE),
-                   "JSON list of {origin, similar}: origin is the prompt, similar its only correct partner"),
+    "pairs": Param(
+        str,
+        str(GPTCACHE_FILE),
+        "JSON list of {origin, similar}: origin is the prompt, similar its only correct partner",
+    ),
     "seed": Param(int, 20261129, "seed of the writers' choices"),
-    "min_reads_per_reader": Param(int, 50, "reads each reader must make on the primaries (and on the replicas) for "
-                                           "a rule's mix-up counts to be measured; fewer: not measured (50 reads miss "
-                                           "a 25% mix-up rate, the plain control's here, with odds 0.75^50 < 1e-6)",
-                                  min=1),
+    "min_reads_per_reader": Param(
+        int,
+        50,
+        "reads each reader must make on the primaries (and on the replicas) for "
+        "a rule's mix-up counts to be measured; fewer: not measured (50 reads miss "
+        "a 25% mix-up rate, the plain control's here, with odds 0.75^50 < 1e-6)",
+        min=1,
+    ),
 }
 
 
@@ -164,8 +171,15 @@ class Tally:
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.n = {"attempts": 0, "told_applied": 0, "errors": 0, "reads": 0, "replica_reads": 0, "reader_errors": 0,
-                  "replica_connections_not_replica": 0}
+        self.n = {
+            "attempts": 0,
+            "told_applied": 0,
+            "errors": 0,
+            "reads": 0,
+            "replica_reads": 0,
+            "reader_errors": 0,
+            "replica_connections_not_replica": 0,
+        }
         self.per_reader: dict[int, dict[str, int]] = {}  # reader -> {"reads": n, "replica_reads": n}
         self.latencies: list[float] = []
         self.history: list[history.Attempt] = []  # every write, as its writer saw it
@@ -183,6 +197,7 @@ class Tally:
         """The rule's clock starts when all `parties` threads are connected and at the gate,
         not when they were created: connecting a cluster client on a loaded machine can
         take longer than a short rule, which then made no attempt at all."""
+
         def start():
             self.deadline = time.monotonic() + seconds
 
@@ -225,8 +240,7 @@ def _send(c, script, mode: str, w: int, key: str, read: list[int], wid: str, pro
     return bool(int(script(keys=[key], args=[rule, encode(sent), prompt, response, w + 1, wid])))
 
 
-def _writer(target, mode: str, w: int, n: int, keys: list[str], pairs: list[tuple], seed: int,
-            tally: Tally) -> None:
+def _writer(target, mode: str, w: int, n: int, keys: list[str], pairs: list[tuple], seed: int, tally: Tally) -> None:
     """Write random pairs to random keys until the deadline, each write with a unique id, and
     keep this writer's history: what it read (the parent id), what it sent, what it was told."""
     rng = random.Random(seed * 1000 + w)
@@ -256,8 +270,7 @@ def _writer(target, mode: str, w: int, n: int, keys: list[str], pairs: list[tupl
                 tally.first_error = tally.first_error or f"{type(e).__name__}: {e}"
                 continue
             lat.append(time.perf_counter() - t0)
-            mine.append(history.Attempt(key, wid, parent, prompt, response,
-                                        history.APPLIED if ok else history.REFUSED))
+            mine.append(history.Attempt(key, wid, parent, prompt, response, history.APPLIED if ok else history.REFUSED))
             tally.add(attempts=1, told_applied=int(ok))
     finally:
         c.close()
@@ -387,14 +400,22 @@ def judge_rule(tally: Tally, seeds: dict, back: dict, pairs: dict, n: int) -> di
     sent = {a.wid: history.Value(a.wid, a.prompt, a.response) for a in tally.history}
     sent.update({s.wid: s for s in seeds.values()})
     real = [k for k in seeds if k != CANARY]
-    out = {k: sum(getattr(verdicts[key], k) for key in real)
-           for k in ("chain", "lost", "refused_but_applied", "unjustified_refusals")}
+    out = {
+        k: sum(getattr(verdicts[key], k) for key in real)
+        for k in ("chain", "lost", "refused_but_applied", "unjustified_refusals")
+    }
     out["foreign_final_keys"] = sum(verdicts[k].foreign for k in real)
     out["canary_lost_updates"] = verdicts[CANARY].lost
     out["canary_unjustified_refusals"] = verdicts[CANARY].unjustified_refusals
     out["canary_refused_but_applied"] = verdicts[CANARY].refused_but_applied
-    for name in ("mixups_read", "replica_mixups_read", "canary_mixups_read", "canary_replica_mixups_read",
-                 "canary_reads", "canary_replica_reads"):
+    for name in (
+        "mixups_read",
+        "replica_mixups_read",
+        "canary_mixups_read",
+        "canary_replica_mixups_read",
+        "canary_reads",
+        "canary_replica_reads",
+    ):
         out[name] = 0
     for (key, v, replica), count in tally.seen.items():
         where = ("canary_" if key == CANARY else "") + ("replica_" if replica else "")
@@ -402,8 +423,9 @@ def judge_rule(tally: Tally, seeds: dict, back: dict, pairs: dict, n: int) -> di
         if key == CANARY:
             out[where + "reads"] += count
     out["mixups_final"] = sum(final[k] is None or history.mixed(final[k], pairs, sent) for k in real)
-    out["replica_mixups_final"] = sum(as_value(h) is None or history.mixed(as_value(h), pairs, sent)
-                                      for k in real for h in back["replicas"][k])
+    out["replica_mixups_final"] = sum(
+        as_value(h) is None or history.mixed(as_value(h), pairs, sent) for k in real for h in back["replicas"][k]
+    )
     told = Counter(a.key for a in tally.history if a.told == history.APPLIED)
     out["vv_lost_updates"] = sum(told[k] - sum(decode(back["primary"][k].get(b"vv"), n)) for k in real)
     out.update(exercise_counts(tally, real, back))
@@ -417,11 +439,15 @@ def exercise_counts(tally: Tally, real: list[str], back: dict) -> dict:
     replies; never from the vectors or the script's own counts."""
     ex = history.exercise(tally.history, real)
     writes = {a.wid: a.key for a in tally.history if a.key in set(real)}
-    return {"acked_writes": ex.acked, "refused_writes": ex.refused, "conflicting_writes": ex.conflicting,
-            "conflicts_refused": ex.conflicts_refused,
-            "reads_of_new_writes": history.reads_of_new_writes(tally.fresh, writes, replica=False),
-            "replica_reads_of_new_writes": history.reads_of_new_writes(tally.fresh, writes, replica=True),
-            "replica_copies_read_back": sum(len(back["replicas"][k]) for k in real)}
+    return {
+        "acked_writes": ex.acked,
+        "refused_writes": ex.refused,
+        "conflicting_writes": ex.conflicting,
+        "conflicts_refused": ex.conflicts_refused,
+        "reads_of_new_writes": history.reads_of_new_writes(tally.fresh, writes, replica=False),
+        "replica_reads_of_new_writes": history.reads_of_new_writes(tally.fresh, writes, replica=True),
+        "replica_copies_read_back": sum(len(back["replicas"][k]) for k in real),
+    }
 
 
 def run_mode(target, mode: str, p: dict, pairs: dict, items: list[tuple], owners: dict, log) -> dict:
@@ -434,31 +460,44 @@ def run_mode(target, mode: str, p: dict, pairs: dict, items: list[tuple], owners
     tally = Tally()
     tally.history += canary
     tally.open_gate(n + p["readers"], p["seconds"])
-    threads = [threading.Thread(target=_writer, args=(target, mode, w, n, keys, items, p["seed"], tally),
-                                name=f"prompt-cas-writer-{w}") for w in range(n)]
-    threads += [threading.Thread(target=_reader, args=(target, r, keys, owners, tally),
-                                 name=f"prompt-cas-reader-{r}") for r in range(p["readers"])]
+    threads = [
+        threading.Thread(
+            target=_writer, args=(target, mode, w, n, keys, items, p["seed"], tally), name=f"prompt-cas-writer-{w}"
+        )
+        for w in range(n)
+    ]
+    threads += [
+        threading.Thread(target=_reader, args=(target, r, keys, owners, tally), name=f"prompt-cas-reader-{r}")
+        for r in range(p["readers"])
+    ]
     run_threads(threads, tally.stop, tally.gate)
     back = read_back(target, keys + [CANARY], owners)
     lat_ms = [1000 * x for x in tally.latencies]
-    reads = {k: sum(c for (key, _, rep), c in tally.seen.items() if key != CANARY and rep == (k == "replica_reads"))
-             for k in ("reads", "replica_reads")}
-    out = dict(tally.n, **reads, **judge_rule(tally, seeds, back, pairs, n),
-               replica_diverged_keys=back["diverged"] - sum(h != back["primary"][CANARY]
-                                                            for h in back["replicas"][CANARY]),
-               p50_ms=stats.percentile(lat_ms, 50) if lat_ms else None,
-               p99_ms=stats.percentile(lat_ms, 99) if lat_ms else None, first_error=tally.first_error,
-               first_reader_error=tally.first_reader_error,
-               **reads_per_reader(tally.per_reader, p["readers"]))
-    log(f"{mode}: {out['attempts']} attempts, {out['told_applied']} told applied, {out['chain']} found applied, "
+    reads = {
+        k: sum(c for (key, _, rep), c in tally.seen.items() if key != CANARY and rep == (k == "replica_reads"))
+        for k in ("reads", "replica_reads")
+    }
+    out = dict(
+        tally.n,
+        **reads,
+        **judge_rule(tally, seeds, back, pairs, n),
+        replica_diverged_keys=back["diverged"] - sum(h != back["primary"][CANARY] for h in back["replicas"][CANARY]),
+        p50_ms=stats.percentile(lat_ms, 50) if lat_ms else None,
+        p99_ms=stats.percentile(lat_ms, 99) if lat_ms else None,
+        first_error=tally.first_error,
+        first_reader_error=tally.first_reader_error,
+        **reads_per_reader(tally.per_reader, p["readers"]),
+    )
+    log(
+        f"{mode}: {out['attempts']} attempts, {out['told_applied']} told applied, {out['chain']} found applied, "
         f"{out['lost']} lost, {out['unjustified_refusals']} refused without a conflict, mix-ups seen "
         f"{out['mixups_read']}/{out['reads']} on primaries and {out['replica_mixups_read']}/{out['replica_reads']} "
-        f"on replicas, {out['errors']} errors" + (f"; {tally.first_reader_error}" if tally.first_reader_error else ""))
+        f"on replicas, {out['errors']} errors" + (f"; {tally.first_reader_error}" if tally.first_reader_error else "")
+    )
     return out
 
 
-def run_threads(threads: list[threading.Thread], stop: threading.Event,
-                gate: threading.Barrier | None = None) -> None:
+def run_threads(threads: list[threading.Thread], stop: threading.Event, gate: threading.Barrier | None = None) -> None:
     """Start the threads and join them; on an interrupt (KeyboardInterrupt, Terminated, HungUp) set
     `stop`, break the start `gate` (threads still waiting there leave) and join them all,
     with further interrupts held back, then let it go on."""
@@ -482,8 +521,10 @@ def reads_per_reader(per_reader: dict[int, dict[str, int]], readers: int) -> dic
     """The fewest reads any reader made, on primaries and on replicas (a reader that never
     started counts 0)."""
     rows = [per_reader.get(r, {"reads": 0, "replica_reads": 0}) for r in range(readers)]
-    return {"reader_min_reads": min(x["reads"] for x in rows),
-            "reader_min_replica_reads": min(x["replica_reads"] for x in rows)}
+    return {
+        "reader_min_reads": min(x["reads"] for x in rows),
+        "reader_min_replica_reads": min(x["replica_reads"] for x in rows),
+    }
 
 
 def mixups_measured(r: dict, min_reads: int, replicas: bool) -> tuple[bool, bool]:
@@ -506,33 +547,58 @@ def rule_metrics(r: dict, min_reads: int, replicas: bool) -> dict[str, Metric]:
     r["replica_mixups_read"] = r["replica_mixups_read"] if replica_ok else None
     m = {
         "attempts": Metric(r["attempts"], "updates"),
-        "applied_pct": Metric(r["applied_pct"], "%", "higher",
-                              "writes found in the final read-back (on a pair's chain of write ids) per attempt"),
-        "lost_updates": Metric(r["lost"], "updates", "lower",
-                               "writes told applied whose effect the final read-back lacks (off the chain)"),
-        "unjustified_refusals": Metric(r["unjustified_refusals"], "updates", "lower",
-                                       "writes told refused though the value they read is still the final one"),
-        "refused_but_applied": Metric(r["refused_but_applied"], "updates", "lower",
-                                      "writes told refused that the final read-back contains"),
-        "foreign_final_keys": Metric(r["foreign_final_keys"], "keys", "lower",
-                                     "pairs whose final value no write sent, or whose chain misses the seed"),
-        "mixups_read": Metric(r["mixups_read"], "reads", "lower",
-                              f"mixed pairs read on primaries (against the prompt's partner and the writers' "
-                              f"histories); measured when every reader read >= {min_reads} times"),
-        "replica_mixups_read": Metric(r["replica_mixups_read"], "reads", "lower",
-                                      f"mixed pairs read on replicas; measured when every reader read them >= "
-                                      f"{min_reads} times"),
+        "applied_pct": Metric(
+            r["applied_pct"],
+            "%",
+            "higher",
+            "writes found in the final read-back (on a pair's chain of write ids) per attempt",
+        ),
+        "lost_updates": Metric(
+            r["lost"], "updates", "lower", "writes told applied whose effect the final read-back lacks (off the chain)"
+        ),
+        "unjustified_refusals": Metric(
+            r["unjustified_refusals"],
+            "updates",
+            "lower",
+            "writes told refused though the value they read is still the final one",
+        ),
+        "refused_but_applied": Metric(
+            r["refused_but_applied"], "updates", "lower", "writes told refused that the final read-back contains"
+        ),
+        "foreign_final_keys": Metric(
+            r["foreign_final_keys"],
+            "keys",
+            "lower",
+            "pairs whose final value no write sent, or whose chain misses the seed",
+        ),
+        "mixups_read": Metric(
+            r["mixups_read"],
+            "reads",
+            "lower",
+            f"mixed pairs read on primaries (against the prompt's partner and the writers' "
+            f"histories); measured when every reader read >= {min_reads} times",
+        ),
+        "replica_mixups_read": Metric(
+            r["replica_mixups_read"],
+            "reads",
+            "lower",
+            f"mixed pairs read on replicas; measured when every reader read them >= {min_reads} times",
+        ),
         **{k: Metric(r[k], u, None, d) for k, u, d in CANARY_METRICS},
         "reader_min_reads": Metric(r["reader_min_reads"], "reads", "higher", "fewest primary reads of one reader"),
-        "reader_min_replica_reads": Metric(r["reader_min_replica_reads"], "reads", "higher",
-                                           "fewest replica reads of one reader"),
+        "reader_min_replica_reads": Metric(
+            r["reader_min_replica_reads"], "reads", "higher", "fewest replica reads of one reader"
+        ),
         "reader_errors": Metric(r["reader_errors"], "readers", "lower", "readers stopped by an error"),
         "mixups_final": Metric(r["mixups_final"], "keys", "lower"),
         "replica_mixups_final": Metric(r["replica_mixups_final"], "keys", "lower"),
         "replica_diverged_keys": Metric(r["replica_diverged_keys"], "keys", "lower"),
-        "replica_connections_not_replica": Metric(r["replica_connections_not_replica"], "connections", "lower",
-                                                  "readers' replica connections whose node answered ROLE as "
-                                                  "anything but a replica"),
+        "replica_connections_not_replica": Metric(
+            r["replica_connections_not_replica"],
+            "connections",
+            "lower",
+            "readers' replica connections whose node answered ROLE as anything but a replica",
+        ),
         **{k: Metric(r[k], u, None, d) for k, u, d in EXERCISE_METRICS},
         "errors": Metric(r["errors"], "updates", "lower"),
         "update_p50_ms": Metric(r["p50_ms"], "ms", "lower"),
@@ -548,16 +614,32 @@ EXERCISE_METRICS = (
     ("replica_reads", "reads", "pairs read on replicas (READONLY) and checked for mix-ups (the canary's apart)"),
     ("acked_writes", "updates", "writes whose writer was told applied (the writers' histories)"),
     ("refused_writes", "updates", "writes whose writer was told refused (the writers' histories)"),
-    ("conflicting_writes", "updates", "writes that raced another: per value a writer read (its write id, in the "
-                                      "server's reply), every write sent on it but one; a CAS may apply only one"),
-    ("conflicts_refused", "updates", "writes told refused that read the same value as another write sent: "
-                                     "conflicting writes that reached the CAS and were refused"),
-    ("reads_of_new_writes", "reads", "primary reads whose reply was a write made in this rule (its id in the "
-                                     "writers' histories) and differed from that reader's previous read of the pair: "
-                                     "served by the server after a concurrent write, not a copy"),
-    ("replica_reads_of_new_writes", "reads", "replica reads (READONLY) whose reply was a write made in this rule "
-                                             "and differed from that reader's previous replica read of the pair: "
-                                             "the replica served a write made during the run"),
+    (
+        "conflicting_writes",
+        "updates",
+        "writes that raced another: per value a writer read (its write id, in the "
+        "server's reply), every write sent on it but one; a CAS may apply only one",
+    ),
+    (
+        "conflicts_refused",
+        "updates",
+        "writes told refused that read the same value as another write sent: "
+        "conflicting writes that reached the CAS and were refused",
+    ),
+    (
+        "reads_of_new_writes",
+        "reads",
+        "primary reads whose reply was a write made in this rule (its id in the "
+        "writers' histories) and differed from that reader's previous read of the pair: "
+        "served by the server after a concurrent write, not a copy",
+    ),
+    (
+        "replica_reads_of_new_writes",
+        "reads",
+        "replica reads (READONLY) whose reply was a write made in this rule "
+        "and differed from that reader's previous replica read of the pair: "
+        "the replica served a write made during the run",
+    ),
     ("replica_copies_read_back", "keys", "replica copies of the pairs read back after the rule (pairs x replicas)"),
 )
 
@@ -567,10 +649,16 @@ CANARY_METRICS = (
     ("canary_reads", "reads", "reads of the canary pair on primaries"),
     ("canary_replica_reads", "reads", "reads of the canary pair on replicas"),
     ("canary_lost_updates", "updates", "the canary's two blind acknowledged writes: the read-back must find 1 lost"),
-    ("canary_unjustified_refusals", "updates", "the canary's write refused with nothing in conflict: the read-back "
-                                               "must find 1"),
-    ("canary_refused_but_applied", "updates", "the canary's write recorded as refused but written: the read-back must "
-                                              "find 1"),
+    (
+        "canary_unjustified_refusals",
+        "updates",
+        "the canary's write refused with nothing in conflict: the read-back must find 1",
+    ),
+    (
+        "canary_refused_but_applied",
+        "updates",
+        "the canary's write recorded as refused but written: the read-back must find 1",
+    ),
 )
 
 
@@ -579,9 +667,15 @@ def mechanism_metrics(r: dict) -> dict[str, Metric]:
     share of writes it said it applied, and lost updates computed from the version vectors it
     wrote (told applied minus the final vectors' sum)."""
     told_pct = 100.0 * r["told_applied"] / r["attempts"] if r["attempts"] else None
-    m = {"told_applied_pct": Metric(told_pct, "%", None, "writes the mechanism said it applied (its replies)"),
-         "vv_lost_updates": Metric(r["vv_lost_updates"], "updates", None,
-                                   "told applied minus the final version vectors' sum (the mechanism's vectors)")}
+    m = {
+        "told_applied_pct": Metric(told_pct, "%", None, "writes the mechanism said it applied (its replies)"),
+        "vv_lost_updates": Metric(
+            r["vv_lost_updates"],
+            "updates",
+            None,
+            "told applied minus the final version vectors' sum (the mechanism's vectors)",
+        ),
+    }
     return {k: v for k, v in m.items() if v.value is not None}
 
 
@@ -595,8 +689,13 @@ def order_for(modes: list[str], repetition: int) -> list[str]:
     return list(modes[k:]) + list(modes[:k])
 
 
-@register("prompt-cas-rules", params=PARAMS, needs="cluster", check=_check,
-          description="prompt/response pairs updated by concurrent writers under version-vector CAS rules")
+@register(
+    "prompt-cas-rules",
+    params=PARAMS,
+    needs="cluster",
+    check=_check,
+    description="prompt/response pairs updated by concurrent writers under version-vector CAS rules",
+)
 def run(ctx: CaseContext) -> Record:
     p = ctx.params
     pairs = load_pairs(p["pairs"])
@@ -610,11 +709,14 @@ def run(ctx: CaseContext) -> Record:
     for mode in order:
         r = run_mode(ctx.target, mode, p, pairs, items, owners, ctx.log)
         if not r["attempts"]:
-            return Record("failed", f"{mode}: no writer made an update"
-                               + (f"; first error: {r['first_error']}" if r["first_error"] else ""), metrics=metrics)
+            return Record(
+                "failed",
+                f"{mode}: no writer made an update"
+                + (f"; first error: {r['first_error']}" if r["first_error"] else ""),
+                metrics=metrics,
+            )
         if r["errors"] == r["attempts"]:
-            return Record("failed", f"{mode}: every update failed; first error: {r['first_error']}",
-                               metrics=metrics)
+            return Record("failed", f"{mode}: every update failed; first error: {r['first_error']}", metrics=metrics)
         m = rule_metrics(r, p["min_reads_per_reader"], replicas)
         metrics.update({f"{mode}.{k}": v for k, v in m.items()})
         metrics.update({f"mechanism.{mode}.{k}": v for k, v in mechanism_metrics(r).items()})
@@ -625,9 +727,14 @@ def run(ctx: CaseContext) -> Record:
             short.setdefault("mixups_not_measured", []).append(
                 f"{mode}: fewest reads per reader {r['reader_min_reads']} on primaries, "
                 f"{r['reader_min_replica_reads']} on replicas (need {p['min_reads_per_reader']})"
-                + (f"; {r['first_reader_error']}" if r["first_reader_error"] else ""))
-    series = {RULES.name: RULES.make(cols, f"{p['writers']} writers and {p['readers']} readers on {p['keys']} pairs "
-                                           f"for {p['seconds']:g} s per rule")}
+                + (f"; {r['first_reader_error']}" if r["first_reader_error"] else "")
+            )
+    series = {
+        RULES.name: RULES.make(
+            cols,
+            f"{p['writers']} writers and {p['readers']} readers on {p['keys']} pairs for {p['seconds']:g} s per rule",
+        )
+    }
     metrics.update(known_metrics())
     wrong = known.failures(exercise_counts)
     if wrong:
@@ -641,10 +748,17 @@ def known_metrics() -> dict[str, Metric]:
     the share of those it counts right. A counter that counts the wrong thing clears its minimum
     in the run and fails here."""
     pct = known.known_pct(exercise_counts)
-    out = {f"instrument.{k}_known_pct": Metric(v, "%", "higher", f"known histories whose {k.replace('_', ' ')} "
-                                                                 f"this run's counting code gives right")
-           for k, v in pct.items() if k != "exercise_counters"}
+    out = {
+        f"instrument.{k}_known_pct": Metric(
+            v, "%", "higher", f"known histories whose {k.replace('_', ' ')} this run's counting code gives right"
+        )
+        for k, v in pct.items()
+        if k != "exercise_counters"
+    }
     out["instrument.exercise_counters_known_pct"] = Metric(
-        pct["exercise_counters"], "%", "higher",
-        "known counts (every exercise counter on every known history) this run's counting code gives right")
+        pct["exercise_counters"],
+        "%",
+        "higher",
+        "known counts (every exercise counter on every known history) this run's counting code gives right",
+    )
     return out

@@ -87,8 +87,9 @@ def chain_of(key: str, final: Value | None, seed: Value, by_wid: dict[str, Attem
     return chain
 
 
-def judge_key(key: str, attempts: list[Attempt], final: Value | None, seed: Value,
-              by_wid: dict[str, Attempt]) -> KeyVerdict:
+def judge_key(
+    key: str, attempts: list[Attempt], final: Value | None, seed: Value, by_wid: dict[str, Attempt]
+) -> KeyVerdict:
     """Judge one pair's `attempts` (all of this key) against its final value."""
     chain = chain_of(key, final, seed, by_wid)
     v = KeyVerdict(foreign=chain is None)
@@ -104,8 +105,9 @@ def judge_key(key: str, attempts: list[Attempt], final: Value | None, seed: Valu
     return v
 
 
-def judge_writes(attempts: list[Attempt], seeds: dict[str, Value],
-                 final: dict[str, Value | None]) -> dict[str, KeyVerdict]:
+def judge_writes(
+    attempts: list[Attempt], seeds: dict[str, Value], final: dict[str, Value | None]
+) -> dict[str, KeyVerdict]:
     """Every pair of `seeds` judged: key -> its verdict. A key missing from `final` is gone."""
     by_wid = {a.wid: a for a in attempts}
     per_key: dict[str, list[Attempt]] = {k: [] for k in seeds}
@@ -167,5 +169,6 @@ def reads_of_new_writes(fresh, writes: dict[str, str], replica: bool) -> int:
     two reads; a client-side copy never changes); `writes` maps the write ids the writers sent
     to their pairs. A read of a seed, of a value no writer sent, or of a pair that write was
     not sent to counts nothing."""
-    return sum(n for (key, v, rep), n in fresh.items()
-               if rep == replica and v is not None and writes.get(v.wid or "") == key)
+    return sum(
+        n for (key, v, rep), n in fresh.items() if rep == replica and v is not None and writes.get(v.wid or "") == key
+    )

@@ -24,8 +24,14 @@ from harness.experiments.prompt_cas.history import APPLIED, ERROR, REFUSED, Atte
 
 A, B, OTHER = "pp:{k0}", "pp:{k1}", "pp:{canary}"  # two judged pairs and one that is not (the canary's)
 SEEDS = {A: "seed.0", B: "seed.1", OTHER: "seed.c"}
-COUNTERS = ("conflicting_writes", "conflicts_refused", "reads_of_new_writes", "replica_reads_of_new_writes",
-            "acked_writes", "refused_writes")
+COUNTERS = (
+    "conflicting_writes",
+    "conflicts_refused",
+    "reads_of_new_writes",
+    "replica_reads_of_new_writes",
+    "acked_writes",
+    "refused_writes",
+)
 
 
 def _w(key: str, wid: str, parent: str | None, told: str = APPLIED) -> Attempt:
@@ -39,40 +45,80 @@ def _v(wid: str) -> Value:
 # (what it is, the writers' histories, the readers' changed replies (key, Value, on a replica) -> n,
 #  the counts it must give); every history judges the pairs A and B (OTHER stands for the canary)
 KNOWN: tuple[tuple[str, list[Attempt], dict, dict[str, int]], ...] = (
-    ("a serial chain: each write read its predecessor",
-     [_w(A, "a1", SEEDS[A]), _w(A, "a2", "a1"), _w(A, "a3", "a2")], {},
-     {"conflicting_writes": 0, "conflicts_refused": 0, "acked_writes": 3, "refused_writes": 0}),
-    ("a serial chain whose last write was refused with no race",
-     [_w(A, "a1", SEEDS[A]), _w(A, "a2", "a1", REFUSED)], {},
-     {"conflicting_writes": 0, "conflicts_refused": 0, "acked_writes": 1, "refused_writes": 1}),
-    ("two writes on one value read, one refused: exactly one conflicting pair",
-     [_w(A, "a1", SEEDS[A]), _w(A, "a2", SEEDS[A], REFUSED)], {},
-     {"conflicting_writes": 1, "conflicts_refused": 1, "acked_writes": 1, "refused_writes": 1}),
-    ("three writes on one value (one applied, two refused) and one that raised on it",
-     [_w(A, "a1", SEEDS[A]), _w(A, "a2", SEEDS[A], REFUSED), _w(A, "a3", SEEDS[A], REFUSED),
-      _w(A, "a4", SEEDS[A], ERROR)], {},
-     {"conflicting_writes": 2, "conflicts_refused": 2, "acked_writes": 1, "refused_writes": 2}),
-    ("two pairs whose writes read the same write id: no race across pairs",
-     [_w(A, "a1", "x"), _w(B, "b1", "x")], {},
-     {"conflicting_writes": 0, "conflicts_refused": 0, "acked_writes": 2}),
-    ("a race on a pair that is not judged (the canary's), a serial write on a judged one",
-     [_w(OTHER, "c1", SEEDS[OTHER]), _w(OTHER, "c2", SEEDS[OTHER]), _w(A, "a1", SEEDS[A])], {},
-     {"conflicting_writes": 0, "conflicts_refused": 0, "acked_writes": 1}),
-    ("a primary-only read log of new writes",
-     [_w(A, "a1", SEEDS[A]), _w(B, "b1", SEEDS[B])], {(A, _v("a1"), False): 5, (B, _v("b1"), False): 2},
-     {"reads_of_new_writes": 7, "replica_reads_of_new_writes": 0}),
-    ("a replica-only read log of new writes",
-     [_w(A, "a1", SEEDS[A])], {(A, _v("a1"), True): 4},
-     {"reads_of_new_writes": 0, "replica_reads_of_new_writes": 4}),
-    ("reads of a seed, an unknown id, another pair's write, a gone pair and the canary's write",
-     [_w(A, "a1", SEEDS[A]), _w(OTHER, "c1", SEEDS[OTHER])],
-     {(A, _v(SEEDS[A]), False): 3, (A, _v(SEEDS[A]), True): 3, (A, _v("zz"), True): 2, (B, _v("a1"), False): 2,
-      (B, _v("a1"), True): 2, (A, None, True): 1, (OTHER, _v("c1"), False): 2, (OTHER, _v("c1"), True): 2},
-     {"reads_of_new_writes": 0, "replica_reads_of_new_writes": 0}),
-    ("both sides read new writes",
-     [_w(A, "a1", SEEDS[A]), _w(A, "a2", "a1")], {(A, _v("a1"), False): 1, (A, _v("a2"), False): 2,
-                                                   (A, _v("a1"), True): 3},
-     {"reads_of_new_writes": 3, "replica_reads_of_new_writes": 3}),
+    (
+        "a serial chain: each write read its predecessor",
+        [_w(A, "a1", SEEDS[A]), _w(A, "a2", "a1"), _w(A, "a3", "a2")],
+        {},
+        {"conflicting_writes": 0, "conflicts_refused": 0, "acked_writes": 3, "refused_writes": 0},
+    ),
+    (
+        "a serial chain whose last write was refused with no race",
+        [_w(A, "a1", SEEDS[A]), _w(A, "a2", "a1", REFUSED)],
+        {},
+        {"conflicting_writes": 0, "conflicts_refused": 0, "acked_writes": 1, "refused_writes": 1},
+    ),
+    (
+        "two writes on one value read, one refused: exactly one conflicting pair",
+        [_w(A, "a1", SEEDS[A]), _w(A, "a2", SEEDS[A], REFUSED)],
+        {},
+        {"conflicting_writes": 1, "conflicts_refused": 1, "acked_writes": 1, "refused_writes": 1},
+    ),
+    (
+        "three writes on one value (one applied, two refused) and one that raised on it",
+        [
+            _w(A, "a1", SEEDS[A]),
+            _w(A, "a2", SEEDS[A], REFUSED),
+            _w(A, "a3", SEEDS[A], REFUSED),
+            _w(A, "a4", SEEDS[A], ERROR),
+        ],
+        {},
+        {"conflicting_writes": 2, "conflicts_refused": 2, "acked_writes": 1, "refused_writes": 2},
+    ),
+    (
+        "two pairs whose writes read the same write id: no race across pairs",
+        [_w(A, "a1", "x"), _w(B, "b1", "x")],
+        {},
+        {"conflicting_writes": 0, "conflicts_refused": 0, "acked_writes": 2},
+    ),
+    (
+        "a race on a pair that is not judged (the canary's), a serial write on a judged one",
+        [_w(OTHER, "c1", SEEDS[OTHER]), _w(OTHER, "c2", SEEDS[OTHER]), _w(A, "a1", SEEDS[A])],
+        {},
+        {"conflicting_writes": 0, "conflicts_refused": 0, "acked_writes": 1},
+    ),
+    (
+        "a primary-only read log of new writes",
+        [_w(A, "a1", SEEDS[A]), _w(B, "b1", SEEDS[B])],
+        {(A, _v("a1"), False): 5, (B, _v("b1"), False): 2},
+        {"reads_of_new_writes": 7, "replica_reads_of_new_writes": 0},
+    ),
+    (
+        "a replica-only read log of new writes",
+        [_w(A, "a1", SEEDS[A])],
+        {(A, _v("a1"), True): 4},
+        {"reads_of_new_writes": 0, "replica_reads_of_new_writes": 4},
+    ),
+    (
+        "reads of a seed, an unknown id, another pair's write, a gone pair and the canary's write",
+        [_w(A, "a1", SEEDS[A]), _w(OTHER, "c1", SEEDS[OTHER])],
+        {
+            (A, _v(SEEDS[A]), False): 3,
+            (A, _v(SEEDS[A]), True): 3,
+            (A, _v("zz"), True): 2,
+            (B, _v("a1"), False): 2,
+            (B, _v("a1"), True): 2,
+            (A, None, True): 1,
+            (OTHER, _v("c1"), False): 2,
+            (OTHER, _v("c1"), True): 2,
+        },
+        {"reads_of_new_writes": 0, "replica_reads_of_new_writes": 0},
+    ),
+    (
+        "both sides read new writes",
+        [_w(A, "a1", SEEDS[A]), _w(A, "a2", "a1")],
+        {(A, _v("a1"), False): 1, (A, _v("a2"), False): 2, (A, _v("a1"), True): 3},
+        {"reads_of_new_writes": 3, "replica_reads_of_new_writes": 3},
+    ),
 )
 
 

@@ -25,10 +25,15 @@ def prompt_cas(ctx: ViewContext) -> list:
         rules.columns["what"] = [WHAT.get(r, "") for r in rules.column(rule)]
         order = [rule, "what"] + [c for c in rules.columns if c not in (rule, "what")]
         rules = rules.select(order)
-        blocks.append(series_table(
-            rules, "Prompt/response updates under each rule (median over repetitions, min-max)", case,
-            note=f"{rules.note}; the rules' order rotates by one per repetition. A mix-up is a response that is "
-                 "not its prompt's partner or not what the writer of its write id sent (reads on primaries, replica "
-                 "reads with READONLY); lost updates are writes told applied that the final read-back does not "
-                 "contain; told_applied and vv_lost_updates are the mechanism's own replies and vectors, shown only."))
+        blocks.append(
+            series_table(
+                rules,
+                "Prompt/response updates under each rule (median over repetitions, min-max)",
+                case,
+                note=f"{rules.note}; the rules' order rotates by one per repetition. A mix-up is a response that is "
+                "not its prompt's partner or not what the writer of its write id sent (reads on primaries, replica "
+                "reads with READONLY); lost updates are writes told applied that the final read-back does not "
+                "contain; told_applied and vv_lost_updates are the mechanism's own replies and vectors, shown only.",
+            )
+        )
     return blocks

@@ -76,9 +76,26 @@ CONTAINERS = ("CONFIG", "ACL", "CLUSTER")  # commands whose subcommand names the
 # commandstats, ACL LOG), connection set-up, and the replicas' and the cluster's housekeeping
 # (REPLCONF ACK every second). They are left out of what a probe is judged to have grown: the
 # admin's INFO alone grows `info` around every probe, so "something grew" says nothing (issue 52).
-NOT_PROBES = frozenset({"info", "acl|log", "replconf", "ping", "auth", "hello", "client|setinfo",
-                        "client|setname", "select", "readonly", "cluster|slots", "cluster|shards", "cluster|nodes",
-                        "cluster|info", "command", "command|docs"})
+NOT_PROBES = frozenset(
+    {
+        "info",
+        "acl|log",
+        "replconf",
+        "ping",
+        "auth",
+        "hello",
+        "client|setinfo",
+        "client|setname",
+        "select",
+        "readonly",
+        "cluster|slots",
+        "cluster|shards",
+        "cluster|nodes",
+        "cluster|info",
+        "command",
+        "command|docs",
+    }
+)
 
 
 def stat_name(args: tuple) -> str:
@@ -104,8 +121,11 @@ def command_counts(admin_node_client) -> dict[str, int]:
     """The node's own count of the calls that reached each command (INFO commandstats:
     calls + rejected_calls + failed_calls), by entry name ('get', 'config|get')."""
     stats = admin_node_client.info("commandstats")
-    return {k[len("cmdstat_"):]: int(v.get("calls", 0)) + int(v.get("rejected_calls", 0)) + int(v.get("failed_calls", 0))
-            for k, v in stats.items() if k.startswith("cmdstat_") and isinstance(v, dict)}
+    return {
+        k[len("cmdstat_") :]: int(v.get("calls", 0)) + int(v.get("rejected_calls", 0)) + int(v.get("failed_calls", 0))
+        for k, v in stats.items()
+        if k.startswith("cmdstat_") and isinstance(v, dict)
+    }
 
 
 def denials_logged(admin_node_client, user: str) -> int:
@@ -124,22 +144,26 @@ def denials_logged(admin_node_client, user: str) -> int:
 def _check(where: str, p: dict) -> None:
     import re
 
-
     if not p["rules"]:
         raise BadInput(f"{where}.rules: give at least one rule, e.g. {{fixed: {WORKING_RULE!r}}}")
     for name, rule in p["rules"].items():
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}", str(name)):
-            raise BadInput(f"{where}.rules: rule name {str(name)[:40]!r} is not allowed; use letters, digits, "
-                           f"'-' and '_' (it names metrics such as fixed.reads_allowed)")
+            raise BadInput(
+                f"{where}.rules: rule name {str(name)[:40]!r} is not allowed; use letters, digits, "
+                f"'-' and '_' (it names metrics such as fixed.reads_allowed)"
+            )
         if not isinstance(rule, str) or not rule.strip():
             raise BadInput(f"{where}.rules.{name}: expected ACL rule text such as {WORKING_RULE!r}")
         for word in rule.split():
             if word.startswith((">", "<", "#", "!")) or word.lower() in ("nopass", "resetpass"):
-                raise BadInput(f"{where}.rules.{name}: remove the password part; the harness sets the user's "
-                               f"password itself (a rule gives permissions only)")
+                raise BadInput(
+                    f"{where}.rules.{name}: remove the password part; the harness sets the user's "
+                    f"password itself (a rule gives permissions only)"
+                )
             if word.lower() in ("reset", "off"):
-                raise BadInput(f"{where}.rules.{name}: remove {word!r}; the harness resets the user and turns it "
-                               f"on itself")
+                raise BadInput(
+                    f"{where}.rules.{name}: remove {word!r}; the harness resets the user and turns it on itself"
+                )
 
 
 PARAMS = {
@@ -154,7 +178,8 @@ def classify(reply) -> str:
     import redis
 
     if isinstance(reply, redis.exceptions.NoPermissionError) or (
-            isinstance(reply, redis.RedisError) and str(reply).startswith("NOPERM")):
+        isinstance(reply, redis.RedisError) and str(reply).startswith("NOPERM")
+    ):
         return "NOPERM"
     if isinstance(reply, Exception):
         return f"error: {type(reply).__name__}: {str(reply)[:120]}"
@@ -185,9 +210,18 @@ def tally(results: list[tuple]) -> dict[str, int]:
     """Counts from (kind, reply[, reached]) tuples: reads that ran; forbidden probes refused
     with NOPERM, that ran, or that failed with another error (not a denial); writes and
     other-prefix reads that ran; forbidden probes the node's own counters saw (reached)."""
-    out = {"reads_allowed": 0, "forbidden_noperm": 0, "forbidden_executed": 0, "forbidden_other_error": 0,
-           "writes_allowed": 0, "other_keys_allowed": 0, "forbidden_sent": 0, "forbidden_reached": 0,
-           "writes_sent": 0, "other_keys_sent": 0}
+    out = {
+        "reads_allowed": 0,
+        "forbidden_noperm": 0,
+        "forbidden_executed": 0,
+        "forbidden_other_error": 0,
+        "writes_allowed": 0,
+        "other_keys_allowed": 0,
+        "forbidden_sent": 0,
+        "forbidden_reached": 0,
+        "writes_sent": 0,
+        "other_keys_sent": 0,
+    }
     for kind, reply, *seen in results:
         ran = reply.startswith("ok")
         if kind == "read":
@@ -222,8 +256,9 @@ def run(ctx: CaseContext) -> Record:
     node = next(n for n in tgt.nodes if (n.host, n.port) == (owner.host, owner.port))
     # the node whose own counters are read: the keys' owner in the cluster's slot map, looked up
     # apart from the node the probes are sent to
-    seen_at = tgt.client(next(n for n in tgt.nodes if (n.host, n.port) == (owner.host, owner.port)),
-                         decode_responses=True)
+    seen_at = tgt.client(
+        next(n for n in tgt.nodes if (n.host, n.port) == (owner.host, owner.port)), decode_responses=True
+    )
     password = secrets.token_hex(12)
     cols: dict[str, list] = {c.name: [] for c in PROBE_REPLIES.columns}
     metrics: dict[str, Metric] = {}
@@ -244,47 +279,68 @@ def run(ctx: CaseContext) -> Record:
                 grew = probe_growth(before, after)
                 saw = reached(args, reply, grew)
                 results.append((kind, reply, saw))
-                for k, v in (("rule", name), ("probe", probe), ("kind", kind), ("reply", reply),
-                             ("node_saw", "yes" if saw else "no")):
+                for k, v in (
+                    ("rule", name),
+                    ("probe", probe),
+                    ("kind", kind),
+                    ("reply", reply),
+                    ("node_saw", "yes" if saw else "no"),
+                ):
                     cols[k].append(v)
             logged = denials_logged(seen_at, user) - logged_before
             t = tally(results)
             metrics.update(_rule_metrics(name, t, logged))
-            ctx.log(f"{name}: {rule!r} -> reads {t['reads_allowed']}/{N_ALLOWED}, NOPERM "
-                    f"{t['forbidden_noperm']}/{N_FORBIDDEN}, ran {t['forbidden_executed']}, "
-                    f"other errors {t['forbidden_other_error']}; the node saw {t['forbidden_reached']}/"
-                    f"{t['forbidden_sent']} forbidden probes and logged {logged} denials")
+            ctx.log(
+                f"{name}: {rule!r} -> reads {t['reads_allowed']}/{N_ALLOWED}, NOPERM "
+                f"{t['forbidden_noperm']}/{N_FORBIDDEN}, ran {t['forbidden_executed']}, "
+                f"other errors {t['forbidden_other_error']}; the node saw {t['forbidden_reached']}/"
+                f"{t['forbidden_sent']} forbidden probes and logged {logged} denials"
+            )
     finally:
         for n in tgt.nodes:
             tgt.client(n).execute_command("ACL", "DELUSER", user)
         admin.delete(CACHE_STRING, CACHE_HASH, OTHER_STRING, OTHER_HASH)
         admin.close()
         seen_at.close()
-    return Record("ok", metrics=metrics, series={PROBE_REPLIES.name: PROBE_REPLIES.make(cols)},
-                       details={"rules": dict(ctx.params["rules"]), "user": user, "node": node.address})
+    return Record(
+        "ok",
+        metrics=metrics,
+        series={PROBE_REPLIES.name: PROBE_REPLIES.make(cols)},
+        details={"rules": dict(ctx.params["rules"]), "user": user, "node": node.address},
+    )
 
 
 def _rule_metrics(name: str, t: dict, logged: int) -> dict[str, Metric]:
     """One rule's metrics from its probes' tally and the denials the owning node logged."""
     out: dict[str, Metric] = {}
     out[f"{name}.reads_allowed"] = Metric(t["reads_allowed"], f"of {N_ALLOWED}", "higher")
-    out[f"{name}.forbidden_noperm"] = Metric(t["forbidden_noperm"], f"of {N_FORBIDDEN}", "higher",
-                                                 "forbidden probes refused with NOPERM")
+    out[f"{name}.forbidden_noperm"] = Metric(
+        t["forbidden_noperm"], f"of {N_FORBIDDEN}", "higher", "forbidden probes refused with NOPERM"
+    )
     out[f"{name}.forbidden_not_refused"] = Metric(
-        t["forbidden_not_refused"], f"of {N_FORBIDDEN}", "lower",
-        "forbidden probes that ran or failed with an error other than NOPERM")
+        t["forbidden_not_refused"],
+        f"of {N_FORBIDDEN}",
+        "lower",
+        "forbidden probes that ran or failed with an error other than NOPERM",
+    )
     out[f"{name}.forbidden_executed"] = Metric(t["forbidden_executed"], f"of {N_FORBIDDEN}", "lower")
     out[f"{name}.forbidden_sent"] = Metric(
-        t["forbidden_sent"], "probes", None, "forbidden probes tried as the user (sent, or asked with ACL DRYRUN)")
+        t["forbidden_sent"], "probes", None, "forbidden probes tried as the user (sent, or asked with ACL DRYRUN)"
+    )
     out[f"{name}.writes_sent"] = Metric(t["writes_sent"], "probes", None, "write probes tried as the user")
-    out[f"{name}.other_keys_sent"] = Metric(t["other_keys_sent"], "probes", None,
-                                                "reads of keys outside cache:* tried as the user")
+    out[f"{name}.other_keys_sent"] = Metric(
+        t["other_keys_sent"], "probes", None, "reads of keys outside cache:* tried as the user"
+    )
     out[f"{name}.forbidden_reached"] = Metric(
-        t["forbidden_reached"], "probes", None,
+        t["forbidden_reached"],
+        "probes",
+        None,
         "forbidden probes the owning node's own INFO commandstats counted (calls, rejected or failed calls of "
-        "the probe's command; acl|dryrun for a probe DRYRUN granted): the probes that reached it")
+        "the probe's command; acl|dryrun for a probe DRYRUN granted): the probes that reached it",
+    )
     out[f"{name}.denials_logged"] = Metric(
-        logged, "denials", None, "the owning node's ACL LOG: denials it recorded for the user under this rule")
+        logged, "denials", None, "the owning node's ACL LOG: denials it recorded for the user under this rule"
+    )
     out[f"{name}.writes_allowed"] = Metric(t["writes_allowed"], f"of {N_WRITES}", "lower")
     out[f"{name}.other_keys_allowed"] = Metric(t["other_keys_allowed"], f"of {N_OTHER_KEYS}", "lower")
     return out

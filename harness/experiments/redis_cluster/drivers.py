@@ -40,8 +40,10 @@ from harness.model.driver_contract import CaseContext, Metric, Param, Record, Se
 
 # redis-benchmark prints percentiles, not a histogram: several hosts' figures could not be
 # pooled into one percentile, so it runs on the first load generator only (as the source's one command).
-ONE_LOADGEN_NOTE = ("redis-benchmark ran on {host} only, of the inventory's {n} load generators: it prints "
-                    "percentiles, not a histogram, so several hosts' percentiles could not be pooled into one")
+ONE_LOADGEN_NOTE = (
+    "redis-benchmark ran on {host} only, of the inventory's {n} load generators: it prints "
+    "percentiles, not a histogram, so several hosts' percentiles could not be pooled into one"
+)
 SERVING_SHARE = 0.10  # a primary "serves" a run when it executed at least this share of its GET/SET calls
 SPREAD_KEY = "key:{spread-control}:__rand_int__"
 
@@ -55,8 +57,9 @@ BENCHMARK_PARAMS = {
     "keyspace": Param(int, 100000, "-r: random keys from this range (0 = one key)", min=0),
     "threads": Param(int, 0, "--threads: client threads (0 = single-threaded client)", min=0),
     "timeout_s": Param(int, 600, "kill redis-benchmark after this many seconds", min=1),
-    "control_clients_factor": Param(int, 4, "the control run: this many times the clients (0 = no control)",
-                                    min=0, max=64),
+    "control_clients_factor": Param(
+        int, 4, "the control run: this many times the clients (0 = no control)", min=0, max=64
+    ),
     "spread_control_requests": Param(int, 2000, "requests of the one-slot control run (0 = none)", min=0),
 }
 
@@ -134,8 +137,13 @@ def _add_rows(cols: dict, name: str, clients: int, rows: dict) -> None:
         cols["run"].append(name)
         cols["clients"].append(clients)
         cols["test"].append(title)
-        for col, src in (("rps", "rps"), ("p50_ms", "p50_latency_ms"), ("p95_ms", "p95_latency_ms"),
-                         ("p99_ms", "p99_latency_ms"), ("max_ms", "max_latency_ms")):
+        for col, src in (
+            ("rps", "rps"),
+            ("p50_ms", "p50_latency_ms"),
+            ("p95_ms", "p95_latency_ms"),
+            ("p99_ms", "p99_latency_ms"),
+            ("max_ms", "max_latency_ms"),
+        ):
             cols[col].append(row.get(src))
 
 
@@ -144,28 +152,37 @@ def _spread_control(ctx: CaseContext, p: dict, metrics: dict, problems: list, co
     (into `metrics`); returns why it failed, or ''."""
     one = dict(p, requests=p["spread_control_requests"], clients=min(p["clients"], 10))
     before = get_set_calls(ctx)
-    rows, _, probs, commands["spread-control"] = _benchmark_once(ctx, one, "redis-benchmark-spread-control",
-                                                                 one_slot=True)
+    rows, _, probs, commands["spread-control"] = _benchmark_once(
+        ctx, one, "redis-benchmark-spread-control", one_slot=True
+    )
     if rows is None:
         return probs[0]
     problems += probs
     n_one, _ = serving(before, get_set_calls(ctx))
     metrics["control.primaries_serving"] = Metric(
-        n_one, "primaries", None, f"the same benchmark with every key in one hash slot ({SPREAD_KEY})")
+        n_one, "primaries", None, f"the same benchmark with every key in one hash slot ({SPREAD_KEY})"
+    )
     return ""
 
 
 def _benchmark_details(ctx: CaseContext, commands: dict, order: list[str], ran_on: str) -> dict:
-    topology = {"primaries": sum(n.role == "primary" for n in ctx.target.nodes),
-                "replicas": sum(n.role == "replica" for n in ctx.target.nodes)}
+    topology = {
+        "primaries": sum(n.role == "primary" for n in ctx.target.nodes),
+        "replicas": sum(n.role == "replica" for n in ctx.target.nodes),
+    }
     details = {"commands": commands, "topology": topology, "order": order, "ran_on": ran_on}
     if len(ctx.target.load_generators) > 1:
         details["one_load_generator"] = ONE_LOADGEN_NOTE.format(host=ran_on, n=len(ctx.target.load_generators))
     return details
 
 
-@register("redis-cluster-benchmark", params=BENCHMARK_PARAMS, needs="cluster", check=_check_benchmark,
-          description="redis-benchmark --csv against the target (with --cluster on a cluster), with its controls")
+@register(
+    "redis-cluster-benchmark",
+    params=BENCHMARK_PARAMS,
+    needs="cluster",
+    check=_check_benchmark,
+    description="redis-benchmark --csv against the target (with --cluster on a cluster), with its controls",
+)
 def run_benchmark(ctx: CaseContext) -> Record:
     absent = redis_benchmark.missing(ctx.target)  # here, or on the inventory's load generator
     if absent:
@@ -187,7 +204,9 @@ def run_benchmark(ctx: CaseContext) -> Record:
     cols: dict[str, list] = {c.name: [] for c in BENCHMARK_RUNS.columns}
     calls: dict[str, int] = {}
     for name, params in runs:
-        ctx.log(f"redis-benchmark ({name}) -t {','.join(params['tests'])} -c {params['clients']} -n {params['requests']}")
+        ctx.log(
+            f"redis-benchmark ({name}) -t {','.join(params['tests'])} -c {params['clients']} -n {params['requests']}"
+        )
         before = get_set_calls(ctx) if cluster and name == "measured" else {}
         rows, m, probs, commands[name] = _benchmark_once(ctx, params, f"redis-benchmark-{name}")
         if rows is None:
@@ -200,8 +219,11 @@ def run_benchmark(ctx: CaseContext) -> Record:
             if cluster:
                 n_serving, calls = serving(before, get_set_calls(ctx))
                 metrics["cluster.primaries_serving"] = Metric(
-                    n_serving, "primaries", "higher",
-                    f"primaries that executed at least {SERVING_SHARE:.0%} of the run's GET/SET calls")
+                    n_serving,
+                    "primaries",
+                    "higher",
+                    f"primaries that executed at least {SERVING_SHARE:.0%} of the run's GET/SET calls",
+                )
         problems += probs
         prefix = "" if name == "measured" else "control."
         metrics.update({prefix + k: v for k, v in m.items()})
@@ -213,8 +235,9 @@ def run_benchmark(ctx: CaseContext) -> Record:
     series = {BENCHMARK_RUNS.name: BENCHMARK_RUNS.make(cols)}
     if calls:
         roles = {n.address: n.role or "" for n in ctx.target.nodes}
-        series[PRIMARIES.name] = PRIMARIES.make({"node": list(calls), "role": [roles.get(k, "") for k in calls],
-                                                 "get_set_calls": list(calls.values())})
+        series[PRIMARIES.name] = PRIMARIES.make(
+            {"node": list(calls), "role": [roles.get(k, "") for k in calls], "get_set_calls": list(calls.values())}
+        )
     details = _benchmark_details(ctx, commands, [n for n, _ in runs], ran_on)
     # measured conditions: how many primaries really served the measured run (a check's
     # `conditions` can require the load spread over the claimed topology)
@@ -238,9 +261,14 @@ MEMTIER_PARAMS = {
     "percentiles": Param(list, [50, 99, 99.9], "--print-percentiles", min=0, max=100),
     "timeout_s": Param(int, 900, "kill memtier_benchmark after this many seconds", min=1),
     "control": Param(bool, True, "also run the control: one client on one thread, interleaved"),
-    "min_overlap_share": Param(float, 0.9, "several load generators: their common window must last at least "
-                                           "this share of the longest one's, else the repetition is invalid",
-                               min=0, max=1),
+    "min_overlap_share": Param(
+        float,
+        0.9,
+        "several load generators: their common window must last at least "
+        "this share of the longest one's, else the repetition is invalid",
+        min=0,
+        max=1,
+    ),
 }
 
 
@@ -253,9 +281,14 @@ def _check_memtier(where: str, p: dict) -> None:
         raise BadInput(f"{where}: give exactly one of test_time or requests a positive value")
 
 
-@register("redis-cluster-memtier", params=MEMTIER_PARAMS, needs="cluster", check=_check_memtier,
-          description="memtier_benchmark with --json-out-file (and --cluster-mode on a cluster), with its control; "
-                      "on every load generator of the inventory at once, their histograms merged")
+@register(
+    "redis-cluster-memtier",
+    params=MEMTIER_PARAMS,
+    needs="cluster",
+    check=_check_memtier,
+    description="memtier_benchmark with --json-out-file (and --cluster-mode on a cluster), with its control; "
+    "on every load generator of the inventory at once, their histograms merged",
+)
 def run_memtier(ctx: CaseContext) -> Record:
     absent = next(filter(None, (memtier.missing_on(h) for h in ctx.target.load_generators)), "")
     if absent:  # here, or on a load generator of the inventory
@@ -269,9 +302,11 @@ def run_memtier(ctx: CaseContext) -> Record:
     fleet = len(ctx.target.load_generators) > 1
     out = _MemtierRun(ctx, ran_on=", ".join(where(h) for h in ctx.target.load_generators))
     for name, params in runs:
-        ctx.log(f"memtier_benchmark ({name}) --clients={params['clients']} --threads={params['threads']} "
-                f"--ratio={params['ratio']}" + (f" on {len(ctx.target.load_generators)} load generators"
-                                                if fleet and name == "memtier" else ""))
+        ctx.log(
+            f"memtier_benchmark ({name}) --clients={params['clients']} --threads={params['threads']} "
+            f"--ratio={params['ratio']}"
+            + (f" on {len(ctx.target.load_generators)} load generators" if fleet and name == "memtier" else "")
+        )
         failed = out.fleet(params, name) if fleet and name == "memtier" else out.single(params, name)
         if failed:
             return failed
@@ -295,10 +330,13 @@ class _MemtierRun:
         once = memtier_fleet.run_once(self.ctx, params, name, self.ctx.target.loadgen)
         parsed, self.details["commands"][name] = once.parsed, once.shown
         if parsed is None:
-            return Record("failed" if "no JSON" not in once.failure else "invalid", once.failure, self.metrics,
-                               self.details)
-        self.details["sections"][name] = {"chosen": parsed.chosen,
-                                          "problems": {n: s.problems for n, s in parsed.sections.items()}}
+            return Record(
+                "failed" if "no JSON" not in once.failure else "invalid", once.failure, self.metrics, self.details
+            )
+        self.details["sections"][name] = {
+            "chosen": parsed.chosen,
+            "problems": {n: s.problems for n, s in parsed.sections.items()},
+        }
         if not parsed.valid:
             self.invalid.append(f"{name}: " + "; ".join(parsed.problems))
         prefix = "" if name == "memtier" else "control."
@@ -318,7 +356,9 @@ class _MemtierRun:
             return Record("failed", got.failure, self.metrics, self.details)
         for r in got.runs:
             self.details["sections"][f"{name} on {r.host}"] = {
-                "chosen": r.result.chosen, "problems": {n: s.problems for n, s in r.result.sections.items()}}
+                "chosen": r.result.chosen,
+                "problems": {n: s.problems for n, s in r.result.sections.items()},
+            }
         metrics, series, problems = memtier_fleet.judge(got.runs, params["percentiles"], params["min_overlap_share"])
         self.invalid += [f"{name}: {p}" for p in problems]
         self.metrics.update(metrics)
@@ -333,20 +373,27 @@ class _MemtierRun:
     def _row(self, name: str, params: dict, metrics: dict[str, Metric]) -> None:
         self.cols["run"].append("measured" if name == "memtier" else "control")
         self.cols["connections"].append(params["clients"] * params["threads"])
-        for col, metric in (("ops_per_sec", "Totals.ops_per_sec"), ("p50_ms", "Totals.p50_ms"),
-                            ("p99_ms", "Totals.p99_ms")):
+        for col, metric in (
+            ("ops_per_sec", "Totals.ops_per_sec"),
+            ("p50_ms", "Totals.p50_ms"),
+            ("p99_ms", "Totals.p99_ms"),
+        ):
             m = metrics.get(metric)
             self.cols[col].append(m.value if m else None)
 
     def outcome(self) -> Record:
-        series = {MEMTIER_RUNS.name: MEMTIER_RUNS.make(self.cols),
-                  **memtier.histogram_series(self.hdr), **self.series}
+        series = {MEMTIER_RUNS.name: MEMTIER_RUNS.make(self.cols), **memtier.histogram_series(self.hdr), **self.series}
         if self.invalid:
             return Record("invalid", "; ".join(self.invalid), self.metrics, self.details, series)
         return Record("ok", metrics=self.metrics, details=self.details, series=series)
 
 
-@register("redis-cluster-acl", params=acl.PARAMS, needs="cluster", check=acl._check,
-          description="the source's read-only inference user from ACL rules, probed with NOPERM counted on the cluster")
+@register(
+    "redis-cluster-acl",
+    params=acl.PARAMS,
+    needs="cluster",
+    check=acl._check,
+    description="the source's read-only inference user from ACL rules, probed with NOPERM counted on the cluster",
+)
 def acl_rules(ctx: CaseContext) -> Record:
     return acl.run(ctx)

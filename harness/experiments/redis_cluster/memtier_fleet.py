@@ -34,8 +34,10 @@ START_LEAD_S = 3.0  # the shared start lies this far ahead of the moment the com
 # Run on each load generator before memtier: sleep until the shared start (given in the host's
 # own clock), then become memtier (python3 is on every host Ansible manages). A start more than
 # a minute away is not waited for.
-START_GATE = ("import os,sys,time; d=float(sys.argv[1])-time.time(); "
-              "time.sleep(d) if 0<d<60 else None; os.execvp(sys.argv[2], sys.argv[2:])")
+START_GATE = (
+    "import os,sys,time; d=float(sys.argv[1])-time.time(); "
+    "time.sleep(d) if 0<d<60 else None; os.execvp(sys.argv[2], sys.argv[2:])"
+)
 # The first line a stand-in that replays recorded output writes on stderr (infra/lab-sim).
 REPLAY_MARK = "memtier_benchmark stand-in"
 
@@ -43,8 +45,9 @@ REPLAY_MARK = "memtier_benchmark stand-in"
 def key_ranges(key_maximum: int, n: int) -> list[tuple[int, int]]:
     """Keys 1..key_maximum split into n contiguous ranges, one per load generator."""
     if key_maximum < n:
-        raise BadInput(f"memtier.key_maximum={key_maximum} cannot be split between {n} load generators; "
-                       f"give at least {n} keys")
+        raise BadInput(
+            f"memtier.key_maximum={key_maximum} cannot be split between {n} load generators; give at least {n} keys"
+        )
     return [(i * key_maximum // n + 1, (i + 1) * key_maximum // n) for i in range(n)]
 
 
@@ -70,9 +73,16 @@ class MemtierOnce:
     stderr: str
 
 
-def run_once(ctx: CaseContext, params: dict, stem: str, host: RemoteHost | None, *,
-             key_range: tuple[int, int] | None = None, start: float | None = None,
-             procs: list | None = None) -> MemtierOnce:
+def run_once(
+    ctx: CaseContext,
+    params: dict,
+    stem: str,
+    host: RemoteHost | None,
+    *,
+    key_range: tuple[int, int] | None = None,
+    start: float | None = None,
+    procs: list | None = None,
+) -> MemtierOnce:
     """One memtier_benchmark process on `host` (None: here) against the target, its files
     under the run's raw folder named STEM (.cmd, .stdout, .stderr, .json; with a key range,
     one load generator's share, its HDR logs too). With `start` (seconds since the epoch, in
@@ -80,9 +90,16 @@ def run_once(ctx: CaseContext, params: dict, stem: str, host: RemoteHost | None,
     node, secrets = ctx.target.entry, (ctx.target.password,)
     json_path = ctx.raw_path(f"{stem}.json")
     json_path.unlink(missing_ok=True)  # only this run's own file counts
-    cmd = memtier.build_command(params, node.host, node.port, ctx.target.kind == "cluster", str(json_path),
-                                ctx.target.password, key_range=key_range,
-                                hdr_prefix=None if key_range is None else str(ctx.raw_dir / stem))
+    cmd = memtier.build_command(
+        params,
+        node.host,
+        node.port,
+        ctx.target.kind == "cluster",
+        str(json_path),
+        ctx.target.password,
+        key_range=key_range,
+        hdr_prefix=None if key_range is None else str(ctx.raw_dir / stem),
+    )
     timeout = params["timeout_s"]
     if start is not None:
         cmd, timeout = gated(cmd, start), timeout + START_LEAD_S
@@ -97,12 +114,21 @@ def run_once(ctx: CaseContext, params: dict, stem: str, host: RemoteHost | None,
     return MemtierOnce(memtier.parse_files(text, res.stderr), "", shown, res.stderr)
 
 
-def _one_host(ctx: CaseContext, params: dict, name: str, host: RemoteHost, keys: tuple[int, int],
-              start: float, offset_ms: float, procs: list) -> tuple[HostRun | None, str, str, str]:
+def _one_host(
+    ctx: CaseContext,
+    params: dict,
+    name: str,
+    host: RemoteHost,
+    keys: tuple[int, int],
+    start: float,
+    offset_ms: float,
+    procs: list,
+) -> tuple[HostRun | None, str, str, str]:
     """(the host's parsed run or None, why it failed, its command line, its stand-in line)."""
     # the stem is never another run's name (a host may be called "control")
-    once = run_once(ctx, params, f"{name}-on-{host.name}", host, key_range=keys, start=start + offset_ms / 1000,
-                    procs=procs)
+    once = run_once(
+        ctx, params, f"{name}-on-{host.name}", host, key_range=keys, start=start + offset_ms / 1000, procs=procs
+    )
     replay = next((line for line in once.stderr.splitlines() if line.startswith(REPLAY_MARK)), "")
     if once.parsed is None:
         return None, f"{host.name}: {once.failure}", once.shown, replay
@@ -115,15 +141,22 @@ def run_fleet(ctx: CaseContext, params: dict, name: str) -> FleetRun:
     once instead of waiting for them."""
     hosts = [h for h in ctx.target.load_generators if h is not None]
     ranges = key_ranges(params["key_maximum"], len(hosts))
-    clocks = {h.name: dict(zip(("offset_ms", "round_trip_ms"), map(lambda v: round(v, 1), clock_offset_ms(h))))
-              for h in hosts}
+    clocks = {
+        h.name: dict(zip(("offset_ms", "round_trip_ms"), map(lambda v: round(v, 1), clock_offset_ms(h)))) for h in hosts
+    }
     start = time.time() + START_LEAD_S
-    done = run_each([partial(_one_host, ctx, params, name, h, k, start, clocks[h.name]["offset_ms"])
-                     for h, k in zip(hosts, ranges)])
+    done = run_each(
+        [partial(_one_host, ctx, params, name, h, k, start, clocks[h.name]["offset_ms"]) for h, k in zip(hosts, ranges)]
+    )
     commands = {f"{name} on {h.name}": shown for h, (_, _, shown, _) in zip(hosts, done)}
     failures = [why for _, why, _, _ in done if why]
-    return FleetRun([r for r, _, _, _ in done if r is not None], commands, "; ".join(failures),
-                    [f"{h.name}: {line}" for h, (_, _, _, line) in zip(hosts, done) if line], clocks)
+    return FleetRun(
+        [r for r, _, _, _ in done if r is not None],
+        commands,
+        "; ".join(failures),
+        [f"{h.name}: {line}" for h, (_, _, _, line) in zip(hosts, done) if line],
+        clocks,
+    )
 
 
 def judge(runs: list[HostRun], qs, min_share: float) -> tuple[dict[str, Metric], dict[str, Series], list[str]]:
@@ -144,19 +177,27 @@ def judge(runs: list[HostRun], qs, min_share: float) -> tuple[dict[str, Metric],
 def _judged(runs: list[HostRun], qs, min_share: float) -> tuple[dict[str, Metric], dict[str, Series], list[str]]:
     window = loadgen_merge.overlap(runs, min_share)
     n = len(runs)
-    metrics = {"loadgens.count": Metric(n, "load generators", None),
-               "loadgens.overlap_share": Metric(round(window.share, 4), "share", "higher",
-                                                "the common window over the longest load generator's window")}
+    metrics = {
+        "loadgens.count": Metric(n, "load generators", None),
+        "loadgens.overlap_share": Metric(
+            round(window.share, 4), "share", "higher", "the common window over the longest load generator's window"
+        ),
+    }
     if window.problem:
         return metrics, {}, [window.problem]
-    metrics["Totals.ops_per_sec"] = Metric(loadgen_merge.summed_rate(runs, window), "ops/s", "higher",
-                                           f"every load generator's operations in their common window "
-                                           f"({window.common_ms / 1000:.2f} s), summed ({n} load generators)")
+    metrics["Totals.ops_per_sec"] = Metric(
+        loadgen_merge.summed_rate(runs, window),
+        "ops/s",
+        "higher",
+        f"every load generator's operations in their common window "
+        f"({window.common_ms / 1000:.2f} s), summed ({n} load generators)",
+    )
     merged = loadgen_merge.merged(runs, qs)
     for kind, m in merged.items():
         for q, v in m.percentiles.items():
             metrics[f"{kind}.{memtier.percentile_name(f'p{q:g}')}_ms"] = Metric(
-                v, "ms", "lower", f"from the merged HDR histograms of {n} load generators ({m.requests} requests)")
+                v, "ms", "lower", f"from the merged HDR histograms of {n} load generators ({m.requests} requests)"
+            )
     cols = loadgen_merge.host_rows(runs, qs, min(r.start_ms for r in runs))
     series = {LOADGENS.name: LOADGENS.make(cols)}
     hdr = memtier.histogram_columns()

@@ -26,32 +26,59 @@ def _benchmark(ctx: ViewContext) -> list:
     runs = ctx.aggregate(case, BENCHMARK_RUNS, key=[run_, test])
     if runs is not None:
         claimed = ctx.figure("C12", "p99_ms")
-        one = next((r.details["one_load_generator"] for r in ctx.run.ok_records(ctx.suite, case)
-                    if isinstance(r.details.get("one_load_generator"), str)), "")
-        blocks.append(series_table(
-            runs, "redis-benchmark: measured and control runs (median over repetitions, min-max)", case,
-            note="The control is the same benchmark with more clients, run alternately before and after the "
-                 "measured run: a closed loop queues deeper, so its percentiles must be higher. "
-                 + (f"The source claims GET/SET P99 < {claimed:g} ms (C12) at "
-                    f"{ctx.figure('C12', 'clients'):g} clients on its lab hosts." if claimed is not None else "")
-                 + (f" {one[0].upper()}{one[1:]}." if one else "")))
+        one = next(
+            (
+                r.details["one_load_generator"]
+                for r in ctx.run.ok_records(ctx.suite, case)
+                if isinstance(r.details.get("one_load_generator"), str)
+            ),
+            "",
+        )
+        blocks.append(
+            series_table(
+                runs,
+                "redis-benchmark: measured and control runs (median over repetitions, min-max)",
+                case,
+                note="The control is the same benchmark with more clients, run alternately before and after the "
+                "measured run: a closed loop queues deeper, so its percentiles must be higher. "
+                + (
+                    f"The source claims GET/SET P99 < {claimed:g} ms (C12) at "
+                    f"{ctx.figure('C12', 'clients'):g} clients on its lab hosts."
+                    if claimed is not None
+                    else ""
+                )
+                + (f" {one[0].upper()}{one[1:]}." if one else ""),
+            )
+        )
         series = []
         lo, hi = runs.columns.get(f"{p99}.min"), runs.columns.get(f"{p99}.max")
         for run in dict.fromkeys(runs.column(run_)):
             idx = [i for i, r in enumerate(runs.column(run_)) if r == run and runs.column(p99)[i] is not None]
-            pts = [[f"{runs.column(test)[i]} P99", runs.column(p99)[i]] + ([lo[i], hi[i]] if lo and hi else [])
-                   for i in idx]
+            pts = [
+                [f"{runs.column(test)[i]} P99", runs.column(p99)[i]] + ([lo[i], hi[i]] if lo and hi else [])
+                for i in idx
+            ]
             if idx:
                 series.append({"name": f"{run} ({runs.column(clients)[idx[0]]:g} clients)", "points": pts})
         if claimed is not None:
-            series.append({"name": "claimed (C12, lab)", "points": [[f"{t} P99", claimed] for t in
-                                                                 dict.fromkeys(runs.column(test))]})
+            series.append(
+                {
+                    "name": "claimed (C12, lab)",
+                    "points": [[f"{t} P99", claimed] for t in dict.fromkeys(runs.column(test))],
+                }
+            )
         blocks.append(Chart("redis-benchmark P99 by run", series, "", "P99 latency (ms)", kind="bar", case=case))
     primaries = ctx.aggregate(case, PRIMARIES, key=PRIMARIES["node"])
     if primaries is not None:
-        blocks.append(series_table(primaries, "GET/SET calls each primary executed during the measured run", case,
-                                   note="INFO commandstats before and after the measured run; a primary serves the "
-                                        "run when it executed at least 10% of its calls (C11)."))
+        blocks.append(
+            series_table(
+                primaries,
+                "GET/SET calls each primary executed during the measured run",
+                case,
+                note="INFO commandstats before and after the measured run; a primary serves the "
+                "run when it executed at least 10% of its calls (C11).",
+            )
+        )
     return blocks
 
 
@@ -64,8 +91,11 @@ def _memtier(ctx: ViewContext) -> list:
     note = "The control is one client on one thread, run alternately before and after the measured run."
     if claimed is not None:
         note += f" The source claims > {claimed:,.0f} ops/s (C13) on its lab hosts."
-    return [series_table(runs, "memtier_benchmark: measured and control runs", case, note=note)] + _loadgens(ctx) \
+    return (
+        [series_table(runs, "memtier_benchmark: measured and control runs", case, note=note)]
+        + _loadgens(ctx)
         + _pooled(ctx)
+    )
 
 
 def _loadgens(ctx: ViewContext) -> list:
@@ -88,13 +118,14 @@ def _loadgens(ctx: ViewContext) -> list:
             merged.append("" if m is None else (m.median, m.min, m.max) if m.min != m.max else m.median)
     table.rows.append(merged)
     share = ctx.metric(case, "loadgens.overlap_share")
-    table.note = ("Each load generator ran its own memtier_benchmark with its own share of the keys, started "
-                  "together (start and finish in seconds from the first start, by each host's clock). The merged "
-                  "row is what the claims are judged on: throughput is every host's operations in the window "
-                  "they all ran in, summed; percentiles come from their HDR histograms added together (every "
-                  "request counted once), never from averaging the hosts' own percentiles."
-                  + (f" They ran together for a median {share.median:.0%} of the longest one's window." if share
-                     else ""))
+    table.note = (
+        "Each load generator ran its own memtier_benchmark with its own share of the keys, started "
+        "together (start and finish in seconds from the first start, by each host's clock). The merged "
+        "row is what the claims are judged on: throughput is every host's operations in the window "
+        "they all ran in, summed; percentiles come from their HDR histograms added together (every "
+        "request counted once), never from averaging the hosts' own percentiles."
+        + (f" They ran together for a median {share.median:.0%} of the longest one's window." if share else "")
+    )
     return [table]
 
 
@@ -124,16 +155,26 @@ def _pooled(ctx: ViewContext) -> list:
         for i in range(len(s)):
             row = {c: s.columns[c][i] for c in s.columns}
             groups.setdefault(row[HISTOGRAMS["run"]], {}).setdefault(row[HISTOGRAMS["kind"]], []).append(row)
-    cols = (["rows", "repetitions", "requests"] + [f"P{q:g} median of runs (ms)" for q in POOLED_QS]
-            + [f"P{q:g} pooled (ms)" for q in POOLED_QS])
+    cols = (
+        ["rows", "repetitions", "requests"]
+        + [f"P{q:g} median of runs (ms)" for q in POOLED_QS]
+        + [f"P{q:g} pooled (ms)" for q in POOLED_QS]
+    )
     blocks = []
     for run, kinds in groups.items():
         rows = [r for r in (_pooled_row(kind, rs) for kind, rs in kinds.items()) if r]
         if rows:
-            blocks.append(Table(f"memtier ({run}): latency percentiles, pooled over repetitions", cols, rows,
-                                note="pooled: memtier's HDR histograms of every repetition merged (every request "
-                                     "counted once); median of runs: the median (min-max) of each repetition's own "
-                                     "percentile", case=case))
+            blocks.append(
+                Table(
+                    f"memtier ({run}): latency percentiles, pooled over repetitions",
+                    cols,
+                    rows,
+                    note="pooled: memtier's HDR histograms of every repetition merged (every request "
+                    "counted once); median of runs: the median (min-max) of each repetition's own "
+                    "percentile",
+                    case=case,
+                )
+            )
     return blocks
 
 
@@ -147,12 +188,18 @@ def _acl(ctx: ViewContext) -> list:
     by = {(r, p): answer for r, p, answer in zip(probes.column(rule), probes.column(probe), probes.column(reply))}
     kinds = dict(zip(probes.column(probe), probes.column(kind)))
     rows = [[p, kinds[p]] + [by.get((r, p), "-") for r in rules] for p in dict.fromkeys(probes.column(probe))]
-    return [Table("ACL probes as the trt-infer user, per rule", ["probe", "kind"] + rules, rows,
-                  note="source = the rule as written ('~cache:* +get +hgetall -@all'); fixed = the working order "
-                       "('-@all +get +hgetall ~cache:*'); read-all = '-@all +@read ~*', the control that shows a "
-                       "refusal check can fail. Only a NOPERM reply counts as refused; 'ok (ACL DRYRUN...)' means "
-                       "the rule grants a destructive command, which is then not sent. Rules apply left to right.",
-                  case=case)]
+    return [
+        Table(
+            "ACL probes as the trt-infer user, per rule",
+            ["probe", "kind"] + rules,
+            rows,
+            note="source = the rule as written ('~cache:* +get +hgetall -@all'); fixed = the working order "
+            "('-@all +get +hgetall ~cache:*'); read-all = '-@all +@read ~*', the control that shows a "
+            "refusal check can fail. Only a NOPERM reply counts as refused; 'ok (ACL DRYRUN...)' means "
+            "the rule grants a destructive command, which is then not sent. Rules apply left to right.",
+            case=case,
+        )
+    ]
 
 
 @view("redis-cluster")

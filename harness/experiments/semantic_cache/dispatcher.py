@@ -61,8 +61,7 @@ def poisson_offsets(n: int, rate_per_s: float, seed: int) -> list[float]:
 
 
 class Dispatcher:
-    def __init__(self, rule: str, run_batch: Callable[[list[Request]], None], max_wait_s: float,
-                 max_batch: int):
+    def __init__(self, rule: str, run_batch: Callable[[list[Request]], None], max_wait_s: float, max_batch: int):
         if rule not in RULES:
             raise ValueError(f"rule must be one of {RULES}")
         self.rule, self.run_batch, self.max_wait_s, self.max_batch = rule, run_batch, max_wait_s, max_batch
@@ -71,8 +70,10 @@ class Dispatcher:
         self.work: queue.Queue = queue.Queue()
         self.closed = False
         self.batches = 0
-        self._threads = [threading.Thread(target=self._batcher, daemon=True),
-                         threading.Thread(target=self._worker, daemon=True)]
+        self._threads = [
+            threading.Thread(target=self._batcher, daemon=True),
+            threading.Thread(target=self._worker, daemon=True),
+        ]
 
     def __enter__(self):
         for t in self._threads:
@@ -132,8 +133,15 @@ class Dispatcher:
             self.batches += 1
 
 
-def replay(rule: str, texts: Sequence[str], offsets: Sequence[float], key_of: Callable[[str], str],
-           run_batch: Callable[[list[Request]], None], max_wait_s: float, max_batch: int) -> list[Request]:
+def replay(
+    rule: str,
+    texts: Sequence[str],
+    offsets: Sequence[float],
+    key_of: Callable[[str], str],
+    run_batch: Callable[[list[Request]], None],
+    max_wait_s: float,
+    max_batch: int,
+) -> list[Request]:
     """Send `texts[i]` at `offsets[i]` seconds after the start through a Dispatcher; the
     requests with their times once every batch is done."""
     reqs = [Request(i, t) for i, t in enumerate(texts)]

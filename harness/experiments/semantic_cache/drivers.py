@@ -15,41 +15,71 @@ from harness.experiments.shared import semantic_common as common
 from harness.model.driver_contract import CaseContext, Record, register
 
 
-@register("semantic-cache-keys", params=keys_case.PARAMS, needs="cluster", check=keys_case.check,
-          description="semantic cache keys: exact hash, 64-bit LSH, cosine NN, calibrated on one split and "
-                      "reported on another; exact-hash control; latency split; C7 dynamic threshold")
+@register(
+    "semantic-cache-keys",
+    params=keys_case.PARAMS,
+    needs="cluster",
+    check=keys_case.check,
+    description="semantic cache keys: exact hash, 64-bit LSH, cosine NN, calibrated on one split and "
+    "reported on another; exact-hash control; latency split; C7 dynamic threshold",
+)
 def key_schemes(ctx: CaseContext) -> Record:
     return keys_case.run(ctx)
 
 
-@register("semantic-cache-gptcache", params=gptcache_case.PARAMS, needs="cluster", check=gptcache_case.check,
-          description="GPTCache 0.1.44 (SQLite + Faiss) beside the harness on the same data, split and model: "
-                      "correct/wrong hits, precision, recall, lookup latency split; the ONNX Runtime lookup")
+@register(
+    "semantic-cache-gptcache",
+    params=gptcache_case.PARAMS,
+    needs="cluster",
+    check=gptcache_case.check,
+    description="GPTCache 0.1.44 (SQLite + Faiss) beside the harness on the same data, split and model: "
+    "correct/wrong hits, precision, recall, lookup latency split; the ONNX Runtime lookup",
+)
 def gptcache(ctx: CaseContext) -> Record:
     return gptcache_case.run(ctx)
 
 
-@register("semantic-cache-ttft", params=ttft_case.STREAM_PARAMS, needs="cluster", check=ttft_case.check,
-          description="SmolLM2 time to first token: no cache, hash cache, LSH cache and the oracle cache (the "
-                      "instrument), interleaved per query")
+@register(
+    "semantic-cache-ttft",
+    params=ttft_case.STREAM_PARAMS,
+    needs="cluster",
+    check=ttft_case.check,
+    description="SmolLM2 time to first token: no cache, hash cache, LSH cache and the oracle cache (the "
+    "instrument), interleaved per query",
+)
 def ttft(ctx: CaseContext) -> Record:
     return ttft_case.run(ctx)
 
 
-@register("semantic-cache-memory", params=memory_case.PARAMS, needs="cluster", check=ttft_case.check,
-          description="C4: memory peak per serving mode, each in a fresh process, same decode work")
+@register(
+    "semantic-cache-memory",
+    params=memory_case.PARAMS,
+    needs="cluster",
+    check=ttft_case.check,
+    description="C4: memory peak per serving mode, each in a fresh process, same decode work",
+)
 def memory(ctx: CaseContext) -> Record:
     return memory_case.run(ctx)
 
 
-@register("semantic-cache-embed-perf", params=perf_case.PARAMS, check=common.check_dataset, isolate=True,
-          description="embedding throughput (ours vs sentence-transformers), single-query rate, LSH signing speed")
+@register(
+    "semantic-cache-embed-perf",
+    params=perf_case.PARAMS,
+    check=common.check_dataset,
+    isolate=True,
+    description="embedding throughput (ours vs sentence-transformers), single-query rate, LSH signing speed",
+)
 def embed_perf(ctx: CaseContext) -> Record:
     return perf_case.run(ctx)
 
 
-@register("semantic-cache-entity-keys", params=entity_case.PARAMS, needs="cluster", check=common.check_dataset,
-          description="section 3.3: template + entity keys; a real dispatcher: equal-key dynamic batching vs "
-                      "static token-key batching vs no batching")
+@register(
+    "semantic-cache-entity-keys",
+    params=entity_case.PARAMS,
+    needs="cluster",
+    check=common.check_dataset,
+    description="section 3.3: template + entity keys; a real dispatcher: equal-key dynamic batching vs "
+    "static token-key batching vs no batching",
+)
 def entity_batching(ctx: CaseContext) -> Record:
     return entity_case.run(ctx)

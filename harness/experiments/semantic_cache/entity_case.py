@@ -49,14 +49,28 @@ PARAMS = {
     "rounds": Param(int, 3, "rounds; each round sends the same segment through every arm, in rotating order", min=1),
     "segment_requests": Param(int, 100, "requests per arm and round", min=2),
     "ttl_s": Param(int, 300, "TTL of every cache entry", min=1),
-    "instrument_wait_ms": Param(float, 10.0, "the instrument: a fixed wait every request of its arm is held "
-                                             "(keys never shared); the end-to-end measurement must see it", min=0.1),
-    "standin_max_wait_ms": Param(float, 5.0, "the stand-in (standin.dynamic_unique_key: the dynamic rule with keys "
-                                             "never shared): its window, the longest wait of each of its requests "
-                                             "(the ledger fixes it at the dynamic arm's max_wait_ms)", min=0.1),
-    "batching": Param(str, "on", "on: the arms batch by their rules; off: every batching arm dispatches on "
-                                 "arrival (the mechanism removed, to show that the checks would see it)",
-                      ("on", "off")),
+    "instrument_wait_ms": Param(
+        float,
+        10.0,
+        "the instrument: a fixed wait every request of its arm is held "
+        "(keys never shared); the end-to-end measurement must see it",
+        min=0.1,
+    ),
+    "standin_max_wait_ms": Param(
+        float,
+        5.0,
+        "the stand-in (standin.dynamic_unique_key: the dynamic rule with keys "
+        "never shared): its window, the longest wait of each of its requests "
+        "(the ledger fixes it at the dynamic arm's max_wait_ms)",
+        min=0.1,
+    ),
+    "batching": Param(
+        str,
+        "on",
+        "on: the arms batch by their rules; off: every batching arm dispatches on "
+        "arrival (the mechanism removed, to show that the checks would see it)",
+        ("on", "off"),
+    ),
 }
 ARMS = {  # name: (rule, key)
     "static_batch_token_key": ("static", "token"),
@@ -105,10 +119,12 @@ def run(ctx: CaseContext) -> Record:
     series: dict[str, Series] = {}
     with torch_threads(p["torch_threads"] or 1):
         _batching(ctx, p, wl, emb, tok, m, series)
-    series[ENTITY_SCHEMES.name] = ENTITY_SCHEMES.lists(rows,
+    series[ENTITY_SCHEMES.name] = ENTITY_SCHEMES.lists(
+        rows,
         f"{wl.name}. token = SHA-256 of the MiniLM token ids; entity = template id + sorted normalized entities, "
         f"extractor {entity_keys.EXTRACTOR}; lsh = sem_<hex> (radius 0); entity_lsh = sem_<hex> + entity set; "
-        f"control.exact_key = SHA-256 of the raw prompt")
+        f"control.exact_key = SHA-256 of the raw prompt",
+    )
     return Record("ok", metrics=m, series=series, details={"extractor": entity_keys.EXTRACTOR})
 
 
@@ -124,25 +140,51 @@ def _hit_rates(ctx, p, wl, schemes) -> tuple[dict, list]:
         for name, (fi, fq) in schemes.items():
             store.put_many([(fi(i, t), Entry(lab, str(i))) for i, (t, lab) in enumerate(wl.inserts)])
             got = store.get_many([fq(i, t) for i, (t, _) in enumerate(wl.queries)])
-            c = metrics.cache_counts([g is not None for g in got], [g.label if g else None for g in got], labels, should)
+            c = metrics.cache_counts(
+                [g is not None for g in got], [g.label if g else None for g in got], labels, should
+            )
             rep = store.get_many([fi(i, t) for i, (t, _) in enumerate(wl.inserts)])  # the instrument
-            rc = metrics.cache_counts([g is not None for g in rep], [g.label if g else None for g in rep],
-                                      [lab for _, lab in wl.inserts], [True] * len(rep))
+            rc = metrics.cache_counts(
+                [g is not None for g in rep],
+                [g.label if g else None for g in rep],
+                [lab for _, lab in wl.inserts],
+                [True] * len(rep),
+            )
             store.clear()
             m[f"instrument.repeats.{name}.correct_hit_rate_pct"] = Metric(
-                100 * rc.correct_hit_rate, "%", "higher",
-                f"the instrument: the {len(rep)} inserted prompts asked again verbatim through the same key")
-            m[f"{name}.correct_hit_rate_pct"] = Metric(100 * c.correct_hit_rate, "%", "higher",
-                                                       "correct hits through Redis / queries")
+                100 * rc.correct_hit_rate,
+                "%",
+                "higher",
+                f"the instrument: the {len(rep)} inserted prompts asked again verbatim through the same key",
+            )
+            m[f"{name}.correct_hit_rate_pct"] = Metric(
+                100 * c.correct_hit_rate, "%", "higher", "correct hits through Redis / queries"
+            )
             m[f"{name}.wrong_hit_rate_pct"] = Metric(100 * c.wrong_hit_rate, "%", "lower", "errors")
-            rows.append([name, c.queries, c.hits, c.correct, c.wrong, 100 * c.correct_hit_rate,
-                         100 * c.precision if c.hits else None, 100 * c.recall])
+            rows.append(
+                [
+                    name,
+                    c.queries,
+                    c.hits,
+                    c.correct,
+                    c.wrong,
+                    100 * c.correct_hit_rate,
+                    100 * c.precision if c.hits else None,
+                    100 * c.recall,
+                ]
+            )
     finally:
         client.close()
-    common.write_json(ctx.raw_path("entity_examples.json"), {
-        "extractor": entity_keys.EXTRACTOR,
-        "examples": [{"query": t, "template": entity_keys.extract(t).template,
-                      "entities": entity_keys.extract(t).entities} for t, _ in wl.queries[:20]]})
+    common.write_json(
+        ctx.raw_path("entity_examples.json"),
+        {
+            "extractor": entity_keys.EXTRACTOR,
+            "examples": [
+                {"query": t, "template": entity_keys.extract(t).template, "entities": entity_keys.extract(t).entities}
+                for t, _ in wl.queries[:20]
+            ],
+        },
+    )
     return m, rows
 
 
@@ -170,19 +212,27 @@ def _batching(ctx, p, wl, emb, tok, m: dict, series: dict) -> None:
             per_arm[arm].append(dispatcher.replay(rule, texts, offsets, kf, run_batch, wait / 1000, size))
         ctx.log(f"batching round {rnd + 1}/{p['rounds']}: {n} requests through each of {len(arms)} arms")
     rows = [_round_row(arm, rnd + 1, reqs) for arm, rounds in per_arm.items() for rnd, reqs in enumerate(rounds)]
-    write_csv(ctx.raw_path("batching_requests.csv"), ["arm", "round", "request", "added_ms", "worker_wait_ms",
-                                                      "end_to_end_ms", "batch_size"],
-              [[arm, rnd + 1, r.index, f"{r.added_ms:.4f}", f"{r.queue_ms:.4f}", f"{r.end_to_end_ms:.4f}",
-                r.batch_size] for arm, rounds in per_arm.items() for rnd, reqs in enumerate(rounds) for r in reqs])
+    write_csv(
+        ctx.raw_path("batching_requests.csv"),
+        ["arm", "round", "request", "added_ms", "worker_wait_ms", "end_to_end_ms", "batch_size"],
+        [
+            [arm, rnd + 1, r.index, f"{r.added_ms:.4f}", f"{r.queue_ms:.4f}", f"{r.end_to_end_ms:.4f}", r.batch_size]
+            for arm, rounds in per_arm.items()
+            for rnd, reqs in enumerate(rounds)
+            for r in reqs
+        ],
+    )
     m.update(_batching_metrics(p, per_arm))
-    series[BATCHING.name] = BATCHING.lists(rows,
+    series[BATCHING.name] = BATCHING.lists(
+        rows,
         f"{p['rounds']} rounds of {n} requests at {p['rate_rps']:g}/s (seeded Poisson, the same arrivals and texts for "
         f"every arm of a round, arms in rotating order); dynamic: equal keys, max wait {p['max_wait_ms']:g} ms, at "
         f"most {p['max_batch']}; static: {p['static_batch_size']} per batch whatever the key, at most "
         f"{p['static_max_wait_ms']:g} ms; no batching: dispatched on arrival; instrument.fixed_wait: every request "
         f"held {p['instrument_wait_ms']:g} ms alone; batching {p['batching']}. The model (all-MiniLM-L6-v2, 1 "
         f"thread) runs once per batch over its distinct keys. Added = arrival to dispatch (key + the rule's wait); "
-        f"the wait for a busy model and the end-to-end time are shown beside it.")
+        f"the wait for a busy model and the end-to-end time are shown beside it.",
+    )
 
 
 def _arm_rule(arm: str, p: dict) -> tuple[str, float, int, str]:
@@ -210,8 +260,17 @@ def _unique_key(entity_key):
 def _round_row(arm: str, rnd: int, reqs: list[dispatcher.Request]) -> list:
     added = [r.added_ms for r in reqs]
     batches = len({r.batch for r in reqs})
-    return [arm, rnd, len(reqs), batches, len(reqs) / batches, float(np.mean(added)), float(np.percentile(added, 95)),
-            float(np.mean([r.queue_ms for r in reqs])), float(np.mean([r.end_to_end_ms for r in reqs]))]
+    return [
+        arm,
+        rnd,
+        len(reqs),
+        batches,
+        len(reqs) / batches,
+        float(np.mean(added)),
+        float(np.percentile(added, 95)),
+        float(np.mean([r.queue_ms for r in reqs])),
+        float(np.mean([r.end_to_end_ms for r in reqs])),
+    ]
 
 
 def _batching_metrics(p: dict, rounds_of: dict[str, list[list[dispatcher.Request]]]) -> dict[str, Metric]:
@@ -222,37 +281,58 @@ def _batching_metrics(p: dict, rounds_of: dict[str, list[list[dispatcher.Request
     for arm, reqs in per_arm.items():
         batches = sum(len({r.batch for r in rnd}) for rnd in rounds_of[arm])
         added = [r.added_ms for r in reqs]
-        m[f"{arm}.added_ms_mean"] = Metric(float(np.mean(added)), "ms", "lower",
-                                           "arrival to dispatch: key computation + the batching rule's wait")
+        m[f"{arm}.added_ms_mean"] = Metric(
+            float(np.mean(added)), "ms", "lower", "arrival to dispatch: key computation + the batching rule's wait"
+        )
         m.update(latency_metrics(f"{arm}.added", added))
-        m[f"{arm}.worker_wait_ms_mean"] = Metric(float(np.mean([r.queue_ms for r in reqs])), "ms", "lower",
-                                                 "dispatch to the start of its batch (a busy model)")
+        m[f"{arm}.worker_wait_ms_mean"] = Metric(
+            float(np.mean([r.queue_ms for r in reqs])),
+            "ms",
+            "lower",
+            "dispatch to the start of its batch (a busy model)",
+        )
         m[f"{arm}.end_to_end_ms_mean"] = Metric(e2e[arm], "ms", "lower", "arrival to its batch done")
         m[f"{arm}.requests_per_batch"] = Metric(len(reqs) / batches, "requests", None)
         if arm != BASELINE:
             m[f"{arm}.e2e_added_ms_mean"] = Metric(
-                e2e[arm] - e2e[BASELINE], "ms", "lower",
+                e2e[arm] - e2e[BASELINE],
+                "ms",
+                "lower",
                 "mean end-to-end time minus no batching's, same arrivals: the rule's wait, the wait for a busy "
-                "model, less what shared model runs save (on a shared CPU it moves with the host's load)")
+                "model, less what shared model runs save (on a shared CPU it moves with the host's load)",
+            )
     if STAND_IN in per_arm and p["batching"] == "on":
         window = p["standin_max_wait_ms"]
         m[f"{STAND_IN}.window_ms"] = Metric(window, "ms", None, "the stand-in's window (a parameter)")
         m[f"{STAND_IN}.wait_vs_window"] = Metric(
-            m[f"{STAND_IN}.added_ms_mean"].value / window, "x", None,
+            m[f"{STAND_IN}.added_ms_mean"].value / window,
+            "x",
+            None,
             "the stand-in's instrument: its mean added latency (arrival to dispatch) over its window; a request whose "
             "key no other shares waits its whole window and no longer, so about 1x (over 1x by the key work and "
-            "the threads' wake-up); a stand-in that holds its requests longer than its window reads more")
-    m["instrument.fixed_wait.known_ms"] = Metric(p["instrument_wait_ms"], "ms", None,
-                                                 "the wait the instrument's arm holds every request (a parameter)")
+            "the threads' wake-up); a stand-in that holds its requests longer than its window reads more",
+        )
+    m["instrument.fixed_wait.known_ms"] = Metric(
+        p["instrument_wait_ms"], "ms", None, "the wait the instrument's arm holds every request (a parameter)"
+    )
     added = {arm: m[f"{arm}.added_ms_mean"].value for arm in per_arm}
     m["batching.dynamic_vs_static_added_ms"] = Metric(
-        added["dynamic_batch_entity_key"] - added["static_batch_token_key"], "ms", "lower",
-        "added latency (arrival to dispatch) of dynamic batching with entity keys minus static batching with token keys")
+        added["dynamic_batch_entity_key"] - added["static_batch_token_key"],
+        "ms",
+        "lower",
+        "added latency (arrival to dispatch) of dynamic batching with entity keys minus static batching with token keys",
+    )
     m["standin.unique_vs_static_added_ms"] = Metric(
-        added["standin.dynamic_unique_key"] - added["static_batch_token_key"], "ms", "lower",
+        added["standin.dynamic_unique_key"] - added["static_batch_token_key"],
+        "ms",
+        "lower",
         "the stand-in: the dynamic rule's window with keys never shared, minus static batching with token keys; "
-        "the cut equal keys give must be deeper than this window alone gives")
+        "the cut equal keys give must be deeper than this window alone gives",
+    )
     m["control.static_vs_static_added_ms"] = Metric(
-        added["control.static_batch_entity_key"] - added["static_batch_token_key"], "ms", "lower",
-        "the dynamic rule removed: static batching with entity keys minus static batching with token keys")
+        added["control.static_batch_entity_key"] - added["static_batch_token_key"],
+        "ms",
+        "lower",
+        "the dynamic rule removed: static batching with entity keys minus static batching with token keys",
+    )
     return m

@@ -26,12 +26,23 @@ _MONTHS = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|jun(?:e)?|ju
 RULES: list[tuple[str, re.Pattern]] = [
     ("email", re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")),
     ("url", re.compile(r"\bhttps?://\S+|\bwww\.\S+", re.I)),
-    ("date", re.compile(r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b"
-                        rf"|\b{_MONTHS}\.? \d{{1,2}}(?:st|nd|rd|th)?,? \d{{4}}\b"
-                        rf"|\b\d{{1,2}}(?:st|nd|rd|th)? {_MONTHS}\.?,? \d{{4}}\b", re.I)),
+    (
+        "date",
+        re.compile(
+            r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b"
+            rf"|\b{_MONTHS}\.? \d{{1,2}}(?:st|nd|rd|th)?,? \d{{4}}\b"
+            rf"|\b\d{{1,2}}(?:st|nd|rd|th)? {_MONTHS}\.?,? \d{{4}}\b",
+            re.I,
+        ),
+    ),
     ("number", re.compile(r"\b\d+(?:[.,]\d+)*\b")),
-    ("code", re.compile(r"`[^`]+`|\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?|\b[a-z]+_[\w]+\b"
-                        r"|\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b|\b[A-Z]{2,}\w*\b")),
+    (
+        "code",
+        re.compile(
+            r"`[^`]+`|\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?|\b[a-z]+_[\w]+\b"
+            r"|\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b|\b[A-Z]{2,}\w*\b"
+        ),
+    ),
     ("name", re.compile(r"\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*")),
 ]
 
@@ -70,7 +81,7 @@ def extract(text: str) -> Extracted:
                 rest = re.match(r"\S+\s+", value)
                 if rest is None:
                     continue
-                s, value = s + rest.end(), value[rest.end():]
+                s, value = s + rest.end(), value[rest.end() :]
             if kind == "name" and value == "I":
                 continue
             if any(s < e2 and s2 < e for s2, e2, _, _ in taken):

@@ -36,12 +36,14 @@ def run_pass(cache, texts: list[str]) -> Pass:
 
 
 def counts_at(idx: list[int], hit: list[bool], matched: list, labels: list, should: list) -> metrics.CacheCounts:
-    return metrics.cache_counts([bool(hit[i]) for i in idx], [matched[i] for i in idx], [labels[i] for i in idx],
-                                [should[i] for i in idx])
+    return metrics.cache_counts(
+        [bool(hit[i]) for i in idx], [matched[i] for i in idx], [labels[i] for i in idx], [should[i] for i in idx]
+    )
 
 
-def calibrate(settings: list[float], idx: list[int], hit_at, matched: list, labels: list,
-              should: list) -> tuple[float, list[metrics.CacheCounts]]:
+def calibrate(
+    settings: list[float], idx: list[int], hit_at, matched: list, labels: list, should: list
+) -> tuple[float, list[metrics.CacheCounts]]:
     """The best-F1 setting on `idx` (strictest first on ties) and the counts of every setting."""
     cc = [counts_at(idx, hit_at(s), matched, labels, should) for s in settings]
     return settings[metrics.best_setting(settings, cc)], cc
@@ -70,18 +72,31 @@ def gptcache_accuracy(cache, wl, cal: list[int], test: list[int], thresholds: li
         p = run_pass(cache, test_texts)
         return metrics.cache_counts([a is not None for a in p.answers], p.answers, t_labels, t_should)
 
-    out = {"threshold": chosen, "test": measured(chosen), "exact_only": measured(1.0), "sweep": sweep,
-           "no_threshold": counts_at(test, [s is not None for s in p0.scores], p0.answers, labels, should)}
+    out = {
+        "threshold": chosen,
+        "test": measured(chosen),
+        "exact_only": measured(1.0),
+        "sweep": sweep,
+        "no_threshold": counts_at(test, [s is not None for s in p0.scores], p0.answers, labels, should),
+    }
     cache.set_threshold(chosen)
     ins_texts, ins_labels = [t for t, _ in wl.inserts], [lab for _, lab in wl.inserts]
     p = run_pass(cache, ins_texts)
-    out["repeats"] = metrics.cache_counts([a is not None for a in p.answers], p.answers, ins_labels,
-                                          [True] * len(ins_texts))
+    out["repeats"] = metrics.cache_counts(
+        [a is not None for a in p.answers], p.answers, ins_labels, [True] * len(ins_texts)
+    )
     return out
 
 
-def nn_accuracy(q_vec: np.ndarray, ins_vec: np.ndarray, ins_labels: list, wl, cal: list[int], test: list[int],
-                thresholds: list[float]) -> dict:
+def nn_accuracy(
+    q_vec: np.ndarray,
+    ins_vec: np.ndarray,
+    ins_labels: list,
+    wl,
+    cal: list[int],
+    test: list[int],
+    thresholds: list[float],
+) -> dict:
     """The harness's exact cosine NN (numpy) on the same vectors: threshold chosen on the
     calibration split, counts on the test split; also the nearest index and cosine per query."""
     labels = [lab for _, lab in wl.queries]
@@ -90,8 +105,12 @@ def nn_accuracy(q_vec: np.ndarray, ins_vec: np.ndarray, ins_labels: list, wl, ca
     matched = [ins_labels[int(i)] for i in idx]
     ths = sorted({float(x) for x in thresholds}, reverse=True)
     chosen, _ = calibrate(ths, cal, lambda t: list(sim >= t), matched, labels, should)
-    return {"threshold": chosen, "test": counts_at(test, list(sim >= chosen), matched, labels, should),
-            "nearest": idx, "cosine": sim}
+    return {
+        "threshold": chosen,
+        "test": counts_at(test, list(sim >= chosen), matched, labels, should),
+        "nearest": idx,
+        "cosine": sim,
+    }
 
 
 def answers_of(acc: dict, ins_labels: list) -> list:
@@ -107,8 +126,11 @@ def agreement(a: list, b: list, idx: list[int]) -> dict:
     n = len(idx)
     same_decision = sum((a[i] is None) == (b[i] is None) for i in idx)
     same_answer = sum(a[i] == b[i] for i in idx)
-    return {"queries": n, "same_decision_pct": 100 * same_decision / n if n else float("nan"),
-            "same_answer_pct": 100 * same_answer / n if n else float("nan")}
+    return {
+        "queries": n,
+        "same_decision_pct": 100 * same_decision / n if n else float("nan"),
+        "same_answer_pct": 100 * same_answer / n if n else float("nan"),
+    }
 
 
 def perturbed(vecs: np.ndarray, cosine: float, seed: int) -> np.ndarray:

@@ -59,37 +59,77 @@ from harness.model.driver_helpers import torch_threads, write_csv
 PREFIX = "gcnn_"
 PARAMS = {
     **common.dataset_params(),
-    "thresholds": Param(list, [0.99, 0.97, 0.95, 0.925, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6],
-                        "cosine thresholds of the harness's exact NN tried on the calibration split", min=-1, max=1),
-    "gptcache_thresholds": Param(list, [0.995, 0.985, 0.975, 0.9625, 0.95, 0.925, 0.9, 0.875, 0.85, 0.825, 0.8],
-                                 "GPTCache similarity_threshold values tried on the calibration split (t is about "
-                                 "cosine >= 2t - 1: the default grid is the cosine grid's)", min=0, max=1),
+    "thresholds": Param(
+        list,
+        [0.99, 0.97, 0.95, 0.925, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6],
+        "cosine thresholds of the harness's exact NN tried on the calibration split",
+        min=-1,
+        max=1,
+    ),
+    "gptcache_thresholds": Param(
+        list,
+        [0.995, 0.985, 0.975, 0.9625, 0.95, 0.925, 0.9, 0.875, 0.85, 0.825, 0.8],
+        "GPTCache similarity_threshold values tried on the calibration split (t is about "
+        "cosine >= 2t - 1: the default grid is the cosine grid's)",
+        min=0,
+        max=1,
+    ),
     "latency_queries": Param(int, 40, "queries timed one at a time through every subject", min=1),
     "batch_size": Param(int, 64, "embedding batch size of the accuracy passes", min=1),
     "ttl_s": Param(int, 300, "TTL of the harness's entries in Redis", min=1),
     "onnx_threads": Param(int, 1, "ONNX Runtime intra-op threads of the single-query session", min=1),
-    "fast_embedding": Param(str, "onnx", "onnx: the fast path under test; torch: the ONNX session replaced by the "
-                                         "torch embedding (the mechanism removed, to show the checks would see it)",
-                            ("onnx", "torch")),
-    "instrument_delay_ms": Param(float, 10.0, "the instrument: a known wait added inside the fast path's "
-                                              "embedding step (an arm of its own)", min=0),
-    "gptcache_dir": Param(str, "", "folder for GPTCache's SQLite file and Faiss index, relative to the repository "
-                                   "or absolute ('' = a temporary folder beside the run's results, on its disk)"),
-    "gptcache_ram_dir": Param(str, "/dev/shm", "a RAM-backed folder for the GPTCache arm whose SQLite file "
-                                               "is in memory ('' = no such arm)"),
-    "int8_arm": Param(bool, False, "add the int8 arm beside FP32: the lookup with a dynamic per-channel int8 "
-                                   "quantization of the same ONNX graph (its latency, its throughput under "
-                                   "concurrent clients against GPTCache's, its agreement with FP32); FP32 stays the "
-                                   "harness's lookup"),
+    "fast_embedding": Param(
+        str,
+        "onnx",
+        "onnx: the fast path under test; torch: the ONNX session replaced by the "
+        "torch embedding (the mechanism removed, to show the checks would see it)",
+        ("onnx", "torch"),
+    ),
+    "instrument_delay_ms": Param(
+        float,
+        10.0,
+        "the instrument: a known wait added inside the fast path's embedding step (an arm of its own)",
+        min=0,
+    ),
+    "gptcache_dir": Param(
+        str,
+        "",
+        "folder for GPTCache's SQLite file and Faiss index, relative to the repository "
+        "or absolute ('' = a temporary folder beside the run's results, on its disk)",
+    ),
+    "gptcache_ram_dir": Param(
+        str, "/dev/shm", "a RAM-backed folder for the GPTCache arm whose SQLite file is in memory ('' = no such arm)"
+    ),
+    "int8_arm": Param(
+        bool,
+        False,
+        "add the int8 arm beside FP32: the lookup with a dynamic per-channel int8 "
+        "quantization of the same ONNX graph (its latency, its throughput under "
+        "concurrent clients against GPTCache's, its agreement with FP32); FP32 stays the "
+        "harness's lookup",
+    ),
     "concurrent_clients": Param(int, 8, "client threads of the int8 arm's concurrent pass", min=1),
-    "concurrent_queries": Param(int, 32, "queries every subject answers per round of the concurrent pass (sent "
-                                         "again until concurrent_min_s is reached)", min=1),
-    "concurrent_rounds": Param(int, 3, "rounds of the concurrent pass (the subjects' order rotated per round)",
-                               min=1),
-    "concurrent_min_s": Param(float, 0.4, "each subject's least time per round of the concurrent pass (a fast "
-                                          "subject is timed over as long a window as a slow one)", min=0),
-    "instrument_noise_cosine": Param(float, 0.95, "the agreement checks' instrument: the int8 query vectors "
-                                                  "turned to this cosine of themselves", min=0, max=1),
+    "concurrent_queries": Param(
+        int,
+        32,
+        "queries every subject answers per round of the concurrent pass (sent again until concurrent_min_s is reached)",
+        min=1,
+    ),
+    "concurrent_rounds": Param(int, 3, "rounds of the concurrent pass (the subjects' order rotated per round)", min=1),
+    "concurrent_min_s": Param(
+        float,
+        0.4,
+        "each subject's least time per round of the concurrent pass (a fast "
+        "subject is timed over as long a window as a slow one)",
+        min=0,
+    ),
+    "instrument_noise_cosine": Param(
+        float,
+        0.95,
+        "the agreement checks' instrument: the int8 query vectors turned to this cosine of themselves",
+        min=0,
+        max=1,
+    ),
 }
 
 
@@ -136,9 +176,12 @@ def run(ctx: CaseContext) -> Record:
     embed = LiveOrKnown(emb.encode_one, known)
     out = Record("ok", details={"workload": wl.name, "gptcache_version": gptcache_subject.VERSION})
     out.facts.update(gptcache_subject.store_facts(disk, ram))
-    with torch_threads(p["torch_threads"] or 1), \
-            gptcache_subject.GptCache(embed, emb.dim, max_size=max(1000, 2 * len(wl.inserts)),
-                                      base_dir=ram or str(disk)) as first:
+    with (
+        torch_threads(p["torch_threads"] or 1),
+        gptcache_subject.GptCache(
+            embed, emb.dim, max_size=max(1000, 2 * len(wl.inserts)), base_dir=ram or str(disk)
+        ) as first,
+    ):
         first.import_data([t for t, _ in wl.inserts], ins_labels)
         key = _accuracy_key(wl, cal, p)
         theirs = _ACCURACY.get(key)
@@ -150,8 +193,21 @@ def run(ctx: CaseContext) -> Record:
         accuracy_outputs(out, ours, theirs, len(test))
         if int8 is not None:
             int8_outputs(out, int8, len(test), wl.name)
-        _timed(ctx, Subjects(wl, ins_vec, ours["threshold"], theirs["threshold"], _arms(p, emb, q8, ctx.log),
-                             first if ram else None, embed, disk, int8), out)
+        _timed(
+            ctx,
+            Subjects(
+                wl,
+                ins_vec,
+                ours["threshold"],
+                theirs["threshold"],
+                _arms(p, emb, q8, ctx.log),
+                first if ram else None,
+                embed,
+                disk,
+                int8,
+            ),
+            out,
+        )
     return out
 
 
@@ -177,19 +233,27 @@ def _int8_accuracy(q8, wl, cal: list[int], test: list[int], ours: dict, p: dict,
     for t in todo:
         _INT8_VECS[(q8.graph_file, t)] = q8.encode_one(t)
     vecs = np.stack([_INT8_VECS[(q8.graph_file, t)] for t in texts])
-    i8, q = vecs[:len(wl.inserts)], vecs[len(wl.inserts):]
+    i8, q = vecs[: len(wl.inserts)], vecs[len(wl.inserts) :]
     ins_labels = [lab for _, lab in wl.inserts]
     same = [ours["threshold"]]  # a drop-in embedding of the same cache: FP32's threshold, not a new calibration
     acc = nn_accuracy(q, i8, ins_labels, wl, cal, test, same)
-    noisy = nn_accuracy(perturbed(q, p["instrument_noise_cosine"], p["split_seed"] + 11), i8, ins_labels, wl, cal,
-                        test, same)
+    noisy = nn_accuracy(
+        perturbed(q, p["instrument_noise_cosine"], p["split_seed"] + 11), i8, ins_labels, wl, cal, test, same
+    )
     fp32_ans, int8_ans, noisy_ans = (answers_of(a, ins_labels) for a in (ours, acc, noisy))
     every = list(range(len(wl.queries)))
     qtexts = [t for t, _ in wl.queries]
-    return {"acc": acc, "noisy": noisy, "ins_vec": i8, "noise_cosine": p["instrument_noise_cosine"],
-            "agree": agreement(fp32_ans, int8_ans, test), "agree_all": agreement(fp32_ans, int8_ans, every),
-            "noisy_agree": agreement(fp32_ans, noisy_ans, test),
-            "answers": dict(zip(qtexts, int8_ans)), "fp32_answers": dict(zip(qtexts, fp32_ans))}
+    return {
+        "acc": acc,
+        "noisy": noisy,
+        "ins_vec": i8,
+        "noise_cosine": p["instrument_noise_cosine"],
+        "agree": agreement(fp32_ans, int8_ans, test),
+        "agree_all": agreement(fp32_ans, int8_ans, every),
+        "noisy_agree": agreement(fp32_ans, noisy_ans, test),
+        "answers": dict(zip(qtexts, int8_ans)),
+        "fp32_answers": dict(zip(qtexts, fp32_ans)),
+    }
 
 
 def _arms(p: dict, emb, q8, log) -> dict:
@@ -222,6 +286,7 @@ def _delayed(fn, delay_ms: float):
 def _twice(fn):
     """The concurrent pass's instrument: the same embedding computed twice per lookup (a known
     doubling of its work), the second vector returned."""
+
     def inner(text):
         fn(text)
         return fn(text)
@@ -258,8 +323,13 @@ def _timed(ctx, s: Subjects, out) -> None:
     index = {"int8": (s.int8["ins_vec"], s.int8["acc"]["threshold"])} if s.int8 else {}
     try:
         store.put_many([(f"{PREFIX}{i}", Entry(lab, str(i))) for i, (_, lab) in enumerate(wl.inserts)], nx=False)
-        with gptcache_subject.GptCache(s.embed, s.ins_vec.shape[1], threshold=s.gc_threshold,
-                                       max_size=max(1000, 2 * len(wl.inserts)), base_dir=str(s.disk)) as on_disk:
+        with gptcache_subject.GptCache(
+            s.embed,
+            s.ins_vec.shape[1],
+            threshold=s.gc_threshold,
+            max_size=max(1000, 2 * len(wl.inserts)),
+            base_dir=str(s.disk),
+        ) as on_disk:
             on_disk.import_data([t for t, _ in wl.inserts], [lab for _, lab in wl.inserts])
             s.embed.known = {}  # from here on GPTCache embeds every query live
             gc_arms = {"gptcache": on_disk}
@@ -268,26 +338,39 @@ def _timed(ctx, s: Subjects, out) -> None:
                 gc_arms["gptcache_ram"] = s.ram_cache
             for fn in s.arms.values():  # warm-up: first calls of a session or model are slow
                 fn(texts[0])
-            tm, raw, vecs = interleaved(texts, s.arms, gc_arms, s.ins_vec, s.nn_threshold, store, PREFIX, ctx.log,
-                                        index)
-            served = {"int8": list(zip(texts, vecs.get("int8.answers", []))),
-                      "onnx": list(zip(texts, vecs["onnx.answers"]))}
+            tm, raw, vecs = interleaved(
+                texts, s.arms, gc_arms, s.ins_vec, s.nn_threshold, store, PREFIX, ctx.log, index
+            )
+            served = {
+                "int8": list(zip(texts, vecs.get("int8.answers", []))),
+                "onnx": list(zip(texts, vecs["onnx.answers"])),
+            }
             if s.int8 is not None:
                 qps = _concurrent(ctx, s, gc_arms, index, store, served)
     finally:
         store.clear()
         client.close()
-    write_csv(ctx.raw_path("lookup_latency_ms.csv"),
-              ["query", "arm", "position", "embed_ms", "search_ms", "store_ms", "total_ms", "hit"], raw)
+    write_csv(
+        ctx.raw_path("lookup_latency_ms.csv"),
+        ["query", "arm", "position", "embed_ms", "search_ms", "store_ms", "total_ms", "hit"],
+        raw,
+    )
     torch_v, fast_v = np.stack(vecs["torch"]), np.stack(vecs["onnx"])
-    out.metrics["onnx.min_cosine_vs_torch"] = Metric(float((torch_v * fast_v).sum(1).min()), "", "higher",
-                                                     "the fast path's vectors against the torch path's, same texts")
+    out.metrics["onnx.min_cosine_vs_torch"] = Metric(
+        float((torch_v * fast_v).sum(1).min()),
+        "",
+        "higher",
+        "the fast path's vectors against the torch path's, same texts",
+    )
     latency_outputs(out, tm, p, len(texts))
     if s.int8 is not None:
         int8_v = np.stack(vecs["int8"])
         out.metrics["int8.min_cosine_vs_fp32"] = Metric(
-            float((int8_v * fast_v).sum(1).min()), "", None,
-            "the int8 path's vectors against the FP32 ONNX path's, same texts (1 would mean no quantization)")
+            float((int8_v * fast_v).sum(1).min()),
+            "",
+            None,
+            "the int8 path's vectors against the FP32 ONNX path's, same texts (1 would mean no quantization)",
+        )
         concurrent_outputs(out, qps, p)
         served_outputs(out, served, s.int8)
 
@@ -300,13 +383,16 @@ def _concurrent(ctx, s: Subjects, gc_arms: dict, index: dict, store, served: dic
     rng = random.Random(p["split_seed"] + 13)
     texts = [wl.queries[rng.randrange(len(wl.queries))][0] for _ in range(p["concurrent_queries"])]
     fns = {arm: (lambda t, c=cache: c.lookup(t)[0]) for arm, cache in gc_arms.items()}
-    harness = {"onnx": (s.arms["onnx"], (s.ins_vec, s.nn_threshold)), "int8": (s.arms["int8"], index["int8"]),
-               "instrument.double": (_twice(s.arms["int8"]), index["int8"])}
+    harness = {
+        "onnx": (s.arms["onnx"], (s.ins_vec, s.nn_threshold)),
+        "int8": (s.arms["int8"], index["int8"]),
+        "instrument.double": (_twice(s.arms["int8"]), index["int8"]),
+    }
     for arm, (embed, (vec, th)) in harness.items():
         fns[arm] = lambda t, e=embed, v=vec, h=th: harness_answer(e, t, v, h, store, PREFIX)
     names, totals = list(fns), {arm: [0, 0.0] for arm in fns}
     for r in range(p["concurrent_rounds"]):
-        for arm in names[r % len(names):] + names[:r % len(names)]:
+        for arm in names[r % len(names) :] + names[: r % len(names)]:
             began = totals[arm][1]
             while totals[arm][1] - began < p["concurrent_min_s"] or totals[arm][1] == began:
                 qps, answers = concurrent(fns[arm], texts, p["concurrent_clients"])
@@ -314,6 +400,8 @@ def _concurrent(ctx, s: Subjects, gc_arms: dict, index: dict, store, served: dic
                 totals[arm][1] += len(texts) / qps
                 if arm in served:
                     served[arm] += list(zip(texts, answers))
-        ctx.log(f"concurrent pass: round {r + 1}/{p['concurrent_rounds']}, {p['concurrent_clients']} clients, "
-                + ", ".join(f"{a} {n / t:.0f} q/s" for a, (n, t) in totals.items()))
+        ctx.log(
+            f"concurrent pass: round {r + 1}/{p['concurrent_rounds']}, {p['concurrent_clients']} clients, "
+            + ", ".join(f"{a} {n / t:.0f} q/s" for a, (n, t) in totals.items())
+        )
     return {arm: tuple(v) for arm, v in totals.items()}

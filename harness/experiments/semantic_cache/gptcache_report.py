@@ -23,11 +23,13 @@ SUBJECTS = {
     "GPTCache, SQLite in RAM (tmpfs)": ("gptcache_ram", "gptcache"),
     "instrument: ONNX path + known wait in the embedding": ("instrument.delay", None),
 }
-PART_NOTES = {"embed": "the query embedding, one query",
-              "search": "harness: numpy exact cosine NN + threshold; GPTCache: Faiss search + SearchDistanceEvaluation",
-              "store": "harness: GET of the nearest entry from the Redis Cluster; GPTCache: the rest of get() "
-                       "(SQLite fetch and access update, its per-hit report row, pre/post-processing)",
-              "lookup": "the whole lookup, one query"}
+PART_NOTES = {
+    "embed": "the query embedding, one query",
+    "search": "harness: numpy exact cosine NN + threshold; GPTCache: Faiss search + SearchDistanceEvaluation",
+    "store": "harness: GET of the nearest entry from the Redis Cluster; GPTCache: the rest of get() "
+    "(SQLite fetch and access update, its per-hit report row, pre/post-processing)",
+    "lookup": "the whole lookup, one query",
+}
 
 
 def _counts(out: Record, prefix: str, c, note: str) -> None:
@@ -39,28 +41,57 @@ def _counts(out: Record, prefix: str, c, note: str) -> None:
 def accuracy_outputs(out: Record, ours: dict, theirs: dict, n_test: int) -> None:
     m = out.metrics
     _counts(out, "nn", ours["test"], f"the harness's exact cosine NN at cosine >= {ours['threshold']:g}, test split")
-    _counts(out, "gptcache", theirs["test"], f"GPTCache at similarity_threshold {theirs['threshold']:g} (real get() "
-                                             f"calls), test split")
+    _counts(
+        out,
+        "gptcache",
+        theirs["test"],
+        f"GPTCache at similarity_threshold {theirs['threshold']:g} (real get() calls), test split",
+    )
     m["nn.threshold"] = Metric(ours["threshold"], "", None, "cosine, chosen on the calibration split (best F1)")
-    m["gptcache.threshold"] = Metric(theirs["threshold"], "", None, "GPTCache's similarity_threshold, chosen on the "
-                                                                    "calibration split (best F1) with its own scores")
-    m["gptcache.recall_minus_nn_pp"] = Metric(m["gptcache.recall_pct"].value - m["nn.recall_pct"].value, "pp", None,
-                                              "GPTCache's recall minus the harness's, same vectors and split")
+    m["gptcache.threshold"] = Metric(
+        theirs["threshold"],
+        "",
+        None,
+        "GPTCache's similarity_threshold, chosen on the calibration split (best F1) with its own scores",
+    )
+    m["gptcache.recall_minus_nn_pp"] = Metric(
+        m["gptcache.recall_pct"].value - m["nn.recall_pct"].value,
+        "pp",
+        None,
+        "GPTCache's recall minus the harness's, same vectors and split",
+    )
     if "gptcache.precision_pct" in m and "nn.precision_pct" in m:
-        m["gptcache.precision_minus_nn_pp"] = Metric(m["gptcache.precision_pct"].value - m["nn.precision_pct"].value,
-                                                     "pp", None, "GPTCache's precision minus the harness's")
-    _counts(out, "control.gptcache_no_threshold", theirs["no_threshold"],
-            "GPTCache at threshold 0: every nearest entry accepted (the similarity decision removed), test split")
-    _counts(out, "control.gptcache_exact_only", theirs["exact_only"],
-            "GPTCache at threshold 1: only identical vectors hit (semantic matching removed), test split")
+        m["gptcache.precision_minus_nn_pp"] = Metric(
+            m["gptcache.precision_pct"].value - m["nn.precision_pct"].value,
+            "pp",
+            None,
+            "GPTCache's precision minus the harness's",
+        )
+    _counts(
+        out,
+        "control.gptcache_no_threshold",
+        theirs["no_threshold"],
+        "GPTCache at threshold 0: every nearest entry accepted (the similarity decision removed), test split",
+    )
+    _counts(
+        out,
+        "control.gptcache_exact_only",
+        theirs["exact_only"],
+        "GPTCache at threshold 1: only identical vectors hit (semantic matching removed), test split",
+    )
     r = theirs["repeats"]
     m["instrument.repeats.gptcache.correct_hit_rate_pct"] = Metric(
-        100 * r.correct_hit_rate, "%", "higher",
-        f"the instrument: the {r.queries} inserted prompts asked GPTCache again verbatim at the chosen threshold")
+        100 * r.correct_hit_rate,
+        "%",
+        "higher",
+        f"the instrument: the {r.queries} inserted prompts asked GPTCache again verbatim at the chosen threshold",
+    )
     rows = [[t, *sweep_row(split, cc)] for t, split, cc in theirs["sweep"]]
-    out.series[GPTCACHE_SWEEP.name] = GPTCACHE_SWEEP.lists(rows,
+    out.series[GPTCACHE_SWEEP.name] = GPTCACHE_SWEEP.lists(
+        rows,
         f"GPTCache's calibration: one pass of real get() calls at threshold 0 (its scores); a hit at t is a score "
-        f">= t; the test-split row at the chosen threshold is re-measured with real calls ({n_test} queries)")
+        f">= t; the test-split row at the chosen threshold is re-measured with real calls ({n_test} queries)",
+    )
 
 
 def latency_outputs(out: Record, tm, p: dict, n_queries: int) -> None:
@@ -73,24 +104,44 @@ def latency_outputs(out: Record, tm, p: dict, n_queries: int) -> None:
         if theirs not in tm.rows:
             continue
         sfx = "" if theirs == "gptcache" else "_ram"
-        m[f"lookup.speedup_vs_gptcache{sfx}"] = Metric(tm.p50(theirs) / tm.p50("onnx"), "x", "higher",
-                                                       f"GPTCache's lookup P50 / the harness's with the {fast} embedding")
+        m[f"lookup.speedup_vs_gptcache{sfx}"] = Metric(
+            tm.p50(theirs) / tm.p50("onnx"),
+            "x",
+            "higher",
+            f"GPTCache's lookup P50 / the harness's with the {fast} embedding",
+        )
         m[f"control.torch.speedup_vs_gptcache{sfx}"] = Metric(
-            tm.p50(theirs) / tm.p50("torch"), "x", None,
-            "the ONNX session removed: GPTCache's lookup P50 / the harness's with the torch embedding")
+            tm.p50(theirs) / tm.p50("torch"),
+            "x",
+            None,
+            "the ONNX session removed: GPTCache's lookup P50 / the harness's with the torch embedding",
+        )
     if "int8" in tm.rows:
         for theirs in ("gptcache", "gptcache_ram"):
             if theirs in tm.rows:
-                m[f"int8.speedup_vs_{theirs}"] = Metric(tm.p50(theirs) / tm.p50("int8"), "x", "higher",
-                                                        f"{theirs}'s lookup P50 / the int8 path's, one query at a time")
+                m[f"int8.speedup_vs_{theirs}"] = Metric(
+                    tm.p50(theirs) / tm.p50("int8"),
+                    "x",
+                    "higher",
+                    f"{theirs}'s lookup P50 / the int8 path's, one query at a time",
+                )
     m["instrument.delay.known_ms"] = Metric(float(p["instrument_delay_ms"]), "ms", None, "the wait added")
-    m["instrument.delay.embed_seen_ms"] = Metric(tm.p50("instrument.delay", "embed") - tm.p50("onnx", "embed"), "ms",
-                                                 None, "embedding P50 of the delayed arm minus the fast arm's")
-    out.series[COMPARISON.name] = _comparison(m, tm, (
-        f"{n_queries} queries, each through every subject (order rotated per query); correct/wrong hits, precision "
-        f"and recall on the test split at each subject's calibrated threshold (the harness's torch and ONNX paths "
-        f"make the same decisions: same model, vectors equal to cosine >= 0.9999); GPTCache embeds with the same "
-        f"torch all-MiniLM-L6-v2 as the harness's 'before' path; one thread everywhere"))
+    m["instrument.delay.embed_seen_ms"] = Metric(
+        tm.p50("instrument.delay", "embed") - tm.p50("onnx", "embed"),
+        "ms",
+        None,
+        "embedding P50 of the delayed arm minus the fast arm's",
+    )
+    out.series[COMPARISON.name] = _comparison(
+        m,
+        tm,
+        (
+            f"{n_queries} queries, each through every subject (order rotated per query); correct/wrong hits, precision "
+            f"and recall on the test split at each subject's calibrated threshold (the harness's torch and ONNX paths "
+            f"make the same decisions: same model, vectors equal to cosine >= 0.9999); GPTCache embeds with the same "
+            f"torch all-MiniLM-L6-v2 as the harness's 'before' path; one thread everywhere"
+        ),
+    )
 
 
 def _comparison(m: dict, tm, note: str) -> Series:
@@ -118,40 +169,78 @@ def int8_outputs(out: Record, int8: dict, n_test: int, dataset: str) -> None:
     """The int8 arm's accuracy pass: its counts, its agreement with FP32 query by query, and the
     instrument (its query vectors turned to a known cosine of themselves)."""
     m, acc, noisy = out.metrics, int8["acc"], int8["noisy"]
-    _counts(out, "int8", acc["test"], f"the int8 path's exact cosine NN at cosine >= {acc['threshold']:g} on int8 "
-                                      f"vectors, test split")
+    _counts(
+        out,
+        "int8",
+        acc["test"],
+        f"the int8 path's exact cosine NN at cosine >= {acc['threshold']:g} on int8 vectors, test split",
+    )
     m["int8.threshold"] = Metric(acc["threshold"], "", None, "cosine: FP32's, chosen on the calibration split")
     for k in ("precision", "recall"):
-        _diff(m, f"int8.{k}_pct", f"nn.{k}_pct", f"int8.{k}_minus_fp32_pp",
-              f"the int8 path's {k} minus FP32's, same split, each against the dataset's labels")
+        _diff(
+            m,
+            f"int8.{k}_pct",
+            f"nn.{k}_pct",
+            f"int8.{k}_minus_fp32_pp",
+            f"the int8 path's {k} minus FP32's, same split, each against the dataset's labels",
+        )
     for sfx, ag, where in (("", int8["agree"], "test split"), (".all", int8["agree_all"], "every query")):
-        m[f"int8{sfx}.same_decision_pct"] = Metric(ag["same_decision_pct"], "%", None,
-                                                   f"queries where int8 and FP32 both hit or both miss ({where})")
-        m[f"int8{sfx}.same_answer_pct"] = Metric(ag["same_answer_pct"], "%", None,
-                                                 f"queries where int8 and FP32 give the same answer ({where})")
-    _counts(out, "instrument.noisy", noisy["test"], f"the instrument: the int8 query vectors turned to cosine "
-                                                    f"{int8['noise_cosine']:g} of themselves, same rule, test split")
+        m[f"int8{sfx}.same_decision_pct"] = Metric(
+            ag["same_decision_pct"], "%", None, f"queries where int8 and FP32 both hit or both miss ({where})"
+        )
+        m[f"int8{sfx}.same_answer_pct"] = Metric(
+            ag["same_answer_pct"], "%", None, f"queries where int8 and FP32 give the same answer ({where})"
+        )
+    _counts(
+        out,
+        "instrument.noisy",
+        noisy["test"],
+        f"the instrument: the int8 query vectors turned to cosine "
+        f"{int8['noise_cosine']:g} of themselves, same rule, test split",
+    )
     m["instrument.noisy.cosine"] = Metric(int8["noise_cosine"], "", None, "the known turn of each query vector")
-    shifts = [abs(m[f"instrument.noisy.{k}_pct"].value - m[f"int8.{k}_pct"].value) for k in ("precision", "recall")
-              if f"instrument.noisy.{k}_pct" in m and f"int8.{k}_pct" in m]
+    shifts = [
+        abs(m[f"instrument.noisy.{k}_pct"].value - m[f"int8.{k}_pct"].value)
+        for k in ("precision", "recall")
+        if f"instrument.noisy.{k}_pct" in m and f"int8.{k}_pct" in m
+    ]
     if shifts:
-        m["instrument.noisy.accuracy_shift_pp"] = Metric(max(shifts), "pp", None,
-                                                         "the instrument's larger move of precision or recall from "
-                                                         "the int8 arm's: the comparison must see it")
+        m["instrument.noisy.accuracy_shift_pp"] = Metric(
+            max(shifts),
+            "pp",
+            None,
+            "the instrument's larger move of precision or recall from the int8 arm's: the comparison must see it",
+        )
     rows = []
-    for arm, pre, ag, th in (("FP32 (ONNX Runtime, the default)", "nn", None, None),
-                             ("int8 (dynamic per-channel)", "int8", int8["agree"], acc["threshold"]),
-                             (f"instrument: int8 turned to cosine {int8['noise_cosine']:g}", "instrument.noisy",
-                              int8["noisy_agree"], noisy["threshold"])):
-        rows.append([arm, th if th is not None else m["nn.threshold"].value,
-                     *(m[f"{pre}.{k}"].value if f"{pre}.{k}" in m else None
-                       for k in ("correct_hits", "wrong_hits", "precision_pct", "recall_pct")),
-                     100.0 if ag is None else ag["same_decision_pct"], 100.0 if ag is None else ag["same_answer_pct"]])
-    out.series[INT8_AGREEMENT.name] = INT8_AGREEMENT.lists(rows,
+    for arm, pre, ag, th in (
+        ("FP32 (ONNX Runtime, the default)", "nn", None, None),
+        ("int8 (dynamic per-channel)", "int8", int8["agree"], acc["threshold"]),
+        (
+            f"instrument: int8 turned to cosine {int8['noise_cosine']:g}",
+            "instrument.noisy",
+            int8["noisy_agree"],
+            noisy["threshold"],
+        ),
+    ):
+        rows.append(
+            [
+                arm,
+                th if th is not None else m["nn.threshold"].value,
+                *(
+                    m[f"{pre}.{k}"].value if f"{pre}.{k}" in m else None
+                    for k in ("correct_hits", "wrong_hits", "precision_pct", "recall_pct")
+                ),
+                100.0 if ag is None else ag["same_decision_pct"],
+                100.0 if ag is None else ag["same_answer_pct"],
+            ]
+        )
+    out.series[INT8_AGREEMENT.name] = INT8_AGREEMENT.lists(
+        rows,
         f"{dataset}: {n_test} test queries at FP32's threshold (chosen on the calibration split); decisions and "
         f"answers compared with FP32's query by query, precision and recall against the dataset's labels "
         f"(every query: same decision {int8['agree_all']['same_decision_pct']:.1f}%, same answer "
-        f"{int8['agree_all']['same_answer_pct']:.1f}%)")
+        f"{int8['agree_all']['same_answer_pct']:.1f}%)",
+    )
 
 
 def concurrent_outputs(out: Record, totals: dict, p: dict) -> None:
@@ -166,28 +255,41 @@ def concurrent_outputs(out: Record, totals: dict, p: dict) -> None:
         sfx = "" if theirs == "gptcache" else "_ram"
         for arm, what in (("int8", "the int8 path's"), ("onnx", "the FP32 path's (quantization removed)")):
             m[f"{arm}.concurrent.speedup_vs_gptcache{sfx}"] = Metric(
-                qps[arm] / qps[theirs], "x", "higher" if arm == "int8" else None,
-                f"{what} queries/s over {theirs}'s, {clients} concurrent clients")
-    m["instrument.double.qps_over_int8"] = Metric(qps["instrument.double"] / qps["int8"], "x", None,
-                                                  "the instrument: the int8 lookup embedding every query twice, its "
-                                                  "queries/s over the int8 path's (about 0.5 when the pass sees work)")
-    rows = [[arm, clients, n, v, v / qps["gptcache"]] for arm, v, n in
-            ((a, qps[a], totals[a][0]) for a in qps)]
-    out.series[CONCURRENT.name] = CONCURRENT.lists(rows,
+                qps[arm] / qps[theirs],
+                "x",
+                "higher" if arm == "int8" else None,
+                f"{what} queries/s over {theirs}'s, {clients} concurrent clients",
+            )
+    m["instrument.double.qps_over_int8"] = Metric(
+        qps["instrument.double"] / qps["int8"],
+        "x",
+        None,
+        "the instrument: the int8 lookup embedding every query twice, its "
+        "queries/s over the int8 path's (about 0.5 when the pass sees work)",
+    )
+    rows = [[arm, clients, n, v, v / qps["gptcache"]] for arm, v, n in ((a, qps[a], totals[a][0]) for a in qps)]
+    out.series[CONCURRENT.name] = CONCURRENT.lists(
+        rows,
         f"the same {p['concurrent_queries']} queries through each subject from {clients} client threads at once (a "
         f"shared queue), sent again until the subject has run {p['concurrent_min_s']:g} s in the round; "
         f"{p['concurrent_rounds']} rounds, the subjects' order rotated per round; GPTCache "
-        f"embeds with the torch all-MiniLM-L6-v2, every model session on one thread")
+        f"embeds with the torch all-MiniLM-L6-v2, every model session on one thread",
+    )
 
 
 def served_outputs(out: Record, served: dict, int8: dict) -> None:
     """The answers the timed lookups (interleaved and concurrent) gave their callers, against
     the accuracy pass's answers for the same texts: the arm timed is the arm judged."""
-    for arm, ref, note in (("int8", int8["answers"], "the int8 arm's accuracy pass"),
-                           ("onnx", int8["fp32_answers"], "FP32's accuracy pass (torch vectors)")):
+    for arm, ref, note in (
+        ("int8", int8["answers"], "the int8 arm's accuracy pass"),
+        ("onnx", int8["fp32_answers"], "FP32's accuracy pass (torch vectors)"),
+    ):
         pairs = served.get(arm, [])
         if pairs:
             same = sum(ans == ref[t] for t, ans in pairs)
             out.metrics[f"{arm}.served_same_answer_pct"] = Metric(
-                100 * same / len(pairs), "%", None,
-                f"the {len(pairs)} answers the timed {arm} lookups returned, the same as {note} gave for the text")
+                100 * same / len(pairs),
+                "%",
+                None,
+                f"the {len(pairs)} answers the timed {arm} lookups returned, the same as {note} gave for the text",
+            )

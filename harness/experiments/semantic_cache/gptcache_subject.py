@@ -106,13 +106,19 @@ class GptCache:
         d = Path(self._dir.name)
         with warnings.catch_warnings():  # GPTCache's SQL store calls SQLAlchemy 1.x's declarative_base
             warnings.simplefilter("ignore")
-            dm = get_data_manager(CacheBase("sqlite", sql_url=f"sqlite:///{d / 'sqlite.db'}"),
-                                  VectorBase("faiss", dimension=self.dim, index_path=str(d / "faiss.index")),
-                                  max_size=self.max_size)
+            dm = get_data_manager(
+                CacheBase("sqlite", sql_url=f"sqlite:///{d / 'sqlite.db'}"),
+                VectorBase("faiss", dimension=self.dim, index_path=str(d / "faiss.index")),
+                max_size=self.max_size,
+            )
         self._cache = Cache()
-        self._cache.init(pre_embedding_func=get_prompt, embedding_func=self._embedding, data_manager=dm,
-                         similarity_evaluation=SearchDistanceEvaluation(),
-                         config=Config(similarity_threshold=self.threshold))
+        self._cache.init(
+            pre_embedding_func=get_prompt,
+            embedding_func=self._embedding,
+            data_manager=dm,
+            similarity_evaluation=SearchDistanceEvaluation(),
+            config=Config(similarity_threshold=self.threshold),
+        )
         return self
 
     def __exit__(self, *exc) -> None:
@@ -141,8 +147,9 @@ class GptCache:
         t0 = time.perf_counter()
         answer = get(prompt, cache_obj=self._cache, hit_callback=lambda hits: scores.extend(s for _, s in hits))
         total = 1000 * (time.perf_counter() - t0)
-        emb, search, evaluation, data = (1000 * (c.total_time - b) for c, b in
-                                         zip((rep.op_embedding, rep.op_search, rep.op_evaluation, rep.op_data),
-                                             before))
+        emb, search, evaluation, data = (
+            1000 * (c.total_time - b)
+            for c, b in zip((rep.op_embedding, rep.op_search, rep.op_evaluation, rep.op_data), before)
+        )
         split = Split(total, emb, search + evaluation, max(0.0, total - emb - search - evaluation), data)
         return answer, (max(scores) if scores and answer is not None else None), split

@@ -61,15 +61,24 @@ def harness_answer(embed, text: str, ins_vec: np.ndarray, threshold: float, stor
     return entry.label if (entry is not None and hit) else None
 
 
-def interleaved(texts: list[str], harness_arms: dict, gptcache_arms: dict, ins_vec: np.ndarray, threshold: float,
-                store, prefix: str, log=lambda m: None, index: dict | None = None) -> tuple[Timings, list[list], dict]:
+def interleaved(
+    texts: list[str],
+    harness_arms: dict,
+    gptcache_arms: dict,
+    ins_vec: np.ndarray,
+    threshold: float,
+    store,
+    prefix: str,
+    log=lambda m: None,
+    index: dict | None = None,
+) -> tuple[Timings, list[list], dict]:
     """Every text through every arm, the arm order rotated per text; `index` gives an arm its
     own (inserts' vectors, threshold). Returns the timings, one raw row per (text, arm) and
     what each harness arm computed: arm -> list of vectors, and arm + ".answers" -> answers."""
     names = list(harness_arms) + list(gptcache_arms)
     tm, raw, vecs = Timings(), [], {**{a: [] for a in harness_arms}, **{f"{a}.answers": [] for a in harness_arms}}
     for n, text in enumerate(texts):
-        order = names[n % len(names):] + names[:n % len(names)]
+        order = names[n % len(names) :] + names[: n % len(names)]
         for pos, arm in enumerate(order):
             if arm in harness_arms:
                 arm_vec, arm_th = (index or {}).get(arm, (ins_vec, threshold))

@@ -51,20 +51,17 @@ def main(job: dict, log) -> dict:
     """The child's work: serve the job's stream in its mode and return the peaks."""
     import numpy as np
 
-
     mode, dev = job["mode"], job["device"]
     target = Target.from_env(job["target"])
     target.username = job.get("username")
     with torch_threads(job["torch_threads"]):
         import torch
 
-
         tok, model = smollm2(dev)  # every mode holds the model from its start
         generate(tok, model, job["requests"][0][0], job["max_new_tokens"])  # its weights resident, as a server's
         held = extra_allocation(job["extra_mb"], dev) if mode == "extra_allocation" else None
         emb = proj = None
         if mode == "semantic_cache":
-
             emb = Embedder.load(dev)
             proj = keys.projection(emb.dim, job["lsh_seed"])
         client = target.cluster_client()
@@ -79,17 +76,34 @@ def main(job: dict, log) -> dict:
         try:
             with PeakRSS() as rss:
                 for text, label in job["requests"]:
-                    outcomes.append(serve(serve_as, text, label, lambda: (tok, model), store, job["max_new_tokens"],
-                                          emb=emb, proj=proj, radius=job["radius"],
-                                          signature=job["signature"])[1])
+                    outcomes.append(
+                        serve(
+                            serve_as,
+                            text,
+                            label,
+                            lambda: (tok, model),
+                            store,
+                            job["max_new_tokens"],
+                            emb=emb,
+                            proj=proj,
+                            radius=job["radius"],
+                            signature=job["signature"],
+                        )[1]
+                    )
         finally:
             store.clear()
             client.close()
         gpu = int(torch.cuda.max_memory_allocated()) if dev == "cuda" else None
         nvml = nvml_used_bytes() if dev == "cuda" else None
         del held
-    return {"mode": mode, "rss_peak": rss.peak, "ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-            "gpu_peak_alloc": gpu, "nvml_used": nvml, "outcomes": outcomes}
+    return {
+        "mode": mode,
+        "rss_peak": rss.peak,
+        "ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "gpu_peak_alloc": gpu,
+        "nvml_used": nvml,
+        "outcomes": outcomes,
+    }
 
 
 if __name__ == "__main__":

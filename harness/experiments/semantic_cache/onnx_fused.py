@@ -59,8 +59,11 @@ def minilm_onnx_fused(cache_dir: Path | None = None, log=lambda m: None) -> Path
         finally:
             raw.unlink(missing_ok=True)
 
-    return build_once(out, build, lambda: log(f"exporting all-MiniLM-L6-v2 to a fused ONNX graph once ({out.name}); "
-                                              f"later runs reuse it"))
+    return build_once(
+        out,
+        build,
+        lambda: log(f"exporting all-MiniLM-L6-v2 to a fused ONNX graph once ({out.name}); later runs reuse it"),
+    )
 
 
 def _export_torchscript(model_dir: Path, path: Path) -> None:
@@ -71,8 +74,16 @@ def _export_torchscript(model_dir: Path, path: Path) -> None:
     model, example = pooled_embedder(model_dir, attn_implementation="eager")
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's notes on python-side shape checks
-        torch.onnx.export(model, example, str(path), input_names=list(INPUTS), output_names=[OUTPUT],
-                          dynamic_axes=DYNAMIC_AXES, opset_version=OPSET, dynamo=False)
+        torch.onnx.export(
+            model,
+            example,
+            str(path),
+            input_names=list(INPUTS),
+            output_names=[OUTPUT],
+            dynamic_axes=DYNAMIC_AXES,
+            opset_version=OPSET,
+            dynamo=False,
+        )
 
 
 def _fuse(src: Path, dst: Path, config: dict) -> None:
@@ -82,8 +93,14 @@ def _fuse(src: Path, dst: Path, config: dict) -> None:
     from onnxruntime.transformers.optimizer import optimize_model
 
     logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)
-    model = optimize_model(str(src), model_type="bert", num_heads=int(config["num_attention_heads"]),
-                           hidden_size=int(config["hidden_size"]), opt_level=0, use_gpu=False)
+    model = optimize_model(
+        str(src),
+        model_type="bert",
+        num_heads=int(config["num_attention_heads"]),
+        hidden_size=int(config["hidden_size"]),
+        opt_level=0,
+        use_gpu=False,
+    )
     model.save_model_to_file(str(dst))
 
 
@@ -107,7 +124,6 @@ def check_fused(path: Path, layers: int = 6) -> None:
     if names != list(INPUTS) or outs != [OUTPUT]:
         raise RuntimeError(f"fused ONNX has inputs {names} and outputs {outs}, expected {list(INPUTS)} and {[OUTPUT]}")
     counts = fused_counts(path)
-    want = {"EmbedLayerNormalization": 1, "Attention": layers, "SkipLayerNormalization": 2 * layers,
-            "BiasGelu": layers}
+    want = {"EmbedLayerNormalization": 1, "Attention": layers, "SkipLayerNormalization": 2 * layers, "BiasGelu": layers}
     if counts != want:
         raise RuntimeError(f"ONNX Runtime's optimizer fused {counts}, expected {want}: the export's patterns changed")

@@ -32,8 +32,11 @@ def int8_key(model_dir: Path) -> str:
     import torch
     import transformers
 
-    return model_key(model_dir, f"{FUSED_RECIPE}+{INT8_RECIPE}",
-                     (torch.__version__, transformers.__version__, onnxruntime().__version__))
+    return model_key(
+        model_dir,
+        f"{FUSED_RECIPE}+{INT8_RECIPE}",
+        (torch.__version__, transformers.__version__, onnxruntime().__version__),
+    )
 
 
 def minilm_onnx_int8(cache_dir: Path | None = None, log=lambda m: None) -> Path:
@@ -45,8 +48,11 @@ def minilm_onnx_int8(cache_dir: Path | None = None, log=lambda m: None) -> Path:
         quantize(fused, tmp)
         check_int8(tmp)
 
-    return build_once(out, build, lambda: log(f"quantizing the fused all-MiniLM-L6-v2 graph to int8 once "
-                                              f"({out.name}); later runs reuse it"))
+    return build_once(
+        out,
+        build,
+        lambda: log(f"quantizing the fused all-MiniLM-L6-v2 graph to int8 once ({out.name}); later runs reuse it"),
+    )
 
 
 def quantize(src: Path, dst: Path) -> None:
@@ -63,8 +69,13 @@ def quantize(src: Path, dst: Path) -> None:
     quiet.setLevel(logging.ERROR)  # its advice to pre-process the model first, printed on every call
     try:
         # the fused kernels (com.microsoft domain) have no shape inference: their outputs are FP32
-        quantize_dynamic(str(src), str(dst), per_channel=True, weight_type=QuantType.QInt8,
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        quantize_dynamic(
+            str(src),
+            str(dst),
+            per_channel=True,
+            weight_type=QuantType.QInt8,
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
     finally:
         quiet.setLevel(level)
 
@@ -85,8 +96,14 @@ def check_int8(path: Path, layers: int = 6) -> None:
 
     onnx.checker.check_model(onnx.load(str(path), load_external_data=False))
     counts = int8_counts(path)
-    want = {"DynamicQuantizeLinear": counts["DynamicQuantizeLinear"] or 1, "MatMulInteger": 3 * layers,
-            "QAttention": layers, "MatMul": 0}
+    want = {
+        "DynamicQuantizeLinear": counts["DynamicQuantizeLinear"] or 1,
+        "MatMulInteger": 3 * layers,
+        "QAttention": layers,
+        "MatMul": 0,
+    }
     if counts != want or not counts["DynamicQuantizeLinear"]:
-        raise RuntimeError(f"the int8 graph has {counts}, expected {want} (with at least one DynamicQuantizeLinear): "
-                           f"the quantizer left FP32 matrix products")
+        raise RuntimeError(
+            f"the int8 graph has {counts}, expected {want} (with at least one DynamicQuantizeLinear): "
+            f"the quantizer left FP32 matrix products"
+        )

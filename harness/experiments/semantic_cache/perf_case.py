@@ -17,8 +17,12 @@ from harness.model.driver_contract import INPUT_FILE, CaseContext, Metric, Param
 from harness.model.driver_helpers import torch_threads
 
 PARAMS = {
-    "dataset": Param(str, datasets.DEFAULT_DATASET, "texts to embed (any supported format; relative to the "
-                                                    "repository or absolute)", kind=INPUT_FILE),
+    "dataset": Param(
+        str,
+        datasets.DEFAULT_DATASET,
+        "texts to embed (any supported format; relative to the repository or absolute)",
+        kind=INPUT_FILE,
+    ),
     "dataset_format": Param(str, "auto", "auto, gptcache, groups or pairs", datasets.FORMATS),
     "texts_per_pass": Param(int, 512, "texts embedded per timed pass", min=1),
     "rounds": Param(int, 2, "timed passes per path (best is kept); the paths alternate", min=1),
@@ -42,11 +46,11 @@ def run(ctx: CaseContext) -> Record:
     p = ctx.params
 
     texts = texts_of(datasets.load(p["dataset"], p["dataset_format"]))
-    texts = (texts * (p["texts_per_pass"] // len(texts) + 1))[:p["texts_per_pass"]]
+    texts = (texts * (p["texts_per_pass"] // len(texts) + 1))[: p["texts_per_pass"]]
     emb = Embedder.load()
     ours, ref = [], []
     with torch_threads(p["torch_threads"]):
-        emb.encode(texts[:p["batch_size"]], p["batch_size"])  # warm-up
+        emb.encode(texts[: p["batch_size"]], p["batch_size"])  # warm-up
         for r in range(p["rounds"]):
             for name, fn, acc in (("ours", emb.encode, ours), ("sentence-transformers", emb.reference_encode, ref)):
                 t0 = time.perf_counter()
@@ -56,7 +60,7 @@ def run(ctx: CaseContext) -> Record:
         a, b = emb.encode(texts[:64]), emb.reference_encode(texts[:64])
         agree = float((a * b).sum(1).min())
     with torch_threads(p["single_threads"]):
-        single = texts[:p["single_queries"]]
+        single = texts[: p["single_queries"]]
         emb.encode_one(single[0])
         t0 = time.perf_counter()
         for t in single:
@@ -71,10 +75,19 @@ def run(ctx: CaseContext) -> Record:
         sigs = keys.signatures(vecs, proj)
         [keys.sem_key(s) for s in sigs[:1000]]
         best = min(best, time.perf_counter() - t0)
-    common.write_json(ctx.raw_path("embed_perf.json"), {
-        "ours_texts_per_s": ours, "sentence_transformers_texts_per_s": ref, "single_qps": single_qps,
-        "lsh_seconds": best, "lsh_vectors": p["lsh_vectors"], "min_cosine_ours_vs_st": agree,
-        "texts": len(texts), "batch_size": p["batch_size"]})
+    common.write_json(
+        ctx.raw_path("embed_perf.json"),
+        {
+            "ours_texts_per_s": ours,
+            "sentence_transformers_texts_per_s": ref,
+            "single_qps": single_qps,
+            "lsh_seconds": best,
+            "lsh_vectors": p["lsh_vectors"],
+            "min_cosine_ours_vs_st": agree,
+            "texts": len(texts),
+            "batch_size": p["batch_size"],
+        },
+    )
     m = {
         "embed_batch.ours_qps": Metric(max(ours), "texts/s", "higher", "best of the rounds"),
         "embed_batch.st_qps": Metric(max(ref), "texts/s", "higher", "SentenceTransformer.encode, best of the rounds"),
@@ -85,11 +98,17 @@ def run(ctx: CaseContext) -> Record:
         "lsh_sign.vectors_per_s": Metric(p["lsh_vectors"] / best, "vectors/s", "higher"),
     }
     rounds = list(range(1, p["rounds"] + 1))
-    series = {ROUNDS.name: ROUNDS.make({"round": rounds * 2,
-                                        "path": ["ours"] * len(ours) + ["sentence-transformers"] * len(ref),
-                                        "texts_per_s": ours + ref},
-                                       f"{len(texts)} texts per pass, batch {p['batch_size']}, "
-                                       f"{p['torch_threads'] or 'default'} torch threads, the two paths alternating; "
-                                       f"ours tokenizes once and sorts by token count, sentence-transformers sorts by "
-                                       f"characters")}
+    series = {
+        ROUNDS.name: ROUNDS.make(
+            {
+                "round": rounds * 2,
+                "path": ["ours"] * len(ours) + ["sentence-transformers"] * len(ref),
+                "texts_per_s": ours + ref,
+            },
+            f"{len(texts)} texts per pass, batch {p['batch_size']}, "
+            f"{p['torch_threads'] or 'default'} torch threads, the two paths alternating; "
+            f"ours tokenizes once and sorts by token count, sentence-transformers sorts by "
+            f"characters",
+        )
+    }
     return Record("ok", metrics=m, series=series)

@@ -48,15 +48,20 @@ def run(ctx: CaseContext) -> Record:
     entries = [Entry(lab, f"[cached answer of entry {i}]") for i, (_, lab) in enumerate(s.workload.inserts)]
     client = ctx.target.cluster_client()
     common.clear_patterns(ctx.target)
-    stores = {"hash_cache": Store(client, p["ttl_s"], p["bands"]), "semantic_cache": Store(client, p["ttl_s"], p["bands"]),
-              "oracle_cache": Store(client, p["ttl_s"], p["bands"], prefix="orc")}
+    stores = {
+        "hash_cache": Store(client, p["ttl_s"], p["bands"]),
+        "semantic_cache": Store(client, p["ttl_s"], p["bands"]),
+        "oracle_cache": Store(client, p["ttl_s"], p["bands"], prefix="orc"),
+    }
     rows = []
     t_start = time.perf_counter()
     try:
         with torch_threads(p["torch_threads"] or 1):
             generate(tok, model, s.requests[0][0], 2)  # warm-up
             emb.encode_one(s.requests[0][0])
-            stores["hash_cache"].put_many([(keys.exact_key(t, True), e) for (t, _), e in zip(s.workload.inserts, entries)])
+            stores["hash_cache"].put_many(
+                [(keys.exact_key(t, True), e) for (t, _), e in zip(s.workload.inserts, entries)]
+            )
             stores["semantic_cache"].put_signatures(s.insert_sigs, entries)
             if p["oracle"] == "hit":
                 fill_oracle(stores["oracle_cache"], s.requests, emb, proj)
@@ -64,12 +69,24 @@ def run(ctx: CaseContext) -> Record:
                 k = n % len(MODES)
                 order = MODES[k:] + MODES[:k]  # rotate which mode goes first
                 for pos, mode in enumerate(order):
-                    ttft, outcome = serve(mode, text, label, loaded, stores.get(mode), p["max_new_tokens"],
-                                          emb=emb, proj=proj, radius=s.radius, signature=p["signature"])
+                    ttft, outcome = serve(
+                        mode,
+                        text,
+                        label,
+                        loaded,
+                        stores.get(mode),
+                        p["max_new_tokens"],
+                        emb=emb,
+                        proj=proj,
+                        radius=s.radius,
+                        signature=p["signature"],
+                    )
                     rows.append([n, pos, mode, 1000 * ttft, outcome])
                 if (n + 1) % 25 == 0:
-                    ctx.log(f"{n + 1}/{len(s.requests)} requests x {len(MODES)} modes "
-                            f"({time.perf_counter() - t_start:.0f} s)")
+                    ctx.log(
+                        f"{n + 1}/{len(s.requests)} requests x {len(MODES)} modes "
+                        f"({time.perf_counter() - t_start:.0f} s)"
+                    )
     finally:
         for st in stores.values():
             st.clear()

@@ -93,8 +93,14 @@ def poisson_schedule(n: int, rate_per_s: float, seed: int) -> list[float]:
 
 
 def payload(model: str, r: Request) -> dict:
-    body = {"model": model, "prompt": r.prompt, "max_tokens": r.max_tokens, **r.sampling, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "model": model,
+        "prompt": r.prompt,
+        "max_tokens": r.max_tokens,
+        **r.sampling,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     if r.ignore_eos:
         body["ignore_eos"] = True
     return body
@@ -196,8 +202,10 @@ def check_usage(r: Result, req: Request | None) -> None:
         why.append(f"completion_tokens {out} is no count")
         out = None
     elif out is not None and req is not None and out > req.max_tokens:
-        why.append(f"{out} completion tokens reported for {r.chunks} streamed chunks, of at most {req.max_tokens} "
-                   f"asked for (max_tokens)")
+        why.append(
+            f"{out} completion tokens reported for {r.chunks} streamed chunks, of at most {req.max_tokens} "
+            f"asked for (max_tokens)"
+        )
         out = None
     elif out == 0 and r.text:
         why.append(f"0 completion tokens reported for {r.chunks} streamed chunks of text")
@@ -208,8 +216,11 @@ def check_usage(r: Result, req: Request | None) -> None:
     elif prompt is not None and req is not None:
         most = (len(req.prompt) if isinstance(req.prompt, list) else len(str(req.prompt).encode())) + SPECIAL_TOKENS
         if prompt > most:
-            sent = (f"{len(req.prompt)} prompt token ids" if isinstance(req.prompt, list)
-                    else f"a prompt of {len(str(req.prompt).encode())} bytes")
+            sent = (
+                f"{len(req.prompt)} prompt token ids"
+                if isinstance(req.prompt, list)
+                else f"a prompt of {len(str(req.prompt).encode())} bytes"
+            )
             why.append(f"{prompt} prompt tokens reported for {sent} sent (at most {most})")
             prompt = None
     r.output_tokens, r.prompt_tokens = out, prompt
@@ -223,8 +234,10 @@ def usage_problems(results: list[Result]) -> str:
     bad = [r for r in results if r.status == "ok" and r.usage_problem]
     if not bad:
         return ""
-    return (f"{len(bad)} of {sum(r.status == 'ok' for r in results)} completed requests: "
-            f"request {bad[0].index}: {bad[0].usage_problem}")
+    return (
+        f"{len(bad)} of {sum(r.status == 'ok' for r in results)} completed requests: "
+        f"request {bad[0].index}: {bad[0].usage_problem}"
+    )
 
 
 class Redirected(EnvironmentProblem):
@@ -246,9 +259,11 @@ def _redirect(res: Result, resp, url: str, st: float) -> Result:
     where = resp.headers.get("Location")
     to = url_for_display(urljoin(url, where)) if where else "(no Location given)"
     res.status = "redirected"
-    res.error = (f"the measured POST to {url_for_display(url)} was answered HTTP {resp.status} redirecting to "
-                 f"{for_terminal(to, TEXT)}; a benchmark client never follows a redirect (what it timed would be "
-                 f"the other server's): give the URL that serves the completions itself")
+    res.error = (
+        f"the measured POST to {url_for_display(url)} was answered HTTP {resp.status} redirecting to "
+        f"{for_terminal(to, TEXT)}; a benchmark client never follows a redirect (what it timed would be "
+        f"the other server's): give the URL that serves the completions itself"
+    )
     res.e2e_ms = 1000 * (time.perf_counter() - st)
     return res
 
@@ -345,8 +360,9 @@ async def send(session, url: str, model: str, i: int, r: Request, t0: float, lim
         if r.delay_s:
             await asyncio.sleep(r.delay_s)
         watch.start()
-        async with session.post(url, json=payload(model, r), timeout=lim.aiohttp, trace_request_ctx=watch,
-                                allow_redirects=False) as resp:
+        async with session.post(
+            url, json=payload(model, r), timeout=lim.aiohttp, trace_request_ctx=watch, allow_redirects=False
+        ) as resp:
             watch.last = time.perf_counter()  # the answer's head
             if watch.sent is not None:
                 res.send_ms = 1000 * (watch.sent - st)
@@ -397,13 +413,20 @@ def _trace_config():
     return tc
 
 
-async def run_async(base_url: str, model: str, requests: list[Request], *, timeout_s: float = 60.0,
-                    stall_s: float = 20.0, connect_s: float = 5.0) -> list[Result]:
+async def run_async(
+    base_url: str,
+    model: str,
+    requests: list[Request],
+    *,
+    timeout_s: float = 60.0,
+    stall_s: float = 20.0,
+    connect_s: float = 5.0,
+) -> list[Result]:
     """Send every request at its scheduled time; one Result per request, in request order."""
     url = completions_url(base_url)
     timeout = limits(timeout_s, stall_s, connect_s)
     order = sorted(range(len(requests)), key=lambda i: requests[i].at_s)
-    deadline_s = (max((r.at_s for r in requests), default=0.0) + timeout_s + DEADLINE_MARGIN_S)
+    deadline_s = max((r.at_s for r in requests), default=0.0) + timeout_s + DEADLINE_MARGIN_S
     tasks: dict[int, asyncio.Task] = {}
     async with session() as sess:
         t0 = time.perf_counter()
@@ -441,8 +464,7 @@ async def _collect(requests: list[Request], tasks: dict, sched: asyncio.Task) ->
     return out
 
 
-def run(base_url: str, model: str, requests: list[Request], *, redirects_allowed: bool = False,
-        **kw) -> list[Result]:
+def run(base_url: str, model: str, requests: list[Request], *, redirects_allowed: bool = False, **kw) -> list[Result]:
     """run_async in a fresh event loop (drivers are synchronous). A request answered with a
     redirect ends it (Redirected, exit 3) unless `redirects_allowed` (a load generator's
     worker, whose rows go back to the fleet that checks them)."""

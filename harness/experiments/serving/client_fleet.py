@@ -41,8 +41,16 @@ def shares(n_requests: int, n_hosts: int) -> list[list[int]]:
 
 
 def _job(base_url: str, model: str, reqs: list[Request], start: float, timeout_s: float, stall_s: float) -> bytes:
-    return json.dumps({"base_url": base_url, "model": model, "requests": [asdict(r) for r in reqs],
-                       "start_epoch": start, "timeout_s": timeout_s, "stall_s": stall_s}).encode()
+    return json.dumps(
+        {
+            "base_url": base_url,
+            "model": model,
+            "requests": [asdict(r) for r in reqs],
+            "start_epoch": start,
+            "timeout_s": timeout_s,
+            "stall_s": stall_s,
+        }
+    ).encode()
 
 
 def _rows(stdout: bytes, expected: int) -> list[Result]:
@@ -55,8 +63,9 @@ def _rows(stdout: bytes, expected: int) -> list[Result]:
     return [Result(**{k: v for k, v in r.items() if k in names}) for r in rows]
 
 
-def _one(host: RemoteHost, python: str, job: bytes, n: int, limit_s: float,
-         procs: list) -> tuple[list[Result] | None, str]:
+def _one(
+    host: RemoteHost, python: str, job: bytes, n: int, limit_s: float, procs: list
+) -> tuple[list[Result] | None, str]:
     p = host.run(shlex.join([python, "-m", WORKER]), timeout=limit_s, stdin=job, processes=procs)
     if p.returncode != 0:
         tail = " | ".join(redact(p.stderr.decode(errors="replace")).strip().splitlines()[-2:])
@@ -67,16 +76,26 @@ def _one(host: RemoteHost, python: str, job: bytes, n: int, limit_s: float,
         return None, f"the client on {host.name} answered something else than its rows ({str(e)[:120]})"
 
 
-def run(hosts: list[RemoteHost], python: str, base_url: str, model: str, requests: list[Request], *,
-        timeout_s: float, stall_s: float) -> FleetResults:
+def run(
+    hosts: list[RemoteHost],
+    python: str,
+    base_url: str,
+    model: str,
+    requests: list[Request],
+    *,
+    timeout_s: float,
+    stall_s: float,
+) -> FleetResults:
     """Send `requests` from every host at once; rows merged in request order."""
     parts = shares(len(requests), len(hosts))
     offsets = [clock_offset_ms(h)[0] / 1000 for h in hosts]  # the start is given in each host's own clock
     start = time.time() + START_LEAD_S
     last = max((r.at_s for r in requests), default=0.0)
     limit = START_LEAD_S + last + timeout_s + client.DEADLINE_MARGIN_S + MARGIN_S
-    jobs = [_job(base_url, model, [requests[i] for i in part], start + off, timeout_s, stall_s)
-            for part, off in zip(parts, offsets)]
+    jobs = [
+        _job(base_url, model, [requests[i] for i in part], start + off, timeout_s, stall_s)
+        for part, off in zip(parts, offsets)
+    ]
     # an interrupt kills every SSH session at once instead of waiting for them
     done = run_each([partial(_one, hosts[k], python, jobs[k], len(parts[k]), limit) for k in range(len(hosts))])
     results: list[Result | None] = [None] * len(requests)
@@ -84,7 +103,9 @@ def run(hosts: list[RemoteHost], python: str, base_url: str, model: str, request
     for host, part, (rows, why) in zip(hosts, parts, done):
         for j, i in enumerate(part):
             r = requests[i]
-            row = rows[j] if rows is not None else Result(i, r.tag, r.at_s, "error", f"load generator {host.name}: {why}")
+            row = (
+                rows[j] if rows is not None else Result(i, r.tag, r.at_s, "error", f"load generator {host.name}: {why}")
+            )
             row.index = i
             results[i], owner[i] = row, host.name
     client.refuse_redirects(results)  # a redirect ends the case as it does from here

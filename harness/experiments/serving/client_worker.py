@@ -35,10 +35,17 @@ def main() -> int:
     if 0 < wait < MAX_WAIT_S:
         time.sleep(wait)
     started = time.time()
-    results = client.run(job["base_url"], job["model"], reqs, timeout_s=float(job["timeout_s"]),
-                         stall_s=float(job["stall_s"]), redirects_allowed=True)  # the fleet refuses them
-    json.dump({"host": socket.gethostname(), "started_epoch": started,
-               "results": [asdict(r) for r in results]}, sys.stdout)
+    results = client.run(
+        job["base_url"],
+        job["model"],
+        reqs,
+        timeout_s=float(job["timeout_s"]),
+        stall_s=float(job["stall_s"]),
+        redirects_allowed=True,
+    )  # the fleet refuses them
+    json.dump(
+        {"host": socket.gethostname(), "started_epoch": started, "results": [asdict(r) for r in results]}, sys.stdout
+    )
     return 0
 
 

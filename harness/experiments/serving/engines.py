@@ -33,12 +33,14 @@ class EngineDown(Exception):
 
 def fails_when_down(run: Callable[[CaseContext], Record]) -> Callable[[CaseContext], Record]:
     """A case's `run` whose EngineDown is the case's failure, with the engine's reason."""
+
     @functools.wraps(run)
     def checked(ctx: CaseContext) -> Record:
         try:
             return run(ctx)
         except EngineDown as e:
             return Record("failed", str(e))
+
     return checked
 
 
@@ -112,24 +114,35 @@ def counter_problem(before: Counters, after: Counters, d: Counters) -> str:
     restarted or reset them), hits growing faster than queries, or a changed creation time
     (a restart between the reads, even if the counters grew back past the first read)."""
     values = (before.queries, before.hits, after.queries, after.hits)
-    reads = (f"queries {before.queries:g} -> {after.queries:g}, hits {before.hits:g} -> {after.hits:g}"
-             if all(isinstance(v, (int, float)) for v in values) else "")
+    reads = (
+        f"queries {before.queries:g} -> {after.queries:g}, hits {before.hits:g} -> {after.hits:g}"
+        if all(isinstance(v, (int, float)) for v in values)
+        else ""
+    )
     if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
         return "the engine's prefix-cache counters are not finite numbers"
     if min(values) < 0:
         return f"the engine's prefix-cache counters are below zero ({reads})"
     if not all(float(v).is_integer() and v <= EXACT for v in values):
-        return (f"the engine's prefix-cache counters are not whole numbers of tokens ({reads}): token "
-                f"counters count one by one, no hit rate can come from them")
+        return (
+            f"the engine's prefix-cache counters are not whole numbers of tokens ({reads}): token "
+            f"counters count one by one, no hit rate can come from them"
+        )
     if before.created != after.created:  # changed, or said in one read only: not the same counters
-        return (f"the engine's prefix-cache counters were re-created during the measurement (the engine "
-                f"restarted; {reads}, created {_when(before.created)} -> {_when(after.created)}); rerun the case")
+        return (
+            f"the engine's prefix-cache counters were re-created during the measurement (the engine "
+            f"restarted; {reads}, created {_when(before.created)} -> {_when(after.created)}); rerun the case"
+        )
     if d.queries < 0 or d.hits < 0:
-        return (f"the engine's prefix-cache counters went backwards during the measurement ({reads}): the "
-                f"engine restarted or reset them; rerun the case")
+        return (
+            f"the engine's prefix-cache counters went backwards during the measurement ({reads}): the "
+            f"engine restarted or reset them; rerun the case"
+        )
     if d.hits > d.queries or after.hits > after.queries:
-        return (f"the engine counted more prefix-cache hits than queries ({reads}): its counters are "
-                f"inconsistent, no hit rate can come from them")
+        return (
+            f"the engine counted more prefix-cache hits than queries ({reads}): its counters are "
+            f"inconsistent, no hit rate can come from them"
+        )
     return ""
 
 
@@ -139,9 +152,11 @@ def unmoved(d: Counters, served: int) -> str:
     reported by the server with the queries counter grown by less than half of them (frozen
     counters, say) are no hit rate, not a hit rate of 0%."""
     if served > 0 and d.queries is not None and d.queries < MIN_QUERIED * served:
-        return (f"the engine counted {d.queries:g} queried tokens while serving {served} prompt tokens with "
-                f"prefix caching on: its prefix-cache counters do not follow what it serves, no hit rate "
-                f"can come from them")
+        return (
+            f"the engine counted {d.queries:g} queried tokens while serving {served} prompt tokens with "
+            f"prefix caching on: its prefix-cache counters do not follow what it serves, no hit rate "
+            f"can come from them"
+        )
     return ""
 
 

@@ -40,11 +40,19 @@ PARAMS = {
     "max_prompt_tokens": Param(int, 384, "prompts are cut here", min=16),
     "output_tokens": Param(int, 16, "tokens generated per request (ignore_eos, as vLLM's client sends)", min=2),
     "duration_s": Param(float, 10.0, "the slice's timestamps scaled to span this many seconds", min=1.0),
-    "tokenizer": Param(str, "", "the served model's tokenizer folder for vLLM's client (default: the shipped "
-                                "SmolLM2 folder the engine serves)"),
+    "tokenizer": Param(
+        str,
+        "",
+        "the served model's tokenizer folder for vLLM's client (default: the shipped SmolLM2 folder the engine serves)",
+    ),
     "agree_pct": Param(float, 10.0, "the medians agree when within this many percent", min=0.0),
-    "instrument_delay_ms": Param(float, 150.0, "the instrument: the harness's client run again with this wait "
-                                               "between each dispatch and its POST (a known late client)", min=0.0),
+    "instrument_delay_ms": Param(
+        float,
+        150.0,
+        "the instrument: the harness's client run again with this wait "
+        "between each dispatch and its POST (a known late client)",
+        min=0.0,
+    ),
     "timeout_s": Param(float, 300.0, "vLLM's client's time limit (its import takes tens of seconds)", min=10.0),
 }
 
@@ -59,9 +67,17 @@ def scaled_slice(p: dict, path: Path) -> int:
     with path.open("w") as f:
         for r in recs:
             n = min(-(-r["input_length"] * ct // 512), len(r["hash_ids"]) * ct, p["max_prompt_tokens"])
-            f.write(json.dumps({"timestamp": round((r["timestamp"] - t0) / span * p["duration_s"] * 1000, 3),
-                                "input_length": n, "output_length": p["output_tokens"],
-                                "hash_ids": r["hash_ids"][: -(-n // ct)]}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "timestamp": round((r["timestamp"] - t0) / span * p["duration_s"] * 1000, 3),
+                        "input_length": n,
+                        "output_length": p["output_tokens"],
+                        "hash_ids": r["hash_ids"][: -(-n // ct)],
+                    }
+                )
+                + "\n"
+            )
     return len(recs)
 
 
@@ -89,21 +105,30 @@ class Peer:
         with os.fdopen(fd, "w") as f:
             json.dump(cfg, f)
         env = {**os.environ, "PYTHONHASHSEED": HASH_SEED, "HF_HUB_OFFLINE": "1", "TQDM_DISABLE": "1"}
-        self.proc = subprocess.Popen([str(install.venv_python()), str(PEER_SCRIPT), str(path)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                     env=env, start_new_session=True)
-        self.keepers = [_keep(self.proc.stdout, ctx.raw_path("vllm_bench.stdout")),
-                        _keep(self.proc.stderr, ctx.raw_path("vllm_bench.stderr"))]
+        self.proc = subprocess.Popen(
+            [str(install.venv_python()), str(PEER_SCRIPT), str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        self.keepers = [
+            _keep(self.proc.stdout, ctx.raw_path("vllm_bench.stdout")),
+            _keep(self.proc.stderr, ctx.raw_path("vllm_bench.stderr")),
+        ]
 
     def _until(self, path: Path) -> None:
         end = time.monotonic() + self.p["timeout_s"]
         while not path.exists():
             if self.proc.poll() is not None and not path.exists():
-                raise engines.EngineDown(f"vLLM's benchmark client exited with code {self.proc.returncode}: "
-                                         f"{self._tail()}")
+                raise engines.EngineDown(
+                    f"vLLM's benchmark client exited with code {self.proc.returncode}: {self._tail()}"
+                )
             if time.monotonic() > end:
-                raise engines.EngineDown(f"vLLM's benchmark client did not get to {path.name} within "
-                                         f"{self.p['timeout_s']:.0f} s")
+                raise engines.EngineDown(
+                    f"vLLM's benchmark client did not get to {path.name} within {self.p['timeout_s']:.0f} s"
+                )
             time.sleep(0.05)
 
     def _tail(self) -> str:
@@ -147,6 +172,7 @@ class Peer:
 def _keep(pipe, path: Path) -> threading.Thread:
     """A thread that writes what the child prints to `path`, each line redacted as it comes
     (vLLM's client prints its arguments, the URL with its credentials among them)."""
+
     def pump():
         with pipe, path.open("wb") as out:
             for line in iter(lambda: pipe.readline(1 << 20), b""):
@@ -159,8 +185,18 @@ def _keep(pipe, path: Path) -> threading.Thread:
 
 
 def _harness(ep, prompts: list[dict], tag: str, delay_ms: float = 0.0) -> list[client.Result]:
-    reqs = [client.Request(float(x["timestamp"]), x["prompt"], int(x["output_len"]), tag, True,
-                           {"repetition_penalty": 1.0}, delay_ms / 1000) for x in prompts]
+    reqs = [
+        client.Request(
+            float(x["timestamp"]),
+            x["prompt"],
+            int(x["output_len"]),
+            tag,
+            True,
+            {"repetition_penalty": 1.0},
+            delay_ms / 1000,
+        )
+        for x in prompts
+    ]
     return client.run(ep.base_url, ep.model, reqs, timeout_s=120, stall_s=60)
 
 
@@ -168,8 +204,11 @@ def _harness(ep, prompts: list[dict], tag: str, delay_ms: float = 0.0) -> list[c
 def run(ctx: CaseContext) -> Record:
     p = ctx.params
     if not install.venv_python().exists():
-        return Record("failed", f"vLLM's benchmark client needs the engine's venv ({install.venv_python()} "
-                                     f"is missing): {install.INSTALL_HINT}")
+        return Record(
+            "failed",
+            f"vLLM's benchmark client needs the engine's venv ({install.venv_python()} "
+            f"is missing): {install.INSTALL_HINT}",
+        )
     ep = engines.pick_off(ctx.target, ctx.raw_dir)
     engines.warm_up(ep, ctx.log)
     with tempfile.TemporaryDirectory(prefix="harness-peer-") as hs:
@@ -182,11 +221,22 @@ def run(ctx: CaseContext) -> Record:
 
 def _rounds(ctx, p: dict, ep, hs: str):
     n = scaled_slice(p, ctx.raw_path("slice.jsonl"))
-    cfg = {"mode": "bench", "base_url": ep.base_url, "model": ep.model, "tokenizer": p["tokenizer"] or _model_dir(),
-           "dataset": str(ctx.raw_path("slice.jsonl")), "multiplier": 0.001, "num_prompts": n,
-           "chunk_tokens": p["chunk_tokens"], "seed": 0, "result_dir": str(ctx.raw_dir), "rounds": p["rounds"],
-           "handshake_dir": hs, "prompts_out": str(ctx.raw_path("prompts.json")),
-           "out": str(ctx.raw_path("vllm_result.json"))}
+    cfg = {
+        "mode": "bench",
+        "base_url": ep.base_url,
+        "model": ep.model,
+        "tokenizer": p["tokenizer"] or _model_dir(),
+        "dataset": str(ctx.raw_path("slice.jsonl")),
+        "multiplier": 0.001,
+        "num_prompts": n,
+        "chunk_tokens": p["chunk_tokens"],
+        "seed": 0,
+        "result_dir": str(ctx.raw_dir),
+        "rounds": p["rounds"],
+        "handshake_dir": hs,
+        "prompts_out": str(ctx.raw_path("prompts.json")),
+        "out": str(ctx.raw_path("vllm_result.json")),
+    }
     vllm_first = ctx.repetition % 2 == 1
     order = ["vllm", "harness"] if vllm_first else ["harness", "vllm"]
     peer = Peer(ctx, cfg, p)
@@ -219,8 +269,9 @@ def pooled(rounds: list[dict]) -> dict:
     out = {"ttft_ms": [], "tpot_ms": [], "itl_ms": [], "prompt_tokens": [], "failed": 0, "completed": 0}
     for r in rounds:
         errors = r.get("errors") or [""] * len(r.get("ttfts") or [])
-        for ttft, itl, n_out, n_in, err in zip(r.get("ttfts") or [], r.get("itls") or [], r.get("output_lens") or [],
-                                               r.get("input_lens") or [], errors):
+        for ttft, itl, n_out, n_in, err in zip(
+            r.get("ttfts") or [], r.get("itls") or [], r.get("output_lens") or [], r.get("input_lens") or [], errors
+        ):
             if err or not ttft:
                 out["failed"] += 1
                 continue
@@ -234,18 +285,24 @@ def pooled(rounds: list[dict]) -> dict:
 
 def _peer_metrics(rounds: list[dict]) -> dict[str, Metric]:
     pool = pooled(rounds)
-    m = {"vllm.ok": Metric(pool["completed"], "requests", "higher"),
-         "vllm.failed": Metric(pool["failed"], "requests", "lower")}
+    m = {
+        "vllm.ok": Metric(pool["completed"], "requests", "higher"),
+        "vllm.failed": Metric(pool["failed"], "requests", "lower"),
+    }
     note = f"vLLM's benchmark client, its per-request figures of {len(rounds)} rounds pooled"
-    for name, vals, qs in (("ttft", pool["ttft_ms"], (50, 95)), ("tpot", [x for x in pool["tpot_ms"] if x], (50, 95)),
-                           ("itl", pool["itl_ms"], (50,))):
+    for name, vals, qs in (
+        ("ttft", pool["ttft_ms"], (50, 95)),
+        ("tpot", [x for x in pool["tpot_ms"] if x], (50, 95)),
+        ("itl", pool["itl_ms"], (50,)),
+    ):
         for q in qs:
             if vals:
                 m[f"vllm.{name}_p{q}_ms"] = Metric(stats.percentile(vals, q), "ms", "lower", note)
     own = [r.get("median_ttft_ms") for r in rounds if r.get("median_ttft_ms") is not None]
     if own:
-        m["vllm.own_round_median_ttft_ms"] = Metric(stats.median(own), "ms", "lower",
-                                                    "the median over rounds of vLLM's own reported median TTFT")
+        m["vllm.own_round_median_ttft_ms"] = Metric(
+            stats.median(own), "ms", "lower", "the median over rounds of vLLM's own reported median TTFT"
+        )
     return m
 
 
@@ -263,13 +320,25 @@ def _outcome(ctx, p, rounds: list[dict], mine: list[client.Result], order: list[
     series = {"harness": summary.series_of(mine, "harness")}
     pool = pooled(rounds)
     if pool["ttft_ms"]:
-        series[PEER_REQUESTS.name] = PEER_REQUESTS.make({"arm": ["vllm"] * len(pool["ttft_ms"]),
-                                                         "ttft_ms": pool["ttft_ms"], "tpot_ms": pool["tpot_ms"],
-                                                         "prompt_tokens": pool["prompt_tokens"]})
-    details = {"order": order, "rounds": p["rounds"],
-               "vllm_rounds": [{k: v for k, v in r.items() if not isinstance(v, list)} for r in rounds]}
-    facts = {"peer_client": "vllm.benchmarks.serve", "peer_first": order[0] == "vllm",
-             "peer_engine_prefix_caching": str(ep.prefix_caching), "python_hash_seed": HASH_SEED}
+        series[PEER_REQUESTS.name] = PEER_REQUESTS.make(
+            {
+                "arm": ["vllm"] * len(pool["ttft_ms"]),
+                "ttft_ms": pool["ttft_ms"],
+                "tpot_ms": pool["tpot_ms"],
+                "prompt_tokens": pool["prompt_tokens"],
+            }
+        )
+    details = {
+        "order": order,
+        "rounds": p["rounds"],
+        "vllm_rounds": [{k: v for k, v in r.items() if not isinstance(v, list)} for r in rounds],
+    }
+    facts = {
+        "peer_client": "vllm.benchmarks.serve",
+        "peer_first": order[0] == "vllm",
+        "peer_engine_prefix_caching": str(ep.prefix_caching),
+        "python_hash_seed": HASH_SEED,
+    }
     invented = summary.invalid_usage("harness", mine)
     if invented:  # the server's token counts are impossible: TPOT is no measurement, the case says so
         return Record("invalid", invented, m, details, series, facts)
@@ -279,10 +348,17 @@ def _outcome(ctx, p, rounds: list[dict], mine: list[client.Result], order: list[
 def _late_metrics(ctx, late: list[client.Result], m: dict, p: dict) -> dict[str, Metric]:
     """The instrument: the harness's client made late by a known wait, against vLLM's client."""
     summary.write_rows(ctx.raw_path("harness_late.csv"), late)
-    out = {k.replace("harness.", "instrument.late.", 1): v for k, v in summary.metrics_of("harness", late).items()
-           if k.startswith("harness.ttft_") or k in ("harness.ok", "harness.error_pct")}
+    out = {
+        k.replace("harness.", "instrument.late.", 1): v
+        for k, v in summary.metrics_of("harness", late).items()
+        if k.startswith("harness.ttft_") or k in ("harness.ok", "harness.error_pct")
+    }
     a, b = out.get("instrument.late.ttft_p50_ms"), m.get("vllm.ttft_p50_ms")
     if a is not None and b is not None and b.value:
-        out["instrument.late.ttft_p50_diff_pct"] = Metric(100 * (a.value - b.value) / b.value, "%", None, (
-            f"the harness's client with {p['instrument_delay_ms']:g} ms added before every POST, over vLLM's client"))
+        out["instrument.late.ttft_p50_diff_pct"] = Metric(
+            100 * (a.value - b.value) / b.value,
+            "%",
+            None,
+            (f"the harness's client with {p['instrument_delay_ms']:g} ms added before every POST, over vLLM's client"),
+        )
     return out

@@ -27,13 +27,21 @@ from harness.model.driver_contract import INPUT_FILE, CaseContext, Metric, Param
 from . import client, client_fleet, engines, replay, summary
 
 PARAMS = {
-    "trace": Param(str, kvtrace.DEFAULT_TRACE, "a Mooncake-format JSONL trace (512 tokens per hash id)", kind=INPUT_FILE),
-    "session_fraction": Param(float, 0.004, "the slice: this fraction of the trace's sessions (whole conversations)",
-                              min=1e-6, max=1.0),
+    "trace": Param(
+        str, kvtrace.DEFAULT_TRACE, "a Mooncake-format JSONL trace (512 tokens per hash id)", kind=INPUT_FILE
+    ),
+    "session_fraction": Param(
+        float, 0.004, "the slice: this fraction of the trace's sessions (whole conversations)", min=1e-6, max=1.0
+    ),
     "session_seed": Param(int, 0, "seed of the session sample"),
     "max_requests": Param(int, 24, "the slice's first N requests (in time order)", min=2),
-    "tokens_per_hash": Param(int, 16, "prompt tokens per hash id; it must divide the engine's block or be a "
-                                      "multiple of it", min=1, max=replay.MAX_TOKENS_PER_HASH),
+    "tokens_per_hash": Param(
+        int,
+        16,
+        "prompt tokens per hash id; it must divide the engine's block or be a multiple of it",
+        min=1,
+        max=replay.MAX_TOKENS_PER_HASH,
+    ),
     "max_prompt_tokens": Param(int, 768, "prompts are cut here (the engine's context is small)", min=16),
     "tail_tokens": Param(int, 8, "tokens of its own at the end of every prompt", min=1),
     "output_tokens": Param(int, 4, "tokens generated per request (ignore_eos)", min=1),
@@ -41,18 +49,33 @@ PARAMS = {
     "instrument_requests": Param(int, 5, "the instrument: one long prefix asked this many times", min=2),
     "instrument_prefix_tokens": Param(int, 768, "the instrument's shared prefix, in tokens", min=128),
     "instrument_gap_s": Param(float, 1.0, "seconds between the instrument's requests", min=0.0),
-    "policy": Param(str, "leaf-lru", "the simulator's eviction policy (vLLM evicts free blocks leaf-first)",
-                    ("leaf-lru", "lru")),
-    "engine_block": Param(int, 128, "the engine's block size when its /metrics does not say (vLLM's CPU backend: 128)",
-                          min=1, max=replay.MAX_TOKENS_PER_HASH),
+    "policy": Param(
+        str, "leaf-lru", "the simulator's eviction policy (vLLM evicts free blocks leaf-first)", ("leaf-lru", "lru")
+    ),
+    "engine_block": Param(
+        int,
+        128,
+        "the engine's block size when its /metrics does not say (vLLM's CPU backend: 128)",
+        min=1,
+        max=replay.MAX_TOKENS_PER_HASH,
+    ),
     "vocab_size": Param(int, 49152, "the model's vocabulary (prompt token ids are drawn below it)", min=2000),
-    "client_on": Param(str, "here", "where the client runs: here, or on every load generator of the --target "
-                       "inventory at once (loadgens: requests dealt round-robin, their rows merged)",
-                       choices=("here", "loadgens")),
+    "client_on": Param(
+        str,
+        "here",
+        "where the client runs: here, or on every load generator of the --target "
+        "inventory at once (loadgens: requests dealt round-robin, their rows merged)",
+        choices=("here", "loadgens"),
+    ),
     "timeout_s": Param(float, 90.0, "a request's own time limit", min=1.0),
     "stall_s": Param(float, 30.0, "no byte for this long mid-stream: the request stalled", min=0.5),
-    "seed": Param(int, 0, "salt of the prompt tokens (0: a fresh random salt per repetition, so that nothing an "
-                          "earlier run left in a long-lived server's cache can hit; else seed + repetition)", min=0),
+    "seed": Param(
+        int,
+        0,
+        "salt of the prompt tokens (0: a fresh random salt per repetition, so that nothing an "
+        "earlier run left in a long-lived server's cache can hit; else seed + repetition)",
+        min=0,
+    ),
 }
 ARMS = ("trace.on", "trace.off", "instrument.on", "instrument.off")
 
@@ -61,9 +84,15 @@ def slice_records(p: dict) -> tuple[list[dict], kvtrace.KVTrace]:
     full = kvtrace.load_trace(input_path(p["trace"]), 512, shown=p["trace"])
     s = kvtrace.session_sample(full, p["session_fraction"], p["session_seed"])
     n = min(s.n_requests, p["max_requests"])
-    recs = [{"timestamp": int(s.timestamps_ms[i]), "input_length": int(s.input_len[i]),
-             "output_length": int(s.output_len[i]), "hash_ids": s.blocks[s.offsets[i]:s.offsets[i + 1]].tolist()}
-            for i in range(n)]
+    recs = [
+        {
+            "timestamp": int(s.timestamps_ms[i]),
+            "input_length": int(s.input_len[i]),
+            "output_length": int(s.output_len[i]),
+            "hash_ids": s.blocks[s.offsets[i] : s.offsets[i + 1]].tolist(),
+        }
+        for i in range(n)
+    ]
     return recs, full
 
 
@@ -77,8 +106,10 @@ def _arm(ctx, arm: str, ep, reqs, p, caching_on: bool | None = None) -> tuple[li
     on = arm.endswith(".on") if caching_on is None else caching_on
     d = before.delta(engines.Counters.read(ep), served, on)
     ok = sum(r.status == "ok" for r in res)
-    ctx.log(f"{arm}: {ok}/{len(res)} ok, engine hits {d.hits} of {d.queries} tokens queried"
-            + (f" (no measurement: {d.problem})" if d.problem else ""))
+    ctx.log(
+        f"{arm}: {ok}/{len(res)} ok, engine hits {d.hits} of {d.queries} tokens queried"
+        + (f" (no measurement: {d.problem})" if d.problem else "")
+    )
     counts = {"queries": d.queries, "hits": d.hits, "hit_pct": engines.hit_pct(d, served), "served": served}
     if by_host:
         counts["by_loadgen"] = by_host
@@ -94,18 +125,25 @@ def _send(ctx, arm: str, ep, reqs, p) -> tuple[list[client.Result], dict]:
         return client.run(ep.base_url, ep.model, reqs, timeout_s=p["timeout_s"], stall_s=p["stall_s"]), {}
     hosts = [h for h in ctx.target.load_generators if h is not None]
     if not hosts or not ctx.target.loadgen_python:
-        raise BadInput(f"{ctx.case}.client_on=loadgens needs load generators: give --target an inventory whose "
-                       f"loadgen group has hosts (with the harness installed: role loadgen), or client_on=here")
-    fl = client_fleet.run(hosts, ctx.target.loadgen_python, ep.base_url, ep.model, reqs, timeout_s=p["timeout_s"],
-                          stall_s=p["stall_s"])
+        raise BadInput(
+            f"{ctx.case}.client_on=loadgens needs load generators: give --target an inventory whose "
+            f"loadgen group has hosts (with the harness installed: role loadgen), or client_on=here"
+        )
+    fl = client_fleet.run(
+        hosts, ctx.target.loadgen_python, ep.base_url, ep.model, reqs, timeout_s=p["timeout_s"], stall_s=p["stall_s"]
+    )
     by_host = {}
     for h, why in zip(hosts, fl.failures):
         own = [r for r, o in zip(fl.results, fl.hosts) if o == h.name]
         summary.write_rows(ctx.raw_path(f"{arm}-{h.name}.csv"), own)
         ok = [r.ttft_ms for r in own if r.status == "ok" and r.ttft_ms is not None]
-        by_host[h.name] = {"requests": len(own), "ok": len(ok), "failure": why,
-                           "ttft_p50_ms": stats.percentile(ok, 50) if ok else None,
-                           "ttft_p95_ms": stats.percentile(ok, 95) if ok else None}
+        by_host[h.name] = {
+            "requests": len(own),
+            "ok": len(ok),
+            "failure": why,
+            "ttft_p50_ms": stats.percentile(ok, 50) if ok else None,
+            "ttft_p95_ms": stats.percentile(ok, 95) if ok else None,
+        }
         if why:
             ctx.log(f"{arm}: {why}")
     return fl.results, by_host
@@ -121,14 +159,32 @@ def run(ctx: CaseContext) -> Record:
     capacity = cfg.get("kv_cache_size_tokens")
     recs, full = slice_records(p)
     salt = p["seed"] + ctx.repetition if p["seed"] else secrets.randbits(48)
-    sc = replay.scale(recs, tokens_per_hash=p["tokens_per_hash"], engine_block=block,
-                      max_prompt_tokens=p["max_prompt_tokens"], tail_tokens=p["tail_tokens"],
-                      duration_s=p["duration_s"], output_tokens=p["output_tokens"], salt=salt,
-                      vocab_high=p["vocab_size"])
-    instr = replay.repeated_prefix(p["instrument_requests"], p["instrument_prefix_tokens"], p["tail_tokens"],
-                                   p["instrument_gap_s"], p["output_tokens"], salt + 7919, p["vocab_size"])
-    plan = {"trace.on": (on, sc.requests), "trace.off": (off, sc.requests), "instrument.on": (on, instr),
-            "instrument.off": (off, instr)}
+    sc = replay.scale(
+        recs,
+        tokens_per_hash=p["tokens_per_hash"],
+        engine_block=block,
+        max_prompt_tokens=p["max_prompt_tokens"],
+        tail_tokens=p["tail_tokens"],
+        duration_s=p["duration_s"],
+        output_tokens=p["output_tokens"],
+        salt=salt,
+        vocab_high=p["vocab_size"],
+    )
+    instr = replay.repeated_prefix(
+        p["instrument_requests"],
+        p["instrument_prefix_tokens"],
+        p["tail_tokens"],
+        p["instrument_gap_s"],
+        p["output_tokens"],
+        salt + 7919,
+        p["vocab_size"],
+    )
+    plan = {
+        "trace.on": (on, sc.requests),
+        "trace.off": (off, sc.requests),
+        "instrument.on": (on, instr),
+        "instrument.off": (off, instr),
+    }
     k = (ctx.repetition - 1) % len(ARMS)
     results, counts = {}, {}
     for arm in ARMS[k:] + ARMS[:k]:
@@ -141,8 +197,9 @@ def run(ctx: CaseContext) -> Record:
         try:
             engines.require(ep)
         except engines.EngineDown as e:
-            return Record("failed", f"the engine stopped answering during {arm}: {e}",
-                               details={"arms_done": list(results)})
+            return Record(
+                "failed", f"the engine stopped answering during {arm}: {e}", details={"arms_done": list(results)}
+            )
     return _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, (on, off), salt)
 
 
@@ -157,33 +214,61 @@ def _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, eps, salt)
         m.update(summary.metrics_of(arm, res))
         hp = counts[arm]["hit_pct"]
         why = counts[arm].get("invalid")
-        m[f"{arm}.engine_hit_pct"] = Metric(hp, "%", None, f"invalid: {why}" if why else "the engine's own "
-                                            "prefix-cache hit rate: deltas of vllm:prefix_cache_hits_total over "
-                                            "vllm:prefix_cache_queries_total")
+        m[f"{arm}.engine_hit_pct"] = Metric(
+            hp,
+            "%",
+            None,
+            f"invalid: {why}"
+            if why
+            else "the engine's own "
+            "prefix-cache hit rate: deltas of vllm:prefix_cache_hits_total over "
+            "vllm:prefix_cache_queries_total",
+        )
         series[arm.replace(".", "_")] = summary.series_of(res, arm)
     hosts = [(arm, h, c) for arm in results for h, c in (counts[arm].get("by_loadgen") or {}).items()]
     if hosts:
         series[LOADGENS.name] = LOADGENS.make(
-            {"arm": [a for a, _, _ in hosts], "load_generator": [h for _, h, _ in hosts],
-             **{k: [c[k] for _, _, c in hosts] for k in ("requests", "ok", "ttft_p50_ms", "ttft_p95_ms")}})
+            {
+                "arm": [a for a, _, _ in hosts],
+                "load_generator": [h for _, h, _ in hosts],
+                **{k: [c[k] for _, _, c in hosts] for k in ("requests", "ok", "ttft_p50_ms", "ttft_p95_ms")},
+            }
+        )
     m.update(_instrument_metrics(results))
     m.update(_prediction(sc, block, capacity, p, m.get("trace.on.engine_hit_pct")))
     m["trace.prompt_tokens"] = Metric(sc.prompt_tokens, "tokens", None, "prompt tokens of the scaled slice")
     on, off = (results.get(a) for a in ("trace.on", "trace.off"))
     if on and off and "trace.on.ttft_p50_ms" in m and "trace.off.ttft_p50_ms" in m:
-        m["trace.ttft_p50_speedup_x"] = Metric(m["trace.off.ttft_p50_ms"].value / m["trace.on.ttft_p50_ms"].value,
-                                               "x", "higher", "TTFT P50, caching off over on")
-    details = {"counts": counts, "cache_config": cfg, "scaling": _scaling(sc, p, block), "salt": salt,
-               "slice": {"requests": len(sc.requests), "session_fraction": p["session_fraction"],
-                         "session_seed": p["session_seed"]}}
+        m["trace.ttft_p50_speedup_x"] = Metric(
+            m["trace.off.ttft_p50_ms"].value / m["trace.on.ttft_p50_ms"].value,
+            "x",
+            "higher",
+            "TTFT P50, caching off over on",
+        )
+    details = {
+        "counts": counts,
+        "cache_config": cfg,
+        "scaling": _scaling(sc, p, block),
+        "salt": salt,
+        "slice": {
+            "requests": len(sc.requests),
+            "session_fraction": p["session_fraction"],
+            "session_seed": p["session_seed"],
+        },
+    }
     ctx.raw_path("details.json").write_text(json.dumps(details, indent=1, default=str))
     ctx.raw_path("slice_engine_blocks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sc.records))
-    facts = {"trace_sha256": full.sha256 or full.digest(), "trace_is_mooncake_conversation": full.is_mooncake_conversation,
-             "engine_block_size": block, "tokens_per_hash": p["tokens_per_hash"],
-             "length_scale": round(sc.length_scale, 5), "time_scale": round(sc.time_scale, 6),
-             "engine_counters": m["trace.on.engine_hit_pct"].value is not None if "trace.on.engine_hit_pct" in m else False,
-             "mechanism_off_engine": eps[1] is not None,
-             "client_loadgens": len({h for _, h, _ in hosts}) if hosts else 0}
+    facts = {
+        "trace_sha256": full.sha256 or full.digest(),
+        "trace_is_mooncake_conversation": full.is_mooncake_conversation,
+        "engine_block_size": block,
+        "tokens_per_hash": p["tokens_per_hash"],
+        "length_scale": round(sc.length_scale, 5),
+        "time_scale": round(sc.time_scale, 6),
+        "engine_counters": m["trace.on.engine_hit_pct"].value is not None if "trace.on.engine_hit_pct" in m else False,
+        "mechanism_off_engine": eps[1] is not None,
+        "client_loadgens": len({h for _, h, _ in hosts}) if hosts else 0,
+    }
     if capacity:
         facts["engine_kv_tokens"] = int(capacity)
     invalid = [c["invalid"] for c in counts.values() if c.get("invalid")]
@@ -203,12 +288,17 @@ def _instrument_metrics(results: dict) -> dict[str, Metric]:
     m = {}
     for arm in ("instrument.on", "instrument.off"):
         if arm in results and _repeats(results[arm]):
-            m[f"{arm}.repeat_ttft_p50_ms"] = Metric(stats.percentile(_repeats(results[arm]), 50), "ms", "lower",
-                                                    "TTFT of the repeats (the first request excluded)")
+            m[f"{arm}.repeat_ttft_p50_ms"] = Metric(
+                stats.percentile(_repeats(results[arm]), 50),
+                "ms",
+                "lower",
+                "TTFT of the repeats (the first request excluded)",
+            )
     a, b = m.get("instrument.on.repeat_ttft_p50_ms"), m.get("instrument.off.repeat_ttft_p50_ms")
     if a and b and a.value:
-        m["instrument.ttft_cut_x"] = Metric(b.value / a.value, "x", "higher",
-                                            "the repeats' TTFT P50 with caching off over on")
+        m["instrument.ttft_cut_x"] = Metric(
+            b.value / a.value, "x", "higher", "the repeats' TTFT P50 with caching off over on"
+        )
     return m
 
 
@@ -216,18 +306,33 @@ def _prediction(sc, block: int, capacity, p: dict, measured: Metric | None) -> d
     m = {}
     if capacity:
         pred = 100 * predicted_hit_rate(sc.records, block, int(capacity), p["policy"])
-        m["trace.predicted_hit_pct"] = Metric(pred, "%", None, f"the simulator ({p['policy']}) on the same engine "
-                                              f"blocks at the engine's {int(capacity):,} tokens")
+        m["trace.predicted_hit_pct"] = Metric(
+            pred,
+            "%",
+            None,
+            f"the simulator ({p['policy']}) on the same engine blocks at the engine's {int(capacity):,} tokens",
+        )
         if measured is not None and measured.value is not None:
             m["trace.hit_gap_pp"] = Metric(measured.value - pred, "pp", None, "engine minus simulator")
             m["trace.hit_gap_abs_pp"] = Metric(abs(measured.value - pred), "pp", "lower")
-    m["trace.predicted_max_hit_pct"] = Metric(100 * predicted_hit_rate(sc.records, block, 10**12, "lru"), "%", None,
-                                              "the slice's reuse with an infinite cache")
+    m["trace.predicted_max_hit_pct"] = Metric(
+        100 * predicted_hit_rate(sc.records, block, 10**12, "lru"),
+        "%",
+        None,
+        "the slice's reuse with an infinite cache",
+    )
     return m
 
 
 def _scaling(sc, p: dict, block: int) -> dict:
-    return {"tokens_per_hash": p["tokens_per_hash"], "mooncake_tokens_per_hash": replay.MOONCAKE_BLOCK,
-            "engine_block": block, "length_scale": sc.length_scale, "time_scale": sc.time_scale,
-            "span_s": sc.span_s, "max_prompt_tokens": p["max_prompt_tokens"], "tail_tokens": p["tail_tokens"],
-            "output_tokens": p["output_tokens"]}
+    return {
+        "tokens_per_hash": p["tokens_per_hash"],
+        "mooncake_tokens_per_hash": replay.MOONCAKE_BLOCK,
+        "engine_block": block,
+        "length_scale": sc.length_scale,
+        "time_scale": sc.time_scale,
+        "span_s": sc.span_s,
+        "max_prompt_tokens": p["max_prompt_tokens"],
+        "tail_tokens": p["tail_tokens"],
+        "output_tokens": p["output_tokens"],
+    }

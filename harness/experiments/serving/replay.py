@@ -60,31 +60,41 @@ def check_block(tokens_per_hash: int, engine_block: int, server: str = "", case:
         return
     key = f"{case}." if case else ""
     fit = fitting_tokens_per_hash(tokens_per_hash, engine_block)
-    fix = (f"give --set {key}tokens_per_hash={fit} (the nearest divisor or multiple of {engine_block}; any "
-           f"other divisor or multiple fits too)")
+    fix = (
+        f"give --set {key}tokens_per_hash={fit} (the nearest divisor or multiple of {engine_block}; any "
+        f"other divisor or multiple fits too)"
+    )
     if server:
-        raise BadInput(f"the serving engine at {server} reports block_size={engine_block} (vllm:cache_config_info "
-                       f"on its /metrics), and {key}tokens_per_hash={tokens_per_hash} neither divides it nor is a "
-                       f"multiple of it, so a hash id's sharing would not line up with the engine's blocks; {fix}")
-    raise BadInput(f"{key}tokens_per_hash={tokens_per_hash} and {key}engine_block={engine_block} (the engine's "
-                   f"block size; its /metrics does not say one): one must divide the other, else a hash id's "
-                   f"sharing does not line up with the engine's blocks; {fix}, or give the engine's real block "
-                   f"size as {key}engine_block")
+        raise BadInput(
+            f"the serving engine at {server} reports block_size={engine_block} (vllm:cache_config_info "
+            f"on its /metrics), and {key}tokens_per_hash={tokens_per_hash} neither divides it nor is a "
+            f"multiple of it, so a hash id's sharing would not line up with the engine's blocks; {fix}"
+        )
+    raise BadInput(
+        f"{key}tokens_per_hash={tokens_per_hash} and {key}engine_block={engine_block} (the engine's "
+        f"block size; its /metrics does not say one): one must divide the other, else a hash id's "
+        f"sharing does not line up with the engine's blocks; {fix}, or give the engine's real block "
+        f"size as {key}engine_block"
+    )
 
 
 def fitting_tokens_per_hash(tokens_per_hash: int, engine_block: int) -> int:
     """The value nearest `tokens_per_hash` that divides `engine_block` or is a multiple of it
     (the smaller of two as near), at most MAX_TOKENS_PER_HASH: 1 at worst. Divisors are looked
     for up to 2**16 only, so the time is bounded whatever the numbers."""
-    fits = {engine_block * max(1, tokens_per_hash // engine_block), engine_block * (tokens_per_hash // engine_block + 1)}
+    fits = {
+        engine_block * max(1, tokens_per_hash // engine_block),
+        engine_block * (tokens_per_hash // engine_block + 1),
+    }
     for d in range(1, min(math.isqrt(engine_block), 1 << 16) + 1):
         if engine_block % d == 0:
             fits.update((d, engine_block // d))
     return min((v for v in fits if v <= MAX_TOKENS_PER_HASH), key=lambda v: (abs(v - tokens_per_hash), v))
 
 
-def block_ids(hash_ids: list[int], n_prompt: int, n_tail: int, tokens_per_hash: int, engine_block: int,
-              request_index: int) -> list[int]:
+def block_ids(
+    hash_ids: list[int], n_prompt: int, n_tail: int, tokens_per_hash: int, engine_block: int, request_index: int
+) -> list[int]:
     """The identities of a prompt's engine blocks (see the module's docstring)."""
     out = []
     n_blocks = -(-n_prompt // engine_block)
@@ -98,9 +108,19 @@ def block_ids(hash_ids: list[int], n_prompt: int, n_tail: int, tokens_per_hash: 
     return out
 
 
-def scale(records: list[dict], *, tokens_per_hash: int, engine_block: int, max_prompt_tokens: int,
-          tail_tokens: int, duration_s: float, output_tokens: int, salt: int, vocab_high: int,
-          tag: str = "") -> Scaled:
+def scale(
+    records: list[dict],
+    *,
+    tokens_per_hash: int,
+    engine_block: int,
+    max_prompt_tokens: int,
+    tail_tokens: int,
+    duration_s: float,
+    output_tokens: int,
+    salt: int,
+    vocab_high: int,
+    tag: str = "",
+) -> Scaled:
     """Prompts and schedule of `records` (Mooncake dicts) scaled for the engine."""
     check_block(tokens_per_hash, engine_block)
     if not records:
@@ -111,25 +131,48 @@ def scale(records: list[dict], *, tokens_per_hash: int, engine_block: int, max_p
     reqs, sim, total = [], [], 0
     for i, rec in enumerate(records):
         ids = list(rec["hash_ids"])
-        body = min(-(-rec["input_length"] * tokens_per_hash // MOONCAKE_BLOCK), len(ids) * tokens_per_hash,
-                   max_prompt_tokens - tail_tokens)
+        body = min(
+            -(-rec["input_length"] * tokens_per_hash // MOONCAKE_BLOCK),
+            len(ids) * tokens_per_hash,
+            max_prompt_tokens - tail_tokens,
+        )
         tokens: list[int] = []
         for h in ids[: -(-body // tokens_per_hash)]:
             tokens.extend(_run_of(salt, h, tokens_per_hash, vocab_high))
         tokens = tokens[:body] + random.Random(f"{salt}:tail:{i}").choices(range(VOCAB_LOW, vocab_high), k=tail_tokens)
         at = (rec["timestamp"] - t0) / 1000 * time_scale
         reqs.append(Request(at, tokens, output_tokens, tag))
-        sim.append({"timestamp": int(rec["timestamp"]), "input_length": len(tokens), "output_length": output_tokens,
-                    "hash_ids": block_ids(ids, len(tokens), tail_tokens, tokens_per_hash, engine_block, i)})
+        sim.append(
+            {
+                "timestamp": int(rec["timestamp"]),
+                "input_length": len(tokens),
+                "output_length": output_tokens,
+                "hash_ids": block_ids(ids, len(tokens), tail_tokens, tokens_per_hash, engine_block, i),
+            }
+        )
         total += len(tokens)
     in_total = sum(min(r["input_length"], len(r["hash_ids"]) * MOONCAKE_BLOCK) for r in records)
     return Scaled(reqs, sim, total, reqs[-1].at_s, time_scale, total / max(1, in_total))
 
 
-def repeated_prefix(n: int, prefix_tokens: int, tail_tokens: int, gap_s: float, output_tokens: int, salt: int,
-                    vocab_high: int, tag: str = "instrument") -> list[Request]:
+def repeated_prefix(
+    n: int,
+    prefix_tokens: int,
+    tail_tokens: int,
+    gap_s: float,
+    output_tokens: int,
+    salt: int,
+    vocab_high: int,
+    tag: str = "instrument",
+) -> list[Request]:
     """The instrument: one long prefix asked `n` times, each with a tail of its own."""
     prefix = _run_of(salt, -1, prefix_tokens, vocab_high)
-    return [Request(i * gap_s, prefix + random.Random(f"{salt}:itail:{i}").choices(range(VOCAB_LOW, vocab_high),
-                                                                                   k=tail_tokens),
-                    output_tokens, tag) for i in range(n)]
+    return [
+        Request(
+            i * gap_s,
+            prefix + random.Random(f"{salt}:itail:{i}").choices(range(VOCAB_LOW, vocab_high), k=tail_tokens),
+            output_tokens,
+            tag,
+        )
+        for i in range(n)
+    ]

@@ -38,13 +38,20 @@ from . import client
 from .semantic_case import Front
 
 ARMS = ("semantic.on", "semantic.hash", "semantic.off", "semantic.oracle")
-MODE_OF = {"semantic.on": "semantic_cache", "semantic.hash": "hash_cache", "semantic.off": "no_cache",
-           "semantic.oracle": "oracle_cache"}
+MODE_OF = {
+    "semantic.on": "semantic_cache",
+    "semantic.hash": "hash_cache",
+    "semantic.off": "no_cache",
+    "semantic.oracle": "oracle_cache",
+}
 
 # the stream's parameters, as the semantic-cache suite names them (its queries are the pool a
 # point draws from; the engine's answer length is the sweep's output_tokens)
-PARAMS = {k: v for k, v in semantic_stream.STREAM_PARAMS.items()
-          if k not in ("device", "queries", "stream", "max_new_tokens", "oracle")}
+PARAMS = {
+    k: v
+    for k, v in semantic_stream.STREAM_PARAMS.items()
+    if k not in ("device", "queries", "stream", "max_new_tokens", "oracle")
+}
 PARAMS["semantic_pool"] = Param(int, 400, "semantic arms: the test-split queries a point draws from (at most)", min=2)
 
 
@@ -67,16 +74,19 @@ class SemanticArms:
     def _start(self, ctx) -> None:
         common.clear_patterns(ctx.target)
         p_ = self.p
-        self.stores = {"hash_cache": Store(self.rc, p_["ttl_s"], p_["bands"]),
-                       "semantic_cache": Store(self.rc, p_["ttl_s"], p_["bands"]),
-                       "oracle_cache": Store(self.rc, p_["ttl_s"], p_["bands"], prefix="orc")}
+        self.stores = {
+            "hash_cache": Store(self.rc, p_["ttl_s"], p_["bands"]),
+            "semantic_cache": Store(self.rc, p_["ttl_s"], p_["bands"]),
+            "oracle_cache": Store(self.rc, p_["ttl_s"], p_["bands"], prefix="orc"),
+        }
         import torch  # loaded by the embedding already
 
         self._threads = torch.get_num_threads()
         # single queries on one thread, as in the semantic-cache suite's TTFT case; set in the
         # worker itself (OpenMP's thread count is per thread) and restored by close()
-        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache-lookup",
-                                         initializer=torch.set_num_threads, initargs=(1,))
+        self.worker = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="cache-lookup", initializer=torch.set_num_threads, initargs=(1,)
+        )
         self.labels: list[str] = []
         self.outcomes: dict[int, str] = {}
         self._oracle_filled = False
@@ -104,14 +114,16 @@ class SemanticArms:
         mode = MODE_OF[arm]
         if mode == "hash_cache":
             self.stores[mode].clear()
-            self.stores[mode].put_many([(keys.exact_key(t, True), e)
-                                        for (t, _), e in zip(self.s.workload.inserts, entries)])
+            self.stores[mode].put_many(
+                [(keys.exact_key(t, True), e) for (t, _), e in zip(self.s.workload.inserts, entries)]
+            )
         elif mode == "semantic_cache":
             self.stores[mode].clear()
             self.stores[mode].put_signatures(self.s.insert_sigs, entries)
         elif mode == "oracle_cache" and not self._oracle_filled:
-            self.worker.submit(semantic_stream.fill_oracle, self.stores[mode], self.s.requests, self.emb,
-                               self.proj).result()
+            self.worker.submit(
+                semantic_stream.fill_oracle, self.stores[mode], self.s.requests, self.emb, self.proj
+            ).result()
             self._oracle_filled = True
 
     def requests(self, arm: str, rate: float, span_s: float, salt: int, block: int = 0) -> list[client.Request]:
@@ -126,8 +138,9 @@ class SemanticArms:
             order += rng.sample(range(len(self.s.requests)), len(self.s.requests))
         self.labels = [self.s.requests[i][1] for i in order[:n]]
         self.outcomes = {}
-        return [client.Request(t, self.s.requests[i][0], self.p["output_tokens"], arm)
-                for t, i in zip(times, order[:n])]
+        return [
+            client.Request(t, self.s.requests[i][0], self.p["output_tokens"], arm) for t, i in zip(times, order[:n])
+        ]
 
     def serving(self, arm: str):
         """serve(i, request, t0) for sweep_run's loops, bound to an HTTP session and an engine."""
@@ -145,13 +158,17 @@ class SemanticArms:
                     return await through(i, r, t0, st, late_ms)
                 except Exception as e:  # the cache failed (Redis): the request's error, sent on time
                     self.outcomes[i] = "error"
-                    return client.Result(i, r.tag, r.at_s, "error", f"the cache: {type(e).__name__}: {e}"[:200],
-                                         late_ms=late_ms)
+                    return client.Result(
+                        i, r.tag, r.at_s, "error", f"the cache: {type(e).__name__}: {e}"[:200], late_ms=late_ms
+                    )
 
             async def through(i: int, r: client.Request, t0: float, st: float, late_ms: float) -> client.Result:
                 loop = asyncio.get_running_loop()
-                entry, key = (None, None) if mode == "no_cache" else \
-                    await loop.run_in_executor(loop_worker, front.lookup, mode, r.prompt)
+                entry, key = (
+                    (None, None)
+                    if mode == "no_cache"
+                    else await loop.run_in_executor(loop_worker, front.lookup, mode, r.prompt)
+                )
                 looked_ms = 1000 * (time.perf_counter() - st)
                 if entry is not None and entry.label == self.labels[i]:
                     self.outcomes[i] = "hit"
@@ -162,8 +179,9 @@ class SemanticArms:
                 res.ttft_ms = None if res.ttft_ms is None else res.ttft_ms + looked_ms
                 res.e2e_ms = None if res.e2e_ms is None else res.e2e_ms + looked_ms
                 if res.status == "ok" and entry is None and mode != "no_cache":
-                    await loop.run_in_executor(loop_worker, _store, self.stores[mode], mode, key, self.labels[i],
-                                               res.text)
+                    await loop.run_in_executor(
+                        loop_worker, _store, self.stores[mode], mode, key, self.labels[i], res.text
+                    )
                 return res
 
             return serve
@@ -180,8 +198,11 @@ class SemanticArms:
         them) and wrong hits."""
         mine = [r.index for r in results if r.scheduled_s >= warmup_s]
         seen = [self.outcomes.get(i) for i in mine]
-        return {"cache_hit_pct": 100.0 * seen.count("hit") / len(mine) if mine else None,
-                "wrong_hits": seen.count("wrong_hit"), "cache_hits": seen.count("hit")}
+        return {
+            "cache_hit_pct": 100.0 * seen.count("hit") / len(mine) if mine else None,
+            "wrong_hits": seen.count("wrong_hit"),
+            "cache_hits": seen.count("hit"),
+        }
 
 
 def _store(store: Store, mode: str, key, label: str, text: str) -> None:

@@ -30,9 +30,11 @@ from harness.model.driver_helpers import torch_threads
 
 from . import client, engines
 
-PARAMS = {**{k: v for k, v in semantic_stream.STREAM_PARAMS.items() if k != "device"},
-          "timeout_s": Param(float, 60.0, "a request's own time limit", min=1.0),
-          "stall_s": Param(float, 20.0, "no byte for this long mid-stream: stalled", min=0.5)}
+PARAMS = {
+    **{k: v for k, v in semantic_stream.STREAM_PARAMS.items() if k != "device"},
+    "timeout_s": Param(float, 60.0, "a request's own time limit", min=1.0),
+    "stall_s": Param(float, 20.0, "no byte for this long mid-stream: stalled", min=0.5),
+}
 
 
 class Front:
@@ -63,7 +65,6 @@ class Front:
 
     async def serve(self, mode: str, text: str, label: str) -> tuple[float | None, str]:
         import numpy as np
-
 
         t0 = time.perf_counter()
         entry, key = (None, None) if mode == "no_cache" else self.lookup(mode, text)
@@ -112,8 +113,11 @@ def run(ctx: CaseContext) -> Record:
     proj = keys.projection(emb.dim, p["lsh_seed"])
     rc = ctx.target.cluster_client()
     common.clear_patterns(ctx.target)
-    stores = {"hash_cache": Store(rc, p["ttl_s"], p["bands"]), "semantic_cache": Store(rc, p["ttl_s"], p["bands"]),
-              "oracle_cache": Store(rc, p["ttl_s"], p["bands"], prefix="orc")}
+    stores = {
+        "hash_cache": Store(rc, p["ttl_s"], p["bands"]),
+        "semantic_cache": Store(rc, p["ttl_s"], p["bands"]),
+        "oracle_cache": Store(rc, p["ttl_s"], p["bands"], prefix="orc"),
+    }
     try:
         entries = [Entry(lab, f"[cached answer of entry {i}]") for i, (_, lab) in enumerate(s.workload.inserts)]
         stores["hash_cache"].put_many([(keys.exact_key(t, True), e) for (t, _), e in zip(s.workload.inserts, entries)])
@@ -131,8 +135,9 @@ def run(ctx: CaseContext) -> Record:
     if down:
         return Record("failed", f"the engine stopped answering during the stream: {down}")
     out = semantic_stream.outcome_of(ctx, p, s, rows, "the engine over HTTP")
-    out.metrics["engine.errors"] = Metric(len(errors), "requests", "lower", "engine requests that did not complete "
-                                          "(left out of the TTFT percentiles)")
+    out.metrics["engine.errors"] = Metric(
+        len(errors), "requests", "lower", "engine requests that did not complete (left out of the TTFT percentiles)"
+    )
     out.details.update({"engine": ep.model, "errors": errors[:20], "engine_prefix_caching": str(ep.prefix_caching)})
     out.facts.update({"model_served_by": "engine over HTTP", "engine_prefix_caching": str(ep.prefix_caching)})
     return out

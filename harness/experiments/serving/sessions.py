@@ -107,8 +107,10 @@ def from_jsonl(path: Path, default_max_tokens: int = 16) -> list[Request]:
             at, prompt = float(d["at_s"]), d["prompt"]
             tokens = int(d.get("max_tokens", default_max_tokens))
         except (ValueError, KeyError, TypeError) as e:
-            raise BadInput(f"{path} line {n}: not a session turn ({type(e).__name__}: {str(e)[:80]}); each line is "
-                           f'{{"session": ID, "at_s": seconds, "prompt": text or token ids, "max_tokens": N}}') from None
+            raise BadInput(
+                f"{path} line {n}: not a session turn ({type(e).__name__}: {str(e)[:80]}); each line is "
+                f'{{"session": ID, "at_s": seconds, "prompt": text or token ids, "max_tokens": N}}'
+            ) from None
         if not (isinstance(prompt, str) or (isinstance(prompt, list) and all(isinstance(t, int) for t in prompt))):
             raise BadInput(f"{path} line {n}: prompt must be text or a list of token ids")
         if at < 0 or tokens < 1:

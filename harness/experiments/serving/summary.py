@@ -17,8 +17,25 @@ from harness.model.driver_helpers import write_csv
 from .client import STATUSES, Result, usage_problems
 
 LATE_MS = 10.0  # a request dispatched more than this after its scheduled time is late
-COLUMNS = ["index", "tag", "scheduled_s", "status", "http_status", "ttft_ms", "tpot_ms", "e2e_ms", "itl_p50_ms",
-           "prompt_tokens", "output_tokens", "chunks", "late_ms", "send_ms", "parse_us", "error", "usage_problem"]
+COLUMNS = [
+    "index",
+    "tag",
+    "scheduled_s",
+    "status",
+    "http_status",
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "itl_p50_ms",
+    "prompt_tokens",
+    "output_tokens",
+    "chunks",
+    "late_ms",
+    "send_ms",
+    "parse_us",
+    "error",
+    "usage_problem",
+]
 
 
 def _f(v, nd=3):
@@ -31,9 +48,28 @@ def write_rows(path: Path, results: list[Result], extra: dict | None = None) -> 
     rows = []
     for r in results:
         itl50 = stats.percentile(r.itl_ms, 50) if r.itl_ms else None
-        rows.append([r.index, r.tag, _f(r.scheduled_s), r.status, _f(r.http_status), _f(r.ttft_ms), _f(r.tpot_ms),
-                     _f(r.e2e_ms), _f(itl50), _f(r.prompt_tokens), _f(r.output_tokens), r.chunks, _f(r.late_ms),
-                     _f(r.send_ms), _f(r.parse_us, 1), r.error, r.usage_problem] + list(extra.values()))
+        rows.append(
+            [
+                r.index,
+                r.tag,
+                _f(r.scheduled_s),
+                r.status,
+                _f(r.http_status),
+                _f(r.ttft_ms),
+                _f(r.tpot_ms),
+                _f(r.e2e_ms),
+                _f(itl50),
+                _f(r.prompt_tokens),
+                _f(r.output_tokens),
+                r.chunks,
+                _f(r.late_ms),
+                _f(r.send_ms),
+                _f(r.parse_us, 1),
+                r.error,
+                r.usage_problem,
+            ]
+            + list(extra.values())
+        )
     return write_csv(path, COLUMNS + list(extra), rows)
 
 
@@ -47,8 +83,10 @@ def metrics_of(prefix: str, results: list[Result], note: str = "") -> dict[str, 
     """{prefix}.ttft_p50_ms ... tpot, itl, e2e; errors by kind; lateness; client overhead."""
     ok = [r for r in results if r.status == "ok"]
     n = max(1, len(results))
-    m: dict[str, Metric] = {f"{prefix}.requests": Metric(len(results), "requests"),
-                            f"{prefix}.ok": Metric(len(ok), "requests", "higher")}
+    m: dict[str, Metric] = {
+        f"{prefix}.requests": Metric(len(results), "requests"),
+        f"{prefix}.ok": Metric(len(ok), "requests", "higher"),
+    }
     m.update(_pcts(prefix, "ttft", [r.ttft_ms for r in ok], (50, 95, 99), note))
     invented = usage_problems(results)
     if invented:  # TPOT divides by the server's token count: an impossible one is no measurement
@@ -84,26 +122,41 @@ def overhead_of(prefix: str, results: list[Result]) -> dict[str, Metric]:
     late = [r.late_ms for r in results if r.late_ms is not None]
     m = {}
     if late:
-        m[f"{prefix}.late_pct"] = Metric(100.0 * sum(x > LATE_MS for x in late) / len(late), "%", "lower",
-                                         f"requests dispatched more than {LATE_MS:g} ms after their scheduled time")
-        m[f"{prefix}.late_p95_ms"] = Metric(stats.percentile(late, 95), "ms", "lower",
-                                            "dispatch time minus scheduled time")
+        m[f"{prefix}.late_pct"] = Metric(
+            100.0 * sum(x > LATE_MS for x in late) / len(late),
+            "%",
+            "lower",
+            f"requests dispatched more than {LATE_MS:g} ms after their scheduled time",
+        )
+        m[f"{prefix}.late_p95_ms"] = Metric(
+            stats.percentile(late, 95), "ms", "lower", "dispatch time minus scheduled time"
+        )
     send = [r.send_ms for r in results if r.send_ms is not None]
     if send:
-        m[f"{prefix}.client_send_p50_ms"] = Metric(stats.percentile(send, 50), "ms", "lower",
-                                                   "client overhead: dispatch to the request body written")
+        m[f"{prefix}.client_send_p50_ms"] = Metric(
+            stats.percentile(send, 50), "ms", "lower", "client overhead: dispatch to the request body written"
+        )
         m[f"{prefix}.client_send_p95_ms"] = Metric(stats.percentile(send, 95), "ms", "lower")
     chunks = sum(r.chunks for r in results)
     if chunks:
-        m[f"{prefix}.client_parse_us_per_chunk"] = Metric(sum(r.parse_us for r in results) / chunks, "us", "lower",
-                                                          "client overhead: parsing per streamed chunk")
+        m[f"{prefix}.client_parse_us_per_chunk"] = Metric(
+            sum(r.parse_us for r in results) / chunks, "us", "lower", "client overhead: parsing per streamed chunk"
+        )
     return m
 
 
 def series_of(results: list[Result], arm: str, repetition_note: str = "") -> Series:
     """Per-request columns for the view (the raw CSV holds every field)."""
-    return REQUESTS.make({"arm": [arm] * len(results), "index": [r.index for r in results],
-                          "status": [r.status for r in results], "ttft_ms": [r.ttft_ms for r in results],
-                          "tpot_ms": [r.tpot_ms for r in results], "e2e_ms": [r.e2e_ms for r in results],
-                          "prompt_tokens": [r.prompt_tokens for r in results],
-                          "late_ms": [r.late_ms for r in results]}, repetition_note)
+    return REQUESTS.make(
+        {
+            "arm": [arm] * len(results),
+            "index": [r.index for r in results],
+            "status": [r.status for r in results],
+            "ttft_ms": [r.ttft_ms for r in results],
+            "tpot_ms": [r.tpot_ms for r in results],
+            "e2e_ms": [r.e2e_ms for r in results],
+            "prompt_tokens": [r.prompt_tokens for r in results],
+            "late_ms": [r.late_ms for r in results],
+        },
+        repetition_note,
+    )

@@ -107,8 +107,16 @@ def finished_s(r: Result) -> float | None:
     return r.scheduled_s + (r.late_ms + r.e2e_ms) / 1000
 
 
-def point_stats(everything: list[Result], level: float, warmup_s: float, window_s: float, slo: Slo, rules: Rules,
-                offered_rps: float | None, queued: list[Result] | None = None) -> PointStats:
+def point_stats(
+    everything: list[Result],
+    level: float,
+    warmup_s: float,
+    window_s: float,
+    slo: Slo,
+    rules: Rules,
+    offered_rps: float | None,
+    queued: list[Result] | None = None,
+) -> PointStats:
     """One point's figures. Latencies, the SLO and goodput over the requests scheduled in the
     window (after the warm-up); the server's throughput as the answers that ended inside the
     window shifted by the median time in the system, whenever they were sent: a server that
@@ -124,16 +132,32 @@ def point_stats(everything: list[Result], level: float, warmup_s: float, window_
     # the window's answers, shifted by the point's median time in the system: a server that
     # keeps up answers what it was sent one latency later, however long that latency is
     lag = stats.median([r.e2e_ms / 1000 for r in ok if r.e2e_ms is not None]) if ok else 0.0
-    ended = sum(1 for r in everything
-                if r.status == "ok" and warmup_s + lag <= (finished_s(r) or -1) < warmup_s + window_s + lag)
+    ended = sum(
+        1
+        for r in everything
+        if r.status == "ok" and warmup_s + lag <= (finished_s(r) or -1) < warmup_s + window_s + lag
+    )
     late = [r.late_ms for r in results if r.late_ms is not None]
     # TTFT growth over the requests that could queue (`queued`: a cache's hits cannot; by default all)
     g, rise = growth(measured(queued, warmup_s) if queued is not None else results)
-    p = PointStats(level, offered_rps, sent / window_s, ended / window_s, len(met) / window_s,
-                   100.0 * len(met) / n if n else 0.0, _pct(late, 95),
-                   _pct([r.ttft_ms for r in ok if r.ttft_ms is not None], 50),
-                   _pct([r.ttft_ms for r in ok if r.ttft_ms is not None], 95),
-                   _pct([r.tpot_ms for r in ok if r.tpot_ms is not None], 95), g, rise, n, "", "", False)
+    p = PointStats(
+        level,
+        offered_rps,
+        sent / window_s,
+        ended / window_s,
+        len(met) / window_s,
+        100.0 * len(met) / n if n else 0.0,
+        _pct(late, 95),
+        _pct([r.ttft_ms for r in ok if r.ttft_ms is not None], 50),
+        _pct([r.ttft_ms for r in ok if r.ttft_ms is not None], 95),
+        _pct([r.tpot_ms for r in ok if r.tpot_ms is not None], 95),
+        g,
+        rise,
+        n,
+        "",
+        "",
+        False,
+    )
     p.errors = n - len(ok)
     p.invalid = "; ".join(x for x in (_invalid(p, rules), usage_problems(results)) if x)
     p.saturated = _saturated(p, rules, window_s)
@@ -144,8 +168,10 @@ def point_stats(everything: list[Result], level: float, warmup_s: float, window_
 def _invalid(p: PointStats, rules: Rules) -> str:
     why = []
     if p.offered_rps is not None and p.sent_rps < (1 - rules.margin) * p.offered_rps:
-        why.append(f"the client sent {p.sent_rps:.2f} req/s of the {p.offered_rps:.2f} configured "
-                   f"(under {1 - rules.margin:.0%})")
+        why.append(
+            f"the client sent {p.sent_rps:.2f} req/s of the {p.offered_rps:.2f} configured "
+            f"(under {1 - rules.margin:.0%})"
+        )
     if p.late_p95_ms is not None and p.late_p95_ms > rules.max_late_ms:
         why.append(f"its schedule ran {p.late_p95_ms:.0f} ms late at P95 (over {rules.max_late_ms:g} ms)")
     if not p.requests:

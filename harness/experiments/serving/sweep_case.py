@@ -49,28 +49,49 @@ WORKLOADS = ("trace", "sessions", "file")
 
 PARAMS = {
     "arms": Param(list, list(ARMS), "the arms swept", ARMS),
-    "workload": Param(str, "trace", "what the prefix arms send: the Mooncake trace, generated multi-turn "
-                      "sessions, or the user's sessions_file", choices=WORKLOADS),
+    "workload": Param(
+        str,
+        "trace",
+        "what the prefix arms send: the Mooncake trace, generated multi-turn sessions, or the user's sessions_file",
+        choices=WORKLOADS,
+    ),
     "mode": Param(str, "open", "open loop at `rates`, or closed loop at `concurrencies`", choices=("open", "closed")),
     "rates": Param(list, [0.5, 1.0, 2.0, 4.0], "open loop: requests per second, in increasing order", min=0.01),
     "concurrencies": Param(list, [1, 2, 4, 8], "closed loop: users, in increasing order", min=1),
-    "point_requests": Param(int, 32, "open loop: at least this many requests measured per point (at least "
-                            "window_s long); 0: a point lasts window_s", min=0),
-    "warmup_requests": Param(int, 8, "open loop: at least this many requests before them (at least warmup_s "
-                             "long), kept out of the statistics", min=0),
+    "point_requests": Param(
+        int,
+        32,
+        "open loop: at least this many requests measured per point (at least window_s long); 0: a point lasts window_s",
+        min=0,
+    ),
+    "warmup_requests": Param(
+        int,
+        8,
+        "open loop: at least this many requests before them (at least warmup_s long), kept out of the statistics",
+        min=0,
+    ),
     "warmup_s": Param(float, 3.0, "each point's first seconds at least, kept out of the statistics", min=0.0),
     "window_s": Param(float, 12.0, "each point's measured seconds at least", min=1.0),
     "slo_ttft_p95_ms": Param(float, 1000.0, "the SLO's TTFT bound (ms; 0: none)", min=0.0),
     "slo_tpot_p95_ms": Param(float, 0.0, "the SLO's TPOT bound (ms; 0: none)", min=0.0),
     "slo_min_met_pct": Param(float, 90.0, "the share of a point's requests that must meet the bounds", min=0, max=100),
-    "margin": Param(float, 0.1, "sent under (1 - margin) x offered: invalid; completed under (1 - margin) x "
-                    "sent: saturated", min=0.0, max=0.9),
+    "margin": Param(
+        float,
+        0.1,
+        "sent under (1 - margin) x offered: invalid; completed under (1 - margin) x sent: saturated",
+        min=0.0,
+        max=0.9,
+    ),
     "max_late_ms": Param(float, 50.0, "schedule lateness P95 above this: the point is invalid", min=0.0),
-    "growth": Param(float, 2.0, "TTFT of a point's last third over its first third above this: saturated",
-                    min=1.0),
+    "growth": Param(float, 2.0, "TTFT of a point's last third over its first third above this: saturated", min=1.0),
     "trace": Param(str, kvtrace.DEFAULT_TRACE, "a Mooncake-format JSONL trace", kind=INPUT_FILE),
-    "session_fraction": Param(float, 0.004, "the trace's sessions sampled (whole conversations); a point sends "
-                              "the sample's first requests in time order", min=0.0001, max=1),
+    "session_fraction": Param(
+        float,
+        0.004,
+        "the trace's sessions sampled (whole conversations); a point sends the sample's first requests in time order",
+        min=0.0001,
+        max=1,
+    ),
     "tokens_per_hash": Param(int, 16, "prompt tokens per hash id", min=1),
     "max_prompt_tokens": Param(int, 512, "prompts are cut here", min=16),
     "tail_tokens": Param(int, 8, "tokens of its own at the end of every prompt", min=1),
@@ -94,8 +115,10 @@ PARAMS = {
 def check(where: str, p: dict) -> None:
     levels = p["rates"] if p["mode"] == "open" else p["concurrencies"]
     if list(levels) != sorted(levels) or len(set(levels)) != len(levels) or not levels:
-        raise BadInput(f"{where}.{'rates' if p['mode'] == 'open' else 'concurrencies'}: give increasing levels, "
-                       f"e.g. [0.5, 1, 2, 4]")
+        raise BadInput(
+            f"{where}.{'rates' if p['mode'] == 'open' else 'concurrencies'}: give increasing levels, "
+            f"e.g. [0.5, 1, 2, 4]"
+        )
     if len(p["session_turns"]) != 2 or p["session_turns"][0] > p["session_turns"][1]:
         raise BadInput(f"{where}.session_turns: give [min, max], e.g. [2, 5]")
     if p["workload"] == "file" and not p["sessions_file"]:
@@ -116,6 +139,7 @@ def rules_of(p: dict) -> sweep.Rules:
 
 # ---- workloads: a point's requests ----------------------------------------------------------
 
+
 class Workloads:
     """The requests of one point: `level` (rate or users) for `span_s` seconds, with tokens of
     its own (`salt`)."""
@@ -129,9 +153,15 @@ class Workloads:
         if self._trace is None:
             full = kvtrace.load_trace(input_path(self.p["trace"]), 512, shown=self.p["trace"])
             s = kvtrace.session_sample(full, self.p["session_fraction"], self.p["seed"])
-            self._trace = [{"timestamp": int(s.timestamps_ms[i]), "input_length": int(s.input_len[i]),
-                            "output_length": int(s.output_len[i]),
-                            "hash_ids": s.blocks[s.offsets[i]:s.offsets[i + 1]].tolist()} for i in range(s.n_requests)]
+            self._trace = [
+                {
+                    "timestamp": int(s.timestamps_ms[i]),
+                    "input_length": int(s.input_len[i]),
+                    "output_length": int(s.output_len[i]),
+                    "hash_ids": s.blocks[s.offsets[i] : s.offsets[i + 1]].tolist(),
+                }
+                for i in range(s.n_requests)
+            ]
         return self._trace
 
     def reset(self, arm: str) -> None:
@@ -150,8 +180,16 @@ class Workloads:
         n = max(2, round(rate * span_s))
         p = self.p
         if arm.startswith("instrument"):
-            return replay.repeated_prefix(n, p["instrument_prefix_tokens"], p["tail_tokens"], 1.0 / rate,
-                                          p["output_tokens"], salt, p["vocab_size"], tag=arm)
+            return replay.repeated_prefix(
+                n,
+                p["instrument_prefix_tokens"],
+                p["tail_tokens"],
+                1.0 / rate,
+                p["output_tokens"],
+                salt,
+                p["vocab_size"],
+                tag=arm,
+            )
         if p["workload"] == "sessions":
             return self._sessions(rate, span_s, salt, arm)
         if p["workload"] == "file":
@@ -165,11 +203,18 @@ class Workloads:
         p, base = self.p, self._trace_records()
         out: list[client.Request] = []
         for c in range(math.ceil(n / len(base))):
-            recs = base[:min(len(base), n - c * len(base))]
-            sc = replay.scale(recs, tokens_per_hash=p["tokens_per_hash"], engine_block=block,
-                              max_prompt_tokens=p["max_prompt_tokens"], tail_tokens=p["tail_tokens"],
-                              duration_s=max(1.0, (len(recs) - 1) / rate), output_tokens=p["output_tokens"],
-                              salt=salt + 104729 * c, vocab_high=p["vocab_size"])
+            recs = base[: min(len(base), n - c * len(base))]
+            sc = replay.scale(
+                recs,
+                tokens_per_hash=p["tokens_per_hash"],
+                engine_block=block,
+                max_prompt_tokens=p["max_prompt_tokens"],
+                tail_tokens=p["tail_tokens"],
+                duration_s=max(1.0, (len(recs) - 1) / rate),
+                output_tokens=p["output_tokens"],
+                salt=salt + 104729 * c,
+                vocab_high=p["vocab_size"],
+            )
             start = c * len(base) / rate
             out += [client.Request(start + r.at_s, r.prompt, r.max_tokens, arm) for r in sc.requests]
         return out
@@ -182,11 +227,19 @@ class Workloads:
         p = self.p
         lo, hi = p["session_turns"]
         users_per_s = rate / ((lo + hi) / 2)  # a user sends its turns one think time apart
-        return sessions.SessionSpec(users=max(1, math.ceil(users_per_s * span_s)), users_per_s=users_per_s,
-                                    turns=(lo, hi), system_tokens=p["session_system_tokens"],
-                                    user_tokens=p["session_user_tokens"], answer_tokens=p["session_answer_tokens"],
-                                    think_s=p["session_think_s"], output_tokens=p["output_tokens"],
-                                    max_prompt_tokens=p["max_prompt_tokens"], vocab_high=p["vocab_size"], seed=salt)
+        return sessions.SessionSpec(
+            users=max(1, math.ceil(users_per_s * span_s)),
+            users_per_s=users_per_s,
+            turns=(lo, hi),
+            system_tokens=p["session_system_tokens"],
+            user_tokens=p["session_user_tokens"],
+            answer_tokens=p["session_answer_tokens"],
+            think_s=p["session_think_s"],
+            output_tokens=p["output_tokens"],
+            max_prompt_tokens=p["max_prompt_tokens"],
+            vocab_high=p["vocab_size"],
+            seed=salt,
+        )
 
     def _user_file(self) -> list[client.Request]:
         if self._file is None:
@@ -199,11 +252,14 @@ def _scaled(reqs: list[client.Request], rate: float, n: int, arm: str) -> list[c
     reqs = reqs[:n]
     span = reqs[-1].at_s - reqs[0].at_s if len(reqs) > 1 else 0.0
     k = ((len(reqs) - 1) / rate) / span if span > 0 else 0.0
-    return [client.Request((r.at_s - reqs[0].at_s) * k if span else i / rate, r.prompt, r.max_tokens, arm)
-            for i, r in enumerate(reqs)]
+    return [
+        client.Request((r.at_s - reqs[0].at_s) * k if span else i / rate, r.prompt, r.max_tokens, arm)
+        for i, r in enumerate(reqs)
+    ]
 
 
 # ---- running an arm -------------------------------------------------------------------------
+
 
 def engine_serve(sess, ep, lim) -> sweep_run.Serve:
     url = client.completions_url(ep.base_url)
@@ -214,8 +270,9 @@ def engine_serve(sess, ep, lim) -> sweep_run.Serve:
     return serve
 
 
-async def run_point(ep, reqs: list[client.Request], p: dict, users: int | None,
-                    make_serve=engine_serve) -> list[client.Result]:
+async def run_point(
+    ep, reqs: list[client.Request], p: dict, users: int | None, make_serve=engine_serve
+) -> list[client.Result]:
     lim = client.limits(p["timeout_s"], p["stall_s"])
     async with client.session() as sess:
         serve = make_serve(sess, ep, lim)
@@ -254,32 +311,53 @@ def sweep_arm(ctx: CaseContext, arm: str, ep, loads, block: int, salt: int) -> l
         served = sum(r.prompt_tokens or 0 for r in results if r.status == "ok")
         counts = before.delta(engines.Counters.read(ep), served, arm.endswith(".on") and ep.prefix_caching is not False)
         offered = (sum(warmup <= r.at_s < warmup + window for r in reqs) / window) if p["mode"] == "open" else None
-        st = sweep.point_stats(results, float(level), warmup, window, slo_of(p), rules_of(p), offered,
-                               loads.engine_served(results))
+        st = sweep.point_stats(
+            results, float(level), warmup, window, slo_of(p), rules_of(p), offered, loads.engine_served(results)
+        )
         points.append(st)
-        rows.append({**_row(arm, st, counts, served, warmup + window), **_cache_row(loads.figures(results, warmup),
-                                                                                   results, warmup, window),
-                     "_ttft": [r.ttft_ms for r in sweep.measured(results, warmup)
-                               if r.status == "ok" and r.ttft_ms is not None]})
-        ctx.log(f"{arm} at {level:g}{' req/s' if p['mode'] == 'open' else ' users'}: ttft p95 "
-                f"{st.ttft_p95_ms or 0:.0f} ms, goodput {st.goodput_rps:.2f} req/s"
-                + (f"; invalid: {st.invalid}" if st.invalid else "") + (f"; saturated: {st.saturated}"
-                                                                       if st.saturated else ""))
+        rows.append(
+            {
+                **_row(arm, st, counts, served, warmup + window),
+                **_cache_row(loads.figures(results, warmup), results, warmup, window),
+                "_ttft": [
+                    r.ttft_ms for r in sweep.measured(results, warmup) if r.status == "ok" and r.ttft_ms is not None
+                ],
+            }
+        )
+        ctx.log(
+            f"{arm} at {level:g}{' req/s' if p['mode'] == 'open' else ' users'}: ttft p95 "
+            f"{st.ttft_p95_ms or 0:.0f} ms, goodput {st.goodput_rps:.2f} req/s"
+            + (f"; invalid: {st.invalid}" if st.invalid else "")
+            + (f"; saturated: {st.saturated}" if st.saturated else "")
+        )
         if sweep.should_stop(points):
             break
     return rows
 
 
 def _row(arm: str, st: sweep.PointStats, counts: engines.Counters, served: int, span_s: float) -> dict:
-    return {"arm": arm, "level": st.level, "offered_rps": st.offered_rps, "sent_rps": st.sent_rps,
-            "completed_rps": st.completed_rps, "goodput_rps": st.goodput_rps, "met_pct": st.met_pct,
-            "late_p95_ms": st.late_p95_ms, "ttft_p50_ms": st.ttft_p50_ms, "ttft_p95_ms": st.ttft_p95_ms,
-            "tpot_p95_ms": st.tpot_p95_ms, "ttft_growth_x": st.ttft_growth_x, "requests": st.requests,
-            "invalid": st.invalid, "saturated": st.saturated, "slo_held": st.slo_held,
-            "engine_hit_pct": engines.hit_pct(counts, served),
-            "hit_tokens_per_s": counts.hits / span_s if counts.hits is not None and not counts.problem else None,
-            "errors": st.errors,
-            "_stats": st}
+    return {
+        "arm": arm,
+        "level": st.level,
+        "offered_rps": st.offered_rps,
+        "sent_rps": st.sent_rps,
+        "completed_rps": st.completed_rps,
+        "goodput_rps": st.goodput_rps,
+        "met_pct": st.met_pct,
+        "late_p95_ms": st.late_p95_ms,
+        "ttft_p50_ms": st.ttft_p50_ms,
+        "ttft_p95_ms": st.ttft_p95_ms,
+        "tpot_p95_ms": st.tpot_p95_ms,
+        "ttft_growth_x": st.ttft_growth_x,
+        "requests": st.requests,
+        "invalid": st.invalid,
+        "saturated": st.saturated,
+        "slo_held": st.slo_held,
+        "engine_hit_pct": engines.hit_pct(counts, served),
+        "hit_tokens_per_s": counts.hits / span_s if counts.hits is not None and not counts.problem else None,
+        "errors": st.errors,
+        "_stats": st,
+    }
 
 
 def _cache_row(fig: dict, results: list[client.Result], warmup: float, window: float) -> dict:
@@ -350,22 +428,33 @@ def outcome(ctx: CaseContext, rows: list[dict], skipped: dict, loads: Workloads)
         by_arm.setdefault(r["arm"], []).append(r["_stats"])
     for arm, pts in by_arm.items():
         best, k = sweep.highest_at_slo(pts), sweep.knee(pts)
-        m[f"{arm}.max_at_slo"] = Metric(best.level if best else 0.0, unit, "higher",
-                                        f"the highest {unit} at which {slo_of(p).text()} held (and at every "
-                                        f"valid point below it); 0: at none"
-                                        + ("" if _failed(pts) else "; it held at every load tried: the "
-                                                                   "capacity is at least this"))
+        m[f"{arm}.max_at_slo"] = Metric(
+            best.level if best else 0.0,
+            unit,
+            "higher",
+            f"the highest {unit} at which {slo_of(p).text()} held (and at every "
+            f"valid point below it); 0: at none"
+            + ("" if _failed(pts) else "; it held at every load tried: the capacity is at least this"),
+        )
         fail = next((x for x in sorted(pts, key=lambda x: x.level) if not x.invalid and not x.slo_held), None)
         if fail is not None:
             m[f"{arm}.slo_failed_at"] = Metric(fail.level, unit, None, "the lowest valid load at which the SLO failed")
         if k is not None:
-            m[f"{arm}.knee"] = Metric(k.level, unit, None, f"the first load at which the server no longer kept up: "
-                                      f"{k.saturated}")
+            m[f"{arm}.knee"] = Metric(
+                k.level, unit, None, f"the first load at which the server no longer kept up: {k.saturated}"
+            )
         m[f"{arm}.points"] = Metric(len(pts), "points", None)
-        m[f"{arm}.invalid_points"] = Metric(sum(bool(x.invalid) for x in pts), "points", "lower",
-                                            "points whose load sent was not the load configured")
-    m.update(per_arm_pct(rows, "wrong_hits", "wrong_hit_pct",
-                         "wrong hits (answers of another question, served by the engine instead)"))
+        m[f"{arm}.invalid_points"] = Metric(
+            sum(bool(x.invalid) for x in pts), "points", "lower", "points whose load sent was not the load configured"
+        )
+    m.update(
+        per_arm_pct(
+            rows,
+            "wrong_hits",
+            "wrong_hit_pct",
+            "wrong hits (answers of another question, served by the engine instead)",
+        )
+    )
     for cache in ("prefix", "instrument", "semantic"):
         m.update(buys(cache, rows, by_arm, unit))
     versus, c3 = against_hash(rows, unit)
@@ -373,15 +462,23 @@ def outcome(ctx: CaseContext, rows: list[dict], skipped: dict, loads: Workloads)
     # at a point past the knee, timeouts are what the server did; below it, a fault
     m.update(per_arm_pct(rows, "errors", "error_pct", "requests that did not complete"))
     for arm in dict.fromkeys(r["arm"] for r in rows if r["errors"] is not None):
-        m[f"{arm}.requests"] = Metric(sum(r["requests"] for r in rows if r["arm"] == arm and r["errors"] is not None),
-                                      "requests", None, "measured requests of the arm's points (the denominator of "
-                                                        "error_pct)")
+        m[f"{arm}.requests"] = Metric(
+            sum(r["requests"] for r in rows if r["arm"] == arm and r["errors"] is not None),
+            "requests",
+            None,
+            "measured requests of the arm's points (the denominator of error_pct)",
+        )
     points = [{c: v for c, v in r.items() if not c.startswith("_")} for r in rows]
     series = {POINTS.name: POINTS.rows(points, units={"level": unit})} if rows else {}
     if versus:
         series[SEMANTIC_VS_HASH.name] = SEMANTIC_VS_HASH.rows(versus, units={"level": unit})
-    details = {"slo": slo_of(p).text(), "mode": p["mode"], "skipped_arms": skipped,
-               "workload": p["workload"], "unit": unit}
+    details = {
+        "slo": slo_of(p).text(),
+        "mode": p["mode"],
+        "skipped_arms": skipped,
+        "workload": p["workload"],
+        "unit": unit,
+    }
     if p["workload"] == "sessions":
         details["session_generator"] = loads.session_spec(1.0, sum(timing(p, 1.0)), 0).record()
     facts = {"sweep_mode": p["mode"], "sweep_workload": p["workload"]}
@@ -402,34 +499,51 @@ def buys(cache: str, rows: list[dict], by_arm: dict, unit: str) -> dict[str, Met
     # a capacity is found where the SLO failed at a valid point; an arm that held it at every
     # load tried has a capacity of at least its top load, and the off arm's must be found
     if best_on and best_off and _failed(off):
-        m[f"{cache}.capacity_gain_x"] = Metric(best_on.level / best_off.level, "x", "higher",
-                                               f"highest {unit} at the SLO, cache on over off"
-                                               + ("" if _failed(on) else " (at least: the on arm held the SLO at "
-                                                                         "every load tried)"))
+        m[f"{cache}.capacity_gain_x"] = Metric(
+            best_on.level / best_off.level,
+            "x",
+            "higher",
+            f"highest {unit} at the SLO, cache on over off"
+            + ("" if _failed(on) else " (at least: the on arm held the SLO at every load tried)"),
+        )
     both = sorted({x.level for x in on if not x.invalid} & {x.level for x in off if not x.invalid})
     if both:
         lv = both[-1]
         a = next(x for x in on if x.level == lv)
         b = next(x for x in off if x.level == lv)
         if a.ttft_p95_ms and b.ttft_p95_ms:
-            m[f"{cache}.ttft_p95_change_pct"] = Metric(100.0 * (a.ttft_p95_ms - b.ttft_p95_ms) / b.ttft_p95_ms, "%",
-                                                       "lower", f"TTFT P95, cache on against off, at {lv:g} {unit} "
-                                                       f"(the highest load both ran validly)")
+            m[f"{cache}.ttft_p95_change_pct"] = Metric(
+                100.0 * (a.ttft_p95_ms - b.ttft_p95_ms) / b.ttft_p95_ms,
+                "%",
+                "lower",
+                f"TTFT P95, cache on against off, at {lv:g} {unit} (the highest load both ran validly)",
+            )
     front = cache == "semantic"  # a cache in front of the engine: its own hits, not the engine's
     col, saved = ("cache_hit_pct", "cache_saved_tokens_per_s") if front else ("engine_hit_pct", "hit_tokens_per_s")
     hits = [r[col] for r in rows if r["arm"] == f"{cache}.on" and r[col] is not None]
     if hits:
-        m[f"{cache}.on.{col}"] = Metric(sum(hits) / len(hits), "%", None,
-                                        ("the cache's correct hits" if front else "the engine's own prefix-cache hit "
-                                         "rate") + ", mean over the on arm's points")
+        m[f"{cache}.on.{col}"] = Metric(
+            sum(hits) / len(hits),
+            "%",
+            None,
+            ("the cache's correct hits" if front else "the engine's own prefix-cache hit rate")
+            + ", mean over the on arm's points",
+        )
     if best_on:
         row = next(r for r in rows if r["arm"] == f"{cache}.on" and r["_stats"] is best_on)
         if row[saved] is not None:
             m[f"{cache}.prefill_tokens_saved_per_s"] = Metric(
-                row[saved], "tokens/s", "higher",
-                ("prompt tokens the cache's hits kept from the engine per second (hits x the mean prompt the engine "
-                 "served)" if front else "prompt tokens the engine took from its cache per second")
-                + f", at {best_on.level:g} {unit}")
+                row[saved],
+                "tokens/s",
+                "higher",
+                (
+                    "prompt tokens the cache's hits kept from the engine per second (hits x the mean prompt the engine "
+                    "served)"
+                    if front
+                    else "prompt tokens the engine took from its cache per second"
+                )
+                + f", at {best_on.level:g} {unit}",
+            )
     return m
 
 
@@ -446,8 +560,12 @@ def per_arm_pct(rows: list[dict], col: str, name: str, what: str) -> dict[str, M
         mine = [r for r in rows if r["arm"] == arm and r[col] is not None]
         n = sum(r["requests"] for r in mine)
         if n:
-            m[f"{arm}.{name}"] = Metric(100.0 * sum(r[col] for r in mine) / n, "%", "lower",
-                                        f"{what}, of the {n} measured requests of the arm's points")
+            m[f"{arm}.{name}"] = Metric(
+                100.0 * sum(r[col] for r in mine) / n,
+                "%",
+                "lower",
+                f"{what}, of the {n} measured requests of the arm's points",
+            )
     return m
 
 
@@ -468,26 +586,39 @@ def against_hash(rows: list[dict], unit: str) -> tuple[list[dict], dict[str, Met
         return [], {}
     steady = {a: {r["level"]: r for r in rows if r["arm"] == a and _steady(r)} for a in arms}
     pair = sorted(set(steady["semantic.on"]) & set(steady["semantic.hash"]))
-    versus = [{"level": lv, "semantic_p95_ms": steady["semantic.on"][lv]["ttft_p95_ms"],
-               "hash_p95_ms": steady["semantic.hash"][lv]["ttft_p95_ms"],
-               "change_pct": 100.0 * (steady["semantic.on"][lv]["ttft_p95_ms"]
-                                      / steady["semantic.hash"][lv]["ttft_p95_ms"] - 1)}
-              for lv in pair if steady["semantic.on"][lv]["ttft_p95_ms"] and steady["semantic.hash"][lv]["ttft_p95_ms"]]
+    versus = [
+        {
+            "level": lv,
+            "semantic_p95_ms": steady["semantic.on"][lv]["ttft_p95_ms"],
+            "hash_p95_ms": steady["semantic.hash"][lv]["ttft_p95_ms"],
+            "change_pct": 100.0
+            * (steady["semantic.on"][lv]["ttft_p95_ms"] / steady["semantic.hash"][lv]["ttft_p95_ms"] - 1),
+        }
+        for lv in pair
+        if steady["semantic.on"][lv]["ttft_p95_ms"] and steady["semantic.hash"][lv]["ttft_p95_ms"]
+    ]
     shared = [lv for lv in pair if all(lv in steady[a] for a in arms)]  # where every semantic arm ran steadily
     if not shared:
         return versus, {}
     where = f"{', '.join(f'{lv:g}' for lv in shared)} {unit}"
-    m: dict[str, Metric] = {"semantic.shared_levels": Metric(len(shared), "loads", None,
-                                                             f"the loads every semantic arm ran steadily: {where}")}
+    m: dict[str, Metric] = {
+        "semantic.shared_levels": Metric(
+            len(shared), "loads", None, f"the loads every semantic arm ran steadily: {where}"
+        )
+    }
     for a in sorted(arms):
         ttft = [t for lv in shared for t in steady[a][lv]["_ttft"]]
         if ttft:
-            m[f"{a}.ttft_p95_shared_ms"] = Metric(stats.percentile(ttft, 95), "ms", None,
-                                                  f"TTFT P95 over the {len(ttft)} measured requests at {where}")
+            m[f"{a}.ttft_p95_shared_ms"] = Metric(
+                stats.percentile(ttft, 95), "ms", None, f"TTFT P95 over the {len(ttft)} measured requests at {where}"
+            )
     on, hsh = m.get("semantic.on.ttft_p95_shared_ms"), m.get("semantic.hash.ttft_p95_shared_ms")
     if on and hsh and hsh.value:
         m["semantic.vs_hash.ttft_p95_change_pct"] = Metric(
-            100.0 * (on.value / hsh.value - 1), "%", "lower",
+            100.0 * (on.value / hsh.value - 1),
+            "%",
+            "lower",
             f"TTFT P95, semantic cache against the hash cache, over every measured request at {where} (each load's "
-            f"own change: series semantic_vs_hash)")
+            f"own change: series semantic_vs_hash)",
+        )
     return versus, m

@@ -56,8 +56,9 @@ async def open_loop(reqs: list[Request], serve: Serve, timeout_s: float) -> list
     return await _finish(reqs, tasks, deadline)
 
 
-async def closed_loop(reqs: list[Request], serve: Serve, users: int, duration_s: float,
-                      timeout_s: float) -> list[Result]:
+async def closed_loop(
+    reqs: list[Request], serve: Serve, users: int, duration_s: float, timeout_s: float
+) -> list[Result]:
     """`users` users, each sending the next request of `reqs` as soon as its previous one has
     finished, until `duration_s`; a request's scheduled time is the moment it was sent (a
     closed loop has no schedule to fall behind), so the requests after the warm-up are those

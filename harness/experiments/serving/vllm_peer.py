@@ -26,15 +26,41 @@ import sys
 
 
 def cli(cfg: dict) -> list[str]:
-    return ["--backend", "vllm", "--base-url", cfg["base_url"], "--model", cfg["model"],
-            "--served-model-name", cfg["model"], "--tokenizer", cfg["tokenizer"],
-            "--dataset-name", "timed_trace", "--dataset-path", cfg["dataset"],
-            "--timed-trace-sec-multiplier", str(cfg["multiplier"]),
-            "--timed-trace-chunk-hash-size", str(cfg["chunk_tokens"]),
-            "--num-prompts", str(cfg["num_prompts"]), "--seed", str(cfg["seed"]),
-            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95",
-            "--save-result", "--save-detailed", "--result-dir", cfg["result_dir"],
-            "--result-filename", cfg.get("result_file", "vllm_bench.json"), "--disable-tqdm"]
+    return [
+        "--backend",
+        "vllm",
+        "--base-url",
+        cfg["base_url"],
+        "--model",
+        cfg["model"],
+        "--served-model-name",
+        cfg["model"],
+        "--tokenizer",
+        cfg["tokenizer"],
+        "--dataset-name",
+        "timed_trace",
+        "--dataset-path",
+        cfg["dataset"],
+        "--timed-trace-sec-multiplier",
+        str(cfg["multiplier"]),
+        "--timed-trace-chunk-hash-size",
+        str(cfg["chunk_tokens"]),
+        "--num-prompts",
+        str(cfg["num_prompts"]),
+        "--seed",
+        str(cfg["seed"]),
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,95",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        cfg["result_dir"],
+        "--result-filename",
+        cfg.get("result_file", "vllm_bench.json"),
+        "--disable-tqdm",
+    ]
 
 
 def parse(cfg: dict):
@@ -55,8 +81,14 @@ def prompts(cfg: dict) -> list[dict]:
     ds = TimedTrace(**vars(args))
     out = []
     for s in ds.sample(tokenizer=tok, num_requests=args.num_prompts):
-        out.append({"prompt": list(s.prompt), "timestamp": s.timestamp, "output_len": s.expected_output_len,
-                    "prompt_len": s.prompt_len})
+        out.append(
+            {
+                "prompt": list(s.prompt),
+                "timestamp": s.timestamp,
+                "output_len": s.expected_output_len,
+                "prompt_len": s.prompt_len,
+            }
+        )
     return out
 
 

@@ -121,8 +121,7 @@ class RefS3FIFO:
     Before the first eviction a full S overflows into M. S is evicted from unless M is over
     its size or S is empty."""
 
-    def __init__(self, capacity: int, small_ratio: float = 0.1, ghost_ratio: float = 0.9,
-                 move_to_main: int = 2):
+    def __init__(self, capacity: int, small_ratio: float = 0.1, ghost_ratio: float = 0.9, move_to_main: int = 2):
         self.cap = capacity
         self.s_size = int(capacity * small_ratio)
         self.m_size = capacity - self.s_size
@@ -260,9 +259,15 @@ class RefBelady:
 
 
 REFERENCES = {
-    "lru": RefLRU, "lfu": RefLFU,
-    "lru-2": lambda c: RefLRUK(c, 2), "lru-3": lambda c: RefLRUK(c, 3), "lru-5": lambda c: RefLRUK(c, 5),
-    "arc": RefARC, "s3fifo": RefS3FIFO, "wtinylfu": RefWTinyLFU, "opt": RefBelady,
+    "lru": RefLRU,
+    "lfu": RefLFU,
+    "lru-2": lambda c: RefLRUK(c, 2),
+    "lru-3": lambda c: RefLRUK(c, 3),
+    "lru-5": lambda c: RefLRUK(c, 5),
+    "arc": RefARC,
+    "s3fifo": RefS3FIFO,
+    "wtinylfu": RefWTinyLFU,
+    "opt": RefBelady,
     "hybrid": RefHybrid,
 }
 
@@ -306,6 +311,10 @@ def calibrated_rates(policies, ids, nxt, tail, capacity: int, hybrid_k: int = 2)
         policy = policy_object(name, capacity, hybrid_k)
         hits = run(policy, ids, nxt)
         hr, lt = rates(hits, tail)
-        out[name] = {"hit_rate_pct": hr, "long_tail_pct": lt, "reference": type(policy).__name__,
-                     "seconds": time.perf_counter() - t0}
+        out[name] = {
+            "hit_rate_pct": hr,
+            "long_tail_pct": lt,
+            "reference": type(policy).__name__,
+            "seconds": time.perf_counter() - t0,
+        }
     return out

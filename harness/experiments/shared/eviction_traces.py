@@ -57,6 +57,7 @@ class Trace:
 
 # ---- real text -----------------------------------------------------------------------
 
+
 def load_texts(path: Path = DATA_FILE) -> list[str]:
     """Every `origin` and `similar` string of the GPTCache mock data, in file order."""
     return texts_from_records(path, ("origin", "similar"), "the eviction trace")
@@ -67,7 +68,6 @@ def load_tokenizer(name: str = "minilm"):
     if name not in TOKENIZERS:
         raise BadInput(f"tokenizer {name!r} is not one of {', '.join(TOKENIZERS)}")
     from tokenizers import Tokenizer
-
 
     tok = Tokenizer.from_file(str(minilm_path() / "tokenizer.json"))
     tok.no_padding()  # the shipped tokenizer.json pads to 128 with [PAD]: not text
@@ -102,8 +102,12 @@ def text_trace(docs: list[np.ndarray], n_requests: int, seed: int, name: str = "
             if total >= n_requests:
                 break
     ids = np.concatenate(parts)[:n_requests]
-    return Trace(name, ids, seed, {"source": "text", "texts": len(docs), "passes": passes,
-                                   "corpus_tokens": int(sum(len(d) for d in docs))})
+    return Trace(
+        name,
+        ids,
+        seed,
+        {"source": "text", "texts": len(docs), "passes": passes, "corpus_tokens": int(sum(len(d) for d in docs))},
+    )
 
 
 def real_trace(n_requests: int, seed: int, path: Path = DATA_FILE, tokenizer: str = "minilm") -> Trace:
@@ -115,6 +119,7 @@ def real_trace(n_requests: int, seed: int, path: Path = DATA_FILE, tokenizer: st
 
 
 # ---- synthetic -----------------------------------------------------------------------
+
 
 def zipf_probabilities(n_keys: int, alpha: float) -> np.ndarray:
     """p(rank r) proportional to r^-alpha for r = 1..n_keys."""
@@ -136,6 +141,7 @@ def zipf_trace(n_requests: int, n_keys: int, alpha: float, seed: int) -> Trace:
 
 
 # ---- statistics ----------------------------------------------------------------------
+
 
 def rank_counts(ids: np.ndarray) -> np.ndarray:
     """Request counts of the distinct ids, most frequent first."""
@@ -227,8 +233,13 @@ def trace_stats(trace: Trace, head_fraction: float) -> dict:
     counts = rank_counts(trace.ids)
     head = head_ids(trace.ids, head_fraction)
     return {
-        "requests": len(trace), "distinct": int(len(counts)), "head_fraction": head_fraction,
-        "head_size": int(len(head)), "head_share": head_share(trace.ids, head),
-        "zipf_mle": fit_zipf(counts), "zipf_lsq": fit_zipf_lsq(counts),
-        "singletons": int((counts == 1).sum()), "digest": trace.digest(),
+        "requests": len(trace),
+        "distinct": int(len(counts)),
+        "head_fraction": head_fraction,
+        "head_size": int(len(head)),
+        "head_share": head_share(trace.ids, head),
+        "zipf_mle": fit_zipf(counts),
+        "zipf_lsq": fit_zipf_lsq(counts),
+        "singletons": int((counts == 1).sum()),
+        "digest": trace.digest(),
     }

@@ -108,9 +108,16 @@ class KVTrace:
         if not 0 <= start < stop:
             raise BadInput(f"trace slice {start}:{stop} is empty (the trace has {self.n_requests} requests)")
         lo, hi = self.offsets[start], self.offsets[stop]
-        return KVTrace(f"{self.name}[{start}:{stop}]", self.block_size, self.timestamps_ms[start:stop],
-                       self.input_len[start:stop], self.output_len[start:stop], self.offsets[start:stop + 1] - lo,
-                       self.blocks[lo:hi], self.sha256 if (start, stop) == (0, self.n_requests) else "")
+        return KVTrace(
+            f"{self.name}[{start}:{stop}]",
+            self.block_size,
+            self.timestamps_ms[start:stop],
+            self.input_len[start:stop],
+            self.output_len[start:stop],
+            self.offsets[start : stop + 1] - lo,
+            self.blocks[lo:hi],
+            self.sha256 if (start, stop) == (0, self.n_requests) else "",
+        )
 
 
 def subset(trace: KVTrace, idx, name: str) -> KVTrace:
@@ -121,10 +128,17 @@ def subset(trace: KVTrace, idx, name: str) -> KVTrace:
     lens = trace.lengths[idx]
     offsets = np.zeros(len(idx) + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
-    parts = [trace.blocks[trace.offsets[i]:trace.offsets[i + 1]] for i in idx.tolist()]
+    parts = [trace.blocks[trace.offsets[i] : trace.offsets[i + 1]] for i in idx.tolist()]
     blocks = np.concatenate(parts) if parts else trace.blocks[:0]
-    return KVTrace(name, trace.block_size, trace.timestamps_ms[idx], trace.input_len[idx], trace.output_len[idx],
-                   offsets, blocks.astype(np.int64))
+    return KVTrace(
+        name,
+        trace.block_size,
+        trace.timestamps_ms[idx],
+        trace.input_len[idx],
+        trace.output_len[idx],
+        offsets,
+        blocks.astype(np.int64),
+    )
 
 
 def session_sample(trace: KVTrace, fraction: float, seed: int) -> KVTrace:
@@ -135,8 +149,11 @@ def session_sample(trace: KVTrace, fraction: float, seed: int) -> KVTrace:
     turns of a conversation are minutes apart); a sample of sessions keeps it."""
     lens = trace.lengths
     first = trace.offsets[:-1]
-    key = np.where(lens > 1, trace.blocks[np.minimum(first + 1, max(trace.n_blocks - 1, 0))],
-                   np.where(lens > 0, trace.blocks[np.minimum(first, max(trace.n_blocks - 1, 0))], -1))
+    key = np.where(
+        lens > 1,
+        trace.blocks[np.minimum(first + 1, max(trace.n_blocks - 1, 0))],
+        np.where(lens > 0, trace.blocks[np.minimum(first, max(trace.n_blocks - 1, 0))], -1),
+    )
     uniq = np.unique(key)
     k = max(1, int(round(fraction * len(uniq))))
     chosen = np.random.default_rng(seed).choice(uniq, size=min(k, len(uniq)), replace=False)
@@ -160,11 +177,15 @@ def _int_field(path: str, lineno: int, rec: dict, name: str) -> int:
     if isinstance(v, float) and v.is_integer():
         v = int(v)
     if isinstance(v, bool) or not isinstance(v, int):
-        raise BadInput(f"{_where(path, lineno, name)}: expected a non-negative integer, got "
-                       f"{type(v).__name__} {_shown(v)}; write the number without quotes")
+        raise BadInput(
+            f"{_where(path, lineno, name)}: expected a non-negative integer, got "
+            f"{type(v).__name__} {_shown(v)}; write the number without quotes"
+        )
     if v < 0 or v > MAX_ID:
-        raise BadInput(f"{_where(path, lineno, name)}: {_shown(v)} is out of range (0 to 2^63-1); "
-                       f"lengths and times cannot be negative")
+        raise BadInput(
+            f"{_where(path, lineno, name)}: {_shown(v)} is out of range (0 to 2^63-1); "
+            f"lengths and times cannot be negative"
+        )
     return v
 
 
@@ -173,12 +194,16 @@ def _hash_ids(path: str, lineno: int, rec: dict) -> list:
         raise BadInput(f"{_where(path, lineno)}: no 'hash_ids' field; a Mooncake line has {', '.join(FIELDS)}")
     ids = rec["hash_ids"]
     if not isinstance(ids, list):
-        raise BadInput(f"{_where(path, lineno, 'hash_ids')}: expected a list of block hashes (integers), got "
-                       f"{type(ids).__name__} {_shown(ids)}")
+        raise BadInput(
+            f"{_where(path, lineno, 'hash_ids')}: expected a list of block hashes (integers), got "
+            f"{type(ids).__name__} {_shown(ids)}"
+        )
     for j, h in enumerate(ids):
         if type(h) is not int or not 0 <= h <= MAX_ID:
-            raise BadInput(f"{_where(path, lineno, 'hash_ids')}: entry {j} is {type(h).__name__} {_shown(h)}; "
-                           f"every block hash must be an integer from 0 to 2^63-1")
+            raise BadInput(
+                f"{_where(path, lineno, 'hash_ids')}: entry {j} is {type(h).__name__} {_shown(h)}; "
+                f"every block hash must be an integer from 0 to 2^63-1"
+            )
     return ids
 
 
@@ -186,20 +211,25 @@ def _parse_line(path: str, lineno: int, raw: bytes):
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise BadInput(f"{_where(path, lineno)}: not UTF-8 text (byte {e.start}); is this a JSON Lines "
-                       f"trace?") from None
+        raise BadInput(
+            f"{_where(path, lineno)}: not UTF-8 text (byte {e.start}); is this a JSON Lines trace?"
+        ) from None
     text = text.strip()
     if not text:
         return None
     if text.count("[") + text.count("{") > MAX_CONTAINERS:  # before json, whose parser recurses
-        raise BadInput(f"{_where(path, lineno)}: more than {MAX_CONTAINERS} JSON lists or objects on one line; "
-                       f"a Mooncake line is one object with one list (hash_ids)")
+        raise BadInput(
+            f"{_where(path, lineno)}: more than {MAX_CONTAINERS} JSON lists or objects on one line; "
+            f"a Mooncake line is one object with one list (hash_ids)"
+        )
     try:
         rec = json.loads(text)
     except (ValueError, RecursionError) as e:
         msg = str(e).splitlines()[0][:80] if str(e) else type(e).__name__
-        raise BadInput(f"{_where(path, lineno)}: not a JSON object ({msg}); a truncated or corrupted "
-                       f"line? each line must be one complete JSON object") from None
+        raise BadInput(
+            f"{_where(path, lineno)}: not a JSON object ({msg}); a truncated or corrupted "
+            f"line? each line must be one complete JSON object"
+        ) from None
     return rec
 
 
@@ -214,24 +244,27 @@ def _lines(path: Path, shown: str, digest):
                 return
             lineno += 1
             if len(raw) > MAX_LINE_BYTES:
-                raise BadInput(f"{_where(shown, lineno)}: longer than {MAX_LINE_BYTES >> 20} MiB (a hash_ids "
-                               f"list of about a million blocks or more, or not a text file); split or fix the line")
+                raise BadInput(
+                    f"{_where(shown, lineno)}: longer than {MAX_LINE_BYTES >> 20} MiB (a hash_ids "
+                    f"list of about a million blocks or more, or not a text file); split or fix the line"
+                )
             digest.update(raw)
             yield lineno, raw
 
 
-def load_trace(path: str | Path, block_size: int = 512, shown: str | None = None,
-               max_requests: int = 0) -> KVTrace:
+def load_trace(path: str | Path, block_size: int = 512, shown: str | None = None, max_requests: int = 0) -> KVTrace:
     """Read and check a Mooncake-format trace. `shown` is the name used in messages;
     max_requests > 0 reads only the first requests."""
     path = Path(path)
     shown = shown or str(path)
     if path.exists() and not path.is_file():
-        raise BadInput(f"{shown}: not a regular file (a folder, a device or a FIFO); give a Mooncake-format JSONL "
-                       f"trace")
+        raise BadInput(
+            f"{shown}: not a regular file (a folder, a device or a FIFO); give a Mooncake-format JSONL trace"
+        )
     if not path.is_file():
-        raise BadInput(f"{shown}: no such file; give a Mooncake-format JSONL trace (relative to the repository "
-                       f"or absolute)")
+        raise BadInput(
+            f"{shown}: no such file; give a Mooncake-format JSONL trace (relative to the repository or absolute)"
+        )
     digest = hashlib.sha256()
     recs = ((n, _parse_line(shown, n, raw)) for n, raw in _lines(path, shown, digest))
     t = _collect(shown, block_size, recs, max_requests)
@@ -254,15 +287,18 @@ def _collect(shown: str, block_size: int, recs, max_requests: int = 0) -> KVTrac
         if rec is None:
             continue
         if not isinstance(rec, dict):
-            raise BadInput(f"{_where(shown, lineno)}: expected a JSON object with {', '.join(FIELDS)}, got "
-                           f"{type(rec).__name__}")
+            raise BadInput(
+                f"{_where(shown, lineno)}: expected a JSON object with {', '.join(FIELDS)}, got {type(rec).__name__}"
+            )
         t = _int_field(shown, lineno, rec, "timestamp")
         n_in = _int_field(shown, lineno, rec, "input_length")
         n_out = _int_field(shown, lineno, rec, "output_length")
         ids = _hash_ids(shown, lineno, rec)
         if prev_ts is not None and t < prev_ts:
-            raise BadInput(f"{_where(shown, lineno, 'timestamp')}: {t} is earlier than the line before ({prev_ts}); "
-                           f"the trace must be sorted by timestamp (sort -n by it)")
+            raise BadInput(
+                f"{_where(shown, lineno, 'timestamp')}: {t} is earlier than the line before ({prev_ts}); "
+                f"the trace must be sorted by timestamp (sort -n by it)"
+            )
         prev_ts = t
         if len(ids) != math.ceil(n_in / block_size):
             n_bad += 1
@@ -279,16 +315,30 @@ def _collect(shown: str, block_size: int, recs, max_requests: int = 0) -> KVTrac
         if max_requests and len(ts) >= max_requests:
             break
     if not ts:
-        raise BadInput(f"{shown}: no requests (the file is empty or blank); give a Mooncake-format JSONL trace, "
-                       f"one request per line")
+        raise BadInput(
+            f"{shown}: no requests (the file is empty or blank); give a Mooncake-format JSONL trace, "
+            f"one request per line"
+        )
     if not flat:
-        raise BadInput(f"{shown}: none of its {len(ts)} requests has a KV block (every 'hash_ids' is empty), so "
-                       f"there is no reuse to measure; give a trace whose requests list their blocks' hashes")
+        raise BadInput(
+            f"{shown}: none of its {len(ts)} requests has a KV block (every 'hash_ids' is empty), so "
+            f"there is no reuse to measure; give a trace whose requests list their blocks' hashes"
+        )
     _refuse_wrong_block_size(shown, block_size, len(ts), n_bad, bad_lines, sizes)
     offsets = np.zeros(len(ts) + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
-    return KVTrace(shown, block_size, np.asarray(ts, dtype=np.int64), np.asarray(inp, dtype=np.int64),
-                   np.asarray(out, dtype=np.int64), offsets, np.asarray(flat, dtype=np.int64), "", bad_lines, n_bad)
+    return KVTrace(
+        shown,
+        block_size,
+        np.asarray(ts, dtype=np.int64),
+        np.asarray(inp, dtype=np.int64),
+        np.asarray(out, dtype=np.int64),
+        offsets,
+        np.asarray(flat, dtype=np.int64),
+        "",
+        bad_lines,
+        n_bad,
+    )
 
 
 def _refuse_wrong_block_size(shown: str, block_size: int, n: int, n_bad: int, bad_lines: list, sizes: dict) -> None:
@@ -296,15 +346,24 @@ def _refuse_wrong_block_size(shown: str, block_size: int, n: int, n_bad: int, ba
         return
     guess = max(sizes, key=sizes.get) if sizes and max(sizes.values()) else None
     hint = f"; the lines fit a block size of {guess}" if guess and guess != block_size else ""
-    raise BadInput(f"{shown}: line {bad_lines[0]}: field 'hash_ids': {n_bad} of {n} requests have a block count "
-                   f"other than ceil(input_length / {block_size}); set block_size to the trace's block size{hint}")
+    raise BadInput(
+        f"{shown}: line {bad_lines[0]}: field 'hash_ids': {n_bad} of {n} requests have a block count "
+        f"other than ceil(input_length / {block_size}); set block_size to the trace's block size{hint}"
+    )
 
 
 def unique_blocks(trace: KVTrace) -> KVTrace:
     """The trace with its sharing removed: every block of every request gets an id of its
     own (no two requests, and no two blocks, share one), same lengths and times."""
-    return KVTrace(f"{trace.name} (sharing removed)", trace.block_size, trace.timestamps_ms, trace.input_len,
-                   trace.output_len, trace.offsets, np.arange(trace.n_blocks, dtype=np.int64))
+    return KVTrace(
+        f"{trace.name} (sharing removed)",
+        trace.block_size,
+        trace.timestamps_ms,
+        trace.input_len,
+        trace.output_len,
+        trace.offsets,
+        np.arange(trace.n_blocks, dtype=np.int64),
+    )
 
 
 def duplicated(trace: KVTrace) -> KVTrace:
@@ -321,5 +380,5 @@ def replayed(trace: KVTrace) -> KVTrace:
     there; the duplicated trace shows only the reuse of the request just before)."""
     t = subset(trace, np.concatenate([np.arange(trace.n_requests)] * 2), f"{trace.name} (replayed twice)")
     shift = int(trace.timestamps_ms[-1] - trace.timestamps_ms[0]) + 1
-    t.timestamps_ms[trace.n_requests:] += shift
+    t.timestamps_ms[trace.n_requests :] += shift
     return t

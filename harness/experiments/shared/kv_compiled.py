@@ -31,6 +31,7 @@ VERSION = numba.__version__
 
 # ---- indexed binary heap (min first by k1, then k2, then id) -------------------------------
 
+
 @INLINE
 def _less(a, b, k1, k2):
     if k1[a] != k1[b]:
@@ -101,6 +102,7 @@ def _remove(heap, pos, k1, k2, size, v):
 
 # ---- doubly linked lists: sentinel s, nxt[s] = oldest, prv[s] = newest ---------------------
 
+
 @INLINE
 def _append(prv, nxt, s, v):
     last = prv[s]
@@ -128,11 +130,16 @@ def _lists(n_ids: int, n_lists: int):
 
 def _heap(n_ids: int, capacity: int):
     """heap (slots for the cache's blocks), pos (-1: not in it), k1, k2."""
-    return (np.zeros(min(capacity, n_ids) + 1, np.int64), np.full(n_ids, -1, np.int64),
-            np.zeros(n_ids, np.int64), np.zeros(n_ids, np.int64))
+    return (
+        np.zeros(min(capacity, n_ids) + 1, np.int64),
+        np.full(n_ids, -1, np.int64),
+        np.zeros(n_ids, np.int64),
+        np.zeros(n_ids, np.int64),
+    )
 
 
 # ---- LRU -------------------------------------------------------------------------------------
+
 
 @JIT
 def _lru(ids, times, capacity, ttl_ms, use_ttl, prv, nxt, cached, last):
@@ -170,11 +177,21 @@ def lru(ids, n_ids, times, capacity, ttl_ms=None):
     """Exact LRU (policies.lru_hits), with optional TTL expiry (idle longer than ttl_ms)."""
     prv, nxt = _lists(n_ids, 1)
     last = np.zeros(n_ids if ttl_ms is not None else 1, np.int64)
-    return _lru(ids, times, capacity, -1.0 if ttl_ms is None else float(ttl_ms), ttl_ms is not None, prv, nxt,
-                np.zeros(n_ids, np.bool_), last)
+    return _lru(
+        ids,
+        times,
+        capacity,
+        -1.0 if ttl_ms is None else float(ttl_ms),
+        ttl_ms is not None,
+        prv,
+        nxt,
+        np.zeros(n_ids, np.bool_),
+        last,
+    )
 
 
 # ---- LRU-K and the hybrid (LRU-K eviction, LFU admission) ------------------------------------
+
 
 @INLINE
 def _lruk_remove(v, k, uses, yprv, ynxt, heap, pos, k1, k2, size):
@@ -260,8 +277,24 @@ def lruk(ids, n_ids, times, capacity, k, ttl_ms=None, admit_lfu=False):
     yprv, ynxt = _lists(n_ids, 1)
     prv, nxt = _lists(n_ids if ttl_ms is not None else 0, 1)
     last = np.zeros(n_ids if ttl_ms is not None else 1, np.int64)
-    return _lruk(ids, times, capacity, k, -1.0 if ttl_ms is None else float(ttl_ms), ttl_ms is not None, admit_lfu,
-                 heap, pos, k1, k2, yprv, ynxt, prv, nxt, last)
+    return _lruk(
+        ids,
+        times,
+        capacity,
+        k,
+        -1.0 if ttl_ms is None else float(ttl_ms),
+        ttl_ms is not None,
+        admit_lfu,
+        heap,
+        pos,
+        k1,
+        k2,
+        yprv,
+        ynxt,
+        prv,
+        nxt,
+        last,
+    )
 
 
 # ---- leaf-first LRU ----------------------------------------------------------------------------
@@ -375,11 +408,27 @@ def leaf_lru(ids, n_ids, parents, times, capacity, ttl_ms=None):
     prv, nxt = _lists(n_ids, 1)
     rprv, rnxt = _lists(n_ids if ttl_ms is not None else 0, 1)
     last = np.zeros(n_ids if ttl_ms is not None else 1, np.int64)
-    return _leaf_lru(ids, parents, times, capacity, -1.0 if ttl_ms is None else float(ttl_ms), ttl_ms is not None,
-                     heap, pos, k1, k2, prv, nxt, rprv, rnxt, last)
+    return _leaf_lru(
+        ids,
+        parents,
+        times,
+        capacity,
+        -1.0 if ttl_ms is None else float(ttl_ms),
+        ttl_ms is not None,
+        heap,
+        pos,
+        k1,
+        k2,
+        prv,
+        nxt,
+        rprv,
+        rnxt,
+        last,
+    )
 
 
 # ---- LFU (libCacheSim's: fewest uses, then the one that reached its count first) -------------
+
 
 @JIT
 def _lfu(ids, n_ids, capacity, prv, nxt):
@@ -421,6 +470,7 @@ def lfu(ids, n_ids, capacity):
 
 # ---- Belady's MIN with the prefix rule's tie-break ---------------------------------------------
 
+
 @JIT
 def _opt(ids, next_use, depths, capacity, heap, pos, k1, k2):
     n = ids.shape[0]
@@ -453,6 +503,7 @@ def opt(ids, n_ids, next_use, depths, capacity):
 
 
 # ---- seeded random eviction ----------------------------------------------------------------------
+
 
 @JIT
 def _random(ids, picks, capacity, where, slots):
@@ -654,11 +705,21 @@ def s3fifo(ids, n_ids, capacity, small_ratio=0.1, ghost_ratio=0.9, move_to_main=
     """S3-FIFO with libCacheSim 0.3.5's sizes (eviction.reference.RefS3FIFO)."""
     prv, nxt = _lists(n_ids + 1, 3)
     s_size = int(capacity * small_ratio)
-    return _s3fifo(ids, capacity, s_size, capacity - s_size, int(capacity * ghost_ratio), move_to_main,
-                   np.zeros(n_ids + 1, np.int64), prv, nxt)
+    return _s3fifo(
+        ids,
+        capacity,
+        s_size,
+        capacity - s_size,
+        int(capacity * ghost_ratio),
+        move_to_main,
+        np.zeros(n_ids + 1, np.int64),
+        prv,
+        nxt,
+    )
 
 
 # ---- the prefix rule ---------------------------------------------------------------------------------
+
 
 @JIT
 def leading_runs(hits, offsets):

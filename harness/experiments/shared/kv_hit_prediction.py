@@ -43,8 +43,9 @@ def as_trace(requests_slice, block_size: int) -> KVTrace:
     return records_trace(list(requests_slice), block_size, name="requests_slice")
 
 
-def predicted_rates(requests_slice, block_size: int, capacity_tokens: int, policy: str = "lru",
-                    ttl_s: float | None = None) -> prefix.Rates:
+def predicted_rates(
+    requests_slice, block_size: int, capacity_tokens: int, policy: str = "lru", ttl_s: float | None = None
+) -> prefix.Rates:
     """Token- and block-weighted hit rates (and per-request hits) of the slice."""
     t = as_trace(requests_slice, block_size)
     blocks = int(capacity_tokens // block_size)
@@ -58,7 +59,8 @@ def predicted_rates(requests_slice, block_size: int, capacity_tokens: int, polic
     return prefix.rates(t, block_hits(Stream(t), policy, blocks, ttl_s=ttl_s))
 
 
-def predicted_hit_rate(requests_slice, block_size: int, capacity_tokens: int, policy: str = "lru",
-                       ttl_s: float | None = None) -> float:
+def predicted_hit_rate(
+    requests_slice, block_size: int, capacity_tokens: int, policy: str = "lru", ttl_s: float | None = None
+) -> float:
     """The token-weighted prefix-cache hit rate (0..1) the simulator predicts for the slice."""
     return float(predicted_rates(requests_slice, block_size, capacity_tokens, policy, ttl_s).token)

@@ -179,8 +179,9 @@ def engine_name(engine: str | None = None) -> str:
     if engine not in ENGINES:
         raise BadInput(f"simulator engine {engine!r} is unknown; use one of {', '.join(ENGINES)}")
     if engine == "compiled" and _compiled() is None:
-        raise EnvironmentProblem(f"the compiled simulator needs numba ({_LOADED.get('why')}); run `make setup`, "
-                                 f"or use the python engine")
+        raise EnvironmentProblem(
+            f"the compiled simulator needs numba ({_LOADED.get('why')}); run `make setup`, or use the python engine"
+        )
     return engine
 
 
@@ -214,8 +215,15 @@ def _times(stream: Stream, ttl_ms: float | None) -> np.ndarray:
     return _NO_TIMES if ttl_ms is None else stream.time_array
 
 
-def block_hits(stream: Stream, name: str, capacity: int, ttl_s: float | None = None, seed: int = 0,
-               hybrid_k: int = 2, engine: str | None = None) -> np.ndarray:
+def block_hits(
+    stream: Stream,
+    name: str,
+    capacity: int,
+    ttl_s: float | None = None,
+    seed: int = 0,
+    hybrid_k: int = 2,
+    engine: str | None = None,
+) -> np.ndarray:
     """Per-block hits of policy `name` with `capacity` blocks (and a TTL in seconds)."""
     check_policy("policy", name, capacity, ttl_s)
     ttl_ms = None if ttl_s is None else ttl_s * 1000.0

@@ -78,9 +78,9 @@ def rates(trace: KVTrace, block_hits: np.ndarray, tokens: np.ndarray | None = No
         per_req = np.minimum(trace.input_len, runs * trace.block_size)
     else:
         in_run = run_mask(runs, trace.offsets)
-        per_req = np.bincount(trace.block_request()[in_run], weights=tokens[in_run],
-                              minlength=trace.n_requests).astype(np.int64)
+        per_req = np.bincount(trace.block_request()[in_run], weights=tokens[in_run], minlength=trace.n_requests).astype(
+            np.int64
+        )
     total_tok = int(trace.input_len.sum())
     nb = max(trace.n_blocks, 1)
-    return Rates(per_req.sum() / total_tok if total_tok else 0.0, runs.sum() / nb, block_hits.sum() / nb,
-                 runs, per_req)
+    return Rates(per_req.sum() / total_tok if total_tok else 0.0, runs.sum() / nb, block_hits.sum() / nb, runs, per_req)

@@ -62,16 +62,21 @@ def minilm_onnx(cache_dir: Path | None = None, log=lambda m: None) -> Path:
 
     src = minilm_path()
     out = engine_cache_dir(cache_dir) / f"minilm-{model_key(src)}.onnx"
+
     def build(tmp: Path) -> None:
         _export_minilm(src, tmp)
         _check_export(tmp)
 
-    return build_once(out, build, lambda: log(f"exporting all-MiniLM-L6-v2 to ONNX once ({out.name}); "
-                                              f"later runs reuse it"))
+    return build_once(
+        out, build, lambda: log(f"exporting all-MiniLM-L6-v2 to ONNX once ({out.name}); later runs reuse it")
+    )
 
 
-DYNAMIC_AXES = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"},
-                OUTPUT: {0: "batch"}}
+DYNAMIC_AXES = {
+    "input_ids": {0: "batch", 1: "sequence"},
+    "attention_mask": {0: "batch", 1: "sequence"},
+    OUTPUT: {0: "batch"},
+}
 
 
 def pooled_embedder(model_dir: Path, **load_kwargs):
@@ -101,8 +106,17 @@ def _export_minilm(model_dir: Path, path: Path) -> None:
 
     model, example = pooled_embedder(model_dir)
     with torch.no_grad():
-        torch.onnx.export(model, example, str(path), input_names=list(INPUTS), output_names=[OUTPUT],
-                          dynamic_axes=DYNAMIC_AXES, opset_version=OPSET, dynamo=True, external_data=False)
+        torch.onnx.export(
+            model,
+            example,
+            str(path),
+            input_names=list(INPUTS),
+            output_names=[OUTPUT],
+            dynamic_axes=DYNAMIC_AXES,
+            opset_version=OPSET,
+            dynamo=True,
+            external_data=False,
+        )
 
 
 def _check_export(path: Path) -> None:
@@ -115,8 +129,13 @@ def _check_export(path: Path) -> None:
         raise RuntimeError(f"exported ONNX has inputs {names}, expected {list(INPUTS)}")
 
 
-def tiny_onnx(path: Path, *, inputs: tuple[tuple[str, str, tuple], ...] | None = None,
-              output: tuple[str, str, tuple] = (OUTPUT, "float32", ("batch", HIDDEN)), scale: float = 1.0) -> Path:
+def tiny_onnx(
+    path: Path,
+    *,
+    inputs: tuple[tuple[str, str, tuple], ...] | None = None,
+    output: tuple[str, str, tuple] = (OUTPUT, "float32", ("batch", HIDDEN)),
+    scale: float = 1.0,
+) -> Path:
     """A small runnable model: output = mean over the sequence of (input_ids * the other
     inputs) projected to as many values as the output's last dimension (HIDDEN by default). `inputs` are (name, dtype, shape) with dims as ints
     (fixed) or strings (symbolic); the default mirrors MiniLM's inputs. `scale` multiplies the
@@ -125,8 +144,10 @@ def tiny_onnx(path: Path, *, inputs: tuple[tuple[str, str, tuple], ...] | None =
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    inputs = inputs or (("input_ids", "int64", ("batch", "sequence")),
-                        ("attention_mask", "int64", ("batch", "sequence")))
+    inputs = inputs or (
+        ("input_ids", "int64", ("batch", "sequence")),
+        ("attention_mask", "int64", ("batch", "sequence")),
+    )
     types = {"int64": TensorProto.INT64, "int32": TensorProto.INT32, "float32": TensorProto.FLOAT}
     vis = [helper.make_tensor_value_info(n, types[t], list(s)) for n, t, s in inputs]
     out_name, out_type, out_shape = output
@@ -144,9 +165,13 @@ def tiny_onnx(path: Path, *, inputs: tuple[tuple[str, str, tuple], ...] | None =
     nodes.append(helper.make_node("ReduceMean", [prod, "axes"], ["pooled"], keepdims=1))
     nodes.append(helper.make_node("MatMul", ["pooled", "w"], ["proj"]))
     nodes.append(helper.make_node("Cast", ["proj"], [out_name], to=types[out_type]))
-    graph = helper.make_graph(nodes, "tiny", vis,
-                              [helper.make_tensor_value_info(out_name, types[out_type], list(out_shape))],
-                              initializer=[axes, w])
+    graph = helper.make_graph(
+        nodes,
+        "tiny",
+        vis,
+        [helper.make_tensor_value_info(out_name, types[out_type], list(out_shape))],
+        initializer=[axes, w],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = 9
     onnx.checker.check_model(model)

@@ -10,25 +10,54 @@ from harness.base.errors import BadInput
 from harness.experiments.shared import semantic_datasets as datasets
 from harness.model.driver_contract import INPUT_FILE, Param
 
-KEY_PATTERNS = ("hash_*", "hashn_*", "sem_*", "semb*", "semnn_*", "tpl_*", "tplsem_*", "ctl_*", "ctlb*", "chs_*", "chsb*",
-                "mem*", "orc_*", "orcb*", "gcnn_*")
+KEY_PATTERNS = (
+    "hash_*",
+    "hashn_*",
+    "sem_*",
+    "semb*",
+    "semnn_*",
+    "tpl_*",
+    "tplsem_*",
+    "ctl_*",
+    "ctlb*",
+    "chs_*",
+    "chsb*",
+    "mem*",
+    "orc_*",
+    "orcb*",
+    "gcnn_*",
+)
 
 
 def dataset_params() -> dict[str, Param]:
     return {
-        "dataset": Param(str, datasets.DEFAULT_DATASET,
-                         "the data: GPTCache .json, .jsonl {query, group} or .tsv sentence1/sentence2/label "
-                         "(relative to the repository or absolute)", kind=INPUT_FILE),
+        "dataset": Param(
+            str,
+            datasets.DEFAULT_DATASET,
+            "the data: GPTCache .json, .jsonl {query, group} or .tsv sentence1/sentence2/label "
+            "(relative to the repository or absolute)",
+            kind=INPUT_FILE,
+        ),
         "dataset_format": Param(str, "auto", "auto (by extension), gptcache, groups or pairs", datasets.FORMATS),
-        "insert_fraction": Param(float, 0.5, "share of origins (groups) put into the cache; the rest must miss",
-                                 min=0.01, max=1.0),
+        "insert_fraction": Param(
+            float, 0.5, "share of origins (groups) put into the cache; the rest must miss", min=0.01, max=1.0
+        ),
         "dataset_rows": Param(int, 0, "use a seeded sample of this many records of the dataset (0 = all)", min=0),
         "split_seed": Param(int, 0, "seed of the choice of inserted origins and of the calibration split"),
-        "calibration_fraction": Param(float, 0.5, "share of the query groups used to choose the Hamming radius "
-                                                  "and the cosine threshold; the rest is the test split",
-                                      min=0.1, max=0.9),
-        "torch_threads": Param(int, 0, "torch threads for the batched model work (0 = torch's default); "
-                                       "single-query timings use 1 thread", min=0),
+        "calibration_fraction": Param(
+            float,
+            0.5,
+            "share of the query groups used to choose the Hamming radius "
+            "and the cosine threshold; the rest is the test split",
+            min=0.1,
+            max=0.9,
+        ),
+        "torch_threads": Param(
+            int,
+            0,
+            "torch threads for the batched model work (0 = torch's default); single-query timings use 1 thread",
+            min=0,
+        ),
     }
 
 
@@ -55,8 +84,11 @@ def split_queries(queries: list[tuple[str, str]], fraction: float, seed: int) ->
     is in both."""
     labels = sorted({lab for _, lab in queries})
     rng = random.Random(seed + 101)
-    calib = set(rng.sample(labels, max(1, min(len(labels) - 1, round(len(labels) * fraction))))) \
-        if len(labels) > 1 else set()
+    calib = (
+        set(rng.sample(labels, max(1, min(len(labels) - 1, round(len(labels) * fraction)))))
+        if len(labels) > 1
+        else set()
+    )
     cal = [i for i, (_, lab) in enumerate(queries) if lab in calib]
     test = [i for i, (_, lab) in enumerate(queries) if lab not in calib]
     return cal, test

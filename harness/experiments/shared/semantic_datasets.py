@@ -62,9 +62,11 @@ def detect_format(path: Path, fmt: str = "auto") -> str:
         return fmt
     ext = path.suffix.lower()
     if ext not in EXTENSIONS:
-        raise BadInput(f"dataset {path}: cannot tell the format from the extension {ext or '(none)'!r}; "
-                       f"use .json (GPTCache), .jsonl (query/group) or .tsv (sentence1/sentence2/label), "
-                       f"or set dataset_format")
+        raise BadInput(
+            f"dataset {path}: cannot tell the format from the extension {ext or '(none)'!r}; "
+            f"use .json (GPTCache), .jsonl (query/group) or .tsv (sentence1/sentence2/label), "
+            f"or set dataset_format"
+        )
     return EXTENSIONS[ext]
 
 
@@ -93,18 +95,23 @@ def _gptcache(p: Path, text: str) -> list[tuple]:
     try:
         data = loads_json(text)
     except json.JSONDecodeError as e:
-        raise BadInput(f"dataset {p}: not valid JSON (line {e.lineno}: {e.msg}); "
-                       f"expected an array of {{\"origin\", \"similar\"}} objects") from None
+        raise BadInput(
+            f"dataset {p}: not valid JSON (line {e.lineno}: {e.msg}); "
+            f'expected an array of {{"origin", "similar"}} objects'
+        ) from None
     if not isinstance(data, list):
-        raise BadInput(f"dataset {p}: expected a JSON array of {{\"origin\", \"similar\"}} objects, "
-                       f"got a {type(data).__name__}")
+        raise BadInput(
+            f'dataset {p}: expected a JSON array of {{"origin", "similar"}} objects, got a {type(data).__name__}'
+        )
     rows = []
     for i, rec in enumerate(data):
-        if not isinstance(rec, dict) or not isinstance(rec.get("origin"), str) \
-                or not isinstance(rec.get("similar"), str):
+        if (
+            not isinstance(rec, dict)
+            or not isinstance(rec.get("origin"), str)
+            or not isinstance(rec.get("similar"), str)
+        ):
             have = sorted(rec) if isinstance(rec, dict) else type(rec).__name__
-            raise BadInput(f"dataset {p}: record {i} needs string fields 'origin' and 'similar' "
-                           f"(found {have})")
+            raise BadInput(f"dataset {p}: record {i} needs string fields 'origin' and 'similar' (found {have})")
         rows.append((rec["origin"], rec["similar"]))
     return rows
 
@@ -117,13 +124,21 @@ def _groups(p: Path, text: str) -> list[tuple]:
         try:
             rec = loads_json(line)
         except json.JSONDecodeError as e:
-            raise BadInput(f"dataset {p}: line {n} is not valid JSON ({e.msg}); "
-                           f"expected one {{\"query\": ..., \"group\": ...}} object per line") from None
-        if not isinstance(rec, dict) or not isinstance(rec.get("query"), str) or "group" not in rec \
-                or not isinstance(rec["group"], (str, int)) or isinstance(rec["group"], bool):
+            raise BadInput(
+                f"dataset {p}: line {n} is not valid JSON ({e.msg}); "
+                f'expected one {{"query": ..., "group": ...}} object per line'
+            ) from None
+        if (
+            not isinstance(rec, dict)
+            or not isinstance(rec.get("query"), str)
+            or "group" not in rec
+            or not isinstance(rec["group"], (str, int))
+            or isinstance(rec["group"], bool)
+        ):
             have = sorted(rec) if isinstance(rec, dict) else type(rec).__name__
-            raise BadInput(f"dataset {p}: line {n} needs a string 'query' and a string or integer "
-                           f"'group' (found {have})")
+            raise BadInput(
+                f"dataset {p}: line {n} needs a string 'query' and a string or integer 'group' (found {have})"
+            )
         rows.append((rec["query"], str(rec["group"])))
     return rows
 
@@ -133,9 +148,11 @@ def _pairs(p: Path, text: str) -> list[tuple]:
     cols = reader.fieldnames or []
     missing = [c for c in PAIR_COLUMNS if c not in cols]
     if missing:
-        raise BadInput(f"dataset {p}: a pairs TSV needs the tab-separated columns "
-                       f"{', '.join(PAIR_COLUMNS)}; missing {', '.join(missing)} "
-                       f"(header has: {', '.join(cols) or 'nothing'})")
+        raise BadInput(
+            f"dataset {p}: a pairs TSV needs the tab-separated columns "
+            f"{', '.join(PAIR_COLUMNS)}; missing {', '.join(missing)} "
+            f"(header has: {', '.join(cols) or 'nothing'})"
+        )
     rows = []
     for n, rec in enumerate(reader, 2):
         s1, s2, lab = rec.get("sentence1"), rec.get("sentence2"), (rec.get("label") or "").strip()
@@ -163,8 +180,7 @@ def workload(ds: Dataset, insert_fraction: float = 0.5, seed: int = 0) -> Worklo
         chosen = set(rng.sample(origins, round(len(origins) * insert_fraction)))
         inserts = [(o, o) for o in origins if o in chosen]
         queries = [(s, o) for o, s in ds.rows]
-        return Workload(f"{ds.path.name}: {len(inserts)} of {len(origins)} distinct origins inserted",
-                        inserts, queries)
+        return Workload(f"{ds.path.name}: {len(inserts)} of {len(origins)} distinct origins inserted", inserts, queries)
     if ds.fmt == "groups":
         first: dict[str, str] = {}
         for q, g in ds.rows:
@@ -173,15 +189,19 @@ def workload(ds: Dataset, insert_fraction: float = 0.5, seed: int = 0) -> Worklo
         chosen = set(rng.sample(groups, round(len(groups) * insert_fraction)))
         inserts = [(first[g], g) for g in groups if g in chosen]
         queries = [(q, g) for q, g in ds.rows if not (g in chosen and q == first[g])]
-        return Workload(f"{ds.path.name}: first query of {len(inserts)} of {len(groups)} groups inserted",
-                        inserts, queries)
+        return Workload(
+            f"{ds.path.name}: first query of {len(inserts)} of {len(groups)} groups inserted", inserts, queries
+        )
     cls = pair_classes(ds.rows)
     s1s = sorted({s1 for s1, _, _ in ds.rows})
     inserts = [(s, cls[s]) for s in s1s]
     s2s = list(dict.fromkeys(s2 for _, s2, _ in ds.rows))
     queries = [(s, cls[s]) for s in s2s]
-    return Workload(f"{ds.path.name}: {len(inserts)} distinct sentence1 inserted, "
-                    f"{len(queries)} distinct sentence2 asked", inserts, queries)
+    return Workload(
+        f"{ds.path.name}: {len(inserts)} distinct sentence1 inserted, {len(queries)} distinct sentence2 asked",
+        inserts,
+        queries,
+    )
 
 
 def pair_classes(rows: list[tuple]) -> dict[str, str]:

@@ -35,8 +35,9 @@ class Embedder:
         import torch
 
         first = self.model[0]
-        tok = first.tokenizer(texts, padding=True, truncation=True, max_length=first.max_seq_length,
-                              return_tensors="pt")
+        tok = first.tokenizer(
+            texts, padding=True, truncation=True, max_length=first.max_seq_length, return_tensors="pt"
+        )
         dev = self.model.device
         tok = {k: v.to(dev) for k, v in tok.items()}
         with torch.inference_mode():
@@ -53,12 +54,11 @@ class Embedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         first = self.model[0]
-        ids = first.tokenizer(texts, truncation=True, max_length=first.max_seq_length,
-                              padding=False)["input_ids"]
+        ids = first.tokenizer(texts, truncation=True, max_length=first.max_seq_length, padding=False)["input_ids"]
         order = sorted(range(len(texts)), key=lambda i: len(ids[i]), reverse=True)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for s in range(0, len(order), batch_size):
-            idx = order[s:s + batch_size]
+            idx = order[s : s + batch_size]
             out[idx] = self._forward_ids([ids[i] for i in idx])
         return out
 
@@ -71,13 +71,14 @@ class Embedder:
         input_ids = torch.full((len(ids), width), pad, dtype=torch.long)
         mask = torch.zeros((len(ids), width), dtype=torch.long)
         for r, x in enumerate(ids):
-            input_ids[r, :len(x)] = torch.tensor(x, dtype=torch.long)
-            mask[r, :len(x)] = 1
+            input_ids[r, : len(x)] = torch.tensor(x, dtype=torch.long)
+            mask[r, : len(x)] = 1
         dev = self.model.device
         input_ids, mask = input_ids.to(dev), mask.to(dev)
         with torch.inference_mode():
-            out = first.auto_model(input_ids=input_ids, attention_mask=mask,
-                                   token_type_ids=torch.zeros_like(input_ids)).last_hidden_state
+            out = first.auto_model(
+                input_ids=input_ids, attention_mask=mask, token_type_ids=torch.zeros_like(input_ids)
+            ).last_hidden_state
             m = mask.unsqueeze(-1).to(out.dtype)
             pooled = (out * m).sum(1) / m.sum(1).clamp(min=1e-9)
             pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
@@ -87,9 +88,12 @@ class Embedder:
         return self._forward([text])[0]
 
     def reference_encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
-        return np.asarray(self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
-                                            convert_to_numpy=True, show_progress_bar=False),
-                          dtype=np.float32)
+        return np.asarray(
+            self.model.encode(
+                texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+            ),
+            dtype=np.float32,
+        )
 
 
 def throughput(fn, texts: list[str], rounds: int = 2) -> float:
@@ -111,7 +115,7 @@ def cached_encode(emb: Embedder, texts: list[str], batch_size: int = 64, log=Non
     missing = [t for t in dict.fromkeys(texts) if (key_id, t) not in _CACHE]
     step = 256
     for s in range(0, len(missing), step):
-        chunk = missing[s:s + step]
+        chunk = missing[s : s + step]
         for t, v in zip(chunk, emb.encode(chunk, batch_size)):
             _CACHE[(key_id, t)] = v
         if log and len(missing) > step:

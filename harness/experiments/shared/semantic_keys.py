@@ -64,7 +64,7 @@ def char_ngram_vectors(texts: list[str], n: int = 4, dim: int = 4096) -> np.ndar
     for row, text in enumerate(texts):
         t = f" {normalize(text)} "
         for i in range(max(1, len(t) - n + 1)):
-            h = int.from_bytes(hashlib.blake2b(t[i:i + n].encode(), digest_size=8).digest(), "big")
+            h = int.from_bytes(hashlib.blake2b(t[i : i + n].encode(), digest_size=8).digest(), "big")
             out[row, h % dim] += 1.0 if h >> 63 else -1.0
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     return out / np.where(norms > 0, norms, 1.0)

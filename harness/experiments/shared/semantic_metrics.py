@@ -62,9 +62,15 @@ class CacheCounts:
         return _ratio(2 * self.precision * self.recall, self.precision + self.recall)
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "misses": self.misses, "hit_rate": self.hit_rate,
-                "correct_hit_rate": self.correct_hit_rate, "precision": self.precision,
-                "recall": self.recall, "f1": self.f1}
+        return {
+            **asdict(self),
+            "misses": self.misses,
+            "hit_rate": self.hit_rate,
+            "correct_hit_rate": self.correct_hit_rate,
+            "precision": self.precision,
+            "recall": self.recall,
+            "f1": self.f1,
+        }
 
 
 def best_setting(candidates: Sequence, counts: Sequence[CacheCounts]) -> int:
@@ -79,8 +85,9 @@ def best_setting(candidates: Sequence, counts: Sequence[CacheCounts]) -> int:
     return best
 
 
-def cache_counts(hit: Sequence[bool], matched_label: Sequence, query_label: Sequence,
-                 should_hit: Sequence[bool]) -> CacheCounts:
+def cache_counts(
+    hit: Sequence[bool], matched_label: Sequence, query_label: Sequence, should_hit: Sequence[bool]
+) -> CacheCounts:
     """Counts for one lookup per query. `matched_label[i]` is ignored when not `hit[i]`."""
     n = len(hit)
     if not (len(matched_label) == len(query_label) == len(should_hit) == n):
@@ -119,8 +126,13 @@ class PairCounts:
         return _ratio(2 * self.precision * self.recall, self.precision + self.recall)
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "hit_rate": self.hit_rate, "precision": self.precision,
-                "recall": self.recall, "f1": self.f1}
+        return {
+            **asdict(self),
+            "hit_rate": self.hit_rate,
+            "precision": self.precision,
+            "recall": self.recall,
+            "f1": self.f1,
+        }
 
 
 def pair_counts(predicted: Sequence[bool], labels: Sequence[int]) -> PairCounts:
@@ -196,8 +208,10 @@ def known_streams(length: int, symbols: int, r: float, seed: int) -> dict[str, l
     noise = rng.standard_normal(length) * (1 - r * r) ** 0.5
     for t in range(1, length):
         x[t] = r * x[t - 1] + noise[t]
-    return {"control.known_entropy": [int(v) for v in rng.integers(0, symbols, length)],
-            "control.known_r": [int(round(1000 + 100 * v)) for v in x]}
+    return {
+        "control.known_entropy": [int(v) for v in rng.integers(0, symbols, length)],
+        "control.known_r": [int(round(1000 + 100 * v)) for v in x],
+    }
 
 
 def stream_threshold(seq: Sequence[int]) -> tuple[float, float, float]:

@@ -7,6 +7,13 @@ from __future__ import annotations
 from harness.base.metrics_model import Column, SeriesShape
 
 # TTFT per request and mode (the modes interleaved per request).
-REQUESTS = SeriesShape("requests", (
-    Column("request", "int"), Column("position", "int"), Column("mode", "text"), Column("ttft_ms", unit="ms"),
-    Column("outcome", "text")))
+REQUESTS = SeriesShape(
+    "requests",
+    (
+        Column("request", "int"),
+        Column("position", "int"),
+        Column("mode", "text"),
+        Column("ttft_ms", unit="ms"),
+        Column("outcome", "text"),
+    ),
+)

@@ -32,15 +32,17 @@ class Generation:
 
 
 def prompt_ids(tok, prompt: str, device: str = "cpu"):
-    ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                  return_tensors="pt")
+    ids = tok.apply_chat_template(
+        [{"role": "user", "content": prompt}], add_generation_prompt=True, return_tensors="pt"
+    )
     if not hasattr(ids, "shape"):
         ids = ids["input_ids"]
     return ids.to(device)
 
 
-def generate(tok, model, prompt: str, max_new_tokens: int, t0: float | None = None,
-             first_only: bool = False) -> Generation:
+def generate(
+    tok, model, prompt: str, max_new_tokens: int, t0: float | None = None, first_only: bool = False
+) -> Generation:
     """Greedy decoding; ttft_s is measured from t0 (default: now) to the first token."""
     import torch
 
@@ -112,12 +114,22 @@ def nvml_used_bytes() -> int | None:
         return None
 
 
-
 MODES = ("no_cache", "hash_cache", "semantic_cache", "oracle_cache")
 
 
-def serve(mode: str, text: str, label: str, model_of, store, max_new_tokens: int, *, emb=None, proj=None,
-          radius: int = 0, signature: str = "lsh") -> tuple[float, str]:
+def serve(
+    mode: str,
+    text: str,
+    label: str,
+    model_of,
+    store,
+    max_new_tokens: int,
+    *,
+    emb=None,
+    proj=None,
+    radius: int = 0,
+    signature: str = "lsh",
+) -> tuple[float, str]:
     """Serve one request in `mode`; (TTFT in seconds, outcome): outcome is "model" (no
     cache), "hit" (a correct hit), "miss" or "wrong_hit" (an error, then served by the model).
     `model_of()` gives (tokenizer, model) and is called only when the model serves. signature
@@ -126,7 +138,6 @@ def serve(mode: str, text: str, label: str, model_of, store, max_new_tokens: int
     LSH signature, banded Redis lookup) against a store that holds every request of the
     stream under its own signature, so every request is a hit whatever `signature` says."""
     import numpy as np
-
 
     t0 = time.perf_counter()
     if mode == "no_cache":

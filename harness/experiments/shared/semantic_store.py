@@ -54,7 +54,7 @@ class Store:
         """SET key entry EX ttl [NX] for many keys (first writer wins with NX)."""
         for s in range(0, len(items), chunk):
             p = self._pipe()
-            for key, entry in items[s:s + chunk]:
+            for key, entry in items[s : s + chunk]:
                 p.set(key, entry.dumps(), ex=self.ttl_s, nx=nx)
                 self.written.add(key)
             p.execute()
@@ -64,7 +64,7 @@ class Store:
         self.put_many([(keys.sem_key(s, self.prefix), e) for s, e in zip(sigs, entries)])
         for s in range(0, len(sigs), chunk):
             p = self._pipe()
-            for sig in sigs[s:s + chunk]:
+            for sig in sigs[s : s + chunk]:
                 for bk in keys.band_keys(int(sig), self.bands, self.prefix):
                     p.sadd(bk, f"{int(sig):016x}")
                     p.expire(bk, self.ttl_s)
@@ -98,7 +98,7 @@ class Store:
         ks = sorted(self.written)
         for s in range(0, len(ks), chunk):
             p = self._pipe()
-            for k in ks[s:s + chunk]:
+            for k in ks[s : s + chunk]:
                 p.delete(k)
             p.execute()
         self.written.clear()
@@ -109,7 +109,7 @@ class Store:
         out: list[Entry | None] = []
         for s in range(0, len(names), chunk):
             p = self._pipe()
-            for k in names[s:s + chunk]:
+            for k in names[s : s + chunk]:
                 p.get(k)
             out += [Entry.loads(v) for v in p.execute()]
         return out
@@ -121,13 +121,13 @@ class Store:
         best_d: list[int] = []
         for s in range(0, len(sigs), chunk):
             p = self._pipe()
-            part = sigs[s:s + chunk]
+            part = sigs[s : s + chunk]
             for sig in part:
                 for bk in keys.band_keys(int(sig), self.bands, self.prefix):
                     p.smembers(bk)
             res = p.execute()
             for j, sig in enumerate(part):
-                found = set().union(*res[j * self.bands:(j + 1) * self.bands])
+                found = set().union(*res[j * self.bands : (j + 1) * self.bands])
                 if not found:
                     best_sig.append(None)
                     best_d.append(keys.BITS + 1)

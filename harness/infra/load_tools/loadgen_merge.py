@@ -73,9 +73,11 @@ class Overlap:
         """'' when the windows overlap for at least min_share of the longest, else why not."""
         if self.share >= self.min_share:
             return ""
-        return (f"the load generators ran together for {self.common_ms / MS_PER_S:.2f} s of the longest one's "
-                f"{self.longest_ms / MS_PER_S:.2f} s ({self.share:.0%}, at least {self.min_share:.0%} needed): "
-                f"their throughputs were not offered at the same time, so their sum is no rate the cluster saw")
+        return (
+            f"the load generators ran together for {self.common_ms / MS_PER_S:.2f} s of the longest one's "
+            f"{self.longest_ms / MS_PER_S:.2f} s ({self.share:.0%}, at least {self.min_share:.0%} needed): "
+            f"their throughputs were not offered at the same time, so their sum is no rate the cluster saw"
+        )
 
 
 def window_problems(runs: list[HostRun]) -> list[str]:
@@ -90,8 +92,10 @@ def window_problems(runs: list[HostRun]) -> list[str]:
         elif not s.per_second:
             out.append(f"{r.host}: memtier's JSON has no per-second counts (Totals Time-Serie)")
         elif abs(len(s.per_second) - math.ceil((s.finish_ms - s.start_ms) / MS_PER_S)) > 1:
-            out.append(f"{r.host}: memtier counted {len(s.per_second)} seconds in a run of "
-                       f"{(s.finish_ms - s.start_ms) / MS_PER_S:.1f} s; its window cannot be placed")
+            out.append(
+                f"{r.host}: memtier counted {len(s.per_second)} seconds in a run of "
+                f"{(s.finish_ms - s.start_ms) / MS_PER_S:.1f} s; its window cannot be placed"
+            )
     return out
 
 
@@ -147,17 +151,26 @@ def merged(runs: list[HostRun], qs) -> dict[str, Merged]:
         if h is None:
             continue
         text = h.encode()
-        out[kind] = Merged(kind, h.get_total_count(),
-                           {q: h.get_value_at_percentile(q) / HISTOGRAM_US_PER_MS for q in qs},
-                           text.decode() if isinstance(text, bytes) else text)
+        out[kind] = Merged(
+            kind,
+            h.get_total_count(),
+            {q: h.get_value_at_percentile(q) / HISTOGRAM_US_PER_MS for q in qs},
+            text.decode() if isinstance(text, bytes) else text,
+        )
     return out
 
 
 def host_rows(runs: list[HostRun], qs, origin_ms: float) -> dict[str, list]:
     """The `loadgens` series: each host's own window (seconds from `origin_ms`), requests,
     throughput and percentiles (from its own histogram), as it reported them."""
-    cols: dict[str, list] = {"load_generator": [], "start_s": [], "finish_s": [], "requests": [],
-                             "ops_per_sec": [], **{f"p{q:g}_ms": [] for q in qs}}
+    cols: dict[str, list] = {
+        "load_generator": [],
+        "start_s": [],
+        "finish_s": [],
+        "requests": [],
+        "ops_per_sec": [],
+        **{f"p{q:g}_ms": [] for q in qs},
+    }
     for r in runs:
         own = merge_histograms([r.result.histograms["Totals"]]) if r.result.histograms.get("Totals") else None
         cols["load_generator"].append(r.host)

@@ -20,25 +20,54 @@ from harness.infra.process import tool_missing, where
 INSTALL_HINT = "the Ansible loadgen role installs it on lab hosts"
 
 ROW_KINDS = ("Sets", "Gets", "Totals")
-ERROR_PATTERNS = (re.compile(r"Connection error", re.I), re.compile(r"handle error response", re.I),
-                  re.compile(r"server returned error", re.I))
+ERROR_PATTERNS = (
+    re.compile(r"Connection error", re.I),
+    re.compile(r"handle error response", re.I),
+    re.compile(r"server returned error", re.I),
+)
 
-def build_command(p: dict, host: str, port: int, cluster: bool, json_path: str,
-                  password: str | None = None, *, key_range: tuple[int, int] | None = None,
-                  hdr_prefix: str | None = None) -> list[str]:
+
+def build_command(
+    p: dict,
+    host: str,
+    port: int,
+    cluster: bool,
+    json_path: str,
+    password: str | None = None,
+    *,
+    key_range: tuple[int, int] | None = None,
+    hdr_prefix: str | None = None,
+) -> list[str]:
     """The command line. `key_range` (first, last key): one load generator's share of the
     keys, with a seed of its own per client (several load generators); `hdr_prefix`: where
     memtier writes its HDR histogram logs."""
     keys = [f"--key-maximum={p['key_maximum']}"]
     if key_range is not None:
-        keys = [f"--key-minimum={key_range[0]}", f"--key-maximum={key_range[1]}", "--distinct-client-seed",
-                "--randomize"]
-    cmd = ["memtier_benchmark", "-s", host, "-p", str(port), "--protocol=redis",
-           f"--clients={p['clients']}", f"--threads={p['threads']}", f"--ratio={p['ratio']}",
-           *keys, f"--data-size={p['data_size']}",
-           f"--pipeline={p['pipeline']}", f"--key-pattern={p['key_pattern']}",
-           "--run-count=1", "--hide-histogram", f"--json-out-file={json_path}",
-           "--print-percentiles=" + ",".join(f"{q:g}" for q in p["percentiles"])]
+        keys = [
+            f"--key-minimum={key_range[0]}",
+            f"--key-maximum={key_range[1]}",
+            "--distinct-client-seed",
+            "--randomize",
+        ]
+    cmd = [
+        "memtier_benchmark",
+        "-s",
+        host,
+        "-p",
+        str(port),
+        "--protocol=redis",
+        f"--clients={p['clients']}",
+        f"--threads={p['threads']}",
+        f"--ratio={p['ratio']}",
+        *keys,
+        f"--data-size={p['data_size']}",
+        f"--pipeline={p['pipeline']}",
+        f"--key-pattern={p['key_pattern']}",
+        "--run-count=1",
+        "--hide-histogram",
+        f"--json-out-file={json_path}",
+        "--print-percentiles=" + ",".join(f"{q:g}" for q in p["percentiles"]),
+    ]
     cmd.append(f"--test-time={p['test_time']}" if p["test_time"] else f"--requests={p['requests']}")
     if hdr_prefix is not None:
         cmd.append(f"--hdr-file-prefix={hdr_prefix}")
@@ -57,7 +86,6 @@ def missing_on(host) -> str:
 def ran_on(target) -> str:
     """Which machine runs memtier_benchmark for this target: for the record's details and the report."""
     return where(target.loadgen)
-
 
 
 def percentile_name(key: str) -> str:
@@ -150,7 +178,8 @@ def per_second_counts(totals: dict) -> list[int]:
         return []
     counts = [ts[k].get("Count") if isinstance(ts[k], dict) else None for k in keys]
     if [int(k) for k in keys] != list(range(len(keys))) or not all(
-            isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+        isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts
+    ):
         return []
     return counts
 
@@ -173,10 +202,16 @@ def parse_json(data: dict, stderr: str = "") -> MemtierResult:
         rows = {k: body[k] for k in ROW_KINDS if isinstance(body.get(k), dict)}
         runtime = body.get("Runtime") if isinstance(body.get("Runtime"), dict) else {}
         dur = runtime.get("Total duration")
-        sections[name] = Section(name, rows, dur, _section_problems(name, rows, dur),
-                                 {k: h for k, r in rows.items() if (h := histogram_text(r))},
-                                 _epoch_ms(runtime.get("Start time")), _epoch_ms(runtime.get("Finish time")),
-                                 per_second_counts(rows.get("Totals", {})))
+        sections[name] = Section(
+            name,
+            rows,
+            dur,
+            _section_problems(name, rows, dur),
+            {k: h for k, r in rows.items() if (h := histogram_text(r))},
+            _epoch_ms(runtime.get("Start time")),
+            _epoch_ms(runtime.get("Finish time")),
+            per_second_counts(rows.get("Totals", {})),
+        )
     chosen = None
     if "ALL STATS" in sections:
         chosen = "ALL STATS"
@@ -196,8 +231,7 @@ def parse_json(data: dict, stderr: str = "") -> MemtierResult:
 
 
 def section_metrics(section: Section) -> dict[str, Metric]:
-    note = ("average of per-run percentiles, not a percentile"
-            if section.name.startswith("AGGREGATED") else "")
+    note = "average of per-run percentiles, not a percentile" if section.name.startswith("AGGREGATED") else ""
     out: dict[str, Metric] = {}
     for kind, row in section.rows.items():
         if not row.get("Count"):
@@ -265,9 +299,11 @@ def merge_histograms(encoded: list[str]):
     if len(decoded) < 2:
         return decoded[0] if decoded else None
     # one histogram wide and fine enough for all of them (add() refuses a value beyond its range)
-    merged = HdrHistogram(min(h.lowest_trackable_value for h in decoded),
-                          max(h.highest_trackable_value for h in decoded),
-                          max(h.significant_figures for h in decoded))
+    merged = HdrHistogram(
+        min(h.lowest_trackable_value for h in decoded),
+        max(h.highest_trackable_value for h in decoded),
+        max(h.significant_figures for h in decoded),
+    )
     for h in decoded:
         try:
             merged.add(h)
@@ -281,17 +317,23 @@ def pooled_percentiles(encoded: list[str], qs=(50, 99, 99.9)) -> tuple[dict[floa
     merged = merge_histograms(encoded)
     if merged is None:
         return {}, 0
-    return ({q: merged.get_value_at_percentile(q) / HISTOGRAM_US_PER_MS for q in qs},
-            merged.get_total_count())
+    return ({q: merged.get_value_at_percentile(q) / HISTOGRAM_US_PER_MS for q in qs}, merged.get_total_count())
 
 
 HDR_KINDS = ("Totals", "Gets", "Sets")
 HDR_QS = (50, 99, 99.9)
 # The `histograms` series, declared here (the infra layer builds it; the redis-cluster view reads it).
-HISTOGRAMS = SeriesShape("histograms", (
-    Column("run", "text"), Column("kind", "text"), Column("requests", "int"),
-    *(Column(f"p{q:g}_ms", unit="ms") for q in HDR_QS), Column("histogram", "text")),
-    "memtier's HDR histogram of every request of the run, per kind (compressed)")
+HISTOGRAMS = SeriesShape(
+    "histograms",
+    (
+        Column("run", "text"),
+        Column("kind", "text"),
+        Column("requests", "int"),
+        *(Column(f"p{q:g}_ms", unit="ms") for q in HDR_QS),
+        Column("histogram", "text"),
+    ),
+    "memtier's HDR histogram of every request of the run, per kind (compressed)",
+)
 
 
 def histogram_columns() -> dict[str, list]:

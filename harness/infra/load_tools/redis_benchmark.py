@@ -20,14 +20,50 @@ CSV_COLUMNS = {  # redis-benchmark 6.2+ column -> (metric suffix, unit, better)
     "p99_latency_ms": ("p99_ms", "ms", "lower"),
     "max_latency_ms": ("max_ms", "ms", "lower"),
 }
-VALID_TESTS = ("ping_inline", "ping_mbulk", "set", "get", "incr", "lpush", "rpush", "lpop", "rpop",
-               "sadd", "hset", "spop", "zadd", "zpopmin", "lrange", "lrange_100", "lrange_300",
-               "lrange_500", "lrange_600", "mset", "xadd")
+VALID_TESTS = (
+    "ping_inline",
+    "ping_mbulk",
+    "set",
+    "get",
+    "incr",
+    "lpush",
+    "rpush",
+    "lpop",
+    "rpop",
+    "sadd",
+    "hset",
+    "spop",
+    "zadd",
+    "zpopmin",
+    "lrange",
+    "lrange_100",
+    "lrange_300",
+    "lrange_500",
+    "lrange_600",
+    "mset",
+    "xadd",
+)
+
 
 def build_command(p: dict, host: str, port: int, cluster: bool, password: str | None = None) -> list[str]:
-    cmd = ["redis-benchmark", "-h", host, "-p", str(port), "-t", ",".join(p["tests"]),
-           "-c", str(p["clients"]), "-n", str(p["requests"]), "-d", str(p["data_size"]),
-           "-P", str(p["pipeline"]), "--csv"]
+    cmd = [
+        "redis-benchmark",
+        "-h",
+        host,
+        "-p",
+        str(port),
+        "-t",
+        ",".join(p["tests"]),
+        "-c",
+        str(p["clients"]),
+        "-n",
+        str(p["requests"]),
+        "-d",
+        str(p["data_size"]),
+        "-P",
+        str(p["pipeline"]),
+        "--csv",
+    ]
     if p["keyspace"]:
         cmd += ["-r", str(p["keyspace"])]
     if p["threads"]:
@@ -47,7 +83,6 @@ def missing(target) -> str:
 def ran_on(target) -> str:
     """Which machine runs redis-benchmark for this target: for the record's details and the report."""
     return where(target.loadgen)
-
 
 
 def parse_csv(text: str) -> dict[str, dict[str, float]]:
@@ -79,14 +114,32 @@ def parse_csv(text: str) -> dict[str, dict[str, float]]:
     return rows
 
 
-SIMPLE_TITLES = {"GET", "SET", "INCR", "LPUSH", "RPUSH", "LPOP", "RPOP", "SADD", "HSET", "SPOP",
-                 "ZADD", "ZPOPMIN", "XADD", "PING_INLINE", "PING_MBULK"}
+SIMPLE_TITLES = {
+    "GET",
+    "SET",
+    "INCR",
+    "LPUSH",
+    "RPUSH",
+    "LPOP",
+    "RPOP",
+    "SADD",
+    "HSET",
+    "SPOP",
+    "ZADD",
+    "ZPOPMIN",
+    "XADD",
+    "PING_INLINE",
+    "PING_MBULK",
+}
 
 
 def error_lines(stderr: str) -> list[str]:
     """Lines of stderr that report errors (e.g. 'Error from server: MOVED ...')."""
-    return [line.strip() for line in stderr.splitlines() if line.strip().lower().startswith(("error", "err "))
-            or "Could not connect" in line]
+    return [
+        line.strip()
+        for line in stderr.splitlines()
+        if line.strip().lower().startswith(("error", "err ")) or "Could not connect" in line
+    ]
 
 
 def to_metrics(rows: dict[str, dict[str, float]]) -> tuple[dict[str, Metric], list[str]]:
@@ -104,5 +157,3 @@ def to_metrics(rows: dict[str, dict[str, float]]) -> tuple[dict[str, Metric], li
                 problems.append(f"{title} rps is {value:g}: no request completed")
             metrics[f"{title}.{suffix}"] = Metric(value, unit, better)
     return metrics, problems
-
-

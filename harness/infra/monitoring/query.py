@@ -60,17 +60,41 @@ class SeriesQuery:
 
 
 QUERIES = (
-    SeriesQuery("ops", "Server-side ops/s per node (redis_exporter)",
-                f'sum by (node) (irate(redis_commands_processed_total{{job="redis"}}[{RATE_WINDOW}]))', "node", "ops/s"),
-    SeriesQuery("memory", "Used memory per node",
-                'max by (node) (redis_memory_used_bytes{job="redis"}) / 1048576', "node", "MiB"),
-    SeriesQuery("clients", "Connected clients per node",
-                'max by (node) (redis_connected_clients{job="redis"})', "node", "clients"),
-    SeriesQuery("evicted", "Evicted keys per node (counter; reset by CONFIG RESETSTAT before each case)",
-                'max by (node) (redis_evicted_keys_total{job="redis"})', "node", "keys"),
-    SeriesQuery("cpu", "Host CPU busy (node exporter)",
-                f'100 * (1 - avg by (host) (irate(node_cpu_seconds_total{{job="node",mode="idle"}}[{RATE_WINDOW}])))',
-                "host", "%"),
+    SeriesQuery(
+        "ops",
+        "Server-side ops/s per node (redis_exporter)",
+        f'sum by (node) (irate(redis_commands_processed_total{{job="redis"}}[{RATE_WINDOW}]))',
+        "node",
+        "ops/s",
+    ),
+    SeriesQuery(
+        "memory",
+        "Used memory per node",
+        'max by (node) (redis_memory_used_bytes{job="redis"}) / 1048576',
+        "node",
+        "MiB",
+    ),
+    SeriesQuery(
+        "clients",
+        "Connected clients per node",
+        'max by (node) (redis_connected_clients{job="redis"})',
+        "node",
+        "clients",
+    ),
+    SeriesQuery(
+        "evicted",
+        "Evicted keys per node (counter; reset by CONFIG RESETSTAT before each case)",
+        'max by (node) (redis_evicted_keys_total{job="redis"})',
+        "node",
+        "keys",
+    ),
+    SeriesQuery(
+        "cpu",
+        "Host CPU busy (node exporter)",
+        f'100 * (1 - avg by (host) (irate(node_cpu_seconds_total{{job="node",mode="idle"}}[{RATE_WINDOW}])))',
+        "host",
+        "%",
+    ),
 )
 
 
@@ -126,8 +150,15 @@ class Monitor:
     """Created by `harness run --monitoring` before the run window opens; `finish`
     queries the window and returns the report's monitoring section."""
 
-    def __init__(self, url: str | None = None, *, problem: str = "", owned_port: int | None = None,
-                 roles: dict[str, str] | None = None, log: Callable[[str], None] = print):
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        problem: str = "",
+        owned_port: int | None = None,
+        roles: dict[str, str] | None = None,
+        log: Callable[[str], None] = print,
+    ):
         self.url, self.problem, self.owned_port = url, problem, owned_port
         self.shown = http_get.display(url) if url else ""  # what is logged and kept: the URL without its credentials
         self.roles = roles or {}
@@ -143,8 +174,11 @@ class Monitor:
             shown = http_get.display(url)  # credentials in the URL are never shown or kept
             log(f"monitoring: using Prometheus at {shown}")
             if not http_ok(url.rstrip("/") + "/-/ready", timeout=5):
-                return cls(problem=f"Prometheus at {shown} does not answer /-/ready; start it "
-                                   f"(make provision runs the monitoring role) or unset {URL_ENV}", log=log)
+                return cls(
+                    problem=f"Prometheus at {shown} does not answer /-/ready; start it "
+                    f"(make provision runs the monitoring role) or unset {URL_ENV}",
+                    log=log,
+                )
             return cls(url, roles=roles, log=log)
         port = configured_port()
         try:  # a damaged state of the stack is the telemetry's problem, never the run's end
@@ -158,16 +192,22 @@ class Monitor:
         if st is not None:
             wanted = sorted(n.address for n in target.nodes)
             if sorted(st.get("nodes", [])) != wanted:
-                return cls(problem=f"the monitoring stack on port {port} scrapes {', '.join(st.get('nodes', []))}, "
-                                   f"not this run's nodes; stop it (harness cluster down) or set {PORT_ENV} "
-                                   f"to another port", log=log)
+                return cls(
+                    problem=f"the monitoring stack on port {port} scrapes {', '.join(st.get('nodes', []))}, "
+                    f"not this run's nodes; stop it (harness cluster down) or set {PORT_ENV} "
+                    f"to another port",
+                    log=log,
+                )
             log(f"monitoring: using the running stack at {st['url']}")
             mon = cls(st["url"], roles=roles, log=log)
         else:
             missing = missing_tools()
             if missing:
-                return cls(problem=f"Prometheus telemetry is not available: {', '.join(missing)} not found on PATH; "
-                                   f"{INSTALL_HINT}", log=log)
+                return cls(
+                    problem=f"Prometheus telemetry is not available: {', '.join(missing)} not found on PATH; "
+                    f"{INSTALL_HINT}",
+                    log=log,
+                )
             try:
                 start_stack(target, log=lambda m: log("monitoring: " + m), port=port, owner=run_owner())
             except EnvironmentProblem as e:
@@ -214,7 +254,9 @@ class Monitor:
     def _query(self, window: dict, run_dir: Path, wait: bool = True) -> dict:
         start, run_end = float(window["start"]), float(window["end"])
         end = max(run_end, start + MIN_CHART_WINDOW_S)
-        padded = "" if end == run_end else f" (the run took {run_end - start:.1f} s; charted over {MIN_CHART_WINDOW_S} s)"
+        padded = (
+            "" if end == run_end else f" (the run took {run_end - start:.1f} s; charted over {MIN_CHART_WINDOW_S} s)"
+        )
         # Prometheus needs a scrape after the window's end (and rate() a few around it).
         pause = end + 2 * SCRAPE_INTERVAL_S + 0.5 - time.time()
         if wait and pause > 0:
@@ -224,19 +266,38 @@ class Monitor:
         raw_dir.mkdir(parents=True, exist_ok=True)
         queries = []
         for q in QUERIES:
-            result = prom_api(self.url, "/api/v1/query_range", {"query": q.promql, "start": math.floor(start),
-                                                                 "end": math.ceil(end), "step": f"{step}s"}, 30)
-            (raw_dir / f"{q.key}.json").write_text(json.dumps(
-                {"query": q.promql, "start": start, "end": end, "step_s": step, "url": self.shown, "result": result}))
-            queries.append({"key": q.key, "title": q.title, "unit": q.unit, "label": q.label,
-                            "series": matrix_to_series(result, q.label, start)})
+            result = prom_api(
+                self.url,
+                "/api/v1/query_range",
+                {"query": q.promql, "start": math.floor(start), "end": math.ceil(end), "step": f"{step}s"},
+                30,
+            )
+            (raw_dir / f"{q.key}.json").write_text(
+                json.dumps(
+                    {"query": q.promql, "start": start, "end": end, "step_s": step, "url": self.shown, "result": result}
+                )
+            )
+            queries.append(
+                {
+                    "key": q.key,
+                    "title": q.title,
+                    "unit": q.unit,
+                    "label": q.label,
+                    "series": matrix_to_series(result, q.label, start),
+                }
+            )
         if not any(q["series"] for q in queries):
-            return unavailable(f"Prometheus at {self.shown} returned no samples for the run window "
-                               f"({end - start:.0f} s); raw answers in raw/monitoring/")
-        return {"status": "ok",
-                "reason": f"{self.shown}, scrape interval {SCRAPE_INTERVAL_S} s, step {step} s, "
-                          f"window {end - start:.0f} s{padded}; raw answers in raw/monitoring/",
-                "queries": queries, "roles": self.roles}
+            return unavailable(
+                f"Prometheus at {self.shown} returned no samples for the run window "
+                f"({end - start:.0f} s); raw answers in raw/monitoring/"
+            )
+        return {
+            "status": "ok",
+            "reason": f"{self.shown}, scrape interval {SCRAPE_INTERVAL_S} s, step {step} s, "
+            f"window {end - start:.0f} s{padded}; raw answers in raw/monitoring/",
+            "queries": queries,
+            "roles": self.roles,
+        }
 
 
 def configured_url(target_name: str | None = None, environ=None) -> str | None:

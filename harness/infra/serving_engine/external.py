@@ -54,13 +54,17 @@ def from_env(environ=None) -> dict[str, LlmEndpoint] | None:
     model = (environ.get(MODEL_ENV) or "").strip()
     if not url:
         if model:
-            raise BadInput(f"{MODEL_ENV} is set but {URL_ENV} is not; set {URL_ENV} to the server's base URL "
-                           f"(e.g. http://127.0.0.1:8000), or unset {MODEL_ENV}")
+            raise BadInput(
+                f"{MODEL_ENV} is set but {URL_ENV} is not; set {URL_ENV} to the server's base URL "
+                f"(e.g. http://127.0.0.1:8000), or unset {MODEL_ENV}"
+            )
         return None
     url = check_url(url)
     if not model:
-        raise BadInput(f"{URL_ENV} is set but {MODEL_ENV} is not; set {MODEL_ENV} to the name the server serves "
-                       f"(GET {display(url)}/v1/models)")
+        raise BadInput(
+            f"{URL_ENV} is set but {MODEL_ENV} is not; set {MODEL_ENV} to the name the server serves "
+            f"(GET {display(url)}/v1/models)"
+        )
     return {EXTERNAL: LlmEndpoint(url, check_model(model, MODEL_ENV), managed=False)}
 
 

@@ -77,8 +77,8 @@ def plan_engines(cases: list[tuple[str, tuple[str, ...]]]) -> EnginePlan:
                 out.configs.append(cfg)
     if positions:
         out.first, out.last = cases[positions[0]][0], cases[positions[-1]][0]
-        out.between = [n for n, e in cases[positions[0]:positions[-1] + 1] if not e]
-        suites = [n.split("/")[0] for n, _ in cases[:positions[0]]]
+        out.between = [n for n, e in cases[positions[0] : positions[-1] + 1] if not e]
+        suites = [n.split("/")[0] for n, _ in cases[: positions[0]]]
         before = [s for s in suites if s != out.first.split("/")[0]]
         if before:
             out.early = cases[suites.index(before[-1])][0]
@@ -102,8 +102,10 @@ def early_start() -> str:
     """HARNESS_ENGINE_EARLY_START: "1", "0" or "" (unset)."""
     value = os.environ.get(EARLY_ENV, "").strip()
     if value not in ("", "0", "1"):
-        raise BadInput(f"{EARLY_ENV}={value[:40]!r} is not 1 (start in the background), 0 (right before "
-                       f"the first case) or unset (in the background only for compiled engines); fix or unset it")
+        raise BadInput(
+            f"{EARLY_ENV}={value[:40]!r} is not 1 (start in the background), 0 (right before "
+            f"the first case) or unset (in the background only for compiled engines); fix or unset it"
+        )
     return value
 
 
@@ -116,16 +118,23 @@ def engine_configs(names: list[str], cpu_count: int | None = None) -> dict[str, 
     order = list(CONFIGS)
     cores = sorted(os.sched_getaffinity(0))[:cpu_count] if cpu_count is not None else sorted(os.sched_getaffinity(0))
     own_core = len(names) > 1 and len(cores) >= len(names)
-    return {n: EngineConfig(port=port + order.index(n), kv_cache_gib=kv, prefix_caching=CONFIGS[n],
-                            cpus=str(cores[i]) if own_core else "auto").check()
-            for i, n in enumerate(names)}
+    return {
+        n: EngineConfig(
+            port=port + order.index(n),
+            kv_cache_gib=kv,
+            prefix_caching=CONFIGS[n],
+            cpus=str(cores[i]) if own_core else "auto",
+        ).check()
+        for i, n in enumerate(names)
+    }
 
 
 class RunEngines:
     """Started by `at()` when the first case that needs it comes; `close()` stops everything."""
 
-    def __init__(self, plan: EnginePlan, tgt: Target, run_dir: Path, target_name: str, man: dict,
-                 log: Callable[[str], None]):
+    def __init__(
+        self, plan: EnginePlan, tgt: Target, run_dir: Path, target_name: str, man: dict, log: Callable[[str], None]
+    ):
         self.plan, self.tgt, self.run_dir, self.man, self.log = plan, tgt, Path(run_dir), man, log
         self.engines: dict[str, LocalEngine] = {}
         self.done = False  # started and stopped again: once per run
@@ -145,15 +154,23 @@ class RunEngines:
         if self.external:
             self.tgt.engines.update(self.external)
             ep = self.external[EXTERNAL]
-            self.man["engines"] = {EXTERNAL: {"base_url": url_for_display(ep.base_url), "model": ep.model,
-                                              "managed": False, "cache_config": cache_config(ep)}}
+            self.man["engines"] = {
+                EXTERNAL: {
+                    "base_url": url_for_display(ep.base_url),
+                    "model": ep.model,
+                    "managed": False,
+                    "cache_config": cache_config(ep),
+                }
+            }
             self.log(f"serving engine: using {url_for_display(ep.base_url)} (model {ep.model}); nothing is started")
         elif self.configs:
             install.require_installed()
             model_folder()
             if self.plan.between:
-                self.log(f"note: the engines keep running during {', '.join(self.plan.between)} "
-                         f"(between the cases that need them)")
+                self.log(
+                    f"note: the engines keep running during {', '.join(self.plan.between)} "
+                    f"(between the cases that need them)"
+                )
 
     def at(self, case: str) -> None:
         """Call before each case: starts the engines (in the background from the plan's
@@ -194,8 +211,10 @@ class RunEngines:
         if value == "0" or (value == "" and not any(c.compiled for c in self.configs.values())):
             return False
         if not placement.can_restore_priority():
-            self.log("note: the serving engines start right before their suite (setting an idle-priority "
-                     "engine back to normal priority needs root)")
+            self.log(
+                "note: the serving engines start right before their suite (setting an idle-priority "
+                "engine back to normal priority needs root)"
+            )
             return False
         return True
 
@@ -215,14 +234,18 @@ class RunEngines:
                 self.log(f"the engine on port {cfg.port} was {left}; it is stopped and a fresh one started")
                 eng.down()
             if eng.reusable():
-                self.log(f"serving engine {name!r}: using the one running on port {cfg.port} "
-                         f"(started by {eng.started_by()}); it keeps running after the run")
+                self.log(
+                    f"serving engine {name!r}: using the one running on port {cfg.port} "
+                    f"(started by {eng.started_by()}); it keeps running after the run"
+                )
                 self.kept.add(name)
                 self.tgt.engines[name] = eng.endpoint
             else:
                 to_start.append(eng)
         if background and to_start:
-            self.log(f"serving engines: starting in the background at idle priority during {self.plan.early.split('/')[0]}")
+            self.log(
+                f"serving engines: starting in the background at idle priority during {self.plan.early.split('/')[0]}"
+            )
         self.startup = Startup(to_start, timeout, order, self.log, os.getpid(), idle=background and bool(to_start))
         self.started_t0, self.during = time.monotonic(), []
         self.tick()
@@ -246,9 +269,13 @@ class RunEngines:
             if eng in problems and problems[eng] is None:
                 self.tgt.engines[name] = eng.endpoint
             self._record(name, eng, problem=problems.get(eng))
-        self.man["engines_start"] = {"wall_s": round(time.monotonic() - self.started_t0, 1), "order": startup.order,
-                                     "started": [n for n, e in self.engines.items() if e in startup.launched],
-                                     "idle_priority": startup.idle, "background_during": self.during}
+        self.man["engines_start"] = {
+            "wall_s": round(time.monotonic() - self.started_t0, 1),
+            "order": startup.order,
+            "started": [n for n, e in self.engines.items() if e in startup.launched],
+            "idle_priority": startup.idle,
+            "background_during": self.during,
+        }
 
     def check_alive(self) -> None:
         for name, ep in list(self.tgt.engines.items()):
@@ -279,8 +306,14 @@ class RunEngines:
             self.engines = {}
             self.done = True
 
-    def _record(self, name: str, eng: LocalEngine, problem: str | None = None, died: str | None = None,
-                stopped: int | None = None) -> None:
+    def _record(
+        self,
+        name: str,
+        eng: LocalEngine,
+        problem: str | None = None,
+        died: str | None = None,
+        stopped: int | None = None,
+    ) -> None:
         """engine/<name>/engine.json and engine.log in the run folder; the manifest's summary."""
         folder = self.run_dir / "engine" / name
         folder.mkdir(parents=True, exist_ok=True)
@@ -301,25 +334,42 @@ class RunEngines:
 def engine_record(name: str, eng: LocalEngine) -> dict:
     st = eng.state()
     ep = eng.endpoint
-    return {"config": name, "base_url": ep.base_url, "model": ep.model, "managed": True,
-            "vllm": {"package": install.PACKAGE, "version": install.installed_version(eng.venv)},
-            "argv": [redact(a) for a in st.get("argv", [])], "kv_cache_gib": eng.config.kv_cache_gib,
-            "prefix_caching": eng.config.prefix_caching, "max_model_len": eng.config.max_model_len,
-            "dtype": eng.config.resolved_dtype(), "compiled": eng.config.compiled,
-            "cpus": eng.config.cpus, "placement": eng.placed or None,
-            "start_s": eng.start_s if eng.start_s is not None else st.get("start_s"), "pids": st.get("pids", []),
-            "started_at": st.get("started"), "cache_config": cache_config(ep, timeout=3.0)}
+    return {
+        "config": name,
+        "base_url": ep.base_url,
+        "model": ep.model,
+        "managed": True,
+        "vllm": {"package": install.PACKAGE, "version": install.installed_version(eng.venv)},
+        "argv": [redact(a) for a in st.get("argv", [])],
+        "kv_cache_gib": eng.config.kv_cache_gib,
+        "prefix_caching": eng.config.prefix_caching,
+        "max_model_len": eng.config.max_model_len,
+        "dtype": eng.config.resolved_dtype(),
+        "compiled": eng.config.compiled,
+        "cpus": eng.config.cpus,
+        "placement": eng.placed or None,
+        "start_s": eng.start_s if eng.start_s is not None else st.get("start_s"),
+        "pids": st.get("pids", []),
+        "started_at": st.get("started"),
+        "cache_config": cache_config(ep, timeout=3.0),
+    }
 
 
 @contextlib.contextmanager
-def engines_for_run(cases: list[tuple[str, tuple[str, ...]]], tgt: Target, run_dir: Path, target_name: str,
-                    man: dict, log: Callable[[str], None] = print):
+def engines_for_run(
+    cases: list[tuple[str, tuple[str, ...]]],
+    tgt: Target,
+    run_dir: Path,
+    target_name: str,
+    man: dict,
+    log: Callable[[str], None] = print,
+):
     """Yield a RunEngines whose `at(case)` the runner calls before each case; whatever
     happens, every engine it started is stopped when the block is left."""
     run = RunEngines(plan_engines(cases), tgt, run_dir, target_name, man, log)
     if run.configs:
         names = [n for n, _ in cases]
-        run.window = set(names[names.index(run.plan.first):names.index(run.plan.last) + 1])
+        run.window = set(names[names.index(run.plan.first) : names.index(run.plan.last) + 1])
     run.preflight()
     try:
         yield run

@@ -43,8 +43,10 @@ def pinned(package: str, constraints: Path = CONSTRAINTS) -> str:
     try:
         lines = constraints.read_text().splitlines()
     except OSError as e:
-        raise EnvironmentProblem(f"{constraints}: cannot read the engine's pins ({e.strerror or e}); "
-                                 f"restore it from the repository (git checkout {constraints.name})") from None
+        raise EnvironmentProblem(
+            f"{constraints}: cannot read the engine's pins ({e.strerror or e}); "
+            f"restore it from the repository (git checkout {constraints.name})"
+        ) from None
     for line in lines:
         name, sep, version = line.strip().partition("==")
         if sep and name.strip().lower() == package.lower():
@@ -107,9 +109,18 @@ def require_installed(venv: Path | None = None) -> Path:
 
 
 def _write_marker(venv: Path, constraints: Path, seconds: float | None) -> None:
-    (Path(venv) / MARKER).write_text(json.dumps({
-        "package": PACKAGE, "version": pinned(PACKAGE, constraints), "constraints": _digest(constraints),
-        "installed": time.time(), "install_s": seconds}) + "\n")
+    (Path(venv) / MARKER).write_text(
+        json.dumps(
+            {
+                "package": PACKAGE,
+                "version": pinned(PACKAGE, constraints),
+                "constraints": _digest(constraints),
+                "installed": time.time(),
+                "install_s": seconds,
+            }
+        )
+        + "\n"
+    )
 
 
 def _pip(venv: Path, args: list[str], what: str, log: Callable[[str], None]) -> None:
@@ -133,13 +144,16 @@ def _pip(venv: Path, args: list[str], what: str, log: Callable[[str], None]) -> 
                 tail = (tail + [line])[-5:]
         rc = p.wait()
     if rc != 0:
-        raise EnvironmentProblem(f"engine install: {what} failed (pip exit {rc}): {' | '.join(tail[-3:])}; "
-                                 f"fix the package source (pip config) and run `harness engine install` again")
+        raise EnvironmentProblem(
+            f"engine install: {what} failed (pip exit {rc}): {' | '.join(tail[-3:])}; "
+            f"fix the package source (pip config) and run `harness engine install` again"
+        )
     log(f"engine install: {what} done in {time.monotonic() - t0:.0f} s")
 
 
-def install(venv: Path | None = None, constraints: Path = CONSTRAINTS, force: bool = False,
-            log: Callable[[str], None] = print) -> dict:
+def install(
+    venv: Path | None = None, constraints: Path = CONSTRAINTS, force: bool = False, log: Callable[[str], None] = print
+) -> dict:
     """Make (or reuse) the engine venv; returns {"state", "version", "seconds", "venv"}."""
     venv = Path(venv or VENV_DIR)
     state, why = install_state(venv, constraints)
@@ -160,8 +174,12 @@ def install(venv: Path | None = None, constraints: Path = CONSTRAINTS, force: bo
     if made.returncode != 0:
         raise EnvironmentProblem(f"engine install: python -m venv {venv} failed: {made.stderr.strip()[-300:]}")
     torch_args = os.environ.get("TORCH_PIP_ARGS", "").split()
-    _pip(venv, ["install", "-q", *torch_args, "-c", str(constraints), f"{TORCH_FIRST}=={pinned(TORCH_FIRST, constraints)}"],
-         "torch (CPU build)", log)
+    _pip(
+        venv,
+        ["install", "-q", *torch_args, "-c", str(constraints), f"{TORCH_FIRST}=={pinned(TORCH_FIRST, constraints)}"],
+        "torch (CPU build)",
+        log,
+    )
     _pip(venv, ["install", "-c", str(constraints), f"{PACKAGE}=={want}"], f"{PACKAGE} {want} and its dependencies", log)
     _pip(venv, ["uninstall", "-y", *REMOVED], "removing " + ", ".join(REMOVED), log)
     seconds = round(time.monotonic() - t0, 1)

@@ -102,13 +102,19 @@ class EngineConfig:
     def check(self) -> "EngineConfig":
         check_port_number(self.port, "--port")
         if not isinstance(self.cpus, str):
-            raise BadInput(f"--cpus: {str(self.cpus)[:40]!r} is not 'auto', 'nobind' or a core list such as 1 or 0-3,5; "
-                           f"give one of those")
+            raise BadInput(
+                f"--cpus: {str(self.cpus)[:40]!r} is not 'auto', 'nobind' or a core list such as 1 or 0-3,5; "
+                f"give one of those"
+            )
         placement.core_list(self.cpus)
         if self.dtype not in ("auto", "float32", "bfloat16", "float16"):
-            raise BadInput(f"--dtype: {str(self.dtype)[:40]!r} is not auto, float32, bfloat16 or float16; give one of those")
-        for name, value, lo, hi in (("--kv-cache-gib", self.kv_cache_gib, 1, 1024),
-                                    ("--max-model-len", self.max_model_len, 16, 1 << 20)):
+            raise BadInput(
+                f"--dtype: {str(self.dtype)[:40]!r} is not auto, float32, bfloat16 or float16; give one of those"
+            )
+        for name, value, lo, hi in (
+            ("--kv-cache-gib", self.kv_cache_gib, 1, 1024),
+            ("--max-model-len", self.max_model_len, 16, 1 << 20),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
                 raise BadInput(f"{name}: {value!r} is not a whole number from {lo} to {hi}; give one in that range")
         return self
@@ -131,12 +137,13 @@ def cpu_dtype(cpuinfo: Path = CPUINFO) -> str:
 def model_folder(model_dir: Path | None = None) -> Path:
     """The SmolLM2 folder vLLM serves (converted once from the shipped GGUF), or exit 3 with the fix."""
     if model_dir is None:
-
         model_dir = smollm2_dir()
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
-        raise EnvironmentProblem(f"the model folder {model_dir} is missing (no config.json); run `make setup`, "
-                                 f"which installs SmolLM2 and converts it")
+        raise EnvironmentProblem(
+            f"the model folder {model_dir} is missing (no config.json); run `make setup`, "
+            f"which installs SmolLM2 and converts it"
+        )
     return model_dir
 
 
@@ -145,15 +152,21 @@ def known_ports(engine_dir: Path | None = None) -> list[int]:
     engine `harness engine up` or a run started here and has not stopped yet."""
     out = []
     for f in Path(engine_dir or install.ENGINE_DIR).glob("port-*/state.json"):
-        digits = f.parent.name[len("port-"):]
+        digits = f.parent.name[len("port-") :]
         if digits.isdigit() and 1 <= int(digits) <= 65535:
             out.append(int(digits))
     return sorted(out)
 
 
 class LocalEngine:
-    def __init__(self, config: EngineConfig = EngineConfig(), *, state_dir: Path | None = None,
-                 venv: Path = install.VENV_DIR, model_dir: Path | None = None):
+    def __init__(
+        self,
+        config: EngineConfig = EngineConfig(),
+        *,
+        state_dir: Path | None = None,
+        venv: Path = install.VENV_DIR,
+        model_dir: Path | None = None,
+    ):
         self.config = config.check()
         self.state_dir = Path(state_dir or install.ENGINE_DIR / f"port-{config.port}")
         self.venv = Path(venv)
@@ -181,29 +194,54 @@ class LocalEngine:
 
     @property
     def endpoint(self) -> LlmEndpoint:
-        return LlmEndpoint(f"http://{HOST}:{self.config.port}", SERVED_NAME, managed=True,
-                           prefix_caching=self.config.prefix_caching)
+        return LlmEndpoint(
+            f"http://{HOST}:{self.config.port}", SERVED_NAME, managed=True, prefix_caching=self.config.prefix_caching
+        )
 
     def argv(self, python: Path, model: Path) -> list[str]:
         c = self.config
-        return [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-                "--served-model-name", SERVED_NAME, "--host", HOST, "--port", str(c.port),
-                "--max-model-len", str(c.max_model_len), "--dtype", c.resolved_dtype(),
-                "--enable-prefix-caching" if c.prefix_caching else "--no-enable-prefix-caching",
-                *([] if c.compiled else ["--enforce-eager"])]
+        return [
+            str(python),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(model),
+            "--served-model-name",
+            SERVED_NAME,
+            "--host",
+            HOST,
+            "--port",
+            str(c.port),
+            "--max-model-len",
+            str(c.max_model_len),
+            "--dtype",
+            c.resolved_dtype(),
+            "--enable-prefix-caching" if c.prefix_caching else "--no-enable-prefix-caching",
+            *([] if c.compiled else ["--enforce-eager"]),
+        ]
 
     def env(self) -> dict:
         drop = set(SECRET_ENV) | {"VIRTUAL_ENV", "HARNESS_LLM_URL"}  # the engine needs none of the harness's secrets
         env = {k: v for k, v in os.environ.items() if k not in drop}
         env.setdefault(AOT_ENV, "0")
-        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE=str(self.config.kv_cache_gib),
-                   VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", PYTHONUNBUFFERED="1")
+        env.update(
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+            VLLM_CPU_KVCACHE_SPACE=str(self.config.kv_cache_gib),
+            VLLM_NO_USAGE_STATS="1",
+            DO_NOT_TRACK="1",
+            PYTHONUNBUFFERED="1",
+        )
         env.update(placement.binding_env(self.config.cpus))
         return env
 
     # ---- start -------------------------------------------------------------------------
-    def up(self, timeout: float = START_TIMEOUT_S, log: Callable[[str], None] = lambda m: None,
-           owner_pid: int | None = None) -> LlmEndpoint:
+    def up(
+        self,
+        timeout: float = START_TIMEOUT_S,
+        log: Callable[[str], None] = lambda m: None,
+        owner_pid: int | None = None,
+    ) -> LlmEndpoint:
         """Start the engine and wait until it serves; the state file names its processes
         from the moment it exists. `owner_pid`: the run whose end makes it a leftover. A
         start that fails or is interrupted stops what it started."""
@@ -226,8 +264,9 @@ class LocalEngine:
             if locked_here:
                 self.lock.release()
 
-    def spawn(self, log: Callable[[str], None] = lambda m: None, owner_pid: int | None = None,
-              idle: bool = False) -> None:
+    def spawn(
+        self, log: Callable[[str], None] = lambda m: None, owner_pid: int | None = None, idle: bool = False
+    ) -> None:
         """Check the venv, the model and the port, then launch the server (not waiting);
         with `idle`, at SCHED_IDLE (set back by mark_ready)."""
         python = install.require_installed(self.venv)
@@ -237,17 +276,32 @@ class LocalEngine:
         own_dir(self.state_dir)
         self.argv_used, self.owner_pid = self.argv(python, model), owner_pid
         self.owner_start = start_time(owner_pid) if owner_pid else None
-        log(f"starting vLLM on {HOST}:{self.config.port} (prefix caching {'on' if self.config.prefix_caching else 'off'}, "
+        log(
+            f"starting vLLM on {HOST}:{self.config.port} (prefix caching {'on' if self.config.prefix_caching else 'off'}, "
             f"KV cache {self.config.kv_cache_gib} GiB, {self.config.resolved_dtype()}{', idle priority' if idle else ''}); "
-            + ("compiled; about 125 s on 2 idle cores (160-200 s before its compile cache is warm)" if self.config.compiled
-               else "eager; 30-80 s on 2 idle cores")
-            + f", log in {self.log_file}")
+            + (
+                "compiled; about 125 s on 2 idle cores (160-200 s before its compile cache is warm)"
+                if self.config.compiled
+                else "eager; 30-80 s on 2 idle cores"
+            )
+            + f", log in {self.log_file}"
+        )
         self.idle = idle
         self.spawned_at, self.started_wall = time.monotonic(), time.time()
-        with deferred_interrupts(), open_log(self.log_file) as out:  # the pid is in the state file before a Ctrl-C lands
-            self.proc = subprocess.Popen(self.argv_used, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=self.env(), start_new_session=True, cwd=str(self.state_dir),
-                                         preexec_fn=placement.go_idle if idle else None)
+        with (
+            deferred_interrupts(),
+            open_log(self.log_file) as out,
+        ):  # the pid is in the state file before a Ctrl-C lands
+            self.proc = subprocess.Popen(
+                self.argv_used,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env(),
+                start_new_session=True,
+                cwd=str(self.state_dir),
+                preexec_fn=placement.go_idle if idle else None,
+            )
             self.leader = spawned(self.proc.pid)
             self._seen = {self.leader.pid: self.leader}
             self._write_state()
@@ -257,15 +311,18 @@ class LocalEngine:
             raise EnvironmentProblem(
                 f"a serving engine is already running on {HOST}:{self.config.port} (started by "
                 f"{self.started_by()}); it was left as it is: stop it with `harness engine down --port "
-                f"{self.config.port}`, or choose another port with --port")
+                f"{self.config.port}`, or choose another port with --port"
+            )
 
     def poll_ready(self, t0: float, timeout: float) -> bool:
         """True once `/v1/models` lists the model; EnvironmentProblem (with the log's tail)
         when the server exited or `timeout` passed since `t0`. Names new children in the state file."""
         code = self.proc.poll()
         if code is not None:
-            raise EnvironmentProblem(f"vLLM on {HOST}:{self.config.port} exited with code {code} while starting; "
-                                     f"the end of its log ({self.log_file}): {self.log_tail()}")
+            raise EnvironmentProblem(
+                f"vLLM on {HOST}:{self.config.port} exited with code {code} while starting; "
+                f"the end of its log ({self.log_file}): {self.log_tail()}"
+            )
         found = {p.pid: p for p in self._mine()}
         if set(found) - set(self._seen):  # children appeared: name them in the state file now
             self._seen.update(found)
@@ -276,8 +333,10 @@ class LocalEngine:
         except EngineHttpError:
             pass
         if time.monotonic() - t0 > timeout:
-            raise EnvironmentProblem(f"vLLM on {HOST}:{self.config.port} did not answer /v1/models within "
-                                     f"{timeout:.0f} s; the end of its log ({self.log_file}): {self.log_tail()}")
+            raise EnvironmentProblem(
+                f"vLLM on {HOST}:{self.config.port} did not answer /v1/models within "
+                f"{timeout:.0f} s; the end of its log ({self.log_file}): {self.log_tail()}"
+            )
         return False
 
     def mark_ready(self) -> None:
@@ -287,9 +346,12 @@ class LocalEngine:
         cores = placement.core_list(self.config.cpus)
         if cores or self.idle:
             pids = self.running_pids()
-            self.placed = {"threads": placement.settle(pids, cores, restore=self.idle),
-                           "cores": sorted(cores) if cores else None, "started_idle": self.idle,
-                           "policies": placement.policy_counts(pids)}
+            self.placed = {
+                "threads": placement.settle(pids, cores, restore=self.idle),
+                "cores": sorted(cores) if cores else None,
+                "started_idle": self.idle,
+                "policies": placement.policy_counts(pids),
+            }
         self._write_state()
 
     def warm(self) -> bool:
@@ -348,8 +410,14 @@ class LocalEngine:
                     pass
                 self.proc = None
             if foreign:
-                log(not_ours_note(self.state_file, foreign, legacy,
-                                  f"stop them yourself if they are this engine's, then remove {self.state_dir}"))
+                log(
+                    not_ours_note(
+                        self.state_file,
+                        foreign,
+                        legacy,
+                        f"stop them yourself if they are this engine's, then remove {self.state_dir}",
+                    )
+                )
             if not (foreign and legacy):
                 self.state_file.unlink(missing_ok=True)
         return stopped
@@ -372,11 +440,26 @@ class LocalEngine:
     # ---- state -------------------------------------------------------------------------
     def _write_state(self) -> None:
         pgid = self.leader.pid if self.leader else None
-        write_private(self.state_file, json.dumps({
-            "host": HOST, "port": self.config.port, "pgid": pgid, "boot": boot_id(),
-            "pids": sorted(self._seen), "procs": [p.as_json() for p in sorted(self._seen.values(), key=lambda p: p.pid)],
-            "owner_pid": self.owner_pid, "owner_start": self.owner_start, "config": asdict(self.config),
-            "argv": self.argv_used, "log": str(self.log_file), "started": self.started_wall, "start_s": self.start_s}))
+        write_private(
+            self.state_file,
+            json.dumps(
+                {
+                    "host": HOST,
+                    "port": self.config.port,
+                    "pgid": pgid,
+                    "boot": boot_id(),
+                    "pids": sorted(self._seen),
+                    "procs": [p.as_json() for p in sorted(self._seen.values(), key=lambda p: p.pid)],
+                    "owner_pid": self.owner_pid,
+                    "owner_start": self.owner_start,
+                    "config": asdict(self.config),
+                    "argv": self.argv_used,
+                    "log": str(self.log_file),
+                    "started": self.started_wall,
+                    "start_s": self.start_s,
+                }
+            ),
+        )
 
     def _state(self) -> dict:
         """The state file's fields the harness uses, checked; {} when there is none.
@@ -385,13 +468,26 @@ class LocalEngine:
         if f is None:
             return {}
         cfg = f.doc.get("config")
-        if cfg is not None and not (isinstance(cfg, dict) and len(cfg) <= 64 and all(
-                isinstance(k, str) and len(k) <= 100 and (v is None or type(v) in (bool, int, float)
-                                                          or (isinstance(v, str) and len(v) <= 200))
-                for k, v in cfg.items())):
+        if cfg is not None and not (
+            isinstance(cfg, dict)
+            and len(cfg) <= 64
+            and all(
+                isinstance(k, str)
+                and len(k) <= 100
+                and (v is None or type(v) in (bool, int, float) or (isinstance(v, str) and len(v) <= 200))
+                for k, v in cfg.items()
+            )
+        ):
             raise f.bad("config", "an object of the engine's settings")
-        return {**f.owned_procs(), "pgid": f.pid("pgid"), "config": cfg, "log": f.text("log"), "start_s": f.number("start_s"), "started": f.number("started"),
-                "argv": f.texts("argv")}
+        return {
+            **f.owned_procs(),
+            "pgid": f.pid("pgid"),
+            "config": cfg,
+            "log": f.text("log"),
+            "start_s": f.number("start_s"),
+            "started": f.number("started"),
+            "argv": f.texts("argv"),
+        }
 
     def state(self) -> dict:
         return self._state()
@@ -399,6 +495,7 @@ class LocalEngine:
     def reusable(self) -> bool:
         """An engine already running here (from `harness engine up`) with this very
         configuration, serving: a run may measure it instead of starting its own."""
+
         def same(cfg) -> bool:  # the cores it is pinned to do not matter here
             return isinstance(cfg, dict) and {**cfg, "cpus": None} == {**asdict(self.config), "cpus": None}
 
@@ -422,9 +519,16 @@ class LocalEngine:
     def status(self) -> dict:
         st = self._state()
         pids = [p.pid for p in self._owned(st)[0]]
-        out = {"host": HOST, "port": self.config.port, "running": bool(pids), "pids_alive": pids,
-               "config": st.get("config"), "started_by": self.started_by() if st else None,
-               "start_s": st.get("start_s"), "log": st.get("log")}
+        out = {
+            "host": HOST,
+            "port": self.config.port,
+            "running": bool(pids),
+            "pids_alive": pids,
+            "config": st.get("config"),
+            "started_by": self.started_by() if st else None,
+            "start_s": st.get("start_s"),
+            "log": st.get("log"),
+        }
         try:
             serving = SERVED_NAME in served_models(self.endpoint, timeout=3.0)
         except EngineHttpError as e:

@@ -29,8 +29,12 @@ CACHE_INFO = "vllm:cache_config_info"
 QUERIES = "vllm:prefix_cache_queries_total"
 HITS = "vllm:prefix_cache_hits_total"
 # Whole-number labels of vllm:cache_config_info and the range a real engine's value lies in.
-INT_LABELS = {"block_size": (1, 1 << 16), "num_gpu_blocks": (0, 10**9), "num_cpu_blocks": (0, 10**9),
-              "kv_cache_size_tokens": (0, 10**12)}
+INT_LABELS = {
+    "block_size": (1, 1 << 16),
+    "num_gpu_blocks": (0, 10**9),
+    "num_cpu_blocks": (0, 10**9),
+    "kv_cache_size_tokens": (0, 10**12),
+}
 MAX_MODELS = 1000
 MAX_MODEL_ID = 256
 MAX_LABEL_VALUE = 1024  # characters; vLLM's longest is tens
@@ -63,8 +67,7 @@ class EngineAnswerWrong(EnvironmentProblem):
     """The engine answered, with a value no real engine has (exit 3: the server, not the user)."""
 
 
-def get(endpoint: LlmEndpoint | str, path: str, timeout: float = 5.0,
-        cap: int = http_get.JSON_CAP) -> tuple[int, str]:
+def get(endpoint: LlmEndpoint | str, path: str, timeout: float = 5.0, cap: int = http_get.JSON_CAP) -> tuple[int, str]:
     """(status, body text) of GET base_url + path within `timeout` in all; EngineHttpError
     when nothing answers in time, the body is over `cap`, or the server redirects."""
     base = endpoint.base_url if isinstance(endpoint, LlmEndpoint) else str(endpoint)
@@ -88,8 +91,9 @@ def _model_ids(data, where: str) -> list[str]:
     ids = [m.get("id") for m in items if isinstance(m, dict) and isinstance(m.get("id"), str)]
     long = next((i for i in ids if len(i) > MAX_MODEL_ID), None)
     if long is not None:
-        raise EngineHttpError(f"{where} lists a model id of {len(long)} characters, over {MAX_MODEL_ID}; "
-                              f"is this the right server?")
+        raise EngineHttpError(
+            f"{where} lists a model id of {len(long)} characters, over {MAX_MODEL_ID}; is this the right server?"
+        )
     return ids
 
 
@@ -241,9 +245,11 @@ def _whole(labels: dict, key: str, server: str) -> int | None:
     if _WHOLE.fullmatch(raw) and lo <= int(raw.partition(".")[0]) <= hi:
         return int(raw.partition(".")[0])
     shown = repr(raw[:40] + ("..." if len(raw) > 40 else ""))
-    raise EngineAnswerWrong(f"the serving engine at {server or 'the server'} reports {key}={shown} in {CACHE_INFO} "
-                            f"(its /metrics), not a whole number from {lo} to {hi}: the server's answer is wrong "
-                            f"(not your input); fix or restart that server, or measure another")
+    raise EngineAnswerWrong(
+        f"the serving engine at {server or 'the server'} reports {key}={shown} in {CACHE_INFO} "
+        f"(its /metrics), not a whole number from {lo} to {hi}: the server's answer is wrong "
+        f"(not your input); fix or restart that server, or measure another"
+    )
 
 
 def _typed(labels: dict[str, str], server: str = "") -> dict:
@@ -297,8 +303,13 @@ def prefix_cache_counters(endpoint: LlmEndpoint, timeout: float = 5.0) -> dict |
     (re)created, or None} of vLLM's prefix cache since the engine started (take deltas around
     a measurement; a changed "created" means the engine restarted in between); None when the
     server has no such counters (or they are not finite)."""
-    wanted = {QUERIES, HITS, QUERIES.removesuffix("_total"), HITS.removesuffix("_total"),
-              QUERIES.removesuffix("_total") + "_created"}
+    wanted = {
+        QUERIES,
+        HITS,
+        QUERIES.removesuffix("_total"),
+        HITS.removesuffix("_total"),
+        QUERIES.removesuffix("_total") + "_created",
+    }
     try:
         parsed = metrics(endpoint, timeout, names=wanted)
     except EngineHttpError:

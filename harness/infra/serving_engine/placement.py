@@ -31,8 +31,9 @@ def core_list(spec: str) -> set[int] | None:
     if spec in ("auto", "nobind"):
         return None
     if not CORE_LIST_RE.fullmatch(spec):
-        raise BadInput(f"--cpus: {spec[:40]!r} is not 'auto', 'nobind' or a core list such as 1 or 0-3,5; "
-                       f"give one of those")
+        raise BadInput(
+            f"--cpus: {spec[:40]!r} is not 'auto', 'nobind' or a core list such as 1 or 0-3,5; give one of those"
+        )
     cores: set[int] = set()
     for part in spec.split(","):
         lo, _, hi = part.partition("-")

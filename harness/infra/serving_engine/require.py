@@ -18,8 +18,10 @@ def require_engine(target: Target, name: str, raw_dir: Path | None = None, check
     ep = target.engines.get(name) or target.engines.get("external")
     if ep is None:
         why = _recorded_problem(raw_dir, name) if raw_dir is not None else None
-        raise EnvironmentProblem(f"no serving engine {name!r} in this run"
-                                 + (f": {why}" if why else "; the run's log says why it did not start"))
+        raise EnvironmentProblem(
+            f"no serving engine {name!r} in this run"
+            + (f": {why}" if why else "; the run's log says why it did not start")
+        )
     problem = alive(ep) if check else None
     if problem:
         raise EnvironmentProblem(problem)

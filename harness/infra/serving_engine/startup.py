@@ -28,14 +28,23 @@ def start_order(raw: str | None) -> str:
     value = (raw or "").strip()
     order = {"": "staggered", "1": "parallel", "0": "sequential"}.get(value, value)
     if order not in ORDERS:
-        raise BadInput(f"HARNESS_ENGINE_PARALLEL_START={value[:40]!r} is not 1 (all at once), 0 (one after the "
-                       f"other) or staggered; fix or unset it")
+        raise BadInput(
+            f"HARNESS_ENGINE_PARALLEL_START={value[:40]!r} is not 1 (all at once), 0 (one after the "
+            f"other) or staggered; fix or unset it"
+        )
     return order
 
 
 class Startup:
-    def __init__(self, engines: list[LocalEngine], timeout: float, order: str, log: Callable[[str], None],
-                 owner_pid: int, idle: bool = False):
+    def __init__(
+        self,
+        engines: list[LocalEngine],
+        timeout: float,
+        order: str,
+        log: Callable[[str], None],
+        owner_pid: int,
+        idle: bool = False,
+    ):
         self.queue = list(engines)  # not launched yet
         self.starting: list[LocalEngine] = []
         self.launched: list[LocalEngine] = []
@@ -63,7 +72,9 @@ class Startup:
                 eng.mark_ready()
                 self.starting.remove(eng)
                 self.problems[eng] = None
-                self.log(f"vLLM on 127.0.0.1:{eng.config.port} serves {eng.endpoint.model} ({eng.start_s:.0f} s to ready)")
+                self.log(
+                    f"vLLM on 127.0.0.1:{eng.config.port} serves {eng.endpoint.model} ({eng.start_s:.0f} s to ready)"
+                )
         return self.done
 
     def wait(self, poll_s: float = 0.5) -> dict:

@@ -77,8 +77,10 @@ def test_errors_say_what_they_are_out_of():
     """The errors threshold's denominator: every cluster request made, answered or failed."""
     from harness.experiments.cold_start.traffic import RunLog
 
-    logs = {"flush": RunLog(requests=[(0.1, 1, True, True, 0)] * 5, errors=2, first_error="x"),
-            "control": RunLog(requests=[(0.1, 1, True, True, 0)] * 3)}
+    logs = {
+        "flush": RunLog(requests=[(0.1, 1, True, True, 0)] * 5, errors=2, first_error="x"),
+        "control": RunLog(requests=[(0.1, 1, True, True, 0)] * 3),
+    }
     m, first = cs._health(logs)
     assert m["requests"].value == 10 and m["errors"].value == 2 and first == "x"
     assert cs._health({"flush": RunLog()})[0]["requests"].value == 0
@@ -144,13 +146,16 @@ def test_conditions_are_the_facts_the_cases_measured():
     growth, attempts = _checks("C8")
     assert growth.conditions == attempts.conditions == {"cluster_primaries": 20, "cold_node_share_pct": 15}
     here = {"cluster_primaries": 3, "cold_node_share_pct": 33}
-    assert differ(growth.conditions, here) == ["cluster_primaries: measured 3, claim 20",
-                                               "cold_node_share_pct: measured 33, claim 15"]
+    assert differ(growth.conditions, here) == [
+        "cluster_primaries: measured 3, claim 20",
+        "cold_node_share_pct: measured 33, claim 15",
+    ]
     assert differ(growth.conditions, {"cluster_primaries": 20, "cold_node_share_pct": 15}) == []
     c9_10, c9_20 = _checks("C9")
     assert not c9_10.conditions
-    assert differ(c9_20.conditions, {"measured_20_primaries": False}) == \
-        ["measured_20_primaries: measured no, claim yes"]
+    assert differ(c9_20.conditions, {"measured_20_primaries": False}) == [
+        "measured_20_primaries: measured no, claim yes"
+    ]
     assert differ(c9_20.conditions, {"measured_20_primaries": True}) == []
     # a list of sizes is no number: it never matches 20 (issue 39)
     assert differ({"cluster_primaries": 20}, {"cluster_primaries": "10, 20"}) != []
@@ -246,8 +251,7 @@ def _ledger(claim_id: str) -> dict:
 
 def _checks(claim_id: str):
     suites = {"cold-start": spec.load_suite_file(suite_spec("cold-start"))}
-    return [spec._parse_check(f"{claim_id}.checks[{i}]", c, suites)
-            for i, c in enumerate(_ledger(claim_id)["checks"])]
+    return [spec._parse_check(f"{claim_id}.checks[{i}]", c, suites) for i, c in enumerate(_ledger(claim_id)["checks"])]
 
 
 # what a run on the source's setting would have measured (C8's conditions): the verdict on the
@@ -261,11 +265,21 @@ def _verdict(chk, out, tmp_path, facts: dict | None = None):
     repetitions of one run), through the real analysis, with the case's measured facts (or
     `facts` in their place)."""
     outs = out if isinstance(out, list) else [out]
-    recs = [Record(suite="cold-start", case=chk.case, repetition=i, metrics=o.metrics, series=o.series,
-                   facts=dict(o.facts if facts is None else facts)) for i, o in enumerate(outs, 1)]
+    recs = [
+        Record(
+            suite="cold-start",
+            case=chk.case,
+            repetition=i,
+            metrics=o.metrics,
+            series=o.series,
+            facts=dict(o.facts if facts is None else facts),
+        )
+        for i, o in enumerate(outs, 1)
+    ]
     driver = "cold-start-flush" if chk.case == "flush-one-primary" else "cold-start-pool"
-    suite = SuiteRun("cold-start", "", SuiteClaim("2.3", "t"), "cluster", "local", "", len(recs),
-                     [Case(chk.case, driver)], [])
+    suite = SuiteRun(
+        "cold-start", "", SuiteClaim("2.3", "t"), "cluster", "local", "", len(recs), [Case(chk.case, driver)], []
+    )
     run = RunData(tmp_path, {}, recs, {"cold-start": suite}, [])
     return check_verdict(run, analyze(run), chk)
 
@@ -273,8 +287,16 @@ def _verdict(chk, out, tmp_path, facts: dict | None = None):
 def _short(**over):
     p = {k: v.default for k, v in cs.FLUSH_PARAMS.items()}
     # a pool that nothing fills: 8 connections x 1 ms; the misses depend on the key order alone
-    p.update(rate=400, warm_min_s=3, warm_max_s=3, steady_window_s=2, cold_seconds=2,
-             pool_size=8, query_ms=1.0, pg_port=PG_PORT + 1)
+    p.update(
+        rate=400,
+        warm_min_s=3,
+        warm_max_s=3,
+        steady_window_s=2,
+        cold_seconds=2,
+        pool_size=8,
+        query_ms=1.0,
+        pg_port=PG_PORT + 1,
+    )
     p.update(over)
     return p
 
@@ -285,8 +307,11 @@ FILLS = {"pool_size": 3, "query_ms": 20.0, "warm_min_s": 4, "warm_max_s": 4, "co
 
 
 def _run(cluster, tmp_path, **over):
-    return cs.flush_one(CaseContext("cold-start", "flush-one-primary", 1, "local", _short(**over), tmp_path,
-                                    cluster, log=lambda m: None))
+    return cs.flush_one(
+        CaseContext(
+            "cold-start", "flush-one-primary", 1, "local", _short(**over), tmp_path, cluster, log=lambda m: None
+        )
+    )
 
 
 @pytest.mark.slow
@@ -330,13 +355,29 @@ def _view_shows_the_run_beside_the_ledger(out, tmp_path):
     from harness.experiments import views
     from harness.model.spec import Claim
 
-    recs = [Record(suite="cold-start", case="flush-one-primary", repetition=r, metrics=out.metrics, series=out.series)
-            for r in (1, 2)]
-    suite = SuiteRun("cold-start", "", SuiteClaim("2.3", "t"), "cluster", "local", "", 2,
-                     [Case("flush-one-primary", "cold-start-flush")], [])
+    recs = [
+        Record(suite="cold-start", case="flush-one-primary", repetition=r, metrics=out.metrics, series=out.series)
+        for r in (1, 2)
+    ]
+    suite = SuiteRun(
+        "cold-start",
+        "",
+        SuiteClaim("2.3", "t"),
+        "cluster",
+        "local",
+        "",
+        2,
+        [Case("flush-one-primary", "cold-start-flush")],
+        [],
+    )
     claimed = _ledger("C8")["figures"]["cold_node_store_qps"]
-    run = RunData(tmp_path, {}, recs, {"cold-start": suite}, [Claim("C8", "2.3", "t", [], figures={
-        "cold_node_store_qps": claimed})])
+    run = RunData(
+        tmp_path,
+        {},
+        recs,
+        {"cold-start": suite},
+        [Claim("C8", "2.3", "t", [], figures={"cold_node_store_qps": claimed})],
+    )
     blocks = views.build(run, analyze(run), "cold-start")
     excess = next(b for b in blocks if isinstance(b, views.Table) and "minus the paired" in b.title)
     assert [r[0] for r in excess.rows] == [1, 2, 3] and [r[3] for r in excess.rows] == claimed[:3]
@@ -364,11 +405,21 @@ def test_pool_case_measures_a_cluster_of_its_own_and_stops_it(cluster, tmp_path)
     from harness.infra.redis_server import port_is_free
 
     p = {k: v.default for k, v in cs.POOL_PARAMS.items()}
-    p.update(primaries=[3], replicas=0, rate_per_primary=100, warm_min_s=2, warm_max_s=2,
-             steady_window_s=2, cold_seconds=2, port_offset=40, pg_port=PG_PORT + 1)
+    p.update(
+        primaries=[3],
+        replicas=0,
+        rate_per_primary=100,
+        warm_min_s=2,
+        warm_max_s=2,
+        steady_window_s=2,
+        cold_seconds=2,
+        port_offset=40,
+        pg_port=PG_PORT + 1,
+    )
     base = min(n.port for n in cluster.nodes) + 40
-    out = cs.pool_sizes(CaseContext("cold-start", "pool-by-cluster-size", 1, "local", p, tmp_path, cluster,
-                                    log=lambda m: None))
+    out = cs.pool_sizes(
+        CaseContext("cold-start", "pool-by-cluster-size", 1, "local", p, tmp_path, cluster, log=lambda m: None)
+    )
     m = {k: v.value for k, v in out.metrics.items()}
     assert out.status == "ok" and m["errors"] == 0
     # both arms measured a pool (their order is the ledger's C9 check, judged with its controls in
@@ -383,17 +434,28 @@ def test_pool_case_measures_a_cluster_of_its_own_and_stops_it(cluster, tmp_path)
 
 def test_pool_case_measures_the_target_when_it_has_the_size(cluster, tmp_path):
     p = {k: v.default for k, v in cs.POOL_PARAMS.items()}
-    p.update(primaries=[3], replicas=1, rate_per_primary=50, warm_min_s=2, warm_max_s=2,
-             steady_window_s=2, cold_seconds=1, port_offset=40, pg_port=PG_PORT + 1)
-    out = cs.pool_sizes(CaseContext("cold-start", "pool-by-cluster-size", 1, "local", p, tmp_path, cluster,
-                                    log=lambda m: None))
+    p.update(
+        primaries=[3],
+        replicas=1,
+        rate_per_primary=50,
+        warm_min_s=2,
+        warm_max_s=2,
+        steady_window_s=2,
+        cold_seconds=1,
+        port_offset=40,
+        pg_port=PG_PORT + 1,
+    )
+    out = cs.pool_sizes(
+        CaseContext("cold-start", "pool-by-cluster-size", 1, "local", p, tmp_path, cluster, log=lambda m: None)
+    )
     assert out.status == "ok" and out.details["sizes"]["3"]["where"].startswith("the target")
 
 
 def test_unknown_primary_is_refused(cluster, tmp_path):
     with pytest.raises(BadInput, match="cold_primary: 3 but the target has 3 primaries"):
-        cs.flush_one(CaseContext("cold-start", "c", 1, "local", _short(cold_primary=3), tmp_path, cluster,
-                                 log=lambda m: None))
+        cs.flush_one(
+            CaseContext("cold-start", "c", 1, "local", _short(cold_primary=3), tmp_path, cluster, log=lambda m: None)
+        )
 
 
 def test_pg_port_in_use_is_refused_before_anything_runs(cluster, tmp_path):
@@ -401,13 +463,19 @@ def test_pg_port_in_use_is_refused_before_anything_runs(cluster, tmp_path):
         s.bind(("127.0.0.1", PG_PORT + 2))
         s.listen()
         with pytest.raises(EnvironmentProblem, match="busy"):
-            cs.flush_one(CaseContext("cold-start", "c", 1, "local", _short(pg_port=PG_PORT + 2), tmp_path,
-                                     cluster, log=lambda m: None))
+            cs.flush_one(
+                CaseContext(
+                    "cold-start", "c", 1, "local", _short(pg_port=PG_PORT + 2), tmp_path, cluster, log=lambda m: None
+                )
+            )
 
 
 def _pool_run(cluster, tmp_path, chk, p, **over):
-    out = cs.pool_sizes(CaseContext("cold-start", "pool-by-cluster-size", 1, "local", {**p, **over}, tmp_path,
-                                    cluster, log=lambda m: None))
+    out = cs.pool_sizes(
+        CaseContext(
+            "cold-start", "pool-by-cluster-size", 1, "local", {**p, **over}, tmp_path, cluster, log=lambda m: None
+        )
+    )
     assert out.status == "ok" and out.metrics["errors"].value == 0 and out.metrics["late_pct"].value < 10
     return {k: v.value for k, v in out.metrics.items()}, _verdict(chk, out, tmp_path), out
 
@@ -423,8 +491,19 @@ def test_pool_check_needs_the_flush(cluster, tmp_path):
     p = {k: v.default for k, v in cs.POOL_PARAMS.items()}
     # the local profile's pool (3 connections x 20 ms = 150 reads/s) and rate per primary;
     # no replicas, so that the 10 primaries start quickly
-    p.update(primaries=[10], replicas=0, rate_per_primary=60, warm_min_s=4, warm_max_s=4, steady_window_s=2,
-             cold_seconds=3, pool_size=3, query_ms=20.0, port_offset=80, pg_port=PG_PORT + 1)
+    p.update(
+        primaries=[10],
+        replicas=0,
+        rate_per_primary=60,
+        warm_min_s=4,
+        warm_max_s=4,
+        steady_window_s=2,
+        cold_seconds=3,
+        pool_size=3,
+        query_ms=20.0,
+        port_offset=80,
+        pg_port=PG_PORT + 1,
+    )
     m, v, out = _pool_run(cluster, tmp_path, chk, p, pool_sweep=[6])
     assert m["p10.warmup.occupancy_first_s_pct"] >= 90
     # held on a quiet host (86-99% against 47-74%); a control that spikes on a busy one (both
@@ -435,7 +514,10 @@ def test_pool_check_needs_the_flush(cluster, tmp_path):
     else:
         assert v.outcome.name == "NOT_ATTRIBUTABLE", v.reason
     assert m["p10.pool6.peak_occupancy_pct"] < m["p10.pool.peak_occupancy_pct"]  # the level is the pool's
-    assert out.series["pool_sweep"].column("pool_size") == [3, 6] and out.facts == {"cluster_primaries": "10", "measured_20_primaries": False}
+    assert out.series["pool_sweep"].column("pool_size") == [3, 6] and out.facts == {
+        "cluster_primaries": "10",
+        "measured_20_primaries": False,
+    }
     # With the flush removed the measured arm and its control are one condition: a single pair
     # of peaks (72-84% each here, in 3 pairs) can pass the 0.9x control by chance, so
     # this is judged as a run would judge it, on the median of its repetitions (3).
@@ -446,9 +528,13 @@ def test_pool_check_needs_the_flush(cluster, tmp_path):
     # reads a full pool; where a busy host's client could not fill it in the judged runs (a
     # fresh clone's run beside the engine tests once read under 90% in one of three), the
     # verdict says the measurement was blind: inconclusive
-    blind = [round(m["p10.warmup.occupancy_first_s_pct"]) for m, _, _ in runs if m["p10.warmup.occupancy_first_s_pct"] < 90]
-    assert v.outcome.name in ("NOT_REPRODUCED", "NOT_ATTRIBUTABLE") or (v.outcome.name == "INCONCLUSIVE" and blind), \
-        (v.reason, blind)
+    blind = [
+        round(m["p10.warmup.occupancy_first_s_pct"]) for m, _, _ in runs if m["p10.warmup.occupancy_first_s_pct"] < 90
+    ]
+    assert v.outcome.name in ("NOT_REPRODUCED", "NOT_ATTRIBUTABLE") or (v.outcome.name == "INCONCLUSIVE" and blind), (
+        v.reason,
+        blind,
+    )
 
 
 @pytest.mark.slow
@@ -461,10 +547,24 @@ def test_pool_refusal_check_at_20_primaries(cluster, tmp_path):
     more than it has; with the flush removed it is not: not reproduced."""
     chk = _checks("C9")[1]
     p = {k: v.default for k, v in cs.POOL_PARAMS.items()}
-    p.update(primaries=[20], replicas=0, rate_per_primary=30, warm_min_s=5, warm_max_s=6, steady_window_s=2,
-             cold_seconds=3, pool_size=4, query_ms=30.0, port_offset=40, pg_port=PG_PORT + 1)
+    p.update(
+        primaries=[20],
+        replicas=0,
+        rate_per_primary=30,
+        warm_min_s=5,
+        warm_max_s=6,
+        steady_window_s=2,
+        cold_seconds=3,
+        pool_size=4,
+        query_ms=30.0,
+        port_offset=40,
+        pg_port=PG_PORT + 1,
+    )
     m, v, out = _pool_run(cluster, tmp_path, chk, p)
-    assert out.facts == {"cluster_primaries": "20", "measured_20_primaries": True} and m["p20.warmup.offered_first_s_pct"] > 100
+    assert (
+        out.facts == {"cluster_primaries": "20", "measured_20_primaries": True}
+        and m["p20.warmup.offered_first_s_pct"] > 100
+    )
     assert m["p20.pool.peak_offered_pct"] > 100 and m["p20.pool.refused"] > 0
     # reproduced; on a busy 2-core host the no-flush control can spike too, and then the verdict
     # says so (not attributable) instead of crediting the flush

@@ -26,13 +26,20 @@ from harness.model.stored_run import Record, RunData
 from harness.verdict.analysis import Outcome, analyze
 
 BUCKETS = [Bucket(1, 16), Bucket(1, 64), Bucket(8, 16), Bucket(8, 64)]
-IO = [TensorSpec("input_ids", "input", "int64", (-1, -1)), TensorSpec("attention_mask", "input", "int64", (-1, -1)),
-      TensorSpec("sentence_embedding", "output", "float32", (-1, 384))]
+IO = [
+    TensorSpec("input_ids", "input", "int64", (-1, -1)),
+    TensorSpec("attention_mask", "input", "int64", (-1, -1)),
+    TensorSpec("sentence_embedding", "output", "float32", (-1, 384)),
+]
 SHORT, LONG = ((1, 1), (4, 16), (8, 32)), ((1, 1), (4, 64), (8, 128))
-TWO = [Profile(0, {"input_ids": SHORT, "attention_mask": SHORT}), Profile(1, {"input_ids": LONG, "attention_mask": LONG})]
+TWO = [
+    Profile(0, {"input_ids": SHORT, "attention_mask": SHORT}),
+    Profile(1, {"input_ids": LONG, "attention_mask": LONG}),
+]
 
 
 # ---- the source's prewarm and the first-request order (pure) ------------------------------
+
 
 def test_source_prewarm_is_one_enqueue_on_profile_0_and_the_first_request_lies_outside_it():
     assert source_prewarm_plan(TWO, IO, BUCKETS) == [(0, Bucket(1, 16))]
@@ -53,10 +60,18 @@ def test_on_onnx_runtime_the_first_request_is_at_a_shape_the_source_call_did_not
 
 def test_prewarm_summary_known_answer():
     def run(mode, first, steady):
-        return {"mode": mode, "first": [{"bucket": "a", "ms": first[0]}, {"bucket": "b", "ms": first[1]}],
-                "steady": {"a": steady, "b": [2 * v for v in steady]}}
-    runs = [run("cold", (30, 8), [1, 2, 3]), run("cold", (50, 8), [1, 2, 3]), run("all", (2, 4), [1, 2, 3]),
-            run("profile0", (20, 4), [1, 2, 3])]
+        return {
+            "mode": mode,
+            "first": [{"bucket": "a", "ms": first[0]}, {"bucket": "b", "ms": first[1]}],
+            "steady": {"a": steady, "b": [2 * v for v in steady]},
+        }
+
+    runs = [
+        run("cold", (30, 8), [1, 2, 3]),
+        run("cold", (50, 8), [1, 2, 3]),
+        run("all", (2, 4), [1, 2, 3]),
+        run("profile0", (20, 4), [1, 2, 3]),
+    ]
     m, steady = prewarm_summary(runs, ["a", "b"])
     assert steady["a"]["p50"] == 2 and steady["b"]["p50"] == 4 and steady["a"]["n"] == 12
     assert m["cold.first_ms"] == 40 and m["prewarmed.first_ms"] == 2 and m["profile0.first_ms"] == 20
@@ -66,6 +81,7 @@ def test_prewarm_summary_known_answer():
 
 # ---- the ledger's checks flip when the mechanism is off -------------------------------------
 
+
 @functools.lru_cache(maxsize=1)
 def ledger():
     """The suite specs and the claims ledger as they are in harness/experiments/ (read once)."""
@@ -73,8 +89,7 @@ def ledger():
     return suites, load_claims(suites=suites)
 
 
-def verdicts(claim_id: str, case: str, metrics: dict, profile: str = "local", suite: str = "engine-hotload",
-             **kw):
+def verdicts(claim_id: str, case: str, metrics: dict, profile: str = "local", suite: str = "engine-hotload", **kw):
     """The ledger's real checks of `claim_id` on `case`, judged on a run with these metrics
     (tests.ledger_helpers.verdicts; profile lab-a100 also measures the lab: an A100, six hosts)."""
     from tests import ledger_helpers
@@ -84,8 +99,13 @@ def verdicts(claim_id: str, case: str, metrics: dict, profile: str = "local", su
     return ledger_helpers.verdicts(claim_id, case, metrics, profile, suite, **kw)
 
 
-PREWARM = {"profile0.first_over_p99": 0.9, "prewarmed.first_over_p99": 0.9, "cold.first_ms": 30.0,
-           "prewarmed.first_ms": 6.0, "cold.first_over_p99": 4.5}
+PREWARM = {
+    "profile0.first_over_p99": 0.9,
+    "prewarmed.first_over_p99": 0.9,
+    "cold.first_ms": 30.0,
+    "prewarmed.first_ms": 6.0,
+    "cold.first_over_p99": 4.5,
+}
 
 
 def test_prewarm_check_counts_only_when_the_control_shows_a_penalty():
@@ -114,10 +134,20 @@ def test_swap_and_signature_checks_need_their_controls_to_fail():
     assert got["failed_requests"].outcome is Outcome.INCONCLUSIVE
     got = verdicts("C14", "incompatible-swap", {"wrong_verdicts": 0, "control.wrong_verdicts": 4, **TRIED}, facts=ORT)
     assert got["wrong_verdicts"].outcome is Outcome.REPRODUCED
-    ok = {"deserialized_refused": 0, "wrong_verdicts": 0, "runtime_recheck_detects_change": 1,
-          "deserialized_intact": 2, "control.refused": 0,
-          "control.deserialized_refused": 5, "control.wrong_verdicts": 5, "control.runtime_recheck_detects_change": 0,
-          "refusal_cases": 5, "load_attempts": 8, "bad_files_confirmed": 5, "toctou.changed_after_check": 1}
+    ok = {
+        "deserialized_refused": 0,
+        "wrong_verdicts": 0,
+        "runtime_recheck_detects_change": 1,
+        "deserialized_intact": 2,
+        "control.refused": 0,
+        "control.deserialized_refused": 5,
+        "control.wrong_verdicts": 5,
+        "control.runtime_recheck_detects_change": 0,
+        "refusal_cases": 5,
+        "load_attempts": 8,
+        "bad_files_confirmed": 5,
+        "toctou.changed_after_check": 1,
+    }
     assert {cv.outcome for cv in verdicts("C21", "signed-load", ok).values()} == {Outcome.REPRODUCED}
     # a blind deserializer counter (always 0) sees no intact file either: inconclusive, not attributable
     blind = {**ok, "deserialized_intact": 0, "control.deserialized_refused": 0}
@@ -136,12 +166,16 @@ def test_an_absence_without_its_situation_or_its_denominator_is_inconclusive():
     service; 0 refused files deserialized when the bad files were not really bad; no file changed
     after its check; an engine that reports another execution provider than the check needs."""
     base = {"failed_requests": 0, "control.failed_requests": 12, **SWAPPED}
-    for change, words in (({"swap.swaps_with_inflight": 0}, "did not occur"),
-                          ({"swap.swaps_answered_by_new": 0}, "did not occur"),
-                          ({"swap.requests_across": 0}, "out of nothing")):
+    for change, words in (
+        ({"swap.swaps_with_inflight": 0}, "did not occur"),
+        ({"swap.swaps_answered_by_new": 0}, "did not occur"),
+        ({"swap.requests_across": 0}, "out of nothing"),
+    ):
         cv = verdicts("C14", "hot-swap", {**base, **change}, facts=ORT)["failed_requests"]
         assert cv.outcome is Outcome.INCONCLUSIVE and words in cv.reason, (change, cv.reason)
-    cv = verdicts("C14", "hot-swap", base, facts={"engine.execution_provider": "CUDAExecutionProvider"})["failed_requests"]
+    cv = verdicts("C14", "hot-swap", base, facts={"engine.execution_provider": "CUDAExecutionProvider"})[
+        "failed_requests"
+    ]
     assert cv.outcome is Outcome.INCONCLUSIVE and "CUDAExecutionProvider" in cv.reason, cv.reason
     cv = verdicts("C14", "hot-swap", base)["failed_requests"]  # the provider not read back at all
     assert cv.outcome is Outcome.INCONCLUSIVE and "not recorded" in cv.reason, cv.reason
@@ -149,19 +183,33 @@ def test_an_absence_without_its_situation_or_its_denominator_is_inconclusive():
     for change in ({"accepted_answered_by_new": 0}, {"incompatible_loaded": 3}):
         cv = verdicts("C14", "incompatible-swap", {**tried, **change}, facts=ORT)["wrong_verdicts"]
         assert cv.outcome is Outcome.INCONCLUSIVE, (change, cv.reason)
-    ok = {"deserialized_refused": 0, "wrong_verdicts": 0, "deserialized_intact": 3, "control.refused": 0,
-          "control.deserialized_refused": 5, "control.wrong_verdicts": 5, "refusal_cases": 5, "load_attempts": 8,
-          "bad_files_confirmed": 5, "toctou.changed_after_check": 1}
+    ok = {
+        "deserialized_refused": 0,
+        "wrong_verdicts": 0,
+        "deserialized_intact": 3,
+        "control.refused": 0,
+        "control.deserialized_refused": 5,
+        "control.wrong_verdicts": 5,
+        "refusal_cases": 5,
+        "load_attempts": 8,
+        "bad_files_confirmed": 5,
+        "toctou.changed_after_check": 1,
+    }
     got = verdicts("C21", "signed-load", {**ok, "bad_files_confirmed": 3})
     assert got["deserialized_refused"].outcome is Outcome.INCONCLUSIVE
     assert got["wrong_verdicts"].outcome is Outcome.INCONCLUSIVE
     got = verdicts("C21", "signed-load", {**ok, "toctou.changed_after_check": 0})
-    assert got["wrong_verdicts"].outcome is Outcome.INCONCLUSIVE and got["deserialized_refused"].outcome is Outcome.REPRODUCED
+    assert (
+        got["wrong_verdicts"].outcome is Outcome.INCONCLUSIVE
+        and got["deserialized_refused"].outcome is Outcome.REPRODUCED
+    )
 
 
 def test_trt_checks_are_not_comparable_on_a_host_without_a_gpu():
     got = verdicts("C14", "trt-prewarm", PREWARM)
-    assert all(cv.outcome is Outcome.NOT_COMPARABLE and "gpu: measured none, claim A100" in cv.reason for cv in got.values())
+    assert all(
+        cv.outcome is Outcome.NOT_COMPARABLE and "gpu: measured none, claim A100" in cv.reason for cv in got.values()
+    )
     got = verdicts("C14", "trt-prewarm", PREWARM, profile="lab-a100")
     assert {cv.outcome for cv in got.values()} == {Outcome.REPRODUCED}
 
@@ -175,10 +223,19 @@ def test_trt_hot_swap_memory_check_needs_a_sampler_that_sees_the_second_engine()
     chk = next(c for c in ledger()[1] if c.id == "C14").checks
     mem = next(c for c in chk if c.metric == "gpu_peak_extra_over_engine")
     assert (mem.op, mem.value) == (">=", 1.0) and "needs >= 2x" in mem.instruments[0].text
-    on = {"failed_requests": 0, "control.failed_requests": 9, "gpu_peak_extra_over_engine": 1.2,
-          "control.gpu_peak_extra_over_engine": 0.1, "swap.window_max_over_call": 0.05,
-          "pause.window_max_over_call": 1.0, "in_place.window_max_over_call": 0.95, "swap.gap_over_steady": 1.5,
-          "restart.outage_over_steady": 20.0, "in_place.gap_over_steady": 15.0, **SWAPPED}
+    on = {
+        "failed_requests": 0,
+        "control.failed_requests": 9,
+        "gpu_peak_extra_over_engine": 1.2,
+        "control.gpu_peak_extra_over_engine": 0.1,
+        "swap.window_max_over_call": 0.05,
+        "pause.window_max_over_call": 1.0,
+        "in_place.window_max_over_call": 0.95,
+        "swap.gap_over_steady": 1.5,
+        "restart.outage_over_steady": 20.0,
+        "in_place.gap_over_steady": 15.0,
+        **SWAPPED,
+    }
     got = verdicts("C14", "trt-hot-swap", on, profile="lab-a100")
     assert {cv.outcome for cv in got.values()} == {Outcome.REPRODUCED}
     got = verdicts("C14", "trt-hot-swap", {**on, "control.gpu_peak_extra_over_engine": 1.2}, profile="lab-a100")
@@ -192,6 +249,7 @@ def test_trt_hot_swap_memory_check_needs_a_sampler_that_sees_the_second_engine()
 
 
 # ---- the mechanisms themselves, switched off -----------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
@@ -214,13 +272,18 @@ def test_failures_are_attributed_by_the_time_window_they_fall_in_not_by_their_te
     from harness.experiments.engine_hotload.swap_cases import attribute_failures
     from harness.experiments.engine_hotload.workload import Request
 
-    acts = [{"kind": "swap", "t_start_s": 1.0, "t_released_s": 2.0},
-            {"kind": "restart", "t_start_s": 3.0, "t_released_s": 4.0}]
+    acts = [
+        {"kind": "swap", "t_start_s": 1.0, "t_released_s": 2.0},
+        {"kind": "restart", "t_start_s": 3.0, "t_released_s": 4.0},
+    ]
     closed = "EngineError: engine v0 is closed"
-    recs = [Request(1.5, 1.0, False, 0, "b", error=closed),  # inside the swap: the swap's, whatever it says
-            Request(0.999, 5.0, False, 0, "b", error=closed),  # started before, failed inside the swap
-            Request(3.5, 1.0, False, 0, "b", error=closed), Request(2.5, 1.0, False, 0, "b", error=closed),
-            Request(3.6, 1.0, True, 0, "b")]
+    recs = [
+        Request(1.5, 1.0, False, 0, "b", error=closed),  # inside the swap: the swap's, whatever it says
+        Request(0.999, 5.0, False, 0, "b", error=closed),  # started before, failed inside the swap
+        Request(3.5, 1.0, False, 0, "b", error=closed),
+        Request(2.5, 1.0, False, 0, "b", error=closed),
+        Request(3.6, 1.0, True, 0, "b"),
+    ]
     assert attribute_failures(recs, acts) == {"swap": 2, "restart": 1, "outside": 1}
 
 
@@ -271,11 +334,28 @@ def _hot_swap_run(tmp_path, drain: str):
     suites, claims = ledger()
     suite = suites["engine-hotload"]
     params = suite.case_params(suite.case("hot-swap"), "local", {"drain": drain})
-    out = hot_swap(CaseContext("engine-hotload", "hot-swap", 1, "local", params, tmp_path / drain,
-                               Target("none", "none", []), log=lambda m: None))
+    out = hot_swap(
+        CaseContext(
+            "engine-hotload",
+            "hot-swap",
+            1,
+            "local",
+            params,
+            tmp_path / drain,
+            Target("none", "none", []),
+            log=lambda m: None,
+        )
+    )
     assert out.status == "ok", out.reason
-    rec = Record(suite="engine-hotload", case="hot-swap", repetition=1, metrics=out.metrics, series=out.series,
-                 params=params, facts=out.facts)
+    rec = Record(
+        suite="engine-hotload",
+        case="hot-swap",
+        repetition=1,
+        metrics=out.metrics,
+        series=out.series,
+        params=params,
+        facts=out.facts,
+    )
     srun = suite.as_run("local", 1, {c.name: {} for c in suite.cases})
     run = RunData(tmp_path, dict(ledger_helpers.HERE), [rec], {"engine-hotload": srun}, claims)
     claim = next(c for c in analyze(run).claims if c.id == "C14")
@@ -298,13 +378,22 @@ def test_a_swap_switches_once_the_drivers_condition_holds_and_not_after_its_limi
         asked.append(1)
         return len(asked) >= n
 
-    rep = slot.swap(lambda: open_engine("ort", same, label="v1"), buckets, lambda b: _ones(slot.engine, b),
-                    switch_when=lambda: after(20))
+    rep = slot.swap(
+        lambda: open_engine("ort", same, label="v1"),
+        buckets,
+        lambda b: _ones(slot.engine, b),
+        switch_when=lambda: after(20),
+    )
     assert slot.version == 1 and len(asked) == 20 and rep.durations_ms()["switch_wait_ms"] > 0
     assert rep.durations_ms()["switch_ms"] < rep.durations_ms()["switch_wait_ms"]
     t = time.perf_counter()
-    rep = slot.swap(lambda: open_engine("ort", same, label="v2"), buckets, lambda b: _ones(slot.engine, b),
-                    switch_when=lambda: False, switch_wait_s=0.2)
+    rep = slot.swap(
+        lambda: open_engine("ort", same, label="v2"),
+        buckets,
+        lambda b: _ones(slot.engine, b),
+        switch_when=lambda: False,
+        switch_wait_s=0.2,
+    )
     assert slot.version == 2 and 200 <= rep.durations_ms()["switch_wait_ms"] < 1000 and time.perf_counter() - t < 5
     slot.engine.close()
 
@@ -336,14 +425,23 @@ def test_prewarm_checks_on_onnx_runtime_are_inconclusive_with_both_numbers(tmp_p
     suites, claims = ledger()
     suite = suites["engine-hotload"]
     params = suite.case_params(suite.case("prewarm"), "local")
-    out = prewarm(CaseContext("engine-hotload", "prewarm", 1, "local", params, tmp_path, Target("none", "none", []),
-                              log=lambda m: None))
+    out = prewarm(
+        CaseContext(
+            "engine-hotload", "prewarm", 1, "local", params, tmp_path, Target("none", "none", []), log=lambda m: None
+        )
+    )
     assert out.status == "ok", out.reason
     m = {k: v.value for k, v in out.metrics.items()}
-    rec = Record(suite="engine-hotload", case="prewarm", repetition=1, metrics=out.metrics, series=out.series,
-                 params=params)
-    run = RunData(tmp_path, dict(ledger_helpers.HERE), [rec],
-                  {"engine-hotload": suite.as_run("local", 1, {c.name: {} for c in suite.cases})}, claims)
+    rec = Record(
+        suite="engine-hotload", case="prewarm", repetition=1, metrics=out.metrics, series=out.series, params=params
+    )
+    run = RunData(
+        tmp_path,
+        dict(ledger_helpers.HERE),
+        [rec],
+        {"engine-hotload": suite.as_run("local", 1, {c.name: {} for c in suite.cases})},
+        claims,
+    )
     claim = next(c for c in analyze(run).claims if c.id == "C14")
     got = {cv.check.metric: cv for cv in claim.checks if cv.check.case == "prewarm"}
     assert m["cold.first_ms"] < 1.5 * m["prewarmed.first_ms"], m  # no first-request penalty on ORT here
@@ -364,15 +462,36 @@ def test_incompatible_swap_check_on_a_real_run_and_with_the_check_removed(tmp_pa
     suites, claims = ledger()
     suite = suites["engine-hotload"]
     params = suite.case_params(suite.case("incompatible-swap"), "local")
-    out = incompatible_swap(CaseContext("engine-hotload", "incompatible-swap", 1, "local", params, tmp_path,
-                                        Target("none", "none", []), log=lambda m: None))
+    out = incompatible_swap(
+        CaseContext(
+            "engine-hotload",
+            "incompatible-swap",
+            1,
+            "local",
+            params,
+            tmp_path,
+            Target("none", "none", []),
+            log=lambda m: None,
+        )
+    )
     assert out.status == "ok", out.reason
 
     def judged(metrics):
-        rec = Record(suite="engine-hotload", case="incompatible-swap", repetition=1, metrics=metrics, series=out.series,
-                     facts=out.facts)
-        run = RunData(tmp_path, dict(ledger_helpers.HERE), [rec],
-                      {"engine-hotload": suite.as_run("local", 1, {c.name: {} for c in suite.cases})}, claims)
+        rec = Record(
+            suite="engine-hotload",
+            case="incompatible-swap",
+            repetition=1,
+            metrics=metrics,
+            series=out.series,
+            facts=out.facts,
+        )
+        run = RunData(
+            tmp_path,
+            dict(ledger_helpers.HERE),
+            [rec],
+            {"engine-hotload": suite.as_run("local", 1, {c.name: {} for c in suite.cases})},
+            claims,
+        )
         claim = next(c for c in analyze(run).claims if c.id == "C14")
         return next(cv for cv in claim.checks if cv.check.case == "incompatible-swap")
 
@@ -416,8 +535,12 @@ def test_with_verification_off_a_tampered_file_reaches_the_deserializer(tmp_path
     data = bytearray(good.read_bytes())
     data[len(data) // 2] ^= 1
     bad.write_bytes(bytes(data))
-    attempts = [load_attempt("intact", "loaded", (manifest,), good), load_attempt("intact", "loaded", None, good),
-                load_attempt("tampered", "refused", (manifest,), bad), load_attempt("tampered", "refused", None, bad)]
+    attempts = [
+        load_attempt("intact", "loaded", (manifest,), good),
+        load_attempt("intact", "loaded", None, good),
+        load_attempt("tampered", "refused", (manifest,), bad),
+        load_attempt("tampered", "refused", None, bad),
+    ]
     counts = summarize(attempts)
     assert counts["deserialized_refused"] == 0 and counts["wrong_verdicts"] == 0
     assert counts["control.deserialized_refused"] == 1 and counts["control.wrong_verdicts"] == 1
@@ -425,6 +548,7 @@ def test_with_verification_off_a_tampered_file_reaches_the_deserializer(tmp_path
 
 
 # ---- the lab profile carries the source's setting -------------------------------------------
+
 
 def test_lab_a100_profile_carries_the_source_setting_and_fails_on_skips():
     suite = load_all_suites()["engine-hotload"]

@@ -40,9 +40,15 @@ def _r(t, ms, by, ok=True):
 
 # ---- the hot swap: requests in flight across the switch, answers of the new engine -----------
 
+
 def test_an_old_answer_that_came_after_the_new_engine_answered_was_in_flight_across_the_switch():
-    recs = [_r(0.5, 10, OLD), _r(1.2, 600, OLD),  # the straddler: sent at 1.2, answered at 1.8
-            _r(1.5, 20, NEW), _r(1.6, 20, NEW), _r(2.5, 10, NEW)]
+    recs = [
+        _r(0.5, 10, OLD),
+        _r(1.2, 600, OLD),  # the straddler: sent at 1.2, answered at 1.8
+        _r(1.5, 20, NEW),
+        _r(1.6, 20, NEW),
+        _r(2.5, 10, NEW),
+    ]
     ex = swap_exercise(recs, [SWAP, RESTART])
     assert ex["inflight"] == 1 and ex["swaps_with_inflight"] == 1
     assert ex["new_answers"] == 3 and ex["swaps_answered_by_new"] == 1
@@ -57,8 +63,10 @@ def test_no_request_in_flight_when_every_old_answer_came_before_the_new_engines_
 
 
 def test_a_slot_that_only_relabels_has_no_answer_of_the_new_engine_whatever_its_version_says():
-    recs = [Request(t, 20, True, 0, "b1x16", version=1 if t > 1.5 else 0, answered_by=OLD)
-            for t in (0.5, 1.2, 1.6, 1.9, 2.5)]
+    recs = [
+        Request(t, 20, True, 0, "b1x16", version=1 if t > 1.5 else 0, answered_by=OLD)
+        for t in (0.5, 1.2, 1.6, 1.9, 2.5)
+    ]
     ex = swap_exercise(recs, [SWAP, RESTART])
     assert ex["new_answers"] == 0 and ex["swaps_answered_by_new"] == 0 and ex["inflight"] == 0
 
@@ -70,14 +78,18 @@ def test_answers_after_the_next_action_started_are_not_the_swaps():
 
 
 def test_a_request_that_failed_across_the_switch_was_in_flight_but_one_sent_after_it_was_not():
-    recs = [_r(1.2, 600, "", ok=False),  # sent before the new engine's first answered request, failed after it
-            _r(1.55, 300, "", ok=False),  # sent after it: not in flight at the switch
-            _r(1.3, 10, UNKNOWN), _r(1.5, 20, NEW)]
+    recs = [
+        _r(1.2, 600, "", ok=False),  # sent before the new engine's first answered request, failed after it
+        _r(1.55, 300, "", ok=False),  # sent after it: not in flight at the switch
+        _r(1.3, 10, UNKNOWN),
+        _r(1.5, 20, NEW),
+    ]
     ex = swap_exercise(recs, [SWAP, RESTART])
     assert ex["inflight"] == 1 and ex["unrecognised"] == 1 and ex["new_answers"] == 1
 
 
 # ---- fingerprints: which model answered, from the answer -----------------------------------
+
 
 def test_fingerprints_name_the_version_whose_answer_matches_and_refuse_versions_that_answer_alike():
     a, b = np.zeros((1, 4)), np.ones((1, 4))
@@ -128,11 +140,14 @@ def test_the_second_model_version_has_the_same_io_and_other_answers(tmp_path):
 
 
 def test_engines_that_report_different_settings_meet_no_single_value():
-    facts = reported_facts([{"execution_provider": "CPUExecutionProvider"}, {"execution_provider": "CUDAExecutionProvider"}])
+    facts = reported_facts(
+        [{"execution_provider": "CPUExecutionProvider"}, {"execution_provider": "CUDAExecutionProvider"}]
+    )
     assert facts["engine.execution_provider"] == "CPUExecutionProvider | CUDAExecutionProvider"
 
 
 # ---- signed loads: bad files confirmed apart from signing.py; a file changed after its check --
+
 
 @pytest.fixture
 def signed(tmp_path):
@@ -147,8 +162,15 @@ def signed(tmp_path):
     copy = tmp_path / "toctou" / "tiny.onnx"
     copy.parent.mkdir()
     copy.write_bytes(tiny.read_bytes())
-    return {"dir": tmp_path, "tiny": tiny, "manifest": manifest, "pub": tmp_path / "signer.pub.pem",
-            "other": tmp_path / "other.pub.pem", "other_model": other_model, "copy": copy}
+    return {
+        "dir": tmp_path,
+        "tiny": tiny,
+        "manifest": manifest,
+        "pub": tmp_path / "signer.pub.pem",
+        "other": tmp_path / "other.pub.pem",
+        "other_model": other_model,
+        "copy": copy,
+    }
 
 
 def test_the_independent_check_confirms_only_files_that_really_fail(signed):
@@ -169,14 +191,21 @@ def test_the_independent_check_confirms_only_files_that_really_fail(signed):
 
 
 def _toctou(s, replacement: bytes):
-    return {"replacement": replacement,
-            "answers": {"checked": answer_of(s["tiny"]), "replacement": answer_of(s["other_model"])}}
+    return {
+        "replacement": replacement,
+        "answers": {"checked": answer_of(s["tiny"]), "replacement": answer_of(s["other_model"])},
+    }
 
 
 def test_a_file_replaced_after_its_check_is_seen_changed_and_the_checked_bytes_load(signed):
     s = signed
-    a = load_attempt("replaced after its check", "loaded", (s["manifest"], s["pub"]), s["copy"],
-                     _toctou(s, s["other_model"].read_bytes()))
+    a = load_attempt(
+        "replaced after its check",
+        "loaded",
+        (s["manifest"], s["pub"]),
+        s["copy"],
+        _toctou(s, s["other_model"].read_bytes()),
+    )
     assert a["changed_after_check"] and a["outcome"] == "loaded" and a["deserialized"] == 1
     assert s["copy"].read_bytes() == s["other_model"].read_bytes()  # the file on disk really changed
     counts = summarize([a])
@@ -193,16 +222,22 @@ def test_a_loader_that_reads_the_path_again_loads_the_changed_file_and_is_a_wron
             super()._deserialize(path.read_bytes(), path)  # time of use: the bytes on disk now
 
     monkeypatch.setattr(_Counter, "engine", classmethod(lambda cls: RereadsThePath()))
-    a = load_attempt("replaced after its check", "loaded", (s["manifest"], s["pub"]), s["copy"],
-                     _toctou(s, s["other_model"].read_bytes()))
+    a = load_attempt(
+        "replaced after its check",
+        "loaded",
+        (s["manifest"], s["pub"]),
+        s["copy"],
+        _toctou(s, s["other_model"].read_bytes()),
+    )
     assert a["changed_after_check"] and a["outcome"] == "loaded the changed file"
     assert summarize([a])["wrong_verdicts"] == 1
 
 
 def test_a_file_that_does_not_change_after_its_check_is_no_evidence(signed):
     s = signed
-    a = load_attempt("not replaced", "loaded", (s["manifest"], s["pub"]), s["copy"],
-                     _toctou(s, s["tiny"].read_bytes()))  # "replaced" by its own bytes
+    a = load_attempt(
+        "not replaced", "loaded", (s["manifest"], s["pub"]), s["copy"], _toctou(s, s["tiny"].read_bytes())
+    )  # "replaced" by its own bytes
     assert a["outcome"] == "loaded" and not a["changed_after_check"]
     assert summarize([a])["toctou.changed_after_check"] == 0
 

@@ -110,7 +110,12 @@ def test_trt_cases_are_skipped_with_the_reason_where_trt_or_gpu_is_missing(tmp_p
     why = unavailable_reason()
     if why is None:
         pytest.skip("tensorrt and a GPU are present: the trt cases run for real (suite engine-hotload)")
-    for name in ("engine-hotload-cold-start", "engine-hotload-prewarm", "engine-hotload-hot-swap", "engine-hotload-incompatible-swap"):
+    for name in (
+        "engine-hotload-cold-start",
+        "engine-hotload-prewarm",
+        "engine-hotload-hot-swap",
+        "engine-hotload-incompatible-swap",
+    ):
         d = drivers[name]
         params = d.resolve_params("test", {"backend": "trt"})
         ctx = CaseContext("engine-hotload", "trt", 1, "local", params, tmp_path, Target("none"), log=lambda m: None)

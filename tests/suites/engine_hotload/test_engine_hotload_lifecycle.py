@@ -21,19 +21,24 @@ from harness.experiments.engine_hotload.lifecycle import (
 from harness.experiments.engine_hotload.swap import EngineSlot, IncompatibleEngine, check_compatible, io_problems
 
 BUCKETS = [Bucket(1, 16), Bucket(1, 64), Bucket(8, 16), Bucket(8, 64)]
-MINILM_IO = [TensorSpec("input_ids", "input", "int64", (-1, -1)),
-             TensorSpec("attention_mask", "input", "int64", (-1, -1)),
-             TensorSpec("sentence_embedding", "output", "float32", (-1, 384))]
+MINILM_IO = [
+    TensorSpec("input_ids", "input", "int64", (-1, -1)),
+    TensorSpec("attention_mask", "input", "int64", (-1, -1)),
+    TensorSpec("sentence_embedding", "output", "float32", (-1, 384)),
+]
 
 
 def _two_profiles() -> list[Profile]:
     short = ((1, 1), (4, 16), (8, 32))
     long = ((1, 1), (4, 64), (8, 128))
-    return [Profile(0, {"input_ids": short, "attention_mask": short}),
-            Profile(1, {"input_ids": long, "attention_mask": long})]
+    return [
+        Profile(0, {"input_ids": short, "attention_mask": short}),
+        Profile(1, {"input_ids": long, "attention_mask": long}),
+    ]
 
 
 # ---- pure functions ---------------------------------------------------------------------------
+
 
 def test_input_shape_fills_dynamic_dims_in_order_and_keeps_fixed_ones():
     assert input_shape(TensorSpec("x", "input", "int64", (-1, -1)), Bucket(8, 64)) == (8, 64)
@@ -51,8 +56,14 @@ def test_parse_buckets_rejects_bad_items():
 
 def test_prewarm_plan_covers_every_profile_and_every_bucket_it_serves():
     plan = prewarm_plan(_two_profiles(), MINILM_IO, BUCKETS)
-    assert plan == [(0, Bucket(1, 16)), (0, Bucket(8, 16)),
-                    (1, Bucket(1, 16)), (1, Bucket(1, 64)), (1, Bucket(8, 16)), (1, Bucket(8, 64))]
+    assert plan == [
+        (0, Bucket(1, 16)),
+        (0, Bucket(8, 16)),
+        (1, Bucket(1, 16)),
+        (1, Bucket(1, 64)),
+        (1, Bucket(8, 16)),
+        (1, Bucket(8, 64)),
+    ]
     assert {b for _, b in plan} == set(BUCKETS)
     assert {p for p, _ in plan} == {0, 1}
 
@@ -78,7 +89,8 @@ def test_io_problems_names_the_tensor_that_differs():
     assert any("'token_type_ids'" in p for p in probs)
     int32 = [MINILM_IO[0], TensorSpec("attention_mask", "input", "int32", (-1, -1)), MINILM_IO[2]]
     assert io_problems(MINILM_IO, int32, [implicit_profile(int32)], BUCKETS) == [
-        "tensor 'attention_mask': dtype int32 in the new engine, int64 in the served one"]
+        "tensor 'attention_mask': dtype int32 in the new engine, int64 in the served one"
+    ]
     out256 = MINILM_IO[:2] + [TensorSpec("sentence_embedding", "output", "float32", (-1, 256))]
     assert "'sentence_embedding'" in io_problems(MINILM_IO, out256, prof, BUCKETS)[0]
 
@@ -88,8 +100,11 @@ def test_io_problems_checks_profile_ranges_against_served_shapes():
     assert len(probs) == 2 and all("outside every optimization profile" in p for p in probs)
     assert "b1x64" in probs[0] and "b8x64" in probs[1]
     assert io_problems(MINILM_IO, MINILM_IO, _two_profiles(), BUCKETS) == []
-    fixed = [TensorSpec("input_ids", "input", "int64", (-1, 16)),
-             TensorSpec("attention_mask", "input", "int64", (-1, 16)), MINILM_IO[2]]
+    fixed = [
+        TensorSpec("input_ids", "input", "int64", (-1, 16)),
+        TensorSpec("attention_mask", "input", "int64", (-1, 16)),
+        MINILM_IO[2],
+    ]
     probs = io_problems(MINILM_IO, fixed, [implicit_profile(fixed)], BUCKETS)
     assert probs and "'input_ids'" in probs[0] and "[1, 64]" in probs[0]
 
@@ -98,10 +113,13 @@ def test_location_and_format_are_compared_where_the_backend_has_them():
     a = [TensorSpec("x", "input", "float32", (-1, 3), location="DEVICE", format="LINEAR")]
     b = [TensorSpec("x", "input", "float32", (-1, 3), location="HOST", format="LINEAR")]
     prof = [Profile(0, {"x": ((1, 3), (1, 3), (8, 3))})]
-    assert io_problems(a, b, prof, [Bucket(1, 3)]) == ["tensor 'x': location HOST in the new engine, DEVICE in the served one"]
+    assert io_problems(a, b, prof, [Bucket(1, 3)]) == [
+        "tensor 'x': location HOST in the new engine, DEVICE in the served one"
+    ]
 
 
 # ---- real engines -------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def minilm():
@@ -193,7 +211,11 @@ def test_hot_swap_under_load_from_several_threads_fails_no_request(minilm, feeds
         assert len(rep.prewarm) == len(buckets)
     # every request that started after a switch finished was served by the new engine
     for k, rep in enumerate(reports):
-        after = [r for r in records if r.t > rep.switched - t0 + 1e-3 and (k + 1 == len(reports) or r.t < reports[k + 1].started - t0)]
+        after = [
+            r
+            for r in records
+            if r.t > rep.switched - t0 + 1e-3 and (k + 1 == len(reports) or r.t < reports[k + 1].started - t0)
+        ]
         assert after and all(r.version == k + 1 for r in after)
 
 
@@ -236,8 +258,13 @@ def test_suite_spec_validates_and_bad_params_are_bad_input():
     from harness.model.driver_contract import get
 
     suite = spec.load_suite_file(suite_spec("engine-hotload"))
-    assert {c.driver for c in suite.cases} == {"engine-hotload-cold-start", "engine-hotload-prewarm", "engine-hotload-hot-swap",
-                                               "engine-hotload-incompatible-swap", "engine-hotload-signed-load"}
+    assert {c.driver for c in suite.cases} == {
+        "engine-hotload-cold-start",
+        "engine-hotload-prewarm",
+        "engine-hotload-hot-swap",
+        "engine-hotload-incompatible-swap",
+        "engine-hotload-signed-load",
+    }
     drv = get("engine-hotload-prewarm")
     with pytest.raises(BadInput, match="buckets"):
         drv.resolve_params("t", {"buckets": [[0, 16]]})

@@ -19,9 +19,12 @@ from harness.experiments.engine_hotload.workload import Request, answer_gaps, st
 
 
 def test_answer_gaps_are_between_successful_answers_in_the_order_they_came():
-    recs = [Request(0.0, 10.0, True, 0, "b"), Request(0.05, 10.0, True, 1, "b"),
-            Request(0.1, 5.0, False, 0, "b"),  # a failure is no answer
-            Request(0.3, 20.0, True, 0, "b")]
+    recs = [
+        Request(0.0, 10.0, True, 0, "b"),
+        Request(0.05, 10.0, True, 1, "b"),
+        Request(0.1, 5.0, False, 0, "b"),  # a failure is no answer
+        Request(0.3, 20.0, True, 0, "b"),
+    ]
     gaps = answer_gaps(recs)
     assert [x for g in gaps for x in g] == pytest.approx([0.01, 0.06, 0.06, 0.32])
     assert steady_gap_ms(gaps, []) == pytest.approx(260.0)
@@ -82,8 +85,10 @@ class _Rep:
         self.inflight_at_switch, self.old_label, self.new_label = 0, "a", "b"
 
     def durations_ms(self):
-        return {k: 1.0 for k in ("load_ms", "check_ms", "prewarm_ms", "switch_ms", "drain_ms", "release_ms",
-                                 "to_serving_ms")}
+        return {
+            k: 1.0
+            for k in ("load_ms", "check_ms", "prewarm_ms", "switch_ms", "drain_ms", "release_ms", "to_serving_ms")
+        }
 
 
 def test_the_windows_are_the_drivers_not_the_mechanisms_report():
@@ -98,6 +103,7 @@ def test_the_windows_are_the_drivers_not_the_mechanisms_report():
 
 
 # ---- the same on a real engine slot (a tiny ONNX model, real request threads) -------------
+
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
@@ -122,9 +128,12 @@ def test_loading_aside_serves_on_where_loading_under_the_lock_and_a_pause_stall(
     stream = RequestStream(lambda b, i: slot.infer(ones(b))[1], buckets, 2, 5.0, t0).start()
     done = []
     try:
-        for kind, act in (("swap", lambda: slot.swap(slow_open, buckets, ones)),
-                          ("in-place", lambda: slot.swap(slow_open, buckets, ones, aside=False)),
-                          ("pause", lambda: slot.hold(0.3)), ("restart", lambda: slot.restart(slow_open))):
+        for kind, act in (
+            ("swap", lambda: slot.swap(slow_open, buckets, ones)),
+            ("in-place", lambda: slot.swap(slow_open, buckets, ones, aside=False)),
+            ("pause", lambda: slot.hold(0.3)),
+            ("restart", lambda: slot.restart(slow_open)),
+        ):
             time.sleep(0.15)
             called = time.perf_counter()
             done.append((kind, act(), called, time.perf_counter()))
@@ -141,10 +150,20 @@ def test_loading_aside_serves_on_where_loading_under_the_lock_and_a_pause_stall(
 
 # ---- the ledger judges the hot swap on service (harness/experiments/claims.yaml, C14) -------------------
 
-SOUND = {"swap.window_max_over_call": 0.09, "pause.window_max_over_call": 1.05, "in_place.window_max_over_call": 0.95,
-         "swap.gap_over_steady": 1.8, "restart.outage_over_steady": 7.0, "in_place.gap_over_steady": 9.0,
-         "failed_requests": 0, "control.failed_requests": 14,  # measured here, a sound hot swap (rounded)
-         "swap.requests_across": 84, "swaps_done": 1, "swap.swaps_with_inflight": 1, "swap.swaps_answered_by_new": 1}
+SOUND = {
+    "swap.window_max_over_call": 0.09,
+    "pause.window_max_over_call": 1.05,
+    "in_place.window_max_over_call": 0.95,
+    "swap.gap_over_steady": 1.8,
+    "restart.outage_over_steady": 7.0,
+    "in_place.gap_over_steady": 9.0,
+    "failed_requests": 0,
+    "control.failed_requests": 14,  # measured here, a sound hot swap (rounded)
+    "swap.requests_across": 84,
+    "swaps_done": 1,
+    "swap.swaps_with_inflight": 1,
+    "swap.swaps_answered_by_new": 1,
+}
 ORT = {"engine.execution_provider": "CPUExecutionProvider"}  # what ONNX Runtime reports for its sessions here
 
 

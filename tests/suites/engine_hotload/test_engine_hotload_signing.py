@@ -39,8 +39,13 @@ def signed(tmp_path):
     generate_keypair(keys / "signer.pem", tmp_path / "signer.pub.pem")
     generate_keypair(keys / "other.pem", tmp_path / "other.pub.pem")
     sign_manifest(manifest, keys / "signer.pem")
-    return {"dir": tmp_path, "model": model, "manifest": manifest, "pub": tmp_path / "signer.pub.pem",
-            "other": tmp_path / "other.pub.pem"}
+    return {
+        "dir": tmp_path,
+        "model": model,
+        "manifest": manifest,
+        "pub": tmp_path / "signer.pub.pem",
+        "other": tmp_path / "other.pub.pem",
+    }
 
 
 def _load(path, verifier):

@@ -19,21 +19,43 @@ def _run(records):
 
 
 def _prewarm(rep: int, cold_ms: float) -> Record:
-    m = {"b1x16.p50_ms": 2.0, "b1x16.p99_ms": 3.0, "b1x16.cold_first_ms": cold_ms, "b1x16.profile0_first_ms": 2.5,
-         "b1x16.prewarmed_first_ms": 2.1, "cold.first_ms": cold_ms, "profile0.first_ms": 2.5,
-         "prewarmed.first_ms": 2.1, "cold.first_over_p99": cold_ms / 3, "profile0.first_over_p99": 2.5 / 3,
-         "prewarmed.first_over_p99": 0.7}
+    m = {
+        "b1x16.p50_ms": 2.0,
+        "b1x16.p99_ms": 3.0,
+        "b1x16.cold_first_ms": cold_ms,
+        "b1x16.profile0_first_ms": 2.5,
+        "b1x16.prewarmed_first_ms": 2.1,
+        "cold.first_ms": cold_ms,
+        "profile0.first_ms": 2.5,
+        "prewarmed.first_ms": 2.1,
+        "cold.first_over_p99": cold_ms / 3,
+        "profile0.first_over_p99": 2.5 / 3,
+        "prewarmed.first_over_p99": 0.7,
+    }
     steady = Series({"bucket": ["b1x16"], "n": [12], "p50_ms": [2.0], "p99_ms": [3.0]})
-    return Record(suite="engine-hotload", case="prewarm", repetition=rep,
-                  metrics={k: Metric(v, "ms") for k, v in m.items()},
-                  series={"steady": steady})
+    return Record(
+        suite="engine-hotload",
+        case="prewarm",
+        repetition=rep,
+        metrics={k: Metric(v, "ms") for k, v in m.items()},
+        series={"steady": steady},
+    )
 
 
 def _swap(rep: int, failed_restart: int) -> Record:
-    acts = Series({"kind": ["swap", "restart"], "to_serving_ms": [900.0, 700.0], "outage_ms": [0.0, 700.0],
-                   "rss_extra_mib": [200.0, 20.0]})
-    m = {"failed_requests": Metric(0, "requests"), "control.failed_requests": Metric(failed_restart, "requests"),
-         "rss_peak_extra_over_engine": Metric(2.2, "x")}
+    acts = Series(
+        {
+            "kind": ["swap", "restart"],
+            "to_serving_ms": [900.0, 700.0],
+            "outage_ms": [0.0, 700.0],
+            "rss_extra_mib": [200.0, 20.0],
+        }
+    )
+    m = {
+        "failed_requests": Metric(0, "requests"),
+        "control.failed_requests": Metric(failed_restart, "requests"),
+        "rss_peak_extra_over_engine": Metric(2.2, "x"),
+    }
     return Record(suite="engine-hotload", case="hot-swap", repetition=rep, metrics=m, series={"actions": acts})
 
 

@@ -50,15 +50,15 @@ GUARD = textwrap.dedent("""
 
 def _guarded(code: str, allowed: set[str], timeout: int = 300) -> subprocess.CompletedProcess:
     script = GUARD.format(root=str(REPO), allowed=sorted(allowed)) + textwrap.dedent(code)
-    return subprocess.run([sys.executable, "-c", script], cwd=REPO, env=ENV, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _make(*args: str) -> subprocess.CompletedProcess:
     """`make -s ARGS` with this venv as $(VENV): the Makefile takes $(VENV)/bin/python where there is one."""
     venv = Path(sys.executable).parent.parent
-    return subprocess.run(["make", "-s", *args, f"VENV={venv}"], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(["make", "-s", *args, f"VENV={venv}"], cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
 def _cuda() -> bool:
@@ -72,8 +72,13 @@ def test_without_a_gpu_it_stops_with_one_line_and_exit_3(tmp_path):
     module, exit 3 and one line on stderr; no output folder is made."""
     if _cuda():
         pytest.skip("this machine has a CUDA GPU: the check would run")
-    r = subprocess.run([sys.executable, "-m", "tools.gpu_check", "--out", str(tmp_path / "out")], cwd=REPO,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "tools.gpu_check", "--out", str(tmp_path / "out")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 3 and r.stdout == "", (r.returncode, r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gpu-check: no CUDA GPU: torch "), r.stderr
@@ -84,7 +89,8 @@ def test_without_a_gpu_it_stops_with_one_line_and_exit_3(tmp_path):
 
 
 def test_the_dry_run_prints_the_plan_within_8_minutes_importing_nothing_else():
-    r = _guarded("""
+    r = _guarded(
+        """
         import runpy, sys
         sys.argv = ["gpu_check", "--dry-run"]
         try:
@@ -92,7 +98,9 @@ def test_the_dry_run_prints_the_plan_within_8_minutes_importing_nothing_else():
         except SystemExit as e:
             assert not e.code, e.code
         assert "torch" not in sys.modules and "numpy" not in sys.modules
-    """, allowed=set())
+    """,
+        allowed=set(),
+    )
     assert r.returncode == 0, r.stderr
     assert sum(s.budget_s for s in gpu_check.PLAN) <= gpu_check.BUDGET_S == 480
     for s in gpu_check.PLAN:
@@ -161,8 +169,10 @@ def test_the_carry_resolves_from_the_wheels_and_fits_with_the_tree(carry):
     c, said = carry
     assert gpu_check.carry_problem(c) is None
     total = prepare.folder_bytes(c) + prepare.tree_bytes()
-    assert prepare.tree_bytes() > 1_000_000 and total <= prepare.CARRY_LIMIT == 64 * 2 ** 20, said
-    assert said.startswith(f"carry {c}: {prepare.folder_bytes(c) / 2**20:.1f} MiB, working tree ") and "of 64 MiB" in said
+    assert prepare.tree_bytes() > 1_000_000 and total <= prepare.CARRY_LIMIT == 64 * 2**20, said
+    assert (
+        said.startswith(f"carry {c}: {prepare.folder_bytes(c) / 2**20:.1f} MiB, working tree ") and "of 64 MiB" in said
+    )
     with torch.device("meta"):  # the host's model: SmolLM2-135M's layers and shapes from the carried config
         model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(c / "smollm2")))
     assert 130e6 < sum(p.numel() for p in model.parameters()) < 140e6
@@ -187,7 +197,8 @@ def test_the_carried_minilm_gives_the_wheels_embeddings(carry):
 def test_the_probes_run_on_the_cpu_from_the_carry_under_the_import_guard(carry, tmp_path):
     """The host's code path on this CPU (tiny stream): the stream, C4's memory modes, the TTFT
     case with its four modes and its own metrics; an import the host lacks fails it."""
-    r = _guarded(f"""
+    r = _guarded(
+        f"""
         import json
         from tools.gpu_check import probes
         c, raw = {str(carry[0])!r}, {str(tmp_path)!r}
@@ -197,7 +208,9 @@ def test_the_probes_run_on_the_cpu_from_the_carry_under_the_import_guard(carry, 
                for m in ("no_cache", "semantic_cache")}}
         t = probes.ttft({{"stream": s, "serve_s": 120, "carry": c, "device": "cpu", "out": raw}})
         print(json.dumps({{"stream": s, "memory": mem, "ttft": t}}))
-    """, allowed=HOST_HAS)
+    """,
+        allowed=HOST_HAS,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert len(out["stream"]["requests"]) == 3 and out["stream"]["radius"] >= 0
@@ -210,10 +223,12 @@ def test_the_probes_run_on_the_cpu_from_the_carry_under_the_import_guard(carry, 
 
 
 def test_c4_metrics_are_the_memory_cases_with_partial_modes():
-    mib = 2 ** 20
-    res = {"no_cache": {"gpu_peak_alloc": 600 * mib, "nvml_process": 900 * mib},
-           "semantic_cache": {"gpu_peak_alloc": 690 * mib, "nvml_process": None},
-           "instrument.extra_allocation": {"gpu_peak_alloc": 856 * mib, "nvml_process": None}}
+    mib = 2**20
+    res = {
+        "no_cache": {"gpu_peak_alloc": 600 * mib, "nvml_process": 900 * mib},
+        "semantic_cache": {"gpu_peak_alloc": 690 * mib, "nvml_process": None},
+        "instrument.extra_allocation": {"gpu_peak_alloc": 856 * mib, "nvml_process": None},
+    }
     m = gpu_check.c4_metrics(res)["metrics"]
     assert m["memory.gpu_change_pct"] == pytest.approx(15.0) and m["control.gpu_change_pct"] is None
     assert m["instrument.gpu_seen_mb"] == 256 and m["instrument.sees_0.8x_known"] is True

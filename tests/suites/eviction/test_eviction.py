@@ -26,6 +26,7 @@ def real20k():
 
 # ---- traces ---------------------------------------------------------------------------
 
+
 def test_real_trace_is_seeded_and_reproducible(real20k):
     again = traces.real_trace(20000, 1)
     other = traces.real_trace(20000, 2)
@@ -83,6 +84,7 @@ def test_next_access():
 
 
 # ---- references and the optimal bound -----------------------------------------------
+
 
 def test_reference_lru_and_belady_by_hand():
     ids = [1, 2, 3, 1, 4, 1, 2]
@@ -150,6 +152,7 @@ def test_oracle_general_file_round_trips_through_libcachesim(tmp_path, real20k):
 
 # ---- real Redis ------------------------------------------------------------------------
 
+
 def test_parse_info_against_a_real_redis_server(redis_server):
     srv = redis_server({"maxmemory": "2mb", "maxmemory-policy": "allkeys-lru"})
     c = srv.client()
@@ -161,8 +164,10 @@ def test_parse_info_against_a_real_redis_server(redis_server):
     assert info["evicted_keys"] == 0 and info["maxmemory"] == 2 * 1024 * 1024
     assert info["maxmemory_policy"] == "allkeys-lru"
     assert info["db0"]["keys"] == 3
-    assert parse_info(b"# Stats\r\nkeyspace_hits:7\r\nmem_fragmentation_ratio:1.5\r\n") == \
-        {"keyspace_hits": 7, "mem_fragmentation_ratio": 1.5}
+    assert parse_info(b"# Stats\r\nkeyspace_hits:7\r\nmem_fragmentation_ratio:1.5\r\n") == {
+        "keyspace_hits": 7,
+        "mem_fragmentation_ratio": 1.5,
+    }
 
 
 def test_replay_under_maxmemory_evicts_and_noeviction_refuses(redis_server):
@@ -182,17 +187,26 @@ def test_replay_under_maxmemory_evicts_and_noeviction_refuses(redis_server):
 
 # ---- the refused spec ------------------------------------------------------------------
 
+
 def _suite(params: dict) -> dict:
-    return {"name": "ev", "description": "d", "claim": {"section": "4.2", "text": "t"}, "target": "none",
-            "cases": [{"name": "r", "driver": "eviction-redis", "params": params}],
-            "profiles": {"local": {"repetitions": 1}}}
+    return {
+        "name": "ev",
+        "description": "d",
+        "claim": {"section": "4.2", "text": "t"},
+        "target": "none",
+        "cases": [{"name": "r", "driver": "eviction-redis", "params": params}],
+        "profiles": {"local": {"repetitions": 1}},
+    }
 
 
-@pytest.mark.parametrize("params", [
-    {"runs": ["allkeys-lru-lfu"]},
-    {"runs": [{"policy": "allkeys-lru", "lru-k-samples": 5}]},
-    {"lru-k-samples": 5},
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"runs": ["allkeys-lru-lfu"]},
+        {"runs": [{"policy": "allkeys-lru", "lru-k-samples": 5}]},
+        {"lru-k-samples": 5},
+    ],
+)
 def test_spec_naming_invented_redis_names_is_refused(params):
     from harness.model.spec import parse_suite
 
@@ -231,8 +245,17 @@ def test_cluster_replay_sums_per_node_info_and_restores_config(cluster):
 
     ids = traces.zipf_trace(4000, 1500, 0.9, 2).ids
     before = {n.address: cluster.client(n).config_get("maxmemory*") for n in cluster.primaries}
-    r = replay_cluster(RunSpec("allkeys-lru"), cluster, ids, 1000, capacity_fraction=0.1,
-                       value_bytes=2000, ttl_s=0, batch=100, log=lambda m: None)
+    r = replay_cluster(
+        RunSpec("allkeys-lru"),
+        cluster,
+        ids,
+        1000,
+        capacity_fraction=0.1,
+        value_bytes=2000,
+        ttl_s=0,
+        batch=100,
+        log=lambda m: None,
+    )
     assert len(r.results) == 3000
     assert r.info_after["keyspace_hits"] == r.hits  # summed over the primaries
     assert r.info_after["keyspace_hits"] + r.info_after["keyspace_misses"] == 3000
@@ -246,7 +269,10 @@ def test_cluster_replay_sums_per_node_info_and_restores_config(cluster):
     assert {r["node"] for r in r.config_read} == {n.address for n in cluster.primaries}
     facts = config_facts("cluster.allkeys-lru", r.config_read, r.maxmemory)
     assert facts["cluster.allkeys-lru.maxmemory-policy"] == "allkeys-lru"
-    assert facts["cluster.allkeys-lru.maxmemory"] == r.maxmemory and facts["cluster.allkeys-lru.maxmemory_as_sized"] is True
+    assert (
+        facts["cluster.allkeys-lru.maxmemory"] == r.maxmemory
+        and facts["cluster.allkeys-lru.maxmemory_as_sized"] is True
+    )
 
 
 def test_standalone_replay_under_lfu_and_lru(tmp_path):
@@ -254,15 +280,28 @@ def test_standalone_replay_under_lfu_and_lru(tmp_path):
 
     ids = traces.zipf_trace(3000, 1000, 0.9, 4).ids
     for spec in (RunSpec("allkeys-lfu", {"lfu-log-factor": 10}), RunSpec("allkeys-lru", {"maxmemory-samples": 5})):
-        r = replay_standalone(spec, key_names(ids), 1000, tmp_path / spec.label, n_distinct=len(set(ids.tolist())),
-                              capacity_fraction=0.1, value_bytes=1000, ttl_s=0, batch=100)
+        r = replay_standalone(
+            spec,
+            key_names(ids),
+            1000,
+            tmp_path / spec.label,
+            n_distinct=len(set(ids.tolist())),
+            capacity_fraction=0.1,
+            value_bytes=1000,
+            ttl_s=0,
+            batch=100,
+        )
         assert r.filled and r.info_after["keyspace_hits"] == r.hits
         assert 0 < r.dbsize_median <= 2 * r.target_keys
         assert (r.idle_max_s is None) == (spec.policy == "allkeys-lfu")
         # read back from the server after the warm-up and after the measured replay
         assert [c["when"] for c in r.config_read] == ["after the warm-up", "after the measured replay"]
-        assert all(c["maxmemory-policy"] == spec.policy and c["info.maxmemory_policy"] == spec.policy
-                   and c["maxmemory"] == r.maxmemory == c["info.maxmemory"] for c in r.config_read)
+        assert all(
+            c["maxmemory-policy"] == spec.policy
+            and c["info.maxmemory_policy"] == spec.policy
+            and c["maxmemory"] == r.maxmemory == c["info.maxmemory"]
+            for c in r.config_read
+        )
 
 
 def test_a_server_running_another_policy_is_recorded_as_it_runs(tmp_path, monkeypatch):
@@ -273,16 +312,27 @@ def test_a_server_running_another_policy_is_recorded_as_it_runs(tmp_path, monkey
 
     monkeypatch.setattr(redis_replay.RunSpec, "config", lambda self: {"maxmemory-policy": "allkeys-random"})
     ids = traces.zipf_trace(2000, 800, 0.9, 4).ids
-    r = replay_standalone(RunSpec("allkeys-lru"), key_names(ids), 800, tmp_path / "s", n_distinct=len(set(ids.tolist())),
-                          capacity_fraction=0.1, value_bytes=1000, ttl_s=0, batch=100)
+    r = replay_standalone(
+        RunSpec("allkeys-lru"),
+        key_names(ids),
+        800,
+        tmp_path / "s",
+        n_distinct=len(set(ids.tolist())),
+        capacity_fraction=0.1,
+        value_bytes=1000,
+        ttl_s=0,
+        batch=100,
+    )
     facts = config_facts("redis.allkeys-lru", r.config_read, r.maxmemory)
     assert facts["redis.allkeys-lru.maxmemory-policy"] == "allkeys-random"
     assert facts["redis.allkeys-lru.maxmemory_as_sized"] is True
     # maxmemory read back unlike the one sized, or readings that disagree, are said as such
     off = [dict(c, maxmemory=0) for c in r.config_read]
     assert config_facts("x", off, r.maxmemory)["x.maxmemory_as_sized"] is False
-    mixed = [r.config_read[0], dict(r.config_read[1], **{"maxmemory-policy": "allkeys-lfu",
-                                                         "info.maxmemory_policy": "allkeys-lfu"})]
+    mixed = [
+        r.config_read[0],
+        dict(r.config_read[1], **{"maxmemory-policy": "allkeys-lfu", "info.maxmemory_policy": "allkeys-lfu"}),
+    ]
     assert config_facts("x", mixed, r.maxmemory)["x.maxmemory-policy"] == "readings differ: allkeys-random, allkeys-lfu"
     assert config_facts("x", [], r.maxmemory)["x.maxmemory-policy"] == "not read"
 
@@ -290,9 +340,17 @@ def test_a_server_running_another_policy_is_recorded_as_it_runs(tmp_path, monkey
 def _readings(**change) -> list[dict]:
     """Two readings of one server as read_config() gives them (CONFIG GET and INFO memory), agreeing
     unless `change` alters the second."""
-    one = {"maxmemory-policy": "allkeys-lru", "maxmemory": 1000000, "maxmemory-samples": 5, "lfu-log-factor": 10,
-           "lfu-decay-time": 1, "info.maxmemory": 1000000, "info.maxmemory_policy": "allkeys-lru",
-           "sized": 1000000, "node": "127.0.0.1:1"}
+    one = {
+        "maxmemory-policy": "allkeys-lru",
+        "maxmemory": 1000000,
+        "maxmemory-samples": 5,
+        "lfu-log-factor": 10,
+        "lfu-decay-time": 1,
+        "info.maxmemory": 1000000,
+        "info.maxmemory_policy": "allkeys-lru",
+        "sized": 1000000,
+        "node": "127.0.0.1:1",
+    }
     return [dict(one, when="after the warm-up"), dict(one, when="after the measured replay", **change)]
 
 
@@ -308,14 +366,16 @@ def test_config_get_and_info_that_disagree_are_recorded_as_differing():
     assert _judged_configured(agree) == []
     info_other = config_facts("redis.allkeys-lru", _readings(**{"info.maxmemory_policy": "allkeys-random"}), 1000000)
     assert info_other["redis.allkeys-lru.maxmemory-policy"] == (
-        "readings differ: CONFIG GET maxmemory-policy allkeys-lru; INFO info.maxmemory_policy allkeys-lru, allkeys-random")
+        "readings differ: CONFIG GET maxmemory-policy allkeys-lru; INFO info.maxmemory_policy allkeys-lru, allkeys-random"
+    )
     assert any("maxmemory-policy" in d for d in _judged_configured(info_other))
     no_info = config_facts("redis.allkeys-lru", _readings(**{"info.maxmemory_policy": None}), 1000000)
     assert no_info["redis.allkeys-lru.maxmemory-policy"].startswith("readings differ: ")
     # maxmemory: INFO's unlike CONFIG GET's is said in the fact, and as_sized is False
     mem = config_facts("redis.allkeys-lru", _readings(**{"info.maxmemory": 800000}), 1000000)
     assert mem["redis.allkeys-lru.maxmemory"] == (
-        "readings differ: CONFIG GET maxmemory 1000000; INFO info.maxmemory 1000000, 800000")
+        "readings differ: CONFIG GET maxmemory 1000000; INFO info.maxmemory 1000000, 800000"
+    )
     assert mem["redis.allkeys-lru.maxmemory_as_sized"] is False
     assert any("maxmemory_as_sized" in d for d in _judged_configured(mem))
 
@@ -328,15 +388,22 @@ def _judged_configured(facts: dict) -> list[str]:
     from harness.model import spec
     from harness.verdict import analysis
 
-    chk = next(c for c in next(c for c in spec.load_claims() if c.id == "C18").checks
-               if c.metric == "redis.allkeys-lru.hit_rate_pct")
-    facts = {**facts, "redis.allkeys-random.maxmemory-policy": "allkeys-random",
-             "redis.allkeys-random.maxmemory_as_sized": True}
+    chk = next(
+        c
+        for c in next(c for c in spec.load_claims() if c.id == "C18").checks
+        if c.metric == "redis.allkeys-lru.hit_rate_pct"
+    )
+    facts = {
+        **facts,
+        "redis.allkeys-random.maxmemory-policy": "allkeys-random",
+        "redis.allkeys-random.maxmemory_as_sized": True,
+    }
     chk = SimpleNamespace(of=None, configured=chk.configured, stand_ins=[], reference=None)
     return analysis._evidence(None, None, chk, facts)
 
 
 # ---- the controls and the ledger's checks ------------------------------------------------
+
 
 def test_random_eviction_is_seeded_and_has_known_answers():
     ids = np.array([1, 2, 1, 3, 2, 1, 4, 4])
@@ -424,8 +491,9 @@ def test_lru_stack_distances_give_libcachesims_lru_at_every_size(real20k):
         assert np.array_equal(simulate.policy_hits("lru", ids, nxt, cap), (d >= 1) & (d <= cap)), cap
     assert simulate.lru_stack_distances(np.array([1, 2, 1, 1, 3, 2])).tolist() == [0, 0, 2, 1, 0, 3]
     cap = simulate.lru_capacity_for(d, 60.0)
-    assert simulate.policy_hits("lru", ids, nxt, cap).mean() >= 0.6 > simulate.policy_hits("lru", ids, nxt,
-                                                                                          cap - 1).mean()
+    assert (
+        simulate.policy_hits("lru", ids, nxt, cap).mean() >= 0.6 > simulate.policy_hits("lru", ids, nxt, cap - 1).mean()
+    )
     assert simulate.lru_capacity_for(d, 99.9) is None  # first requests always miss
 
 
@@ -440,8 +508,13 @@ def small_simulation(tmp_path_factory):
     from harness.experiments.eviction import drivers
 
     p = {k: v.default for k, v in drivers.SIM_PARAMS.items()}
-    p.update(n_requests=20000, rps_requests=0, policies=["lru", "lfu", "hybrid", "lru-2"],
-             size_fractions=[0.01, 0.02, 0.05, 0.1, 0.2], calibrate_lru_hit_pct=68.2)
+    p.update(
+        n_requests=20000,
+        rps_requests=0,
+        policies=["lru", "lfu", "hybrid", "lru-2"],
+        size_fractions=[0.01, 0.02, 0.05, 0.1, 0.2],
+        calibrate_lru_hit_pct=68.2,
+    )
     out = drivers.run_simulate(_ctx(tmp_path_factory.mktemp("sim"), "simulate", p))
     assert out.status == "ok", out.reason
     assert "tables" not in out.details and "charts" not in out.details
@@ -489,9 +562,14 @@ def test_c18_mechanism_removed_every_simulated_check_is_not_reproduced(tmp_path)
     from harness.experiments.eviction import drivers
 
     p = {k: v.default for k, v in drivers.SIM_PARAMS.items()}
-    p.update(n_requests=20000, rps_requests=0, policies=["lru", "lfu", "hybrid"],
-             size_fractions=[0.01, 0.02, 0.05, 0.1, 0.2], calibrate_lru_hit_pct=68.2,
-             as_random=["lru", "lfu", "hybrid"])
+    p.update(
+        n_requests=20000,
+        rps_requests=0,
+        policies=["lru", "lfu", "hybrid"],
+        size_fractions=[0.01, 0.02, 0.05, 0.1, 0.2],
+        calibrate_lru_hit_pct=68.2,
+        as_random=["lru", "lfu", "hybrid"],
+    )
     out = drivers.run_simulate(_ctx(tmp_path, "simulate", p))
     m = {k: v.value for k, v in out.metrics.items()}
     assert m["sim.calibrated.lfu.hit_rate_pct"] == m["sim.calibrated.random.hit_rate_pct"]
@@ -508,8 +586,12 @@ def test_c18_redis_checks_on_real_redis_servers(tmp_path):
     from harness.experiments.eviction import drivers
 
     p = {k: v.default for k, v in drivers.REDIS_PARAMS.items()}
-    p.update(n_requests=12000, warmup_requests=4000, runs=["allkeys-lru", "allkeys-lfu", "allkeys-random"],
-             calibrate_lru_hit_pct=68.2)
+    p.update(
+        n_requests=12000,
+        warmup_requests=4000,
+        runs=["allkeys-lru", "allkeys-lfu", "allkeys-random"],
+        calibrate_lru_hit_pct=68.2,
+    )
     out = drivers.run_redis(_ctx(tmp_path, "redis", p))
     assert out.status == "ok", out.reason
     m = {k: v.value for k, v in out.metrics.items()}
@@ -521,8 +603,14 @@ def test_c18_redis_checks_on_real_redis_servers(tmp_path):
     v = _judged("C18", "redis", m, out.facts)
     assert "inconclusive" not in (v["redis.allkeys-lfu.hit_rate_pct"], v["redis.allkeys-lru.hit_rate_pct"]), v
     for policy in ("allkeys-lfu", "allkeys-lru"):
-        off = dict(m, **{k.replace("allkeys-random", policy): val for k, val in m.items()
-                         if k.startswith(("redis.allkeys-random.", "reference.redis.allkeys-random."))})
+        off = dict(
+            m,
+            **{
+                k.replace("allkeys-random", policy): val
+                for k, val in m.items()
+                if k.startswith(("redis.allkeys-random.", "reference.redis.allkeys-random."))
+            },
+        )
         assert _judged("C18", "redis", off, out.facts)[f"redis.{policy}.hit_rate_pct"] == "not reproduced", policy
     # the same numbers from servers that said they ran another policy, or no facts at all: inconclusive
     for policy in ("allkeys-lfu", "allkeys-lru"):
@@ -547,8 +635,9 @@ def test_c19_on_the_real_trace_and_with_the_skew_removed(tmp_path):
     (chk,) = [c for c in _ledger_checks("C19") if c.suite == "eviction"]
     assert chk.band is not None and chk.band_reason and len(chk.instruments) == 2 and chk.mechanism_off
     out, m = _trace_run(tmp_path)
-    assert m["real.zipf_control.head_share_pct"] == pytest.approx(m["real.zipf_control.expected_head_share_pct"],
-                                                                   rel=0.05)
+    assert m["real.zipf_control.head_share_pct"] == pytest.approx(
+        m["real.zipf_control.expected_head_share_pct"], rel=0.05
+    )
     assert m["real.uniform_head_share_pct"] < 5
     sweep = out.series["head_sweep"]
     shares = sweep.column("share_pct")
@@ -576,10 +665,13 @@ def test_view_builds_tables_from_records_across_repetitions(small_simulation, tm
     from harness.verdict.analysis import analyze
 
     out, _ = small_simulation
-    recs = [Record(suite="eviction", case="simulate", repetition=rep, metrics=out.metrics,
-                   series=out.series) for rep in (1, 2)]
-    suite = SuiteRun("eviction", "", SuiteClaim("4.2", "t"), "none", "local", "", 2,
-                     [Case("simulate", "eviction-simulate")], [])
+    recs = [
+        Record(suite="eviction", case="simulate", repetition=rep, metrics=out.metrics, series=out.series)
+        for rep in (1, 2)
+    ]
+    suite = SuiteRun(
+        "eviction", "", SuiteClaim("4.2", "t"), "none", "local", "", 2, [Case("simulate", "eviction-simulate")], []
+    )
     figures = {"lru_hit_rate_pct": 68.2, "lfu_hit_rate_pct": 71.9, "hybrid_hit_rate_pct": 79.6}
     run = RunData(tmp_path, {}, recs, {"eviction": suite}, [Claim("C18", "4.2", "t", [], figures=figures)])
     blocks = views.build(run, analyze(run), "eviction")
@@ -603,8 +695,10 @@ def test_calibrated_hit_rates_have_an_independent_reference(monkeypatch):
     nxt = traces.next_access(ids)
     tail = traces.tail_mask(ids, traces.head_ids(ids, 0.01))
     ctx = _ctx(Path("/nonexistent"), "simulate", p)
-    m = {k: v.value for k, v in drivers._calibrated_metrics(ctx, p, ids, nxt, tail, ["lru", "lfu", "hybrid"],
-                                                             "sim").items()}
+    m = {
+        k: v.value
+        for k, v in drivers._calibrated_metrics(ctx, p, ids, nxt, tail, ["lru", "lfu", "hybrid"], "sim").items()
+    }
     for x in drivers.REFERENCE_POLICIES:
         for what in ("hit_rate_pct", "long_tail_pct"):
             assert m[f"reference.sim.calibrated.{x}.{what}"] == m[f"sim.calibrated.{x}.{what}"], (x, what)
@@ -614,13 +708,16 @@ def test_calibrated_hit_rates_have_an_independent_reference(monkeypatch):
         return simulate.lib_hits("lru-2", ids, None, capacity)
 
     monkeypatch.setattr(simulate, "hybrid_hits", forgetting)
-    m2 = {k: v.value for k, v in drivers._calibrated_metrics(ctx, p, ids, nxt, tail, ["lru", "lfu", "hybrid"],
-                                                              "sim").items()}
+    m2 = {
+        k: v.value
+        for k, v in drivers._calibrated_metrics(ctx, p, ids, nxt, tail, ["lru", "lfu", "hybrid"], "sim").items()
+    }
     assert m2["sim.calibrated.hybrid.hit_rate_pct"] != m2["reference.sim.calibrated.hybrid.hit_rate_pct"]
     assert m2["reference.sim.calibrated.hybrid.hit_rate_pct"] == m["sim.calibrated.hybrid.hit_rate_pct"]
     p["reference_at_calibrated"] = False
-    assert not any(k.startswith("reference.") for k in drivers._calibrated_metrics(ctx, p, ids, nxt, tail, ["lru"],
-                                                                                  "sim"))
+    assert not any(
+        k.startswith("reference.") for k in drivers._calibrated_metrics(ctx, p, ids, nxt, tail, ["lru"], "sim")
+    )
 
 
 def test_every_reference_number_is_computed_in_the_reference_module(monkeypatch):
@@ -641,8 +738,9 @@ def test_every_reference_number_is_computed_in_the_reference_module(monkeypatch)
     ctx = _ctx(Path("/nonexistent"), "simulate", p)
     got = reference.calibrated_rates(["lru", "lfu", "hybrid"], ids, nxt, tail, 60, 2)
     m = drivers._reference_metrics(ctx, p, ids, nxt, tail, 60, ["lru", "lfu", "hybrid"], "sim")
-    assert {k: v.value for k, v in m.items()} == {f"reference.sim.calibrated.{x}.{w}": got[x][w] for x in got
-                                                  for w in ("hit_rate_pct", "long_tail_pct")}
+    assert {k: v.value for k, v in m.items()} == {
+        f"reference.sim.calibrated.{x}.{w}": got[x][w] for x in got for w in ("hit_rate_pct", "long_tail_pct")
+    }
     assert got["hybrid"]["reference"] == "RefHybrid"
     # the driver asks the reference module for every number: with it answering 1.0, every metric reads 1.0
     monkeypatch.setattr(reference, "rates", lambda hits, tail: (1.0, 1.0))

@@ -28,9 +28,21 @@ def killed(tmp_path_factory, cluster):
     a primary of the case's own cluster killed, the 3 + 0 control, and the no-nodes.conf
     control (the same kill, the node restarted without its nodes.conf)."""
     tmp = tmp_path_factory.mktemp("failover")
-    drv, ctx = _ctx(tmp, "failover-primary-killed", target=cluster, node_timeout_ms=1500, variants=["plain"],
-                    controls=["no-replicas", "no-nodes-conf"], writers=1, rate=80, readers=1, read_rate=20, warm_s=1,
-                    after_kill_s=6, port_offset=60)
+    drv, ctx = _ctx(
+        tmp,
+        "failover-primary-killed",
+        target=cluster,
+        node_timeout_ms=1500,
+        variants=["plain"],
+        controls=["no-replicas", "no-nodes-conf"],
+        writers=1,
+        rate=80,
+        readers=1,
+        read_rate=20,
+        warm_s=1,
+        after_kill_s=6,
+        port_offset=60,
+    )
     out = drv.run(ctx)
     return out, ctx
 
@@ -84,8 +96,17 @@ def _claim_verdict(out, tmp_path, claim_id, metrics=None):
 
     chk = next(c for c in spec.load_claims() if c.id == claim_id).checks[0]
     rec = Record(suite="failover", case=chk.case, repetition=1, metrics=metrics or out.metrics, series=out.series)
-    suite = SuiteRun("failover", "", SuiteClaim("2.5", "t"), "cluster", "local", "", 1,
-                     [Case(chk.case, "failover-primary-killed")], [])
+    suite = SuiteRun(
+        "failover",
+        "",
+        SuiteClaim("2.5", "t"),
+        "cluster",
+        "local",
+        "",
+        1,
+        [Case(chk.case, "failover-primary-killed")],
+        [],
+    )
     run = RunData(tmp_path, {}, [rec], {"failover": suite}, spec.load_claims())
     return check_verdict(run, analyze(run), chk), run
 
@@ -133,8 +154,9 @@ def test_view_has_a_timeline_per_run_and_the_lost_writes_table(killed, tmp_path)
     charts = [b for b in blocks if isinstance(b, Chart)]
     assert {c.title.split(":")[0] for c in charts} == {"plain", "no-replicas", "no-nodes-conf"}
     plain_chart = next(c for c in charts if c.title.startswith("plain"))
-    assert any(s["name"].startswith("errors, kill range") and any(p[1] > 0 for p in s["points"])
-               for s in plain_chart.series)
+    assert any(
+        s["name"].startswith("errors, kill range") and any(p[1] > 0 for p in s["points"]) for s in plain_chart.series
+    )
     assert "promoted" in plain_chart.note
     lost = next(b for b in blocks if isinstance(b, Table) and b.title.startswith("Acknowledged writes lost"))
     row = next(r for r in lost.rows if r[0] == "plain")
@@ -181,8 +203,9 @@ def test_partition_on_the_simulated_lab(tmp_path):
         pytest.skip(f"the simulated lab cannot be used here: {problem}")
     started = False
     if not partition.lab_is_up():  # bring a lab up for this test (CI has none) and take it down after
-        up = subprocess.run([str(REPO_ROOT / "infra" / "lab-sim" / "up.sh")], capture_output=True, text=True,
-                            timeout=120)
+        up = subprocess.run(
+            [str(REPO_ROOT / "infra" / "lab-sim" / "up.sh")], capture_output=True, text=True, timeout=120
+        )
         if up.returncode != 0:
             subprocess.run([str(REPO_ROOT / "infra" / "lab-sim" / "down.sh")], capture_output=True, timeout=120)
             pytest.skip(f"the simulated lab could not be made here: {(up.stderr or up.stdout).strip()[-300:]}")
@@ -191,14 +214,27 @@ def test_partition_on_the_simulated_lab(tmp_path):
         _partition_run(tmp_path)
     finally:
         if started:
-            down = subprocess.run([str(REPO_ROOT / "infra" / "lab-sim" / "down.sh")], capture_output=True,
-                                  text=True, timeout=120)
+            down = subprocess.run(
+                [str(REPO_ROOT / "infra" / "lab-sim" / "down.sh")], capture_output=True, text=True, timeout=120
+            )
             assert down.returncode == 0, down.stderr
 
 
 def _partition_run(tmp_path):
-    drv, ctx = _ctx(tmp_path, "failover-partition", node_timeout_ms=2000, variants=["plain"], controls=["no-cut"],
-                    rate=80, writers=1, majority_rate=40, warm_s=1, cut_s=5, after_heal_s=2, port_offset=70)
+    drv, ctx = _ctx(
+        tmp_path,
+        "failover-partition",
+        node_timeout_ms=2000,
+        variants=["plain"],
+        controls=["no-cut"],
+        rate=80,
+        writers=1,
+        majority_rate=40,
+        warm_s=1,
+        cut_s=5,
+        after_heal_s=2,
+        port_offset=70,
+    )
     out = drv.run(ctx)
     assert out.status == "ok", out.reason
     m = {k: v.value for k, v in out.metrics.items()}
@@ -223,7 +259,6 @@ def _cmd(p: Path) -> str:
         return ""
 
 
-
 def test_the_minority_writer_runs_as_a_child_and_returns_its_history():
     """The partition case's writer process (harness.model.child), here without a namespace: a seed
     that refuses connections gives unacknowledged writes, each kept with its error kind."""
@@ -234,8 +269,17 @@ def test_the_minority_writer_runs_as_a_child_and_returns_its_history():
 
     port = next(p for p in range(TEST_CLUSTER_PORT + 40, TEST_CLUSTER_PORT + 50) if port_is_free("127.0.0.1", p))
     start = time.monotonic() + 0.3
-    job = {"seeds": [["127.0.0.1", port]], "keys": ["fo:m:{a}"], "name": "minority", "prefix": "fo", "rate": 20.0,
-           "start": start, "end": start + 0.3, "timeout": 0.2, "group": "cut"}
+    job = {
+        "seeds": [["127.0.0.1", port]],
+        "keys": ["fo:m:{a}"],
+        "name": "minority",
+        "prefix": "fo",
+        "rate": 20.0,
+        "start": start,
+        "end": start + 0.3,
+        "timeout": 0.2,
+        "group": "cut",
+    }
     writes = [lost_writes.Write(**w) for w in child.run(minority_writer.MODULE, job, timeout=60)["writes"]]
     assert writes and all(not w.ok and w.error == "refused" and w.group == "cut" for w in writes)
     assert [w.seq for w in writes] == list(range(len(writes))) and writes[0].key == "fo:m:{a}:0"

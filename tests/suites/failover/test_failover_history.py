@@ -10,8 +10,9 @@ from harness.experiments.failover.scenario import order
 
 
 def w(client, seq, key, sent, done=None, ok=True, replicas=None, error="", group="a"):
-    return Write(client, seq, key, f"{client}:{seq}", sent, sent + 0.001 if done is None else done, ok, replicas,
-                 error, group)
+    return Write(
+        client, seq, key, f"{client}:{seq}", sent, sent + 0.001 if done is None else done, ok, replicas, error, group
+    )
 
 
 def test_nothing_lost_when_every_acknowledged_write_is_there():
@@ -43,8 +44,9 @@ def test_overwritten_by_a_later_or_concurrent_write_is_not_lost():
     later_same_client = w("c1", 2, "k", 0.6)
     concurrent = w("c2", 1, "k2", 0.1, done=0.2)
     other_concurrent = w("c3", 1, "k2", 0.15, done=0.3)  # overlaps: either order is correct
-    v = lost_writes.classify([a, later_same_client, concurrent, other_concurrent],
-                         {"k": later_same_client.value, "k2": concurrent.value})
+    v = lost_writes.classify(
+        [a, later_same_client, concurrent, other_concurrent], {"k": later_same_client.value, "k2": concurrent.value}
+    )
     assert v.counts == {PRESENT: 2, LOST: 0, OVERWRITTEN: 2}
 
 
@@ -77,9 +79,13 @@ def test_a_value_nobody_wrote_is_lost_and_reported():
 
 
 def test_bins_count_acknowledged_and_failed_writes_per_group_and_interval():
-    ws = [w("c", 0, "a0", 10.00), w("c", 1, "a1", 10.05, ok=False, error="timeout"),
-          w("c", 2, "b0", 10.15, group="b", ok=False, error="clusterdown"), w("c", 3, "b1", 10.25, group="b"),
-          w("c", 4, "late", 11.5)]
+    ws = [
+        w("c", 0, "a0", 10.00),
+        w("c", 1, "a1", 10.05, ok=False, error="timeout"),
+        w("c", 2, "b0", 10.15, group="b", ok=False, error="clusterdown"),
+        w("c", 3, "b1", 10.25, group="b"),
+        w("c", 4, "late", 11.5),
+    ]
     b = lost_writes.bins(ws, t0=10.0, start=0.0, end=0.3, groups=["a", "b"])
     assert b["t"] == [0.0, 0.1, 0.2]
     assert b["acked"] == [1, 0, 1] and b["errors"] == [1, 1, 0] and b["timeouts"] == [1, 0, 0]
@@ -87,8 +93,10 @@ def test_bins_count_acknowledged_and_failed_writes_per_group_and_interval():
 
 
 def test_outage_window_and_recovery_of_one_group():
-    ws = [w("c", i, f"k{i}", 100 + i * 0.1, ok=not (5 <= i <= 14), error="" if not 5 <= i <= 14 else "refused")
-          for i in range(30)]
+    ws = [
+        w("c", i, f"k{i}", 100 + i * 0.1, ok=not (5 <= i <= 14), error="" if not 5 <= i <= 14 else "refused")
+        for i in range(30)
+    ]
     o = lost_writes.outage(ws, t0=100.0, group="a")
     assert o.first_error == pytest.approx(0.5) and o.last_error == pytest.approx(1.401)
     assert o.recovered == pytest.approx(1.501) and o.errors == 10 and o.sent == 30
@@ -101,8 +109,10 @@ def test_error_rate_says_what_it_is_out_of():
     """error_pct's denominator is a metric of its own (issue 52: 0% of 0 writes is no evidence)."""
     from harness.experiments.failover import measure
 
-    ws = [w("c", i, f"k{i}", 100 + i * 0.1, ok=i != 3, error="refused" if i == 3 else "",
-            group="a" if i % 2 else "b") for i in range(10)]
+    ws = [
+        w("c", i, f"k{i}", 100 + i * 0.1, ok=i != 3, error="refused" if i == 3 else "", group="a" if i % 2 else "b")
+        for i in range(10)
+    ]
     m = measure.outage_metrics("no-kill", ws, 100.25, 101.0, {"a": "killed_range", "b": "other_ranges"})
     assert m["no-kill.killed_range.sent"].value == 4 and m["no-kill.killed_range.error_pct"].value == 25.0
     assert m["no-kill.other_ranges.sent"].value == 3 and m["no-kill.other_ranges.error_pct"].value == 0.0

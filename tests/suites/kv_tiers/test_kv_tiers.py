@@ -31,7 +31,9 @@ def _store(cluster_client, tmp_path, every=500, ttl=None, prefix=None):
         L1(ttl.get("L1", 30.0), device="cpu"),
         L2(cluster_client, ttl.get("L2", 300.0), prefix or f"kvtest:{uuid.uuid4().hex[:6]}:"),
         L3(tmp_path / "l3", 64 << 20, ttl.get("L3", 3600.0)),
-        AlignedCodec(128), every)
+        AlignedCodec(128),
+        every,
+    )
 
 
 def test_default_ttls_and_batch_size_are_the_sources():
@@ -150,8 +152,12 @@ def test_acknowledged_entries_survive_a_killed_writer(tmp_path):
     """SIGKILL a process in the middle of writing batches; every entry it acknowledged as
     persisted is intact after reopening, and no batch is half there."""
     every = 25
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "l3"), str(every)],
-                            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(tmp_path / "l3"), str(every)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     sent, acked = {}, []
     try:
         deadline = time.time() + 60

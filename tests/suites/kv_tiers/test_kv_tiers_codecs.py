@@ -53,8 +53,8 @@ def test_aligned_layout_header_and_padding(a):
     code, ndim, _ = struct.unpack_from("<BBH", buf, 8)
     assert (code, ndim) == (1, 5)
     assert struct.unpack_from("<5I", buf, 12) == SHAPE
-    assert buf[12 + 20:a] == bytes(a - 32)  # zero padding up to the data
-    assert buf[a:a + length] == t.numpy().astype("<f4").tobytes()  # data starts at offset A
+    assert buf[12 + 20 : a] == bytes(a - 32)  # zero padding up to the data
+    assert buf[a : a + length] == t.numpy().astype("<f4").tobytes()  # data starts at offset A
 
 
 def test_aligned_decode_copies_into_writable_memory():

@@ -29,12 +29,19 @@ def test_interleaved_decode_times_every_codec_on_every_array_and_checks_round_tr
     assert set(out) == set(codecs) and all(len(v) == 6 for v in out.values())
 
 
-CODECS = {"sized.decode_speedup.aligned128_vs_json": 8.0, "control.decode_speedup.json_vs_json": 1.02,
-          "qps_gain_pct.aligned128_vs_json": 30.0, "control.qps_gain_pct.json_vs_json": 2.0,
-          "chunk.json.decode_ms": 400.0, "sized.json.decode_ms": 1.82, "sized.json.store_fetch_qps": 110.0,
-          "chunk.decode_vs_copy.aligned128": 1.3,
-          "sized.decode_speedup.raw_vs_json": 5.0, "qps_gain_pct.raw_vs_json": 10.0,
-          "chunk.decode_vs_copy.raw": 1.12}  # the raw stand-in's own instrument (issue 52), as measured
+CODECS = {
+    "sized.decode_speedup.aligned128_vs_json": 8.0,
+    "control.decode_speedup.json_vs_json": 1.02,
+    "qps_gain_pct.aligned128_vs_json": 30.0,
+    "control.qps_gain_pct.json_vs_json": 2.0,
+    "chunk.json.decode_ms": 400.0,
+    "sized.json.decode_ms": 1.82,
+    "sized.json.store_fetch_qps": 110.0,
+    "chunk.decode_vs_copy.aligned128": 1.3,
+    "sized.decode_speedup.raw_vs_json": 5.0,
+    "qps_gain_pct.raw_vs_json": 10.0,
+    "chunk.decode_vs_copy.raw": 1.12,
+}  # the raw stand-in's own instrument (issue 52), as measured
 
 
 def test_codec_checks_flip_when_the_aligned_codec_is_replaced_by_json():
@@ -42,36 +49,56 @@ def test_codec_checks_flip_when_the_aligned_codec_is_replaced_by_json():
 
     here = verdicts("C15", "codecs", CODECS, suite="kv-tiers")  # the QPS gain goes through a loopback Redis
     assert here["qps_gain_pct.aligned128_vs_json"].outcome is Outcome.NOT_COMPARABLE
-    assert "loadgen_separate: measured no (load generator on this machine)" in \
-        here["qps_gain_pct.aligned128_vs_json"].reason
+    assert (
+        "loadgen_separate: measured no (load generator on this machine)"
+        in here["qps_gain_pct.aligned128_vs_json"].reason
+    )
     got = verdicts("C15", "codecs", CODECS, suite="kv-tiers", manifest=LAB)
     assert {cv.outcome for cv in got.values()} == {Outcome.REPRODUCED}
     # the aligned codec replaced by JSON: no speedup and no gain left
-    got = verdicts("C15", "codecs", {**CODECS, "sized.decode_speedup.aligned128_vs_json": 1.0,
-                                     "qps_gain_pct.aligned128_vs_json": -1.0}, suite="kv-tiers", manifest=LAB)
+    got = verdicts(
+        "C15",
+        "codecs",
+        {**CODECS, "sized.decode_speedup.aligned128_vs_json": 1.0, "qps_gain_pct.aligned128_vs_json": -1.0},
+        suite="kv-tiers",
+        manifest=LAB,
+    )
     assert {cv.outcome for cv in got.values()} == {Outcome.NOT_REPRODUCED}
     # far faster than claimed: past the band on its better side
     got = verdicts("C15", "codecs", {**CODECS, "sized.decode_speedup.aligned128_vs_json": 400.0}, suite="kv-tiers")
     assert got["sized.decode_speedup.aligned128_vs_json"].outcome is Outcome.EXCEEDED
     # faster than claimed, but raw bytes without the alignment as fast: not the alignment's doing
-    got = verdicts("C15", "codecs", {**CODECS, "sized.decode_speedup.aligned128_vs_json": 400.0,
-                                     "sized.decode_speedup.raw_vs_json": 500.0}, suite="kv-tiers")
+    got = verdicts(
+        "C15",
+        "codecs",
+        {**CODECS, "sized.decode_speedup.aligned128_vs_json": 400.0, "sized.decode_speedup.raw_vs_json": 500.0},
+        suite="kv-tiers",
+    )
     assert got["sized.decode_speedup.aligned128_vs_json"].outcome is Outcome.NOT_ATTRIBUTABLE
     assert "stand-in control" in got["sized.decode_speedup.aligned128_vs_json"].reason
     # a timer that does not see JSON's decode cost scale with the work: inconclusive
     got = verdicts("C15", "codecs", {**CODECS, "chunk.json.decode_ms": 2.0}, suite="kv-tiers")
     assert got["sized.decode_speedup.aligned128_vs_json"].outcome is Outcome.INCONCLUSIVE
     # an aligned decoder that remembers its result (no work): faster than copying the bytes
-    got = verdicts("C15", "codecs", {**CODECS, "sized.decode_speedup.aligned128_vs_json": 1400.0,
-                                     "chunk.decode_vs_copy.aligned128": 0.01}, suite="kv-tiers")
+    got = verdicts(
+        "C15",
+        "codecs",
+        {**CODECS, "sized.decode_speedup.aligned128_vs_json": 1400.0, "chunk.decode_vs_copy.aligned128": 0.01},
+        suite="kv-tiers",
+    )
     assert got["sized.decode_speedup.aligned128_vs_json"].outcome is Outcome.INCONCLUSIVE
     # JSON 'faster' than itself: the timing alone makes a speedup, which is then not the codec's
     got = verdicts("C15", "codecs", {**CODECS, "control.decode_speedup.json_vs_json": 3.0}, suite="kv-tiers")
     assert got["sized.decode_speedup.aligned128_vs_json"].outcome is Outcome.NOT_ATTRIBUTABLE
 
 
-TIERS = {"L1.fetch_copy.p50_us": 8.0, "L2.fetch_decode.p50_us": 160.0, "L2.small_get.p50_us": 40.0,
-         "L3.cold.p50_us": 7000.0, "L3.warm.p50_us": 900.0}
+TIERS = {
+    "L1.fetch_copy.p50_us": 8.0,
+    "L2.fetch_decode.p50_us": 160.0,
+    "L2.small_get.p50_us": 40.0,
+    "L3.cold.p50_us": 7000.0,
+    "L3.warm.p50_us": 900.0,
+}
 
 
 def test_tier_checks_need_their_controls():
@@ -96,8 +123,9 @@ def test_tier_checks_need_their_controls():
     got = verdicts("C17", "tiers", {**TIERS, "L3.cold.p50_us": 950.0}, suite="kv-tiers", manifest=LAB)
     assert got["L3.cold.p50_us"].outcome is Outcome.INCONCLUSIVE
     # L1 taken away (served from L2): not faster than L2, so the L1 check cannot count
-    lab = verdicts("C17", "tiers", {**TIERS, "L1.fetch_copy.p50_us": 170.0}, profile="lab-a100", suite="kv-tiers",
-                   facts=on_gpu)
+    lab = verdicts(
+        "C17", "tiers", {**TIERS, "L1.fetch_copy.p50_us": 170.0}, profile="lab-a100", suite="kv-tiers", facts=on_gpu
+    )
     assert lab["L1.fetch_copy.p50_us"].outcome is Outcome.INCONCLUSIVE
     # the 64-byte GET as the measure (the old check): the control sees it is no chunk fetch
     got = verdicts("C17", "tiers", {**TIERS, "L2.fetch_decode.p50_us": 45.0}, suite="kv-tiers", manifest=LAB)
@@ -149,14 +177,19 @@ def test_codec_metrics_carry_the_raw_stand_in_beside_the_aligned_codec():
     p = {"codecs": ["json", "aligned128", STAND_IN]}
     ms = {"json": 2.0, "aligned128": 0.25, STAND_IN: 0.2, CONTROL: 2.0}
     qps = {"json": 100.0, "aligned128": 130.0, STAND_IN: 140.0, CONTROL: 101.0}
-    m = _codec_metrics(p, 1000, ms, {"aligned128": 0.1, "json": 1.0, STAND_IN: 0.1}, qps,
-                       {k: 1 for k in ms}, [0.0001])
+    m = _codec_metrics(p, 1000, ms, {"aligned128": 0.1, "json": 1.0, STAND_IN: 0.1}, qps, {k: 1 for k in ms}, [0.0001])
     assert m["sized.decode_speedup.raw_vs_json"].value == pytest.approx(10.0)
     assert m["sized.decode_speedup.aligned128_vs_json"].value == pytest.approx(8.0)
     assert m["qps_gain_pct.raw_vs_json"].value == pytest.approx(40.0)
     assert m["control.qps_gain_pct.json_vs_json"].value == pytest.approx(1.0)
     # without the raw codec the stand-in is not measured (the ledger then says inconclusive)
-    m = _codec_metrics({"codecs": ["json", "aligned128"]}, 1000, {k: v for k, v in ms.items() if k != STAND_IN},
-                       {"aligned128": 0.1}, {k: v for k, v in qps.items() if k != STAND_IN}, {k: 1 for k in ms},
-                       [0.0001])
+    m = _codec_metrics(
+        {"codecs": ["json", "aligned128"]},
+        1000,
+        {k: v for k, v in ms.items() if k != STAND_IN},
+        {"aligned128": 0.1},
+        {k: v for k, v in qps.items() if k != STAND_IN},
+        {k: 1 for k in ms},
+        [0.0001],
+    )
     assert "sized.decode_speedup.raw_vs_json" not in m and "qps_gain_pct.raw_vs_json" not in m

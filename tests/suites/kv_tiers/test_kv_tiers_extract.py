@@ -46,7 +46,9 @@ def test_ttft_params_are_checked():
     with pytest.raises(BadInput, match="no whole"):
         drv.resolve_params("t", {"lengths": [40]})
     with pytest.raises(BadInput, match="aligned128"):
-        driver_contract.get("kv-tiers-codecs").resolve_params("t", {"codecs": ["json", "raw"], "json_decode_target_ms": 1.0})
+        driver_contract.get("kv-tiers-codecs").resolve_params(
+            "t", {"codecs": ["json", "raw"], "json_decode_target_ms": 1.0}
+        )
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +90,13 @@ def test_ttft_point_restores_the_same_first_token_from_every_tier(smol, cluster_
 
     tok, model = smol
     ids = extract.prompt_ids(tok, 90)
-    store = TieredStore(L1(device="cpu"), L2(cluster_client, prefix=f"kvt:{uuid.uuid4().hex[:6]}:"),
-                        L3(tmp_path / "l3", 256 << 20), AlignedCodec(64), write_behind_every=500)
+    store = TieredStore(
+        L1(device="cpu"),
+        L2(cluster_client, prefix=f"kvt:{uuid.uuid4().hex[:6]}:"),
+        L3(tmp_path / "l3", 256 << 20),
+        AlignedCodec(64),
+        write_behind_every=500,
+    )
     try:
         pt = ttft.measure_point(model, store, ids, 32, 16, repeats=1, log=lambda m: None)
     finally:
@@ -100,12 +107,25 @@ def test_ttft_point_restores_the_same_first_token_from_every_tier(smol, cluster_
     assert store.hits["L3"] == 2 and store.hits["L2"] == 2
 
 
-@pytest.mark.parametrize("driver,params", [
-    ("kv-tiers-codecs", {"prompt_tokens": 32, "decode_repeats": 1, "json_repeats": 0, "qps_seconds": 0.05,
-                         "qps_slices": 1, "codecs": ["json", "aligned128"], "json_decode_target_ms": 0.2}),
-    ("kv-tiers-latency", {"prompt_tokens": 64, "rounds": 1, "write_behind_every": 1, "small_gets": 5}),
-    ("kv-tiers-ttft", {"lengths": [64, 80], "repeats": 1}),
-])
+@pytest.mark.parametrize(
+    "driver,params",
+    [
+        (
+            "kv-tiers-codecs",
+            {
+                "prompt_tokens": 32,
+                "decode_repeats": 1,
+                "json_repeats": 0,
+                "qps_seconds": 0.05,
+                "qps_slices": 1,
+                "codecs": ["json", "aligned128"],
+                "json_decode_target_ms": 0.2,
+            },
+        ),
+        ("kv-tiers-latency", {"prompt_tokens": 64, "rounds": 1, "write_behind_every": 1, "small_gets": 5}),
+        ("kv-tiers-ttft", {"lengths": [64, 80], "repeats": 1}),
+    ],
+)
 def test_drivers_run_end_to_end(smol, cluster, tmp_path, driver, params):
     """Each driver on tiny inputs: ok, finite metrics, its series (never tables or charts),
     and nothing of its keys left in the cluster."""
@@ -113,8 +133,16 @@ def test_drivers_run_end_to_end(smol, cluster, tmp_path, driver, params):
     from harness.model.driver_contract import CaseContext
 
     drv = driver_contract.get(driver)
-    ctx = CaseContext("kv-tiers", "t", 1, "local", drv.resolve_params("t", {**params, "torch_threads": 1}),
-                      tmp_path / "raw", cluster, log=lambda m: None)
+    ctx = CaseContext(
+        "kv-tiers",
+        "t",
+        1,
+        "local",
+        drv.resolve_params("t", {**params, "torch_threads": 1}),
+        tmp_path / "raw",
+        cluster,
+        log=lambda m: None,
+    )
     out = drv.run(ctx)
     assert out.status == "ok", out.reason
     assert out.metrics and all(m.value is not None for m in out.metrics.values())
@@ -130,8 +158,13 @@ def test_drivers_run_end_to_end(smol, cluster, tmp_path, driver, params):
         assert m["mismatches"].value == 0 and m["write_behind.batches"].value == 2
         assert m["lookups_compared"].value > 0  # the denominator of mismatches (issue 52)
         assert m["hits.L3"].value == 2
-        assert {"L1.fetch_copy.p50_us", "L2.fetch_decode.p50_us", "L2.small_get.p50_us", "L3.cold.p50_us",
-                "L3.warm.p50_us"} <= set(m)
+        assert {
+            "L1.fetch_copy.p50_us",
+            "L2.fetch_decode.p50_us",
+            "L2.small_get.p50_us",
+            "L3.cold.p50_us",
+            "L3.warm.p50_us",
+        } <= set(m)
     if driver == "kv-tiers-ttft":
         assert out.metrics["first_token_mismatches"].value == 0
         assert out.metrics["first_token_compared"].value > 0  # its denominator (issue 52)

@@ -20,18 +20,38 @@ def _run(records):
 
 def _codecs(rep: int, json_ms: float, aligned_ms: float) -> Record:
     names = ["json", "aligned128", "json (control)"]
-    series = Series({"codec": names, "scope": ["sized"] * 3, "elements": [1000] * 3, "bytes": [20000, 4096, 20000],
-                     "encode_ms": [1.0, 0.01, 1.0], "decode_ms": [json_ms, aligned_ms, json_ms],
-                     "store_fetch_qps": [80.0, 300.0, 79.0]}, {"decode_ms": "ms"})
-    m = {"sized.decode_speedup.aligned128_vs_json": Metric(json_ms / aligned_ms, "x"),
-         "sized.elements": Metric(1000, "float32 values"), "sized.json.decode_ms": Metric(json_ms, "ms")}
+    series = Series(
+        {
+            "codec": names,
+            "scope": ["sized"] * 3,
+            "elements": [1000] * 3,
+            "bytes": [20000, 4096, 20000],
+            "encode_ms": [1.0, 0.01, 1.0],
+            "decode_ms": [json_ms, aligned_ms, json_ms],
+            "store_fetch_qps": [80.0, 300.0, 79.0],
+        },
+        {"decode_ms": "ms"},
+    )
+    m = {
+        "sized.decode_speedup.aligned128_vs_json": Metric(json_ms / aligned_ms, "x"),
+        "sized.elements": Metric(1000, "float32 values"),
+        "sized.json.decode_ms": Metric(json_ms, "ms"),
+    }
     return Record(suite="kv-tiers", case="codecs", repetition=rep, metrics=m, series={"codecs": series})
 
 
 def _tiers(rep: int, l2_us: float) -> Record:
-    series = Series({"measure": ["L1.fetch_copy", "L2.fetch_decode", "L3.cold"], "tier": ["L1", "L2", "L3"],
-                     "what": ["copy", "get+decode", "cold read"], "n": [24, 24, 24],
-                     "p50_us": [200.0, l2_us, 9000.0], "p99_us": [300.0, 2 * l2_us, 12000.0]}, {"p50_us": "us"})
+    series = Series(
+        {
+            "measure": ["L1.fetch_copy", "L2.fetch_decode", "L3.cold"],
+            "tier": ["L1", "L2", "L3"],
+            "what": ["copy", "get+decode", "cold read"],
+            "n": [24, 24, 24],
+            "p50_us": [200.0, l2_us, 9000.0],
+            "p99_us": [300.0, 2 * l2_us, 12000.0],
+        },
+        {"p50_us": "us"},
+    )
     return Record(suite="kv-tiers", case="tiers", repetition=rep, series={"tiers": series})
 
 

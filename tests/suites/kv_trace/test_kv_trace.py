@@ -45,6 +45,7 @@ def sample(mooncake):
 
 # ---- the trace ----------------------------------------------------------------------------
 
+
 def test_the_shared_trace_loads_fast_and_is_the_mooncake_release(mooncake):
     import time
 
@@ -61,10 +62,13 @@ def test_sharing_removed_and_duplicated_traces(mooncake):
     u = T.unique_blocks(s)
     assert len(np.unique(u.blocks)) == u.n_blocks == s.n_blocks
     d = T.duplicated(s)
-    assert d.n_requests == 100 and np.array_equal(d.blocks[d.offsets[0]:d.offsets[1]], d.blocks[d.offsets[1]:d.offsets[2]])
+    assert d.n_requests == 100 and np.array_equal(
+        d.blocks[d.offsets[0] : d.offsets[1]], d.blocks[d.offsets[1] : d.offsets[2]]
+    )
 
 
 # ---- the prefix rule ------------------------------------------------------------------------
+
 
 def test_leading_runs_stop_at_the_first_miss():
     offsets = np.array([0, 3, 3, 6])  # the second request has no block
@@ -87,13 +91,19 @@ def test_a_hit_after_a_gap_is_not_a_hit():
 
 
 def test_token_weighting_counts_the_last_partial_block():
-    t = T.records_trace([{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1, 2, 3]},
-                         {"timestamp": 1, "input_length": 9, "output_length": 1, "hash_ids": [1, 2, 3]}], 4)
+    t = T.records_trace(
+        [
+            {"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1, 2, 3]},
+            {"timestamp": 1, "input_length": 9, "output_length": 1, "hash_ids": [1, 2, 3]},
+        ],
+        4,
+    )
     r = prefix.rates(t, analyses.infinite_hits(t))
     assert r.hit_tokens.tolist() == [0, 9] and r.token == pytest.approx(9 / 19) and r.block == pytest.approx(0.5)
 
 
 # ---- TTL expiry on the trace's timestamps -----------------------------------------------
+
 
 @pytest.mark.parametrize("name", policies.TTL_POLICIES)
 def test_ttl_expires_idle_blocks(name):
@@ -109,8 +119,13 @@ def test_a_ttl_frees_room_before_the_lookup():
     # before block 2 arrives: 3 then fits without evicting 2, and 2 hits
     t = tiny([rec(0, [1]), rec(1, [1]), rec(60, [2]), rec(61, [3]), rec(62, [2])])
     assert hits_of(t, "lru-2", 2, ttl_s=50).tolist() == [False, True, False, False, True]
-    assert reference.run(reference.make("lru-2", 2, 50), policies.Stream(t)).tolist() == \
-        [False, True, False, False, True]
+    assert reference.run(reference.make("lru-2", 2, 50), policies.Stream(t)).tolist() == [
+        False,
+        True,
+        False,
+        False,
+        True,
+    ]
     assert hits_of(t, "lru-2", 2).tolist() == [False, True, False, False, False]  # no TTL: 1 stays, 2 goes
 
 
@@ -121,6 +136,7 @@ def test_libcachesim_policies_refuse_a_ttl():
 
 
 # ---- the simulator against the references --------------------------------------------------
+
 
 def test_every_policy_matches_its_reference_request_by_request(sample):
     rows = crosscheck.compare_all(sample, list(policies.ALL_POLICIES), [24, 96], 120.0, 0)
@@ -178,6 +194,7 @@ def test_opt_is_the_ceiling_on_the_trace(mooncake):
 
 # ---- the controls -------------------------------------------------------------------------
 
+
 def test_instrument_and_mechanism_off_controls_of_reuse(mooncake):
     s = mooncake.slice(0, 2000)
     m = analyses.reuse(s, 912, "leaf-lru")
@@ -199,10 +216,14 @@ def test_head_share_controls(mooncake):
 
 # ---- the tiers ----------------------------------------------------------------------------
 
+
 def test_tiers_serve_from_the_highest_tier_and_move_bytes():
     t = tiny([rec(0, [1, 2]), rec(1, [3, 4]), rec(2, [1, 2])])
-    specs = [tiers.TierSpec("L1", 2, None, "lru"), tiers.TierSpec("L2", 8, None, "lru"),
-             tiers.TierSpec("L3", 8, None, "lru-3")]
+    specs = [
+        tiers.TierSpec("L1", 2, None, "lru"),
+        tiers.TierSpec("L2", 8, None, "lru"),
+        tiers.TierSpec("L3", 8, None, "lru-3"),
+    ]
     r = tiers.simulate(policies.Stream(t), specs)
     assert r.served.tolist() == [0, 0, 0, 0, 2, 2]  # 1 and 2 left L1 (2 blocks) but not L2
     moved = r.bytes_moved(10)
@@ -212,8 +233,11 @@ def test_tiers_serve_from_the_highest_tier_and_move_bytes():
 
 def test_tiers_match_the_request_by_request_reference(sample):
     s = policies.Stream(sample)
-    specs = [tiers.TierSpec("L1", 8, 30.0, "lru"), tiers.TierSpec("L2", 40, 120.0, "lru"),
-             tiers.TierSpec("L3", 200, 900.0, "lru-3")]
+    specs = [
+        tiers.TierSpec("L1", 8, 30.0, "lru"),
+        tiers.TierSpec("L2", 40, 120.0, "lru"),
+        tiers.TierSpec("L3", 200, 900.0, "lru-3"),
+    ]
     fast = tiers.simulate(s, specs).served
     assert (fast > 0).any() and (fast == 3).any()
     assert fast.tolist() == crosscheck.reference_tiers(sample, s, specs).tolist()
@@ -229,6 +253,7 @@ def test_tier_ttls_cost_hits_when_shorter_than_the_reuse():
 
 
 # ---- predicted_hit_rate (the engine suite's prediction) ---------------------------------------
+
 
 def test_predicted_hit_rate_from_records():
     reqs = [rec(0, [1, 2, 3]), rec(1, [1, 2, 9])]

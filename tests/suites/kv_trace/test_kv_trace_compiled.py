@@ -65,8 +65,11 @@ def test_compiled_matches_python_on_the_whole_trace(mooncake, name):
 
 def test_the_tiers_are_the_same_on_both_engines(sample, monkeypatch):
     s = policies.Stream(sample)
-    specs = [tiers.TierSpec("L1", 8, 30.0, "lru"), tiers.TierSpec("L2", 40, 120.0, "leaf-lru"),
-             tiers.TierSpec("L3", 200, 900.0, "lru-3")]
+    specs = [
+        tiers.TierSpec("L1", 8, 30.0, "lru"),
+        tiers.TierSpec("L2", 40, 120.0, "leaf-lru"),
+        tiers.TierSpec("L3", 200, 900.0, "lru-3"),
+    ]
     fast = tiers.simulate(s, specs).served
     assert (fast == 3).any() and fast.tolist() == crosscheck.reference_tiers(sample, s, specs).tolist()
     monkeypatch.setitem(policies._LOADED, "module", None)
@@ -78,16 +81,20 @@ def test_a_broken_compiled_loop_fails_the_crosscheck(sample, monkeypatch, broken
     c = policies._compiled()
     honest = c.lru
     if broken == "never evicts":
+
         def lru(ids, n_ids, times, capacity, ttl_ms=None):
             return honest(ids, n_ids, times, 10**9, ttl_ms)
     elif broken == "counts a miss as a hit":
+
         def lru(ids, n_ids, times, capacity, ttl_ms=None):
             out = honest(ids, n_ids, times, capacity, ttl_ms)
             out[np.nonzero(~out)[0][len(out) // 4]] = True
             return out
     else:
+
         def lru(ids, n_ids, times, capacity, ttl_ms=None):
             return honest(ids, n_ids, times, capacity + 1, ttl_ms)
+
     monkeypatch.setattr(c, "lru", lru)
     rows = crosscheck.compare_all(sample, ["lru"], [24], TTL_S, 0)
     assert [r["verdict"] for r in rows if r["policy"] == "lru"] == ["MISMATCH", "MISMATCH"]
@@ -122,6 +129,7 @@ def test_dense_ids_keep_the_order_of_the_ids():
 
 
 # ---- the synthetic Mooncake-shaped trace ------------------------------------------------------
+
 
 def test_the_synthetic_trace_is_seeded_and_shaped_like_mooncake(mooncake):
     a, b, c = synth.synthetic_trace(12031, 1), synth.synthetic_trace(12031, 1), synth.synthetic_trace(12031, 2)

@@ -70,7 +70,7 @@ def test_ten_million_hash_ids_are_refused_without_reading_them(tmp_path):
         chunk = "0, " * 100000
         for _ in range(100):  # 10 million entries, about 30 MB
             f.write(chunk)
-        f.write('0]}\n')
+        f.write("0]}\n")
     t0 = time.perf_counter()
     with pytest.raises(BadInput, match=r"line 1: longer than 8 MiB"):
         T.load_trace(p, 512)
@@ -101,15 +101,31 @@ def test_records_are_checked_like_lines():
 def test_cli_run_with_a_hostile_trace_exits_2_with_one_line(tmp_path, name):
     text, needle = HOSTILE[name]
     p = write(tmp_path, text)
-    res = cli("run", "kv-trace", "--profile", "local", "--results-dir", tmp_path / "results",
-              "--set", f"prefix-cache.trace={p}")
+    res = cli(
+        "run",
+        "kv-trace",
+        "--profile",
+        "local",
+        "--results-dir",
+        tmp_path / "results",
+        "--set",
+        f"prefix-cache.trace={p}",
+    )
     msg = assert_one_line(res, (2,), needle)
     assert str(p) in msg
 
 
 def test_cli_names_a_missing_trace(tmp_path):
-    res = cli("run", "kv-trace", "--profile", "local", "--results-dir", tmp_path / "results",
-              "--set", f"prefix-cache.trace={tmp_path / 'nope.jsonl'}")
+    res = cli(
+        "run",
+        "kv-trace",
+        "--profile",
+        "local",
+        "--results-dir",
+        tmp_path / "results",
+        "--set",
+        f"prefix-cache.trace={tmp_path / 'nope.jsonl'}",
+    )
     assert_one_line(res, (2,), "no such file")
 
 
@@ -117,8 +133,16 @@ def test_cli_ten_million_entries_exit_2_fast(tmp_path):
     p = tmp_path / "huge.jsonl"
     p.write_text('{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [' + "7, " * 10_000_000 + "7]}\n")
     t0 = time.perf_counter()
-    res = cli("run", "kv-trace", "--profile", "local", "--results-dir", tmp_path / "results",
-              "--set", f"prefix-cache.trace={p}")
+    res = cli(
+        "run",
+        "kv-trace",
+        "--profile",
+        "local",
+        "--results-dir",
+        tmp_path / "results",
+        "--set",
+        f"prefix-cache.trace={p}",
+    )
     assert_one_line(res, (2,), "line 1: longer than 8 MiB")
     assert time.perf_counter() - t0 < 10
 

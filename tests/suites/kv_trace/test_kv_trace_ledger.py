@@ -22,9 +22,13 @@ from tests.ledger_helpers import verdicts
 RECORDED = json.loads((TESTS / "fixtures/kv_trace/prefix_cache_metrics.json").read_text())["metrics"]
 
 
-KV_CHECKS = {"C1": ["reuse.max.token_hit_pct", "reuse.gpu.token_hit_pct"],
-             "C5": ["tiers.ttl_kept_pct", "tiers.L3.lruk_gain_pp"], "C17": ["tiers.base.of_max_pct"],
-             "C18": ["curve.ordering_sizes_pct"], "C19": ["blocks.head_share_pct"]}
+KV_CHECKS = {
+    "C1": ["reuse.max.token_hit_pct", "reuse.gpu.token_hit_pct"],
+    "C5": ["tiers.ttl_kept_pct", "tiers.L3.lruk_gain_pp"],
+    "C17": ["tiers.base.of_max_pct"],
+    "C18": ["curve.ordering_sizes_pct"],
+    "C19": ["blocks.head_share_pct"],
+}
 
 
 def judge(claim: str, **change) -> dict:
@@ -32,7 +36,7 @@ def judge(claim: str, **change) -> dict:
     changes X and its reference alike (the simulator and the reference agree on v)."""
     change = {k.replace("__", "."): v for k, v in change.items()}
     for k in [k for k in change if k.startswith("measured.")]:
-        change[k[len("measured."):]] = change[f"reference.{k[len('measured.'):]}"] = change.pop(k)
+        change[k[len("measured.") :]] = change[f"reference.{k[len('measured.') :]}"] = change.pop(k)
     metrics = {**RECORDED, **change}
     return {m: cv.outcome for m, cv in verdicts(claim, "prefix-cache", metrics, suite="kv-trace").items()}
 
@@ -48,8 +52,11 @@ def test_recorded_run_gives_the_verdicts_of_the_readme():
 def test_c1_checks_need_the_instrument_to_see_reuse_and_the_reuse_to_go_with_sharing():
     blind = judge("C1", reuse__dup__max__token_hit_pct=0.0, reuse__dup__gpu__token_hit_pct=0.0)
     assert set(blind.values()) == {Outcome.INCONCLUSIVE}
-    leaky = judge("C1", reuse__nosharing__max__token_hit_pct=RECORDED["reuse.max.token_hit_pct"],
-                  reuse__nosharing__gpu__token_hit_pct=RECORDED["reuse.gpu.token_hit_pct"])
+    leaky = judge(
+        "C1",
+        reuse__nosharing__max__token_hit_pct=RECORDED["reuse.max.token_hit_pct"],
+        reuse__nosharing__gpu__token_hit_pct=RECORDED["reuse.gpu.token_hit_pct"],
+    )
     assert set(leaky.values()) == {Outcome.NOT_ATTRIBUTABLE}
     assert judge("C1", measured__reuse__max__token_hit_pct=45.0)["reuse.max.token_hit_pct"] is Outcome.NOT_REPRODUCED
 
@@ -86,11 +93,14 @@ def test_c1_on_the_simulator_and_on_a_blind_one():
     p = {**{k: v.default for k, v in drivers.MAIN_PARAMS.items()}, "max_requests": 2500, "capacities_tokens": [10**9]}
     ref = recount.recount(REPO_ROOT / p["trace"], p, drivers.ORDER, analyses.label, log=lambda m: None)
     real.update({k: v for k, (v, _) in ref.items() if k.startswith("reference.reuse.")})
-    assert {cv.outcome for cv in verdicts("C1", "prefix-cache", real, suite="kv-trace").values()} == {Outcome.REPRODUCED}
+    assert {cv.outcome for cv in verdicts("C1", "prefix-cache", real, suite="kv-trace").values()} == {
+        Outcome.REPRODUCED
+    }
     none = prefix.rates(T.duplicated(s), np.zeros(2 * s.n_blocks, dtype=bool))
     blind = {**real, **{k: 100 * none.token for k in real if k.startswith("reuse.") and k.endswith("token_hit_pct")}}
-    assert {cv.outcome for cv in verdicts("C1", "prefix-cache", blind, suite="kv-trace").values()} == \
-        {Outcome.INCONCLUSIVE}
+    assert {cv.outcome for cv in verdicts("C1", "prefix-cache", blind, suite="kv-trace").values()} == {
+        Outcome.INCONCLUSIVE
+    }
 
 
 def test_c5_checks_with_their_controls_broken():

@@ -19,9 +19,14 @@ from harness.verdict.analysis import analyze
 from tests.system.test_hostile import assert_one_line, cli
 
 TRACE = REPO_ROOT / "data/mooncake/conversation_trace.jsonl"
-SMALL = ["--set", "prefix-cache.policies=[lru, lfu, hybrid, random, opt, leaf-lru]",
-         "--set", "prefix-cache.capacities_tokens=[100000, 3000000, 50000000, 1000000000]",
-         "--set", "crosscheck.session_fraction=0.005"]
+SMALL = [
+    "--set",
+    "prefix-cache.policies=[lru, lfu, hybrid, random, opt, leaf-lru]",
+    "--set",
+    "prefix-cache.capacities_tokens=[100000, 3000000, 50000000, 1000000000]",
+    "--set",
+    "crosscheck.session_fraction=0.005",
+]
 
 
 def run(tmp_path, *extra):
@@ -60,8 +65,15 @@ def test_shared_trace_report_shows_curve_c1_tiers_and_the_papers_figures(tmp_pat
 def test_a_users_trace_gets_the_same_page_without_the_papers_figures(tmp_path):
     mine = tmp_path / "mine.jsonl"
     mine.write_text("".join(TRACE.read_text().splitlines(keepends=True)[:1500]))
-    run_dir, text = run(tmp_path, "--set", f"prefix-cache.trace={mine}", "--set", f"crosscheck.trace={mine}",
-                        "--set", "crosscheck.session_fraction=0.05")
+    run_dir, text = run(
+        tmp_path,
+        "--set",
+        f"prefix-cache.trace={mine}",
+        "--set",
+        f"crosscheck.trace={mine}",
+        "--set",
+        "crosscheck.session_fraction=0.05",
+    )
     rec = next(r for r in json.loads((run_dir / "results.json").read_text())["records"] if r["case"] == "prefix-cache")
     assert rec["facts"]["trace_is_mooncake_conversation"] is False and rec["facts"]["trace_file"] == str(mine)
     assert rec["metrics"]["trace.requests"]["value"] == 1500
@@ -72,9 +84,25 @@ def test_a_users_trace_gets_the_same_page_without_the_papers_figures(tmp_path):
 
 
 def test_tier_parameters_are_checked_before_anything_runs(tmp_path):
-    res = cli("run", "kv-trace", "--profile", "local", "--results-dir", tmp_path / "r",
-              "--set", "prefix-cache.tier_gb=[24, 128]")
+    res = cli(
+        "run",
+        "kv-trace",
+        "--profile",
+        "local",
+        "--results-dir",
+        tmp_path / "r",
+        "--set",
+        "prefix-cache.tier_gb=[24, 128]",
+    )
     assert_one_line(res, (2,), "give three values, for L1, L2 and L3")
-    res = cli("run", "kv-trace", "--profile", "local", "--results-dir", tmp_path / "r",
-              "--set", "prefix-cache.tier_policies=[lru, lru, mru]")
+    res = cli(
+        "run",
+        "kv-trace",
+        "--profile",
+        "local",
+        "--results-dir",
+        tmp_path / "r",
+        "--set",
+        "prefix-cache.tier_policies=[lru, lru, mru]",
+    )
     assert_one_line(res, (2,), "is not lru, leaf-lru or lru-K")

@@ -22,8 +22,16 @@ def test_vectors_round_trip():
 
 def test_pairs_drop_prompts_without_a_single_partner(tmp_path):
     f = tmp_path / "pairs.json"
-    f.write_text(json.dumps([{"origin": "a", "similar": "A"}, {"origin": "b", "similar": "B"},
-                             {"origin": "a", "similar": "A2"}, {"origin": "c", "similar": "C"}]))
+    f.write_text(
+        json.dumps(
+            [
+                {"origin": "a", "similar": "A"},
+                {"origin": "b", "similar": "B"},
+                {"origin": "a", "similar": "A2"},
+                {"origin": "c", "similar": "C"},
+            ]
+        )
+    )
     assert cas.load_pairs(str(f)) == {"b": "B", "c": "C"}
 
 
@@ -86,8 +94,11 @@ def ledger_checks(claim_id: str, suite: str) -> dict:
 def concurrent_run(cluster, tmp_path_factory):
     params = {k: p.default for k, p in cas.PARAMS.items()}
     params.update(seconds=1.5, writers=4, readers=2, keys=2, modes=list(cas.MODES))
-    out = cas.run(CaseContext("prompt-cas", "cas", 1, "local", params, tmp_path_factory.mktemp("cas"), cluster,
-                              log=lambda m: None))
+    out = cas.run(
+        CaseContext(
+            "prompt-cas", "cas", 1, "local", params, tmp_path_factory.mktemp("cas"), cluster, log=lambda m: None
+        )
+    )
     assert out.status == "ok", out.reason
     return out, {k: v.value for k, v in out.metrics.items()}
 
@@ -105,9 +116,18 @@ def test_concurrent_writers_cas_loses_and_mixes_nothing(concurrent_run):
         assert m[f"{mode}.applied_pct"] > 0
         # a CAS: what the writers were told applied is what the read-back finds, and nothing more
         assert m[f"{mode}.applied_pct"] == pytest.approx(m[f"mechanism.{mode}.told_applied_pct"])
-        for metric in ("lost_updates", "unjustified_refusals", "refused_but_applied", "foreign_final_keys",
-                       "mixups_read", "replica_mixups_read", "mixups_final", "replica_mixups_final",
-                       "replica_diverged_keys", "errors"):
+        for metric in (
+            "lost_updates",
+            "unjustified_refusals",
+            "refused_but_applied",
+            "foreign_final_keys",
+            "mixups_read",
+            "replica_mixups_read",
+            "mixups_final",
+            "replica_mixups_final",
+            "replica_diverged_keys",
+            "errors",
+        ):
             assert m[f"{mode}.{metric}"] == 0, (mode, metric)
     for mode in cas.MODES:  # the instruments' canary, in every rule: seen mixed on every read, one write lost
         assert m[f"{mode}.canary_lost_updates"] == 1 and m[f"{mode}.canary_unjustified_refusals"] == 1, mode
@@ -126,8 +146,11 @@ def test_each_c20_check_flips_when_its_mechanism_is_removed(concurrent_run):
     makes it apply. Each ledger check holds on one side and fails on the other."""
     _, m = concurrent_run
     checks = ledger_checks("C20", "prompt-cas")
-    lost, mixed, replica = (checks["incremented.lost_updates"], checks["incremented.mixups_read"],
-                            checks["incremented.replica_mixups_read"])
+    lost, mixed, replica = (
+        checks["incremented.lost_updates"],
+        checks["incremented.mixups_read"],
+        checks["incremented.replica_mixups_read"],
+    )
     assert lost.in_claim(m["incremented.lost_updates"]) and not lost.in_claim(m["atomic.lost_updates"])
     assert mixed.in_claim(m["incremented.mixups_read"]) and not mixed.in_claim(m["plain.mixups_read"])
     assert replica.in_claim(m["incremented.replica_mixups_read"])
@@ -151,8 +174,12 @@ def test_lab_profile_carries_the_source_claim_and_fails_on_skips():
     lab = load_yaml(suite_spec("prompt-cas"), "spec")["profiles"]["lab-a100"]
     assert lab["skipped_fails"] is True
     limits = {(t["metric"], t["op"], t["value"]) for t in lab["thresholds"]}
-    assert {("incremented.mixups_read", "<=", 0), ("incremented.replica_mixups_read", "<=", 0),
-            ("plain.mixups_read", ">", 0), ("atomic.lost_updates", ">", 0)} <= limits
+    assert {
+        ("incremented.mixups_read", "<=", 0),
+        ("incremented.replica_mixups_read", "<=", 0),
+        ("plain.mixups_read", ">", 0),
+        ("atomic.lost_updates", ">", 0),
+    } <= limits
 
 
 def test_view_presents_every_rule_across_repetitions(concurrent_run, tmp_path):
@@ -162,9 +189,12 @@ def test_view_presents_every_rule_across_repetitions(concurrent_run, tmp_path):
     from harness.verdict.analysis import analyze
 
     out, _ = concurrent_run
-    recs = [Record(suite="prompt-cas", case="cas", repetition=rep, metrics=out.metrics,
-                   series=out.series) for rep in (1, 2)]
-    suite = SuiteRun("prompt-cas", "", SuiteClaim("4.3", "t"), "cluster", "local", "", 2, [Case("cas", "prompt-cas-rules")], [])
+    recs = [
+        Record(suite="prompt-cas", case="cas", repetition=rep, metrics=out.metrics, series=out.series) for rep in (1, 2)
+    ]
+    suite = SuiteRun(
+        "prompt-cas", "", SuiteClaim("4.3", "t"), "cluster", "local", "", 2, [Case("cas", "prompt-cas-rules")], []
+    )
     run = RunData(tmp_path, {}, recs, {"prompt-cas": suite}, [])
     (table,) = views.build(run, analyze(run), "prompt-cas")
     assert [r[0] for r in table.rows] == list(cas.MODES) and table.columns[:2] == ["rule", "what"]
@@ -173,17 +203,44 @@ def test_view_presents_every_rule_across_repetitions(concurrent_run, tmp_path):
 
 # ---- C20 judged on real runs: readers that read too little, and the mechanisms removed ------
 
+
 def test_mixups_are_not_measured_when_a_reader_read_too_little():
-    base = {"attempts": 10, "told_applied": 5, "chain": 5, "lost": 0, "unjustified_refusals": 0,
-            "refused_but_applied": 0, "foreign_final_keys": 0, "mixups_read": 0, "replica_mixups_read": 0,
-            "canary_mixups_read": 3, "canary_replica_mixups_read": 3, "canary_reads": 3, "canary_replica_reads": 3,
-            "canary_lost_updates": 1, "canary_unjustified_refusals": 1, "canary_refused_but_applied": 1,
-            "mixups_final": 0, "replica_mixups_final": 0,
-            "replica_diverged_keys": 0, "replica_connections_not_replica": 0, "errors": 0, "p50_ms": 1.0,
-            "p99_ms": 2.0, "reader_errors": 0,
-            "vv_lost_updates": 0, "reads": 40, "replica_reads": 40, "acked_writes": 5, "refused_writes": 5,
-            "conflicting_writes": 5, "conflicts_refused": 5, "reads_of_new_writes": 30,
-            "replica_reads_of_new_writes": 30, "replica_copies_read_back": 2}
+    base = {
+        "attempts": 10,
+        "told_applied": 5,
+        "chain": 5,
+        "lost": 0,
+        "unjustified_refusals": 0,
+        "refused_but_applied": 0,
+        "foreign_final_keys": 0,
+        "mixups_read": 0,
+        "replica_mixups_read": 0,
+        "canary_mixups_read": 3,
+        "canary_replica_mixups_read": 3,
+        "canary_reads": 3,
+        "canary_replica_reads": 3,
+        "canary_lost_updates": 1,
+        "canary_unjustified_refusals": 1,
+        "canary_refused_but_applied": 1,
+        "mixups_final": 0,
+        "replica_mixups_final": 0,
+        "replica_diverged_keys": 0,
+        "replica_connections_not_replica": 0,
+        "errors": 0,
+        "p50_ms": 1.0,
+        "p99_ms": 2.0,
+        "reader_errors": 0,
+        "vv_lost_updates": 0,
+        "reads": 40,
+        "replica_reads": 40,
+        "acked_writes": 5,
+        "refused_writes": 5,
+        "conflicting_writes": 5,
+        "conflicts_refused": 5,
+        "reads_of_new_writes": 30,
+        "replica_reads_of_new_writes": 30,
+        "replica_copies_read_back": 2,
+    }
     m = cas.rule_metrics({**base, "reader_min_reads": 20, "reader_min_replica_reads": 20}, 20, True)
     assert m["mixups_read"].value == 0 and m["replica_mixups_read"].value == 0
     m = cas.rule_metrics({**base, "reader_min_reads": 19, "reader_min_replica_reads": 400}, 20, True)
@@ -191,7 +248,9 @@ def test_mixups_are_not_measured_when_a_reader_read_too_little():
     m = cas.rule_metrics({**base, "reader_min_reads": 400, "reader_min_replica_reads": 0}, 20, False)
     assert "replica_mixups_read" not in m  # no replicas: nothing read there, nothing measured
     assert cas.reads_per_reader({0: {"reads": 30, "replica_reads": 31}}, 2) == {
-        "reader_min_reads": 0, "reader_min_replica_reads": 0}  # reader 1 never started
+        "reader_min_reads": 0,
+        "reader_min_replica_reads": 0,
+    }  # reader 1 never started
 
 
 def _c20(out, tmp_path, metrics=None):
@@ -204,9 +263,13 @@ def _c20(out, tmp_path, metrics=None):
     suites = load_all_suites()
     suite = suites["prompt-cas"]
     rec = Record(suite="prompt-cas", case="cas", repetition=1, metrics=metrics or out.metrics, series=out.series)
-    run = RunData(tmp_path, dict(ledger_helpers.HERE), [rec],
-                  {"prompt-cas": suite.as_run("local", 1, {c.name: {} for c in suite.cases})},
-                  load_claims(suites=suites))
+    run = RunData(
+        tmp_path,
+        dict(ledger_helpers.HERE),
+        [rec],
+        {"prompt-cas": suite.as_run("local", 1, {c.name: {} for c in suite.cases})},
+        load_claims(suites=suites),
+    )
     claim = next(c for c in analyze(run).claims if c.id == "C20")
     return {cv.check.metric: cv for cv in claim.checks}
 
@@ -265,15 +328,18 @@ def test_a_rules_seconds_start_when_its_writers_have_connected(cluster, tmp_path
     """Writers whose cluster clients take 1.5 s to connect (a loaded machine: CI once saw a
     1.5 s rule end with no attempt made) still run the rule's 0.3 s: its clock starts at the
     gate, after every thread has connected."""
+
     def slow(real):
         time.sleep(1.5)
         return real()
 
     params = {k: p.default for k, p in cas.PARAMS.items()}
-    params.update(seconds=0.3, writers=2, readers=1, keys=2, modes=["as-written", "incremented"],
-                  min_reads_per_reader=1)
-    out = cas.run(CaseContext("prompt-cas", "cas", 1, "local", params, tmp_path, _slow_target(cluster, slow),
-                              log=lambda m: None))
+    params.update(
+        seconds=0.3, writers=2, readers=1, keys=2, modes=["as-written", "incremented"], min_reads_per_reader=1
+    )
+    out = cas.run(
+        CaseContext("prompt-cas", "cas", 1, "local", params, tmp_path, _slow_target(cluster, slow), log=lambda m: None)
+    )
     assert out.status == "ok", out.reason
     assert out.metrics["as-written.attempts"].value > 0 and out.metrics["as-written.applied_pct"].value == 0
     assert out.metrics["incremented.applied_pct"].value > 0
@@ -282,15 +348,22 @@ def test_a_rules_seconds_start_when_its_writers_have_connected(cluster, tmp_path
 def test_a_rule_with_no_update_made_fails_the_case_with_the_first_error(cluster, tmp_path):
     """No writer can connect: the rule made no update, and the case fails saying why rather
     than leaving its metrics out as if nothing were wrong."""
+
     def refuse(real):
         raise ConnectionError("Connection refused (a test's writer)")
 
     params = {k: p.default for k, p in cas.PARAMS.items()}
     params.update(seconds=0.2, writers=2, readers=1, keys=2, modes=["plain"])
-    out = cas.run(CaseContext("prompt-cas", "cas", 1, "local", params, tmp_path, _slow_target(cluster, refuse),
-                              log=lambda m: None))
+    out = cas.run(
+        CaseContext(
+            "prompt-cas", "cas", 1, "local", params, tmp_path, _slow_target(cluster, refuse), log=lambda m: None
+        )
+    )
     assert out.status == "failed"
-    assert out.reason == "plain: no writer made an update; first error: ConnectionError: Connection refused (a test's writer)"
+    assert (
+        out.reason
+        == "plain: no writer made an update; first error: ConnectionError: Connection refused (a test's writer)"
+    )
 
 
 def test_c20_verdicts_on_a_real_run_and_with_each_mechanism_removed(concurrent_run, tmp_path):
@@ -301,8 +374,12 @@ def test_c20_verdicts_on_a_real_run_and_with_each_mechanism_removed(concurrent_r
     out, _ = concurrent_run
     got = _c20(out, tmp_path)
     assert got["as-written.applied_pct"].outcome.value == "not reproduced"  # the rule as written applies nothing
-    for metric in ("incremented.mixups_read", "incremented.replica_mixups_read", "incremented.lost_updates",
-                   "incremented.unjustified_refusals"):
+    for metric in (
+        "incremented.mixups_read",
+        "incremented.replica_mixups_read",
+        "incremented.lost_updates",
+        "incremented.unjustified_refusals",
+    ):
         assert got[metric].outcome.value == "reproduced", (metric, got[metric].reason)
 
     def removed(**swap):
@@ -313,28 +390,43 @@ def test_c20_verdicts_on_a_real_run_and_with_each_mechanism_removed(concurrent_r
 
         return _c20(out, tmp_path, {**out.metrics, metric: Metric(0, out.metrics[metric].unit)})
 
-    assert removed(incremented__mixups_read="plain.mixups_read")["incremented.mixups_read"].outcome.value \
+    assert (
+        removed(incremented__mixups_read="plain.mixups_read")["incremented.mixups_read"].outcome.value
         == "not reproduced"
-    assert removed(incremented__lost_updates="atomic.lost_updates")["incremented.lost_updates"].outcome.value \
+    )
+    assert (
+        removed(incremented__lost_updates="atomic.lost_updates")["incremented.lost_updates"].outcome.value
         == "not reproduced"
-    assert removed(incremented__unjustified_refusals="as-written.unjustified_refusals")[
-        "incremented.unjustified_refusals"].outcome.value == "not reproduced"
+    )
+    assert (
+        removed(incremented__unjustified_refusals="as-written.unjustified_refusals")[
+            "incremented.unjustified_refusals"
+        ].outcome.value
+        == "not reproduced"
+    )
     assert blinded("incremented.canary_mixups_read")["incremented.mixups_read"].outcome.value == "inconclusive"
-    assert blinded("incremented.canary_replica_mixups_read")[
-        "incremented.replica_mixups_read"].outcome.value == "inconclusive"
+    assert (
+        blinded("incremented.canary_replica_mixups_read")["incremented.replica_mixups_read"].outcome.value
+        == "inconclusive"
+    )
     assert blinded("incremented.canary_lost_updates")["incremented.lost_updates"].outcome.value == "inconclusive"
-    assert blinded("incremented.canary_unjustified_refusals")[
-        "incremented.unjustified_refusals"].outcome.value == "inconclusive"
-    assert blinded("incremented.canary_refused_but_applied")[
-        "incremented.refused_but_applied"].outcome.value == "inconclusive"
+    assert (
+        blinded("incremented.canary_unjustified_refusals")["incremented.unjustified_refusals"].outcome.value
+        == "inconclusive"
+    )
+    assert (
+        blinded("incremented.canary_refused_but_applied")["incremented.refused_but_applied"].outcome.value
+        == "inconclusive"
+    )
     # issue 52: a zero counts only where its situation arose in the judged arm (races that reached the CAS,
     # reads served after a write of the run), and out of something: either at 0 reads inconclusive
     for metric, situation, denominator in (
-            ("incremented.mixups_read", "incremented.reads_of_new_writes", "incremented.reads"),
-            ("incremented.replica_mixups_read", "incremented.replica_reads_of_new_writes", "incremented.replica_reads"),
-            ("incremented.lost_updates", "incremented.conflicting_writes", "incremented.acked_writes"),
-            ("incremented.refused_but_applied", "incremented.conflicts_refused", "incremented.refused_writes"),
-            ("incremented.unjustified_refusals", "incremented.conflicting_writes", "incremented.refused_writes")):
+        ("incremented.mixups_read", "incremented.reads_of_new_writes", "incremented.reads"),
+        ("incremented.replica_mixups_read", "incremented.replica_reads_of_new_writes", "incremented.replica_reads"),
+        ("incremented.lost_updates", "incremented.conflicting_writes", "incremented.acked_writes"),
+        ("incremented.refused_but_applied", "incremented.conflicts_refused", "incremented.refused_writes"),
+        ("incremented.unjustified_refusals", "incremented.conflicting_writes", "incremented.refused_writes"),
+    ):
         assert out.metrics[situation].value >= 50 and out.metrics[denominator].value > 0, metric
         assert blinded(situation)[metric].outcome.value == "inconclusive", (metric, situation)
         assert blinded(denominator)[metric].outcome.value == "inconclusive", (metric, denominator)

@@ -26,14 +26,25 @@ from tests import REPO
 from tests.conftest import TEST_CLUSTER_PORT, _need_redis
 
 BASE = TEST_CLUSTER_PORT + 30
-SPEC = {"name": "cas-interrupt", "description": "prompt-cas, to be interrupted",
-        "claim": {"section": "4.3", "text": "no thread outlives the run"}, "target": "cluster",
-        "cases": [{"name": "cas", "driver": "prompt-cas-rules",
-                   "params": {"seconds": 6, "writers": 4, "readers": 2, "keys": 4, "modes": ["plain", "incremented"]}}],
-        "profiles": {"local": {"repetitions": 1}}}
-ENTRY = ("import sys, threading\nfrom harness.cli import main\ntry:\n    main()\nfinally:\n"
-         "    print('threads left:', sorted(t.name for t in threading.enumerate() if t is not threading.main_thread()"
-         " and not t.daemon), file=sys.stderr, flush=True)")
+SPEC = {
+    "name": "cas-interrupt",
+    "description": "prompt-cas, to be interrupted",
+    "claim": {"section": "4.3", "text": "no thread outlives the run"},
+    "target": "cluster",
+    "cases": [
+        {
+            "name": "cas",
+            "driver": "prompt-cas-rules",
+            "params": {"seconds": 6, "writers": 4, "readers": 2, "keys": 4, "modes": ["plain", "incremented"]},
+        }
+    ],
+    "profiles": {"local": {"repetitions": 1}},
+}
+ENTRY = (
+    "import sys, threading\nfrom harness.cli import main\ntry:\n    main()\nfinally:\n"
+    "    print('threads left:', sorted(t.name for t in threading.enumerate() if t is not threading.main_thread()"
+    " and not t.daemon), file=sys.stderr, flush=True)"
+)
 
 
 def ours() -> list[str]:
@@ -54,9 +65,14 @@ def ours() -> list[str]:
 
 def run_and_signal(spec: Path, results: Path, sig: int, marker: str, delay: float, timeout: float = 120):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", ENTRY, "run", str(spec), "--base-port", str(BASE),
-                             "--results-dir", str(results)], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ENTRY, "run", str(spec), "--base-port", str(BASE), "--results-dir", str(results)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines: list[str] = []
     seen = threading.Event()
 

@@ -45,9 +45,11 @@ def test_writes_applied_over_a_value_their_writer_never_read_are_lost():
 
 def test_a_final_value_no_write_sent_loses_every_acknowledged_write():
     hist = [w("a", "seed.0"), w("b", "a")]
-    for final in (Value("b", "p1", "r2"),  # a torn pair: b's id, another write's response
-                  Value("zz", "p1", "r1"),  # an id no writer used
-                  None):  # the pair is gone
+    for final in (
+        Value("b", "p1", "r2"),  # a torn pair: b's id, another write's response
+        Value("zz", "p1", "r1"),  # an id no writer used
+        None,
+    ):  # the pair is gone
         v = judged(hist, final)
         assert v.foreign and v.lost == 2 and v.chain == 0, final
     # a chain that never reaches the seed (a parent no write of the pair has) is foreign too
@@ -85,7 +87,8 @@ def test_a_pair_read_is_mixed_against_the_partner_and_the_histories():
 
 APPLY_EVERY_WRITE = cas.CAS_LUA.replace(
     "  if not (le and not eq) then return 0 end\n  new = ARGV[2]\n",
-    "  local m = {}\n  for i = 1, #c do m[i] = math.max(s[i], c[i]) end\n  new = table.concat(m, ',')\n")
+    "  local m = {}\n  for i = 1, #c do m[i] = math.max(s[i], c[i]) end\n  new = table.concat(m, ',')\n",
+)
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +99,11 @@ def apply_every_write_run(cluster, tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setattr(cas, "CAS_LUA", APPLY_EVERY_WRITE)
     try:
-        out = cas.run(CaseContext("prompt-cas", "cas", 1, "local", params, tmp_path_factory.mktemp("max"), cluster,
-                                  log=lambda m: None))
+        out = cas.run(
+            CaseContext(
+                "prompt-cas", "cas", 1, "local", params, tmp_path_factory.mktemp("max"), cluster, log=lambda m: None
+            )
+        )
     finally:
         mp.undo()
     assert out.status == "ok", out.reason
@@ -139,14 +145,18 @@ def test_no_judged_metric_of_c20_is_the_mechanisms_own():
     assert checks
     for chk in checks:
         assert chk.get("observed", "").strip(), chk["metric"]
-        controls = [c for kind in ("instrument", "mechanism_off", "stand_in") for c in
-                    (chk.get(kind) if isinstance(chk.get(kind), list) else [chk.get(kind)] if chk.get(kind) else [])]
+        controls = [
+            c
+            for kind in ("instrument", "mechanism_off", "stand_in")
+            for c in (chk.get(kind) if isinstance(chk.get(kind), list) else [chk.get(kind)] if chk.get(kind) else [])
+        ]
         named = [chk["metric"]] + [c["metric"] for c in controls] + [c["than"] for c in controls if "than" in c]
         assert not [n for n in named if n.startswith("mechanism.")], chk["metric"]
         assert controls or chk.get("no_instrument"), chk["metric"]
 
 
 # ---- exercise evidence (issue 52): the situations C20's zeros are about, counted outside the CAS ----
+
 
 def test_races_are_counted_from_what_the_writers_read_whatever_the_cas_replied():
     """Two writes that read the same value raced (a CAS may apply one); a write that read its
@@ -168,8 +178,15 @@ def test_reads_of_new_writes_count_only_changed_replies_holding_a_write_of_the_r
     from collections import Counter
 
     a = Value("a", "p1", "r1")
-    fresh = Counter({("k", SEED, False): 1, ("k", a, False): 3, ("k", a, True): 2, ("k", None, False): 1,
-                     ("k", Value("zz", "p1", "r1"), False): 1})
+    fresh = Counter(
+        {
+            ("k", SEED, False): 1,
+            ("k", a, False): 3,
+            ("k", a, True): 2,
+            ("k", None, False): 1,
+            ("k", Value("zz", "p1", "r1"), False): 1,
+        }
+    )
     assert h.reads_of_new_writes(fresh, {"a": "k"}, replica=False) == 3  # the seed, a gone pair, an unknown id: none
     assert h.reads_of_new_writes(fresh, {"a": "k"}, replica=True) == 2
     assert h.reads_of_new_writes(fresh, {}, replica=False) == 0  # no write made in the run
@@ -212,14 +229,18 @@ def _fresh_reads(reply) -> tuple[int, int, int]:
     cas._reader(target, 0, ["pp:{k0}"], Everywhere(), tally)
     writes = {f"w.{i}": "pp:{k0}" for i in range(server.i + 1)}  # the canary's reads count nowhere
     reads = sum(c for (key, _, rep), c in tally.seen.items() if key != cas.CANARY and not rep)
-    return (h.reads_of_new_writes(tally.fresh, writes, replica=False),
-            h.reads_of_new_writes(tally.fresh, writes, replica=True), reads)
+    return (
+        h.reads_of_new_writes(tally.fresh, writes, replica=False),
+        h.reads_of_new_writes(tally.fresh, writes, replica=True),
+        reads,
+    )
 
 
 def test_the_reader_counts_a_read_of_a_new_write_only_when_the_servers_reply_changed():
     """The counter the mix-up checks' exercise evidence reads: a server whose every reply is a new
     write gives one per read; one that always replies the same write (or a reader-side copy) gives
     one per side, the first read; one that holds the seed gives none."""
+
     def pair(wid):
         return {b"prompt": b"p1", b"response": b"r1", b"wid": wid.encode(), b"vv": b"1"}
 
@@ -230,6 +251,7 @@ def test_the_reader_counts_a_read_of_a_new_write_only_when_the_servers_reply_cha
 
 
 # ---- the exercise counters' own instrument (issue 52): known histories, known counts ----
+
 
 def test_the_counters_give_their_known_counts_on_the_known_histories():
     """The counting code the rules are judged with (exercise_counts over history.exercise and
@@ -264,18 +286,30 @@ def test_known_histories_by_hand():
     assert h.reads_of_new_writes(replica_only, {"a": "k"}, replica=False) == 0
 
 
-@pytest.mark.parametrize("old, new, counter", [
-    # the red team's bugs: races grouped by pair alone, the side filter dropped; and races grouped by value alone
-    ("groups.setdefault((a.key, a.parent), []).append(a)", "groups.setdefault((a.key,), []).append(a)",
-     "conflicting_writes"),
-    ("groups.setdefault((a.key, a.parent), []).append(a)", "groups.setdefault((a.key,), []).append(a)",
-     "conflicts_refused"),
-    ("groups.setdefault((a.key, a.parent), []).append(a)", "groups.setdefault((a.parent,), []).append(a)",
-     "conflicting_writes"),
-    ("if rep == replica and v is not None", "if v is not None", "replica_reads_of_new_writes"),
-    ("if rep == replica and v is not None", "if v is not None", "reads_of_new_writes"),
-    ("writes.get(v.wid or \"\") == key)", "v.wid in writes)", "reads_of_new_writes"),
-])
+@pytest.mark.parametrize(
+    "old, new, counter",
+    [
+        # the red team's bugs: races grouped by pair alone, the side filter dropped; and races grouped by value alone
+        (
+            "groups.setdefault((a.key, a.parent), []).append(a)",
+            "groups.setdefault((a.key,), []).append(a)",
+            "conflicting_writes",
+        ),
+        (
+            "groups.setdefault((a.key, a.parent), []).append(a)",
+            "groups.setdefault((a.key,), []).append(a)",
+            "conflicts_refused",
+        ),
+        (
+            "groups.setdefault((a.key, a.parent), []).append(a)",
+            "groups.setdefault((a.parent,), []).append(a)",
+            "conflicting_writes",
+        ),
+        ("if rep == replica and v is not None", "if v is not None", "replica_reads_of_new_writes"),
+        ("if rep == replica and v is not None", "if v is not None", "reads_of_new_writes"),
+        ('writes.get(v.wid or "") == key)', "v.wid in writes)", "reads_of_new_writes"),
+    ],
+)
 def test_a_counter_that_counts_the_wrong_thing_fails_its_known_histories(monkeypatch, old, new, counter):
     """Each counter's instrument sees a counting bug that still clears the counter's minimum in a
     run: the counter's known_pct falls below 100, and so the ledger's exercise evidence fails."""
@@ -299,11 +333,13 @@ def test_a_counter_below_its_known_counts_makes_the_c20_absences_inconclusive():
     from harness.model.spec import load_claims
 
     c20 = next(c for c in load_claims() if c.id == "C20")
-    counters = {"incremented.mixups_read": "reads_of_new_writes",
-                "incremented.replica_mixups_read": "replica_reads_of_new_writes",
-                "incremented.lost_updates": "conflicting_writes",
-                "incremented.refused_but_applied": "conflicts_refused",
-                "incremented.unjustified_refusals": "conflicting_writes"}
+    counters = {
+        "incremented.mixups_read": "reads_of_new_writes",
+        "incremented.replica_mixups_read": "replica_reads_of_new_writes",
+        "incremented.lost_updates": "conflicting_writes",
+        "incremented.refused_but_applied": "conflicts_refused",
+        "incremented.unjustified_refusals": "conflicting_writes",
+    }
     for k in c20.checks:
         if k.judges_an_absence:
             named = {(e.metric, e.op, e.value) for e in k.exercises}

@@ -22,8 +22,9 @@ def _run(cluster, tmp_path, rules=None, repetition=1):
     params = {k: p.default for k, p in acl.PARAMS.items()}
     if rules is not None:
         params["rules"] = rules
-    out = acl.run(CaseContext("redis-cluster", "acl", repetition, "local", params, tmp_path, cluster,
-                              log=lambda m: None))
+    out = acl.run(
+        CaseContext("redis-cluster", "acl", repetition, "local", params, tmp_path, cluster, log=lambda m: None)
+    )
     assert out.status == "ok", out.reason
     return out, {k: v.value for k, v in out.metrics.items()}
 
@@ -32,11 +33,29 @@ def test_only_noperm_counts_as_refused():
     assert acl.classify(redis.exceptions.NoPermissionError("NOPERM this user has no permissions")) == "NOPERM"
     assert acl.classify(redis.ResponseError("WRONGTYPE Operation against a key")).startswith("error: ")
     assert acl.classify(redis.ResponseError("MOVED 3999 127.0.0.1:7001")).startswith("error: ")
-    t = acl.tally([("read", "ok"), ("read", "NOPERM"), ("write", "NOPERM"), ("write", "ok"),
-                   ("other-key", "error: ResponseError: WRONGTYPE"), ("command", "ok (ACL DRYRUN: granted, not sent)")])
-    assert t == {"reads_allowed": 1, "forbidden_noperm": 1, "forbidden_executed": 2, "forbidden_other_error": 1,
-                 "forbidden_not_refused": 3, "writes_allowed": 1, "other_keys_allowed": 0,
-                 "forbidden_sent": 4, "forbidden_reached": 0, "writes_sent": 2, "other_keys_sent": 1}
+    t = acl.tally(
+        [
+            ("read", "ok"),
+            ("read", "NOPERM"),
+            ("write", "NOPERM"),
+            ("write", "ok"),
+            ("other-key", "error: ResponseError: WRONGTYPE"),
+            ("command", "ok (ACL DRYRUN: granted, not sent)"),
+        ]
+    )
+    assert t == {
+        "reads_allowed": 1,
+        "forbidden_noperm": 1,
+        "forbidden_executed": 2,
+        "forbidden_other_error": 1,
+        "forbidden_not_refused": 3,
+        "writes_allowed": 1,
+        "other_keys_allowed": 0,
+        "forbidden_sent": 4,
+        "forbidden_reached": 0,
+        "writes_sent": 2,
+        "other_keys_sent": 1,
+    }
     # reached: only what the node's own counters saw (the third element), never the reply alone
     t = acl.tally([("write", "NOPERM", True), ("write", "NOPERM", False), ("command", "ok", True)])
     assert (t["forbidden_sent"], t["forbidden_reached"], t["forbidden_noperm"]) == (3, 2, 2)
@@ -76,11 +95,17 @@ def test_trt_infer_as_written_grants_nothing_and_the_working_order_reads_only(cl
     # the working order: both reads work, and all forbidden probes get NOPERM (no other error)
     assert m["fixed.reads_allowed"] == 2
     assert m["fixed.forbidden_noperm"] == n and m["fixed.forbidden_not_refused"] == 0
-    assert m["fixed.writes_allowed"] == 0 and m["fixed.other_keys_allowed"] == 0 and m["read-all.other_keys_allowed"] == 2
+    assert (
+        m["fixed.writes_allowed"] == 0 and m["fixed.other_keys_allowed"] == 0 and m["read-all.other_keys_allowed"] == 2
+    )
     # the refusal control: every read on every key lets reads of other prefixes, KEYS, SCAN and MGET run
     assert m["read-all.forbidden_executed"] >= 5 and m["read-all.forbidden_noperm"] < n
-    replies = dict(zip(zip(out.series["probes"].column("rule"), out.series["probes"].column("probe")),
-                       out.series["probes"].column("reply")))
+    replies = dict(
+        zip(
+            zip(out.series["probes"].column("rule"), out.series["probes"].column("probe")),
+            out.series["probes"].column("reply"),
+        )
+    )
     assert replies[("read-all", "GET another prefix")] == "ok"
     assert replies[("read-all", "FLUSHALL")] == "NOPERM" and replies[("fixed", "CLUSTER RESET")] == "NOPERM"
     # the owning node's own counters saw every forbidden probe, and its ACL LOG every denial
@@ -105,13 +130,15 @@ def test_the_ledger_checks_flip_when_the_mechanism_is_removed(cluster, tmp_path)
     _, m = _run(cluster, tmp_path / "a")
     assert not reads.in_claim(m["source.reads_allowed"]) and refused.in_claim(m["fixed.forbidden_not_refused"])
     assert source_refused.in_claim(m["source.forbidden_not_refused"])
-    _, flipped = _run(cluster, tmp_path / "b", rules={"source": acl.WORKING_RULE,
-                                                      "fixed": acl.READ_ALL_RULE}, repetition=2)
+    _, flipped = _run(
+        cluster, tmp_path / "b", rules={"source": acl.WORKING_RULE, "fixed": acl.READ_ALL_RULE}, repetition=2
+    )
     assert reads.in_claim(flipped["source.reads_allowed"])
     assert not refused.in_claim(flipped["fixed.forbidden_not_refused"])
     # the source rule replaced by one that reads everything: its reads pass, its refusals do not
-    _, loose = _run(cluster, tmp_path / "c", rules={**acl.PARAMS["rules"].default, "source": acl.READ_ALL_RULE},
-                    repetition=3)
+    _, loose = _run(
+        cluster, tmp_path / "c", rules={**acl.PARAMS["rules"].default, "source": acl.READ_ALL_RULE}, repetition=3
+    )
     assert reads.in_claim(loose["source.reads_allowed"])
     assert not source_refused.in_claim(loose["source.forbidden_not_refused"])
 
@@ -150,8 +177,9 @@ def test_view_shows_each_probe_under_each_rule(cluster, tmp_path):
 
     out, _ = _run(cluster, tmp_path / "raw")
     recs = [Record(suite="redis-cluster", case="acl", repetition=1, metrics=out.metrics, series=out.series)]
-    suite = SuiteRun("redis-cluster", "", SuiteClaim("2.5", "t"), "cluster", "local", "", 1,
-                     [Case("acl", "redis-cluster-acl")], [])
+    suite = SuiteRun(
+        "redis-cluster", "", SuiteClaim("2.5", "t"), "cluster", "local", "", 1, [Case("acl", "redis-cluster-acl")], []
+    )
     run = RunData(tmp_path, {}, recs, {"redis-cluster": suite}, [])
     (table,) = views.build(run, analyze(run), "redis-cluster")
     assert table.columns == ["probe", "kind", "source", "fixed", "read-all"] and len(table.rows) == len(acl.PROBES)
@@ -166,10 +194,19 @@ def test_refusals_the_owning_node_never_saw_are_inconclusive():
     n = acl.N_FORBIDDEN
     m = {"source.reads_allowed": 0, "fixed.reads_allowed": 2, "read-all.forbidden_not_refused": 5}
     for rule in ("source", "fixed"):
-        m.update({f"{rule}.forbidden_not_refused": 0, f"{rule}.forbidden_sent": n, f"{rule}.forbidden_reached": n,
-                  f"{rule}.forbidden_noperm": n, f"{rule}.denials_logged": n})
-    judged = lambda metrics: {k: str(v.outcome) for k, v in  # noqa: E731
-                              verdicts("C21", "acl", metrics, suite="redis-cluster").items()}
+        m.update(
+            {
+                f"{rule}.forbidden_not_refused": 0,
+                f"{rule}.forbidden_sent": n,
+                f"{rule}.forbidden_reached": n,
+                f"{rule}.forbidden_noperm": n,
+                f"{rule}.denials_logged": n,
+            }
+        )
+
+    def judged(metrics):
+        return {k: str(v.outcome) for k, v in verdicts("C21", "acl", metrics, suite="redis-cluster").items()}
+
     v = judged(m)
     assert v["source.forbidden_not_refused"] == v["fixed.forbidden_not_refused"] == "reproduced", v
     v = judged(dict(m, **{"fixed.forbidden_reached": 0, "source.forbidden_reached": n - 1}))

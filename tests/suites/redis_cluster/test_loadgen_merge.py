@@ -38,8 +38,14 @@ def test_the_merged_p99_of_the_three_is_the_histogram_sums_not_any_hosts():
     assert m.percentiles[99] == pytest.approx(12.863, abs=0.001)
     assert round(m.percentiles[99], 1) == 12.9 and m.percentiles[99] not in own
     assert abs(m.percentiles[99] - sum(own) / 3) > 0.03  # not the mean of the three (12.906)
-    assert m.requests == sum(r.result.histograms and memtier.merge_histograms(
-        [r.result.histograms["Totals"]]).get_total_count() for r in rs) == 402351
+    assert (
+        m.requests
+        == sum(
+            r.result.histograms and memtier.merge_histograms([r.result.histograms["Totals"]]).get_total_count()
+            for r in rs
+        )
+        == 402351
+    )
 
 
 def test_the_merge_agrees_with_the_hosts_hdr_log_files():
@@ -98,14 +104,19 @@ def test_hosts_with_different_distributions_pool_requests_not_percentiles():
     percentile is the percentile of every request, checked against a sort of the raw values,
     and it is none of the mean, median or max of the hosts' own percentiles."""
     rng = random.Random(7)
-    hosts = [[rng.randint(100, 400) for _ in range(90_000)],  # fast, many requests
-             [rng.randint(5_000, 9_000) for _ in range(3_000)],  # slow, few
-             [int(rng.paretovariate(1.5) * 300) for _ in range(20_000)]]  # a long tail
+    hosts = [
+        [rng.randint(100, 400) for _ in range(90_000)],  # fast, many requests
+        [rng.randint(5_000, 9_000) for _ in range(3_000)],  # slow, few
+        [int(rng.paretovariate(1.5) * 300) for _ in range(20_000)],
+    ]  # a long tail
     res = []
     for i, vals in enumerate(hosts):
-        r = memtier.MemtierResult({"ALL STATS": memtier.Section("ALL STATS", {}, 1000.0,
-                                                                histograms={"Totals": _encoded(vals)})},
-                                  "ALL STATS", [], {})
+        r = memtier.MemtierResult(
+            {"ALL STATS": memtier.Section("ALL STATS", {}, 1000.0, histograms={"Totals": _encoded(vals)})},
+            "ALL STATS",
+            [],
+            {},
+        )
         res.append(HostRun(f"lg{i}", r))
     m = loadgen_merge.merged(res, QS)["Totals"]
     every = sorted(v for vals in hosts for v in vals)
@@ -126,6 +137,7 @@ def test_a_host_without_a_histogram_leaves_that_kind_out():
 
 
 # ---- the memtier case's judgement of several load generators (memtier_fleet.judge) ----
+
 
 def test_the_case_judges_the_three_as_one_load():
     metrics, series, problems = memtier_fleet.judge(runs("multi"), [50, 99, 99.9], 0.9)
@@ -153,14 +165,18 @@ def test_the_case_pools_hosts_with_different_distributions():
     """Through the case's own judgement: hosts whose latencies differ by 100x give the P99 of
     every request, not a mean, median or max of the hosts' P99s."""
     rng = random.Random(11)
-    shapes = [[rng.randint(100, 400) for _ in range(50_000)], [rng.randint(20_000, 40_000) for _ in range(1_000)],
-              [rng.randint(1_000, 3_000) for _ in range(10_000)]]
+    shapes = [
+        [rng.randint(100, 400) for _ in range(50_000)],
+        [rng.randint(20_000, 40_000) for _ in range(1_000)],
+        [rng.randint(1_000, 3_000) for _ in range(10_000)],
+    ]
     base = runs("multi")
     fed = []
     for r, vals in zip(base, shapes):
         s = r.section
-        sec = memtier.Section(s.name, s.rows, s.duration_ms, [], {"Totals": _encoded(vals)}, s.start_ms,
-                              s.finish_ms, s.per_second)
+        sec = memtier.Section(
+            s.name, s.rows, s.duration_ms, [], {"Totals": _encoded(vals)}, s.start_ms, s.finish_ms, s.per_second
+        )
         fed.append(HostRun(r.host, memtier.MemtierResult({s.name: sec}, s.name, [], r.result.metrics)))
     metrics, _, problems = memtier_fleet.judge(fed, [99], 0.9)
     assert problems == []
@@ -183,8 +199,9 @@ def test_key_ranges_split_the_keys_without_gaps():
 def _shifted(r: HostRun, by_ms: float, offset_ms: float) -> HostRun:
     """The same run as reported by a host whose clock is `by_ms` ahead, with `offset_ms` measured."""
     s = r.section
-    sec = memtier.Section(s.name, s.rows, s.duration_ms, s.problems, s.histograms, s.start_ms + by_ms,
-                          s.finish_ms + by_ms, s.per_second)
+    sec = memtier.Section(
+        s.name, s.rows, s.duration_ms, s.problems, s.histograms, s.start_ms + by_ms, s.finish_ms + by_ms, s.per_second
+    )
     return HostRun(r.host, memtier.MemtierResult({s.name: sec}, s.name, r.result.problems, r.result.metrics), offset_ms)
 
 
@@ -210,8 +227,16 @@ def test_histograms_of_different_ranges_merge_into_a_wide_one():
 def test_a_damaged_histogram_makes_the_repetition_invalid_not_a_crash():
     rs = runs("multi")
     s = rs[1].section
-    bad = memtier.Section(s.name, s.rows, s.duration_ms, [], {**s.histograms, "Totals": "HISTFAAAnotahistogram"},
-                          s.start_ms, s.finish_ms, s.per_second)
+    bad = memtier.Section(
+        s.name,
+        s.rows,
+        s.duration_ms,
+        [],
+        {**s.histograms, "Totals": "HISTFAAAnotahistogram"},
+        s.start_ms,
+        s.finish_ms,
+        s.per_second,
+    )
     broken = HostRun(rs[1].host, memtier.MemtierResult({s.name: bad}, s.name, [], rs[1].result.metrics))
     _, _, problems = memtier_fleet.judge([rs[0], broken, rs[2]], [99], 0.9)
     assert problems and "cannot be merged" in problems[0]
@@ -220,8 +245,9 @@ def test_a_damaged_histogram_makes_the_repetition_invalid_not_a_crash():
 def test_per_second_counts_that_do_not_fit_the_runtime_are_refused():
     rs = runs("multi")
     s = rs[0].section
-    odd = memtier.Section(s.name, s.rows, s.duration_ms, [], s.histograms, s.start_ms, s.finish_ms,
-                          s.per_second + [5, 5, 5])
+    odd = memtier.Section(
+        s.name, s.rows, s.duration_ms, [], s.histograms, s.start_ms, s.finish_ms, s.per_second + [5, 5, 5]
+    )
     odd_run = HostRun(rs[0].host, memtier.MemtierResult({s.name: odd}, s.name, [], rs[0].result.metrics))
     assert "counted 10 seconds in a run of 7.0 s" in loadgen_merge.window_problems([odd_run])[0]
     assert loadgen_merge.window_problems(rs) == [] and loadgen_merge.window_problems(runs("staggered")) == []
@@ -256,14 +282,20 @@ def test_the_fleet_runs_one_memtier_per_host_from_one_start_in_each_hosts_clock(
     monkeypatch.setattr(memtier_fleet, "run_tool", run_tool)
     monkeypatch.setattr(memtier_fleet, "clock_offset_ms", lambda h: (250.0 if h.name == "lg-1" else -40.0, 1.0))
     (tmp_path / "raw").mkdir()
-    target = NS(entry=NS(host="10.0.0.1", port=7000), password="pw", kind="cluster",
-                load_generators=[NS(name="lg-1"), NS(name="lg-2")])
+    target = NS(
+        entry=NS(host="10.0.0.1", port=7000),
+        password="pw",
+        kind="cluster",
+        load_generators=[NS(name="lg-1"), NS(name="lg-2")],
+    )
     ctx = NS(target=target, raw_dir=tmp_path / "raw", raw_path=lambda n: tmp_path / "raw" / n)
     params = {k: v.default for k, v in drivers.MEMTIER_PARAMS.items()}
     sent = memtier_fleet.time.time()
     got = memtier_fleet.run_fleet(ctx, params, "memtier")
-    assert [(c[1], c[3], c[2]) for c in calls] == [("memtier-on-lg-1", "lg-1", params["timeout_s"] + 3.0),
-                                                   ("memtier-on-lg-2", "lg-2", params["timeout_s"] + 3.0)]
+    assert [(c[1], c[3], c[2]) for c in calls] == [
+        ("memtier-on-lg-1", "lg-1", params["timeout_s"] + 3.0),
+        ("memtier-on-lg-2", "lg-2", params["timeout_s"] + 3.0),
+    ]
     starts = [float(c[0][3]) for c in calls]  # the shared start in each host's clock
     assert starts[0] - starts[1] == pytest.approx(0.29, abs=0.002)
     assert -0.01 < starts[0] - 0.25 - memtier_fleet.START_LEAD_S - sent < 1  # the lead after the offsets are read

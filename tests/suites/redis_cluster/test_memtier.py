@@ -84,9 +84,9 @@ def _replayer(tmp_path: Path, name: str) -> Path:
     script.write_text(f"""#!{sys.executable}
 import shutil, sys
 out = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--json-out-file=")][0]
-shutil.copy({str(FIX / (name + '.json'))!r}, out)
-sys.stdout.write(open({str(FIX / (name + '.stdout'))!r}).read())
-sys.stderr.write(open({str(FIX / (name + '.stderr'))!r}).read())
+shutil.copy({str(FIX / (name + ".json"))!r}, out)
+sys.stdout.write(open({str(FIX / (name + ".stdout"))!r}).read())
+sys.stderr.write(open({str(FIX / (name + ".stderr"))!r}).read())
 """)
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return bindir
@@ -96,8 +96,16 @@ sys.stderr.write(open({str(FIX / (name + '.stderr'))!r}).read())
 def test_driver_replaying_recorded_runs(tmp_path, monkeypatch, name, status):
     monkeypatch.setenv("PATH", f"{_replayer(tmp_path, name)}{os.pathsep}{os.environ['PATH']}")
     params = {k: v.default for k, v in drv.MEMTIER_PARAMS.items()}
-    ctx = CaseContext("s", "memtier", 1, "local", params, tmp_path / "raw",
-                      Target("t", "cluster", [Node("127.0.0.1", 7000, "primary")]), log=lambda m: None)
+    ctx = CaseContext(
+        "s",
+        "memtier",
+        1,
+        "local",
+        params,
+        tmp_path / "raw",
+        Target("t", "cluster", [Node("127.0.0.1", 7000, "primary")]),
+        log=lambda m: None,
+    )
     out = drv.run_memtier(ctx)
     assert out.status == status
     assert (tmp_path / "raw" / "memtier.json").exists() and (tmp_path / "raw" / "memtier.stderr").exists()
@@ -116,8 +124,16 @@ def test_driver_replaying_recorded_runs(tmp_path, monkeypatch, name, status):
 def test_driver_skips_without_memtier(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     params = {k: v.default for k, v in drv.MEMTIER_PARAMS.items()}
-    ctx = CaseContext("s", "memtier", 1, "local", params, tmp_path / "raw",
-                      Target("t", "cluster", [Node("127.0.0.1", 7000, "primary")]), log=lambda m: None)
+    ctx = CaseContext(
+        "s",
+        "memtier",
+        1,
+        "local",
+        params,
+        tmp_path / "raw",
+        Target("t", "cluster", [Node("127.0.0.1", 7000, "primary")]),
+        log=lambda m: None,
+    )
     out = drv.run_memtier(ctx)
     assert out.status == "skipped" and out.reason.startswith("memtier_benchmark not found")
 
@@ -130,18 +146,35 @@ def test_lab_run_without_memtier_fails_because_of_the_skip_unless_skips_are_allo
 
     from tests.conftest import TEST_CLUSTER_PORT
 
-    path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
-                           if not (Path(d) / "memtier_benchmark").exists())
+    path = os.pathsep.join(
+        d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "memtier_benchmark").exists()
+    )
     env = dict(os.environ, PATH=path, NO_COLOR="1")
-    harness = [sys.executable, "-m", "harness", "run", "redis-cluster/memtier", "--profile", "lab-a100",
-               "--base-port", str(TEST_CLUSTER_PORT + 40)]
-    strict = subprocess.run(harness + ["--results-dir", str(tmp_path / "a")], capture_output=True, text=True, env=env,
-                            cwd=REPO, timeout=300)
+    harness = [
+        sys.executable,
+        "-m",
+        "harness",
+        "run",
+        "redis-cluster/memtier",
+        "--profile",
+        "lab-a100",
+        "--base-port",
+        str(TEST_CLUSTER_PORT + 40),
+    ]
+    strict = subprocess.run(
+        harness + ["--results-dir", str(tmp_path / "a")], capture_output=True, text=True, env=env, cwd=REPO, timeout=300
+    )
     assert strict.returncode == 3, strict.stdout[-2000:] + strict.stderr[-2000:]
     assert "skipped cases fail this profile" in strict.stdout + strict.stderr
     assert "memtier_benchmark not found" in strict.stdout + strict.stderr
-    allowed = subprocess.run(harness + ["--results-dir", str(tmp_path / "b"), "--allow-skipped"], capture_output=True,
-                             text=True, env=env, cwd=REPO, timeout=300)
+    allowed = subprocess.run(
+        harness + ["--results-dir", str(tmp_path / "b"), "--allow-skipped"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
     assert allowed.returncode == 0, allowed.stdout[-2000:] + allowed.stderr[-2000:]
 
 

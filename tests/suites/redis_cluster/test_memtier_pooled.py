@@ -2,7 +2,6 @@
 tests/fixtures/memtier) decoded, merged across repetitions, and shown in the report beside
 the median of per-run percentiles."""
 
-
 import pytest
 
 from harness.infra.load_tools.memtier import (
@@ -30,12 +29,18 @@ def test_a_decoded_histogram_gives_memtiers_own_percentiles():
     pooled, n = pooled_percentiles([res.histograms["Totals"]], (50, 99, 99.9))
     assert pooled == {50: 2.143, 99: 9.599, 99.9: 17.407}  # memtier printed p50 2.143, p99 9.599, p99.9 17.407
     assert n == 298605
-    assert {k: res.metrics[f"Totals.{k}_ms"].value for k in ("p50", "p99", "p99.9")} == \
-        {"p50": 2.143, "p99": 9.599, "p99.9": 17.407}
+    assert {k: res.metrics[f"Totals.{k}_ms"].value for k in ("p50", "p99", "p99.9")} == {
+        "p50": 2.143,
+        "p99": 9.599,
+        "p99.9": 17.407,
+    }
 
 
 def test_merging_pools_every_request():
-    big, small = hist("cluster_ratio1-1.json", "ALL STATS"), hist("cluster_ratio1-10_runcount2.json", "BEST RUN RESULTS")
+    big, small = (
+        hist("cluster_ratio1-1.json", "ALL STATS"),
+        hist("cluster_ratio1-10_runcount2.json", "BEST RUN RESULTS"),
+    )
     same, n2 = pooled_percentiles([big, big], (99,))
     assert same == {99: 9.599} and n2 == 2 * 298605  # a histogram merged with itself keeps its percentiles
     pooled, n = pooled_percentiles([big, small], (50, 99))
@@ -68,8 +73,12 @@ def test_the_driver_keeps_each_runs_histograms_with_memtiers_own_percentiles():
     rec = _record(1, "cluster_ratio1-1.json")
     s = rec.series["histograms"]
     i = s.column("kind").index("Totals")
-    assert (s.column("requests")[i], s.column("p50_ms")[i], s.column("p99_ms")[i], s.column("p99.9_ms")[i]) == \
-        (298605, 2.143, 9.599, 17.407)  # what memtier printed for the run
+    assert (s.column("requests")[i], s.column("p50_ms")[i], s.column("p99_ms")[i], s.column("p99.9_ms")[i]) == (
+        298605,
+        2.143,
+        9.599,
+        17.407,
+    )  # what memtier printed for the run
     assert s.column("histogram")[i].startswith("HIST")
     empty = histogram_columns()
     histogram_rows(empty, "measured", {"Totals": "HISTFAAAnot-a-histogram"})  # damaged: no row, no series
@@ -81,11 +90,21 @@ def test_the_view_shows_pooled_beside_the_median_of_runs(tmp_path):
     from harness.model.spec import Case, SuiteClaim, SuiteRun
 
     recs = [_record(1, "cluster_ratio1-1.json"), _record(2, "cluster_ratio1-10_runcount2.json")]
-    suite = SuiteRun("redis-cluster", "", SuiteClaim("2.4", "t"), "cluster", "local", "", 2,
-                     [Case("memtier", "redis-cluster-memtier")], [])
+    suite = SuiteRun(
+        "redis-cluster",
+        "",
+        SuiteClaim("2.4", "t"),
+        "cluster",
+        "local",
+        "",
+        2,
+        [Case("memtier", "redis-cluster-memtier")],
+        [],
+    )
     run = RunData(tmp_path, {}, recs, {"redis-cluster": suite}, [])
-    tables = [b for b in build(run, analyze(run), "redis-cluster")
-              if "pooled over repetitions" in getattr(b, "title", "")]
+    tables = [
+        b for b in build(run, analyze(run), "redis-cluster") if "pooled over repetitions" in getattr(b, "title", "")
+    ]
     assert [t.title for t in tables] == ["memtier (measured): latency percentiles, pooled over repetitions"]
     assert "P99 pooled (ms)" in tables[0].columns
     totals = next(r for r in tables[0].rows if r[0] == "Totals")
@@ -115,11 +134,25 @@ def test_a_folder_from_before_the_histograms_series_gets_it_when_loaded(tmp_path
         raw = tmp_path / "raw" / "redis-cluster" / "memtier" / f"rep{rep}" / "memtier.json"
         raw.parent.mkdir(parents=True)
         raw.write_text((FIX / fixture).read_text())
-        recs.append(Record(suite="redis-cluster", case="memtier", repetition=rep,
-                           raw_files=[str(raw.relative_to(tmp_path)),
-                                                                            "../outside/memtier-control.json"]))
-    suite = SuiteRun("redis-cluster", "", SuiteClaim("2.4", "t"), "cluster", "local", "", 2,
-                     [Case("memtier", "redis-cluster-memtier")], [])
+        recs.append(
+            Record(
+                suite="redis-cluster",
+                case="memtier",
+                repetition=rep,
+                raw_files=[str(raw.relative_to(tmp_path)), "../outside/memtier-control.json"],
+            )
+        )
+    suite = SuiteRun(
+        "redis-cluster",
+        "",
+        SuiteClaim("2.4", "t"),
+        "cluster",
+        "local",
+        "",
+        2,
+        [Case("memtier", "redis-cluster-memtier")],
+        [],
+    )
     write_manifest(tmp_path, {})
     write_results(tmp_path, recs, {"redis-cluster": suite})
     run = load_run(tmp_path)

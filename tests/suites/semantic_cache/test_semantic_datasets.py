@@ -54,12 +54,15 @@ def test_pair_classes_join_label_1_pairs_only():
     assert dict(wl.queries)["e"] == cls["e"] and wl.should_hit() == [True, True, False, False]
 
 
-@pytest.mark.parametrize("name, fmt, words", [
-    ("wrong_columns.tsv", "auto", "missing sentence1, sentence2, label"),
-    ("empty.tsv", "auto", "empty"),
-    ("gptcache_small.json", "groups", "line 1"),
-    ("pairs_small.txt", "auto", "cannot tell the format"),
-])
+@pytest.mark.parametrize(
+    "name, fmt, words",
+    [
+        ("wrong_columns.tsv", "auto", "missing sentence1, sentence2, label"),
+        ("empty.tsv", "auto", "empty"),
+        ("gptcache_small.json", "groups", "line 1"),
+        ("pairs_small.txt", "auto", "cannot tell the format"),
+    ],
+)
 def test_dataset_errors_are_one_line(name, fmt, words):
     with pytest.raises(BadInput) as e:
         datasets.load(FIX / name, fmt)
@@ -85,9 +88,24 @@ def test_bad_json_records(tmp_path):
 @pytest.mark.parametrize("name", ["missing.tsv", "wrong_columns.tsv", "empty.tsv", "../../../suites/<script>.tsv"])
 def test_cli_exits_2_with_one_line_on_a_bad_dataset(name, tmp_path):
     exe = Path(sys.executable).with_name("harness")
-    r = subprocess.run([str(exe), "run", "semantic-cache", "--base-port", "7270", "--results-dir", str(tmp_path),
-                        "--set", f"semantic.dataset={FIX / name}"], capture_output=True, text=True, timeout=120,
-                       cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    r = subprocess.run(
+        [
+            str(exe),
+            "run",
+            "semantic-cache",
+            "--base-port",
+            "7270",
+            "--results-dir",
+            str(tmp_path),
+            "--set",
+            f"semantic.dataset={FIX / name}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert r.returncode == 2, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, r.stderr

@@ -18,8 +18,9 @@ def _run(rule, texts, offsets, max_batch=64, wait=WAIT, work_s=0.0, key_of=lambd
         batches.append(sorted(r.index for r in batch))
         time.sleep(work_s)
 
-    reqs = dispatcher.replay(rule, texts, offsets, key_of=key_of, run_batch=run_batch,
-                             max_wait_s=wait, max_batch=max_batch)
+    reqs = dispatcher.replay(
+        rule, texts, offsets, key_of=key_of, run_batch=run_batch, max_wait_s=wait, max_batch=max_batch
+    )
     return reqs, sorted(batches)
 
 
@@ -70,21 +71,28 @@ def test_the_c16_cut_depends_on_how_fast_static_batches_fill(rate, want):
     n = 80 if rate < 1000 else 400
     texts = [f"Compare Paris and Berlin in {2000 + i}" for i in range(n)]
     offsets = dispatcher.poisson_offsets(n, rate, seed=1)
-    counter = iter(range(10 ** 6))
-    m = {"dynamic_batch_entity_key.added_ms_mean": _means("dynamic", texts, offsets, 0.005, 64),
-         "static_batch_token_key.added_ms_mean": _means("static", texts, offsets, 0.050, 8),
-         "control.static_batch_entity_key.added_ms_mean": _means("static", texts, offsets, 0.050, 8),
-         "instrument.fixed_wait.added_ms_mean": _means("dynamic", texts, offsets, 0.010, 1 << 30,
-                                                       key_of=lambda t: f"{t}#{next(counter)}"),
-         "instrument.fixed_wait.known_ms": 10.0,
-         "standin.dynamic_unique_key.added_ms_mean": _means("dynamic", texts, offsets, 0.005, 64,
-                                                            key_of=lambda t: f"{t}#u{next(counter)}")}
-    m["batching.dynamic_vs_static_added_ms"] = (m["dynamic_batch_entity_key.added_ms_mean"]
-                                                - m["static_batch_token_key.added_ms_mean"])
-    m["standin.unique_vs_static_added_ms"] = (m["standin.dynamic_unique_key.added_ms_mean"]
-                                              - m["static_batch_token_key.added_ms_mean"])
-    m["control.static_vs_static_added_ms"] = (m["control.static_batch_entity_key.added_ms_mean"]
-                                              - m["static_batch_token_key.added_ms_mean"])
+    counter = iter(range(10**6))
+    m = {
+        "dynamic_batch_entity_key.added_ms_mean": _means("dynamic", texts, offsets, 0.005, 64),
+        "static_batch_token_key.added_ms_mean": _means("static", texts, offsets, 0.050, 8),
+        "control.static_batch_entity_key.added_ms_mean": _means("static", texts, offsets, 0.050, 8),
+        "instrument.fixed_wait.added_ms_mean": _means(
+            "dynamic", texts, offsets, 0.010, 1 << 30, key_of=lambda t: f"{t}#{next(counter)}"
+        ),
+        "instrument.fixed_wait.known_ms": 10.0,
+        "standin.dynamic_unique_key.added_ms_mean": _means(
+            "dynamic", texts, offsets, 0.005, 64, key_of=lambda t: f"{t}#u{next(counter)}"
+        ),
+    }
+    m["batching.dynamic_vs_static_added_ms"] = (
+        m["dynamic_batch_entity_key.added_ms_mean"] - m["static_batch_token_key.added_ms_mean"]
+    )
+    m["standin.unique_vs_static_added_ms"] = (
+        m["standin.dynamic_unique_key.added_ms_mean"] - m["static_batch_token_key.added_ms_mean"]
+    )
+    m["control.static_vs_static_added_ms"] = (
+        m["control.static_batch_entity_key.added_ms_mean"] - m["static_batch_token_key.added_ms_mean"]
+    )
     # the stand-in's own instrument, as the case measures it: its mean added wait over its window
     m["standin.dynamic_unique_key.wait_vs_window"] = m["standin.dynamic_unique_key.added_ms_mean"] / 5.0
     v = check_verdict("C16", "entity-keys", "batching.dynamic_vs_static_added_ms", m)

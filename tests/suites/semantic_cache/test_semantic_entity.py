@@ -4,7 +4,9 @@ from harness.experiments.semantic_cache import entity_keys
 
 
 def test_extractor_finds_typed_entities():
-    e = entity_keys.extract("Email john.doe@example.com about Hugging Face Hub on 2023-04-03, version 2.10.0 of Dataset.map()")
+    e = entity_keys.extract(
+        "Email john.doe@example.com about Hugging Face Hub on 2023-04-03, version 2.10.0 of Dataset.map()"
+    )
     kinds = dict((k, v) for k, v in e.entities)
     assert kinds["email"] == "john doe example com"
     assert kinds["date"] == "2023 04 03"

@@ -9,13 +9,31 @@ import pytest
 from harness.experiments.semantic_cache import entity_case
 from harness.experiments.semantic_cache.dispatcher import Request
 
-P = {"max_wait_ms": 5.0, "standin_max_wait_ms": 5.0, "max_batch": 64, "static_batch_size": 8,
-     "static_max_wait_ms": 50.0, "instrument_wait_ms": 10.0, "batching": "on"}
+P = {
+    "max_wait_ms": 5.0,
+    "standin_max_wait_ms": 5.0,
+    "max_batch": 64,
+    "static_batch_size": 8,
+    "static_max_wait_ms": 50.0,
+    "instrument_wait_ms": 10.0,
+    "batching": "on",
+}
 
 
 def _arm(added_ms: float, n: int = 20) -> list[list[Request]]:
-    reqs = [Request(i, "t", arrival=i * 0.01, dispatch=i * 0.01 + added_ms / 1000, start=i * 0.01 + added_ms / 1000,
-                    done=i * 0.01 + added_ms / 1000 + 0.001, batch=i, batch_size=1) for i in range(n)]
+    reqs = [
+        Request(
+            i,
+            "t",
+            arrival=i * 0.01,
+            dispatch=i * 0.01 + added_ms / 1000,
+            start=i * 0.01 + added_ms / 1000,
+            done=i * 0.01 + added_ms / 1000 + 0.001,
+            batch=i,
+            batch_size=1,
+        )
+        for i in range(n)
+    ]
     return [reqs]
 
 

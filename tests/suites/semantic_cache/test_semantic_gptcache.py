@@ -21,8 +21,7 @@ from tests.suites.semantic_cache.test_semantic_spec import verdicts_of
 
 SMALL = dict(dataset_rows=60, latency_queries=4, torch_threads=1)
 INT8 = dict(int8_arm=True, concurrent_queries=8, concurrent_rounds=1, concurrent_min_s=0)
-needs_gptcache = pytest.mark.skipif(gptcache_subject.missing() is not None,
-                                    reason=str(gptcache_subject.missing()))
+needs_gptcache = pytest.mark.skipif(gptcache_subject.missing() is not None, reason=str(gptcache_subject.missing()))
 FIX = TESTS / "fixtures" / "semantic"
 # the gptcache case's metrics of a real local run (tests/fixtures/semantic/gptcache_metrics.json)
 RECORDED = json.loads((FIX / "gptcache_metrics.json").read_text())["repetitions"][0]
@@ -46,8 +45,12 @@ def runs(cluster, tmp_path_factory):
         pytest.skip(gptcache_subject.missing())
     SHM_BEFORE.update(Path("/dev/shm").glob("gptcache-*"))
     out = {}
-    for name, extra in (("on", INT8), ("no_threshold", {"gptcache_thresholds": [0.0]}),
-                        ("exact", {"gptcache_thresholds": [0.999]}), ("torch", {"fast_embedding": "torch"})):
+    for name, extra in (
+        ("on", INT8),
+        ("no_threshold", {"gptcache_thresholds": [0.0]}),
+        ("exact", {"gptcache_thresholds": [0.999]}),
+        ("torch", {"fast_embedding": "torch"}),
+    ):
         out[name] = _run(tmp_path_factory.mktemp(name), cluster, **extra)
         assert out[name].status == "ok", out[name].reason
     return out
@@ -61,8 +64,18 @@ def test_gptcache_missing_is_a_skipped_case_with_the_reason(monkeypatch, tmp_pat
     import harness.experiments.semantic_cache.drivers  # noqa: F401
 
     drv = driver_contract.REGISTRY["semantic-cache-gptcache"]
-    out = drv.run(CaseContext("semantic-cache", "gptcache", 1, "local", drv.resolve_params("test", SMALL), tmp_path,
-                              None, log=lambda m: None))
+    out = drv.run(
+        CaseContext(
+            "semantic-cache",
+            "gptcache",
+            1,
+            "local",
+            drv.resolve_params("test", SMALL),
+            tmp_path,
+            None,
+            log=lambda m: None,
+        )
+    )
     assert out.status == "skipped" and out.reason == why
 
 
@@ -114,8 +127,11 @@ def test_i24_speed_checks_without_the_onnx_session_never_reproduce(runs):
 
 def _speed(values: dict) -> dict:
     out = Record("ok", metrics={k: Metric(x, "") for k, x in values.items()})
-    return {k: str(cv.outcome) for k, cv in verdicts_of("I24", "gptcache", out).items()
-            if not k.startswith("int8.") and ("gptcache" not in k or k.startswith("lookup."))}
+    return {
+        k: str(cv.outcome)
+        for k, cv in verdicts_of("I24", "gptcache", out).items()
+        if not k.startswith("int8.") and ("gptcache" not in k or k.startswith("lookup."))
+    }
 
 
 def test_i24_speed_checks_on_the_metrics_of_a_recorded_run():
@@ -126,18 +142,31 @@ def test_i24_speed_checks_on_the_metrics_of_a_recorded_run():
     assert RECORDED["instrument.delay.embed_seen_ms"] > 8 and RECORDED["lookup.speedup_vs_gptcache"] < 5
     assert set(got.values()) == {"not reproduced"}, got
     # the ONNX path at 5.5 ms with GPTCache and the torch path as recorded: every target met
-    fast = {**RECORDED, "onnx.lookup.p50_ms": 5.5,
-            "lookup.speedup_vs_gptcache": RECORDED["gptcache.lookup.p50_ms"] / 5.5,
-            "lookup.speedup_vs_gptcache_ram": RECORDED["gptcache_ram.lookup.p50_ms"] / 5.5}
+    fast = {
+        **RECORDED,
+        "onnx.lookup.p50_ms": 5.5,
+        "lookup.speedup_vs_gptcache": RECORDED["gptcache.lookup.p50_ms"] / 5.5,
+        "lookup.speedup_vs_gptcache_ram": RECORDED["gptcache_ram.lookup.p50_ms"] / 5.5,
+    }
     assert set(_speed(fast).values()) == {"reproduced"}
     # the ONNX session removed: the fast path is the torch path, its speedup the control's
-    torch = _speed({**RECORDED, "lookup.speedup_vs_gptcache": RECORDED["control.torch.speedup_vs_gptcache"],
-                    "onnx.lookup.p50_ms": RECORDED["torch.lookup.p50_ms"]})
+    torch = _speed(
+        {
+            **RECORDED,
+            "lookup.speedup_vs_gptcache": RECORDED["control.torch.speedup_vs_gptcache"],
+            "onnx.lookup.p50_ms": RECORDED["torch.lookup.p50_ms"],
+        }
+    )
     assert torch["lookup.speedup_vs_gptcache"] == "not reproduced" and torch["onnx.lookup.p50_ms"] == "not reproduced"
     # a speedup the torch path has almost as much: not the ONNX session's doing
-    both = _speed({**fast, "control.torch.speedup_vs_gptcache": fast["lookup.speedup_vs_gptcache"] * 0.8,
-                   "control.torch.speedup_vs_gptcache_ram": fast["lookup.speedup_vs_gptcache_ram"] * 0.8,
-                   "torch.lookup.p50_ms": 9.0})
+    both = _speed(
+        {
+            **fast,
+            "control.torch.speedup_vs_gptcache": fast["lookup.speedup_vs_gptcache"] * 0.8,
+            "control.torch.speedup_vs_gptcache_ram": fast["lookup.speedup_vs_gptcache_ram"] * 0.8,
+            "torch.lookup.p50_ms": 9.0,
+        }
+    )
     assert set(both.values()) == {"not attributable"}, both
     # the instrument blind: a known 10 ms wait not seen in the split
     blind = _speed({**fast, "instrument.delay.embed_seen_ms": 0.3})
@@ -155,9 +184,14 @@ def test_the_view_shows_the_comparison_and_the_published_counts_as_published(run
     suites = spec.load_all_suites()
     srun = suites["semantic-cache"].as_run("local", 1, {c.name: {} for c in suites["semantic-cache"].cases})
     on = runs["on"]
-    rec = Record(suite="semantic-cache", case="gptcache", repetition=1, metrics=dict(on.metrics),
-                 series=dict(on.series),
-                 facts=dict(on.facts))
+    rec = Record(
+        suite="semantic-cache",
+        case="gptcache",
+        repetition=1,
+        metrics=dict(on.metrics),
+        series=dict(on.series),
+        facts=dict(on.facts),
+    )
     run = RunData(Path("."), dict(HERE), [rec], {"semantic-cache": srun}, spec.load_claims(suites=suites))
     blocks = [b for b in views.build(run, analyze(run), "semantic-cache") if b.case == "gptcache"]
     titles = [b.title for b in blocks]
@@ -195,16 +229,25 @@ def test_the_int8_arm_beside_fp32_on_a_real_run(runs):
     agree = on.series["int8_agreement"].columns
     assert agree["arm"][0].startswith("FP32") and agree["same_answer_pct"][0] == 100
     assert agree["precision_pct"][1] == m.get("int8.precision_pct") and on.series["int8_agreement"].note.startswith(
-        "gptcache_mock_data.json")
+        "gptcache_mock_data.json"
+    )
 
 
 # the int8 arm's checks on metrics of the shape a real run gives (a verdict test must not
 # depend on how busy the machine is): the arm as measured here, one thing changed each
-INT8_RUN = {"int8.lookup.p50_ms": 4.5, "onnx.lookup.p50_ms": 9.9, "instrument.delay.embed_seen_ms": 9.8,
-            "instrument.delay.known_ms": 10.0, "int8.served_same_answer_pct": 100.0,
-            "int8.concurrent.speedup_vs_gptcache": 6.3, "onnx.concurrent.speedup_vs_gptcache": 2.7,
-            "instrument.double.qps_over_int8": 0.52, "int8.precision_minus_fp32_pp": 1.1,
-            "int8.recall_minus_fp32_pp": -1.3, "instrument.noisy.accuracy_shift_pp": 17.8}
+INT8_RUN = {
+    "int8.lookup.p50_ms": 4.5,
+    "onnx.lookup.p50_ms": 9.9,
+    "instrument.delay.embed_seen_ms": 9.8,
+    "instrument.delay.known_ms": 10.0,
+    "int8.served_same_answer_pct": 100.0,
+    "int8.concurrent.speedup_vs_gptcache": 6.3,
+    "onnx.concurrent.speedup_vs_gptcache": 2.7,
+    "instrument.double.qps_over_int8": 0.52,
+    "int8.precision_minus_fp32_pp": 1.1,
+    "int8.recall_minus_fp32_pp": -1.3,
+    "instrument.noisy.accuracy_shift_pp": 17.8,
+}
 
 
 def _int8(values: dict) -> dict:
@@ -216,21 +259,37 @@ def test_i24_int8_checks_reproduce_as_measured_and_catch_an_int8_arm_that_is_fp3
     assert set(_int8(INT8_RUN).values()) == {"reproduced"}, _int8(INT8_RUN)
     # an 'int8' arm running the FP32 graph on a machine fast enough for 6 ms: as fast as FP32, so
     # the speed is not the quantization's; its agreement with FP32 is perfect
-    fp32 = _int8({**INT8_RUN, "int8.lookup.p50_ms": 5.5, "onnx.lookup.p50_ms": 5.6,
-                  "int8.concurrent.speedup_vs_gptcache": 5.2, "onnx.concurrent.speedup_vs_gptcache": 5.1,
-                  "int8.precision_minus_fp32_pp": 0.0, "int8.recall_minus_fp32_pp": 0.0})
+    fp32 = _int8(
+        {
+            **INT8_RUN,
+            "int8.lookup.p50_ms": 5.5,
+            "onnx.lookup.p50_ms": 5.6,
+            "int8.concurrent.speedup_vs_gptcache": 5.2,
+            "onnx.concurrent.speedup_vs_gptcache": 5.1,
+            "int8.precision_minus_fp32_pp": 0.0,
+            "int8.recall_minus_fp32_pp": 0.0,
+        }
+    )
     assert fp32["int8.lookup.p50_ms"] == "not attributable"
     assert fp32["int8.concurrent.speedup_vs_gptcache"] == "not attributable"
     # FP32's speed on a slow machine: over 6 ms and under 5x
     slow = _int8({**INT8_RUN, "int8.lookup.p50_ms": 9.9, "int8.concurrent.speedup_vs_gptcache": 2.7})
-    assert slow["int8.lookup.p50_ms"] == "not reproduced" and slow["int8.concurrent.speedup_vs_gptcache"] == \
-        "not reproduced"
+    assert (
+        slow["int8.lookup.p50_ms"] == "not reproduced"
+        and slow["int8.concurrent.speedup_vs_gptcache"] == "not reproduced"
+    )
 
 
 def test_i24_int8_checks_catch_random_vectors_and_blind_instruments():
     # random vectors are fast and answer almost nothing right: precision and recall far from FP32's
-    rand = _int8({**INT8_RUN, "int8.lookup.p50_ms": 0.4, "int8.precision_minus_fp32_pp": -91.4,
-                  "int8.recall_minus_fp32_pp": -86.3})
+    rand = _int8(
+        {
+            **INT8_RUN,
+            "int8.lookup.p50_ms": 0.4,
+            "int8.precision_minus_fp32_pp": -91.4,
+            "int8.recall_minus_fp32_pp": -86.3,
+        }
+    )
     assert rand["int8.precision_minus_fp32_pp"] == "not reproduced" == rand["int8.recall_minus_fp32_pp"]
     # an int8 arm that agrees too well is fine; one that is better than FP32 by over 1.5 points is
     # outside the band too (better: neither: a drop-in embedding should not change the answers)

@@ -13,10 +13,22 @@ PARAMS = dict(insert_fraction=1.0, latency_queries=2, radii=[0, 4], thresholds=[
 
 def test_the_hash_check_needs_prompts_that_repeat(cluster, tmp_path):
     metric = "hash.correct_hit_rate_pct"
-    _, plain = _run("semantic-cache-keys", "semantic", cluster, tmp_path / "plain",
-                    dataset=str(FIX / "gptcache_small.json"), **PARAMS)
-    _, rep = _run("semantic-cache-keys", "semantic", cluster, tmp_path / "repeats",
-                  dataset=str(FIX / "gptcache_repeats.json"), **PARAMS)
+    _, plain = _run(
+        "semantic-cache-keys",
+        "semantic",
+        cluster,
+        tmp_path / "plain",
+        dataset=str(FIX / "gptcache_small.json"),
+        **PARAMS,
+    )
+    _, rep = _run(
+        "semantic-cache-keys",
+        "semantic",
+        cluster,
+        tmp_path / "repeats",
+        dataset=str(FIX / "gptcache_repeats.json"),
+        **PARAMS,
+    )
     assert plain[metric] == 0 and plain["control.empty_cache.correct_hit_rate_pct"] == 0
     # 10 of the 30 queries repeat an inserted prompt; the test split holds a share of them
     assert rep[metric] > 0 and rep["control.empty_cache.correct_hit_rate_pct"] == 0

@@ -55,8 +55,9 @@ def test_dynamic_threshold_formula_and_inputs():
 
 
 def test_correct_hits_count_and_wrong_hits_are_errors():
-    c = metrics.cache_counts([True, True, True, False], ["a", "b", "c", None], ["a", "x", "c", "d"],
-                             [True, True, True, True])
+    c = metrics.cache_counts(
+        [True, True, True, False], ["a", "b", "c", None], ["a", "x", "c", "d"], [True, True, True, True]
+    )
     assert c.correct_hit_rate == pytest.approx(2 / 4) and c.wrong_hit_rate == pytest.approx(1 / 4)
     assert c.f1 == pytest.approx(2 * (2 / 3) * (2 / 4) / (2 / 3 + 2 / 4))
 

@@ -25,8 +25,12 @@ def test_onnx_embedding_equals_sentence_transformers_on_every_text_of_the_data(o
     texts = sorted({t for row in ds.rows for t in row[:2]})
     assert len(texts) > 1900  # every origin and every paraphrase
     ours = onnx.encode(texts)
-    ref = np.asarray(sentence_model().encode(texts, batch_size=64, normalize_embeddings=True,
-                                             convert_to_numpy=True, show_progress_bar=False), dtype=np.float32)
+    ref = np.asarray(
+        sentence_model().encode(
+            texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        ),
+        dtype=np.float32,
+    )
     cos = (ours * ref).sum(1)
     worst = int(cos.argmin())
     assert float(cos[worst]) >= 0.9999, (texts[worst], float(cos[worst]))
@@ -62,8 +66,12 @@ def test_the_lookup_graph_has_every_layer_fused_and_an_unfused_graph_is_refused(
 
     fused = minilm_onnx_fused()
     assert fused.name.startswith("minilm-fused-") and fused.parent == minilm_onnx().parent
-    assert fused_counts(fused) == {"EmbedLayerNormalization": 1, "Attention": 6, "SkipLayerNormalization": 12,
-                                   "BiasGelu": 6}
+    assert fused_counts(fused) == {
+        "EmbedLayerNormalization": 1,
+        "Attention": 6,
+        "SkipLayerNormalization": 12,
+        "BiasGelu": 6,
+    }
     check_fused(fused)
     with pytest.raises(RuntimeError, match="fused"):
         check_fused(minilm_onnx())
@@ -125,8 +133,15 @@ def test_int8_vectors_differ_from_fp32_yet_make_the_same_decisions(onnx, int8):
     from harness.experiments.semantic_cache.gptcache_accuracy import agreement, answers_of, nn_accuracy
     from harness.experiments.shared import semantic_common as common
 
-    _, wl = common.load({"dataset": datasets.DEFAULT_DATASET, "dataset_format": "auto", "dataset_rows": 80,
-                         "split_seed": 0, "insert_fraction": 0.5})
+    _, wl = common.load(
+        {
+            "dataset": datasets.DEFAULT_DATASET,
+            "dataset_format": "auto",
+            "dataset_rows": 80,
+            "split_seed": 0,
+            "insert_fraction": 0.5,
+        }
+    )
     ins, qs = [t for t, _ in wl.inserts], [t for t, _ in wl.queries]
     labels = [lab for _, lab in wl.inserts]
     every = list(range(len(qs)))

@@ -14,8 +14,14 @@ from harness.model import driver_contract
 from harness.model.driver_contract import CaseContext
 from tests.suites.semantic_cache.test_semantic_spec import check_verdict, verdicts_of
 
-KEYS = dict(dataset_rows=60, insert_fraction=1.0, latency_queries=2, radii=[0, 4, 8, 12, 16], thresholds=[0.9, 0.8],
-            torch_threads=1)
+KEYS = dict(
+    dataset_rows=60,
+    insert_fraction=1.0,
+    latency_queries=2,
+    radii=[0, 4, 8, 12, 16],
+    thresholds=[0.9, 0.8],
+    torch_threads=1,
+)
 # the C2 checks that judge the semantic key's hits at the calibrated radius
 JUDGED = ("lsh.net_hit_rate_pct", "lsh.net_gain_over_hash_pp")
 
@@ -58,7 +64,9 @@ def runs(cluster, tmp_path_factory):
     """The semantic case on a seeded 60 records as designed, and with the semantic key's
     embedding replaced by the stand-in's vector (signature=charsim)."""
     base = tmp_path_factory.mktemp("standin")
-    return {name: _run(cluster, base / name, **extra) for name, extra in (("on", {}), ("charsim", {"signature": "charsim"}))}
+    return {
+        name: _run(cluster, base / name, **extra) for name, extra in (("on", {}), ("charsim", {"signature": "charsim"}))
+    }
 
 
 def test_the_stand_in_is_the_semantic_keys_pipeline_with_only_the_vector_replaced(runs):
@@ -67,8 +75,15 @@ def test_the_stand_in_is_the_semantic_keys_pipeline_with_only_the_vector_replace
     removes the embedding and nothing else. With the embedding, the arm is measured beside it
     in the same run, and its own instrument (verbatim repeats) sees every hit."""
     on, cs = ({k: x.value for k, x in runs[n].metrics.items()} for n in ("on", "charsim"))
-    for m in ("correct_hit_rate_pct", "wrong_hit_rate_pct", "net_hit_rate_pct", "recall_pct", "radius",
-              "gain_over_hash_pp", "net_gain_over_hash_pp"):
+    for m in (
+        "correct_hit_rate_pct",
+        "wrong_hit_rate_pct",
+        "net_hit_rate_pct",
+        "recall_pct",
+        "radius",
+        "gain_over_hash_pp",
+        "net_gain_over_hash_pp",
+    ):
         assert cs[f"lsh.{m}"] == pytest.approx(cs[f"charsim.{m}"]), m
         assert on[f"charsim.{m}"] == pytest.approx(cs[f"charsim.{m}"]), m  # the arm does not depend on the key
     assert on["instrument.repeats.charsim.correct_hit_rate_pct"] == 100
@@ -113,12 +128,17 @@ def test_net_hits_count_a_wrong_answer_against_a_right_one():
     from harness.experiments.semantic_cache.keys_case import scheme_metrics
     from harness.experiments.shared.semantic_metrics import CacheCounts
 
-    m = scheme_metrics("lsh", CacheCounts(queries=100, hits=95, correct=43, wrong=52, should_hit=50,
-                                          false_hits_on_new=45))
+    m = scheme_metrics(
+        "lsh", CacheCounts(queries=100, hits=95, correct=43, wrong=52, should_hit=50, false_hits_on_new=45)
+    )
     assert m["lsh.correct_hit_rate_pct"].value == pytest.approx(43)
     assert m["lsh.net_hit_rate_pct"].value == pytest.approx(-9)
-    metrics = {"lsh.net_gain_over_hash_pp": -9.0, "control.exact_key.net_gain_over_hash_pp": 0.0,
-               "charsim.net_gain_over_hash_pp": 10.0, "instrument.repeats.lsh.correct_hit_rate_pct": 100.0,
-               "instrument.repeats.charsim.correct_hit_rate_pct": 100.0,
-               "instrument.charsim.known_pairs_agree_pct": 100.0}  # the stand-in's own instrument, held
+    metrics = {
+        "lsh.net_gain_over_hash_pp": -9.0,
+        "control.exact_key.net_gain_over_hash_pp": 0.0,
+        "charsim.net_gain_over_hash_pp": 10.0,
+        "instrument.repeats.lsh.correct_hit_rate_pct": 100.0,
+        "instrument.repeats.charsim.correct_hit_rate_pct": 100.0,
+        "instrument.charsim.known_pairs_agree_pct": 100.0,
+    }  # the stand-in's own instrument, held
     assert str(check_verdict("C2", "semantic", "lsh.net_gain_over_hash_pp", metrics).outcome) == "not reproduced"

@@ -9,8 +9,12 @@ import numpy as np
 from harness.experiments.semantic_cache import keys_case
 from harness.experiments.shared import semantic_keys as keys
 
-TEXTS = ["How do I reset my password on the website?", "What is the capital city of France today?",
-         "Can you recommend a good book about machine learning?", "Where can I find the nearest train station?"]
+TEXTS = [
+    "How do I reset my password on the website?",
+    "What is the capital city of France today?",
+    "Can you recommend a good book about machine learning?",
+    "Where can I find the nearest train station?",
+]
 P = {"charsim_ngram": 4, "charsim_dim": 4096}
 
 
@@ -44,7 +48,6 @@ def test_stand_in_instrument_fails_a_hash_of_half_the_prompt(monkeypatch):
 
 def test_stand_in_instrument_fails_a_hash_of_the_wrong_text(monkeypatch):
     """A stand-in that mangles the prompt (here: every text read as the same one) fails too."""
-    monkeypatch.setattr(keys_case, "_stand_in_sigs",
-                        lambda p, texts, cproj: np.zeros(len(texts), dtype=np.uint64))
+    monkeypatch.setattr(keys_case, "_stand_in_sigs", lambda p, texts, cproj: np.zeros(len(texts), dtype=np.uint64))
     m = keys_case._stand_in_instrument(P, _Workload, None)
     assert m["instrument.charsim.known_pairs_agree_pct"].value == 50.0

@@ -34,8 +34,9 @@ def test_banded_lookup_through_redis_matches_exhaustive_search(cluster_client):
         assert entry is not None
     sigs, dists = store.nearest_many(np.array(queries, dtype=np.uint64), chunk=16)
     assert list(dists) == list(dist)
-    assert [e.label for e in store.get_many([keys.sem_key(s) for s in sigs])] == \
-        [str(i) for i in idx]  # the nearest entry of each query, fetched in one pipeline
+    assert [e.label for e in store.get_many([keys.sem_key(s) for s in sigs])] == [
+        str(i) for i in idx
+    ]  # the nearest entry of each query, fetched in one pipeline
     ttl = cluster_client.ttl(keys.sem_key(stored[0]))
     assert 0 < ttl <= 300
     n = store.clear()
@@ -81,8 +82,17 @@ def _run(driver: str, case: str, cluster, tmp_path, **params):
 
 
 def test_semantic_keys_driver_on_a_pairs_tsv(cluster, tmp_path):
-    out, m = _run("semantic-cache-keys", "semantic", cluster, tmp_path, dataset=str(FIX / "pairs_small.tsv"),
-                  latency_queries=5, radii=[0, 4, 8], thresholds=[0.9, 0.7], torch_threads=1)
+    out, m = _run(
+        "semantic-cache-keys",
+        "semantic",
+        cluster,
+        tmp_path,
+        dataset=str(FIX / "pairs_small.tsv"),
+        latency_queries=5,
+        radii=[0, 4, 8],
+        thresholds=[0.9, 0.7],
+        torch_threads=1,
+    )
     queries = out.series["schemes"].columns["queries"][0]
     assert 0 < queries < 24  # the test split only: the calibration split chose the settings
     assert m["nn.threshold"] in (0.9, 0.7) and m["lsh.radius"] in (0, 4, 8)
@@ -102,8 +112,18 @@ def test_semantic_keys_driver_on_a_pairs_tsv(cluster, tmp_path):
 
 @pytest.mark.slow
 def test_ttft_driver_interleaves_the_modes_on_smollm2(cluster, tmp_path):
-    out, m = _run("semantic-cache-ttft", "ttft", cluster, tmp_path, dataset=str(FIX / "gptcache_small.json"),
-                  insert_fraction=1.0, queries=3, max_new_tokens=2, torch_threads=1, device="cpu")
+    out, m = _run(
+        "semantic-cache-ttft",
+        "ttft",
+        cluster,
+        tmp_path,
+        dataset=str(FIX / "gptcache_small.json"),
+        insert_fraction=1.0,
+        queries=3,
+        max_new_tokens=2,
+        torch_threads=1,
+        device="cpu",
+    )
     for mode in ("no_cache", "hash_cache", "semantic_cache"):
         assert m[f"{mode}.p50_ms"] > 0
     assert m["no_cache.p50_ms"] > 5  # a real prefill is not free
@@ -122,11 +142,27 @@ def test_ttft_driver_interleaves_the_modes_on_smollm2(cluster, tmp_path):
 
 @pytest.mark.slow  # five fresh processes that each load SmolLM2
 def test_memory_driver_measures_each_mode_in_its_own_process(cluster, tmp_path):
-    out, m = _run("semantic-cache-memory", "memory", cluster, tmp_path, dataset=str(FIX / "gptcache_small.json"),
-                  insert_fraction=1.0, queries=1, max_new_tokens=1, torch_threads=1, device="cpu", parallel=5)
+    out, m = _run(
+        "semantic-cache-memory",
+        "memory",
+        cluster,
+        tmp_path,
+        dataset=str(FIX / "gptcache_small.json"),
+        insert_fraction=1.0,
+        queries=1,
+        max_new_tokens=1,
+        torch_threads=1,
+        device="cpu",
+        parallel=5,
+    )
     modes = out.series["modes"].columns
-    assert sorted(modes["mode"]) == ["control.no_cache", "hash_cache", "instrument.extra_allocation", "no_cache",
-                                     "semantic_cache"]
+    assert sorted(modes["mode"]) == [
+        "control.no_cache",
+        "hash_cache",
+        "instrument.extra_allocation",
+        "no_cache",
+        "semantic_cache",
+    ]
     assert all(v > 100 for v in modes["rss_peak_mb"])  # a process that holds SmolLM2
     assert out.facts == {"memory_measured": "process_rss"}  # no GPU here
     # the semantic cache's process also holds the embedding model
@@ -137,8 +173,9 @@ def test_memory_driver_measures_each_mode_in_its_own_process(cluster, tmp_path):
 # On the test split the semantic cache hits too few queries to move a P95, so the C3 and C4
 # verdict tests (tests/suites/semantic_cache/test_semantic_verdicts.py) serve stream=semantic-hits: only queries the
 # LSH cache answers (chosen with the LSH signatures in both runs, so the same stream).
-HITS = dict(dataset="data/gptcache_mock_data.json", dataset_rows=300, stream="semantic-hits", torch_threads=1,
-            device="cpu")
+HITS = dict(
+    dataset="data/gptcache_mock_data.json", dataset_rows=300, stream="semantic-hits", torch_threads=1, device="cpu"
+)
 
 
 def test_the_semantic_hits_stream_is_the_same_with_and_without_the_mechanism(embedder):
@@ -146,8 +183,12 @@ def test_the_semantic_hits_stream_is_the_same_with_and_without_the_mechanism(emb
 
     drv = driver_contract.get("semantic-cache-ttft")
     base = dict(dataset=str(FIX / "gptcache_small.json"), insert_fraction=1.0, queries=20, torch_threads=1)
-    streams = {sig: ttft_case.prepare(drv.resolve_params("test", dict(base, stream="semantic-hits", signature=sig)),
-                                        embedder, lambda m: None) for sig in ("lsh", "exact")}
+    streams = {
+        sig: ttft_case.prepare(
+            drv.resolve_params("test", dict(base, stream="semantic-hits", signature=sig)), embedder, lambda m: None
+        )
+        for sig in ("lsh", "exact")
+    }
     test = ttft_case.prepare(drv.resolve_params("test", base), embedder, lambda m: None)
     hits, exact = streams["lsh"], streams["exact"]
     assert hits.requests == exact.requests and 0 < len(hits.requests) < len(test.requests)
@@ -158,5 +199,3 @@ def test_the_semantic_hits_stream_is_the_same_with_and_without_the_mechanism(emb
     assert all(d <= hits.radius for d in dist)  # each one hits its own origin's entry
     assert [hits.workload.inserts[i][1] for i in idx] == [lab for _, lab in hits.requests]
     assert not np.array_equal(exact.insert_sigs, hits.insert_sigs)  # served with the text hash
-
-

@@ -15,10 +15,17 @@ from tests.suites.semantic_cache.test_semantic_spec import verdicts_of
 from tests.suites.semantic_cache.test_semantic_store import FIX, HITS
 
 SUCCESS = {"reproduced", "direction reproduced, magnitude differs", "exceeded"}
-KEYS = dict(dataset_rows=60, insert_fraction=1.0, latency_queries=2, radii=[0, 4, 8, 12], thresholds=[0.9, 0.8],
-            torch_threads=1)
-ENTITY = dict(dataset=str(FIX / "gptcache_small.json"), insert_fraction=1.0, rate_rps=20, rounds=1,
-              segment_requests=20, torch_threads=1)
+KEYS = dict(
+    dataset_rows=60, insert_fraction=1.0, latency_queries=2, radii=[0, 4, 8, 12], thresholds=[0.9, 0.8], torch_threads=1
+)
+ENTITY = dict(
+    dataset=str(FIX / "gptcache_small.json"),
+    insert_fraction=1.0,
+    rate_rps=20,
+    rounds=1,
+    segment_requests=20,
+    torch_threads=1,
+)
 
 
 def _run(driver: str, case: str, cluster, tmp, **params):
@@ -53,9 +60,14 @@ def keys_runs(cluster, tmp_path_factory):
     removed in one run: C2's lookups and C7's formula do not touch each other); and with the
     C7 streams cut to 40 tokens (too short to measure H or r: C7's instrument broken)."""
     base = tmp_path_factory.mktemp("keys")
-    return {name: _run("semantic-cache-keys", "semantic", cluster, base / name, **KEYS, **extra)
-            for name, extra in (("on", {}), ("off", {"signature": "exact", "c7_threshold": "static"}),
-                                ("short", {"c7_max_tokens": 40}))}
+    return {
+        name: _run("semantic-cache-keys", "semantic", cluster, base / name, **KEYS, **extra)
+        for name, extra in (
+            ("on", {}),
+            ("off", {"signature": "exact", "c7_threshold": "static"}),
+            ("short", {"c7_max_tokens": 40}),
+        )
+    }
 
 
 def test_c2_without_the_semantic_key_is_not_reproduced_with_the_instrument_held(keys_runs):
@@ -68,8 +80,11 @@ def test_c2_without_the_semantic_key_is_not_reproduced_with_the_instrument_held(
     assert _outcomes(on)["lsh_r0.net_hit_rate_pct"] == "not reproduced"
     assert _outcomes(on)["hash.correct_hit_rate_pct"] == "not reproduced"
     # every origin inserted (no query must miss): the net gain can pass the band's top
-    assert _outcomes(on)["lsh.net_gain_over_hash_pp"] in ("reproduced", "direction reproduced, magnitude differs",
-                                                          "exceeded")
+    assert _outcomes(on)["lsh.net_gain_over_hash_pp"] in (
+        "reproduced",
+        "direction reproduced, magnitude differs",
+        "exceeded",
+    )
     assert set(_outcomes(off).values()) == {"not reproduced"}, _outcomes(off)  # the LSH key removed: no hit
 
 
@@ -104,11 +119,15 @@ def test_c3_ttft_the_oracle_sees_a_cache_and_the_exact_key_is_not_reproduced(clu
     reproduced, the oracle still holding; with the oracle's store left empty the instrument
     is blind: inconclusive."""
     params = dict(HITS, queries=12, max_new_tokens=2)
-    runs = {name: _run("semantic-cache-ttft", "ttft", cluster, tmp_path / name, **params, **extra)
-            for name, extra in (("on", {}), ("off", {"signature": "exact"}), ("blind", {"oracle": "miss"}))}
+    runs = {
+        name: _run("semantic-cache-ttft", "ttft", cluster, tmp_path / name, **params, **extra)
+        for name, extra in (("on", {}), ("off", {"signature": "exact"}), ("blind", {"oracle": "miss"}))
+    }
     m = {name: {k: x.value for k, x in o.metrics.items()} for name, o in runs.items()}
     assert m["on"]["oracle_cache.correct_hit_rate_pct"] == 100 and m["blind"]["oracle_cache.correct_hit_rate_pct"] == 0
-    assert m["on"]["semantic_cache.correct_hit_rate_pct"] == 100 and m["off"]["semantic_cache.correct_hit_rate_pct"] == 0
+    assert (
+        m["on"]["semantic_cache.correct_hit_rate_pct"] == 100 and m["off"]["semantic_cache.correct_hit_rate_pct"] == 0
+    )
     metric = "ttft.p95_change_semantic_vs_hash_pct"
     on, off, blind = (verdicts_of("C3", "ttft", runs[k])[metric] for k in ("on", "off", "blind"))
     p95 = {k: (round(m["on"][k]), round(m["off"][k]), round(m["blind"][k])) for k in m["on"] if "p95_ms" in k}
@@ -134,8 +153,9 @@ def test_c4_every_mode_holds_the_model_and_rss_is_not_comparable_with_gpu_memory
     SmolLM2, so it cannot "save" the model: with the RSS taken for GPU memory the check is
     not reproduced (instrument held: the known extra allocation is seen); as measured here
     (process RSS) it is not comparable; without its instrument it is inconclusive."""
-    out = _run("semantic-cache-memory", "memory", cluster, tmp_path, **dict(HITS, queries=2, max_new_tokens=1,
-                                                                            parallel=5))
+    out = _run(
+        "semantic-cache-memory", "memory", cluster, tmp_path, **dict(HITS, queries=2, max_new_tokens=1, parallel=5)
+    )
     m = {k: x.value for k, x in out.metrics.items()}
     assert out.facts == {"memory_measured": "process_rss"}
     modes = dict(zip(out.series["modes"].columns["mode"], out.series["modes"].columns["correct_hits"]))
@@ -163,8 +183,12 @@ def test_c4_gpu_check_on_the_metrics_a_gpu_run_records():
     from harness.model.stored_run import Metric
 
     def out(seen: float) -> Record:
-        m = {"memory.gpu_change_pct": 8.0, "control.gpu_change_pct": 0.1, "instrument.gpu_seen_mb": seen,
-             "instrument.known_mb": 256.0}
+        m = {
+            "memory.gpu_change_pct": 8.0,
+            "control.gpu_change_pct": 0.1,
+            "instrument.gpu_seen_mb": seen,
+            "instrument.known_mb": 256.0,
+        }
         return Record("ok", metrics={k: Metric(v, "") for k, v in m.items()}, facts={"memory_measured": "gpu"})
 
     seen = verdicts_of("C4", "memory", out(256.0), manifest=LAB)["memory.gpu_change_pct"]
@@ -175,8 +199,10 @@ def test_c4_gpu_check_on_the_metrics_a_gpu_run_records():
 @pytest.fixture(scope="module")
 def entity_runs(cluster, tmp_path_factory):
     base = tmp_path_factory.mktemp("entity")
-    return {name: _run("semantic-cache-entity-keys", "entity-keys", cluster, base / name, **ENTITY, **extra)
-            for name, extra in (("on", {}), ("off", {"batching": "off"}))}
+    return {
+        name: _run("semantic-cache-entity-keys", "entity-keys", cluster, base / name, **ENTITY, **extra)
+        for name, extra in (("on", {}), ("off", {"batching": "off"}))
+    }
 
 
 def test_c16_without_batching_is_not_reproduced_with_the_known_wait_seen(entity_runs):
@@ -199,8 +225,9 @@ def test_c16_without_batching_is_not_reproduced_with_the_known_wait_seen(entity_
     # window, keys never shared) shows, not equal-key batching's (issue 39: attribution to the named mechanism)
     assert m["on"]["dynamic_batch_entity_key.requests_per_batch"] == 1
     assert m["on"]["standin.dynamic_unique_key.requests_per_batch"] == 1
-    assert _outcomes(on)["batching.dynamic_vs_static_added_ms"] == ("inconclusive" if blind else "not attributable"), on[
-        "batching.dynamic_vs_static_added_ms"].reason
+    assert _outcomes(on)["batching.dynamic_vs_static_added_ms"] == ("inconclusive" if blind else "not attributable"), (
+        on["batching.dynamic_vs_static_added_ms"].reason
+    )
     # no batching anywhere: no wait is the batching's, so no check may be called a success
     assert not set(_outcomes(off).values()) & SUCCESS, {k: cv.reason for k, cv in off.items()}
     assert abs(m["off"]["batching.dynamic_vs_static_added_ms"]) < 1  # no batching anywhere: no cut

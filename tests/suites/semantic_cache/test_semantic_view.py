@@ -2,7 +2,6 @@
 kept in tests/fixtures/semantic/run with its server details left out and no raw/): it presents the
 aggregate of every repetition and takes claimed numbers from the ledger's figures."""
 
-
 from harness.experiments import views
 from harness.experiments.views import Chart, Table
 from harness.model.stored_run import load_run
@@ -47,8 +46,14 @@ def test_batching_table_shows_each_arm_and_the_control():
     _, blocks = _blocks()
     t = _table(blocks, "Added latency of batching")
     arms = [r[0] for r in t.rows]
-    assert set(arms) == {"static_batch_token_key", "dynamic_batch_token_key", "dynamic_batch_entity_key",
-                         "control.no_batching", "control.static_batch_entity_key", "instrument.fixed_wait"}
+    assert set(arms) == {
+        "static_batch_token_key",
+        "dynamic_batch_token_key",
+        "dynamic_batch_entity_key",
+        "control.no_batching",
+        "control.static_batch_entity_key",
+        "instrument.fixed_wait",
+    }
     row = {r[0]: r for r in t.rows}
     assert row["dynamic_batch_entity_key"][1] == 2.3 and row["static_batch_token_key"][1] == 18
     assert "dynamic minus static" in t.note and "not measured" not in t.note

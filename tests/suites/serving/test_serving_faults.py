@@ -14,14 +14,28 @@ from harness.model.driver_contract import CaseContext, get
 from tests.serving_fakes import FakeServer, free_port
 
 pytest.importorskip("aiohttp")
-SMALL = {"max_requests": 8, "duration_s": 2.0, "instrument_requests": 2, "instrument_gap_s": 0.2, "timeout_s": 5.0,
-         "stall_s": 1.0}
+SMALL = {
+    "max_requests": 8,
+    "duration_s": 2.0,
+    "instrument_requests": 2,
+    "instrument_gap_s": 0.2,
+    "timeout_s": 5.0,
+    "stall_s": 1.0,
+}
 
 
 def run_prefix(tmp_path: Path, engines: dict, params: dict | None = None):
     d = get("serving-prefix-cache")
-    ctx = CaseContext("serving", "prefix-cache", 1, "local", d.resolve_params("prefix-cache", params or SMALL),
-                      tmp_path, Target("local", engines=engines), log=lambda m: None)
+    ctx = CaseContext(
+        "serving",
+        "prefix-cache",
+        1,
+        "local",
+        d.resolve_params("prefix-cache", params or SMALL),
+        tmp_path,
+        Target("local", engines=engines),
+        log=lambda m: None,
+    )
     return d.run(ctx)
 
 
@@ -47,6 +61,7 @@ def test_a_server_without_vllms_counters_gives_missing_hit_rates(tmp_path):
 
 def test_an_engine_that_dies_mid_run_fails_the_case_with_the_reason(tmp_path):
     with FakeServer("ok", gap_s=0.05) as srv:
+
         def kill_after_some():
             while srv.served < 3:
                 threading.Event().wait(0.02)

@@ -20,15 +20,21 @@ def recorded(name: str) -> dict:
 
 
 def judge(claim: str, case: str, base: dict, **change) -> dict:
-    metrics = {k: v for k, v in {**base, **{k.replace("__", "."): v for k, v in change.items()}}.items()
-               if v is not None}
+    metrics = {
+        k: v for k, v in {**base, **{k.replace("__", "."): v for k, v in change.items()}}.items() if v is not None
+    }
     # the ledger's checks of `claim` on a case of that name in suite serving (kv-trace has a
     # prefix-cache case too: its checks are not run here)
-    return {m: cv.outcome for m, cv in verdicts(claim, case, metrics, suite="serving").items()
-            if cv.check.suite == "serving"}
+    return {
+        m: cv.outcome
+        for m, cv in verdicts(claim, case, metrics, suite="serving").items()
+        if cv.check.suite == "serving"
+    }
 
 
 PREFIX = recorded("prefix_cache")
+
+
 def with_net_hits(m: dict, queries: int = 40) -> dict:
     """The net hit rates (right answers minus wrong ones per query) that the case records since
     issue 39, computed from what the recorded run recorded: its correct-hit shares and wrong-hit
@@ -36,7 +42,9 @@ def with_net_hits(m: dict, queries: int = 40) -> dict:
     out = dict(m)
     for mode in ("hash_cache", "semantic_cache", "oracle_cache"):
         if f"{mode}.correct_hit_rate_pct" in m and f"{mode}.wrong_hits" in m:
-            out[f"{mode}.net_hit_rate_pct"] = m[f"{mode}.correct_hit_rate_pct"] - 100 * m[f"{mode}.wrong_hits"] / queries
+            out[f"{mode}.net_hit_rate_pct"] = (
+                m[f"{mode}.correct_hit_rate_pct"] - 100 * m[f"{mode}.wrong_hits"] / queries
+            )
     return out
 
 
@@ -94,23 +102,33 @@ def test_recorded_semantic_e2e_run_with_pinned_engines_gives_the_verdicts_of_the
 
 
 def test_c3_end_to_end_check_turns_with_its_controls():
-    fast = {"oracle_cache.p95_ms": 5.0, "no_cache.p95_ms": 400.0, "hash_cache.p95_ms": 400.0,
-            "semantic_cache.p95_ms": 200.0, "ttft.p95_change_semantic_vs_hash_pct": -50.0,
-            "ttft.p95_change_semantic_vs_hash_ci_high_pct": -30.0}
-    assert judge("C3", "semantic-e2e", SEMANTIC, **{k.replace(".", "__"): v for k, v in fast.items()}) == \
-        {"ttft.p95_change_semantic_vs_hash_pct": Outcome.REPRODUCED}
+    fast = {
+        "oracle_cache.p95_ms": 5.0,
+        "no_cache.p95_ms": 400.0,
+        "hash_cache.p95_ms": 400.0,
+        "semantic_cache.p95_ms": 200.0,
+        "ttft.p95_change_semantic_vs_hash_pct": -50.0,
+        "ttft.p95_change_semantic_vs_hash_ci_high_pct": -30.0,
+    }
+    assert judge("C3", "semantic-e2e", SEMANTIC, **{k.replace(".", "__"): v for k, v in fast.items()}) == {
+        "ttft.p95_change_semantic_vs_hash_pct": Outcome.REPRODUCED
+    }
     chance = {**fast, "ttft.p95_change_semantic_vs_hash_ci_high_pct": 4.0}  # resampling alone gives such a drop
-    assert judge("C3", "semantic-e2e", SEMANTIC, **{k.replace(".", "__"): v for k, v in chance.items()}) == \
-        {"ttft.p95_change_semantic_vs_hash_pct": Outcome.NOT_ATTRIBUTABLE}
+    assert judge("C3", "semantic-e2e", SEMANTIC, **{k.replace(".", "__"): v for k, v in chance.items()}) == {
+        "ttft.p95_change_semantic_vs_hash_pct": Outcome.NOT_ATTRIBUTABLE
+    }
     unmeasured = {k: v for k, v in fast.items() if not k.endswith("_ci_high_pct")}
-    assert judge("C3", "semantic-e2e", SEMANTIC, **{k.replace(".", "__"): v for k, v in unmeasured.items()}) == \
-        {"ttft.p95_change_semantic_vs_hash_pct": Outcome.INCONCLUSIVE}
+    assert judge("C3", "semantic-e2e", SEMANTIC, **{k.replace(".", "__"): v for k, v in unmeasured.items()}) == {
+        "ttft.p95_change_semantic_vs_hash_pct": Outcome.INCONCLUSIVE
+    }
     same = {**fast, "semantic_cache.p95_ms": 390.0}
-    assert judge("C3", "semantic-e2e", SEMANTIC, **{k.replace(".", "__"): v for k, v in same.items()}) == \
-        {"ttft.p95_change_semantic_vs_hash_pct": Outcome.NOT_ATTRIBUTABLE}
+    assert judge("C3", "semantic-e2e", SEMANTIC, **{k.replace(".", "__"): v for k, v in same.items()}) == {
+        "ttft.p95_change_semantic_vs_hash_pct": Outcome.NOT_ATTRIBUTABLE
+    }
     worse = {**fast, "ttft.p95_change_semantic_vs_hash_pct": 20.0, "semantic_cache.p95_ms": 480.0}
-    assert judge("C3", "semantic-e2e", SEMANTIC, **{k.replace(".", "__"): v for k, v in worse.items()}) == \
-        {"ttft.p95_change_semantic_vs_hash_pct": Outcome.NOT_REPRODUCED}
+    assert judge("C3", "semantic-e2e", SEMANTIC, **{k.replace(".", "__"): v for k, v in worse.items()}) == {
+        "ttft.p95_change_semantic_vs_hash_pct": Outcome.NOT_REPRODUCED
+    }
 
 
 def test_c2_end_to_end_check_with_its_controls_broken():
@@ -119,12 +137,14 @@ def test_c2_end_to_end_check_with_its_controls_broken():
     assert blind["semantic_cache.net_hit_rate_pct"] is Outcome.INCONCLUSIVE
     inside = judge("C2", "semantic-e2e", SEMANTIC, semantic_cache__net_hit_rate_pct=66.0)
     assert inside["semantic_cache.net_hit_rate_pct"] is Outcome.REPRODUCED
-    hash_too = judge("C2", "semantic-e2e", SEMANTIC, semantic_cache__net_hit_rate_pct=66.0,
-                     hash_cache__net_hit_rate_pct=66.0)
+    hash_too = judge(
+        "C2", "semantic-e2e", SEMANTIC, semantic_cache__net_hit_rate_pct=66.0, hash_cache__net_hit_rate_pct=66.0
+    )
     assert hash_too["semantic_cache.net_hit_rate_pct"] is Outcome.NOT_ATTRIBUTABLE
     # a cache that answers every query: as many right answers as the claim, and as many wrong
-    everything = judge("C2", "semantic-e2e", SEMANTIC, semantic_cache__correct_hit_rate_pct=66.0,
-                       semantic_cache__net_hit_rate_pct=32.0)
+    everything = judge(
+        "C2", "semantic-e2e", SEMANTIC, semantic_cache__correct_hit_rate_pct=66.0, semantic_cache__net_hit_rate_pct=32.0
+    )
     assert everything["semantic_cache.net_hit_rate_pct"] is Outcome.NOT_REPRODUCED
 
 
@@ -139,8 +159,14 @@ def test_recorded_peer_run_sees_a_late_client_and_says_which_client_is_late():
 def test_peer_checks_need_the_instrument_and_hold_when_the_clients_agree():
     agree = judge("I23", "client-vs-vllm", PEER, peer__ttft_p50_absdiff_pct=1.3, peer__tpot_p50_absdiff_pct=1.3)
     assert set(agree.values()) == {Outcome.REPRODUCED}  # as in the first run here: +1.3% and -1.3%
-    blind = judge("I23", "client-vs-vllm", PEER, peer__ttft_p50_absdiff_pct=1.3, peer__tpot_p50_absdiff_pct=1.3,
-                  instrument__late__ttft_p50_diff_pct=2.0)
+    blind = judge(
+        "I23",
+        "client-vs-vllm",
+        PEER,
+        peer__ttft_p50_absdiff_pct=1.3,
+        peer__tpot_p50_absdiff_pct=1.3,
+        instrument__late__ttft_p50_diff_pct=2.0,
+    )
     assert set(blind.values()) == {Outcome.INCONCLUSIVE}
     late = judge("I23", "client-vs-vllm", PEER, peer__ttft_p50_absdiff_pct=25.0, peer__tpot_p50_absdiff_pct=1.3)
     assert late["peer.ttft_p50_absdiff_pct"] is Outcome.NOT_REPRODUCED
@@ -179,8 +205,10 @@ def test_c3_against_the_curve_turns_with_its_controls():
     blind = judge("C3", "sweep", SWEEP_LOCAL, semantic__oracle__ttft_p95_shared_ms=off)
     assert blind[metric] is Outcome.INCONCLUSIVE
     cut = {metric: -50.0, "semantic.on.ttft_p95_shared_ms": off / 2}
-    assert judge("C3", "sweep", SWEEP_LOCAL, **{k.replace(".", "__"): v for k, v in cut.items()}) == \
-        {metric: Outcome.REPRODUCED}
+    assert judge("C3", "sweep", SWEEP_LOCAL, **{k.replace(".", "__"): v for k, v in cut.items()}) == {
+        metric: Outcome.REPRODUCED
+    }
     leaky = {**cut, "semantic.on.ttft_p95_shared_ms": off}
-    assert judge("C3", "sweep", SWEEP_LOCAL, **{k.replace(".", "__"): v for k, v in leaky.items()}) == \
-        {metric: Outcome.NOT_ATTRIBUTABLE}
+    assert judge("C3", "sweep", SWEEP_LOCAL, **{k.replace(".", "__"): v for k, v in leaky.items()}) == {
+        metric: Outcome.NOT_ATTRIBUTABLE
+    }

@@ -23,9 +23,18 @@ def _results(n: int, rate: float, ttft, late: float = 1.0, ok_share: float = 1.0
     for i in range(n):
         status = "ok" if i < n * ok_share else "timeout"
         t = ttft(i) if callable(ttft) else ttft
-        out.append(Result(i, "a", i / rate, status, ttft_ms=t if status == "ok" else None,
-                          tpot_ms=tpot if status == "ok" else None, late_ms=late,
-                          e2e_ms=t + 50.0 if status == "ok" else None))
+        out.append(
+            Result(
+                i,
+                "a",
+                i / rate,
+                status,
+                ttft_ms=t if status == "ok" else None,
+                tpot_ms=tpot if status == "ok" else None,
+                late_ms=late,
+                e2e_ms=t + 50.0 if status == "ok" else None,
+            )
+        )
     return out
 
 
@@ -61,16 +70,23 @@ def test_a_server_that_stops_keeping_up_is_saturated():
 
 
 def test_the_knee_the_stop_and_the_highest_rate_at_the_slo():
-    pts = [_point(1.0, _results(10, 1.0, 80.0)), _point(2.0, _results(20, 2.0, 150.0)),
-           _point(4.0, _results(40, 4.0, lambda i: 150.0 + 40 * i)), _point(8.0, _results(80, 8.0, 3000.0))]
+    pts = [
+        _point(1.0, _results(10, 1.0, 80.0)),
+        _point(2.0, _results(20, 2.0, 150.0)),
+        _point(4.0, _results(40, 4.0, lambda i: 150.0 + 40 * i)),
+        _point(8.0, _results(80, 8.0, 3000.0)),
+    ]
     assert sweep.knee(pts).level == 4.0
     assert sweep.should_stop(pts) and not sweep.should_stop(pts[:3])
     assert sweep.highest_at_slo(pts).level == 2.0
 
 
 def test_a_point_that_passes_above_a_failing_one_is_not_capacity():
-    pts = [_point(1.0, _results(10, 1.0, 80.0)), _point(2.0, _results(20, 2.0, 900.0)),
-           _point(3.0, _results(30, 3.0, 80.0))]
+    pts = [
+        _point(1.0, _results(10, 1.0, 80.0)),
+        _point(2.0, _results(20, 2.0, 900.0)),
+        _point(3.0, _results(30, 3.0, 80.0)),
+    ]
     assert sweep.highest_at_slo(pts).level == 1.0
     invalid_between = [pts[0], _point(2.0, _results(20, 2.0, 80.0, late=500.0)), pts[2]]
     assert sweep.highest_at_slo(invalid_between).level == 3.0  # an invalid point says nothing either way
@@ -82,8 +98,9 @@ def test_the_warm_up_is_kept_out():
 
 
 def test_generated_sessions_share_the_system_prompt_and_grow_their_history():
-    spec = sessions.SessionSpec(users=4, users_per_s=1.0, turns=(3, 3), system_tokens=64, user_tokens=10,
-                                answer_tokens=5, think_s=1.0, seed=3)
+    spec = sessions.SessionSpec(
+        users=4, users_per_s=1.0, turns=(3, 3), system_tokens=64, user_tokens=10, answer_tokens=5, think_s=1.0, seed=3
+    )
     reqs = sessions.generate(spec)
     assert reqs == sessions.generate(spec) and len(reqs) == 12  # seeded: the same traffic
     assert [r.at_s for r in reqs] == sorted(r.at_s for r in reqs)
@@ -102,16 +119,21 @@ def test_generated_sessions_share_the_system_prompt_and_grow_their_history():
 
 
 def test_a_long_history_keeps_the_system_prompt():
-    spec = sessions.SessionSpec(users=1, turns=(6, 6), system_tokens=30, user_tokens=20, answer_tokens=20,
-                                max_prompt_tokens=100, seed=1)
+    spec = sessions.SessionSpec(
+        users=1, turns=(6, 6), system_tokens=30, user_tokens=20, answer_tokens=20, max_prompt_tokens=100, seed=1
+    )
     reqs = sessions.generate(spec)
     assert all(len(r.prompt) <= 100 and r.prompt[:30] == reqs[0].prompt[:30] for r in reqs)
 
 
 def test_the_users_sessions_from_jsonl(tmp_path):
     f = tmp_path / "s.jsonl"
-    f.write_text(json.dumps({"session": "a", "at_s": 1.5, "prompt": "hi", "max_tokens": 4}) + "\n"
-                 + json.dumps({"session": "a", "at_s": 0.0, "prompt": [1, 2, 3]}) + "\n")
+    f.write_text(
+        json.dumps({"session": "a", "at_s": 1.5, "prompt": "hi", "max_tokens": 4})
+        + "\n"
+        + json.dumps({"session": "a", "at_s": 0.0, "prompt": [1, 2, 3]})
+        + "\n"
+    )
     reqs = sessions.from_jsonl(f)
     assert [(r.at_s, r.prompt, r.max_tokens) for r in reqs] == [(0.0, [1, 2, 3], 16), (1.5, "hi", 4)]
     f.write_text('{"session": "a", "prompt": "x"}\n')
@@ -120,6 +142,7 @@ def test_the_users_sessions_from_jsonl(tmp_path):
 
 
 # ---- the sweep against a server made slow on purpose (tests/serving_fakes.FakeServer) ----
+
 
 def _ctx(tmp_path, url: str, **params):
     from harness.infra.target import LlmEndpoint, Target
@@ -138,11 +161,24 @@ def test_the_sweep_stops_one_point_past_saturation(tmp_path):
     from tests.serving_fakes import FakeServer
 
     with FakeServer(gap_s=0.012, tokens=4, slots=1) as srv:
-        ctx = _ctx(tmp_path, srv.url, rates=[2.0, 5.0, 25.0, 50.0, 100.0], point_requests=0, warmup_s=1.0, window_s=4.0,
-                   slo_ttft_p95_ms=600.0, workload="sessions", session_system_tokens=16, session_user_tokens=8,
-                   session_answer_tokens=4, session_think_s=0.3, max_prompt_tokens=64)
-        rows = sweep_case.sweep_arm(ctx, "prefix.on", ctx.target.engines["cached"], sweep_case.Workloads(ctx.params),
-                                    128, 1)
+        ctx = _ctx(
+            tmp_path,
+            srv.url,
+            rates=[2.0, 5.0, 25.0, 50.0, 100.0],
+            point_requests=0,
+            warmup_s=1.0,
+            window_s=4.0,
+            slo_ttft_p95_ms=600.0,
+            workload="sessions",
+            session_system_tokens=16,
+            session_user_tokens=8,
+            session_answer_tokens=4,
+            session_think_s=0.3,
+            max_prompt_tokens=64,
+        )
+        rows = sweep_case.sweep_arm(
+            ctx, "prefix.on", ctx.target.engines["cached"], sweep_case.Workloads(ctx.params), 128, 1
+        )
     levels = [r["level"] for r in rows]
     pts = [r["_stats"] for r in rows]
     knee = sweep.knee(pts)
@@ -163,10 +199,19 @@ def test_a_client_that_cannot_send_the_load_gives_an_invalid_point(tmp_path):
     from tests.serving_fakes import FakeServer
 
     with FakeServer(gap_s=0.001, tokens=2) as srv:
-        ctx = _ctx(tmp_path, srv.url, rates=[8000.0], point_requests=0, warmup_s=0.2, window_s=1.0, instrument_prefix_tokens=64,
-                   timeout_s=10.0)
-        (row,) = sweep_case.sweep_arm(ctx, "instrument.on", ctx.target.engines["cached"],
-                                      sweep_case.Workloads(ctx.params), 128, 1)
+        ctx = _ctx(
+            tmp_path,
+            srv.url,
+            rates=[8000.0],
+            point_requests=0,
+            warmup_s=0.2,
+            window_s=1.0,
+            instrument_prefix_tokens=64,
+            timeout_s=10.0,
+        )
+        (row,) = sweep_case.sweep_arm(
+            ctx, "instrument.on", ctx.target.engines["cached"], sweep_case.Workloads(ctx.params), 128, 1
+        )
     assert "late at P95" in row["invalid"] or "the client sent" in row["invalid"], row
     assert not row["slo_held"]
 
@@ -202,8 +247,18 @@ def test_the_semantic_arms_answer_hits_from_the_cache_and_send_the_rest_to_the_e
     fix = str(TESTS / "fixtures" / "semantic" / "gptcache_small.json")
     with FakeServer(gap_s=0.05, tokens=2) as srv:
         ep = LlmEndpoint(srv.url, "smollm2", False, True)
-        ctx = _ctx(tmp_path, srv.url, rates=[4.0], point_requests=0, warmup_s=0.5, window_s=2.0,
-                   dataset=fix, insert_fraction=1.0, radii=[0, 1, 2], timeout_s=10.0)
+        ctx = _ctx(
+            tmp_path,
+            srv.url,
+            rates=[4.0],
+            point_requests=0,
+            warmup_s=0.5,
+            window_s=2.0,
+            dataset=fix,
+            insert_fraction=1.0,
+            radii=[0, 1, 2],
+            timeout_s=10.0,
+        )
         ctx = replace(ctx, target=replace(cluster, engines={"uncached": ep}))
         front = semantic_arms.SemanticArms(ctx, ctx.params)
         try:
@@ -237,12 +292,19 @@ def test_the_outcome_pools_c3_over_the_loads_every_semantic_arm_ran_steadily(tmp
             res = _results(int(10 * lv), lv, 5000.0 if slow else t)  # the configured rate over the 10 s window
             st = _point(lv, res)
             st.saturated = "a queue" if slow else ""
-            rows.append({**sweep_case._row(arm, st, engines.Counters(None, None), 0, 10.0),
-                         **sweep_case._cache_row({"cache_hit_pct": 0.0, "wrong_hits": int(arm == "semantic.on"),
-                                                  "cache_hits": 0}, res, 0.0, 10.0),
-                         "_ttft": [r.ttft_ms for r in res]})
+            rows.append(
+                {
+                    **sweep_case._row(arm, st, engines.Counters(None, None), 0, 10.0),
+                    **sweep_case._cache_row(
+                        {"cache_hit_pct": 0.0, "wrong_hits": int(arm == "semantic.on"), "cache_hits": 0}, res, 0.0, 10.0
+                    ),
+                    "_ttft": [r.ttft_ms for r in res],
+                }
+            )
     m = sweep_case.outcome(ctx, rows, {}, sweep_case.Workloads(ctx.params)).metrics
     assert m["semantic.shared_levels"].value == 1
     assert m["semantic.vs_hash.ttft_p95_change_pct"].value == pytest.approx(-50.0)
     assert m["semantic.off.ttft_p95_shared_ms"].value == pytest.approx(300.0)
-    assert m["semantic.on.wrong_hit_pct"].value == pytest.approx(100 * 2 / 120) and m["semantic.on.error_pct"].value == 0
+    assert (
+        m["semantic.on.wrong_hit_pct"].value == pytest.approx(100 * 2 / 120) and m["semantic.on.error_pct"].value == 0
+    )

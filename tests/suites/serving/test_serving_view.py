@@ -23,12 +23,22 @@ CASES = {"prefix-cache": "prefix_cache", "semantic-e2e": "semantic_e2e", "client
 def _run(claims=None) -> RunData:
     suites = spec.load_all_suites()
     srun = suites["serving"].as_run("local", 1, {c.name: {} for c in suites["serving"].cases})
-    recs = [Record(suite="serving", case=case, repetition=1,
-                   metrics={k: Metric(v, "") for k, v in json.loads((FIX / f"{f}_metrics.json").read_text())[
-                       "metrics"].items() if v is not None})
-            for case, f in CASES.items()]
-    return RunData(Path("."), dict(HERE), recs, {"serving": srun},
-                   spec.load_claims(suites=suites) if claims is None else claims)
+    recs = [
+        Record(
+            suite="serving",
+            case=case,
+            repetition=1,
+            metrics={
+                k: Metric(v, "")
+                for k, v in json.loads((FIX / f"{f}_metrics.json").read_text())["metrics"].items()
+                if v is not None
+            },
+        )
+        for case, f in CASES.items()
+    ]
+    return RunData(
+        Path("."), dict(HERE), recs, {"serving": srun}, spec.load_claims(suites=suites) if claims is None else claims
+    )
 
 
 def _tables(run: RunData) -> dict[str, Table]:
@@ -37,8 +47,11 @@ def _tables(run: RunData) -> dict[str, Table]:
 
 def test_every_part_of_the_suite_is_shown():
     t = _tables(_run())
-    assert {b.split(":")[0] for b in t} >= {"Prefix caching on and off", "The semantic cache in front of the engine",
-                                            "The streaming client's own overhead and the schedule's lateness"}
+    assert {b.split(":")[0] for b in t} >= {
+        "Prefix caching on and off",
+        "The semantic cache in front of the engine",
+        "The streaming client's own overhead and the schedule's lateness",
+    }
     prefix = next(v for k, v in t.items() if k.startswith("Prefix caching on and off"))
     arms = {r[0]: r for r in prefix.rows}
     assert arms["trace slice, prefix caching on"][4] > 30  # the engine's own hit rate
@@ -94,8 +107,9 @@ def test_the_sweep_shows_curves_knee_capacity_and_c3_against_the_curve():
     assert len(cap.rows) == 8 and cap.rows[0][0] == "prefix caching on" and "8" in str(cap.rows[0][1])
     buys = {r[0]: r for r in tables["What the hit rate buys"].rows}
     assert set(buys) == {"prefix", "instrument", "semantic"} and "2" in str(buys["prefix"][3])
-    c3 = tables["C3 against the curve: TTFT P95, semantic cache against the hash cache, at every load both ran "
-                "steadily"]
+    c3 = tables[
+        "C3 against the curve: TTFT P95, semantic cache against the hash cache, at every load both ran steadily"
+    ]
     # 4 and 16 req/s: at 8 the semantic arm's schedule ran late (an invalid point is left out)
     assert [r[0] for r in c3.rows] == [4.0, 16.0], c3.rows
 

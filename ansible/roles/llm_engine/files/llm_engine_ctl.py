@@ -38,7 +38,7 @@ def _stat(pid: int) -> tuple[int, int] | None:
     text = _read(f"/proc/{pid}/stat")
     if not text:
         return None
-    fields = text[text.rfind(")") + 2:].split()
+    fields = text[text.rfind(")") + 2 :].split()
     if fields[0] == "Z":
         return None
     return int(fields[1]), int(fields[3])
@@ -52,8 +52,9 @@ def _is_engine(pid: int) -> bool:
 def _main_pid(conf: dict) -> int | None:
     """The API server's pid: systemd's MainPID, or the pid file (only if it is vLLM)."""
     if conf.get("unit"):
-        out = subprocess.run(["systemctl", "show", "-p", "MainPID", "--value", conf["unit"]],
-                             capture_output=True, text=True).stdout.strip()
+        out = subprocess.run(
+            ["systemctl", "show", "-p", "MainPID", "--value", conf["unit"]], capture_output=True, text=True
+        ).stdout.strip()
         return int(out) if out.isdigit() and int(out) > 0 else None
     text = _read(conf["pidfile"]).strip()
     if text.isdigit() and _stat(int(text)) and _is_engine(int(text)):
@@ -97,16 +98,25 @@ def start(conf: dict) -> dict:
     if engine_pids(conf):
         return {"changed": False, "pids": engine_pids(conf)}
     if _port_holder(conf["host"], int(conf["port"])):
-        fail(f"port {conf['port']} on {conf['host']} is already in use by another process (not this role's "
-             f"engine); stop it or choose another llm_port")
+        fail(
+            f"port {conf['port']} on {conf['host']} is already in use by another process (not this role's "
+            f"engine); stop it or choose another llm_port"
+        )
     os.makedirs(os.path.dirname(conf["pidfile"]), exist_ok=True)
     os.makedirs(os.path.dirname(conf["log"]), exist_ok=True)
     if os.path.exists(conf["log"]):
         os.replace(conf["log"], conf["log"] + ".1")
     env = {**os.environ, **{k: str(v) for k, v in conf["env"].items()}}
     with open(conf["log"], "ab") as log, open(os.devnull, "rb") as null:
-        proc = subprocess.Popen(conf["argv"], stdin=null, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True, cwd=conf.get("workdir") or "/")
+        proc = subprocess.Popen(
+            conf["argv"],
+            stdin=null,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            cwd=conf.get("workdir") or "/",
+        )
     with open(conf["pidfile"], "w") as f:
         f.write(f"{proc.pid}\n")
     return {"changed": True, "pids": [proc.pid]}
@@ -114,8 +124,9 @@ def start(conf: dict) -> dict:
 
 def _tail(conf: dict, lines: int = 40) -> str:
     if conf.get("unit"):
-        out = subprocess.run(["journalctl", "-u", conf["unit"], "-n", str(lines), "--no-pager"],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            ["journalctl", "-u", conf["unit"], "-n", str(lines), "--no-pager"], capture_output=True, text=True
+        )
         return out.stdout
     return "\n".join(_read(conf["log"]).splitlines()[-lines:])
 
@@ -136,17 +147,23 @@ def wait(conf: dict) -> dict:
         models = _models(url)
         if models is not None:
             if conf["served_name"] not in models:
-                fail(f"{url} serves {models}, not {conf['served_name']!r}: another server holds the port; "
-                     f"stop it or choose another llm_port")
+                fail(
+                    f"{url} serves {models}, not {conf['served_name']!r}: another server holds the port; "
+                    f"stop it or choose another llm_port"
+                )
             return {"changed": False, "url": url, "models": models, "waited_s": round(time.monotonic() - t0, 1)}
         if not engine_pids(conf):
-            fail(f"the engine for {url} is not running (it exited after {time.monotonic() - t0:.0f} s of waiting); "
-                 f"last lines of its log ({conf.get('unit') or conf['log']}):\n{_tail(conf)}")
+            fail(
+                f"the engine for {url} is not running (it exited after {time.monotonic() - t0:.0f} s of waiting); "
+                f"last lines of its log ({conf.get('unit') or conf['log']}):\n{_tail(conf)}"
+            )
         if time.monotonic() - t0 > timeout:
             tail = _tail(conf)
             stopped = stop(conf)["stopped"]  # a half-started engine is not left running
-            fail(f"{url} did not answer within {timeout:.0f} s (llm_engine_start_timeout_s; the engine was "
-                 f"stopped: pids {stopped}); last lines of its log ({conf.get('unit') or conf['log']}):\n{tail}")
+            fail(
+                f"{url} did not answer within {timeout:.0f} s (llm_engine_start_timeout_s; the engine was "
+                f"stopped: pids {stopped}); last lines of its log ({conf.get('unit') or conf['log']}):\n{tail}"
+            )
         time.sleep(2)
 
 
@@ -192,8 +209,12 @@ def fail(msg: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    actions = {"start": start, "wait": wait, "stop": stop,
-               "status": lambda c: {"changed": False, "pids": engine_pids(c)}}
+    actions = {
+        "start": start,
+        "wait": wait,
+        "stop": stop,
+        "status": lambda c: {"changed": False, "pids": engine_pids(c)},
+    }
     if len(argv) != 3 or argv[1] not in actions:
         print(__doc__, file=sys.stderr)
         return 2
