@@ -24,7 +24,7 @@ from harness.infra.cluster import LocalCluster
 from harness.infra.monitoring import cluster_owner, configured_port, stacks_owned_by, start_stack, stop_stack
 from harness.infra.process import redact
 from harness.infra.serving_engine.commands import engine
-from harness.model import driver_contract, spec
+from harness.model import driver_contract, metric_names, spec
 from harness.publish.history_page import write_history
 from harness.publish.outputs import measurements_markdown, publish
 from harness.publish.render import check_history_location
@@ -431,6 +431,12 @@ def validate(specs):
     """Check suite specs (every suite of harness/experiments/ and the claims ledger when none are given)."""
     for line in spec.validate_paths(list(specs)):
         click.echo(for_terminal(line, LINE))
+    if specs:
+        suites = {s.name: s for s in (spec.load_suite_file(Path(p)) for p in specs)}
+        metric_names.refuse_undeclared(suites, [])
+    else:
+        metric_names.refuse_undeclared(spec.load_all_suites(), spec.load_claims())
+    click.echo("metrics: every threshold and ledger check names a metric its case declares")
 
 
 def main(argv=None):

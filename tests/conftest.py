@@ -16,6 +16,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HARNESS_STRICT_METRICS", "1")  # a metric a case reports undeclared fails it (runner)
 
 # A test run started as a background job (`cmd &` in a script, nohup) inherits SIGINT ignored,
 # and every process it starts inherits that too: the Ctrl-C tests' SIGINTs would then reach

@@ -18,7 +18,7 @@ import os
 import stat
 import threading
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -51,7 +51,8 @@ def cached(key: tuple, paths: list[Path], load: Callable[[], T], max_bytes: int)
         with _LOCK:
             hit = _KEPT.get(key)
         if hit is not None and hit[0] == before:
-            return copy.deepcopy(hit[1])
+            # kept below from a load() for this same key: each key has one loader, one type
+            return cast(T, copy.deepcopy(hit[1]))
     value = load()
     if before is not None:
         with _LOCK:

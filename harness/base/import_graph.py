@@ -67,7 +67,7 @@ def imports_of(root: Path, module: str, others: set[str] | None = None) -> set[s
             if others is not None:
                 others.add(DYNAMIC)
             continue
-        if dynamic:
+        if dynamic and constant is not None:
             names = [constant]
         elif isinstance(node, ast.Import):
             names = [a.name for a in node.names]

@@ -9,6 +9,7 @@ The lowest layer of the data model: the driver contract (harness.model.driver_co
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +68,65 @@ class Metric:
     @classmethod
     def from_json(cls, data: dict) -> "Metric":
         return cls(data["value"], data.get("unit", ""), data.get("better"), data.get("note", ""))
+
+
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+
+
+@dataclass(frozen=True)
+class MetricDecl:
+    """A metric a case may report, declared beside its parameters: its name, unit and better
+    side. The name may hold placeholders: `{arm}` stands for one name part or more (any text
+    without spaces), `{GET|SET}` for one of the words given. A threshold or a ledger check
+    naming a metric no declaration of its case matches is refused by `harness validate` and
+    before a run; a metric a case reports that no declaration matches is a bug of the case.
+
+    Example: MetricDecl("{GET|SET}.p99_ms", "ms", "lower", "the 99th percentile latency")"""
+
+    name: str
+    unit: str | None  # None: the unit varies with the case's parameters (each metric states its own)
+    better: str | None = None  # "lower", "higher" or None (neither: a control, a count, a setting)
+    text: str = ""
+    _regex: re.Pattern = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.better not in BETTER:
+            raise ValueError(f"MetricDecl.better must be 'lower', 'higher' or None, not {self.better!r}")
+        if not self.name or self.name != self.name.strip() or not self.name.isprintable():
+            raise ValueError(f"a declared metric name is printable text, no outer spaces: {self.name!r}")
+        if len(re.sub(r"[._]", "", _PLACEHOLDER.sub("", self.name))) < 3:
+            raise ValueError(f"a declared metric name needs a literal part, not placeholders alone: {self.name!r}")
+        object.__setattr__(self, "_regex", re.compile(self.regex()))
+
+    def regex(self) -> str:
+        out, at = [], 0
+        for m in _PLACEHOLDER.finditer(self.name):
+            out.append(re.escape(self.name[at : m.start()]))
+            words = m.group(1).split("|")
+            out.append("(?:" + "|".join(re.escape(w) for w in words) + ")" if len(words) > 1 else r"\S+")
+            at = m.end()
+        out.append(re.escape(self.name[at:]))
+        return "".join(out)
+
+    def examples(self, limit: int = 200) -> list[str]:
+        """The names it stands for, each closed placeholder spelt out (`{GET|SET}.p99_ms`:
+        GET.p99_ms, SET.p99_ms) and each open one left as it is: what a "did you mean" offers."""
+        out = [""]
+        at = 0
+        for m in _PLACEHOLDER.finditer(self.name):
+            words = m.group(1).split("|")
+            head = self.name[at : m.start()]
+            out = [o + head + (w if len(words) > 1 else m.group()) for o in out for w in words][:limit]
+            at = m.end()
+        return [o + self.name[at:] for o in out]
+
+    def matches(self, name: str) -> bool:
+        return bool(self._regex.fullmatch(name))
+
+
+def declared(decls: tuple[MetricDecl, ...], name: str) -> MetricDecl | None:
+    """The first declaration that `name` matches, or None."""
+    return next((d for d in decls if d.matches(name)), None)
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
             if abs(u - mean_u) >= d_obs - 1e-12:
                 extreme += 1
         return extreme / total
-    ties = {}
+    ties: dict[float, int] = {}
     for v, _ in combined:
         ties[v] = ties.get(v, 0) + 1
     n = n1 + n2

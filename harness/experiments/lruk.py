@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
+from typing import cast
 
 import numpy as np
 
@@ -72,7 +73,7 @@ def lruk_hits(
     prev = now = None
     for t, key in enumerate(ids):
         if rec is not None:
-            now = times[t]
+            now = cast(list, times)[t]  # rec exists only with ttl_ms, which comes with times
             if now != prev:
                 expire_idle(rec, now - ttl_ms, drop)
                 prev = now

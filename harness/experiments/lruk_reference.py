@@ -10,12 +10,15 @@ them: a reference that imported what it checks would always agree with it (the l
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 
 class Expiring:
     """TTL in the scan-based references: before a lookup at `now`, every cached key last
     used more than ttl_ms earlier is dropped (scan). A subclass records each cached key's
     last use in `used` and forgets the keys expire() returns."""
+
+    used: dict[Any, Any]  # cached key -> its last use (ms; None without a TTL)
 
     def __init__(self, ttl_ms: float | None):
         self.ttl_ms, self.used = ttl_ms, {}
@@ -34,6 +37,9 @@ class RefLRUK(Expiring):
     found by scanning): use it on short traces. The independent reference of `lruk_hits`,
     of the compiled loop and of libCacheSim's LRUK; `access(key, t, nxt=None, now=None)`
     (nxt is not used; now: the lookup's time in ms, with a TTL)."""
+
+    hist: dict[Any, deque]  # cached key -> its last <= k lookup times, oldest first
+    inserted: dict[Any, Any]  # cached key -> the time of its insertion
 
     def __init__(self, capacity: int, k: int = 2, ttl_ms: float | None = None, admit_lfu: bool = False):
         super().__init__(ttl_ms)

@@ -29,6 +29,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import IO, cast
 
 from harness.base.errors import BadInput, EnvironmentProblem
 from harness.base.paths import STATE_DIR
@@ -225,7 +226,7 @@ class LocalCluster:
         joining = threading.Event()
 
         def read() -> None:
-            for line in proc.stdout:
+            for line in cast(IO[str], proc.stdout):  # stdout=PIPE: never None
                 lines.append(line)
                 if JOIN_LINE in line:
                     joining.set()
@@ -272,7 +273,7 @@ class LocalCluster:
 
     def wait_healthy(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
-        problem = "not checked"
+        problem: str | None = "not checked"
         while time.monotonic() < deadline:
             problem = self.health_problem()
             if problem is None:

@@ -161,7 +161,8 @@ def _body(resp: http.client.HTTPResponse, conn, deadline: float, cap: int, shown
         raise HttpGetError(
             f"{shown} answered {resp.length} bytes, over the {cap}-byte cap for this request; is this the right server?"
         )
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     while True:
         _left(deadline, conn)
         chunk = resp.read1(_CHUNK)

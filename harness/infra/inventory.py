@@ -335,10 +335,10 @@ def _remote_host(path: str | Path, name: str, hv: dict) -> RemoteHost:
     port = hv.get("ansible_port")
     if port is not None and (not isinstance(port, int) or isinstance(port, bool)):
         raise BadInput(f"{path}: host {name}: ansible_port must be a number, got {port!r}")
-    key = _literal(hv.get("ansible_ssh_private_key_file") or hv.get("ansible_private_key_file"))
+    key_file = _literal(hv.get("ansible_ssh_private_key_file") or hv.get("ansible_private_key_file"))
     try:
         host = RemoteHost(
-            name, _literal(hv.get("ansible_host")) or name, _literal(hv.get("ansible_user")), port, config, key
+            name, _literal(hv.get("ansible_host")) or name, _literal(hv.get("ansible_user")), port, config, key_file
         )
     except BadInput as e:
         raise BadInput(f"{path}: {e}") from None
@@ -374,7 +374,7 @@ def loadgen_summary(target: Target) -> dict:
     """For the manifest: which machine runs the load tools of this target (the first load
     generator) and, under `others`, the further load generators that memtier runs on too."""
     host = target.loadgen
-    out = {"ran_on": tools_machine(host)}
+    out: dict[str, object] = {"ran_on": tools_machine(host)}
     if host is not None:
         out.update(
             {"name": host.name, "address": host.address, "user": host.user, "via": "ssh", "ssh_config": host.ssh_config}

@@ -80,7 +80,7 @@ def collect_tools() -> dict:
 
 
 def collect_packages() -> dict:
-    out = {}
+    out: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
             out[name] = metadata.version(name)
@@ -90,7 +90,7 @@ def collect_packages() -> dict:
 
 
 def collect_host() -> dict:
-    info = {
+    info: dict[str, object] = {
         "hostname": platform.node(),
         "kernel": platform.release(),
         "os": platform.platform(),

@@ -68,8 +68,9 @@ def smollm2_dir(cache_dir: Path = CACHE_DIR) -> Path:
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         # transformers marks a GGUF-loaded model as quantized and refuses to save it,
         # though its weights are already dequantized to float: drop the marker.
-        model.hf_quantizer = None
-        model.is_quantized = False
+        # torch types Module.__setattr__'s value as Tensor | Module; it takes any value
+        model.hf_quantizer = None  # type: ignore[assignment]
+        model.is_quantized = False  # type: ignore[assignment]
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.save_pretrained(tmp)
@@ -86,6 +87,7 @@ def smollm2(device: str = "cpu"):
 
     path = smollm2_dir()
     tok = AutoTokenizer.from_pretrained(str(path))
-    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).to(device)
+    # functools.wraps on PreTrainedModel.to: typeshed's _Wrapped does not bind `self`
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).to(device)  # type: ignore[arg-type]
     model.eval()
     return tok, model

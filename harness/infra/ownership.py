@@ -111,7 +111,7 @@ class Proc:
     name: str = ""
 
     def as_json(self) -> dict:
-        out = {"pid": self.pid, "start": self.start}
+        out: dict[str, int | str | None] = {"pid": self.pid, "start": self.start}
         if self.port is not None:
             out["port"] = self.port
         if self.name:
@@ -230,7 +230,7 @@ def scan() -> list[tuple[int, int, int, int]]:
     return out
 
 
-def descendants(roots: list[Proc], group_leaders: list[Proc] = ()) -> list[Proc]:
+def descendants(roots: list[Proc], group_leaders: Iterable[Proc] = ()) -> list[Proc]:
     """Live processes descended from `roots` (the harness's, checked by the caller), and the
     members of the process groups whose leaders are in `group_leaders` (checked too): a
     process can only join a group of its own session, which the leader made."""

@@ -50,6 +50,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Sequence, cast
 
 from harness.base.errors import BadInput, EnvironmentProblem
 from harness.base.files import write_atomic
@@ -672,7 +673,7 @@ def where(host: RemoteHost | None) -> str:
 
 
 def _remote_script(
-    cmd: list[str], secrets: list[str], timeout: float, raw_dirs: list[str] = (), remote_dir: str | None = None
+    cmd: list[str], secrets: list[str], timeout: float, raw_dirs: Sequence[str] = (), remote_dir: str | None = None
 ) -> str:
     """Shell for the remote side: read the secrets from stdin, then exec the tool under
     timeout(1) so that it stops on the host even when the SSH connection is gone. Paths in
@@ -684,7 +685,7 @@ def _remote_script(
     for arg in map(str, cmd):
         for prefix in raw_dirs if remote_dir else ():
             if prefix in arg:
-                arg = arg.replace(prefix, remote_dir)
+                arg = arg.replace(prefix, cast(str, remote_dir))  # the loop runs only with a remote_dir
                 break
         for i, s in enumerate(secrets):
             if s in arg:
@@ -740,7 +741,8 @@ def _fetch_dir(host: RemoteHost, remote_dir: str, raw_dir: Path, secrets: list[s
                 dest = (raw_dir / m.name).resolve()
                 if not m.isfile() or not dest.is_relative_to(raw_dir.resolve()):
                     continue
-                data = tar.extractfile(m).read().decode(errors="surrogateescape")
+                # extractfile() is None only for a member that is not a regular file: skipped above
+                data = cast(IO[bytes], tar.extractfile(m)).read().decode(errors="surrogateescape")
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(redact(data, secrets).encode(errors="surrogateescape"))
     except tarfile.TarError:
@@ -792,7 +794,7 @@ def run_tool(
     except subprocess.TimeoutExpired as e:
         rc, out, err, timed_out = None, e.stdout or b"", e.stderr or b"", True
     dt = time.monotonic() - t0
-    if remote_dir is not None:
+    if remote_dir is not None and host is not None:  # remote_dir is only ever set with a host
         _fetch_dir(host, remote_dir, raw_dir, secrets)
     out_s = redact(out.decode(errors="replace"), secrets)
     err_s = redact(err.decode(errors="replace"), secrets)

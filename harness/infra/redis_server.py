@@ -12,6 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 from string import Template
+from typing import IO, cast
 
 from harness.base.errors import BadInput, EnvironmentProblem
 from harness.base.paths import INFRA_DIR
@@ -120,7 +121,8 @@ class RedisProcess:
 
     def entry(self) -> Proc:
         """How a state file records it: pid, start time and port."""
-        return Proc(self.pid, self.start_ticks, self.port)
+        # asked only of a started process (cluster.py skips those without a pid)
+        return Proc(cast(int, self.pid), self.start_ticks, self.port)
 
     @property
     def logfile(self) -> Path:
@@ -174,7 +176,7 @@ class RedisProcess:
         last = None
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                err = (self.proc.stderr.read() or b"").decode(errors="replace").strip()
+                err = (cast(IO[bytes], self.proc.stderr).read() or b"").decode(errors="replace").strip()  # stderr=PIPE
                 raise EnvironmentProblem(
                     f"redis-server on {self.host}:{self.port} exited with code {self.proc.returncode}: "
                     f"{err or self.log_tail()}"

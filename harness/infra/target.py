@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field
+from typing import Mapping
 from urllib.parse import urlsplit
 
 from harness.base.errors import BadInput
@@ -286,7 +287,7 @@ class Target:
         return env
 
     @classmethod
-    def from_env(cls, d: dict, environ: dict | None = None) -> "Target":
+    def from_env(cls, d: dict, environ: Mapping[str, str] | None = None) -> "Target":
         """The target of to_json() `d`, with the credentials that to_env() handed over."""
         environ = os.environ if environ is None else environ
         target = cls.from_json(d)

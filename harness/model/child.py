@@ -30,7 +30,7 @@ import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import IO, Callable, Sequence, cast
 
 from harness.base.errors import BadInput, EnvironmentProblem, HarnessError
 from harness.base.format_versions import CHILD_FORMAT
@@ -135,7 +135,7 @@ def start(
     env: dict | None = None,
     log: Callable[[str], None] | None = None,
     stderr_path: Path | None = None,
-    prefix: list[str] = (),
+    prefix: Sequence[str] = (),
 ) -> Child:
     """Start `python -m module JOB.json` (after `prefix`, e.g. `ip netns exec NS`) in its own
     session, from the repository (so `harness` imports whatever the current folder). Lines the
@@ -168,7 +168,7 @@ def start(
 
 
 def _read_stderr(child: Child, log: Callable[[str], None] | None) -> None:
-    for line in child.proc.stderr:
+    for line in cast(IO[str], child.proc.stderr):  # start() opened it as a text PIPE
         line = redact(line.rstrip("\n"))  # the tail goes into raw/*.stderr and error lines
         if line.startswith(LOG_PREFIX):
             if log is not None:

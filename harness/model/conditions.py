@@ -179,7 +179,7 @@ def second_reading(manifest, nodes: list[dict], ids: dict[str, dict]) -> dict[st
     reported: dict[str, set] = {}  # run_id -> boot ids of the hosts that reported it
     for entry in ids.values():
         boot = entry.get("boot_id")
-        servers = entry.get("servers") if isinstance(entry.get("servers"), dict) else {}
+        servers = entry["servers"] if isinstance(entry.get("servers"), dict) else {}
         for s in servers.values():
             rid = s.get("on_host") if isinstance(s, dict) else None
             if isinstance(rid, str) and RUN_ID_RE.match(rid) and isinstance(boot, str) and UUID_RE.match(boot):
@@ -204,8 +204,7 @@ def second_reading(manifest, nodes: list[dict], ids: dict[str, dict]) -> dict[st
         boots = reported.get(rid, set())
         on_host = server.get("on_host")
         if len(boots) == 1:
-            machines[node] = next(iter(boots))
-            where[node] = machines[node]
+            machines[node] = where[node] = next(iter(boots))
             continue
         machines[node] = None
         if not boots:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.base.errors import BadInput, did_you_mean
-from harness.base.metrics_model import Metric, Series
+from harness.base.metrics_model import Metric, MetricDecl, Series, declared
 from harness.base.paths import REPO_ROOT
 from harness.infra.target import Node, Target
 from harness.model.result import Record
@@ -216,6 +216,13 @@ class Driver:
     # Serving-engine configurations the driver measures ("cached", "uncached"): the runner
     # starts the ones a run's selected cases need, once per run, into `target.engines`.
     engines: tuple[str, ...] = ()
+    # The metrics the driver may report (harness.base.metrics_model.MetricDecl): thresholds and
+    # ledger checks are checked against them (harness.model.metric_names).
+    metrics: tuple[MetricDecl, ...] = ()
+
+    def metric(self, name: str) -> MetricDecl | None:
+        """The declaration `name` matches, or None (not a metric of this driver)."""
+        return declared(self.metrics, name)
 
     def resolve_params(self, where: str, given: dict) -> dict:
         """Check `given` against the declared parameters and fill in defaults."""
@@ -253,10 +260,14 @@ def register(
     check: Callable[[str, dict], None] | None = None,
     isolate: bool = False,
     engines: tuple[str, ...] = (),
+    metrics: tuple[MetricDecl, ...] = (),
 ):
-    """Decorator: register `fn(ctx) -> Record` as the driver called `name`."""
+    """Decorator: register `fn(ctx) -> Record` as the driver called `name`, which reports the
+    metrics `metrics` declares (each a MetricDecl: name, unit, better side)."""
     if needs not in TARGET_KINDS:
         raise ValueError(f"needs must be one of {TARGET_KINDS}")
+    if not all(isinstance(m, MetricDecl) for m in metrics):
+        raise ValueError(f"driver {name!r}: metrics must be MetricDecl declarations")
 
     params = {k: _with_named_max(k, p) for k, p in params.items()}
 
@@ -273,6 +284,7 @@ def register(
             isolate,
             fn.__module__,
             tuple(engines),
+            tuple(metrics),
         )
         return fn
 
@@ -288,10 +300,11 @@ def _with_named_max(name: str, p: Param) -> Param:
     bound = next((m for suffix, m in NAMED_MAX if name.endswith(suffix)), None)
     if bound is None and float not in types:
         return p  # an integer without a named bound keeps INT_LIMIT (checked in Param.check)
-    p = replace(p, max=float(bound if bound is not None else INT_LIMIT))
+    top = float(bound if bound is not None else INT_LIMIT)
+    p = replace(p, max=top)
     defaults = p.default if isinstance(p.default, list) else [p.default]
-    if any(isinstance(d, (int, float)) and not isinstance(d, bool) and d > p.max for d in defaults):
-        raise ValueError(f"parameter {name!r}: default {p.default!r} is above its bound {p.max:g}")
+    if any(isinstance(d, (int, float)) and not isinstance(d, bool) and d > top for d in defaults):
+        raise ValueError(f"parameter {name!r}: default {p.default!r} is above its bound {top:g}")
     return p
 
 

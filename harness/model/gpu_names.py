@@ -156,7 +156,7 @@ def meets(need, have) -> bool | None:
     known = [lookup(n) for n in names]
     if any(k is None for k in known):
         return None
-    return all(_one_meets(claim, k) for k in known)
+    return all(_one_meets(claim, k) for k in known if k is not None)
 
 
 def _one_meets(claim: ClaimedGpu, gpu: KnownGpu) -> bool:

@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -87,7 +87,7 @@ def _refuse_aliases(text: str) -> None:
         if isinstance(ev, yaml.AliasEvent):
             raise AliasRefused(
                 f"YAML aliases (*{ev.anchor}) are not allowed in specs; write the value out "
-                f"(line {ev.start_mark.line + 1})"
+                f"(line {getattr(ev.start_mark, 'line', -1) + 1})"
             )
 
 
@@ -204,7 +204,7 @@ class Threshold:
 
     def holds(self, measured: float) -> bool:
         if self.op == BAND_OP:
-            return self.value <= measured <= self.high
+            return self.value <= measured <= cast(float, self.high)  # a band always has its high bound
         return compare(self.op, measured, self.value)
 
     def text(self) -> str:
@@ -239,8 +239,10 @@ class Threshold:
                 f"bound; the file is damaged, re-run the suites"
             )
         of = stored_names(d, "of")[0] if d.get("of") is not None else None
+        case, metric = stored_names(d, "case", "metric")
         return cls(
-            *stored_names(d, "case", "metric"),
+            case,
+            metric,
             op,
             _stored_number(where, d["value"]),
             d.get("unit", ""),
@@ -896,8 +898,9 @@ class Reference:
     @classmethod
     def from_json(cls, d: dict) -> "Reference":
         deps = d.get("independent_of")
+        (metric,) = stored_names(d, "metric")
         return cls(
-            *stored_names(d, "metric"),
+            metric,
             _stored_number("reference", d.get("tolerance")),
             str(d.get("text", "")),
             str(d.get("module") or ""),
@@ -939,7 +942,7 @@ class Control:
         return f"{self.metric} {self.op} {rhs}"
 
     def to_json(self) -> dict:
-        out = {"metric": self.metric, "op": self.op, "text": self.text, "kind": self.kind}
+        out: dict[str, Any] = {"metric": self.metric, "op": self.op, "text": self.text, "kind": self.kind}
         if self.value is not None:
             out["value"] = self.value
         if self.than is not None:
@@ -958,8 +961,9 @@ class Control:
     def from_json(cls, d: dict, kind: str = INSTRUMENT) -> "Control":
         own = d.get("instrument")
         params = d.get("params")
+        (metric,) = stored_names(d, "metric")
         return cls(
-            *stored_names(d, "metric"),
+            metric,
             d["op"],
             d.get("text", ""),
             d.get("value"),
@@ -1025,12 +1029,13 @@ class ClaimCheck:
     @property
     def control(self) -> Control | None:
         """The first control (instrument first), for views that show one."""
-        return (self.instruments + self.mechanism_off or [None])[0]
+        first = self.instruments + self.mechanism_off
+        return first[0] if first else None
 
     def in_claim(self, measured: float) -> bool:
         if self.band is not None:
             return self.band[0] <= measured <= self.band[1]
-        return compare(self.op, measured, self.value)
+        return compare(cast(str, self.op), measured, cast(float, self.value))  # no band: op and value are given
 
     def describe(self) -> str:
         if self.band is not None:
@@ -1070,8 +1075,11 @@ class ClaimCheck:
         if not controls and d.get("control"):
             controls = [Control.from_json(d["control"], INSTRUMENT)]
         ref = d.get("reference")
+        suite, case, metric = stored_names(d, "suite", "case", "metric")
         return cls(
-            *stored_names(d, "suite", "case", "metric"),
+            suite,
+            case,
+            metric,
             d.get("op"),
             d.get("value"),
             d.get("unit", ""),

@@ -357,7 +357,7 @@ def _changed(changed: list[dict] | None, comparison: list[dict] | None) -> dict 
     if changed is None and comparison is None:
         return None
     regressions = [r for r in comparison or [] if r.get("regression")]
-    kinds = {}
+    kinds: dict[str, list[str]] = {}
     for c in changed or []:
         kinds.setdefault(c["kind"], []).append(c["id"])
     return {

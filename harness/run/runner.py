@@ -20,7 +20,7 @@ import time
 import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Sequence, cast
 
 from harness.base import import_graph, machine_load, progress
 from harness.base.errors import BadInput, EnvironmentProblem, HarnessError
@@ -36,7 +36,7 @@ from harness.infra.redis_server import check_port_number
 from harness.infra.serving_engine.external import external_engines
 from harness.infra.serving_engine.for_run import early_start, engine_configs, engines_for_run, plan_engines
 from harness.infra.target import Target
-from harness.model import child, driver_contract, spec
+from harness.model import child, driver_contract, metric_names, spec
 from harness.model.driver_contract import CaseContext
 from harness.model.manifest import Manifest
 from harness.model.stored_run import Record, write_manifest, write_results
@@ -139,7 +139,7 @@ def run_suites(
     target: str = "local",
     results_dir: Path = Path("results"),
     repeat: int | None = None,
-    overrides: list[str] = (),
+    overrides: Sequence[str] = (),
     base_port: int = 7000,
     monitoring: bool = False,
     allow_skipped: bool = False,
@@ -174,7 +174,8 @@ def run_suites(
                 published = _close_run(run, pending, allow_skipped)
     if interrupt is not None:
         log(
-            f"interrupted during {run.interrupted['case']}; what was measured is in {run.run_dir} "
+            # run.interrupted was set by run.mark_interrupted when the interrupt was caught
+            f"interrupted during {cast(dict, run.interrupted)['case']}; what was measured is in {run.run_dir} "
             f"(report: {published.report})"
         )
         raise interrupt
@@ -193,7 +194,7 @@ def run_suites(
 def reference_imports(claims: list[spec.Claim], suites: set[str]) -> dict:
     """What each reference module of the selected suites' checks reaches of the modules it must
     not import, read from the source this run executes (the manifest's `references`)."""
-    out: dict = {}
+    out: dict[str, dict[str, Any]] = {}
     for claim in claims:
         for chk in claim.checks:
             ref = chk.reference
@@ -410,6 +411,7 @@ def _outcome(drv: driver_contract.Driver, ctx: CaseContext, run_dir: Path) -> tu
         outcome = _run_isolated(drv, ctx) if drv.isolate else drv.run(ctx)
         if not isinstance(outcome, Record):
             raise TypeError(f"driver {drv.name} returned {type(outcome).__name__}, not Record")
+        _check_declared(drv, ctx, outcome)
         return outcome, False
     except BadInput as e:
         return Record("failed", str(e)), True
@@ -425,6 +427,20 @@ def _outcome(drv: driver_contract.Driver, ctx: CaseContext, run_dir: Path) -> tu
             raise NoSpace(no_space_line(run_dir)) from None
         (ctx.raw_dir / "traceback.txt").write_text(traceback.format_exc())
         return Record("failed", f"{type(e).__name__}: {e} (traceback in raw/)"), False
+
+
+def _check_declared(drv: driver_contract.Driver, ctx: CaseContext, outcome: Record) -> None:
+    """A metric the driver reports but does not declare (or declares with another unit): the
+    measurement is kept, the record says so in its details and the log says so; with
+    HARNESS_STRICT_METRICS=1 (the project's tests) it is the driver's bug and fails the case."""
+    wrong = metric_names.undeclared_in(outcome, drv)
+    if not wrong:
+        return
+    line = f"driver {drv.name} reports {len(wrong)} metric(s) it does not declare: {'; '.join(wrong[:3])}"
+    if os.environ.get("HARNESS_STRICT_METRICS") == "1":
+        raise TypeError(line + f"; declare them in its metrics= ({drv.module})")
+    outcome.details["undeclared_metrics"] = wrong
+    ctx.log(line)
 
 
 def _run_isolated(drv: driver_contract.Driver, ctx: CaseContext) -> Record:

@@ -13,12 +13,12 @@ import dataclasses
 import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence, cast
 
 from harness.base.errors import BadInput, did_you_mean
 from harness.base.safe_text import LINE, for_terminal
 from harness.infra import inventory
-from harness.model import driver_contract, spec
+from harness.model import driver_contract, metric_names, spec
 
 MAX_REPEAT = 1000
 
@@ -26,7 +26,8 @@ MAX_REPEAT = 1000
 def split_names(names: list[str]) -> tuple[list[str], dict[str, list[str]]]:
     """'suite' / 'suite/case' / a spec path -> (suite names or paths, {suite: [cases]})."""
     known = spec.load_all_suites()
-    suites, cases = [], {}
+    suites: list[str] = []
+    cases: dict[str, list[str] | None] = {}  # None: the whole suite
     for n in names:
         head, sep, tail = n.partition("/")
         if sep and head in known and not n.endswith((".yaml", ".yml")) and not Path(n).exists():
@@ -35,7 +36,7 @@ def split_names(names: list[str]) -> tuple[list[str], dict[str, list[str]]]:
             if head not in suites:
                 suites.append(head)
             if head not in cases or cases[head] is not None:
-                cases.setdefault(head, []).append(tail)
+                cast(list[str], cases.setdefault(head, [])).append(tail)  # not None: the test above
         else:
             if not cases.get(n):  # not already there through SUITE/CASE; named twice: select_suites says so
                 suites.append(n)
@@ -177,7 +178,9 @@ def choose_suites(names: list[str], profile: str, log: Callable[[str], None]) ->
 def make_plans(suites: list[spec.Suite], profile: str, repeat: int | None, overrides: dict[str, dict]) -> list[Plan]:
     """Check everything that can be checked before anything starts."""
     plans, used = [], set()
-    fixed = spec.fixed_params(spec.load_claims())
+    claims = spec.load_claims()
+    metric_names.refuse_undeclared({s.name: s for s in suites}, claims)  # a misspelt metric, before anything runs
+    fixed = spec.fixed_params(claims)
     for s in suites:
         prof = s.profile(profile)
         params = {}
@@ -213,7 +216,7 @@ def plan(
     profile: str,
     keyword: str | None = None,
     repeat: int | None = None,
-    overrides: list[str] = (),
+    overrides: Sequence[str] = (),
     log: Callable[[str], None] = print,
 ) -> list[Plan]:
     """What a run runs, every parameter resolved and checked: the one planning step of

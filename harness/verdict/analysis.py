@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 from harness.base import import_graph, machine_load, stats
 from harness.base.errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_THRESHOLD
@@ -181,7 +182,9 @@ class ControlResult:
             return f"{self.control.label} control ({self.control.text}): not measured"
         return (
             f"{self.control.label} control ({self.control.text}): {self.control.describe()} is "
-            f"{_num(self.summary.median)} vs {_num(self.reference)}, " + ("held" if self.held else "did not hold")
+            # held is set only with a summary (_control_result)
+            f"{_num(cast(MetricSummary, self.summary).median)} vs {_num(self.reference)}, "
+            + ("held" if self.held else "did not hold")
         )
 
 
@@ -202,7 +205,8 @@ class ReferenceResult:
         if self.agrees is None:
             return f"reference ({ref.text}): {ref.metric} not measured"
         return (
-            f"reference ({ref.text}): {ref.metric} is {_num(self.summary.median)}, "
+            # agrees is set only with a summary (_reference_result)
+            f"reference ({ref.text}): {ref.metric} is {_num(cast(MetricSummary, self.summary).median)}, "
             + ("agrees within" if self.agrees else "differs by more than")
             + f" {ref.tolerance:g}"
         )
@@ -424,7 +428,8 @@ def _untrusted(cv: CheckVerdict) -> str:
 
 def _judge(cv: CheckVerdict) -> None:
     """The verdict rule, once the metric is measured and the conditions match."""
-    chk, m = cv.check, cv.summary
+    chk = cv.check
+    m = cast(MetricSummary, cv.summary)  # check_verdict judges only a measured metric
     untrusted = _untrusted(cv)
     if untrusted:
         cv.outcome = Outcome.INCONCLUSIVE

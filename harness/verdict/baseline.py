@@ -48,7 +48,7 @@ def baseline_of(analyses: list[Analysis]) -> dict[tuple, MetricSummary]:
     medians, which the baseline's median is the median of."""
     if len(analyses) == 1:
         return {(m.suite, m.case, m.metric): m for m in analyses[0].metrics}
-    grouped: dict[tuple, list] = {}
+    grouped: dict[tuple[str, str, str], list[MetricSummary]] = {}
     for a in analyses:
         for m in a.metrics:
             grouped.setdefault((m.suite, m.case, m.metric), []).append(m)

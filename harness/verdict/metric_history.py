@@ -178,7 +178,9 @@ class MetricHistory:
 
 def build_history(runs: list[RunData]) -> dict:
     """The history of every metric over `runs` (oldest first): {"runs": [...], "metrics": [...]}."""
-    facts, series = [], {}
+    facts: list[dict] = []
+    series: dict[tuple[str, str, str], MetricHistory] = {}
+    h: MetricHistory | None
     for i, run in enumerate(runs):
         facts.append({"index": i + 1, **comparison_facts(run), "date": date_text(run.manifest.started)})
         a = analyze(run)

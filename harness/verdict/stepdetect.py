@@ -171,7 +171,7 @@ def merge_segments(y: list[float], cuts: list[int], gamma: float) -> list[int]:
     end = dict(zip(bounds[:-1], bounds[1:]))  # segment start -> its end
     prev = dict(zip(bounds[1:-1], bounds[:-2]))  # segment start -> the start of the one before
     cost = {s: l1_cost(y[s : end[s]]) for s in starts}
-    heap = []
+    heap: list[tuple[float, int, int, int]] = []
 
     def push(a: int) -> None:  # the merge of the segment at `a` with the next one
         b = end[a]

@@ -20,6 +20,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 from harness.base.errors import BadInput
 from harness.base.files import loads_json, read_bounded, write_atomic
@@ -65,7 +66,7 @@ def _measured(m: MetricSummary | None) -> dict | None:
 
 def _claimed(k: CheckVerdict) -> dict:
     c = k.check
-    out = {"text": check_text(c), "better": c.better or None, "unit": c.unit}
+    out: dict[str, Any] = {"text": check_text(c), "better": c.better or None, "unit": c.unit}
     if c.band is not None:
         out["band"] = [_num(c.band[0]), _num(c.band[1])]
     else:

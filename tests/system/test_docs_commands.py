@@ -159,7 +159,9 @@ def _worked_example(copy: Path) -> None:
         else:
             continue
         placed += 1
-    assert placed == 6, f"the worked example has {placed} of its 6 files (series, reads, drivers, spec, claim, view)"
+    assert placed == 7, (
+        f"the worked example has {placed} of its 7 files (series, metrics, reads, drivers, spec, claim, view)"
+    )
 
 
 def test_the_worked_example_of_a_new_suite_validates_and_plans(tmp_path):
@@ -184,6 +186,47 @@ def test_the_worked_example_of_a_new_suite_validates_and_plans(tmp_path):
         )
         assert p.returncode == 0, (argv, p.stdout[-1500:], p.stderr[-1500:])
     assert "ttl-expiry" in p.stdout + p.stderr
+
+
+def test_validate_refuses_a_metric_the_worked_example_does_not_declare(tmp_path):
+    """The worked example with one threshold's metric misspelt (ttl.stale_pc), then one ledger
+    check's: `harness validate` exits 2 with one line naming the spec, the metric, its driver
+    and the declared name it is closest to; the run refuses it before anything starts."""
+    import shutil
+    import subprocess
+    import sys
+
+    copy = tmp_path / "copy"
+    shutil.copytree(REPO / "harness", copy / "harness", ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "data").symlink_to(REPO / "data")
+    _worked_example(copy)
+    spec_file = copy / "harness" / "experiments" / "ttl_expiry" / "suite.yaml"
+    claims = copy / "harness" / "experiments" / "claims.yaml"
+    good_spec, good_claims = spec_file.read_text(), claims.read_text()
+
+    def harness(*argv):
+        return subprocess.run(
+            [sys.executable, "-m", "harness", *argv],
+            cwd=copy,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**__import__("os").environ, "PYTHONPATH": str(copy)},
+        )
+
+    spec_file.write_text(good_spec.replace("metric: ttl.stale_pct", "metric: ttl.stale_pc", 1))
+    for argv in (["validate"], ["run", "ttl-expiry", "--dry-run"]):
+        p = harness(*argv)
+        err = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(err) == 1, (argv, p.stdout[-800:], p.stderr[-800:])
+        assert "suite.yaml" in err[0] and "'ttl.stale_pc'" in err[0] and "ttl-expiry-reads" in err[0], err
+        assert "did you mean 'ttl.stale_pct'" in err[0], err
+    spec_file.write_text(good_spec)
+    assert harness("validate").returncode == 0
+    tail = good_claims[good_claims.index("- id: C23") :]
+    claims.write_text(good_claims.replace(tail, tail.replace("metric: no-ttl.stale_pct", "metric: no-ttl.stale", 1)))
+    p = harness("validate")
+    assert p.returncode == 2 and "C23" in p.stderr and "'no-ttl.stale'" in p.stderr, p.stderr[-800:]
 
 
 def _anchors(md: Path) -> set[str]:

@@ -19,7 +19,7 @@ def per_second(times: list[float], t_flush: float, before: int, after: int) -> l
 
 def weighted_per_second(items: list[tuple[float, float]], t_flush: float, before: int, after: int) -> list[float]:
     """Like per_second, summing each (time, weight)'s weight instead of counting it."""
-    out = [0] * (before + after)
+    out: list[float] = [0] * (before + after)
     for t, w in items:
         k = math.floor(t - t_flush) + before
         if 0 <= k < len(out):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from harness.base.errors import BadInput
 from harness.base.paths import STATE_DIR
-from harness.experiments.cold_start import counting
+from harness.experiments.cold_start import counting, metrics
 from harness.experiments.cold_start.postgres import PostgresServer
 from harness.experiments.cold_start.series import EXCESS, FLUSH_SECONDS, POOL_SECONDS, POOL_SWEEP
 from harness.experiments.cold_start.store import load_table
@@ -380,6 +380,7 @@ def cold_share_pct(log: RunLog, cold_slots: set) -> float | None:
     params=FLUSH_PARAMS,
     needs="cluster",
     check=_check,
+    metrics=metrics.FLUSH,
     description="one primary flushed after a steady warm-up, with paired no-flush and no-retry runs: "
     "store reads per second, flush minus control",
 )
@@ -587,6 +588,7 @@ def _measure_size(ctx: CaseContext, p: dict, pg, n: int, seed: int, acc: _Pooled
     params=POOL_PARAMS,
     needs="cluster",
     check=_check_pool,
+    metrics=metrics.POOL,
     description="several primaries flushed in clusters of several sizes on loopback, with a paired "
     "no-flush control: store pool occupancy and refused connections",
 )

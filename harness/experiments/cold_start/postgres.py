@@ -196,7 +196,7 @@ class PostgresServer:
         if mine is not None and mine.proc is not None:
             return False  # this process runs it and has not let go of it
         ours = server is not None and server.pid == pid and ownership.same_boot(doc)
-        if not (ours and ownership.send(server, self.data_dir, signal.SIGINT)):
+        if not (ours and server is not None and ownership.send(server, self.data_dir, signal.SIGINT)):
             if pid_alive(pid) and ownership.cwd_of(pid) == os.path.realpath(self.data_dir):
                 raise EnvironmentProblem(
                     f"{pidfile} names pid {pid}, a process in this data folder that is not "

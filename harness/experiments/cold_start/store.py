@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from typing import cast
 
 
 class Refused(Exception):
@@ -81,7 +82,7 @@ class BoundedPool:
             raise Refused() from None
 
     def release(self, con) -> None:
-        self._free.put_nowait(con)
+        cast(asyncio.Queue, self._free).put_nowait(con)  # a connection to release was acquired: open() ran
 
     async def close(self) -> None:
         for con in self._all:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.base.files import build_once
 from harness.experiments.engine_hotload.lifecycle import (
@@ -47,10 +48,10 @@ def _dims(shape) -> tuple:
 class OrtEngine(Engine):
     intra_op_threads: int = 1
     opt_level: str = "all"
-    _session: object = field(default=None, init=False, repr=False)
+    _session: Any = field(default=None, init=False, repr=False)  # an onnxruntime.InferenceSession (untyped)
     _io: list = field(default_factory=list, init=False, repr=False)
     _out_names: list = field(default_factory=list, init=False, repr=False)
-    _run_options: object = field(default=None, init=False, repr=False)
+    _run_options: Any = field(default=None, init=False, repr=False)  # an onnxruntime.RunOptions (untyped)
 
     def __post_init__(self):
         self.backend = "onnxruntime"

@@ -35,6 +35,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 from harness.base.files import build_once
 from harness.experiments.engine_hotload.gpu import nvml_status
@@ -169,7 +170,7 @@ class CudaRuntime:
     def malloc(self, nbytes: int) -> int:
         ptr = ctypes.c_void_p()
         self.check(self.lib.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(max(nbytes, 1))), "cudaMalloc")
-        return ptr.value
+        return cast(int, ptr.value)  # checked above: cudaMalloc of >= 1 byte succeeded, never NULL
 
     def free(self, ptr: int) -> None:
         self.check(self.lib.cudaFree(ctypes.c_void_p(ptr)), "cudaFree")
@@ -236,7 +237,7 @@ def _logger(trt):
     return trt.Logger(trt.Logger.WARNING)
 
 
-def profile_shapes(input_dims: tuple, rng: list) -> tuple[tuple, tuple, tuple]:
+def profile_shapes(input_dims: tuple, rng: list) -> tuple[tuple, ...]:
     """(min, opt, max) of one input from a [[min_b, min_s], [opt_b, opt_s], [max_b, max_s]] range."""
     out = []
     for b, s in rng:
@@ -314,9 +315,9 @@ class _Slot:
 @register_backend("trt")
 @dataclass
 class TrtEngine(Engine):
-    _runtime: object = field(default=None, init=False, repr=False)
-    _engine: object = field(default=None, init=False, repr=False)
-    _logger: object = field(default=None, init=False, repr=False)
+    _runtime: Any = field(default=None, init=False, repr=False)  # tensorrt objects (imported lazily, untyped)
+    _engine: Any = field(default=None, init=False, repr=False)
+    _logger: Any = field(default=None, init=False, repr=False)
     _io: list = field(default_factory=list, init=False, repr=False)
     _profiles: list = field(default_factory=list, init=False, repr=False)
     _slots: list = field(default_factory=list, init=False, repr=False)
@@ -374,7 +375,7 @@ class TrtEngine(Engine):
         e = self._engine
         if e is None:
             return {}
-        dev = getattr(e, "device_memory_size_v2", None)
+        dev: Any = getattr(e, "device_memory_size_v2", None)
         if dev is None:
             dev = getattr(e, "device_memory_size", 0)
         buffers = sum(n for s in self._slots for _, n in s.buffers.values())

@@ -8,6 +8,8 @@ tensorrt or a GPU is missing.
 
 from __future__ import annotations
 
+from typing import cast
+
 from harness.base import stats
 from harness.experiments.engine_hotload.fresh import run_fresh
 from harness.experiments.engine_hotload.series import COLD_STARTS, FIRST_REQUESTS, PREWARM, STEADY
@@ -52,6 +54,7 @@ def cold_start(ctx: CaseContext) -> Record:
             f"cold start {i + 1}: {r['to_first_result_ms']:.0f} ms (deserialize {tm['deserialize_ms']:.0f} ms, "
             f"first inference {r['first'][0]['ms']:.1f} ms on {r['first'][0]['bucket']})"
         )
+    first = cast(dict, first)  # the loop ran: cold_starts has min=1 (drivers.py)
     write_csv(ctx.raw_path("cold_starts.csv"), ["cold start"] + cols, rows)
     m = {c: Metric(stats.median([row[k + 1] for row in rows]), "ms", "lower") for k, c in enumerate(cols)}
     m["engine_mib"] = Metric(first["engine_bytes"] / MIB, "MiB")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.experiments.engine_hotload import cases, signed_load, swap_cases
+from harness.experiments.engine_hotload import cases, metrics, signed_load, swap_cases
 from harness.experiments.engine_hotload.served import COMMON, check_common
 from harness.model.driver_contract import CaseContext, Param, Record, register
 
@@ -11,6 +11,7 @@ from harness.model.driver_contract import CaseContext, Param, Record, register
     "engine-hotload-cold-start",
     params={**COMMON, "cold_starts": Param(int, 5, "fresh processes, one load each", min=1)},
     check=check_common,
+    metrics=metrics.COLD_START,
     description="From nothing to the first result in a fresh process: read, verify, deserialize/session, "
     "contexts, first inference",
 )
@@ -22,6 +23,7 @@ def cold_start(ctx: CaseContext) -> Record:
     "engine-hotload-prewarm",
     params=cases.PREWARM_PARAMS,
     check=check_common,
+    metrics=metrics.PREWARM,
     description="First request per shape bucket of fresh engines in fresh processes: no prewarm, the source's "
     "profile-0 prewarm, every profile and bucket; against steady-state p50/p99",
 )
@@ -33,6 +35,7 @@ def prewarm(ctx: CaseContext) -> Record:
     "engine-hotload-signed-load",
     params={**COMMON},
     check=check_common,
+    metrics=metrics.SIGNED_LOAD,
     description="SHA-256 manifest with an Ed25519 signature: verified load, and refused tampered, unknown and "
     "unsigned files before deserialization; control: the same loads with verification off",
 )
@@ -44,6 +47,7 @@ def signed(ctx: CaseContext) -> Record:
     "engine-hotload-hot-swap",
     params=swap_cases.SWAP_PARAMS,
     check=check_common,
+    metrics=metrics.HOT_SWAP,
     isolate=True,
     description="Hot swaps under a steady multi-threaded request stream, restarts interleaved as the control: "
     "failures, switch time, memory peak",
@@ -60,6 +64,7 @@ def hot_swap(ctx: CaseContext) -> Record:
         "interval_ms": Param(float, 10.0, "per-thread request interval", min=0),
     },
     check=check_common,
+    metrics=metrics.INCOMPATIBLE_SWAP,
     description="Swaps to models with other IO tensors are refused, naming the tensor; the old engine serves on. "
     "Control: the same swaps with the compatibility check off",
 )

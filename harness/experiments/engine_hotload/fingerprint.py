@@ -12,8 +12,13 @@ answer a request alike cannot be told apart: building refuses them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from harness.base.errors import HarnessError
 from harness.experiments.engine_hotload.workload import VARIANTS
+
+if TYPE_CHECKING:
+    import numpy as np
 
 UNKNOWN = "?"
 MATCH_FRACTION = 0.1  # an answer is a version's when within this fraction of the versions' separation
@@ -26,7 +31,7 @@ def _first_output(out: dict):
 
 
 class Fingerprints:
-    def __init__(self, refs: dict[str, dict[tuple[str, int], object]]):
+    def __init__(self, refs: dict[str, dict[tuple[str, int], np.ndarray]]):
         self.refs = refs  # version name -> {(bucket name, variant): first output}
         self.separation: dict[tuple[str, int], float] = {}
         names = list(refs)

@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from harness.experiments.engine_hotload.backend_ort import OrtEngine
 from harness.experiments.engine_hotload.series import LOAD_ATTEMPTS
@@ -32,6 +33,9 @@ from harness.experiments.engine_hotload.signing import (
 )
 from harness.experiments.shared.onnx_export import tiny_onnx
 from harness.model.driver_contract import CaseContext, Metric, Record
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 
 class _Counter:
@@ -90,9 +94,9 @@ def fails_independently(manifest: Path, public_key: Path | None, path: Path) -> 
         if not sig.is_file():
             return True
         try:
-            serialization.load_pem_public_key(Path(public_key).read_bytes()).verify(
-                base64.b64decode(sig.read_text().strip(), validate=True), raw
-            )
+            # the signers' keys are Ed25519 (generate_keypair); another kind fails in verify() as before
+            key = cast("Ed25519PublicKey", serialization.load_pem_public_key(Path(public_key).read_bytes()))
+            key.verify(base64.b64decode(sig.read_text().strip(), validate=True), raw)
         except (InvalidSignature, ValueError):
             return True
     entry = json.loads(raw).get("files", {}).get(path.name)
@@ -190,6 +194,7 @@ def load_attempt(what: str, expected: str, verifier_args: tuple | None, path: Pa
     eng = _Counter.engine()
     changed_after_check = False
     try:
+        verifier: Verifier | ChangesAfterCheck | None
         verifier = Verifier(*verifier_args) if verifier_args else None
         if toctou is not None and verifier is not None:
             verifier = ChangesAfterCheck(verifier, toctou["replacement"])
@@ -214,6 +219,7 @@ def load_attempt(what: str, expected: str, verifier_args: tuple | None, path: Pa
         outcome, msg = "load error", f"{type(e).__name__}: {e}"[:300]
     finally:
         eng.close()
+    args = verifier_args or ()  # read below only when verifier_args is given
     return {
         "case": what,
         "verification": "on" if verifier_args else "off (control)",
@@ -225,7 +231,7 @@ def load_attempt(what: str, expected: str, verifier_args: tuple | None, path: Pa
         "changed_after_check": changed_after_check,
         "confirmed_bad": bool(verifier_args)
         and expected == "refused"
-        and fails_independently(verifier_args[0], verifier_args[1] if len(verifier_args) > 1 else None, path),
+        and fails_independently(args[0], args[1] if len(args) > 1 else None, path),
     }
 
 

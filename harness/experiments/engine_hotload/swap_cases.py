@@ -187,7 +187,7 @@ def _arm_service(records, gaps, acts: list[dict], kind: str) -> dict:
             by_action.setdefault(id(a), []).append(r.ms)
     lat = [v for vs in by_action.values() for v in vs]
     waited = [max(by_action[id(a)]) / a["call_ms"] for a in mine if id(a) in by_action and a["call_ms"] > 0]
-    per_action = {}
+    per_action: dict[int, float] = {}
     for lo, hi in gaps:
         a = _latest_overlapping(lo, hi, acts)
         if a is not None and a["kind"] == kind:

@@ -4,6 +4,8 @@ aggregated across repetitions; claimed numbers from the ledger (C14)."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from harness.experiments.engine_hotload.series import (
     ACTIONS,
     COLD_STARTS,
@@ -13,7 +15,8 @@ from harness.experiments.engine_hotload.series import (
     STEADY,
     SWAP_ATTEMPTS,
 )
-from harness.experiments.views import Chart, Table, ViewContext, points, series_table, view
+from harness.experiments.views import Chart, Series, Table, ViewContext, points, series_table, view
+from harness.verdict.analysis import MetricSummary
 
 PHASES = ("read_ms", "verify_ms", "deserialize_ms", "context_ms", "first_infer_ms", "total_ms")
 MODES = (
@@ -58,7 +61,7 @@ def _prewarm(ctx: ViewContext, case: str) -> list:
             [b, _range(ctx.metric(case, f"{b}.p50_ms")), _range(ctx.metric(case, f"{b}.p99_ms"))]
             + [_range(ctx.metric(case, f"{b}.{m}_first_ms")) for m, _ in MODES]
         )
-    blocks = [
+    blocks: list[Table | Chart] = [
         Table(
             "First request per shape bucket by prewarm mode, against steady state (ms)",
             ["bucket", "steady p50", "steady p99"] + [f"first: {what}" for _, what in MODES],
@@ -93,7 +96,7 @@ def _prewarm(ctx: ViewContext, case: str) -> list:
     series = []
     for m, what in MODES:
         pts = [
-            [b, ctx.metric(case, f"{b}.{m}_first_ms").median]
+            [b, cast(MetricSummary, ctx.metric(case, f"{b}.{m}_first_ms")).median]  # not None: the filter below
             for b in buckets
             if ctx.metric(case, f"{b}.{m}_first_ms") is not None
         ]
@@ -107,7 +110,7 @@ def _hot_swap(ctx: ViewContext, case: str) -> list:
     acts = ctx.aggregate(case, ACTIONS)
     if acts is None:
         return []
-    blocks = [
+    blocks: list[Table | Chart] = [
         series_table(
             acts,
             "Hot swaps and restarts (the control) in the request stream",
@@ -176,5 +179,6 @@ def engine_hotload(ctx: ViewContext) -> list:
                 if swaps
                 else "Verified loads and refusals (verification on, then off as the control)"
             )
-            blocks.append(series_table(att, title, case))
+            # not None: the series exists (its first run was read above), and aggregate is None only without runs
+            blocks.append(series_table(cast(Series, att), title, case))
     return blocks

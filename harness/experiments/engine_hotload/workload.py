@@ -173,7 +173,8 @@ def windows(records: list[Request], width_s: float) -> list[dict]:
     """Per time window: start, count, p50 and max latency, failures."""
     if not records:
         return []
-    out, by = [], {}
+    out: list[dict] = []
+    by: dict[int, list[Request]] = {}
     for r in records:
         by.setdefault(int(r.t // width_s), []).append(r)
     for k in sorted(by):

@@ -21,7 +21,7 @@ from functools import lru_cache
 import numpy as np
 
 from harness.base.errors import BadInput
-from harness.experiments.eviction import standin
+from harness.experiments.eviction import metrics, standin
 from harness.experiments.shared import eviction_reference as reference
 from harness.experiments.shared import eviction_sim as simulate
 from harness.experiments.shared import eviction_traces as traces
@@ -212,6 +212,7 @@ def _head_metrics(p: dict, trace: traces.Trace, pre: str) -> tuple[dict, Series]
     params=dict(TRACE_PARAMS, **TRACE_CASE_PARAMS),
     check=_check_trace,
     description="token trace statistics: fitted Zipf exponent, head size and head share (C19)",
+    metrics=metrics.TRACE,
 )
 def run_trace(ctx: CaseContext) -> Record:
     p = ctx.params
@@ -584,6 +585,7 @@ def _ordering_metrics(p: dict, ord_cols: dict, pre: str) -> dict[str, Metric]:
     params=SIM_PARAMS,
     check=_check_sim,
     description="libCacheSim policies, the hybrid and Belady's OPT across cache sizes on a token trace",
+    metrics=metrics.SIMULATE,
 )
 def run_simulate(ctx: CaseContext) -> Record:
 
@@ -675,7 +677,7 @@ def _standin_facts(m: dict[str, Metric], pre: str) -> dict:
     stand-in run smaller (weaker) than the hybrid it stands in for is inconclusive. Absent when
     nothing was calibrated (no stand-in ran)."""
     ran, cal = m.get(f"{pre}.calibrated.standin.lruk.capacity_objects"), m.get(f"{pre}.calibrated.capacity_objects")
-    if ran is None or cal is None or not cal.value:
+    if ran is None or ran.value is None or cal is None or not cal.value:
         return {}
     return {"standin_capacity_ratio": round(ran.value / cal.value, 4)}
 
@@ -706,6 +708,7 @@ NOT_COUNTED = ("wtinylfu", "wtinylfu-shipped", LIB_BELADY)  # sketch-based or ca
     params=CROSS_PARAMS,
     check=_check_trace,
     description="libCacheSim and the fast hybrid/OPT against the pure-Python references, request by request",
+    metrics=metrics.CROSSCHECK,
 )
 def run_crosscheck(ctx: CaseContext) -> Record:
 
@@ -713,7 +716,8 @@ def run_crosscheck(ctx: CaseContext) -> Record:
     trace = build_trace(p, ctx.repetition)
     ids, nxt = trace.ids, traces.next_access(trace.ids)
     caps = simulate.capacities(trace.n_distinct, p["size_fractions"])
-    rows, mism, per_pol = [], 0, {}
+    rows, mism = [], 0
+    per_pol: dict[str, int] = {}
     checks = [(x, x) for x in ALL_POLICIES] + [(LIB_BELADY, "opt"), ("wtinylfu-shipped", "wtinylfu")]
     for cap in caps:
         for lib_name, ref_name in checks:
@@ -985,6 +989,7 @@ REDIS_NOTE = (
     params=REDIS_PARAMS,
     check=_check_redis,
     description="the trace replayed on standalone redis-servers, one per maxmemory-policy/knob",
+    metrics=metrics.REDIS,
 )
 def run_redis(ctx: CaseContext) -> Record:
 
@@ -1061,6 +1066,7 @@ CLUSTER_PARAMS = {**REDIS_PARAMS, "runs": Param(list, ["allkeys-lru", "allkeys-l
     needs="cluster",
     check=_check_redis,
     description="the trace replayed on the target Redis Cluster (maxmemory per primary, INFO summed)",
+    metrics=metrics.REDIS_CLUSTER,
 )
 def run_redis_cluster(ctx: CaseContext) -> Record:
 

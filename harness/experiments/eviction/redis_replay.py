@@ -102,7 +102,7 @@ class RunSpec:
 
 def parse_runs(where: str, runs: list) -> list[RunSpec]:
     """`runs` entries: a policy name, or {policy: NAME, maxmemory-samples: N, ...}."""
-    out = []
+    out: list[RunSpec] = []
     for i, r in enumerate(runs):
         w = f"{where}.runs[{i}]"
         if isinstance(r, str):

@@ -4,6 +4,8 @@ control, the cross-check and the real Redis replays, aggregated across repetitio
 
 from __future__ import annotations
 
+from typing import cast
+
 from harness.experiments.eviction.series import (
     CURVES,
     HEAD_SWEEP,
@@ -288,7 +290,10 @@ def eviction(ctx: ViewContext) -> list:
         elif CURVES.name in names:
             blocks += _simulate(ctx, case)
         elif PAIRS.name in names:
-            pairs = ctx.aggregate(case, PAIRS, key=[PAIRS[c] for c in ("implementation", "reference", "capacity")])
+            # not None: PAIRS is one of the case's series_names
+            pairs = cast(
+                Series, ctx.aggregate(case, PAIRS, key=[PAIRS[c] for c in ("implementation", "reference", "capacity")])
+            )
             blocks.append(
                 series_table(
                     pairs,

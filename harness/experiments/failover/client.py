@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import cast
 
 import redis
 from redis.backoff import NoBackoff
@@ -230,7 +231,8 @@ def read_back(router: Router, keys: list[str], batch: int = 500) -> dict[str, st
     by_node: dict[tuple[str, int], list[str]] = {}
     router.refresh(force=True)
     for k in keys:
-        by_node.setdefault(router.slots[key_slot(k.encode())], []).append(k)
+        # a slot no node owns fails in router.conn() below, as it always did
+        by_node.setdefault(cast(tuple[str, int], router.slots[key_slot(k.encode())]), []).append(k)
     out: dict[str, str | None] = {}
     for addr, ks in by_node.items():
         c = router.conn(addr)

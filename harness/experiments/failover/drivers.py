@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.experiments.failover import kill, partition
+from harness.experiments.failover import kill, metrics, partition
 from harness.model.driver_contract import CaseContext, Record, register
 
 
@@ -11,6 +11,7 @@ from harness.model.driver_contract import CaseContext, Record, register
     params=kill.PARAMS,
     needs="cluster",
     check=kill.check,
+    metrics=metrics.PRIMARY_KILLED,
     description="kill -9 of one primary of the case's own 3 + 3 cluster under writers: failover times, "
     "outage, lost acknowledged writes, rejoin",
 )
@@ -23,6 +24,7 @@ def primary_killed(ctx: CaseContext) -> Record:
     params=partition.PARAMS,
     needs="cluster",
     check=partition.check,
+    metrics=metrics.PARTITION,
     description="one primary's simulated host cut off (link down) with a writer on its side, then healed: "
     "acknowledged-then-lost writes, how long the minority accepted them",
 )

@@ -23,6 +23,7 @@ import os
 import shutil
 import threading
 import time
+from typing import cast
 
 import redis
 
@@ -198,9 +199,10 @@ class KillRun(FaultRun):
 
     def after_whole(self) -> None:
         if self.faulty and self.variant != "no-replicas":
-            self.watcher.events.append((self.t_restart, self.victim.address, "restarted"))
+            t_restart = cast(float, self.t_restart)  # set by after_traffic, run before this when faulty
+            self.watcher.events.append((t_restart, self.victim.address, "restarted"))
             if self.rejoined is not None:
-                self.watcher.events.append((self.t_restart + self.rejoined, self.victim.address, "rejoined as replica"))
+                self.watcher.events.append((t_restart + self.rejoined, self.victim.address, "rejoined as replica"))
 
 
 def run_once(ctx: CaseContext, cl, variant: str, p: dict) -> tuple[dict, dict, dict]:

@@ -30,6 +30,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import cast
 
 import redis
 
@@ -118,7 +119,7 @@ class LabCluster:
     def __init__(self, port: int, node_timeout_ms: int, folder: Path):
         self.port, self.node_timeout_ms, self.folder = port, node_timeout_ms, folder
         self.hosts = {i: f"{LAB_NET}.1{i}" for i in range(1, HOSTS + 1)}
-        self.procs: dict[int, object] = {}
+        self.procs: dict[int, RedisProcess] = {}
 
     @property
     def addrs(self) -> list[tuple[str, int]]:
@@ -177,7 +178,7 @@ class LabCluster:
             raise
 
     def health_problem(self) -> str | None:
-        roles = Counter()
+        roles: Counter[str | None] = Counter()
         for addr, port in self.addrs:
             c = client.plain_client(addr, port, 1.0)
             try:
@@ -249,7 +250,8 @@ def _tags_for(slots: set[int], n: int) -> list[str]:
     """n hash-tagged key stems whose slots are all in `slots`."""
     from redis.crc import key_slot
 
-    out, i = [], 0
+    out: list[str] = []
+    i = 0
     while len(out) < n and i < 200000:
         stem = f"{{t{i}}}"
         if key_slot(stem.encode()) in slots:
@@ -279,7 +281,7 @@ class CutRun(FaultRun):
             after_s=p["after_heal_s"],
         )
         self.lc = lc
-        self.minority = None
+        self.minority: child.Child | None = None
         self.minority_writes: list = []
 
     @property
@@ -343,7 +345,8 @@ class CutRun(FaultRun):
 
     def after_traffic_threads(self) -> None:
         """The writer's history (it stops writing at `end`); its error, if any, is raised here."""
-        out = self.minority.result(timeout=max(10.0, self.end - time.monotonic() + 10))
+        minority = cast(child.Child, self.minority)  # started by before_traffic, which FaultRun runs first
+        out = minority.result(timeout=max(10.0, self.end - time.monotonic() + 10))
         self.minority_writes = [lost_writes.Write(**w) for w in out["writes"]]
         with self.ctx.raw_path(f"{self.variant}.minority.jsonl").open("w") as f:  # kept with the record
             f.writelines(json.dumps(w) + "\n" for w in out["writes"])

@@ -8,6 +8,7 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
+from typing import cast
 
 from harness.base.errors import BadInput
 from harness.experiments.kv_tiers import codecs, extract, tiers
@@ -99,7 +100,8 @@ class Store:
         p = ctx.params
         # on a tmpfs there is no cold read: the L3 control (cold vs warm) then fails and says so
         self.tmp = None if p["l3_dir"] else tempfile.mkdtemp(prefix="kv-l3-")
-        l3_path = Path(p["l3_dir"] or self.tmp) / f"{ctx.case}-rep{ctx.repetition}-{uuid.uuid4().hex[:6]}"
+        # self.tmp is a folder whenever l3_dir is empty
+        l3_path = Path(p["l3_dir"] or cast(str, self.tmp)) / f"{ctx.case}-rep{ctx.repetition}-{uuid.uuid4().hex[:6]}"
         self.client = ctx.target.cluster_client(decode_responses=False)
         prefix = f"kv:{ctx.case}:{uuid.uuid4().hex[:8]}:"
         codec = codecs.make_codec(p["codec"], shape, "float32")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.base.errors import BadInput
 from harness.base.paths import DATA_DIR
@@ -59,7 +60,7 @@ def prompt_ids(tokenizer, n_tokens: int, path: Path = DEFAULT_TEXT) -> list[int]
 @dataclass
 class Chunk:
     key: str
-    tensor: "object"  # torch.Tensor [layers, 2, kv_heads, chunk_tokens, head_dim]
+    tensor: Any  # torch.Tensor [layers, 2, kv_heads, chunk_tokens, head_dim] (torch is imported lazily)
 
 
 def cache_layers(cache) -> list[tuple]:

@@ -282,7 +282,7 @@ class TieredStore:
         self.l1, self.l2, self.l3, self.codec = l1, l2, l3, codec
         self.write_behind = WriteBehind(l3, write_behind_every, on_persisted)
         self.hits = {t: 0 for t in TIERS} | {"miss": 0}
-        self.latency_s: dict[str, list[float]] = {t: [] for t in TIERS} | {"miss": []}
+        self.latency_s: dict[str, list[float]] = {t: [] for t in (*TIERS, "miss")}
         self.put_seconds: list[float] = []
 
     def put(self, key: str, tensor) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import cast
 
 import numpy as np
 
@@ -95,8 +96,8 @@ def reuse(trace: KVTrace, gpu_blocks: int, policy: str) -> dict[str, Metric]:
         "instrument: the whole trace followed by a second pass of itself; an infinite cache hits every block of the "
         "second pass, however long ago it was used, so at least 50%",
     )
-    out["reuse.gpu.share_of_max_pct"] = Metric(
-        100.0 * out["reuse.gpu.token_hit_pct"].value / out["reuse.max.token_hit_pct"].value
+    out["reuse.gpu.share_of_max_pct"] = Metric(  # the rates are pct()'s: never None
+        100.0 * cast(float, out["reuse.gpu.token_hit_pct"].value) / out["reuse.max.token_hit_pct"].value
         if out["reuse.max.token_hit_pct"].value
         else 0.0,
         "%",
@@ -125,6 +126,8 @@ def curve(
     t0 = time.perf_counter()
     policies.prepare(stream, names)
     log(f"simulator: {policies.engine_description()}, prepared in {time.perf_counter() - t0:.2f} s")
+    spent: dict[str, float]
+    looked: dict[str, int]
     rows, spent, looked = [], {}, {}
     for cap_tok in capacities:
         blocks = int(cap_tok // trace.block_size)
@@ -231,7 +234,7 @@ def head(trace: KVTrace, fraction: float, sweep: list[float], seed: int) -> tupl
             expected, "the Zipf(1) law's share of its most probable keys, as many as the draws' head holds"
         ),
     }
-    rows = {"head_fraction": [], "head_blocks": [], "share_pct": []}
+    rows: dict[str, list[float]] = {"head_fraction": [], "head_blocks": [], "share_pct": []}
     for f in sweep:
         h = ev.head_ids(ids, f)
         rows["head_fraction"].append(f)

@@ -15,9 +15,10 @@ Mooncake paper's figures from the ledger (C1's figures), shown only for that tra
 from __future__ import annotations
 
 import json
+from typing import cast
 
 from harness.base.errors import BadInput
-from harness.experiments.kv_trace import analyses, crosscheck, recount, shape, tier_metrics, tiers
+from harness.experiments.kv_trace import analyses, crosscheck, metrics, recount, shape, tier_metrics, tiers
 from harness.experiments.kv_trace.series import CURVE, HEAD_SWEEP, PAIRS
 from harness.experiments.shared import kv_policies as policies
 from harness.experiments.shared.kv_block_trace import DEFAULT_TRACE, KVTrace, load_trace, session_sample, unique_blocks
@@ -150,6 +151,7 @@ def _tier_specs(p: dict, m: shape.ModelShape, bs: int):
     check=_check_main,
     description="a KV-block trace: reuse (C1), hit rate vs capacity per policy (C18), head share (C19), "
     "the source's tiers (C5, C17), with controls",
+    metrics=metrics.SIMULATE,
 )
 def run_trace(ctx: CaseContext) -> Record:
 
@@ -170,7 +172,7 @@ def run_trace(ctx: CaseContext) -> Record:
     rows, rps = analyses.curve(
         t, st, list(dict.fromkeys(p["capacities_tokens"])), list(p["policies"]), seed, p["hybrid_k"], ctx.log
     )
-    metrics.update(_curve_metrics(rows, rps, metrics["trace.blocks"].value))
+    metrics.update(_curve_metrics(rows, rps, cast(float, metrics["trace.blocks"].value)))  # set from the trace
     head_m, head_s = analyses.head(t, p["head_fraction"], p["head_sweep"], seed)
     metrics.update(head_m)
     tier_m, tier_s, tier_details = _tiers(t, st, p, m)
@@ -204,7 +206,7 @@ def _references(p: dict, metrics: dict[str, Metric], log) -> dict[str, Metric]:
         own = metrics.get(name[len("reference.") :])
         unit = own.unit if own else ("s" if name == "reference.seconds" else "")
         out[name] = Metric(value, unit, None, f"independent reference: {what}")
-        if own is not None and abs(own.value - value) > 1e-6:
+        if own is not None and own.value is not None and abs(own.value - value) > 1e-6:
             log(f"{name[len('reference.') :]}: the simulator gives {own.value:.6g}, the reference {value:.6g}")
     log(f"reference: {len(out) - 1} numbers recounted in {out['reference.seconds'].value:.1f} s")
     return out
@@ -297,6 +299,7 @@ CROSS_COLUMNS = [c.name for c in PAIRS.columns]
     "kv-trace-crosscheck",
     params=CROSS_PARAMS,
     description="every policy and the tiers against scan-based references, request by request",
+    metrics=metrics.CROSSCHECK,
 )
 def run_crosscheck(ctx: CaseContext) -> Record:
 

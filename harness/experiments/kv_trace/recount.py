@@ -24,6 +24,7 @@ import math
 import time
 from collections import Counter, OrderedDict
 from pathlib import Path
+from typing import Any, cast
 
 GIB = 2**30
 GB = 10**9
@@ -72,6 +73,8 @@ class LRU:
     """Least recently used, with an optional idle time (TTL, ms): blocks last used more than
     ttl_ms before a request arrives are dropped before its lookups."""
 
+    od: OrderedDict[Any, float]
+
     def __init__(self, capacity: int, ttl_ms: float | None = None):
         self.cap, self.ttl, self.od = capacity, ttl_ms, OrderedDict()  # key -> last use (ms), oldest first
 
@@ -92,6 +95,9 @@ class LRU:
 class LFU:
     """Fewest uses since insertion first; among equal counts, the block that reached its
     count first. One insertion-ordered bucket per count."""
+
+    count: dict[Any, int]  # key -> its uses since insertion
+    buckets: dict[int, OrderedDict[Any, bool]]  # count -> the keys with it, in the order they reached it
 
     def __init__(self, capacity: int):
         self.cap, self.count, self.buckets = capacity, {}, {}
@@ -129,9 +135,9 @@ class LRUK:
 
     def __init__(self, capacity: int, k: int, ttl_ms: float | None = None):
         self.cap, self.k, self.ttl = capacity, k, ttl_ms
-        self.young = OrderedDict()  # fewer than K uses, insertion order
-        self.uses = {}  # key -> its last K use positions
-        self.last = OrderedDict()  # key -> last use (ms), oldest first (for the TTL)
+        self.young: OrderedDict[Any, bool] = OrderedDict()  # fewer than K uses, insertion order
+        self.uses: dict[Any, list[int]] = {}  # key -> its last K use positions
+        self.last: OrderedDict[Any, float] = OrderedDict()  # key -> last use (ms), oldest first (for the TTL)
         self.clock = 0
 
     def _drop(self, key):
@@ -174,6 +180,8 @@ class Hybrid:
     over the trace so far is kept; in a full cache a missing block is admitted only if its
     count (this lookup included) is higher than the LRU-K victim's."""
 
+    count: Counter[Any]
+
     def __init__(self, capacity: int, k: int):
         self.lruk, self.count = LRUK(capacity, k), Counter()
 
@@ -199,9 +207,13 @@ class LeafLRU:
     block depends on its parent (the block before it in the request that inserted it)
     while that parent stays cached."""
 
+    kids: dict[Any, int]
+    parent: dict[Any, tuple[Any, int] | None]
+    born: dict[Any, int]
+
     def __init__(self, capacity: int, ttl_ms: float | None = None):
         self.cap, self.ttl = capacity, ttl_ms
-        self.last = OrderedDict()  # key -> last use (ms), least recently used first
+        self.last: OrderedDict[Any, float] = OrderedDict()  # key -> last use (ms), least recently used first
         self.kids, self.parent, self.born = {}, {}, {}  # children cached; (parent, its birth) or None; insertion
         self.clock = 0
 
@@ -326,7 +338,8 @@ def curve(requests: list, p: dict, distinct: int, order: tuple, log) -> tuple[fl
         if None in row:
             return None, rates
         checked += 1
-        held += all(a < b for a, b in zip(row, row[1:]))
+        rated = cast("list[float]", row)  # no None: returned above
+        held += all(a < b for a, b in zip(rated, rated[1:]))
         log(f"reference at {cap_tok:g} tokens: " + ", ".join(f"{n} {r:.2f}" for n, r in zip(order, row)))
     return (100.0 * held / checked if checked else 0.0), rates
 

@@ -10,6 +10,8 @@ LRU-K (with its TTL) and the hybrid against the reference both suites share
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from harness.experiments.lruk_reference import Expiring, RefHybrid, RefLRUK
@@ -18,6 +20,8 @@ from harness.experiments.shared.kv_policies import NO_NEXT, Stream
 
 
 class RefLRU(Expiring):
+    last: dict[Any, int]  # cached key -> the position of its last lookup
+
     def __init__(self, capacity: int, ttl_ms: float | None = None):
         super().__init__(ttl_ms)
         self.cap, self.last = capacity, {}
@@ -27,7 +31,7 @@ class RefLRU(Expiring):
             del self.last[k]
         hit = key in self.last
         if not hit and len(self.last) >= self.cap:
-            victim = min(self.last, key=self.last.get)
+            victim = min(self.last, key=self.last.__getitem__)
             del self.last[victim]
             self.used.pop(victim, None)
         self.last[key], self.used[key] = t, now
@@ -37,6 +41,9 @@ class RefLRU(Expiring):
 class RefLeafLRU(Expiring):
     """Evict the least recently used block that no cached block depends on. A block's
     parent link holds while the parent stays cached since the block's insertion."""
+
+    last: dict[Any, int]  # cached key -> the position of its last lookup
+    parent: dict[Any, Any]  # cached key -> its parent while that stays cached, else None
 
     def __init__(self, capacity: int, ttl_ms: float | None = None):
         super().__init__(ttl_ms)
@@ -56,7 +63,7 @@ class RefLeafLRU(Expiring):
         if not hit and len(self.last) >= self.cap:
             parents = set(self.parent.values())
             leaves = [k for k in self.last if k not in parents]
-            self._remove(min(leaves, key=self.last.get))
+            self._remove(min(leaves, key=self.last.__getitem__))
         if not hit:
             self.parent[key] = parent if parent in self.last and parent != key else None
         self.last[key], self.used[key] = t, now
@@ -65,6 +72,8 @@ class RefLeafLRU(Expiring):
 
 class RefPrefixMIN:
     """Belady's MIN with bypass, ties (never used again) broken deepest block first."""
+
+    cached: dict[Any, tuple[Any, Any]]  # cached key -> (its next use, its depth)
 
     def __init__(self, capacity: int):
         self.cap, self.cached = capacity, {}
@@ -86,6 +95,8 @@ class RefPrefixMIN:
 class RefRandom:
     """Random eviction with the same seeded draws as the eviction suite's random_hits (one
     uniform number per lookup; the victim is the slot it picks)."""
+
+    slots: list[Any]  # the cached keys
 
     def __init__(self, capacity: int, n: int, seed: int = 0):
         self.cap, self.picks, self.slots = capacity, np.random.default_rng(seed).random(n), []

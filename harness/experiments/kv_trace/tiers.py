@@ -17,6 +17,7 @@ Model (ours; the source describes the tiers, not their interplay):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,7 +103,7 @@ def simulate(stream: Stream, specs: list[TierSpec], hits: list | None = None) ->
     )
 
 
-def with_changes(specs: list[TierSpec], k: int | None = None, **change) -> list[TierSpec]:
+def with_changes(specs: Sequence[TierSpec], k: int | None = None, **change) -> list[TierSpec]:
     """The specs with fields changed in tier k (every tier when k is None)."""
     return [TierSpec(**{**s.__dict__, **change}) if k is None or i == k else s for i, s in enumerate(specs)]
 

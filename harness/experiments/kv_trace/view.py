@@ -6,6 +6,8 @@ the source's tiers with their controls (C5, C17), and the cross-check."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from harness.experiments.kv_trace.series import CURVE, HEAD_SWEEP, PAIRS, TIER_CONTROLS, TIERS
 from harness.experiments.views import Chart, Table, ViewContext, points, series_table, view
 from harness.model.stored_run import Series
@@ -312,7 +314,7 @@ def kv_trace(ctx: ViewContext) -> list:
             blocks += _summary(ctx, case) + _reuse(ctx, case) + _paper(ctx, case, agg) + curve_blocks
             blocks += _eviction_claims(ctx, case) + _tiers(ctx, case)
         elif PAIRS.name in names:
-            pairs = ctx.aggregate(case, PAIRS)
+            pairs = cast(Series, ctx.aggregate(case, PAIRS))  # not None: PAIRS is one of the case's series_names
             blocks.append(
                 series_table(
                     pairs,

@@ -52,12 +52,13 @@ import random
 import threading
 import time
 from collections import Counter
+from typing import Any, cast
 
 from harness.base import stats
 from harness.base.errors import BadInput
 from harness.base.signals import deferred_interrupts
 from harness.base.text_data import GPTCACHE_FILE, texts_from_records
-from harness.experiments.prompt_cas import history, known
+from harness.experiments.prompt_cas import history, known, metrics
 from harness.experiments.prompt_cas.series import RULES
 from harness.infra.cluster import slot_owners
 from harness.model.driver_contract import CaseContext, Metric, Param, Record, register
@@ -207,7 +208,7 @@ class Tally:
         """Wait at the start gate; False when it was broken (an interrupt, or a thread that
         never came within the gate's timeout): the thread then makes no attempt."""
         try:
-            self.gate.wait()
+            cast(threading.Barrier, self.gate).wait()  # open_gate comes first, before any thread starts
             return True
         except threading.BrokenBarrierError:
             return False
@@ -244,7 +245,8 @@ def _writer(target, mode: str, w: int, n: int, keys: list[str], pairs: list[tupl
     """Write random pairs to random keys until the deadline, each write with a unique id, and
     keep this writer's history: what it read (the parent id), what it sent, what it was told."""
     rng = random.Random(seed * 1000 + w)
-    lat, mine = [], []
+    lat: list[float] = []
+    mine: list[history.Attempt] = []
     try:
         c = target.cluster_client()
     except Exception as e:  # noqa: BLE001 - a writer that cannot connect makes no attempt; reported
@@ -286,6 +288,10 @@ def _reader(target, r: int, keys: list[str], owners: dict, tally: Tally) -> None
     from redis.crc import key_slot
 
     rng = random.Random(r)
+    clients: dict
+    seen: Counter
+    fresh: Counter
+    last: dict
     clients, seen, fresh, last = {}, Counter(), Counter(), {}
     with tally.lock:
         mine = tally.per_reader.setdefault(r, {"reads": 0, "replica_reads": 0})
@@ -344,7 +350,7 @@ def read_back(target, keys: list[str], owners: dict, wait_s: float = 5.0) -> dic
     `wait_s` passes): {"primary": {key: HGETALL}, "replicas": {key: [HGETALL, ...]}, "diverged": n}."""
     from redis.crc import key_slot
 
-    out = {"primary": {}, "replicas": {}, "diverged": 0}
+    out: dict[str, Any] = {"primary": {}, "replicas": {}, "diverged": 0}
     deadline = time.monotonic() + wait_s
     for key in keys:
         primary, replicas = owners[key_slot(key.encode())]
@@ -422,9 +428,9 @@ def judge_rule(tally: Tally, seeds: dict, back: dict, pairs: dict, n: int) -> di
         out[where + "mixups_read"] += count * int(v is None or history.mixed(v, pairs, sent))
         if key == CANARY:
             out[where + "reads"] += count
-    out["mixups_final"] = sum(final[k] is None or history.mixed(final[k], pairs, sent) for k in real)
+    out["mixups_final"] = sum((got := final[k]) is None or history.mixed(got, pairs, sent) for k in real)
     out["replica_mixups_final"] = sum(
-        as_value(h) is None or history.mixed(as_value(h), pairs, sent) for k in real for h in back["replicas"][k]
+        (got := as_value(h)) is None or history.mixed(got, pairs, sent) for k in real for h in back["replicas"][k]
     )
     told = Counter(a.key for a in tally.history if a.told == history.APPLIED)
     out["vv_lost_updates"] = sum(told[k] - sum(decode(back["primary"][k].get(b"vv"), n)) for k in real)
@@ -694,6 +700,7 @@ def order_for(modes: list[str], repetition: int) -> list[str]:
     params=PARAMS,
     needs="cluster",
     check=_check,
+    metrics=metrics.RULES,
     description="prompt/response pairs updated by concurrent writers under version-vector CAS rules",
 )
 def run(ctx: CaseContext) -> Record:

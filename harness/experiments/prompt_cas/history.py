@@ -66,7 +66,7 @@ def _sent(a: Attempt) -> Value:
     return Value(a.wid, a.prompt, a.response)
 
 
-def chain_of(key: str, final: Value | None, seed: Value, by_wid: dict[str, Attempt]) -> list[str] | None:
+def chain_of(key: str, final: Value | None, seed: Value, by_wid: dict[str, Attempt]) -> list[str | None] | None:
     """The write ids whose effect `final` contains, newest first (the seed excluded); None when
     `final` is foreign: absent, not what its write sent, or its chain never reaches the seed."""
     if final is None:
@@ -76,7 +76,9 @@ def chain_of(key: str, final: Value | None, seed: Value, by_wid: dict[str, Attem
     a = by_wid.get(final.wid or "")
     if a is None or a.key != key or _sent(a) != final:
         return None
-    chain, seen, cur = [], set(), final.wid
+    chain: list[str | None] = []
+    seen: set[str | None] = set()
+    cur = final.wid
     while cur != seed.wid:
         a = by_wid.get(cur or "")
         if a is None or a.key != key or cur in seen:
@@ -100,7 +102,7 @@ def judge_key(
             v.lost += 1
         elif a.told == REFUSED and a.wid in on:
             v.refused_but_applied += 1
-        elif a.told == REFUSED and chain is not None and a.parent == final.wid:
+        elif a.told == REFUSED and chain is not None and final is not None and a.parent == final.wid:
             v.unjustified_refusals += 1
     return v
 

@@ -24,7 +24,7 @@ the measured run from one repetition to the next):
 from __future__ import annotations
 
 from harness.base.errors import BadInput
-from harness.experiments.redis_cluster import acl, memtier_fleet
+from harness.experiments.redis_cluster import acl, memtier_fleet, metrics
 from harness.experiments.redis_cluster.series import BENCHMARK_RUNS, MEMTIER_RUNS, PRIMARIES
 from harness.infra.load_tools import memtier, redis_benchmark
 from harness.infra.load_tools.redis_benchmark import (
@@ -181,6 +181,7 @@ def _benchmark_details(ctx: CaseContext, commands: dict, order: list[str], ran_o
     params=BENCHMARK_PARAMS,
     needs="cluster",
     check=_check_benchmark,
+    metrics=metrics.BENCHMARK,
     description="redis-benchmark --csv against the target (with --cluster on a cluster), with its controls",
 )
 def run_benchmark(ctx: CaseContext) -> Record:
@@ -241,7 +242,8 @@ def run_benchmark(ctx: CaseContext) -> Record:
     details = _benchmark_details(ctx, commands, [n for n, _ in runs], ran_on)
     # measured conditions: how many primaries really served the measured run (a check's
     # `conditions` can require the load spread over the claimed topology)
-    facts = {"primaries_serving": int(metrics["cluster.primaries_serving"].value)} if calls else {}
+    n_primaries = metrics["cluster.primaries_serving"].value
+    facts = {"primaries_serving": int(n_primaries)} if calls and n_primaries is not None else {}
     if problems:
         return Record("invalid", "; ".join(problems), metrics, details, series, facts)
     return Record("ok", metrics=metrics, details=details, series=series, facts=facts)
@@ -286,6 +288,7 @@ def _check_memtier(where: str, p: dict) -> None:
     params=MEMTIER_PARAMS,
     needs="cluster",
     check=_check_memtier,
+    metrics=metrics.MEMTIER,
     description="memtier_benchmark with --json-out-file (and --cluster-mode on a cluster), with its control; "
     "on every load generator of the inventory at once, their histograms merged",
 )
@@ -393,6 +396,7 @@ class _MemtierRun:
     params=acl.PARAMS,
     needs="cluster",
     check=acl._check,
+    metrics=metrics.ACL,
     description="the source's read-only inference user from ACL rules, probed with NOPERM counted on the cluster",
 )
 def acl_rules(ctx: CaseContext) -> Record:

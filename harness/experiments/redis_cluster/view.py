@@ -108,7 +108,7 @@ def _loadgens(ctx: ViewContext) -> list:
         return []
     table = series_table(hosts, "memtier_benchmark on each load generator, and all of them merged", case)
     count = ctx.metric(case, "loadgens.count")
-    merged = []
+    merged: list[str | float | tuple[float, float, float]] = []
     for col in (c for c in hosts.columns if not c.endswith((".min", ".max"))):  # the table's columns, in order
         metric = "Totals." + col if col == LOADGENS["ops_per_sec"] or LOADGEN_PERCENTILE.holds(col) else ""
         m = ctx.metric(case, metric) if metric else None

@@ -8,6 +8,7 @@ from harness.experiments.semantic_cache import (
     gptcache_case,
     keys_case,
     memory_case,
+    metrics,
     perf_case,
     ttft_case,
 )
@@ -18,6 +19,7 @@ from harness.model.driver_contract import CaseContext, Record, register
 @register(
     "semantic-cache-keys",
     params=keys_case.PARAMS,
+    metrics=metrics.KEYS,
     needs="cluster",
     check=keys_case.check,
     description="semantic cache keys: exact hash, 64-bit LSH, cosine NN, calibrated on one split and "
@@ -30,6 +32,7 @@ def key_schemes(ctx: CaseContext) -> Record:
 @register(
     "semantic-cache-gptcache",
     params=gptcache_case.PARAMS,
+    metrics=metrics.GPTCACHE,
     needs="cluster",
     check=gptcache_case.check,
     description="GPTCache 0.1.44 (SQLite + Faiss) beside the harness on the same data, split and model: "
@@ -42,6 +45,7 @@ def gptcache(ctx: CaseContext) -> Record:
 @register(
     "semantic-cache-ttft",
     params=ttft_case.STREAM_PARAMS,
+    metrics=metrics.TTFT,
     needs="cluster",
     check=ttft_case.check,
     description="SmolLM2 time to first token: no cache, hash cache, LSH cache and the oracle cache (the "
@@ -54,6 +58,7 @@ def ttft(ctx: CaseContext) -> Record:
 @register(
     "semantic-cache-memory",
     params=memory_case.PARAMS,
+    metrics=metrics.MEMORY,
     needs="cluster",
     check=ttft_case.check,
     description="C4: memory peak per serving mode, each in a fresh process, same decode work",
@@ -65,6 +70,7 @@ def memory(ctx: CaseContext) -> Record:
 @register(
     "semantic-cache-embed-perf",
     params=perf_case.PARAMS,
+    metrics=metrics.EMBED_PERF,
     check=common.check_dataset,
     isolate=True,
     description="embedding throughput (ours vs sentence-transformers), single-query rate, LSH signing speed",
@@ -76,6 +82,7 @@ def embed_perf(ctx: CaseContext) -> Record:
 @register(
     "semantic-cache-entity-keys",
     params=entity_case.PARAMS,
+    metrics=metrics.ENTITY_KEYS,
     needs="cluster",
     check=common.check_dataset,
     description="section 3.3: template + entity keys; a real dispatcher: equal-key dynamic batching vs "

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from typing import Any, cast
 
 import numpy as np
 
@@ -105,14 +106,17 @@ def run(ctx: CaseContext) -> Record:
         emb = Embedder.load()
         ins_vec = cached_encode(emb, [t for t, _ in wl.inserts], 64, ctx.log)
         q_vec = cached_encode(emb, [t for t, _ in wl.queries], 64, ctx.log)
-    tok = emb.model[0].tokenizer
+    tok = cast(Any, emb.model)[0].tokenizer  # emb.model is a SentenceTransformer (typed object in Embedder)
     proj = keys.projection(emb.dim, p["lsh_seed"])
     ins_sig, q_sig = keys.signatures(ins_vec, proj), keys.signatures(q_vec, proj)
     schemes = {
         "token": (lambda i, t: token_key(tok, t), lambda i, t: token_key(tok, t)),
         "entity": (lambda i, t: entity_keys.entity_key(t), lambda i, t: entity_keys.entity_key(t)),
-        "lsh": (lambda i, t: keys.sem_key(ins_sig[i]), lambda i, t: keys.sem_key(q_sig[i])),
-        "entity_lsh": (lambda i, t: entity_lsh_key(ins_sig[i], t), lambda i, t: entity_lsh_key(q_sig[i], t)),
+        "lsh": (lambda i, t: keys.sem_key(int(ins_sig[i])), lambda i, t: keys.sem_key(int(q_sig[i]))),
+        "entity_lsh": (
+            lambda i, t: entity_lsh_key(int(ins_sig[i]), t),
+            lambda i, t: entity_lsh_key(int(q_sig[i]), t),
+        ),
         "control.exact_key": (lambda i, t: keys.exact_key(t), lambda i, t: keys.exact_key(t)),
     }
     m, rows = _hit_rates(ctx, p, wl, schemes)
@@ -315,22 +319,23 @@ def _batching_metrics(p: dict, rounds_of: dict[str, list[list[dispatcher.Request
     m["instrument.fixed_wait.known_ms"] = Metric(
         p["instrument_wait_ms"], "ms", None, "the wait the instrument's arm holds every request (a parameter)"
     )
-    added = {arm: m[f"{arm}.added_ms_mean"].value for arm in per_arm}
+    # each arm's mean set above from np.mean: a number
+    mean_added = {arm: cast(float, m[f"{arm}.added_ms_mean"].value) for arm in per_arm}
     m["batching.dynamic_vs_static_added_ms"] = Metric(
-        added["dynamic_batch_entity_key"] - added["static_batch_token_key"],
+        mean_added["dynamic_batch_entity_key"] - mean_added["static_batch_token_key"],
         "ms",
         "lower",
         "added latency (arrival to dispatch) of dynamic batching with entity keys minus static batching with token keys",
     )
     m["standin.unique_vs_static_added_ms"] = Metric(
-        added["standin.dynamic_unique_key"] - added["static_batch_token_key"],
+        mean_added["standin.dynamic_unique_key"] - mean_added["static_batch_token_key"],
         "ms",
         "lower",
         "the stand-in: the dynamic rule's window with keys never shared, minus static batching with token keys; "
         "the cut equal keys give must be deeper than this window alone gives",
     )
     m["control.static_vs_static_added_ms"] = Metric(
-        added["control.static_batch_entity_key"] - added["static_batch_token_key"],
+        mean_added["control.static_batch_entity_key"] - mean_added["static_batch_token_key"],
         "ms",
         "lower",
         "the dynamic rule removed: static batching with entity keys minus static batching with token keys",

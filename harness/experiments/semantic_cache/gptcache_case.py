@@ -29,6 +29,8 @@ import hashlib
 import json
 import random
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -51,6 +53,7 @@ from harness.experiments.semantic_cache.gptcache_report import (
 from harness.experiments.semantic_cache.lookup_latency import concurrent, harness_answer, interleaved
 from harness.experiments.semantic_cache.onnx_embed import OnnxEmbedder
 from harness.experiments.shared import semantic_common as common
+from harness.experiments.shared.semantic_datasets import Workload
 from harness.experiments.shared.semantic_embed import Embedder, cached_encode
 from harness.experiments.shared.semantic_store import Entry, Store
 from harness.model.driver_contract import CaseContext, Metric, Param, Record, input_path
@@ -299,14 +302,14 @@ class Subjects:
     """What the timed passes need: the workload, the harness's index and thresholds, its timed
     arms, GPTCache's embedding and folders, and the int8 arm's accuracy pass (or None)."""
 
-    wl: object
+    wl: Workload
     ins_vec: np.ndarray
     nn_threshold: float
     gc_threshold: float
     arms: dict
-    ram_cache: object
+    ram_cache: gptcache_subject.GptCache | None
     embed: LiveOrKnown
-    disk: object
+    disk: Path
     int8: dict | None
 
 
@@ -382,7 +385,9 @@ def _concurrent(ctx, s: Subjects, gc_arms: dict, index: dict, store, served: dic
     p, wl = ctx.params, s.wl
     rng = random.Random(p["split_seed"] + 13)
     texts = [wl.queries[rng.randrange(len(wl.queries))][0] for _ in range(p["concurrent_queries"])]
-    fns = {arm: (lambda t, c=cache: c.lookup(t)[0]) for arm, cache in gc_arms.items()}
+    fns: dict[str, Callable[..., str | None]] = {  # called with one text: its answer or None
+        arm: (lambda t, c=cache: c.lookup(t)[0]) for arm, cache in gc_arms.items()
+    }
     harness = {
         "onnx": (s.arms["onnx"], (s.ins_vec, s.nn_threshold)),
         "int8": (s.arms["int8"], index["int8"]),

@@ -3,6 +3,8 @@ measured, not how it is shown: the suite's view builds the tables)."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from harness.experiments.semantic_cache.keys_case import scheme_metrics, sweep_row
 from harness.experiments.semantic_cache.series import (
     COMPARISON,
@@ -55,14 +57,15 @@ def accuracy_outputs(out: Record, ours: dict, theirs: dict, n_test: int) -> None
         "GPTCache's similarity_threshold, chosen on the calibration split (best F1) with its own scores",
     )
     m["gptcache.recall_minus_nn_pp"] = Metric(
-        m["gptcache.recall_pct"].value - m["nn.recall_pct"].value,
+        # recall and precision: set by _counts (scheme_metrics), always numbers
+        cast(float, m["gptcache.recall_pct"].value) - cast(float, m["nn.recall_pct"].value),
         "pp",
         None,
         "GPTCache's recall minus the harness's, same vectors and split",
     )
     if "gptcache.precision_pct" in m and "nn.precision_pct" in m:
         m["gptcache.precision_minus_nn_pp"] = Metric(
-            m["gptcache.precision_pct"].value - m["nn.precision_pct"].value,
+            cast(float, m["gptcache.precision_pct"].value) - cast(float, m["nn.precision_pct"].value),
             "pp",
             None,
             "GPTCache's precision minus the harness's",
@@ -150,7 +153,7 @@ def _comparison(m: dict, tm, note: str) -> Series:
     for subject, (arm, acc) in SUBJECTS.items():
         if arm not in tm.rows:
             continue
-        row = [subject]
+        row: list[str | float | None] = [subject]
         for k in ("correct_hits", "wrong_hits", "precision_pct", "recall_pct"):
             row.append(m[f"{acc}.{k}"].value if acc and f"{acc}.{k}" in m else None)
         for part in ("lookup", "embed", "search", "store"):
@@ -200,7 +203,7 @@ def int8_outputs(out: Record, int8: dict, n_test: int, dataset: str) -> None:
     )
     m["instrument.noisy.cosine"] = Metric(int8["noise_cosine"], "", None, "the known turn of each query vector")
     shifts = [
-        abs(m[f"instrument.noisy.{k}_pct"].value - m[f"int8.{k}_pct"].value)
+        abs(cast(float, m[f"instrument.noisy.{k}_pct"].value) - cast(float, m[f"int8.{k}_pct"].value))
         for k in ("precision", "recall")
         if f"instrument.noisy.{k}_pct" in m and f"int8.{k}_pct" in m
     ]

@@ -22,6 +22,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable, cast
 
 import numpy as np
 
@@ -82,13 +83,13 @@ class Split:
 class GptCache:
     """One GPTCache instance; `embed(text) -> float32 vector` is what it calls as embedding_func."""
 
-    embed: object
+    embed: Callable[[str], Any]  # text -> its vector (array-like)
     dim: int = 384
     threshold: float = 0.8
     max_size: int = 1000
     base_dir: str | None = None  # the folder of its SQLite file and Faiss index (a temporary folder inside)
-    _dir: object = field(default=None, init=False, repr=False)
-    _cache: object = field(default=None, init=False, repr=False)
+    _dir: tempfile.TemporaryDirectory[str] | None = field(default=None, init=False, repr=False)
+    _cache: Any = field(default=None, init=False, repr=False)  # a gptcache.Cache once entered (GPTCache has no hints)
 
     def __enter__(self) -> "GptCache":
         import faiss
@@ -126,7 +127,7 @@ class GptCache:
             self._cache.data_manager.close()
         finally:
             self._cache.data_manager = _Closed()
-            self._dir.cleanup()
+            cast("tempfile.TemporaryDirectory[str]", self._dir).cleanup()  # made by __enter__
 
     def _embedding(self, data, **_kwargs) -> np.ndarray:
         return np.asarray(self.embed(data), dtype=np.float32)

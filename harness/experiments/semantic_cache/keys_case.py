@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import random
 import time
+from typing import cast
 
 import numpy as np
 
@@ -210,7 +211,8 @@ def run(ctx: CaseContext) -> Record:
         stand.put_signatures(ins_csig, entries)
         ctx.log(f"inserted {len(entries)} entries under 6 key schemes")
         out, nn_sim, nlab = _evaluate(ctx, p, wl, cal, test, (store, control, stand), ins_vec, q_vec, (q_sig, q_csig))
-        radii = int(out.metrics["lsh.radius"].value), int(out.metrics["charsim.radius"].value)
+        # both set by _evaluate (_lsh_scheme, _charsim_scheme) from the calibrated radii
+        radii = int(cast(float, out.metrics["lsh.radius"].value)), int(cast(float, out.metrics["charsim.radius"].value))
         out.metrics.update(_repeats(wl, (store, control, stand), (ins_sig, ins_csig), radii))
         with torch_threads(p["torch_threads"] or 1):
             out.metrics.update(_latency(ctx, p, wl, (store, stand), emb, (proj, cproj), radii))
@@ -324,7 +326,8 @@ def _evaluate(ctx, p, wl, cal, test, stores, ins_vec, q_vec, q_sigs) -> tuple[Re
     _control_scheme(sc, control, radius, hash_rate)
     for prefix in ("lsh", "charsim", "control.exact_key"):
         sc.m[f"{prefix}.net_gain_over_hash_pp"] = Metric(
-            sc.m[f"{prefix}.net_hit_rate_pct"].value - sc.m["hash.net_hit_rate_pct"].value,
+            # both set just above by scheme_metrics, always a number
+            cast(float, sc.m[f"{prefix}.net_hit_rate_pct"].value) - cast(float, sc.m["hash.net_hit_rate_pct"].value),
             "pp",
             "higher",
             "net hit rate (correct minus wrong hits) over the prompt hash's, test split",
@@ -376,7 +379,7 @@ def _hash_schemes(sc: _Scoring, store) -> float:
     got = store.get_many(["ctl_empty_" + keys.exact_key(t) for t, _ in sc.wl.queries])
     c = sc.counts(sc.test, [g is not None for g in got], [g.label if g else None for g in got])
     sc.m.update(scheme_metrics("control.empty_cache", c, "cache off: the same GETs, nothing stored"))
-    return sc.m["hash.correct_hit_rate_pct"].value
+    return cast(float, sc.m["hash.correct_hit_rate_pct"].value)  # set by scheme_metrics: a number
 
 
 def _lsh_scheme(ctx, p, sc: _Scoring, store, q_sig, hash_rate: float) -> tuple[int, np.ndarray, list, list]:
@@ -627,7 +630,7 @@ def _c7_loss(p, wl, test, nn_sim, nlab, out: Record) -> None:
     def at(t: float) -> metrics.CacheCounts:
         return metrics.cache_counts([bool(nn_sim[i] >= t) for i in test], [nlab[i] for i in test], labels, should)
 
-    dyn = out.metrics["c7.uniform_tokens.threshold"].value
+    dyn = cast(float, out.metrics["c7.uniform_tokens.threshold"].value)  # set by _c7: a number
     static, strict = p["c7_static_threshold"], p["c7_strict_threshold"]
     c_dyn, c_static, c_strict = at(dyn), at(static), at(strict)
     loss = metrics.static_loss_pct(c_dyn.correct, c_static.correct)

@@ -76,6 +76,7 @@ def interleaved(
     own (inserts' vectors, threshold). Returns the timings, one raw row per (text, arm) and
     what each harness arm computed: arm -> list of vectors, and arm + ".answers" -> answers."""
     names = list(harness_arms) + list(gptcache_arms)
+    vecs: dict[str, list]  # arm -> its vectors, arm + ".answers" -> its answers
     tm, raw, vecs = Timings(), [], {**{a: [] for a in harness_arms}, **{f"{a}.answers": [] for a in harness_arms}}
     for n, text in enumerate(texts):
         order = names[n % len(names) :] + names[: n % len(names)]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,14 +28,17 @@ from harness.experiments.shared.onnx_export import HIDDEN, minilm_onnx
 from harness.experiments.shared.onnx_runtime import onnxruntime, session_options
 from harness.infra.model_wheels import minilm_path
 
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
 SEQ_LENGTH_FILE = "sentence_bert_config.json"
 GRAPHS = {"fused": minilm_onnx_fused, "engine": minilm_onnx, "int8": minilm_onnx_int8}
 
 
 @dataclass
 class OnnxEmbedder:
-    session: object  # onnxruntime.InferenceSession
-    tokenizer: object  # tokenizers.Tokenizer
+    session: Any  # onnxruntime.InferenceSession (onnxruntime ships no type hints)
+    tokenizer: Tokenizer
     dim: int = 384
     delay_s: float = 0.0  # the instrument: a known wait added inside the embedding step
     graph_file: str = ""  # the name of the ONNX file the session runs

@@ -48,6 +48,8 @@ def run(ctx: CaseContext) -> Record:
     texts = texts_of(datasets.load(p["dataset"], p["dataset_format"]))
     texts = (texts * (p["texts_per_pass"] // len(texts) + 1))[: p["texts_per_pass"]]
     emb = Embedder.load()
+    ours: list[float]  # texts per second, one per round
+    ref: list[float]
     ours, ref = [], []
     with torch_threads(p["torch_threads"]):
         emb.encode(texts[: p["batch_size"]], p["batch_size"])  # warm-up

@@ -22,7 +22,7 @@ from harness.experiments.semantic_cache.series import (
     REQUESTS,
     ROUNDS,
 )
-from harness.experiments.views import Chart, Table, ViewContext, points, series_table, view
+from harness.experiments.views import Block, Chart, Table, ViewContext, points, series_table, view
 from harness.model.stored_run import Series
 
 SUITE = "semantic-cache"
@@ -73,6 +73,7 @@ def _sweep_chart(s: Series, x: str, title: str, case: str) -> Chart:
 
 
 def _semantic(ctx: ViewContext) -> list:
+    out: list[Block]
     case, out = "semantic", []
     s = ctx.aggregate(case, KEY_SCHEMES, key=KEY_SCHEMES["scheme"])
     if s is not None:
@@ -164,6 +165,7 @@ def _semantic(ctx: ViewContext) -> list:
 
 
 def _ttft(ctx: ViewContext) -> list:
+    out: list[Block]
     case, out = "ttft", []
     rows = []
     for i, mode in enumerate(("hash_cache", "semantic_cache")):
@@ -313,6 +315,7 @@ def _entity(ctx: ViewContext) -> list:
 
 
 def _gptcache(ctx: ViewContext) -> list:
+    out: list[Block]
     case, out = "gptcache", []
     s = ctx.aggregate(case, COMPARISON, key=COMPARISON["subject"])
     if s is None:

@@ -36,6 +36,7 @@ import json
 import random
 import time
 from dataclasses import dataclass, field
+from typing import Any, cast
 from urllib.parse import urljoin
 
 from harness.base.errors import EnvironmentProblem
@@ -315,10 +316,11 @@ class _Watch:
         self.sent: float | None = None
         self.last: float | None = None
         self.fired = False
-        self._handle = None
+        self._handle: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
-        self._task = asyncio.current_task()
+        # called by send() inside its own task: there is always a current task
+        self._task = cast("asyncio.Task[Any]", asyncio.current_task())
         self._handle = asyncio.get_running_loop().call_later(self.stall_s, self._check)
 
     def _check(self) -> None:

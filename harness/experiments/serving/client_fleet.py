@@ -18,6 +18,7 @@ import shlex
 import time
 from dataclasses import asdict, dataclass, fields
 from functools import partial
+from typing import cast
 
 from harness.experiments.serving import client
 from harness.experiments.serving.client import Request, Result
@@ -108,5 +109,6 @@ def run(
             )
             row.index = i
             results[i], owner[i] = row, host.name
-    client.refuse_redirects(results)  # a redirect ends the case as it does from here
-    return FleetResults(results, owner, [why for _, why in done])
+    rows_all = cast("list[Result]", results)  # every index filled: shares() deals each request to one host
+    client.refuse_redirects(rows_all)  # a redirect ends the case as it does from here
+    return FleetResults(rows_all, owner, [why for _, why in done])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness.experiments.serving import metrics
 from harness.experiments.shared import semantic_stream
 from harness.model.driver_contract import CaseContext, Record, register
 
@@ -11,6 +12,7 @@ from . import peer_case, prefix_case, semantic_case, sweep_case
 @register(
     "serving-prefix-cache",
     params=prefix_case.PARAMS,
+    metrics=metrics.PREFIX_CACHE,
     engines=("cached", "uncached"),
     description="the Mooncake trace replayed to vLLM with prefix caching on and off, the engine's hit rate "
     "beside the simulator's, and a repeated long prefix (the instrument)",
@@ -22,6 +24,7 @@ def prefix_cache(ctx: CaseContext) -> Record:
 @register(
     "serving-semantic-e2e",
     params=semantic_case.PARAMS,
+    metrics=metrics.SEMANTIC_E2E,
     needs="cluster",
     check=semantic_stream.check,
     engines=("uncached",),
@@ -35,6 +38,7 @@ def semantic_e2e(ctx: CaseContext) -> Record:
 @register(
     "serving-client-vs-vllm",
     params=peer_case.PARAMS,
+    metrics=metrics.CLIENT_VS_VLLM,
     engines=("uncached",),
     description="the harness's streaming client beside vLLM's benchmark client on the same server and requests, "
     "round by round",
@@ -46,6 +50,7 @@ def client_vs_vllm(ctx: CaseContext) -> Record:
 @register(
     "serving-sweep",
     params=sweep_case.PARAMS,
+    metrics=metrics.SWEEP,
     needs="cluster",
     engines=("cached", "uncached"),
     check=sweep_case.check,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, cast
 
 from harness.base.errors import EnvironmentProblem
 from harness.infra import serving_engine
@@ -101,7 +101,7 @@ class Counters:
         """later - self; with `problem` set when the two reads cannot be one measurement, or
         (`caching_on`: the engine caches prefixes) when the engine queried its cache for far
         fewer tokens than the `served` prompt tokens it reported between the reads."""
-        if None in (self.queries, self.hits, later.queries, later.hits):
+        if self.queries is None or self.hits is None or later.queries is None or later.hits is None:
             return Counters(None, None)
         d = Counters(later.queries - self.queries, later.hits - self.hits)
         d.problem = counter_problem(self, later, d) or (unmoved(d, served) if caching_on else "")
@@ -121,9 +121,13 @@ def counter_problem(before: Counters, after: Counters, d: Counters) -> str:
     )
     if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
         return "the engine's prefix-cache counters are not finite numbers"
-    if min(values) < 0:
+    nums = cast("tuple[float, float, float, float]", values)  # all numbers: checked just above
+    after_queries, after_hits = nums[2], nums[3]
+    # d is delta()'s difference of these two reads: numbers too
+    d_queries, d_hits = cast(float, d.queries), cast(float, d.hits)
+    if min(nums) < 0:
         return f"the engine's prefix-cache counters are below zero ({reads})"
-    if not all(float(v).is_integer() and v <= EXACT for v in values):
+    if not all(float(v).is_integer() and v <= EXACT for v in nums):
         return (
             f"the engine's prefix-cache counters are not whole numbers of tokens ({reads}): token "
             f"counters count one by one, no hit rate can come from them"
@@ -133,12 +137,12 @@ def counter_problem(before: Counters, after: Counters, d: Counters) -> str:
             f"the engine's prefix-cache counters were re-created during the measurement (the engine "
             f"restarted; {reads}, created {_when(before.created)} -> {_when(after.created)}); rerun the case"
         )
-    if d.queries < 0 or d.hits < 0:
+    if d_queries < 0 or d_hits < 0:
         return (
             f"the engine's prefix-cache counters went backwards during the measurement ({reads}): the "
             f"engine restarted or reset them; rerun the case"
         )
-    if d.hits > d.queries or after.hits > after.queries:
+    if d_hits > d_queries or after_hits > after_queries:
         return (
             f"the engine counted more prefix-cache hits than queries ({reads}): its counters are "
             f"inconsistent, no hit rate can come from them"

@@ -16,6 +16,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from harness.base import stats
 from harness.experiments.serving.series import PEER_REQUESTS
@@ -266,7 +267,7 @@ def _model_dir() -> str:
 def pooled(rounds: list[dict]) -> dict:
     """vLLM's per-request figures of every round, pooled: TTFT and TPOT in ms (TPOT as vLLM
     computes it: (last token - first token) / (output tokens - 1)), prompt lengths, errors."""
-    out = {"ttft_ms": [], "tpot_ms": [], "itl_ms": [], "prompt_tokens": [], "failed": 0, "completed": 0}
+    out: dict[str, Any] = {"ttft_ms": [], "tpot_ms": [], "itl_ms": [], "prompt_tokens": [], "failed": 0, "completed": 0}
     for r in rounds:
         errors = r.get("errors") or [""] * len(r.get("ttfts") or [])
         for ttft, itl, n_out, n_in, err in zip(
@@ -298,7 +299,7 @@ def _peer_metrics(rounds: list[dict]) -> dict[str, Metric]:
         for q in qs:
             if vals:
                 m[f"vllm.{name}_p{q}_ms"] = Metric(stats.percentile(vals, q), "ms", "lower", note)
-    own = [r.get("median_ttft_ms") for r in rounds if r.get("median_ttft_ms") is not None]
+    own = [v for r in rounds if (v := r.get("median_ttft_ms")) is not None]
     if own:
         m["vllm.own_round_median_ttft_ms"] = Metric(
             stats.median(own), "ms", "lower", "the median over rounds of vLLM's own reported median TTFT"
@@ -312,7 +313,8 @@ def _outcome(ctx, p, rounds: list[dict], mine: list[client.Result], order: list[
     summary.write_rows(ctx.raw_path("harness.csv"), mine)
     for what in ("ttft_p50_ms", "tpot_p50_ms", "ttft_p95_ms", "tpot_p95_ms"):
         a, b = m.get(f"harness.{what}"), m.get(f"vllm.{what}")
-        if a is not None and b is not None and b.value:
+        # a metric made invalid (the server's usage counts impossible) has no value: no difference
+        if a is not None and a.value is not None and b is not None and b.value:
             diff = 100 * (a.value - b.value) / b.value
             key = what.replace("_ms", "")
             m[f"peer.{key}_diff_pct"] = Metric(diff, "%", None, "harness minus vLLM's client, over vLLM's")

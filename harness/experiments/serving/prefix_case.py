@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from typing import Any, cast
 
 from harness.base import stats
 from harness.base.errors import BadInput
@@ -110,7 +111,12 @@ def _arm(ctx, arm: str, ep, reqs, p, caching_on: bool | None = None) -> tuple[li
         f"{arm}: {ok}/{len(res)} ok, engine hits {d.hits} of {d.queries} tokens queried"
         + (f" (no measurement: {d.problem})" if d.problem else "")
     )
-    counts = {"queries": d.queries, "hits": d.hits, "hit_pct": engines.hit_pct(d, served), "served": served}
+    counts: dict[str, Any] = {
+        "queries": d.queries,
+        "hits": d.hits,
+        "hit_pct": engines.hit_pct(d, served),
+        "served": served,
+    }
     if by_host:
         counts["by_loadgen"] = by_host
     if d.problem:  # the counters' deltas are impossible: the hit rate is invalid, with the reason
@@ -240,7 +246,8 @@ def _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, eps, salt)
     on, off = (results.get(a) for a in ("trace.on", "trace.off"))
     if on and off and "trace.on.ttft_p50_ms" in m and "trace.off.ttft_p50_ms" in m:
         m["trace.ttft_p50_speedup_x"] = Metric(
-            m["trace.off.ttft_p50_ms"].value / m["trace.on.ttft_p50_ms"].value,
+            # TTFT percentiles of summary.metrics_of: numbers whenever present
+            cast(float, m["trace.off.ttft_p50_ms"].value) / cast(float, m["trace.on.ttft_p50_ms"].value),
             "x",
             "higher",
             "TTFT P50, caching off over on",
@@ -296,8 +303,9 @@ def _instrument_metrics(results: dict) -> dict[str, Metric]:
             )
     a, b = m.get("instrument.on.repeat_ttft_p50_ms"), m.get("instrument.off.repeat_ttft_p50_ms")
     if a and b and a.value:
+        # b: set just above from a percentile, a number
         m["instrument.ttft_cut_x"] = Metric(
-            b.value / a.value, "x", "higher", "the repeats' TTFT P50 with caching off over on"
+            cast(float, b.value) / a.value, "x", "higher", "the repeats' TTFT P50 with caching off over on"
         )
     return m
 

@@ -24,6 +24,7 @@ import asyncio
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 
 import numpy as np
 
@@ -64,7 +65,7 @@ class SemanticArms:
         self.s = semantic_stream.prepare(self.p, self.emb, ctx.log)
         self.proj = keys.projection(self.emb.dim, self.p["lsh_seed"])
         self.rc = ctx.target.cluster_client(socket_timeout=10)  # a hung node fails a lookup, never the case
-        self.worker = None
+        self.worker: ThreadPoolExecutor | None = None
         try:
             self._start(ctx)
         except BaseException:
@@ -109,7 +110,8 @@ class SemanticArms:
 
     def reset(self, arm: str) -> None:
         """The stores as a point starts: the inserted origins (and, for the oracle, every query)."""
-        self.worker.submit(lambda: None).result()  # the last point's writes are done before the reset
+        worker = cast(ThreadPoolExecutor, self.worker)  # made by _start: __init__ fails without it
+        worker.submit(lambda: None).result()  # the last point's writes are done before the reset
         entries = [Entry(lab, f"[cached answer of entry {i}]") for i, (_, lab) in enumerate(self.s.workload.inserts)]
         mode = MODE_OF[arm]
         if mode == "hash_cache":
@@ -121,9 +123,7 @@ class SemanticArms:
             self.stores[mode].clear()
             self.stores[mode].put_signatures(self.s.insert_sigs, entries)
         elif mode == "oracle_cache" and not self._oracle_filled:
-            self.worker.submit(
-                semantic_stream.fill_oracle, self.stores[mode], self.s.requests, self.emb, self.proj
-            ).result()
+            worker.submit(semantic_stream.fill_oracle, self.stores[mode], self.s.requests, self.emb, self.proj).result()
             self._oracle_filled = True
 
     def requests(self, arm: str, rate: float, span_s: float, salt: int, block: int = 0) -> list[client.Request]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import cast
 
 from harness.experiments.shared import semantic_common as common
 from harness.experiments.shared import semantic_keys as keys
@@ -54,7 +55,8 @@ class Front:
         return res
 
     def lookup(self, mode: str, text: str):
-        store = self.stores.get(mode)
+        # every mode but no_cache (never looked up) has its store: run() and SemanticArms._start make all three
+        store = cast(Store, self.stores.get(mode))
         if mode == "hash_cache":
             key = keys.exact_key(text, True)
             return store.get(key), key
@@ -74,7 +76,8 @@ class Front:
         if res.status != "ok":
             self.errors.append(f"{mode}: {res.status}: {res.error}")
             return None, "error"
-        ttft = res.late_ms + res.ttft_ms  # the lookup before the dispatch, then the engine's first token
+        # the lookup before the dispatch, then the engine's first token (an "ok" result has both times)
+        ttft = cast(float, res.late_ms) + cast(float, res.ttft_ms)
         if mode == "no_cache":
             return ttft, "model"
         if entry is not None:

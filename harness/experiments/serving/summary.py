@@ -8,6 +8,7 @@ repetition's percentile is one value there)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from harness.base import stats
 from harness.experiments.serving.series import REQUESTS
@@ -87,7 +88,8 @@ def metrics_of(prefix: str, results: list[Result], note: str = "") -> dict[str, 
         f"{prefix}.requests": Metric(len(results), "requests"),
         f"{prefix}.ok": Metric(len(ok), "requests", "higher"),
     }
-    m.update(_pcts(prefix, "ttft", [r.ttft_ms for r in ok], (50, 95, 99), note))
+    # an "ok" result was timed: StreamParser.finish set its ttft_ms and e2e_ms
+    m.update(_pcts(prefix, "ttft", cast("list[float]", [r.ttft_ms for r in ok]), (50, 95, 99), note))
     invented = usage_problems(results)
     if invented:  # TPOT divides by the server's token count: an impossible one is no measurement
         for q in (50, 95):
@@ -95,7 +97,7 @@ def metrics_of(prefix: str, results: list[Result], note: str = "") -> dict[str, 
     else:
         m.update(_pcts(prefix, "tpot", [r.tpot_ms for r in ok if r.tpot_ms is not None], (50, 95), note))
     m.update(_pcts(prefix, "itl", [x for r in ok for x in r.itl_ms], (50, 95), note))
-    m.update(_pcts(prefix, "e2e", [r.e2e_ms for r in ok], (50, 95), note))
+    m.update(_pcts(prefix, "e2e", cast("list[float]", [r.e2e_ms for r in ok]), (50, 95), note))
     failed = len(results) - len(ok)
     m[f"{prefix}.error_pct"] = Metric(100.0 * failed / n, "%", "lower", "requests that did not complete")
     for s in STATUSES[1:]:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from typing import cast
 
 from harness.base import stats
 from harness.base.errors import BadInput
@@ -146,8 +147,8 @@ class Workloads:
 
     def __init__(self, p: dict):
         self.p = p
-        self._trace = None
-        self._file = None
+        self._trace: list[dict] | None = None
+        self._file: list[client.Request] | None = None
 
     def _trace_records(self) -> list[dict]:
         if self._trace is None:
@@ -615,7 +616,7 @@ def against_hash(rows: list[dict], unit: str) -> tuple[list[dict], dict[str, Met
     on, hsh = m.get("semantic.on.ttft_p95_shared_ms"), m.get("semantic.hash.ttft_p95_shared_ms")
     if on and hsh and hsh.value:
         m["semantic.vs_hash.ttft_p95_change_pct"] = Metric(
-            100.0 * (on.value / hsh.value - 1),
+            100.0 * (cast(float, on.value) / hsh.value - 1),  # on: set just above from a percentile
             "%",
             "lower",
             f"TTFT P95, semantic cache against the hash cache, over every measured request at {where} (each load's "

@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
-from typing import Awaitable, Callable
+from typing import Any, Callable, Coroutine
 
 from .client import DEADLINE_MARGIN_S, Request, Result
 
-Serve = Callable[[int, Request, float], Awaitable[Result]]
+Serve = Callable[[int, Request, float], Coroutine[Any, Any, Result]]
 
 
 async def _finish(reqs: list[Request], tasks: dict, deadline: float) -> list[Result]:

@@ -7,7 +7,7 @@ ledger."""
 from __future__ import annotations
 
 from harness.experiments.serving.series import LOADGENS, POINTS, REQUESTS, SEMANTIC_VS_HASH
-from harness.experiments.views import Chart, Table, ViewContext, series_table, view
+from harness.experiments.views import Block, Chart, Table, ViewContext, series_table, view
 
 ARMS = (
     ("trace.on", "trace slice, prefix caching on"),
@@ -46,7 +46,7 @@ def _prefix(ctx: ViewContext, case: str) -> list:
         for arm, label in ARMS
         if ctx.metric(case, f"{arm}.requests")
     ]
-    blocks = [
+    blocks: list[Block] = [
         Table(
             "Prefix caching on and off: the Mooncake slice replayed to the engine",
             ["arm", "TTFT P50 (ms)", "TTFT P95 (ms)", "TPOT P50 (ms)", "engine hit rate (%)", "errors (%)"],

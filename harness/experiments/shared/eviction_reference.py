@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from typing import Any
 
 from harness.experiments.lruk_reference import RefHybrid, RefLRUK
 
@@ -26,6 +27,8 @@ INF = float("inf")
 
 class RefLRU:
     """Evict the least recently used object."""
+
+    d: OrderedDict[Any, bool]
 
     def __init__(self, capacity: int):
         self.cap, self.d = capacity, OrderedDict()
@@ -44,6 +47,9 @@ class RefLFU:
     """Evict the object with the fewest accesses since it was inserted; among equal counts,
     the one that reached its count first (FIFO inside a frequency, as libCacheSim's LFU)."""
 
+    freq: dict[Any, int]  # key -> accesses since insertion
+    since: dict[Any, Any]  # key -> the time it reached its count
+
     def __init__(self, capacity: int):
         self.cap, self.freq, self.since = capacity, {}, {}
 
@@ -61,6 +67,11 @@ class RefLFU:
 
 class RefARC:
     """ARC (Megiddo and Modha, FAST 2003), the paper's pseudo-code with ghost lists B1, B2."""
+
+    t1: OrderedDict[Any, bool]
+    t2: OrderedDict[Any, bool]
+    b1: OrderedDict[Any, bool]
+    b2: OrderedDict[Any, bool]
 
     def __init__(self, capacity: int):
         self.c, self.p = capacity, 0.0
@@ -121,6 +132,10 @@ class RefS3FIFO:
     Before the first eviction a full S overflows into M. S is evicted from unless M is over
     its size or S is empty."""
 
+    s: OrderedDict[Any, bool]
+    m: OrderedDict[Any, bool]
+    g: OrderedDict[Any, bool]
+
     def __init__(self, capacity: int, small_ratio: float = 0.1, ghost_ratio: float = 0.9, move_to_main: int = 2):
         self.cap = capacity
         self.s_size = int(capacity * small_ratio)
@@ -128,7 +143,7 @@ class RefS3FIFO:
         self.g_size = int(capacity * ghost_ratio)
         self.move = move_to_main
         self.s, self.m, self.g = OrderedDict(), OrderedDict(), OrderedDict()
-        self.freq = {}
+        self.freq: dict[Any, int] = {}
         self.has_evicted = False
 
     def _evict_small(self):
@@ -192,6 +207,11 @@ class RefWTinyLFU:
     estimated frequency beats the main victim's. Frequencies are exact counts here
     (libCacheSim uses a count-min sketch), halved every 10 x capacity accesses."""
 
+    w: OrderedDict[Any, bool]
+    prob: OrderedDict[Any, bool]
+    prot: OrderedDict[Any, bool]
+    count: dict[Any, int]
+
     def __init__(self, capacity: int, window_ratio: float = 0.01):
         self.cap = capacity
         self.w_cap = max(1, int(capacity * window_ratio))
@@ -239,6 +259,8 @@ class RefBelady:
     """Belady's MIN with bypass: on a miss in a full cache, drop whichever of the cached
     objects and the new one is requested again furthest in the future (never = infinity).
     No policy that knows only the past can have more hits on the same trace."""
+
+    next: dict[Any, float]  # cached key -> the time it is requested next (INF: never)
 
     def __init__(self, capacity: int):
         self.cap, self.next = capacity, {}

@@ -15,7 +15,7 @@ import numpy as np
 from harness.experiments.lruk import lruk_hits
 
 # name -> (libCacheSim class name, keyword arguments); the order is the report's order
-LIB_POLICIES = {
+LIB_POLICIES: dict[str, tuple[str, dict[str, float]]] = {
     "lru": ("LRU", {}),
     "lfu": ("LFU", {}),
     "lru-2": ("LRUK", {"k": 2}),

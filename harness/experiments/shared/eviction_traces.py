@@ -58,7 +58,7 @@ class Trace:
 # ---- real text -----------------------------------------------------------------------
 
 
-def load_texts(path: Path = DATA_FILE) -> list[str]:
+def load_texts(path: str | Path = DATA_FILE) -> list[str]:
     """Every `origin` and `similar` string of the GPTCache mock data, in file order."""
     return texts_from_records(path, ("origin", "similar"), "the eviction trace")
 

@@ -281,6 +281,8 @@ def records_trace(records, block_size: int = 512, name: str = "records") -> KVTr
 def _collect(shown: str, block_size: int, recs, max_requests: int = 0) -> KVTrace:
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
         raise BadInput(f"block_size must be a positive integer, got {block_size!r}")
+    bad_lines: list[int]
+    sizes: dict[int, int]
     ts, inp, out, lens, flat, bad_lines, n_bad, sizes = [], [], [], [], [], [], 0, {}
     prev_ts = None
     for lineno, rec in recs:
@@ -344,7 +346,7 @@ def _collect(shown: str, block_size: int, recs, max_requests: int = 0) -> KVTrac
 def _refuse_wrong_block_size(shown: str, block_size: int, n: int, n_bad: int, bad_lines: list, sizes: dict) -> None:
     if n_bad * 2 <= n:
         return
-    guess = max(sizes, key=sizes.get) if sizes and max(sizes.values()) else None
+    guess = max(sizes, key=sizes.__getitem__) if sizes and max(sizes.values()) else None
     hint = f"; the lines fit a block size of {guess}" if guess and guess != block_size else ""
     raise BadInput(
         f"{shown}: line {bad_lines[0]}: field 'hash_ids': {n_bad} of {n} requests have a block count "

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 
 @dataclass
 class Embedder:
-    model: object  # a SentenceTransformer
+    model: Any  # a SentenceTransformer (its module and tokenizer are used directly)
 
     @classmethod
     def load(cls, device: str = "cpu") -> "Embedder":

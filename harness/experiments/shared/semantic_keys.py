@@ -80,7 +80,7 @@ def text_signature(text: str) -> int:
     return int(hashlib.sha256(normalize(text).encode()).hexdigest()[:16], 16)
 
 
-def hamming(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
+def hamming(a: np.ndarray | np.integer | int, b: np.ndarray | np.integer | int) -> np.ndarray:
     """Bitwise Hamming distance between uint64 signatures (broadcasting)."""
     x = np.bitwise_xor(np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64))
     return np.bitwise_count(x).astype(np.int64)

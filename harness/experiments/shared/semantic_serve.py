@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from harness.experiments.shared import semantic_keys as keys
 from harness.experiments.shared.semantic_store import Entry
@@ -121,7 +123,7 @@ def serve(
     mode: str,
     text: str,
     label: str,
-    model_of,
+    model_of: Callable[[], tuple[Any, Any]],
     store,
     max_new_tokens: int,
     *,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,7 @@ class Entry:
 
 @dataclass
 class Store:
-    client: object  # redis.cluster.RedisCluster (or redis.Redis)
+    client: Any  # redis.cluster.RedisCluster (or redis.Redis)
     ttl_s: int = TTL_S
     bands: int = 8
     prefix: str = "sem"  # "ctl" for the control whose signatures are exact hashes

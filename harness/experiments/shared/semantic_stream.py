@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -153,7 +154,8 @@ def prepare(p: dict, emb, log) -> Stream:
     radius = _best_radius(ins_sig, cal_sig, wl, cal, radii)
     pool = test
     if hits_stream:
-        pool = semantic_hits(wl, test, keys.signatures(test_vec, proj), ins_sig, radius)
+        hits_vec = cast(np.ndarray, test_vec)  # encoded above when hits_stream
+        pool = semantic_hits(wl, test, keys.signatures(hits_vec, proj), ins_sig, radius)
         if not pool:
             raise BadInput(
                 f"stream=semantic-hits: none of the {len(test)} test-split queries is answered by the "
@@ -191,14 +193,14 @@ def outcome_of(ctx, p, s: Stream, rows: list[list], dev: str) -> Record:
         [[n, pos, mode, f"{t:.3f}", o] for n, pos, mode, t, o in rows],
     )
     m: dict[str, Metric] = {"ttft.radius": Metric(s.radius, "bits", None, "best F1 on the calibration split")}
-    p95 = {}
+    p95: dict[str, float] = {}
     for mode in MODES:
         ms = [r[3] for r in rows if r[2] == mode]
         outs = [r[4] for r in rows if r[2] == mode]
         m.update(
             latency_metrics(mode, ms, note=f"TTFT over {len(ms)} requests on {dev}; wrong hits are served by the model")
         )
-        p95[mode] = m[f"{mode}.p95_ms"].value
+        p95[mode] = cast(float, m[f"{mode}.p95_ms"].value)  # a percentile of ms: latency_metrics never gives None
         if mode != "no_cache":
             m.update(_cached_mode_metrics(mode, ms, outs))
     m["ttft.p95_change_semantic_vs_hash_pct"] = Metric(
@@ -232,7 +234,8 @@ def outcome_of(ctx, p, s: Stream, rows: list[list], dev: str) -> Record:
     floor = m.get("semantic_cache.p95_floor_ms")
     if floor is not None:
         m["ttft.p95_floor_change_semantic_vs_hash_pct"] = Metric(
-            100 * (floor.value - p95["hash_cache"]) / p95["hash_cache"],
+            # _cached_mode_metrics gives it quantile_floor's value, never None
+            100 * (cast(float, floor.value) - p95["hash_cache"]) / p95["hash_cache"],
             "%",
             None,
             "computed, not measured: the lowest P95 change the semantic cache's measured hit rate allows, "

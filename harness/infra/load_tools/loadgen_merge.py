@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 from harness.infra.load_tools.memtier import HDR_KINDS, HISTOGRAM_US_PER_MS, MemtierResult, merge_histograms
 
@@ -147,7 +148,7 @@ def merged(runs: list[HostRun], qs) -> dict[str, Merged]:
         encoded = [r.result.histograms.get(kind) for r in runs]
         if not all(encoded):
             continue
-        h = merge_histograms(encoded)
+        h = merge_histograms(cast(list[str], encoded))  # none missing: checked just above
         if h is None:
             continue
         text = h.encode()

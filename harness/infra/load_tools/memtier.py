@@ -12,6 +12,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from typing import cast
 
 from harness.base.files import loads_json
 from harness.base.metrics_model import Column, Metric, Series, SeriesShape
@@ -181,7 +182,7 @@ def per_second_counts(totals: dict) -> list[int]:
         isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts
     ):
         return []
-    return counts
+    return cast(list[int], counts)  # each checked above to be an int
 
 
 def parse_json(data: dict, stderr: str = "") -> MemtierResult:
@@ -200,7 +201,7 @@ def parse_json(data: dict, stderr: str = "") -> MemtierResult:
         if "Totals" not in body:
             continue
         rows = {k: body[k] for k in ROW_KINDS if isinstance(body.get(k), dict)}
-        runtime = body.get("Runtime") if isinstance(body.get("Runtime"), dict) else {}
+        runtime = body["Runtime"] if isinstance(body.get("Runtime"), dict) else {}
         dur = runtime.get("Total duration")
         sections[name] = Section(
             name,

@@ -18,7 +18,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, cast
 from urllib.parse import urlencode
 
 from harness.base.errors import EnvironmentProblem
@@ -230,7 +230,9 @@ class Monitor:
         while time.monotonic() < deadline:
             left = max(0.1, min(5.0, deadline - time.monotonic()))
             try:
-                if len(prom_api(self.url, "/api/v1/query", {"query": query}, left, http_get.JSON_CAP)) >= n_nodes:
+                # called by start() only on a monitor given a URL
+                url = cast(str, self.url)
+                if len(prom_api(url, "/api/v1/query", {"query": query}, left, http_get.JSON_CAP)) >= n_nodes:
                     return
             except http_get.HttpGetError:
                 pass  # not ready yet; the deadline decides
@@ -267,7 +269,7 @@ class Monitor:
         queries = []
         for q in QUERIES:
             result = prom_api(
-                self.url,
+                cast(str, self.url),  # a monitor without a URL has a problem: finish() does not query
                 "/api/v1/query_range",
                 {"query": q.promql, "start": math.floor(start), "end": math.ceil(end), "step": f"{step}s"},
                 30,

@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, cast
 
 from harness.base.errors import BadInput, EnvironmentProblem
 from harness.base.paths import INFRA_DIR, STATE_DIR
@@ -290,7 +290,8 @@ class _Spawner:
 
     def wait_ready(self, timeout: float = 30) -> None:
         for p, logf, name in self.started:
-            listen = next(a for a in p.args if "listen-address" in a).split("=", 1)[1]
+            args = cast(list[str], p.args)  # the cmd list __call__ started it with
+            listen = next(a for a in args if "listen-address" in a).split("=", 1)[1]
             path = "/-/ready" if name == "prometheus" else "/metrics"
             _wait_http(f"http://{listen}{path}", timeout, name, p, logf)
 
@@ -302,7 +303,7 @@ def _start_processes(target: Target, ports: dict, spawn: _Spawner, url: str, log
         env["REDIS_PASSWORD"] = target.password
     if target.username:
         env["REDIS_USER"] = target.username
-    exe = find_tool("redis_exporter")
+    exe = cast(str, find_tool("redis_exporter"))  # the tools: start_stack checked missing_tools() first
     for n, p in zip(target.nodes, ports["redis_exporters"]):
         log(f"starting redis_exporter for {n.address} on 127.0.0.1:{p}")
         spawn(
@@ -314,7 +315,7 @@ def _start_processes(target: Target, ports: dict, spawn: _Spawner, url: str, log
     spawn(
         "node_exporter",
         [
-            find_tool("node_exporter"),
+            cast(str, find_tool("node_exporter")),
             f"--web.listen-address=127.0.0.1:{ports['node_exporter']}",
             "--collector.disable-defaults",
             "--collector.cpu",
@@ -327,7 +328,7 @@ def _start_processes(target: Target, ports: dict, spawn: _Spawner, url: str, log
     spawn(
         "prometheus",
         [
-            find_tool("prometheus"),
+            cast(str, find_tool("prometheus")),
             f"--config.file={folder / 'prometheus.yml'}",
             f"--storage.tsdb.path={folder / 'data'}",
             f"--web.listen-address={url.split('//', 1)[1]}",

@@ -33,7 +33,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, cast
 
 from harness.base.errors import BadInput
 from harness.base.signals import deferred_interrupts
@@ -142,7 +142,8 @@ class RunEngines:
         self.window: set[str] = set()  # the cases from the first to the last that needs an engine
         self.kept: set[str] = set()  # engines this run found running and leaves running
         self.startup: Startup | None = None  # launched, not all ready yet
-        self.started_t0, self.during = 0.0, []  # the cases that ran while they started
+        self.started_t0 = 0.0
+        self.during: list[str] = []  # the cases that ran while they started
         if plan.configs and not tgt.engines:
             self.external = external_engines(target_name)
         self.configs = engine_configs(plan.configs) if plan.configs and not self.external else {}
@@ -243,9 +244,8 @@ class RunEngines:
             else:
                 to_start.append(eng)
         if background and to_start:
-            self.log(
-                f"serving engines: starting in the background at idle priority during {self.plan.early.split('/')[0]}"
-            )
+            early = cast(str, self.plan.early)  # at() starts in the background only at `early`
+            self.log(f"serving engines: starting in the background at idle priority during {early.split('/')[0]}")
         self.startup = Startup(to_start, timeout, order, self.log, os.getpid(), idle=background and bool(to_start))
         self.started_t0, self.during = time.monotonic(), []
         self.tick()
@@ -253,7 +253,7 @@ class RunEngines:
     def finish(self) -> None:
         """Wait until every launched engine serves or failed; one that fails is noted, and the
         cases that need it fail with the reason."""
-        startup, self.startup = self.startup, None
+        startup, self.startup = cast(Startup, self.startup), None  # at() calls this only while a start is on
         try:
             problems = startup.wait()
         except BaseException as e:  # Ctrl-C while they start: they are stopped; keep their logs
@@ -369,7 +369,8 @@ def engines_for_run(
     run = RunEngines(plan_engines(cases), tgt, run_dir, target_name, man, log)
     if run.configs:
         names = [n for n, _ in cases]
-        run.window = set(names[names.index(run.plan.first) : names.index(run.plan.last) + 1])
+        first, last = cast(str, run.plan.first), cast(str, run.plan.last)  # set: some case needs an engine
+        run.window = set(names[names.index(first) : names.index(last) + 1])
     run.preflight()
     try:
         yield run

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import IO, Callable, cast
 
 from harness.base.errors import BadInput, EnvironmentProblem, HarnessError
 from harness.base.paths import REPO_ROOT, STATE_DIR
@@ -132,7 +132,7 @@ def _pip(venv: Path, args: list[str], what: str, log: Callable[[str], None]) -> 
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as p:
         tail: list[str] = []
         collected = 0
-        for line in p.stdout:
+        for line in cast(IO[str], p.stdout):  # stdout=PIPE: never None
             line = line.rstrip()
             if line.startswith("Collecting "):
                 collected += 1

@@ -27,7 +27,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, cast
 
 from harness.base.errors import BadInput, EnvironmentProblem
 from harness.base.signals import deferred_interrupts
@@ -317,7 +317,7 @@ class LocalEngine:
     def poll_ready(self, t0: float, timeout: float) -> bool:
         """True once `/v1/models` lists the model; EnvironmentProblem (with the log's tail)
         when the server exited or `timeout` passed since `t0`. Names new children in the state file."""
-        code = self.proc.poll()
+        code = cast(subprocess.Popen, self.proc).poll()  # asked after spawn(), which sets proc
         if code is not None:
             raise EnvironmentProblem(
                 f"vLLM on {HOST}:{self.config.port} exited with code {code} while starting; "

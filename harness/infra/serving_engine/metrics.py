@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from typing import cast
 
 from harness.base.errors import EnvironmentProblem
 from harness.infra import http_get
@@ -88,7 +89,7 @@ def _model_ids(data, where: str) -> list[str]:
         raise EngineHttpError(f"{where} did not answer JSON with a 'data' list")
     if len(items) > MAX_MODELS:
         raise EngineHttpError(f"{where} lists {len(items)} models, over {MAX_MODELS}; is this the right server?")
-    ids = [m.get("id") for m in items if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    ids: list[str] = [m["id"] for m in items if isinstance(m, dict) and isinstance(m.get("id"), str)]
     long = next((i for i in ids if len(i) > MAX_MODEL_ID), None)
     if long is not None:
         raise EngineHttpError(
@@ -138,12 +139,17 @@ def alive(endpoint: LlmEndpoint, timeout: float = 2.0) -> str | None:
 
 
 # ---- the Prometheus text format ---------------------------------------------------------
+def _at(rx: re.Pattern[str], line: str, pos: int) -> re.Match[str]:
+    """`rx` matched at `pos`: _PLAIN and _SPACE match the empty string, so there is always a match."""
+    return cast(re.Match[str], rx.match(line, pos))
+
+
 def _label_value(line: str, pos: int) -> tuple[str | None, int]:
     """The quoted value starting at `pos` (after its opening quote), unescaped, and the
     position after its closing quote; None when it does not end or is too long."""
     parts, size, end = [], 0, len(line)
     while True:
-        m = _PLAIN.match(line, pos)
+        m = _at(_PLAIN, line, pos)
         size += m.end() - pos
         if size > MAX_LABEL_VALUE:
             return None, pos
@@ -167,7 +173,7 @@ def _label_set(line: str, pos: int) -> tuple[dict[str, str] | None, int]:
     labels: dict[str, str] = {}
     end, count = len(line), 0
     while True:
-        pos = _SPACE.match(line, pos).end()
+        pos = _at(_SPACE, line, pos).end()
         if pos < end and line[pos] == "}":
             return labels, pos + 1
         m = _LABEL_NAME.match(line, pos)
@@ -178,7 +184,7 @@ def _label_set(line: str, pos: int) -> tuple[dict[str, str] | None, int]:
         if value is None:
             return None, pos
         labels[m.group(1)] = value
-        pos = _SPACE.match(line, pos).end()
+        pos = _at(_SPACE, line, pos).end()
         if pos < end and line[pos] == ",":
             pos += 1
         elif not (pos < end and line[pos] == "}"):
@@ -190,7 +196,7 @@ def _sample(line: str, names) -> tuple[str, dict[str, str], float] | None:
     m = _NAME.match(line)
     if m is None or (names is not None and m.group() not in names):
         return None
-    labels: dict[str, str] = {}
+    labels: dict[str, str] | None = {}
     pos = m.end()
     if pos < len(line) and line[pos] == "{":
         labels, pos = _label_set(line, pos + 1)
@@ -200,7 +206,7 @@ def _sample(line: str, names) -> tuple[str, dict[str, str], float] | None:
     if len(rest) > MAX_VALUE_PART or rest[:1] not in (" ", "\t"):
         return None
     value = parse_number(_FIELDS.split(rest.strip(" \t")))
-    return None if value is None else (m.group(), labels, value)
+    return None if value is None or labels is None else (m.group(), labels, value)
 
 
 def parse_number(fields: list[str]) -> float | None:

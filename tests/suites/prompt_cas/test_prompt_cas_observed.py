@@ -307,7 +307,7 @@ def test_known_histories_by_hand():
         ),
         ("if rep == replica and v is not None", "if v is not None", "replica_reads_of_new_writes"),
         ("if rep == replica and v is not None", "if v is not None", "reads_of_new_writes"),
-        ('writes.get(v.wid or "") == key)', "v.wid in writes)", "reads_of_new_writes"),
+        ('writes.get(v.wid or "") == key\n', "v.wid in writes\n", "reads_of_new_writes"),
     ],
 )
 def test_a_counter_that_counts_the_wrong_thing_fails_its_known_histories(monkeypatch, old, new, counter):
