@@ -94,7 +94,7 @@ class MetricDecl:
             raise ValueError(f"MetricDecl.better must be 'lower', 'higher' or None, not {self.better!r}")
         if not self.name or self.name != self.name.strip() or not self.name.isprintable():
             raise ValueError(f"a declared metric name is printable text, no outer spaces: {self.name!r}")
-        if len(re.sub(r"[._]", "", _PLACEHOLDER.sub("", self.name))) < 3:
+        if _PLACEHOLDER.search(self.name) and len(re.sub(r"[._]", "", _PLACEHOLDER.sub("", self.name))) < 3:
             raise ValueError(f"a declared metric name needs a literal part, not placeholders alone: {self.name!r}")
         object.__setattr__(self, "_regex", re.compile(self.regex()))
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.base.metrics_model import MetricDecl
 from harness.infra.process import UNPARSED_URL, note_url_secrets, redact, redact_url_credentials, url_for_display
 from harness.model import driver_contract
 from harness.model.driver_contract import Metric, Param, Record
@@ -34,7 +35,9 @@ ENTRY = "import tests.system.test_hostile_cli; from harness.cli import main; mai
 
 
 @driver_contract.register(
-    "test-hostile-wait", params={"seconds": Param(float, 2.0, "how long the case takes", min=0, max=60)}
+    "test-hostile-wait",
+    metrics=(MetricDecl("waited_s", "s"),),
+    params={"seconds": Param(float, 2.0, "how long the case takes", min=0, max=60)},
 )
 def _wait(ctx):
     """A case that takes `seconds` and writes a raw file."""
@@ -43,7 +46,9 @@ def _wait(ctx):
     return Record(metrics={"waited_s": Metric(ctx.params["seconds"], "s")})
 
 
-@driver_contract.register("test-hostile-cluster-ping", needs="cluster", params={})
+@driver_contract.register(
+    "test-hostile-cluster-ping", metrics=(MetricDecl("pinged", "nodes"),), needs="cluster", params={}
+)
 def _cluster_ping(ctx):
     ctx.target.client(ctx.target.entry, socket_timeout=3).ping()
     return Record(metrics={"pinged": Metric(1.0, "nodes")})

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.base.metrics_model import MetricDecl
 from harness.infra.cluster import LocalCluster, PortLock
 from harness.infra.redis_server import pid_alive
 from harness.model import driver_contract
@@ -27,7 +28,7 @@ from tests.system.test_hostile import assert_one_line, cli
 UNHEALTHY, HELD, TOGETHER = TEST_CLUSTER_PORT + 10, TEST_CLUSTER_PORT + 20, TEST_CLUSTER_PORT + 30
 
 
-@driver_contract.register("test-hostile-ping", needs="cluster", params={})
+@driver_contract.register("test-hostile-ping", metrics=(MetricDecl("primaries", "nodes"),), needs="cluster", params={})
 def _ping(ctx):
     """PING every primary of the target (the case a refused run never gets to)."""
     for n in ctx.target.primaries:

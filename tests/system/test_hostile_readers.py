@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.base.metrics_model import MetricDecl
 from harness.model import driver_contract
 from harness.model.driver_contract import Metric, Record
 from harness.verdict import verdicts_json
@@ -234,7 +235,7 @@ def test_report_history_links_a_relative_path_or_https(tmp_path, location):
 
 
 # ---- point 6: the machine's load ---------------------------------------------------------
-@driver_contract.register("test-hostile-load", params={})
+@driver_contract.register("test-hostile-load", metrics=(MetricDecl("p99_ms", "ms", "lower"),), params={})
 def _quick(ctx):
     return Record(metrics={"p99_ms": Metric(5.0, "ms", "lower")})
 

@@ -26,6 +26,7 @@ import yaml
 
 from harness.base.files import RESERVE_NAME, NoSpace, read_bounded, reserve_space, write_atomic
 from harness.base.format_versions import RESULTS_SCHEMA
+from harness.base.metrics_model import MetricDecl
 from harness.model import driver_contract
 from harness.model.driver_contract import Metric, Param
 from harness.model.stored_run import MAX_MANIFEST_BYTES, MAX_RESULTS_BYTES, Record, write_manifest, write_results
@@ -36,6 +37,7 @@ from tests.system.test_hostile import assert_one_line, cli
 
 @driver_contract.register(
     "test-hostile-fill",
+    metrics=(MetricDecl("raw_kb", "KB"),),
     params={
         "kb": Param(int, 10, "KB of raw output each repetition", min=0),
         "fill_from": Param(int, 0, "from this repetition on, write until the disk is full (0 = never)", min=0),

@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 
 from harness.base import signals
 from harness.base.errors import BadInput
+from harness.base.metrics_model import MetricDecl
 from harness.base.paths import STATE_DIR
 from harness.model import driver_contract
 from harness.model.driver_contract import Metric, Param, Record
@@ -49,7 +50,9 @@ TTY_ENTRY = "import fcntl, termios; fcntl.ioctl(2, termios.TIOCSCTTY, 0); " + EN
 
 
 @driver_contract.register(
-    "test-signals-wait", params={"seconds": Param(float, 1.0, "how long the case takes", min=0, max=60)}
+    "test-signals-wait",
+    metrics=(MetricDecl("waited_s", "s"),),
+    params={"seconds": Param(float, 1.0, "how long the case takes", min=0, max=60)},
 )
 def _wait(ctx):
     """Waits `seconds`."""
@@ -59,6 +62,7 @@ def _wait(ctx):
 
 @driver_contract.register(
     "test-signals-own-process",
+    metrics=(MetricDecl("waited_s", "s"),),
     isolate=True,
     params={"seconds": Param(float, 1.0, "how long the case takes", min=0, max=60)},
 )
@@ -71,6 +75,7 @@ def _wait_in_own_process(ctx):
 
 @driver_contract.register(
     "test-signals-traffic",
+    metrics=(MetricDecl("ops_per_s", "ops/s", "higher"),),
     needs="cluster",
     params={"seconds": Param(float, 1.0, "how long to send SET/GET", min=0.1, max=60)},
 )

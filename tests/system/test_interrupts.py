@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.base.metrics_model import MetricDecl
 from harness.model import driver_contract
 from harness.model.driver_contract import Metric, Param, Record
 from tests import REPO
@@ -35,6 +36,7 @@ TOOLS = ("redis-server", "redis-cli", "prometheus", "prometheus-redis-exporter",
 
 @driver_contract.register(
     "test-interrupts-traffic",
+    metrics=(MetricDecl("ops_per_s", "ops/s", "higher"),),
     needs="cluster",
     params={"seconds": Param(float, 3.0, "how long to send SET/GET", min=0.1, max=60)},
 )

@@ -10,6 +10,7 @@ import shutil
 
 import pytest
 
+from harness.base.metrics_model import MetricDecl
 from harness.experiments import views
 from harness.model import driver_contract
 from harness.model.driver_contract import CaseContext, Metric, Param, Series, register
@@ -159,7 +160,15 @@ def test_harness_report_rebuilds_an_old_folder(tmp_path):
     assert e.value.code == 0 and (run_dir / "report.html").exists() and (run_dir / "junit.xml").exists()
 
 
-@register("test-isolated", params={"n": Param(int, 1, "a number", min=1)}, isolate=True)
+@register(
+    "test-isolated",
+    metrics=(
+        MetricDecl("pid", "pid"),
+        MetricDecl("n", ""),
+    ),
+    params={"n": Param(int, 1, "a number", min=1)},
+    isolate=True,
+)
 def _isolated(ctx: CaseContext) -> Record:
     ctx.log(f"running in pid {os.getpid()}")
     return Record(
