@@ -505,10 +505,14 @@ def test_pool_check_needs_the_flush(cluster, tmp_path):
         pg_port=PG_PORT + 1,
     )
     m, v, out = _pool_run(cluster, tmp_path, chk, p, pool_sweep=[6])
-    assert m["p10.warmup.occupancy_first_s_pct"] >= 90
+    # The instrument (the empty cluster's first second) reads a full pool on a quiet host; where
+    # a busy host's client could not fill it (84% in a fresh clone's make test once), the ledger
+    # must say the measurement was blind: inconclusive, never a success
+    if m["p10.warmup.occupancy_first_s_pct"] < 90:
+        assert v.outcome.name == "INCONCLUSIVE" and "occupancy_first_s_pct" in v.reason, v.reason
     # held on a quiet host (86-99% against 47-74%); a control that spikes on a busy one (both
     # pools full) is named
-    if v.control_held:
+    elif v.control_held:
         assert m["p10.pool.peak_occupancy_pct"] > m["control.p10.pool.peak_occupancy_pct"]
         assert v.outcome.name in ("REPRODUCED", "DIRECTION"), v.reason
     else:
