@@ -2,6 +2,7 @@
 one tuple per driver, in the order of drivers.py."""
 
 from harness.base.metrics_model import MetricDecl as M
+from harness.experiments.shared.semantic_series import TTFT_METRICS
 
 
 def _scheme(schemes: str) -> tuple[M, ...]:
@@ -83,23 +84,9 @@ GPTCACHE = (
     M("instrument.double.qps_over_int8", "x"),
 )
 
-# semantic-cache-ttft (shared.semantic_stream.outcome_of; serving-semantic-e2e reports the same)
-_CACHED = "{hash_cache|semantic_cache|oracle_cache}"
-TTFT = (
-    # TTFT per mode, and the cached modes' hits
-    M("{no_cache|hash_cache|semantic_cache|oracle_cache}.p{50|95|99}_ms", "ms", "lower"),
-    M(_CACHED + ".correct_hit_rate_pct", "%", "higher"),
-    M(_CACHED + ".wrong_hits", "requests", "lower"),
-    M(_CACHED + ".net_hit_rate_pct", "%", "higher"),
-    M(_CACHED + ".p95_floor_ms", "ms"),
-    # C3: the P95 change semantic vs hash, its bootstrap interval and its floor; control and instrument
-    M("ttft.radius", "bits"),
-    M("ttft.p95_change_semantic_vs_hash_pct", "%", "lower"),
-    M("ttft.p95_change_semantic_vs_hash_ci_{low|high}_pct", "%"),
-    M("ttft.p95_floor_change_semantic_vs_hash_pct", "%"),
-    M("control.p95_change_no_cache_vs_hash_pct", "%", "lower"),
-    M("instrument.p95_change_oracle_vs_no_cache_pct", "%", "lower"),
-)
+# semantic-cache-ttft: the TTFT stream's metrics (shared.semantic_series.TTFT_METRICS; serving's
+# semantic-e2e reports the same)
+TTFT = TTFT_METRICS
 
 # semantic-cache-memory (memory_case.py; the GPU figures only on a GPU)
 _RUNS = "{no_cache|hash_cache|semantic_cache|control.no_cache|instrument.extra_allocation}"

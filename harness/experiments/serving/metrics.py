@@ -2,6 +2,7 @@
 tuple per driver, in the order of drivers.py."""
 
 from harness.base.metrics_model import MetricDecl as M
+from harness.experiments.shared.semantic_series import TTFT_METRICS
 
 
 def _client(arms: str) -> tuple[M, ...]:
@@ -47,23 +48,9 @@ PREFIX_CACHE = (
     M("trace.hit_gap_abs_pp", "pp", "lower"),
 )
 
-# serving-semantic-e2e (semantic_case.py): the semantic-cache suite's TTFT stream
-# (shared.semantic_stream.outcome_of, as that suite's TTFT driver declares it), and the engine's errors
-_CACHED = "{hash_cache|semantic_cache|oracle_cache}"
-SEMANTIC_E2E = (
-    M("{no_cache|hash_cache|semantic_cache|oracle_cache}.p{50|95|99}_ms", "ms", "lower"),
-    M(_CACHED + ".correct_hit_rate_pct", "%", "higher"),
-    M(_CACHED + ".wrong_hits", "requests", "lower"),
-    M(_CACHED + ".net_hit_rate_pct", "%", "higher"),
-    M(_CACHED + ".p95_floor_ms", "ms"),
-    M("ttft.radius", "bits"),
-    M("ttft.p95_change_semantic_vs_hash_pct", "%", "lower"),
-    M("ttft.p95_change_semantic_vs_hash_ci_{low|high}_pct", "%"),
-    M("ttft.p95_floor_change_semantic_vs_hash_pct", "%"),
-    M("control.p95_change_no_cache_vs_hash_pct", "%", "lower"),
-    M("instrument.p95_change_oracle_vs_no_cache_pct", "%", "lower"),
-    M("engine.errors", "requests", "lower"),
-)
+# serving-semantic-e2e (semantic_case.py): the semantic cache's TTFT stream, as the semantic-cache
+# suite's ttft case reports it (shared.semantic_series.TTFT_METRICS), and the engine's errors
+SEMANTIC_E2E = (*TTFT_METRICS, M("engine.errors", "requests", "lower"))
 
 # serving-client-vs-vllm (peer_case.py)
 CLIENT_VS_VLLM = (
