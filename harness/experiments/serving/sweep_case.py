@@ -576,6 +576,17 @@ def _steady(r: dict) -> bool:
     return not r["invalid"] and not r["saturated"] and not r["errors"]
 
 
+def _why_no_shared(rows: list[dict], arms: set[str]) -> str:
+    """Why no load counts for C3: each arm's points that were not steady, and what they were."""
+    bad = [
+        f"{r['arm']} at {r['level']:g}: "
+        + (r["invalid"] or r["saturated"] or f"{r['errors']} requests did not complete")
+        for r in rows
+        if r["arm"] in arms and not _steady(r)
+    ]
+    return "no load at which every semantic arm ran steadily (" + ("; ".join(bad) or "no common load") + ")"
+
+
 def against_hash(rows: list[dict], unit: str) -> tuple[list[dict], dict[str, Metric]]:
     """C3 against the curve. Per load at which the semantic and the hash cache both ran
     steadily: their TTFT P95s and the change (the report's table). Judged: the change of the
@@ -600,7 +611,7 @@ def against_hash(rows: list[dict], unit: str) -> tuple[list[dict], dict[str, Met
     ]
     shared = [lv for lv in pair if all(lv in steady[a] for a in arms)]  # where every semantic arm ran steadily
     if not shared:
-        return versus, {}
+        return versus, {"semantic.shared_levels": Metric(0, "loads", None, _why_no_shared(rows, arms))}
     where = f"{', '.join(f'{lv:g}' for lv in shared)} {unit}"
     m: dict[str, Metric] = {
         "semantic.shared_levels": Metric(

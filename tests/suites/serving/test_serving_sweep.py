@@ -277,6 +277,32 @@ def test_the_semantic_arms_answer_hits_from_the_cache_and_send_the_rest_to_the_e
     assert on["cache_hit_pct"] is not None and on["wrong_hits"] is not None, on
 
 
+def test_no_load_every_semantic_arm_ran_steadily_says_which_points_were_not():
+    """A loaded host can saturate some arm at every load: then C3 has nothing to judge (no
+    change metric, so the ledger reads it missing), and shared_levels is 0 with each point that
+    was not steady and why, rather than silence."""
+    from harness.experiments.serving import sweep_case
+
+    def row(arm, lv, saturated=""):
+        return {
+            "arm": arm,
+            "level": lv,
+            "invalid": "",
+            "saturated": saturated,
+            "errors": 0,
+            "ttft_p95_ms": 100.0,
+            "_ttft": [100.0],
+        }
+
+    rows = [row(a, lv) for a in ("semantic.on", "semantic.hash", "semantic.oracle") for lv in (2.0, 4.0)]
+    rows += [row("semantic.off", 2.0, "a queue grew"), row("semantic.off", 4.0, "completed 1.0 of 4.0 req/s")]
+    versus, m = sweep_case.against_hash(rows, "req/s")
+    assert [v["level"] for v in versus] == [2.0, 4.0]  # the pair's own changes are still shown
+    assert set(m) == {"semantic.shared_levels"} and m["semantic.shared_levels"].value == 0, m
+    note = m["semantic.shared_levels"].note
+    assert "semantic.off at 2: a queue grew" in note and "semantic.off at 4: completed 1.0 of 4.0 req/s" in note, note
+
+
 def test_the_outcome_pools_c3_over_the_loads_every_semantic_arm_ran_steadily(tmp_path):
     """The case's outcome on constructed points: C3's change is the pooled P95s' (semantic
     against hash) over the loads where all four semantic arms ran steadily: a saturated point
