@@ -467,6 +467,17 @@ def _judge(cv: CheckVerdict) -> None:
         cv.reason = "; ".join(parts)
 
 
+def absent_why(run: RunData, suite: str, case: str, metric: str) -> str:
+    """Why the case's records have no `metric`, where the case said so (its details'
+    absent_metrics: metric -> one line); '' where none did. Read from a stored file: bounded."""
+    for r in run.ok_records(suite, case):
+        said = r.details.get("absent_metrics") if isinstance(r.details, dict) else None
+        why = said.get(metric) if isinstance(said, dict) else None
+        if isinstance(why, str) and why:
+            return for_terminal(why, TEXT)
+    return ""
+
+
 def check_verdict(run: RunData, a: Analysis, chk: ClaimCheck, facts_of_run: dict | None = None) -> CheckVerdict:
     srun = run.suites.get(chk.suite)
     if srun is None or chk.case not in srun.case_names():
@@ -496,7 +507,10 @@ def check_verdict(run: RunData, a: Analysis, chk: ClaimCheck, facts_of_run: dict
         return cv
     if m is None:
         cs = a.case_status(chk.suite, chk.case)
-        cv.reason = f"{chk.case}: " + ("; ".join(cs.reasons) if cs and cs.reasons else f"no metric {chk.metric}")
+        why = absent_why(run, chk.suite, chk.case, chk.metric)
+        cv.reason = f"{chk.case}: " + (
+            "; ".join(cs.reasons) if cs and cs.reasons else f"no metric {chk.metric}" + (f": {why}" if why else "")
+        )
         return cv
     if not chk.controls:
         cv.outcome = Outcome.INCONCLUSIVE

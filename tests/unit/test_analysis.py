@@ -249,3 +249,21 @@ def test_numbers_for_people():
         "0",
         "-",
     ]
+
+
+def test_a_metric_the_case_says_it_could_not_measure_gives_its_reason_hostile_text_bounded():
+    """A case that knows why a claimed metric is absent says so (details.absent_metrics): the
+    'not measured' reason carries it, bounded and made printable (it comes from a stored file);
+    a case that said nothing, or said it in the wrong type, gives the bare 'no metric'."""
+    claims = [
+        _claim("C1", {"suite": "s", "case": "c", "metric": "gain", "op": ">", "value": 1, "instrument": INSTRUMENT})
+    ]
+    run = run_of({"lat": [1.0, 1.0, 1.0], "slow_lat": [9.0, 9.0, 9.0]}, claims=claims)
+    assert analyze(run).claims[0].checks[0].reason == "c: no metric gain"
+    run.records[1].details = {"absent_metrics": {"gain": ["a list"]}}
+    assert analyze(run).claims[0].checks[0].reason == "c: no metric gain"
+    run.records[0].details = {"absent_metrics": {"gain": "neither arm held the SLO\x1b[31m at 4 req/s" + "x" * 5000}}
+    cv = analyze(run).claims[0].checks[0]
+    assert cv.outcome is Outcome.NOT_MEASURED
+    assert cv.reason.startswith("c: no metric gain: neither arm held the SLO") and "\x1b" not in cv.reason
+    assert len(cv.reason) < 1500, len(cv.reason)

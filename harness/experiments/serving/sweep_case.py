@@ -456,10 +456,17 @@ def outcome(ctx: CaseContext, rows: list[dict], skipped: dict, loads: Workloads)
             "wrong hits (answers of another question, served by the engine instead)",
         )
     )
+    absent: dict[str, str] = {}  # a metric the ledger may ask for, and why this run has none
     for cache in ("prefix", "instrument", "semantic"):
-        m.update(buys(cache, rows, by_arm, unit))
+        got = buys(cache, rows, by_arm, unit)
+        m.update(got)
+        why = no_capacity_why(cache, by_arm, unit)
+        if why and f"{cache}.capacity_gain_x" not in got:
+            absent[f"{cache}.capacity_gain_x"] = why
     versus, c3 = against_hash(rows, unit)
     m.update(c3)
+    if "semantic.shared_levels" in c3 and "semantic.vs_hash.ttft_p95_change_pct" not in c3:
+        absent["semantic.vs_hash.ttft_p95_change_pct"] = c3["semantic.shared_levels"].note
     # at a point past the knee, timeouts are what the server did; below it, a fault
     m.update(per_arm_pct(rows, "errors", "error_pct", "requests that did not complete"))
     for arm in dict.fromkeys(r["arm"] for r in rows if r["errors"] is not None):
@@ -480,6 +487,8 @@ def outcome(ctx: CaseContext, rows: list[dict], skipped: dict, loads: Workloads)
         "workload": p["workload"],
         "unit": unit,
     }
+    if absent:
+        details["absent_metrics"] = absent
     if p["workload"] == "sessions":
         details["session_generator"] = loads.session_spec(1.0, sum(timing(p, 1.0)), 0).record()
     facts = {"sweep_mode": p["mode"], "sweep_workload": p["workload"]}
@@ -546,6 +555,37 @@ def buys(cache: str, rows: list[dict], by_arm: dict, unit: str) -> dict[str, Met
                 + f", at {best_on.level:g} {unit}",
             )
     return m
+
+
+def no_capacity_why(cache: str, by_arm: dict, unit: str) -> str:
+    """Why `cache`'s capacity gain (on over off) cannot be measured from these points, or ''."""
+    on, off = by_arm.get(f"{cache}.on"), by_arm.get(f"{cache}.off")
+    if not on or not off:
+        return ""
+    lowest = min(x.level for x in on + off)
+    held_on, held_off = sweep.highest_at_slo(on), sweep.highest_at_slo(off)
+    if held_on is None and held_off is None:
+        return (
+            f"neither arm held the SLO at the lowest load tried ({lowest:g} {unit}): both capacities are below "
+            f"the loads tried on this machine; give the sweep lower rates to measure them"
+        )
+    if held_off is None and held_on is not None:
+        return (
+            f"the off arm held the SLO at no load tried (the lowest, {lowest:g} {unit}), the on arm up to "
+            f"{held_on.level:g}: the off arm's capacity is below the loads tried; give the sweep lower rates"
+        )
+    if held_on is None and held_off is not None:
+        return (
+            f"the on arm held the SLO at no load tried (the lowest, {lowest:g} {unit}), the off arm up to "
+            f"{held_off.level:g}"
+        )
+    if not _failed(off):
+        top = max(x.level for x in off)
+        return (
+            f"the off arm held the SLO at every load tried (up to {top:g} {unit}): its capacity was not found; "
+            f"give the sweep higher rates"
+        )
+    return ""
 
 
 def _failed(points: list[sweep.PointStats]) -> bool:

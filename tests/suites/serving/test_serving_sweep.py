@@ -5,6 +5,7 @@ the client's own measuring is tested in tests/suites/serving/test_serving_client
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -275,6 +276,29 @@ def test_the_semantic_arms_answer_hits_from_the_cache_and_send_the_rest_to_the_e
     assert 0 < oracle["ttft_p95_ms"] < 1000.0 and not oracle["invalid"], oracle
     assert off["cache_hit_pct"] == 0.0 and srv.served >= off["requests"] > 0, off
     assert on["cache_hit_pct"] is not None and on["wrong_hits"] is not None, on
+
+
+def test_a_capacity_the_loads_tried_cannot_find_says_why():
+    """I25's capacity gain needs the off arm's SLO to fail at a valid point and both arms to
+    hold it somewhere: otherwise the record says why there is no gain (details.absent_metrics,
+    which the ledger's 'not measured' quotes) and what to change."""
+    from harness.experiments.serving import sweep_case
+
+    def pts(*held):
+        return [SimpleNamespace(level=lv, invalid="", slo_held=h) for lv, h in zip((4.0, 8.0), held)]
+
+    why = sweep_case.no_capacity_why
+    assert why("prefix", {"prefix.on": pts(False, False), "prefix.off": pts(False, False)}, "req/s").startswith(
+        "neither arm held the SLO at the lowest load tried (4 req/s)"
+    )
+    assert "the off arm's capacity is below the loads tried" in why(
+        "prefix", {"prefix.on": pts(True, False), "prefix.off": pts(False, False)}, "req/s"
+    )
+    assert "its capacity was not found; give the sweep higher rates" in why(
+        "prefix", {"prefix.on": pts(True, True), "prefix.off": pts(True, True)}, "req/s"
+    )
+    assert why("prefix", {"prefix.on": pts(True, True), "prefix.off": pts(True, False)}, "req/s") == ""
+    assert why("prefix", {"prefix.on": pts(True, True)}, "req/s") == ""  # no off arm: nothing to say
 
 
 def test_no_load_every_semantic_arm_ran_steadily_says_which_points_were_not():
