@@ -21,7 +21,14 @@ from harness.base.errors import BadInput
 from harness.experiments.kv_trace import analyses, crosscheck, metrics, recount, shape, tier_metrics, tiers
 from harness.experiments.kv_trace.series import CURVE, HEAD_SWEEP, PAIRS
 from harness.experiments.shared import kv_policies as policies
-from harness.experiments.shared.kv_block_trace import DEFAULT_TRACE, KVTrace, load_trace, session_sample, unique_blocks
+from harness.experiments.shared.kv_block_trace import (
+    DEFAULT_TRACE,
+    FORMATS,
+    KVTrace,
+    load_trace,
+    session_sample,
+    unique_blocks,
+)
 from harness.experiments.shared.kv_policies import Stream
 from harness.model.driver_contract import (
     INPUT_FILE,
@@ -59,11 +66,20 @@ TRACE_PARAMS = {
     "trace": Param(
         str,
         DEFAULT_TRACE,
-        "a Mooncake-format JSONL trace (timestamp, input_length, output_length, "
-        "hash_ids); relative to the repository or absolute",
+        "a KV-block JSONL trace: Mooncake's format (timestamp in ms, input_length, output_length, "
+        "hash_ids) or Alibaba Bailian's (the same with the timestamp in seconds, chat_id, parent_chat_id); "
+        "relative to the repository or absolute",
         kind=INPUT_FILE,
     ),
-    "block_size": Param(int, 512, "tokens per KV block of the trace's hash_ids (512 for Mooncake's)", min=1),
+    "trace_format": Param(
+        str,
+        "auto",
+        "mooncake, bailian, or auto (Bailian's where the first request has chat_id and parent_chat_id)",
+        choices=FORMATS,
+    ),
+    "block_size": Param(
+        int, 512, "tokens per KV block of the trace's hash_ids (512 for Mooncake's, 16 for Bailian's)", min=1
+    ),
     "max_requests": Param(int, 0, "read only the first N requests (0 = the whole trace)", min=0),
     "seed": Param(int, 0, "seed of random eviction and the controls' draws; repetition r uses seed + r - 1", min=0),
 }
@@ -118,7 +134,13 @@ def _check_main(where: str, p: dict) -> None:
 
 
 def load(p: dict, ctx: CaseContext | None = None) -> KVTrace:
-    t = load_trace(input_path(p["trace"]), p["block_size"], shown=p["trace"], max_requests=p["max_requests"])
+    t = load_trace(
+        input_path(p["trace"]),
+        p["block_size"],
+        shown=p["trace"],
+        max_requests=p["max_requests"],
+        fmt=p["trace_format"],
+    )
     if ctx is not None:
         ctx.log(
             f"{p['trace']}: {t.n_requests} requests, {t.n_blocks} blocks of {t.block_size} tokens"
@@ -132,6 +154,7 @@ def facts_of(t: KVTrace, p: dict) -> dict:
         "trace_file": p["trace"],
         "trace_sha256": t.sha256 or t.digest(),
         "trace_is_mooncake_conversation": t.is_mooncake_conversation,
+        "trace_format": t.fmt,
         "block_size": t.block_size,
         "simulator": policies.engine_description(),
     }

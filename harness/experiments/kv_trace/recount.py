@@ -30,16 +30,21 @@ GIB = 2**30
 GB = 10**9
 
 
-def read_requests(path: Path, max_requests: int = 0) -> list[tuple[int, int, list]]:
-    """(timestamp ms, input tokens, block ids) of every request of a Mooncake-format file.
-    The driver has already checked the file (trace.py); this is a second, plain reading."""
-    out = []
+def read_requests(path: Path, max_requests: int = 0, fmt: str = "auto") -> list[tuple[int, int, list]]:
+    """(timestamp ms, input tokens, block ids) of every request of a Mooncake-format file
+    (ms) or a Bailian-format one (seconds; chat_id and parent_chat_id on its lines). The
+    driver has already checked the file; this is a second, plain reading."""
+    out: list[tuple[int, int, list]] = []
+    seconds = fmt == "bailian"
     with open(path, encoding="utf-8") as f:
         for line in f:
             if not line.strip():
                 continue
             rec = json.loads(line)
-            out.append((int(rec["timestamp"]), int(rec["input_length"]), list(rec["hash_ids"])))
+            if not out and fmt == "auto":
+                seconds = "chat_id" in rec and "parent_chat_id" in rec
+            t = round(float(rec["timestamp"]) * 1000) if seconds else int(rec["timestamp"])
+            out.append((t, int(rec["input_length"]), list(rec["hash_ids"])))
             if max_requests and len(out) >= max_requests:
                 break
     return out
@@ -349,7 +354,7 @@ def recount(path: Path, p: dict, order: tuple, label, log=print) -> dict[str, tu
     the curve's rates of the policies of `order` (`label` names a capacity as the curve's
     metrics do) and reference.seconds (the whole recount's wall time)."""
     t0 = time.perf_counter()
-    requests = read_requests(path, p["max_requests"])
+    requests = read_requests(path, p["max_requests"], p.get("trace_format", "auto"))
     bs, total = p["block_size"], sum(n for _, n, _ in requests)
     kvb, gpu_tokens = sizes(p)
     distinct = len({key for _, _, ids in requests for key in ids})

@@ -1,12 +1,18 @@
-"""Mooncake-format KV-block traces: streamed, validated, held as flat numpy arrays.
+"""KV-block traces (Mooncake's format and Alibaba Bailian's): streamed, validated, held as
+flat numpy arrays.
 
-One JSON object per line, sorted by time:
+Mooncake (FAST'25): one JSON object per line, sorted by time:
   {"timestamp": ms, "input_length": tokens, "output_length": tokens, "hash_ids": [block hash, ...]}
 `hash_ids` are the hashes of the prompt's KV blocks of `block_size` tokens (512 in the
-Mooncake release); equal ids mean the same prefix up to and including that block. Other
-fields are ignored. A problem a user can fix is one BadInput line naming the file, the
-line number and the field; lengths that disagree with the block count are counted and
-reported (refused only when they disagree on most lines: a wrong block_size).
+Mooncake release); equal ids mean the same prefix up to and including that block.
+Bailian (qwen-bailian-usagetraces-anon, ATC'25): the same fields with the timestamp in
+seconds (a decimal), 16-token blocks, and a conversation's structure: "chat_id", and
+"parent_chat_id" (-1 for a conversation's first request), "turn", "type"; its requests
+carry their conversation (`sessions`). `fmt="auto"` reads a file whose first request has
+chat_id and parent_chat_id as Bailian's, else as Mooncake's. Other fields are ignored.
+A problem a user can fix is one BadInput line naming the file, the line number and the
+field; lengths that disagree with the block count are counted and reported (refused only
+when they disagree on most lines: a wrong block_size).
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ MAX_LINE_BYTES = 8 << 20  # a 128k-token prompt of 16-token blocks is ~90 KB; 8 
 MAX_ID = 2**63 - 1
 MAX_CONTAINERS = 200  # lists and objects on one line (a Mooncake line has 2)
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
+FORMATS = ("auto", "mooncake", "bailian")
+BAILIAN_FIELDS = ("chat_id", "parent_chat_id", *FIELDS)
+BAILIAN_BLOCK_SIZE = 16  # "Salted SipHash blocks (16 tokens per block)", the release's README
 COMMON_BLOCK_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 
 
@@ -46,6 +55,8 @@ class KVTrace:
     sha256: str = ""
     mismatched_lines: list = field(default_factory=list)  # line numbers where len(hash_ids) != ceil(len/bs)
     n_mismatched: int = 0
+    sessions: np.ndarray | None = None  # each request's conversation (a Bailian trace's root chat_id)
+    fmt: str = "mooncake"
 
     def __post_init__(self):
         if self.block_size < 1:
@@ -117,6 +128,8 @@ class KVTrace:
             self.offsets[start : stop + 1] - lo,
             self.blocks[lo:hi],
             self.sha256 if (start, stop) == (0, self.n_requests) else "",
+            sessions=None if self.sessions is None else self.sessions[start:stop],
+            fmt=self.fmt,
         )
 
 
@@ -138,6 +151,8 @@ def subset(trace: KVTrace, idx, name: str) -> KVTrace:
         trace.output_len[idx],
         offsets,
         blocks.astype(np.int64),
+        sessions=None if trace.sessions is None else trace.sessions[idx],
+        fmt=trace.fmt,
     )
 
 
@@ -146,13 +161,18 @@ def session_sample(trace: KVTrace, fraction: float, seed: int) -> KVTrace:
     seeded random `fraction` of the distinct session blocks. A request's session block is
     its second block (the first block is often a prompt every request shares), or its only
     block. A time window of a few hundred requests holds almost no multi-turn reuse (the
-    turns of a conversation are minutes apart); a sample of sessions keeps it."""
+    turns of a conversation are minutes apart); a sample of sessions keeps it. A trace that
+    names each request's conversation (Bailian's chat ids) is sampled by it instead."""
     lens = trace.lengths
     first = trace.offsets[:-1]
-    key = np.where(
-        lens > 1,
-        trace.blocks[np.minimum(first + 1, max(trace.n_blocks - 1, 0))],
-        np.where(lens > 0, trace.blocks[np.minimum(first, max(trace.n_blocks - 1, 0))], -1),
+    key = (
+        trace.sessions
+        if trace.sessions is not None
+        else np.where(
+            lens > 1,
+            trace.blocks[np.minimum(first + 1, max(trace.n_blocks - 1, 0))],
+            np.where(lens > 0, trace.blocks[np.minimum(first, max(trace.n_blocks - 1, 0))], -1),
+        )
     )
     uniq = np.unique(key)
     k = max(1, int(round(fraction * len(uniq))))
@@ -170,9 +190,10 @@ def _shown(v) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _int_field(path: str, lineno: int, rec: dict, name: str) -> int:
+def _int_field(path: str, lineno: int, rec: dict, name: str, fields: tuple = FIELDS, low: int = 0) -> int:
     if name not in rec:
-        raise BadInput(f"{_where(path, lineno)}: no {name!r} field; a Mooncake line has {', '.join(FIELDS)}")
+        kind = "Bailian" if fields is BAILIAN_FIELDS else "Mooncake"
+        raise BadInput(f"{_where(path, lineno)}: no {name!r} field; a {kind} line has {', '.join(fields)}")
     v = rec[name]
     if isinstance(v, float) and v.is_integer():
         v = int(v)
@@ -181,12 +202,27 @@ def _int_field(path: str, lineno: int, rec: dict, name: str) -> int:
             f"{_where(path, lineno, name)}: expected a non-negative integer, got "
             f"{type(v).__name__} {_shown(v)}; write the number without quotes"
         )
-    if v < 0 or v > MAX_ID:
+    if v < low or v > MAX_ID:
         raise BadInput(
-            f"{_where(path, lineno, name)}: {_shown(v)} is out of range (0 to 2^63-1); "
-            f"lengths and times cannot be negative"
+            f"{_where(path, lineno, name)}: {_shown(v)} is out of range ({low} to 2^63-1); "
+            + ("lengths and times cannot be negative" if low == 0 else "-1 marks a conversation's first request")
         )
     return v
+
+
+def _seconds_ms(path: str, lineno: int, rec: dict) -> int:
+    """A Bailian line's timestamp (seconds since the trace began, a decimal) in whole ms."""
+    if "timestamp" not in rec:
+        raise BadInput(f"{_where(path, lineno)}: no 'timestamp' field; a Bailian line has {', '.join(BAILIAN_FIELDS)}")
+    v = rec["timestamp"]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise BadInput(
+            f"{_where(path, lineno, 'timestamp')}: expected seconds since the trace began (a number), got "
+            f"{type(v).__name__} {_shown(v)}"
+        )
+    if not 0 <= v <= MAX_ID / 1000:
+        raise BadInput(f"{_where(path, lineno, 'timestamp')}: {_shown(v)} is out of range; times cannot be negative")
+    return int(round(v * 1000))
 
 
 def _hash_ids(path: str, lineno: int, rec: dict) -> list:
@@ -252,9 +288,11 @@ def _lines(path: Path, shown: str, digest):
             yield lineno, raw
 
 
-def load_trace(path: str | Path, block_size: int = 512, shown: str | None = None, max_requests: int = 0) -> KVTrace:
-    """Read and check a Mooncake-format trace. `shown` is the name used in messages;
-    max_requests > 0 reads only the first requests."""
+def load_trace(
+    path: str | Path, block_size: int = 512, shown: str | None = None, max_requests: int = 0, fmt: str = "auto"
+) -> KVTrace:
+    """Read and check a Mooncake- or Bailian-format trace (`fmt`: FORMATS). `shown` is the
+    name used in messages; max_requests > 0 reads only the first requests."""
     path = Path(path)
     shown = shown or str(path)
     if path.exists() and not path.is_file():
@@ -267,24 +305,51 @@ def load_trace(path: str | Path, block_size: int = 512, shown: str | None = None
         )
     digest = hashlib.sha256()
     recs = ((n, _parse_line(shown, n, raw)) for n, raw in _lines(path, shown, digest))
-    t = _collect(shown, block_size, recs, max_requests)
+    t = _collect(shown, block_size, recs, max_requests, fmt)
     t.name, t.sha256 = path.name, digest.hexdigest() if not max_requests else ""
     return t
 
 
-def records_trace(records, block_size: int = 512, name: str = "records") -> KVTrace:
-    """A trace from in-memory Mooncake records (dicts), checked like a file's lines (the
-    record's position, from 1, stands for the line number)."""
-    return _collect(name, block_size, enumerate(records, 1))
+def records_trace(records, block_size: int = 512, name: str = "records", fmt: str = "auto") -> KVTrace:
+    """A trace from in-memory Mooncake or Bailian records (dicts), checked like a file's
+    lines (the record's position, from 1, stands for the line number)."""
+    return _collect(name, block_size, enumerate(records, 1), fmt=fmt)
 
 
-def _collect(shown: str, block_size: int, recs, max_requests: int = 0) -> KVTrace:
+class _Chats:
+    """A Bailian trace's conversations: each request's root chat id, from parent_chat_id."""
+
+    def __init__(self, shown: str):
+        self.shown = shown
+        self.root: dict[int, int] = {}
+        self.of_request: list[int] = []
+
+    def add(self, lineno: int, rec: dict) -> None:
+        chat = _int_field(self.shown, lineno, rec, "chat_id", BAILIAN_FIELDS)
+        parent = _int_field(self.shown, lineno, rec, "parent_chat_id", BAILIAN_FIELDS, low=-1)
+        # a parent not seen before (cut off by a slice of the trace) starts a conversation of its own
+        root = self.root.get(parent, parent) if parent >= 0 else chat
+        self.root.setdefault(chat, root)
+        self.of_request.append(root)
+
+
+def _format_of(shown: str, fmt: str, rec: dict) -> str:
+    if fmt != "auto":
+        return fmt
+    return "bailian" if "chat_id" in rec and "parent_chat_id" in rec else "mooncake"
+
+
+def _collect(shown: str, block_size: int, recs, max_requests: int = 0, fmt: str = "auto") -> KVTrace:
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
         raise BadInput(f"block_size must be a positive integer, got {block_size!r}")
     bad_lines: list[int]
     sizes: dict[int, int]
+    ts: list[int]
     ts, inp, out, lens, flat, bad_lines, n_bad, sizes = [], [], [], [], [], [], 0, {}
     prev_ts = None
+    chats = None
+    if fmt not in FORMATS:
+        raise BadInput(f"{shown}: trace format {fmt!r} is not one of {', '.join(FORMATS)}")
     for lineno, rec in recs:
         if rec is None:
             continue
@@ -292,7 +357,19 @@ def _collect(shown: str, block_size: int, recs, max_requests: int = 0) -> KVTrac
             raise BadInput(
                 f"{_where(shown, lineno)}: expected a JSON object with {', '.join(FIELDS)}, got {type(rec).__name__}"
             )
-        t = _int_field(shown, lineno, rec, "timestamp")
+        if not ts:  # the first request decides the format
+            fmt = _format_of(shown, fmt, rec)
+            chats = _Chats(shown) if fmt == "bailian" else None
+            if chats is not None and block_size != BAILIAN_BLOCK_SIZE:
+                raise BadInput(
+                    f"{shown}: a Bailian-format trace (chat_id, parent_chat_id) has {BAILIAN_BLOCK_SIZE}-token "
+                    f"blocks, not {block_size}; set block_size to {BAILIAN_BLOCK_SIZE}"
+                )
+        if chats is not None:
+            t = _seconds_ms(shown, lineno, rec)
+            chats.add(lineno, rec)
+        else:
+            t = _int_field(shown, lineno, rec, "timestamp")
         n_in = _int_field(shown, lineno, rec, "input_length")
         n_out = _int_field(shown, lineno, rec, "output_length")
         ids = _hash_ids(shown, lineno, rec)
@@ -340,6 +417,8 @@ def _collect(shown: str, block_size: int, recs, max_requests: int = 0) -> KVTrac
         "",
         bad_lines,
         n_bad,
+        sessions=None if chats is None else np.asarray(chats.of_request, dtype=np.int64),
+        fmt=fmt,
     )
 
 
