@@ -18,7 +18,7 @@ import json
 from typing import cast
 
 from harness.base.errors import BadInput
-from harness.experiments.kv_trace import analyses, crosscheck, metrics, recount, shape, tier_metrics, tiers
+from harness.experiments.kv_trace import analyses, crosscheck, metrics, pool, recount, shape, tier_metrics, tiers
 from harness.experiments.kv_trace.series import CURVE, HEAD_SWEEP, PAIRS
 from harness.experiments.shared import kv_policies as policies
 from harness.experiments.shared.kv_block_trace import (
@@ -102,6 +102,13 @@ MAIN_PARAMS = {
         policies.ALL_POLICIES,
     ),
     **shape.SHAPE_PARAMS,
+    "pool_instances": Param(
+        int,
+        4,
+        "serving instances for the shared pool against per-instance caches (each with the GPU's KV capacity)",
+        min=2,
+        max=64,
+    ),
     "tier_gb": Param(list, [24, 128, 10000], "L1, L2, L3 capacities in GB (10^9 bytes) of KV", min=0),
     "tier_ttl_s": Param(list, [30, 300, 3600], "L1, L2, L3 TTLs in seconds (idle time; null = none)"),
     "tier_policies": Param(list, ["lru", "lru", "lru-3"], "L1, L2, L3 eviction: lru, leaf-lru or lru-K"),
@@ -187,7 +194,9 @@ def run_trace(ctx: CaseContext) -> Record:
     gpu_tokens = m.gpu_kv_tokens(p["gpu_memory_gib"], p["gpu_memory_utilization"])
     metrics["reuse.gpu.capacity_tokens"] = Metric(gpu_tokens, "tokens", None, m.describe())
     metrics["reuse.kv_bytes_per_token"] = Metric(m.kv_bytes_per_token, "B")
-    metrics.update(analyses.reuse(t, shape.blocks_of(gpu_tokens, t.block_size), p["gpu_policy"]))
+    gpu_blocks = shape.blocks_of(gpu_tokens, t.block_size)
+    metrics.update(analyses.reuse(t, gpu_blocks, p["gpu_policy"]))
+    metrics.update(pool.pool(t, p["pool_instances"], p["gpu_policy"], gpu_blocks))
     ctx.log(
         f"reuse: maximum {metrics['reuse.max.token_hit_pct'].value:.1f}%, at the GPU's {gpu_tokens:,} tokens "
         f"{metrics['reuse.gpu.token_hit_pct'].value:.1f}% ({p['gpu_policy']})"

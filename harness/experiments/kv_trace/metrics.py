@@ -25,6 +25,13 @@ SIMULATE = (
     M("reuse.{dup|nosharing}.{max|gpu}.{token|block}_hit_pct", "%"),
     M("reuse.{dup|nosharing}.block_lookups", "lookups"),
     M("reuse.replayed.max.token_hit_pct", "%"),
+    M("pool.instances", "instances"),
+    M("pool.capacity_tokens", "tokens"),
+    M("pool.shared.token_hit_pct", "%", "higher"),
+    M("pool.instances.{round_robin|affine}.token_hit_pct", "%", "higher"),
+    M("pool.shared_gain_over_{round_robin|affine}_pp", "pp", "higher"),
+    M("pool.one_instance.gap_pp", "pp", "lower"),
+    M("pool.dup.shared_gain_over_round_robin_pp", "pp"),
     # hit rate against capacity per policy, the source's ordering (C18) and the ceiling (opt)
     M("curve.{lru|lfu|arc|s3fifo|lru-2|lru-3|leaf-lru|random|opt|hybrid}.at_{capacity}.token_hit_pct", "%", "higher"),
     M("curve.{lru|lfu|arc|s3fifo|lru-2|lru-3|leaf-lru|random|opt|hybrid}.at_{capacity}.share_of_max_pct", "%"),
@@ -64,6 +71,9 @@ SIMULATE = (
     M("reference.tiers.base.of_max_pct", "%"),
     M("reference.tiers.ttl_kept_pct", "%"),
     M("reference.tiers.L3.lruk_gain_pp", "pp"),
+    M("reference.pool.shared.token_hit_pct", "%"),
+    M("reference.pool.instances.round_robin.token_hit_pct", "%"),
+    M("reference.pool.shared_gain_over_round_robin_pp", "pp"),
     M("reference.seconds", "s"),
 )
 

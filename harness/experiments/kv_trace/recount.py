@@ -295,6 +295,26 @@ def replay(requests: list, block_size: int, caches: list) -> int:
     return hit_tokens
 
 
+def replay_routed(requests: list, block_size: int, caches: list) -> int:
+    """Prompt tokens hit with the prefix rule when request i is served by caches[i % len]
+    alone (per-instance caches, round robin)."""
+    return sum(replay([r], block_size, [caches[i % len(caches)]]) for i, r in enumerate(requests))
+
+
+def pool_rates(requests: list, p: dict, per_instance: int, total: int) -> dict[str, float] | None:
+    """The shared pool of n x per_instance blocks and n caches of per_instance blocks (round
+    robin), as % of the prompt tokens; None where a policy has no reference here."""
+    n = p["pool_instances"]
+    shared = make(p["gpu_policy"], n * per_instance)
+    own = [make(p["gpu_policy"], per_instance) for _ in range(n)]
+    if shared is None or None in own:
+        return None
+    return {
+        "shared": 100.0 * replay(requests, p["block_size"], [shared]) / total,
+        "round_robin": 100.0 * replay_routed(requests, p["block_size"], own) / total,
+    }
+
+
 def sizes(p: dict) -> tuple[int, int]:
     """(KV bytes per token, the GPU's KV capacity in tokens) of the stated model shape:
     2 (K, V) x layers x KV heads x head dim x bytes; the GPU's usable memory minus the
@@ -372,6 +392,11 @@ def recount(path: Path, p: dict, order: tuple, label, log=print) -> dict[str, tu
         _rate(requests, bs, [gpu] if gpu else None, total),
         f"{p['gpu_policy']} in an OrderedDict, {gpu_tokens // bs} blocks",
     )
+    pooled = pool_rates(requests, p, gpu_tokens // bs, total) if "pool_instances" in p else None
+    if pooled is not None:
+        put("pool.shared.token_hit_pct", pooled["shared"], f"{p['gpu_policy']} in a dict, one pool")
+        put("pool.instances.round_robin.token_hit_pct", pooled["round_robin"], "a dict per instance, i mod n")
+        put("pool.shared_gain_over_round_robin_pp", pooled["shared"] - pooled["round_robin"], "the two above")
     ordered, rates = curve(requests, p, distinct, order, log)
     put("curve.ordering_sizes_pct", ordered, f"{', '.join(order)} in dicts at every simulated capacity")
     for (name, cap_tok), r in rates.items():

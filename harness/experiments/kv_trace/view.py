@@ -1,7 +1,7 @@
 """The kv-trace suite's view: the trace, reuse (C1) beside its controls, hit rate against
 capacity per policy (log axis) with the infinite-cache maximum, what the Mooncake paper
 states for its trace (from the ledger's C1 figures, labelled as the paper's and shown only
-when the run's trace is that trace), the ordering and head share on KV blocks (C18, C19),
+when the run's trace is that trace), one shared pool against per-instance caches, the ordering and head share on KV blocks (C18, C19),
 the source's tiers with their controls (C5, C17), and the cross-check."""
 
 from __future__ import annotations
@@ -235,6 +235,48 @@ def _curve(ctx: ViewContext, case: str) -> tuple[list, Series | None]:
     return blocks, agg
 
 
+def _pool(ctx: ViewContext, case: str) -> list:
+    """One shared pool against per-instance caches of the same total capacity."""
+    if ctx.metric(case, "pool.shared.token_hit_pct") is None:
+        return []
+    rows = [
+        [
+            "one shared pool",
+            _m(ctx, case, "pool.shared.token_hit_pct"),
+            "",
+            _m(ctx, case, "reference.pool.shared.token_hit_pct"),
+        ],
+        [
+            "per-instance caches, round robin",
+            _m(ctx, case, "pool.instances.round_robin.token_hit_pct"),
+            _m(ctx, case, "pool.shared_gain_over_round_robin_pp"),
+            _m(ctx, case, "reference.pool.instances.round_robin.token_hit_pct"),
+        ],
+        [
+            "per-instance caches, a conversation on one instance",
+            _m(ctx, case, "pool.instances.affine.token_hit_pct"),
+            _m(ctx, case, "pool.shared_gain_over_affine_pp"),
+            "",
+        ],
+    ]
+    note = (
+        f"{_n(ctx, case, 'pool.instances')} instances, {_n(ctx, case, 'pool.capacity_tokens')} tokens of KV in all "
+        f"(each instance the GPU's KV capacity). Controls: one instance holding it all is the pool itself (gap "
+        f"{_n(ctx, case, 'pool.one_instance.gap_pp')} points, must be 0); each request followed by a copy of itself "
+        f"on the next instance (the pool's gain over round robin {_n(ctx, case, 'pool.dup.shared_gain_over_round_robin_pp')} "
+        f"points: a gain known to be there). The reference column is the independent recount."
+    )
+    return [
+        Table(
+            "One shared KV pool against per-instance caches (equal total capacity)",
+            ["caches", "token hit %", "the pool's gain (points)", "reference token hit %"],
+            rows,
+            note,
+            case,
+        )
+    ]
+
+
 def _metric_names(ctx: ViewContext, case: str) -> list[str]:
     names: list[str] = []
     for r in ctx.run.ok_records(ctx.suite, case):
@@ -311,7 +353,7 @@ def kv_trace(ctx: ViewContext) -> list:
         names = ctx.series_names(case)
         if CURVE.name in names:
             curve_blocks, agg = _curve(ctx, case)
-            blocks += _summary(ctx, case) + _reuse(ctx, case) + _paper(ctx, case, agg) + curve_blocks
+            blocks += _summary(ctx, case) + _reuse(ctx, case) + _pool(ctx, case) + _paper(ctx, case, agg) + curve_blocks
             blocks += _eviction_claims(ctx, case) + _tiers(ctx, case)
         elif PAIRS.name in names:
             pairs = cast(Series, ctx.aggregate(case, PAIRS))  # not None: PAIRS is one of the case's series_names
