@@ -67,14 +67,15 @@ TRACE_PARAMS = {
         str,
         DEFAULT_TRACE,
         "a KV-block JSONL trace: Mooncake's format (timestamp in ms, input_length, output_length, "
-        "hash_ids) or Alibaba Bailian's (the same with the timestamp in seconds, chat_id, parent_chat_id); "
-        "relative to the repository or absolute",
+        "hash_ids), Alibaba Bailian's (the same with the timestamp in seconds, chat_id, parent_chat_id), "
+        "or multi-turn sessions (session, at_s, prompt, max_tokens); relative to the repository or absolute",
         kind=INPUT_FILE,
     ),
     "trace_format": Param(
         str,
         "auto",
-        "mooncake, bailian, or auto (Bailian's where the first request has chat_id and parent_chat_id)",
+        "mooncake, bailian, sessions, or auto (Bailian's where the first line has chat_id and parent_chat_id, "
+        "sessions where it has session and prompt)",
         choices=FORMATS,
     ),
     "block_size": Param(

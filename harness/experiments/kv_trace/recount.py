@@ -19,6 +19,7 @@ Mooncake trace takes seconds; the timings are metrics of the case (reference.*.s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
@@ -30,12 +31,27 @@ GIB = 2**30
 GB = 10**9
 
 
-def read_requests(path: Path, max_requests: int = 0, fmt: str = "auto") -> list[tuple[int, int, list]]:
+def session_turn(rec: dict, block_size: int) -> tuple[int, int, list]:
+    """A sessions file's turn: its prompt's blocks named by the SHA-256 of every token before
+    the block's end (equal names: the same prefix), without the loader's hashing."""
+    prompt = rec["prompt"]
+    tokens = list(prompt.encode("utf-8")) if isinstance(prompt, str) else list(prompt)
+    names = [
+        hashlib.sha256(json.dumps(tokens[: j + block_size]).encode()).hexdigest()
+        for j in range(0, len(tokens), block_size)
+    ]
+    return round(float(rec["at_s"]) * 1000), len(tokens), names
+
+
+def read_requests(
+    path: Path, max_requests: int = 0, fmt: str = "auto", block_size: int = 512
+) -> list[tuple[int, int, list]]:
     """(timestamp ms, input tokens, block ids) of every request of a Mooncake-format file
-    (ms) or a Bailian-format one (seconds; chat_id and parent_chat_id on its lines). The
-    driver has already checked the file; this is a second, plain reading."""
+    (ms), a Bailian-format one (seconds; chat_id and parent_chat_id on its lines) or a
+    sessions file (at_s, prompt: its blocks named here). The driver has already checked the
+    file; this is a second, plain reading."""
     out: list[tuple[int, int, list]] = []
-    seconds = fmt == "bailian"
+    seconds, turns = fmt == "bailian", fmt == "sessions"
     with open(path, encoding="utf-8") as f:
         for line in f:
             if not line.strip():
@@ -43,8 +59,12 @@ def read_requests(path: Path, max_requests: int = 0, fmt: str = "auto") -> list[
             rec = json.loads(line)
             if not out and fmt == "auto":
                 seconds = "chat_id" in rec and "parent_chat_id" in rec
-            t = round(float(rec["timestamp"]) * 1000) if seconds else int(rec["timestamp"])
-            out.append((t, int(rec["input_length"]), list(rec["hash_ids"])))
+                turns = not seconds and "session" in rec and "prompt" in rec
+            if turns:
+                out.append(session_turn(rec, block_size))
+            else:
+                t = round(float(rec["timestamp"]) * 1000) if seconds else int(rec["timestamp"])
+                out.append((t, int(rec["input_length"]), list(rec["hash_ids"])))
             if max_requests and len(out) >= max_requests:
                 break
     return out
@@ -374,7 +394,7 @@ def recount(path: Path, p: dict, order: tuple, label, log=print) -> dict[str, tu
     the curve's rates of the policies of `order` (`label` names a capacity as the curve's
     metrics do) and reference.seconds (the whole recount's wall time)."""
     t0 = time.perf_counter()
-    requests = read_requests(path, p["max_requests"], p.get("trace_format", "auto"))
+    requests = read_requests(path, p["max_requests"], p.get("trace_format", "auto"), p["block_size"])
     bs, total = p["block_size"], sum(n for _, n, _ in requests)
     kvb, gpu_tokens = sizes(p)
     distinct = len({key for _, _, ids in requests for key in ids})

@@ -9,7 +9,12 @@ Bailian (qwen-bailian-usagetraces-anon, ATC'25): the same fields with the timest
 seconds (a decimal), 16-token blocks, and a conversation's structure: "chat_id", and
 "parent_chat_id" (-1 for a conversation's first request), "turn", "type"; its requests
 carry their conversation (`sessions`). `fmt="auto"` reads a file whose first request has
-chat_id and parent_chat_id as Bailian's, else as Mooncake's. Other fields are ignored.
+chat_id and parent_chat_id as Bailian's, session and prompt as sessions, else as Mooncake's. Other fields are ignored.
+Multi-turn sessions (the serving suite's sessions file): {"session": ID, "at_s": seconds,
+"prompt": token ids or text, "max_tokens": N} per line, sorted by at_s; each prompt holds its
+own history. Its blocks are hashed here as a prefix cache does: block j's id is a hash of
+block j-1's id and block j's tokens, so equal ids mean the same prefix (a text prompt is
+blocked by its UTF-8 bytes, not by a model's tokens: give token ids for token-exact figures).
 A problem a user can fix is one BadInput line naming the file, the line number and the
 field; lengths that disagree with the block count are counted and reported (refused only
 when they disagree on most lines: a wrong block_size).
@@ -34,7 +39,8 @@ MAX_LINE_BYTES = 8 << 20  # a 128k-token prompt of 16-token blocks is ~90 KB; 8 
 MAX_ID = 2**63 - 1
 MAX_CONTAINERS = 200  # lists and objects on one line (a Mooncake line has 2)
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
-FORMATS = ("auto", "mooncake", "bailian")
+FORMATS = ("auto", "mooncake", "bailian", "sessions")
+SESSION_FIELDS = ("session", "at_s", "prompt", "max_tokens")
 BAILIAN_FIELDS = ("chat_id", "parent_chat_id", *FIELDS)
 BAILIAN_BLOCK_SIZE = 16  # "Salted SipHash blocks (16 tokens per block)", the release's README
 COMMON_BLOCK_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
@@ -336,7 +342,54 @@ class _Chats:
 def _format_of(shown: str, fmt: str, rec: dict) -> str:
     if fmt != "auto":
         return fmt
-    return "bailian" if "chat_id" in rec and "parent_chat_id" in rec else "mooncake"
+    if "chat_id" in rec and "parent_chat_id" in rec:
+        return "bailian"
+    return "sessions" if "session" in rec and "prompt" in rec else "mooncake"
+
+
+def prompt_blocks(tokens, block_size: int) -> list[int]:
+    """Prefix hashes of a prompt's blocks (the last one partial): block j's id hashes block
+    j-1's id and block j's tokens, 63 bits."""
+    ids, prev = [], b""
+    for j in range(0, len(tokens), block_size):
+        h = hashlib.blake2b(prev + repr(list(tokens[j : j + block_size])).encode(), digest_size=8).digest()
+        ids.append(int.from_bytes(h, "big") & MAX_ID)
+        prev = h
+    return ids
+
+
+class _Sessions:
+    """A sessions file's turns as Mooncake-shaped requests, each with its session."""
+
+    def __init__(self, shown: str, block_size: int):
+        self.shown, self.block_size = shown, block_size
+        self.number: dict[str, int] = {}
+        self.of_request: list[int] = []
+
+    def request(self, lineno: int, rec: dict) -> dict:
+        where = _where(self.shown, lineno)
+        for name in ("session", "at_s", "prompt"):
+            if name not in rec:
+                raise BadInput(f"{where}: no {name!r} field; a sessions line has {', '.join(SESSION_FIELDS)}")
+        at, prompt, sid = rec["at_s"], rec["prompt"], rec["session"]
+        if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at) or not 0 <= at <= 1e12:
+            raise BadInput(f"{_where(self.shown, lineno, 'at_s')}: expected seconds >= 0, got {_shown(at)}")
+        if isinstance(prompt, str):
+            tokens: list | bytes = prompt.encode("utf-8")
+        elif isinstance(prompt, list) and all(type(t) is int for t in prompt):
+            tokens = prompt
+        else:
+            raise BadInput(f"{_where(self.shown, lineno, 'prompt')}: expected text or a list of token ids (integers)")
+        if not isinstance(sid, (str, int)) or isinstance(sid, bool):
+            raise BadInput(f"{_where(self.shown, lineno, 'session')}: expected a text or an integer id")
+        out = rec.get("max_tokens", 16)
+        self.of_request.append(self.number.setdefault(str(sid), len(self.number)))
+        return {
+            "timestamp": int(round(at * 1000)),
+            "input_length": len(tokens),
+            "output_length": out,
+            "hash_ids": prompt_blocks(tokens, self.block_size),
+        }
 
 
 def _collect(shown: str, block_size: int, recs, max_requests: int = 0, fmt: str = "auto") -> KVTrace:
@@ -347,7 +400,8 @@ def _collect(shown: str, block_size: int, recs, max_requests: int = 0, fmt: str 
     ts: list[int]
     ts, inp, out, lens, flat, bad_lines, n_bad, sizes = [], [], [], [], [], [], 0, {}
     prev_ts = None
-    chats = None
+    chats: _Chats | None = None
+    turns: _Sessions | None = None
     if fmt not in FORMATS:
         raise BadInput(f"{shown}: trace format {fmt!r} is not one of {', '.join(FORMATS)}")
     for lineno, rec in recs:
@@ -360,11 +414,14 @@ def _collect(shown: str, block_size: int, recs, max_requests: int = 0, fmt: str 
         if not ts:  # the first request decides the format
             fmt = _format_of(shown, fmt, rec)
             chats = _Chats(shown) if fmt == "bailian" else None
+            turns = _Sessions(shown, block_size) if fmt == "sessions" else None
             if chats is not None and block_size != BAILIAN_BLOCK_SIZE:
                 raise BadInput(
                     f"{shown}: a Bailian-format trace (chat_id, parent_chat_id) has {BAILIAN_BLOCK_SIZE}-token "
                     f"blocks, not {block_size}; set block_size to {BAILIAN_BLOCK_SIZE}"
                 )
+        if turns is not None:
+            rec = turns.request(lineno, rec)
         if chats is not None:
             t = _seconds_ms(shown, lineno, rec)
             chats.add(lineno, rec)
@@ -374,9 +431,10 @@ def _collect(shown: str, block_size: int, recs, max_requests: int = 0, fmt: str 
         n_out = _int_field(shown, lineno, rec, "output_length")
         ids = _hash_ids(shown, lineno, rec)
         if prev_ts is not None and t < prev_ts:
+            when = "at_s" if turns is not None else "timestamp"
             raise BadInput(
-                f"{_where(shown, lineno, 'timestamp')}: {t} is earlier than the line before ({prev_ts}); "
-                f"the trace must be sorted by timestamp (sort -n by it)"
+                f"{_where(shown, lineno, when)}: {rec.get(when, t) if turns is None else t / 1000:g} is earlier "
+                f"than the line before; the trace must be sorted by {when} (sort -n by it)"
             )
         prev_ts = t
         if len(ids) != math.ceil(n_in / block_size):
@@ -417,7 +475,13 @@ def _collect(shown: str, block_size: int, recs, max_requests: int = 0, fmt: str 
         "",
         bad_lines,
         n_bad,
-        sessions=None if chats is None else np.asarray(chats.of_request, dtype=np.int64),
+        sessions=(
+            np.asarray(chats.of_request, dtype=np.int64)
+            if chats is not None
+            else np.asarray(turns.of_request[: len(ts)], dtype=np.int64)
+            if turns is not None
+            else None
+        ),
         fmt=fmt,
     )
 

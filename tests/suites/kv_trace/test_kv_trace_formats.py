@@ -145,12 +145,19 @@ def test_a_bailian_trace_with_the_mooncake_block_size_says_to_set_16(tmp_path):
     assert_one_line(res, (2,), "trace_format")
 
 
-def test_a_users_bailian_trace_runs_through_the_simulator_the_recount_and_the_ledger(tmp_path):
-    """The whole suite on the Bailian file: the case reads its format, the simulator's reuse
-    matches the plain count above, the independent recount agrees, and C1 gets a verdict."""
-    bail = as_bailian(mooncake_lines(300))
-    mine = tmp_path / "bailian.jsonl"
-    write_jsonl(mine, bail)
+@pytest.mark.parametrize("fmt", ["bailian", "sessions"])
+def test_a_users_trace_runs_through_the_simulator_the_recount_and_the_ledger(tmp_path, fmt):
+    """The whole suite on a user's file of each format beyond Mooncake's (whose own run is
+    test_kv_trace_suite's): the case reads its format, the simulator's reuse matches a plain
+    count, the independent recount agrees, and C1 gets a verdict."""
+    mine = tmp_path / f"{fmt}.jsonl"
+    if fmt == "bailian":
+        recs = as_bailian(mooncake_lines(300))
+        write_jsonl(mine, recs)
+        expected = max_hit_pct(recs, 16)
+    else:
+        sessions_file(mine, n_users=12)
+        expected = None  # the recount below is the plain count
     code, out, err = cli(
         "run",
         "kv-trace",
@@ -161,7 +168,11 @@ def test_a_users_bailian_trace_runs_through_the_simulator_the_recount_and_the_le
         "--set",
         "prefix-cache.policies=[lru, lfu, hybrid, random, opt, leaf-lru]",
         "--set",
-        "prefix-cache.capacities_tokens=[100000, 3000000, 1000000000]",
+        # capacities under the file's distinct blocks, so the curve simulates evictions (the
+        # sessions file holds a few thousand tokens)
+        "prefix-cache.capacities_tokens=[100000, 3000000, 1000000000]"
+        if fmt == "bailian"
+        else "prefix-cache.capacities_tokens=[800, 2000, 1000000000]",
         "--set",
         f"prefix-cache.trace={mine}",
         "--set",
@@ -171,20 +182,84 @@ def test_a_users_bailian_trace_runs_through_the_simulator_the_recount_and_the_le
         "--set",
         "crosscheck.block_size=16",
         "--set",
-        "crosscheck.session_fraction=0.05",
+        "crosscheck.session_fraction=0.05" if fmt == "bailian" else "crosscheck.session_fraction=0.5",
     )
     assert code == 0, err[-3000:]
     run_dir = next((tmp_path / "results").iterdir())
     recs = json.loads((run_dir / "results.json").read_text())["records"]
     rec = next(r for r in recs if r["case"] == "prefix-cache")
-    assert rec["facts"]["trace_format"] == "bailian" and rec["facts"]["block_size"] == 16
+    assert rec["facts"]["trace_format"] == fmt and rec["facts"]["block_size"] == 16
     m = {k: v["value"] for k, v in rec["metrics"].items()}
-    assert m["trace.requests"] == 300
-    assert m["reuse.max.token_hit_pct"] == pytest.approx(max_hit_pct(bail, 16), abs=0.01)
-    assert m["curve.opt_violations"] == 0
+    if expected is not None:
+        assert m["trace.requests"] == 300
+        assert m["reuse.max.token_hit_pct"] == pytest.approx(expected, abs=0.01)
+    assert m["reuse.max.token_hit_pct"] == pytest.approx(m["reference.reuse.max.token_hit_pct"], abs=1e-6)
+    assert m["reuse.max.token_hit_pct"] > 0 and m["curve.opt_violations"] == 0
     cross = next(r for r in recs if r["case"] == "crosscheck")
     assert cross["status"] == "ok" and cross["metrics"]["crosscheck.mismatched_pairs"]["value"] == 0
     c1 = next(c for c in analyze(load_run(run_dir)).claims if c.id == "C1")
     assert c1.outcome.value in ("reproduced", "not reproduced"), c1.outcome
     ref = c1.checks[0].reference  # the recount, which reads the file in its own way
     assert ref is not None and ref.agrees is True, ref and ref.describe()
+
+
+def sessions_file(path, n_users: int = 6):
+    """The serving suite's generated multi-turn sessions (a shared system prompt, each turn
+    carrying its history), written as a user's sessions file with token-id prompts."""
+    from harness.experiments.serving import sessions
+
+    reqs = sessions.generate(
+        sessions.SessionSpec(users=n_users, system_tokens=64, user_tokens=24, answer_tokens=16, seed=3)
+    )
+    write_jsonl(
+        path,
+        [
+            {"session": r.tag.split("/")[0], "at_s": r.at_s, "prompt": r.prompt, "max_tokens": r.max_tokens}
+            for r in reqs
+        ],
+    )
+    return reqs, sessions.shared_prefix_tokens(reqs)
+
+
+def test_a_sessions_file_reads_as_prefix_blocks_with_its_sessions(tmp_path):
+    from harness.experiments.kv_trace.analyses import rates_at
+    from harness.experiments.shared.kv_policies import Stream
+
+    reqs, shared = sessions_file(tmp_path / "s.jsonl")
+    t = T.load_trace(tmp_path / "s.jsonl", 16)
+    assert t.fmt == "sessions" and t.n_requests == len(reqs) and t.n_mismatched == 0
+    assert t.sessions is not None and len(set(t.sessions.tolist())) == 6
+    assert t.input_len.tolist() == [len(r.prompt) for r in reqs]
+    hit = int(rates_at(t, Stream(t), "lru", None).hit_tokens.sum())
+    # whole 16-token blocks of the prefix each prompt shares with an earlier one: at most the
+    # shared tokens, at most a block less per request
+    assert shared - 16 * len(reqs) <= hit <= shared and hit > 0, (hit, shared)
+    # the recount names the blocks its own way (SHA-256 of the prefix) and finds the same hits
+    again = recount.read_requests(tmp_path / "s.jsonl", block_size=16)
+    assert recount.replay(again, 16, [recount.Forever()]) == hit
+
+
+SESSION_LINE = {"session": "a", "at_s": 1.0, "prompt": "the same question about caches", "max_tokens": 4}
+BAD_SESSIONS = {
+    "no-at": ({k: v for k, v in SESSION_LINE.items() if k != "at_s"}, "line 2: no 'at_s' field; a sessions line"),
+    "prompt-of-floats": ({**SESSION_LINE, "prompt": [1.5, 2.0]}, "line 2: field 'prompt': expected text or a list"),
+    "at-as-text": ({**SESSION_LINE, "at_s": "1"}, "line 2: field 'at_s': expected seconds >= 0"),
+    "earlier": ({**SESSION_LINE, "at_s": 0.5}, "line 2: field 'at_s': 0.5 is earlier than the line before"),
+    "session-list": ({**SESSION_LINE, "session": [1]}, "line 2: field 'session': expected a text or an integer id"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SESSIONS))
+def test_a_bad_sessions_line_is_one_error_naming_the_line_and_field(tmp_path, case):
+    rec, expected = BAD_SESSIONS[case]
+    write_jsonl(tmp_path / "t.jsonl", [SESSION_LINE, rec])
+    with pytest.raises(BadInput) as e:
+        T.load_trace(tmp_path / "t.jsonl", 4)
+    assert expected in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_a_text_prompt_asked_again_hits_every_block():
+    t = T.records_trace([SESSION_LINE, {**SESSION_LINE, "at_s": 2.0, "session": 7}], 4)
+    first, second = t.blocks[: t.offsets[1]].tolist(), t.blocks[t.offsets[1] :].tolist()
+    assert first == second and len(first) == -(-len(SESSION_LINE["prompt"].encode()) // 4)
+    assert t.sessions is not None and t.sessions.tolist() == [0, 1]
