@@ -18,7 +18,17 @@ import json
 from typing import cast
 
 from harness.base.errors import BadInput
-from harness.experiments.kv_trace import analyses, crosscheck, metrics, pool, recount, shape, tier_metrics, tiers
+from harness.experiments.kv_trace import (
+    analyses,
+    crosscheck,
+    metrics,
+    per_session,
+    pool,
+    recount,
+    shape,
+    tier_metrics,
+    tiers,
+)
 from harness.experiments.kv_trace.series import CURVE, HEAD_SWEEP, PAIRS
 from harness.experiments.shared import kv_policies as policies
 from harness.experiments.shared.kv_block_trace import (
@@ -198,6 +208,7 @@ def run_trace(ctx: CaseContext) -> Record:
     gpu_blocks = shape.blocks_of(gpu_tokens, t.block_size)
     metrics.update(analyses.reuse(t, gpu_blocks, p["gpu_policy"]))
     metrics.update(pool.pool(t, p["pool_instances"], p["gpu_policy"], gpu_blocks))
+    metrics.update(per_session.session_metrics(t, gpu_blocks, p["gpu_policy"]))
     ctx.log(
         f"reuse: maximum {metrics['reuse.max.token_hit_pct'].value:.1f}%, at the GPU's {gpu_tokens:,} tokens "
         f"{metrics['reuse.gpu.token_hit_pct'].value:.1f}% ({p['gpu_policy']})"

@@ -277,6 +277,34 @@ def _pool(ctx: ViewContext, case: str) -> list:
     ]
 
 
+def _sessions(ctx: ViewContext, case: str) -> list:
+    """How the reuse is spread over the trace's conversations."""
+    if ctx.metric(case, "sessions.count") is None:
+        return []
+    rows = [
+        [
+            label,
+            _m(ctx, case, f"sessions.{where}.token_hit_p50_pct"),
+            _m(ctx, case, f"sessions.{where}.token_hit_p90_pct"),
+            _m(ctx, case, f"sessions.{where}.with_hits_pct"),
+        ]
+        for label, where in (("infinite cache (the maximum)", "max"), ("GPU KV capacity", "gpu"))
+    ]
+    note = (
+        f"{_n(ctx, case, 'sessions.count')} conversations: the trace's own where it names them (a Bailian chat, "
+        f"a sessions file's session), else the requests that share their second block."
+    )
+    return [
+        Table(
+            "Reuse per conversation",
+            ["cache", "median session's token hit %", "90th percentile %", "sessions with a hit %"],
+            rows,
+            note,
+            case,
+        )
+    ]
+
+
 def _metric_names(ctx: ViewContext, case: str) -> list[str]:
     names: list[str] = []
     for r in ctx.run.ok_records(ctx.suite, case):
@@ -353,7 +381,14 @@ def kv_trace(ctx: ViewContext) -> list:
         names = ctx.series_names(case)
         if CURVE.name in names:
             curve_blocks, agg = _curve(ctx, case)
-            blocks += _summary(ctx, case) + _reuse(ctx, case) + _pool(ctx, case) + _paper(ctx, case, agg) + curve_blocks
+            blocks += (
+                _summary(ctx, case)
+                + _reuse(ctx, case)
+                + _sessions(ctx, case)
+                + _pool(ctx, case)
+                + _paper(ctx, case, agg)
+                + curve_blocks
+            )
             blocks += _eviction_claims(ctx, case) + _tiers(ctx, case)
         elif PAIRS.name in names:
             pairs = cast(Series, ctx.aggregate(case, PAIRS))  # not None: PAIRS is one of the case's series_names

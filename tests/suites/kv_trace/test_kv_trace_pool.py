@@ -79,3 +79,27 @@ def test_every_request_is_served_once_whatever_the_route(head):
     for how in pool.ROUTES:
         where = pool.route(head, 4, how)
         assert len(where) == head.n_requests and set(np.unique(where).tolist()) == {0, 1, 2, 3}
+
+
+def test_hit_rates_per_session_on_a_trace_counted_by_hand():
+    """Chat 0 asks the same 3 blocks twice (its second request hits all of them: 50% of the
+    chat's tokens), chat 1 asks once (0%): the sessions' median is 25%, 50% have a hit."""
+    from harness.experiments.kv_trace import per_session
+
+    def bailian(chat, parent, t, ids):
+        return {
+            "chat_id": chat,
+            "parent_chat_id": parent,
+            "timestamp": t,
+            "input_length": 16 * len(ids),
+            "output_length": 1,
+            "hash_ids": ids,
+        }
+
+    t = T.records_trace([bailian(0, -1, 0, [1, 2, 3]), bailian(1, -1, 1, [7, 8]), bailian(2, 0, 2, [1, 2, 3])], 16)
+    assert per_session.per_session_pct(t, np.array([0, 0, 48])).tolist() == [50.0, 0.0]
+    m = per_session.session_metrics(t, 10, "lru")
+    assert m["sessions.count"].value == 2
+    assert m["sessions.max.token_hit_p50_pct"].value == 25.0 and m["sessions.gpu.with_hits_pct"].value == 50.0
+    tiny = per_session.session_metrics(t, 1, "lru")  # one block of cache: block 1 is evicted before it is asked again
+    assert tiny["sessions.gpu.with_hits_pct"].value == 0.0 and tiny["sessions.max.with_hits_pct"].value == 50.0

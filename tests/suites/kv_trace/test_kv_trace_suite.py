@@ -59,7 +59,8 @@ def test_shared_trace_report_shows_curve_c1_tiers_and_the_papers_figures(tmp_pat
     for name in ("pool.shared.token_hit_pct", "pool.instances.round_robin.token_hit_pct"):
         assert m[name] == pytest.approx(m[f"reference.{name}"], abs=1e-6), name
     assert m["pool.one_instance.gap_pp"] == 0 and m["pool.dup.shared_gain_over_round_robin_pp"] > 25
-    assert "One shared KV pool against per-instance caches" in text
+    assert "One shared KV pool against per-instance caches" in text and "Reuse per conversation" in text
+    assert m["sessions.count"] > 100 and 0 < m["sessions.max.with_hits_pct"] <= 100
     assert "Prefix-cache hit rate against capacity" in text and "The source's tiers on the trace" in text
     assert "What the Mooncake paper states for this trace (the paper's figures, not measured here)" in text
     assert "stated by the paper" in text and "less than 50% of the maximum" in text
