@@ -24,7 +24,7 @@ from harness.infra.cluster import LocalCluster
 from harness.infra.monitoring import cluster_owner, configured_port, stacks_owned_by, start_stack, stop_stack
 from harness.infra.process import redact
 from harness.infra.serving_engine.commands import engine
-from harness.model import driver_contract, metric_names, spec
+from harness.model import driver_contract, metric_names, packs, spec
 from harness.publish.history_page import write_history
 from harness.publish.outputs import measurements_markdown, publish
 from harness.publish.render import check_history_location
@@ -175,15 +175,42 @@ def _results_dir(ctx, param, value):
 @click.option(
     "--allow-skipped", is_flag=True, help="accept skipped cases in a profile where a skip fails the run (lab-a100)"
 )
+@click.option(
+    "--pack",
+    metavar="NAME|FOLDER",
+    help="judge a claim pack's claims (harness packs lists them), running the cases they need with the pack's setup",
+)
 def run(
-    suites, keyword, dry_run, profile, target, results_dir, repeat, overrides, base_port, monitoring, allow_skipped
+    suites,
+    keyword,
+    dry_run,
+    profile,
+    target,
+    results_dir,
+    repeat,
+    overrides,
+    base_port,
+    monitoring,
+    allow_skipped,
+    pack,
 ):
-    """Run SUITES (all when none are named; SUITE/CASE for one case), write the results
-    folder and the report."""
+    """Run SUITES (all when none are named; SUITE/CASE for one case; with --pack, the cases
+    its claims need), write the results folder and the report."""
     if monitoring:
         _need_monitoring_client()
     if dry_run:
-        plans = plan(list(suites), profile=profile, keyword=keyword, repeat=repeat, overrides=list(overrides), log=_log)
+        the_pack = packs.load(pack) if pack else None
+        plans = plan(
+            list(suites),
+            profile=profile,
+            keyword=keyword,
+            repeat=repeat,
+            overrides=list(overrides),
+            log=_log,
+            pack=the_pack,
+        )
+        if the_pack is not None:
+            click.echo(for_terminal(f"claim pack {the_pack.name}: {the_pack.title}", LINE))
         check_before_run(plans, target=target, base_port=base_port, monitoring=monitoring)  # what the run refuses
         for line in plan_lines(
             plans, profile=profile, target=target, base_port=base_port, results_dir=results_dir, monitoring=monitoring
@@ -202,6 +229,7 @@ def run(
         allow_skipped=allow_skipped,
         log=_log,
         keyword=keyword,
+        pack=pack,
     )
     signals.settle()  # the results, report and JUnit are written: a late Ctrl-C changes nothing
     click.echo(out.summary)
@@ -425,10 +453,33 @@ def cluster_status(host, base_port, as_json):
 cli.add_command(engine)  # harness engine install|up|down|status (harness/infra/serving_engine/commands.py)
 
 
+@cli.command("packs")
+def list_packs():
+    """List the claim packs: each one's claims, the cases they need, and its source."""
+    for name in packs.names():
+        p = packs.load(name)
+        claims = p.claims()
+        click.echo(for_terminal(f"{p.name}  {p.title}", LINE))
+        click.echo(
+            for_terminal(
+                f"    {len(claims)} claims, {len(p.cases(claims))} cases; source ({p.source.kind}): "
+                f"{p.source.url or p.source.no_url}",
+                LINE,
+            )
+        )
+    click.echo("harness run --pack NAME runs one; harness validate FOLDER checks a pack of your own (docs/packs.md)")
+
+
 @cli.command()
 @click.argument("specs", nargs=-1)
 def validate(specs):
-    """Check suite specs (every suite of harness/experiments/ and the claims ledger when none are given)."""
+    """Check suite specs (every suite of harness/experiments/ and the claims ledger when none
+    are given), or a claim pack's folder."""
+    if len(specs) == 1 and (Path(specs[0]).is_dir() or Path(specs[0]).name == packs.PACK_FILE):
+        for line in packs.validate(specs[0]):
+            click.echo(for_terminal(line, LINE))
+        click.echo("metrics: every ledger check names a metric its case declares")
+        return
     for line in spec.validate_paths(list(specs)):
         click.echo(for_terminal(line, LINE))
     if specs:

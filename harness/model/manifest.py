@@ -44,6 +44,7 @@ OBJECT_FIELDS = (
     "engines",
     "engines_start",
     "references",
+    "pack",
 )
 
 
@@ -77,6 +78,7 @@ class Manifest:
     # per reference module of the ledger: {"reaches": [the modules it must not import that it does]} or
     # {"missing": true}, read from the run's own source files (harness.base.import_graph)
     references: dict = field(default_factory=dict)
+    pack: dict = field(default_factory=dict)  # the claim pack a run judged ({} for the seed's ledger)
     format_version: int = MANIFEST_FORMAT
     extra: dict = field(default_factory=dict)  # fields this version does not know
     _json: dict = field(default_factory=dict, repr=False, compare=False)

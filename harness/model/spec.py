@@ -1430,7 +1430,13 @@ def load_claims(directory: Path = SUITES_DIR, suites: dict[str, Suite] | None = 
     path = directory / CLAIMS_FILE
     if not path.exists():
         return []
-    suites = suites if suites is not None else load_all_suites(directory)
+    return load_claims_file(path, suites if suites is not None else load_all_suites(directory))
+
+
+def load_claims_file(path: Path, suites: dict[str, Suite] | None = None) -> list[Claim]:
+    """One ledger file (the seed's, or a claim pack's), checked against the suites (those of
+    harness/experiments/ unless given)."""
+    suites = suites if suites is not None else load_all_suites()
     names = tuple(sorted((n, tuple(c.name for c in s.cases)) for n, s in suites.items()))
     return file_cache.cached(
         ("claims", str(path.resolve()), names), [path], lambda: _parse_claims(path, suites), MAX_SPEC_BYTES

@@ -442,6 +442,7 @@ def build_context(
         "counts": {v.value: n for v, n in counts.items()},
         "suites": [_suite_context(run, a, name, srun, history) for name, srun in run.suites.items()],
         "claims": _claims(a, history),
+        "pack": _pack_context(man),
         **_machine_context(man),
         "monitoring": _monitoring(run),
         "comparison": comparison,
@@ -517,6 +518,29 @@ def _case_context(run: RunData, a: Analysis, name: str, c, own: list) -> dict:
         "replayed": sorted(
             {str(line) for r in recs if isinstance(r.details.get("replayed"), list) for line in r.details["replayed"]}
         ),
+    }
+
+
+SAFE_URL = re.compile(r"^https://[A-Za-z0-9.-]+(/[^\s<>\"'\\]*)?$")
+
+
+def _pack_context(man: Manifest) -> dict | None:
+    """The claim pack a run judged, for the first screen: its name, title and source (a link
+    only to an https:// address; every text bounded: the manifest is a stored file)."""
+    pack = man.pack
+    if not pack:
+        return None
+    given = pack.get("source")
+    src: dict = given if isinstance(given, dict) else {}
+    url: str = src["url"] if isinstance(src.get("url"), str) else ""
+    quotes = [q for q in src.get("quotes") or [] if isinstance(q, dict)][:5]
+    return {
+        "name": for_html(str(pack.get("name", "?")), 60),
+        "title": for_html(str(pack.get("title", "")), 300),
+        "source_title": for_html(str(src.get("title", "")), 300),
+        "url": url if SAFE_URL.match(url) and len(url) <= 500 else "",
+        "no_url": for_html(str(src.get("no_url", "")), 300),
+        "quotes": [(for_html(str(q.get("text", "")), 400), for_html(str(q.get("where", "")), 100)) for q in quotes],
     }
 
 

@@ -36,7 +36,7 @@ from harness.infra.redis_server import check_port_number
 from harness.infra.serving_engine.external import external_engines
 from harness.infra.serving_engine.for_run import early_start, engine_configs, engines_for_run, plan_engines
 from harness.infra.target import Target
-from harness.model import child, driver_contract, metric_names, spec
+from harness.model import child, driver_contract, metric_names, packs, spec
 from harness.model.driver_contract import CaseContext
 from harness.model.manifest import Manifest
 from harness.model.stored_run import Record, write_manifest, write_results
@@ -145,18 +145,22 @@ def run_suites(
     allow_skipped: bool = False,
     log: Callable[[str], None] = print,
     keyword: str | None = None,
+    pack: str | None = None,
 ) -> RunOutcome:
     check_repeat(repeat)
     check_port_number(base_port)
+    the_pack = packs.load(pack) if pack else None
     if monitoring:
         configured_port()  # a bad HARNESS_MONITORING_PORT is refused before anything starts
         configured_url(target)  # so is a bad HARNESS_PROMETHEUS_URL (or inventory monitoring host)
-    plans = plan(list(names), profile=profile, keyword=keyword, repeat=repeat, overrides=list(overrides), log=log)
+    plans = plan(
+        list(names), profile=profile, keyword=keyword, repeat=repeat, overrides=list(overrides), log=log, pack=the_pack
+    )
     check_before_run(plans, target=target, base_port=base_port, monitoring=monitoring)
     bad_input: BadInput | None = None
     interrupt: BaseException | None = None
     with first_interrupt_only() as gate:  # a second signal, or one after the last case, is held
-        run = _open_run(plans, profile, target, Path(results_dir), log)
+        run = _open_run(plans, profile, target, Path(results_dir), log, the_pack)
         try:
             _run_on_target(run, plans, target, base_port, monitoring, profile)
         except BadInput as e:
@@ -209,15 +213,18 @@ def reference_imports(claims: list[spec.Claim], suites: set[str]) -> dict:
     return out
 
 
-def _open_run(plans: list[Plan], profile: str, target: str, results_dir: Path, log) -> _Run:
-    """The new run folder with its manifest and an empty results.json. Until the run starts,
-    a Ctrl-C removes the folder: nothing was measured yet."""
+def _open_run(
+    plans: list[Plan], profile: str, target: str, results_dir: Path, log, pack: packs.Pack | None = None
+) -> _Run:
+    """The new run folder with its manifest and an empty results.json (the claims it will be
+    judged by: the pack's, else the seed's ledger). Until the run starts, a Ctrl-C removes the
+    folder: nothing was measured yet."""
     run_dir: Path | None = None
     try:
         with deferred_interrupts():  # the folder is made and known before a Ctrl-C can land
             run_dir = _make_run_dir(results_dir)
         reserve_space(run_dir)  # room for the records if the case output fills the disk
-        claims = spec.load_claims()
+        claims = pack.claims() if pack is not None else spec.load_claims()
         man = Manifest(
             run_id=run_dir.name,
             profile=profile,
@@ -226,11 +233,16 @@ def _open_run(plans: list[Plan], profile: str, target: str, results_dir: Path, l
             started=time.time(),
             **manifest.collect_all(),
             references=reference_imports(claims, {p.suite.name for p in plans}),
+            pack=pack.record() if pack is not None else {},
         )
         run = _Run(run_dir, man, {p.suite.name: p.run for p in plans}, claims, log)
         run.write_manifest()
         run.save()
-        log(f"run {run_dir.name}: {len(plans)} suite(s), profile {profile}, results in {run_dir}")
+        log(
+            f"run {run_dir.name}: {len(plans)} suite(s), profile {profile}"
+            + (f", claim pack {pack.name}" if pack is not None else "")
+            + f", results in {run_dir}"
+        )
         return run
     except BaseException:
         if run_dir is not None:

@@ -18,7 +18,7 @@ from typing import Callable, Sequence, cast
 from harness.base.errors import BadInput, did_you_mean
 from harness.base.safe_text import LINE, for_terminal
 from harness.infra import inventory
-from harness.model import driver_contract, metric_names, spec
+from harness.model import driver_contract, metric_names, packs, spec
 
 MAX_REPEAT = 1000
 
@@ -175,10 +175,17 @@ def choose_suites(names: list[str], profile: str, log: Callable[[str], None]) ->
     return having
 
 
-def make_plans(suites: list[spec.Suite], profile: str, repeat: int | None, overrides: dict[str, dict]) -> list[Plan]:
-    """Check everything that can be checked before anything starts."""
+def make_plans(
+    suites: list[spec.Suite],
+    profile: str,
+    repeat: int | None,
+    overrides: dict[str, dict],
+    pack: packs.Pack | None = None,
+) -> list[Plan]:
+    """Check everything that can be checked before anything starts. A claim pack's claims
+    are the ledger, and its parameters (the source's setup) come before the --set ones."""
     plans, used = [], set()
-    claims = spec.load_claims()
+    claims = pack.claims() if pack is not None else spec.load_claims()
     metric_names.refuse_undeclared({s.name: s for s in suites}, claims)  # a misspelt metric, before anything runs
     fixed = spec.fixed_params(claims)
     for s in suites:
@@ -196,7 +203,8 @@ def make_plans(suites: list[spec.Suite], profile: str, repeat: int | None, overr
                         f"runs with {param}={own[param][0]!r}); a weaker stand-in would make a broken "
                         f"mechanism look attributable, so the ledger is the one place to change it"
                     )
-            given = {**overrides.get(case.name, {}), **{k: v for k, (v, _) in own.items()}}
+            setup = pack.params.get(s.name, {}).get(case.name, {}) if pack is not None else {}
+            given = {**setup, **overrides.get(case.name, {}), **{k: v for k, (v, _) in own.items()}}
             params[case.name] = s.case_params(case, profile, given or None)
         plans.append(Plan(s, s.as_run(profile, repeat or prof.repetitions, params, repeat_given=repeat is not None)))
     unknown = set(overrides) - used
@@ -218,13 +226,17 @@ def plan(
     repeat: int | None = None,
     overrides: Sequence[str] = (),
     log: Callable[[str], None] = print,
+    pack: packs.Pack | None = None,
 ) -> list[Plan]:
     """What a run runs, every parameter resolved and checked: the one planning step of
-    `harness run` and `harness run --dry-run`."""
+    `harness run` and `harness run --dry-run`. With a claim pack and no names, the cases its
+    claims need."""
     check_repeat(repeat)
     notes: list[str] = []  # said once the plan holds: bad input stays one line
+    if pack is not None and not names:
+        names = pack.cases()
     plans = make_plans(
-        choose(list(names), profile, keyword, log, notes), profile, repeat, parse_overrides(list(overrides))
+        choose(list(names), profile, keyword, log, notes), profile, repeat, parse_overrides(list(overrides)), pack
     )
     for line in notes:
         log(line)

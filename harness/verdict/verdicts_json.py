@@ -24,7 +24,7 @@ from typing import Any
 
 from harness.base.errors import BadInput
 from harness.base.files import loads_json, read_bounded, write_atomic
-from harness.base.safe_text import NAME, for_terminal
+from harness.base.safe_text import NAME, TEXT, for_terminal
 from harness.model.stored_run import RunData, claim_id_problem, load_run, redacted_by_folder
 from harness.verdict.analysis import HOLDS, Analysis, CheckVerdict, ClaimVerdict, MetricSummary, analyze
 from harness.verdict.display import check_text, control_text, threshold_text
@@ -181,8 +181,22 @@ def document(run: RunData, a: Analysis) -> dict:
         "interrupted": run.interrupted if isinstance(run.interrupted, dict) else None,
         "exit_code": a.exit_code,
         "exit_reason": a.exit_reason,
+        "pack": _pack(man.pack),
         "claims": [_claim(cv) for cv in a.claims],
         "thresholds": thresholds,
+    }
+
+
+def _pack(pack: dict) -> dict:
+    """The claim pack the run judged (the seed's ledger when the run named none): name,
+    title and source address, bounded (the manifest is a stored file)."""
+    if not pack:
+        return {"name": "seed"}
+    src = pack.get("source") if isinstance(pack.get("source"), dict) else None
+    return {
+        "name": for_terminal(str(pack.get("name", "?")), NAME),
+        "title": for_terminal(str(pack.get("title", "")), TEXT),
+        "source_url": for_terminal(str(src.get("url", "")), TEXT) if src else "",
     }
 
 

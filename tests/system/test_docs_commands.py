@@ -39,6 +39,9 @@ RUN_BY = {
     r"harness run serving --profile lab-sim --target \.harness/lab-sim/inventory\.yml$": "tests/system/test_lab_sim_engine.py",
     r"harness run kv-trace --set prefix-cache\.trace=/path/to/trace\.jsonl .*":  # a trace of one's own
     "tests/system/test_report_browser.py",
+    r"(\.venv/bin/)?harness packs$": "tests/system/test_packs.py::test_the_pack_of_docs_packs_validates_runs_and_shows_its_source",
+    r"(\.venv/bin/)?harness validate (path/to/)?my-pack$": "tests/system/test_packs.py::test_the_pack_of_docs_packs_validates_runs_and_shows_its_source",
+    r"(\.venv/bin/)?harness run --pack my-pack$": "tests/system/test_packs.py::test_the_pack_of_docs_packs_validates_runs_and_shows_its_source",
     r"(\.venv/bin/)?harness list$": "tests/system/test_docs_commands.py::test_harness_list_and_validate_as_the_docs_show",
     r"(\.venv/bin/)?harness validate$": "tests/system/test_docs_commands.py::test_harness_list_and_validate_as_the_docs_show",
     r"(\.venv/bin/)?harness report .* --baseline .*": "tests/unit/test_verdicts.py::test_a_report_with_a_baseline_shows_what_changed_first",
@@ -92,6 +95,7 @@ RUNS = [
     and "/path/to/" not in c
     and NEEDS_LAB not in c
     and "ansible/inventories/" not in c
+    and "my-pack" not in c  # the docs' example pack: tests/system/test_packs.py writes and runs it
 ]
 
 

@@ -1,0 +1,94 @@
+"""Claim packs (docs/packs.md): the example pack written from the docs, validated and run
+through the command line, its source on the report's first screen and in verdicts.json; a
+pack with a bad field is one line and exit 2; the seed pack is the ledger a plain run judges."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from harness.model import packs, spec
+from tests import REPO
+from tests.system.test_hostile import assert_one_line, cli
+
+
+def write_docs_pack(folder):
+    """docs/packs.md's example pack, its files where the doc's first lines say."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = (REPO / "docs" / "packs.md").read_text()
+    placed = 0
+    for body in re.findall(r"```yaml\n(.*?)```", text, re.S):
+        first = body.splitlines()[0]
+        if first.startswith("# my-pack/"):
+            (folder / first[len("# my-pack/") :].strip()).write_text(body)
+            placed += 1
+    assert placed == 2, f"docs/packs.md shows {placed} of the example's 2 files (pack.yaml, claims.yaml)"
+    return folder
+
+
+def test_the_pack_of_docs_packs_validates_runs_and_shows_its_source(tmp_path):
+    pack = write_docs_pack((tmp_path / "my-pack").resolve())
+    code, out, err = cli("packs")
+    assert code == 0 and out.startswith("seed ") and "claims" in out, (out, err)
+    code, out, err = cli("validate", str(pack))
+    assert code == 0 and "ok (pack my-pack: 1 claims, 1 cases)" in out, (out, err)
+    code, out, err = cli("run", "--pack", str(pack), "--dry-run")
+    assert code == 0 and "claim pack my-pack" in out and "kv-trace" in out and "redis-cluster" not in out, out
+    code, out, err = cli("run", "--pack", str(pack), "--results-dir", str(tmp_path / "results"))
+    assert code == 0, err[-3000:]
+    run_dir = next((tmp_path / "results").iterdir())
+    man = json.loads((run_dir / "manifest.json").read_text())
+    assert man["pack"]["name"] == "my-pack" and man["suites"] == ["kv-trace"], man.get("pack")
+    rec = json.loads((run_dir / "results.json").read_text())
+    assert [c["id"] for c in rec["claims"]] == ["B1"]  # the pack's ledger is what the run stores and judges
+    pc = next(r for r in rec["records"] if r["case"] == "prefix-cache")
+    assert pc["params"]["gpu_memory_gib"] == 40  # the pack's setup
+    verdicts = json.loads((run_dir / "verdicts.json").read_text())
+    assert verdicts["pack"] == {
+        "name": "my-pack",
+        "title": "A blog post on prefix caching for chat services",
+        "source_url": "https://example.org/prefix-caching-in-practice",
+    }
+    (b1,) = verdicts["claims"]
+    assert b1["id"] == "B1" and b1["verdict"] == "reproduced", b1  # 37.4% of the trace's prompt tokens
+    html = (run_dir / "report.html").read_text()
+    assert "Claim pack <b>my-pack</b>" in html and 'href="https://example.org/prefix-caching-in-practice"' in html
+    assert "a prefix cache reuses more than 30% of the prompt tokens of a chat service" in html
+
+
+BAD = {
+    "http-url": (("url: https://example.org/prefix-caching-in-practice", "url: http://example.org/x"), "source.url"),
+    "script-url": (("url: https://example.org/prefix-caching-in-practice", "url: javascript:alert(1)"), "source.url"),
+    "no-quotes": (
+        (
+            '    - {text: "a prefix cache reuses more than 30% of the prompt tokens of a chat service", where: "second paragraph"}\n',
+            "",
+        ),
+        "source: field 'quotes' is missing",
+    ),
+    "kind": (("kind: blog", "kind: tweet"), "source.kind: 'tweet' is not one of"),
+    "name": (("name: my-pack", "name: My Pack"), "field 'name'"),
+    "unknown-suite": (("  kv-trace:\n", "  kv-trac:\n"), "params.kv-trac: no suite 'kv-trac'"),
+    "unknown-param": (("{gpu_memory_gib: 40}", "{gpu_memory_gb: 40}"), "gpu_memory_gb"),
+    "metric": (("metric: reuse.max.token_hit_pct", "metric: reuse.max.token_hit_pc"), "reuse.max.token_hit_pc"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_a_pack_with_a_bad_field_is_one_line_naming_it(tmp_path, case):
+    (old, new), expected = BAD[case]
+    pack = write_docs_pack((tmp_path / "my-pack").resolve())
+    for name in ("pack.yaml", "claims.yaml"):
+        text = (pack / name).read_text()
+        (pack / name).write_text(text.replace(old, new, 1))
+    assert_one_line(cli("validate", str(pack)), (2,), expected)
+
+
+def test_the_seed_pack_is_the_ledger_a_plain_run_judges():
+    seed = packs.load("seed")
+    assert seed.claims_path == (spec.SUITES_DIR / spec.CLAIMS_FILE).resolve()
+    assert [c.id for c in seed.claims()] == [c.id for c in spec.load_claims()]
+    assert packs.names()[0] == "seed" and seed.source.quotes
+    assert_one_line(cli("run", "--pack", "nope", "--dry-run"), (2,), "no claim pack 'nope'")
