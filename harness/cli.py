@@ -487,6 +487,10 @@ def validate(specs):
         metric_names.refuse_undeclared(suites, [])
     else:
         metric_names.refuse_undeclared(spec.load_all_suites(), spec.load_claims())
+        for name in packs.names():  # the shipped packs (the seed's ledger is checked above)
+            if name != packs.SEED:
+                for line in packs.validate(name):
+                    click.echo(for_terminal(line, LINE))
     click.echo("metrics: every threshold and ledger check names a metric its case declares")
 
 
