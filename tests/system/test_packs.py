@@ -92,3 +92,18 @@ def test_the_seed_pack_is_the_ledger_a_plain_run_judges():
     assert [c.id for c in seed.claims()] == [c.id for c in spec.load_claims()]
     assert packs.names()[0] == "seed" and seed.source.quotes
     assert_one_line(cli("run", "--pack", "nope", "--dry-run"), (2,), "no claim pack 'nope'")
+
+
+def test_the_mooncake_pack_runs_and_judges_its_three_claims(tmp_path):
+    """`harness run --pack mooncake`: only the kv-trace case its claims need, judged by the
+    pack's ledger on the shipped trace (deterministic: a simulation and its recount). M1's
+    'up to 50%' is not what this trace shows (37.4%), M2's 'approximately 40%' is, and one pool
+    beats round-robin per-instance caches (M3), each beside its controls and reference."""
+    code, out, err = cli("run", "--pack", "mooncake", "--results-dir", str(tmp_path / "r"))
+    assert code == 0, err[-3000:]
+    run_dir = next((tmp_path / "r").iterdir())
+    verdicts = json.loads((run_dir / "verdicts.json").read_text())
+    assert verdicts["pack"]["name"] == "mooncake"
+    got = {c["id"]: c["verdict"] for c in verdicts["claims"]}
+    assert got == {"M1": "direction reproduced, magnitude differs", "M2": "reproduced", "M3": "reproduced"}, got
+    assert json.loads((run_dir / "manifest.json").read_text())["suites"] == ["kv-trace"]
