@@ -252,7 +252,7 @@ MUTATIONS += [
                 _RUN,
                 _asks(
                     "RefLRU",
-                    "from harness.experiments.eviction import simulate\n"
+                    "from harness.experiments.shared import eviction_sim as simulate\n"
                     '        hits = simulate.policy_hits("lru", np.asarray(ids), '
                     "np.asarray(nxt), policy.cap)",
                 ),
@@ -274,7 +274,7 @@ MUTATIONS += [
                 _RUN,
                 _asks(
                     "RefLFU",
-                    "from harness.experiments.eviction import simulate\n"
+                    "from harness.experiments.shared import eviction_sim as simulate\n"
                     '        hits = simulate.policy_hits("lfu", np.asarray(ids), '
                     "np.asarray(nxt), policy.cap)",
                 ),

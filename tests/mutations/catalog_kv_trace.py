@@ -253,7 +253,8 @@ MUTATIONS = [
 # record of what the reference module reaches makes the check `inconclusive`.
 RECOUNT = "harness/experiments/kv_trace/recount.py"
 _LOAD = (
-    "    from harness.experiments.kv_trace import analyses as _sim, trace as _tr  # mutation: the simulator's count\n"
+    "    from harness.experiments.kv_trace import analyses as _sim  # mutation: the simulator's count\n"
+    "    from harness.experiments.shared import kv_block_trace as _tr  # mutation: the simulator's reading\n"
     '    _t = _tr.load_trace(path, bs, max_requests=p["max_requests"])\n'
 )
 
@@ -355,7 +356,8 @@ MUTATIONS += [
             Edit(
                 RECOUNT,
                 "    if base is not None and mx:\n",
-                "    from harness.experiments.kv_trace import drivers as _drv, shape as _shape, trace as _tr  # mutation\n"
+                "    from harness.experiments.kv_trace import drivers as _drv, shape as _shape  # mutation\n"
+                "    from harness.experiments.shared import kv_block_trace as _tr  # mutation\n"
                 '    _t = _tr.load_trace(path, bs, max_requests=p["max_requests"])\n'
                 "    _tm = _drv._tiers(_t, _drv.Stream(_t), p, _shape.ModelShape.from_params(p))[0]\n"
                 '    for _name in ("tiers.base.of_max_pct", "tiers.ttl_kept_pct", "tiers.L3.lruk_gain_pp"):\n'

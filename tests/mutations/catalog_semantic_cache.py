@@ -346,7 +346,7 @@ MUTATIONS += [
             Edit(
                 "harness/experiments/semantic_cache/c7_reference.py",
                 "    h = min(math.log2(vocab_size), math.log2(draws or 1))\n    r = 0.0\n",
-                "    from harness.experiments.semantic_cache import metrics  # mutation: the checked path itself\n"
+                "    from harness.experiments.shared import semantic_metrics as metrics  # mutation: the checked path\n"
                 '    seq = metrics.c7_streams([0] * max(1, draws), vocab_size, 1, 0)["uniform_tokens"]\n'
                 "    return metrics.stream_threshold(seq)[2]\n"
                 "    h = min(math.log2(vocab_size), math.log2(draws or 1))\n    r = 0.0\n",

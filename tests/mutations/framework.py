@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -121,17 +122,49 @@ def worker_ports(worker: str | None = None) -> tuple[int, int, int]:
     return base, base + ENGINE_OFFSET, base + PG_OFFSET
 
 
+IMPORT_RE = re.compile(r"^\s*from (harness(?:\.\w+)*) import ([\w ,]+?)\s*(?:#.*)?$", re.M)
+
+
+def _missing_imports(text: str, root: Path) -> list[str]:
+    """`from harness.X import name` lines of a mutant's new text whose module or name no
+    longer exists in `root` (a module moved since the mutation was written: its mutant would
+    stop at its import, and the run would test nothing)."""
+    out = []
+    for module, names in IMPORT_RE.findall(text):
+        base = root / module.replace(".", "/")
+        source = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+        if not source.is_file():
+            out.append(f"module {module} does not exist")
+            continue
+        defined = source.read_text(encoding="utf-8")
+        for name in (n.split(" as ")[0].strip() for n in names.split(",")):
+            own = (base / f"{name}.py").is_file() or (base / name).is_dir()
+            if not own and not re.search(rf"^(def |class |async def )?{name}\b|\b(import|as) {name}\b", defined, re.M):
+                out.append(f"{module} has no {name}")
+    return out
+
+
 def stale_edits(m: Mutation, root: Path = ROOT) -> list[str]:
-    """Why the mutation's edits no longer fit the files of `root` (empty: they do)."""
+    """Why the mutation's edits no longer fit the files of `root` (empty: they do): an edit's
+    old text must occur once, the mutated file must still compile, and every module its new
+    text imports must still be there."""
     out = []
     for e in m.edits:
         f = root / e.path
         if not f.is_file():
             out.append(f"{m.name}: {e.path} does not exist")
             continue
-        n = f.read_text(encoding="utf-8").count(e.old)
+        text = f.read_text(encoding="utf-8")
+        n = text.count(e.old)
         if n != 1:
             out.append(f"{m.name}: the edit's old text occurs {n} times in {e.path} (must be once): {e.old[:80]!r}")
+            continue
+        if e.path.endswith(".py"):
+            try:
+                compile(text.replace(e.old, e.new), e.path, "exec")
+            except SyntaxError as err:
+                out.append(f"{m.name}: the mutated {e.path} does not compile: {err.msg} (line {err.lineno})")
+        out += [f"{m.name}: {e.path}: the edit imports what is gone: {why}" for why in _missing_imports(e.new, root)]
     return out
 
 

@@ -55,6 +55,29 @@ def test_every_edit_still_fits_the_checkout(m):
         assert e.old != e.new, f"{m.name}: an edit of {e.path} changes nothing"
 
 
+def test_a_mutant_that_would_stop_at_its_import_or_not_compile_is_stale():
+    """A mutant that imports a module that has moved (the nine dependent mutations after the
+    suites were split, caught only by a full `make mutations`: their copies stopped at the
+    import, so the run tested nothing) or that does not compile is stale, found without
+    running anything."""
+    recount = "harness/experiments/kv_trace/recount.py"
+    anchor = "    mx = _rate(requests, bs, [Forever()], total)\n"
+
+    def mutant(new):
+        return Mutation(
+            "kv-trace/x", "C1", "dependent", "x", (framework.Edit(recount, anchor, new),), "kv-trace/prefix-cache", ()
+        )
+
+    gone = mutant("    from harness.experiments.kv_trace import trace as _tr  # mutation\n" + anchor)
+    assert any("harness.experiments.kv_trace has no trace" in x for x in stale_edits(gone)), stale_edits(gone)
+    no_module = mutant("    from harness.experiments.kv_traces import recount as _r\n" + anchor)
+    assert any("module harness.experiments.kv_traces does not exist" in x for x in stale_edits(no_module))
+    broken = mutant("    mx = (\n")
+    assert any("does not compile" in x for x in stale_edits(broken)), stale_edits(broken)
+    moved = mutant("    from harness.experiments.shared import kv_block_trace as _tr  # mutation\n" + anchor)
+    assert stale_edits(moved) == []
+
+
 def test_every_check_a_mutation_names_is_a_ledger_check_of_its_claim_and_run():
     known = _ledger_checks()
     for m in MUTATIONS:
