@@ -291,7 +291,8 @@ MUTATIONS += [
                     '        "reuse.gpu.token_hit_pct",\n'
                     "        _rate(requests, bs, [gpu] if gpu else None, total),\n"
                 ),
-                _LOAD.replace("import analyses as _sim,", "import analyses as _sim, shape as _shape,")
+                "    from harness.experiments.kv_trace import shape as _shape  # mutation: the simulator's sizing\n"
+                + _LOAD
                 + '    _b = _shape.blocks_of(_shape.ModelShape.from_params(p).gpu_kv_tokens(p["gpu_memory_gib"], '
                 'p["gpu_memory_utilization"]), bs)\n'
                 '    put("reuse.gpu.token_hit_pct", 100.0 * _sim.rates_at(_t, _sim.policies.Stream(_t), '
