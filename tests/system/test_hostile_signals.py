@@ -49,6 +49,18 @@ ENTRY = "import tests.system.test_hostile_signals; from harness.cli import main;
 TTY_ENTRY = "import fcntl, termios; fcntl.ioctl(2, termios.TIOCSCTTY, 0); " + ENTRY
 
 
+@pytest.fixture(autouse=True)
+def _hang_ups_heard():
+    """These tests send SIGHUP and expect the harness to hear it. Under `nohup make test` the
+    hang-up is ignored from the start, every child inherits that, and the harness rightly keeps
+    it ignored: hear it again for each test (and its children), as a terminal's session does."""
+    old = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, old)
+
+
 @driver_contract.register(
     "test-signals-wait",
     metrics=(MetricDecl("waited_s", "s"),),
