@@ -462,7 +462,7 @@ def list_packs():
         click.echo(for_terminal(f"{p.name}  {p.title}", LINE))
         click.echo(
             for_terminal(
-                f"    {len(claims)} claims, {len(p.cases(claims))} cases; source ({p.source.kind}): "
+                f"    {packs.count(len(claims), 'claim')}, {packs.count(len(p.cases(claims)), 'case')}; source ({p.source.kind}): "
                 f"{p.source.url or p.source.no_url}",
                 LINE,
             )

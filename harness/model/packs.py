@@ -90,6 +90,11 @@ class Pack:
         return {"name": self.name, "title": self.title, "source": self.source.to_json()}
 
 
+def count(n: int, noun: str) -> str:
+    """'1 claim', '2 claims'."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def names() -> list[str]:
     """The packs shipped, the seed first."""
     found = sorted(p.parent.name for p in PACKS_DIR.glob(f"*/{PACK_FILE}"))
@@ -188,4 +193,6 @@ def validate(ref: str | Path) -> list[str]:
         s = suites[sname]
         for cname, given in cases.items():
             s.case_params(s.case(cname), next(iter(s.profiles)), given)
-    return [f"{pack.folder / PACK_FILE}: ok (pack {pack.name}: {len(claims)} claims, {len(pack.cases(claims))} cases)"]
+    return [
+        f"{pack.folder / PACK_FILE}: ok (pack {pack.name}: {count(len(claims), 'claim')}, {count(len(pack.cases(claims)), 'case')})"
+    ]

@@ -9,8 +9,10 @@ import re
 
 import pytest
 
+from harness.experiments.semantic_cache import gptcache_subject
 from harness.model import packs, spec
 from tests import REPO
+from tests.conftest import TEST_CLUSTER_PORT
 from tests.system.test_hostile import assert_one_line, cli
 
 
@@ -33,7 +35,7 @@ def test_the_pack_of_docs_packs_validates_runs_and_shows_its_source(tmp_path):
     code, out, err = cli("packs")
     assert code == 0 and out.startswith("seed ") and "claims" in out, (out, err)
     code, out, err = cli("validate", str(pack))
-    assert code == 0 and "ok (pack my-pack: 1 claims, 1 cases)" in out, (out, err)
+    assert code == 0 and "ok (pack my-pack: 1 claim, 1 case)" in out, (out, err)
     code, out, err = cli("run", "--pack", str(pack), "--dry-run")
     assert code == 0 and "claim pack my-pack" in out and "kv-trace" in out and "redis-cluster" not in out, out
     code, out, err = cli("run", "--pack", str(pack), "--results-dir", str(tmp_path / "results"))
@@ -107,3 +109,42 @@ def test_the_mooncake_pack_runs_and_judges_its_three_claims(tmp_path):
     got = {c["id"]: c["verdict"] for c in verdicts["claims"]}
     assert got == {"M1": "direction reproduced, magnitude differs", "M2": "reproduced", "M3": "reproduced"}, got
     assert json.loads((run_dir / "manifest.json").read_text())["suites"] == ["kv-trace"]
+
+
+def test_the_gptcache_pack_runs_on_gptcache_and_judges_its_two_claims(tmp_path):
+    """`harness run --pack gptcache`: the semantic-cache suite's gptcache case with the pack's
+    setup (every origin cached, GPTCache's default threshold, the speed pass against SmolLM2),
+    smaller here (200 records, 3 speed queries of up to 16 tokens, one repetition). G1's
+    checks carry their controls and GPTCache's own hit counter as the reference; G2 is judged
+    on the traffic's mean, which the misses bound far below 100x."""
+    if gptcache_subject.missing():
+        pytest.skip(gptcache_subject.missing())
+    small = ("dataset_rows=200", "llm_queries=3", "llm_answer_tokens=16", "latency_queries=4")
+    sets = [a for s in small for a in ("--set", f"gptcache.{s}")]
+    code, out, err = cli(
+        "run", "--pack", "gptcache", "--repeat", "1", "--base-port", str(TEST_CLUSTER_PORT + 94),
+        "--results-dir", str(tmp_path / "r"), *sets,
+    )  # fmt: skip
+    assert code == 0, err[-3000:]
+    run_dir = next((tmp_path / "r").iterdir())
+    verdicts = json.loads((run_dir / "verdicts.json").read_text())
+    assert verdicts["pack"] == {
+        "name": "gptcache",
+        "title": packs.load("gptcache").title,
+        "source_url": "https://github.com/zilliztech/GPTCache",
+    }
+    claims = {c["id"]: c for c in verdicts["claims"]}
+    assert set(claims) == {"G1", "G2"}
+    g1 = claims["G1"]["checks"]
+    assert [c["metric"] for c in g1] == ["gptcache.correct_hit_rate_pct", "gptcache.answered_pct"]
+    assert all(k["held"] for c in g1 for k in c["controls"]), g1
+    ref = g1[1]["reference"]
+    assert ref is not None and ref["agrees"], ref  # GPTCache's own counter saw the hits the client saw
+    g2 = claims["G2"]["checks"][0]
+    assert g2["verdict"] == "direction reproduced, magnitude differs", g2["reason"]
+    assert 1.1 < g2["measured"]["median"] < 100
+    rec = json.loads((run_dir / "results.json").read_text())
+    (case,) = [r for r in rec["records"] if r["case"] == "gptcache"]
+    m = {k: v["value"] for k, v in case["metrics"].items()}
+    assert m["speed.gptcache_hit.p50_ms"] < m["speed.llm_answer.p50_ms"] <= m["control.empty_gptcache.p50_ms"] * 1.5
+    assert (run_dir / "raw" / "semantic-cache" / "gptcache").is_dir()

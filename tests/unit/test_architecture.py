@@ -729,15 +729,28 @@ def reference_imports(
 
 
 def _ledger_references() -> list[tuple[str, tuple[str, ...]]]:
-    from harness.model.spec import load_claims
+    """Every reference of every shipped claim pack's ledger (the seed's among them)."""
+    from harness.model import packs
 
     return sorted(
         {
             (c.reference.module, c.reference.independent_of)
-            for claim in load_claims()
+            for name in packs.names()
+            for claim in packs.load(name).claims()
             for c in claim.checks
             if c.reference is not None and c.reference.module
         }
+    )
+
+
+def test_the_references_checked_are_every_packs():
+    """A pack's ledger is not left out: the GPTCache pack's reference (GPTCache's own hit
+    counter, read by gptcache_subject) is named by no other pack, and it is checked."""
+    refs = dict(_ledger_references())
+    assert "harness.experiments.semantic_cache.gptcache_subject" in refs
+    assert (
+        "harness.experiments.semantic_cache.gptcache_accuracy"
+        in refs["harness.experiments.semantic_cache.gptcache_subject"]
     )
 
 

@@ -72,9 +72,13 @@ def gptcache_accuracy(cache, wl, cal: list[int], test: list[int], thresholds: li
         p = run_pass(cache, test_texts)
         return metrics.cache_counts([a is not None for a in p.answers], p.answers, t_labels, t_should)
 
+    before = cache.own_hits()
+    test_counts = measured(chosen)
+    own = cache.own_hits() - before  # GPTCache's own count of the hits of the same pass
     out = {
         "threshold": chosen,
-        "test": measured(chosen),
+        "test": test_counts,
+        "test_own_hits": own,
         "exact_only": measured(1.0),
         "sweep": sweep,
         "no_threshold": counts_at(test, [s is not None for s in p0.scores], p0.answers, labels, should),

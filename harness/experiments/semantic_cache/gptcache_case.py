@@ -35,7 +35,7 @@ from typing import Callable
 import numpy as np
 
 from harness.base.errors import BadInput
-from harness.experiments.semantic_cache import gptcache_subject
+from harness.experiments.semantic_cache import gptcache_speed, gptcache_subject
 from harness.experiments.semantic_cache.gptcache_accuracy import (
     agreement,
     answers_of,
@@ -133,6 +133,7 @@ PARAMS = {
         min=0,
         max=1,
     ),
+    **gptcache_speed.PARAMS,
 }
 
 
@@ -211,6 +212,17 @@ def run(ctx: CaseContext) -> Record:
             ),
             out,
         )
+        if p["llm_answer_tokens"]:
+            first.set_threshold(theirs["threshold"])
+            gptcache_speed.run(
+                ctx,
+                first,
+                lambda: gptcache_subject.GptCache(
+                    embed, emb.dim, threshold=theirs["threshold"], base_dir=ram or str(disk)
+                ),
+                [wl.queries[i] for i in test],
+                out,
+            )
     return out
 
 

@@ -49,6 +49,20 @@ def accuracy_outputs(out: Record, ours: dict, theirs: dict, n_test: int) -> None
         theirs["test"],
         f"GPTCache at similarity_threshold {theirs['threshold']:g} (real get() calls), test split",
     )
+    t = theirs["test"]
+    m["gptcache.answered_pct"] = Metric(
+        100.0 * t.hits / t.queries,
+        "%",
+        "higher",
+        "test queries GPTCache answered from its cache (right or wrong: none of them reached the LLM), "
+        "counted by the client from what get() returned",
+    )
+    m["reference.gptcache_counter.answered_pct"] = Metric(
+        100.0 * theirs["test_own_hits"] / t.queries,
+        "%",
+        None,
+        "the same pass's hits as GPTCache counted them itself (its report's hint_cache_count), over the queries asked",
+    )
     m["nn.threshold"] = Metric(ours["threshold"], "", None, "cosine, chosen on the calibration split (best F1)")
     m["gptcache.threshold"] = Metric(
         theirs["threshold"],

@@ -135,6 +135,11 @@ class GptCache:
     def set_threshold(self, t: float) -> None:
         self._cache.config.similarity_threshold = float(t)
 
+    def own_hits(self) -> int:
+        """The hits GPTCache counted itself (its report's hint_cache_count, raised by its own
+        `get` when it returns a cached answer): the second observer of its hit rate."""
+        return int(self._cache.report.hint_cache_count)
+
     def import_data(self, questions: list[str], answers: list[str]) -> None:
         self._cache.import_data(questions, answers)
 

@@ -55,6 +55,9 @@ GPTCACHE = (
     M(_COUNTED + ".correct_hits", "queries", "higher"),
     M(_COUNTED + ".wrong_hits", "queries", "lower"),
     M("{nn|gptcache|int8}.threshold", ""),
+    # the share GPTCache answered, counted by the client and by GPTCache's own counter
+    M("gptcache.answered_pct", "%", "higher"),
+    M("reference.gptcache_counter.answered_pct", "%"),
     M("gptcache.{recall|precision}_minus_nn_pp", "pp"),
     M("instrument.repeats.gptcache.correct_hit_rate_pct", "%", "higher"),
     # the int8 arm against FP32 (int8_arm: true)
@@ -82,6 +85,13 @@ GPTCACHE = (
     M("int8.concurrent.speedup_vs_" + _GPTCACHES, "x", "higher"),
     M("onnx.concurrent.speedup_vs_" + _GPTCACHES, "x"),
     M("instrument.double.qps_over_int8", "x"),
+    # the speed pass against the LLM (gptcache_speed.py, llm_answer_tokens > 0)
+    M("speed.{gptcache_hit|llm_answer}.p50_ms", "ms", "lower"),
+    M("speed.llm_tokens_mean", "tokens"),
+    M("speed.{gptcache|traffic}_vs_llm", "x", "higher"),
+    M("control.empty_gptcache.p50_ms", "ms", "lower"),
+    M("control.empty_gptcache.speedup_vs_llm", "x"),
+    M("instrument.llm_wait.{known|seen}_ms", "ms"),
 )
 
 # semantic-cache-ttft: the TTFT stream's metrics (shared.semantic_series.TTFT_METRICS; serving's
