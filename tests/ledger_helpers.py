@@ -39,9 +39,12 @@ LAB = {
 }
 
 
-def ledger():
+def ledger(pack: str = "seed"):
+    """The suites and the claims of a shipped pack (the seed's ledger by default)."""
+    from harness.model import packs
+
     suites = spec.load_all_suites()
-    return suites, spec.load_claims(suites=suites)
+    return suites, (spec.load_claims(suites=suites) if pack == "seed" else packs.load(pack).claims(suites))
 
 
 def as_a_run(claims, suite: str, case: str, params: dict | None, manifest: dict | None) -> tuple[dict, dict]:
@@ -63,10 +66,12 @@ def verdicts(
     manifest: dict | None = None,
     facts: dict | None = None,
     params: dict | None = None,
+    pack: str = "seed",
 ):
-    """The ledger's real checks of `claim_id` on `case`, judged on a run with these metrics,
-    this manifest (HERE by default) and these case facts and params."""
-    suites, claims = ledger()
+    """The ledger's real checks of `claim_id` on `case` (of a shipped pack's ledger: the seed's
+    by default), judged on a run with these metrics, this manifest (HERE by default) and these
+    case facts and params."""
+    suites, claims = ledger(pack)
     srun = suites[suite].as_run(profile, 1, {c.name: {} for c in suites[suite].cases})
     params, man = as_a_run(claims, suite, case, params, manifest)
     rec = Record(

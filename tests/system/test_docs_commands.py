@@ -1,7 +1,7 @@
 """Every command the docs show is run by a test or by CI.
 
-The commands are read from the shell blocks of README.md, docs/*.md and each suite's
-README. Each `harness run` one (without a placeholder) is run here with --dry-run, so a
+The commands are read from the shell blocks of README.md, docs/*.md, each suite's README and
+each shipped claim pack's README. Each `harness run` one (without a placeholder) is run here with --dry-run, so a
 suite, case, profile or parameter the docs name that no longer exists fails this test; the
 others must match an entry of RUN_BY, which names the test (or CI) that runs them, and that
 test must exist. A new command in the docs needs an entry here, or a test of its own."""
@@ -21,6 +21,7 @@ DOCS = [
     REPO / "README.md",
     *sorted((REPO / "docs").glob("*.md")),
     *sorted((REPO / "harness" / "experiments").glob("*/README.md")),
+    *sorted((REPO / "harness" / "experiments" / "packs").glob("*/README.md")),
 ]
 
 # command pattern -> where it is run ("tests/FILE.py::test_name", or ".ci/run")

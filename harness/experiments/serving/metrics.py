@@ -34,13 +34,16 @@ def _client(arms: str) -> tuple[M, ...]:
 PREFIX_CACHE = (
     # per arm: the trace slice and the instrument, each with prefix caching on and off
     *_client("trace.{on|off}"),
-    *_client("instrument.{on|off}"),
+    *_client("instrument.{on|off|cold}"),
     M("{trace|instrument}.{on|off}.engine_hit_pct", "%"),
+    M("instrument.cold.engine_hit_pct", "%"),
     # the instrument: one long prefix asked again and again
     M("instrument.{on|off}.repeat_ttft_p50_ms", "ms", "lower"),
     M("instrument.ttft_cut_x", "x", "higher"),
     # the trace slice: what caching buys, and the simulator's prediction beside the engine's hit rate
     M("trace.ttft_p50_speedup_x", "x", "higher"),
+    M("{trace|instrument}.{tpot|itl}_p50_change_pct", "%"),
+    M("instrument.itl_p50_change_vs_cold_pct", "%"),
     M("trace.prompt_tokens", "tokens"),
     M("trace.predicted_hit_pct", "%"),
     M("trace.predicted_max_hit_pct", "%"),

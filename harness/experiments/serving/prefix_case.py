@@ -77,8 +77,15 @@ PARAMS = {
         "earlier run left in a long-lived server's cache can hit; else seed + repetition)",
         min=0,
     ),
+    "cold_arm": Param(
+        bool,
+        False,
+        "add instrument.cold: the instrument's requests on the caching engine with a document of "
+        "their own each (nothing to reuse), beside instrument.on on the same engine and core",
+    ),
 }
-ARMS = ("trace.on", "trace.off", "instrument.on", "instrument.off")
+ARMS = ("trace.on", "trace.off", "instrument.on", "instrument.off", "instrument.cold")
+COLD_MAX_HIT_PCT = 5.0  # instrument.cold's most reuse (engine counters) for it to be the no-reuse baseline
 
 
 def slice_records(p: dict) -> tuple[list[dict], kvtrace.KVTrace]:
@@ -191,13 +198,16 @@ def run(ctx: CaseContext) -> Record:
         "instrument.on": (on, instr),
         "instrument.off": (off, instr),
     }
-    k = (ctx.repetition - 1) % len(ARMS)
+    if p["cold_arm"]:
+        plan["instrument.cold"] = (on, _cold(instr, p, salt))
+    arms = [a for a in ARMS if a in plan]
+    k = (ctx.repetition - 1) % len(arms)
     results, counts = {}, {}
-    for arm in ARMS[k:] + ARMS[:k]:
+    for arm in arms[k:] + arms[:k]:
         ep, reqs = plan[arm]
         if ep is None:
             continue
-        caching = arm.endswith(".on") and cfg.get("enable_prefix_caching") is not False
+        caching = arm.endswith((".on", ".cold")) and cfg.get("enable_prefix_caching") is not False
         results[arm], counts[arm] = _arm(ctx, arm, ep, [_tagged(r, arm) for r in reqs], p, caching)
         summary.write_rows(ctx.raw_path(f"{arm}.csv"), results[arm])  # kept at once: a later failure loses nothing
         try:
@@ -207,6 +217,24 @@ def run(ctx: CaseContext) -> Record:
                 "failed", f"the engine stopped answering during {arm}: {e}", details={"arms_done": list(results)}
             )
     return _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, (on, off), salt)
+
+
+def _cold(instr: list[client.Request], p: dict, salt: int) -> list[client.Request]:
+    """The instrument's requests at the same times and lengths, each with a document of its
+    own: on the caching engine, nothing of one can be reused by the next."""
+    own = [
+        replay.repeated_prefix(
+            1,
+            p["instrument_prefix_tokens"],
+            p["tail_tokens"],
+            0.0,
+            p["output_tokens"],
+            salt + 104729 * (i + 1),
+            p["vocab_size"],
+        )[0]
+        for i in range(len(instr))
+    ]
+    return [client.Request(r.at_s, o.prompt, r.max_tokens, r.tag, r.ignore_eos, r.sampling) for r, o in zip(instr, own)]
 
 
 def _tagged(r: client.Request, arm: str) -> client.Request:
@@ -252,7 +280,17 @@ def _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, eps, salt)
             "higher",
             "TTFT P50, caching off over on",
         )
+    m.update(_tpot_changes(m))
+    absent = {}
+    if "instrument.cold.itl_p50_ms" in m and "instrument.itl_p50_change_vs_cold_pct" not in m:
+        absent["instrument.itl_p50_change_vs_cold_pct"] = (
+            f"instrument.cold reused {m['instrument.cold.engine_hit_pct'].value}% of its prompt tokens "
+            f"(the engine's counters; at most {COLD_MAX_HIT_PCT:g}% for a baseline without reuse)"
+            if "instrument.cold.engine_hit_pct" in m
+            else "instrument.cold has no engine hit rate: no baseline without reuse"
+        )
     details = {
+        "absent_metrics": absent,
         "counts": counts,
         "cache_config": cfg,
         "scaling": _scaling(sc, p, block),
@@ -283,6 +321,37 @@ def _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, eps, salt)
     if invalid:  # an impossible counter delta or usage count is no measurement: the case says so, with the reason
         return Record("invalid", "; ".join(invalid), m, details, series, facts)
     return Record("ok", metrics=m, series=series, details=details, facts=facts)
+
+
+def _tpot_changes(m: dict[str, Metric]) -> dict[str, Metric]:
+    """TPOT and inter-token latency P50 with caching on against off, per workload (prefix
+    caching saves prefill; the decoding of each new token is what vLLM's documentation says it
+    does not speed up). TPOT is a request's decoding time over its tokens, waits behind other
+    requests' prefills included; the ITL median is closer to one decoding step."""
+    out = {}
+    on, cold = m.get("instrument.on.itl_p50_ms"), m.get("instrument.cold.itl_p50_ms")
+    reused = m.get("instrument.cold.engine_hit_pct")
+    if reused is not None and (reused.value is None or reused.value > COLD_MAX_HIT_PCT):
+        cold = None  # no baseline without reuse: the change is left out (absent_metrics says why)
+    if on is not None and cold is not None and on.value is not None and cold.value:
+        out["instrument.itl_p50_change_vs_cold_pct"] = Metric(
+            100.0 * (on.value - cold.value) / cold.value,
+            "%",
+            None,
+            "inter-token latency P50 of the document reused against documents of their own, same engine "
+            "(negative: faster when reused)",
+        )
+    for w in ("trace", "instrument"):
+        for fig, what in (("tpot", "TPOT"), ("itl", "inter-token latency")):
+            on, off = m.get(f"{w}.on.{fig}_p50_ms"), m.get(f"{w}.off.{fig}_p50_ms")
+            if on is not None and off is not None and on.value is not None and off.value:
+                out[f"{w}.{fig}_p50_change_pct"] = Metric(
+                    100.0 * (on.value - off.value) / off.value,
+                    "%",
+                    None,
+                    f"{what} P50 with caching on against off (negative: faster with caching on)",
+                )
+    return out
 
 
 def _repeats(res: list[client.Result]) -> list[float]:

@@ -14,6 +14,7 @@ ARMS = (
     ("trace.off", "trace slice, prefix caching off (mechanism off)"),
     ("instrument.on", "one long prefix repeated, caching on (instrument)"),
     ("instrument.off", "one long prefix repeated, caching off"),
+    ("instrument.cold", "a long prefix of its own per request, caching on (nothing to reuse)"),
 )
 SEM_MODES = (
     ("no_cache", "no cache (the engine serves every request)"),

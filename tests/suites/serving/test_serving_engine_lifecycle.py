@@ -199,6 +199,43 @@ def test_prefix_cache_on_a_real_engine_matches_the_simulator(run, tmp_path):
     assert {"trace.on.csv", "instrument.on.csv", "details.json"} <= {p.name for p in ctx.raw_dir.iterdir()}
 
 
+def test_the_vllm_apc_packs_metrics_on_both_engines(run, tmp_path):
+    """The vLLM APC pack's case (serving/prefix-cache with its setup, smaller) on the run's two
+    engines: every metric its checks, controls and reference name is reported, the on/off
+    changes are what the arms' own figures give, and the controls' situations happened (the
+    document reused on the cached engine, nothing served from a cache on the other)."""
+    from harness.model import packs
+
+    pack = packs.load("vllm-apc")
+    params = {
+        **pack.params["serving"]["prefix-cache"],
+        "max_requests": 6,
+        "duration_s": 6,
+        "output_tokens": 8,
+        "instrument_requests": 3,
+        "instrument_prefix_tokens": 256,
+        "instrument_gap_s": 0.5,
+    }
+    out, _ = run_case("serving-prefix-cache", "prefix-cache", params, tmp_path, dict(run["tgt"].engines))
+    assert out.status == "ok", out.reason
+    m = {k: v.value for k, v in out.metrics.items()}
+    named = set()
+    for claim in pack.claims():
+        for chk in claim.checks:
+            named |= {chk.metric} | {c.metric for c in chk.controls} | {c.than for c in chk.controls if c.than}
+            named |= {chk.reference.metric} if chk.reference else set()
+    assert named - set(m) == set(), sorted(named - set(m))
+    for w in ("trace", "instrument"):
+        for fig in ("tpot", "itl"):
+            on, off = m[f"{w}.on.{fig}_p50_ms"], m[f"{w}.off.{fig}_p50_ms"]
+            assert m[f"{w}.{fig}_p50_change_pct"] == pytest.approx(100 * (on - off) / off)
+    on, cold = m["instrument.on.itl_p50_ms"], m["instrument.cold.itl_p50_ms"]
+    assert m["instrument.itl_p50_change_vs_cold_pct"] == pytest.approx(100 * (on - cold) / cold)
+    assert m["instrument.on.engine_hit_pct"] >= 50 and m["instrument.off.engine_hit_pct"] == 0
+    assert m["instrument.cold.engine_hit_pct"] <= 5  # a document of its own each: nothing to reuse
+    assert m["trace.off.engine_hit_pct"] == 0 and m["trace.on.output_tokens_mean"] == 8
+
+
 def test_the_peer_client_runs_on_the_same_requests(run, tmp_path):
     """vLLM's own benchmark client and the harness's on the same requests (the uncached engine)."""
     out, ctx = run_case(

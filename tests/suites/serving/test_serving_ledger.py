@@ -212,3 +212,44 @@ def test_c3_against_the_curve_turns_with_its_controls():
     assert judge("C3", "sweep", SWEEP_LOCAL, **{k.replace(".", "__"): v for k, v in leaky.items()}) == {
         metric: Outcome.NOT_ATTRIBUTABLE
     }
+
+
+# ---- the vLLM APC claim pack (harness/experiments/packs/vllm-apc), on a recorded real run ----
+APC = recorded("vllm_apc")
+
+
+def judge_apc(claim: str, **change) -> dict:
+    metrics = {
+        k: v for k, v in {**APC, **{k.replace("__", "."): v for k, v in change.items()}}.items() if v is not None
+    }
+    return {
+        m: cv.outcome for m, cv in verdicts(claim, "prefix-cache", metrics, suite="serving", pack="vllm-apc").items()
+    }
+
+
+def test_the_vllm_apc_pack_on_a_recorded_run():
+    """The recorded run's verdicts: the long document's repeats come back far faster (V1), the
+    engine's hit rate is the simulator's and the conversations' TTFT falls (V2), one decoding
+    step is the same with the document reused or not, on one engine (V3's first check)."""
+    assert judge_apc("V1") == {"instrument.ttft_cut_x": Outcome.REPRODUCED}
+    assert judge_apc("V2") == {
+        "trace.on.engine_hit_pct": Outcome.REPRODUCED,
+        "trace.ttft_p50_speedup_x": Outcome.REPRODUCED,
+    }
+    assert judge_apc("V3")["instrument.itl_p50_change_vs_cold_pct"] == Outcome.REPRODUCED
+
+
+def test_the_vllm_apc_pack_can_come_out_the_other_way():
+    """Each check blinded or its mechanism left in: counters that never count a hit leave V1
+    inconclusive; an engine whose hit rate the simulator does not predict fails V2's reference;
+    an off engine that served from a cache makes the TTFT gain unattributable; a decoding step
+    faster by a fifth with the document reused is V3 not reproduced; a document of its own each
+    that was reused anyway leaves no baseline (the metric absent: not measured)."""
+    assert judge_apc("V1", instrument__on__engine_hit_pct=0.0)["instrument.ttft_cut_x"] == Outcome.INCONCLUSIVE
+    v2 = judge_apc("V2", trace__predicted_hit_pct=APC["trace.on.engine_hit_pct"] + 10)
+    assert v2["trace.on.engine_hit_pct"] != Outcome.REPRODUCED
+    assert judge_apc("V2", trace__off__engine_hit_pct=20.0)["trace.ttft_p50_speedup_x"] != Outcome.REPRODUCED
+    v3 = judge_apc("V3", instrument__itl_p50_change_vs_cold_pct=-20.0)
+    assert v3["instrument.itl_p50_change_vs_cold_pct"] == Outcome.NOT_REPRODUCED
+    gone = judge_apc("V3", instrument__itl_p50_change_vs_cold_pct=None)
+    assert gone["instrument.itl_p50_change_vs_cold_pct"] == Outcome.NOT_MEASURED
