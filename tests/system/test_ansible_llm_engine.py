@@ -183,6 +183,7 @@ def test_an_engine_not_ready_in_time_is_stopped_with_its_log_tail(tmp_path):
     env = conf["env"]
     assert env["VLLM_USE_AOT_COMPILE"] == "0" and env["HF_HUB_OFFLINE"] == "1", env
     assert "--enforce-eager" in conf["argv"], conf["argv"]  # the CPU build starts eager, as the harness's own
+    assert "--enable-prompt-tokens-details" in conf["argv"]  # each answer's usage names its cached prompt tokens
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", PORT)) != 0
 

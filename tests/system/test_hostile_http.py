@@ -729,9 +729,10 @@ def test_a_load_generator_hands_a_redirect_back_and_the_fleet_refuses_it():
 
 
 # ---- issue 53, class 3: numbers a server invents ------------------------------------------
-def _inventing_server(completion_tokens=10**9, prompt_tokens=5):
+def _inventing_server(completion_tokens=10**9, prompt_tokens=5, cached_tokens=None):
     """A real streaming server (tests.serving_fakes) that streams 3 token chunks and then
-    reports the usage given: 10^9 completion tokens by default."""
+    reports the usage given: 10^9 completion tokens by default (and, when given, its cached
+    prompt tokens as vLLM's --enable-prompt-tokens-details reports them)."""
     from tests.serving_fakes import FakeServer, synthetic_events
 
     srv = FakeServer("ok", gap_s=0.002, tokens=3)
@@ -742,6 +743,8 @@ def _inventing_server(completion_tokens=10**9, prompt_tokens=5):
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + (completion_tokens if isinstance(completion_tokens, int) else 0),
     }
+    if cached_tokens is not None:
+        usage["usage"]["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
     events[-2] = b"data: %s\n\n" % json.dumps(usage).encode()
     srv.events, srv.honour_max_tokens = events, False
     return srv
@@ -757,6 +760,8 @@ def _inventing_server(completion_tokens=10**9, prompt_tokens=5):
             {"completion_tokens": 3, "prompt_tokens": 10**9},
             "1000000000 prompt tokens reported for 2 prompt token ids sent",
         ),
+        ({"completion_tokens": 3, "prompt_tokens": 2, "cached_tokens": 5}, "5 cached prompt tokens reported of 2"),
+        ({"completion_tokens": 3, "prompt_tokens": 2, "cached_tokens": -1}, "cached_tokens -1 is no count"),
     ],
 )
 def test_impossible_usage_counts_are_no_measurement(usage, needle):
@@ -777,9 +782,10 @@ def test_possible_usage_counts_are_measured():
     pytest.importorskip("aiohttp")
     from harness.experiments.serving import client
 
-    with _inventing_server(completion_tokens=4, prompt_tokens=2) as srv:
+    with _inventing_server(completion_tokens=4, prompt_tokens=2, cached_tokens=1) as srv:
         r = client.run(srv.url, "smollm2", [client.Request(0.0, [11, 12], 4)], timeout_s=5, stall_s=2)[0]
     assert r.status == "ok" and not r.usage_problem and r.output_tokens == 4 and r.tpot_ms is not None
+    assert r.cached_tokens == 1  # the server's per-answer count of prompt tokens served from its cache
 
 
 def test_a_server_that_invents_completion_tokens_makes_the_case_invalid(tmp_path):

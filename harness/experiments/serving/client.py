@@ -81,6 +81,9 @@ class Result:
     parse_us: float = 0.0
     text: str = ""
     usage_problem: str = ""  # the server's usage counts are impossible for what the client saw: both readings
+    cached_tokens: int | None = (
+        None  # usage.prompt_tokens_details.cached_tokens: prompt tokens the server served from its cache
+    )
 
 
 def poisson_schedule(n: int, rate_per_s: float, seed: int) -> list[float]:
@@ -149,6 +152,8 @@ class StreamParser:
                 if usage:
                     self.res.prompt_tokens = usage.get("prompt_tokens")
                     self.res.output_tokens = usage.get("completion_tokens")
+                    details = usage.get("prompt_tokens_details")
+                    self.res.cached_tokens = details.get("cached_tokens") if isinstance(details, dict) else None
 
     def timings(self) -> None:
         """TTFT, the gaps between choice chunks, their count and the text, into the Result."""
@@ -224,7 +229,14 @@ def check_usage(r: Result, req: Request | None) -> None:
             )
             why.append(f"{prompt} prompt tokens reported for {sent} sent (at most {most})")
             prompt = None
-    r.output_tokens, r.prompt_tokens = out, prompt
+    cached = _count(r.cached_tokens)
+    if isinstance(cached, str):
+        why.append(f"cached_tokens {cached} is no count")
+        cached = None
+    elif cached is not None and prompt is not None and cached > prompt:
+        why.append(f"{cached} cached prompt tokens reported of {prompt} prompt tokens")
+        cached = None
+    r.output_tokens, r.prompt_tokens, r.cached_tokens = out, prompt, cached
     if why:
         r.usage_problem = "the server's usage is impossible: " + "; ".join(why)
 

@@ -37,6 +37,14 @@ PREFIX_CACHE = (
     *_client("instrument.{on|off|cold}"),
     M("{trace|instrument}.{on|off}.engine_hit_pct", "%"),
     M("instrument.cold.engine_hit_pct", "%"),
+    # the engine's hit rate read a second way (each answer's usage), and per conversation beside the simulator
+    M("{trace|instrument}.{on|off}.usage_cached_pct", "%"),
+    M("instrument.cold.usage_cached_pct", "%"),
+    M("{trace|instrument}.{on|off}.observers_gap_pp", "pp"),
+    M("instrument.cold.observers_gap_pp", "pp"),
+    M("trace.sessions.count", "sessions"),
+    M("trace.sessions.{engine|predicted}_hit_p50_pct", "%"),
+    M("trace.sessions.max_gap_pp", "pp", "lower"),
     # the instrument: one long prefix asked again and again
     M("instrument.{on|off}.repeat_ttft_p50_ms", "ms", "lower"),
     M("instrument.ttft_cut_x", "x", "higher"),

@@ -20,7 +20,7 @@ from harness.base import stats
 from harness.base.errors import BadInput
 from harness.experiments.serving.series import LOADGENS
 from harness.experiments.shared import kv_block_trace as kvtrace
-from harness.experiments.shared.kv_hit_prediction import predicted_hit_rate
+from harness.experiments.shared.kv_hit_prediction import predicted_hit_rate, predicted_rates
 from harness.infra import serving_engine
 from harness.infra.http_get import display
 from harness.model.driver_contract import INPUT_FILE, CaseContext, Metric, Param, Record, input_path
@@ -92,12 +92,14 @@ def slice_records(p: dict) -> tuple[list[dict], kvtrace.KVTrace]:
     full = kvtrace.load_trace(input_path(p["trace"]), 512, shown=p["trace"])
     s = kvtrace.session_sample(full, p["session_fraction"], p["session_seed"])
     n = min(s.n_requests, p["max_requests"])
+    keys = kvtrace.session_keys(s)
     recs = [
         {
             "timestamp": int(s.timestamps_ms[i]),
             "input_length": int(s.input_len[i]),
             "output_length": int(s.output_len[i]),
             "hash_ids": s.blocks[s.offsets[i] : s.offsets[i + 1]].tolist(),
+            "session": int(keys[i]),  # the request's conversation (per-session hit rates)
         }
         for i in range(n)
     ]
@@ -216,7 +218,11 @@ def run(ctx: CaseContext) -> Record:
             return Record(
                 "failed", f"the engine stopped answering during {arm}: {e}", details={"arms_done": list(results)}
             )
-    return _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, (on, off), salt)
+    out = _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, (on, off), salt)
+    out.metrics.update(_usage_observer(results, counts))
+    if capacity and "trace.on" in results:
+        out.metrics.update(_per_session(results["trace.on"], sc, [r["session"] for r in recs], block, capacity, p))
+    return out
 
 
 def _cold(instr: list[client.Request], p: dict, salt: int) -> list[client.Request]:
@@ -352,6 +358,69 @@ def _tpot_changes(m: dict[str, Metric]) -> dict[str, Metric]:
                     f"{what} P50 with caching on against off (negative: faster with caching on)",
                 )
     return out
+
+
+def _usage_observer(results: dict, counts: dict) -> dict[str, Metric]:
+    """The engine's hit rate read a second way: each answer's usage.prompt_tokens_details.
+    cached_tokens (vLLM's --enable-prompt-tokens-details) summed by the client over the arm's
+    completed requests, beside the /metrics counters' deltas; absent where a completed
+    request's answer did not report it (another server, or the flag off)."""
+    m = {}
+    for arm, res in results.items():
+        done = [r for r in res if r.status == "ok"]
+        if not done or any(r.cached_tokens is None or not r.prompt_tokens for r in done):
+            continue
+        cached, prompt = sum(r.cached_tokens or 0 for r in done), sum(r.prompt_tokens or 0 for r in done)
+        m[f"{arm}.usage_cached_pct"] = Metric(
+            100.0 * cached / prompt,
+            "%",
+            None,
+            "the engine's per-answer usage.prompt_tokens_details.cached_tokens over prompt_tokens, summed by the client",
+        )
+        hp = counts.get(arm, {}).get("hit_pct")
+        if hp is not None:
+            m[f"{arm}.observers_gap_pp"] = Metric(
+                100.0 * cached / prompt - hp, "pp", None, "per-answer usage minus the /metrics counters' deltas"
+            )
+    return m
+
+
+def _per_session(res: list[client.Result], sc, sessions: list[int], block: int, capacity, p: dict) -> dict:
+    """Per conversation of the slice: the engine's hit rate (its answers' cached tokens) beside
+    the simulator's prediction for the same requests at the engine's capacity."""
+    pred = predicted_rates(sc.records, block, int(capacity), p["policy"]).hit_tokens
+    by: dict[int, list[float]] = {}
+    for r in res:
+        if r.status != "ok" or r.cached_tokens is None or r.index >= len(sessions):
+            continue
+        t = by.setdefault(sessions[r.index], [0.0, 0.0, 0.0])
+        t[0] += r.cached_tokens
+        t[1] += float(pred[r.index])
+        t[2] += sc.records[r.index]["input_length"]
+    rows = [(100 * c / n, 100 * q / n) for c, q, n in by.values() if n]
+    if not rows:
+        return {}
+    eng, sim = [a for a, _ in rows], [b for _, b in rows]
+    return {
+        "trace.sessions.count": Metric(
+            len(rows), "sessions", None, "conversations of the slice with a completed request"
+        ),
+        "trace.sessions.engine_hit_p50_pct": Metric(
+            stats.percentile(eng, 50),
+            "%",
+            None,
+            "median over conversations of the engine's hit rate (its answers' usage)",
+        ),
+        "trace.sessions.predicted_hit_p50_pct": Metric(
+            stats.percentile(sim, 50), "%", None, "the same median as the simulator predicts it"
+        ),
+        "trace.sessions.max_gap_pp": Metric(
+            max(abs(a - b) for a, b in rows),
+            "pp",
+            "lower",
+            "the largest engine-minus-simulator gap of one conversation",
+        ),
+    }
 
 
 def _repeats(res: list[client.Result]) -> list[float]:

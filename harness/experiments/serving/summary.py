@@ -36,6 +36,7 @@ COLUMNS = [
     "parse_us",
     "error",
     "usage_problem",
+    "cached_tokens",
 ]
 
 
@@ -68,6 +69,7 @@ def write_rows(path: Path, results: list[Result], extra: dict | None = None) -> 
                 _f(r.parse_us, 1),
                 r.error,
                 r.usage_problem,
+                _f(r.cached_tokens),
             ]
             + list(extra.values())
         )

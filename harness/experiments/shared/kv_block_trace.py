@@ -162,6 +162,20 @@ def subset(trace: KVTrace, idx, name: str) -> KVTrace:
     )
 
 
+def session_keys(trace: KVTrace) -> np.ndarray:
+    """Each request's conversation: the trace's own (Bailian's chat ids, a sessions file's
+    names) where it has one, else its session block (its second block, or its only one)."""
+    if trace.sessions is not None:
+        return trace.sessions
+    lens = trace.lengths
+    first = trace.offsets[:-1]
+    return np.where(
+        lens > 1,
+        trace.blocks[np.minimum(first + 1, max(trace.n_blocks - 1, 0))],
+        np.where(lens > 0, trace.blocks[np.minimum(first, max(trace.n_blocks - 1, 0))], -1),
+    )
+
+
 def session_sample(trace: KVTrace, fraction: float, seed: int) -> KVTrace:
     """Whole conversations, not a time window: the requests whose session block is in a
     seeded random `fraction` of the distinct session blocks. A request's session block is
@@ -169,17 +183,7 @@ def session_sample(trace: KVTrace, fraction: float, seed: int) -> KVTrace:
     block. A time window of a few hundred requests holds almost no multi-turn reuse (the
     turns of a conversation are minutes apart); a sample of sessions keeps it. A trace that
     names each request's conversation (Bailian's chat ids) is sampled by it instead."""
-    lens = trace.lengths
-    first = trace.offsets[:-1]
-    key = (
-        trace.sessions
-        if trace.sessions is not None
-        else np.where(
-            lens > 1,
-            trace.blocks[np.minimum(first + 1, max(trace.n_blocks - 1, 0))],
-            np.where(lens > 0, trace.blocks[np.minimum(first, max(trace.n_blocks - 1, 0))], -1),
-        )
-    )
+    key = session_keys(trace)
     uniq = np.unique(key)
     k = max(1, int(round(fraction * len(uniq))))
     chosen = np.random.default_rng(seed).choice(uniq, size=min(k, len(uniq)), replace=False)

@@ -217,6 +217,7 @@ class LocalEngine:
             "--dtype",
             c.resolved_dtype(),
             "--enable-prefix-caching" if c.prefix_caching else "--no-enable-prefix-caching",
+            "--enable-prompt-tokens-details",  # each answer's usage names its prompt tokens served from the cache
             *([] if c.compiled else ["--enforce-eager"]),
         ]
 

@@ -133,6 +133,7 @@ def test_engine_command_line_has_the_documented_flags(tmp_path):
     assert argv[1:4] == ["-m", "vllm.entrypoints.openai.api_server", "--model"]
     assert ["--host", "127.0.0.1", "--port", "8029", "--max-model-len", "2048"] == argv[7:13]
     assert "--enable-prefix-caching" in argv and "--no-enable-prefix-caching" in off.argv(Path("/py"), Path("/m"))
+    assert "--enable-prompt-tokens-details" in argv  # each answer's usage names its cached prompt tokens
     assert on.env()["VLLM_CPU_KVCACHE_SPACE"] == "2" and on.env()["HF_HUB_OFFLINE"] == "1"
     assert on.env()["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
     assert on.endpoint == LlmEndpoint("http://127.0.0.1:8029", "smollm2", managed=True, prefix_caching=True)
@@ -551,3 +552,34 @@ def test_down_without_a_port_stops_every_engine_started_here(tmp_path, monkeypat
 @pytest.mark.parametrize("cmd", ["down", "status"])
 def test_a_bad_port_for_down_or_status_is_one_line_exit_2(cmd):
     one_error_line(harness("engine", cmd, "--port", "70000"), 2, "--port")
+
+
+def test_per_conversation_hit_rates_show_a_gap_the_total_hides():
+    """Two conversations of two requests each (engine blocks of 4 tokens, the second request
+    of each starting with its first's block): the simulator predicts 4 of each conversation's
+    12 prompt tokens hit. An engine whose answers report 8 cached tokens in one conversation
+    and none in the other has the same total but a gap of 33 points in each conversation."""
+    from types import SimpleNamespace
+
+    from harness.experiments.serving import client, prefix_case
+
+    records = [
+        {"timestamp": 0, "input_length": 4, "output_length": 1, "hash_ids": [1]},
+        {"timestamp": 1, "input_length": 8, "output_length": 1, "hash_ids": [1, 2]},
+        {"timestamp": 2, "input_length": 4, "output_length": 1, "hash_ids": [5]},
+        {"timestamp": 3, "input_length": 8, "output_length": 1, "hash_ids": [5, 6]},
+    ]
+    sc = SimpleNamespace(records=records)
+    params = {"policy": "leaf-lru"}
+
+    def answers(cached):
+        return [
+            client.Result(i, "trace.on", 0.0, "ok", prompt_tokens=r["input_length"], cached_tokens=c)
+            for i, (r, c) in enumerate(zip(records, cached))
+        ]
+
+    same = prefix_case._per_session(answers([0, 4, 0, 4]), sc, [7, 7, 9, 9], 4, 10**6, params)
+    assert same["trace.sessions.count"].value == 2 and same["trace.sessions.max_gap_pp"].value == 0
+    assert same["trace.sessions.engine_hit_p50_pct"].value == pytest.approx(100 * 4 / 12)
+    skewed = prefix_case._per_session(answers([0, 8, 0, 0]), sc, [7, 7, 9, 9], 4, 10**6, params)
+    assert skewed["trace.sessions.max_gap_pp"].value == pytest.approx(100 * 4 / 12)

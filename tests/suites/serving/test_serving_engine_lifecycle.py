@@ -234,6 +234,9 @@ def test_the_vllm_apc_packs_metrics_on_both_engines(run, tmp_path):
     assert m["instrument.on.engine_hit_pct"] >= 50 and m["instrument.off.engine_hit_pct"] == 0
     assert m["instrument.cold.engine_hit_pct"] <= 5  # a document of its own each: nothing to reuse
     assert m["trace.off.engine_hit_pct"] == 0 and m["trace.on.output_tokens_mean"] == 8
+    # the engine's hit rate read twice (its counters, its answers' usage) and per conversation beside the simulator
+    assert m["trace.on.usage_cached_pct"] == pytest.approx(m["trace.on.engine_hit_pct"], abs=0.5)
+    assert m["trace.sessions.count"] >= 1 and m["trace.sessions.max_gap_pp"] <= 5
 
 
 def test_the_peer_client_runs_on_the_same_requests(run, tmp_path):
