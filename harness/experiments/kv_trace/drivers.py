@@ -253,6 +253,21 @@ def _references(p: dict, metrics: dict[str, Metric], log) -> dict[str, Metric]:
         if own is not None and own.value is not None and abs(own.value - value) > 1e-6:
             log(f"{name[len('reference.') :]}: the simulator gives {own.value:.6g}, the reference {value:.6g}")
     log(f"reference: {len(out) - 1} numbers recounted in {out['reference.seconds'].value:.1f} s")
+    gaps = [
+        abs(
+            cast(float, metrics[f"tiers.{n}.served_token_pct"].value)
+            - cast(float, out[f"reference.tiers.{n}.served_token_pct"].value)
+        )
+        for n in ("L1", "L2", "L3")
+        if f"reference.tiers.{n}.served_token_pct" in out and metrics.get(f"tiers.{n}.served_token_pct") is not None
+    ]
+    if gaps:
+        out["tiers.served_max_gap_pp"] = Metric(
+            max(gaps),
+            "pp",
+            "lower",
+            "per tier, the simulator's share of prompt tokens served against the recount's: the largest gap",
+        )
     return out
 
 

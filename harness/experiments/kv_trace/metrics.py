@@ -72,6 +72,8 @@ SIMULATE = (
     M("reference.curve.{lru|lfu|hybrid}.at_{capacity}.token_hit_pct", "%"),
     M("reference.blocks.head_share_pct", "%"),
     M("reference.tiers.base.of_max_pct", "%"),
+    M("reference.tiers.{L1|L2|L3}.served_token_pct", "%"),
+    M("tiers.served_max_gap_pp", "pp", "lower"),
     M("reference.tiers.ttl_kept_pct", "%"),
     M("reference.tiers.L3.lruk_gain_pp", "pp"),
     M("reference.pool.shared.token_hit_pct", "%"),

@@ -296,10 +296,11 @@ class Nothing:
         return False
 
 
-def replay(requests: list, block_size: int, caches: list) -> int:
+def replay(requests: list, block_size: int, caches: list, served: list | None = None) -> int:
     """Prompt tokens hit with the prefix rule: every block of every request is looked up in
     every cache (and then held by it); a request's hit is its leading run of blocks that
-    some cache held, a block after the first miss counts as a miss."""
+    some cache held, a block after the first miss counts as a miss. `served` (one count per
+    cache) gets each hit's tokens on the first cache that held the block."""
     hit_tokens = 0
     for now, input_len, ids in requests:
         for c in caches:
@@ -309,6 +310,8 @@ def replay(requests: list, block_size: int, caches: list) -> int:
             held = [c.access(key, now, parent) for c in caches]
             if run and any(held):
                 hit_tokens += block_tokens(input_len, j, block_size)
+                if served is not None:
+                    served[held.index(True)] += block_tokens(input_len, j, block_size)
             else:
                 run = False
             parent = key
@@ -422,7 +425,15 @@ def recount(path: Path, p: dict, order: tuple, label, log=print) -> dict[str, tu
     for (name, cap_tok), r in rates.items():
         put(f"curve.{name}.at_{label(cap_tok)}.token_hit_pct", r, f"{name} in dicts")
     put("blocks.head_share_pct", 100.0 * head_share(requests, p["head_fraction"]), "a Counter of the block ids")
-    base = _rate(requests, bs, tier_caches(p, kvb, bs), total)
+    tiers_base = tier_caches(p, kvb, bs)
+    by_tier = [0] * len(tiers_base or [])
+    base = None if tiers_base is None else 100.0 * replay(requests, bs, tiers_base, by_tier) / total
+    for k, tokens in enumerate(by_tier, 1):
+        put(
+            f"tiers.L{k}.served_token_pct",
+            100.0 * tokens / total,
+            f"prompt tokens the first of the tiers in dicts to hold them was L{k}",
+        )
     no_ttl = _rate(requests, bs, tier_caches(p, kvb, bs, ttls=False), total)
     l3_lru = _rate(requests, bs, tier_caches(p, kvb, bs, l3="lru"), total)
     if base is not None and mx:
