@@ -195,7 +195,14 @@ def test_an_interrupted_up_leaves_nothing_behind():
         if p.returncode == 0:  # it finished first: take it down the normal way
             assert make("lab-sim-down", timeout=120).returncode == 0
         else:
-            assert p.returncode == 130 and "taking down what was started" in err, err
+            assert "taking down what was started" in err, err
+            # Bash 5.2.15 (Debian 12) can run the INT trap inside a command substitution's subshell
+            # while that subshell still parses its text: the trap then fails to parse ("interrupt
+            # trap: ... unexpected EOF while looking for matching `)'") and the script exits 2
+            # instead of 130 (a race of bash's, seen once in a fresh clone's make test). What the
+            # test is about holds either way: the cleanup ran and nothing is left.
+            bash_race = p.returncode == 2 and "interrupt trap:" in err and "unexpected EOF" in err
+            assert p.returncode == 130 or bash_race, err
         assert leftovers() == []
 
 
