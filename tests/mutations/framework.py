@@ -89,6 +89,7 @@ class Mutation:
     timeout_s: int = 600
     xfail_reason: str = ""  # not caught by today's ledger: the test xfails (strictly) with this reason
     xfail_strict: bool = True  # False: caught or not depending on the machine's noise (say so in the reason)
+    pack: str = ""  # a shipped claim pack whose ledger judges it (run with --pack and its setup); '' = the seed's
 
     @property
     def suite(self) -> str:
@@ -272,6 +273,8 @@ def harness_command(m: Mutation, results: Path) -> list[str]:
     ]
     for s in sets:
         cmd += ["--set", s]
+    if m.pack:  # the pack's setup under the mutation's --set, judged by the pack's ledger
+        cmd += ["--pack", m.pack]
     return cmd
 
 

@@ -79,16 +79,24 @@ def test_a_mutant_that_would_stop_at_its_import_or_not_compile_is_stale():
 
 
 def test_every_check_a_mutation_names_is_a_ledger_check_of_its_claim_and_run():
+    """... of the seed's ledger, or of the shipped pack the mutation names (its `pack`)."""
+    from harness.model import packs
+
     known = _ledger_checks()
     for m in MUTATIONS:
         for chk in m.checks:
-            assert chk in known, f"{m.name}: {chk!r} is not a check of harness/experiments/claims.yaml"
+            assert m.pack or chk in known, f"{m.name}: {chk!r} is not a check of harness/experiments/claims.yaml"
             assert chk.split(" ", 1)[0] == m.run, f"{m.name}: {chk!r} is not judged by its run {m.run}"
     from harness.model.spec import load_claims
 
     by_claim = {c.id: {f"{k.suite}/{k.case} {k.metric}" for k in c.checks} for c in load_claims()}
     for m in MUTATIONS:
-        assert set(m.checks) <= by_claim.get(m.claim, set()), f"{m.name}: not all of {m.checks} belong to {m.claim}"
+        claims = (
+            by_claim
+            if not m.pack
+            else {c.id: {f"{k.suite}/{k.case} {k.metric}" for k in c.checks} for c in packs.load(m.pack).claims()}
+        )
+        assert set(m.checks) <= claims.get(m.claim, set()), f"{m.name}: not all of {m.checks} belong to {m.claim}"
 
 
 def test_every_claim_is_broken_at_least_twice_two_ways():
