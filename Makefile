@@ -65,9 +65,17 @@ reproduce: setup
 ## workers (pytest-xdist; 0 runs them in this process): most tests wait on servers, timers
 ## and subprocesses, so two workers share 2 cores well. tests/conftest.py keeps the files that
 ## share a resource on one worker and gives each worker its own cluster ports.
+## SIGTERM (a CI timeout, `kill`) and SIGHUP reach pytest (make passes SIGTERM to this shell only;
+## a plain shell would die and leave pytest running): tests/conftest.py then stops everything the
+## tests started. TEST_FIRST= runs pytest alone (tests/system/test_make_test_sigterm.py does).
 TEST_WORKERS ?= 2
-test: setup-test lint-code
-	@$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); rc=$$?; \
+TEST_FIRST ?= setup-test lint-code
+test: $(TEST_FIRST)
+	@pid=; sig=; trap 'sig=TERM; [ -z "$$pid" ] || kill -TERM $$pid 2>/dev/null' TERM; \
+	trap 'sig=HUP; [ -z "$$pid" ] || kill -HUP $$pid 2>/dev/null' HUP; trap : INT; \
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS) <&0 & pid=$$!; \
+	[ -z "$$sig" ] || kill -$$sig $$pid 2>/dev/null; \
+	while kill -0 $$pid 2>/dev/null; do wait $$pid; done; wait $$pid; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc
 
 ## The formatter, the linter and the type checker (`make test` runs them first; so does the

@@ -530,6 +530,8 @@ def _main(argv) -> None:
         sys.exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt as e:
         _interrupted(e)
+    except MemoryError:  # the machine's memory or the process's limit: the environment, never a bug
+        _out_of_memory()
     except OSError as e:  # a disk that filled up under a case's own output: the environment, one line
         if e.errno in BAD_PATH:  # a name over 255 bytes, a path over 4096, a loop of links: the user's path
             click.echo(f"error: {for_terminal(bad_path_line(e), LINE)}", err=True)
@@ -560,7 +562,10 @@ def bad_path_line(e: OSError) -> str:
 def _unexpected(e: BaseException) -> None:
     """A real process's exception that is no HarnessError: a bug of the harness. One line, its
     traceback kept in a file, and exit 3: never 1, which `run` and `compare` give for a failed
-    threshold or a regression, and never a traceback on the terminal."""
+    threshold or a regression, and never a traceback on the terminal. A MemoryError is no bug:
+    the environment's line (_out_of_memory)."""
+    if isinstance(e, MemoryError):
+        _out_of_memory()
     where = ""
     try:
         fd, path = tempfile.mkstemp(prefix="harness-traceback-", suffix=".txt")
@@ -571,6 +576,20 @@ def _unexpected(e: BaseException) -> None:
         pass
     what = for_terminal(redact(f"{type(e).__name__}: {e}"), 200)
     click.echo(f"error: the harness failed ({what}); this is a bug in the harness{where}", err=True)
+    sys.exit(EXIT_ENVIRONMENT)
+
+
+# Written before it is needed: when memory has run out, the line must cost next to none.
+OUT_OF_MEMORY = (
+    "error: out of memory (environment): the machine, or the limit set on this process (ulimit -v), "
+    "gave the harness less memory than this command needed; free memory or raise the limit, then run it again"
+)
+
+
+def _out_of_memory() -> None:
+    """A MemoryError: one line saying it is the environment's limit, and exit 3 (no traceback
+    file: writing one could need the memory that is not there)."""
+    click.echo(OUT_OF_MEMORY, err=True)
     sys.exit(EXIT_ENVIRONMENT)
 
 

@@ -116,12 +116,27 @@ def read_bounded(path: Path | str, limit: int, what: str, fix: str = "", *, foll
         if st.st_size > limit:
             raise BadInput(f"{path}: {_size(st.st_size)} is too large for {what} (at most {_size(limit)}){tail}")
         try:
-            data = f.read(limit + 1)
+            data = _read_upto(f, limit + 1, st.st_size + 1)
         except OSError as e:
             raise BadInput(f"{path}: cannot be read ({e.strerror or e}){tail}") from None
     if len(data) > limit:
         raise BadInput(f"{path}: grew past {_size(limit)} while it was read; {what} is too large{tail}")
     return data
+
+
+def _read_upto(f, most: int, first: int) -> bytes:
+    """At most `most` bytes of `f`: first what its size says (plus one, to see it grew), then
+    in chunks of 1 MiB. A file of 20 KB never reserves the whole limit (256 MiB for results.json),
+    which a process under a memory limit cannot have."""
+    chunks, total, want = [], 0, min(most, first)
+    while total < most:
+        chunk = f.read(min(want, most - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+        want = 1 << 20
+    return b"".join(chunks)
 
 
 def _check_target(path: Path) -> None:

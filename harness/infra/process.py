@@ -8,8 +8,10 @@ and HARNESS_TARGET_PASSWORD, the API keys in OPENAI_API_KEY, VLLM_API_KEY, HF_TO
 value after a password flag (`-a X`, `--authenticate=X`, `--api-key X`) whatever it is,
 the password of every URL (read as a hostile user writes it: a password may hold an
 unencoded '#', '?', '/' or '@'; see `userinfo_end()`), the values of secret-looking query
-parameters (`?api_key=`, `&sig=`), Authorization and Bearer headers, and `name=value`
-pairs whose name is a secret's (`api_key='...'`, `PASSWORD=...`). A known secret shorter
+parameters (`?api_key=`, `&sig=`), a credential in a URL's path (`/t/sk-...`, `/token/X`; see
+`path_token()`), Authorization and Bearer headers, and `name=value` pairs whose name is a
+secret's (`api_key='...'`, `PASSWORD=...`; never a path's last part or a file's name:
+`/etc/passwd: no such file` keeps its words). A known secret shorter
 than MIN_BARE_SECRET characters ("e") is hidden only where it stands as such a value (a
 URL's password, a flag's value, a header, `name=value`), never as a bare string
 everywhere: that would rewrite every "e" of every result.
@@ -233,8 +235,11 @@ _FLAG_VALUE = re.compile(
     + r")([ \t]+|=)(['\"]?)(?!\*\*\*)(?!-)([^\s'\"]{1,4096})"
 )
 _NOT_A_VALUE = ("none", "null", "true", "false", "bearer", "basic", "token", "digest", "negotiate")
+# `name=value`, `name: value`; a name that ends a path (`/etc/passwd: no such file`,
+# `C:\\secrets\\x: ...`) or is a file's (`secrets.yaml: claim C1 ...`) is no secret's name:
+# the word after it is the message, not a value.
 _NAME_VALUE = re.compile(
-    r"(?<![A-Za-z0-9_.-])([A-Za-z0-9_.-]{1,100})(['\"]?[ \t]*[:=][ \t]*)(['\"]?)"
+    r"(?<![A-Za-z0-9_./\\-])([A-Za-z0-9_.-]{1,100})(['\"]?[ \t]*[:=][ \t]*)(['\"]?)"
     r"(?!\*\*\*)([^\s'\",;&)}\]]{1,4096})"
 )
 
@@ -282,7 +287,69 @@ def _display_url(url: str) -> str:
         shown = f"{user}:{REDACTED}@" if colon and _USER.fullmatch(user) else f"{REDACTED}@"
         rest = shown + rest[end + 1 :]
     rest = _QUERY_PARAM.sub(_hide_query_value, rest)
+    rest = _hide_path_tokens(rest)
     return scheme + sep + (_MATRIX_PARAM.sub(_hide_query_value, rest) if ";" in rest else rest)
+
+
+# A URL's path segment that is a credential (`http://h:8000/t/sk-abc123.../v1`, a proxy's
+# `/token/XYZ...`): a well-known key's prefix and a body with a digit in it (or 20 long); a
+# segment after one named like a secret's (`/api_key/...`, `/token/...`) with a digit in it
+# or 16 characters long; or a run of 20 letters and digits with both in it (a hex or base62
+# key; a model's name has dashes between its words). Punctuation that ends a sentence is
+# not part of it.
+_KEY_PREFIX = re.compile(
+    r"(?:sk|pk|rk|hf|ghp|gho|ghu|ghs|ghr|github_pat|glpat|xox[abprs])[_-]([A-Za-z0-9_-]{8,})"
+    r"|(?:AKIA|ASIA)[A-Z0-9]{12,}|eyJ[A-Za-z0-9_-]{8,}(?:\.[A-Za-z0-9_-]*){0,2}"
+)
+_RANDOM_RUN = re.compile(r"[A-Za-z0-9]{20,}")
+_SEGMENT = re.compile(r"[^/?#;\s'\"<>]+")
+_SENTENCE_END = ".,:!)]}"
+
+
+def _has_digit(text: str) -> bool:
+    return any(c.isdigit() for c in text)
+
+
+def path_token(segment: str, previous: str = "") -> str | None:
+    """The credential that a URL's path segment `segment` (after the segment `previous`)
+    is, without the punctuation after it, or None when it is none."""
+    core = segment.rstrip(_SENTENCE_END)
+    m = _KEY_PREFIX.fullmatch(core)
+    if m and (m.group(1) is None or _has_digit(m.group(1)) or len(m.group(1)) >= 20):
+        return core
+    if previous and len(core) >= 8 and is_secret_name(previous, True) and (len(core) >= 16 or _has_digit(core)):
+        return core
+    runs = _RANDOM_RUN.findall(core)
+    return core if any(_has_digit(r) and any(c.isalpha() for c in r) for r in runs) else None
+
+
+def _path_segments(rest: str):
+    """(match, previous segment) of each path segment of `rest` (a URL after its scheme://,
+    from the host on); the host itself is none."""
+    cut = _split_first(rest, "?#")
+    start = rest.find("/", 0, cut)
+    previous = ""
+    for m in _SEGMENT.finditer(rest, start, cut) if start >= 0 else ():
+        yield m, previous
+        previous = m.group(0)
+
+
+def path_tokens(rest: str) -> list[str]:
+    """The credentials in the path of `rest` (a URL after its scheme://; see path_token)."""
+    return [t for m, previous in _path_segments(rest) if (t := path_token(m.group(0), previous))]
+
+
+def _hide_path_tokens(rest: str) -> str:
+    """`rest` (a URL after its scheme://) with each credential of its path replaced by ***."""
+    if "/" not in rest:
+        return rest
+    parts, at = [], 0
+    for m, previous in _path_segments(rest):
+        token = path_token(m.group(0), previous)
+        if token:
+            parts += [rest[at : m.start()], REDACTED]
+            at = m.start() + len(token)
+    return "".join(parts) + rest[at:]
 
 
 def _hide_basic(m: re.Match) -> str:
@@ -312,8 +379,14 @@ def _hide_header(m: re.Match) -> str:
     return f"{m.group(1)}{m.group(2)}{scheme}{REDACTED}"
 
 
+_FILE_NAME = re.compile(
+    r"(?i)\.(?:ya?ml|json|jsonl|txt|toml|md|py|log|csv|html?|xml|conf|cfg|ini|pem|crt|key|env|sh|gz|tar|zip|db)$"
+)
+
+
 def _hide_name_value(m: re.Match) -> str:
-    if not is_secret_name(m.group(1)) or m.group(4).lower() in _NOT_A_VALUE:
+    name = m.group(1)
+    if not is_secret_name(name) or m.group(4).lower() in _NOT_A_VALUE or _FILE_NAME.search(name):
         return m.group(0)
     return f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}"
 
@@ -347,6 +420,9 @@ def note_url_secrets(url: str | None) -> None:
         if is_secret_name(m.group(2), True) and m.group(3):
             add_secret(m.group(3))
             add_secret(unquote(m.group(3)))
+    for token in path_tokens(rest[end + 1 :]):
+        add_secret(token)
+        add_secret(unquote(token))
 
 
 def url_for_display(url: str | None) -> str:
@@ -413,6 +489,9 @@ def secrets_revealed(*values) -> set[str]:
                 if is_secret_name(q.group(2), True) and q.group(3):
                     add(q.group(3))
                     add(unquote(q.group(3)))
+            for token in path_tokens(rest[end + 1 :]):
+                add(token)
+                add(unquote(token))
 
     secret_key: dict = {}  # key -> is_secret_name(key): a results file repeats its keys
     scalars = (int, float, bool, type(None))

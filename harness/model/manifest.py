@@ -8,9 +8,14 @@ object is made.
 
 `Manifest.from_json` reads any manifest this harness wrote (format 0, written before the
 format version, and MANIFEST_FORMAT): each known field is checked for its type once, here;
-a value of the wrong type (a hand-edited file) reads as absent, so that no reader past this
-point checks types again. Fields this version does not know are kept as they are.
-`get(key)` reads the checked fields by their JSON name, for code that takes a mapping.
+a value of the wrong type (a hand-edited file) reads as absent, and so does a part of a
+field that a reader iterates or formats (SHAPES: a GPU list, a constraints diff, the target's
+nodes) when it has another type, so that no reader past this point checks types again.
+The claim pack a run judged (`pack`: name, title, source with its quotes) is the exception:
+reading it as absent would show the run as judged by the seed's ledger, so a pack block of
+the wrong shape is refused (BadInput: one line naming the file and the field). Fields this
+version does not know are kept as they are. `get(key)` reads the checked fields by their
+JSON name, for code that takes a mapping.
 """
 
 from __future__ import annotations
@@ -46,6 +51,30 @@ OBJECT_FIELDS = (
     "references",
     "pack",
 )
+
+# The parts of an object field that readers iterate or format (harness.publish.render,
+# harness.model.conditions, harness.verdict.summary): a part of another type reads as absent.
+# A dict declares keys ("*": every key), a one-item list a list of that, a type itself.
+_ANY = object()
+_ABSENT = object()
+SHAPES: dict = {
+    "gpu": {"gpus": [dict]},
+    "target_nodes": {"nodes": [dict], "engines": dict},
+    "loadgen": {"others": [dict]},
+    "constraints": {"differs": dict},
+    "references": {"*": {"reaches": [str]}},
+    "suite_wall_s": {"*": float},
+    "host_identity": {"*": dict},
+    "servers": {"*": dict},
+    "tools": {"*": dict},
+}
+# What a run of a claim pack stores (harness.model.packs.Pack.record): every part has this type.
+PACK_SHAPE: dict = {
+    "name": str,
+    "title": str,
+    "source": {"kind": str, "title": str, "url": str, "no_url": str, "quotes": [{"text": str, "where": str}]},
+}
+_TYPE_NAMES = {str: "a string", dict: "an object", list: "a list", float: "a number"}
 
 
 @dataclass(frozen=True)
@@ -119,6 +148,9 @@ class Manifest:
         kw: dict = {k: v for k in TEXT_FIELDS if isinstance(v := d.get(k), str)}
         kw.update({k: v for k in TIME_FIELDS if (v := finite_number(d.get(k))) is not None})
         kw.update({k: v for k in OBJECT_FIELDS if isinstance(v := d.get(k), dict)})
+        kw.update({k: _shaped(kw[k], shape) for k, shape in SHAPES.items() if k in kw})
+        if "pack" in d:
+            check_pack(d["pack"], where)
         suites = d.get("suites")
         if isinstance(suites, list):
             kw["suites"] = tuple(str(s) for s in suites)
@@ -149,3 +181,58 @@ class Manifest:
     @property
     def duration_s(self) -> float | None:
         return None if self.started is None or self.ended is None else self.ended - self.started
+
+
+def _shaped(value, shape):
+    """`value` with every part that `shape` (see SHAPES) declares and that has another type
+    left out: _ABSENT when `value` itself has another type."""
+    if shape is _ANY:
+        return value
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return _ABSENT
+        kept = ((k, _shaped(v, shape.get(k, shape.get("*", _ANY)))) for k, v in value.items())
+        return {k: v for k, v in kept if v is not _ABSENT}
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return _ABSENT
+        return [v for v in (_shaped(item, shape[0]) for item in value) if v is not _ABSENT]
+    if shape is float:
+        return value if finite_number(value) is not None else _ABSENT
+    return value if isinstance(value, shape) else _ABSENT
+
+
+def _kind(value) -> str:
+    """What a JSON value is, in words: 'a number', 'null', 'a list'."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def _pack_problem(value, shape, name: str) -> str | None:
+    """'FIELD is KIND, not KIND' for the first part of `value` whose type is not `shape`'s."""
+    want = dict if isinstance(shape, dict) else list if isinstance(shape, list) else shape
+    if not isinstance(value, want):
+        return f"{name} is {_kind(value)}, not {_TYPE_NAMES[want]}"
+    if isinstance(shape, dict):
+        parts = ((f"{name}.{k}", value[k], s) for k, s in shape.items() if k in value)
+    elif isinstance(shape, list):
+        parts = ((f"{name}[{i}]", v, shape[0]) for i, v in enumerate(value))
+    else:
+        return None
+    return next((p for n, v, s in parts if (p := _pack_problem(v, s, n))), None)
+
+
+def check_pack(value, where: str = "manifest.json") -> None:
+    """The claim pack a stored run judged (`pack` of its manifest) has the shape a run
+    writes (PACK_SHAPE), or BadInput: one line naming the file and the field."""
+    problem = _pack_problem(value, PACK_SHAPE, "pack")
+    if problem:
+        raise BadInput(
+            f"{for_terminal(where, NAME)}: {problem}; the manifest's claim pack is damaged (edited by hand?): "
+            f"re-run the pack (harness run --pack NAME), or restore the folder's manifest.json"
+        )

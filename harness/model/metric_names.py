@@ -29,17 +29,20 @@ def named_in_suite(suite: Suite) -> Iterator[tuple[str, str, str]]:
 
 def named_in_claims(claims: list[Claim]) -> Iterator[tuple[str, str, str, str]]:
     """(where, suite, case, metric) for every metric a ledger check names: the check's own, the
-    one its count is out of, its controls' (and the metrics they compare with) and its reference's."""
+    one its count is out of, its controls' (a stand-in's own instrument too, and the metrics they
+    compare with) and its reference's."""
     for claim in claims:
         for i, ch in enumerate(claim.checks):
             where = f"claims.yaml: {claim.id} check {i + 1} ({ch.suite}/{ch.case} {ch.metric})"
             yield where, ch.suite, ch.case, ch.metric
             if ch.of:
                 yield where + " of", ch.suite, ch.case, ch.of
-            for c in ch.controls:
-                yield f"{where}, {c.kind} control", ch.suite, ch.case, c.metric
+            own = [(f"{c.kind} control", c) for c in ch.controls]
+            own += [(f"{c.kind} control's instrument", c.instrument) for c in ch.controls if c.instrument]
+            for label, c in own:
+                yield f"{where}, {label}", ch.suite, ch.case, c.metric
                 if c.than:
-                    yield f"{where}, {c.kind} control's than", ch.suite, ch.case, c.than
+                    yield f"{where}, {label}'s than", ch.suite, ch.case, c.than
             if ch.reference is not None:
                 yield where + ", reference", ch.suite, ch.case, ch.reference.metric
 

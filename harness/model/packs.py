@@ -13,6 +13,7 @@ without --pack. A problem in a pack is one BadInput line naming the file and the
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,12 +21,11 @@ from typing import Any
 
 from harness.base.errors import BadInput, did_you_mean
 from harness.base.paths import SUITES_DIR
-from harness.model import metric_names, spec
+from harness.model import driver_contract, identifiers, metric_names, spec
 
 PACKS_DIR = SUITES_DIR / "packs"
 PACK_FILE = "pack.yaml"
 SEED = "seed"
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
 KINDS = ("paper", "readme", "documentation", "blog", "article", "issue", "dataset")
 PACK_FIELDS = {
     "name": (str, "the pack's name: lower-case letters, digits and dashes"),
@@ -95,35 +95,51 @@ def count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
+class Shipped(str):
+    """A name `names()` gives: always the shipped pack of that name, whatever folders the
+    working directory holds (`harness packs`, `harness validate`)."""
+
+
 def names() -> list[str]:
     """The packs shipped, the seed first."""
     found = sorted(p.parent.name for p in PACKS_DIR.glob(f"*/{PACK_FILE}"))
-    return sorted(found, key=lambda n: n != SEED)
+    return [Shipped(n) for n in sorted(found, key=lambda n: n != SEED)]
 
 
 def load(ref: str | Path) -> Pack:
-    """A shipped pack by name, or a pack folder (or its pack.yaml) a user gives."""
+    """A shipped pack by name, or a pack folder (or its pack.yaml) a user gives. A name that is
+    both a shipped pack and a file or folder here is refused: the user says which."""
+    return _parse(PACKS_DIR / ref if isinstance(ref, Shipped) else _folder(ref))
+
+
+def _folder(ref: str | Path) -> Path:
     path = Path(ref)
-    if isinstance(ref, str) and NAME_RE.match(ref) and not path.exists():
-        folder = PACKS_DIR / ref
-        if not (folder / PACK_FILE).is_file():
+    if isinstance(ref, str) and identifiers.PACK_NAME.ok(ref):
+        shipped, here = (PACKS_DIR / ref / PACK_FILE).is_file(), os.path.lexists(ref)
+        if shipped and here:
+            raise BadInput(
+                f"{ref!r} is both a shipped claim pack and a {'folder' if path.is_dir() else 'file'} here; "
+                f"give ./{ref} for the folder or {PACKS_DIR / ref} for the shipped pack"
+            )
+        if shipped:
+            return PACKS_DIR / ref
+        if not here:
             raise BadInput(
                 f"no claim pack {ref!r}{did_you_mean(ref, names())}; packs: {', '.join(names())} "
                 f"(or give a pack's folder)"
             )
-    else:
-        folder = path.parent if path.name == PACK_FILE else path
-        if not (folder / PACK_FILE).is_file():
-            raise BadInput(f"{folder}: no {PACK_FILE} in it; a claim pack is a folder with {PACK_FILE} and its claims")
-    return _parse(folder)
+    elif isinstance(ref, str) and identifiers.PACK_NAME.ok(ref.strip()) and not os.path.lexists(ref):
+        raise BadInput(f"claim pack {ref!r}: a pack's name has no spaces or newlines around it; give {ref.strip()}")
+    folder = path.parent if path.name == PACK_FILE else path
+    if not (folder / PACK_FILE).is_file():
+        raise BadInput(f"{folder}: no {PACK_FILE} in it; a claim pack is a folder with {PACK_FILE} and its claims")
+    return folder
 
 
 def _parse(folder: Path) -> Pack:
     path = folder / PACK_FILE
     f = spec._Fields(str(path), spec.load_yaml(path, "claim pack"), PACK_FIELDS)
-    name = f.get("name")
-    if not NAME_RE.match(name):
-        raise BadInput(f"{path}: field 'name': {name!r} is not lower-case letters, digits and dashes (at most 41)")
+    name = identifiers.PACK_NAME.check(f"{path}: field 'name'", f.get("name"))
     claims_path = (folder / f.get("claims", spec.CLAIMS_FILE)).resolve()
     if not claims_path.is_file():
         raise BadInput(f"{path}: field 'claims': {claims_path} is not a file; the pack's ledger goes there")
@@ -151,7 +167,7 @@ def _source(path: Path, raw: dict) -> Source:
         raise BadInput(f"{where}.kind: {kind!r} is not one of {', '.join(KINDS)}")
     if not url and not no_url.strip():
         raise BadInput(f"{where}: give url (an https:// address), or no_url saying why the source has none")
-    if url and not re.match(r"^https://[A-Za-z0-9.-]+(/[^\s<>\"']*)?$", url):
+    if url and not re.fullmatch(r"https://[A-Za-z0-9.-]+(/[^\s<>\"']*)?", url):
         raise BadInput(f"{where}.url: {url!r} is not an https:// address (the report links it)")
     quotes = []
     for i, q in enumerate(f.get("quotes")):
@@ -178,8 +194,28 @@ def _params(path: Path, raw: dict) -> dict[str, dict[str, dict[str, Any]]]:
                 raise BadInput(f"{where}.{cname}: suite {sname} has no case {cname!r}{did_you_mean(str(cname), known)}")
             if not isinstance(params, dict) or not params:
                 raise BadInput(f"{where}.{cname}: expected {{parameter: value}}")
+            _check_params(f"{where}.{cname}", suites[sname], suites[sname].case(cname), params)
             out.setdefault(sname, {})[cname] = dict(params)
     return out
+
+
+def _check_params(where: str, suite: spec.Suite, case: spec.Case, given: dict) -> None:
+    """The pack's parameters of one case, each against its declaration (a name the driver does
+    not have, a value out of its range), then together with the case's own and each profile's
+    (the driver's checks of their combination): every problem is one line naming pack.yaml and
+    the field, params.SUITE.CASE.PARAM, not the suite's spec."""
+    drv = driver_contract.get(case.driver, where)
+    for key, value in given.items():
+        if key not in drv.params:
+            raise BadInput(
+                f"{where}: case {case.name!r} (driver {drv.name!r}) has no parameter {key!r}"
+                f"{did_you_mean(str(key), drv.params)}; its parameters: {', '.join(sorted(drv.params)) or 'none'}"
+            )
+        drv.params[key].check(f"{where}.{key}", value)
+    for prof in suite.profiles.values():
+        drv.resolve_params(
+            f"{where} (with profile {prof.name})", {**case.params, **prof.params.get(case.name, {}), **given}
+        )
 
 
 def validate(ref: str | Path) -> list[str]:
@@ -188,11 +224,7 @@ def validate(ref: str | Path) -> list[str]:
     pack = load(ref)
     suites = spec.load_all_suites()
     claims = pack.claims(suites)
-    metric_names.refuse_undeclared(suites, claims)
-    for sname, cases in pack.params.items():
-        s = suites[sname]
-        for cname, given in cases.items():
-            s.case_params(s.case(cname), next(iter(s.profiles)), given)
+    metric_names.refuse_undeclared(suites, claims)  # the parameters were checked by load()
     return [
         f"{pack.folder / PACK_FILE}: ok (pack {pack.name}: {count(len(claims), 'claim')}, {count(len(pack.cases(claims)), 'case')})"
     ]

@@ -21,16 +21,14 @@ import yaml
 from harness.base import file_cache
 from harness.base.errors import BadInput, did_you_mean
 from harness.base.paths import SUITES_DIR
-from harness.model import driver_contract
+from harness.model import driver_contract, identifiers
 
 OPS = ("<", "<=", ">", ">=")
 BAND_OP = "in"  # a threshold given as band: [low, high]
 CLAIMS_FILE = "claims.yaml"
 SUITE_FILE = "suite.yaml"  # a suite folder's spec
 MAX_SPEC_BYTES = 1 << 20  # 1 MiB: a suite spec is a page of YAML
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-NAME_RULE = "letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64 characters"
-METRIC_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
+NAME_RULE = identifiers.NAME_WORDS  # suite, case and profile names (harness.model.identifiers)
 
 
 def stored_names(d: dict, *keys: str) -> list[str]:
@@ -66,7 +64,7 @@ def compare(op: str, measured: float, limit: float) -> bool:
 
 def check_name(where: str, kind: str, name: Any) -> str:
     """Names become folder names, HTML ids and log words: refuse anything else."""
-    if not isinstance(name, str) or not NAME_RE.match(name) or name in (".", ".."):
+    if not identifiers.NAME.ok(name):
         raise BadInput(f"{where}: {kind} name {name!r} is not allowed; use {NAME_RULE}")
     return name
 
@@ -576,9 +574,8 @@ def _denominator(where: str, of: str | None, op: str | None, value: float | None
 
 
 def _metric_name(where: str, name: str) -> str:
-    if not METRIC_RE.match(name):
-        raise BadInput(f"{where}: metric name {name[:60]!r} must be 1-200 printable characters")
-    return name
+    """A metric name as a spec or the ledger gives it (harness.model.identifiers.METRIC)."""
+    return identifiers.METRIC.check(where, name)
 
 
 def parse_suite(data: Any, path: Path | None = None) -> Suite:
@@ -590,8 +587,8 @@ def parse_suite(data: Any, path: Path | None = None) -> Suite:
         raise BadInput(f"{where}.target: {target!r} is not one of {', '.join(driver_contract.TARGET_KINDS)}")
     claim_f = _Fields(f"{where}.claim", f.get("claim"), CLAIM_FIELDS)
     ids = claim_f.get("ids", [])
-    if not all(isinstance(i, str) for i in ids):
-        raise BadInput(f"{where}.claim.ids: expected a list of claim ids such as [C12, C13]")
+    for i, cid in enumerate(ids):
+        identifiers.CLAIM_ID.check(f"{where}.claim.ids[{i}]", cid)
     claim = SuiteClaim(claim_f.get("section"), claim_f.get("text"), ids, claim_f.get("differs", ""))
     cases: list[Case] = []
     for i, raw in enumerate(f.get("cases")):
@@ -1139,8 +1136,8 @@ class Claim:
 
     @property
     def order(self) -> tuple:
-        digits = "".join(ch for ch in self.id if ch.isdigit())
-        return (int(digits) if digits else 10**9, self.id)
+        """C2 before C10 (harness.model.identifiers.id_order: ASCII digits, never raises)."""
+        return identifiers.id_order(self.id)
 
 
 def _op(where: str, op: Any) -> str:
@@ -1173,6 +1170,7 @@ def _parse_check(w: str, craw: Any, suites: dict[str, Suite]) -> ClaimCheck:
     _check_direction(w, better, bounds, controls)
     _fixed_params_declared(w, suites[suite], case, controls)
     reference = _parse_reference(w, cf.get("reference", None))
+    _refuse_vacuous(w, metric, controls, reference)
     of = _denominator(w, cf.get("of", None), op, value)
     no_exercise = (cf.get("no_exercise", "") or "").strip()
     _exercise_evidence(w, op, value, [c for c in controls if c.kind == EXERCISE], no_exercise)
@@ -1210,6 +1208,26 @@ def _parse_check(w: str, craw: Any, suites: dict[str, Suite]) -> ClaimCheck:
         no_exercise,
         dict(configured),
     )
+
+
+def _refuse_vacuous(w: str, metric: str, controls: list[Control], reference: Reference | None) -> None:
+    """A control or reference that measures the checked metric itself agrees with it whatever was
+    measured: 'reference agrees', 'instrument seen' and 'mechanism off' would then say nothing."""
+    if reference is not None and reference.metric == metric:
+        raise BadInput(
+            f"{w}.reference.metric: {metric!r} is the checked metric itself, so it always agrees; name "
+            f"the same number computed independently (another metric of the case)"
+        )
+    own = [(f"{w}.{c.kind}", c) for c in controls]  # a control's kind is its field in the ledger
+    own += [(f"{w}.{STAND_IN}.instrument", c.instrument) for c in controls if c.instrument is not None]
+    for where, ctl in own:
+        if ctl.metric == metric:
+            raise BadInput(
+                f"{where}.metric: {metric!r} is the checked metric itself; a {ctl.label} control measures "
+                f"another metric of the case (the condition where the effect is known, or the mechanism removed)"
+            )
+        if ctl.than == ctl.metric:
+            raise BadInput(f"{where}.than: {ctl.metric!r} compared with itself always holds; name another metric")
 
 
 def _fixed_params_declared(w: str, suite: "Suite", case: str, controls: list[Control]) -> None:
@@ -1274,6 +1292,12 @@ def _parse_reference(w: str, raw: Any) -> Reference | None:
     for name in [module, *deps]:
         if not isinstance(name, str) or (name and not MODULE_RE.fullmatch(name)):
             raise BadInput(f"{w}.reference: {str(name)[:60]!r} is not a dotted module name (harness.experiments.x.y)")
+    for dep in deps if module else []:
+        if dep == module or module.startswith(dep + ".") or dep.startswith(module + "."):
+            raise BadInput(
+                f"{w}.reference.independent_of: {dep!r} is the reference's own module {module!r} (or holds "
+                f"it, or is held by it); list the modules computing the checked number, which it may not import"
+            )
     if not module and not not_code:
         raise BadInput(
             f"{w}.reference: name the module computing it and independent_of (what it may not import), "
@@ -1451,6 +1475,7 @@ def _parse_claims(path: Path, suites: dict[str, Suite]) -> list[Claim]:
     for i, raw in enumerate(data["claims"]):
         w = f"{path}: claims[{i}]"
         f = _Fields(w, raw, LEDGER_FIELDS)
+        identifiers.CLAIM_ID.check(f"{w}.id", f.get("id"))  # the rule results.json is read back by
         checks = [_parse_check(f"{w}.checks[{j}]", craw, suites) for j, craw in enumerate(f.get("checks", []))]
         figures = f.get("figures", {})
         for k, v in figures.items():

@@ -20,6 +20,7 @@ from harness.base.metrics_model import STATUSES, Metric, Series, finite_or_none
 from harness.base.safe_text import NAME, TEXT, for_terminal
 from harness.infra.load_tools import memtier
 from harness.infra.process import known_secrets, redact, secrets_revealed
+from harness.model import identifiers
 from harness.model.manifest import Manifest
 from harness.model.result import Record
 from harness.model.spec import Claim, SuiteRun
@@ -258,16 +259,13 @@ def load_run(run_dir: Path) -> RunData:
 
 
 OPS = ("<", "<=", ">", ">=")
-MAX_CLAIM_ID = 64  # the ledger's ids are C1 .. C22, I23: an id keys boards, anchors and comparisons
 
 
 def claim_id_problem(cid) -> str:
-    """'' for a claim id this harness writes (text of 1-64 printable characters), else what is wrong."""
-    if not isinstance(cid, str):
-        return f"a claim id is a {type(cid).__name__}, not text"
-    if not 1 <= len(cid) <= MAX_CLAIM_ID or not cid.isprintable():
-        return f"claim id {for_terminal(repr(cid), 80)} is not 1-{MAX_CLAIM_ID} printable characters"
-    return ""
+    """'' for a claim id the ledger's loader accepts, else what is wrong: the one rule
+    (harness.model.identifiers.CLAIM_ID) both apply, so that a run that judged a claim can
+    read its own results back. An id keys boards, anchors and comparisons."""
+    return identifiers.CLAIM_ID.problem(cid)
 
 
 def _number(x, none_ok: bool = True) -> bool:

@@ -84,11 +84,11 @@ def measurements_markdown(run_dir: Path) -> str:
 
 @contextlib.contextmanager
 def internal_errors(run_dir: Path):
-    """An exception that is not a HarnessError: one line and exit 3, its traceback in
+    """An exception that is not a HarnessError (nor a MemoryError): one line and exit 3, its traceback in
     report-error.txt (written as a new file, never through a link left in the folder)."""
     try:
         yield
-    except HarnessError:
+    except (HarnessError, MemoryError):  # out of memory is the environment's (harness.cli), not a bug
         raise
     except Exception as e:  # noqa: BLE001 - a bug: kept with its traceback, told in one line
         where = ""

@@ -24,7 +24,8 @@ from typing import Any
 
 from harness.base.errors import BadInput
 from harness.base.files import loads_json, read_bounded, write_atomic
-from harness.base.safe_text import NAME, TEXT, for_terminal
+from harness.base.safe_text import BLOCK, NAME, TEXT, for_terminal
+from harness.model import identifiers
 from harness.model.stored_run import RunData, claim_id_problem, load_run, redacted_by_folder
 from harness.verdict.analysis import HOLDS, Analysis, CheckVerdict, ClaimVerdict, MetricSummary, analyze
 from harness.verdict.display import check_text, control_text, threshold_text
@@ -168,23 +169,39 @@ def document(run: RunData, a: Analysis) -> dict:
     ]
     git = man.git if isinstance(man.git, dict) else {}
     ledger = json.dumps([c.to_json() for c in run.claims], sort_keys=True, default=str)
-    return {
-        "format": FORMAT,
-        "version": VERSION,
-        "run_id": man.run_id or run.run_dir.name,
-        "ledger_sha256": hashlib.sha256(ledger.encode("utf-8", "backslashreplace")).hexdigest(),
-        "profile": man.profile,
-        "target": man.target,
-        "revision": git.get("revision"),
-        "started": _num(man.started),
-        "ended": _num(man.ended),
-        "interrupted": run.interrupted if isinstance(run.interrupted, dict) else None,
-        "exit_code": a.exit_code,
-        "exit_reason": a.exit_reason,
-        "pack": _pack(man.pack),
-        "claims": [_claim(cv) for cv in a.claims],
-        "thresholds": thresholds,
-    }
+    return _escaped(
+        {
+            "format": FORMAT,
+            "version": VERSION,
+            "run_id": man.run_id or run.run_dir.name,
+            "ledger_sha256": hashlib.sha256(ledger.encode("utf-8", "backslashreplace")).hexdigest(),
+            "profile": man.profile,
+            "target": man.target,
+            "revision": git.get("revision"),
+            "started": _num(man.started),
+            "ended": _num(man.ended),
+            "interrupted": run.interrupted if isinstance(run.interrupted, dict) else None,
+            "exit_code": a.exit_code,
+            "exit_reason": a.exit_reason,
+            "pack": _pack(man.pack),
+            "claims": [_claim(cv) for cv in a.claims],
+            "thresholds": thresholds,
+        }
+    )
+
+
+def _escaped(o):
+    """`o` with every string in it (keys too) escaped as the pack's title is (for_terminal:
+    control, format and separator characters shown as `\\x1b`, `\\n`, `\\u202e`; at most
+    BLOCK characters): a claim's text, a quote, a check's text or a reason from a pack's ledger
+    or a stored file carries no escape sequence or forged line into what reads verdicts.json."""
+    if isinstance(o, str):
+        return for_terminal(o, BLOCK)
+    if isinstance(o, dict):
+        return {(for_terminal(k, BLOCK) if isinstance(k, str) else k): _escaped(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [v if v.__class__ in (int, float, bool) else _escaped(v) for v in o]
+    return o
 
 
 def _pack(pack: dict) -> dict:
@@ -340,12 +357,6 @@ def _check_changes(before: dict, after: dict) -> list[dict]:
     return out
 
 
-def _id_order(cid: str) -> tuple:
-    """C2 before C10: the number in the id (at most 18 digits of it: any id sorts), then the id."""
-    digits = "".join(ch for ch in cid if ch in "0123456789")[:18]
-    return (int(digits) if digits else 10**18, cid)
-
-
 def changes(before: dict, after: dict) -> list[dict]:
     """The claims whose verdict differs from `before` to `after`, regressions first: id,
     before, after, kind (regressed: it held and no longer does; changed; recovered; newly
@@ -353,7 +364,7 @@ def changes(before: dict, after: dict) -> list[dict]:
     whose verdict changed."""
     old, new = _by_key(before), _by_key(after)
     out = []
-    for cid in sorted(set(old) | set(new), key=_id_order):
+    for cid in sorted(set(old) | set(new), key=identifiers.id_order):  # any id sorts, an edited file's too
         o, n = old.get(cid), new.get(cid)
         vo, vn = (o or {}).get("verdict", "absent"), (n or {}).get("verdict", "absent")
         if vo == vn:

@@ -201,7 +201,7 @@ def test_loaded_specs_are_kept_until_a_file_changes_and_callers_get_their_own_co
                                 "metric": "GET.p99_ms",
                                 "op": "<",
                                 "value": 1,
-                                "instrument": {"metric": "GET.p99_ms", "op": ">", "value": 0, "text": "i"},
+                                "instrument": {"metric": "GET.rps", "op": ">", "value": 0, "text": "i"},
                                 "better": "lower",
                                 "observed": "o",
                                 "no_mechanism_off": "r",

@@ -28,14 +28,28 @@ the node's housekeeping (REPLCONF from its replicas, connection set-up) grow wha
 does and are left out (NOT_PROBES). The node's ACL LOG entries for the user (their counts,
 before and after each rule) are the server's own record of the denials: the ledger asks for at
 least one logged denial per NOPERM the client saw. Neither is the probe client's count.
+
+Whose connection a probe goes on (issue 63): each probe is sent on a connection of its own,
+logged in as the user, and only once `ACL WHOAMI` on that very connection has named the user
+(`as_user`; the user is granted ACL WHOAMI for it, after the rule). A login that did not take
+effect (a proxy that answers AUTH itself, a server that ignores it) would leave the connection
+running as the admin: the case then fails with one line and sends no probe. The user may not be
+`default` nor the identity the harness administers the cluster with. Destructive probes
+(FLUSHALL, CLUSTER RESET; `destructive`) are sent only to a cluster the harness started
+(`started_by_harness`: every node's process is one a cluster state file of the harness names,
+with its start time); elsewhere a harmless command the same rules refuse stands in (STAND_INS),
+and the record says so.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
+from pathlib import Path
 
-from harness.base.errors import BadInput
+from harness.base.errors import BadInput, EnvironmentProblem
 from harness.experiments.redis_cluster.series import PROBE_REPLIES
+from harness.infra import ownership
 from harness.model.driver_contract import CaseContext, Metric, Param, Record
 
 SOURCE_RULE = "~cache:* +get +hgetall -@all"
@@ -44,12 +58,36 @@ READ_ALL_RULE = "-@all +@read ~*"
 # "source": as written; "fixed": the working order; "read-all": the refusal control
 DEFAULT_RULES = {"source": SOURCE_RULE, "fixed": WORKING_RULE, "read-all": READ_ALL_RULE}
 DESTRUCTIVE = ("FLUSHALL", "CLUSTER")  # asked with ACL DRYRUN first: never run, even if a rule grants them
+# Commands that change or end what a server holds (its data, its cluster membership, its
+# configuration, the server itself): as probes they go only to a cluster the harness started.
+DESTRUCTIVE_COMMANDS = frozenset(
+    {"FLUSHALL", "FLUSHDB", "SHUTDOWN", "DEBUG", "SWAPDB", "MIGRATE", "RESTORE", "REPLICAOF", "SLAVEOF", "FAILOVER"}
+    | {"MODULE", "SAVE", "BGSAVE", "BGREWRITEAOF"}
+)
+DESTRUCTIVE_SUBCOMMANDS = {
+    "CLUSTER": frozenset(
+        {"RESET", "FAILOVER", "FORGET", "MEET", "REPLICATE", "ADDSLOTS", "ADDSLOTSRANGE", "DELSLOTS", "DELSLOTSRANGE"}
+        | {"FLUSHSLOTS", "SETSLOT", "SAVECONFIG", "SET-CONFIG-EPOCH", "BUMPEPOCH"}
+    ),
+    "CONFIG": frozenset({"SET", "RESETSTAT", "REWRITE"}),
+    "SCRIPT": frozenset({"FLUSH", "KILL"}),
+    "FUNCTION": frozenset({"FLUSH", "DELETE", "RESTORE", "LOAD", "KILL"}),
+    "ACL": frozenset({"SETUSER", "DELUSER", "LOAD", "SAVE"}),
+    "CLIENT": frozenset({"KILL", "PAUSE"}),
+}
+# On a cluster the harness did not start, a destructive probe is asked with ACL DRYRUN as it is
+# and this harmless command, which every rule here refuses as it refuses the probe, is sent instead
+STAND_INS: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("FLUSHALL",): ("LASTSAVE",),
+    ("CLUSTER", "RESET", "SOFT"): ("CLUSTER", "MYID"),
+}
+WHOAMI_GRANT = "+acl|whoami"  # granted after the rule: the harness checks each probe connection's login with it
 
 CACHE_STRING, CACHE_HASH = "cache:{acl}:s", "cache:{acl}:h"
 OTHER_STRING, OTHER_HASH = "other:{acl}:s", "other:{acl}:h"
 # (what it tries, command and arguments, kind): "read" must work; every other kind (a write, a key
 # of another prefix, a command outside the allowed set) must be refused with NOPERM
-PROBES = (
+PROBES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("GET a cache key", ("GET", CACHE_STRING), "read"),
     ("HGETALL a cache key", ("HGETALL", CACHE_HASH), "read"),
     ("SET a cache key", ("SET", CACHE_STRING, "x"), "write"),
@@ -94,6 +132,7 @@ NOT_PROBES = frozenset(
         "cluster|info",
         "command",
         "command|docs",
+        "acl|whoami",
     }
 )
 
@@ -141,9 +180,24 @@ def denials_logged(admin_node_client, user: str) -> int:
     return total
 
 
+def destructive(args: tuple) -> bool:
+    """Whether a command changes or ends what the server holds (FLUSHALL, CLUSTER RESET,
+    CONFIG SET, SHUTDOWN...): never sent as a probe to a cluster the harness did not start."""
+    name = str(args[0]).upper()
+    sub = str(args[1]).upper() if len(args) > 1 else ""
+    return name in DESTRUCTIVE_COMMANDS or sub in DESTRUCTIVE_SUBCOMMANDS.get(name, ())
+
+
 def _check(where: str, p: dict) -> None:
     import re
 
+    user = p.get("username", "trt-infer")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", str(user)) or str(user).lower() == "default":
+        raise BadInput(
+            f"{where}.username: {str(user)[:40]!r} cannot be the restricted user (the harness itself and every "
+            f"client without a login run as 'default'); give a name of letters, digits, '.', '-' and '_', "
+            f"e.g. trt-infer"
+        )
     if not p["rules"]:
         raise BadInput(f"{where}.rules: give at least one rule, e.g. {{fixed: {WORKING_RULE!r}}}")
     for name, rule in p["rules"].items():
@@ -186,10 +240,80 @@ def classify(reply) -> str:
     return "ok"
 
 
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return repr((text[0] if text else type(e).__name__)[:160])
+
+
+class UserConnection:
+    """One connection to a node, logged in as the ACL user; `as_user` checks it before any
+    probe goes on it. It never reconnects unseen: a second connect (after a lost socket) would
+    be a login nobody checked, so a probe is then refused, never sent."""
+
+    def __init__(self, conn):
+        self.conn, self.connects = conn, 0
+        conn.register_connect_callback(self._connected)
+
+    def _connected(self, _conn) -> None:
+        self.connects += 1
+
+    def execute_command(self, *args):
+        import redis
+
+        if self.connects != 1:
+            raise redis.ConnectionError("the checked connection was lost; the probe was not sent on another")
+        self.conn.send_command(*args)
+        return self.conn.read_response()
+
+    def close(self) -> None:
+        self.conn.disconnect()
+
+
+def as_user(node, user: str, password: str) -> UserConnection:
+    """A connection to `node` logged in as `user`, on which ACL WHOAMI named `user`: only then
+    may a probe go on it. A login that failed, or that did not take effect (a proxy answering
+    AUTH itself, a server ignoring it: the connection would run as the admin), is one line
+    (EnvironmentProblem) and no probe is sent."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    where = f"{node.host}:{node.port}"
+    c = UserConnection(
+        redis.Connection(
+            host=node.host,
+            port=node.port,
+            username=user,
+            password=password,
+            socket_timeout=5,
+            retry=Retry(NoBackoff(), 0),
+        )
+    )
+    try:
+        c.conn.connect()
+        who = c.execute_command("ACL", "WHOAMI")
+    except redis.RedisError as e:
+        c.close()
+        raise EnvironmentProblem(
+            f"{where}: the login as ACL user {user!r} could not be checked ({_one_line(e)}); no probe was sent: "
+            f"check that the node accepts ACL logins (Redis 6 or later)"
+        ) from None
+    who = who.decode(errors="replace") if isinstance(who, bytes) else str(who)
+    if who != user:
+        c.close()
+        raise EnvironmentProblem(
+            f"{where}: the connection logged in as ACL user {user!r} runs as {who[:60]!r} (ACL WHOAMI): the login "
+            f"did not take effect, so no probe was sent; connect the harness to the nodes themselves, not "
+            f"through a proxy that answers AUTH on its own"
+        )
+    return c
+
+
 def _try(node, user: str, password: str, args: tuple) -> str:
+    """Send one probe as `user`, on a connection of its own whose login was checked (as_user)."""
     import redis
 
-    c = redis.Redis(host=node.host, port=node.port, username=user, password=password, socket_timeout=5)
+    c = as_user(node, user, password)
     try:
         c.execute_command(*args)
         return "ok"
@@ -197,6 +321,38 @@ def _try(node, user: str, password: str, args: tuple) -> str:
         return classify(e)
     finally:
         c.close()
+
+
+def started_by_harness(tgt) -> bool:
+    """Whether the harness started every node of the target: a loopback node whose own process
+    (INFO server's process_id) a cluster state file of the harness names, the file beside the
+    node's folder, with that start time and port (harness.infra.ownership). Anything else, a
+    user's lab cluster among them, is not: no destructive probe goes there."""
+    return bool(tgt.nodes) and all(_node_started_by_harness(tgt, n) for n in tgt.nodes)
+
+
+def _node_started_by_harness(tgt, node) -> bool:
+    import redis
+
+    try:
+        if not ipaddress.ip_address(node.host).is_loopback:
+            return False
+        c = tgt.client(node, socket_timeout=3)
+        try:
+            pid = int(c.info("server")["process_id"])
+        finally:
+            c.close()
+    except (ValueError, KeyError, TypeError, redis.RedisError):
+        return False
+    folder = ownership.cwd_of(pid) if ownership.is_pid(pid) else None
+    if folder is None:
+        return False
+    try:
+        state = ownership.open_state(Path(folder).parent / "state.json", "redis-server of this cluster")
+        procs = state.procs("procs") if state is not None and ownership.same_boot(state.doc) else []
+    except ownership.DamagedState:
+        return False
+    return any(p.pid == pid and p.port == node.port and ownership.is_ours(p, folder) for p in procs)
 
 
 def _dry_run(tgt, node, user: str, args: tuple) -> str:
@@ -247,6 +403,10 @@ def run(ctx: CaseContext) -> Record:
     """The redis-cluster-acl driver (registered in drivers.py)."""
     tgt = ctx.target
     user = ctx.params["username"]
+    _refuse_the_admins_identity(tgt, user)
+    started = started_by_harness(tgt)
+    if not started:
+        ctx.log(f"the harness did not start this cluster: {_STOOD_IN}")
     admin = tgt.cluster_client()
     admin.set(CACHE_STRING, "v")
     admin.hset(CACHE_HASH, mapping={"f": "v"})
@@ -267,13 +427,13 @@ def run(ctx: CaseContext) -> Record:
         rules.reverse()
     try:
         for name, rule in rules:
-            for n in tgt.nodes:  # ACLs are per node
-                tgt.client(n).execute_command("ACL", "SETUSER", user, "reset", "on", f">{password}", *rule.split())
+            _install(tgt, user, password, rule)
             results = []
             logged_before = denials_logged(seen_at, user)
             for probe, args, kind in PROBES:
                 before = command_counts(seen_at)
                 reply = _dry_run(tgt, node, user, args) if args[0] in DESTRUCTIVE else ""
+                args = args if reply or started or not destructive(args) else STAND_INS[args]
                 reply = reply or _try(node, user, password, args)
                 after = command_counts(seen_at)
                 grew = probe_growth(before, after)
@@ -306,8 +466,43 @@ def run(ctx: CaseContext) -> Record:
         "ok",
         metrics=metrics,
         series={PROBE_REPLIES.name: PROBE_REPLIES.make(cols)},
-        details={"rules": dict(ctx.params["rules"]), "user": user, "node": node.address},
+        details={
+            "rules": dict(ctx.params["rules"]),
+            "user": user,
+            "node": node.address,
+            "login_checked": f"each probe's connection: ACL WHOAMI named {user!r} before the probe ({WHOAMI_GRANT} "
+            f"granted after each rule for it)",
+            "destructive_probes": "sent: the harness started this cluster" if started else _STOOD_IN,
+        },
     )
+
+
+_STOOD_IN = "destructive probes are not sent; " + ", ".join(
+    f"{' '.join(s)} is sent for {' '.join(d)} (which ACL DRYRUN still asks)" for d, s in STAND_INS.items()
+)
+
+
+def _install(tgt, user: str, password: str, rule: str) -> None:
+    """The rule for `user` on every node (ACLs are per node), then ACL WHOAMI for the login check."""
+    for n in tgt.nodes:
+        tgt.client(n).execute_command("ACL", "SETUSER", user, "reset", "on", f">{password}", *rule.split())
+        tgt.client(n).execute_command("ACL", "SETUSER", user, WHOAMI_GRANT)
+
+
+def _refuse_the_admins_identity(tgt, user: str) -> None:
+    """The restricted user must not be the identity the harness administers the cluster with
+    (its rule would restrict the harness, and its removal fail): BadInput before anything is set."""
+    c = tgt.client(tgt.entry, decode_responses=True, socket_timeout=5)
+    try:
+        admin = c.execute_command("ACL", "WHOAMI")
+    finally:
+        c.close()
+    if str(user).lower() == "default" or admin == user:
+        raise BadInput(
+            f"params.username: {str(user)[:40]!r} cannot be the restricted user: the harness administers this "
+            f"cluster as {str(admin)[:40]!r} and every client without a login runs as 'default'; give another "
+            f"name, e.g. trt-infer"
+        )
 
 
 def _rule_metrics(name: str, t: dict, logged: int) -> dict[str, Metric]:

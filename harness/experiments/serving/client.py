@@ -18,9 +18,13 @@ earlier answer. Per request (`Result`):
 - usage: the server's token counts are checked against what the client saw (`usage_problem`):
   more completion tokens than the request allowed (`max_tokens`), none for a stream that
   carried text, more prompt tokens than the prompt could make (its token ids, or one per
-  byte of its text, plus a few special tokens), or a count that is no whole number >= 0:
-  the count is not kept and TPOT is not computed from it; `usage_problems()` says so in one
-  line with both readings, and the case makes its metrics invalid;
+  byte of its text, plus a few special tokens), more cached prompt tokens
+  (`usage.prompt_tokens_details.cached_tokens`) than the prompt (the server's prompt_tokens
+  and the token ids the client sent: no slack, a hit rate is never above 100%), a cached
+  count with no prompt count to hold it against (no prompt_tokens, and a text prompt whose
+  token count only the server knows), or a count that is no whole number >= 0: the count is
+  not kept and TPOT is not computed from it; `usage_problems()` says so in one line with
+  both readings, and the case makes its metrics invalid;
 - late_ms: dispatch time minus scheduled time (the schedule's lateness), send_ms: dispatch to
   the request body written to the socket (aiohttp's trace hook), parse_us: time spent parsing
   the stream's chunks: the client's own overhead.
@@ -183,7 +187,8 @@ class StreamParser:
             r.status = "ok"
 
 
-SPECIAL_TOKENS = 16  # what a tokenizer may add to a prompt beyond its text (BOS, a template's markers)
+SPECIAL_TOKENS = 16  # what a tokenizer may add to a prompt's text (BOS, a template's markers): prompt_tokens only
+CACHED = "usage.prompt_tokens_details.cached_tokens"  # the field a usage problem of the cached count names
 
 
 def _count(value) -> int | None | str:
@@ -200,8 +205,9 @@ def _count(value) -> int | None | str:
 def check_usage(r: Result, req: Request | None) -> None:
     """The server's usage counts against what the client can observe of the same request:
     completion tokens at most what it asked for (`max_tokens`) and at least one when text
-    was streamed; prompt tokens at most what its prompt could make. An impossible count is
-    not kept (None) and `usage_problem` says it with both readings."""
+    was streamed; prompt tokens at most what its prompt could make; cached prompt tokens at
+    most the prompt (`_check_cached`). An impossible count is not kept (None) and
+    `usage_problem` says it with both readings."""
     why = []
     out, prompt = _count(r.output_tokens), _count(r.prompt_tokens)
     if isinstance(out, str):
@@ -229,16 +235,43 @@ def check_usage(r: Result, req: Request | None) -> None:
             )
             why.append(f"{prompt} prompt tokens reported for {sent} sent (at most {most})")
             prompt = None
-    cached = _count(r.cached_tokens)
-    if isinstance(cached, str):
-        why.append(f"cached_tokens {cached} is no count")
-        cached = None
-    elif cached is not None and prompt is not None and cached > prompt:
-        why.append(f"{cached} cached prompt tokens reported of {prompt} prompt tokens")
-        cached = None
+    cached, bad = _check_cached(r.cached_tokens, prompt, req)
+    why += [bad] if bad else []
     r.output_tokens, r.prompt_tokens, r.cached_tokens = out, prompt, cached
     if why:
         r.usage_problem = "the server's usage is impossible: " + "; ".join(why)
+
+
+def _check_cached(value, prompt: int | None, req: Request | None) -> tuple[int | None, str]:
+    """(the cached prompt tokens to keep, the problem or ''). The count is held against every
+    prompt count there is: the server's own prompt_tokens (`prompt`, already checked; None
+    when absent or impossible) and the token ids the client sent. It may be at most the
+    smaller, with no slack: more cached tokens than the prompt is a hit rate above 100%.
+    With neither (no prompt_tokens, and a text prompt whose token count only the server
+    knows) no cached count can be trusted: it has no denominator."""
+    cached = _count(value)
+    if cached is None:
+        return None, ""
+    if isinstance(cached, str):
+        return None, f"{CACHED} {cached} is no count"
+    sent = len(req.prompt) if req is not None and isinstance(req.prompt, list) else None
+    known = [
+        (n, what) for n, what in ((prompt, "usage.prompt_tokens"), (sent, "prompt token ids sent")) if n is not None
+    ]
+    if not known:
+        return None, (
+            f"{CACHED} {cached} reported without a usable usage.prompt_tokens, for a text prompt whose token "
+            f"count the client cannot know: a cached count without its denominator is no hit rate"
+        )
+    most = min(n for n, _ in known)
+    if cached <= most:
+        return cached, ""
+    pct = f", a hit rate of {100 * cached / most:,.2f}%" if most else ""
+    return None, (
+        f"{cached} cached prompt tokens reported of {most} ({CACHED} {cached} against "
+        + ", ".join(f"{what} {n}" for n, what in known)
+        + f"): more than the prompt{pct}"
+    )
 
 
 def usage_problems(results: list[Result]) -> str:

@@ -16,6 +16,7 @@ from typing import Callable, cast
 from harness.base.errors import EnvironmentProblem
 from harness.infra import serving_engine
 from harness.infra.process import url_for_display
+from harness.infra.serving_engine.metrics import HITS, QUERIES
 from harness.infra.target import LlmEndpoint, Target
 from harness.model.driver_contract import CaseContext, Record
 
@@ -144,8 +145,8 @@ def counter_problem(before: Counters, after: Counters, d: Counters) -> str:
         )
     if d_hits > d_queries or after_hits > after_queries:
         return (
-            f"the engine counted more prefix-cache hits than queries ({reads}): its counters are "
-            f"inconsistent, no hit rate can come from them"
+            f"the engine counted more prefix-cache hits than queries ({HITS} over {QUERIES}: {reads}), "
+            f"a hit rate above 100%: its counters are inconsistent, no hit rate can come from them"
         )
     return ""
 

@@ -219,9 +219,21 @@ def run(ctx: CaseContext) -> Record:
                 "failed", f"the engine stopped answering during {arm}: {e}", details={"arms_done": list(results)}
             )
     out = _outcome(ctx, p, sc, results, counts, block, capacity, cfg, full, (on, off), salt)
-    out.metrics.update(_usage_observer(results, counts))
+    usage = _usage_observer(results, counts)
     if capacity and "trace.on" in results:
-        out.metrics.update(_per_session(results["trace.on"], sc, [r["session"] for r in recs], block, capacity, p))
+        usage.update(_per_session(results["trace.on"], sc, [r["session"] for r in recs], block, capacity, p))
+    return _with_usage(out, usage)
+
+
+def _with_usage(out: Record, usage: dict[str, Metric]) -> Record:
+    """`out` with the usage observer's metrics; invalid, with each reason, where one of them
+    is (a hit rate outside 0-100%, or a cached count the client could not hold to its prompt)."""
+    out.metrics.update(usage)
+    why = [
+        m.note.removeprefix("invalid: ") for m in usage.values() if m.value is None and m.note.startswith("invalid: ")
+    ]
+    if why:
+        out.status, out.reason = "invalid", "; ".join([out.reason, *why] if out.reason else why)
     return out
 
 
@@ -364,15 +376,39 @@ def _usage_observer(results: dict, counts: dict) -> dict[str, Metric]:
     """The engine's hit rate read a second way: each answer's usage.prompt_tokens_details.
     cached_tokens (vLLM's --enable-prompt-tokens-details) summed by the client over the arm's
     completed requests, beside the /metrics counters' deltas; absent where a completed
-    request's answer did not report it (another server, or the flag off)."""
+    request's answer did not report it (another server, or the flag off). Invalid (value
+    None, the note saying why) where a completed request's cached count was impossible for
+    what the client sent (client.check_usage), or the sums give a rate outside 0-100% (rows
+    a load generator sent back)."""
     m = {}
     for arm, res in results.items():
         done = [r for r in res if r.status == "ok"]
+        bad = [r for r in done if client.CACHED in r.usage_problem]
+        if bad:
+            m[f"{arm}.usage_cached_pct"] = Metric(
+                None,
+                "%",
+                None,
+                f"invalid: {arm}.usage_cached_pct: {len(bad)} of {len(done)} completed requests: "
+                f"request {bad[0].index}: {bad[0].usage_problem}",
+            )
+            continue
         if not done or any(r.cached_tokens is None or not r.prompt_tokens for r in done):
             continue
         cached, prompt = sum(r.cached_tokens or 0 for r in done), sum(r.prompt_tokens or 0 for r in done)
+        pct = 100.0 * cached / prompt
+        if not 0.0 <= pct <= 100.0:
+            m[f"{arm}.usage_cached_pct"] = Metric(
+                None,
+                "%",
+                None,
+                f"invalid: {arm}.usage_cached_pct: {client.CACHED} sums to {cached} of {prompt} "
+                f"usage.prompt_tokens over {len(done)} completed requests ({pct:,.2f}%): a hit rate outside "
+                f"0-100% is no measurement",
+            )
+            continue
         m[f"{arm}.usage_cached_pct"] = Metric(
-            100.0 * cached / prompt,
+            pct,
             "%",
             None,
             "the engine's per-answer usage.prompt_tokens_details.cached_tokens over prompt_tokens, summed by the client",
@@ -380,14 +416,16 @@ def _usage_observer(results: dict, counts: dict) -> dict[str, Metric]:
         hp = counts.get(arm, {}).get("hit_pct")
         if hp is not None:
             m[f"{arm}.observers_gap_pp"] = Metric(
-                100.0 * cached / prompt - hp, "pp", None, "per-answer usage minus the /metrics counters' deltas"
+                pct - hp, "pp", None, "per-answer usage minus the /metrics counters' deltas"
             )
     return m
 
 
 def _per_session(res: list[client.Result], sc, sessions: list[int], block: int, capacity, p: dict) -> dict:
-    """Per conversation of the slice: the engine's hit rate (its answers' cached tokens) beside
-    the simulator's prediction for the same requests at the engine's capacity."""
+    """Per conversation of the slice: the engine's hit rate (its answers' cached tokens over
+    the prompt tokens the client sent) beside the simulator's prediction for the same
+    requests at the engine's capacity. A conversation's rate outside 0-100% is no
+    measurement: trace.sessions.engine_hit_p50_pct is then invalid, naming it."""
     pred = predicted_rates(sc.records, block, int(capacity), p["policy"]).hit_tokens
     by: dict[int, list[float]] = {}
     for r in res:
@@ -397,6 +435,9 @@ def _per_session(res: list[client.Result], sc, sessions: list[int], block: int, 
         t[0] += r.cached_tokens
         t[1] += float(pred[r.index])
         t[2] += sc.records[r.index]["input_length"]
+    why = _session_out_of_range(by)
+    if why:
+        return {"trace.sessions.engine_hit_p50_pct": Metric(None, "%", None, f"invalid: {why}")}
     rows = [(100 * c / n, 100 * q / n) for c, q, n in by.values() if n]
     if not rows:
         return {}
@@ -421,6 +462,19 @@ def _per_session(res: list[client.Result], sc, sessions: list[int], block: int, 
             "the largest engine-minus-simulator gap of one conversation",
         ),
     }
+
+
+def _session_out_of_range(by: dict[int, list[float]]) -> str:
+    """'' or why a conversation's hit rate (cached tokens over the prompt tokens sent) is no
+    measurement: outside 0-100%, or cached tokens reported for prompts of no token."""
+    for key, (cached, _, sent) in by.items():
+        if not 0 <= cached <= sent:
+            pct = f" ({100 * cached / sent:,.2f}%)" if sent else ""
+            return (
+                f"trace.sessions.engine_hit_p50_pct: conversation {key}: {client.CACHED} sums to {cached:.0f} "
+                f"of {sent:.0f} prompt tokens the client sent{pct}: a hit rate outside 0-100% is no measurement"
+            )
+    return ""
 
 
 def _repeats(res: list[client.Result]) -> list[float]:
