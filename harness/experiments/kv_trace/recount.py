@@ -12,45 +12,72 @@ field compares the two and calls a difference inconclusive.
 
 Written for clarity: the caches are the textbook ones (a set for the infinite cache, an
 OrderedDict for LRU, frequency buckets for LFU, an insertion-ordered queue of young blocks
-for LRU-K). The one scan is the leaf-first LRU's search for its least recently used leaf
-and LRU-K's search among blocks used K times when no young block is left. The whole
-Mooncake trace takes seconds; the timings are metrics of the case (reference.*.seconds).
+for LRU-K). The Mooncake trace takes seconds; the timings are metrics of the case
+(reference.*.seconds).
+
+Time and memory (issue 63; tests/suites/kv_trace/test_scaling.py). The time grows
+linearly with the trace (a heap's logarithm aside): a sessions prompt's blocks are named by
+one running SHA-256 (a block costs its own tokens, not its whole prefix again), and every
+cache finds its victim without a scan (LFU keeps its lowest count; the leaf-first LRU keeps
+its leaves, LRU-K and the hybrid their blocks used K times, in heaps by last use and K-th
+use). The requests are held in at most READ_BYTES_PER_REQUEST bytes a Mooncake or Bailian
+request plus READ_BYTES_PER_BLOCK a block id (a tuple with an array('q') of the ids; a
+sessions file's block names are 64-character hex strings, ~113 bytes each). One cache is
+held at a time (or one set of tiers, or the pool's caches), a few hundred bytes for every
+block it holds (the leaf-first LRU the most, ~750) and never more blocks than its capacity
+or the trace's distinct blocks; the hybrid also counts every block seen. On a Mooncake-like
+trace at the case's sizes the whole recount peaks below the requests plus
+PEAK_BYTES_PER_DISTINCT_BLOCK for every distinct block (a 45 MB trace of 3.8M block ids,
+1.6M distinct: ~610 MB of resident memory, as before; the simulator's side of a run peaks
+higher).
 """
 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import math
 import time
+from array import array
 from collections import Counter, OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
 GIB = 2**30
 GB = 10**9
+READ_BYTES_PER_BLOCK = 10  # read_requests: an int64 in an array('q'), and slack
+READ_BYTES_PER_REQUEST = 250  # its tuple, array header and two ints, and the list's slot
+PEAK_BYTES_PER_DISTINCT_BLOCK = 600  # the recount's peak, on a Mooncake-like trace at the case's sizes
 
 
 def session_turn(rec: dict, block_size: int) -> tuple[int, int, list]:
     """A sessions file's turn: its prompt's blocks named by the SHA-256 of every token before
-    the block's end (equal names: the same prefix), without the loader's hashing."""
+    the block's end (equal names: the same prefix), without the loader's hashing. The name of
+    block j is sha256(json.dumps(tokens[: (j + 1) x block_size])): one running SHA-256 is fed
+    the JSON list's text block by block and a copy of it is closed with "]" for each name, so
+    a block costs its own tokens, not the whole prefix again (linear in the prompt)."""
     prompt = rec["prompt"]
-    tokens = list(prompt.encode("utf-8")) if isinstance(prompt, str) else list(prompt)
-    names = [
-        hashlib.sha256(json.dumps(tokens[: j + block_size]).encode()).hexdigest()
-        for j in range(0, len(tokens), block_size)
-    ]
+    tokens = prompt.encode("utf-8") if isinstance(prompt, str) else prompt
+    running, names = hashlib.sha256(b"["), []
+    for j in range(0, len(tokens), block_size):
+        text = json.dumps(list(tokens[j : j + block_size]))[1:-1]  # "a, b, c": the block's part of the list
+        running.update(((", " if j else "") + text).encode())
+        name = running.copy()
+        name.update(b"]")
+        names.append(name.hexdigest())
     return round(float(rec["at_s"]) * 1000), len(tokens), names
 
 
 def read_requests(
     path: Path, max_requests: int = 0, fmt: str = "auto", block_size: int = 512
-) -> list[tuple[int, int, list]]:
+) -> list[tuple[int, int, Sequence]]:
     """(timestamp ms, input tokens, block ids) of every request of a Mooncake-format file
     (ms), a Bailian-format one (seconds; chat_id and parent_chat_id on its lines) or a
     sessions file (at_s, prompt: its blocks named here). The driver has already checked the
     file; this is a second, plain reading."""
-    out: list[tuple[int, int, list]] = []
+    out: list[tuple[int, int, Sequence]] = []
     seconds, turns = fmt == "bailian", fmt == "sessions"
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -64,7 +91,7 @@ def read_requests(
                 out.append(session_turn(rec, block_size))
             else:
                 t = round(float(rec["timestamp"]) * 1000) if seconds else int(rec["timestamp"])
-                out.append((t, int(rec["input_length"]), list(rec["hash_ids"])))
+                out.append((t, int(rec["input_length"]), array("q", rec["hash_ids"])))
             if max_requests and len(out) >= max_requests:
                 break
     return out
@@ -119,13 +146,14 @@ class LRU:
 
 class LFU:
     """Fewest uses since insertion first; among equal counts, the block that reached its
-    count first. One insertion-ordered bucket per count."""
+    count first. One insertion-ordered bucket per count, and the lowest count with a bucket
+    (a new block's 1, or one more when a hit empties the lowest bucket)."""
 
     count: dict[Any, int]  # key -> its uses since insertion
     buckets: dict[int, OrderedDict[Any, bool]]  # count -> the keys with it, in the order they reached it
 
     def __init__(self, capacity: int):
-        self.cap, self.count, self.buckets = capacity, {}, {}
+        self.cap, self.count, self.buckets, self.low = capacity, {}, {}, 1
 
     def expire(self, now):
         pass
@@ -136,16 +164,17 @@ class LFU:
             del self.buckets[c][key]
             if not self.buckets[c]:
                 del self.buckets[c]
+                if self.low == c:
+                    self.low = c + 1
             self.count[key] = c + 1
             self.buckets.setdefault(c + 1, OrderedDict())[key] = True
             return True
         if len(self.count) >= self.cap:
-            low = min(self.buckets)
-            victim, _ = self.buckets[low].popitem(last=False)
-            if not self.buckets[low]:
-                del self.buckets[low]
+            victim, _ = self.buckets[self.low].popitem(last=False)
+            if not self.buckets[self.low]:
+                del self.buckets[self.low]
             del self.count[victim]
-        self.count[key] = 1
+        self.count[key], self.low = 1, 1
         self.buckets.setdefault(1, OrderedDict())[key] = True
         return False
 
@@ -156,13 +185,15 @@ class LRUK:
     oldest. Uses are counted in lookups (the position in the block stream). The policy of
     harness/experiments/lruk.py, written again here on purpose: this recount shares no code
     with the simulator (lruk_hits there) or its request-by-request reference (RefLRUK in
-    lruk_reference.py)."""
+    lruk_reference.py). The blocks used K times wait in a heap by their K-th most recent
+    use; an entry whose block has been used again or dropped since is skipped when met."""
 
     def __init__(self, capacity: int, k: int, ttl_ms: float | None = None):
         self.cap, self.k, self.ttl = capacity, k, ttl_ms
         self.young: OrderedDict[Any, bool] = OrderedDict()  # fewer than K uses, insertion order
         self.uses: dict[Any, list[int]] = {}  # key -> its last K use positions
-        self.last: OrderedDict[Any, float] = OrderedDict()  # key -> last use (ms), oldest first (for the TTL)
+        self.last: OrderedDict[Any, float] = OrderedDict()  # key -> last use (ms), oldest first (TTL only)
+        self.old: list[tuple[int, Any]] = []  # heap of (K-th most recent use, key), stale entries too
         self.clock = 0
 
     def _drop(self, key):
@@ -174,16 +205,30 @@ class LRUK:
         while self.ttl is not None and self.last and now - next(iter(self.last.values())) > self.ttl:
             self._drop(next(iter(self.last)))
 
+    def _used_k_times(self, key, u):
+        heapq.heappush(self.old, (u[0], key))
+        if len(self.old) > 2 * len(self.uses) + 64:  # mostly stale: keep the live entries only
+            self.old = [(v[0], x) for x, v in self.uses.items() if len(v) >= self.k]
+            heapq.heapify(self.old)
+
     def victim(self):
         if self.young:
             return next(iter(self.young))
-        return min(self.uses, key=lambda x: self.uses[x][0])
+        while True:  # the oldest K-th use among the blocks used K times (no young block: all are)
+            pos, key = self.old[0]
+            u = self.uses.get(key)
+            if u is not None and len(u) >= self.k and u[0] == pos:
+                return key
+            heapq.heappop(self.old)
 
     def insert(self, key, now):
-        self.uses[key] = [self.clock]
+        u = self.uses[key] = [self.clock]
         if self.k > 1:
             self.young[key] = True
-        self.last[key] = now
+        else:
+            self._used_k_times(key, u)
+        if self.ttl is not None:
+            self.last[key] = now
 
     def access(self, key, now, parent):
         self.clock += 1
@@ -191,8 +236,10 @@ class LRUK:
             u = self.uses[key] = (self.uses[key] + [self.clock])[-self.k :]
             if len(u) >= self.k:
                 self.young.pop(key, None)
-            self.last.move_to_end(key)
-            self.last[key] = now
+                self._used_k_times(key, u)
+            if self.ttl is not None:
+                self.last.move_to_end(key)
+                self.last[key] = now
             return True
         if len(self.uses) >= self.cap:
             self._drop(self.victim())
@@ -228,9 +275,10 @@ class Hybrid:
 
 class LeafLRU:
     """Leaf-first LRU: only a block no cached block depends on can go, the least recently
-    used such leaf first (found by walking the blocks from the least recently used). A
-    block depends on its parent (the block before it in the request that inserted it)
-    while that parent stays cached."""
+    used such leaf first. A block depends on its parent (the block before it in the request
+    that inserted it) while that parent stays cached. The leaves wait in a heap by their
+    last use (a block's use number); an entry whose block has been used again, has gained
+    a child or has been dropped since is skipped when met."""
 
     kids: dict[Any, int]
     parent: dict[Any, tuple[Any, int] | None]
@@ -240,31 +288,50 @@ class LeafLRU:
         self.cap, self.ttl = capacity, ttl_ms
         self.last: OrderedDict[Any, float] = OrderedDict()  # key -> last use (ms), least recently used first
         self.kids, self.parent, self.born = {}, {}, {}  # children cached; (parent, its birth) or None; insertion
+        self.used: dict[Any, int] = {}  # key -> the use number of its last use
+        self.leaves: list[tuple[int, Any]] = []  # heap of (last use, key) of leaves, stale entries too
         self.clock = 0
 
+    def _leaf(self, key):
+        heapq.heappush(self.leaves, (self.used[key], key))
+        if len(self.leaves) > 2 * len(self.last) + 64:  # mostly stale: keep the live entries only
+            self.leaves = [(self.used[k], k) for k in self.last if self.kids[k] == 0]
+            heapq.heapify(self.leaves)
+
     def _drop(self, key):
-        del self.last[key], self.kids[key], self.born[key]
+        del self.last[key], self.kids[key], self.born[key], self.used[key]
         link = self.parent.pop(key)
         if link is not None and self.born.get(link[0]) == link[1]:
             self.kids[link[0]] -= 1
+            if self.kids[link[0]] == 0:
+                self._leaf(link[0])
 
     def expire(self, now):
         while self.ttl is not None and self.last and now - next(iter(self.last.values())) > self.ttl:
             self._drop(next(iter(self.last)))
 
+    def victim(self):
+        while True:  # the least recently used leaf
+            use, key = heapq.heappop(self.leaves)
+            if self.used.get(key) == use and self.kids[key] == 0:
+                return key
+
     def access(self, key, now, parent):
         self.clock += 1
         if key in self.last:
             self.last.move_to_end(key)
-            self.last[key] = now
+            self.last[key], self.used[key] = now, self.clock
+            if self.kids[key] == 0:
+                self._leaf(key)
             return True
         if len(self.last) >= self.cap:
-            self._drop(next(k for k in self.last if self.kids[k] == 0))
+            self._drop(self.victim())
         linked = parent in self.last and parent != key
         self.parent[key] = (parent, self.born[parent]) if linked else None
         if linked:
             self.kids[parent] += 1
-        self.last[key], self.kids[key], self.born[key] = now, 0, self.clock
+        self.last[key], self.kids[key], self.born[key], self.used[key] = now, 0, self.clock, self.clock
+        self._leaf(key)
         return False
 
 
@@ -371,6 +438,15 @@ def _rate(requests: list, block_size: int, caches: list | None, total: int) -> f
     return None if caches is None else 100.0 * replay(requests, block_size, caches) / total
 
 
+def _served(requests: list, block_size: int, caches: list | None, total: int) -> tuple[float | None, list[int]]:
+    """(the hit rate of the tiers `caches`, the prompt tokens each served first); (None, [])
+    where one tier has no reference here."""
+    if caches is None:
+        return None, []
+    by_tier = [0] * len(caches)
+    return 100.0 * replay(requests, block_size, caches, by_tier) / total, by_tier
+
+
 def curve(requests: list, p: dict, distinct: int, order: tuple, log) -> tuple[float | None, dict]:
     """At every simulated capacity (0 < blocks < distinct) the token hit rates of the
     policies of `order`: (% of those capacities where the rates increase strictly in that
@@ -415,6 +491,7 @@ def recount(path: Path, p: dict, order: tuple, label, log=print) -> dict[str, tu
         _rate(requests, bs, [gpu] if gpu else None, total),
         f"{p['gpu_policy']} in an OrderedDict, {gpu_tokens // bs} blocks",
     )
+    del gpu  # one cache held at a time (the memory bound above)
     pooled = pool_rates(requests, p, gpu_tokens // bs, total) if "pool_instances" in p else None
     if pooled is not None:
         put("pool.shared.token_hit_pct", pooled["shared"], f"{p['gpu_policy']} in a dict, one pool")
@@ -425,9 +502,7 @@ def recount(path: Path, p: dict, order: tuple, label, log=print) -> dict[str, tu
     for (name, cap_tok), r in rates.items():
         put(f"curve.{name}.at_{label(cap_tok)}.token_hit_pct", r, f"{name} in dicts")
     put("blocks.head_share_pct", 100.0 * head_share(requests, p["head_fraction"]), "a Counter of the block ids")
-    tiers_base = tier_caches(p, kvb, bs)
-    by_tier = [0] * len(tiers_base or [])
-    base = None if tiers_base is None else 100.0 * replay(requests, bs, tiers_base, by_tier) / total
+    base, by_tier = _served(requests, bs, tier_caches(p, kvb, bs), total)
     for k, tokens in enumerate(by_tier, 1):
         put(
             f"tiers.L{k}.served_token_pct",
