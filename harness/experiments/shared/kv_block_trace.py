@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +51,8 @@ MAX_LINE_BYTES = 8 << 20  # a 128k-token prompt of 16-token blocks is ~90 KB; 8 
 MAX_ID = 2**63 - 1
 PEAK_BYTES_PER_BLOCK = 20  # load_trace: an int64, the array's growth and the copy while it grows
 PEAK_BYTES_PER_REQUEST = 200  # five int64 columns and offsets, a Bailian chat's entry in _Chats.root
-MAX_CONTAINERS = 200  # lists and objects on one line (a Mooncake line has 2)
+MAX_CONTAINERS = 200  # lists and objects on one line, outside its strings (a Mooncake line has 2)
+JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')  # a JSON string, escapes included
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 FORMATS = ("auto", "mooncake", "bailian", "sessions")
 SESSION_FIELDS = ("session", "at_s", "prompt", "max_tokens")
@@ -276,7 +278,8 @@ def _parse_line(path: str, lineno: int, raw: bytes):
     text = text.strip()
     if not text:
         return None
-    if text.count("[") + text.count("{") > MAX_CONTAINERS:  # before json, whose parser recurses
+    bare = JSON_STRING.sub("", text)  # a prompt's own brackets (code, JSON in a text prompt) are text
+    if bare.count("[") + bare.count("{") > MAX_CONTAINERS:  # before json, whose parser recurses
         raise BadInput(
             f"{_where(path, lineno)}: more than {MAX_CONTAINERS} JSON lists or objects on one line; "
             f"a Mooncake line is one object with one list (hash_ids)"

@@ -151,3 +151,14 @@ def test_lengths_that_disagree_are_reported_not_refused(tmp_path):
     lines = [line(timestamp=i, hash_ids=[i, i + 100]) for i in range(9)] + [line(timestamp=9, hash_ids=[1])]
     t = T.load_trace(write(tmp_path, "\n".join(lines) + "\n"), 512)
     assert t.n_requests == 10 and t.n_mismatched == 1 and t.mismatched_lines == [10]
+
+
+def test_a_text_prompt_full_of_brackets_is_text_not_nesting(tmp_path):
+    """The guard against deep nesting counted every '[' and '{' of the line, those inside a
+    sessions prompt's text too: a prompt of code or JSON (300 brackets) was refused as 'more
+    than 200 JSON lists or objects'. Only the line's own lists and objects count."""
+    prompt = "def f(x): return [x[i] for i in range(3)]; " * 100 + '{"k": [1, "]"]}'
+    path = tmp_path / "sessions.jsonl"
+    path.write_text(json.dumps({"session": "a", "at_s": 0.0, "prompt": prompt, "max_tokens": 8}) + "\n")
+    trace = T.load_trace(path, 64)
+    assert trace.n_requests == 1 and trace.input_len[0] == len(prompt.encode())
