@@ -278,8 +278,7 @@ def _parse_line(path: str, lineno: int, raw: bytes):
     text = text.strip()
     if not text:
         return None
-    bare = JSON_STRING.sub("", text)  # a prompt's own brackets (code, JSON in a text prompt) are text
-    if bare.count("[") + bare.count("{") > MAX_CONTAINERS:  # before json, whose parser recurses
+    if _containers(text) > MAX_CONTAINERS:  # before json, whose parser recurses
         raise BadInput(
             f"{_where(path, lineno)}: more than {MAX_CONTAINERS} JSON lists or objects on one line; "
             f"a Mooncake line is one object with one list (hash_ids)"
@@ -293,6 +292,16 @@ def _parse_line(path: str, lineno: int, raw: bytes):
             f"line? each line must be one complete JSON object"
         ) from None
     return rec
+
+
+def _containers(text: str) -> int:
+    """The '[' and '{' of a line outside its strings: a prompt's own brackets (code, JSON in a
+    text prompt) are text. The strings are taken out only when the plain count is high."""
+    n = text.count("[") + text.count("{")
+    if n <= MAX_CONTAINERS:
+        return n
+    bare = JSON_STRING.sub("", text)
+    return bare.count("[") + bare.count("{")
 
 
 def _lines(path: Path, shown: str, digest):
