@@ -235,11 +235,12 @@ _FLAG_VALUE = re.compile(
     + r")([ \t]+|=)(['\"]?)(?!\*\*\*)(?!-)([^\s'\"]{1,4096})"
 )
 _NOT_A_VALUE = ("none", "null", "true", "false", "bearer", "basic", "token", "digest", "negotiate")
-# `name=value`, `name: value`; a name that ends a path (`/etc/passwd: no such file`,
-# `C:\\secrets\\x: ...`) or is a file's (`secrets.yaml: claim C1 ...`) is no secret's name:
-# the word after it is the message, not a value.
+# `name=value`, `name: value`; before a ':' a name that ends a path (`/etc/passwd: no such
+# file`, `C:\\secrets\\x: ...`) or is a file's (`secrets.yaml: claim C1 ...`) is no secret's
+# name: the word after it is the message, not a value (`_names_a_path`). After '=', and after
+# anything that is no path (`username/password: u/s3cret`), it is.
 _NAME_VALUE = re.compile(
-    r"(?<![A-Za-z0-9_./\\-])([A-Za-z0-9_.-]{1,100})(['\"]?[ \t]*[:=][ \t]*)(['\"]?)"
+    r"(?<![A-Za-z0-9_.-])([A-Za-z0-9_.-]{1,100})(['\"]?[ \t]*[:=][ \t]*)(['\"]?)"
     r"(?!\*\*\*)([^\s'\",;&)}\]]{1,4096})"
 )
 
@@ -302,6 +303,9 @@ _KEY_PREFIX = re.compile(
     r"|(?:AKIA|ASIA)[A-Z0-9]{12,}|eyJ[A-Za-z0-9_-]{8,}(?:\.[A-Za-z0-9_-]*){0,2}"
 )
 _RANDOM_RUN = re.compile(r"[A-Za-z0-9]{20,}")
+# the segments a revision follows in a public address (github.com/o/r/blob/SHA/..., a model
+# hub's resolve/SHA/...): a hash there names a version, never a credential
+_REVISION_BEFORE = ("commit", "commits", "blob", "tree", "raw", "resolve", "archive", "releases", "tag", "revision")
 _SEGMENT = re.compile(r"[^/?#;\s'\"<>]+")
 _SENTENCE_END = ".,:!)]}"
 
@@ -319,6 +323,8 @@ def path_token(segment: str, previous: str = "") -> str | None:
         return core
     if previous and len(core) >= 8 and is_secret_name(previous, True) and (len(core) >= 16 or _has_digit(core)):
         return core
+    if previous.lower() in _REVISION_BEFORE:  # a commit or a model's revision (a hash), public
+        return None
     runs = _RANDOM_RUN.findall(core)
     return core if any(_has_digit(r) and any(c.isalpha() for c in r) for r in runs) else None
 
@@ -380,13 +386,28 @@ def _hide_header(m: re.Match) -> str:
 
 
 _FILE_NAME = re.compile(
-    r"(?i)\.(?:ya?ml|json|jsonl|txt|toml|md|py|log|csv|html?|xml|conf|cfg|ini|pem|crt|key|env|sh|gz|tar|zip|db)$"
+    r"(?i)\.(?:ya?ml|json|jsonl|txt|toml|md|py|log|csv|html?|xml|conf|cfg|ini|pem|crt|sh|gz|tar|zip|db)$"
 )
 
 
+_PATH_START = re.compile(r"(?:/|\./|\.\./|~/|[A-Za-z]:\\|\\\\)")
+_TOKEN_START = re.compile(r"[^\s'\"(<\[{=,;]*$")
+
+
+def _names_a_path(m: re.Match) -> bool:
+    """The match's name, before a ':', is a file's name or the end of a path: a token that
+    starts as a path does (/, ./, ../, ~/, C:\\, \\\\) and ends in a separator before the name."""
+    if "=" in m.group(2):
+        return False
+    if _FILE_NAME.search(m.group(1)):
+        return True
+    before = m.string[: m.start()]
+    token = before[_TOKEN_START.search(before).start() :]  # type: ignore[union-attr]
+    return token[-1:] in ("/", "\\") and _PATH_START.match(token) is not None
+
+
 def _hide_name_value(m: re.Match) -> str:
-    name = m.group(1)
-    if not is_secret_name(name) or m.group(4).lower() in _NOT_A_VALUE or _FILE_NAME.search(name):
+    if not is_secret_name(m.group(1)) or m.group(4).lower() in _NOT_A_VALUE or _names_a_path(m):
         return m.group(0)
     return f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}"
 

@@ -344,6 +344,10 @@ def test_a_path_naming_a_secret_keeps_the_word_after_it(line):
         ("GET http://10.0.0.1:8000/t/sk-abc123XYZdefGHI456/v1/models: refused", "sk-abc123XYZdefGHI456"),
         ("at http://10.0.0.1:8000/token/q9w8e7r6t5/v1.", "q9w8e7r6t5"),
         ("at http://10.0.0.1:8000/v2/0123456789abcdef0123456789abcdef/openai", "0123456789abcdef0123456789abcdef"),
+        ("login failed for username/password: default/s3cret", "default/s3cret"),
+        ("./PASSWORD=hunter2", "hunter2"),
+        ("config/api_key=abc12345", "abc12345"),
+        ("dir\\PASSWORD=hunter2", "hunter2"),
     ],
 )
 def test_the_values_of_secrets_are_still_hidden(line, secret):
@@ -357,6 +361,8 @@ def test_a_model_path_or_an_endpoint_id_in_a_url_is_no_token():
         "https://api.runpod.ai/v2/abc123xyz0/openai/v1",
         "http://h:8000/auth/login/v1",
         "http://h:8000/sk-learn-models/v1",
+        "https://github.com/kvcache-ai/Mooncake/blob/0845448a1b2c3d4e5f60718293a4b5c6d7e8f901/README.md",
+        "https://huggingface.co/BAAI/bge-small-en-v1.5/resolve/5c38ec7c405ec4b44b94cc5a9bb96e735b38267a/onnx/model.onnx",
     ):
         assert url_for_display(url) == url
 

@@ -362,6 +362,21 @@ def _dry_run(tgt, node, user: str, args: tuple) -> str:
     return "ok (ACL DRYRUN: granted, not sent)" if answer == "OK" else ""
 
 
+def _stand_in(tgt, node, user: str, args: tuple) -> tuple[tuple, str]:
+    """On a cluster the harness did not start, for a destructive probe the rule refuses: its
+    harmless stand-in and '' (send it), when ACL DRYRUN says the rule refuses the stand-in too;
+    else nothing is sent (a rule of the user's may grant LASTSAVE and still refuse FLUSHALL:
+    the stand-in's answer would not be the probe's) and the reply says so. Such a probe is
+    neither a NOPERM the node saw nor one it ran: the refusal checks read it as not reached."""
+    stand_in = STAND_INS[args]
+    if _dry_run(tgt, node, user, stand_in):
+        return args, (
+            f"not sent (ACL DRYRUN refuses {' '.join(args)} but grants its stand-in {' '.join(stand_in)}; "
+            "the harness did not start this cluster)"
+        )
+    return stand_in, ""
+
+
 def tally(results: list[tuple]) -> dict[str, int]:
     """Counts from (kind, reply[, reached]) tuples: reads that ran; forbidden probes refused
     with NOPERM, that ran, or that failed with another error (not a denial); writes and
@@ -433,7 +448,8 @@ def run(ctx: CaseContext) -> Record:
             for probe, args, kind in PROBES:
                 before = command_counts(seen_at)
                 reply = _dry_run(tgt, node, user, args) if args[0] in DESTRUCTIVE else ""
-                args = args if reply or started or not destructive(args) else STAND_INS[args]
+                if not (reply or started or not destructive(args)):
+                    args, reply = _stand_in(tgt, node, user, args)
                 reply = reply or _try(node, user, password, args)
                 after = command_counts(seen_at)
                 grew = probe_growth(before, after)

@@ -232,6 +232,25 @@ def test_destructive_probes_never_reach_a_cluster_the_harness_did_not_start(redi
     _data_intact(server)
 
 
+def test_a_stand_in_the_rule_grants_is_not_sent_in_place_of_a_refused_probe(redis_server, tmp_path):
+    """A user's rule may refuse FLUSHALL and CLUSTER RESET and grant their stand-ins (LASTSAVE,
+    CLUSTER MYID): the stand-in's `ok` would then be read as FLUSHALL executed. On a cluster the
+    harness did not start such a probe is sent in no form; its row says why, and the node never
+    saw it (the refusal checks read it as not reached, never as a refusal or a run)."""
+    server = _one_node_cluster(redis_server)
+    target = Target("lab", "cluster", [Node("127.0.0.1", server.port, "primary")])
+    rule = "on +@all ~* -flushall -cluster|reset"
+    out, _ = _case(target, tmp_path, rules={"grants-stand-ins": rule})
+    calls = _calls(server)
+    for never in ("flushall", "cluster|reset", "lastsave", "cluster|myid"):
+        assert never not in calls, calls
+    m = {k.removeprefix("grants-stand-ins."): v.value for k, v in out.metrics.items()}
+    # the two not sent: never counted as seen by the node, nor as run (a stand-in's ok was)
+    assert m["forbidden_reached"] == m["forbidden_executed"] == m["forbidden_sent"] - 2, m
+    assert m["forbidden_noperm"] == 0, m
+    _data_intact(server)
+
+
 def test_the_restricted_user_cannot_be_the_admins_identity(redis_server, tmp_path):
     """`default` (the identity of the harness's own connections) is refused as the user when the
     suite is read and again when the case starts, before any ACL is set: the node's default user
