@@ -353,6 +353,9 @@ class LocalEngine:
                 "started_idle": self.idle,
                 "policies": placement.policy_counts(pids),
             }
+        # what start-up ran and ended (a tool vLLM called while loading, caught by a poll) is
+        # no process of the serving engine: the state names the ones that serve
+        self._seen = {pid: p for pid, p in self._seen.items() if self._still(p)}
         self._write_state()
 
     def warm(self) -> bool:
