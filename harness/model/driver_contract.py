@@ -310,7 +310,6 @@ def _with_named_max(name: str, p: Param) -> Param:
 
 _LOADED = False
 SUITES_PACKAGE = "harness.experiments"  # one package per suite, each with its drivers.py
-SHARED_PACKAGE = "shared"  # harness.experiments.shared: what several suites share, not a suite
 
 
 def load_all() -> dict[str, Driver]:
@@ -321,7 +320,7 @@ def load_all() -> dict[str, Driver]:
         # a declared module path, not an import statement: the suites sit above this layer
         suites = importlib.import_module(SUITES_PACKAGE)
         for mod in pkgutil.iter_modules(suites.__path__, suites.__name__ + "."):
-            if not mod.ispkg or mod.name == f"{SUITES_PACKAGE}.{SHARED_PACKAGE}":
+            if not mod.ispkg:
                 continue
             if importlib.util.find_spec(mod.name + ".drivers") is None:
                 raise ImportError(

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.experiments.shared import eviction_sim as simulate
-from harness.experiments.shared import eviction_traces as traces
+from harness.mechanisms.cache_policies import sim as simulate
+from harness.mechanisms.cache_policies import traces
 
 N_REQUESTS = 1_000_000
 

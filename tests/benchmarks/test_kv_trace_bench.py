@@ -21,9 +21,8 @@ import pytest
 
 from harness.base.paths import REPO_ROOT
 from harness.experiments.kv_trace import analyses, drivers, synth
-from harness.experiments.shared import kv_policies as policies
-from harness.experiments.shared import kv_prefix as prefix
-from harness.experiments.shared.kv_block_trace import load_trace
+from harness.mechanisms.kv_blocks import policies, prefix
+from harness.mechanisms.kv_blocks.trace import load_trace
 
 CAPACITY_BLOCKS = 3_000_000 // 512
 EVERY_POLICY = 5_000_000  # block lookups/s of the compiled loops (issue 45)

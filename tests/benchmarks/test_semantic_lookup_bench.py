@@ -30,8 +30,7 @@ import pytest
 
 from harness.experiments.semantic_cache import gptcache_subject
 from harness.experiments.semantic_cache.lookup_latency import concurrent, harness_answer, harness_lookup, interleaved
-from harness.experiments.shared import semantic_common as common
-from harness.experiments.shared import semantic_datasets as datasets
+from harness.mechanisms.semantic import common, datasets
 
 P50_TARGET_MS = 6.0
 SPEEDUP_TARGET = 5.0
@@ -58,8 +57,8 @@ def setup(request, tmp_path_factory):
     import torch
 
     from harness.experiments.semantic_cache.onnx_embed import OnnxEmbedder
-    from harness.experiments.shared.semantic_embed import Embedder, cached_encode
-    from harness.experiments.shared.semantic_store import Entry, Store
+    from harness.mechanisms.semantic.embed import Embedder, cached_encode
+    from harness.mechanisms.semantic.store import Entry, Store
 
     torch.set_num_threads(1)
     _, wl = common.load(

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from tests.mutations.framework import Edit, Mutation
 
-SIM = "harness/experiments/shared/eviction_sim.py"
-LRUK = "harness/experiments/lruk.py"  # the hybrid's loop (simulate.hybrid_hits calls it)
-TRACES = "harness/experiments/shared/eviction_traces.py"
+SIM = "harness/mechanisms/cache_policies/sim.py"
+LRUK = "harness/mechanisms/cache_policies/lruk.py"  # the hybrid's loop (simulate.hybrid_hits calls it)
+TRACES = "harness/mechanisms/cache_policies/traces.py"
 DRIVERS = "harness/experiments/eviction/drivers.py"
 REPLAY = "harness/experiments/eviction/redis_replay.py"
 STANDIN = "harness/experiments/eviction/standin.py"
@@ -221,12 +221,12 @@ MUTATIONS = [
     ),
 ]
 
-# ---- dependent: the reference (shared/eviction_reference.py) quietly made to ask the simulator (issue 52) ----
+# ---- dependent: the reference (mechanisms/cache_policies/reference.py) quietly made to ask the simulator (issue 52) ----
 # reference.run() hands a policy's trace to simulate.py (libCacheSim) or to lruk.py's fast loop and
 # returns their hits as the reference's: the reference always agrees. The ledger's references name
-# harness.experiments.shared.eviction_reference, independent of simulate.py, drivers.py, lruk.py and
+# harness.mechanisms.cache_policies.reference, independent of simulate.py, drivers.py, lruk.py and
 # libcachesim: the runner's record of what the reference module reaches makes them `inconclusive`.
-REFERENCE = "harness/experiments/shared/eviction_reference.py"
+REFERENCE = "harness/mechanisms/cache_policies/reference.py"
 _RUN = '    """Feed a trace to a reference policy object; one bool (hit) per request."""\n'
 LRU_TAIL = "eviction/simulate sim.calibrated.lru.long_tail_pct"
 
@@ -252,7 +252,7 @@ MUTATIONS += [
                 _RUN,
                 _asks(
                     "RefLRU",
-                    "from harness.experiments.shared import eviction_sim as simulate\n"
+                    "from harness.mechanisms.cache_policies import sim as simulate\n"
                     '        hits = simulate.policy_hits("lru", np.asarray(ids), '
                     "np.asarray(nxt), policy.cap)",
                 ),
@@ -274,7 +274,7 @@ MUTATIONS += [
                 _RUN,
                 _asks(
                     "RefLFU",
-                    "from harness.experiments.shared import eviction_sim as simulate\n"
+                    "from harness.mechanisms.cache_policies import sim as simulate\n"
                     '        hits = simulate.policy_hits("lfu", np.asarray(ids), '
                     "np.asarray(nxt), policy.cap)",
                 ),
@@ -297,7 +297,7 @@ MUTATIONS += [
                 _RUN,
                 _asks(
                     "RefHybrid",
-                    "from harness.experiments.lruk import lruk_hits\n"
+                    "from harness.mechanisms.cache_policies.lruk import lruk_hits\n"
                     "        hits = lruk_hits([int(x) for x in ids], policy.cap, "
                     "policy.k, admit_lfu=True)",
                 ),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tests.mutations.framework import Edit, Mutation
 
-SIM = "harness/experiments/shared/eviction_sim.py"
+SIM = "harness/mechanisms/cache_policies/sim.py"
 REPLAY = "harness/experiments/eviction/redis_replay.py"
 # the policies of the source's ordering and the calibrated checks; random eviction (the control)
 # is always simulated

@@ -21,7 +21,7 @@ from dataclasses import replace
 from tests.mutations.framework import Edit, Mutation
 
 ANALYSES = "harness/experiments/kv_trace/analyses.py"
-KV_PREFIX = "harness/experiments/shared/kv_prefix.py"
+KV_PREFIX = "harness/mechanisms/kv_blocks/prefix.py"
 DRIVERS = "harness/experiments/kv_trace/drivers.py"
 SHAPE = "harness/experiments/kv_trace/shape.py"
 TIERS = "harness/experiments/kv_trace/tiers.py"
@@ -254,7 +254,7 @@ MUTATIONS = [
 RECOUNT = "harness/experiments/kv_trace/recount.py"
 _LOAD = (
     "    from harness.experiments.kv_trace import analyses as _sim  # mutation: the simulator's count\n"
-    "    from harness.experiments.shared import kv_block_trace as _tr  # mutation: the simulator's reading\n"
+    "    from harness.mechanisms.kv_blocks import trace as _tr  # mutation: the simulator's reading\n"
     '    _t = _tr.load_trace(path, bs, max_requests=p["max_requests"])\n'
 )
 
@@ -358,7 +358,7 @@ MUTATIONS += [
                 RECOUNT,
                 "    if base is not None and mx:\n",
                 "    from harness.experiments.kv_trace import drivers as _drv, shape as _shape  # mutation\n"
-                "    from harness.experiments.shared import kv_block_trace as _tr  # mutation\n"
+                "    from harness.mechanisms.kv_blocks import trace as _tr  # mutation\n"
                 '    _t = _tr.load_trace(path, bs, max_requests=p["max_requests"])\n'
                 "    _tm = _drv._tiers(_t, _drv.Stream(_t), p, _shape.ModelShape.from_params(p))[0]\n"
                 '    for _name in ("tiers.base.of_max_pct", "tiers.ttl_kept_pct", "tiers.L3.lruk_gain_pp"):\n'

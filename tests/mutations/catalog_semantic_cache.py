@@ -8,18 +8,18 @@ from __future__ import annotations
 from tests.mutations.framework import Edit, Mutation
 
 CASE = "harness/experiments/semantic_cache/keys_case.py"
-METRICS = "harness/experiments/shared/semantic_metrics.py"
+METRICS = "harness/mechanisms/semantic/metrics.py"
 ENTITY = "harness/experiments/semantic_cache/entity_case.py"
 GPTC = "harness/experiments/semantic_cache/gptcache_case.py"
-STREAM = "harness/experiments/shared/semantic_stream.py"
-TTFT = "harness/experiments/shared/semantic_serve.py"
+STREAM = "harness/mechanisms/semantic/stream.py"
+TTFT = "harness/mechanisms/semantic/serve.py"
 SEM = "semantic-cache/semantic"
 GAIN = f"{SEM} lsh.net_gain_over_hash_pp"
 LSH = f"{SEM} lsh.net_hit_rate_pct"
 UNIFORM = f"{SEM} c7.uniform_tokens.threshold"
 PERIODIC = f"{SEM} c7.periodic_tokens.threshold"
 SMALL = ("semantic.latency_queries=5",)
-KEYS = "harness/experiments/shared/semantic_keys.py"
+KEYS = "harness/mechanisms/semantic/keys.py"
 LSH_R0 = f"{SEM} lsh_r0.net_hit_rate_pct"
 
 # Charikar's SimHash of the normalized prompt's character 4-grams (one 64-bit BLAKE2b hash per
@@ -346,7 +346,7 @@ MUTATIONS += [
             Edit(
                 "harness/experiments/semantic_cache/c7_reference.py",
                 "    h = min(math.log2(vocab_size), math.log2(draws or 1))\n    r = 0.0\n",
-                "    from harness.experiments.shared import semantic_metrics as metrics  # mutation: the checked path\n"
+                "    from harness.mechanisms.semantic import metrics  # mutation: the checked path\n"
                 '    seq = metrics.c7_streams([0] * max(1, draws), vocab_size, 1, 0)["uniform_tokens"]\n'
                 "    return metrics.stream_threshold(seq)[2]\n"
                 "    h = min(math.log2(vocab_size), math.log2(draws or 1))\n    r = 0.0\n",

@@ -178,11 +178,11 @@ MUTATIONS = [
 # engine (issue 52). engines.py keeps the hit rates it computed from the engine's counters;
 # predict.py imports engines.py and returns that rate as its prediction: the reference always
 # agrees with the engine (the first rate kept is trace.on's: with --repeat 1 the arms run in
-# ARMS order). The ledger's reference names harness.experiments.shared.kv_hit_prediction,
+# ARMS order). The ledger's reference names harness.mechanisms.kv_blocks.hit_prediction,
 # independent of harness.experiments.serving, harness.infra.serving_engine and vllm: the runner's
 # record of what the reference module reaches makes the check `inconclusive`. Needs the engine
 # (a GPU), like the rest of this case.
-PREDICT = "harness/experiments/shared/kv_hit_prediction.py"
+PREDICT = "harness/mechanisms/kv_blocks/hit_prediction.py"
 MUTATIONS += [
     Mutation(
         name="serving/prediction-reads-the-engine",

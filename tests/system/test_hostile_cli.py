@@ -222,7 +222,7 @@ def test_onnx_runtime_sessions_write_nothing_outside_the_run(tmp_path):
     code = (
         "import os, pathlib\n"
         "from harness.experiments.engine_hotload.backend_ort import OrtEngine\n"
-        "from harness.experiments.shared.onnx_runtime import onnxruntime\n"
+        "from harness.mechanisms.onnx_models.runtime import onnxruntime\n"
         f"e = OrtEngine(label='t'); e.load(pathlib.Path({str(model)!r})); e.create_contexts()\n"
         "print(len(e.io()), os.environ.get('TF_BUILD'), onnxruntime().__version__)\n"
     )

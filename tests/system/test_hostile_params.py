@@ -80,7 +80,7 @@ def test_a_fraction_above_one_is_refused():
 
 
 def test_a_trace_whose_requests_are_all_empty_is_named_not_an_index_error(tmp_path):
-    from harness.experiments.shared import kv_block_trace as trace
+    from harness.mechanisms.kv_blocks import trace
 
     path = tmp_path / "empty.jsonl"
     path.write_text(

@@ -74,7 +74,7 @@ def test_a_mutant_that_would_stop_at_its_import_or_not_compile_is_stale():
     assert any("module harness.experiments.kv_traces does not exist" in x for x in stale_edits(no_module))
     broken = mutant("    mx = (\n")
     assert any("does not compile" in x for x in stale_edits(broken)), stale_edits(broken)
-    moved = mutant("    from harness.experiments.shared import kv_block_trace as _tr  # mutation\n" + anchor)
+    moved = mutant("    from harness.mechanisms.kv_blocks import trace as _tr  # mutation\n" + anchor)
     assert stale_edits(moved) == []
 
 

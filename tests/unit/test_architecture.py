@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("infra", ("harness.infra",)),
     ("model", ("harness.model",)),
     ("verdict", ("harness.verdict",)),
+    ("mechanisms", ("harness.mechanisms",)),
     ("experiments", ("harness.experiments",)),
     ("publish", ("harness.publish",)),
     ("run", ("harness.run",)),
@@ -38,7 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 
 # The modules allowed beside the layer folders at the top of harness/, and how many entries it may hold.
 TOP_MODULES = {"__init__", "__main__", "cli"}
-MAX_TOP_LEVEL = 10
+MAX_TOP_LEVEL = 11  # eight layer folders and the three modules
 
 # Third-party packages whose import is slow or needs a device: what the command line and the
 # suites' drivers modules load at module level may not load one (numpy aside, for the drivers).
@@ -244,10 +245,7 @@ def test_the_graph_is_read():
         "harness.model.driver_contract",
     ) in pairs
     assert ("harness.experiments.redis_cluster.drivers", "harness.model.driver_contract") in pairs
-    assert (
-        "yaml" in THIRD_PARTY["harness.model.spec"]
-        and "numpy" in THIRD_PARTY["harness.experiments.shared.kv_block_trace"]
-    )
+    assert "yaml" in THIRD_PARTY["harness.model.spec"] and "numpy" in THIRD_PARTY["harness.mechanisms.kv_blocks.trace"]
 
 
 def test_no_import_cycles():
@@ -310,7 +308,7 @@ def top_level(root: Path) -> tuple[list[str], list[str]]:
     return files, packages
 
 
-def test_the_top_of_harness_holds_at_most_10_modules():
+def test_the_top_of_harness_holds_at_most_11_entries():
     """harness/ holds the layer folders, its __init__ and __main__, and the command line: nothing else."""
     files, packages = top_level(ROOT)
     assert len(files) + len(packages) <= MAX_TOP_LEVEL, files + packages
@@ -342,23 +340,23 @@ def test_the_folders_import_downward_only():
 
 
 # ---- one suite, one folder: no suite imports another; tools/ reads no suite (issue 55) --------
-SHARED = "harness.experiments.shared"  # what several suites share: below the suites, not a suite
+SHARED = "harness.mechanisms"  # what several suites share: the mechanisms, a layer below the suites
 TOOLS = REPO / "tools"
 
 
 def suite_of(module: str) -> str | None:
     """The suite package `module` is part of (`harness.experiments.serving.client` ->
-    `harness.experiments.serving`); None for the shared layer, the experiments package's own
-    modules (lruk, views, ...) and everything outside harness.experiments."""
+    `harness.experiments.serving`); None for the experiments package's own modules (views, ...)
+    and everything outside harness.experiments (the mechanisms too)."""
     parts = module.split(".")
     if len(parts) < 3 or parts[:2] != ["harness", "experiments"]:
         return None
     package = ".".join(parts[:3])
-    return package if _is_package(package) and package != SHARED else None
+    return package if _is_package(package) else None
 
 
 def between_suites(arrows: list[Arrow]) -> list[str]:
-    """Arrows from one suite into another, and from below the suites (the shared layer, the
+    """Arrows from one suite into another, and from below the suites (the mechanisms, the
     experiments package's own modules) up into a suite."""
     bad = []
     for a in arrows:
@@ -370,26 +368,26 @@ def between_suites(arrows: list[Arrow]) -> list[str]:
                 f"{a.source}:{a.line} imports {a.target}: suite {src} reads suite {dst} (move what both "
                 f"use into {SHARED})"
             )
-        elif a.source.startswith("harness.experiments"):
+        elif a.source.startswith(("harness.experiments", SHARED)):
             bad.append(f"{a.source}:{a.line} imports {a.target}: below the suites, it reads suite {dst}")
     return sorted(bad)
 
 
-def test_no_suite_imports_another_and_the_shared_layer_imports_no_suite():
+def test_no_suite_imports_another_and_the_mechanisms_import_no_suite():
     bad = between_suites(ARROWS)
     assert not bad, "\n".join(bad)
     assert any(a.target.startswith(SHARED + ".") for a in ARROWS if suite_of(a.source))  # the layer is used
 
 
 def test_the_suite_check_finds_made_up_arrows():
-    """The check above could fail: a suite reading another, the shared layer reading a suite."""
+    """The check above could fail: a suite reading another, a mechanism reading a suite."""
     made_up = [
         Arrow("harness.experiments.serving.semantic_case", "harness.experiments.semantic_cache.ttft_case", False, 1),
-        Arrow(f"{SHARED}.semantic_stream", "harness.experiments.semantic_cache.keys_case", False, 2),
-        Arrow("harness.experiments.lruk", "harness.experiments.eviction.drivers", True, 3),
+        Arrow(f"{SHARED}.semantic.stream", "harness.experiments.semantic_cache.keys_case", False, 2),
+        Arrow("harness.mechanisms.cache_policies.lruk", "harness.experiments.eviction.drivers", True, 3),
     ]
     assert len(between_suites(made_up)) == 3
-    assert suite_of(f"{SHARED}.kv_prefix") is None and suite_of("harness.experiments.views") is None
+    assert suite_of(f"{SHARED}.kv_blocks.prefix") is None and suite_of("harness.experiments.views") is None
     assert suite_of("harness.experiments.kv_trace.drivers") == "harness.experiments.kv_trace"
 
 
@@ -455,12 +453,7 @@ def test_no_experiment_or_report_imports_the_runner(forbidden):
 
 
 SUITE_PACKAGES = sorted(
-    m
-    for m in MODULES
-    if m.startswith("harness.experiments.")
-    and m.count(".") == 2
-    and _is_package(m)
-    and m != "harness.experiments.shared"
+    m for m in MODULES if m.startswith("harness.experiments.") and m.count(".") == 2 and _is_package(m)
 )
 
 
@@ -600,7 +593,7 @@ def test_a_heavy_module_is_found_through_what_it_imports():
     heavy = heavy_modules()
     direct = {m for m, names in THIRD_PARTY.items() if names & HEAVY}
     through = {a.source for a in ARROWS if not a.lazy and a.target in direct} - direct
-    assert "harness.experiments.shared.kv_block_trace" in direct and through and through <= heavy
+    assert "harness.mechanisms.kv_blocks.trace" in direct and through and through <= heavy
     assert "harness.base.errors" not in heavy and "harness.run.runner" not in heavy and "harness.cli" not in heavy
 
 

@@ -24,8 +24,8 @@ from harness.experiments.cold_start.postgres import PostgresServer
 from harness.experiments.cold_start.series import EXCESS, FLUSH_SECONDS, POOL_SECONDS, POOL_SWEEP
 from harness.experiments.cold_start.store import load_table
 from harness.experiments.cold_start.traffic import RunLog, StoreConfig, run_once
-from harness.experiments.shared.eviction_traces import real_trace
 from harness.infra.cluster import LocalCluster, parse_cluster_nodes, slot_owners
+from harness.mechanisms.cache_policies.traces import real_trace
 from harness.model.driver_contract import CaseContext, Metric, Param, Record, Series, register
 
 COMMON = {

@@ -6,7 +6,7 @@ session's `run()` may be called from several threads at once, so "create context
 makes the RunOptions the calls use, and there is one implicit profile (dynamic
 dimensions unbounded).
 
-Telemetry: every import of ONNX Runtime goes through harness.experiments.shared.onnx_runtime
+Telemetry: every import of ONNX Runtime goes through harness.mechanisms.onnx_models.runtime
 (its telemetry off).
 """
 
@@ -25,7 +25,7 @@ from harness.experiments.engine_hotload.lifecycle import (
     implicit_profile,
     register_backend,
 )
-from harness.experiments.shared.onnx_runtime import OPT_LEVELS, onnxruntime, session_options
+from harness.mechanisms.onnx_models.runtime import OPT_LEVELS, onnxruntime, session_options
 
 _ORT_TYPES = {
     "tensor(int64)": "int64",

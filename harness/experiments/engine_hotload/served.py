@@ -11,8 +11,8 @@ from harness.experiments.engine_hotload.backend_trt import cached_plan, environm
 from harness.experiments.engine_hotload.lifecycle import open_engine, parse_buckets
 from harness.experiments.engine_hotload.signing import Verifier, write_manifest
 from harness.experiments.engine_hotload.workload import TextFeeds, load_texts
-from harness.experiments.shared.onnx_export import engine_cache_dir, minilm_onnx
-from harness.experiments.shared.onnx_runtime import onnxruntime
+from harness.mechanisms.onnx_models.export import engine_cache_dir, minilm_onnx
+from harness.mechanisms.onnx_models.runtime import onnxruntime
 from harness.model.driver_contract import INPUT_FILE, CaseContext, Param, input_path
 
 DEFAULT_BUCKETS = [[1, 16], [1, 64], [8, 16], [8, 64]]

@@ -31,7 +31,7 @@ from harness.experiments.engine_hotload.signing import (
     sign_manifest,
     write_manifest,
 )
-from harness.experiments.shared.onnx_export import tiny_onnx
+from harness.mechanisms.onnx_models.export import tiny_onnx
 from harness.model.driver_contract import CaseContext, Metric, Record
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from harness.experiments.engine_hotload.workload import (
     summary,
     windows,
 )
-from harness.experiments.shared.onnx_export import engine_cache_dir, perturbed_onnx, sha256_file, tiny_onnx
+from harness.mechanisms.onnx_models.export import engine_cache_dir, perturbed_onnx, sha256_file, tiny_onnx
 from harness.model.driver_contract import CaseContext, Metric, Param, Record, Series
 from harness.model.driver_helpers import write_csv
 

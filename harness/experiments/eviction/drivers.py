@@ -22,11 +22,10 @@ import numpy as np
 
 from harness.base.errors import BadInput
 from harness.experiments.eviction import metrics, standin
-from harness.experiments.shared import eviction_reference as reference
-from harness.experiments.shared import eviction_sim as simulate
-from harness.experiments.shared import eviction_traces as traces
-from harness.experiments.shared.eviction_sim import ALL_POLICIES, CONTROL_POLICY, LIB_BELADY, LIB_POLICIES
 from harness.infra.redis_server import require_tool
+from harness.mechanisms.cache_policies import reference, traces
+from harness.mechanisms.cache_policies import sim as simulate
+from harness.mechanisms.cache_policies.sim import ALL_POLICIES, CONTROL_POLICY, LIB_BELADY, LIB_POLICIES
 from harness.model.driver_contract import CaseContext, Metric, Param, Record, Series, input_path, register
 from harness.model.driver_helpers import write_csv
 

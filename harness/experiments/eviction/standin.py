@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.experiments.shared import eviction_sim as simulate
-from harness.experiments.shared.eviction_traces import next_access
+from harness.mechanisms.cache_policies import sim as simulate
+from harness.mechanisms.cache_policies.traces import next_access
 
 KNOWN_CAPACITY = 4  # objects: the known sequences are built for a cache of 4
 

@@ -20,12 +20,11 @@ from typing import cast
 import numpy as np
 
 from harness.experiments.kv_trace.series import CURVE, HEAD_SWEEP
-from harness.experiments.shared import eviction_traces as ev
-from harness.experiments.shared import kv_policies as policies
-from harness.experiments.shared import kv_prefix as prefix
-from harness.experiments.shared.kv_block_trace import KVTrace, duplicated, replayed, unique_blocks
-from harness.experiments.shared.kv_policies import Stream
-from harness.experiments.shared.kv_prefix import infinite_hits, n_distinct
+from harness.mechanisms.cache_policies import traces as ev
+from harness.mechanisms.kv_blocks import policies, prefix
+from harness.mechanisms.kv_blocks.policies import Stream
+from harness.mechanisms.kv_blocks.prefix import infinite_hits, n_distinct
+from harness.mechanisms.kv_blocks.trace import KVTrace, duplicated, replayed, unique_blocks
 from harness.model.stored_run import Metric, Series
 
 INFINITE = "infinite"  # the infinite cache: every block seen before is a hit

@@ -9,10 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from harness.experiments.kv_trace import reference, tiers
-from harness.experiments.shared import kv_policies as policies
-from harness.experiments.shared import kv_prefix as prefix
-from harness.experiments.shared.kv_block_trace import KVTrace
-from harness.experiments.shared.kv_policies import Stream
+from harness.mechanisms.kv_blocks import policies, prefix
+from harness.mechanisms.kv_blocks.policies import Stream
+from harness.mechanisms.kv_blocks.trace import KVTrace
 
 
 def _row(name: str, cap, ttl_s, t: KVTrace, fast: np.ndarray, ref: np.ndarray) -> dict:

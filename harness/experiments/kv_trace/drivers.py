@@ -30,8 +30,9 @@ from harness.experiments.kv_trace import (
     tiers,
 )
 from harness.experiments.kv_trace.series import CURVE, HEAD_SWEEP, PAIRS
-from harness.experiments.shared import kv_policies as policies
-from harness.experiments.shared.kv_block_trace import (
+from harness.mechanisms.kv_blocks import policies
+from harness.mechanisms.kv_blocks.policies import Stream
+from harness.mechanisms.kv_blocks.trace import (
     DEFAULT_TRACE,
     FORMATS,
     KVTrace,
@@ -39,7 +40,6 @@ from harness.experiments.shared.kv_block_trace import (
     session_sample,
     unique_blocks,
 )
-from harness.experiments.shared.kv_policies import Stream
 from harness.model.driver_contract import (
     INPUT_FILE,
     CaseContext,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from harness.base.metrics_model import Metric
-from harness.experiments.shared.kv_block_trace import KVTrace
-from harness.experiments.shared.kv_policies import Stream
+from harness.mechanisms.kv_blocks.policies import Stream
+from harness.mechanisms.kv_blocks.trace import KVTrace
 
 from .analyses import rates_at
 from .pool import conversations

@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from harness.base.metrics_model import Metric
-from harness.experiments.shared.kv_block_trace import KVTrace, duplicated, subset
-from harness.experiments.shared.kv_policies import Stream
+from harness.mechanisms.kv_blocks.policies import Stream
+from harness.mechanisms.kv_blocks.trace import KVTrace, duplicated, subset
 
 from .analyses import rates_at
 

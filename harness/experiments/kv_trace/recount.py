@@ -183,7 +183,7 @@ class LRUK:
     """LRU-K without retained history: blocks used fewer than K times since insertion are
     evicted first, in insertion order; then the block whose K-th most recent use is the
     oldest. Uses are counted in lookups (the position in the block stream). The policy of
-    harness/experiments/lruk.py, written again here on purpose: this recount shares no code
+    harness/mechanisms/cache_policies/lruk.py, written again here on purpose: this recount shares no code
     with the simulator (lruk_hits there) or its request-by-request reference (RefLRUK in
     lruk_reference.py). The blocks used K times wait in a heap by their K-th most recent
     use; an entry whose block has been used again or dropped since is skipped when met."""

@@ -3,9 +3,9 @@
 Written for clarity, not speed: victims and expired blocks are found by scanning every
 cached block, so use them on a slice. Each reference has
 `access(key, t, now_ms, parent, next_use, depth) -> hit`; the libCacheSim policies are
-checked against the eviction suite's references (harness/experiments/shared/eviction_reference.py), wrapped here, and
+checked against the eviction suite's references (harness/mechanisms/cache_policies/reference.py), wrapped here, and
 LRU-K (with its TTL) and the hybrid against the reference both suites share
-(harness/experiments/lruk_reference.py).
+(harness/mechanisms/cache_policies/lruk_reference.py).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.experiments.lruk_reference import Expiring, RefHybrid, RefLRUK
-from harness.experiments.shared import eviction_reference as ev
-from harness.experiments.shared.kv_policies import NO_NEXT, Stream
+from harness.mechanisms.cache_policies import reference as ev
+from harness.mechanisms.cache_policies.lruk_reference import Expiring, RefHybrid, RefLRUK
+from harness.mechanisms.kv_blocks.policies import NO_NEXT, Stream
 
 
 class RefLRU(Expiring):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.experiments.shared.kv_block_trace import KVTrace
+from harness.mechanisms.kv_blocks.trace import KVTrace
 
 MAX_BLOCKS = 250  # 128k tokens of 512-token blocks (the longest Mooncake request has 247)
 MOONCAKE_RATE = 12031 / 3537.0  # requests/s of the conversation trace

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.experiments.shared import kv_policies as policies
-from harness.experiments.shared import kv_prefix as prefix
-from harness.experiments.shared.kv_policies import Stream
+from harness.mechanisms.kv_blocks import policies, prefix
+from harness.mechanisms.kv_blocks.policies import Stream
 
 TIER_NAMES = ("L1", "L2", "L3")
 

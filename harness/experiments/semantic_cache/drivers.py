@@ -12,7 +12,7 @@ from harness.experiments.semantic_cache import (
     perf_case,
     ttft_case,
 )
-from harness.experiments.shared import semantic_common as common
+from harness.mechanisms.semantic import common
 from harness.model.driver_contract import CaseContext, Record, register
 
 

@@ -30,11 +30,9 @@ import numpy as np
 
 from harness.experiments.semantic_cache import dispatcher, entity_keys
 from harness.experiments.semantic_cache.series import BATCHING, ENTITY_SCHEMES
-from harness.experiments.shared import semantic_common as common
-from harness.experiments.shared import semantic_keys as keys
-from harness.experiments.shared import semantic_metrics as metrics
-from harness.experiments.shared.semantic_embed import Embedder, cached_encode
-from harness.experiments.shared.semantic_store import Entry, Store
+from harness.mechanisms.semantic import common, keys, metrics
+from harness.mechanisms.semantic.embed import Embedder, cached_encode
+from harness.mechanisms.semantic.store import Entry, Store
 from harness.model.driver_contract import CaseContext, Metric, Param, Record, Series
 from harness.model.driver_helpers import latency_metrics, torch_threads, write_csv
 

@@ -19,7 +19,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from harness.experiments.shared.semantic_keys import normalize
+from harness.mechanisms.semantic.keys import normalize
 
 EXTRACTOR = "rules-v1"
 _MONTHS = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|jun(?:e)?|jul(?:y)?|aug(?:ust)?|sep(?:tember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.experiments.shared import semantic_keys as keys
-from harness.experiments.shared import semantic_metrics as metrics
+from harness.mechanisms.semantic import keys, metrics
 
 
 @dataclass

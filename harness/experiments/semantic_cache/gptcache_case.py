@@ -52,10 +52,10 @@ from harness.experiments.semantic_cache.gptcache_report import (
 )
 from harness.experiments.semantic_cache.lookup_latency import concurrent, harness_answer, interleaved
 from harness.experiments.semantic_cache.onnx_embed import OnnxEmbedder
-from harness.experiments.shared import semantic_common as common
-from harness.experiments.shared.semantic_datasets import Workload
-from harness.experiments.shared.semantic_embed import Embedder, cached_encode
-from harness.experiments.shared.semantic_store import Entry, Store
+from harness.mechanisms.semantic import common
+from harness.mechanisms.semantic.datasets import Workload
+from harness.mechanisms.semantic.embed import Embedder, cached_encode
+from harness.mechanisms.semantic.store import Entry, Store
 from harness.model.driver_contract import CaseContext, Metric, Param, Record, input_path
 from harness.model.driver_helpers import torch_threads, write_csv
 

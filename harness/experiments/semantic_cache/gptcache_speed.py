@@ -23,7 +23,7 @@ import time
 from typing import Callable
 
 from harness.experiments.semantic_cache import gptcache_subject
-from harness.experiments.shared.semantic_serve import generate
+from harness.mechanisms.semantic.serve import generate
 from harness.model.driver_contract import Metric, Param, Record
 from harness.model.driver_helpers import torch_threads, write_csv
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.experiments.shared import semantic_keys as keys
+from harness.mechanisms.semantic import keys
 
 PARTS = ("embed", "search", "store", "lookup")
 

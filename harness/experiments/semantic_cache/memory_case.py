@@ -14,7 +14,7 @@ import os
 
 from harness.experiments.semantic_cache import memory_probe, ttft_case
 from harness.experiments.semantic_cache.series import MEMORY_MODES
-from harness.experiments.shared.semantic_embed import Embedder
+from harness.mechanisms.semantic.embed import Embedder
 from harness.model import child
 from harness.model.driver_contract import CaseContext, Metric, Param, Record, Series
 from harness.model.driver_helpers import torch_threads

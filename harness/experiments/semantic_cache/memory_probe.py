@@ -22,12 +22,12 @@ from __future__ import annotations
 import resource
 import sys
 
-from harness.experiments.shared import semantic_keys as keys
-from harness.experiments.shared.semantic_embed import Embedder
-from harness.experiments.shared.semantic_serve import PeakRSS, generate, nvml_used_bytes, serve
-from harness.experiments.shared.semantic_store import Entry, Store
 from harness.infra.model_wheels import smollm2
 from harness.infra.target import Target
+from harness.mechanisms.semantic import keys
+from harness.mechanisms.semantic.embed import Embedder
+from harness.mechanisms.semantic.serve import PeakRSS, generate, nvml_used_bytes, serve
+from harness.mechanisms.semantic.store import Entry, Store
 from harness.model import child
 from harness.model.driver_helpers import torch_threads
 

@@ -2,7 +2,7 @@
 one tuple per driver, in the order of drivers.py."""
 
 from harness.base.metrics_model import MetricDecl as M
-from harness.experiments.shared.semantic_series import TTFT_METRICS
+from harness.mechanisms.semantic.series import TTFT_METRICS
 
 
 def _scheme(schemes: str) -> tuple[M, ...]:

@@ -24,9 +24,9 @@ import numpy as np
 
 from harness.experiments.semantic_cache.onnx_fused import minilm_onnx_fused
 from harness.experiments.semantic_cache.onnx_int8 import minilm_onnx_int8
-from harness.experiments.shared.onnx_export import HIDDEN, minilm_onnx
-from harness.experiments.shared.onnx_runtime import onnxruntime, session_options
 from harness.infra.model_wheels import minilm_path
+from harness.mechanisms.onnx_models.export import HIDDEN, minilm_onnx
+from harness.mechanisms.onnx_models.runtime import onnxruntime, session_options
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

@@ -21,7 +21,8 @@ import json
 from pathlib import Path
 
 from harness.base.files import build_once
-from harness.experiments.shared.onnx_export import (
+from harness.infra.model_wheels import minilm_path
+from harness.mechanisms.onnx_models.export import (
     DYNAMIC_AXES,
     INPUTS,
     OUTPUT,
@@ -29,8 +30,7 @@ from harness.experiments.shared.onnx_export import (
     model_key,
     pooled_embedder,
 )
-from harness.experiments.shared.onnx_runtime import onnxruntime
-from harness.infra.model_wheels import minilm_path
+from harness.mechanisms.onnx_models.runtime import onnxruntime
 
 FUSED_RECIPE = "minilm-meanpool-l2-torchscript-eager-ortfuse-bert-fp32-v1-opset17"
 OPSET = 17

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from harness.base.files import build_once
 from harness.experiments.semantic_cache.onnx_fused import FUSED_RECIPE, minilm_onnx_fused
-from harness.experiments.shared.onnx_export import model_key
-from harness.experiments.shared.onnx_runtime import onnxruntime
 from harness.infra.model_wheels import minilm_path
+from harness.mechanisms.onnx_models.export import model_key
+from harness.mechanisms.onnx_models.runtime import onnxruntime
 
 INT8_RECIPE = "ort-quantize-dynamic-per-channel-qint8-v1"
 INT8_OPS = ("DynamicQuantizeLinear", "MatMulInteger", "QAttention", "MatMul")

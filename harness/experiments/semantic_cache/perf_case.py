@@ -9,10 +9,8 @@ import time
 import numpy as np
 
 from harness.experiments.semantic_cache.series import ROUNDS
-from harness.experiments.shared import semantic_common as common
-from harness.experiments.shared import semantic_datasets as datasets
-from harness.experiments.shared import semantic_keys as keys
-from harness.experiments.shared.semantic_embed import Embedder
+from harness.mechanisms.semantic import common, datasets, keys
+from harness.mechanisms.semantic.embed import Embedder
 from harness.model.driver_contract import INPUT_FILE, CaseContext, Metric, Param, Record
 from harness.model.driver_helpers import torch_threads
 

@@ -152,8 +152,8 @@ CONCURRENT = SeriesShape(
 ROUNDS = SeriesShape("rounds", (Column("round", "int"), Column("path", "text"), Column("texts_per_s", unit="texts/s")))
 
 # TTFT per request and mode (the modes interleaved per request): declared with the stream that
-# writes it, in the shared layer (the serving suite's semantic-e2e case writes it too).
-from harness.experiments.shared.semantic_series import REQUESTS  # noqa: E402,F401
+# writes it, among the mechanisms (the serving suite's semantic-e2e case writes it too).
+from harness.mechanisms.semantic.series import REQUESTS  # noqa: E402,F401
 
 # Memory peak per serving mode, each in a fresh process.
 MEMORY_MODES = SeriesShape(

@@ -4,18 +4,17 @@ exact-hash cache and with the LSH semantic cache (entries in the Redis Cluster).
 modes are interleaved per query (rotating order); the Hamming radius is chosen on the
 calibration split. Wrong hits are errors, served by the model, never fast TTFTs. The stream,
 its parameters and the outcome are shared with the serving suite
-(harness.experiments.shared.semantic_stream)."""
+(harness.mechanisms.semantic.stream)."""
 
 from __future__ import annotations
 
 import time
 
-from harness.experiments.shared import semantic_common as common
-from harness.experiments.shared import semantic_keys as keys
-from harness.experiments.shared.semantic_embed import Embedder
-from harness.experiments.shared.semantic_serve import MODES, generate, serve
-from harness.experiments.shared.semantic_store import Entry, Store
-from harness.experiments.shared.semantic_stream import (  # noqa: F401 (the suite's drivers and cases use them here)
+from harness.mechanisms.semantic import common, keys
+from harness.mechanisms.semantic.embed import Embedder
+from harness.mechanisms.semantic.serve import MODES, generate, serve
+from harness.mechanisms.semantic.store import Entry, Store
+from harness.mechanisms.semantic.stream import (  # noqa: F401 (the suite's drivers and cases use them here)
     STREAM_PARAMS,
     STREAMS,
     Stream,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.experiments.serving import metrics
-from harness.experiments.shared import semantic_stream
+from harness.mechanisms.semantic import stream as semantic_stream
 from harness.model.driver_contract import CaseContext, Record, register
 
 from . import peer_case, prefix_case, semantic_case, sweep_case

@@ -2,7 +2,7 @@
 tuple per driver, in the order of drivers.py."""
 
 from harness.base.metrics_model import MetricDecl as M
-from harness.experiments.shared.semantic_series import TTFT_METRICS
+from harness.mechanisms.semantic.series import TTFT_METRICS
 
 
 def _client(arms: str) -> tuple[M, ...]:

@@ -19,10 +19,10 @@ from typing import Any, cast
 from harness.base import stats
 from harness.base.errors import BadInput
 from harness.experiments.serving.series import LOADGENS
-from harness.experiments.shared import kv_block_trace as kvtrace
-from harness.experiments.shared.kv_hit_prediction import predicted_hit_rate, predicted_rates
 from harness.infra import serving_engine
 from harness.infra.http_get import display
+from harness.mechanisms.kv_blocks import trace as kvtrace
+from harness.mechanisms.kv_blocks.hit_prediction import predicted_hit_rate, predicted_rates
 from harness.model.driver_contract import INPUT_FILE, CaseContext, Metric, Param, Record, input_path
 
 from . import client, client_fleet, engines, replay, summary

@@ -28,11 +28,10 @@ from typing import cast
 
 import numpy as np
 
-from harness.experiments.shared import semantic_common as common
-from harness.experiments.shared import semantic_keys as keys
-from harness.experiments.shared import semantic_stream
-from harness.experiments.shared.semantic_embed import Embedder
-from harness.experiments.shared.semantic_store import Entry, Store
+from harness.mechanisms.semantic import common, keys
+from harness.mechanisms.semantic import stream as semantic_stream
+from harness.mechanisms.semantic.embed import Embedder
+from harness.mechanisms.semantic.store import Entry, Store
 from harness.model.driver_contract import Param
 
 from . import client

@@ -19,13 +19,12 @@ import asyncio
 import time
 from typing import cast
 
-from harness.experiments.shared import semantic_common as common
-from harness.experiments.shared import semantic_keys as keys
-from harness.experiments.shared import semantic_stream
-from harness.experiments.shared.semantic_embed import Embedder
-from harness.experiments.shared.semantic_serve import MODES
-from harness.experiments.shared.semantic_store import Entry, Store
 from harness.infra import serving_engine
+from harness.mechanisms.semantic import common, keys
+from harness.mechanisms.semantic import stream as semantic_stream
+from harness.mechanisms.semantic.embed import Embedder
+from harness.mechanisms.semantic.serve import MODES
+from harness.mechanisms.semantic.store import Entry, Store
 from harness.model.driver_contract import CaseContext, Metric, Param, Record
 from harness.model.driver_helpers import torch_threads
 

@@ -38,9 +38,9 @@ from typing import cast
 from harness.base import stats
 from harness.base.errors import BadInput
 from harness.experiments.serving.series import POINTS, SEMANTIC_VS_HASH
-from harness.experiments.shared import kv_block_trace as kvtrace
-from harness.experiments.shared import semantic_stream
 from harness.infra import serving_engine
+from harness.mechanisms.kv_blocks import trace as kvtrace
+from harness.mechanisms.semantic import stream as semantic_stream
 from harness.model.driver_contract import INPUT_FILE, CaseContext, Metric, Param, Record, input_path
 
 from . import client, engines, replay, semantic_arms, sessions, sweep, sweep_run

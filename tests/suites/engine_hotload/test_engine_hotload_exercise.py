@@ -27,7 +27,7 @@ from harness.experiments.engine_hotload.signing import (
 )
 from harness.experiments.engine_hotload.swap_cases import reported_facts, swap_exercise
 from harness.experiments.engine_hotload.workload import Request
-from harness.experiments.shared.onnx_export import perturbed_onnx, tiny_onnx
+from harness.mechanisms.onnx_models.export import perturbed_onnx, tiny_onnx
 
 OLD, NEW = "v1.onnx", "v2.onnx"
 SWAP = {"kind": "swap", "t_start_s": 1.0, "t_released_s": 2.0, "from_file": OLD, "to_file": NEW}

@@ -123,7 +123,7 @@ def test_location_and_format_are_compared_where_the_backend_has_them():
 
 @pytest.fixture(scope="module")
 def minilm():
-    from harness.experiments.shared.onnx_export import minilm_onnx
+    from harness.mechanisms.onnx_models.export import minilm_onnx
 
     return minilm_onnx()
 

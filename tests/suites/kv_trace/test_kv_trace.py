@@ -13,10 +13,9 @@ from hypothesis import strategies as st
 from harness.base.errors import BadInput
 from harness.base.paths import REPO_ROOT
 from harness.experiments.kv_trace import analyses, crosscheck, reference, tiers
-from harness.experiments.shared import kv_block_trace as T
-from harness.experiments.shared import kv_policies as policies
-from harness.experiments.shared import kv_prefix as prefix
-from harness.experiments.shared.kv_hit_prediction import predicted_hit_rate, predicted_rates
+from harness.mechanisms.kv_blocks import policies, prefix
+from harness.mechanisms.kv_blocks import trace as T
+from harness.mechanisms.kv_blocks.hit_prediction import predicted_hit_rate, predicted_rates
 
 TRACE = REPO_ROOT / "data/mooncake/conversation_trace.jsonl"
 

@@ -1,4 +1,4 @@
-"""The compiled simulator loops (shared/kv_compiled.py, numba) against the pure-Python engine
+"""The compiled simulator loops (mechanisms/kv_blocks/compiled.py, numba) against the pure-Python engine
 (the loops of policies.py and libCacheSim's own policies) and the scan-based references,
 request by request, per policy; what happens without numba; the synthetic trace generator."""
 
@@ -10,9 +10,8 @@ import pytest
 from harness.base.errors import EnvironmentProblem
 from harness.base.paths import REPO_ROOT
 from harness.experiments.kv_trace import analyses, crosscheck, reference, synth, tiers
-from harness.experiments.shared import kv_block_trace as T
-from harness.experiments.shared import kv_policies as policies
-from harness.experiments.shared import kv_prefix as prefix
+from harness.mechanisms.kv_blocks import policies, prefix
+from harness.mechanisms.kv_blocks import trace as T
 
 TRACE = REPO_ROOT / "data/mooncake/conversation_trace.jsonl"
 TTL_S = 120.0

@@ -19,7 +19,7 @@ import pytest
 from harness.base.errors import BadInput
 from harness.base.paths import REPO_ROOT
 from harness.experiments.kv_trace import recount
-from harness.experiments.shared import kv_block_trace as T
+from harness.mechanisms.kv_blocks import trace as T
 from harness.model.stored_run import load_run
 from harness.verdict.analysis import analyze
 from tests.system.test_hostile import assert_one_line, cli
@@ -223,7 +223,7 @@ def sessions_file(path, n_users: int = 6):
 
 def test_a_sessions_file_reads_as_prefix_blocks_with_its_sessions(tmp_path):
     from harness.experiments.kv_trace.analyses import rates_at
-    from harness.experiments.shared.kv_policies import Stream
+    from harness.mechanisms.kv_blocks.policies import Stream
 
     reqs, shared = sessions_file(tmp_path / "s.jsonl")
     t = T.load_trace(tmp_path / "s.jsonl", 16)

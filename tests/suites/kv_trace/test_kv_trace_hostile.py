@@ -12,7 +12,7 @@ import time
 import pytest
 
 from harness.base.errors import BadInput
-from harness.experiments.shared import kv_block_trace as T
+from harness.mechanisms.kv_blocks import trace as T
 from tests.system.test_hostile import assert_one_line, cli
 
 GOOD = {"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [1, 2]}

@@ -13,8 +13,8 @@ import numpy as np
 
 from harness.base.paths import REPO_ROOT
 from harness.experiments.kv_trace import analyses, drivers, recount
-from harness.experiments.shared import kv_block_trace as T
-from harness.experiments.shared import kv_prefix as prefix
+from harness.mechanisms.kv_blocks import prefix
+from harness.mechanisms.kv_blocks import trace as T
 from harness.verdict.analysis import Outcome
 from tests import TESTS
 from tests.ledger_helpers import verdicts

@@ -9,7 +9,7 @@ import pytest
 
 from harness.base.paths import REPO_ROOT
 from harness.experiments.kv_trace import pool, recount
-from harness.experiments.shared import kv_block_trace as T
+from harness.mechanisms.kv_blocks import trace as T
 
 TRACE = REPO_ROOT / "data/mooncake/conversation_trace.jsonl"
 

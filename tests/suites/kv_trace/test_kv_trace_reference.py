@@ -15,9 +15,8 @@ from hypothesis import strategies as st
 
 from harness.base.paths import REPO_ROOT
 from harness.experiments.kv_trace import analyses, drivers, recount, shape
-from harness.experiments.shared import kv_block_trace as T
-from harness.experiments.shared import kv_policies as policies
-from harness.experiments.shared import kv_prefix as prefix
+from harness.mechanisms.kv_blocks import policies, prefix
+from harness.mechanisms.kv_blocks import trace as T
 
 TRACE = REPO_ROOT / "data/mooncake/conversation_trace.jsonl"
 

@@ -23,7 +23,7 @@ import pytest
 
 from harness.base.errors import BadInput
 from harness.experiments.kv_trace import analyses, drivers, recount
-from harness.experiments.shared import kv_block_trace as T
+from harness.mechanisms.kv_blocks import trace as T
 
 SLACK = 2.5  # 10x the input may take up to 25x on a noisy shared machine (the square would be 100x)
 MIN_SECONDS = 0.05  # the smaller input is grown until its best time is at least this

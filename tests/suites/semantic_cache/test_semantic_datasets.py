@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.base.errors import BadInput
-from harness.experiments.shared import semantic_datasets as datasets
+from harness.mechanisms.semantic import datasets
 from tests import REPO, TESTS
 
 FIX = TESTS / "fixtures" / "semantic"

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from harness.experiments.shared import semantic_keys as keys
+from harness.mechanisms.semantic import keys
 
 
 def test_normalize_and_exact_keys():

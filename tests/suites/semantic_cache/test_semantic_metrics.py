@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.experiments.shared import semantic_metrics as metrics
+from harness.mechanisms.semantic import metrics
 
 
 def test_cache_counts_on_a_labelled_example():

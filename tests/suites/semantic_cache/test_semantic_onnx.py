@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.experiments.shared import semantic_datasets as datasets
+from harness.mechanisms.semantic import datasets
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_the_lookup_graph_has_every_layer_fused_and_an_unfused_graph_is_refused(
     """The lookup's file is the fused export (one Attention, two SkipLayerNormalization and one
     BiasGelu per layer); the engine suite's unfused export does not pass the same check."""
     from harness.experiments.semantic_cache.onnx_fused import check_fused, fused_counts, minilm_onnx_fused
-    from harness.experiments.shared.onnx_export import minilm_onnx
+    from harness.mechanisms.onnx_models.export import minilm_onnx
 
     fused = minilm_onnx_fused()
     assert fused.name.startswith("minilm-fused-") and fused.parent == minilm_onnx().parent
@@ -131,7 +131,7 @@ def test_int8_vectors_differ_from_fp32_yet_make_the_same_decisions(onnx, int8):
     another model (nearest-neighbour decisions at the cache's threshold agree on a seeded
     sample of the data, checked against FP32's query by query)."""
     from harness.experiments.semantic_cache.gptcache_accuracy import agreement, answers_of, nn_accuracy
-    from harness.experiments.shared import semantic_common as common
+    from harness.mechanisms.semantic import common
 
     _, wl = common.load(
         {

@@ -9,7 +9,7 @@ only the vector replaced, and that the ledger calls a semantic key that is such 
 import numpy as np
 import pytest
 
-from harness.experiments.shared import semantic_keys as keys
+from harness.mechanisms.semantic import keys
 from harness.model import driver_contract
 from harness.model.driver_contract import CaseContext
 from tests.suites.semantic_cache.test_semantic_spec import check_verdict, verdicts_of
@@ -126,7 +126,7 @@ def test_net_hits_count_a_wrong_answer_against_a_right_one():
     calibrated one, and many more wrong ones: judged on net hits it does not reproduce C2's gain
     (on correct hits alone it did, issue 39's mutation semantic-cache/lsh-answers-everything)."""
     from harness.experiments.semantic_cache.keys_case import scheme_metrics
-    from harness.experiments.shared.semantic_metrics import CacheCounts
+    from harness.mechanisms.semantic.metrics import CacheCounts
 
     m = scheme_metrics(
         "lsh", CacheCounts(queries=100, hits=95, correct=43, wrong=52, should_hit=50, false_hits_on_new=45)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.experiments.semantic_cache import keys_case
-from harness.experiments.shared import semantic_keys as keys
+from harness.mechanisms.semantic import keys
 
 TEXTS = [
     "How do I reset my password on the website?",

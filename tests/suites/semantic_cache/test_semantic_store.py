@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from harness.experiments.shared import semantic_keys as keys
-from harness.experiments.shared.semantic_store import Entry, Store
+from harness.mechanisms.semantic import keys
+from harness.mechanisms.semantic.store import Entry, Store
 from harness.model import driver_contract
 from harness.model.driver_contract import CaseContext
 from tests import TESTS
@@ -45,7 +45,7 @@ def test_banded_lookup_through_redis_matches_exhaustive_search(cluster_client):
 
 @pytest.fixture(scope="module")
 def embedder():
-    from harness.experiments.shared.semantic_embed import Embedder
+    from harness.mechanisms.semantic.embed import Embedder
 
     return Embedder.load()
 

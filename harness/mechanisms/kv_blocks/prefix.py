@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.experiments.shared.kv_block_trace import KVTrace
+from harness.mechanisms.kv_blocks.trace import KVTrace
 
 
 def infinite_hits(trace: KVTrace) -> np.ndarray:

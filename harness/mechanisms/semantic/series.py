@@ -1,5 +1,5 @@
 """The series and the metrics the semantic cache's TTFT stream writes
-(harness.experiments.shared.semantic_stream), in the semantic-cache suite's ttft case and the
+(harness.mechanisms.semantic.stream), in the semantic-cache suite's ttft case and the
 serving suite's semantic-e2e case alike; declared once, here (each suite's series.py and
 metrics.py name them among their own)."""
 

@@ -267,7 +267,7 @@ def _lruk(ids, times, capacity, k, ttl_ms, use_ttl, admit_lfu, heap, pos, k1, k2
 
 
 def lruk(ids, n_ids, times, capacity, k, ttl_ms=None, admit_lfu=False):
-    """LRU-K (the compiled engine of harness/experiments/lruk.py's policy, as lruk_hits there
+    """LRU-K (the compiled engine of harness/mechanisms/cache_policies/lruk.py's policy, as lruk_hits there
     and libCacheSim's LRUK) with optional TTL; with admit_lfu the eviction suite's hybrid (a
     newcomer is cached only when it has been looked up more often than the victim), without
     a TTL (the kernel keeps a refused newcomer on its TTL list)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.experiments.lruk import lruk_hits
+from harness.mechanisms.cache_policies.lruk import lruk_hits
 
 # name -> (libCacheSim class name, keyword arguments); the order is the report's order
 LIB_POLICIES: dict[str, tuple[str, dict[str, float]]] = {
@@ -95,7 +95,7 @@ def _lib_loop(cache, ids: np.ndarray, nxt: np.ndarray | None) -> np.ndarray:
 
 def hybrid_hits(ids: np.ndarray, capacity: int, k: int = 2) -> np.ndarray:
     """The hybrid (LRU-K eviction, LFU admission): LRU-K's fast loop with LFU admission
-    (harness/experiments/lruk.py; its reference is RefHybrid in lruk_reference.py)."""
+    (harness/mechanisms/cache_policies/lruk.py; its reference is RefHybrid in lruk_reference.py)."""
     return lruk_hits(ids.tolist(), capacity, k, admit_lfu=True)
 
 

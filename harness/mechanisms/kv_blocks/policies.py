@@ -10,7 +10,7 @@ applied afterwards (prefix.py), so every policy here sees the same stream.
   deepest block first, so its cache stays prefix-closed and its block hits are prefix hits:
   no policy can have more, the ceiling), and the eviction suite's hybrid (LRU-K eviction
   with LFU admission, for the source's ordering lru < lfu < hybrid). LRU-K's python loop,
-  the hybrid's too, is the one both suites share (harness/experiments/lruk.py).
+  the hybrid's too, is the one both suites share (harness/mechanisms/cache_policies/lruk.py).
 
 TTL: expiry on the trace's own timestamps, active: when a request arrives at time t, every
 cached block whose last use is more than the TTL before t is dropped before its lookups.
@@ -33,9 +33,9 @@ from functools import cached_property
 import numpy as np
 
 from harness.base.errors import BadInput, EnvironmentProblem
-from harness.experiments.lruk import expire_idle, lruk_hits
-from harness.experiments.shared import eviction_sim as simulate
-from harness.experiments.shared.kv_block_trace import KVTrace
+from harness.mechanisms.cache_policies import sim as simulate
+from harness.mechanisms.cache_policies.lruk import expire_idle, lruk_hits
+from harness.mechanisms.kv_blocks.trace import KVTrace
 
 LIB_POLICIES = {
     "lru": ("LRU", {}),
@@ -165,7 +165,7 @@ def _compiled():
     takes about 0.2 s to import, which every harness command would pay otherwise)."""
     if "module" not in _LOADED:
         try:
-            import harness.experiments.shared.kv_compiled as compiled  # lazy: numba, 0.2 s, maybe missing
+            import harness.mechanisms.kv_blocks.compiled as compiled  # lazy: numba, 0.2 s, maybe missing
         except ImportError as e:  # numba missing or broken: the python engine, same hits
             compiled, _LOADED["why"] = None, f"{type(e).__name__}: {e}"
         _LOADED["module"] = compiled

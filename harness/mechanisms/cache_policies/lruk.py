@@ -16,10 +16,10 @@ The policy (O'Neil et al. 1993, without retained history, as libCacheSim's LRUK)
 
 Two implementations of it, kept apart on purpose (the project cross-checks every computed
 number against an independent reference): `lruk_hits` here, a lazy heap, is the python engine
-of both suites (shared/eviction_sim.py's hybrid, shared/kv_policies.py's lru-K); `RefLRUK` in
+of both suites (mechanisms/cache_policies/sim.py's hybrid, mechanisms/kv_blocks/policies.py's lru-K); `RefLRUK` in
 lruk_reference.py finds its victims by scanning, and is what `lruk_hits`, the compiled loop
-(shared/kv_compiled.py) and libCacheSim's LRUK are checked against request by request. The
-two live in separate modules so that a reference (shared/eviction_reference.py) never imports the
+(mechanisms/kv_blocks/compiled.py) and libCacheSim's LRUK are checked against request by request. The
+two live in separate modules so that a reference (mechanisms/cache_policies/reference.py) never imports the
 module it checks (the ledger's `independent_of`, enforced on the import graph). The kv-trace suite's ledger
 recount (kv_trace/recount.py) has a third, textbook one on purpose: it shares no code with
 the simulator or these references.

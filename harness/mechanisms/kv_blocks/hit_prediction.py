@@ -2,7 +2,7 @@
 suite replays a slice of a trace against a real engine and compares its measured
 prefix-cache hit rate with this).
 
-    from harness.experiments.shared.kv_hit_prediction import predicted_hit_rate
+    from harness.mechanisms.kv_blocks.hit_prediction import predicted_hit_rate
     predicted_hit_rate(records, block_size=16, capacity_tokens=engine_kv_tokens, policy="leaf-lru")
 
 `requests_slice` is a KVTrace, a path to a Mooncake-format JSONL file, or a list of
@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from harness.base.errors import BadInput
-from harness.experiments.shared import kv_prefix as prefix
-from harness.experiments.shared.kv_block_trace import KVTrace, load_trace, records_trace
-from harness.experiments.shared.kv_policies import Stream, block_hits, check_policy
+from harness.mechanisms.kv_blocks import prefix
+from harness.mechanisms.kv_blocks.policies import Stream, block_hits, check_policy
+from harness.mechanisms.kv_blocks.trace import KVTrace, load_trace, records_trace
 
 
 def as_trace(requests_slice, block_size: int) -> KVTrace:

@@ -10,8 +10,8 @@ computes every reference.* metric of the simulate case (the policies replayed an
 rates counted here; the driver only stores the numbers), so the code that produces the
 reference numbers is this module, whose imports each run checks. LRU-K and the hybrid
 (LRU-K eviction, LFU admission) are the reference shared with the kv-trace suite,
-harness/experiments/lruk_reference.py (RefLRUK, RefHybrid), which does not import the fast loop
-it checks (harness/experiments/lruk.py).
+harness/mechanisms/cache_policies/lruk_reference.py (RefLRUK, RefHybrid), which does not import the fast loop
+it checks (harness/mechanisms/cache_policies/lruk.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from harness.experiments.lruk_reference import RefHybrid, RefLRUK
+from harness.mechanisms.cache_policies.lruk_reference import RefHybrid, RefLRUK
 
 INF = float("inf")
 

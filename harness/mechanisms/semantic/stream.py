@@ -22,14 +22,11 @@ import numpy as np
 
 from harness.base import stats
 from harness.base.errors import BadInput
-from harness.experiments.shared import semantic_common as common
-from harness.experiments.shared import semantic_datasets as datasets
-from harness.experiments.shared import semantic_keys as keys
-from harness.experiments.shared import semantic_metrics as metrics
-from harness.experiments.shared.semantic_embed import cached_encode
-from harness.experiments.shared.semantic_series import REQUESTS
-from harness.experiments.shared.semantic_serve import MODES
-from harness.experiments.shared.semantic_store import Entry
+from harness.mechanisms.semantic import common, datasets, keys, metrics
+from harness.mechanisms.semantic.embed import cached_encode
+from harness.mechanisms.semantic.series import REQUESTS
+from harness.mechanisms.semantic.serve import MODES
+from harness.mechanisms.semantic.store import Entry
 from harness.model.driver_contract import Metric, Param, Record
 from harness.model.driver_helpers import latency_metrics, torch_threads, write_csv
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.experiments.shared import semantic_keys as keys
+from harness.mechanisms.semantic import keys
 
 TTL_S = 300
 

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.experiments.shared import semantic_keys as keys
-from harness.experiments.shared.semantic_store import Entry
+from harness.mechanisms.semantic import keys
+from harness.mechanisms.semantic.store import Entry
 
 
 @dataclass

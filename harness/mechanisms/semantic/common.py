@@ -7,7 +7,7 @@ import json
 import random
 
 from harness.base.errors import BadInput
-from harness.experiments.shared import semantic_datasets as datasets
+from harness.mechanisms.semantic import datasets
 from harness.model.driver_contract import INPUT_FILE, Param
 
 KEY_PATTERNS = (

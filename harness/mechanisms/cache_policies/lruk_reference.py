@@ -2,9 +2,9 @@
 LFU admission), written for clarity, not speed: the policy as lruk.py's docstring states it.
 
 It is the independent reference of lruk.py's `lruk_hits` (the fast loop both suites run), of
-the compiled loop (shared/kv_compiled.py) and of libCacheSim's LRUK, and it imports none of
+the compiled loop (mechanisms/kv_blocks/compiled.py) and of libCacheSim's LRUK, and it imports none of
 them: a reference that imported what it checks would always agree with it (the ledger's
-`independent_of` for shared/eviction_reference.py names harness.experiments.lruk).
+`independent_of` for mechanisms/cache_policies/reference.py names harness.mechanisms.cache_policies.lruk).
 """
 
 from __future__ import annotations
