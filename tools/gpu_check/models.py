@@ -48,7 +48,7 @@ class MiniLM:
 
 
 def embedder(carry: Path, device: str):
-    from harness.experiments.shared.semantic_embed import Embedder
+    from harness.mechanisms.semantic.embed import Embedder
 
     return Embedder(MiniLM(carry, device))
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.experiments.shared import semantic_keys as keys
-from harness.experiments.shared import semantic_stream
-from harness.experiments.shared.semantic_serve import MODES, generate, serve
-from harness.experiments.shared.semantic_store import Entry, Store
+from harness.mechanisms.semantic import keys
+from harness.mechanisms.semantic import stream as semantic_stream
+from harness.mechanisms.semantic.serve import MODES, generate, serve
+from harness.mechanisms.semantic.store import Entry, Store
 from tools.gpu_check import models
 
 MIB = 2**20
