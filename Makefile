@@ -68,12 +68,13 @@ reproduce: setup
 ## SIGTERM (a CI timeout, `kill`) and SIGHUP reach pytest (make passes SIGTERM to this shell only;
 ## a plain shell would die and leave pytest running): tests/conftest.py then stops everything the
 ## tests started. TEST_FIRST= runs pytest alone (tests/system/test_make_test_sigterm.py does).
+## Every run lists its twenty slowest tests (--durations=20), where the time goes.
 TEST_WORKERS ?= 2
 TEST_FIRST ?= setup-test lint-code
 test: $(TEST_FIRST)
 	@pid=; sig=; trap 'sig=TERM; [ -z "$$pid" ] || kill -TERM $$pid 2>/dev/null' TERM; \
 	trap 'sig=HUP; [ -z "$$pid" ] || kill -HUP $$pid 2>/dev/null' HUP; trap : INT; \
-	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS) <&0 & pid=$$!; \
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=20 $(PYTEST_ARGS) <&0 & pid=$$!; \
 	[ -z "$$sig" ] || kill -$$sig $$pid 2>/dev/null; \
 	while kill -0 $$pid 2>/dev/null; do wait $$pid; done; wait $$pid; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi; exit $$rc

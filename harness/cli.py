@@ -22,9 +22,9 @@ from harness.base.paths import REPO_ROOT
 from harness.base.safe_text import LINE, NAME, for_terminal
 from harness.infra.cluster import LocalCluster
 from harness.infra.monitoring import cluster_owner, configured_port, stacks_owned_by, start_stack, stop_stack
-from harness.infra.process import redact
+from harness.infra.redaction import redact
 from harness.infra.serving_engine.commands import engine
-from harness.model import driver_contract, metric_names, packs, spec
+from harness.model import driver_contract, ledger_parse, metric_names, packs, spec
 from harness.publish.history_page import write_history
 from harness.publish.outputs import measurements_markdown, publish
 from harness.publish.render import check_history_location
@@ -480,13 +480,13 @@ def validate(specs):
             click.echo(for_terminal(line, LINE))
         click.echo("metrics: every ledger check names a metric its case declares")
         return
-    for line in spec.validate_paths(list(specs)):
+    for line in ledger_parse.validate_paths(list(specs)):
         click.echo(for_terminal(line, LINE))
     if specs:
         suites = {s.name: s for s in (spec.load_suite_file(Path(p)) for p in specs)}
         metric_names.refuse_undeclared(suites, [])
     else:
-        metric_names.refuse_undeclared(spec.load_all_suites(), spec.load_claims())
+        metric_names.refuse_undeclared(spec.load_all_suites(), ledger_parse.load_claims())
         for name in packs.names():  # the shipped packs (the seed's ledger is checked above)
             if name != packs.SEED:
                 for line in packs.validate(name):

@@ -170,14 +170,14 @@ def cluster_client(cluster):
 
 @pytest.fixture(autouse=True)
 def _secrets_are_per_test():
-    """harness.infra.process remembers secrets for the whole process (a run's passwords); a test's
+    """harness.infra.secret_store remembers secrets for the whole process (a run's passwords); a test's
     one-letter URL password ('HTTP://A:B@H') must not redact 'MiB' in a later test's output."""
-    from harness.infra import process
+    from harness.infra import secret_store
 
-    before = set(process._SECRETS)
+    before = set(secret_store._SECRETS)
     yield
-    process._SECRETS.clear()
-    process._SECRETS.update(before)
+    secret_store._SECRETS.clear()
+    secret_store._SECRETS.update(before)
 
 
 # ---- a test run stops what it starts (issue 63) ---------------------------------------------

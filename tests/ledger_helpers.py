@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.model import spec
+from harness.model import ledger_parse, spec
 from harness.model.stored_run import Metric, Record, RunData
 from harness.run.runner import reference_imports
 from harness.verdict.analysis import analyze
@@ -44,14 +44,14 @@ def ledger(pack: str = "seed"):
     from harness.model import packs
 
     suites = spec.load_all_suites()
-    return suites, (spec.load_claims(suites=suites) if pack == "seed" else packs.load(pack).claims(suites))
+    return suites, (ledger_parse.load_claims(suites=suites) if pack == "seed" else packs.load(pack).claims(suites))
 
 
 def as_a_run(claims, suite: str, case: str, params: dict | None, manifest: dict | None) -> tuple[dict, dict]:
     """(params, manifest) as a run of this checkout gives them: the stand-ins' strengths the
     ledger fixes (the runner's params) under the given ones, and the record of what each
     reference module imports (the manifest's references) unless the manifest has one."""
-    fixed = {k: v for k, (v, _) in spec.fixed_params(claims).get((suite, case), {}).items()}
+    fixed = {k: v for k, (v, _) in ledger_parse.fixed_params(claims).get((suite, case), {}).items()}
     man = dict(HERE if manifest is None else manifest)
     man.setdefault("references", reference_imports(claims, {suite}))
     return {**fixed, **(params or {})}, man

@@ -1,4 +1,4 @@
-"""Views: one per suite (its folder's view.py), building the report's tables and charts from the stored run.
+"""Views: one per suite (<suite>/view.py), building the report's tables and charts from the stored run.
 
 Drivers measure; views present. A view is a function registered with `@view("suite")`
 that receives a ViewContext (the run, its analysis, the ledger's claimed figures) and
@@ -19,7 +19,7 @@ from typing import Callable
 from harness.base import stats
 from harness.base.metrics_model import SeriesShape
 from harness.model.driver_contract import SUITES_PACKAGE
-from harness.model.spec import claim_figure
+from harness.model.ledger import claim_figure
 from harness.model.stored_run import RunData, Series
 from harness.verdict.analysis import Analysis, MetricSummary
 

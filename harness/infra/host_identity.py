@@ -36,7 +36,8 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harness.infra.process import RemoteHost, redact
+from harness.infra.process import RemoteHost
+from harness.infra.redaction import redact
 from harness.infra.target import Target
 
 HERE = "this machine"  # the manifest key of the harness's own machine

@@ -39,7 +39,9 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urljoin, urlsplit
 
 from harness.base.errors import EnvironmentProblem
-from harness.infra.process import REDACTED, UNPARSED_URL, redact, url_for_display
+from harness.infra.redaction import redact
+from harness.infra.secret_store import REDACTED
+from harness.infra.url_redaction import UNPARSED_URL, url_for_display
 
 SMALL_CAP = 64 << 10  # /health, /-/ready: a few bytes
 JSON_CAP = 4 << 20  # /v1/models, Prometheus's targets
@@ -73,7 +75,7 @@ class Answer:
 
 
 def display(url) -> str:
-    """`url` as it may be shown or kept: its credentials hidden (harness.infra.process.url_for_display,
+    """`url` as it may be shown or kept: its credentials hidden (harness.infra.url_redaction.url_for_display,
     which finds a password with an unencoded '#', '?', '/' or '@', remembers nothing, and
     shows a placeholder for what does not read as a URL), and besides every query value,
     path-parameter value (`;api_key=`) and the fragment, whatever their names: a server's

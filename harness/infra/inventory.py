@@ -24,8 +24,9 @@ import yaml
 from harness.base.errors import BadInput, EnvironmentProblem
 from harness.base.files import read_bounded
 from harness.infra.cluster import parse_cluster_nodes
-from harness.infra.process import RemoteHost, add_secret
+from harness.infra.process import RemoteHost
 from harness.infra.process import where as tools_machine
+from harness.infra.secret_store import add_secret
 from harness.infra.target import Node, Target, check_host
 
 REDIS_GROUP = "redis"

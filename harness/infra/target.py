@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 
 from harness.base.errors import BadInput
 from harness.base.hostnames import HOST_RE, HOST_RULE, USER_RE, check_host, check_user
-from harness.infra.process import RemoteHost, note_url_secrets, url_origin, userinfo_end
+from harness.infra.process import RemoteHost
+from harness.infra.url_redaction import note_url_secrets, url_origin, userinfo_end
 
 __all__ = [
     "HOST_RE",

@@ -37,7 +37,7 @@ from harness.base.format_versions import CHILD_FORMAT
 from harness.base.paths import REPO_ROOT
 from harness.base.safe_text import NAME, for_terminal
 from harness.base.signals import deferred_interrupts
-from harness.infra.process import redact
+from harness.infra.redaction import redact
 from harness.model.stored_run import atomic_write_json
 
 LOG_PREFIX = "LOG "

@@ -13,8 +13,9 @@ from collections.abc import Iterator
 
 from harness.base.errors import BadInput, did_you_mean
 from harness.model import driver_contract
+from harness.model.ledger import Claim
 from harness.model.result import Record
-from harness.model.spec import Claim, Suite
+from harness.model.spec import Suite
 
 
 def named_in_suite(suite: Suite) -> Iterator[tuple[str, str, str]]:

@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.base.errors import BadInput, did_you_mean
 from harness.base.paths import SUITES_DIR
-from harness.model import driver_contract, identifiers, metric_names, spec
+from harness.model import driver_contract, identifiers, ledger, ledger_parse, metric_names, spec, yaml_fields
 
 PACKS_DIR = SUITES_DIR / "packs"
 PACK_FILE = "pack.yaml"
@@ -77,10 +77,10 @@ class Pack:
     claims_path: Path
     params: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
-    def claims(self, suites: dict[str, spec.Suite] | None = None) -> list[spec.Claim]:
-        return spec.load_claims_file(self.claims_path, suites)
+    def claims(self, suites: dict[str, spec.Suite] | None = None) -> list[ledger.Claim]:
+        return ledger_parse.load_claims_file(self.claims_path, suites)
 
-    def cases(self, claims: list[spec.Claim] | None = None) -> list[str]:
+    def cases(self, claims: list[ledger.Claim] | None = None) -> list[str]:
         """SUITE/CASE of every check of its claims, in claim order, once each."""
         got = claims if claims is not None else self.claims()
         return list(dict.fromkeys(f"{chk.suite}/{chk.case}" for c in got for chk in c.checks))
@@ -138,7 +138,7 @@ def _folder(ref: str | Path) -> Path:
 
 def _parse(folder: Path) -> Pack:
     path = folder / PACK_FILE
-    f = spec._Fields(str(path), spec.load_yaml(path, "claim pack"), PACK_FIELDS)
+    f = yaml_fields.Fields(str(path), yaml_fields.load_yaml(path, "claim pack"), PACK_FIELDS)
     name = identifiers.PACK_NAME.check(f"{path}: field 'name'", f.get("name"))
     claims_path = (folder / f.get("claims", spec.CLAIMS_FILE)).resolve()
     if not claims_path.is_file():
@@ -161,7 +161,7 @@ def _one_line(path: Path, key: str, text: str) -> str:
 
 def _source(path: Path, raw: dict) -> Source:
     where = f"{path}: source"
-    f = spec._Fields(where, raw, SOURCE_FIELDS)
+    f = yaml_fields.Fields(where, raw, SOURCE_FIELDS)
     kind, url, no_url = f.get("kind"), f.get("url", ""), f.get("no_url", "")
     if kind not in KINDS:
         raise BadInput(f"{where}.kind: {kind!r} is not one of {', '.join(KINDS)}")
@@ -171,7 +171,7 @@ def _source(path: Path, raw: dict) -> Source:
         raise BadInput(f"{where}.url: {url!r} is not an https:// address (the report links it)")
     quotes = []
     for i, q in enumerate(f.get("quotes")):
-        qf = spec._Fields(f"{where}.quotes[{i}]", q, QUOTE_FIELDS)
+        qf = yaml_fields.Fields(f"{where}.quotes[{i}]", q, QUOTE_FIELDS)
         quotes.append(Quote(qf.get("text").strip(), qf.get("where").strip()))
     if not quotes:
         raise BadInput(f"{where}.quotes: quote at least one sentence of the source, with where it is")

@@ -19,11 +19,13 @@ from harness.base.format_versions import RESULTS_READABLE, RESULTS_SCHEMA
 from harness.base.metrics_model import STATUSES, Metric, Series, finite_or_none
 from harness.base.safe_text import NAME, TEXT, for_terminal
 from harness.infra.load_tools import memtier
-from harness.infra.process import known_secrets, redact, secrets_revealed
+from harness.infra.redaction import redact, secrets_revealed
+from harness.infra.secret_store import known_secrets
 from harness.model import identifiers
+from harness.model.ledger import Claim
 from harness.model.manifest import Manifest
 from harness.model.result import Record
-from harness.model.spec import Claim, SuiteRun
+from harness.model.spec import SuiteRun
 
 SCHEMA_VERSION = RESULTS_SCHEMA
 READABLE_VERSIONS = RESULTS_READABLE
@@ -41,7 +43,7 @@ class RunData:
     manifest: Manifest  # a mapping given here (a test's) is read into one
     records: list[Record]
     suites: dict  # suite name -> spec.SuiteRun
-    claims: list  # spec.Claim, in claim order
+    claims: list  # ledger.Claim, in claim order
     schema_version: int = SCHEMA_VERSION
     monitoring: dict | None = None  # the Prometheus series of the run window (see harness.infra.monitoring)
     interrupted: dict | None = None  # {"at": time, "case": "suite/case/rep"} when the run was cut short

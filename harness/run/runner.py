@@ -36,7 +36,7 @@ from harness.infra.redis_server import check_port_number
 from harness.infra.serving_engine.external import external_engines
 from harness.infra.serving_engine.for_run import early_start, engine_configs, engines_for_run, plan_engines
 from harness.infra.target import Target
-from harness.model import child, driver_contract, metric_names, packs, spec
+from harness.model import child, driver_contract, ledger, ledger_parse, metric_names, packs, spec
 from harness.model.driver_contract import CaseContext
 from harness.model.manifest import Manifest
 from harness.model.stored_run import Record, write_manifest, write_results
@@ -195,7 +195,7 @@ def run_suites(
     )
 
 
-def reference_imports(claims: list[spec.Claim], suites: set[str]) -> dict:
+def reference_imports(claims: list[ledger.Claim], suites: set[str]) -> dict:
     """What each reference module of the selected suites' checks reaches of the modules it must
     not import, read from the source this run executes (the manifest's `references`)."""
     out: dict[str, dict[str, Any]] = {}
@@ -224,7 +224,7 @@ def _open_run(
         with deferred_interrupts():  # the folder is made and known before a Ctrl-C can land
             run_dir = _make_run_dir(results_dir)
         reserve_space(run_dir)  # room for the records if the case output fills the disk
-        claims = pack.claims() if pack is not None else spec.load_claims()
+        claims = pack.claims() if pack is not None else ledger_parse.load_claims()
         man = Manifest(
             run_id=run_dir.name,
             profile=profile,

@@ -18,7 +18,7 @@ from typing import Callable, Sequence, cast
 from harness.base.errors import BadInput, did_you_mean
 from harness.base.safe_text import LINE, for_terminal
 from harness.infra import inventory
-from harness.model import driver_contract, metric_names, packs, spec
+from harness.model import driver_contract, ledger_parse, metric_names, packs, spec, yaml_fields
 
 MAX_REPEAT = 1000
 
@@ -117,8 +117,8 @@ def parse_overrides(items: list[str]) -> dict[str, dict]:
                 f"--set {item!r}: the value is empty; give one after '=' (quote it for an empty string: '\"\"')"
             )
         try:
-            parsed = spec.parse_yaml_text(value, f"--set {key}")
-        except spec.AliasRefused:
+            parsed = yaml_fields.parse_yaml_text(value, f"--set {key}")
+        except yaml_fields.AliasRefused:
             raise
         except BadInput:  # not YAML: the text as it is
             parsed = value
@@ -185,9 +185,9 @@ def make_plans(
     """Check everything that can be checked before anything starts. A claim pack's claims
     are the ledger, and its parameters (the source's setup) come before the --set ones."""
     plans, used = [], set()
-    claims = pack.claims() if pack is not None else spec.load_claims()
+    claims = pack.claims() if pack is not None else ledger_parse.load_claims()
     metric_names.refuse_undeclared({s.name: s for s in suites}, claims)  # a misspelt metric, before anything runs
-    fixed = spec.fixed_params(claims)
+    fixed = ledger_parse.fixed_params(claims)
     for s in suites:
         prof = s.profile(profile)
         params = {}

@@ -24,18 +24,8 @@ from harness.base import import_graph, machine_load, stats
 from harness.base.errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_THRESHOLD
 from harness.base.safe_text import NAME, TEXT, for_terminal
 from harness.model import conditions
-from harness.model.spec import (
-    EXERCISE,
-    INSTRUMENT,
-    MECHANISM_OFF,
-    STAND_IN,
-    Claim,
-    ClaimCheck,
-    Control,
-    Reference,
-    Threshold,
-    compare,
-)
+from harness.model.ledger import EXERCISE, INSTRUMENT, MECHANISM_OFF, STAND_IN, Claim, ClaimCheck, Control, Reference
+from harness.model.spec import Threshold, compare
 from harness.model.stored_run import RunData
 
 NOISE_LIMIT = 0.10  # spread over 10% of the median flags a metric as noisy

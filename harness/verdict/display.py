@@ -11,7 +11,8 @@ import math
 from markupsafe import escape as _escape
 
 from harness.base.safe_text import NAME, for_html
-from harness.model.spec import ClaimCheck, Control, Threshold
+from harness.model.ledger import ClaimCheck, Control
+from harness.model.spec import Threshold
 from harness.verdict.analysis import MetricSummary, Outcome, ThresholdVerdict, Verdict
 
 

@@ -16,7 +16,6 @@ from tests.mutations.framework import Edit, Mutation
 PKG = "harness/experiments/engine_hotload/"
 SWAP, WORKLOAD, LIFECYCLE = PKG + "swap.py", PKG + "workload.py", PKG + "lifecycle.py"
 SIGNING, SIGNED_LOAD, FRESH = PKG + "signing.py", PKG + "signed_load.py", PKG + "fresh.py"
-SWAP_CASES = PKG + "swap_cases.py"
 HOT = "engine-hotload/hot-swap "
 PREWARM = "engine-hotload/prewarm "
 SIGNED = "engine-hotload/signed-load "

@@ -12,7 +12,8 @@ from tests.mutations.framework import Edit, Mutation
 SIM = "harness/mechanisms/cache_policies/sim.py"
 LRUK = "harness/mechanisms/cache_policies/lruk.py"  # the hybrid's loop (simulate.hybrid_hits calls it)
 TRACES = "harness/mechanisms/cache_policies/traces.py"
-DRIVERS = "harness/experiments/eviction/drivers.py"
+CALIBRATED = "harness/experiments/eviction/calibrated_size.py"  # the simulate case at the calibrated size
+TRACE_CASE = "harness/experiments/eviction/trace_case.py"
 REPLAY = "harness/experiments/eviction/redis_replay.py"
 STANDIN = "harness/experiments/eviction/standin.py"
 HYBRID_HIT = "eviction/simulate sim.calibrated.hybrid.hit_rate_pct"
@@ -140,7 +141,7 @@ MUTATIONS = [
         "reads 100%, so only the size read back from the stand-in's cache (fact standin_capacity_ratio) shows it",
         edits=(
             Edit(
-                DRIVERS,
+                CALIBRATED,
                 "    hits, ran_at = standin.lruk_standin_run(ids, max(1, int(round(cap * "
                 'p["standin_capacity_ratio"]))), k)',
                 "    hits, ran_at = standin.lruk_standin_run(ids, max(1, int(round(0.8 * cap * "
@@ -197,7 +198,7 @@ MUTATIONS = [
         kind="broken",
         what="the measured token trace replaced by uniform draws over its own tokens (the long tail gone)",
         edits=(
-            Edit(DRIVERS, '    if not p["skew"]:  # the mechanism removed', "    if True:  # the mechanism removed"),
+            Edit(TRACE_CASE, '    if not p["skew"]:  # the mechanism removed', "    if True:  # the mechanism removed"),
         ),
         run="eviction/trace",
         checks=("eviction/trace real.head_share_pct",),
@@ -315,14 +316,14 @@ MUTATIONS += [
         claim="C18",
         kind="dependent",
         what="the reference's calibrated rates take every policy's hits from the driver's simulator "
-        "(drivers.simulate.policy_hits: libCacheSim and lruk.py's loop) instead of the pure-Python policies",
+        "(simulate_case.simulate.policy_hits: libCacheSim and lruk.py's loop) instead of the pure-Python policies",
         edits=(
             Edit(
                 REFERENCE,
                 "        hits = run(policy, ids, nxt)\n",
-                "        from harness.experiments.eviction import drivers  # mutation: the simulator answers\n"
+                "        from harness.experiments.eviction import simulate_case  # mutation: the simulator answers\n"
                 "        import numpy as np\n"
-                "        hits = drivers.simulate.policy_hits(name, np.asarray(ids), np.asarray(nxt), capacity, "
+                "        hits = simulate_case.simulate.policy_hits(name, np.asarray(ids), np.asarray(nxt), capacity, "
                 "hybrid_k).tolist()\n",
             ),
         ),

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from harness.base.paths import REPO_ROOT
-from harness.infra import process
+from harness.infra import process, redaction
 from harness.infra.inventory import LOADGEN_ENV, loadgen_host
 
 LAB = REPO_ROOT / "ansible" / "inventories" / "lab.yml"
@@ -61,7 +61,7 @@ def test_load_tools_of_a_target_run_on_its_load_generator():
 def test_secrets_are_redacted_from_kept_commands_and_output(tmp_path, monkeypatch):
     secret = "s3cr3t-Pw-value"
     monkeypatch.setenv("REDIS_CLUSTER_PASSWORD", secret)
-    assert process.redact_command(["redis-benchmark", "-a", "anything", f"--authenticate={secret}"]) == [
+    assert redaction.redact_command(["redis-benchmark", "-a", "anything", f"--authenticate={secret}"]) == [
         "redis-benchmark",
         "-a",
         "***",

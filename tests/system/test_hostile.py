@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from harness.base.paths import REPO_ROOT
 from harness.cli import main
-from harness.model import spec
+from harness.model import ledger, spec
 
 SUITE = {
     "name": "hostile",
@@ -394,11 +394,11 @@ def hostile_run(tmp_path: Path) -> Path:
         [spec.Threshold(case, metric, "<", 1.0, h[1], h[2]), spec.Threshold(case, h[4], ">", 1.0, "", h[0])],
         {h[0]: h[1]},
     )
-    claim = spec.Claim(
+    claim = ledger.Claim(
         "C1",
         h[2],
         h[3],
-        [spec.ClaimCheck(suite, case, metric, ">=", 1.0, h[4], controls=[spec.Control(h[0], "<", h[1], 5.0)])],
+        [ledger.ClaimCheck(suite, case, metric, ">=", 1.0, h[4], controls=[ledger.Control(h[0], "<", h[1], 5.0)])],
         differs=h[4],
         figures={},
     )

@@ -23,7 +23,8 @@ import pytest
 import yaml
 
 from harness.base.metrics_model import MetricDecl
-from harness.infra.process import UNPARSED_URL, note_url_secrets, redact, redact_url_credentials, url_for_display
+from harness.infra.redaction import redact
+from harness.infra.url_redaction import UNPARSED_URL, note_url_secrets, redact_url_credentials, url_for_display
 from harness.model import driver_contract
 from harness.model.driver_contract import Metric, Param, Record
 from tests import REPO

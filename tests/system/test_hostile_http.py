@@ -598,17 +598,17 @@ def test_a_restarted_engine_makes_the_prefix_case_invalid_not_a_measurement(tmp_
 def test_a_servers_location_or_error_never_becomes_a_secret(respond, monkeypatch):
     """`Location: http://x:e@evil.example/` made 'e' a secret: every later redact() gave
     "pr***fix cach*** hit rat***" and results.json's keys "sch***ma_v***rsion"."""
-    from harness.infra import process
+    from harness.infra import redaction, secret_store
 
-    monkeypatch.setattr(process, "_SECRETS", set())
+    monkeypatch.setattr(secret_store, "_SECRETS", set())
     with Server(respond) as srv:
         said = metrics.alive(LlmEndpoint(srv.url(), "smollm2"), 3)  # why it is not alive
         with pytest.raises(http_get.HttpGetError) as e:
             http_get.get(srv.url() + "/v1/models", timeout=3)
     for text in (said, str(e.value)):
         assert text and ":e@" not in text and "min@" not in text, text
-    assert process.known_secrets() == []
-    assert process.redact("prefix cache hit rate") == "prefix cache hit rate"
+    assert secret_store.known_secrets() == []
+    assert redaction.redact("prefix cache hit rate") == "prefix cache hit rate"
 
 
 @pytest.mark.parametrize("status, headers", [(304, ()), (302, ()), (301, ("Location: ",))])

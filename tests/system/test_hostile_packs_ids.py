@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.base.errors import BadInput
-from harness.model import identifiers, packs, spec
+from harness.model import identifiers, ledger, ledger_parse, packs, spec
 from harness.model.stored_run import claim_id_problem, load_run, write_manifest, write_results
 from harness.verdict import verdicts_json
 from harness.verdict.analysis import analyze
@@ -124,7 +124,7 @@ def test_a_claim_ids_order_never_raises():
     for cid in ("C²", "9" * 5000, "C٣", "", "C1\n", "C10", "C2"):
         assert isinstance(identifiers.id_order(cid), tuple)
     assert sorted(["C10", "C2", "C²", "9" * 5000], key=identifiers.id_order)[:2] == ["C2", "C10"]
-    assert spec.Claim("C²", "1", "t", []).order[0] == 10**identifiers.ORDER_DIGITS  # no ASCII digit: last
+    assert ledger.Claim("C²", "1", "t", []).order[0] == 10**identifiers.ORDER_DIGITS  # no ASCII digit: last
 
 
 # ---- item 1: what the loader accepts, the reader reads back -------------------------------
@@ -135,15 +135,15 @@ def _ledger(folder: Path, cid: str, metric: str = "reuse.max.token_hit_pct") -> 
     return pack / "claims.yaml"
 
 
-def _loaded(path: Path) -> list[spec.Claim] | str:
+def _loaded(path: Path) -> list[ledger.Claim] | str:
     """The ledger's claims, or the loader's one line refusing it."""
     try:
-        return spec.load_claims_file(path)
+        return ledger_parse.load_claims_file(path)
     except BadInput as e:
         return str(e)
 
 
-def _read_back(run_dir: Path, claims: list[spec.Claim]) -> None:
+def _read_back(run_dir: Path, claims: list[ledger.Claim]) -> None:
     """The claims stored as a run stores them, read back by load_run and verdicts.json's schema."""
     run_dir.mkdir()
     write_manifest(run_dir, {"run_id": run_dir.name, "profile": "local", "target": "local", "suites": ["kv-trace"]})

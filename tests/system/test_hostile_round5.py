@@ -33,7 +33,8 @@ from pathlib import Path
 import pytest
 
 from harness.base.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT
-from harness.infra.process import redact, url_for_display
+from harness.infra.redaction import redact
+from harness.infra.url_redaction import url_for_display
 from tests import REPO, TESTS
 from tests.system.test_hostile import cli
 from tests.system.test_hostile_counters import _free_base_port

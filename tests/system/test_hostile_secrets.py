@@ -23,10 +23,13 @@ from hypothesis import strategies as st
 
 from harness.base.errors import BadInput
 from harness.experiments.serving import peer_case
-from harness.infra import process
-from harness.infra.process import REDACTED, redact, redact_command, run_tool, url_for_display
+from harness.infra import secret_store, url_redaction
+from harness.infra.process import run_tool
+from harness.infra.redaction import redact, redact_command
+from harness.infra.secret_store import REDACTED
 from harness.infra.serving_engine import external
 from harness.infra.target import LlmEndpoint
+from harness.infra.url_redaction import url_for_display
 from tests import TESTS
 
 MARK = "PW"
@@ -91,8 +94,8 @@ REFUSALS = [
 @pytest.fixture(autouse=True)
 def _own_secrets(monkeypatch):
     """Each test starts with no secret remembered (and none from the environment)."""
-    monkeypatch.setattr(process, "_SECRETS", set())
-    for name in process.SECRET_ENV + ("OPENAI_API_KEY", "VLLM_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+    monkeypatch.setattr(secret_store, "_SECRETS", set())
+    for name in secret_store.SECRET_ENV + ("OPENAI_API_KEY", "VLLM_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -189,7 +192,7 @@ def test_a_query_key_is_never_printed(value, name):
     assert_hidden(str(e.value), value)
     assert_hidden(url_for_display(url), value)
     assert url_for_display(url).endswith(f"{name}={REDACTED}") and "model=m" in url_for_display(url)
-    process._SECRETS.clear()
+    secret_store._SECRETS.clear()
     assert_hidden(redact(f"error: GET {url} answered 401"), value)
     assert_hidden(redact(f"GET /v1/models?{name}={value} HTTP/1.1"), value)
 
@@ -303,7 +306,7 @@ def test_the_peers_raw_files_hold_no_password_and_no_key(tmp_path, monkeypatch, 
     hs.mkdir(mode=0o700)
     ep = external.from_env({"HARNESS_LLM_URL": f"http://user:{password}@127.0.0.1:8000", "HARNESS_LLM_MODEL": "m"})
     url = ep["external"].base_url
-    process._SECRETS.clear()  # the case's own process: only what the endpoint itself remembers
+    secret_store._SECRETS.clear()  # the case's own process: only what the endpoint itself remembers
     ep = LlmEndpoint.from_json(ep["external"].to_json())
     cfg = {
         "mode": "bench",
@@ -358,7 +361,7 @@ def test_showing_a_url_remembers_nothing(text):
 
     for show in (url_for_display, http_get.display, redact):
         show(text)
-    assert process.known_secrets() == []
+    assert secret_store.known_secrets() == []
     assert redact("prefix cache hit rate: 87.5") == "prefix cache hit rate: 87.5"
 
 
@@ -383,7 +386,7 @@ def test_a_short_password_is_hidden_where_it_is_a_password_and_nowhere_else(tmp_
     """HARNESS_LLM_URL=http://user:e@host: every 'e' of results.json became *** (its keys too:
     "sch***ma_v***rsion"), and the harness could not read its own results folder (exit 2).
     A secret shorter than MIN_BARE_SECRET is hidden only where it stands as a password."""
-    assert len(password) < process.MIN_BARE_SECRET
+    assert len(password) < secret_store.MIN_BARE_SECRET
     without = _round_trip(tmp_path / "without")
     LlmEndpoint(f"http://user:{password}@127.0.0.1:9", "m")
     assert _round_trip(tmp_path / "with") == without  # not one letter changed
@@ -403,7 +406,7 @@ def test_a_secret_never_rewrites_the_keys_of_the_results(tmp_path):
     in values, never in the keys the harness reads back."""
     without = json.loads(_round_trip(tmp_path / "without"))
     for word in ("repetition", "_version", "failed", "skipped", "records"):
-        process.add_secret(word)
+        secret_store.add_secret(word)
     written = json.loads(_round_trip(tmp_path / "with"))
     assert written.keys() == without.keys() and written["records"][0].keys() == without["records"][0].keys()
 
@@ -438,7 +441,7 @@ def test_the_prometheus_url_is_checked_before_anything_shows_it(url, monkeypatch
     with pytest.raises(http_get.HttpGetError) as e:  # asked anyway: not shown
         http_get.get(url, timeout=2)
     assert "Pr0m" not in str(e.value) and "Secret" not in str(e.value)
-    if http_get.display(url) == process.UNPARSED_URL:  # no request made, not even a DNS lookup of `Pr0mSecret`
+    if http_get.display(url) == url_redaction.UNPARSED_URL:  # no request made, not even a DNS lookup of `Pr0mSecret`
         assert "percent-encode" in str(e.value)
 
 
@@ -479,7 +482,7 @@ def test_a_password_no_reader_takes_the_same_way_is_refused_with_the_fix(passwor
 
 
 def test_a_secret_is_hidden_as_repr_and_json_escape_it():
-    process.add_secret("pw\u00e9\\SECRET\tX")
+    secret_store.add_secret("pw\u00e9\\SECRET\tX")
     for echoed in (
         repr({"pw": "pw\u00e9\\SECRET\tX"}),
         json.dumps({"pw": "pw\u00e9\\SECRET\tX"}),
@@ -518,7 +521,7 @@ def _forms(user: str, password: str) -> dict[str, str]:
 def test_every_encoding_of_a_noted_password_is_hidden(password):
     """Only the decoded form was hidden: base64 of `user:password` (an echoed Authorization
     header), base64 of the password, its percent-encoded forms went through whole."""
-    process.note_url_secrets(f"http://alice:{quote(password, safe='')}@127.0.0.1:8000")
+    url_redaction.note_url_secrets(f"http://alice:{quote(password, safe='')}@127.0.0.1:8000")
     for what, form in _forms("alice", password).items():
         for text in (f"server said {form}", f'{{"got": "{form}"}}', f"x{form}y"):
             assert form not in redact(text), (what, text, redact(text))
@@ -574,7 +577,7 @@ def _publish_in_a_fresh_process(run_dir: Path, *args) -> str:
 
     from tests import REPO
 
-    env = {k: v for k, v in os.environ.items() if k not in process.SECRET_ENV + process.KEY_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in secret_store.SECRET_ENV + secret_store.KEY_ENV}
     out = []
     for cmd in (["report", str(run_dir)], *args):
         p = subprocess.run(

@@ -27,7 +27,7 @@ RUN_ALL = os.environ.get("MUTATIONS", "") == "all"
 
 
 def _ledger_checks() -> set[str]:
-    from harness.model.spec import load_claims
+    from harness.model.ledger_parse import load_claims
 
     return {f"{chk.suite}/{chk.case} {chk.metric}" for c in load_claims() for chk in c.checks}
 
@@ -87,7 +87,7 @@ def test_every_check_a_mutation_names_is_a_ledger_check_of_its_claim_and_run():
         for chk in m.checks:
             assert m.pack or chk in known, f"{m.name}: {chk!r} is not a check of harness/experiments/claims.yaml"
             assert chk.split(" ", 1)[0] == m.run, f"{m.name}: {chk!r} is not judged by its run {m.run}"
-    from harness.model.spec import load_claims
+    from harness.model.ledger_parse import load_claims
 
     by_claim = {c.id: {f"{k.suite}/{k.case} {k.metric}" for k in c.checks} for c in load_claims()}
     for m in MUTATIONS:
@@ -127,7 +127,7 @@ def evidence_without_mutations(claims, mutations) -> list[str]:
 
 
 def test_every_absence_reference_and_stand_in_has_its_mutation():
-    from harness.model.spec import load_claims
+    from harness.model.ledger_parse import load_claims
 
     missing = evidence_without_mutations(load_claims(), MUTATIONS)
     assert not missing, "\n".join(missing)
@@ -136,14 +136,16 @@ def test_every_absence_reference_and_stand_in_has_its_mutation():
 def test_the_evidence_mutation_rule_could_fail():
     """The check above could fail: a check of an absence, a reference and a stand-in with no
     mutation are each named; with theirs they are not."""
-    from harness.model import spec
+    from harness.model import ledger
 
-    absence = spec.ClaimCheck("s", "c", "lost", "<=", 0.0)
-    ref = spec.ClaimCheck(
-        "s", "c", "rate", ">", 1.0, reference=spec.Reference("r", 0.1, "t", "harness.a", ("harness.b",))
+    absence = ledger.ClaimCheck("s", "c", "lost", "<=", 0.0)
+    ref = ledger.ClaimCheck(
+        "s", "c", "rate", ">", 1.0, reference=ledger.Reference("r", 0.1, "t", "harness.a", ("harness.b",))
     )
-    stand = spec.ClaimCheck("s", "c", "gain", ">", 1.0, controls=[spec.Control("x", "<", "t", 1.0, kind=spec.STAND_IN)])
-    claims = [spec.Claim("C0", "", "t", [absence, ref, stand])]
+    stand = ledger.ClaimCheck(
+        "s", "c", "gain", ">", 1.0, controls=[ledger.Control("x", "<", "t", 1.0, kind=ledger.STAND_IN)]
+    )
+    claims = [ledger.Claim("C0", "", "t", [absence, ref, stand])]
     assert len(evidence_without_mutations(claims, [])) == 3
     mine = [
         Mutation("s/a", "C0", "unexercised", "w", (), "s/c", ("s/c lost",)),

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from harness.experiments.semantic_cache import gptcache_subject
-from harness.model import packs, spec
+from harness.model import ledger_parse, packs, spec
 from tests import REPO
 from tests.conftest import TEST_CLUSTER_PORT
 from tests.system.test_hostile import assert_one_line, cli
@@ -91,7 +91,7 @@ def test_a_pack_with_a_bad_field_is_one_line_naming_it(tmp_path, case):
 def test_the_seed_pack_is_the_ledger_a_plain_run_judges():
     seed = packs.load("seed")
     assert seed.claims_path == (spec.SUITES_DIR / spec.CLAIMS_FILE).resolve()
-    assert [c.id for c in seed.claims()] == [c.id for c in spec.load_claims()]
+    assert [c.id for c in seed.claims()] == [c.id for c in ledger_parse.load_claims()]
     assert packs.names()[0] == "seed" and seed.source.quotes
     assert_one_line(cli("run", "--pack", "nope", "--dry-run"), (2,), "no claim pack 'nope'")
 

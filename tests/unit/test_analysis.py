@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.model.spec import Claim, SuiteRun
+from harness.model.ledger import Claim
+from harness.model.spec import SuiteRun
 from harness.model.stored_run import Metric, Record, RunData
 from harness.verdict.analysis import Outcome, Verdict, analyze
 from harness.verdict.baseline import compare

@@ -245,7 +245,10 @@ def test_the_graph_is_read():
         "harness.model.driver_contract",
     ) in pairs
     assert ("harness.experiments.redis_cluster.drivers", "harness.model.driver_contract") in pairs
-    assert "yaml" in THIRD_PARTY["harness.model.spec"] and "numpy" in THIRD_PARTY["harness.mechanisms.kv_blocks.trace"]
+    assert (
+        "yaml" in THIRD_PARTY["harness.model.yaml_fields"]
+        and "numpy" in THIRD_PARTY["harness.mechanisms.kv_blocks.trace"]
+    )
 
 
 def test_no_import_cycles():

@@ -18,7 +18,8 @@ import yaml
 
 from harness.infra.host_identity import HERE
 from harness.model import conditions
-from harness.model.spec import Claim, SuiteRun
+from harness.model.ledger import Claim
+from harness.model.spec import SuiteRun
 from harness.model.stored_run import Metric, Record, load_run, write_manifest, write_results
 from harness.verdict.analysis import Outcome, analyze
 from tests import REPO

@@ -21,7 +21,7 @@ import pytest
 from harness.base import import_graph
 from harness.base.errors import BadInput
 from harness.base.paths import REPO_ROOT, suite_spec
-from harness.model import spec
+from harness.model import ledger, ledger_parse, spec
 from harness.model.stored_run import Metric, Record, RunData
 from harness.verdict.analysis import Outcome, Verdict, analyze
 
@@ -47,7 +47,7 @@ def _ledger(tmp_path: Path, *checks: str, suite_text: str | None = None):
     target.write_text(suite_text if suite_text is not None else _suite_text())
     body = "".join(f"      - {{{c}}}\n" for c in checks)
     (tmp_path / "claims.yaml").write_text(f"claims:\n  - id: C12\n    section: '2.5'\n    text: t\n    checks:\n{body}")
-    return spec.load_claims(tmp_path)
+    return ledger_parse.load_claims(tmp_path)
 
 
 def _judged(
@@ -206,23 +206,23 @@ def test_the_runner_gives_the_case_the_ledgers_strength_and_refuses_set(monkeypa
     from harness.run import selection
 
     claims = [
-        spec.Claim(
+        ledger.Claim(
             "C0",
             "",
             "t",
             [
-                spec.ClaimCheck(
+                ledger.ClaimCheck(
                     "redis-cluster",
                     "redis-benchmark",
                     "GET.p99_ms",
                     "<",
                     1.0,
-                    controls=[spec.Control("GET.rps", ">", "t", 1.0, kind=spec.STAND_IN, params={"pipeline": 4})],
+                    controls=[ledger.Control("GET.rps", ">", "t", 1.0, kind=ledger.STAND_IN, params={"pipeline": 4})],
                 )
             ],
         )
     ]
-    monkeypatch.setattr(spec, "load_claims", lambda *a, **k: claims)
+    monkeypatch.setattr(ledger_parse, "load_claims", lambda *a, **k: claims)
     suites = spec.select_suites(["redis-cluster"])
     plans = selection.make_plans(suites, "local", 1, {})
     assert plans[0].run.cases[0].params["pipeline"] == 4
@@ -352,7 +352,7 @@ def test_the_import_graph_follows_imports_through_modules_and_inside_functions(t
 def test_every_reference_of_the_ledger_is_independent_by_the_runs_reader():
     """The run's own reader (harness.base.import_graph) on this checkout; the test of the
     import graph in test_architecture.py reads it again with its own code."""
-    for claim in spec.load_claims():
+    for claim in ledger_parse.load_claims():
         for chk in claim.checks:
             ref = chk.reference
             if ref is not None and ref.module:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.base.paths import suite_spec
-from harness.model import driver_contract, spec
+from harness.model import driver_contract, ledger_parse, spec
 from harness.model.driver_contract import Record
 
 
@@ -30,12 +30,12 @@ def test_a_check_without_a_control_is_refused(tmp_path):
             "claims:\n  - id: C12\n    section: '2.5'\n    text: t\n    checks:\n" + check % extra
         )
         with pytest.raises(BadInput, match=message):
-            spec.load_claims(tmp_path)
+            ledger_parse.load_claims(tmp_path)
     (tmp_path / "claims.yaml").write_text(
         "claims:\n  - id: C12\n    section: '2.5'\n    text: t\n    checks:\n"
         + check % (", instrument: {metric: control.GET.p99_ms, op: '>', than: GET.p99_ms, factor: 1.5, text: t}")
     )
-    assert [k.instruments[0].metric for k in spec.load_claims(tmp_path)[0].checks] == ["control.GET.p99_ms"]
+    assert [k.instruments[0].metric for k in ledger_parse.load_claims(tmp_path)[0].checks] == ["control.GET.p99_ms"]
 
 
 def test_every_suite_has_a_lab_profile_where_a_skip_fails():

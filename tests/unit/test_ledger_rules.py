@@ -14,7 +14,7 @@ import pytest
 
 from harness.base.errors import BadInput
 from harness.base.paths import suite_spec
-from harness.model import spec
+from harness.model import ledger, ledger_parse, spec
 from harness.model.stored_run import Metric, Record, RunData
 from harness.verdict.analysis import HOLDS, Outcome, analyze
 
@@ -28,7 +28,7 @@ def _ledger(tmp_path: Path, *checks: str):
     shutil.copy(suite_spec("redis-cluster"), tmp_path / "redis-cluster.yaml")
     body = "".join(f"      - {{{c}}}\n" for c in checks)
     (tmp_path / "claims.yaml").write_text(f"claims:\n  - id: C12\n    section: '2.5'\n    text: t\n    checks:\n{body}")
-    return spec.load_claims(tmp_path)
+    return ledger_parse.load_claims(tmp_path)
 
 
 def _verdict(tmp_path: Path, check: str, metrics: dict) -> tuple[Outcome, str, Outcome]:
@@ -177,9 +177,9 @@ def test_a_missing_control_shows_its_reason(tmp_path):
 
 
 def test_the_projects_ledger_round_trips_through_results_json():
-    for claim in spec.load_claims():
+    for claim in ledger_parse.load_claims():
         for k in claim.checks:
-            again = spec.ClaimCheck.from_json(k.to_json())
+            again = ledger.ClaimCheck.from_json(k.to_json())
             assert again == k, (claim.id, k.metric)
-            assert (k.better in spec.BETTER or (k.better == spec.NEITHER and k.band)) and k.observed
+            assert (k.better in ledger.BETTER or (k.better == ledger.NEITHER and k.band)) and k.observed
             assert (k.instruments or k.no_instrument) and (k.mechanism_off or k.no_mechanism_off)

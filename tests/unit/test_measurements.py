@@ -9,7 +9,7 @@ import re
 import pytest
 
 from harness.cli import main
-from harness.model import spec
+from harness.model import ledger_parse
 from tests import REPO
 from tests.unit.test_verdicts import _run
 
@@ -52,7 +52,7 @@ def test_the_repositorys_measurements_doc_is_generated_and_covers_the_ledger():
     run_id = re.search(r"results folder of run (\S+);", text)[1].replace("\\", "")
     assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{6}", run_id), run_id
     shown = {r.split("|")[1].strip() for r in text.splitlines() if r.startswith("| C") or r.startswith("| I")}
-    assert {c.id for c in spec.load_claims()} <= shown
+    assert {c.id for c in ledger_parse.load_claims()} <= shown
 
 
 def test_every_shipped_packs_measurements_doc_is_generated_and_covers_its_claims():

@@ -11,7 +11,7 @@ import pytest
 
 from harness.base.errors import BadInput
 from harness.base.metrics_model import Metric, MetricDecl, declared
-from harness.model import driver_contract, metric_names, spec
+from harness.model import driver_contract, ledger_parse, metric_names, spec
 from harness.model.result import Record
 
 
@@ -45,7 +45,7 @@ def test_every_driver_declares_its_metrics():
 
 def test_every_threshold_and_ledger_check_names_a_declared_metric():
     """What `harness validate` checks, on the project's own suites and ledger."""
-    assert metric_names.problems(spec.load_all_suites(), spec.load_claims()) == []
+    assert metric_names.problems(spec.load_all_suites(), ledger_parse.load_claims()) == []
 
 
 def _with_check_metric(claims, claim_id: str, metric: str):
@@ -58,7 +58,7 @@ def _with_check_metric(claims, claim_id: str, metric: str):
 
 
 def test_a_misspelt_ledger_metric_is_refused_with_the_closest_declared_name():
-    suites, claims = spec.load_all_suites(), spec.load_claims()
+    suites, claims = spec.load_all_suites(), ledger_parse.load_claims()
     first = claims[0].checks[0]
     wrong = first.metric + "x"
     with pytest.raises(BadInput) as e:

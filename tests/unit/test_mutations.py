@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.model import spec
+from harness.model import ledger_parse
 from harness.verdict.analysis import Outcome
 from tests import TESTS
 
@@ -739,7 +739,7 @@ ROWS = [
 
 
 def _ledger_checks() -> set[tuple[str, str, str]]:
-    return {(c.id, f"{k.suite}/{k.case}", k.metric) for c in spec.load_claims() for k in c.checks}
+    return {(c.id, f"{k.suite}/{k.case}", k.metric) for c in ledger_parse.load_claims() for k in c.checks}
 
 
 def test_every_ledger_check_has_a_row():
@@ -822,7 +822,7 @@ def test_the_ledger_page_shows_each_checks_evidence():
     """Issue 52: docs/ledger.md shows, for every check of an absence, what its count is out of
     and its exercise counter with its minimum, and for every reference and stand-in how its
     independence or strength is enforced."""
-    from harness.model.spec import load_claims
+    from harness.model.ledger_parse import load_claims
 
     text = LEDGER_PAGE.read_text()
     for claim in load_claims():

@@ -7,7 +7,7 @@ import yaml
 
 from harness.base.errors import BadInput
 from harness.base.paths import suite_spec
-from harness.model import spec
+from harness.model import ledger_parse, spec, yaml_fields
 
 BASE = {
     "name": "demo",
@@ -116,7 +116,7 @@ def test_unknown_profile_lists_the_known_ones():
 
 
 def test_every_shipped_suite_and_the_claims_ledger_validate():
-    lines = spec.validate_paths([])
+    lines = ledger_parse.validate_paths([])
     assert any("redis-cluster" in line for line in lines)
     assert lines[-1].endswith("claims)")
 
@@ -138,7 +138,7 @@ def test_the_ledger_refuses_a_check_on_an_unknown_case(tmp_path):
         )
     )
     with pytest.raises(BadInput, match="suite 'demo' has no case 'nope'"):
-        spec.load_claims(tmp_path)
+        ledger_parse.load_claims(tmp_path)
 
 
 def test_redis_cluster_profiles_carry_the_source_numbers_verbatim():
@@ -214,10 +214,10 @@ def test_loaded_specs_are_kept_until_a_file_changes_and_callers_get_their_own_co
     )
     first = spec.load_all_suites(tmp_path)
     first["demo"].cases.clear()  # a caller's change
-    claims = spec.load_claims(tmp_path)
+    claims = ledger_parse.load_claims(tmp_path)
     claims[0].checks.clear()
     assert [c.name for c in spec.load_all_suites(tmp_path)["demo"].cases] == ["rb"]
-    assert len(spec.load_claims(tmp_path)[0].checks) == 1
+    assert len(ledger_parse.load_claims(tmp_path)[0].checks) == 1
     assert any(k[0] == "suites" and k[1] == str(tmp_path.resolve()) for k in file_cache._KEPT)
     text = path.read_text()
     path.write_text(text.replace("description: d", "description: e"))  # same size, same timestamp tick
@@ -225,9 +225,9 @@ def test_loaded_specs_are_kept_until_a_file_changes_and_callers_get_their_own_co
 
 
 def test_specs_are_parsed_with_libyaml_where_it_is_installed():
-    assert spec._LOADER is (yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
-    with pytest.raises(spec.AliasRefused, match=r"aliases \(\*a\).*line 2"):
-        spec.parse_yaml_text("x: &a [1]\ny: *a\n", "t")
+    assert yaml_fields._LOADER is (yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
+    with pytest.raises(yaml_fields.AliasRefused, match=r"aliases \(\*a\).*line 2"):
+        yaml_fields.parse_yaml_text("x: &a [1]\ny: *a\n", "t")
 
 
 def test_a_case_the_profile_repeats_less_runs_its_own_repetitions_unless_repeat_is_given():

@@ -18,7 +18,7 @@ import pytest
 
 from harness.base.errors import BadInput
 from harness.cli import main
-from harness.model.spec import Claim, ClaimCheck, Control
+from harness.model.ledger import Claim, ClaimCheck, Control
 from harness.publish.outputs import publish
 from harness.verdict import verdicts_json as verdicts
 from tests import TESTS, stored_runs

@@ -1,8 +1,9 @@
-"""The engine-hotload suite's drivers (the cases: cases.py, signed_load.py, swap_cases.py)."""
+"""The engine-hotload suite's drivers (the cases: cases.py, signed_load.py, hot_swap_case.py,
+incompatible_swap_case.py)."""
 
 from __future__ import annotations
 
-from harness.experiments.engine_hotload import cases, metrics, signed_load, swap_cases
+from harness.experiments.engine_hotload import cases, hot_swap_case, incompatible_swap_case, metrics, signed_load
 from harness.experiments.engine_hotload.served import COMMON, check_common
 from harness.model.driver_contract import CaseContext, Param, Record, register
 
@@ -45,7 +46,7 @@ def signed(ctx: CaseContext) -> Record:
 
 @register(
     "engine-hotload-hot-swap",
-    params=swap_cases.SWAP_PARAMS,
+    params=hot_swap_case.SWAP_PARAMS,
     check=check_common,
     metrics=metrics.HOT_SWAP,
     isolate=True,
@@ -53,7 +54,7 @@ def signed(ctx: CaseContext) -> Record:
     "failures, switch time, memory peak",
 )
 def hot_swap(ctx: CaseContext) -> Record:
-    return swap_cases.hot_swap(ctx)
+    return hot_swap_case.hot_swap(ctx)
 
 
 @register(
@@ -69,4 +70,4 @@ def hot_swap(ctx: CaseContext) -> Record:
     "Control: the same swaps with the compatibility check off",
 )
 def incompatible_swap(ctx: CaseContext) -> Record:
-    return swap_cases.incompatible_swap(ctx)
+    return incompatible_swap_case.incompatible_swap(ctx)

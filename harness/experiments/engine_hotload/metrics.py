@@ -1,11 +1,11 @@
 """The metrics the engine-hotload drivers report, either backend (ort, trt): cold start, prewarm,
-signed load, hot swap and incompatible swap (cases.py, signed_load.py, swap_cases.py)."""
+signed load, hot swap and incompatible swap (cases.py, signed_load.py, hot_swap_case.py, incompatible_swap_case.py)."""
 
 from harness.base.metrics_model import MetricDecl as M
 
 PREWARM_MODE = "{cold|profile0|prewarmed}"  # cases.MODE_PREFIX: no prewarm, the source's profile 0, every profile
 BUCKET = "b{batch}x{seq}"  # a served shape bucket (lifecycle.Bucket.name)
-ARM = "{swap|in_place|pause}"  # swap_cases.service_metrics: the hot swap and the actions beside it
+ARM = "{swap|in_place|pause}"  # swap_service.service_metrics: the hot swap and the actions beside it
 
 COLD_START = (
     # median over fresh processes: each stage, and from nothing to the first result

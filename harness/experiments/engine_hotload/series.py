@@ -1,5 +1,5 @@
 """The engine-hotload suite's series: each declared once, with its columns' kinds and units, for
-the drivers that write them (cases.py, swap_cases.py, signed_load.py) and the view that reads
+the drivers that write them (cases.py, hot_swap_case.py, incompatible_swap_case.py, signed_load.py) and the view that reads
 them."""
 
 from __future__ import annotations

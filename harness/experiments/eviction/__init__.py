@@ -1,6 +1,8 @@
 """Eviction policies under long-tailed token traffic (the source's section 4.2, claims C18/C19).
 
-- drivers.py: the harness drivers (eviction-trace, eviction-simulate, ...).
+- drivers.py: the harness drivers (eviction-trace, eviction-simulate, ...), each calling its case's module:
+  trace_case.py, simulate_case.py (with calibrated_size.py), crosscheck_case.py, redis_case.py;
+  common.py: the trace parameters and the trace every case builds.
 - redis_replay.py: the trace replayed against real redis-server processes.
 - standin.py: the stand-ins and their instruments.
 - metrics.py, series.py, view.py: what the drivers declare and write, and its view.

@@ -20,7 +20,7 @@ TRACE = (
 )
 
 # eviction-simulate: sim = the real token trace, zipf = the synthetic one; the policies are
-# eviction_sim.ALL_POLICIES, and random (seeded random eviction) is the control beside them
+# cache_policies.sim.ALL_POLICIES, and random (seeded random eviction) is the control beside them
 SIMULATE = (
     # at the claim table's size (table_fraction)
     M("{sim|zipf}.capacity_objects", "tokens"),

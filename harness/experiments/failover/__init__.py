@@ -4,5 +4,5 @@
   read back, metrics); kill.py (kill -9 and restart) and partition.py (a host's link down on
   the simulated lab) supply their fault; drivers.py registers the two drivers.
 - client.py (slot router, fixed-rate writers and readers), watch.py (the other nodes' views),
-  history.py (each acknowledged write classified), measure.py (metrics and series).
+  lost_writes.py (each acknowledged write classified), measure.py (metrics and series).
 """

@@ -3,7 +3,7 @@
 stays on the cut-off primary's side of a partition. It writes the job's keys at a fixed
 rate through the slot router seeded with that primary, from the job's `start` to its `end`
 (monotonic seconds, the clock the parent uses too), and returns its history: one dict per
-write (`history.Write`'s fields)."""
+write (`lost_writes.Write`'s fields)."""
 
 from __future__ import annotations
 

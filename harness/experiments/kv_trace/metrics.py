@@ -3,7 +3,7 @@ the simulator's numbers on one KV-block trace with recount.py's references, and 
 
 from harness.base.metrics_model import MetricDecl as M
 
-# kv-trace-simulate: {policy} is one of kv_policies.ALL_POLICIES; {capacity} a curve capacity in
+# kv-trace-simulate: {policy} is one of kv_blocks.policies.ALL_POLICIES; {capacity} a curve capacity in
 # tokens as analyses.label names it (10k, 3M, 1G, 3.16M)
 SIMULATE = (
     # the trace

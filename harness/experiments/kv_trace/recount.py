@@ -1,7 +1,8 @@
 """An independent recount of the numbers the ledger judges on a KV-block trace (issue 39).
 
-The simulator (trace.py, prefix.py, policies.py, tiers.py, analyses.py, shape.py) is fast:
-numpy arrays, libCacheSim, lazy heaps. Its numbers are the ones judged, so a fault in it
+The simulator (kv_blocks/trace.py, kv_blocks/prefix.py, kv_blocks/policies.py in
+harness/mechanisms/, and this suite's tiers.py, analyses.py, shape.py) is fast: numpy
+arrays, libCacheSim, lazy heaps. Its numbers are the ones judged, so a fault in it
 (a cache that forgets, a prefix rule that stops too late) would be judged as a finding. This
 module counts the same numbers again on the same trace by a separate path that shares no
 code with it: it reads the trace file's lines itself (json, no numpy), keeps each cache in

@@ -35,7 +35,8 @@ from harness.infra.load_tools.redis_benchmark import (
     parse_csv,
     to_metrics,
 )
-from harness.infra.process import command_line, run_tool, where
+from harness.infra.process import run_tool, where
+from harness.infra.redaction import command_line
 from harness.model.driver_contract import CaseContext, Metric, Param, Record, Series, register
 
 # redis-benchmark prints percentiles, not a histogram: several hosts' figures could not be

@@ -27,7 +27,8 @@ from harness.base.errors import BadInput
 from harness.experiments.redis_cluster.series import LOADGENS
 from harness.infra.load_tools import loadgen_merge, memtier
 from harness.infra.load_tools.loadgen_merge import HostRun
-from harness.infra.process import RemoteHost, clock_offset_ms, command_line, redact, run_each, run_tool
+from harness.infra.process import RemoteHost, clock_offset_ms, run_each, run_tool
+from harness.infra.redaction import command_line, redact
 from harness.model.driver_contract import CaseContext, Metric, Series
 
 START_LEAD_S = 3.0  # the shared start lies this far ahead of the moment the commands are sent

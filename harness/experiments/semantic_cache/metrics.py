@@ -94,7 +94,7 @@ GPTCACHE = (
     M("instrument.llm_wait.{known|seen}_ms", "ms"),
 )
 
-# semantic-cache-ttft: the TTFT stream's metrics (shared.semantic_series.TTFT_METRICS; serving's
+# semantic-cache-ttft: the TTFT stream's metrics (mechanisms.semantic.series.TTFT_METRICS; serving's
 # semantic-e2e reports the same)
 TTFT = TTFT_METRICS
 

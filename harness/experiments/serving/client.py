@@ -45,7 +45,7 @@ from urllib.parse import urljoin
 
 from harness.base.errors import EnvironmentProblem
 from harness.base.safe_text import TEXT, for_terminal
-from harness.infra.process import url_for_display
+from harness.infra.url_redaction import url_for_display
 
 STATUSES = ("ok", "http_error", "connect_error", "stalled", "timeout", "cut_off", "error", "redirected")
 DEADLINE_MARGIN_S = 5.0

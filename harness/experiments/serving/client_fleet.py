@@ -22,7 +22,8 @@ from typing import cast
 
 from harness.experiments.serving import client
 from harness.experiments.serving.client import Request, Result
-from harness.infra.process import RemoteHost, clock_offset_ms, redact, run_each
+from harness.infra.process import RemoteHost, clock_offset_ms, run_each
+from harness.infra.redaction import redact
 
 WORKER = "harness.experiments.serving.client_worker"
 START_LEAD_S = 5.0  # the shared start lies this far ahead: every host's Python is up by then

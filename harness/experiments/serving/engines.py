@@ -15,9 +15,9 @@ from typing import Callable, cast
 
 from harness.base.errors import EnvironmentProblem
 from harness.infra import serving_engine
-from harness.infra.process import url_for_display
 from harness.infra.serving_engine.metrics import HITS, QUERIES
 from harness.infra.target import LlmEndpoint, Target
+from harness.infra.url_redaction import url_for_display
 from harness.model.driver_contract import CaseContext, Record
 
 from . import client

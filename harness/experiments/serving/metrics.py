@@ -60,7 +60,7 @@ PREFIX_CACHE = (
 )
 
 # serving-semantic-e2e (semantic_case.py): the semantic cache's TTFT stream, as the semantic-cache
-# suite's ttft case reports it (shared.semantic_series.TTFT_METRICS), and the engine's errors
+# suite's ttft case reports it (mechanisms.semantic.series.TTFT_METRICS), and the engine's errors
 SEMANTIC_E2E = (*TTFT_METRICS, M("engine.errors", "requests", "lower"))
 
 # serving-client-vs-vllm (peer_case.py)

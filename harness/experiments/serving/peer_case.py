@@ -21,8 +21,9 @@ from typing import Any
 from harness.base import stats
 from harness.experiments.serving.series import PEER_REQUESTS
 from harness.infra.model_wheels import smollm2_dir
-from harness.infra.process import note_url_secrets, redact, redact_file, redact_json
+from harness.infra.redaction import redact, redact_file, redact_json
 from harness.infra.serving_engine import install
+from harness.infra.url_redaction import note_url_secrets
 from harness.model.driver_contract import INPUT_FILE, CaseContext, Metric, Param, Record
 
 from . import client, engines, summary

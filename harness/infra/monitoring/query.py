@@ -41,7 +41,7 @@ from harness.infra.monitoring.stack import (
     stop_stack,
 )
 from harness.infra.ownership import DamagedState
-from harness.infra.process import redact
+from harness.infra.redaction import redact
 from harness.infra.target import Target, check_prometheus_url
 
 # A run shorter than this is charted over this long from its start (a 1 s window gives one

@@ -37,13 +37,14 @@ from typing import Callable, cast
 
 from harness.base.errors import BadInput
 from harness.base.signals import deferred_interrupts
-from harness.infra.process import redact, url_for_display
+from harness.infra.redaction import redact
 from harness.infra.serving_engine import install, placement
 from harness.infra.serving_engine.external import EXTERNAL, external_engines
 from harness.infra.serving_engine.local import START_TIMEOUT_S, EngineConfig, LocalEngine, model_folder
 from harness.infra.serving_engine.metrics import alive, cache_config
 from harness.infra.serving_engine.startup import Startup, start_order
 from harness.infra.target import Target
+from harness.infra.url_redaction import url_for_display
 
 CONFIGS = {"cached": True, "uncached": False}  # name -> prefix caching
 PORT_ENV = "HARNESS_ENGINE_PORT"  # first port of the harness-started engines (default 8011)

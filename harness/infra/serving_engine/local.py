@@ -52,8 +52,8 @@ from harness.infra.ownership import (
     terminate,
     write_private,
 )
-from harness.infra.process import SECRET_ENV
 from harness.infra.redis_server import check_port_number, check_ports_free
+from harness.infra.secret_store import SECRET_ENV
 from harness.infra.serving_engine import install, placement
 from harness.infra.serving_engine.metrics import EngineHttpError, served_models
 from harness.infra.target import LlmEndpoint

@@ -20,7 +20,7 @@ REQUESTS = SeriesShape(
     ),
 )
 
-# What semantic_stream.outcome_of reports: TTFT per mode, the cached modes' hits, and C3's P95
+# What stream.outcome_of reports: TTFT per mode, the cached modes' hits, and C3's P95
 # change semantic vs hash with its bootstrap interval and floor, its control and its instrument.
 _CACHED = "{hash_cache|semantic_cache|oracle_cache}"
 TTFT_METRICS = (

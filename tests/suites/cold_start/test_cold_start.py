@@ -15,7 +15,7 @@ from harness.base.errors import BadInput, EnvironmentProblem
 from harness.base.paths import SUITES_DIR, suite_spec
 from harness.experiments.cold_start import counting
 from harness.experiments.cold_start import drivers as cs
-from harness.model import spec
+from harness.model import ledger_parse, spec, yaml_fields
 from harness.model.driver_contract import CaseContext, get
 from harness.model.spec import Case, SuiteClaim, SuiteRun
 from harness.model.stored_run import Record, RunData
@@ -245,13 +245,16 @@ def test_statement_timeout_counts_as_a_store_timeout(pg):
 def _ledger(claim_id: str) -> dict:
     """This suite's claim as written in the ledger (read alone, so that other suites' specs
     do not matter here)."""
-    data = spec.load_yaml(SUITES_DIR / "claims.yaml", "claims ledger")
+    data = yaml_fields.load_yaml(SUITES_DIR / "claims.yaml", "claims ledger")
     return next(c for c in data["claims"] if c["id"] == claim_id)
 
 
 def _checks(claim_id: str):
     suites = {"cold-start": spec.load_suite_file(suite_spec("cold-start"))}
-    return [spec._parse_check(f"{claim_id}.checks[{i}]", c, suites) for i, c in enumerate(_ledger(claim_id)["checks"])]
+    return [
+        ledger_parse._parse_check(f"{claim_id}.checks[{i}]", c, suites)
+        for i, c in enumerate(_ledger(claim_id)["checks"])
+    ]
 
 
 # what a run on the source's setting would have measured (C8's conditions): the verdict on the
@@ -353,7 +356,7 @@ def test_c8_checks_refute_the_growth_and_need_the_flush(cluster, tmp_path):
 def _view_shows_the_run_beside_the_ledger(out, tmp_path):
     """The view on stored records of two repetitions: aggregated tables, the ledger's series."""
     from harness.experiments import views
-    from harness.model.spec import Claim
+    from harness.model.ledger import Claim
 
     recs = [
         Record(suite="cold-start", case="flush-one-primary", repetition=r, metrics=out.metrics, series=out.series)

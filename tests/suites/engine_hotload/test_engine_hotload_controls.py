@@ -21,7 +21,8 @@ from harness.experiments.engine_hotload.lifecycle import (
     prewarm_plan_for,
     source_prewarm_plan,
 )
-from harness.model.spec import load_all_suites, load_claims
+from harness.model.ledger_parse import load_claims
+from harness.model.spec import load_all_suites
 from harness.model.stored_run import Record, RunData
 from harness.verdict.analysis import Outcome, analyze
 
@@ -253,7 +254,7 @@ def test_trt_hot_swap_memory_check_needs_a_sampler_that_sees_the_second_engine()
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from harness.experiments.engine_hotload.swap_cases import incompatible_variants
+    from harness.experiments.engine_hotload.incompatible_swap_case import incompatible_variants
 
     return {w: p for w, p, _ in incompatible_variants(tmp_path_factory.mktemp("tiny"))}
 
@@ -269,7 +270,7 @@ def _window(kind, rep, t0):
 
 
 def test_failures_are_attributed_by_the_time_window_they_fall_in_not_by_their_text():
-    from harness.experiments.engine_hotload.swap_cases import attribute_failures
+    from harness.experiments.engine_hotload.swap_service import attribute_failures
     from harness.experiments.engine_hotload.workload import Request
 
     acts = [
@@ -291,7 +292,7 @@ def test_a_restart_fails_requests_where_a_hot_swap_fails_none(tiny):
     """And with the drain removed (the old engine closed under a call in flight) the hot
     swap's own window has the failures, not the restart's."""
     from harness.experiments.engine_hotload.swap import EngineSlot
-    from harness.experiments.engine_hotload.swap_cases import attribute_failures
+    from harness.experiments.engine_hotload.swap_service import attribute_failures
     from harness.experiments.engine_hotload.workload import RequestStream
 
     same = next(p for w, p in tiny.items() if w.startswith("same IO"))
@@ -327,7 +328,7 @@ def test_a_restart_fails_requests_where_a_hot_swap_fails_none(tiny):
 def _hot_swap_run(tmp_path, drain: str):
     """The hot-swap case as the local profile runs it (real MiniLM on ONNX Runtime, a real
     request stream, one swap and one restart), with `drain`; its C14 ledger verdict."""
-    from harness.experiments.engine_hotload.swap_cases import hot_swap
+    from harness.experiments.engine_hotload.hot_swap_case import hot_swap
     from harness.model.driver_contract import CaseContext, Target
     from tests import ledger_helpers
 
@@ -455,7 +456,7 @@ def test_incompatible_swap_check_on_a_real_run_and_with_the_check_removed(tmp_pa
     ONNX models with other IO, a request stream): every incompatible model refused, and its
     own control (the check off) swaps them in. With the check removed from the measured side
     (its wrong verdicts are the control's) the ledger says `not reproduced`."""
-    from harness.experiments.engine_hotload.swap_cases import incompatible_swap
+    from harness.experiments.engine_hotload.incompatible_swap_case import incompatible_swap
     from harness.model.driver_contract import CaseContext, Target
     from tests import ledger_helpers
 

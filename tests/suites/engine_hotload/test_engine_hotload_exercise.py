@@ -11,6 +11,7 @@ import pytest
 from harness.base.errors import HarnessError
 from harness.experiments.engine_hotload.backend_ort import OrtEngine
 from harness.experiments.engine_hotload.fingerprint import UNKNOWN, Fingerprints
+from harness.experiments.engine_hotload.hot_swap_metrics import swap_exercise
 from harness.experiments.engine_hotload.lifecycle import Bucket
 from harness.experiments.engine_hotload.signed_load import (
     _Counter,
@@ -25,7 +26,7 @@ from harness.experiments.engine_hotload.signing import (
     sign_manifest,
     write_manifest,
 )
-from harness.experiments.engine_hotload.swap_cases import reported_facts, swap_exercise
+from harness.experiments.engine_hotload.swap_stream import reported_facts
 from harness.experiments.engine_hotload.workload import Request
 from harness.mechanisms.onnx_models.export import perturbed_onnx, tiny_onnx
 

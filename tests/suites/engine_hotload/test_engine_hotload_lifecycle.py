@@ -221,7 +221,7 @@ def test_hot_swap_under_load_from_several_threads_fails_no_request(minilm, feeds
 
 @pytest.fixture(scope="module")
 def variants(tmp_path_factory):
-    from harness.experiments.engine_hotload.swap_cases import incompatible_variants
+    from harness.experiments.engine_hotload.incompatible_swap_case import incompatible_variants
 
     return incompatible_variants(tmp_path_factory.mktemp("variants"))
 

@@ -11,8 +11,9 @@ import time
 import pytest
 
 from harness.experiments.engine_hotload.gpu import Sample
+from harness.experiments.engine_hotload.hot_swap_metrics import swap_metrics
 from harness.experiments.engine_hotload.lifecycle import Bucket, open_engine
-from harness.experiments.engine_hotload.swap_cases import action_rows, service_metrics, swap_metrics
+from harness.experiments.engine_hotload.swap_service import action_rows, service_metrics
 from harness.experiments.engine_hotload.workload import Request, answer_gaps, steady_gap_ms
 
 # ---- the measures, on synthetic request records (known answers) -------------------------
@@ -214,7 +215,7 @@ def test_the_trt_hot_swap_is_judged_the_same_way_on_the_lab_only():
 def test_a_refusal_counts_only_when_the_clients_still_get_the_served_models_answers():
     """incompatible-swap: the refusal the swap reports is not enough; the probe requests (the
     served model's inputs, every bucket) must still be answered as before."""
-    from harness.experiments.engine_hotload.swap_cases import wrong
+    from harness.experiments.engine_hotload.incompatible_swap_case import wrong
 
     refused = {"expected": "refused", "outcome": "refused", "serves_as_before": True}
     assert not wrong(refused)

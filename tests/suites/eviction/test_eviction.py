@@ -383,12 +383,12 @@ def _judged_configured(facts: dict) -> list[str]:
     (the allkeys-random server's facts given as needed, so that only these readings matter)."""
     from types import SimpleNamespace
 
-    from harness.model import spec
+    from harness.model import ledger_parse
     from harness.verdict import analysis
 
     chk = next(
         c
-        for c in next(c for c in spec.load_claims() if c.id == "C18").checks
+        for c in next(c for c in ledger_parse.load_claims() if c.id == "C18").checks
         if c.metric == "redis.allkeys-lru.hit_rate_pct"
     )
     facts = {
@@ -415,7 +415,7 @@ def test_random_eviction_is_seeded_and_has_known_answers():
 
 
 def test_ordering_holds_only_when_strictly_increasing():
-    from harness.experiments.eviction.drivers import ordering_holds
+    from harness.experiments.eviction.simulate_case import ordering_holds
 
     assert ordering_holds({"lru": 50, "lfu": 55, "hybrid": 60}, ("lru", "lfu", "hybrid"))
     assert not ordering_holds({"lru": 50, "lfu": 55, "hybrid": 55}, ("lru", "lfu", "hybrid"))
@@ -433,7 +433,8 @@ def test_run_labels_name_knobs_only_when_they_differ_from_redis_defaults():
 
 
 def _ledger_checks(claim_id: str) -> list:
-    from harness.model.spec import ClaimCheck, load_yaml
+    from harness.model.ledger import ClaimCheck
+    from harness.model.yaml_fields import load_yaml
 
     claims = load_yaml(REPO / "harness" / "experiments" / "claims.yaml", "claims ledger")["claims"]
     return [ClaimCheck.from_json(c) for c in next(c for c in claims if c["id"] == claim_id)["checks"]]
@@ -503,9 +504,9 @@ def _ctx(tmp_path, case: str, params: dict, repetition: int = 1):
 
 @pytest.fixture(scope="module")
 def small_simulation(tmp_path_factory):
-    from harness.experiments.eviction import drivers
+    from harness.experiments.eviction import simulate_case
 
-    p = {k: v.default for k, v in drivers.SIM_PARAMS.items()}
+    p = {k: v.default for k, v in simulate_case.SIM_PARAMS.items()}
     p.update(
         n_requests=20000,
         rps_requests=0,
@@ -513,7 +514,7 @@ def small_simulation(tmp_path_factory):
         size_fractions=[0.01, 0.02, 0.05, 0.1, 0.2],
         calibrate_lru_hit_pct=68.2,
     )
-    out = drivers.run_simulate(_ctx(tmp_path_factory.mktemp("sim"), "simulate", p))
+    out = simulate_case.run_simulate(_ctx(tmp_path_factory.mktemp("sim"), "simulate", p))
     assert out.status == "ok", out.reason
     assert "tables" not in out.details and "charts" not in out.details
     return out, {k: v.value for k, v in out.metrics.items()}
@@ -557,9 +558,9 @@ def test_c18_mechanism_removed_every_simulated_check_is_not_reproduced(tmp_path)
     and the LRU instrument no longer reads the 68.2% the stack distances give, so every one
     is inconclusive. (Before the reference, random eviction's 39.7% of the tail sat inside
     LFU's band and read not attributable.)"""
-    from harness.experiments.eviction import drivers
+    from harness.experiments.eviction import simulate_case
 
-    p = {k: v.default for k, v in drivers.SIM_PARAMS.items()}
+    p = {k: v.default for k, v in simulate_case.SIM_PARAMS.items()}
     p.update(
         n_requests=20000,
         rps_requests=0,
@@ -568,7 +569,7 @@ def test_c18_mechanism_removed_every_simulated_check_is_not_reproduced(tmp_path)
         calibrate_lru_hit_pct=68.2,
         as_random=["lru", "lfu", "hybrid"],
     )
-    out = drivers.run_simulate(_ctx(tmp_path, "simulate", p))
+    out = simulate_case.run_simulate(_ctx(tmp_path, "simulate", p))
     m = {k: v.value for k, v in out.metrics.items()}
     assert m["sim.calibrated.lfu.hit_rate_pct"] == m["sim.calibrated.random.hit_rate_pct"]
     assert m["sim.ordering_sizes_pct"] == 0 and out.details["as_random"] == ["lru", "lfu", "hybrid"]
@@ -581,16 +582,16 @@ def test_c18_redis_checks_on_real_redis_servers(tmp_path):
     """The Redis checks on a real replay at the calibrated size (standalone redis-servers); with
     the policy removed (the allkeys-random replay's real numbers in the policy's place) each
     check is not reproduced."""
-    from harness.experiments.eviction import drivers
+    from harness.experiments.eviction import redis_case
 
-    p = {k: v.default for k, v in drivers.REDIS_PARAMS.items()}
+    p = {k: v.default for k, v in redis_case.REDIS_PARAMS.items()}
     p.update(
         n_requests=12000,
         warmup_requests=4000,
         runs=["allkeys-lru", "allkeys-lfu", "allkeys-random"],
         calibrate_lru_hit_pct=68.2,
     )
-    out = drivers.run_redis(_ctx(tmp_path, "redis", p))
+    out = redis_case.run_redis(_ctx(tmp_path, "redis", p))
     assert out.status == "ok", out.reason
     m = {k: v.value for k, v in out.metrics.items()}
     assert m["redis.calibrated.capacity_objects"] > 0
@@ -618,11 +619,11 @@ def test_c18_redis_checks_on_real_redis_servers(tmp_path):
 
 
 def _trace_run(tmp_path, **over):
-    from harness.experiments.eviction import drivers
+    from harness.experiments.eviction import common, trace_case
 
-    p = {k: v.default for k, v in {**drivers.TRACE_PARAMS, **drivers.TRACE_CASE_PARAMS}.items()}
+    p = {k: v.default for k, v in {**common.TRACE_PARAMS, **trace_case.TRACE_CASE_PARAMS}.items()}
     p.update(n_requests=50000, **over)
-    out = drivers.run_trace(_ctx(tmp_path, "trace", p))
+    out = trace_case.run_trace(_ctx(tmp_path, "trace", p))
     return out, {k: v.value for k, v in out.metrics.items()}
 
 
@@ -658,7 +659,8 @@ def test_c19_with_a_broken_instrument_is_inconclusive(tmp_path):
 
 def test_view_builds_tables_from_records_across_repetitions(small_simulation, tmp_path):
     from harness.experiments import views
-    from harness.model.spec import Case, Claim, SuiteClaim, SuiteRun
+    from harness.model.ledger import Claim
+    from harness.model.spec import Case, SuiteClaim, SuiteRun
     from harness.model.stored_run import Record, RunData
     from harness.verdict.analysis import analyze
 
@@ -685,9 +687,9 @@ def test_calibrated_hit_rates_have_an_independent_reference(monkeypatch):
     references on the same trace (reference.* metrics, the ledger's cross-check): they agree
     with the fast simulators exactly, and a hybrid simulator that forgets an evicted key's
     count (the LFU admission's history) no longer agrees with its reference."""
-    from harness.experiments.eviction import drivers
+    from harness.experiments.eviction import calibrated_size, simulate_case
 
-    p = {k: v.default for k, v in drivers.SIM_PARAMS.items()}
+    p = {k: v.default for k, v in simulate_case.SIM_PARAMS.items()}
     p.update(calibrate_lru_hit_pct=50.0)
     ids = traces.zipf_trace(6000, 800, 1.0, seed=3).ids
     nxt = traces.next_access(ids)
@@ -695,9 +697,9 @@ def test_calibrated_hit_rates_have_an_independent_reference(monkeypatch):
     ctx = _ctx(Path("/nonexistent"), "simulate", p)
     m = {
         k: v.value
-        for k, v in drivers._calibrated_metrics(ctx, p, ids, nxt, tail, ["lru", "lfu", "hybrid"], "sim").items()
+        for k, v in simulate_case._calibrated_metrics(ctx, p, ids, nxt, tail, ["lru", "lfu", "hybrid"], "sim").items()
     }
-    for x in drivers.REFERENCE_POLICIES:
+    for x in calibrated_size.REFERENCE_POLICIES:
         for what in ("hit_rate_pct", "long_tail_pct"):
             assert m[f"reference.sim.calibrated.{x}.{what}"] == m[f"sim.calibrated.{x}.{what}"], (x, what)
     assert m["sim.calibrated.lru.hit_rate_pct"] >= 50.0
@@ -708,13 +710,13 @@ def test_calibrated_hit_rates_have_an_independent_reference(monkeypatch):
     monkeypatch.setattr(simulate, "hybrid_hits", forgetting)
     m2 = {
         k: v.value
-        for k, v in drivers._calibrated_metrics(ctx, p, ids, nxt, tail, ["lru", "lfu", "hybrid"], "sim").items()
+        for k, v in simulate_case._calibrated_metrics(ctx, p, ids, nxt, tail, ["lru", "lfu", "hybrid"], "sim").items()
     }
     assert m2["sim.calibrated.hybrid.hit_rate_pct"] != m2["reference.sim.calibrated.hybrid.hit_rate_pct"]
     assert m2["reference.sim.calibrated.hybrid.hit_rate_pct"] == m["sim.calibrated.hybrid.hit_rate_pct"]
     p["reference_at_calibrated"] = False
     assert not any(
-        k.startswith("reference.") for k in drivers._calibrated_metrics(ctx, p, ids, nxt, tail, ["lru"], "sim")
+        k.startswith("reference.") for k in simulate_case._calibrated_metrics(ctx, p, ids, nxt, tail, ["lru"], "sim")
     )
 
 
@@ -722,7 +724,7 @@ def test_every_reference_number_is_computed_in_the_reference_module(monkeypatch)
     """The reference.* metrics of the simulate case are reference.calibrated_rates's numbers, stored
     as they are (the driver computes none of them), and reference.rates counts exactly what
     traces.hit_rates does: the module whose imports each run checks is the one producing them."""
-    from harness.experiments.eviction import drivers
+    from harness.experiments.eviction import calibrated_size, simulate_case
     from harness.mechanisms.cache_policies import reference
 
     ids = traces.zipf_trace(5000, 700, 1.0, seed=4).ids
@@ -732,15 +734,15 @@ def test_every_reference_number_is_computed_in_the_reference_module(monkeypatch)
         hits = simulate.policy_hits(pol, ids, nxt, 60)
         assert reference.rates(hits, tail) == traces.hit_rates(hits, tail)
     assert reference.rates([True, False], [False, False]) == (50.0, 0.0)
-    p = {k: v.default for k, v in drivers.SIM_PARAMS.items()}
+    p = {k: v.default for k, v in simulate_case.SIM_PARAMS.items()}
     ctx = _ctx(Path("/nonexistent"), "simulate", p)
     got = reference.calibrated_rates(["lru", "lfu", "hybrid"], ids, nxt, tail, 60, 2)
-    m = drivers._reference_metrics(ctx, p, ids, nxt, tail, 60, ["lru", "lfu", "hybrid"], "sim")
+    m = calibrated_size.reference_metrics(ctx, p, ids, nxt, tail, 60, ["lru", "lfu", "hybrid"], "sim")
     assert {k: v.value for k, v in m.items()} == {
         f"reference.sim.calibrated.{x}.{w}": got[x][w] for x in got for w in ("hit_rate_pct", "long_tail_pct")
     }
     assert got["hybrid"]["reference"] == "RefHybrid"
     # the driver asks the reference module for every number: with it answering 1.0, every metric reads 1.0
     monkeypatch.setattr(reference, "rates", lambda hits, tail: (1.0, 1.0))
-    m = drivers._reference_metrics(ctx, p, ids, nxt, tail, 60, ["lru", "lfu", "hybrid"], "sim")
+    m = calibrated_size.reference_metrics(ctx, p, ids, nxt, tail, 60, ["lru", "lfu", "hybrid"], "sim")
     assert {v.value for v in m.values()} == {1.0}

@@ -10,7 +10,7 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
-from harness.experiments.eviction import drivers, standin
+from harness.experiments.eviction import calibrated_size, redis_case, simulate_case, standin
 from harness.experiments.eviction.redis_replay import bytes_per_key, recency_probe
 from harness.mechanisms.cache_policies import sim as simulate
 
@@ -67,8 +67,8 @@ def test_lruk_stand_in_is_the_sweeps_lru2():
 
 
 def test_stand_in_strength_is_a_parameter_of_the_cases():
-    assert drivers.SIM_PARAMS["standin_lruk_k"].default == 2
-    assert drivers.REDIS_PARAMS["standin_lru_samples"].default == 5
+    assert simulate_case.SIM_PARAMS["standin_lruk_k"].default == 2
+    assert redis_case.REDIS_PARAMS["standin_lru_samples"].default == 5
 
 
 def test_recency_probe_keeps_the_keys_lru_saw_last(redis_server):
@@ -91,13 +91,13 @@ def _calibrated(ratio: float) -> tuple[dict, dict]:
     from harness.mechanisms.cache_policies import traces
     from harness.model.driver_contract import CaseContext, Target
 
-    p = {k: v.default for k, v in drivers.SIM_PARAMS.items()}
+    p = {k: v.default for k, v in simulate_case.SIM_PARAMS.items()}
     p.update(calibrate_lru_hit_pct=50.0, reference_at_calibrated=False, standin_capacity_ratio=ratio)
     ids = traces.zipf_trace(6000, 800, 1.0, seed=3).ids
     tail = traces.tail_mask(ids, traces.head_ids(ids, 0.01))
     ctx = CaseContext("eviction", "simulate", 1, "local", p, Path("/nonexistent"), Target("none"), log=lambda m: None)
-    m = drivers._calibrated_metrics(ctx, p, ids, traces.next_access(ids), tail, ["lru", "lfu", "hybrid"], "sim")
-    return {k: v.value for k, v in m.items()}, drivers._standin_facts(m, "sim")
+    m = simulate_case._calibrated_metrics(ctx, p, ids, traces.next_access(ids), tail, ["lru", "lfu", "hybrid"], "sim")
+    return {k: v.value for k, v in m.items()}, calibrated_size.standin_facts(m, "sim")
 
 
 def test_lruk_stand_in_runs_at_the_calibrated_size_and_says_so():

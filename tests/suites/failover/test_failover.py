@@ -10,7 +10,7 @@ import pytest
 from harness.base.errors import BadInput
 from harness.base.paths import REPO_ROOT, suite_spec
 from harness.infra.redis_server import port_is_free
-from harness.model import driver_contract, spec
+from harness.model import driver_contract, ledger_parse, spec
 from harness.model.driver_contract import CaseContext, Node, Target
 from tests.conftest import TEST_CLUSTER_PORT
 
@@ -94,7 +94,7 @@ def _claim_verdict(out, tmp_path, claim_id, metrics=None):
     from harness.model.stored_run import Record, RunData
     from harness.verdict.analysis import analyze, check_verdict
 
-    chk = next(c for c in spec.load_claims() if c.id == claim_id).checks[0]
+    chk = next(c for c in ledger_parse.load_claims() if c.id == claim_id).checks[0]
     rec = Record(suite="failover", case=chk.case, repetition=1, metrics=metrics or out.metrics, series=out.series)
     suite = SuiteRun(
         "failover",
@@ -107,7 +107,7 @@ def _claim_verdict(out, tmp_path, claim_id, metrics=None):
         [Case(chk.case, "failover-primary-killed")],
         [],
     )
-    run = RunData(tmp_path, {}, [rec], {"failover": suite}, spec.load_claims())
+    run = RunData(tmp_path, {}, [rec], {"failover": suite}, ledger_parse.load_claims())
     return check_verdict(run, analyze(run), chk), run
 
 

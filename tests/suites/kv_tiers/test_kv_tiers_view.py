@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.experiments import views
-from harness.model.spec import load_all_suites, load_claims
+from harness.model.ledger_parse import load_claims
+from harness.model.spec import load_all_suites
 from harness.model.stored_run import Metric, Record, RunData, Series
 from harness.verdict.analysis import analyze
 

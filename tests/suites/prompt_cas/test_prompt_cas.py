@@ -83,7 +83,8 @@ def test_lua_rules_on_the_cluster(cluster, cluster_client):
 
 def ledger_checks(claim_id: str, suite: str) -> dict:
     from harness.base.paths import SUITES_DIR
-    from harness.model.spec import ClaimCheck, load_yaml
+    from harness.model.ledger import ClaimCheck
+    from harness.model.yaml_fields import load_yaml
 
     claims = load_yaml(SUITES_DIR / "claims.yaml", "claims ledger")["claims"]
     raw = next(c for c in claims if c["id"] == claim_id)["checks"]
@@ -169,7 +170,7 @@ def test_lab_profile_carries_the_source_claim_and_fails_on_skips():
     """The source gives the rule and 'no response mix-ups' (no writers, keys or duration):
     the lab profile checks exactly that, beside both controls, and a skip fails it."""
     from harness.base.paths import suite_spec
-    from harness.model.spec import load_yaml
+    from harness.model.yaml_fields import load_yaml
 
     lab = load_yaml(suite_spec("prompt-cas"), "spec")["profiles"]["lab-a100"]
     assert lab["skipped_fails"] is True
@@ -255,7 +256,8 @@ def test_mixups_are_not_measured_when_a_reader_read_too_little():
 
 def _c20(out, tmp_path, metrics=None):
     """C20's checks judged by harness.verdict.analysis on a run with this outcome's metrics."""
-    from harness.model.spec import load_all_suites, load_claims
+    from harness.model.ledger_parse import load_claims
+    from harness.model.spec import load_all_suites
     from harness.model.stored_run import Record, RunData
     from harness.verdict.analysis import analyze
     from tests import ledger_helpers

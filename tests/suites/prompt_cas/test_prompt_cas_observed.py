@@ -138,7 +138,7 @@ def test_no_judged_metric_of_c20_is_the_mechanisms_own():
     """Every C20 check names its observation, and neither it nor a control judges a
     mechanism.* metric (the vectors and the script's replies)."""
     from harness.base.paths import SUITES_DIR
-    from harness.model.spec import load_yaml
+    from harness.model.yaml_fields import load_yaml
 
     claims = load_yaml(SUITES_DIR / "claims.yaml", "claims ledger")["claims"]
     checks = next(c for c in claims if c["id"] == "C20")["checks"]
@@ -330,7 +330,7 @@ def test_a_counter_that_counts_the_wrong_thing_fails_its_known_histories(monkeyp
 def test_a_counter_below_its_known_counts_makes_the_c20_absences_inconclusive():
     """The ledger: a check of an absence holds its exercise evidence only when its counter's
     instrument reads 100 (its known counts), whatever the counter gave in the run."""
-    from harness.model.spec import load_claims
+    from harness.model.ledger_parse import load_claims
 
     c20 = next(c for c in load_claims() if c.id == "C20")
     counters = {

@@ -7,7 +7,8 @@ from harness.base.errors import BadInput
 from harness.base.paths import SUITES_DIR
 from harness.experiments.redis_cluster import acl
 from harness.model.driver_contract import CaseContext
-from harness.model.spec import ClaimCheck, load_yaml
+from harness.model.ledger import ClaimCheck
+from harness.model.yaml_fields import load_yaml
 
 
 def ledger_checks(claim_id: str, suite: str) -> dict[str, ClaimCheck]:

@@ -217,7 +217,7 @@ def test_c11_is_out_of_the_ledger_with_the_reason():
 
 
 def test_lab_profile_is_the_source_verbatim_and_fails_on_skips():
-    from harness.model.spec import load_yaml
+    from harness.model.yaml_fields import load_yaml
 
     lab = load_yaml(REPO / "harness" / "experiments" / "redis_cluster" / "suite.yaml")["profiles"]["lab-a100"]
     assert lab["skipped_fails"] is True
@@ -237,7 +237,8 @@ def test_driver_fails_fast_when_nothing_listens(tmp_path):
 
 def test_view_aggregates_runs_and_takes_the_claim_from_the_ledger(tmp_path):
     from harness.experiments import views
-    from harness.model.spec import Case, Claim, SuiteClaim, SuiteRun
+    from harness.model.ledger import Claim
+    from harness.model.spec import Case, SuiteClaim, SuiteRun
     from harness.model.stored_run import Record, RunData, Series
     from harness.verdict.analysis import analyze
 

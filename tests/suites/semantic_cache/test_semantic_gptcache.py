@@ -176,7 +176,7 @@ def test_i24_speed_checks_on_the_metrics_of_a_recorded_run():
 @needs_gptcache
 def test_the_view_shows_the_comparison_and_the_published_counts_as_published(runs, tmp_path):
     from harness.experiments import views
-    from harness.model import spec
+    from harness.model import ledger_parse, spec
     from harness.model.stored_run import Record, RunData
     from harness.verdict.analysis import analyze
     from tests.ledger_helpers import HERE
@@ -192,7 +192,7 @@ def test_the_view_shows_the_comparison_and_the_published_counts_as_published(run
         series=dict(on.series),
         facts=dict(on.facts),
     )
-    run = RunData(Path("."), dict(HERE), [rec], {"semantic-cache": srun}, spec.load_claims(suites=suites))
+    run = RunData(Path("."), dict(HERE), [rec], {"semantic-cache": srun}, ledger_parse.load_claims(suites=suites))
     blocks = [b for b in views.build(run, analyze(run), "semantic-cache") if b.case == "gptcache"]
     titles = [b.title for b in blocks]
     assert titles[0].startswith("GPTCache beside the harness") and "(measured)" in titles[0]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.base.errors import BadInput, EnvironmentProblem
-from harness.infra.process import REDACTED
+from harness.infra.secret_store import REDACTED
 from harness.infra.serving_engine import external, install, placement
 from harness.infra.serving_engine.for_run import engine_configs, engines_for_run, plan_engines
 from harness.infra.serving_engine.local import EngineConfig, LocalEngine, cpu_dtype

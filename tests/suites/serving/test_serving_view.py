@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.experiments import views
 from harness.experiments.views import Table
-from harness.model import spec
+from harness.model import ledger_parse, spec
 from harness.model.stored_run import Metric, Record, RunData
 from harness.verdict.analysis import analyze
 from tests import TESTS
@@ -37,7 +37,11 @@ def _run(claims=None) -> RunData:
         for case, f in CASES.items()
     ]
     return RunData(
-        Path("."), dict(HERE), recs, {"serving": srun}, spec.load_claims(suites=suites) if claims is None else claims
+        Path("."),
+        dict(HERE),
+        recs,
+        {"serving": srun},
+        ledger_parse.load_claims(suites=suites) if claims is None else claims,
     )
 
 
@@ -94,7 +98,7 @@ def test_the_sweep_shows_curves_knee_capacity_and_c3_against_the_curve():
     rec = Record.from_json(json.loads((FIX / "sweep_local_record.json").read_text())["record"])
     suites = spec.load_all_suites()
     srun = suites["serving"].as_run("local", 1, {c.name: {} for c in suites["serving"].cases})
-    run = RunData(Path("."), dict(HERE), [rec], {"serving": srun}, spec.load_claims(suites=suites))
+    run = RunData(Path("."), dict(HERE), [rec], {"serving": srun}, ledger_parse.load_claims(suites=suites))
     blocks = views.build(run, analyze(run), "serving")
     charts = {b.title: b for b in blocks if isinstance(b, Chart)}
     tables = {b.title: b for b in blocks if isinstance(b, Table)}
@@ -122,5 +126,5 @@ def test_the_report_says_which_case_ran_fewer_repetitions_than_the_suite():
     rec = Record.from_json(json.loads((FIX / "sweep_local_record.json").read_text())["record"])
     suites = spec.load_all_suites()
     srun = suites["serving"].as_run("local", 2, {c.name: {} for c in suites["serving"].cases})
-    run = RunData(Path("."), dict(HERE), [rec], {"serving": srun}, spec.load_claims(suites=suites))
+    run = RunData(Path("."), dict(HERE), [rec], {"serving": srun}, ledger_parse.load_claims(suites=suites))
     assert "Repetitions: 2 (sweep 1)." in render_html(run, analyze(run))
