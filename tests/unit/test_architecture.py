@@ -319,6 +319,69 @@ def test_the_top_of_harness_holds_at_most_11_entries():
     assert set(packages) == {name for name, _ in LAYERS[:-1]}, packages
 
 
+# A file holds one job: no module of harness/ over MAX_FILE_LINES, none of the model over
+# MAX_MODEL_LINES (issue 64: spec.py had grown to 1,521 lines holding YAML loading, the suite
+# model and the ledger; four files were over 800).
+MAX_FILE_LINES = 800
+MAX_MODEL_LINES = 600
+
+
+def too_long(root: Path) -> list[str]:
+    """The modules under `root` (a harness/ tree) over their line bound, with their length."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        bound = MAX_MODEL_LINES if path.relative_to(root).parts[0] == "model" else MAX_FILE_LINES
+        n = len(path.read_text().splitlines())
+        if n > bound:
+            out.append(f"{path.relative_to(root.parent)}: {n} lines, over {bound}: split it by job")
+    return out
+
+
+def test_no_module_is_over_its_line_bound():
+    long = too_long(ROOT)
+    assert not long, "\n".join(long)
+
+
+def test_the_line_bound_check_could_fail(tmp_path):
+    """A long module, and a model module over the model's lower bound, are both named."""
+    root = tmp_path / "harness"
+    (root / "model").mkdir(parents=True)
+    (root / "model" / "big.py").write_text("x = 1\n" * (MAX_MODEL_LINES + 1))
+    (root / "run.py").write_text("x = 1\n" * (MAX_FILE_LINES + 1))
+    (root / "ok.py").write_text("x = 1\n" * MAX_FILE_LINES)
+    long = too_long(root)
+    assert [line.split(":")[0] for line in long] == ["harness/model/big.py", "harness/run.py"], long
+
+
+# The mechanisms by name (issue 64): what several suites share is packages named for what they
+# hold, never flat modules told apart by prefixes; beside the suites, experiments/ holds only
+# its own __init__ and the views' registry.
+EXPERIMENTS_MODULES = {"__init__", "views"}
+MECHANISMS = {"kv_blocks", "cache_policies", "onnx_models", "semantic"}
+
+
+def loose_modules(root: Path) -> list[str]:
+    """Modules that sit loose in experiments/ or mechanisms/ under `root` (a harness/ tree)."""
+    experiments, _ = top_level(root / "experiments")
+    mechanisms, _ = top_level(root / "mechanisms")
+    return [f"experiments/{m}.py" for m in experiments if m not in EXPERIMENTS_MODULES] + [
+        f"mechanisms/{m}.py" for m in mechanisms if m != "__init__"
+    ]
+
+
+def test_the_mechanisms_are_packages_named_for_what_they_hold():
+    assert set(top_level(ROOT / "mechanisms")[1]) == MECHANISMS
+    loose = loose_modules(ROOT)
+    assert not loose, f"put these in a package of harness/mechanisms/ named for what they hold: {loose}"
+
+
+def test_the_loose_module_check_could_fail(tmp_path):
+    for name in ("experiments/__init__.py", "experiments/lruk.py", "mechanisms/__init__.py", "mechanisms/kv_x.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert loose_modules(tmp_path) == ["experiments/lruk.py", "mechanisms/kv_x.py"]
+
+
 def test_the_top_level_check_could_fail(tmp_path):
     """The count above sees a module put beside the folders."""
     for name in ("cli.py", "stray.py", "base/__init__.py"):
