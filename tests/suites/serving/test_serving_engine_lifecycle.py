@@ -172,38 +172,13 @@ def run_case(driver: str, case: str, params: dict, tmp_path: Path, engines: dict
     return d.run(ctx), ctx
 
 
-def test_prefix_cache_on_a_real_engine_matches_the_simulator(run, tmp_path):
-    """The serving suite's prefix-cache driver on the run's cached engine (small slices): the
-    engine's hit rate matches the simulator's prediction for the same blocks."""
-    out, ctx = run_case(
-        "serving-prefix-cache",
-        "prefix-cache",
-        {
-            "max_requests": 10,
-            "duration_s": 8,
-            "instrument_requests": 3,
-            "instrument_prefix_tokens": 256,
-            "instrument_gap_s": 0.5,
-        },
-        tmp_path,
-        {"cached": run["tgt"].engines["cached"]},
-    )
-    assert out.status == "ok", out.reason
-    m = {k: v.value for k, v in out.metrics.items()}
-    assert m["trace.on.ok"] == 10 and m["instrument.on.ok"] == 3
-    assert m["trace.on.engine_hit_pct"] > 0  # the slice shares prefixes (its first block at least)
-    assert abs(m["trace.hit_gap_pp"]) <= 5, (m["trace.on.engine_hit_pct"], m["trace.predicted_hit_pct"])
-    assert m["instrument.on.engine_hit_pct"] >= 50
-    assert "trace.off.requests" not in m and not out.facts["mechanism_off_engine"]  # no off engine in this run
-    assert out.facts["engine_block_size"] == 128 and out.facts["engine_kv_tokens"] > 0
-    assert {"trace.on.csv", "instrument.on.csv", "details.json"} <= {p.name for p in ctx.raw_dir.iterdir()}
-
-
 def test_the_vllm_apc_packs_metrics_on_both_engines(run, tmp_path):
     """The vLLM APC pack's case (serving/prefix-cache with its setup, smaller) on the run's two
-    engines: every metric its checks, controls and reference name is reported, the on/off
+    engines: the cached engine's hit rate matches the simulator's prediction for the same
+    blocks, every metric the pack's checks, controls and reference name is reported, the on/off
     changes are what the arms' own figures give, and the controls' situations happened (the
-    document reused on the cached engine, nothing served from a cache on the other)."""
+    document reused on the cached engine, nothing served from a cache on the other). The same
+    driver on one engine (no off arm) is the bring-your-own run below."""
     from harness.model import packs
 
     pack = packs.load("vllm-apc")
@@ -216,9 +191,15 @@ def test_the_vllm_apc_packs_metrics_on_both_engines(run, tmp_path):
         "instrument_prefix_tokens": 256,
         "instrument_gap_s": 0.5,
     }
-    out, _ = run_case("serving-prefix-cache", "prefix-cache", params, tmp_path, dict(run["tgt"].engines))
+    out, ctx = run_case("serving-prefix-cache", "prefix-cache", params, tmp_path, dict(run["tgt"].engines))
     assert out.status == "ok", out.reason
     m = {k: v.value for k, v in out.metrics.items()}
+    assert m["trace.on.ok"] == 6 and m["instrument.on.ok"] == 3
+    assert m["trace.on.engine_hit_pct"] > 0  # the slice shares prefixes (its first block at least)
+    assert abs(m["trace.hit_gap_pp"]) <= 5, (m["trace.on.engine_hit_pct"], m["trace.predicted_hit_pct"])
+    assert out.facts["engine_block_size"] == 128 and out.facts["engine_kv_tokens"] > 0
+    assert out.facts["mechanism_off_engine"]
+    assert {"trace.on.csv", "instrument.on.csv", "details.json"} <= {p.name for p in ctx.raw_dir.iterdir()}
     named = set()
     for claim in pack.claims():
         for chk in claim.checks:
@@ -286,6 +267,8 @@ def test_an_existing_server_given_by_environment_is_measured_and_left_running(ru
         "1",
         "--results-dir",
         str(tmp_path),
+        "--base-port",  # the run locks its cluster ports even when no case needs the cluster:
+        "7620",  # not the default 7000, which another test's or a developer's run may hold
     ] + [a for s in small for a in ("--set", s)]
     p = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert "Traceback" not in p.stderr, p.stderr[-3000:]
@@ -298,6 +281,7 @@ def test_an_existing_server_given_by_environment_is_measured_and_left_running(ru
     assert rec["status"] == "ok", rec.get("reason")
     assert rec["metrics"]["trace.on.ttft_p50_ms"]["value"] > 0
     assert "trace.off.ttft_p50_ms" not in rec["metrics"]  # no off arm on a server the user gave
+    assert "trace.off.requests" not in rec["metrics"] and not rec["facts"]["mechanism_off_engine"]
     assert alive(ep) is None  # still serving: the harness does not stop what it did not start
 
 
@@ -330,16 +314,20 @@ def test_ctrl_c_during_a_run_stops_every_engine_process(run):
     assert run["tgt"].engines == {}
 
 
-def _start_in_background(port: int) -> tuple[subprocess.Popen, dict]:
-    proc = subprocess.Popen(
+def _launch(port: int) -> subprocess.Popen:
+    return subprocess.Popen(
         [sys.executable, "-m", "harness", "engine", "up", "--port", str(port)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def _starting(proc: subprocess.Popen, port: int) -> dict:
+    """The state file of the engine `proc` starts on `port`, once its API server has begun its children."""
     state_file = LocalEngine(EngineConfig(port=port)).state_file
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 240
     st: dict = {}
     while time.monotonic() < deadline and proc.poll() is None:
         try:
@@ -349,27 +337,38 @@ def _start_in_background(port: int) -> tuple[subprocess.Popen, dict]:
         except (OSError, ValueError):
             pass
         time.sleep(0.2)
-    assert st.get("pgid"), "the engine never wrote its state file"
-    return proc, st
+    assert st.get("pgid"), f"the engine on {port} never wrote its state file"
+    return st
 
 
-def test_ctrl_c_during_a_start_leaves_nothing():
-    proc, st = _start_in_background(8026)
-    time.sleep(2)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "interrupted (SIGINT)" in err and "Traceback" not in err, err
-    assert engine_processes(8026, st["pgid"]) == []
-    assert all(not psutil.pid_exists(p) or psutil.Process(p).status() == psutil.STATUS_ZOMBIE for p in st["pids"])
-
-
-def test_down_from_another_process_stops_a_starting_engine():
-    proc, st = _start_in_background(8027)
-    p = harness("engine", "down", "--port", "8027")
-    assert p.returncode == 0 and "stopped" in p.stdout, p.stdout + p.stderr
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 3 and "exited with code" in err and "while starting" in err, err
-    assert engine_processes(8027, st["pgid"]) == []
+def test_ctrl_c_and_down_from_another_process_during_a_start_leave_nothing():
+    """Two `harness engine up` started at once (vLLM's API server imports for a long while
+    before it starts its children: the two imports overlap). `harness engine down` from another
+    process stops the one on 8027 while it starts, a Ctrl-C the one on 8026."""
+    procs = {port: _launch(port) for port in (8026, 8027)}
+    try:
+        st = {port: _starting(proc, port) for port, proc in procs.items()}
+        p = harness("engine", "down", "--port", "8027")
+        assert p.returncode == 0 and "stopped" in p.stdout, p.stdout + p.stderr
+        time.sleep(2)
+        procs[8026].send_signal(signal.SIGINT)
+        _, err = procs[8027].communicate(timeout=60)
+        assert procs[8027].returncode == 3 and "exited with code" in err and "while starting" in err, err
+        assert engine_processes(8027, st[8027]["pgid"]) == []
+        _, err = procs[8026].communicate(timeout=60)
+        assert procs[8026].returncode == 130 and "interrupted (SIGINT)" in err and "Traceback" not in err, err
+        assert engine_processes(8026, st[8026]["pgid"]) == []
+        left = [
+            pid
+            for pid in st[8026]["pids"]
+            if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        ]
+        assert left == []  # every process it named is gone (or a zombie)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+                proc.communicate(timeout=60)
 
 
 def test_a_start_timeout_prints_the_log_tail_and_leaves_nothing():
@@ -381,10 +380,12 @@ def test_a_start_timeout_prints_the_log_tail_and_leaves_nothing():
 
 
 def test_ctrl_c_during_a_harness_run_stops_its_engines(tmp_path):
-    """`harness run` starts the engines the serving suite's case declares once the suite
-    before it (kv-trace) is done (eager engines do not start in the background); a Ctrl-C
-    during that start stops every engine launched, and the run folder says it was
-    interrupted and keeps what the engine wrote."""
+    """`harness run` starts the engines the serving suite's case declares (eager engines do not
+    start in the background); a Ctrl-C during that start stops every engine launched, and the
+    run folder says it was interrupted and keeps what the engine wrote. The case is the run's
+    only one (a case before it, the `run` fixture's "other/before", would only delay the start),
+    and the Ctrl-C comes as soon as the first engine's state file names it: that its children
+    are stopped too is the test above's (a Ctrl-C after vLLM has begun them, 30-60 s in)."""
     env = {**os.environ, "HARNESS_ENGINE_PORT": "8036"}
     for k in ("HARNESS_LLM_URL", "HARNESS_ENGINE_EARLY_START", "HARNESS_ENGINE_PARALLEL_START"):
         env.pop(k, None)
@@ -394,7 +395,6 @@ def test_ctrl_c_during_a_harness_run_stops_its_engines(tmp_path):
             "-m",
             "harness",
             "run",
-            "kv-trace/crosscheck",
             "serving/prefix-cache",
             "--base-port",
             "7640",
@@ -410,13 +410,13 @@ def test_ctrl_c_during_a_harness_run_stops_its_engines(tmp_path):
     files = [LocalEngine(EngineConfig(port=p)).state_file for p in (8036, 8037)]
     state: dict = {}
     deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and proc.poll() is None and len(state.get("pids", [])) < 2:
+    while time.monotonic() < deadline and proc.poll() is None and not state.get("pgid"):
         try:
             state = json.loads(files[0].read_text())
         except (OSError, ValueError):
             state = {}
         time.sleep(0.3)
-    assert len(state.get("pids", [])) >= 2, f"the run did not start the first engine: {proc.poll()}"
+    assert state.get("pgid") and state.get("pids"), f"the run did not start the first engine: {proc.poll()}"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
