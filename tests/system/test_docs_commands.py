@@ -28,6 +28,7 @@ DOCS = [
 RUN_BY = {
     r"make reproduce$": ".ci/run",  # CI runs make test; make reproduce is run from a fresh clone before an issue is resolved
     r"make test( .*)?$": ".ci/run",
+    r"make reproduce PROFILE=quick$": ".ci/run",  # after make test, timed
     r"CI=true bash \.ci/run$": ".ci/run",
     r"make mutations$": "tests/system/test_mutation_suite.py::test_the_documented_commands_list_the_mutations_and_make_runs_them_all",
     r"\.venv/bin/python -m tests\.mutations\.run .*": "tests/system/test_mutation_suite.py::test_the_documented_commands_list_the_mutations_and_make_runs_them_all",
@@ -109,7 +110,8 @@ def test_the_docs_show_commands_and_each_is_run_somewhere():
 @pytest.mark.parametrize("where", sorted(set(RUN_BY.values())))
 def test_the_test_named_for_a_command_exists(where):
     if where == ".ci/run":
-        assert "make test" in (REPO / ".ci" / "run").read_text()
+        ci = (REPO / ".ci" / "run").read_text()
+        assert "make test" in ci and "make reproduce PROFILE=quick" in ci
         return
     path, _, name = where.partition("::")
     text = (REPO / path).read_text()
